@@ -1,0 +1,203 @@
+"""The command line: `waypost serve` (the default) and `waypost admin ...`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from waypost.clock import SystemClock, format_time
+from waypost.errors import WaypostError
+from waypost.resolvers import principals, projects
+from waypost.settings import RerankSettings, Settings, default_db_path
+from waypost.storage.db import connect_sync, run_write
+from waypost.storage.migrate import migrate
+
+T = TypeVar("T")
+log = logging.getLogger("waypost")
+
+db_option = click.option(
+    "--db",
+    "db_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=default_db_path,
+    show_default="env WAYPOST_DB, else ./waypost.db",
+    help="SQLite database file.",
+)
+
+
+@click.group(invoke_without_command=True)
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Waypost: coordination for teams of AI agents and humans."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(serve)
+
+
+@main.command()
+@db_option
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--lifecycle-host", default="127.0.0.1", show_default=True)
+@click.option("--lifecycle-port", default=8081, show_default=True, type=int)
+@click.option("--sweep-interval", default=300.0, show_default=True, type=float,
+              help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
+@click.option("--graphiql/--no-graphiql", default=False, show_default=True)
+def serve(
+    db_path: Path | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    lifecycle_host: str = "127.0.0.1",
+    lifecycle_port: int = 8081,
+    sweep_interval: float = 300.0,
+    graphiql: bool = False,
+) -> None:
+    """Run the service (the default command)."""
+    import uvicorn
+
+    from waypost.app import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
+    if clock_file:
+        log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
+    rerank = RerankSettings.from_environ()
+    if rerank.enabled and not rerank.url.startswith("https://"):
+        raise click.UsageError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
+    if not rerank.enabled:
+        log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
+    if lifecycle_port:
+        log.warning("the lifecycle listener is not part of this build yet; port %s unused",
+                    lifecycle_port)  # fmt: skip
+    settings = Settings(
+        db_path=db_path or Path(default_db_path()),
+        host=host,
+        port=port,
+        lifecycle_host=lifecycle_host,
+        lifecycle_port=lifecycle_port,
+        sweep_interval=sweep_interval,
+        graphiql=graphiql,
+        clock_file=Path(clock_file) if clock_file else None,
+        rerank=rerank,
+    )
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+
+
+@main.group()
+def admin() -> None:
+    """Administrative commands; they never read TYPESAFE_API_KEY."""
+
+
+def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
+    conn = connect_sync(db_path)
+    try:
+        migrate(conn)
+        at = format_time(SystemClock().now())
+        return run_write(conn, lambda c: fn(c, at))
+    except WaypostError as error:
+        raise click.ClickException(f"{error.code}: {error.message}") from error
+    finally:
+        conn.close()
+
+
+def _print(data: dict[str, Any]) -> None:
+    click.echo(json.dumps(data))
+
+
+@admin.command("migrate")
+@db_option
+def admin_migrate(db_path: Path) -> None:
+    """Create or upgrade the database."""
+    conn = connect_sync(db_path)
+    try:
+        applied = migrate(conn)
+    finally:
+        conn.close()
+    _print({"applied": applied})
+
+
+@admin.group("principal")
+def principal_group() -> None:
+    """Principals."""
+
+
+@principal_group.command("create")
+@db_option
+@click.option("--kind", type=click.Choice(["human", "agent"]), required=True)
+@click.option("--name", required=True)
+def principal_create(db_path: Path, kind: str, name: str) -> None:
+    """Create a principal; prints its api token once."""
+    _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
+
+
+@admin.group("token")
+def token_group() -> None:
+    """Tokens."""
+
+
+@token_group.command("issue")
+@db_option
+@click.option("--principal", "principal_id", required=True)
+@click.option("--audience", type=click.Choice(["api", "lifecycle"]), default="api",
+              show_default=True)  # fmt: skip
+def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
+    """Issue a token; it is printed once and only its SHA-256 is kept."""
+    _print(_write(db_path, lambda c, at: principals.issue_token(c, principal_id, audience, at)))
+
+
+@token_group.command("revoke")
+@db_option
+@click.option("--token-id", required=True)
+def token_revoke(db_path: Path, token_id: str) -> None:
+    """Revoke a token at once."""
+    _write(db_path, lambda c, at: principals.revoke_token(c, token_id, at))
+    _print({"token_id": token_id, "revoked": True})
+
+
+@admin.group("project")
+def project_group() -> None:
+    """Projects."""
+
+
+@project_group.command("create")
+@db_option
+@click.option("--id", "project_id", required=True)
+@click.option("--name", required=True)
+def project_create(db_path: Path, project_id: str, name: str) -> None:
+    """Create a project, as the first human principal (the admin)."""
+    from waypost.decoding import convert
+    from waypost.resolvers import events
+
+    def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
+        body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
+        owner = conn.execute(
+            "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
+        ).fetchone()
+        if owner is None:
+            raise click.ClickException("create a human principal first")
+        project = projects.insert_project(conn, body, owner["id"], "human", at)
+        events.append(
+            conn,
+            project_id=project_id,
+            type="project.created",
+            subject_type="project",
+            subject_id=project_id,
+            actor_id=owner["id"],
+            actor_session_id=None,
+            at=at,
+            data={"name": name, "via": "admin"},
+        )
+        return project
+
+    _print(_write(db_path, create))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

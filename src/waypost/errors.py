@@ -1,0 +1,118 @@
+"""The exception tree. Each class knows its wire code and HTTP status.
+
+WaypostError
+├── InvalidRequest            400 invalid_request
+├── Unauthenticated           401 unauthenticated
+├── Forbidden                 403 forbidden
+├── NotFound                  404 not_found
+├── Conflict                  409 (one subclass per code)
+│   ├── RevisionConflict, GenerationConflict, IdempotencyInFlight,
+│   └── DecisionRequired, PublicationInProgress, LeaseConflict, StateConflict
+├── PayloadTooLarge           413 payload_too_large
+├── UnsupportedMediaType      415 unsupported_media_type
+├── IdempotencyKeyReused      422 idempotency_key_reused
+└── Unavailable               503 unavailable (Retry-After)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class WaypostError(Exception):
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class InvalidRequest(WaypostError):
+    code = "invalid_request"
+    status = 400
+
+    @classmethod
+    def field(cls, field: str, message: str) -> InvalidRequest:
+        return cls(message, {"field": field})
+
+
+class Unauthenticated(WaypostError):
+    code = "unauthenticated"
+    status = 401
+
+
+class Forbidden(WaypostError):
+    code = "forbidden"
+    status = 403
+
+    @classmethod
+    def reason(cls, reason: str, message: str) -> Forbidden:
+        return cls(message, {"reason": reason})
+
+
+class NotFound(WaypostError):
+    code = "not_found"
+    status = 404
+
+
+class Conflict(WaypostError):
+    status = 409
+
+
+class RevisionConflict(Conflict):
+    code = "revision_conflict"
+
+
+class GenerationConflict(Conflict):
+    code = "generation_conflict"
+
+
+class IdempotencyInFlight(Conflict):
+    code = "idempotency_in_flight"
+
+
+class DecisionRequired(Conflict):
+    code = "decision_required"
+
+
+class PublicationInProgress(Conflict):
+    code = "publication_in_progress"
+
+
+class LeaseConflict(Conflict):
+    code = "lease_conflict"
+
+
+class StateConflict(Conflict):
+    code = "state_conflict"
+
+
+class PayloadTooLarge(WaypostError):
+    code = "payload_too_large"
+    status = 413
+
+
+class UnsupportedMediaType(WaypostError):
+    code = "unsupported_media_type"
+    status = 415
+
+
+class IdempotencyKeyReused(WaypostError):
+    code = "idempotency_key_reused"
+    status = 422
+
+
+class Unavailable(WaypostError):
+    code = "unavailable"
+    status = 503
+
+    def __init__(
+        self, message: str, details: dict[str, Any] | None = None, retry_after: int = 1
+    ) -> None:
+        super().__init__(message, details)
+        self.retry_after = retry_after

@@ -1,0 +1,23 @@
+"""Opaque server-made identifiers and secrets."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+PROJECT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+
+
+def new_id(prefix: str) -> str:
+    """A random id such as `task_3fQ9...`; 1-64 of A-Za-z0-9_- as the contract demands."""
+    return f"{prefix}_{secrets.token_urlsafe(12)}"
+
+
+def new_token() -> str:
+    return "wp_" + secrets.token_urlsafe(32)
+
+
+def token_digest(token: str) -> bytes:
+    return hashlib.sha256(token.encode("utf-8")).digest()

@@ -1,0 +1,68 @@
+"""Opaque cursors and pages, shared by REST lists and GraphQL connections."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from waypost.errors import InvalidRequest
+
+T = TypeVar("T")
+DEFAULT_LIMIT = 50
+
+
+def encode_cursor(*parts: str | int) -> str:
+    raw = json.dumps(list(parts), separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tuple[object, ...]:
+    """Decode a cursor made by `encode_cursor` whose parts have exactly `types`."""
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        parts = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidRequest.field(field_name, "malformed cursor") from exc
+    if (
+        not isinstance(parts, list)
+        or len(parts) != len(types)
+        or not all(type(p) is t for p, t in zip(parts, types, strict=True))
+    ):
+        raise InvalidRequest.field(field_name, "malformed cursor")
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a list: each item's own cursor, and whether more follow."""
+
+    items: list[T]
+    cursors: list[str] = field(default_factory=list)
+    has_next: bool = False
+
+    @property
+    def next_cursor(self) -> str | None:
+        return self.cursors[-1] if self.has_next and self.cursors else None
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[T], limit: int, cursor_of: Callable[[T], str]) -> Page[T]:
+        """`rows` was fetched with `LIMIT limit + 1`: the extra row tells there is more."""
+        items = list(rows[:limit])
+        return cls(items, [cursor_of(i) for i in items], len(rows) > limit)
+
+    def map(self, fn: Callable[[T], object]) -> Page[object]:
+        return Page([fn(i) for i in self.items], self.cursors, self.has_next)
+
+    def to_json(self) -> dict[str, object]:
+        return {"items": self.items, "next_cursor": self.next_cursor}
+
+
+def check_limit(limit: int | None, *, maximum: int = 200, field_name: str = "limit") -> int:
+    if limit is None:
+        return DEFAULT_LIMIT
+    if not 1 <= limit <= maximum:
+        raise InvalidRequest.field(field_name, f"limit must be from 1 to {maximum}")
+    return limit

@@ -1,0 +1,1 @@
+"""The operations, one module per domain. No transport (HTTP, GraphQL) in here."""

@@ -1,0 +1,12 @@
+"""The REST shim: strict decoding and envelopes over the resolvers."""
+
+from __future__ import annotations
+
+from waypost.rest import principals, projects
+from waypost.rest.routing import RouteTable
+
+# Each domain module keeps its own table; add a domain by listing it here.
+TABLES: list[RouteTable] = [
+    principals.table,
+    projects.table,
+]

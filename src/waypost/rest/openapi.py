@@ -1,0 +1,119 @@
+"""The OpenAPI 3.1 document, generated from the route table and its models."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import msgspec
+
+from waypost import __version__
+from waypost.rest.routing import RestRoute, RouteTable
+
+_PARAM = re.compile(r"{(\w+)}")
+ERROR_CODES = {
+    "400": "invalid_request",
+    "401": "unauthenticated",
+    "403": "forbidden",
+    "404": "not_found",
+    "409": "revision_conflict, generation_conflict, idempotency_in_flight, decision_required,"
+    " publication_in_progress, lease_conflict or state_conflict",
+    "413": "payload_too_large",
+    "415": "unsupported_media_type",
+    "422": "idempotency_key_reused",
+    "503": "unavailable (with Retry-After)",
+}
+
+
+def _query_parameters(model: type, schemas: dict[str, Any]) -> list[dict[str, Any]]:
+    ref = schemas.get(model.__name__, {})
+    required = set(ref.get("required", []))
+    return [
+        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        for name, prop in ref.get("properties", {}).items()
+    ]
+
+
+def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
+    params: list[dict[str, Any]] = [
+        {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+        for name in _PARAM.findall(route.path)
+    ]
+    if route.query is not None:
+        params += _query_parameters(route.query, schemas)
+    if route.is_mutation:
+        params.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": True,
+                "schema": {"type": "string", "pattern": "^[!-~]{1,256}$"},
+            }
+        )
+    responses: dict[str, Any] = {
+        str(route.status): {"description": "success", "content": {"application/json": {}}}
+    }
+    for status, codes in ERROR_CODES.items():
+        responses[status] = {"$ref": "#/components/responses/Error", "description": codes}
+    op: dict[str, Any] = {
+        "operationId": route.handler.__name__,
+        "summary": route.summary.splitlines()[0] if route.summary else route.handler.__name__,
+        "tags": [route.tag],
+        "parameters": params,
+        "responses": responses,
+    }
+    if route.body is not None:
+        op["requestBody"] = {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{route.body.__name__}"}
+                }
+            },
+        }
+    return op
+
+
+def build(tables: list[RouteTable]) -> dict[str, Any]:
+    routes = [r for t in tables for r in t.routes]
+    models = {m for r in routes for m in (r.body, r.query) if m is not None}
+    _, schemas = msgspec.json.schema_components(
+        sorted(models, key=lambda m: m.__name__), ref_template="#/components/schemas/{name}"
+    )
+    paths: dict[str, Any] = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Waypost REST API", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "responses": {
+                "Error": {
+                    "description": "the error envelope",
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "required": ["error"],
+                                "properties": {
+                                    "error": {
+                                        "type": "object",
+                                        "required": ["code", "message", "details"],
+                                        "properties": {
+                                            "code": {"type": "string"},
+                                            "message": {"type": "string"},
+                                            "details": {"type": "object"},
+                                        },
+                                    }
+                                },
+                            }
+                        }
+                    },
+                }
+            },
+        },
+        "security": [{"bearer": []}],
+    }

@@ -1,0 +1,66 @@
+"""Mutation plumbing: userErrors for business errors, inputs as plain JSON values."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import strawberry
+
+from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.resolvers.receipts import Idempotency, Outcome, check_key
+
+
+@strawberry.type(description="A business error, with the same code as the REST API.")
+class UserError:
+    code: str
+    field: str | None
+    message: str
+
+
+def input_value(value: Any) -> Any:
+    """A Strawberry input as plain JSON values, snake_case keys, unset fields left out."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            f.name: input_value(getattr(value, f.name))
+            for f in dataclasses.fields(value)
+            if getattr(value, f.name) is not strawberry.UNSET
+        }
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list):
+        return [input_value(v) for v in value]
+    return value
+
+
+def split_input(name: str, data: Any) -> tuple[Idempotency, dict[str, Any]]:
+    """(idempotency, the rest of the input) for mutation `name`."""
+    body = input_value(data)
+    key = body.pop("idempotency_key", None)
+    check_key(key, field="idempotencyKey")
+    return Idempotency.for_request(key, operation=f"graphql {name}", body=body), body
+
+
+async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None, list[UserError]]:
+    """Run a mutation; business errors become userErrors, faults stay top-level."""
+    try:
+        return await run(), []
+    except (Unauthenticated, Unavailable):
+        raise
+    except WaypostError as error:
+        field = error.details.get("field")
+        return None, [
+            UserError(
+                code=error.code,
+                field=camel_path(field) if isinstance(field, str) else None,
+                message=error.message,
+            )
+        ]
+
+
+def camel_path(path: str) -> str:
+    """`scope.task_ids[2]` -> `scope.taskIds[2]`: GraphQL names fields in camelCase."""
+    return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), path)

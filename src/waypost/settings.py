@@ -1,0 +1,59 @@
+"""One frozen Settings object, built from command-line flags and the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_DB = "./waypost.db"
+DEFAULT_TYPESAFE_URL = "https://api.typesafe.example/v1/rerank"
+
+
+def default_db_path() -> str:
+    return os.environ.get("WAYPOST_DB") or DEFAULT_DB
+
+
+@dataclass(frozen=True)
+class RerankSettings:
+    """The reranker's configuration; read by `serve` only (never by admin commands)."""
+
+    api_key: str | None = None
+    url: str = DEFAULT_TYPESAFE_URL
+    ca_bundle: Path | None = None
+    max_concurrency: int = 4
+    circuit_open_seconds: float = 60.0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.api_key)
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str] | None = None) -> RerankSettings:
+        env = dict(os.environ if environ is None else environ)
+        key = (env.get("TYPESAFE_API_KEY") or "").strip() or None
+        ca = env.get("TYPESAFE_CA_BUNDLE")
+        return cls(
+            api_key=key,
+            url=env.get("TYPESAFE_URL") or DEFAULT_TYPESAFE_URL,
+            ca_bundle=Path(ca) if ca else None,
+            max_concurrency=int(env.get("TYPESAFE_MAX_CONCURRENCY") or 4),
+            circuit_open_seconds=float(env.get("TYPESAFE_CIRCUIT_OPEN_SECONDS") or 60),
+        )
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_path: Path
+    host: str = "127.0.0.1"
+    port: int = 8080
+    lifecycle_host: str = "127.0.0.1"
+    lifecycle_port: int = 8081
+    sweep_interval: float = 300.0
+    graphiql: bool = False
+    clock_file: Path | None = None
+    rerank: RerankSettings = RerankSettings()
+    # Reader connections for GET requests; the writer is always exactly one.
+    readers: int = 3
+    # How long a writer waits for SQLite's lock held by another process.
+    busy_timeout_ms: int = 5000

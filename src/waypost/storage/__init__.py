@@ -1,0 +1,1 @@
+"""The async SQLite store. All SQL of the service lives under this package."""

@@ -1,0 +1,66 @@
+"""Numbered SQL migrations, each applied once, in one transaction with its checksum."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+def available() -> list[Migration]:
+    folder = resources.files("waypost.storage").joinpath("migrations")
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return [Migration(f.name, f.read_text(encoding="utf-8")) for f in files]
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied.
+
+    A recorded migration whose file changed is refused: history must not be
+    rewritten under a live database.
+    """
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    applied = {
+        row[0]: row[1] for row in conn.execute("SELECT name, checksum FROM schema_migrations")
+    }
+    done: list[str] = []
+    for migration in available():
+        if migration.name in applied:
+            if applied[migration.name] != migration.checksum:
+                raise MigrationError(f"migration {migration.name} changed after it was applied")
+            continue
+        # executescript commits any open transaction first, so the transaction is
+        # part of the script: DDL and its record commit together or not at all.
+        script = (
+            "BEGIN IMMEDIATE;\n"
+            f"{migration.sql}\n;"
+            "INSERT INTO schema_migrations (name, checksum, applied_at) VALUES "
+            f"('{migration.name}', '{migration.checksum}', strftime('%Y-%m-%dT%H:%M:%fZ','now'));\n"
+            "COMMIT;"
+        )
+        try:
+            conn.executescript(script)
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        done.append(migration.name)
+    return done

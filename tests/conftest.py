@@ -1,0 +1,141 @@
+"""Shared fixtures: a migrated temporary SQLite file, the app with its lifespan
+entered, an ASGI client, and principals with tokens."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from waypost.app import create_app
+from waypost.clock import format_time, parse_time
+from waypost.resolvers import principals
+from waypost.resolvers.runtime import Runtime
+from waypost.settings import Settings
+
+_keys = itertools.count()
+
+
+class MovableClock:
+    """A clock the tests move by hand (the service reads it at every use)."""
+
+    def __init__(self, start: str = "2026-11-29T18:00:00.000Z") -> None:
+        self.moment = parse_time(start)
+
+    def now(self) -> datetime:
+        return self.moment
+
+    def advance(self, **delta: float) -> None:
+        self.moment = self.moment + timedelta(**delta)
+
+    def iso(self) -> str:
+        return format_time(self.moment)
+
+
+@dataclass
+class Caller:
+    """A principal with its token; helpers send requests as it."""
+
+    client: httpx.AsyncClient
+    principal_id: str
+    kind: str
+    token: str
+    session_id: str | None = None
+
+    def headers(self, key: str | None = None, session: bool = True) -> dict[str, str]:
+        h = {"Authorization": f"Bearer {self.token}"}
+        if session and self.session_id:
+            h["Waypost-Session"] = self.session_id
+        if key is not None:
+            h["Idempotency-Key"] = key
+        return h
+
+    async def get(self, path: str, **params: Any) -> httpx.Response:
+        return await self.client.get(path, params=params or None, headers=self.headers())
+
+    async def send(
+        self, method: str, path: str, body: Any = None, key: str | None = None, **kw: Any
+    ) -> httpx.Response:
+        """A mutation with a fresh idempotency key unless one is given."""
+        key = key if key is not None else f"k-{next(_keys)}"
+        return await self.client.request(
+            method, path, json=body, headers={**self.headers(key), **kw.pop("headers", {})}, **kw
+        )
+
+    async def post(self, path: str, body: Any = None, **kw: Any) -> httpx.Response:
+        return await self.send("POST", path, {} if body is None else body, **kw)
+
+    async def patch(self, path: str, body: Any, **kw: Any) -> httpx.Response:
+        return await self.send("PATCH", path, body, **kw)
+
+    async def gql(self, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+        r = await self.client.post(
+            "/graphql", json={"query": query, "variables": variables or {}}, headers=self.headers()
+        )
+        assert r.status_code == 200, r.text
+        data: dict[str, Any] = r.json()
+        return data
+
+    async def start_session(self) -> str:
+        r = await self.post("/api/v1/sessions")
+        assert r.status_code == 201, r.text
+        self.session_id = r.json()["id"]
+        return self.session_id
+
+
+@dataclass
+class Service:
+    app: Any
+    client: httpx.AsyncClient
+    rt: Runtime
+    clock: MovableClock
+    db_path: Path
+
+    async def principal(self, kind: str = "human", name: str | None = None) -> Caller:
+        at = self.clock.iso()
+        created = await self.rt.db.write(
+            lambda conn: principals.create_principal(conn, kind, name or f"{kind}-x", at)
+        )
+        return Caller(self.client, created["principal_id"], kind, created["token"])
+
+    async def agent(self, name: str = "agent") -> Caller:
+        caller = await self.principal("agent", name)
+        await caller.start_session()
+        return caller
+
+
+@pytest.fixture
+def clock() -> MovableClock:
+    return MovableClock()
+
+
+@pytest.fixture
+async def service(tmp_path: Path, clock: MovableClock) -> AsyncIterator[Service]:
+    settings = Settings(db_path=tmp_path / "waypost.db", sweep_interval=3600)
+    app = create_app(settings, clock=clock)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://waypost.test") as client:
+            yield Service(app, client, app.state.runtime, clock, settings.db_path)
+
+
+@pytest.fixture
+async def human(service: Service) -> Caller:
+    return await service.principal("human", "alice")
+
+
+@pytest.fixture
+async def project(human: Caller) -> str:
+    r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    assert r.status_code == 201, r.text
+    return "demo"
+
+
+def utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
