@@ -4,17 +4,22 @@
 ownership-dependent task operation; `blocking_decisions` is the same predicate
 in batch form, used for readiness in lists, claims and the context packet.
 
-The decisions issue completes both over the decisions tables; until then no
-decision exists and nothing is blocked.
+A task is blocked by every decision whose *current* generation affects it and
+whose status is anything but `allowed` (pending, denied, deferred, stale or
+expired). The status comes from `decision_status`, the one function that
+decides; earlier generations never block or unblock anything.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
+from waypost.clock import format_time
 from waypost.errors import DecisionRequired
+from waypost.resolvers.decision_status import STATUS_SQL, install
 
 MAX_IDS = 20
 
@@ -22,8 +27,31 @@ MAX_IDS = 20
 def blocking_decisions(
     conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], now: datetime
 ) -> dict[str, list[str]]:
-    """For each task id, the ids of decisions that block it (stable order)."""
-    return {task_id: [] for task_id in task_ids}
+    """For each task id, the ids of decisions that block it (stable order).
+
+    One statement for any number of tasks. The order is the decisions'
+    `created_at`, then id. Each list holds at most MAX_IDS + 1 ids: enough to
+    report MAX_IDS of them and whether more exist (`len(ids) > MAX_IDS`).
+    """
+    result: dict[str, list[str]] = {task_id: [] for task_id in task_ids}
+    if not task_ids:
+        return result
+    install(conn)
+    rows = conn.execute(
+        "SELECT task_id, decision_id FROM ("
+        " SELECT x.task_id, s.decision_id,"
+        "  ROW_NUMBER() OVER (PARTITION BY x.task_id ORDER BY s.created_at, s.decision_id) AS n"
+        " FROM decision_affected x"
+        " JOIN decision_current s ON s.decision_id = x.decision_id"
+        "  AND s.generation = x.generation"
+        " WHERE x.task_id IN (SELECT value FROM json_each(:tasks)) AND s.project_id = :project"
+        f"  AND {STATUS_SQL} <> 'allowed'"
+        f") WHERE n <= {MAX_IDS + 1} ORDER BY task_id, n",
+        {"tasks": json.dumps(list(task_ids)), "project": project_id, "now": format_time(now)},
+    ).fetchall()
+    for r in rows:
+        result[r["task_id"]].append(r["decision_id"])
+    return result
 
 
 def ensure_decisions_resolved(

@@ -1,0 +1,66 @@
+"""A decision's status, computed from its pins, its answer and the service time.
+
+This is the one place that decides. The order is fixed by the service
+contract (section 13): a passed `expires_at` makes a decision `expired`;
+otherwise a changed pin makes it `stale`, whatever its answer; otherwise the
+answer decides (`pending` when there is none). Only `allowed` lets work go on.
+
+The pin comparison itself (judged-field edits and rules-text edits since the
+pinned revisions) lives in the `decision_current` view of migration 0004, which
+hands this function a single `stale` flag. SQL queries call the same function
+as `waypost_decision_status(disposition, expires_at, now, stale)` so the gate,
+the lists, the digest and the sweep filter with exactly this code.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Final, Literal
+
+Status = Literal["pending", "allowed", "denied", "deferred", "expired", "stale"]
+STATUSES: Final[tuple[Status, ...]] = (
+    "pending",
+    "allowed",
+    "denied",
+    "deferred",
+    "expired",
+    "stale",
+)
+_BY_DISPOSITION: Final[dict[str, Status]] = {
+    "allow": "allowed",
+    "deny": "denied",
+    "defer": "deferred",
+}
+SQL_FUNCTION: Final = "waypost_decision_status"
+
+
+def decision_status(
+    disposition: str | None, expires_at: str | None, now_at: str, stale: bool | int
+) -> Status:
+    """The status of a generation (times are RFC 3339 strings that sort in time order)."""
+    if expires_at is not None and expires_at <= now_at:
+        return "expired"
+    if stale:
+        return "stale"
+    if disposition is None:
+        return "pending"
+    return _BY_DISPOSITION[disposition]
+
+
+def work_allowed(status: str) -> bool:
+    """Work may go on only under a live allow."""
+    return status == "allowed"
+
+
+def install(conn: sqlite3.Connection) -> None:
+    """Make `waypost_decision_status(...)` callable from SQL on this connection.
+
+    Registering is a C-level call, not a statement; doing it on each use keeps
+    the storage layer free of any knowledge of decisions.
+    """
+    conn.create_function(SQL_FUNCTION, 4, decision_status, deterministic=True)
+
+
+# The SQL expression of the status over a `decision_current` row aliased `s`,
+# with the service time bound as the named parameter `:now`.
+STATUS_SQL: Final = f"{SQL_FUNCTION}(s.disposition, s.expires_at, :now, s.stale)"
