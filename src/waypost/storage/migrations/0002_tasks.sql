@@ -26,12 +26,15 @@ CREATE TABLE tasks (
   created_at TEXT NOT NULL,
   updated_at TEXT NOT NULL
 );
+-- claims walk this index in claim order; lists walk the next one in creation order
 CREATE INDEX tasks_by_project ON tasks (project_id, status, priority DESC, created_at, id);
+CREATE INDEX tasks_by_created ON tasks (project_id, created_at, id);
 CREATE INDEX tasks_by_subject ON tasks (subject_task_id) WHERE subject_task_id IS NOT NULL;
 
 CREATE TABLE task_dependencies (
   task_id TEXT NOT NULL REFERENCES tasks(id),
   depends_on_id TEXT NOT NULL REFERENCES tasks(id),
+  position INTEGER NOT NULL,                  -- keeps the order the client gave
   PRIMARY KEY (task_id, depends_on_id)
 ) WITHOUT ROWID;
 CREATE INDEX task_dependents ON task_dependencies (depends_on_id);

@@ -1,0 +1,419 @@
+"""Leases and the work on them: claims, renew, checkpoint, release, recover,
+submit and complete.
+
+A lease belongs to one principal and, for an agent, to one session. Every
+check runs inside the writer transaction, after `run_mutation` has re-checked
+the token and session: the service time, the lease's owner and expiry, the
+policy (lease length, review mode) as it is now, and, for the operations the
+knowledge-and-decision contract lists, the decision gate. An expired lease is
+owned by nobody: its former owner's renew, checkpoint, release and submit are
+refused with `lease_conflict`, and only `recover` takes the task over.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from typing import Annotated, Any
+
+import msgspec
+
+from waypost.clock import format_time
+from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
+from waypost.ids import new_id
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers import knowledge
+from waypost.resolvers.projects import require_project
+from waypost.resolvers.readiness import next_ready, readiness_of
+from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.runtime import Actor, Runtime
+from waypost.resolvers.sessions import require_session
+from waypost.resolvers.tasks import (
+    TEXT_MAX_BYTES,
+    TaskRef,
+    ensure_work_allowed,
+    lease_json,
+    require_task,
+    task_json,
+)
+
+RECOVER_CHECKPOINTS = 20
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX_BYTES)]
+
+
+class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
+    task_id: TaskRef | None = None
+
+
+class CheckpointBody(msgspec.Struct, forbid_unknown_fields=True):
+    note: Text
+
+
+class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
+    summary: Text
+    # Each lesson is a SubmissionLessonInput; the knowledge resolver validates the
+    # whole batch inside the submit transaction. Here: at most 50 JSON objects.
+    lessons: Annotated[
+        list[dict[str, Any]], msgspec.Meta(max_length=knowledge.MAX_SUBMISSION_LESSONS)
+    ] = msgspec.field(default_factory=list)
+
+
+def checkpoint_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "note": row["note"],
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+    }
+
+
+def submission_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "task_revision": row["task_revision"],
+        "summary": row["summary"],
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+    }
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check_bytes(field: str, text: str) -> None:
+    from waypost.errors import InvalidRequest
+
+    if len(text.encode()) > TEXT_MAX_BYTES:
+        raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
+
+
+def _holds(actor: Actor, row: sqlite3.Row) -> bool:
+    """Is `actor` the lease's principal and, for an agent, in the lease's session?"""
+    if row["lease_owner_id"] != actor.principal_id:
+        return False
+    return not actor.is_agent or row["lease_session_id"] == actor.session_id
+
+
+def require_owner(tx: Tx, row: sqlite3.Row) -> None:
+    """The caller holds a live lease on the task (re-checked under the writer lock)."""
+    require_session(tx.actor)
+    if row["status"] != "claimed" or row["lease_owner_id"] is None:
+        raise StateConflict(
+            "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
+        )
+    if row["lease_expires_at"] <= tx.at:
+        raise LeaseConflict(
+            "the lease has expired; use recover to take the task over",
+            {"reason": "lease_expired", "expires_at": row["lease_expires_at"]},
+        )
+    if not _holds(tx.actor, row):
+        raise LeaseConflict(
+            "another principal or session holds the lease",
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
+        )
+
+
+def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
+    """Give the caller a fresh lease of the policy's length (read now, in this transaction)."""
+    project = require_project(tx.conn, row["project_id"])
+    expires = format_time(tx.now + timedelta(seconds=project["lease_seconds"]))
+    tx.conn.execute(
+        "UPDATE tasks SET status = 'claimed', lease_owner_id = ?, lease_session_id = ?,"
+        " lease_expires_at = ?, lease_workflow = ?, updated_at = ? WHERE id = ?",
+        (tx.actor.principal_id, tx.actor.session_id, expires,
+         row["subject_task_id"] is not None, tx.at, row["id"]),
+    )  # fmt: skip
+    return require_task(tx.conn, row["project_id"], row["id"])
+
+
+def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
+    if row["status"] == "claimed" and row["lease_owner_id"] is not None:
+        if row["lease_expires_at"] <= tx.at:
+            raise LeaseConflict(
+                "the task's lease has expired; use recover to take it over",
+                {"reason": "lease_expired", "owner_id": row["lease_owner_id"]},
+            )
+        if _holds(tx.actor, row):
+            raise StateConflict("you already hold this task", {"reason": "already_claimed"})
+        raise LeaseConflict(
+            "another principal holds this task",
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
+        )
+    ready = readiness_of(tx.conn, row["project_id"], row, tx.now)
+    if ready.reason in ("not_open", "leased"):
+        raise StateConflict(
+            f"the task is {row['status']}, not open",
+            {"reason": "not_open", "status": row["status"]},
+        )
+    if ready.reason == "dependencies_not_done":
+        raise StateConflict(
+            "some dependencies are not done",
+            {"reason": "dependencies_not_done", "dependencies": ready.dependencies},
+        )
+
+
+def _lease_body(tx: Tx, row: sqlite3.Row) -> dict[str, Any]:
+    task = task_json(tx.conn, row, tx.now)
+    lease = lease_json(row, tx.at)
+    assert lease is not None
+    lease.pop("expired")
+    return {"task": task, "lease": lease}
+
+
+# ---------------------------------------------------------------- operations
+
+
+async def claim(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: ClaimBody
+) -> Outcome:
+    """Ordinary work selection, or a named (possibly workflow) claim."""
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        require_session(actor)
+        if body.task_id is None:
+            found = next_ready(tx.conn, project_id, tx.now)
+            if found is None:
+                raise NotFound("no task is ready", {"reason": "nothing_ready"})
+            row = found
+        else:
+            row = require_task(tx.conn, project_id, body.task_id)
+            _check_named_claim(tx, row)
+        ensure_work_allowed(tx.conn, row, tx.now)
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        data = {**result["lease"], "named": body.task_id is not None}
+        tx.event(project_id, "task.claimed", "task", row["id"], data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def renew(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        row = require_task(tx.conn, project_id, task_id)
+        require_owner(tx, row)
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        data = {"expires_at": result["lease"]["expires_at"]}
+        tx.event(project_id, "task.renewed", "task", task_id, data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def checkpoint(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    task_id: str,
+    body: CheckpointBody,
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        _check_bytes("note", body.note)
+        row = require_task(tx.conn, project_id, task_id)
+        require_owner(tx, row)
+        checkpoint_id = new_id("chk")
+        tx.conn.execute(
+            "INSERT INTO task_checkpoints (id, task_id, note, actor_id, actor_session_id, at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (checkpoint_id, task_id, body.note, actor.principal_id, actor.session_id, tx.at),
+        )
+        tx.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (tx.at, task_id))
+        saved = tx.conn.execute(
+            "SELECT * FROM task_checkpoints WHERE id = ?", (checkpoint_id,)
+        ).fetchone()
+        tx.event(project_id, "task.checkpointed", "task", task_id, {"checkpoint_id": checkpoint_id})
+        task = task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, {"checkpoint": checkpoint_json(saved), "task": task}
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def release(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        row = require_task(tx.conn, project_id, task_id)
+        require_owner(tx, row)
+        tx.conn.execute(
+            "UPDATE tasks SET status = 'open', lease_owner_id = NULL, lease_session_id = NULL,"
+            " lease_expires_at = NULL, lease_workflow = 0, updated_at = ? WHERE id = ?",
+            (tx.at, task_id),
+        )
+        tx.event(project_id, "task.released", "task", task_id, {})
+        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def recover(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    """Take over stale work (a lease past its expiry); any principal may.
+
+    The answer shows the lease that lapsed and the latest checkpoints, so the
+    new owner can see where the work stood. The decision gate is not consulted:
+    inspection stays open, but submit and complete still pass through it.
+    """
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        require_session(actor)
+        row = require_task(tx.conn, project_id, task_id)
+        if row["status"] != "claimed" or row["lease_owner_id"] is None:
+            raise StateConflict(
+                "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
+            )
+        if row["lease_expires_at"] > tx.at:
+            raise LeaseConflict(
+                "the lease is still live; only a stale lease can be recovered",
+                {"reason": "lease_live", "expires_at": row["lease_expires_at"]},
+            )
+        previous = lease_json(row, tx.at)
+        assert previous is not None
+        previous.pop("expired")
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        checkpoints = tx.conn.execute(
+            "SELECT * FROM task_checkpoints WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT ?",
+            (task_id, RECOVER_CHECKPOINTS),
+        ).fetchall()
+        result["previous_lease"] = previous
+        result["checkpoints"] = [checkpoint_json(c) for c in checkpoints]
+        data = {"previous_lease": previous, "expires_at": result["lease"]["expires_at"]}
+        tx.event(project_id, "task.recovered", "task", task_id, data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def submit(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: SubmitBody
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        _check_bytes("summary", body.summary)
+        row = require_task(tx.conn, project_id, task_id)
+        require_owner(tx, row)
+        ensure_work_allowed(tx.conn, row, tx.now)
+        submission_id = new_id("sub")
+        tx.conn.execute(
+            "INSERT INTO submissions (id, task_id, task_revision, summary, actor_id,"
+            " actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (submission_id, task_id, row["revision"], body.summary,
+             actor.principal_id, actor.session_id, tx.at),
+        )  # fmt: skip
+        tx.conn.execute(
+            "UPDATE tasks SET status = 'submitted', lease_owner_id = NULL, lease_session_id = NULL,"
+            " lease_expires_at = NULL, lease_workflow = 0, updated_at = ? WHERE id = ?",
+            (tx.at, task_id),
+        )
+        lessons = knowledge.insert_submission_lessons(
+            tx.conn, actor, tx.now, project_id, task_id, submission_id, body.lessons
+        )
+        saved = tx.conn.execute("SELECT * FROM submissions WHERE id = ?", (submission_id,))
+        submission = submission_json(saved.fetchone())
+        data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
+        tx.event(project_id, "task.submitted", "task", task_id, data)
+        task = task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, {"submission": submission, "task": task, "lessons": lessons}
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def _authorize_completion(actor: Actor, review_mode: str, submitter: str) -> None:
+    if review_mode == "none" and actor.principal_id != submitter:
+        raise Forbidden(
+            "review mode none: only the submitter completes its task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+    if review_mode == "human" and not actor.is_human:
+        raise Forbidden(
+            "review mode human: only a human completes a task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+    if review_mode == "any" and actor.principal_id == submitter:
+        raise Forbidden(
+            "review mode any: the submitter cannot complete its own task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+
+
+async def complete(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        project = require_project(tx.conn, project_id)
+        require_session(actor)
+        row = require_task(tx.conn, project_id, task_id)
+        if row["status"] != "submitted":
+            raise StateConflict(
+                "only a submitted task can be completed",
+                {"reason": "not_submitted", "status": row["status"]},
+            )
+        latest = tx.conn.execute(
+            "SELECT * FROM submissions WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+            (task_id,),
+        ).fetchone()
+        _authorize_completion(actor, project["review_mode"], latest["actor_id"])
+        ensure_work_allowed(tx.conn, row, tx.now)
+        tx.conn.execute(
+            "UPDATE tasks SET status = 'done', updated_at = ? WHERE id = ?", (tx.at, task_id)
+        )
+        data = {"submission_id": latest["id"], "review_mode": project["review_mode"]}
+        tx.event(project_id, "task.completed", "task", task_id, data)
+        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+# ---------------------------------------------------------------- reads
+
+
+def _history_sync(
+    conn: sqlite3.Connection,
+    table: str,
+    project_id: str,
+    task_id: str,
+    cursor: str | None,
+    limit: int | None,
+) -> Page[sqlite3.Row]:
+    size = check_limit(limit)
+    require_project(conn, project_id)
+    require_task(conn, project_id, task_id)
+    before = int(str(decode_cursor(cursor, int)[0])) if cursor else 2**62
+    rows = conn.execute(
+        f"SELECT rowid AS position, * FROM {table} WHERE task_id = ? AND rowid < ?"
+        " ORDER BY rowid DESC LIMIT ?",
+        (task_id, before, size + 1),
+    ).fetchall()
+    return Page.from_rows(rows, size, lambda r: encode_cursor(r["position"]))
+
+
+async def checkpoints(
+    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    page = await rt.db.read(
+        lambda c: _history_sync(c, "task_checkpoints", project_id, task_id, cursor, limit)
+    )
+    return Page([checkpoint_json(r) for r in page.items], page.cursors, page.has_next)
+
+
+async def submissions(
+    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    page = await rt.db.read(
+        lambda c: _history_sync(c, "submissions", project_id, task_id, cursor, limit)
+    )
+    return Page([submission_json(r) for r in page.items], page.cursors, page.has_next)

@@ -1,0 +1,530 @@
+"""Tasks: create, get, list, PATCH with immutable revisions, and the task JSON.
+
+The task JSON carries computed parts (`ready`, `blocked_by`, `lease` with its
+expiry judged at the service time), so shaping needs the connection and the
+time: `present_tasks(conn, project_id, rows, now)` shapes many rows with a
+constant number of statements; `task_json(conn, row, now)` shapes one.
+
+The judged fields (title, description, acceptance criteria, kind) are the ones
+a decision pins; `tasks.judged_revision` is the latest revision that changed
+one of them, so the decision gate can tell a judged edit from a priority or
+dependency edit without reading history.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from waypost.clock import format_time
+from waypost.errors import (
+    DecisionRequired,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    PublicationInProgress,
+    RevisionConflict,
+    StateConflict,
+)
+from waypost.ids import new_id
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers import gate
+from waypost.resolvers.projects import require_project
+from waypost.resolvers.readiness import (
+    STATE_READY_SQL,
+    Readiness,
+    dependency_map,
+    ids_param,
+    readiness,
+)
+from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.runtime import Actor, Runtime
+
+TEXT_MAX_BYTES = 64 * 1024
+JUDGED_FIELDS = ("title", "description", "acceptance_criteria", "kind")
+CONTENT_FIELDS = (*JUDGED_FIELDS, "priority", "depends_on")
+STATUSES = ("open", "claimed", "submitted", "done", "cancelled")
+
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Description = Annotated[str, msgspec.Meta(max_length=TEXT_MAX_BYTES)]
+Criterion = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+Criteria = Annotated[list[Criterion], msgspec.Meta(max_length=100)]
+Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}$")]
+Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
+TaskRef = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+TaskRefs = Annotated[list[TaskRef], msgspec.Meta(max_length=100)]
+Status = Literal["open", "claimed", "submitted", "done", "cancelled"]
+
+
+class TaskCreate(msgspec.Struct, forbid_unknown_fields=True):
+    title: Title
+    description: Description = ""
+    acceptance_criteria: Criteria = msgspec.field(default_factory=list)
+    kind: Kind = "feature"
+    priority: Priority = 0
+    depends_on: TaskRefs = msgspec.field(default_factory=list)
+    subject_task_id: TaskRef | None = None
+
+
+class TaskPatch(msgspec.Struct, forbid_unknown_fields=True):
+    expected_revision: Annotated[int, msgspec.Meta(ge=1)]
+    title: Title | msgspec.UnsetType = msgspec.UNSET
+    description: Description | msgspec.UnsetType = msgspec.UNSET
+    acceptance_criteria: Criteria | msgspec.UnsetType = msgspec.UNSET
+    kind: Kind | msgspec.UnsetType = msgspec.UNSET
+    priority: Priority | msgspec.UnsetType = msgspec.UNSET
+    depends_on: TaskRefs | msgspec.UnsetType = msgspec.UNSET
+    # Humans only: "cancelled" from open/claimed/submitted, "open" to reopen a
+    # cancelled task or send a submitted one back for rework.
+    status: Literal["open", "cancelled"] | msgspec.UnsetType = msgspec.UNSET
+
+    def changes(self) -> dict[str, Any]:
+        names = (*CONTENT_FIELDS, "status")
+        return {f: getattr(self, f) for f in names if getattr(self, f) is not msgspec.UNSET}
+
+
+class TaskListQuery(msgspec.Struct, forbid_unknown_fields=True):
+    status: Status | None = None
+    ready: bool | None = None
+    cursor: str | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] | None = None
+
+
+# ---------------------------------------------------------------- shaping
+
+
+def lease_json(row: sqlite3.Row, at: str) -> dict[str, Any] | None:
+    if row["lease_owner_id"] is None:
+        return None
+    return {
+        "owner_id": row["lease_owner_id"],
+        "session_id": row["lease_session_id"],
+        "expires_at": row["lease_expires_at"],
+        "workflow": bool(row["lease_workflow"]),
+        # judged at the service time of the response: an expired lease is stale
+        # work that only `recover` can take over
+        "expired": row["lease_expires_at"] <= at,
+    }
+
+
+def publication_json(row: sqlite3.Row) -> dict[str, Any] | None:
+    if row["publication_holder_id"] is None:
+        return None
+    result = row["publication_result"]
+    return {
+        "holder_id": row["publication_holder_id"],
+        "holder_session_id": row["publication_holder_session_id"],
+        "prepared_at": row["publication_prepared_at"],
+        "result": json.loads(result) if result else None,
+    }
+
+
+def shape(row: sqlite3.Row, depends_on: list[str], ready: Readiness, at: str) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "project_id": row["project_id"],
+        "title": row["title"],
+        "description": row["description"],
+        "acceptance_criteria": json.loads(row["acceptance_criteria"]),
+        "kind": row["kind"],
+        "priority": row["priority"],
+        "depends_on": depends_on,
+        "subject_task_id": row["subject_task_id"],
+        "status": row["status"],
+        "revision": row["revision"],
+        "ready": ready.ready,
+        "blocked_by": ready.blocked_by(),
+        "lease": lease_json(row, at),
+        "publication": publication_json(row),
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def present_tasks(
+    conn: sqlite3.Connection, project_id: str, rows: list[sqlite3.Row], now: datetime
+) -> list[dict[str, Any]]:
+    """Task JSON for rows of one project, in batch (dependencies and readiness)."""
+    ids = [row["id"] for row in rows]
+    deps = dependency_map(conn, ids)
+    ready = readiness(conn, project_id, rows, now, deps)
+    at = format_time(now)
+    return [shape(r, [d for d, _ in deps[r["id"]]], ready[r["id"]], at) for r in rows]
+
+
+def task_json(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> dict[str, Any]:
+    return present_tasks(conn, row["project_id"], [row], now)[0]
+
+
+def revision_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "task_id": row["task_id"],
+        "revision": row["revision"],
+        "title": row["title"],
+        "description": row["description"],
+        "acceptance_criteria": json.loads(row["acceptance_criteria"]),
+        "kind": row["kind"],
+        "priority": row["priority"],
+        "depends_on": json.loads(row["depends_on"]),
+        "changed_fields": json.loads(row["changed_fields"]),
+        "judged_change": bool(row["judged_change"]),
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+    }
+
+
+# ---------------------------------------------------------------- shared checks
+
+
+def require_task(conn: sqlite3.Connection, project_id: str, task_id: str) -> sqlite3.Row:
+    row = conn.execute(
+        "SELECT * FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    if row is None:
+        raise NotFound("no such task in this project", {"task_id": task_id})
+    result: sqlite3.Row = row
+    return result
+
+
+def tasks_by_ids(conn: sqlite3.Connection, task_ids: list[str]) -> dict[str, sqlite3.Row]:
+    rows = conn.execute(
+        "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?))", (ids_param(task_ids),)
+    ).fetchall()
+    return {row["id"]: row for row in rows}
+
+
+def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> None:
+    """The decision gate for work on a task: the task itself and, for an
+    activity, its subject (a workflow operation checks both)."""
+    project_id = row["project_id"]
+    subject = row["subject_task_id"]
+    if subject is None:
+        gate.ensure_decisions_resolved(conn, project_id, row["id"], now)
+        return
+    decisions: list[str] = []
+    truncated = False
+    for task_id in (row["id"], subject):
+        try:
+            gate.ensure_decisions_resolved(conn, project_id, task_id, now)
+        except DecisionRequired as blocked:
+            ids = blocked.details.get("decision_ids", [])
+            decisions.extend(d for d in ids if d not in decisions)
+            truncated = truncated or bool(blocked.details.get("truncated"))
+    if decisions:
+        raise DecisionRequired(
+            "a decision blocks this work",
+            {
+                "decision_ids": decisions[: gate.MAX_IDS],
+                "truncated": truncated or len(decisions) > gate.MAX_IDS,
+            },
+        )
+
+
+def _check_dependencies(
+    conn: sqlite3.Connection, project_id: str, task_id: str, depends_on: list[str]
+) -> None:
+    seen: set[str] = set()
+    for index, dep in enumerate(depends_on):
+        if dep == task_id:
+            raise InvalidRequest.field(f"depends_on[{index}]", "a task cannot depend on itself")
+        if dep in seen:
+            raise InvalidRequest.field(f"depends_on[{index}]", "duplicate dependency")
+        seen.add(dep)
+    found = {
+        row["id"]
+        for row in conn.execute(
+            "SELECT id FROM tasks WHERE project_id = ? AND id IN (SELECT value FROM json_each(?))",
+            (project_id, ids_param(depends_on)),
+        )
+    }
+    for index, dep in enumerate(depends_on):
+        if dep not in found:
+            raise InvalidRequest.field(f"depends_on[{index}]", "no such task in this project")
+
+
+def _creates_cycle(conn: sqlite3.Connection, task_id: str, depends_on: list[str]) -> bool:
+    """Would `task_id` depending on `depends_on` close a loop (reach itself)?"""
+    row = conn.execute(
+        "WITH RECURSIVE reach(id) AS ("
+        " SELECT value FROM json_each(?)"
+        " UNION SELECT d.depends_on_id FROM task_dependencies d JOIN reach r ON d.task_id = r.id"
+        ") SELECT 1 FROM reach WHERE id = ? LIMIT 1",
+        (ids_param(depends_on), task_id),
+    ).fetchone()
+    return row is not None
+
+
+def _write_dependencies(conn: sqlite3.Connection, task_id: str, depends_on: list[str]) -> None:
+    conn.execute("DELETE FROM task_dependencies WHERE task_id = ?", (task_id,))
+    conn.executemany(
+        "INSERT INTO task_dependencies (task_id, depends_on_id, position) VALUES (?, ?, ?)",
+        [(task_id, dep, index) for index, dep in enumerate(depends_on)],
+    )
+
+
+def _write_revision(
+    tx: Tx, task_id: str, revision: int, changed: list[str], depends_on: list[str]
+) -> None:
+    """Copy the current content of the task into its next immutable revision."""
+    tx.conn.execute(
+        "INSERT INTO task_revisions (task_id, revision, title, description, acceptance_criteria,"
+        " kind, priority, depends_on, changed_fields, judged_change, actor_id, actor_session_id,"
+        " at) SELECT id, ?, title, description, acceptance_criteria, kind, priority, ?, ?, ?, ?,"
+        " ?, ? FROM tasks WHERE id = ?",
+        (revision, json.dumps(depends_on), json.dumps(changed),
+         any(f in JUDGED_FIELDS for f in changed),
+         tx.actor.principal_id, tx.actor.session_id, tx.at, task_id),
+    )  # fmt: skip
+
+
+def _check_text(description: str) -> None:
+    if len(description.encode()) > TEXT_MAX_BYTES:
+        raise InvalidRequest.field("description", "description may hold at most 64 KiB")
+
+
+# ---------------------------------------------------------------- create
+
+
+async def create(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: TaskCreate
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        _check_text(body.description)
+        task_id = new_id("task")
+        _check_dependencies(tx.conn, project_id, task_id, body.depends_on)
+        if body.subject_task_id is not None:
+            exists = tx.conn.execute(
+                "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?",
+                (body.subject_task_id, project_id),
+            ).fetchone()
+            if exists is None:
+                raise InvalidRequest.field("subject_task_id", "no such task in this project")
+        tx.conn.execute(
+            "INSERT INTO tasks (id, project_id, title, description, acceptance_criteria, kind,"
+            " priority, subject_task_id, status, revision, judged_revision, created_by,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', 1, 1, ?, ?, ?)",
+            (task_id, project_id, body.title, body.description,
+             json.dumps(body.acceptance_criteria), body.kind, body.priority,
+             body.subject_task_id, actor.principal_id, tx.at, tx.at),
+        )  # fmt: skip
+        _write_dependencies(tx.conn, task_id, body.depends_on)
+        _write_revision(tx, task_id, 1, list(CONTENT_FIELDS), body.depends_on)
+        row = require_task(tx.conn, project_id, task_id)
+        task = task_json(tx.conn, row, tx.now)
+        tx.event(
+            project_id,
+            "task.created",
+            "task",
+            task_id,
+            {"title": body.title, "revision": 1, "subject_task_id": body.subject_task_id},
+        )
+        return 201, task
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+# ---------------------------------------------------------------- patch
+
+
+def _status_change(actor: Actor, row: sqlite3.Row, status: str) -> None:
+    """Check a PATCH of `status` (humans only; see docs/tasks.md)."""
+    if not actor.is_human:
+        raise Forbidden("only humans change a task's status", {"field": "status"})
+    current = row["status"]
+    allowed = {"cancelled": ("open", "claimed", "submitted"), "open": ("cancelled", "submitted")}
+    if current not in allowed[status]:
+        raise StateConflict(
+            f"a {current} task cannot become {status}",
+            {"reason": "invalid_transition", "status": current, "field": "status"},
+        )
+    if row["publication_holder_id"] is not None:
+        raise PublicationInProgress(
+            "publication authority is held for this task",
+            {"holder_id": row["publication_holder_id"]},
+        )
+
+
+async def update(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, patch: TaskPatch
+) -> Outcome:
+    requested = patch.changes()
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        if not requested:
+            raise InvalidRequest.field("", "the patch names no task field to change")
+        row = require_task(tx.conn, project_id, task_id)
+        if patch.expected_revision != row["revision"]:
+            raise RevisionConflict(
+                "the task changed since that revision",
+                {"expected_revision": patch.expected_revision, "current_revision": row["revision"]},
+            )
+        reopening = requested.get("status") == "open" and row["status"] == "cancelled"
+        if row["status"] in ("done", "cancelled") and not reopening:
+            raise StateConflict(
+                f"a {row['status']} task is closed to edits",
+                {"reason": "task_closed", "status": row["status"]},
+            )
+        current_deps = [d for d, _ in dependency_map(tx.conn, [task_id])[task_id]]
+        current = {
+            "title": row["title"],
+            "description": row["description"],
+            "acceptance_criteria": json.loads(row["acceptance_criteria"]),
+            "kind": row["kind"],
+            "priority": row["priority"],
+            "depends_on": current_deps,
+            "status": row["status"],
+        }
+        changed = [f for f, value in requested.items() if value != current[f]]
+        if "description" in changed:
+            _check_text(requested["description"])
+        if "depends_on" in changed:
+            _check_dependencies(tx.conn, project_id, task_id, requested["depends_on"])
+            if _creates_cycle(tx.conn, task_id, requested["depends_on"]):
+                raise InvalidRequest.field("depends_on", "this dependency would create a cycle")
+        if "status" in changed:
+            _status_change(actor, row, requested["status"])
+        if not changed:
+            # Nothing differs: no new revision, but the accepted call is still logged.
+            unchanged = {"revision": row["revision"], "changed_fields": []}
+            tx.event(project_id, "task.updated", "task", task_id, unchanged)
+            return 200, task_json(tx.conn, row, tx.now)
+        revision = row["revision"] + 1
+        judged = any(f in JUDGED_FIELDS for f in changed)
+        columns = {f: requested[f] for f in changed if f in (*JUDGED_FIELDS, "priority", "status")}
+        if "acceptance_criteria" in columns:
+            columns["acceptance_criteria"] = json.dumps(columns["acceptance_criteria"])
+        if columns.get("status") in ("open", "cancelled"):
+            # leaving `claimed` for either state ends any lease
+            columns.update(
+                lease_owner_id=None, lease_session_id=None, lease_expires_at=None, lease_workflow=0
+            )
+        sets = "".join(f"{name} = ?, " for name in columns)
+        tx.conn.execute(
+            f"UPDATE tasks SET {sets}revision = ?, judged_revision = ?, updated_at = ?"
+            " WHERE id = ?",
+            (*columns.values(), revision, revision if judged else row["judged_revision"],
+             tx.at, task_id),
+        )  # fmt: skip
+        depends_on = requested["depends_on"] if "depends_on" in changed else current_deps
+        if "depends_on" in changed:
+            _write_dependencies(tx.conn, task_id, depends_on)
+        _write_revision(tx, task_id, revision, changed, depends_on)
+        data: dict[str, Any] = {
+            "revision": revision,
+            "changed_fields": changed,
+            "judged_change": judged,
+        }
+        if "status" in changed:
+            data["status"] = {"from": row["status"], "to": requested["status"]}
+        tx.event(project_id, "task.updated", "task", task_id, data)
+        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+# ---------------------------------------------------------------- reads
+
+
+async def get(rt: Runtime, project_id: str, task_id: str) -> dict[str, Any]:
+    now = rt.now()
+
+    def read(conn: sqlite3.Connection) -> dict[str, Any]:
+        require_project(conn, project_id)
+        return task_json(conn, require_task(conn, project_id, task_id), now)
+
+    return await rt.db.read(read)
+
+
+def list_tasks_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now: datetime,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    """Tasks in creation order (`created_at`, then `id`), optionally filtered.
+
+    `ready` is decided by the readiness predicate: SQL narrows the candidates,
+    the decision gate decides the rest, so a page may scan more rows than it
+    returns; it keeps scanning until it has `limit + 1` matches or runs out.
+    """
+    size = check_limit(limit)
+    require_project(conn, project_id)
+    created, last_id = "", ""
+    if cursor is not None:
+        parts = decode_cursor(cursor, str, str)
+        created, last_id = str(parts[0]), str(parts[1])
+    where = ["t.project_id = ?"]
+    params: list[Any] = [project_id]
+    if status is not None:
+        where.append("t.status = ?")
+        params.append(status)
+    if ready is True:
+        where.append(STATE_READY_SQL)
+    sql = (
+        f"SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        " AND (t.created_at > ? OR (t.created_at = ? AND t.id > ?))"
+        " ORDER BY t.created_at, t.id LIMIT ?"
+    )
+    matches: list[sqlite3.Row] = []
+    while len(matches) <= size:
+        rows = conn.execute(sql, (*params, created, created, last_id, size + 1)).fetchall()
+        if ready is None:
+            matches.extend(rows)
+        else:
+            found = readiness(conn, project_id, rows, now)
+            matches.extend(r for r in rows if found[r["id"]].ready == ready)
+        if len(rows) <= size:
+            break
+        created, last_id = rows[-1]["created_at"], rows[-1]["id"]
+    page = Page.from_rows(matches, size, lambda r: encode_cursor(r["created_at"], r["id"]))
+    return Page(present_tasks(conn, project_id, page.items, now), page.cursors, page.has_next)
+
+
+async def list_tasks(
+    rt: Runtime,
+    project_id: str,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    now = rt.now()
+    return await rt.db.read(
+        lambda conn: list_tasks_sync(
+            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
+        )
+    )
+
+
+def revisions_sync(
+    conn: sqlite3.Connection, project_id: str, task_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    size = check_limit(limit)
+    require_project(conn, project_id)
+    require_task(conn, project_id, task_id)
+    before = int(str(decode_cursor(cursor, int)[0])) if cursor else 2**62
+    rows = conn.execute(
+        "SELECT * FROM task_revisions WHERE task_id = ? AND revision < ?"
+        " ORDER BY revision DESC LIMIT ?",
+        (task_id, before, size + 1),
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
+    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+
+
+async def revisions(
+    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(lambda conn: revisions_sync(conn, project_id, task_id, cursor, limit))

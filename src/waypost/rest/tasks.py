@@ -1,0 +1,149 @@
+"""REST routes: tasks, their revisions, leases, submissions and publication."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from waypost.pagination import Page
+from waypost.resolvers import leases, publication, tasks
+from waypost.resolvers.receipts import Outcome
+from waypost.rest.queries import ListQuery
+from waypost.rest.routing import Call, RouteTable
+
+table = RouteTable("tasks")
+TASK = "/api/v1/projects/{project}/tasks/{task}"
+
+
+@table.post("/api/v1/projects/{project}/tasks", body=tasks.TaskCreate, status=201)
+async def create_task(call: Call) -> Outcome:
+    """Create a task (revision 1); `subject_task_id` makes it an activity."""
+    assert call.idem
+    return await tasks.create(call.rt, call.actor, call.idem, call.params["project"], call.body)
+
+
+@table.get("/api/v1/projects/{project}/tasks", query=tasks.TaskListQuery)
+async def list_tasks(call: Call) -> Page[Any]:
+    """Tasks in creation order; filters `status` and `ready`."""
+    q = call.query
+    return await tasks.list_tasks(
+        call.rt, call.params["project"], status=q.status, ready=q.ready, cursor=q.cursor,
+        limit=q.limit,
+    )  # fmt: skip
+
+
+@table.get(TASK)
+async def get_task(call: Call) -> dict[str, Any]:
+    """One task with its readiness, lease and publication authority."""
+    return await tasks.get(call.rt, call.params["project"], call.params["task"])
+
+
+@table.patch(TASK, body=tasks.TaskPatch)
+async def update_task(call: Call) -> Outcome:
+    """Edit a task under `expected_revision`; each accepted edit writes the next revision."""
+    assert call.idem
+    p = call.params
+    return await tasks.update(call.rt, call.actor, call.idem, p["project"], p["task"], call.body)
+
+
+@table.get(f"{TASK}/revisions", query=ListQuery)
+async def task_revisions(call: Call) -> Page[Any]:
+    """Immutable task revisions, newest first."""
+    p, q = call.params, call.query
+    return await tasks.revisions(call.rt, p["project"], p["task"], q.cursor, q.limit)
+
+
+@table.get(f"{TASK}/checkpoints", query=ListQuery)
+async def task_checkpoints(call: Call) -> Page[Any]:
+    """Checkpoint notes left by lease owners, newest first."""
+    p, q = call.params, call.query
+    return await leases.checkpoints(call.rt, p["project"], p["task"], q.cursor, q.limit)
+
+
+@table.get(f"{TASK}/submissions", query=ListQuery)
+async def task_submissions(call: Call) -> Page[Any]:
+    """Submissions of the task, newest first."""
+    p, q = call.params, call.query
+    return await leases.submissions(call.rt, p["project"], p["task"], q.cursor, q.limit)
+
+
+@table.post("/api/v1/projects/{project}/claims", body=leases.ClaimBody)
+async def claim_task(call: Call) -> Outcome:
+    """Claim the highest-priority ready task (ties: oldest), or the named one."""
+    assert call.idem
+    return await leases.claim(call.rt, call.actor, call.idem, call.params["project"], call.body)
+
+
+@table.post(f"{TASK}/renew")
+async def renew_lease(call: Call) -> Outcome:
+    """Extend the caller's live lease by the policy's lease length from now."""
+    assert call.idem
+    p = call.params
+    return await leases.renew(call.rt, call.actor, call.idem, p["project"], p["task"])
+
+
+@table.post(f"{TASK}/checkpoint", body=leases.CheckpointBody)
+async def checkpoint_task(call: Call) -> Outcome:
+    """Record a progress note on the caller's live lease."""
+    assert call.idem
+    p = call.params
+    return await leases.checkpoint(
+        call.rt, call.actor, call.idem, p["project"], p["task"], call.body
+    )
+
+
+@table.post(f"{TASK}/release")
+async def release_lease(call: Call) -> Outcome:
+    """Give the task back: it is open again."""
+    assert call.idem
+    p = call.params
+    return await leases.release(call.rt, call.actor, call.idem, p["project"], p["task"])
+
+
+@table.post(f"{TASK}/recover")
+async def recover_lease(call: Call) -> Outcome:
+    """Take over a task whose lease expired; shows the lapsed lease and latest checkpoints."""
+    assert call.idem
+    p = call.params
+    return await leases.recover(call.rt, call.actor, call.idem, p["project"], p["task"])
+
+
+@table.post(f"{TASK}/submit", body=leases.SubmitBody)
+async def submit_task(call: Call) -> Outcome:
+    """Submit the work with a summary and up to 50 lessons; ends the lease."""
+    assert call.idem
+    p = call.params
+    return await leases.submit(call.rt, call.actor, call.idem, p["project"], p["task"], call.body)
+
+
+@table.post(f"{TASK}/complete")
+async def complete_task(call: Call) -> Outcome:
+    """Mark a submitted task done, as the policy's review mode allows."""
+    assert call.idem
+    p = call.params
+    return await leases.complete(call.rt, call.actor, call.idem, p["project"], p["task"])
+
+
+@table.post(f"{TASK}/publication/prepare")
+async def prepare_publication(call: Call) -> Outcome:
+    """Take exclusive publication authority (integration owner, or a human when none)."""
+    assert call.idem
+    p = call.params
+    return await publication.prepare(call.rt, call.actor, call.idem, p["project"], p["task"])
+
+
+@table.post(f"{TASK}/publication/result", body=publication.ResultBody)
+async def publication_result(call: Call) -> Outcome:
+    """Record the external publication outcome (the holder, once)."""
+    assert call.idem
+    p = call.params
+    return await publication.result(
+        call.rt, call.actor, call.idem, p["project"], p["task"], call.body
+    )
+
+
+@table.post(f"{TASK}/publication/finalize")
+async def finalize_publication(call: Call) -> Outcome:
+    """Give publication authority back; the task's `publication` is null again."""
+    assert call.idem
+    p = call.params
+    return await publication.finalize(call.rt, call.actor, call.idem, p["project"], p["task"])

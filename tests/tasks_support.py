@@ -1,0 +1,48 @@
+"""Helpers shared by the task tests: create tasks and drive them through the workflow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Caller
+
+BASE = "/api/v1/projects/demo"
+
+
+def task_path(task_id: str, action: str = "") -> str:
+    return f"{BASE}/tasks/{task_id}" + (f"/{action}" if action else "")
+
+
+async def make_task(caller: Caller, title: str = "Write the parser", **fields: Any) -> dict[str, Any]:
+    r = await caller.post(f"{BASE}/tasks", {"title": title, **fields})
+    assert r.status_code == 201, r.text
+    task: dict[str, Any] = r.json()
+    return task
+
+
+async def claim(caller: Caller, task_id: str | None = None) -> dict[str, Any]:
+    body = {} if task_id is None else {"task_id": task_id}
+    r = await caller.post(f"{BASE}/claims", body)
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+async def submit(caller: Caller, task_id: str, summary: str = "done it") -> dict[str, Any]:
+    r = await caller.post(task_path(task_id, "submit"), {"summary": summary})
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+async def set_policy(human: Caller, **fields: Any) -> dict[str, Any]:
+    current = (await human.get(f"{BASE}/policy")).json()
+    r = await human.patch(f"{BASE}/policy", {"expected_revision": current["revision"], **fields})
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def error(r: Any) -> tuple[int, str, dict[str, Any]]:
+    body = r.json()["error"]
+    return r.status_code, body["code"], body["details"]

@@ -1,0 +1,457 @@
+"""Claims, renew, checkpoint, release, recover, submit and complete."""
+
+from __future__ import annotations
+
+from tests.conftest import Caller, Service
+from tests.tasks_support import BASE, claim, error, make_task, set_policy, submit, task_path
+
+
+async def test_claim_without_task_id_takes_highest_priority_then_oldest(
+    service: Service, human: Caller, project: str
+) -> None:
+    await make_task(human, "low", priority=1)
+    first_high = await make_task(human, "high one", priority=5)
+    service.clock.advance(seconds=1)
+    await make_task(human, "high two", priority=5)
+    agent = await service.agent()
+    result = await claim(agent)
+    assert result["task"]["id"] == first_high["id"]
+    assert result["task"]["status"] == "claimed"
+    assert result["lease"] == {
+        "owner_id": agent.principal_id,
+        "session_id": agent.session_id,
+        "expires_at": "2026-11-29T18:15:01.000Z",
+        "workflow": False,
+    }
+
+
+async def test_lease_length_follows_policy_lease_seconds(
+    service: Service, human: Caller, project: str
+) -> None:
+    await set_policy(human, lease_seconds=60)
+    task = await make_task(human)
+    agent = await service.agent()
+    result = await claim(agent, task["id"])
+    assert result["lease"]["expires_at"] == "2026-11-29T18:01:00.000Z"
+
+
+async def test_claim_with_nothing_ready_is_404_nothing_ready(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r) == (404, "not_found", {"reason": "nothing_ready"})
+
+
+async def test_claim_accepts_an_empty_body(service: Service, human: Caller, project: str) -> None:
+    await make_task(human)
+    agent = await service.agent()
+    r = await agent.client.post(f"{BASE}/claims", headers=agent.headers("empty-body"))
+    assert r.status_code == 200, r.text
+
+
+async def test_agent_without_session_cannot_claim(
+    service: Service, human: Caller, project: str
+) -> None:
+    await make_task(human)
+    agent = await service.principal("agent")
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r) == (403, "forbidden", {"reason": "session_required"})
+
+
+async def test_ended_session_is_refused_as_not_live(
+    service: Service, human: Caller, project: str
+) -> None:
+    await make_task(human)
+    agent = await service.agent()
+    r = await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
+    assert r.status_code == 200
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r)[:2] == (403, "forbidden")
+    assert error(r)[2]["reason"] == "session_not_live"
+
+
+async def test_human_claims_without_a_session(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    result = await claim(human, task["id"])
+    assert result["lease"]["owner_id"] == human.principal_id
+    assert result["lease"]["session_id"] is None
+
+
+async def test_named_claim_of_task_held_by_another_is_lease_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    first, second = await service.agent("a"), await service.agent("b")
+    await claim(first, task["id"])
+    r = await second.post(f"{BASE}/claims", {"task_id": task["id"]})
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+
+
+async def test_named_claim_with_dependency_not_done_is_state_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    base = await make_task(human, "base")
+    dependent = await make_task(human, "dependent", depends_on=[base["id"]])
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": dependent["id"]})
+    assert error(r) == (
+        409,
+        "state_conflict",
+        {"reason": "dependencies_not_done", "dependencies": [base["id"]]},
+    )
+
+
+async def test_ordinary_claim_skips_task_whose_dependency_is_not_done(
+    service: Service, human: Caller, project: str
+) -> None:
+    base = await make_task(human, "base", priority=0)
+    await make_task(human, "dependent", priority=9, depends_on=[base["id"]])
+    agent = await service.agent()
+    assert (await claim(agent))["task"]["id"] == base["id"]
+
+
+async def test_dependent_becomes_ready_once_dependency_is_done(
+    service: Service, human: Caller, project: str
+) -> None:
+    base = await make_task(human, "base")
+    dependent = await make_task(human, "dependent", depends_on=[base["id"]])
+    assert dependent["ready"] is False
+    assert dependent["blocked_by"]["dependencies"] == [base["id"]]
+    await claim(human, base["id"])
+    await submit(human, base["id"])
+    r = await human.post(task_path(base["id"], "complete"))
+    assert r.status_code == 200, r.text
+    again = (await human.get(task_path(dependent["id"]))).json()
+    assert again["ready"] is True and again["blocked_by"]["dependencies"] == []
+
+
+async def test_named_claim_of_submitted_task_is_state_conflict_not_open(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
+    assert error(r) == (409, "state_conflict", {"reason": "not_open", "status": "submitted"})
+
+
+async def test_claim_of_unknown_task_is_404(human: Caller, project: str) -> None:
+    r = await human.post(f"{BASE}/claims", {"task_id": "task_nope"})
+    assert r.status_code == 404
+
+
+async def test_claim_of_activity_is_a_workflow_claim(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review it", kind="review", subject_task_id=subject["id"])
+    agent = await service.agent()
+    result = await claim(agent, review["id"])
+    assert result["lease"]["workflow"] is True
+    assert result["task"]["subject_task_id"] == subject["id"]
+
+
+async def test_renew_extends_the_lease_from_now(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=10)
+    r = await agent.post(task_path(task["id"], "renew"))
+    assert r.status_code == 200, r.text
+    assert r.json()["lease"]["expires_at"] == "2026-11-29T18:25:00.000Z"
+
+
+async def test_renew_by_another_principal_is_lease_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    owner, other = await service.agent("a"), await service.agent("b")
+    await claim(owner, task["id"])
+    r = await other.post(task_path(task["id"], "renew"))
+    assert error(r)[:2] == (409, "lease_conflict")
+
+
+async def test_same_agent_in_another_session_is_not_the_owner(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    await agent.start_session()
+    r = await agent.post(task_path(task["id"], "release"))
+    assert error(r)[:2] == (409, "lease_conflict")
+
+
+async def test_owner_agent_without_session_header_is_session_required(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    agent.session_id = None
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": "s"})
+    assert error(r) == (403, "forbidden", {"reason": "session_required"})
+
+
+async def test_renew_after_expiry_is_refused(service: Service, human: Caller, project: str) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=14)
+    await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
+    service.clock.advance(minutes=2)
+    r = await agent.post(task_path(task["id"], "renew"))
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+
+
+async def test_checkpoint_records_a_note_listed_newest_first(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    for note in ("parsed the input", "wrote the tests"):
+        r = await agent.post(task_path(task["id"], "checkpoint"), {"note": note})
+        assert r.status_code == 200, r.text
+        assert r.json()["checkpoint"]["note"] == note
+    listed = (await human.get(task_path(task["id"], "checkpoints"))).json()
+    assert [c["note"] for c in listed["items"]] == ["wrote the tests", "parsed the input"]
+    assert listed["items"][0]["actor_session_id"] == agent.session_id
+
+
+async def test_checkpoint_needs_a_note(service: Service, human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    r = await human.post(task_path(task["id"], "checkpoint"), {})
+    assert error(r) == (400, "invalid_request", {"field": "note"})
+
+
+async def test_release_makes_the_task_open_and_ready_again(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    r = await agent.post(task_path(task["id"], "release"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["status"], body["lease"], body["ready"]) == ("open", None, True)
+
+
+async def test_release_of_unclaimed_task_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "release"))
+    assert error(r) == (409, "state_conflict", {"reason": "not_claimed", "status": "open"})
+
+
+async def test_expired_lease_is_shown_and_task_is_not_ready(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=16)
+    body = (await human.get(task_path(task["id"]))).json()
+    assert body["status"] == "claimed" and body["lease"]["expired"] is True
+    assert body["ready"] is False
+    r = await human.post(f"{BASE}/claims", {})
+    assert error(r)[2] == {"reason": "nothing_ready"}
+
+
+async def test_named_claim_of_expired_lease_points_to_recover(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=16)
+    r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+
+
+async def test_recover_by_another_principal_then_first_owner_submit_is_refused(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    first, second = await service.agent("first"), await service.agent("second")
+    await claim(first, task["id"])
+    r = await first.post(task_path(task["id"], "checkpoint"), {"note": "half way"})
+    assert r.status_code == 200
+    # the first owner goes away; its session lives on through heartbeats elsewhere
+    service.clock.advance(minutes=14)
+    await first.post(f"/api/v1/sessions/{first.session_id}/heartbeat")
+    await second.post(f"/api/v1/sessions/{second.session_id}/heartbeat")
+    service.clock.advance(minutes=2)
+    r = await second.post(task_path(task["id"], "recover"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["lease"]["owner_id"] == second.principal_id
+    assert body["previous_lease"]["owner_id"] == first.principal_id
+    assert [c["note"] for c in body["checkpoints"]] == ["half way"]
+    r = await first.post(task_path(task["id"], "submit"), {"summary": "late"})
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+    assert (await submit(second, task["id"]))["submission"]["actor_id"] == second.principal_id
+
+
+async def test_first_owner_submit_after_expiry_is_refused_even_unrecovered(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=14)
+    await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
+    service.clock.advance(minutes=2)
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": "late"})
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+
+
+async def test_recover_of_live_lease_is_lease_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    r = await human.post(task_path(task["id"], "recover"))
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
+
+
+async def test_recover_of_open_task_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "recover"))
+    assert error(r)[:2] == (409, "state_conflict")
+
+
+async def test_submit_records_submission_and_ends_the_lease(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": "all green", "lessons": []})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert set(body) == {"submission", "task", "lessons"}
+    submission = body["submission"]
+    assert set(submission) == {
+        "id", "task_id", "task_revision", "summary", "actor_id", "actor_session_id", "at"
+    }  # fmt: skip
+    assert (submission["task_revision"], submission["actor_session_id"]) == (1, agent.session_id)
+    assert (body["task"]["status"], body["task"]["lease"]) == ("submitted", None)
+    listed = (await human.get(task_path(task["id"], "submissions"))).json()
+    assert [s["id"] for s in listed["items"]] == [submission["id"]]
+
+
+async def test_submit_refuses_more_than_50_lessons(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    body = {"summary": "s", "lessons": [{} for _ in range(51)]}
+    r = await human.post(task_path(task["id"], "submit"), body)
+    assert error(r) == (400, "invalid_request", {"field": "lessons"})
+
+
+async def test_submit_refuses_lessons_that_are_not_objects(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    r = await human.post(task_path(task["id"], "submit"), {"summary": "s", "lessons": ["x"]})
+    assert error(r) == (400, "invalid_request", {"field": "lessons[0]"})
+
+
+async def test_submit_without_claim_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "submit"), {"summary": "s"})
+    assert error(r)[:2] == (409, "state_conflict")
+
+
+async def test_complete_under_review_mode_human_needs_a_human(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent, reviewer = await service.agent("worker"), await service.agent("reviewer")
+    await claim(agent, task["id"])
+    await submit(agent, task["id"])
+    r = await reviewer.post(task_path(task["id"], "complete"))
+    assert error(r) == (403, "forbidden", {"reason": "review_mode", "review_mode": "human"})
+    r = await human.post(task_path(task["id"], "complete"))
+    assert r.status_code == 200 and r.json()["status"] == "done"
+
+
+async def test_complete_under_review_mode_none_is_for_the_submitter_only(
+    service: Service, human: Caller, project: str
+) -> None:
+    await set_policy(human, review_mode="none")
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    await submit(agent, task["id"])
+    r = await human.post(task_path(task["id"], "complete"))
+    assert error(r) == (403, "forbidden", {"reason": "review_mode", "review_mode": "none"})
+    r = await agent.post(task_path(task["id"], "complete"))
+    assert r.status_code == 200 and r.json()["status"] == "done"
+
+
+async def test_complete_under_review_mode_any_refuses_the_submitter(
+    service: Service, human: Caller, project: str
+) -> None:
+    await set_policy(human, review_mode="any")
+    task = await make_task(human)
+    worker, reviewer = await service.agent("worker"), await service.agent("reviewer")
+    await claim(worker, task["id"])
+    await submit(worker, task["id"])
+    r = await worker.post(task_path(task["id"], "complete"))
+    assert error(r) == (403, "forbidden", {"reason": "review_mode", "review_mode": "any"})
+    r = await reviewer.post(task_path(task["id"], "complete"))
+    assert r.status_code == 200 and r.json()["status"] == "done"
+
+
+async def test_complete_of_unsubmitted_task_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "complete"))
+    assert error(r) == (409, "state_conflict", {"reason": "not_submitted", "status": "open"})
+
+
+async def test_each_workflow_step_writes_its_event(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    await agent.post(task_path(task["id"], "renew"))
+    await agent.post(task_path(task["id"], "checkpoint"), {"note": "n"})
+    await agent.post(task_path(task["id"], "release"))
+    await claim(agent, task["id"])
+    await submit(agent, task["id"])
+    await human.post(task_path(task["id"], "complete"))
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    types = [e["type"] for e in events if e["subject_id"] == task["id"]]
+    assert types == [
+        "task.created", "task.claimed", "task.renewed", "task.checkpointed", "task.released",
+        "task.claimed", "task.submitted", "task.completed",
+    ]  # fmt: skip
+    claimed = next(e for e in events if e["type"] == "task.claimed")
+    assert claimed["actor_session_id"] == agent.session_id
+
+
+async def test_replayed_renew_does_not_extend_the_lease_again(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=5)
+    first = await agent.post(task_path(task["id"], "renew"), key="renew-1")
+    service.clock.advance(minutes=5)
+    again = await agent.post(task_path(task["id"], "renew"), key="renew-1")
+    assert again.headers.get("Idempotent-Replayed") == "true"
+    assert again.json() == first.json()
+    current = (await agent.get(task_path(task["id"]))).json()
+    assert current["lease"]["expires_at"] == "2026-11-29T18:20:00.000Z"
