@@ -1,15 +1,267 @@
-"""Knowledge records. The knowledge issue builds this module out; the task
-workflow already calls `insert_submission_lessons` from submit."""
+"""Knowledge records: create, correct, read, list, and submission lessons.
+
+Knowledge is advisory evidence, never binding policy: nothing here writes
+`projects.rules`, and every record carries its status. Each identity is an
+immutable sequence of revisions; a correction writes the next one under
+`expected_revision` and never touches an earlier one. Request models live in
+knowledge_models, row handling in knowledge_store, feedback in
+knowledge_feedback.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from waypost.resolvers.runtime import Actor
+from waypost.clock import format_time
+from waypost.decoding import convert
+from waypost.errors import InvalidRequest, RevisionConflict
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers import events
+from waypost.resolvers.knowledge_models import (
+    MAX_SUBMISSION_LESSONS,
+    Content,
+    KnowledgeCorrect,
+    KnowledgeCreate,
+    SubmissionLessonInput,
+    check_correction_status,
+    check_new,
+    prefixed,
+)
+from waypost.resolvers.knowledge_store import (
+    REVISION_SELECT,
+    append_revision,
+    changed_fields,
+    check_references,
+    feedback_totals,
+    get_row,
+    insert_record,
+    knowledge_json,
+    own_row,
+    revision_json,
+    visible_row,
+)
+from waypost.resolvers.projects import require_project
+from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.runtime import Actor, Runtime
 
-MAX_SUBMISSION_LESSONS = 50
+__all__ = [
+    "MAX_SUBMISSION_LESSONS",
+    "correct",
+    "create",
+    "detail",
+    "insert_submission_lessons",
+    "list_knowledge",
+]
+
+
+async def create(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: KnowledgeCreate
+) -> Outcome:
+    """A new record and its revision 1; the server fills actor, session and time."""
+    check_new(body)
+    content = Content.of(body)
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        check_references(tx.conn, project_id, content)
+        record = insert_record(
+            tx.conn,
+            project_id=project_id,
+            kind=body.kind,
+            collection=body.collection,
+            content=content,
+            actor_id=actor.principal_id,
+            session_id=actor.session_id,
+            at=tx.at,
+        )
+        tx.event(project_id, "knowledge.created", "knowledge", record["id"], _created(record))
+        return 201, record
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def _created(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "revision": record["revision"],
+        "kind": record["kind"],
+        "status": record["status"],
+        "collection": record["collection"],
+    }
+
+
+async def correct(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    knowledge_id: str,
+    body: KnowledgeCorrect,
+) -> Outcome:
+    """Write the next revision holding the complete new content."""
+    content = Content.of(body)
+    check_correction_status(knowledge_id, body)
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        row = own_row(tx.conn, project_id, knowledge_id)
+        check_references(tx.conn, project_id, content)
+        if body.expected_revision != row["revision"]:
+            raise RevisionConflict(
+                "the knowledge record changed since that revision",
+                {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
+            )
+        before = knowledge_json(row)
+        record = append_revision(
+            tx.conn,
+            row,
+            content,
+            actor_id=actor.principal_id,
+            session_id=actor.session_id,
+            at=tx.at,
+        )
+        tx.event(
+            project_id,
+            "knowledge.corrected",
+            "knowledge",
+            knowledge_id,
+            {
+                "revision": record["revision"],
+                "status": record["status"],
+                "changed_fields": changed_fields(before, record),
+                "superseded_by_id": record["superseded_by_id"],
+            },
+        )
+        return 200, record
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def history_sync(
+    conn: sqlite3.Connection, knowledge_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    """Revisions newest first, each with its own feedback totals."""
+    size = check_limit(limit)
+    before = 2**62
+    if cursor:
+        (value,) = decode_cursor(cursor, int)
+        before = int(value)  # type: ignore[call-overload]
+    rows = conn.execute(
+        f"{REVISION_SELECT} WHERE r.knowledge_id = ? AND r.revision < ?"
+        " ORDER BY r.revision DESC LIMIT ?",
+        (knowledge_id, before, size + 1),
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
+    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+
+
+def detail_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    knowledge_id: str,
+    cursor: str | None,
+    limit: int | None,
+) -> dict[str, Any]:
+    require_project(conn, project_id)
+    row = visible_row(conn, project_id, knowledge_id)
+    return {
+        **knowledge_json(row),
+        "history": history_sync(conn, knowledge_id, cursor, limit).to_json(),
+        "feedback": feedback_totals(conn, knowledge_id),
+    }
+
+
+async def detail(
+    rt: Runtime, project_id: str, knowledge_id: str, cursor: str | None, limit: int | None
+) -> dict[str, Any]:
+    """The flat object plus bounded history and the overall feedback totals."""
+    return await rt.db.read(lambda c: detail_sync(c, project_id, knowledge_id, cursor, limit))
+
+
+async def history(
+    rt: Runtime, knowledge_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(lambda c: history_sync(c, knowledge_id, cursor, limit))
+
+
+def get_sync(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> dict[str, Any]:
+    require_project(conn, project_id)
+    return knowledge_json(visible_row(conn, project_id, knowledge_id))
+
+
+def get_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Records by id whatever their project (GraphQL references and `node`)."""
+    found: dict[str, dict[str, Any]] = {}
+    for knowledge_id in set(ids):
+        row = get_row(conn, knowledge_id)
+        if row is not None:
+            found[knowledge_id] = knowledge_json(row)
+    return found
+
+
+def list_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    *,
+    kind: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    include_shared: bool = False,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    """Newest first (updated_at, then id, descending); shared records only on request."""
+    size = check_limit(limit)
+    require_project(conn, project_id)
+    own = "k.project_id = ?"
+    where = [f"({own} OR k.collection = 'shared')" if include_shared else own]
+    args: list[Any] = [project_id]
+    for column, value in (("kind", kind), ("status", status)):
+        if value is not None:
+            where.append(f"k.{column} = ?")
+            args.append(value)
+    if tag is not None:
+        where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
+        args.append(tag)
+    if cursor:
+        updated_at, last_id = decode_cursor(cursor, str, str)
+        where.append("(k.updated_at < ? OR (k.updated_at = ? AND k.id < ?))")
+        args.extend([updated_at, updated_at, last_id])
+    rows = conn.execute(
+        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
+        " ORDER BY k.updated_at DESC, k.id DESC LIMIT ?",
+        (*args, size + 1),
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["updated_at"], r["id"]))
+    return Page([knowledge_json(r) for r in page.items], page.cursors, page.has_next)
+
+
+async def list_knowledge(
+    rt: Runtime,
+    project_id: str,
+    *,
+    kind: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    include_shared: bool = False,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(
+        lambda conn: list_sync(
+            conn,
+            project_id,
+            kind=kind,
+            status=status,
+            tag=tag,
+            include_shared=include_shared,
+            cursor=cursor,
+            limit=limit,
+        )
+    )
 
 
 def insert_submission_lessons(
@@ -24,6 +276,56 @@ def insert_submission_lessons(
     """Validate the whole batch, then insert each lesson and its revision 1.
 
     Runs inside the submission's writer transaction; an error rolls back the
-    submission and every lesson together. Returns flat knowledge objects.
+    submission and every lesson together. Returns flat knowledge objects, with
+    provenance pinned to the task, the submission, the actor, its session and
+    the service time `now`.
     """
-    return []
+    if not isinstance(lessons, list):
+        raise InvalidRequest.field("lessons", "lessons must be an array")
+    if len(lessons) > MAX_SUBMISSION_LESSONS:
+        raise InvalidRequest.field(
+            "lessons", f"a submission may carry at most {MAX_SUBMISSION_LESSONS} lessons"
+        )
+    batch: list[tuple[SubmissionLessonInput, Content]] = []
+    for index, raw in enumerate(lessons):
+        try:
+            lesson = convert(raw, SubmissionLessonInput)
+            check_new(lesson)
+            content = Content.of(lesson, source_task_id=task_id, source_submission_id=submission_id)
+        except InvalidRequest as error:
+            raise prefixed(error, f"lessons[{index}]") from error
+        batch.append((lesson, content))
+    for index, (_, content) in enumerate(batch):
+        # the pinned task and submission are the caller's own; only the
+        # lesson's scope references can be wrong
+        check_references(conn, project_id, _without_pins(content), prefix=f"lessons[{index}].")
+    at = format_time(now)
+    records: list[dict[str, Any]] = []
+    for lesson, content in batch:
+        record = insert_record(
+            conn,
+            project_id=project_id,
+            kind=lesson.kind,
+            collection=lesson.collection,
+            content=content,
+            actor_id=actor.principal_id,
+            session_id=actor.session_id,
+            at=at,
+        )
+        events.append(
+            conn,
+            project_id=project_id,
+            type="knowledge.created",
+            subject_type="knowledge",
+            subject_id=record["id"],
+            actor_id=actor.principal_id,
+            actor_session_id=actor.session_id,
+            at=at,
+            data={**_created(record), "task_id": task_id, "submission_id": submission_id},
+        )
+        records.append(record)
+    return records
+
+
+def _without_pins(content: Content) -> Content:
+    return dataclasses.replace(content, source_task_id=None, source_submission_id=None)

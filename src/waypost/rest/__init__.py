@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from waypost.rest import principals, projects, tasks
+from waypost.rest import knowledge, principals, projects, tasks
 from waypost.rest.routing import RouteTable
 
 # Each domain module keeps its own table; add a domain by listing it here.
 TABLES: list[RouteTable] = [
     principals.table,
     projects.table,
+    knowledge.table,
     tasks.table,
 ]

@@ -11,6 +11,7 @@ import strawberry
 from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.tools import merge_types
 
+from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
@@ -20,7 +21,7 @@ MAX_ALIASES = 30
 MAX_TOKENS = 5000
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
-Mutation = merge_types("Mutation", (PrincipalMutations, ProjectMutations))
+Mutation = merge_types("Mutation", (PrincipalMutations, ProjectMutations, KnowledgeMutations))
 
 schema = strawberry.Schema(
     query=Query,

@@ -15,6 +15,7 @@ from waypost.resolvers import events, policy, projects
 from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
+from waypost.schema.knowledge import ProjectKnowledgeFields
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
 
@@ -128,7 +129,7 @@ class Event:
 
 
 @strawberry.type
-class Project(Node):
+class Project(ProjectKnowledgeFields, Node):
     rest_id: str
     name: str
     created_at: str

@@ -1,0 +1,98 @@
+"""Usefulness feedback: append-only, bound to the exact revision the caller read.
+
+The revision check runs under the writer lock, in the transaction that
+inserts the row, so a correction that commits first turns the feedback into
+`revision_conflict`: stale feedback is never attributed to the new revision.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from waypost.errors import RevisionConflict
+from waypost.ids import new_id
+from waypost.resolvers.knowledge_models import FeedbackInput
+from waypost.resolvers.knowledge_store import visible_row
+from waypost.resolvers.projects import require_project
+from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.runtime import Actor, Runtime
+
+
+def feedback_json(row: sqlite3.Row, project_id: str) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "knowledge_id": row["knowledge_id"],
+        "project_id": project_id,
+        "revision": row["revision"],
+        "useful": bool(row["useful"]),
+        "comment": row["comment"],
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+    }
+
+
+async def record(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    knowledge_id: str,
+    body: FeedbackInput,
+) -> Outcome:
+    """Append one feedback row to revision `expected_revision`, which must be current."""
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        row = visible_row(tx.conn, project_id, knowledge_id)
+        if body.expected_revision != row["revision"]:
+            raise RevisionConflict(
+                "the knowledge record changed since that revision",
+                {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
+            )
+        feedback_id = new_id("kfb")
+        tx.conn.execute(
+            "INSERT INTO knowledge_feedback (id, knowledge_id, revision, useful, comment,"
+            " actor_id, actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (feedback_id, knowledge_id, row["revision"], body.useful, body.comment,
+             actor.principal_id, actor.session_id, tx.at),
+        )  # fmt: skip
+        stored = tx.conn.execute(
+            "SELECT * FROM knowledge_feedback WHERE id = ?", (feedback_id,)
+        ).fetchone()
+        # the event goes to the record's source project, where its history lives
+        source_project = row["project_id"]
+        tx.event(
+            source_project,
+            "knowledge.feedback_recorded",
+            "knowledge",
+            knowledge_id,
+            {"feedback_id": feedback_id, "revision": row["revision"], "useful": body.useful,
+             "via_project_id": project_id},
+        )  # fmt: skip
+        return 201, feedback_json(stored, source_project)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def totals_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Overall useful / not-useful totals for several records in one query."""
+    unique = sorted(set(ids))
+    found = {i: {"useful": 0, "not_useful": 0} for i in unique}
+    if not unique:
+        return found
+    marks = ", ".join("?" for _ in unique)
+    rows = conn.execute(
+        "SELECT knowledge_id, sum(useful) AS useful, sum(1 - useful) AS not_useful"
+        f" FROM knowledge_feedback WHERE knowledge_id IN ({marks}) GROUP BY knowledge_id",
+        unique,
+    ).fetchall()
+    for r in rows:
+        found[r["knowledge_id"]] = {"useful": r["useful"], "not_useful": r["not_useful"]}
+    return found
+
+
+async def totals_many(rt: Runtime, ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    return await rt.db.read(lambda conn: totals_many_sync(conn, ids))

@@ -1,0 +1,239 @@
+"""Knowledge request models and the validation that needs no database.
+
+msgspec enforces types, unknown fields and most limits and names the JSON
+path of the offending value; `Content.of` adds the rules msgspec cannot
+express (byte limits, uniqueness, blank titles, the create-only and
+correction-only status rules). Limits the contracts leave open are chosen
+here and documented in docs/knowledge.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import msgspec
+
+from waypost.errors import InvalidRequest
+
+# Limits fixed by the service contract (section 6).
+TITLE_MAX_CHARS = 200
+BODY_MAX_BYTES = 64 * 1024
+TAGS_MAX = 32
+TAG_MAX_CHARS = 64
+SCOPE_ENTRIES_MAX = 100
+MAX_SUBMISSION_LESSONS = 50
+# Limits the contracts leave open (docs/knowledge.md).
+SCOPE_VALUE_MAX_CHARS = 200
+APPLICABILITY_MAX_CHARS = 4096
+SUMMARY_MAX_CHARS = 4096
+SOURCE_URI_MAX_CHARS = 2048
+COMMENT_MAX_CHARS = 4096
+
+Kind = Literal["lesson", "fact", "rejected_approach", "checkpoint"]
+Status = Literal["observed", "validated", "deprecated", "superseded"]
+Collection = Literal["project", "shared"]
+KINDS: tuple[str, ...] = ("lesson", "fact", "rejected_approach", "checkpoint")
+STATUSES: tuple[str, ...] = ("observed", "validated", "deprecated", "superseded")
+
+RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]
+Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=TAG_MAX_CHARS)]
+Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
+ScopeValue = Annotated[str, msgspec.Meta(min_length=1, max_length=SCOPE_VALUE_MAX_CHARS)]
+ScopeValues = Annotated[list[ScopeValue], msgspec.Meta(max_length=SCOPE_ENTRIES_MAX)]
+ScopeTaskIds = Annotated[list[RecordId], msgspec.Meta(max_length=SCOPE_ENTRIES_MAX)]
+Applicability = Annotated[str, msgspec.Meta(max_length=APPLICABILITY_MAX_CHARS)]
+Summary = Annotated[str, msgspec.Meta(max_length=SUMMARY_MAX_CHARS)]
+SourceUri = Annotated[str, msgspec.Meta(min_length=1, max_length=SOURCE_URI_MAX_CHARS)]
+Comment = Annotated[str, msgspec.Meta(max_length=COMMENT_MAX_CHARS)]
+Revision = Annotated[int, msgspec.Meta(ge=1)]
+
+
+class ScopeInput(msgspec.Struct, forbid_unknown_fields=True):
+    """Where a record applies; an omitted dimension is empty (generally applicable)."""
+
+    task_ids: ScopeTaskIds = []
+    components: ScopeValues = []
+    environments: ScopeValues = []
+    versions: ScopeValues = []
+
+
+class ProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
+    """What the client says about a record's origin; the server adds actor and time."""
+
+    summary: Summary = ""
+    source_uri: SourceUri | None = None
+    source_task_id: RecordId | None = None
+    source_submission_id: RecordId | None = None
+
+
+class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
+    """A submission lesson's provenance: the server pins the task and submission."""
+
+    summary: Summary = ""
+    source_uri: SourceUri | None = None
+
+
+class KnowledgeCreate(msgspec.Struct, forbid_unknown_fields=True):
+    kind: Kind
+    title: Title
+    body: str
+    status: Status = "observed"
+    scope: ScopeInput = msgspec.field(default_factory=ScopeInput)
+    tags: Tags = []
+    applicability: Applicability = ""
+    provenance: ProvenanceInput = msgspec.field(default_factory=ProvenanceInput)
+    collection: Collection = "project"
+    share_across_projects: bool = False
+
+
+class SubmissionLessonInput(msgspec.Struct, forbid_unknown_fields=True):
+    """The knowledge create body without provenance.source_task_id/source_submission_id."""
+
+    kind: Kind
+    title: Title
+    body: str
+    status: Status = "observed"
+    scope: ScopeInput = msgspec.field(default_factory=ScopeInput)
+    tags: Tags = []
+    applicability: Applicability = ""
+    provenance: LessonProvenanceInput = msgspec.field(default_factory=LessonProvenanceInput)
+    collection: Collection = "project"
+    share_across_projects: bool = False
+
+
+class KnowledgeCorrect(msgspec.Struct, forbid_unknown_fields=True):
+    """A correction carries the complete new content; kind and collection are not fields."""
+
+    expected_revision: Revision
+    title: Title
+    body: str
+    status: Status
+    scope: ScopeInput
+    tags: Tags
+    applicability: Applicability
+    provenance: ProvenanceInput
+    superseded_by_id: RecordId | None = None
+
+
+class FeedbackInput(msgspec.Struct, forbid_unknown_fields=True):
+    expected_revision: Revision
+    useful: bool
+    comment: Comment | None = None
+
+
+class KnowledgeListQuery(msgspec.Struct, forbid_unknown_fields=True):
+    kind: Kind | None = None
+    status: Status | None = None
+    tag: Tag | None = None
+    include_shared: bool = False
+    cursor: str | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] | None = None
+
+
+@dataclass(frozen=True)
+class Content:
+    """The revisioned content of a record, as one revision row stores it."""
+
+    title: str
+    body: str
+    status: str
+    task_ids: list[str]
+    components: list[str]
+    environments: list[str]
+    versions: list[str]
+    tags: list[str]
+    applicability: str
+    summary: str
+    source_uri: str | None
+    source_task_id: str | None
+    source_submission_id: str | None
+    superseded_by_id: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        body: KnowledgeCreate | SubmissionLessonInput | KnowledgeCorrect,
+        *,
+        source_task_id: str | None = None,
+        source_submission_id: str | None = None,
+    ) -> Content:
+        """Check the database-free rules and build the content to store."""
+        _check_text(body.title, body.body)
+        for name in ("task_ids", "components", "environments", "versions"):
+            _check_unique(getattr(body.scope, name), f"scope.{name}")
+        _check_unique(body.tags, "tags")
+        prov = body.provenance
+        if isinstance(prov, ProvenanceInput):
+            source_task_id, source_submission_id = prov.source_task_id, prov.source_submission_id
+        superseded_by = body.superseded_by_id if isinstance(body, KnowledgeCorrect) else None
+        return cls(
+            title=body.title,
+            body=body.body,
+            status=body.status,
+            task_ids=list(body.scope.task_ids),
+            components=list(body.scope.components),
+            environments=list(body.scope.environments),
+            versions=list(body.scope.versions),
+            tags=list(body.tags),
+            applicability=body.applicability,
+            summary=prov.summary,
+            source_uri=prov.source_uri,
+            source_task_id=source_task_id,
+            source_submission_id=source_submission_id,
+            superseded_by_id=superseded_by,
+        )
+
+
+def check_new(body: KnowledgeCreate | SubmissionLessonInput) -> None:
+    """Rules of a new record: no `superseded` status, the explicit shared opt-in."""
+    if body.status == "superseded":
+        raise InvalidRequest.field(
+            "status",
+            "a record cannot be created superseded; correct it later naming superseded_by_id",
+        )
+    if body.collection == "shared" and not body.share_across_projects:
+        raise InvalidRequest.field(
+            "share_across_projects", "collection=shared requires share_across_projects=true"
+        )
+    if body.collection == "project" and body.share_across_projects:
+        raise InvalidRequest.field(
+            "share_across_projects", "share_across_projects must be false for collection=project"
+        )
+
+
+def check_correction_status(knowledge_id: str, body: KnowledgeCorrect) -> None:
+    """`superseded` exactly when a replacement is named, and never the record itself."""
+    if body.status == "superseded" and body.superseded_by_id is None:
+        raise InvalidRequest.field(
+            "superseded_by_id", "status=superseded requires superseded_by_id"
+        )
+    if body.status != "superseded" and body.superseded_by_id is not None:
+        raise InvalidRequest.field(
+            "superseded_by_id", "superseded_by_id is only allowed with status=superseded"
+        )
+    if body.superseded_by_id == knowledge_id:
+        raise InvalidRequest.field("superseded_by_id", "a record cannot supersede itself")
+
+
+def _check_text(title: str, body: str) -> None:
+    if not title.strip():
+        raise InvalidRequest.field("title", "title must not be blank")
+    if len(body.encode("utf-8")) > BODY_MAX_BYTES:
+        raise InvalidRequest.field("body", "body may hold at most 64 KiB of UTF-8")
+
+
+def _check_unique(values: list[str], field: str) -> None:
+    seen: set[str] = set()
+    for index, value in enumerate(values):
+        if value in seen:
+            raise InvalidRequest.field(f"{field}[{index}]", f"duplicate value {value!r}")
+        seen.add(value)
+
+
+def prefixed(error: InvalidRequest, prefix: str) -> InvalidRequest:
+    """The same error with its field under `prefix` (e.g. `lessons[3]`)."""
+    field = error.details.get("field")
+    name = f"{prefix}.{field}" if isinstance(field, str) and field else prefix
+    return InvalidRequest(error.message, {**error.details, "field": name})

@@ -1,0 +1,258 @@
+"""Knowledge corrections: complete content under expected_revision, new immutable revisions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.knowledge_support import correction, create, error_of, kpath, make_project, raw
+
+
+async def test_correction_writes_the_next_revision(service: Service, project: str) -> None:
+    agent = await service.agent()
+    record = await create(agent, project, tags=["a"])
+    service.clock.advance(minutes=5)
+    r = await agent.patch(
+        kpath(project, record["id"]),
+        correction(record, title="Retry once", status="validated", tags=["a", "b"]),
+    )
+    assert r.status_code == 200, r.text
+    fixed = r.json()
+    assert fixed["revision"] == 2 and fixed["title"] == "Retry once"
+    assert fixed["status"] == "validated" and fixed["tags"] == ["a", "b"]
+    assert fixed["created_at"] == record["created_at"]
+    assert fixed["updated_at"] == service.clock.iso()
+    assert fixed["provenance"]["recorded_at"] == service.clock.iso()
+    assert fixed["provenance"]["actor_session_id"] == agent.session_id
+
+
+async def test_correction_never_changes_an_earlier_revision(
+    service: Service, human: Caller, project: str
+) -> None:
+    record = await create(human, project, tags=["a"], scope={"components": ["api"]})
+    with raw(service.db_path) as conn:
+        before = [tuple(r) for r in conn.execute("SELECT * FROM knowledge_revisions")]
+    service.clock.advance(minutes=1)
+    other = await service.principal("human", "bob")
+    await other.patch(
+        kpath(project, record["id"]),
+        correction(record, title="new", body="changed", tags=[], scope={}, status="deprecated",
+                   applicability="never", provenance={"summary": "wrong"}),
+    )  # fmt: skip
+    with raw(service.db_path) as conn:
+        after = [tuple(r) for r in conn.execute("SELECT * FROM knowledge_revisions ORDER BY 2")]
+    assert after[0] == before[0] and len(after) == 2
+    detail = (await human.get(kpath(project, record["id"]))).json()
+    first = detail["history"]["items"][1]
+    assert first["title"] == record["title"] and first["tags"] == ["a"]
+    assert first["provenance"]["actor_id"] == human.principal_id
+    assert detail["history"]["items"][0]["provenance"]["actor_id"] == other.principal_id
+
+
+async def test_stale_expected_revision_is_a_revision_conflict(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    path = kpath(project, record["id"])
+    assert (await human.patch(path, correction(record, title="two"))).status_code == 200
+    r = await human.patch(path, correction(record, title="stale"))
+    assert r.status_code == 409
+    error = r.json()["error"]
+    assert error["code"] == "revision_conflict"
+    assert error["details"] == {"expected_revision": 1, "current_revision": 2}
+    r = await human.patch(path, correction(record, expected_revision=9))
+    assert r.status_code == 409
+    assert (await human.get(path)).json()["title"] == "two"
+
+
+async def test_correction_writes_a_corrected_event(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    await human.patch(kpath(project, record["id"]), correction(record, title="x", tags=["t"]))
+    events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
+    event = events[-1]
+    assert event["type"] == "knowledge.corrected" and event["subject_id"] == record["id"]
+    assert event["data"] == {
+        "revision": 2, "status": "observed", "changed_fields": ["title", "tags"],
+        "superseded_by_id": None,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["kind", "collection", "share_across_projects", "project_id"])
+async def test_correction_cannot_name_identity_fields(
+    human: Caller, project: str, name: str
+) -> None:
+    record = await create(human, project)
+    r = await human.patch(kpath(project, record["id"]), correction(record, **{name: "fact"}))
+    assert error_of(r) == (400, "invalid_request", name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["expected_revision", "title", "body", "status", "scope", "tags", "applicability",
+     "provenance"],
+)  # fmt: skip
+async def test_correction_needs_the_complete_content(
+    human: Caller, project: str, name: str
+) -> None:
+    record = await create(human, project)
+    body = correction(record)
+    del body[name]
+    r = await human.patch(kpath(project, record["id"]), body)
+    assert error_of(r) == (400, "invalid_request", name)
+
+
+CORRECTION_REFUSALS: list[tuple[dict[str, Any], str]] = [
+    ({"title": "x" * 201}, "title"),
+    ({"body": "x" * (64 * 1024 + 1)}, "body"),
+    ({"tags": [f"t{i}" for i in range(33)]}, "tags"),
+    ({"tags": ["dup", "dup"]}, "tags[1]"),
+    ({"scope": {"versions": [f"v{i}" for i in range(101)]}}, "scope.versions"),
+    ({"status": "retired"}, "status"),
+    ({"expected_revision": 0}, "expected_revision"),
+    ({"expected_revision": True}, "expected_revision"),
+    ({"provenance": {"actor_id": "me"}}, "provenance.actor_id"),
+    ({"applicability": "x" * 4097}, "applicability"),
+]
+
+
+@pytest.mark.parametrize(("changes", "field"), CORRECTION_REFUSALS)
+async def test_correction_enforces_the_create_limits(
+    human: Caller, project: str, changes: dict[str, Any], field: str
+) -> None:
+    record = await create(human, project)
+    r = await human.patch(kpath(project, record["id"]), correction(record, **changes))
+    assert error_of(r) == (400, "invalid_request", field)
+    assert (await human.get(kpath(project, record["id"]))).json()["revision"] == 1
+
+
+async def test_superseded_needs_a_replacement(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    r = await human.patch(kpath(project, record["id"]), correction(record, status="superseded"))
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_superseded_names_another_record_of_the_project(human: Caller, project: str) -> None:
+    old = await create(human, project, title="old way")
+    new = await create(human, project, title="new way")
+    r = await human.patch(
+        kpath(project, old["id"]),
+        correction(old, status="superseded", superseded_by_id=new["id"]),
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "superseded" and r.json()["superseded_by_id"] == new["id"]
+    replacement = (await human.get(kpath(project, new["id"]))).json()
+    assert replacement["revision"] == 1 and replacement["status"] == "observed"
+
+
+async def test_a_record_cannot_supersede_itself(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    r = await human.patch(
+        kpath(project, record["id"]),
+        correction(record, status="superseded", superseded_by_id=record["id"]),
+    )
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_replacement_must_exist_in_the_same_project(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    other = await make_project(human, "other")
+    elsewhere = await create(human, other, collection="shared", share_across_projects=True)
+    for replacement in ("kn_missing", elsewhere["id"]):
+        r = await human.patch(
+            kpath(project, record["id"]),
+            correction(record, status="superseded", superseded_by_id=replacement),
+        )
+        assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_superseded_by_id_needs_status_superseded(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    new = await create(human, project)
+    r = await human.patch(
+        kpath(project, record["id"]),
+        correction(record, status="validated", superseded_by_id=new["id"]),
+    )
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_a_superseded_record_can_be_corrected_back(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    new = await create(human, project)
+    path = kpath(project, record["id"])
+    r = await human.patch(path, correction(record, status="superseded", superseded_by_id=new["id"]))
+    r = await human.patch(path, correction(r.json(), status="validated", superseded_by_id=None))
+    assert r.status_code == 200 and r.json()["superseded_by_id"] is None
+    assert r.json()["revision"] == 3
+
+
+async def test_correcting_an_unknown_record_is_not_found(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    r = await human.patch(kpath(project, "kn_missing"), correction(record))
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+async def test_a_project_record_is_not_found_through_another_project(
+    human: Caller, project: str
+) -> None:
+    record = await create(human, project)
+    other = await make_project(human, "other")
+    r = await human.patch(kpath(other, record["id"]), correction(record))
+    assert r.status_code == 404
+    assert (await human.get(kpath(other, record["id"]))).status_code == 404
+
+
+async def test_a_shared_record_is_corrected_only_through_its_source_project(
+    human: Caller, project: str
+) -> None:
+    record = await create(human, project, collection="shared", share_across_projects=True)
+    other = await make_project(human, "other")
+    r = await human.patch(kpath(other, record["id"]), correction(record, title="hijack"))
+    assert r.status_code == 403
+    assert r.json()["error"]["details"]["reason"] == "source_project_only"
+    assert (await human.get(kpath(project, record["id"]))).json()["revision"] == 1
+
+
+async def test_history_pages_newest_first_with_a_revision_cursor(
+    human: Caller, project: str
+) -> None:
+    record = await create(human, project)
+    path = kpath(project, record["id"])
+    for n in range(2, 6):
+        r = await human.patch(path, correction(record, expected_revision=n - 1, title=f"r{n}"))
+        assert r.status_code == 200
+    first = (await human.get(path, limit=2)).json()
+    assert [i["revision"] for i in first["history"]["items"]] == [5, 4]
+    second = (await human.get(path, limit=2, cursor=first["history"]["next_cursor"])).json()
+    assert [i["revision"] for i in second["history"]["items"]] == [3, 2]
+    third = (await human.get(path, limit=2, cursor=second["history"]["next_cursor"])).json()
+    assert [i["revision"] for i in third["history"]["items"]] == [1]
+    assert third["history"]["next_cursor"] is None
+    assert third["revision"] == 5 and third["title"] == "r5"
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"limit": 0}, "limit"), ({"limit": 201}, "limit"), ({"cursor": "%%%"}, "cursor"),
+    ({"cursor": "WyJhIl0"}, "cursor"), ({"page": 2}, "page"),
+])  # fmt: skip
+async def test_history_refuses_bad_limits_and_cursors(
+    human: Caller, project: str, params: dict[str, Any], field: str
+) -> None:
+    record = await create(human, project)
+    r = await human.get(kpath(project, record["id"]), **params)
+    assert error_of(r) == (400, "invalid_request", field)
+
+
+async def test_history_accepts_limit_200(human: Caller, project: str) -> None:
+    record = await create(human, project)
+    r = await human.get(kpath(project, record["id"]), limit=200)
+    assert r.status_code == 200 and len(r.json()["history"]["items"]) == 1
+
+
+async def test_knowledge_never_writes_the_binding_rules(human: Caller, project: str) -> None:
+    record = await create(human, project, status="validated", body="Always run the linter.")
+    await human.patch(kpath(project, record["id"]), correction(record, title="rule?"))
+    await human.post(
+        kpath(project, record["id"], "feedback"), {"expected_revision": 2, "useful": True}
+    )
+    policy = (await human.get(f"/api/v1/projects/{project}/policy")).json()
+    assert policy["rules"] == "" and policy["revision"] == 1

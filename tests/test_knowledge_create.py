@@ -1,0 +1,209 @@
+"""Knowledge create: shape, server-filled provenance, every limit and refusal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.knowledge_support import create, error_of, kpath, new_body, raw
+
+
+async def test_create_returns_the_flat_object_with_revision_1(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(tags=["ci"], applicability="on linux runners"))
+    assert r.status_code == 201, r.text
+    record = r.json()
+    assert set(record) == {
+        "id", "project_id", "kind", "title", "body", "status", "scope", "tags", "applicability",
+        "provenance", "collection", "share_across_projects", "superseded_by_id", "revision",
+        "created_at", "updated_at",
+    }  # fmt: skip
+    assert record["project_id"] == project and record["revision"] == 1
+    assert record["status"] == "observed" and record["collection"] == "project"
+    assert record["share_across_projects"] is False and record["superseded_by_id"] is None
+    assert record["scope"] == {"task_ids": [], "components": [], "environments": [], "versions": []}
+    assert record["tags"] == ["ci"] and record["applicability"] == "on linux runners"
+
+
+async def test_create_fills_actor_session_and_service_time(service: Service, project: str) -> None:
+    agent = await service.agent()
+    service.clock.advance(minutes=3)
+    record = await create(agent, project, provenance={"summary": "seen twice"})
+    assert record["provenance"] == {
+        "summary": "seen twice",
+        "source_uri": None,
+        "source_task_id": None,
+        "source_submission_id": None,
+        "actor_id": agent.principal_id,
+        "actor_session_id": agent.session_id,
+        "recorded_at": service.clock.iso(),
+    }
+    assert record["created_at"] == record["updated_at"] == service.clock.iso()
+
+
+async def test_create_by_an_agent_without_a_session_records_no_session(
+    service: Service, project: str
+) -> None:
+    agent = await service.principal("agent")
+    record = await create(agent, project)
+    assert record["provenance"]["actor_session_id"] is None
+
+
+async def test_create_refuses_client_supplied_actor_and_time(human: Caller, project: str) -> None:
+    for name in ("actor_id", "actor_session_id", "recorded_at"):
+        r = await human.post(kpath(project), new_body(provenance={name: "x"}))
+        assert error_of(r) == (400, "invalid_request", f"provenance.{name}")
+
+
+async def test_create_writes_one_event_and_a_replay_writes_none(
+    human: Caller, project: str
+) -> None:
+    first = await human.post(kpath(project), new_body(), key="same-key")
+    again = await human.post(kpath(project), new_body(), key="same-key")
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
+    created = [e for e in events if e["type"] == "knowledge.created"]
+    assert [e["subject_id"] for e in created] == [first.json()["id"]]
+    assert created[0]["data"] == {
+        "revision": 1, "kind": "lesson", "status": "observed", "collection": "project"
+    }  # fmt: skip
+    listed = (await human.get(kpath(project))).json()["items"]
+    assert len(listed) == 1
+
+
+async def test_create_needs_an_idempotency_key(human: Caller, project: str) -> None:
+    r = await human.client.post(kpath(project), json=new_body(), headers=human.headers())
+    assert error_of(r) == (400, "invalid_request", "Idempotency-Key")
+
+
+async def test_create_in_an_unknown_project_is_not_found(human: Caller) -> None:
+    r = await human.post(kpath("nope"), new_body())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize("kind", ["lesson", "fact", "rejected_approach", "checkpoint"])
+async def test_create_accepts_each_kind(human: Caller, project: str, kind: str) -> None:
+    assert (await create(human, project, kind=kind))["kind"] == kind
+
+
+@pytest.mark.parametrize("status", ["observed", "validated", "deprecated"])
+async def test_create_accepts_each_status_but_superseded(
+    human: Caller, project: str, status: str
+) -> None:
+    assert (await create(human, project, status=status))["status"] == status
+
+
+async def test_create_refuses_status_superseded(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(status="superseded"))
+    assert error_of(r) == (400, "invalid_request", "status")
+
+
+async def test_create_refuses_superseded_by_id(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(superseded_by_id="kn_x"))
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_shared_collection_needs_the_explicit_opt_in(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(collection="shared"))
+    assert error_of(r) == (400, "invalid_request", "share_across_projects")
+    r = await human.post(kpath(project), new_body(collection="shared", share_across_projects=False))
+    assert error_of(r) == (400, "invalid_request", "share_across_projects")
+    record = await create(human, project, collection="shared", share_across_projects=True)
+    assert record["collection"] == "shared" and record["share_across_projects"] is True
+
+
+async def test_project_collection_refuses_the_shared_opt_in(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(share_across_projects=True))
+    assert error_of(r) == (400, "invalid_request", "share_across_projects")
+    r = await human.post(kpath(project), new_body(collection="project", share_across_projects=True))
+    assert error_of(r) == (400, "invalid_request", "share_across_projects")
+
+
+def _many(n: int, prefix: str = "v") -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+# (fields to set, refused field); each row is one limit or rule of section 6
+# or one of the bounds docs/knowledge.md fixes.
+REFUSALS: list[tuple[dict[str, Any], str]] = [
+    ({"kind": "opinion"}, "kind"),
+    ({"status": "current"}, "status"),
+    ({"collection": "global"}, "collection"),
+    ({"title": "x" * 201}, "title"),
+    ({"title": ""}, "title"),
+    ({"title": "   "}, "title"),
+    ({"title": 7}, "title"),
+    ({"body": "x" * (64 * 1024 + 1)}, "body"),
+    ({"body": "é" * (32 * 1024 + 1)}, "body"),  # 64 KiB + 2 bytes of UTF-8
+    ({"tags": _many(33)}, "tags"),
+    ({"tags": ["ok", "x" * 65]}, "tags[1]"),
+    ({"tags": ["ok", ""]}, "tags[1]"),
+    ({"tags": ["a", "b", "a"]}, "tags[2]"),
+    ({"scope": {"components": _many(101)}}, "scope.components"),
+    ({"scope": {"environments": _many(101)}}, "scope.environments"),
+    ({"scope": {"versions": _many(101)}}, "scope.versions"),
+    ({"scope": {"task_ids": _many(101, "task_")}}, "scope.task_ids"),
+    ({"scope": {"components": ["api", "x" * 201]}}, "scope.components[1]"),
+    ({"scope": {"versions": ["1.0", ""]}}, "scope.versions[1]"),
+    ({"scope": {"environments": ["prod", "prod"]}}, "scope.environments[1]"),
+    ({"scope": {"task_ids": ["ok", "not a task id"]}}, "scope.task_ids[1]"),
+    ({"scope": {"regions": []}}, "scope.regions"),
+    ({"applicability": "x" * 4097}, "applicability"),
+    ({"provenance": {"summary": "x" * 4097}}, "provenance.summary"),
+    ({"provenance": {"source_uri": "x" * 2049}}, "provenance.source_uri"),
+    ({"provenance": {"source_uri": ""}}, "provenance.source_uri"),
+    ({"provenance": {"source_task_id": "bad id!"}}, "provenance.source_task_id"),
+    ({"share_across_projects": "yes"}, "share_across_projects"),
+    ({"revision": 3}, "revision"),
+]
+
+
+@pytest.mark.parametrize(("fields", "field"), REFUSALS)
+async def test_create_refuses_out_of_bounds_fields(
+    service: Service, human: Caller, project: str, fields: dict[str, Any], field: str
+) -> None:
+    r = await human.post(kpath(project), new_body(**fields))
+    assert error_of(r) == (400, "invalid_request", field), r.text
+    with raw(service.db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM knowledge").fetchone()[0] == 0
+
+
+async def test_create_refuses_missing_required_fields(human: Caller, project: str) -> None:
+    for name in ("kind", "title", "body"):
+        body = new_body()
+        del body[name]
+        r = await human.post(kpath(project), body)
+        assert error_of(r) == (400, "invalid_request", name)
+
+
+async def test_create_accepts_every_limit_exactly(human: Caller, project: str) -> None:
+    record = await create(
+        human,
+        project,
+        title="t" * 200,
+        body="é" * (32 * 1024),  # exactly 64 KiB of UTF-8
+        tags=[f"{i:02d}" + "x" * 62 for i in range(32)],
+        scope={
+            "components": [f"c{i}" for i in range(100)],
+            "environments": [f"e{i}".ljust(200, "e") for i in range(100)],
+            "versions": [f"v{i}" for i in range(100)],
+        },
+        applicability="a" * 4096,
+        provenance={"summary": "s" * 4096, "source_uri": "u" * 2048},
+    )
+    assert len(record["tags"]) == 32 and len(record["scope"]["components"]) == 100
+    assert len(record["body"].encode()) == 64 * 1024
+
+
+async def test_create_refuses_a_task_that_does_not_exist(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(scope={"task_ids": ["task_missing"]}))
+    assert error_of(r) == (400, "invalid_request", "scope.task_ids[0]")
+    r = await human.post(kpath(project), new_body(provenance={"source_task_id": "task_missing"}))
+    assert error_of(r) == (400, "invalid_request", "provenance.source_task_id")
+
+
+async def test_create_refuses_an_unknown_source_submission(human: Caller, project: str) -> None:
+    r = await human.post(kpath(project), new_body(provenance={"source_submission_id": "sub_x"}))
+    assert error_of(r) == (400, "invalid_request", "provenance.source_submission_id")
