@@ -89,7 +89,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         code = "not_found" if exc.status_code == 404 else "method_not_allowed"
         message = "no such route" if exc.status_code == 404 else "method not allowed"
         body = {"error": {"code": code, "message": message, "details": {}}}
-        return json_response(body, exc.status_code)
+        return json_response(body, exc.status_code, dict(exc.headers or {}))
 
     routes: list[Any] = [
         Route("/healthz", healthz),

@@ -18,7 +18,7 @@ from waypost.errors import WaypostError
 from waypost.resolvers import principals, projects
 from waypost.settings import RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
-from waypost.storage.migrate import migrate
+from waypost.storage.migrate import MigrationError, migrate
 
 T = TypeVar("T")
 log = logging.getLogger("waypost")
@@ -103,6 +103,8 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
         return run_write(conn, lambda c: fn(c, at))
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
+    except MigrationError as error:
+        raise click.ClickException(str(error)) from error
     finally:
         conn.close()
 
@@ -118,6 +120,8 @@ def admin_migrate(db_path: Path) -> None:
     conn = connect_sync(db_path)
     try:
         applied = migrate(conn)
+    except MigrationError as error:
+        raise click.ClickException(str(error)) from error
     finally:
         conn.close()
     _print({"applied": applied})

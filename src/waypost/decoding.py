@@ -9,6 +9,7 @@ integer, unknown fields are refused, and every error names its JSON path.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
@@ -23,39 +24,109 @@ _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`")
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`")
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
+# SQLite stores 64-bit integers; a larger JSON integer could never be stored
+# or compared, so it is refused where it is parsed, with its path.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+class _Refused:
+    """Stands in for a JSON value the strict parser refuses.
+
+    The parser's hooks cannot see where they are in the document, so they leave
+    this marker in place and `_find_refused` walks the parsed value once for
+    its JSON path. `key` is set for a duplicate key inside the marked object.
+    """
+
+    __slots__ = ("key", "message")
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        self.message = message
         self.key = key
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _DuplicateKey(key)
-        seen[key] = value
-    return seen
+def _join(path: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    return f"{path}.{key}" if path else key
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _find_refused(value: Any) -> tuple[str, _Refused] | None:
+    """The first refused marker in document order, with its JSON path.
+
+    Iterative, because the parser accepts nesting deeper than Python's
+    recursion limit leaves room for.
+    """
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, _Refused):
+            return (_join(path, item.key) if item.key is not None else path), item
+        if isinstance(item, dict):
+            stack.extend(reversed([(_join(path, k), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(_join(path, i), v) for i, v in enumerate(item)]))
+    return None
 
 
 def parse_json(raw: bytes) -> Any:
-    """Parse a JSON document strictly; errors are 400 invalid_request."""
+    """Parse a JSON document strictly; errors are 400 invalid_request naming the field.
+
+    Refused: invalid UTF-8, truncated or malformed text, duplicate keys,
+    `NaN`/`Infinity` (and numbers that overflow to them), integers outside the
+    64-bit range, and nesting deeper than the parser allows.
+    """
+    refused: list[_Refused] = []
+
+    def mark(message: str, key: str | None = None) -> _Refused:
+        marker = _Refused(message, key)
+        refused.append(marker)
+        return marker
+
+    def pairs(items: list[tuple[str, Any]]) -> Any:
+        seen: dict[str, Any] = {}
+        for key, value in items:
+            if key in seen:
+                return mark(f"duplicate key {key!r}", key)
+            seen[key] = value
+        return seen
+
+    def constant(name: str) -> Any:
+        return mark(f"{name} is not valid JSON")
+
+    def number(text: str) -> Any:
+        value = float(text)
+        return value if math.isfinite(value) else mark(f"{text} is out of range")
+
+    def integer(text: str) -> Any:
+        # the length test first: int() of a huge literal is itself refused by Python
+        if len(text) > 20 or not INT64_MIN <= (value := int(text)) <= INT64_MAX:
+            return mark("integer out of the 64-bit range")
+        return value
+
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidRequest.field("", "the body is not valid UTF-8") from exc
     try:
-        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_refuse_constant)
-    except _DuplicateKey as exc:
-        raise InvalidRequest.field(exc.key, f"duplicate key {exc.key!r}") from exc
+        value = json.loads(
+            text,
+            object_pairs_hook=pairs,
+            parse_constant=constant,
+            parse_float=number,
+            parse_int=integer,
+        )
+    except RecursionError as exc:
+        raise InvalidRequest.field("", "the body nests too deeply") from exc
     except ValueError as exc:
         raise InvalidRequest(
             "the body is not a complete JSON document", {"field": "", "error": str(exc)[:200]}
         ) from exc
+    if refused:
+        found = _find_refused(value)
+        assert found is not None
+        path, marker = found
+        raise InvalidRequest.field(path, marker.message)
+    return value
 
 
 def field_of(error: msgspec.ValidationError) -> tuple[str, str]:

@@ -8,16 +8,18 @@ request acts in. GraphQL bodies are capped at 64 KiB here.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost.clock import format_time
-from waypost.errors import PayloadTooLarge, Unauthenticated, WaypostError
+from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
 from waypost.resolvers import principals, sessions
 from waypost.resolvers.runtime import Actor, Runtime
 
+log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
 SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
 
@@ -64,8 +66,27 @@ class Gate:
         except WaypostError as error:
             await self._refuse(send, error, is_graphql)
             return
+        except Exception:
+            log.exception("authentication failed unexpectedly")
+            await self._refuse(send, WaypostError("internal error"), is_graphql)
+            return
         scope.setdefault("state", {})["actor"] = actor
-        await self.app(scope, receive, send)
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            # Routes answer their own errors; anything escaping them would
+            # otherwise reach the server's plain-text 500 without our headers.
+            if started:
+                raise
+            log.exception("unhandled error")
+            await self._refuse(send, WaypostError("internal error"), is_graphql)
 
     async def _authenticate(self, scope: Scope) -> Actor:
         header = _header(scope, b"authorization") or ""
@@ -89,6 +110,8 @@ class Gate:
         extra: list[tuple[bytes, bytes]] = []
         if error.status == 401:
             extra.append((b"www-authenticate", b"Bearer"))
+        if isinstance(error, Unavailable):
+            extra.append((b"retry-after", str(error.retry_after).encode()))
         if graphql:
             body: Any = {
                 "errors": [

@@ -24,12 +24,14 @@ def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tupl
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         parts = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
-    except (ValueError, UnicodeError) as exc:
+    except (ValueError, UnicodeError, RecursionError) as exc:
         raise InvalidRequest.field(field_name, "malformed cursor") from exc
     if (
         not isinstance(parts, list)
         or len(parts) != len(types)
         or not all(type(p) is t for p, t in zip(parts, types, strict=True))
+        # a forged integer beyond SQLite's range would fail in the store, not here
+        or any(type(p) is int and not -(2**63) <= p < 2**63 for p in parts)
     ):
         raise InvalidRequest.field(field_name, "malformed cursor")
     return tuple(parts)

@@ -15,5 +15,6 @@ class ListQuery(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class EventsQuery(msgspec.Struct, forbid_unknown_fields=True):
-    after: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    # bounded like SQLite's integers, so a huge value is a 400 and never reaches the store
+    after: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] | None = None
     limit: Limit | None = None

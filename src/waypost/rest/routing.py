@@ -169,7 +169,10 @@ def starlette_routes(tables: list[RouteTable]) -> list[Route]:
         handlers = {r.method: endpoint(r) for r in routes}
 
         async def dispatch(request: Request, handlers: Any = handlers) -> Response:
-            response: Response = await handlers[request.method](request)
+            # Starlette answers HEAD on every GET route; HEAD runs the GET handler
+            # (the server sends no body) instead of failing the lookup.
+            method = "GET" if request.method == "HEAD" else request.method
+            response: Response = await handlers[method](request)
             return response
 
         result.append(Route(path, dispatch, methods=list(handlers)))

@@ -66,10 +66,18 @@ def run_write(conn: sqlite3.Connection, fn: UnitOfWork[T]) -> T:
 
 
 def run_read(conn: sqlite3.Connection, fn: UnitOfWork[T]) -> T:
-    """Run `fn` inside one read transaction, so it sees a single snapshot."""
+    """Run `fn` inside one read transaction, so it sees a single snapshot.
+
+    WAL readers rarely wait, but another process can still hold the database
+    (an exclusive lock, a WAL recovery): that answers 503, never a 500.
+    """
     conn.execute("BEGIN")
     try:
         return fn(conn)
+    except sqlite3.OperationalError as exc:
+        if _is_busy(exc):
+            raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
+        raise
     finally:
         conn.execute("ROLLBACK")
 

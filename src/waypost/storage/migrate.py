@@ -28,6 +28,18 @@ def available() -> list[Migration]:
     return [Migration(f.name, f.read_text(encoding="utf-8")) for f in files]
 
 
+def _recorded(conn: sqlite3.Connection, migration: Migration) -> str | None:
+    """The recorded checksum of `migration`, refusing one that differs."""
+    row = conn.execute(
+        "SELECT checksum FROM schema_migrations WHERE name = ?", (migration.name,)
+    ).fetchone()
+    if row is None:
+        return None
+    if row[0] != migration.checksum:
+        raise MigrationError(f"migration {migration.name} changed after it was applied")
+    return str(row[0])
+
+
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied.
 
@@ -49,11 +61,13 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             continue
         # executescript commits any open transaction first, so the transaction is
         # part of the script: DDL and its record commit together or not at all.
+        # The record is inserted first: when another process applied the same
+        # migration between our read and our lock, its primary key stops us.
         script = (
             "BEGIN IMMEDIATE;\n"
-            f"{migration.sql}\n;"
             "INSERT INTO schema_migrations (name, checksum, applied_at) VALUES "
             f"('{migration.name}', '{migration.checksum}', strftime('%Y-%m-%dT%H:%M:%fZ','now'));\n"
+            f"{migration.sql}\n;"
             "COMMIT;"
         )
         try:
@@ -61,6 +75,8 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise
+            if _recorded(conn, migration) is None:
+                raise
+            continue  # applied meanwhile by another process, with this checksum
         done.append(migration.name)
     return done

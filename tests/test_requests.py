@@ -1,0 +1,464 @@
+"""Strict request handling (service contract sections 2 and 13): every bad input
+is a 4xx with the one error envelope and the offending field named."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from tests.conftest import Caller, Service
+from waypost.decoding import decode_body, parse_json
+from waypost.errors import InvalidRequest
+from waypost.resolvers import policy
+from waypost.rest.routing import BODY_LIMIT
+
+POLICY = "/api/v1/projects/demo/policy"
+
+
+def assert_error(r: httpx.Response, status: int, code: str, field: str | None = None) -> dict:
+    """The response is the one error envelope with `code`; returns its details."""
+    assert r.status_code == status, r.text
+    body = r.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "details"}, error
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and error["message"]
+    assert isinstance(error["details"], dict)
+    if field is not None:
+        assert error["details"].get("field") == field, error
+    details: dict = error["details"]
+    return details
+
+
+async def raw_patch(caller: Caller, body: bytes, **headers: str) -> httpx.Response:
+    h = {**caller.headers("raw-key"), "Content-Type": "application/json", **headers}
+    return await caller.client.patch(POLICY, content=body, headers=h)
+
+
+# -- unknown fields, duplicates, non-finite numbers, types, truncation ---------
+
+
+async def test_unknown_top_level_field_names_the_field(human: Caller, project: str) -> None:
+    r = await human.patch(POLICY, {"expected_revision": 1, "rules": "x", "colour": "red"})
+    assert_error(r, 400, "invalid_request", "colour")
+
+
+class _Inner(msgspec.Struct, forbid_unknown_fields=True):
+    a: int
+
+
+class _Outer(msgspec.Struct, forbid_unknown_fields=True):
+    inner: _Inner
+    items: list[_Inner] = []
+
+
+def test_unknown_nested_field_is_named_by_its_json_path() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_body(b'{"inner": {"a": 1}, "items": [{"a": 1}, {"a": 2, "b": 3}]}', _Outer)
+    assert caught.value.details["field"] == "items[1].b"
+
+
+def test_wrong_nested_type_is_named_by_its_json_path() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_body(b'{"inner": {"a": true}}', _Outer)
+    assert caught.value.details["field"] == "inner.a"
+
+
+async def test_duplicate_top_level_key_is_refused(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "a", "rules": "b"}')
+    assert_error(r, 400, "invalid_request", "rules")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (b'{"a": {"b": 1, "b": 2}}', "a.b"),
+        (b'{"a": [{"x": 1}, {"x": 1, "x": 2}]}', "a[1].x"),
+        (b'[{"k": 1, "k": 1}]', "[0].k"),
+        (b'{"k": 1, "k": 2}', "k"),
+    ],
+)
+def test_nested_duplicate_key_is_named_by_its_json_path(raw: bytes, field: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(raw)
+    assert caught.value.details["field"] == field
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
+async def test_non_finite_number_is_refused_naming_the_field(
+    human: Caller, project: str, literal: str
+) -> None:
+    r = await raw_patch(human, f'{{"expected_revision": {literal}, "rules": "x"}}'.encode())
+    assert_error(r, 400, "invalid_request", "expected_revision")
+
+
+def test_non_finite_number_deep_in_a_document_is_named() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(b'{"a": [1, {"b": NaN}]}')
+    assert caught.value.details["field"] == "a[1].b"
+
+
+async def test_integer_beyond_64_bits_is_refused(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 99999999999999999999999, "rules": "x"}')
+    assert_error(r, 400, "invalid_request", "expected_revision")
+
+
+async def test_boolean_where_an_integer_is_expected_is_refused(human: Caller, project: str) -> None:
+    r = await human.patch(POLICY, {"expected_revision": True, "rules": "x"})
+    assert_error(r, 400, "invalid_request", "expected_revision")
+
+
+async def test_integer_where_a_boolean_is_expected_is_refused(human: Caller, project: str) -> None:
+    r = await human.patch(POLICY, {"expected_revision": 1, "agent_rule_editing": 1})
+    assert_error(r, 400, "invalid_request", "agent_rule_editing")
+
+
+async def test_float_where_an_integer_is_expected_is_refused(human: Caller, project: str) -> None:
+    r = await human.patch(POLICY, {"expected_revision": 1.0, "rules": "x"})
+    assert_error(r, 400, "invalid_request", "expected_revision")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"expected_revision": 1, "rules": 5}, "rules"),
+        ({"expected_revision": "1", "rules": "x"}, "expected_revision"),
+        ({"expected_revision": 1, "review_mode": "sometimes"}, "review_mode"),
+        ({"expected_revision": 1, "rules": None}, "rules"),
+        ({"expected_revision": 1, "lease_seconds": [900]}, "lease_seconds"),
+        ({"rules": "x"}, "expected_revision"),
+        ([1, 2], ""),
+        ("text", ""),
+    ],
+)
+async def test_wrong_type_is_refused_naming_the_field(
+    human: Caller, project: str, body: Any, field: str
+) -> None:
+    r = await human.patch(POLICY, body)
+    assert_error(r, 400, "invalid_request", field)
+
+
+async def test_wrong_type_on_create_names_the_field(human: Caller) -> None:
+    r = await human.post("/api/v1/projects", {"id": "ok", "name": 7})
+    assert_error(r, 400, "invalid_request", "name")
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b'{"expected_revision": 1, "rules": "ab', b'{"expected_revision": 1,', b"{", b"nul"],
+)
+async def test_truncated_body_is_refused(human: Caller, project: str, raw: bytes) -> None:
+    r = await raw_patch(human, raw)
+    assert_error(r, 400, "invalid_request", "")
+
+
+async def test_body_that_is_not_utf8_is_refused(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "\xff\xfe"}')
+    assert_error(r, 400, "invalid_request", "")
+
+
+async def test_deeply_nested_body_is_a_400_not_a_crash(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b"[" * 100_000 + b"]" * 100_000)
+    assert_error(r, 400, "invalid_request", "")
+
+
+async def test_refused_body_changes_nothing(human: Caller, project: str) -> None:
+    await human.patch(POLICY, {"expected_revision": 1, "rules": "x", "bogus": 1})
+    r = await human.get(POLICY)
+    assert r.json()["revision"] == 1 and r.json()["rules"] == ""
+
+
+# -- sizes --------------------------------------------------------------------
+
+
+async def test_body_of_exactly_256_kib_is_read(human: Caller, project: str) -> None:
+    prefix = b'{"expected_revision": 1, "rules": "x", "provenance": "'
+    raw = prefix + b"p" * (BODY_LIMIT - len(prefix) - 2) + b'"}'
+    assert len(raw) == BODY_LIMIT
+    r = await raw_patch(human, raw)
+    # read and decoded: refused for the provenance size, not for the body size
+    assert_error(r, 400, "invalid_request", "provenance")
+
+
+async def test_body_over_256_kib_is_413(human: Caller, project: str) -> None:
+    prefix = b'{"expected_revision": 1, "rules": "x", "provenance": "'
+    raw = prefix + b"p" * (BODY_LIMIT - len(prefix) - 1) + b'"}'
+    assert len(raw) == BODY_LIMIT + 1
+    assert_error(await raw_patch(human, raw), 413, "payload_too_large")
+
+
+async def test_streamed_chunked_body_over_the_limit_is_refused_without_reading_it_all(
+    human: Caller, project: str
+) -> None:
+    sent = 0
+    chunk = b" " * 1024
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(4096):  # 4 MiB offered
+            sent += 1
+            yield chunk
+
+    headers = {**human.headers("chunked"), "Content-Type": "application/json"}
+    r = await human.client.patch(POLICY, content=body(), headers=headers)
+    assert "content-length" not in {k.lower() for k in r.request.headers}
+    assert_error(r, 413, "payload_too_large")
+    # the server stopped reading just past 256 KiB
+    assert sent <= BODY_LIMIT // 1024 + 2
+
+
+async def test_declared_oversized_body_is_refused_before_it_is_read(
+    human: Caller, project: str
+) -> None:
+    sent = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        for _ in range(300):
+            sent += 1
+            yield b" " * 1024
+
+    headers = {
+        **human.headers("declared"),
+        "Content-Type": "application/json",
+        "Content-Length": str(300 * 1024),
+    }
+    r = await human.client.patch(POLICY, content=body(), headers=headers)
+    assert_error(r, 413, "payload_too_large")
+    assert sent == 0
+
+
+# -- content type ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin-1"],
+)
+async def test_wrong_content_type_is_415(human: Caller, project: str, content_type: str) -> None:
+    ct = {"Content-Type": content_type}
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "x"}', **ct)
+    assert_error(r, 415, "unsupported_media_type")
+
+
+async def test_body_without_content_type_is_415(human: Caller, project: str) -> None:
+    h = human.headers("no-ct")
+    r = await human.client.patch(POLICY, content=b'{"expected_revision": 1}', headers=h)
+    assert_error(r, 415, "unsupported_media_type")
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/json; charset=utf-8", "Application/JSON", "application/json"]
+)
+async def test_json_content_type_variants_are_accepted(
+    human: Caller, project: str, content_type: str
+) -> None:
+    ct = {"Content-Type": content_type}
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "x"}', **ct)
+    assert r.status_code == 200, r.text
+
+
+# -- idempotency keys -----------------------------------------------------------
+
+
+async def test_missing_idempotency_key_is_400(human: Caller, project: str) -> None:
+    r = await human.client.patch(
+        POLICY, json={"expected_revision": 1, "rules": "x"}, headers=human.headers()
+    )
+    assert_error(r, 400, "invalid_request", "Idempotency-Key")
+
+
+@pytest.mark.parametrize(
+    "key", [b"", b"has space", b"k" * 257, b"tab\tkey", "caf\u00e9".encode(), b"\x7f"]
+)
+async def test_invalid_idempotency_key_is_400(human: Caller, project: str, key: bytes) -> None:
+    headers: dict[str, Any] = {
+        **human.headers(),
+        "Idempotency-Key": key,
+        "Content-Type": "application/json",
+    }
+    r = await human.client.patch(
+        POLICY, content=b'{"expected_revision": 1, "rules": "x"}', headers=headers
+    )
+    assert_error(r, 400, "invalid_request", "Idempotency-Key")
+
+
+@pytest.mark.parametrize("key", ["k" * 256, "!", "~{}[]:;'\"<>?,./"])
+async def test_idempotency_key_of_printable_ascii_up_to_256_is_accepted(
+    human: Caller, project: str, key: str
+) -> None:
+    r = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key=key)
+    assert r.status_code == 200, r.text
+
+
+async def test_action_post_without_idempotency_key_is_400(service: Service) -> None:
+    agent = await service.principal("agent")
+    r = await agent.client.post("/api/v1/sessions", headers=agent.headers())
+    assert_error(r, 400, "invalid_request", "Idempotency-Key")
+
+
+# -- action bodies ----------------------------------------------------------------
+
+
+async def test_action_post_accepts_an_empty_body(service: Service) -> None:
+    agent = await service.principal("agent")
+    r = await agent.client.post("/api/v1/sessions", headers=agent.headers("empty-body"))
+    assert r.status_code == 201, r.text
+
+
+async def test_action_post_accepts_an_empty_object(service: Service) -> None:
+    agent = await service.principal("agent")
+    assert (await agent.post("/api/v1/sessions", {})).status_code == 201
+
+
+async def test_action_post_refuses_unknown_fields(service: Service) -> None:
+    agent = await service.principal("agent")
+    assert_error(await agent.post("/api/v1/sessions", {"ttl": 5}), 400, "invalid_request", "ttl")
+
+
+# -- query parameters and cursors ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/api/v1/projects", f"{POLICY}/history"])
+@pytest.mark.parametrize("cursor", ["!!!", "bm90IGpzb24", "WyJ4IiwieSJd", "W3RydWVd", "8J-Ygw"])
+async def test_malformed_cursor_is_400(human: Caller, project: str, path: str, cursor: str) -> None:
+    assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
+
+
+async def test_forged_cursor_with_a_huge_integer_is_400(human: Caller, project: str) -> None:
+    from waypost.pagination import encode_cursor
+
+    r = await human.get(f"{POLICY}/history", cursor=encode_cursor(10**30))
+    assert_error(r, 400, "invalid_request", "cursor")
+
+
+@pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true"])
+async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit: str) -> None:
+    assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")
+
+
+async def test_unknown_query_parameter_is_400(human: Caller, project: str) -> None:
+    r = await human.get("/api/v1/projects", sort="name")
+    assert_error(r, 400, "invalid_request", "sort")
+
+
+async def test_query_parameter_on_a_route_without_any_is_400(human: Caller) -> None:
+    assert_error(await human.get("/api/v1/me", verbose="1"), 400, "invalid_request", "verbose")
+
+
+async def test_repeated_query_parameter_is_400(human: Caller, project: str) -> None:
+    r = await human.client.get("/api/v1/projects?limit=1&limit=2", headers=human.headers())
+    assert_error(r, 400, "invalid_request", "limit")
+
+
+# -- one envelope, common headers, routes ----------------------------------------------
+
+
+async def _error_responses(service: Service, human: Caller) -> list[httpx.Response]:
+    """One response for each kind of refusal the REST shim makes."""
+    c = service.client
+    agent = await service.principal("agent")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    h = human.headers
+    big = b"{" + b" " * BODY_LIMIT + b"}"
+    return [
+        await c.get("/api/v1/me"),  # 401
+        await c.get("/nowhere"),  # 401 before routing
+        await c.get("/nowhere", headers=h()),  # 404 unknown route
+        await c.get("/api/v1/nowhere", headers=h()),
+        await c.delete("/api/v1/projects", headers=h()),  # 405
+        await human.get("/api/v1/projects/nope"),  # 404 record
+        await agent.post("/api/v1/projects", {"id": "x", "name": "x"}),  # 403
+        await c.get("/api/v1/me", headers={**h(), "Waypost-Session": "ses_none"}),  # 403
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"}),  # 409
+        await human.patch(POLICY, {"expected_revision": 9, "rules": "x"}),  # 409
+        await human.post("/api/v1/projects", {"id": "Bad Slug", "name": "x"}),  # 400
+        await c.patch(POLICY, content=big, headers={**h("b"), "Content-Type": "application/json"}),
+        await c.patch(POLICY, content=b"{}", headers={**h("c"), "Content-Type": "text/plain"}),
+        await human.patch(POLICY, {"expected_revision": 1, "rules": "a"}, key="same"),
+        await human.patch(POLICY, {"expected_revision": 2, "rules": "b"}, key="same"),  # 422
+    ]
+
+
+async def test_every_error_uses_the_one_envelope(service: Service, human: Caller) -> None:
+    responses = await _error_responses(service, human)
+    statuses = []
+    for r in responses:
+        if r.status_code < 400:
+            continue
+        statuses.append(r.status_code)
+        body = r.json()
+        assert set(body) == {"error"}, (r.request.url, body)
+        assert set(body["error"]) == {"code", "message", "details"}
+        assert isinstance(body["error"]["details"], dict)
+        assert r.headers["content-type"].startswith("application/json")
+    assert set(statuses) >= {400, 401, 403, 404, 405, 409, 413, 415, 422}
+
+
+async def test_every_response_carries_no_store_and_nosniff(service: Service, human: Caller) -> None:
+    responses = await _error_responses(service, human)
+    responses += [
+        await service.client.get("/healthz"),
+        await human.get("/api/v1/me"),
+        await human.get("/api/v1/openapi.json"),
+        await service.client.head("/api/v1/me", headers=human.headers()),
+        await service.client.post("/graphql", json={"query": "{ me { name } }"}),
+        await service.client.post(
+            "/graphql", json={"query": "{ me { name } }"}, headers=human.headers()
+        ),
+        await service.client.post(
+            "/graphql", json=[{"query": "{ me { name } }"}], headers=human.headers()
+        ),
+    ]
+    for r in responses:
+        assert r.headers.get("cache-control") == "no-store", (r.request.url, r.status_code)
+        assert r.headers.get("x-content-type-options") == "nosniff", r.request.url
+
+
+async def test_unknown_route_is_404_in_the_envelope(human: Caller) -> None:
+    assert_error(await human.get("/api/v1/unknown/route"), 404, "not_found")
+
+
+async def test_wrong_method_is_405_with_allow(human: Caller) -> None:
+    r = await human.client.put("/api/v1/projects", headers=human.headers())
+    assert_error(r, 405, "method_not_allowed")
+    assert "POST" in r.headers["allow"]
+
+
+async def test_head_on_a_read_route_answers_like_get(human: Caller) -> None:
+    r = await human.client.head("/api/v1/me", headers=human.headers())
+    assert r.status_code == 200 and r.content == b""
+
+
+async def test_healthz_answers_ok_without_a_token(service: Service) -> None:
+    r = await service.client.get("/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+
+
+async def test_unexpected_fault_is_a_masked_500_envelope(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(rt: Any, project_id: str) -> dict[str, Any]:
+        raise RuntimeError("secret path /var/lib/waypost.db")
+
+    monkeypatch.setattr(policy, "get", broken)
+    r = await human.get(POLICY)
+    assert_error(r, 500, "internal")
+    assert "secret" not in r.text and "RuntimeError" not in r.text
+    assert r.headers["cache-control"] == "no-store"
+
+
+async def test_huge_events_after_is_400_not_a_store_error(human: Caller, project: str) -> None:
+    r = await human.get("/api/v1/projects/demo/events", after=str(10**30))
+    assert_error(r, 400, "invalid_request", "after")
+
+
+def test_parse_json_accepts_ordinary_documents() -> None:
+    doc = {"a": [1, 2.5, -3, True, None, "é"], "b": {"c": {}}, "big": 2**63 - 1}
+    assert parse_json(json.dumps(doc).encode()) == doc
