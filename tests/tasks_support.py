@@ -13,7 +13,9 @@ def task_path(task_id: str, action: str = "") -> str:
     return f"{BASE}/tasks/{task_id}" + (f"/{action}" if action else "")
 
 
-async def make_task(caller: Caller, title: str = "Write the parser", **fields: Any) -> dict[str, Any]:
+async def make_task(
+    caller: Caller, title: str = "Write the parser", **fields: Any
+) -> dict[str, Any]:
     r = await caller.post(f"{BASE}/tasks", {"title": title, **fields})
     assert r.status_code == 201, r.text
     task: dict[str, Any] = r.json()

@@ -1,0 +1,383 @@
+"""Tasks: create, get, list, PATCH, revisions, dependencies, activities, immutability."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.tasks_support import BASE, claim, error, make_task, submit, task_path
+
+
+async def test_create_returns_the_task_shape_of_the_contract(human: Caller, project: str) -> None:
+    r = await human.post(
+        f"{BASE}/tasks",
+        {"title": "Parse", "description": "d", "acceptance_criteria": ["fast"], "kind": "feature",
+         "priority": 2},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    task = r.json()
+    assert set(task) == {
+        "id", "project_id", "title", "description", "acceptance_criteria", "kind", "priority",
+        "depends_on", "subject_task_id", "status", "revision", "ready", "blocked_by", "lease",
+        "publication", "created_at", "updated_at",
+    }  # fmt: skip
+    assert task["status"] == "open" and task["revision"] == 1 and task["ready"] is True
+    assert task["blocked_by"] == {"decisions": [], "decisions_truncated": False, "dependencies": []}
+    assert task["created_at"] == "2026-11-29T18:00:00.000Z"
+    assert (await human.get(task_path(task["id"]))).json() == task
+
+
+async def test_create_defaults_kind_priority_and_lists(human: Caller, project: str) -> None:
+    task = await make_task(human, "only a title")
+    assert (task["kind"], task["priority"], task["description"]) == ("feature", 0, "")
+    assert task["acceptance_criteria"] == [] and task["depends_on"] == []
+
+
+async def test_agents_create_tasks_without_a_session(service: Service, project: str) -> None:
+    agent = await service.principal("agent")
+    await make_task(agent, "follow-up found while working")
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "title"),
+        ({"title": ""}, "title"),
+        ({"title": "t", "kind": "Bad Kind"}, "kind"),
+        ({"title": "t", "priority": True}, "priority"),
+        ({"title": "t", "acceptance_criteria": ["ok", 3]}, "acceptance_criteria[1]"),
+        ({"title": "t", "surprise": 1}, "surprise"),
+        ({"title": "t", "depends_on": ["task_missing"]}, "depends_on[0]"),
+        ({"title": "t", "subject_task_id": "task_missing"}, "subject_task_id"),
+    ],
+)
+async def test_create_refuses_bad_input_naming_the_field(
+    human: Caller, project: str, body: dict[str, object], field: str
+) -> None:
+    r = await human.post(f"{BASE}/tasks", body)
+    status, code, details = error(r)
+    assert (status, code, details["field"]) == (400, "invalid_request", field)
+
+
+async def test_create_refuses_duplicate_dependencies(human: Caller, project: str) -> None:
+    base = await make_task(human)
+    r = await human.post(f"{BASE}/tasks", {"title": "t", "depends_on": [base["id"], base["id"]]})
+    assert error(r) == (400, "invalid_request", {"field": "depends_on[1]"})
+
+
+async def test_dependency_must_be_a_task_of_the_same_project(human: Caller, project: str) -> None:
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "elsewhere"})
+    foreign = r.json()["id"]
+    r = await human.post(f"{BASE}/tasks", {"title": "t", "depends_on": [foreign]})
+    assert error(r) == (400, "invalid_request", {"field": "depends_on[0]"})
+    r = await human.get(f"{BASE}/tasks/{foreign}")
+    assert r.status_code == 404
+
+
+async def test_create_in_unknown_project_is_404(human: Caller) -> None:
+    r = await human.post("/api/v1/projects/nope/tasks", {"title": "t"})
+    assert r.status_code == 404
+
+
+async def test_dependencies_keep_the_given_order(human: Caller, project: str) -> None:
+    a, b, c = [await make_task(human, name) for name in ("a", "b", "c")]
+    task = await make_task(human, "d", depends_on=[c["id"], a["id"], b["id"]])
+    assert task["depends_on"] == [c["id"], a["id"], b["id"]]
+    assert task["blocked_by"]["dependencies"] == [c["id"], a["id"], b["id"]]
+
+
+async def test_patch_writes_next_revision_with_changed_and_judged_fields(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human, "v1")
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "v2"})
+    assert r.status_code == 200, r.text
+    assert r.json()["revision"] == 2 and r.json()["title"] == "v2"
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "priority": 7})
+    assert r.json()["revision"] == 3
+    revisions = (await human.get(task_path(task["id"], "revisions"))).json()["items"]
+    assert [(v["revision"], v["changed_fields"], v["judged_change"]) for v in revisions] == [
+        (3, ["priority"], False),
+        (2, ["title"], True),
+        (
+            1,
+            ["title", "description", "acceptance_criteria", "kind", "priority", "depends_on"],
+            True,
+        ),
+    ]
+    assert revisions[0]["title"] == "v2" and revisions[0]["priority"] == 7
+    assert revisions[2]["title"] == "v1" and revisions[2]["actor_id"] == human.principal_id
+
+
+async def test_judged_revision_moves_only_on_judged_edits(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    dep = await make_task(human, "dep")
+    await human.patch(task_path(task["id"]), {"expected_revision": 1, "priority": 3})
+    await human.patch(task_path(task["id"]), {"expected_revision": 2, "depends_on": [dep["id"]]})
+
+    def judged(conn: sqlite3.Connection) -> int:
+        row = conn.execute("SELECT judged_revision FROM tasks WHERE id = ?", (task["id"],))
+        return int(row.fetchone()[0])
+
+    assert await service.rt.db.read(judged) == 1
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 3, "kind": "bugfix"})
+    assert r.json()["revision"] == 4
+    assert await service.rt.db.read(judged) == 4
+
+
+async def test_patch_with_stale_expected_revision_is_revision_conflict(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "new"})
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "newer"})
+    assert error(r) == (
+        409,
+        "revision_conflict",
+        {"expected_revision": 1, "current_revision": 2},
+    )
+
+
+async def test_patch_without_expected_revision_is_invalid(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.patch(task_path(task["id"]), {"title": "x"})
+    assert error(r) == (400, "invalid_request", {"field": "expected_revision"})
+
+
+async def test_patch_with_unchanged_values_writes_no_revision(human: Caller, project: str) -> None:
+    task = await make_task(human, "same")
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "same"})
+    assert r.status_code == 200 and r.json()["revision"] == 1
+
+
+async def test_patch_creating_a_cycle_is_400_on_depends_on(human: Caller, project: str) -> None:
+    a = await make_task(human, "a")
+    b = await make_task(human, "b", depends_on=[a["id"]])
+    c = await make_task(human, "c", depends_on=[b["id"]])
+    r = await human.patch(task_path(a["id"]), {"expected_revision": 1, "depends_on": [c["id"]]})
+    assert error(r) == (400, "invalid_request", {"field": "depends_on"})
+
+
+async def test_patch_refuses_self_dependency(human: Caller, project: str) -> None:
+    a = await make_task(human, "a")
+    r = await human.patch(task_path(a["id"]), {"expected_revision": 1, "depends_on": [a["id"]]})
+    assert error(r) == (400, "invalid_request", {"field": "depends_on[0]"})
+
+
+async def test_patch_replaces_dependencies(human: Caller, project: str) -> None:
+    a, b = await make_task(human, "a"), await make_task(human, "b")
+    c = await make_task(human, "c", depends_on=[a["id"]])
+    r = await human.patch(task_path(c["id"]), {"expected_revision": 1, "depends_on": [b["id"]]})
+    assert r.json()["depends_on"] == [b["id"]]
+    revisions = (await human.get(task_path(c["id"], "revisions"))).json()["items"]
+    assert revisions[0]["depends_on"] == [b["id"]] and revisions[1]["depends_on"] == [a["id"]]
+
+
+async def test_patch_refuses_subject_task_id(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "subject_task_id": None})
+    assert error(r) == (400, "invalid_request", {"field": "subject_task_id"})
+
+
+async def test_human_cancels_a_claimed_task_which_ends_the_lease(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["status"], body["lease"], body["revision"]) == ("cancelled", None, 2)
+    revisions = (await human.get(task_path(task["id"], "revisions"))).json()["items"]
+    assert revisions[0]["changed_fields"] == ["status"]
+    assert revisions[0]["judged_change"] is False
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": "too late"})
+    assert error(r)[:2] == (409, "state_conflict")
+
+
+async def test_agent_cannot_change_status(service: Service, human: Caller, project: str) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    r = await agent.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
+    assert error(r)[:2] == (403, "forbidden")
+
+
+async def test_cancelled_task_is_closed_to_edits_until_reopened(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "x"})
+    assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "cancelled"})
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "status": "open"})
+    assert r.status_code == 200 and r.json()["status"] == "open" and r.json()["ready"] is True
+
+
+async def test_human_sends_a_submitted_task_back_for_rework(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "open"})
+    assert r.status_code == 200 and r.json()["status"] == "open"
+
+
+async def test_done_task_is_closed_to_edits(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    await human.post(task_path(task["id"], "complete"))
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "priority": 1})
+    assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "done"})
+
+
+async def test_activity_names_its_subject(human: Caller, project: str) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", kind="review", subject_task_id=subject["id"])
+    assert review["subject_task_id"] == subject["id"]
+
+
+async def test_list_filters_by_status_and_ready(
+    service: Service, human: Caller, project: str
+) -> None:
+    a = await make_task(human, "a")
+    service.clock.advance(seconds=1)
+    b = await make_task(human, "b")
+    service.clock.advance(seconds=1)
+    c = await make_task(human, "c", depends_on=[a["id"]])
+    await claim(human, b["id"])
+    listed = (await human.get(f"{BASE}/tasks")).json()["items"]
+    assert [t["id"] for t in listed] == [a["id"], b["id"], c["id"]]
+    assert [t["ready"] for t in listed] == [True, False, False]
+    ready = (await human.get(f"{BASE}/tasks", ready="true")).json()["items"]
+    assert [t["id"] for t in ready] == [a["id"]]
+    not_ready = (await human.get(f"{BASE}/tasks", ready="false")).json()["items"]
+    assert [t["id"] for t in not_ready] == [b["id"], c["id"]]
+    claimed = (await human.get(f"{BASE}/tasks", status="claimed")).json()["items"]
+    assert [t["id"] for t in claimed] == [b["id"]]
+
+
+async def test_list_paginates_in_creation_order_with_an_opaque_cursor(
+    service: Service, human: Caller, project: str
+) -> None:
+    ids = []
+    for i in range(5):
+        service.clock.advance(seconds=1)
+        ids.append((await make_task(human, f"t{i}"))["id"])
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params = {"limit": "2"} | ({"cursor": cursor} if cursor else {})
+        page = (await human.get(f"{BASE}/tasks", **params)).json()
+        seen += [t["id"] for t in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ids
+
+
+async def test_ready_list_paginates_past_tasks_that_are_not_ready(
+    service: Service, human: Caller, project: str
+) -> None:
+    blocker = await make_task(human, "blocker")
+    await claim(human, blocker["id"])
+    for i in range(4):
+        await make_task(human, f"blocked {i}", depends_on=[blocker["id"]])
+    ready = []
+    for i in range(3):
+        service.clock.advance(seconds=1)
+        ready.append((await make_task(human, f"ready {i}"))["id"])
+    page = (await human.get(f"{BASE}/tasks", ready="true", limit="2")).json()
+    assert [t["id"] for t in page["items"]] == ready[:2] and page["next_cursor"]
+    rest = await human.get(f"{BASE}/tasks", ready="true", limit="2", cursor=page["next_cursor"])
+    assert [t["id"] for t in rest.json()["items"]] == ready[2:]
+    assert rest.json()["next_cursor"] is None
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [({"cursor": "!!"}, "cursor"), ({"status": "sleeping"}, "status"), ({"limit": "0"}, "limit")],
+)
+async def test_list_refuses_bad_query(
+    human: Caller, project: str, params: dict[str, str], field: str
+) -> None:
+    r = await human.get(f"{BASE}/tasks", **params)
+    status, code, details = error(r)
+    assert (status, code, details["field"]) == (400, "invalid_request", field)
+
+
+async def test_revisions_paginate_newest_first(human: Caller, project: str) -> None:
+    task = await make_task(human, "t0")
+    for i in range(1, 4):
+        await human.patch(task_path(task["id"]), {"expected_revision": i, "title": f"t{i}"})
+    first = (await human.get(task_path(task["id"], "revisions"), limit="3")).json()
+    assert [v["revision"] for v in first["items"]] == [4, 3, 2]
+    rest = await human.get(task_path(task["id"], "revisions"), cursor=first["next_cursor"])
+    assert [v["revision"] for v in rest.json()["items"]] == [1]
+
+
+async def test_task_revisions_refuse_update_and_delete(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+
+    def tamper(conn: sqlite3.Connection, sql: str) -> None:
+        conn.execute(sql, (task["id"],))
+
+    for sql in (
+        "UPDATE task_revisions SET title = 'forged' WHERE task_id = ?",
+        "DELETE FROM task_revisions WHERE task_id = ?",
+    ):
+        with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+            await service.rt.db.write(lambda conn, sql=sql: tamper(conn, sql))
+
+
+async def test_submissions_and_checkpoints_refuse_update_and_delete(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await human.post(task_path(task["id"], "checkpoint"), {"note": "n"})
+    await submit(human, task["id"])
+
+    def tamper(conn: sqlite3.Connection, sql: str) -> None:
+        conn.execute(sql, (task["id"],))
+
+    for sql in (
+        "UPDATE submissions SET summary = 'forged' WHERE task_id = ?",
+        "DELETE FROM submissions WHERE task_id = ?",
+        "UPDATE task_checkpoints SET note = 'forged' WHERE task_id = ?",
+        "DELETE FROM task_checkpoints WHERE task_id = ?",
+    ):
+        with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+            await service.rt.db.write(lambda conn, sql=sql: tamper(conn, sql))
+
+
+async def test_create_and_update_write_events(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "renamed"})
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    mine = [e for e in events if e["subject_id"] == task["id"]]
+    assert [e["type"] for e in mine] == ["task.created", "task.updated"]
+    assert mine[1]["data"] == {"revision": 2, "changed_fields": ["title"], "judged_change": True}
+
+
+async def test_task_routes_appear_in_the_openapi_document(human: Caller) -> None:
+    r = await human.get("/api/v1/openapi.json")
+    assert r.status_code == 200, r.text
+    paths = r.json()["paths"]
+    task = "/api/v1/projects/{project}/tasks/{task}"
+    for path in (
+        "/api/v1/projects/{project}/tasks", "/api/v1/projects/{project}/claims",
+        task, f"{task}/revisions",
+        f"{task}/renew", f"{task}/checkpoint", f"{task}/release", f"{task}/recover",
+        f"{task}/submit", f"{task}/complete", f"{task}/publication/prepare",
+        f"{task}/publication/result", f"{task}/publication/finalize",
+    ):  # fmt: skip
+        assert path in paths, path

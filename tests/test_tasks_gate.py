@@ -1,0 +1,193 @@
+"""The decision gate in the task workflow: readiness, claims and owner operations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Caller, Service
+from tests.tasks_support import BASE, claim, error, make_task, submit, task_path
+
+
+async def open_decision(caller: Caller, *task_ids: str) -> str:
+    r = await caller.post(
+        f"{BASE}/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": list(task_ids), "environment": "staging"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    decision_id: str = r.json()["id"]
+    return decision_id
+
+
+async def allow(human: Caller, decision_id: str, generation: int = 1) -> None:
+    r = await human.post(
+        f"{BASE}/decisions/{decision_id}/answer",
+        {"expected_generation": generation, "disposition": "allow", "answer": "Proceed",
+         "rationale": "fine", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+
+
+def blocked(decision_id: str) -> tuple[int, str, dict[str, Any]]:
+    return 409, "decision_required", {"decision_ids": [decision_id], "truncated": False}
+
+
+async def test_pending_decision_makes_task_not_ready_and_lists_it(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    decision = await open_decision(human, task["id"])
+    body = (await human.get(task_path(task["id"]))).json()
+    assert body["ready"] is False
+    assert body["blocked_by"] == {
+        "decisions": [decision],
+        "decisions_truncated": False,
+        "dependencies": [],
+    }
+    ready = (await human.get(f"{BASE}/tasks", ready="true")).json()["items"]
+    assert ready == []
+
+
+async def test_ready_list_skips_decision_blocked_tasks_across_scans(
+    service: Service, human: Caller, project: str
+) -> None:
+    gated = []
+    for i in range(5):
+        gated.append((await make_task(human, f"gated {i}"))["id"])
+    await open_decision(human, *gated)
+    service.clock.advance(seconds=1)
+    free = (await make_task(human, "free"))["id"]
+    page = (await human.get(f"{BASE}/tasks", ready="true", limit="2")).json()
+    assert [t["id"] for t in page["items"]] == [free] and page["next_cursor"] is None
+
+
+async def test_ordinary_claim_skips_decision_blocked_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    gated = await make_task(human, "urgent", priority=10)
+    other = await make_task(human, "routine", priority=0)
+    await open_decision(human, gated["id"])
+    agent = await service.agent()
+    assert (await claim(agent))["task"]["id"] == other["id"]
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r) == (404, "not_found", {"reason": "nothing_ready"})
+
+
+async def test_named_claim_blocked_by_gate_is_decision_required(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    decision = await open_decision(human, task["id"])
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": task["id"]})
+    assert error(r) == blocked(decision)
+
+
+async def test_allow_answer_lets_the_claim_through(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    decision = await open_decision(human, task["id"])
+    await allow(human, decision)
+    assert (await human.get(task_path(task["id"]))).json()["ready"] is True
+    agent = await service.agent()
+    assert (await claim(agent))["task"]["id"] == task["id"]
+
+
+async def test_workflow_claim_is_gated_by_the_subjects_decision(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", kind="review", subject_task_id=subject["id"])
+    decision = await open_decision(human, subject["id"])
+    body = (await human.get(task_path(review["id"]))).json()
+    assert body["ready"] is False and body["blocked_by"]["decisions"] == [decision]
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": review["id"]})
+    assert error(r) == blocked(decision)
+
+
+async def test_submit_is_refused_while_a_decision_blocks_but_renew_checkpoint_release_work(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    decision = await open_decision(human, task["id"])
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": "s"})
+    assert error(r) == blocked(decision)
+    assert (await agent.post(task_path(task["id"], "renew"))).status_code == 200
+    r = await agent.post(task_path(task["id"], "checkpoint"), {"note": "waiting on a decision"})
+    assert r.status_code == 200
+    assert (await agent.post(task_path(task["id"], "release"))).status_code == 200
+
+
+async def test_submit_of_activity_is_gated_by_the_subject(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", kind="review", subject_task_id=subject["id"])
+    agent = await service.agent()
+    await claim(agent, review["id"])
+    decision = await open_decision(human, subject["id"])
+    r = await agent.post(task_path(review["id"], "submit"), {"summary": "s"})
+    assert error(r) == blocked(decision)
+
+
+async def test_recover_stays_open_under_the_gate_but_submit_does_not(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    first, second = await service.agent("first"), await service.agent("second")
+    await claim(first, task["id"])
+    decision = await open_decision(human, task["id"])
+    service.clock.advance(minutes=14)
+    await second.post(f"/api/v1/sessions/{second.session_id}/heartbeat")
+    service.clock.advance(minutes=2)
+    r = await second.post(task_path(task["id"], "recover"))
+    assert r.status_code == 200, r.text
+    r = await second.post(task_path(task["id"], "submit"), {"summary": "s"})
+    assert error(r) == blocked(decision)
+
+
+async def test_complete_is_gated(service: Service, human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    decision = await open_decision(human, task["id"])
+    r = await human.post(task_path(task["id"], "complete"))
+    assert error(r) == blocked(decision)
+
+
+async def test_judged_edit_after_allow_blocks_again_but_priority_edit_does_not(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    decision = await open_decision(human, task["id"])
+    await allow(human, decision)
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "priority": 4})
+    assert r.json()["ready"] is True
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "changed"})
+    assert r.json()["ready"] is False
+    assert r.json()["blocked_by"]["decisions"] == [decision]
+
+
+async def test_publication_prepare_is_gated(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    decision = await open_decision(human, task["id"])
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == blocked(decision)
+
+
+async def test_blocked_by_truncates_at_twenty_decisions(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    # opened at the same service instant: the stable order falls back to the id
+    ids = sorted([await open_decision(human, task["id"]) for _ in range(21)])
+    body = (await human.get(task_path(task["id"]))).json()
+    assert body["blocked_by"]["decisions"] == ids[:20]
+    assert body["blocked_by"]["decisions_truncated"] is True
+    r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
+    status, code, details = error(r)
+    assert (status, code, details["truncated"], len(details["decision_ids"])) == (
+        409, "decision_required", True, 20,
+    )  # fmt: skip

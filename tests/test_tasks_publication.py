@@ -1,0 +1,157 @@
+"""Publication authority: prepare, result, finalize and who may hold it."""
+
+from __future__ import annotations
+
+from tests.conftest import Caller, Service
+from tests.tasks_support import BASE, claim, error, make_task, set_policy, submit, task_path
+
+
+async def test_prepare_result_finalize_cycle_shows_and_clears_the_holder(
+    human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert r.status_code == 200, r.text
+    assert r.json()["publication"] == {
+        "holder_id": human.principal_id,
+        "holder_session_id": None,
+        "prepared_at": "2026-11-29T18:00:00.000Z",
+        "result": None,
+    }
+    r = await human.post(
+        task_path(task["id"], "publication/result"), {"outcome": "succeeded", "detail": "sha abc"}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["publication"]["result"] == {
+        "outcome": "succeeded",
+        "detail": "sha abc",
+        "at": "2026-11-29T18:00:00.000Z",
+    }
+    r = await human.post(task_path(task["id"], "publication/finalize"))
+    assert r.status_code == 200 and r.json()["publication"] is None
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    assert [e["type"] for e in events if e["type"].startswith("task.publication")] == [
+        "task.publication_prepared",
+        "task.publication_result",
+        "task.publication_finalized",
+    ]
+    assert events[-1]["data"]["result"]["outcome"] == "succeeded"
+
+
+async def test_second_prepare_while_held_is_publication_in_progress(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    other = await service.principal("human", "bob")
+    assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    for caller in (other, human):
+        r = await caller.post(task_path(task["id"], "publication/prepare"))
+        assert error(r) == (409, "publication_in_progress", {"holder_id": human.principal_id})
+
+
+async def test_prepare_again_after_finalize_is_allowed(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.post(task_path(task["id"], "publication/prepare"))
+    await human.post(task_path(task["id"], "publication/finalize"))
+    assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+
+
+async def test_agent_cannot_prepare_when_no_integration_owner(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    r = await agent.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (403, "forbidden", {"reason": "not_integration_owner"})
+
+
+async def test_only_the_integration_owner_prepares_when_one_is_set(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent = await service.agent("integrator")
+    await set_policy(human, integration_owner=agent.principal_id)
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r)[:2] == (403, "forbidden")
+    r = await agent.post(task_path(task["id"], "publication/prepare"))
+    assert r.status_code == 200, r.text
+    assert r.json()["publication"]["holder_session_id"] == agent.session_id
+
+
+async def test_integration_owner_agent_needs_a_session(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent = await service.principal("agent", "integrator")
+    await set_policy(human, integration_owner=agent.principal_id)
+    task = await make_task(human)
+    r = await agent.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (403, "forbidden", {"reason": "session_required"})
+
+
+async def test_result_and_finalize_by_another_principal_are_refused(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    other = await service.principal("human", "bob")
+    await human.post(task_path(task["id"], "publication/prepare"))
+    r = await other.post(task_path(task["id"], "publication/result"), {"outcome": "failed"})
+    assert error(r)[:2] == (409, "publication_in_progress")
+    r = await other.post(task_path(task["id"], "publication/finalize"))
+    assert error(r)[:2] == (409, "publication_in_progress")
+
+
+async def test_result_without_prepare_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    r = await human.post(task_path(task["id"], "publication/result"), {"outcome": "failed"})
+    assert error(r) == (409, "state_conflict", {"reason": "not_prepared"})
+
+
+async def test_result_is_recorded_once(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.post(task_path(task["id"], "publication/prepare"))
+    r = await human.post(task_path(task["id"], "publication/result"), {"outcome": "failed"})
+    assert r.status_code == 200 and r.json()["publication"]["result"]["detail"] == ""
+    r = await human.post(task_path(task["id"], "publication/result"), {"outcome": "succeeded"})
+    assert error(r) == (409, "state_conflict", {"reason": "result_recorded"})
+
+
+async def test_result_refuses_an_unknown_outcome(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.post(task_path(task["id"], "publication/prepare"))
+    r = await human.post(task_path(task["id"], "publication/result"), {"outcome": "maybe"})
+    assert error(r) == (400, "invalid_request", {"field": "outcome"})
+
+
+async def test_prepare_on_a_done_task_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    await human.post(task_path(task["id"], "complete"))
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "done"})
+
+
+async def test_prepare_works_on_a_submitted_task(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+
+
+async def test_cancel_is_refused_while_publication_is_held(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.post(task_path(task["id"], "publication/prepare"))
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
+    assert error(r)[:2] == (409, "publication_in_progress")
+
+
+async def test_integration_owner_agent_finalizes_from_a_new_session(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent = await service.agent("integrator")
+    await set_policy(human, integration_owner=agent.principal_id)
+    task = await make_task(human)
+    assert (await agent.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    await agent.start_session()
+    r = await agent.post(task_path(task["id"], "publication/finalize"))
+    assert r.status_code == 200 and r.json()["publication"] is None
