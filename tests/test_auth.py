@@ -1,0 +1,343 @@
+"""Authentication, principals and agent sessions (service contract sections 1-3)."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, MovableClock, Service, utc
+from waypost.app import create_app
+from waypost.resolvers import principals
+from waypost.settings import Settings
+
+GQL_UNAUTHENTICATED = {
+    "errors": [{"message": "unauthenticated", "extensions": {"code": "unauthenticated"}}]
+}
+
+
+def assert_401(r: httpx.Response) -> None:
+    assert r.status_code == 401, r.text
+    assert r.json() == {
+        "error": {"code": "unauthenticated", "message": "unauthenticated", "details": {}}
+    }
+    assert r.headers["www-authenticate"] == "Bearer"
+
+
+def assert_gql_401(r: httpx.Response) -> None:
+    assert r.status_code == 401, r.text
+    assert r.json() == GQL_UNAUTHENTICATED
+
+
+async def issue(service: Service, principal_id: str, audience: str = "api") -> dict[str, str]:
+    at = service.clock.iso()
+    return await service.rt.db.write(
+        lambda conn: principals.issue_token(conn, principal_id, audience, at)
+    )
+
+
+async def revoke(service: Service, token_id: str) -> None:
+    at = service.clock.iso()
+    await service.rt.db.write(lambda conn: principals.revoke_token(conn, token_id, at))
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+# -- tokens -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer"},
+        {"Authorization": "Bearer "},
+        {"Authorization": "Basic YWRtaW46YWRtaW4="},
+        {"Authorization": "wp_not_even_a_scheme"},
+        bearer("wp_unknown_token"),
+    ],
+)
+async def test_missing_or_unknown_token_is_401(service: Service, headers: dict[str, str]) -> None:
+    assert_401(await service.client.get("/api/v1/me", headers=headers))
+
+
+@pytest.mark.parametrize("headers", [{}, bearer("wp_unknown_token")])
+async def test_missing_or_unknown_token_on_graphql_is_401_graphql_shaped(
+    service: Service, headers: dict[str, str]
+) -> None:
+    r = await service.client.post("/graphql", json={"query": "{ me { name } }"}, headers=headers)
+    assert_gql_401(r)
+
+
+async def test_revoked_token_is_401_at_once(service: Service, human: Caller) -> None:
+    token = await issue(service, human.principal_id)
+    assert (
+        await service.client.get("/api/v1/me", headers=bearer(token["token"]))
+    ).status_code == 200
+    await revoke(service, token["token_id"])
+    assert_401(await service.client.get("/api/v1/me", headers=bearer(token["token"])))
+    r = await service.client.post(
+        "/graphql", json={"query": "{ me { name } }"}, headers=bearer(token["token"])
+    )
+    assert_gql_401(r)
+
+
+async def test_revoking_one_token_leaves_the_principals_other_tokens(
+    service: Service, human: Caller
+) -> None:
+    token = await issue(service, human.principal_id)
+    await revoke(service, token["token_id"])
+    assert (await human.get("/api/v1/me")).status_code == 200
+
+
+async def test_lifecycle_audience_token_is_401_on_the_public_api(
+    service: Service, human: Caller
+) -> None:
+    token = await issue(service, human.principal_id, "lifecycle")
+    assert token["audience"] == "lifecycle"
+    assert_401(await service.client.get("/api/v1/me", headers=bearer(token["token"])))
+    r = await service.client.post(
+        "/graphql", json={"query": "{ me { name } }"}, headers=bearer(token["token"])
+    )
+    assert_gql_401(r)
+
+
+async def test_token_is_checked_before_the_body_is_read(service: Service) -> None:
+    r = await service.client.post(
+        "/api/v1/projects",
+        content=b"x" * (300 * 1024),
+        headers={"Content-Type": "text/plain", "Idempotency-Key": "k"},
+    )
+    assert_401(r)
+
+
+async def test_token_is_checked_before_routing(service: Service) -> None:
+    assert_401(await service.client.get("/no/such/route"))
+
+
+async def test_only_the_tokens_sha256_is_stored(service: Service) -> None:
+    created = await service.principal("human", "bob")
+    conn = sqlite3.connect(service.db_path)
+    rows = conn.execute(
+        "SELECT sha256 FROM tokens WHERE principal_id = ?", (created.principal_id,)
+    ).fetchall()
+    conn.close()
+    assert rows == [(hashlib.sha256(created.token.encode()).digest(),)]
+    for suffix in ("", "-wal"):
+        path = Path(f"{service.db_path}{suffix}")
+        if path.exists():
+            assert created.token.encode() not in path.read_bytes()
+
+
+async def test_tokens_are_random_and_distinct(service: Service, human: Caller) -> None:
+    tokens = {(await issue(service, human.principal_id))["token"] for _ in range(5)}
+    assert len(tokens) == 5 and all(len(t) > 40 for t in tokens)
+
+
+async def test_token_issue_for_unknown_principal_is_not_found(service: Service) -> None:
+    from waypost.errors import NotFound
+
+    with pytest.raises(NotFound):
+        await issue(service, "prn_missing")
+
+
+# -- me ----------------------------------------------------------------------
+
+
+async def test_me_returns_the_caller_and_no_session(human: Caller) -> None:
+    r = await human.get("/api/v1/me")
+    assert r.status_code == 200
+    assert r.json() == {
+        "principal": {"id": human.principal_id, "kind": "human", "name": "alice"},
+        "session": None,
+    }
+
+
+async def test_me_returns_the_agents_session_named_by_the_header(service: Service) -> None:
+    agent = await service.agent("robo")
+    body = (await agent.get("/api/v1/me")).json()
+    assert body["principal"] == {"id": agent.principal_id, "kind": "agent", "name": "robo"}
+    assert body["session"]["id"] == agent.session_id
+
+
+async def test_me_returns_the_live_session_without_the_header(service: Service) -> None:
+    agent = await service.agent()
+    r = await agent.client.get("/api/v1/me", headers=agent.headers(session=False))
+    assert r.json()["session"]["id"] == agent.session_id
+
+
+# -- sessions ------------------------------------------------------------------
+
+
+async def test_agent_starts_a_session_that_lives_15_minutes(service: Service) -> None:
+    agent = await service.principal("agent")
+    r = await agent.post("/api/v1/sessions")
+    assert r.status_code == 201, r.text
+    session = r.json()
+    assert {"id", "principal_id", "started_at", "expires_at"} <= set(session)
+    assert session["principal_id"] == agent.principal_id
+    assert session["started_at"] == service.clock.iso()
+    assert (utc(session["expires_at"]) - utc(session["started_at"])).total_seconds() == 900
+
+
+async def test_human_cannot_start_a_session(human: Caller) -> None:
+    r = await human.post("/api/v1/sessions")
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+
+
+async def test_session_is_live_until_15_minutes_then_not(
+    service: Service, clock: MovableClock
+) -> None:
+    agent = await service.agent()
+    clock.advance(minutes=14, seconds=59)
+    assert (await agent.get("/api/v1/me")).status_code == 200
+    clock.advance(seconds=1)
+    r = await agent.get("/api/v1/me")
+    assert r.status_code == 403
+    assert r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+async def test_heartbeat_extends_the_session_15_minutes_from_now(
+    service: Service, clock: MovableClock
+) -> None:
+    agent = await service.agent()
+    clock.advance(minutes=10)
+    r = await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
+    assert r.status_code == 200, r.text
+    assert r.json()["expires_at"] == "2026-11-29T18:25:00.000Z"
+    clock.advance(minutes=14)
+    assert (await agent.get("/api/v1/me")).status_code == 200
+
+
+async def test_heartbeat_after_expiry_is_session_not_live(
+    service: Service, clock: MovableClock
+) -> None:
+    agent = await service.agent()
+    clock.advance(minutes=16)
+    r = await agent.client.post(
+        f"/api/v1/sessions/{agent.session_id}/heartbeat",
+        json={},
+        headers=agent.headers("hb-late", session=False),
+    )
+    assert r.status_code == 403
+    assert r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+async def test_ended_session_is_not_live(service: Service) -> None:
+    agent = await service.agent()
+    r = await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
+    assert r.status_code == 200 and r.json()["ended_at"] == service.clock.iso()
+    r = await agent.get("/api/v1/me")
+    assert r.status_code == 403
+    assert r.json()["error"] == {
+        "code": "forbidden",
+        "message": "the session is not live",
+        "details": {"reason": "session_not_live"},
+    }
+
+
+async def test_session_of_another_principal_is_session_not_live(service: Service) -> None:
+    one = await service.agent("one")
+    other = await service.principal("agent", "other")
+    other.session_id = one.session_id
+    r = await other.get("/api/v1/me")
+    assert r.status_code == 403
+    assert r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+async def test_unknown_session_header_is_session_not_live(human: Caller) -> None:
+    human.session_id = "ses_nonexistent"
+    r = await human.get("/api/v1/me")
+    assert r.status_code == 403
+    assert r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+async def test_session_not_live_on_graphql_is_403_graphql_shaped(service: Service) -> None:
+    one = await service.agent("one")
+    other = await service.principal("agent", "other")
+    r = await service.client.post(
+        "/graphql",
+        json={"query": "{ me { name } }"},
+        headers={**other.headers(), "Waypost-Session": one.session_id or ""},
+    )
+    assert r.status_code == 403
+    error = r.json()["errors"][0]
+    assert error["extensions"] == {"code": "forbidden", "reason": "session_not_live"}
+
+
+async def test_another_agent_cannot_heartbeat_or_end_a_session(service: Service) -> None:
+    one = await service.agent("one")
+    other = await service.principal("agent", "other")
+    for action in ("heartbeat", "end"):
+        r = await other.post(f"/api/v1/sessions/{one.session_id}/{action}")
+        assert r.status_code == 403
+        assert r.json()["error"]["details"]["reason"] == "session_not_live"
+    assert (await one.get("/api/v1/me")).status_code == 200
+
+
+async def test_session_ends_once(service: Service) -> None:
+    agent = await service.agent()
+    path = f"/api/v1/sessions/{agent.session_id}/end"
+    assert (await agent.post(path)).status_code == 200
+    r = await agent.client.post(path, json={}, headers=agent.headers("end-2", session=False))
+    assert r.status_code == 403
+
+
+async def test_session_started_over_graphql_is_usable_over_rest(service: Service) -> None:
+    agent = await service.principal("agent")
+    data = await agent.gql(
+        'mutation { sessionStart(input: {idempotencyKey: "s1"}) {'
+        " session { restId expiresAt } userErrors { code } replayed } }"
+    )
+    payload = data["data"]["sessionStart"]
+    assert payload["userErrors"] == [] and payload["replayed"] is False
+    agent.session_id = payload["session"]["restId"]
+    assert (await agent.get("/api/v1/me")).json()["session"]["id"] == agent.session_id
+
+
+# -- first start ------------------------------------------------------------------
+
+
+async def test_first_start_creates_admin_once_and_prints_its_token_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = Settings(db_path=tmp_path / "fresh.db", sweep_interval=3600)
+    app = create_app(settings, clock=MovableClock())
+    async with app.router.lifespan_context(app):
+        printed = capsys.readouterr()
+        lines = printed.err.splitlines()
+        assert "admin" in lines[0] and "shown once" in lines[0]
+        token = lines[1].strip()
+        assert printed.out == ""
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            me = (await client.get("/api/v1/me", headers=bearer(token))).json()
+            assert me["principal"]["name"] == "admin" and me["principal"]["kind"] == "human"
+    app = create_app(settings, clock=MovableClock())
+    async with app.router.lifespan_context(app):
+        assert token not in capsys.readouterr().err
+    conn = sqlite3.connect(settings.db_path)
+    assert conn.execute("SELECT kind, name FROM principals").fetchall() == [("human", "admin")]
+    conn.close()
+
+
+async def test_start_against_a_database_with_principals_creates_no_admin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from waypost.storage.db import connect_sync, run_write
+    from waypost.storage.migrate import migrate
+
+    path = tmp_path / "seeded.db"
+    conn = connect_sync(path)
+    migrate(conn)
+    at = "2026-01-01T00:00:00.000Z"
+    run_write(conn, lambda c: principals.create_principal(c, "agent", "early", at))
+    conn.close()
+    app = create_app(Settings(db_path=path), clock=MovableClock())
+    async with app.router.lifespan_context(app):
+        assert "admin" not in capsys.readouterr().err
