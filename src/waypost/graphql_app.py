@@ -33,8 +33,9 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
         formatted["extensions"] = {"code": original.code, **original.details}
         if isinstance(original, Unavailable):
             formatted["extensions"]["retryAfter"] = original.retry_after
-    elif original is None:
-        # parse and validation errors, the query limits among them
+    elif original is None or isinstance(original, GraphQLError):
+        # parse and validation errors, the query limits among them, and
+        # variables that do not coerce to their declared types
         formatted["extensions"] = {"code": "invalid_request"}
     else:
         log.error("unhandled GraphQL error", exc_info=original)
