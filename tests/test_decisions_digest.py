@@ -1,0 +1,136 @@
+"""The project digest: pending decisions, timeouts past and coming, blocked work."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    BASE,
+    edit_task,
+    error,
+    get_decision,
+    new_task,
+    open_decision,
+    send_answer,
+)
+from tests.test_decisions_sweep import insert_agent_asked_human_decision, run_sweep
+
+
+async def digest(caller: Caller) -> dict[str, Any]:
+    r = await caller.get(f"{BASE}/digest")
+    assert r.status_code == 200, r.text
+    result: dict[str, Any] = r.json()
+    return result
+
+
+def ids(items: list[dict[str, Any]]) -> list[str]:
+    return [i["id"] for i in items]
+
+
+REVERSIBLE = {"required_actor": "either", "recommendation": "Proceed", "reversible": True}
+
+
+async def test_digest_of_an_empty_project(human: Caller, project: str) -> None:
+    assert await digest(human) == {
+        "project_id": "demo",
+        "generated_at": "2026-11-29T18:00:00.000Z",
+        "pending_decisions": [],
+        "proceeded_by_timeout": [],
+        "timing_out_soon": [],
+        "blocked_tasks": [],
+        "ready_task_count": 0,
+        "truncated": {"pending_decisions": False, "proceeded_by_timeout": False,
+                      "timing_out_soon": False, "blocked_tasks": False},
+    }  # fmt: skip
+
+
+async def test_digest_of_an_unknown_project_is_not_found(human: Caller, project: str) -> None:
+    r = await human.get("/api/v1/projects/nope/digest")
+    assert error(r)[:2] == (404, "not_found")
+
+
+async def test_pending_lists_every_unanswered_current_generation_with_its_status(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    other = await new_task(human, "Other")
+    agent = await service.agent()
+    pending = await open_decision(human, [task])
+    service.clock.advance(seconds=1)
+    stale = await open_decision(human, [other])
+    service.clock.advance(seconds=1)
+    expired = await open_decision(human, [task], expires_at="2026-11-29T18:30:00.000Z")
+    answered = await open_decision(human, [task])
+    await send_answer(human, answered["id"])
+    legacy = insert_agent_asked_human_decision(
+        service.db_path, task, agent.principal_id, "2026-11-29T18:00:03.000Z"
+    )
+    await edit_task(human, other, title="Renamed")
+    service.clock.advance(hours=1)
+    found = (await digest(human))["pending_decisions"]
+    assert ids(found) == [pending["id"], stale["id"], expired["id"], legacy]
+    assert [d["status"] for d in found] == ["pending", "stale", "expired", "pending"]
+    detail = await get_decision(human, pending["id"])
+    detail.pop("history")
+    assert found[0] == detail  # the digest lists whole decision objects
+
+
+async def test_proceeded_by_timeout_lists_sweep_answers_of_the_last_seven_days(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], **REVERSIBLE)
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == 1
+    listed = (await digest(human))["proceeded_by_timeout"]
+    assert ids(listed) == [decision["id"]]
+    assert listed[0]["current"]["answer"]["timed_out"] is True
+    assert (await digest(human))["pending_decisions"] == []
+    service.clock.advance(days=6, hours=23)
+    assert ids((await digest(human))["proceeded_by_timeout"]) == [decision["id"]]
+    service.clock.advance(hours=1, seconds=1)
+    assert (await digest(human))["proceeded_by_timeout"] == []
+
+
+async def test_timing_out_soon_lists_what_the_sweep_will_answer_within_six_hours(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    soon = await open_decision(human, [task], **REVERSIBLE)
+    await open_decision(human, [task], recommendation="Proceed")  # not reversible
+    await open_decision(human, [task], **REVERSIBLE, expires_at="2026-11-30T17:00:00.000Z")
+    stale_task = await new_task(human, "Changes")
+    await open_decision(human, [stale_task], **REVERSIBLE)
+    await edit_task(human, stale_task, title="Changed")
+    insert_agent_asked_human_decision(
+        service.db_path, task, agent.principal_id, "2026-11-29T18:00:00.000Z"
+    )
+    service.clock.advance(hours=17, minutes=59)
+    assert (await digest(human))["timing_out_soon"] == []
+    service.clock.advance(minutes=1)
+    assert ids((await digest(human))["timing_out_soon"]) == [soon["id"]]
+    service.clock.advance(hours=6, minutes=1)  # due: the next sweep answers it
+    assert ids((await digest(human))["timing_out_soon"]) == [soon["id"]]
+    assert await run_sweep(service) == 1
+    assert (await digest(human))["timing_out_soon"] == []
+
+
+async def test_blocked_tasks_and_ready_count_follow_the_gate(human: Caller, project: str) -> None:
+    blocked = await new_task(human, "Blocked", priority=1)
+    activity = await new_task(human, "Review the blocked one", subject_task_id=blocked)
+    free = await new_task(human, "Free")
+    allowed_task = await new_task(human, "Allowed")
+    decision = await open_decision(human, [blocked])
+    allowed = await open_decision(human, [allowed_task])
+    await send_answer(human, allowed["id"])
+    found = await digest(human)
+    assert ids(found["blocked_tasks"]) == [blocked, activity]
+    assert found["blocked_tasks"][0]["blocked_by"]["decisions"] == [decision["id"]]
+    assert found["blocked_tasks"][1]["blocked_by"]["decisions"] == [decision["id"]]
+    assert found["ready_task_count"] == 2
+    assert free not in ids(found["blocked_tasks"])
+    await send_answer(human, decision["id"])
+    found = await digest(human)
+    assert found["blocked_tasks"] == [] and found["ready_task_count"] == 4

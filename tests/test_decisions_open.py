@@ -1,0 +1,345 @@
+"""Opening decisions: the request rules, the stored shape, lists, detail and storage."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    BASE,
+    DECISIONS,
+    decision_body,
+    decision_path,
+    error,
+    get_decision,
+    new_task,
+    open_decision,
+    reopen,
+    send_answer,
+    set_policy,
+    task_path,
+)
+
+
+async def test_open_pins_current_task_and_policy_revisions(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    other = await new_task(human, "Second task")
+    r = await human.patch(task_path(task), {"expected_revision": 1, "priority": 5})
+    assert r.status_code == 200, r.text
+    await set_policy(human, rules="No Friday deploys.")
+    decision = await open_decision(human, [task, other], expires_at="2026-12-01T00:00:00+01:00")
+    assert decision["status"] == "pending" and decision["work_allowed"] is False
+    assert decision["generation"] == 1
+    current = decision["current"]
+    assert current["affected"] == [
+        {"task_id": task, "task_revision": 2},
+        {"task_id": other, "task_revision": 1},
+    ]
+    assert current["policy_revision"] == 2
+    assert current["environment"] == "staging"
+    assert current["conditions"] == ["rollback owner recorded"]
+    assert current["expires_at"] == "2026-11-30T23:00:00.000Z"
+    assert current["reopen_rationale"] is None and current["answer"] is None
+    assert current["actor_id"] == human.principal_id and current["actor_session_id"] is None
+    assert decision["created_by"] == human.principal_id
+    assert decision["created_at"] == current["at"] == "2026-11-29T18:00:00.000Z"
+
+
+async def test_open_answers_201_and_writes_a_decision_opened_event(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], required_actor="either")
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    opened = [e for e in events if e["type"] == "decision.opened"]
+    assert len(opened) == 1
+    assert opened[0]["subject_id"] == decision["id"]
+    assert opened[0]["data"] == {
+        "generation": 1, "task_ids": [task], "required_actor": "either", "reversible": False
+    }  # fmt: skip
+
+
+async def test_open_replay_returns_the_stored_decision(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    body = decision_body([task])
+    first = await human.post(DECISIONS, body, key="open-once")
+    again = await human.post(DECISIONS, body, key="open-once")
+    assert first.status_code == again.status_code == 201
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    listed = (await human.get(DECISIONS)).json()["items"]
+    assert len(listed) == 1
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"options": ["Only"]}, "options"),
+        ({"options": [f"o{i}" for i in range(21)]}, "options"),
+        ({"options": ["Proceed", "Stop", "Proceed"]}, "options[2]"),
+        ({"options": ["Proceed", ""]}, "options[1]"),
+        ({"question": ""}, "question"),
+        ({"question": "   "}, "question"),
+        ({"rationale": " "}, "rationale"),
+        ({"required_actor": "robot"}, "required_actor"),
+        ({"task_ids": []}, "task_ids"),
+        ({"environment": ""}, "environment"),
+        ({"conditions": [""]}, "conditions[0]"),
+        ({"recommendation": "Maybe"}, "recommendation"),
+        ({"reversible": True}, "reversible"),
+        ({"expires_at": "2026-11-29T17:00:00.000Z"}, "expires_at"),
+        ({"expires_at": "2026-11-29T18:00:00.000Z"}, "expires_at"),
+        ({"expires_at": "tomorrow"}, "expires_at"),
+        ({"expires_at": "2026-11-30T18:00:00"}, "expires_at"),
+        ({"reversible": 1}, "reversible"),
+        ({"surprise": True}, "surprise"),
+    ],
+)
+async def test_open_refuses_invalid_bodies_naming_the_field(
+    human: Caller, project: str, overrides: dict[str, Any], field: str
+) -> None:
+    task = await new_task(human)
+    r = await human.post(DECISIONS, decision_body([task], **overrides))
+    status, code, details = error(r)
+    assert (status, code, details["field"]) == (400, "invalid_request", field), r.text
+
+
+async def test_open_accepts_twenty_options_and_a_recommended_reversible_decision(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    options = [f"option {i}" for i in range(20)]
+    decision = await open_decision(
+        human, [task], options=options, recommendation="option 3", reversible=True
+    )
+    assert decision["options"] == options
+    assert decision["recommendation"] == "option 3" and decision["reversible"] is True
+
+
+async def test_open_refuses_unknown_duplicate_and_foreign_tasks(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "Elsewhere"})
+    foreign = r.json()["id"]
+    for task_ids, field in (
+        ([task, "task_nope"], "task_ids[1]"),
+        ([task, task], "task_ids[1]"),
+        ([foreign], "task_ids[0]"),
+    ):
+        r = await human.post(DECISIONS, decision_body(task_ids))
+        assert error(r)[:2] == (400, "invalid_request") and error(r)[2]["field"] == field
+
+
+async def test_open_in_an_unknown_project_is_not_found(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    r = await human.post("/api/v1/projects/nope/decisions", decision_body([task]))
+    assert error(r)[:2] == (404, "not_found")
+
+
+async def test_agent_cannot_open_a_reversible_human_required_decision(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    body = decision_body([task], recommendation="Proceed", reversible=True)
+    r = await agent.post(DECISIONS, body)
+    assert error(r)[:2] == (403, "forbidden")
+    assert error(r)[2]["reason"] == "human_required_reversible"
+    # the same question is fine when an agent may take it, or when a human asks it
+    assert (await agent.post(DECISIONS, {**body, "required_actor": "either"})).status_code == 201
+    assert (await human.post(DECISIONS, body)).status_code == 201
+
+
+async def test_agent_opening_records_its_session(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    decision = await open_decision(agent, [task], required_actor="agent")
+    assert decision["current"]["actor_id"] == agent.principal_id
+    assert decision["current"]["actor_session_id"] == agent.session_id
+
+
+async def _hold_publication(human: Caller, task_id: str) -> None:
+    r = await human.post(task_path(task_id, "publication/prepare"))
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize("holder", ["task", "subject", "activity"])
+async def test_open_and_reopen_are_refused_while_publication_authority_is_held(
+    human: Caller, project: str, holder: str
+) -> None:
+    subject = await new_task(human, "Ship the release")
+    activity = await new_task(human, "Review the release", subject_task_id=subject)
+    # the decision affects `affected`; publication is held on `held`
+    affected, held = {
+        "task": (subject, subject),
+        "subject": (activity, subject),
+        "activity": (subject, activity),
+    }[holder]
+    earlier = await open_decision(human, [affected])
+    await send_answer(human, earlier["id"])  # an allowed decision lets publication start
+    await _hold_publication(human, held)
+    r = await human.post(DECISIONS, decision_body([affected]))
+    assert error(r)[:2] == (409, "publication_in_progress")
+    assert error(r)[2]["task_ids"] == [held]
+    r = await reopen(human, earlier["id"], 1)
+    assert error(r)[:2] == (409, "publication_in_progress")
+    r = await human.post(task_path(held, "publication/finalize"))
+    assert r.status_code == 200, r.text
+    assert (await human.post(DECISIONS, decision_body([affected]))).status_code == 201
+
+
+async def test_an_unrelated_publication_does_not_block_opening(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    unrelated = await new_task(human, "Unrelated")
+    await _hold_publication(human, unrelated)
+    assert (await human.post(DECISIONS, decision_body([task]))).status_code == 201
+
+
+# --- lists and detail -------------------------------------------------------------
+
+
+async def test_list_orders_by_creation_and_pages_with_a_cursor(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    ids = []
+    for _ in range(5):
+        ids.append((await open_decision(human, [task]))["id"])
+        service.clock.advance(seconds=1)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 2}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await human.get(DECISIONS, **params)).json()
+        seen += [d["id"] for d in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ids
+
+
+async def test_list_filters_by_computed_status(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    other = await new_task(human, "Other")
+    pending = await open_decision(human, [task])
+    allowed = await open_decision(human, [task])
+    denied = await open_decision(human, [task])
+    stale = await open_decision(human, [other])
+    await send_answer(human, allowed["id"])
+    await send_answer(human, denied["id"], disposition="deny", answer="Stop")
+    await send_answer(human, stale["id"])
+    r = await human.patch(task_path(other), {"expected_revision": 1, "title": "Renamed"})
+    assert r.status_code == 200
+    for status, expected in (
+        ("pending", [pending]),
+        ("allowed", [allowed]),
+        ("denied", [denied]),
+        ("stale", [stale]),
+        ("deferred", []),
+        ("expired", []),
+    ):
+        items = (await human.get(DECISIONS, status=status)).json()["items"]
+        assert [d["id"] for d in items] == [d["id"] for d in expected], status
+        assert all(d["status"] == status for d in items)
+
+
+async def test_list_refuses_bad_status_cursor_and_limit(human: Caller, project: str) -> None:
+    for params, field in (
+        ({"status": "maybe"}, "status"),
+        ({"cursor": "!!"}, "cursor"),
+        ({"limit": 0}, "limit"),
+        ({"limit": 201}, "limit"),
+    ):
+        r = await human.get(DECISIONS, **params)
+        assert error(r)[:2] == (400, "invalid_request") and error(r)[2]["field"] == field
+
+
+async def test_detail_history_lists_generations_newest_first_with_a_cursor(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"], disposition="defer", answer="Stop")
+    assert (await reopen(human, decision["id"], 1)).status_code == 200
+    assert (await reopen(human, decision["id"], 2, environment="production")).status_code == 200
+    full = await get_decision(human, decision["id"])
+    assert [g["generation"] for g in full["history"]["items"]] == [3, 2, 1]
+    assert full["history"]["items"][0] == full["current"]
+    assert full["history"]["items"][2]["answer"]["disposition"] == "defer"
+    first = await get_decision(human, decision["id"], limit=2)
+    assert [g["generation"] for g in first["history"]["items"]] == [3, 2]
+    rest = await get_decision(
+        human, decision["id"], limit=2, cursor=first["history"]["next_cursor"]
+    )
+    assert [g["generation"] for g in rest["history"]["items"]] == [1]
+    assert rest["history"]["next_cursor"] is None
+
+
+async def test_detail_of_unknown_or_foreign_decision_is_not_found(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201
+    assert error(await human.get(decision_path("dec_nope")))[:2] == (404, "not_found")
+    r = await human.get(f"/api/v1/projects/other/decisions/{decision['id']}")
+    assert error(r)[:2] == (404, "not_found")
+
+
+# --- storage --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE decision_generations SET environment = 'prod'",
+        "DELETE FROM decision_generations",
+        "UPDATE decision_affected SET task_revision = 9",
+        "DELETE FROM decision_affected",
+        "UPDATE decision_answers SET disposition = 'deny'",
+        "DELETE FROM decision_answers",
+        "UPDATE decisions SET question = 'Something else?'",
+        "UPDATE decisions SET required_actor = 'agent'",
+        "UPDATE decisions SET generation = 5",
+        "DELETE FROM decisions",
+    ],
+)
+async def test_history_rows_are_immutable_in_the_database(
+    service: Service, human: Caller, project: str, statement: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"])
+    conn = sqlite3.connect(service.db_path)
+    try:
+        with pytest.raises(sqlite3.IntegrityError):
+            conn.execute(statement)
+    finally:
+        conn.close()
+
+
+async def test_the_database_lets_a_decision_move_to_its_next_generation(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    conn = sqlite3.connect(service.db_path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        conn.execute(
+            "UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision["id"],)
+        )
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()

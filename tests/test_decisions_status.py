@@ -1,0 +1,169 @@
+"""Status from pins: which edits invalidate an allow, expiry, and the status order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    edit_task,
+    get_decision,
+    get_task,
+    new_task,
+    open_decision,
+    send_answer,
+    set_policy,
+)
+from waypost.resolvers.decision_status import decision_status, work_allowed
+
+
+async def _allowed(human: Caller, task_ids: list[str], **overrides: Any) -> str:
+    decision = await open_decision(human, task_ids, **overrides)
+    r = await send_answer(human, decision["id"])
+    assert r.json()["status"] == "allowed", r.text
+    return str(decision["id"])
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"title": "A different migration"},
+        {"description": "Now also drops a column."},
+        {"acceptance_criteria": ["row counts match"]},
+        {"kind": "chore"},
+    ],
+)
+async def test_a_judged_field_edit_makes_an_allow_stale(
+    human: Caller, project: str, edit: dict[str, Any]
+) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task])
+    await edit_task(human, task, **edit)
+    found = await get_decision(human, decision)
+    assert found["status"] == "stale" and found["work_allowed"] is False
+    blocked = await get_task(human, task)
+    assert blocked["ready"] is False and blocked["blocked_by"]["decisions"] == [decision]
+
+
+async def test_priority_and_dependency_edits_keep_an_allow(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    dependency = await new_task(human, "Back up the table")
+    decision = await _allowed(human, [task])
+    await edit_task(human, task, priority=7)
+    await edit_task(human, task, depends_on=[dependency])
+    await edit_task(human, task, depends_on=[])
+    assert (await get_task(human, task))["revision"] == 4
+    assert (await get_decision(human, decision))["status"] == "allowed"
+    assert (await get_task(human, task))["ready"] is True
+
+
+async def test_a_judged_edit_to_one_task_of_a_multi_task_scope_blocks_every_task(
+    human: Caller, project: str
+) -> None:
+    first = await new_task(human)
+    second = await new_task(human, "Migrate the invoices table")
+    decision = await _allowed(human, [first, second])
+    await edit_task(human, second, title="Migrate the invoices and credits tables")
+    assert (await get_decision(human, decision))["status"] == "stale"
+    for task in (first, second):
+        assert (await get_task(human, task))["blocked_by"]["decisions"] == [decision]
+
+
+async def test_a_rules_text_edit_makes_an_allow_stale(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task])
+    await set_policy(human, rules="Deploys need two reviewers.")
+    assert (await get_decision(human, decision))["status"] == "stale"
+    assert (await get_task(human, task))["ready"] is False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"lease_seconds": 1200},
+        {"review_mode": "any"},
+        {"agent_rule_editing": True},
+        {"allow_relayed_human_answers": True},
+        {"rules": ""},  # the same text as before: no change to what was judged
+    ],
+)
+async def test_other_policy_changes_keep_an_allow(
+    human: Caller, project: str, change: dict[str, Any]
+) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task])
+    await set_policy(human, **change)
+    assert (await get_decision(human, decision))["status"] == "allowed"
+
+
+async def test_an_allow_expires_at_its_expiry(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task], expires_at="2026-11-29T20:00:00.000Z")
+    service.clock.advance(hours=1, minutes=59, seconds=59)
+    assert (await get_decision(human, decision))["status"] == "allowed"
+    service.clock.advance(seconds=1)
+    found = await get_decision(human, decision)
+    assert found["status"] == "expired" and found["work_allowed"] is False
+    assert (await get_task(human, task))["ready"] is False
+
+
+async def test_expiry_wins_over_a_stale_pin(service: Service, human: Caller, project: str) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task], expires_at="2026-11-29T19:00:00.000Z")
+    await edit_task(human, task, title="Changed")
+    assert (await get_decision(human, decision))["status"] == "stale"
+    service.clock.advance(hours=2)
+    assert (await get_decision(human, decision))["status"] == "expired"
+
+
+@pytest.mark.parametrize("disposition", ["deny", "defer"])
+async def test_a_stale_pin_wins_over_deny_and_defer(
+    human: Caller, project: str, disposition: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"], disposition=disposition, answer="Stop")
+    await edit_task(human, task, description="changed")
+    assert (await get_decision(human, decision["id"]))["status"] == "stale"
+
+
+async def test_an_unanswered_decision_goes_stale_when_its_task_changes(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await edit_task(human, task, kind="bugfix")
+    assert (await get_decision(human, decision["id"]))["status"] == "stale"
+
+
+async def test_only_the_current_generation_blocks_a_task(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    allowed = await _allowed(human, [task])
+    pending = await open_decision(human, [task])
+    ready = await get_task(human, task)
+    assert ready["blocked_by"]["decisions"] == [pending["id"]]
+    assert allowed not in ready["blocked_by"]["decisions"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("allow", None, "2026-01-01T00:00:00.000Z", False), "allowed"),
+        (("deny", None, "2026-01-01T00:00:00.000Z", False), "denied"),
+        (("defer", None, "2026-01-01T00:00:00.000Z", False), "deferred"),
+        ((None, None, "2026-01-01T00:00:00.000Z", False), "pending"),
+        (("allow", None, "2026-01-01T00:00:00.000Z", True), "stale"),
+        ((None, "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:00.000Z", True), "expired"),
+        (("allow", "2026-01-01T00:00:00.001Z", "2026-01-01T00:00:00.000Z", False), "allowed"),
+    ],
+)
+def test_status_function_applies_the_contract_order(
+    args: tuple[Any, Any, Any, Any], expected: str
+) -> None:
+    status = decision_status(*args)
+    assert status == expected
+    assert work_allowed(status) is (expected == "allowed")

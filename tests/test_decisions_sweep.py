@@ -1,0 +1,237 @@
+"""The timeout sweep: which decisions it answers after 24 hours, how, and which it skips."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import httpx
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    BASE,
+    decision_body,
+    edit_task,
+    get_decision,
+    new_task,
+    open_decision,
+    reopen,
+    send_answer,
+)
+from waypost.app import create_app
+from waypost.resolvers import principals, sweep
+from waypost.settings import Settings
+
+
+async def run_sweep(service: Service) -> int:
+    report = await sweep.run_once(service.rt)
+    count: int = report["decisions_timed_out"]
+    return count
+
+
+def insert_agent_asked_human_decision(db_path: Path, task_id: str, agent_id: str, at: str) -> str:
+    """A reversible human-required decision an agent opened, as rows recorded before
+    the service refused them (the API no longer accepts one)."""
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(
+            "INSERT INTO decisions VALUES ('dec_legacy', 'demo', 'Legacy?', ?,"
+            " 'old row', 'human', 'Proceed', 1, 1, ?, ?, 'agent')",
+            ('["Proceed", "Stop"]', at, agent_id),
+        )
+        conn.execute(
+            "INSERT INTO decision_generations VALUES ('dec_legacy', 1, 1, 'staging', '[]', NULL,"
+            " NULL, ?, 'agent', NULL, ?)",
+            (agent_id, at),
+        )
+        conn.execute("INSERT INTO decision_affected VALUES ('dec_legacy', 1, 0, ?, 1)", (task_id,))
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    return "dec_legacy"
+
+
+async def test_sweep_answers_a_reversible_decision_after_24_hours_with_its_recommendation(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    decision = await open_decision(
+        agent, [task], required_actor="either", recommendation="Stop", reversible=True
+    )
+    service.clock.advance(hours=23, minutes=59, seconds=59)
+    assert await run_sweep(service) == 0
+    assert (await get_decision(human, decision["id"]))["status"] == "pending"
+    service.clock.advance(seconds=1)
+    assert await run_sweep(service) == 1
+    found = await get_decision(human, decision["id"])
+    assert found["status"] == "allowed" and found["work_allowed"] is True
+    assert found["current"]["answer"] == {
+        "disposition": "allow",
+        "answer": "Stop",
+        "rationale": found["current"]["answer"]["rationale"],
+        "conditions_confirmed": True,
+        "actor_id": agent.principal_id,
+        "actor_session_id": None,
+        "relayed": False,
+        "relay": None,
+        "authorized_by": None,
+        "relay_policy_revision": None,
+        "timed_out": True,
+        "at": "2026-11-30T18:00:00.000Z",
+    }
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    timed_out = [e for e in events if e["type"] == "decision.timed_out"]
+    assert len(timed_out) == 1
+    assert timed_out[0]["actor_id"] == agent.principal_id
+    assert timed_out[0]["actor_session_id"] is None
+    assert timed_out[0]["data"] == {"generation": 1, "disposition": "allow", "answer": "Stop"}
+    assert await run_sweep(service) == 0
+
+
+async def test_sweep_times_out_a_human_required_decision_a_human_asked(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], recommendation="Proceed", reversible=True)
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == 1
+    answer = (await get_decision(human, decision["id"]))["current"]["answer"]
+    assert answer["timed_out"] is True and answer["actor_id"] == human.principal_id
+
+
+async def test_sweep_never_answers_a_decision_that_is_not_reversible(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], recommendation="Proceed")
+    service.clock.advance(days=30)
+    assert await run_sweep(service) == 0
+    assert (await get_decision(human, decision["id"]))["status"] == "pending"
+
+
+async def test_sweep_skips_a_stale_decision(service: Service, human: Caller, project: str) -> None:
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True
+    )
+    await edit_task(human, task, title="A different scope")
+    service.clock.advance(hours=25)
+    assert await run_sweep(service) == 0
+    found = await get_decision(human, decision["id"])
+    assert found["status"] == "stale" and found["current"]["answer"] is None
+
+
+async def test_sweep_skips_an_expired_decision(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True,
+        expires_at="2026-11-30T12:00:00.000Z",
+    )  # fmt: skip
+    service.clock.advance(hours=25)
+    assert await run_sweep(service) == 0
+    found = await get_decision(human, decision["id"])
+    assert found["status"] == "expired" and found["current"]["answer"] is None
+
+
+async def test_sweep_leaves_answered_decisions_alone(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True
+    )
+    await send_answer(human, decision["id"], disposition="defer", answer="Stop")
+    service.clock.advance(hours=48)
+    assert await run_sweep(service) == 0
+    assert (await get_decision(human, decision["id"]))["status"] == "deferred"
+
+
+async def test_sweep_skips_a_human_required_cycle_an_agent_opened_until_a_human_reopens_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    legacy = insert_agent_asked_human_decision(
+        service.db_path, task, agent.principal_id, service.clock.iso()
+    )
+    service.clock.advance(days=3)
+    assert await run_sweep(service) == 0
+    assert (await get_decision(human, legacy))["status"] == "pending"
+    assert (await reopen(human, legacy, 1)).status_code == 200
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == 1
+    answer = (await get_decision(human, legacy))["current"]["answer"]
+    assert answer["timed_out"] is True and answer["actor_id"] == human.principal_id
+
+
+async def test_a_reopening_restarts_the_window_and_the_reopener_is_the_one_who_asked(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True
+    )
+    service.clock.advance(hours=20)
+    agent.session_id = None  # the first session lapsed long ago
+    await agent.start_session()
+    assert (await reopen(agent, decision["id"], 1)).status_code == 200
+    service.clock.advance(hours=23)
+    assert await run_sweep(service) == 0
+    service.clock.advance(hours=1)
+    assert await run_sweep(service) == 1
+    found = await get_decision(human, decision["id"])
+    assert found["generation"] == 2
+    assert found["current"]["answer"]["actor_id"] == agent.principal_id
+    assert found["history"]["items"][1]["answer"] is None
+
+
+async def test_a_timed_out_allow_goes_stale_on_a_judged_edit_and_can_be_reopened(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="agent", recommendation="Proceed", reversible=True
+    )
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == 1
+    await edit_task(human, task, description="Bigger scope")
+    assert (await get_decision(human, decision["id"]))["status"] == "stale"
+    r = await reopen(human, decision["id"], 1)
+    assert r.status_code == 200 and r.json()["status"] == "pending"
+
+
+async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> None:
+    clock_file = tmp_path / "clock"
+    clock_file.write_text("2026-11-29T18:00:00.000Z")
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=0.02, clock_file=clock_file)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        rt = app.state.runtime
+        created = await rt.db.write(
+            lambda conn: principals.create_principal(conn, "human", "hana", "2026-11-29T18:00:00Z")
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://w.test") as client:
+            human = Caller(client, created["principal_id"], "human", created["token"])
+            assert (await human.post("/api/v1/projects", {"id": "demo", "name": "D"})).is_success
+            task = await new_task(human)
+            r = await human.post(
+                f"{BASE}/decisions",
+                decision_body([task], required_actor="either", recommendation="Proceed",
+                              reversible=True),
+            )  # fmt: skip
+            decision = r.json()["id"]
+            clock_file.write_text("2026-11-30T18:00:00.000Z")
+            for _ in range(250):  # the sweep runs every 20 ms; give it up to 5 s
+                found = await get_decision(human, decision)
+                if found["status"] == "allowed":
+                    break
+                await asyncio.sleep(0.02)
+            assert found["status"] == "allowed"
+            assert found["current"]["answer"]["at"] == "2026-11-30T18:00:00.000Z"
