@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +74,12 @@ def error_of(response: Any) -> tuple[int, str, Any]:
     return response.status_code, error["code"], error["details"].get("field")
 
 
-def raw(db_path: Path) -> sqlite3.Connection:
+@contextmanager
+def raw(db_path: Path) -> Iterator[sqlite3.Connection]:
     """A plain connection to the service's database file, for trigger and row checks."""
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    return conn
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 
@@ -145,42 +144,3 @@ async def test_feedback_refuses_bad_bodies(
     record = await create(human, project)
     r = await human.post(kpath(project, record["id"], "feedback"), body)
     assert error_of(r) == (400, "invalid_request", field)
-
-
-async def test_revision_and_feedback_rows_refuse_update_and_delete(
-    service: Service, human: Caller, project: str
-) -> None:
-    record = await create(human, project)
-    await human.post(
-        kpath(project, record["id"], "feedback"), {"expected_revision": 1, "useful": True}
-    )
-    statements = [
-        "UPDATE knowledge_revisions SET title = 'rewritten'",
-        "UPDATE knowledge_revisions SET provenance_actor_id = 'someone'",
-        "DELETE FROM knowledge_revisions",
-        "UPDATE knowledge_feedback SET useful = 0",
-        "UPDATE knowledge_feedback SET revision = 2",
-        "DELETE FROM knowledge_feedback",
-    ]
-    with raw(service.db_path) as conn:
-        for sql in statements:
-            with pytest.raises(sqlite3.IntegrityError, match="immutable"):
-                conn.execute(sql)
-        assert (
-            conn.execute("SELECT title FROM knowledge_revisions").fetchone()[0] == record["title"]
-        )
-        assert conn.execute("SELECT useful FROM knowledge_feedback").fetchone()[0] == 1
-
-
-async def test_feedback_cannot_name_a_revision_that_does_not_exist(
-    service: Service, human: Caller, project: str
-) -> None:
-    record = await create(human, project)
-    with raw(service.db_path) as conn:
-        conn.execute("PRAGMA foreign_keys = ON")
-        with pytest.raises(sqlite3.IntegrityError):
-            conn.execute(
-                "INSERT INTO knowledge_feedback (id, knowledge_id, revision, useful, actor_id, at)"
-                " VALUES ('f', ?, 7, 1, ?, 'now')",
-                (record["id"], human.principal_id),
-            )

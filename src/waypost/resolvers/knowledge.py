@@ -20,7 +20,6 @@ from waypost.clock import format_time
 from waypost.decoding import convert
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
-from waypost.resolvers import events
 from waypost.resolvers.knowledge_models import (
     MAX_SUBMISSION_LESSONS,
     Content,
@@ -300,9 +299,10 @@ def insert_submission_lessons(
         # lesson's scope references can be wrong
         check_references(conn, project_id, _without_pins(content), prefix=f"lessons[{index}].")
     at = format_time(now)
-    records: list[dict[str, Any]] = []
-    for lesson, content in batch:
-        record = insert_record(
+    # No event per lesson: the submit writes its one event (task.submitted),
+    # which lists the lesson ids.
+    return [
+        insert_record(
             conn,
             project_id=project_id,
             kind=lesson.kind,
@@ -312,19 +312,8 @@ def insert_submission_lessons(
             session_id=actor.session_id,
             at=at,
         )
-        events.append(
-            conn,
-            project_id=project_id,
-            type="knowledge.created",
-            subject_type="knowledge",
-            subject_id=record["id"],
-            actor_id=actor.principal_id,
-            actor_session_id=actor.session_id,
-            at=at,
-            data={**_created(record), "task_id": task_id, "submission_id": submission_id},
-        )
-        records.append(record)
-    return records
+        for lesson, content in batch
+    ]
 
 
 def _without_pins(content: Content) -> Content:
