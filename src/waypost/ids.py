@@ -6,8 +6,9 @@ import hashlib
 import re
 import secrets
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-PROJECT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+# \Z, not $: in Python `$` also matches before a final newline.
+ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+PROJECT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 
 
 def new_id(prefix: str) -> str:

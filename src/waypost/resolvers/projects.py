@@ -12,7 +12,10 @@ from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.runtime import Actor, Runtime
 
-ProjectId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,62}$")]
+# msgspec matches with re.search, where `$` also matches before a final newline
+# ("demo\n" would pass); the lookahead ends the match at the true end of the
+# text, in Python and in the JSON Schema the OpenAPI document publishes.
+ProjectId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,62}(?![\s\S])")]
 ProjectName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 DEFAULT_POLICY: dict[str, Any] = {
