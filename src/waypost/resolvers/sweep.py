@@ -8,6 +8,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+from waypost.resolvers.decision_sweep import answer_timed_out
 from waypost.resolvers.receipts import purge_receipts
 from waypost.resolvers.runtime import Runtime
 
@@ -15,6 +16,7 @@ from waypost.resolvers.runtime import Runtime
 # it did for the log. Domains append their steps (decision timeouts, ...).
 Step = Callable[[sqlite3.Connection, datetime], Any]
 STEPS: list[tuple[str, Step]] = [("receipts_purged", purge_receipts)]
+STEPS.append(("decisions_timed_out", answer_timed_out))
 
 
 def _apply(step: Step, now: datetime, conn: sqlite3.Connection) -> Any:

@@ -1,0 +1,203 @@
+"""The workflow gate: every listed operation refuses work a decision blocks, while
+renew, checkpoint, release and recover stay open; readiness uses the same predicate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    BASE,
+    error,
+    get_task,
+    new_task,
+    open_decision,
+    reopen,
+    send_answer,
+    task_path,
+)
+
+
+def refused_by(r: Any, decision_ids: list[str], truncated: bool = False) -> bool:
+    status, code, details = error(r)
+    assert (status, code) == (409, "decision_required"), r.text
+    assert details == {"decision_ids": decision_ids, "truncated": truncated}
+    return True
+
+
+async def claim(agent: Caller, task_id: str | None = None) -> Any:
+    return await agent.post(f"{BASE}/claims", {} if task_id is None else {"task_id": task_id})
+
+
+async def allowed_then_reopened(human: Caller, task: str) -> str:
+    """A decision that was allowed (work started) and is pending again."""
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"])
+    return str(decision["id"])
+
+
+async def test_named_claim_of_a_blocked_task_is_decision_required(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    agent = await service.agent()
+    assert refused_by(await claim(agent, task), [decision["id"]])
+    await send_answer(human, decision["id"])
+    assert (await claim(agent, task)).status_code == 200
+
+
+async def test_ordinary_claim_passes_over_a_blocked_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    blocked = await new_task(human, "Urgent but blocked", priority=10)
+    free = await new_task(human, "Routine", priority=0)
+    await open_decision(human, [blocked])
+    agent = await service.agent()
+    r = await claim(agent)
+    assert r.status_code == 200 and r.json()["task"]["id"] == free
+    r = await claim(agent)
+    assert error(r)[:2] == (404, "not_found") and error(r)[2]["reason"] == "nothing_ready"
+
+
+async def test_workflow_claim_of_an_activity_is_blocked_by_its_subjects_decision(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await new_task(human, "Ship the release")
+    activity = await new_task(human, "Review the release", subject_task_id=subject)
+    decision = await open_decision(human, [subject])
+    agent = await service.agent()
+    assert refused_by(await claim(agent, activity), [decision["id"]])
+    listed = await get_task(human, activity)
+    assert listed["ready"] is False and listed["blocked_by"]["decisions"] == [decision["id"]]
+    await send_answer(human, decision["id"])
+    r = await claim(agent, activity)
+    assert r.status_code == 200 and r.json()["lease"]["workflow"] is True
+
+
+async def test_workflow_claim_of_an_activity_is_blocked_by_its_own_decision(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await new_task(human, "Ship the release")
+    activity = await new_task(human, "Review the release", subject_task_id=subject)
+    own = await open_decision(human, [activity])
+    theirs = await open_decision(human, [subject])
+    agent = await service.agent()
+    assert refused_by(await claim(agent, activity), [own["id"], theirs["id"]])
+
+
+async def test_submit_is_refused_but_renew_checkpoint_and_release_stay_open(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await allowed_then_reopened(human, task)
+    agent = await service.agent()
+    assert (await claim(agent, task)).status_code == 200
+    assert (await reopen(human, decision, 1)).status_code == 200
+    r = await agent.post(task_path(task, "submit"), {"summary": "done"})
+    assert refused_by(r, [decision])
+    assert (await agent.post(task_path(task, "renew"))).status_code == 200
+    r = await agent.post(task_path(task, "checkpoint"), {"note": "waiting on the decision"})
+    assert r.status_code == 200, r.text
+    assert (await agent.post(task_path(task, "release"))).status_code == 200
+    assert refused_by(await claim(agent, task), [decision])
+
+
+async def test_complete_is_refused_while_a_decision_blocks(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await allowed_then_reopened(human, task)
+    agent = await service.agent()
+    assert (await claim(agent, task)).status_code == 200
+    assert (await agent.post(task_path(task, "submit"), {"summary": "done"})).status_code == 200
+    assert (await reopen(human, decision, 1)).status_code == 200
+    assert refused_by(await human.post(task_path(task, "complete")), [decision])
+    await send_answer(human, decision, generation=2)
+    assert (await human.post(task_path(task, "complete"))).status_code == 200
+
+
+async def test_publication_prepare_is_refused_while_a_decision_blocks(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    assert refused_by(await human.post(task_path(task, "publication/prepare")), [decision["id"]])
+
+
+async def test_publication_result_and_finalize_are_refused_once_the_allow_expires(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], expires_at="2026-11-29T19:00:00.000Z")
+    await send_answer(human, decision["id"])
+    assert (await human.post(task_path(task, "publication/prepare"))).status_code == 200
+    service.clock.advance(hours=1)
+    r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
+    assert refused_by(r, [decision["id"]])
+    assert refused_by(await human.post(task_path(task, "publication/finalize")), [decision["id"]])
+
+
+async def test_recover_stays_open_but_the_work_cannot_resume(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await allowed_then_reopened(human, task)
+    first = await service.agent("first")
+    assert (await claim(first, task)).status_code == 200
+    assert (await reopen(human, decision, 1)).status_code == 200
+    service.clock.advance(minutes=16)
+    second = await service.agent("second")
+    r = await second.post(task_path(task, "recover"))
+    assert r.status_code == 200, r.text
+    assert r.json()["previous_lease"]["owner_id"] == first.principal_id
+    r = await second.post(task_path(task, "submit"), {"summary": "finished it"})
+    assert refused_by(r, [decision])
+
+
+async def test_twenty_one_decisions_report_twenty_ids_and_truncated(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    ids = []
+    for _ in range(21):
+        ids.append((await open_decision(human, [task]))["id"])
+        service.clock.advance(milliseconds=1)
+    agent = await service.agent()
+    assert refused_by(await claim(agent, task), ids[:20], truncated=True)
+    listed = await get_task(human, task)
+    assert listed["blocked_by"]["decisions"] == ids[:20]
+    assert listed["blocked_by"]["decisions_truncated"] is True
+    await send_answer(human, ids[0])
+    assert refused_by(await claim(agent, task), ids[1:21], truncated=False)
+
+
+async def test_task_list_reports_blocked_tasks_as_not_ready(human: Caller, project: str) -> None:
+    blocked = await new_task(human, "Blocked")
+    denied = await new_task(human, "Denied")
+    free = await new_task(human, "Free")
+    pending = await open_decision(human, [blocked])
+    no = await open_decision(human, [denied])
+    await send_answer(human, no["id"], disposition="deny", answer="Stop")
+    items = (await human.get(f"{BASE}/tasks")).json()["items"]
+    by_id = {t["id"]: t for t in items}
+    assert by_id[blocked]["ready"] is False
+    assert by_id[blocked]["blocked_by"]["decisions"] == [pending["id"]]
+    assert by_id[denied]["blocked_by"]["decisions"] == [no["id"]]
+    assert by_id[free]["ready"] is True and by_id[free]["blocked_by"]["decisions"] == []
+    ready = (await human.get(f"{BASE}/tasks", ready="true")).json()["items"]
+    assert [t["id"] for t in ready] == [free]
+
+
+async def test_decisions_of_another_project_do_not_block(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    assert (await human.post("/api/v1/projects", {"id": "other", "name": "O"})).status_code == 201
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "Elsewhere"})
+    other_task = r.json()["id"]
+    r = await human.post(
+        "/api/v1/projects/other/decisions",
+        {"question": "Q?", "options": ["a", "b"], "rationale": "r", "required_actor": "human",
+         "task_ids": [other_task], "environment": "e"},
+    )  # fmt: skip
+    assert r.status_code == 201
+    assert (await get_task(human, task))["ready"] is True
