@@ -31,11 +31,9 @@ from waypost.errors import (
     StateConflict,
 )
 from waypost.ids import new_id
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers import gate
 from waypost.resolvers.projects import require_project
 from waypost.resolvers.readiness import (
-    STATE_READY_SQL,
     Readiness,
     dependency_map,
     ids_param,
@@ -427,104 +425,3 @@ async def update(
         return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
 
     return await run_mutation(rt, actor, idem, unit)
-
-
-# ---------------------------------------------------------------- reads
-
-
-async def get(rt: Runtime, project_id: str, task_id: str) -> dict[str, Any]:
-    now = rt.now()
-
-    def read(conn: sqlite3.Connection) -> dict[str, Any]:
-        require_project(conn, project_id)
-        return task_json(conn, require_task(conn, project_id, task_id), now)
-
-    return await rt.db.read(read)
-
-
-def list_tasks_sync(
-    conn: sqlite3.Connection,
-    project_id: str,
-    now: datetime,
-    *,
-    status: str | None = None,
-    ready: bool | None = None,
-    cursor: str | None = None,
-    limit: int | None = None,
-) -> Page[dict[str, Any]]:
-    """Tasks in creation order (`created_at`, then `id`), optionally filtered.
-
-    `ready` is decided by the readiness predicate: SQL narrows the candidates,
-    the decision gate decides the rest, so a page may scan more rows than it
-    returns; it keeps scanning until it has `limit + 1` matches or runs out.
-    """
-    size = check_limit(limit)
-    require_project(conn, project_id)
-    created, last_id = "", ""
-    if cursor is not None:
-        parts = decode_cursor(cursor, str, str)
-        created, last_id = str(parts[0]), str(parts[1])
-    where = ["t.project_id = ?"]
-    params: list[Any] = [project_id]
-    if status is not None:
-        where.append("t.status = ?")
-        params.append(status)
-    if ready is True:
-        where.append(STATE_READY_SQL)
-    sql = (
-        f"SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
-        " AND (t.created_at > ? OR (t.created_at = ? AND t.id > ?))"
-        " ORDER BY t.created_at, t.id LIMIT ?"
-    )
-    matches: list[sqlite3.Row] = []
-    while len(matches) <= size:
-        rows = conn.execute(sql, (*params, created, created, last_id, size + 1)).fetchall()
-        if ready is None:
-            matches.extend(rows)
-        else:
-            found = readiness(conn, project_id, rows, now)
-            matches.extend(r for r in rows if found[r["id"]].ready == ready)
-        if len(rows) <= size:
-            break
-        created, last_id = rows[-1]["created_at"], rows[-1]["id"]
-    page = Page.from_rows(matches, size, lambda r: encode_cursor(r["created_at"], r["id"]))
-    return Page(present_tasks(conn, project_id, page.items, now), page.cursors, page.has_next)
-
-
-async def list_tasks(
-    rt: Runtime,
-    project_id: str,
-    *,
-    status: str | None = None,
-    ready: bool | None = None,
-    cursor: str | None = None,
-    limit: int | None = None,
-) -> Page[dict[str, Any]]:
-    now = rt.now()
-    return await rt.db.read(
-        lambda conn: list_tasks_sync(
-            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
-        )
-    )
-
-
-def revisions_sync(
-    conn: sqlite3.Connection, project_id: str, task_id: str, cursor: str | None, limit: int | None
-) -> Page[dict[str, Any]]:
-    size = check_limit(limit)
-    require_project(conn, project_id)
-    require_task(conn, project_id, task_id)
-    before = int(str(decode_cursor(cursor, int)[0])) if cursor else 2**62
-    rows = conn.execute(
-        "SELECT * FROM task_revisions WHERE task_id = ? AND revision < ?"
-        " ORDER BY revision DESC LIMIT ?",
-        (task_id, before, size + 1),
-    ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
-    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
-
-
-async def revisions(
-    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
-) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: revisions_sync(conn, project_id, task_id, cursor, limit))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from waypost.pagination import Page
-from waypost.resolvers import leases, publication, tasks
+from waypost.resolvers import leases, publication, task_reads, tasks
 from waypost.resolvers.receipts import Outcome
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
@@ -25,7 +25,7 @@ async def create_task(call: Call) -> Outcome:
 async def list_tasks(call: Call) -> Page[Any]:
     """Tasks in creation order; filters `status` and `ready`."""
     q = call.query
-    return await tasks.list_tasks(
+    return await task_reads.list_tasks(
         call.rt, call.params["project"], status=q.status, ready=q.ready, cursor=q.cursor,
         limit=q.limit,
     )  # fmt: skip
@@ -34,7 +34,7 @@ async def list_tasks(call: Call) -> Page[Any]:
 @table.get(TASK)
 async def get_task(call: Call) -> dict[str, Any]:
     """One task with its readiness, lease and publication authority."""
-    return await tasks.get(call.rt, call.params["project"], call.params["task"])
+    return await task_reads.get(call.rt, call.params["project"], call.params["task"])
 
 
 @table.patch(TASK, body=tasks.TaskPatch)
@@ -49,7 +49,7 @@ async def update_task(call: Call) -> Outcome:
 async def task_revisions(call: Call) -> Page[Any]:
     """Immutable task revisions, newest first."""
     p, q = call.params, call.query
-    return await tasks.revisions(call.rt, p["project"], p["task"], q.cursor, q.limit)
+    return await task_reads.revisions(call.rt, p["project"], p["task"], q.cursor, q.limit)
 
 
 @table.get(f"{TASK}/checkpoints", query=ListQuery)

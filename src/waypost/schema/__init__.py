@@ -15,13 +15,16 @@ from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
+from waypost.schema.task_mutations import TaskMutations
 
 MAX_DEPTH = 12
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
-Mutation = merge_types("Mutation", (PrincipalMutations, ProjectMutations, KnowledgeMutations))
+Mutation = merge_types(
+    "Mutation", (PrincipalMutations, ProjectMutations, KnowledgeMutations, TaskMutations)
+)
 
 schema = strawberry.Schema(
     query=Query,

@@ -18,6 +18,7 @@ from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.tasks import ProjectTaskFields
 
 
 @strawberry.enum
@@ -129,7 +130,7 @@ class Event:
 
 
 @strawberry.type
-class Project(ProjectKnowledgeFields, Node):
+class Project(ProjectKnowledgeFields, ProjectTaskFields, Node):
     rest_id: str
     name: str
     created_at: str

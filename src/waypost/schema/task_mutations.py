@@ -1,0 +1,299 @@
+"""GraphQL mutations for tasks: one per REST operation, same resolvers, same rules.
+
+Each takes one `input` with an `idempotencyKey`, the project and (except create
+and claim) the task's REST id; business errors come back as `userErrors` with
+the REST codes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import strawberry
+from strawberry.scalars import JSON
+
+from waypost.decoding import convert
+from waypost.resolvers import leases, publication, tasks
+from waypost.resolvers.receipts import Idempotency, Outcome
+from waypost.resolvers.runtime import Actor, Runtime
+from waypost.schema.context import Info
+from waypost.schema.errors import UserError, mutate, split_input
+from waypost.schema.knowledge import Knowledge
+from waypost.schema.tasks import (
+    Lease,
+    PublicationOutcome,
+    Submission,
+    Task,
+    TaskCheckpoint,
+    TaskStatus,
+)
+
+
+@strawberry.input
+class TaskCreateInput:
+    idempotency_key: str
+    project_id: str
+    title: str
+    description: str | None = strawberry.UNSET
+    acceptance_criteria: list[str] | None = strawberry.UNSET
+    kind: str | None = strawberry.UNSET
+    priority: int | None = strawberry.UNSET
+    depends_on: list[str] | None = strawberry.UNSET
+    subject_task_id: str | None = strawberry.UNSET
+
+
+@strawberry.input(description="Fields left out are unchanged; `status` takes OPEN or CANCELLED.")
+class TaskUpdateInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str
+    expected_revision: int
+    title: str | None = strawberry.UNSET
+    description: str | None = strawberry.UNSET
+    acceptance_criteria: list[str] | None = strawberry.UNSET
+    kind: str | None = strawberry.UNSET
+    priority: int | None = strawberry.UNSET
+    depends_on: list[str] | None = strawberry.UNSET
+    status: TaskStatus | None = strawberry.UNSET
+
+
+@strawberry.input(description="Without taskId: the highest-priority ready task (ties: oldest).")
+class TaskClaimInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str | None = strawberry.UNSET
+
+
+@strawberry.input
+class TaskActionInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str
+
+
+@strawberry.input
+class TaskCheckpointInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str
+    note: str
+
+
+@strawberry.input(
+    description="`lessons`: up to 50 SubmissionLessonInput objects in the REST (snake_case)"
+    " shape of the knowledge create body, without provenance.sourceTaskId/sourceSubmissionId."
+)
+class TaskSubmitInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str
+    summary: str
+    lessons: list[JSON] | None = strawberry.UNSET
+
+
+@strawberry.input
+class TaskPublicationResultInput:
+    idempotency_key: str
+    project_id: str
+    task_id: str
+    outcome: PublicationOutcome
+    detail: str | None = strawberry.UNSET
+
+
+@strawberry.type
+class TaskPayload:
+    task: Task | None
+    user_errors: list[UserError]
+    replayed: bool
+
+
+@strawberry.type
+class TaskLeasePayload:
+    task: Task | None
+    lease: Lease | None
+    user_errors: list[UserError]
+    replayed: bool
+
+
+@strawberry.type(description="The task taken over, the lease that lapsed and the latest notes.")
+class TaskRecoverPayload:
+    task: Task | None
+    lease: Lease | None
+    previous_lease: Lease | None
+    checkpoints: list[TaskCheckpoint]
+    user_errors: list[UserError]
+    replayed: bool
+
+
+@strawberry.type
+class TaskCheckpointPayload:
+    checkpoint: TaskCheckpoint | None
+    task: Task | None
+    user_errors: list[UserError]
+    replayed: bool
+
+
+@strawberry.type
+class TaskSubmitPayload:
+    submission: Submission | None
+    task: Task | None
+    lessons: list[Knowledge]
+    user_errors: list[UserError]
+    replayed: bool
+
+
+Action = Callable[[Runtime, Actor, Idempotency, str, str], Awaitable[Outcome]]
+
+
+async def _action(info: Info, name: str, input: Any, run: Action) -> Outcome:
+    idem, body = split_input(name, input)
+    ctx = info.context
+    return await run(ctx.rt, ctx.actor, idem, body["project_id"], body["task_id"])
+
+
+def _task_payload(outcome: Outcome | None, errors: list[UserError]) -> TaskPayload:
+    return TaskPayload(
+        task=Task.from_json(outcome.body) if outcome else None,
+        user_errors=errors,
+        replayed=bool(outcome and outcome.replayed),
+    )
+
+
+def _lease_payload(outcome: Outcome | None, errors: list[UserError]) -> TaskLeasePayload:
+    return TaskLeasePayload(
+        task=Task.from_json(outcome.body["task"]) if outcome else None,
+        lease=Lease.from_json(outcome.body["lease"]) if outcome else None,
+        user_errors=errors,
+        replayed=bool(outcome and outcome.replayed),
+    )
+
+
+@strawberry.type
+class TaskMutations:
+    @strawberry.mutation(description="Create a task (revision 1).")
+    async def task_create(self, info: Info, input: TaskCreateInput) -> TaskPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskCreate", input)
+            project_id = body.pop("project_id")
+            create = convert(body, tasks.TaskCreate)
+            return await tasks.create(info.context.rt, info.context.actor, idem, project_id, create)
+
+        return _task_payload(*await mutate(run))
+
+    @strawberry.mutation(description="Edit a task under expectedRevision (the next revision).")
+    async def task_update(self, info: Info, input: TaskUpdateInput) -> TaskPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskUpdate", input)
+            project_id, task_id = body.pop("project_id"), body.pop("task_id")
+            patch = convert(body, tasks.TaskPatch)
+            ctx = info.context
+            return await tasks.update(ctx.rt, ctx.actor, idem, project_id, task_id, patch)
+
+        return _task_payload(*await mutate(run))
+
+    @strawberry.mutation(description="Claim the next ready task, or the named one.")
+    async def task_claim(self, info: Info, input: TaskClaimInput) -> TaskLeasePayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskClaim", input)
+            project_id = body.pop("project_id")
+            claim = convert(body, leases.ClaimBody)
+            return await leases.claim(info.context.rt, info.context.actor, idem, project_id, claim)
+
+        return _lease_payload(*await mutate(run))
+
+    @strawberry.mutation(description="Extend the caller's live lease.")
+    async def task_renew(self, info: Info, input: TaskActionInput) -> TaskLeasePayload:
+        return _lease_payload(
+            *await mutate(lambda: _action(info, "taskRenew", input, leases.renew))
+        )
+
+    @strawberry.mutation(description="Record a progress note on the caller's live lease.")
+    async def task_checkpoint(
+        self, info: Info, input: TaskCheckpointInput
+    ) -> TaskCheckpointPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskCheckpoint", input)
+            project_id, task_id = body.pop("project_id"), body.pop("task_id")
+            note = convert(body, leases.CheckpointBody)
+            ctx = info.context
+            return await leases.checkpoint(ctx.rt, ctx.actor, idem, project_id, task_id, note)
+
+        outcome, errors = await mutate(run)
+        return TaskCheckpointPayload(
+            checkpoint=TaskCheckpoint.from_json(outcome.body["checkpoint"]) if outcome else None,
+            task=Task.from_json(outcome.body["task"]) if outcome else None,
+            user_errors=errors,
+            replayed=bool(outcome and outcome.replayed),
+        )
+
+    @strawberry.mutation(description="Give the task back; it is open again.")
+    async def task_release(self, info: Info, input: TaskActionInput) -> TaskPayload:
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskRelease", input, leases.release))
+        )
+
+    @strawberry.mutation(description="Take over a task whose lease expired.")
+    async def task_recover(self, info: Info, input: TaskActionInput) -> TaskRecoverPayload:
+        outcome, errors = await mutate(lambda: _action(info, "taskRecover", input, leases.recover))
+        body = outcome.body if outcome else None
+        return TaskRecoverPayload(
+            task=Task.from_json(body["task"]) if body else None,
+            lease=Lease.from_json(body["lease"]) if body else None,
+            previous_lease=Lease.from_json(body["previous_lease"]) if body else None,
+            checkpoints=[TaskCheckpoint.from_json(c) for c in body["checkpoints"]] if body else [],
+            user_errors=errors,
+            replayed=bool(outcome and outcome.replayed),
+        )
+
+    @strawberry.mutation(description="Submit the work with a summary and up to 50 lessons.")
+    async def task_submit(self, info: Info, input: TaskSubmitInput) -> TaskSubmitPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskSubmit", input)
+            project_id, task_id = body.pop("project_id"), body.pop("task_id")
+            submit = convert(body, leases.SubmitBody)
+            ctx = info.context
+            return await leases.submit(ctx.rt, ctx.actor, idem, project_id, task_id, submit)
+
+        outcome, errors = await mutate(run)
+        body = outcome.body if outcome else None
+        return TaskSubmitPayload(
+            submission=Submission.from_json(body["submission"]) if body else None,
+            task=Task.from_json(body["task"]) if body else None,
+            lessons=[Knowledge.from_json(k) for k in body["lessons"]] if body else [],
+            user_errors=errors,
+            replayed=bool(outcome and outcome.replayed),
+        )
+
+    @strawberry.mutation(description="Mark a submitted task done, as the review mode allows.")
+    async def task_complete(self, info: Info, input: TaskActionInput) -> TaskPayload:
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskComplete", input, leases.complete))
+        )
+
+    @strawberry.mutation(description="Take exclusive publication authority for the task.")
+    async def task_publication_prepare(self, info: Info, input: TaskActionInput) -> TaskPayload:
+        run = publication.prepare
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskPublicationPrepare", input, run))
+        )
+
+    @strawberry.mutation(description="Record the external publication outcome (the holder, once).")
+    async def task_publication_result(
+        self, info: Info, input: TaskPublicationResultInput
+    ) -> TaskPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("taskPublicationResult", input)
+            project_id, task_id = body.pop("project_id"), body.pop("task_id")
+            result = convert(body, publication.ResultBody)
+            ctx = info.context
+            return await publication.result(ctx.rt, ctx.actor, idem, project_id, task_id, result)
+
+        return _task_payload(*await mutate(run))
+
+    @strawberry.mutation(description="Give publication authority back.")
+    async def task_publication_finalize(self, info: Info, input: TaskActionInput) -> TaskPayload:
+        run = publication.finalize
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskPublicationFinalize", input, run))
+        )
