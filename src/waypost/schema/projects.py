@@ -152,11 +152,16 @@ class Project(ProjectKnowledgeFields, ProjectTaskFields, Node):
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[Event]:
         start = _sequence_cursor(after)
-        data = await events.for_project(info.context.rt, self.rest_id, start, first_to_limit(first))
-        items = data["items"]
         limit = first_to_limit(first)
-        page = Page(items, [str(i["sequence"]) for i in items], len(items) == limit)
+        # one extra event tells whether another page follows
+        data = await events.for_project(info.context.rt, self.rest_id, start, limit + 1)
+        items = data["items"][:limit]
+        page = Page(items, [str(i["sequence"]) for i in items], len(data["items"]) > limit)
         return Connection.of(page, Event.from_json)
+
+    @strawberry.field(description="The principal who created the project.")
+    async def created_by(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.created_by_id)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Project:
@@ -174,9 +179,9 @@ def _sequence_cursor(after: str | None) -> int | None:
         return None
     try:
         value = json.loads(after)
-    except ValueError:
+    except (ValueError, RecursionError):
         value = None
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value < 2**63:
         from waypost.errors import InvalidRequest
 
         raise InvalidRequest.field("after", "malformed cursor")

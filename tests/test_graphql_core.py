@@ -1,0 +1,459 @@
+"""GraphQL over the core (service contract section 12): root fields, Node ids,
+connections, mutations with userErrors, abuse limits and masked faults."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+from graphql import get_introspection_query
+
+from tests.conftest import Caller, Service
+from waypost.resolvers import policy
+
+PROJECT_CREATE = """
+mutation ($input: ProjectCreateInput!) {
+  projectCreate(input: $input) {
+    project { id restId name createdBy { restId } }
+    userErrors { code field message }
+    replayed
+  }
+}
+"""
+POLICY_UPDATE = """
+mutation ($input: PolicyUpdateInput!) {
+  policyUpdate(input: $input) {
+    policy { revision rules reviewMode leaseSeconds agentRuleEditing
+             integrationOwner { restId } updatedBy { restId } }
+    userErrors { code field message }
+    replayed
+  }
+}
+"""
+
+
+async def post(caller: Caller, payload: Any, **kw: Any) -> httpx.Response:
+    return await caller.client.post("/graphql", json=payload, headers=caller.headers(), **kw)
+
+
+def codes(data: dict[str, Any]) -> list[str]:
+    return [e["extensions"]["code"] for e in data.get("errors", [])]
+
+
+def gid(type_name: str, rest_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode()
+
+
+# -- queries -------------------------------------------------------------------
+
+
+async def test_me_is_the_caller(human: Caller) -> None:
+    data = await human.gql("{ me { id restId kind name } }")
+    assert data["data"]["me"] == {
+        "id": gid("Principal", human.principal_id),
+        "restId": human.principal_id,
+        "kind": "HUMAN",
+        "name": "alice",
+    }
+
+
+async def test_my_session_is_the_agents_live_session(service: Service) -> None:
+    agent = await service.agent()
+    data = await agent.gql("{ me { kind } mySession { restId } }")
+    assert data["data"] == {"me": {"kind": "AGENT"}, "mySession": {"restId": agent.session_id}}
+
+
+async def test_projects_is_a_relay_connection_with_rest_cursors(human: Caller) -> None:
+    for slug in ("a", "b", "c"):
+        await human.post("/api/v1/projects", {"id": slug, "name": slug})
+    query = """query ($after: String) { projects(first: 2, after: $after) {
+        edges { cursor node { restId } } pageInfo { hasNextPage endCursor } } }"""
+    first = (await human.gql(query, {"after": None}))["data"]["projects"]
+    assert [e["node"]["restId"] for e in first["edges"]] == ["a", "b"]
+    assert first["pageInfo"] == {"hasNextPage": True, "endCursor": first["edges"][1]["cursor"]}
+    rest_page = (await human.get("/api/v1/projects", limit=2)).json()
+    assert rest_page["next_cursor"] == first["pageInfo"]["endCursor"]
+    second = (await human.gql(query, {"after": first["pageInfo"]["endCursor"]}))["data"]
+    assert [e["node"]["restId"] for e in second["projects"]["edges"]] == ["c"]
+    assert second["projects"]["pageInfo"]["hasNextPage"] is False
+
+
+async def test_project_exposes_policy_history_and_events(human: Caller, project: str) -> None:
+    await human.patch("/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "two"})
+    data = await human.gql(
+        """{ project(id: "demo") {
+            id restId name createdBy { restId }
+            policy { revision rules updatedBy { restId } }
+            policyHistory(first: 1) { edges { node { revision rules actor { restId } } }
+                                      pageInfo { hasNextPage } }
+            events { edges { cursor node { sequence type data } } pageInfo { hasNextPage } }
+        } }"""
+    )
+    p = data["data"]["project"]
+    assert p["id"] == gid("Project", "demo") and p["restId"] == "demo"
+    assert p["createdBy"] == {"restId": human.principal_id}
+    assert p["policy"] == {
+        "revision": 2,
+        "rules": "two",
+        "updatedBy": {"restId": human.principal_id},
+    }
+    assert p["policyHistory"]["edges"] == [
+        {"node": {"revision": 2, "rules": "two", "actor": {"restId": human.principal_id}}}
+    ]
+    assert p["policyHistory"]["pageInfo"]["hasNextPage"] is True
+    assert [e["node"]["type"] for e in p["events"]["edges"]] == [
+        "project.created",
+        "policy.updated",
+    ]
+    assert p["events"]["edges"][1]["node"]["data"]["revision"] == 2
+    assert p["events"]["pageInfo"]["hasNextPage"] is False
+
+
+async def test_events_connection_pages_by_sequence(human: Caller, project: str) -> None:
+    for revision in (1, 2):
+        await human.patch(
+            "/api/v1/projects/demo/policy", {"expected_revision": revision, "rules": str(revision)}
+        )
+    query = """query ($after: String) { project(id: "demo") { events(first: 2, after: $after) {
+        edges { cursor node { sequence } } pageInfo { hasNextPage endCursor } } } }"""
+    first = (await human.gql(query, {"after": None}))["data"]["project"]["events"]
+    assert len(first["edges"]) == 2 and first["pageInfo"]["hasNextPage"] is True
+    after = first["pageInfo"]["endCursor"]
+    second = (await human.gql(query, {"after": after}))["data"]["project"]["events"]
+    assert len(second["edges"]) == 1 and second["pageInfo"]["hasNextPage"] is False
+    assert int(second["edges"][0]["cursor"]) > int(after)
+
+
+async def test_events_connection_with_exactly_first_left_has_no_next_page(
+    human: Caller, project: str
+) -> None:
+    query = '{ project(id: "demo") { events(first: 1) { pageInfo { hasNextPage } } } }'
+    data = await human.gql(query)
+    assert data["data"]["project"]["events"]["pageInfo"]["hasNextPage"] is False
+
+
+@pytest.mark.parametrize("after", ["x", "-1", "1.5", "[1]", "99999999999999999999999"])
+async def test_malformed_events_cursor_is_invalid_request(
+    human: Caller, project: str, after: str
+) -> None:
+    query = 'query ($a: String) { project(id: "demo") { events(after: $a) { edges { cursor } } } }'
+    data = await human.gql(query, {"a": after})
+    assert codes(data) == ["invalid_request"]
+
+
+async def test_malformed_policy_history_cursor_is_invalid_request(
+    human: Caller, project: str
+) -> None:
+    data = await human.gql(
+        '{ project(id: "demo") { policyHistory(after: "!!") { edges { cursor } } } }'
+    )
+    assert codes(data) == ["invalid_request"]
+    assert data["errors"][0]["extensions"]["field"] == "cursor"
+
+
+async def test_unknown_project_is_null(human: Caller) -> None:
+    assert (await human.gql('{ project(id: "nope") { restId } }'))["data"] == {"project": None}
+
+
+async def test_node_resolves_projects_and_principals_by_global_id(
+    human: Caller, project: str
+) -> None:
+    query = """query ($p: ID!, $u: ID!) {
+        p: node(id: $p) { id ... on Project { restId name } }
+        u: node(id: $u) { id ... on Principal { restId kind } } }"""
+    data = await human.gql(
+        query, {"p": gid("Project", "demo"), "u": gid("Principal", human.principal_id)}
+    )
+    assert data["data"] == {
+        "p": {"id": gid("Project", "demo"), "restId": "demo", "name": "Demo"},
+        "u": {"id": gid("Principal", human.principal_id), "restId": human.principal_id,
+              "kind": "HUMAN"},
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("value", [gid("Project", "nope"), gid("Nothing", "x")])
+async def test_node_of_unknown_record_or_type_is_null(human: Caller, value: str) -> None:
+    data = await human.gql("query ($id: ID!) { node(id: $id) { id } }", {"id": value})
+    assert data["data"] == {"node": None}
+
+
+async def test_malformed_global_id_is_invalid_request(human: Caller) -> None:
+    data = await human.gql('{ node(id: "%%%") { id } }')
+    assert codes(data) == ["invalid_request"]
+
+
+@pytest.mark.parametrize("first", [0, -1, 101])
+async def test_first_outside_1_to_100_is_refused(human: Caller, project: str, first: int) -> None:
+    for field in (
+        "projects",
+        'project(id: "demo") { policyHistory',
+        'project(id: "demo") { events',
+    ):
+        closing = "}" if "{" in field else ""
+        data = await human.gql(
+            f"query ($f: Int) {{ {field}(first: $f) {{ edges {{ cursor }} }} {closing} }}",
+            {"f": first},
+        )
+        assert codes(data) == ["invalid_request"], (field, data)
+        assert data["errors"][0]["extensions"]["field"] == "first"
+
+
+async def test_first_of_100_is_accepted(human: Caller, project: str) -> None:
+    data = await human.gql("{ projects(first: 100) { edges { cursor } } }")
+    assert "errors" not in data
+
+
+# -- mutations ---------------------------------------------------------------------------
+
+
+async def test_project_create_returns_the_project(human: Caller) -> None:
+    data = await human.gql(
+        PROJECT_CREATE, {"input": {"idempotencyKey": "c1", "id": "gql", "name": "Over GraphQL"}}
+    )
+    payload = data["data"]["projectCreate"]
+    assert payload == {
+        "project": {"id": gid("Project", "gql"), "restId": "gql", "name": "Over GraphQL",
+                    "createdBy": {"restId": human.principal_id}},
+        "userErrors": [],
+        "replayed": False,
+    }  # fmt: skip
+    assert (await human.get("/api/v1/projects/gql")).status_code == 200
+
+
+async def test_project_create_duplicate_is_a_state_conflict_user_error(
+    human: Caller, project: str
+) -> None:
+    data = await human.gql(
+        PROJECT_CREATE, {"input": {"idempotencyKey": "c1", "id": "demo", "name": "Again"}}
+    )
+    assert data["data"]["projectCreate"]["project"] is None
+    assert data["data"]["projectCreate"]["userErrors"] == [
+        {"code": "state_conflict", "field": "id", "message": "a project with this id exists"}
+    ]
+
+
+async def test_project_create_bad_slug_is_an_invalid_request_user_error(human: Caller) -> None:
+    data = await human.gql(
+        PROJECT_CREATE, {"input": {"idempotencyKey": "c1", "id": "Not A Slug", "name": "x"}}
+    )
+    [error] = data["data"]["projectCreate"]["userErrors"]
+    assert (error["code"], error["field"]) == ("invalid_request", "id")
+
+
+async def test_project_create_by_an_agent_is_forbidden(service: Service) -> None:
+    agent = await service.agent()
+    data = await agent.gql(
+        PROJECT_CREATE, {"input": {"idempotencyKey": "c1", "id": "mine", "name": "x"}}
+    )
+    assert data["data"]["projectCreate"]["userErrors"][0]["code"] == "forbidden"
+
+
+async def test_policy_update_writes_the_next_revision(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent = await service.principal("agent")
+    data = await human.gql(
+        POLICY_UPDATE,
+        {"input": {"idempotencyKey": "u1", "projectId": "demo", "expectedRevision": 1,
+                   "rules": "r", "reviewMode": "ANY", "leaseSeconds": 120,
+                   "agentRuleEditing": True, "integrationOwner": agent.principal_id}},
+    )  # fmt: skip
+    assert data["data"]["policyUpdate"] == {
+        "policy": {"revision": 2, "rules": "r", "reviewMode": "ANY", "leaseSeconds": 120,
+                   "agentRuleEditing": True, "integrationOwner": {"restId": agent.principal_id},
+                   "updatedBy": {"restId": human.principal_id}},
+        "userErrors": [],
+        "replayed": False,
+    }  # fmt: skip
+    rest = (await human.get("/api/v1/projects/demo/policy")).json()
+    assert rest["review_mode"] == "any" and rest["revision"] == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "field"),
+    [
+        ({"expectedRevision": 5, "rules": "x"}, "revision_conflict", None),
+        ({"expectedRevision": 1, "leaseSeconds": 1}, "invalid_request", "leaseSeconds"),
+        ({"expectedRevision": 1, "rules": None}, "invalid_request", "rules"),
+        ({"expectedRevision": 1}, "invalid_request", ""),
+        ({"expectedRevision": 1, "integrationOwner": "prn_x"}, "invalid_request",
+         "integrationOwner"),
+    ],
+)  # fmt: skip
+async def test_policy_update_refusals_are_user_errors_with_rest_codes(
+    human: Caller, project: str, change: dict[str, Any], code: str, field: str | None
+) -> None:
+    data = await human.gql(
+        POLICY_UPDATE, {"input": {"idempotencyKey": "u1", "projectId": "demo", **change}}
+    )
+    payload = data["data"]["policyUpdate"]
+    assert payload["policy"] is None
+    [error] = payload["userErrors"]
+    assert (error["code"], error["field"]) == (code, field)
+
+
+async def test_policy_update_by_an_undelegated_agent_is_forbidden(
+    service: Service, project: str
+) -> None:
+    agent = await service.agent()
+    data = await agent.gql(
+        POLICY_UPDATE,
+        {"input": {"idempotencyKey": "u1", "projectId": "demo", "expectedRevision": 1,
+                   "rules": "x"}},
+    )  # fmt: skip
+    assert data["data"]["policyUpdate"]["userErrors"][0]["code"] == "forbidden"
+
+
+async def test_policy_update_of_unknown_project_is_not_found(human: Caller) -> None:
+    data = await human.gql(
+        POLICY_UPDATE,
+        {"input": {"idempotencyKey": "u1", "projectId": "nope", "expectedRevision": 1,
+                   "rules": "x"}},
+    )  # fmt: skip
+    assert data["data"]["policyUpdate"]["userErrors"][0]["code"] == "not_found"
+
+
+# -- limits ---------------------------------------------------------------------------------
+
+
+def nested(depth: int) -> str:
+    """A selection of the given depth, counted as graphql-depth-limit and Strawberry
+    count it: root fields are at depth 0, so `{ me { name } }` has depth 1. Field
+    names need not exist for the depth rule."""
+    inner = "leaf"
+    for i in range(depth):
+        inner = f"f{i} {{ {inner} }}"
+    return "{ " + inner + " }"
+
+
+async def test_depth_over_12_is_refused(human: Caller) -> None:
+    data = (await post(human, {"query": nested(13)})).json()
+    assert any("exceeds maximum operation depth of 12" in e["message"] for e in data["errors"])
+    assert set(codes(data)) == {"invalid_request"}
+
+
+async def test_depth_of_12_passes_the_depth_rule(human: Caller) -> None:
+    data = (await post(human, {"query": nested(12)})).json()
+    assert data["errors"]  # the made-up fields do not exist...
+    assert not any("depth" in e["message"] for e in data["errors"])  # ...but depth is fine
+
+
+async def test_standard_introspection_query_passes(human: Caller) -> None:
+    r = await post(human, {"query": get_introspection_query()})
+    assert r.status_code == 200
+    data = r.json()
+    assert "errors" not in data, data.get("errors")
+    assert data["data"]["__schema"]["queryType"]["name"] == "Query"
+
+
+def aliases(n: int, prefix: str = "a") -> str:
+    return " ".join(f"{prefix}{i}: me {{ name }}" for i in range(n))
+
+
+async def test_thirty_aliases_pass(human: Caller) -> None:
+    data = (await post(human, {"query": "{ " + aliases(30) + " }"})).json()
+    assert "errors" not in data
+
+
+async def test_thirty_one_aliases_are_refused(human: Caller) -> None:
+    data = (await post(human, {"query": "{ " + aliases(31) + " }"})).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "aliases" in data["errors"][0]["message"]
+
+
+async def test_aliases_are_counted_through_fragments(human: Caller) -> None:
+    query = "{ ...F " + aliases(20, "b") + " } fragment F on Query { " + aliases(11) + " }"
+    data = (await post(human, {"query": query})).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+
+
+async def test_more_than_5000_tokens_are_refused(human: Caller) -> None:
+    query = "{ me { " + "name " * 5000 + "} }"
+    assert len(query.encode()) < 64 * 1024
+    data = (await post(human, {"query": query})).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "5000 tokens" in data["errors"][0]["message"]
+
+
+async def test_body_over_64_kib_is_413_graphql_shaped(human: Caller) -> None:
+    query = "{ me { name } }" + " " * (64 * 1024)
+    r = await post(human, {"query": query})
+    assert r.status_code == 413
+    assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
+
+
+async def test_streamed_body_over_64_kib_is_413(human: Caller) -> None:
+    sent = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal sent
+        yield b'{"query": "{ me { name } }'
+        for _ in range(1000):
+            sent += 1
+            yield b" " * 1024
+
+    headers = {**human.headers(), "Content-Type": "application/json"}
+    r = await human.client.post("/graphql", content=body(), headers=headers)
+    assert r.status_code == 413
+    assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
+    assert sent <= 66
+
+
+async def test_batching_is_refused(human: Caller) -> None:
+    r = await post(human, [{"query": "{ me { name } }"}, {"query": "{ me { kind } }"}])
+    assert r.status_code == 400
+    assert r.json() == {
+        "errors": [
+            {"message": "Batching is not enabled", "extensions": {"code": "invalid_request"}}
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("raw", "content_type", "status", "code"),
+    [
+        (b"{", "application/json", 400, "invalid_request"),
+        (b'{"query": "{ me { name } }", "query": "{ me { kind } }"}', "application/json", 400,
+         "invalid_request"),
+        (b"{}", "application/json", 400, "invalid_request"),
+        (b"query=%7Bme%7D", "application/x-www-form-urlencoded", 415, "unsupported_media_type"),
+    ],
+)  # fmt: skip
+async def test_malformed_http_requests_get_graphql_shaped_errors(
+    human: Caller, raw: bytes, content_type: str, status: int, code: str
+) -> None:
+    r = await human.client.post(
+        "/graphql", content=raw, headers={**human.headers(), "Content-Type": content_type}
+    )
+    assert r.status_code == status
+    assert r.json()["errors"][0]["extensions"]["code"] == code
+    assert r.headers["cache-control"] == "no-store"
+
+
+async def test_get_is_refused_when_graphiql_is_off(human: Caller) -> None:
+    r = await human.client.get("/graphql", params={"query": "{ me { name } }"},
+                               headers=human.headers())  # fmt: skip
+    assert r.status_code in (400, 404, 405)
+    assert "errors" in r.json()
+
+
+async def test_unexpected_fault_is_masked(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken(rt: Any, project_id: str) -> dict[str, Any]:
+        raise RuntimeError("secret: /var/lib/waypost.db is corrupt")
+
+    monkeypatch.setattr(policy, "get", broken)
+    data = await human.gql('{ project(id: "demo") { policy { revision } } }')
+    assert data["errors"][0]["message"] == "Unexpected error."
+    assert data["errors"][0]["extensions"] == {"code": "internal"}
+    assert "secret" not in str(data)
+
+
+async def test_graphql_responses_carry_no_store_and_nosniff(human: Caller) -> None:
+    r = await post(human, {"query": "{ me { name } }"})
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-content-type-options"] == "nosniff"
