@@ -11,6 +11,7 @@ import strawberry
 from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
 from strawberry.tools import merge_types
 
+from waypost.schema.decisions import DecisionMutations
 from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
@@ -23,7 +24,8 @@ MAX_TOKENS = 5000
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
 Mutation = merge_types(
-    "Mutation", (PrincipalMutations, ProjectMutations, KnowledgeMutations, TaskMutations)
+    "Mutation",
+    (PrincipalMutations, ProjectMutations, KnowledgeMutations, TaskMutations, DecisionMutations),
 )
 
 schema = strawberry.Schema(

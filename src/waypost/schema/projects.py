@@ -14,6 +14,7 @@ from waypost.pagination import Page
 from waypost.resolvers import events, policy, projects
 from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
+from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
 from waypost.schema.principals import Principal, load_principal
@@ -130,7 +131,7 @@ class Event:
 
 
 @strawberry.type
-class Project(ProjectKnowledgeFields, ProjectTaskFields, Node):
+class Project(ProjectKnowledgeFields, ProjectTaskFields, ProjectDecisionFields, Node):
     rest_id: str
     name: str
     created_at: str

@@ -1,0 +1,409 @@
+"""GraphQL: decisions, their generations and answers, the digest, and the mutations.
+
+Types are built from the REST JSON of the same resolvers. Generations, tasks
+and principals are read through per-request DataLoaders, so a dashboard of
+fifty decisions with every generation and affected task costs a fixed number
+of statements however many decisions it shows.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+
+from waypost.decoding import convert
+from waypost.pagination import Page
+from waypost.resolvers import decision_answers, decision_reopen, decisions, digest
+from waypost.resolvers.receipts import Outcome
+from waypost.schema.context import Info
+from waypost.schema.errors import UserError, mutate, split_input
+from waypost.schema.principals import Principal, load_principal
+from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.tasks import Task, load_task
+
+if TYPE_CHECKING:
+    from waypost.schema.projects import Project
+
+LazyProject = Annotated["Project", strawberry.lazy("waypost.schema.projects")]
+
+
+@strawberry.enum
+class DecisionStatus(enum.Enum):
+    PENDING = "pending"
+    ALLOWED = "allowed"
+    DENIED = "denied"
+    DEFERRED = "deferred"
+    EXPIRED = "expired"
+    STALE = "stale"
+
+
+@strawberry.enum
+class RequiredActor(enum.Enum):
+    HUMAN = "human"
+    AGENT = "agent"
+    EITHER = "either"
+
+
+@strawberry.enum
+class Disposition(enum.Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+    DEFER = "defer"
+
+
+@strawberry.type(description="What an agent showed a human and the human's reply, verbatim.")
+class Relay:
+    prompt: str
+    response: str
+
+
+@strawberry.type(description="The one answer a generation may take.")
+class DecisionAnswer:
+    disposition: Disposition
+    answer: str
+    rationale: str
+    conditions_confirmed: bool
+    actor_id: str
+    actor_session_id: str | None
+    relayed: bool
+    relay: Relay | None
+    authorized_by_id: strawberry.Private[str | None]
+    relay_policy_revision: int | None
+    timed_out: bool
+    at: str
+
+    @strawberry.field
+    async def actor(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.actor_id)
+
+    @strawberry.field(description="For a relayed answer: the human who enabled relaying.")
+    async def authorized_by(self, info: Info) -> Principal | None:
+        if self.authorized_by_id is None:
+            return None
+        return await load_principal(info, self.authorized_by_id)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DecisionAnswer:
+        relay = d["relay"]
+        return cls(
+            disposition=Disposition(d["disposition"]),
+            answer=d["answer"],
+            rationale=d["rationale"],
+            conditions_confirmed=d["conditions_confirmed"],
+            actor_id=d["actor_id"],
+            actor_session_id=d["actor_session_id"],
+            relayed=d["relayed"],
+            relay=Relay(prompt=relay["prompt"], response=relay["response"]) if relay else None,
+            authorized_by_id=d["authorized_by"],
+            relay_policy_revision=d["relay_policy_revision"],
+            timed_out=d["timed_out"],
+            at=d["at"],
+        )
+
+
+@strawberry.type(description="A task a generation affects, at the revision it pinned.")
+class DecisionAffected:
+    task_id: str
+    pinned_revision: int
+
+    @strawberry.field
+    async def task(self, info: Info) -> Task | None:
+        return await load_task(info, self.task_id)
+
+    @strawberry.field(description="The task's revision now; a judged edit since the pin stales.")
+    async def current_revision(self, info: Info) -> int | None:
+        task = await load_task(info, self.task_id)
+        return task.revision if task else None
+
+
+@strawberry.type(description="One immutable cycle of a decision: its pins and its answer.")
+class DecisionGeneration:
+    generation: int
+    affected: list[DecisionAffected]
+    policy_revision: int
+    environment: str
+    conditions: list[str]
+    expires_at: str | None
+    reopen_rationale: str | None
+    actor_id: str
+    actor_session_id: str | None
+    at: str
+    answer: DecisionAnswer | None
+
+    @strawberry.field(description="Who opened this cycle (the creator, or the reopener).")
+    async def actor(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.actor_id)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> DecisionGeneration:
+        return cls(
+            generation=d["generation"],
+            affected=[
+                DecisionAffected(task_id=a["task_id"], pinned_revision=a["task_revision"])
+                for a in d["affected"]
+            ],
+            policy_revision=d["policy_revision"],
+            environment=d["environment"],
+            conditions=d["conditions"],
+            expires_at=d["expires_at"],
+            reopen_rationale=d["reopen_rationale"],
+            actor_id=d["actor_id"],
+            actor_session_id=d["actor_session_id"],
+            at=d["at"],
+            answer=DecisionAnswer.from_json(d["answer"]) if d["answer"] else None,
+        )
+
+
+@strawberry.type(description="A narrow question that gates the tasks it affects.")
+class Decision(Node):
+    rest_id: str
+    project_id: str
+    question: str
+    options: list[str]
+    rationale: str
+    required_actor: RequiredActor
+    recommendation: str | None
+    reversible: bool
+    status: DecisionStatus
+    work_allowed: bool
+    generation: int
+    current: DecisionGeneration
+    created_at: str
+    created_by_id: strawberry.Private[str]
+
+    @strawberry.field(description="The tasks the current generation affects.")
+    def affected(self) -> list[DecisionAffected]:
+        return self.current.affected
+
+    @strawberry.field
+    async def created_by(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.created_by_id)
+
+    @strawberry.field
+    async def project(self, info: Info) -> LazyProject | None:
+        from waypost.schema.projects import load_project
+
+        return await load_project(info, self.project_id)
+
+    @strawberry.field(description="Generations newest first, each with its answer.")
+    async def generations(
+        self, info: Info, first: int | None = None, after: str | None = None
+    ) -> Connection[DecisionGeneration]:
+        rt = info.context.rt
+
+        async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
+            return await decisions.history(rt, list(keys))
+
+        key = (self.rest_id, after, first_to_limit(first))
+        loader = info.context.loader("decision_generations", batch)
+        page: Page[dict[str, Any]] = await loader.load(key)
+        return Connection.of(page, DecisionGeneration.from_json)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Decision:
+        return cls(
+            id=global_id("Decision", d["id"]),
+            rest_id=d["id"],
+            project_id=d["project_id"],
+            question=d["question"],
+            options=d["options"],
+            rationale=d["rationale"],
+            required_actor=RequiredActor(d["required_actor"]),
+            recommendation=d["recommendation"],
+            reversible=d["reversible"],
+            status=DecisionStatus(d["status"]),
+            work_allowed=d["work_allowed"],
+            generation=d["generation"],
+            current=DecisionGeneration.from_json(d["current"]),
+            created_at=d["created_at"],
+            created_by_id=d["created_by"],
+        )
+
+
+async def load_decision(info: Info, decision_id: str) -> Decision | None:
+    """A decision by REST id, whatever its project, batched per request."""
+    rt = info.context.rt
+
+    async def batch(ids: Any) -> list[Decision | None]:
+        found = await decisions.load_many(rt, list(ids))
+        return [Decision.from_json(d) if d else None for d in found]
+
+    result: Decision | None = await info.context.loader("decision", batch).load(decision_id)
+    return result
+
+
+NODE_RESOLVERS["Decision"] = load_decision
+
+
+@strawberry.type
+class DigestTruncated:
+    pending_decisions: bool
+    proceeded_by_timeout: bool
+    timing_out_soon: bool
+    blocked_tasks: bool
+
+
+@strawberry.type(description="What awaits a human, what proceeded by timeout, what will soon.")
+class Digest:
+    project_id: str
+    generated_at: str
+    pending_decisions: list[Decision]
+    proceeded_by_timeout: list[Decision]
+    timing_out_soon: list[Decision]
+    blocked_tasks: list[Task]
+    ready_task_count: int
+    truncated: DigestTruncated
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Digest:
+        return cls(
+            project_id=d["project_id"],
+            generated_at=d["generated_at"],
+            pending_decisions=[Decision.from_json(x) for x in d["pending_decisions"]],
+            proceeded_by_timeout=[Decision.from_json(x) for x in d["proceeded_by_timeout"]],
+            timing_out_soon=[Decision.from_json(x) for x in d["timing_out_soon"]],
+            blocked_tasks=[Task.from_json(t) for t in d["blocked_tasks"]],
+            ready_task_count=d["ready_task_count"],
+            truncated=DigestTruncated(**d["truncated"]),
+        )
+
+
+@strawberry.type
+class ProjectDecisionFields:
+    """`Project.decisions`, `Project.decision` and `Project.digest` (a base of Project)."""
+
+    if TYPE_CHECKING:
+        rest_id: str
+
+    @strawberry.field(description="Decisions by creation time; filter by computed status.")
+    async def decisions(
+        self,
+        info: Info,
+        status: DecisionStatus | None = None,
+        first: int | None = None,
+        after: str | None = None,
+    ) -> Connection[Decision]:
+        page = await decisions.list_decisions(
+            info.context.rt,
+            self.rest_id,
+            status.value if status else None,
+            after,
+            first_to_limit(first),
+        )
+        return Connection.of(page, Decision.from_json)
+
+    @strawberry.field(description="A decision of this project by REST id.")
+    async def decision(self, info: Info, id: str) -> Decision | None:
+        found = await load_decision(info, id)
+        return found if found is not None and found.project_id == self.rest_id else None
+
+    @strawberry.field
+    async def digest(self, info: Info) -> Digest:
+        return Digest.from_json(await digest.digest(info.context.rt, self.rest_id))
+
+
+# --- mutations ------------------------------------------------------------------
+
+
+@strawberry.input
+class DecisionOpenInput:
+    idempotency_key: str
+    project_id: str
+    question: str
+    options: list[str]
+    rationale: str
+    required_actor: RequiredActor
+    task_ids: list[str]
+    environment: str
+    conditions: list[str] | None = strawberry.UNSET
+    expires_at: str | None = strawberry.UNSET
+    recommendation: str | None = strawberry.UNSET
+    reversible: bool | None = strawberry.UNSET
+
+
+@strawberry.input
+class RelayInput:
+    prompt: str
+    response: str
+
+
+@strawberry.input(description="Answer the current generation; `relay` only from agent sessions.")
+class DecisionAnswerInput:
+    idempotency_key: str
+    project_id: str
+    decision_id: str
+    expected_generation: int
+    disposition: Disposition
+    answer: str
+    rationale: str
+    conditions_confirmed: bool | None = strawberry.UNSET
+    relay: RelayInput | None = strawberry.UNSET
+
+
+@strawberry.input(description="Open the next generation; omitted pins carry over.")
+class DecisionReopenInput:
+    idempotency_key: str
+    project_id: str
+    decision_id: str
+    expected_generation: int
+    rationale: str
+    environment: str | None = strawberry.UNSET
+    conditions: list[str] | None = strawberry.UNSET
+    expires_at: str | None = strawberry.UNSET
+
+
+@strawberry.type
+class DecisionPayload:
+    decision: Decision | None
+    user_errors: list[UserError]
+    replayed: bool
+
+
+def _payload(outcome: Outcome | None, errors: list[UserError]) -> DecisionPayload:
+    return DecisionPayload(
+        decision=Decision.from_json(outcome.body) if outcome else None,
+        user_errors=errors,
+        replayed=bool(outcome and outcome.replayed),
+    )
+
+
+@strawberry.type
+class DecisionMutations:
+    @strawberry.mutation(description="Open a decision pinned to current revisions.")
+    async def decision_open(self, info: Info, input: DecisionOpenInput) -> DecisionPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("decisionOpen", input)
+            project_id = body.pop("project_id")
+            create = convert(body, decisions.DecisionCreate)
+            ctx = info.context
+            return await decisions.open_decision(ctx.rt, ctx.actor, idem, project_id, create)
+
+        return _payload(*await mutate(run))
+
+    @strawberry.mutation(description="Answer a decision's current generation.")
+    async def decision_answer(self, info: Info, input: DecisionAnswerInput) -> DecisionPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("decisionAnswer", input)
+            project_id, decision_id = body.pop("project_id"), body.pop("decision_id")
+            answer = convert(body, decision_answers.DecisionAnswer)
+            ctx = info.context
+            return await decision_answers.answer(
+                ctx.rt, ctx.actor, idem, project_id, decision_id, answer
+            )
+
+        return _payload(*await mutate(run))
+
+    @strawberry.mutation(description="Reopen a decision against all current revisions.")
+    async def decision_reopen(self, info: Info, input: DecisionReopenInput) -> DecisionPayload:
+        async def run() -> Outcome:
+            idem, body = split_input("decisionReopen", input)
+            project_id, decision_id = body.pop("project_id"), body.pop("decision_id")
+            reopen = convert(body, decision_reopen.DecisionReopen)
+            ctx = info.context
+            return await decision_reopen.reopen(
+                ctx.rt, ctx.actor, idem, project_id, decision_id, reopen
+            )
+
+        return _payload(*await mutate(run))
