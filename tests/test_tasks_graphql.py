@@ -266,3 +266,21 @@ async def test_task_page_with_nested_references_costs_a_bounded_number_of_statem
     large = await count_statements(service, human, PAGE_QUERY)
     assert large == small
     assert large <= 40
+
+
+async def test_task_submit_returns_lessons_as_knowledge_objects(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    ids = {"projectId": "demo", "taskId": task["id"]}
+    await mutate(agent, "taskClaim", ids, "task { restId }")
+    lesson = {"kind": "lesson", "title": "Retry the flaky step", "body": "It passes on retry."}
+    submitted = await mutate(
+        agent, "taskSubmit", {**ids, "summary": "done", "lessons": [lesson]},
+        "submission { restId } lessons { title provenance { sourceTaskId } }",
+    )  # fmt: skip
+    assert submitted["userErrors"] == []
+    assert submitted["lessons"] == [
+        {"title": "Retry the flaky step", "provenance": {"sourceTaskId": task["id"]}}
+    ]

@@ -455,3 +455,18 @@ async def test_replayed_renew_does_not_extend_the_lease_again(
     assert again.json() == first.json()
     current = (await agent.get(task_path(task["id"]))).json()
     assert current["lease"]["expires_at"] == "2026-11-29T18:20:00.000Z"
+
+
+async def test_invalid_lesson_rolls_back_the_whole_submission(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    body = {"summary": "s", "lessons": [{"kind": "lesson", "title": "", "body": "b"}]}
+    r = await agent.post(task_path(task["id"], "submit"), body)
+    assert error(r)[:2] == (400, "invalid_request")
+    current = (await human.get(task_path(task["id"]))).json()
+    assert current["status"] == "claimed" and current["lease"]["owner_id"] == agent.principal_id
+    listed = (await human.get(task_path(task["id"], "submissions"))).json()
+    assert listed["items"] == []

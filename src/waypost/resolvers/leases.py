@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import msgspec
 
 from waypost.clock import format_time
-from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
+from waypost.errors import Forbidden, InvalidRequest, LeaseConflict, NotFound, StateConflict
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers import knowledge
@@ -85,8 +85,6 @@ def submission_json(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _check_bytes(field: str, text: str) -> None:
-    from waypost.errors import InvalidRequest
-
     if len(text.encode()) > TEXT_MAX_BYTES:
         raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
 
