@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Caller, Service
@@ -222,26 +221,13 @@ PAGE_QUERY = """
 """
 
 
-async def set_trace(service: Service, callback: Callable[[str], None] | None) -> None:
-    """Install a statement trace on every connection, each on its own thread.
-
-    `Database.set_trace` calls `set_trace_callback` from the event loop's thread,
-    which sqlite3 refuses for aiosqlite's connections (check_same_thread);
-    until it is fixed the test installs the trace the way the store runs work.
-    """
-    db = service.rt.db
-    for conn in [*db._readers, db._writer]:
-        assert conn is not None
-        await db._call(conn, lambda c: c.set_trace_callback(callback))
-
-
 async def count_statements(service: Service, caller: Caller, query: str) -> int:
     statements: list[str] = []
-    await set_trace(service, statements.append)
+    await service.rt.db.set_trace(statements.append)
     try:
         data = await caller.gql(query)
     finally:
-        await set_trace(service, None)
+        await service.rt.db.set_trace(None)
     assert "errors" not in data, data
     return len(statements)
 

@@ -123,11 +123,14 @@ class Database:
         finally:
             self._idle.put_nowait(reader)
 
-    def set_trace(self, callback: Callable[[str], None] | None) -> None:
-        """Install a statement trace on every connection (tests count SQL with it)."""
+    async def set_trace(self, callback: Callable[[str], None] | None) -> None:
+        """Install a statement trace on every connection (tests count SQL with it).
+
+        sqlite3 accepts the callback only on the connection's own thread.
+        """
         self._trace = callback
         for conn in [*self._readers, *([self._writer] if self._writer else [])]:
-            conn._conn.set_trace_callback(callback)  # read-only attribute access
+            await self._call(conn, lambda c: c.set_trace_callback(callback))
 
     async def _connect(self) -> aiosqlite.Connection:
         conn = await aiosqlite.connect(self.path, isolation_level=None)
