@@ -213,3 +213,26 @@ async def test_source_task_and_scope_tasks_are_objects(human: Caller, project: s
     assert item["provenance"] == {
         "actor": {"restId": human.principal_id}, "sourceTask": {"restId": task_id}
     }  # fmt: skip
+
+
+async def test_a_page_of_records_reads_a_fixed_number_of_times(
+    service: Service, human: Caller, project: str
+) -> None:
+    query = """{ project(id: "demo") { knowledge(first: 50) { edges { node {
+        restId feedbackTotals { useful } supersededBy { restId }
+        revisions(first: 2) { edges { node { revision feedback { useful } } } } } } } } }"""
+
+    async def reads_for(total: int) -> int:
+        while len((await human.get(kpath(project), limit=200)).json()["items"]) < total:
+            await create(human, project)
+        statements: list[str] = []
+        await service.rt.db.set_trace(statements.append)
+        try:
+            data = await human.gql(query)
+        finally:
+            await service.rt.db.set_trace(None)
+        assert len(data["data"]["project"]["knowledge"]["edges"]) == total
+        return sum(1 for s in statements if s.strip().upper().startswith("BEGIN"))
+
+    small, large = await reads_for(2), await reads_for(9)
+    assert small == large

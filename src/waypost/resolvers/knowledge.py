@@ -48,12 +48,18 @@ from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.runtime import Actor, Runtime
 
 __all__ = [
-    "MAX_SUBMISSION_LESSONS",
+    "MAX_SUBMISSION_LESSONS",  # the task workflow's submit model reads it here
     "correct",
     "create",
     "detail",
+    "detail_sync",
+    "get_many_sync",
+    "get_sync",
+    "history",
+    "history_sync",
     "insert_submission_lessons",
     "list_knowledge",
+    "list_sync",
 ]
 
 

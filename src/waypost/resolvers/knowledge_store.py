@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
@@ -256,20 +254,3 @@ def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     if any(before["provenance"][k] != after["provenance"][k] for k in keys):
         changed.append("provenance")
     return changed
-
-
-def tasks_json_many(
-    conn: sqlite3.Connection, task_ids: Sequence[str], now: datetime
-) -> dict[str, dict[str, Any]]:
-    """Task JSON by id (GraphQL `sourceTask` and scope tasks), batched per project."""
-    from waypost.resolvers.tasks import present_tasks, tasks_by_ids
-
-    rows = tasks_by_ids(conn, sorted(set(task_ids)))
-    by_project: dict[str, list[sqlite3.Row]] = {}
-    for row in rows.values():
-        by_project.setdefault(row["project_id"], []).append(row)
-    found: dict[str, dict[str, Any]] = {}
-    for project_id, group in by_project.items():
-        for task in present_tasks(conn, project_id, group, now):
-            found[task["id"]] = task
-    return found

@@ -20,9 +20,9 @@ from waypost.resolvers.knowledge_models import FeedbackInput, KnowledgeCorrect, 
 from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
-from waypost.schema.knowledge_tasks import SourceTask, load_source_task
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.tasks import Task, load_task, load_tasks
 
 if TYPE_CHECKING:
     from waypost.schema.projects import Project
@@ -60,8 +60,8 @@ class KnowledgeScope:
     versions: list[str]
 
     @strawberry.field(description="The scoped tasks, in the order listed.")
-    async def tasks(self, info: Info) -> list[SourceTask | None]:
-        return [await load_source_task(info, task_id) for task_id in self.task_ids]
+    async def tasks(self, info: Info) -> list[Task]:
+        return await load_tasks(info, self.task_ids)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnowledgeScope:
@@ -88,10 +88,10 @@ class KnowledgeProvenance:
         return await load_principal(info, self.actor_id)
 
     @strawberry.field
-    async def source_task(self, info: Info) -> SourceTask | None:
+    async def source_task(self, info: Info) -> Task | None:
         if self.source_task_id is None:
             return None
-        return await load_source_task(info, self.source_task_id)
+        return await load_task(info, self.source_task_id)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnowledgeProvenance:
@@ -181,10 +181,10 @@ class Knowledge(Node):
         return await load_knowledge(info, self.superseded_by_id)
 
     @strawberry.field(description="The task named by provenance.sourceTaskId.")
-    async def source_task(self, info: Info) -> SourceTask | None:
+    async def source_task(self, info: Info) -> Task | None:
         if self.provenance.source_task_id is None:
             return None
-        return await load_source_task(info, self.provenance.source_task_id)
+        return await load_task(info, self.provenance.source_task_id)
 
     @strawberry.field(description="Useful / not-useful totals over every revision.")
     async def feedback_totals(self, info: Info) -> FeedbackTotals:
@@ -201,7 +201,16 @@ class Knowledge(Node):
     async def revisions(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[KnowledgeRevision]:
-        page = await knowledge.history(info.context.rt, self.rest_id, after, first_to_limit(first))
+        key = (self.rest_id, after, first_to_limit(first))
+
+        # one read for every record's revisions in the request (a list of
+        # records asking for their revisions costs one thread hop, not one each)
+        async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
+            return await info.context.rt.db.read(
+                lambda c: [knowledge.history_sync(c, k, cur, lim) for k, cur, lim in keys]
+            )
+
+        page = await info.context.loader("knowledge_revisions", batch).load(key)
         return Connection.of(page, KnowledgeRevision.from_json)
 
     @classmethod
