@@ -1,0 +1,298 @@
+"""The async SQLite store: durability settings, units of work, contention that
+answers 503 (never a 500), and migrations applied once with checksums."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, MovableClock, Service
+from waypost.app import create_app
+from waypost.errors import Unavailable
+from waypost.resolvers import principals
+from waypost.settings import Settings
+from waypost.storage import migrate as migrations
+from waypost.storage.db import Database, connect_sync, run_write
+from waypost.storage.migrate import Migration, MigrationError, available, migrate
+
+POLICY = "/api/v1/projects/demo/policy"
+
+
+# -- connection settings ------------------------------------------------------
+
+
+async def test_every_connection_is_wal_synchronous_full_with_foreign_keys(
+    service: Service,
+) -> None:
+    def pragmas(conn: sqlite3.Connection) -> tuple[str, int, int, int]:
+        return (
+            conn.execute("PRAGMA journal_mode").fetchone()[0],
+            conn.execute("PRAGMA synchronous").fetchone()[0],
+            conn.execute("PRAGMA foreign_keys").fetchone()[0],
+            conn.execute("PRAGMA busy_timeout").fetchone()[0],
+        )
+
+    assert await service.rt.db.write(pragmas) == ("wal", 2, 1, 5000)
+    readers = await asyncio.gather(*(service.rt.db.read(pragmas) for _ in range(6)))
+    assert set(readers) == {("wal", 2, 1, 5000)}
+
+
+async def test_readers_are_read_only(service: Service) -> None:
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        await service.rt.db.read(lambda c: c.execute("DELETE FROM receipts"))
+
+
+async def test_a_failing_unit_of_work_leaves_nothing_behind(service: Service) -> None:
+    at = service.clock.iso()
+
+    def half(conn: sqlite3.Connection) -> None:
+        principals.create_principal(conn, "human", "ghost", at)
+        raise RuntimeError("fails after its first insert")
+
+    with pytest.raises(RuntimeError):
+        await service.rt.db.write(half)
+    names = await service.rt.db.read(
+        lambda c: [r["name"] for r in c.execute("SELECT name FROM principals")]
+    )
+    assert "ghost" not in names
+
+
+async def test_a_unit_of_work_runs_in_one_transaction(service: Service) -> None:
+    def inside(conn: sqlite3.Connection) -> bool:
+        return conn.in_transaction
+
+    assert await service.rt.db.write(inside) is True
+    assert await service.rt.db.read(inside) is True
+
+
+# -- contention ------------------------------------------------------------------
+
+
+@pytest.fixture
+async def impatient(tmp_path: Path) -> AsyncIterator[Service]:
+    """The service with a 50 ms busy timeout, so contention shows quickly."""
+    clock = MovableClock()
+    settings = Settings(db_path=tmp_path / "busy.db", sweep_interval=3600, busy_timeout_ms=50)
+    app = create_app(settings, clock=clock)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            yield Service(app, client, app.state.runtime, clock, settings.db_path)
+
+
+def hold_write_lock(path: Path) -> sqlite3.Connection:
+    """A second connection (as another process would) holding SQLite's write lock."""
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("UPDATE projects SET name = name")
+    return other
+
+
+async def test_write_lock_held_past_the_busy_timeout_is_503_with_retry_after(
+    impatient: Service,
+) -> None:
+    human = await impatient.principal("human")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    other = hold_write_lock(impatient.db_path)
+    try:
+        r = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="busy")
+        assert r.status_code == 503
+        assert r.json() == {
+            "error": {
+                "code": "unavailable",
+                "message": "the database is busy; retry shortly",
+                "details": {},
+            }
+        }
+        assert r.headers["retry-after"] == "1"
+        assert r.headers["cache-control"] == "no-store"
+        # reads go on: WAL readers do not wait for the writer
+        assert (await human.get(POLICY)).status_code == 200
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    # the refused write left no receipt: the same key now runs
+    r = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="busy")
+    assert r.status_code == 200 and "idempotent-replayed" not in r.headers
+
+
+async def test_write_lock_held_past_the_busy_timeout_is_unavailable_over_graphql(
+    impatient: Service,
+) -> None:
+    human = await impatient.principal("human")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    other = hold_write_lock(impatient.db_path)
+    try:
+        data = await human.gql(
+            'mutation { policyUpdate(input: {idempotencyKey: "g", projectId: "demo",'
+            ' expectedRevision: 1, rules: "x"}) { policy { revision } } }'
+        )
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    [error] = data["errors"]
+    assert error["extensions"] == {"code": "unavailable", "retryAfter": 1}
+
+
+async def test_a_short_lock_is_waited_out_within_the_busy_timeout(
+    service: Service, human: Caller, project: str
+) -> None:
+    other = hold_write_lock(service.db_path)
+    release = threading.Timer(0.05, lambda: other.execute("ROLLBACK"))
+    release.start()
+    try:
+        r = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"})
+    finally:
+        release.join()
+        other.close()
+    assert r.status_code == 200
+
+
+async def test_busy_read_is_unavailable_not_a_crash(service: Service) -> None:
+    def locked(conn: sqlite3.Connection) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    with pytest.raises(Unavailable):
+        await service.rt.db.read(locked)
+
+
+async def test_write_on_a_closed_database_is_unavailable(tmp_path: Path) -> None:
+    db = Database(tmp_path / "closed.db")
+    with pytest.raises(Unavailable):
+        await db.write(lambda c: None)
+
+
+# -- migrations ---------------------------------------------------------------------
+
+
+def test_migrations_are_applied_once_with_their_checksums(tmp_path: Path) -> None:
+    conn = connect_sync(tmp_path / "m.db")
+    names = [m.name for m in available()]
+    assert names == sorted(names) and names[0] == "0001_core.sql"
+    assert migrate(conn) == names
+    assert migrate(conn) == []
+    rows = conn.execute("SELECT name, checksum FROM schema_migrations ORDER BY name").fetchall()
+    assert [tuple(r) for r in rows] == [(m.name, m.checksum) for m in available()]
+    conn.close()
+
+
+def test_a_changed_migration_is_refused(tmp_path: Path) -> None:
+    conn = connect_sync(tmp_path / "m.db")
+    migrate(conn)
+    conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE name = '0001_core.sql'")
+    with pytest.raises(MigrationError, match=r"0001_core\.sql changed"):
+        migrate(conn)
+    conn.close()
+
+
+async def test_the_service_refuses_to_start_on_a_changed_migration(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    conn = connect_sync(path)
+    migrate(conn)
+    conn.execute("UPDATE schema_migrations SET checksum = 'edited' WHERE name = '0001_core.sql'")
+    conn.close()
+    db = Database(path)
+    with pytest.raises(MigrationError):
+        await db.open()
+    await db.close()
+
+
+def test_a_failing_migration_rolls_back_entirely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    conn = connect_sync(tmp_path / "m.db")
+    migrate(conn)
+    bad = Migration("9999_bad.sql", "CREATE TABLE half (x);\nINSERT INTO nowhere VALUES (1);\n")
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), bad])
+    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        migrate(conn)
+    assert not conn.in_transaction
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "half" not in tables
+    recorded = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    assert "9999_bad.sql" not in recorded
+    conn.close()
+
+
+def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "race.db"
+    first = connect_sync(path)
+    migrate(first)
+    extra = Migration("9999_extra.sql", "CREATE TABLE extra (x);\n")
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), extra])
+    second = connect_sync(path)
+    # `second` reads the record table, then `first` applies the migration before
+    # `second` takes the lock: `second` must see it applied and not fail.
+    real_execute_script = sqlite3.Connection.executescript
+    migrate_first = threading.Event()
+
+    class Racing(sqlite3.Connection):
+        def executescript(self, script: str) -> sqlite3.Cursor:
+            if not migrate_first.is_set():
+                migrate_first.set()
+                migrate(first)
+            return real_execute_script(self, script)
+
+    racing = sqlite3.connect(path, isolation_level=None, factory=Racing)
+    assert migrate(racing) == []
+    assert [r[0] for r in first.execute("SELECT name FROM schema_migrations")][-1] == (
+        "9999_extra.sql"
+    )
+    for conn in (first, second, racing):
+        conn.close()
+
+
+def test_concurrent_first_migrations_apply_each_migration_once(tmp_path: Path) -> None:
+    path = tmp_path / "both.db"
+    barrier = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            conn = connect_sync(path)
+        except BaseException as exc:
+            errors.append(exc)
+            barrier.abort()
+            return
+        try:
+            barrier.wait(timeout=10)
+            migrate(conn)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert errors == []
+    conn = connect_sync(path)
+    rows = [r[0] for r in conn.execute("SELECT name FROM schema_migrations")]
+    assert sorted(rows) == [m.name for m in available()]
+    conn.close()
+
+
+def test_run_write_commits_or_rolls_back_as_one(tmp_path: Path) -> None:
+    conn = connect_sync(tmp_path / "w.db")
+    migrate(conn)
+    at = "2026-01-01T00:00:00.000Z"
+    run_write(conn, lambda c: principals.create_principal(c, "human", "kept", at))
+
+    def fail(c: sqlite3.Connection) -> None:
+        principals.create_principal(c, "human", "dropped", at)
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        run_write(conn, fail)
+    assert [r[0] for r in conn.execute("SELECT name FROM principals")] == ["kept"]
+    conn.close()
