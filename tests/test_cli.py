@@ -1,0 +1,200 @@
+"""The command line (service contract section 1): admin commands print the
+documented JSON shapes; every command takes --db (env WAYPOST_DB)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from tests.conftest import MovableClock
+from waypost.app import create_app
+from waypost.cli import main
+from waypost.settings import Settings
+from waypost.storage.migrate import available
+
+ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(main, list(args), env=env, catch_exceptions=False)
+
+
+def ok(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = run(*args, env=env)
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "cli.db")
+
+
+async def call(db: str, token: str, path: str) -> httpx.Response:
+    """A request to the app on the same database file."""
+    app = create_app(Settings(db_path=Path(db), sweep_interval=3600), clock=MovableClock())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await client.get(path, headers={"Authorization": f"Bearer {token}"})
+
+
+def test_migrate_applies_every_migration_once(db: str) -> None:
+    assert ok("admin", "migrate", "--db", db) == {"applied": [m.name for m in available()]}
+    assert ok("admin", "migrate", "--db", db) == {"applied": []}
+
+
+def test_migrate_refuses_a_changed_migration(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE name = '0001_core.sql'")
+    conn.commit()
+    conn.close()
+    result = run("admin", "migrate", "--db", db)
+    assert result.exit_code == 1
+    assert "0001_core.sql changed after it was applied" in result.stderr
+    # every command that opens the database refuses it the same way
+    other = run("admin", "principal", "create", "--kind", "human", "--name", "x", "--db", db)
+    assert other.exit_code == 1 and "changed after it was applied" in other.stderr
+
+
+async def test_principal_create_prints_the_principal_and_a_working_api_token(db: str) -> None:
+    data = ok("admin", "principal", "create", "--kind", "agent", "--name", "robo", "--db", db)
+    assert set(data) == {"principal_id", "kind", "name", "token"}
+    assert ID.match(data["principal_id"]) and data["kind"] == "agent" and data["name"] == "robo"
+    r = await call(db, data["token"], "/api/v1/me")
+    assert r.status_code == 200
+    assert r.json()["principal"] == {"id": data["principal_id"], "kind": "agent", "name": "robo"}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--kind", "robot", "--name", "x"],
+        ["--kind", "human"],
+        ["--name", "x"],
+    ],
+)
+def test_principal_create_refuses_bad_arguments(db: str, args: list[str]) -> None:
+    result = run("admin", "principal", "create", *args, "--db", db)
+    assert result.exit_code == 2
+
+
+def test_principal_create_refuses_an_empty_name(db: str) -> None:
+    result = run("admin", "principal", "create", "--kind", "human", "--name", "", "--db", db)
+    assert result.exit_code == 1 and "invalid_request" in result.stderr
+
+
+async def test_token_issue_prints_its_shape_with_audience_api_by_default(db: str) -> None:
+    p = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    data = ok("admin", "token", "issue", "--principal", p["principal_id"], "--db", db)
+    assert set(data) == {"principal_id", "audience", "token_id", "token"}
+    assert data["principal_id"] == p["principal_id"] and data["audience"] == "api"
+    assert ID.match(data["token_id"]) and data["token"] != p["token"]
+    assert (await call(db, data["token"], "/api/v1/me")).status_code == 200
+
+
+async def test_lifecycle_token_is_not_an_api_token(db: str) -> None:
+    p = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    data = ok("admin", "token", "issue", "--principal", p["principal_id"],
+              "--audience", "lifecycle", "--db", db)  # fmt: skip
+    assert data["audience"] == "lifecycle"
+    assert (await call(db, data["token"], "/api/v1/me")).status_code == 401
+
+
+def test_token_issue_for_an_unknown_principal_fails(db: str) -> None:
+    result = run("admin", "token", "issue", "--principal", "prn_nobody", "--db", db)
+    assert result.exit_code == 1 and "not_found" in result.stderr
+
+
+async def test_token_revoke_takes_effect_at_once(db: str) -> None:
+    p = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    t = ok("admin", "token", "issue", "--principal", p["principal_id"], "--db", db)
+    assert (await call(db, t["token"], "/api/v1/me")).status_code == 200
+    assert ok("admin", "token", "revoke", "--token-id", t["token_id"], "--db", db) == {
+        "token_id": t["token_id"],
+        "revoked": True,
+    }
+    assert (await call(db, t["token"], "/api/v1/me")).status_code == 401
+    assert (await call(db, p["token"], "/api/v1/me")).status_code == 200
+
+
+def test_token_revoke_of_an_unknown_token_fails(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
+    result = run("admin", "token", "revoke", "--token-id", "tok_nothing", "--db", db)
+    assert result.exit_code == 1 and "not_found" in result.stderr
+
+
+async def test_project_create_prints_the_project_with_policy_revision_1(db: str) -> None:
+    p = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    data = ok("admin", "project", "create", "--id", "ops", "--name", "Operations", "--db", db)
+    assert set(data) == {"id", "name", "created_at", "created_by"}
+    assert (data["id"], data["name"], data["created_by"]) == (
+        "ops",
+        "Operations",
+        p["principal_id"],
+    )
+    policy = (await call(db, p["token"], "/api/v1/projects/ops/policy")).json()
+    assert policy["revision"] == 1 and policy["review_mode"] == "human"
+    events = (await call(db, p["token"], "/api/v1/projects/ops/events")).json()["items"]
+    assert [e["type"] for e in events] == ["project.created"]
+
+
+def test_project_create_duplicate_fails_with_state_conflict(db: str) -> None:
+    ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    ok("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
+    result = run("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
+    assert result.exit_code == 1 and "state_conflict" in result.stderr
+
+
+def test_project_create_bad_slug_fails_with_invalid_request(db: str) -> None:
+    ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    result = run("admin", "project", "create", "--id", "Ops!", "--name", "Ops", "--db", db)
+    assert result.exit_code == 1 and "invalid_request" in result.stderr
+
+
+def test_project_create_needs_a_human_principal(db: str) -> None:
+    result = run("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
+    assert result.exit_code == 1 and "human principal" in result.stderr
+
+
+def test_db_defaults_to_env_waypost_db(tmp_path: Path) -> None:
+    path = tmp_path / "from-env.db"
+    ok("admin", "migrate", env={"WAYPOST_DB": str(path)})
+    assert path.exists()
+
+
+def test_db_defaults_to_waypost_db_in_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WAYPOST_DB", raising=False)
+    ok("admin", "migrate")
+    assert (tmp_path / "waypost.db").exists()
+
+
+def test_admin_commands_never_read_typesafe_settings(db: str) -> None:
+    env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "http://not-https.example"}
+    data = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db, env=env)
+    assert data["kind"] == "human"
+
+
+def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> None:
+    env = {"TYPESAFE_API_KEY": "  k  ", "TYPESAFE_URL": "http://plain.example"}
+    result = run("serve", "--db", db, env=env)
+    assert result.exit_code == 2 and "https://" in result.output
+
+
+def test_serve_help_lists_every_option() -> None:
+    text = run("serve", "--help").output
+    for option in ("--db", "--host", "--port", "--lifecycle-host", "--lifecycle-port",
+                   "--sweep-interval", "--graphiql / --no-graphiql"):  # fmt: skip
+        assert option in text
