@@ -25,6 +25,20 @@ ERROR_CODES = {
 }
 
 
+SESSION_HEADER: dict[str, Any] = {
+    "name": "Waypost-Session",
+    "in": "header",
+    "required": False,
+    "description": "The caller's live agent session this request acts in.",
+    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+}
+REPLAYED_HEADER: dict[str, Any] = {
+    "description": "`true` when the response is the stored receipt of an earlier request.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
+EMPTY_BODY: dict[str, Any] = {"type": "object", "additionalProperties": False, "maxProperties": 0}
+
+
 def _query_parameters(model: type, schemas: dict[str, Any]) -> list[dict[str, Any]]:
     ref = schemas.get(model.__name__, {})
     required = set(ref.get("required", []))
@@ -50,9 +64,11 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
                 "schema": {"type": "string", "pattern": "^[!-~]{1,256}$"},
             }
         )
-    responses: dict[str, Any] = {
-        str(route.status): {"description": "success", "content": {"application/json": {}}}
-    }
+    params.append(SESSION_HEADER)
+    success: dict[str, Any] = {"description": "success", "content": {"application/json": {}}}
+    if route.is_mutation:
+        success["headers"] = {"Idempotent-Replayed": REPLAYED_HEADER}
+    responses: dict[str, Any] = {str(route.status): success}
     for status, codes in ERROR_CODES.items():
         responses[status] = {"$ref": "#/components/responses/Error", "description": codes}
     op: dict[str, Any] = {
@@ -70,6 +86,12 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
                     "schema": {"$ref": f"#/components/schemas/{route.body.__name__}"}
                 }
             },
+        }
+    elif route.is_mutation:
+        # action POSTs take `{}` or no body at all
+        op["requestBody"] = {
+            "required": False,
+            "content": {"application/json": {"schema": EMPTY_BODY}},
         }
     return op
 
