@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import base64
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from graphql import get_introspection_query
 
-from tests.conftest import Caller, Service
+from tests.conftest import Caller, MovableClock, Service
+from waypost.app import create_app
 from waypost.resolvers import policy
+from waypost.settings import Settings
 
 PROJECT_CREATE = """
 mutation ($input: ProjectCreateInput!) {
@@ -434,10 +437,39 @@ async def test_malformed_http_requests_get_graphql_shaped_errors(
 
 
 async def test_get_is_refused_when_graphiql_is_off(human: Caller) -> None:
-    r = await human.client.get("/graphql", params={"query": "{ me { name } }"},
-                               headers=human.headers())  # fmt: skip
-    assert r.status_code in (400, 404, 405)
-    assert "errors" in r.json()
+    for params in ({"query": "{ me { name } }"}, {}):
+        r = await human.client.get("/graphql", params=params, headers=human.headers())
+        assert r.status_code == 405
+        assert r.json()["errors"][0]["extensions"]["code"] == "method_not_allowed"
+    assert (await human.client.get("/graphql")).status_code == 401
+
+
+@pytest.fixture
+async def graphiql(tmp_path: Path) -> AsyncIterator[httpx.AsyncClient]:
+    settings = Settings(db_path=tmp_path / "ide.db", sweep_interval=3600, graphiql=True)
+    app = create_app(settings, clock=MovableClock())
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            yield client
+
+
+async def test_graphiql_page_is_served_without_a_token_when_enabled(
+    graphiql: httpx.AsyncClient,
+) -> None:
+    r = await graphiql.get("/graphql", headers={"Accept": "text/html"})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert "graphiql" in r.text.lower()
+    assert r.headers["cache-control"] == "no-store"
+
+
+async def test_graphiql_does_not_open_queries_to_callers_without_a_token(
+    graphiql: httpx.AsyncClient,
+) -> None:
+    r = await graphiql.get("/graphql", params={"query": "{ me { name } }"})
+    assert r.status_code == 405
+    r = await graphiql.post("/graphql", json={"query": "{ me { name } }"})
+    assert r.status_code == 401
 
 
 async def test_unexpected_fault_is_masked(

@@ -56,21 +56,22 @@ class Gate:
         send = _with_security_headers(send)
         path: str = scope["path"]
         is_graphql = path == "/graphql"
-        if path == "/healthz" or (is_graphql and self.graphiql and scope["method"] == "GET"):
-            await self.app(scope, receive, send)
-            return
-        try:
-            actor = await self._authenticate(scope)
-            if is_graphql:
-                receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
-        except WaypostError as error:
-            await self._refuse(send, error, is_graphql)
-            return
-        except Exception:
-            log.exception("authentication failed unexpectedly")
-            await self._refuse(send, WaypostError("internal error"), is_graphql)
-            return
-        scope.setdefault("state", {})["actor"] = actor
+        # /healthz is open; so is the GraphiQL page when enabled (GET on /graphql
+        # only serves the page: queries are POSTs and carry the token)
+        public = path == "/healthz" or (is_graphql and self.graphiql and scope["method"] == "GET")
+        if not public:
+            try:
+                actor = await self._authenticate(scope)
+                if is_graphql:
+                    receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
+            except WaypostError as error:
+                await self._refuse(send, error, is_graphql)
+                return
+            except Exception:
+                log.exception("authentication failed unexpectedly")
+                await self._refuse(send, WaypostError("internal error"), is_graphql)
+                return
+            scope.setdefault("state", {})["actor"] = actor
         started = False
 
         async def tracking_send(message: Message) -> None:

@@ -61,6 +61,15 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         request = Request(scope=scope, receive=receive)
         response: Response
+        if request.method == "GET":
+            # GET never executes anything: it serves the GraphiQL page when enabled
+            # (the gate lets it through without a token); queries are POSTs.
+            if self.graphql_ide and "query" not in request.query_params:
+                response = await self.render_graphql_ide(request)
+            else:
+                response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
+            await response(scope, receive, send)
+            return
         try:
             response = await self.run(request)
         except WaypostError as error:
