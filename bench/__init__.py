@@ -1,0 +1,1 @@
+"""Benchmarks for Waypost; run `python -m bench` (or `make bench`)."""
