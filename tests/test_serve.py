@@ -1,0 +1,265 @@
+"""A real `waypost serve` process on a free loopback port with a temporary
+database: the admin token from stderr, real HTTP, and the README's examples
+run exactly as printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+START = "2026-11-29T18:00:00.000Z"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    url: str
+    db: Path
+    clock: Path
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    seen: list[str] = field(default_factory=list)
+    pump: threading.Thread | None = None
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """The first stderr line (from now on) matching `pattern`."""
+        regex = re.compile(pattern)
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no line matching {pattern!r}; saw {self.seen}") from None
+            self.seen.append(line)
+            match = regex.search(line)
+            if match:
+                return match
+
+    def stop(self) -> int:
+        """SIGTERM, as a process manager would; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait()
+        if self.pump is not None:
+            self.pump.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+
+def start(db: Path, clock: Path) -> Server:
+    port = free_port()
+    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
+    env.pop("TYPESAFE_API_KEY", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
+         "--lifecycle-port", "0"],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=db.parent,
+    )  # fmt: skip
+    server = Server(process, f"http://127.0.0.1:{port}", db, clock)
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            server.lines.put(line.rstrip("\n"))
+
+    server.pump = threading.Thread(target=pump, daemon=True)
+    server.pump.start()
+    return server
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+    tmp = tmp_path_factory.mktemp("serve")
+    clock = tmp / "clock"
+    clock.write_text(START)
+    srv = start(tmp / "waypost.db", clock)
+    try:
+        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"Uvicorn running on")
+        yield srv, token
+    finally:
+        srv.stop()
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_healthz_answers_over_real_http(server: tuple[Server, str]) -> None:
+    srv, _ = server
+    r = httpx.get(f"{srv.url}/healthz")
+    assert r.status_code == 200 and r.json() == {"status": "ok"}
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_the_admin_token_from_stderr_is_the_admin(server: tuple[Server, str]) -> None:
+    srv, token = server
+    r = httpx.get(f"{srv.url}/api/v1/me", headers=auth(token))
+    assert r.status_code == 200
+    assert r.json()["principal"]["name"] == "admin"
+    assert r.json()["principal"]["kind"] == "human"
+
+
+def test_the_clock_file_warning_is_logged(server: tuple[Server, str]) -> None:
+    srv, _ = server
+    assert any("WAYPOST_CLOCK_FILE is set" in line for line in srv.seen)
+
+
+def test_graphql_over_real_http(server: tuple[Server, str]) -> None:
+    srv, token = server
+    r = httpx.post(
+        f"{srv.url}/graphql", json={"query": "{ me { name kind } }"}, headers=auth(token)
+    )
+    assert r.status_code == 200
+    assert r.json() == {"data": {"me": {"name": "admin", "kind": "HUMAN"}}}
+
+
+def test_unauthenticated_over_real_http(server: tuple[Server, str]) -> None:
+    srv, _ = server
+    r = httpx.get(f"{srv.url}/api/v1/me")
+    assert r.status_code == 401 and r.json()["error"]["code"] == "unauthenticated"
+    r = httpx.post(f"{srv.url}/graphql", json={"query": "{ me { name } }"})
+    assert r.status_code == 401
+    assert r.json() == {
+        "errors": [{"message": "unauthenticated", "extensions": {"code": "unauthenticated"}}]
+    }
+
+
+def test_oversized_body_is_413_over_real_http(server: tuple[Server, str]) -> None:
+    srv, token = server
+    headers = {**auth(token), "Content-Type": "application/json", "Idempotency-Key": "big"}
+    r = httpx.post(f"{srv.url}/api/v1/projects", content=b" " * (257 * 1024), headers=headers)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
+
+
+def test_service_time_comes_from_the_clock_file(server: tuple[Server, str]) -> None:
+    srv, token = server
+    headers = {**auth(token), "Idempotency-Key": "clocked"}
+    r = httpx.post(f"{srv.url}/api/v1/projects", json={"id": "clocked", "name": "C"},
+                   headers=headers)  # fmt: skip
+    assert r.status_code == 201 and r.json()["created_at"] == START
+    srv.clock.write_text("2026-11-30T09:30:00.000Z")
+    try:
+        r = httpx.patch(
+            f"{srv.url}/api/v1/projects/clocked/policy",
+            json={"expected_revision": 1, "rules": "later"},
+            headers={**auth(token), "Idempotency-Key": "clocked-2"},
+        )
+        assert r.json()["updated_at"] == "2026-11-30T09:30:00.000Z"
+    finally:
+        srv.clock.write_text(START)
+
+
+def readme_block(heading: str) -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split(f"### {heading}\n", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+def json_documents(output: str) -> list[Any]:
+    """The JSON documents curl printed back to back."""
+    decoder = json.JSONDecoder()
+    docs, index = [], 0
+    while index < len(output):
+        if output[index].isspace():
+            index += 1
+            continue
+        doc, index = decoder.raw_decode(output, index)
+        docs.append(doc)
+    return docs
+
+
+def run_block(srv: Server, token: str, block: str) -> list[Any]:
+    env = {**os.environ, "WAYPOST_URL": srv.url, "WAYPOST_TOKEN": token}
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", block],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    return json_documents(done.stdout)
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="the README examples use curl")
+def test_readme_examples_work_as_printed(server: tuple[Server, str]) -> None:
+    srv, token = server
+    rest = run_block(srv, token, readme_block("REST with curl"))
+    assert len(rest) == 5
+    me, project, policy, history, events = rest
+    assert me["principal"]["name"] == "admin"
+    assert project["id"] == "demo"
+    assert policy["revision"] == 2 and policy["rules"] == "Run the tests before you submit."
+    assert [h["revision"] for h in history["items"]] == [2, 1]
+    assert [e["type"] for e in events["items"]] == ["project.created", "policy.updated"]
+
+    graphql = run_block(srv, token, readme_block("GraphQL with curl"))
+    assert len(graphql) == 2
+    query, mutation = graphql
+    assert "errors" not in query and "errors" not in mutation
+    assert query["data"]["me"] == {"name": "admin", "kind": "HUMAN"}
+    assert query["data"]["project"]["policy"]["revision"] == 2
+    assert mutation["data"]["policyUpdate"]["userErrors"] == []
+    assert mutation["data"]["policyUpdate"]["policy"] == {"revision": 3, "reviewMode": "ANY"}
+
+    # the examples carry idempotency keys, so running them again replays
+    again = run_block(srv, token, readme_block("REST with curl"))
+    assert again[1] == project and again[2] == policy
+    assert run_block(srv, token, readme_block("GraphQL with curl"))[1]["data"]["policyUpdate"][
+        "replayed"
+    ]
+
+
+def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    first = start(tmp_path / "waypost.db", clock)
+    try:
+        token = first.wait_for(r"^\s+(wp_\S+)$").group(1)
+        first.wait_for(r"Uvicorn running on")
+    finally:
+        # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal
+        assert first.stop() in (0, -signal.SIGTERM)
+    first.wait_for(r"Application shutdown complete", timeout=5)
+    second = start(tmp_path / "waypost.db", clock)
+    try:
+        second.wait_for(r"Uvicorn running on")
+        assert not any("shown once" in line or "wp_" in line for line in second.seen)
+        r = httpx.get(f"{second.url}/api/v1/me", headers=auth(token))
+        assert r.status_code == 200
+    finally:
+        second.stop()
