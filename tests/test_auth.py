@@ -341,3 +341,43 @@ async def test_start_against_a_database_with_principals_creates_no_admin(
     app = create_app(Settings(db_path=path), clock=MovableClock())
     async with app.router.lifespan_context(app):
         assert "admin" not in capsys.readouterr().err
+
+
+async def test_revocation_stops_a_mutation_already_past_the_gate(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The writer re-checks the token under its lock: a token revoked while the
+    request waited for the writer refuses the write."""
+    import asyncio
+    import threading
+
+    token = await issue(service, human.principal_id)
+    caller = Caller(service.client, human.principal_id, "human", token["token"])
+    release = threading.Event()
+    entered = threading.Event()
+    at = service.clock.iso()
+
+    def hold_then_revoke(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(10)
+        principals.revoke_token(conn, token["token_id"], at)
+
+    holder = asyncio.create_task(service.rt.db.write(hold_then_revoke))
+    await asyncio.to_thread(entered.wait, 10)
+    pending = asyncio.create_task(
+        caller.patch(
+            "/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "x"}, key="k"
+        )
+    )
+    try:
+        for _ in range(5000):  # until the request is queued behind the writer
+            if (human.principal_id, "k") in service.rt.inflight:
+                break
+            await asyncio.sleep(0.001)
+        assert (human.principal_id, "k") in service.rt.inflight
+    finally:
+        release.set()
+    await holder
+    r = await pending
+    assert_401(r)
+    assert (await human.get("/api/v1/projects/demo/policy")).json()["revision"] == 1

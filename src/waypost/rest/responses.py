@@ -28,6 +28,9 @@ def error_response(error: WaypostError) -> Response:
     headers = {}
     if isinstance(error, Unavailable):
         headers["Retry-After"] = str(error.retry_after)
+    if error.status == 401:
+        # also when the writer's re-check finds the token revoked meanwhile
+        headers["WWW-Authenticate"] = "Bearer"
     return json_response(error.to_json(), error.status, headers)
 
 
