@@ -489,3 +489,52 @@ async def test_graphql_responses_carry_no_store_and_nosniff(human: Caller) -> No
     r = await post(human, {"query": "{ me { name } }"})
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_event_actor_is_a_principal_object(human: Caller, project: str) -> None:
+    data = await human.gql(
+        '{ project(id: "demo") { events { edges { node { actorId actor { restId name } } } } } }'
+    )
+    [edge] = data["data"]["project"]["events"]["edges"]
+    assert edge["node"] == {
+        "actorId": human.principal_id,
+        "actor": {"restId": human.principal_id, "name": "alice"},
+    }
+
+
+SESSION_ACTION = """
+mutation ($hb: SessionActionInput!, $end: SessionActionInput!) {
+  sessionHeartbeat(input: $hb) { session { expiresAt endedAt } userErrors { code } }
+  sessionEnd(input: $end) { session { endedAt } userErrors { code } }
+}
+"""
+
+
+async def test_session_heartbeat_and_end_over_graphql(service: Service) -> None:
+    agent = await service.agent()
+    service.clock.advance(minutes=5)
+    data = await agent.gql(
+        SESSION_ACTION,
+        {"hb": {"idempotencyKey": "h", "sessionId": agent.session_id},
+         "end": {"idempotencyKey": "e", "sessionId": agent.session_id}},
+    )  # fmt: skip
+    assert data["data"]["sessionHeartbeat"] == {
+        "session": {"expiresAt": "2026-11-29T18:20:00.000Z", "endedAt": None},
+        "userErrors": [],
+    }
+    assert data["data"]["sessionEnd"]["session"]["endedAt"] == "2026-11-29T18:05:00.000Z"
+
+
+async def test_session_action_on_someone_elses_session_is_a_user_error(service: Service) -> None:
+    one = await service.agent("one")
+    other = await service.principal("agent", "other")
+    data = await other.gql(
+        SESSION_ACTION,
+        {"hb": {"idempotencyKey": "h", "sessionId": one.session_id},
+         "end": {"idempotencyKey": "e", "sessionId": one.session_id}},
+    )  # fmt: skip
+    assert data["data"]["sessionHeartbeat"] == {
+        "session": None,
+        "userErrors": [{"code": "forbidden"}],
+    }
+    assert data["data"]["sessionEnd"]["userErrors"] == [{"code": "forbidden"}]

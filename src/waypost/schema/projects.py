@@ -116,6 +116,12 @@ class Event:
     at: str
     data: JSON
 
+    @strawberry.field(description="The principal who made the change; null for the system.")
+    async def actor(self, info: Info) -> Principal | None:
+        if self.actor_id is None:
+            return None
+        return await load_principal(info, self.actor_id)
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Event:
         return cls(
