@@ -250,25 +250,26 @@ def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
         conn.close()
 
 
-def test_concurrent_first_migrations_apply_each_migration_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("round_", range(5))
+def test_processes_opening_a_new_database_together_each_apply_migrations_once(
+    tmp_path: Path, round_: int
+) -> None:
+    """Three connections open a fresh file at the same instant (as `serve` and
+    admin commands may): entering WAL and migrating must both wait, not fail."""
     path = tmp_path / "both.db"
     barrier = threading.Barrier(3)
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            conn = connect_sync(path)
-        except BaseException as exc:
-            errors.append(exc)
-            barrier.abort()
-            return
-        try:
             barrier.wait(timeout=10)
-            migrate(conn)
+            conn = connect_sync(path)
+            try:
+                migrate(conn)
+            finally:
+                conn.close()
         except BaseException as exc:
             errors.append(exc)
-        finally:
-            conn.close()
 
     threads = [threading.Thread(target=run) for _ in range(3)]
     for t in threads:
@@ -279,6 +280,7 @@ def test_concurrent_first_migrations_apply_each_migration_once(tmp_path: Path) -
     conn = connect_sync(path)
     rows = [r[0] for r in conn.execute("SELECT name FROM schema_migrations")]
     assert sorted(rows) == [m.name for m in available()]
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
 
 

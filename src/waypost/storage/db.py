@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,9 +30,27 @@ def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     """PRAGMAs every connection needs; durability first (see docs/operations.md)."""
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    conn.execute("PRAGMA journal_mode = WAL")
+    _enter_wal(conn, busy_timeout_ms)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _enter_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """`PRAGMA journal_mode = WAL`, waiting out other connections doing the same.
+
+    Switching a fresh file to WAL needs an exclusive lock, and SQLite answers
+    "database is locked" at once (without its busy handler) when several
+    processes open a new database together, e.g. `serve` and an admin command.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
 
 
 def connect_sync(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
