@@ -36,7 +36,7 @@ Collection = Literal["project", "shared"]
 KINDS: tuple[str, ...] = ("lesson", "fact", "rejected_approach", "checkpoint")
 STATUSES: tuple[str, ...] = ("observed", "validated", "deprecated", "superseded")
 
-RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}(?![\s\S])")]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]
 Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=TAG_MAX_CHARS)]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
