@@ -8,7 +8,15 @@ fragments, 5,000 tokens; the HTTP layer bounds the body at 64 KiB.
 from __future__ import annotations
 
 import strawberry
-from strawberry.extensions import MaxAliasesLimiter, MaxTokensLimiter, QueryDepthLimiter
+from graphql.validation import ASTValidationRule
+from strawberry.extensions import (
+    AddValidationRules,
+    MaxTokensLimiter,
+    ParserCache,
+    ValidationCache,
+)
+from strawberry.extensions.max_aliases import create_validator as alias_rule
+from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.tools import merge_types
 
 from waypost.schema.decisions import DecisionMutations
@@ -21,6 +29,17 @@ from waypost.schema.task_mutations import TaskMutations
 MAX_DEPTH = 12
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
+# Distinct query texts whose parse and validation results are kept (bounded, so
+# unique texts cannot grow memory); agents and dashboards repeat a few queries.
+CACHED_QUERIES = 256
+
+# The limit rules are built once: Strawberry's limiter extensions would build a
+# new rule class per request, which defeats the validation cache (it keys on
+# the rules). Depth ignores introspection fields, so introspection always passes.
+LIMIT_RULES: list[type[ASTValidationRule]] = [
+    depth_rule(MAX_DEPTH, None, None),
+    alias_rule(MAX_ALIASES),
+]
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
 Mutation = merge_types(
@@ -31,10 +50,12 @@ Mutation = merge_types(
 schema = strawberry.Schema(
     query=Query,
     mutation=Mutation,
-    # factories: Strawberry builds fresh extensions for each request
+    # factories: Strawberry builds fresh extensions for each request; the
+    # order matters (limits are added before the cached validation runs)
     extensions=[
-        lambda: QueryDepthLimiter(max_depth=MAX_DEPTH),
-        lambda: MaxAliasesLimiter(max_alias_count=MAX_ALIASES),
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
+        lambda: AddValidationRules(LIMIT_RULES),
+        lambda: ParserCache(maxsize=CACHED_QUERIES),
+        lambda: ValidationCache(maxsize=CACHED_QUERIES),
     ],
 )
