@@ -223,7 +223,7 @@ class DecisionMachine(RuleBasedStateMachine):
             assert r.json()["error"]["code"] == code, r.text
             return
         if expiry == "carry" and previous is not None and previous <= self.clock.now():
-            assert (r.status_code, r.json()["error"]["field"]) == (400, "expires_at"), r.text
+            assert (r.status_code, r.json()["error"]["details"]["field"]) == (400, "expires_at")
             return
         assert r.status_code == 200, r.text
         d.generations.append(self.model.pin(d.tasks, expires_at))
