@@ -41,13 +41,20 @@ def blocking_decisions(
         "SELECT task_id, decision_id FROM ("
         " SELECT x.task_id, s.decision_id,"
         "  ROW_NUMBER() OVER (PARTITION BY x.task_id ORDER BY s.created_at, s.decision_id) AS n"
-        " FROM decision_affected x"
-        " JOIN decision_current s ON s.decision_id = x.decision_id"
+        # CROSS JOIN fixes the join order (SQLite keeps it as written): from the
+        # tasks asked about through the by-task index, never a scan of every
+        # decision of the project.
+        " FROM json_each(:tasks) k"
+        " CROSS JOIN decision_affected x ON x.task_id = k.value"
+        " CROSS JOIN decision_current s ON s.decision_id = x.decision_id"
         "  AND s.generation = x.generation"
-        " WHERE x.task_id IN (SELECT value FROM json_each(:tasks)) AND s.project_id = :project"
-        f"  AND {STATUS_SQL} <> 'allowed'"
+        f" WHERE s.project_id = :project AND {STATUS_SQL} <> 'allowed'"
         f") WHERE n <= {MAX_IDS + 1} ORDER BY task_id, n",
-        {"tasks": json.dumps(list(task_ids)), "project": project_id, "now": format_time(now)},
+        {
+            "tasks": json.dumps(list(dict.fromkeys(task_ids))),
+            "project": project_id,
+            "now": format_time(now),
+        },
     ).fetchall()
     for r in rows:
         result[r["task_id"]].append(r["decision_id"])

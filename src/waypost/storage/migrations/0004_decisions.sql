@@ -19,6 +19,8 @@ CREATE TABLE decisions (
   CHECK (reversible = 0 OR recommendation IS NOT NULL)
 );
 CREATE INDEX decisions_by_project ON decisions (project_id, created_at, id);
+-- the sweep and the digest look only at reversible decisions
+CREATE INDEX decisions_reversible ON decisions (id) WHERE reversible = 1;
 
 -- The question, options and required actor can never change (a reopening cannot
 -- weaken a human requirement); the only move is to the next generation.
