@@ -17,6 +17,7 @@ from tests.decisions_support import (
     set_policy,
 )
 from waypost.resolvers.decision_status import decision_status, work_allowed
+from waypost.resolvers.decisions import unresolved_sync
 
 
 async def _allowed(human: Caller, task_ids: list[str], **overrides: Any) -> str:
@@ -167,3 +168,31 @@ def test_status_function_applies_the_contract_order(
     status = decision_status(*args)
     assert status == expected
     assert work_allowed(status) is (expected == "allowed")
+
+
+async def test_unresolved_lists_pending_and_invalidated_decisions_for_a_task_or_project(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    other = await new_task(human, "Other")
+    pending = await open_decision(human, [task])
+    service.clock.advance(seconds=1)
+    stale = await _allowed(human, [other])
+    service.clock.advance(seconds=1)
+    expired = await open_decision(human, [task], expires_at="2026-11-29T18:30:00.000Z")
+    await _allowed(human, [task])
+    denied = await open_decision(human, [task])
+    await send_answer(human, denied["id"], disposition="deny", answer="Stop")
+    await edit_task(human, other, title="Changed")
+    service.clock.advance(hours=1)
+    now_at = service.clock.iso()
+
+    def read(task_id: str | None) -> list[str]:
+        def fn(conn: Any) -> list[str]:
+            return [d["id"] for d in unresolved_sync(conn, "demo", now_at, task_id)]
+
+        return fn
+
+    assert await service.rt.db.read(read(None)) == [pending["id"], stale, expired["id"]]
+    assert await service.rt.db.read(read(task)) == [pending["id"], expired["id"]]
+    assert await service.rt.db.read(read(other)) == [stale]

@@ -215,3 +215,34 @@ async def load_many(rt: Runtime, ids: list[str]) -> list[dict[str, Any] | None]:
         return [found.get(i) for i in ids]
 
     return await rt.db.read(read)
+
+
+UNRESOLVED: tuple[str, ...] = ("pending", "stale", "expired")
+
+
+def unresolved_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    task_id: str | None = None,
+    limit: int = 100,
+) -> list[dict[str, Any]]:
+    """Pending or invalidated (stale, expired) decisions, oldest first: those
+    affecting `task_id` in their current generation, or all of the project's.
+
+    For the context packet, which places these before any text match.
+    """
+    install(conn)
+    statuses = json.dumps(UNRESOLVED)
+    rows = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project"
+        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
+        "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
+        "  AND x.task_id = :task))"
+        f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        {"project": project_id, "task": task_id, "statuses": statuses, "now": now_at,
+         "n": limit},
+    ).fetchall()  # fmt: skip
+    return decisions_in_order(conn, [r["decision_id"] for r in rows], now_at)
