@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, Service
-from tests.knowledge_support import correction, create, error_of, kpath, make_project, raw
+from tests.knowledge_support import (
+    correction,
+    create,
+    error_of,
+    kpath,
+    make_project,
+    make_task,
+    raw,
+)
 
 
 async def test_correction_writes_the_next_revision(service: Service, project: str) -> None:
@@ -36,11 +44,15 @@ async def test_correction_never_changes_an_earlier_revision(
         before = [tuple(r) for r in conn.execute("SELECT * FROM knowledge_revisions")]
     service.clock.advance(minutes=1)
     other = await service.principal("human", "bob")
-    await other.patch(
+    empty_scope = {"task_ids": [], "components": [], "environments": [], "versions": []}
+    provenance = {"summary": "wrong", "source_uri": "https://x.test", "source_task_id": None,
+                  "source_submission_id": None}  # fmt: skip
+    r = await other.patch(
         kpath(project, record["id"]),
-        correction(record, title="new", body="changed", tags=[], scope={}, status="deprecated",
-                   applicability="never", provenance={"summary": "wrong"}),
+        correction(record, title="new", body="changed", tags=[], scope=empty_scope,
+                   status="deprecated", applicability="never", provenance=provenance),
     )  # fmt: skip
+    assert r.status_code == 200, r.text
     with raw(service.db_path) as conn:
         after = [tuple(r) for r in conn.execute("SELECT * FROM knowledge_revisions ORDER BY 2")]
     assert after[0] == before[0] and len(after) == 2
@@ -101,17 +113,96 @@ async def test_correction_needs_the_complete_content(
     assert error_of(r) == (400, "invalid_request", name)
 
 
+NESTED_MEMBERS = [
+    ("scope", "task_ids"), ("scope", "components"), ("scope", "environments"),
+    ("scope", "versions"), ("provenance", "summary"), ("provenance", "source_uri"),
+    ("provenance", "source_task_id"), ("provenance", "source_submission_id"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("parent", "name"), NESTED_MEMBERS)
+async def test_correction_needs_every_scope_and_provenance_member(
+    human: Caller, project: str, parent: str, name: str
+) -> None:
+    # an omitted member would otherwise silently clear it (e.g. a lesson's pinned task)
+    record = await create(human, project, scope={"components": ["api"]})
+    body = correction(record)
+    del body[parent][name]
+    r = await human.patch(kpath(project, record["id"]), body)
+    assert error_of(r) == (400, "invalid_request", f"{parent}.{name}")
+    current = (await human.get(kpath(project, record["id"]))).json()
+    assert current["revision"] == 1 and current["scope"]["components"] == ["api"]
+
+
+async def test_correction_accepts_null_provenance_members_and_empty_scope(
+    human: Caller, project: str
+) -> None:
+    record = await create(human, project, provenance={"source_uri": "https://x.test/1"})
+    body = correction(
+        record,
+        provenance={
+            "summary": "",
+            "source_uri": None,
+            "source_task_id": None,
+            "source_submission_id": None,
+        },
+    )
+    r = await human.patch(kpath(project, record["id"]), body)  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert r.json()["provenance"]["source_uri"] is None
+
+
+async def test_correction_refuses_tasks_outside_the_project(human: Caller, project: str) -> None:
+    other = await make_project(human, "other")
+    foreign = await make_task(human, other, "elsewhere")
+    mine = await make_task(human, project, "here")
+    record = await create(human, project)
+    path = kpath(project, record["id"])
+    scope = {**record["scope"], "task_ids": [mine, foreign]}
+    r = await human.patch(path, correction(record, scope=scope))
+    assert error_of(r) == (400, "invalid_request", "scope.task_ids[1]")
+    provenance = {**correction(record)["provenance"], "source_task_id": foreign}
+    r = await human.patch(path, correction(record, provenance=provenance))
+    assert error_of(r) == (400, "invalid_request", "provenance.source_task_id")
+    assert (await human.get(path)).json()["revision"] == 1
+
+
+def _scope(**dimensions: list[str]) -> dict[str, list[str]]:
+    return {"task_ids": [], "components": [], "environments": [], "versions": [], **dimensions}
+
+
+def _provenance(**members: Any) -> dict[str, Any]:
+    base = {"summary": "", "source_uri": None, "source_task_id": None, "source_submission_id": None}
+    return {**base, **members}
+
+
+def _many(n: int) -> list[str]:
+    return [f"v{i}" for i in range(n)]
+
+
 CORRECTION_REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"title": "x" * 201}, "title"),
+    ({"title": "  "}, "title"),
     ({"body": "x" * (64 * 1024 + 1)}, "body"),
-    ({"tags": [f"t{i}" for i in range(33)]}, "tags"),
+    ({"body": "é" * (32 * 1024 + 1)}, "body"),  # 64 KiB + 2 bytes of UTF-8
+    ({"tags": _many(33)}, "tags"),
+    ({"tags": ["ok", "x" * 65]}, "tags[1]"),
     ({"tags": ["dup", "dup"]}, "tags[1]"),
-    ({"scope": {"versions": [f"v{i}" for i in range(101)]}}, "scope.versions"),
+    ({"scope": _scope(task_ids=[f"task_{i}" for i in range(101)])}, "scope.task_ids"),
+    ({"scope": _scope(components=_many(101))}, "scope.components"),
+    ({"scope": _scope(environments=_many(101))}, "scope.environments"),
+    ({"scope": _scope(versions=_many(101))}, "scope.versions"),
+    ({"scope": _scope(versions=["1", "x" * 201])}, "scope.versions[1]"),
+    ({"scope": {**_scope(), "regions": []}}, "scope.regions"),
     ({"status": "retired"}, "status"),
     ({"expected_revision": 0}, "expected_revision"),
     ({"expected_revision": True}, "expected_revision"),
-    ({"provenance": {"actor_id": "me"}}, "provenance.actor_id"),
+    ({"provenance": _provenance(actor_id="me")}, "provenance.actor_id"),
+    ({"provenance": _provenance(summary="x" * 4097)}, "provenance.summary"),
+    ({"provenance": _provenance(source_uri="")}, "provenance.source_uri"),
+    ({"provenance": _provenance(source_submission_id="sub_x")}, "provenance.source_submission_id"),
     ({"applicability": "x" * 4097}, "applicability"),
+    ({"superseded_by_id": "not an id"}, "superseded_by_id"),
 ]
 
 
@@ -151,6 +242,25 @@ async def test_a_record_cannot_supersede_itself(human: Caller, project: str) -> 
         correction(record, status="superseded", superseded_by_id=record["id"]),
     )
     assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
+async def test_a_supersession_cycle_is_refused(human: Caller, project: str) -> None:
+    a = await create(human, project, title="a")
+    b = await create(human, project, title="b")
+    c = await create(human, project, title="c")
+
+    async def supersede(record: dict[str, Any], by: str) -> Any:
+        path = kpath(project, record["id"])
+        current = (await human.get(path)).json()
+        return await human.patch(
+            path, correction(current, status="superseded", superseded_by_id=by)
+        )
+
+    assert (await supersede(a, b["id"])).status_code == 200  # a -> b
+    assert (await supersede(b, c["id"])).status_code == 200  # a -> b -> c: a chain is fine
+    r = await supersede(c, a["id"])  # c -> a would close the loop
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+    assert (await human.get(kpath(project, c["id"]))).json()["status"] == "observed"
 
 
 async def test_replacement_must_exist_in_the_same_project(human: Caller, project: str) -> None:

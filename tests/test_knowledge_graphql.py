@@ -44,8 +44,12 @@ def correct_input(key: str, record: dict[str, Any], **fields: Any) -> dict[str, 
     return {
         "idempotencyKey": key, "projectId": record["project_id"], "id": record["id"],
         "expectedRevision": body["expected_revision"], "title": body["title"],
-        "body": body["body"], "status": body["status"].upper(), "scope": {}, "tags": body["tags"],
-        "applicability": body["applicability"], "provenance": {"summary": "fixed"}, **fields,
+        "body": body["body"], "status": body["status"].upper(),
+        "scope": {"taskIds": [], "components": [], "environments": [], "versions": []},
+        "tags": body["tags"], "applicability": body["applicability"],
+        "provenance": {"summary": "fixed", "sourceUri": None, "sourceTaskId": None,
+                       "sourceSubmissionId": None},
+        **fields,
     }  # fmt: skip
 
 
@@ -106,6 +110,20 @@ async def test_knowledge_correct_and_its_revision_conflict(human: Caller, projec
     assert stale["data"]["knowledgeCorrect"]["userErrors"] == [
         {"code": "revision_conflict", "field": None}
     ]
+
+
+async def test_knowledge_correct_needs_every_provenance_member(human: Caller, project: str) -> None:
+    record = await create(human, project, provenance={"source_uri": "https://x.test/1"})
+    variables = correct_input("c3", record)
+    del variables["provenance"]["sourceUri"]
+    data = await human.gql(CORRECT, {"input": variables})
+    assert data["data"]["knowledgeCorrect"]["userErrors"] == [
+        {"code": "invalid_request", "field": "provenance.sourceUri"}
+    ]
+    del variables["scope"]["versions"]  # the schema itself requires every scope dimension
+    data = await human.gql(CORRECT, {"input": variables})
+    assert data["errors"] and data["data"] is None
+    assert (await human.get(kpath(project, record["id"]))).json()["revision"] == 1
 
 
 async def test_knowledge_feedback_and_totals(human: Caller, project: str) -> None:
@@ -215,24 +233,34 @@ async def test_source_task_and_scope_tasks_are_objects(human: Caller, project: s
     }  # fmt: skip
 
 
-async def test_a_page_of_records_reads_a_fixed_number_of_times(
+async def test_a_page_of_records_costs_a_fixed_number_of_reads_and_statements(
     service: Service, human: Caller, project: str
 ) -> None:
     query = """{ project(id: "demo") { knowledge(first: 50) { edges { node {
-        restId feedbackTotals { useful } supersededBy { restId }
+        restId feedbackTotals { useful } supersededBy { restId title }
         revisions(first: 2) { edges { node { revision feedback { useful } } } } } } } } }"""
+    newest: dict[str, Any] | None = None
 
-    async def reads_for(total: int) -> int:
+    async def cost_for(total: int) -> tuple[int, int]:
+        nonlocal newest
         while len((await human.get(kpath(project), limit=200)).json()["items"]) < total:
-            await create(human, project)
+            made = await create(human, project)
+            if newest is not None:  # each record superseded by the next: distinct references
+                body = correction(newest, status="superseded", superseded_by_id=made["id"])
+                r = await human.patch(kpath(project, newest["id"]), body)
+                assert r.status_code == 200, r.text
+            newest = made
         statements: list[str] = []
         await service.rt.db.set_trace(statements.append)
         try:
             data = await human.gql(query)
         finally:
             await service.rt.db.set_trace(None)
-        assert len(data["data"]["project"]["knowledge"]["edges"]) == total
-        return sum(1 for s in statements if s.strip().upper().startswith("BEGIN"))
+        edges = data["data"]["project"]["knowledge"]["edges"]
+        assert len(edges) == total
+        assert sum(1 for e in edges if e["node"]["supersededBy"]) == total - 1
+        reads = sum(1 for s in statements if s.strip().upper().startswith("BEGIN"))
+        return reads, len(statements)
 
-    small, large = await reads_for(2), await reads_for(9)
+    small, large = await cost_for(2), await cost_for(9)
     assert small == large

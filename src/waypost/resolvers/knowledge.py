@@ -14,7 +14,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from waypost.clock import format_time
 from waypost.decoding import convert
@@ -25,22 +25,24 @@ from waypost.resolvers.knowledge_models import (
     Content,
     KnowledgeCorrect,
     KnowledgeCreate,
+    KnowledgeListQuery,
     SubmissionLessonInput,
     check_correction_status,
     check_new,
     prefixed,
 )
 from waypost.resolvers.knowledge_store import (
-    REVISION_SELECT,
     append_revision,
     changed_fields,
+    check_no_supersession_cycle,
     check_references,
     feedback_totals,
-    get_row,
+    get_rows,
     insert_record,
     knowledge_json,
     own_row,
     revision_json,
+    revision_rows,
     visible_row,
 )
 from waypost.resolvers.projects import require_project
@@ -55,7 +57,7 @@ __all__ = [
     "detail_sync",
     "get_many_sync",
     "get_sync",
-    "history",
+    "history_pages_sync",
     "history_sync",
     "insert_submission_lessons",
     "list_knowledge",
@@ -114,6 +116,8 @@ async def correct(
         require_project(tx.conn, project_id)
         row = own_row(tx.conn, project_id, knowledge_id)
         check_references(tx.conn, project_id, content)
+        if content.superseded_by_id is not None:
+            check_no_supersession_cycle(tx.conn, knowledge_id, content.superseded_by_id)
         if body.expected_revision != row["revision"]:
             raise RevisionConflict(
                 "the knowledge record changed since that revision",
@@ -145,22 +149,42 @@ async def correct(
     return await run_mutation(rt, actor, idem, unit)
 
 
+# Revision numbers are far below this; it stands for "no cursor: from the newest".
+_NO_CURSOR = 2**62
+
+
+def history_pages_sync(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, str | None, int | None]]
+) -> list[Page[dict[str, Any]]]:
+    """One history page per (knowledge_id, cursor, limit), newest first.
+
+    Keys that share a cursor and limit (the usual case: a list of records each
+    asking for `revisions(first: n)`) are read in one statement.
+    """
+    groups: dict[tuple[str | None, int | None], list[str]] = {}
+    for knowledge_id, cursor, limit in keys:
+        groups.setdefault((cursor, limit), []).append(knowledge_id)
+    pages: dict[tuple[str, str | None, int | None], Page[dict[str, Any]]] = {}
+    for (cursor, limit), ids in groups.items():
+        size = check_limit(limit)
+        before = _NO_CURSOR
+        if cursor:
+            (value,) = decode_cursor(cursor, int)
+            before = cast(int, value)
+        found = revision_rows(conn, ids, before, size + 1)
+        for knowledge_id in ids:
+            rows = Page.from_rows(found[knowledge_id], size, lambda r: encode_cursor(r["revision"]))
+            pages[(knowledge_id, cursor, limit)] = Page(
+                [revision_json(r) for r in rows.items], rows.cursors, rows.has_next
+            )
+    return [pages[key] for key in keys]
+
+
 def history_sync(
     conn: sqlite3.Connection, knowledge_id: str, cursor: str | None, limit: int | None
 ) -> Page[dict[str, Any]]:
     """Revisions newest first, each with its own feedback totals."""
-    size = check_limit(limit)
-    before = 2**62
-    if cursor:
-        (value,) = decode_cursor(cursor, int)
-        before = int(value)  # type: ignore[call-overload]
-    rows = conn.execute(
-        f"{REVISION_SELECT} WHERE r.knowledge_id = ? AND r.revision < ?"
-        " ORDER BY r.revision DESC LIMIT ?",
-        (knowledge_id, before, size + 1),
-    ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
-    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+    return history_pages_sync(conn, [(knowledge_id, cursor, limit)])[0]
 
 
 def detail_sync(
@@ -175,7 +199,7 @@ def detail_sync(
     return {
         **knowledge_json(row),
         "history": history_sync(conn, knowledge_id, cursor, limit).to_json(),
-        "feedback": feedback_totals(conn, knowledge_id),
+        "feedback": feedback_totals(conn, [knowledge_id])[knowledge_id],
     }
 
 
@@ -186,12 +210,6 @@ async def detail(
     return await rt.db.read(lambda c: detail_sync(c, project_id, knowledge_id, cursor, limit))
 
 
-async def history(
-    rt: Runtime, knowledge_id: str, cursor: str | None, limit: int | None
-) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda c: history_sync(c, knowledge_id, cursor, limit))
-
-
 def get_sync(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> dict[str, Any]:
     require_project(conn, project_id)
     return knowledge_json(visible_row(conn, project_id, knowledge_id))
@@ -199,40 +217,27 @@ def get_sync(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> di
 
 def get_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
     """Records by id whatever their project (GraphQL references and `node`)."""
-    found: dict[str, dict[str, Any]] = {}
-    for knowledge_id in set(ids):
-        row = get_row(conn, knowledge_id)
-        if row is not None:
-            found[knowledge_id] = knowledge_json(row)
-    return found
+    return {i: knowledge_json(row) for i, row in get_rows(conn, ids).items()}
 
 
 def list_sync(
-    conn: sqlite3.Connection,
-    project_id: str,
-    *,
-    kind: str | None = None,
-    status: str | None = None,
-    tag: str | None = None,
-    include_shared: bool = False,
-    cursor: str | None = None,
-    limit: int | None = None,
+    conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery
 ) -> Page[dict[str, Any]]:
     """Newest first (updated_at, then id, descending); shared records only on request."""
-    size = check_limit(limit)
+    size = check_limit(q.limit)
     require_project(conn, project_id)
     own = "k.project_id = ?"
-    where = [f"({own} OR k.collection = 'shared')" if include_shared else own]
+    where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
     args: list[Any] = [project_id]
-    for column, value in (("kind", kind), ("status", status)):
+    for column, value in (("kind", q.kind), ("status", q.status)):
         if value is not None:
             where.append(f"k.{column} = ?")
             args.append(value)
-    if tag is not None:
+    if q.tag is not None:
         where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
-        args.append(tag)
-    if cursor:
-        updated_at, last_id = decode_cursor(cursor, str, str)
+        args.append(q.tag)
+    if q.cursor:
+        updated_at, last_id = decode_cursor(q.cursor, str, str)
         where.append("(k.updated_at < ? OR (k.updated_at = ? AND k.id < ?))")
         args.extend([updated_at, updated_at, last_id])
     rows = conn.execute(
@@ -245,28 +250,9 @@ def list_sync(
 
 
 async def list_knowledge(
-    rt: Runtime,
-    project_id: str,
-    *,
-    kind: str | None = None,
-    status: str | None = None,
-    tag: str | None = None,
-    include_shared: bool = False,
-    cursor: str | None = None,
-    limit: int | None = None,
+    rt: Runtime, project_id: str, q: KnowledgeListQuery
 ) -> Page[dict[str, Any]]:
-    return await rt.db.read(
-        lambda conn: list_sync(
-            conn,
-            project_id,
-            kind=kind,
-            status=status,
-            tag=tag,
-            include_shared=include_shared,
-            cursor=cursor,
-            limit=limit,
-        )
-    )
+    return await rt.db.read(lambda conn: list_sync(conn, project_id, q))
 
 
 def insert_submission_lessons(

@@ -14,7 +14,7 @@ from typing import Any
 from waypost.errors import RevisionConflict
 from waypost.ids import new_id
 from waypost.resolvers.knowledge_models import FeedbackInput
-from waypost.resolvers.knowledge_store import visible_row
+from waypost.resolvers.knowledge_store import feedback_totals, visible_row
 from waypost.resolvers.projects import require_project
 from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.runtime import Actor, Runtime
@@ -77,22 +77,5 @@ async def record(
     return await run_mutation(rt, actor, idem, unit)
 
 
-def totals_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, int]]:
-    """Overall useful / not-useful totals for several records in one query."""
-    unique = sorted(set(ids))
-    found = {i: {"useful": 0, "not_useful": 0} for i in unique}
-    if not unique:
-        return found
-    marks = ", ".join("?" for _ in unique)
-    rows = conn.execute(
-        "SELECT knowledge_id, sum(useful) AS useful, sum(1 - useful) AS not_useful"
-        f" FROM knowledge_feedback WHERE knowledge_id IN ({marks}) GROUP BY knowledge_id",
-        unique,
-    ).fetchall()
-    for r in rows:
-        found[r["knowledge_id"]] = {"useful": r["useful"], "not_useful": r["not_useful"]}
-    return found
-
-
 async def totals_many(rt: Runtime, ids: Sequence[str]) -> dict[str, dict[str, int]]:
-    return await rt.db.read(lambda conn: totals_many_sync(conn, ids))
+    return await rt.db.read(lambda conn: feedback_totals(conn, ids))

@@ -51,7 +51,7 @@ Revision = Annotated[int, msgspec.Meta(ge=1)]
 
 
 class ScopeInput(msgspec.Struct, forbid_unknown_fields=True):
-    """Where a record applies; an omitted dimension is empty (generally applicable)."""
+    """Where a new record applies; an omitted dimension is empty (generally applicable)."""
 
     task_ids: ScopeTaskIds = []
     components: ScopeValues = []
@@ -59,13 +59,38 @@ class ScopeInput(msgspec.Struct, forbid_unknown_fields=True):
     versions: ScopeValues = []
 
 
+class ScopeContent(msgspec.Struct, forbid_unknown_fields=True):
+    """A correction's complete scope: every dimension is sent, even when empty.
+
+    Required rather than defaulted so that a client that forgets a dimension
+    gets a 400 instead of silently clearing it.
+    """
+
+    task_ids: ScopeTaskIds
+    components: ScopeValues
+    environments: ScopeValues
+    versions: ScopeValues
+
+
 class ProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
-    """What the client says about a record's origin; the server adds actor and time."""
+    """What the client says about a new record's origin; the server adds actor and time."""
 
     summary: Summary = ""
     source_uri: SourceUri | None = None
     source_task_id: RecordId | None = None
     source_submission_id: RecordId | None = None
+
+
+class ProvenanceContent(msgspec.Struct, forbid_unknown_fields=True):
+    """A correction's complete provenance: every member is sent (null where none).
+
+    Leaving out `source_task_id` must not quietly drop a lesson's pinned task.
+    """
+
+    summary: Summary
+    source_uri: SourceUri | None
+    source_task_id: RecordId | None
+    source_submission_id: RecordId | None
 
 
 class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
@@ -75,7 +100,9 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
     source_uri: SourceUri | None = None
 
 
-class KnowledgeCreate(msgspec.Struct, forbid_unknown_fields=True):
+class _NewRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """What a create body and a submission lesson share (all but provenance)."""
+
     kind: Kind
     title: Title
     body: str
@@ -83,24 +110,18 @@ class KnowledgeCreate(msgspec.Struct, forbid_unknown_fields=True):
     scope: ScopeInput = msgspec.field(default_factory=ScopeInput)
     tags: Tags = []
     applicability: Applicability = ""
-    provenance: ProvenanceInput = msgspec.field(default_factory=ProvenanceInput)
     collection: Collection = "project"
     share_across_projects: bool = False
 
 
-class SubmissionLessonInput(msgspec.Struct, forbid_unknown_fields=True):
+class KnowledgeCreate(_NewRecord):
+    provenance: ProvenanceInput = msgspec.field(default_factory=ProvenanceInput)
+
+
+class SubmissionLessonInput(_NewRecord):
     """The knowledge create body without provenance.source_task_id/source_submission_id."""
 
-    kind: Kind
-    title: Title
-    body: str
-    status: Status = "observed"
-    scope: ScopeInput = msgspec.field(default_factory=ScopeInput)
-    tags: Tags = []
-    applicability: Applicability = ""
     provenance: LessonProvenanceInput = msgspec.field(default_factory=LessonProvenanceInput)
-    collection: Collection = "project"
-    share_across_projects: bool = False
 
 
 class KnowledgeCorrect(msgspec.Struct, forbid_unknown_fields=True):
@@ -110,10 +131,10 @@ class KnowledgeCorrect(msgspec.Struct, forbid_unknown_fields=True):
     title: Title
     body: str
     status: Status
-    scope: ScopeInput
+    scope: ScopeContent
     tags: Tags
     applicability: Applicability
-    provenance: ProvenanceInput
+    provenance: ProvenanceContent
     superseded_by_id: RecordId | None = None
 
 
@@ -165,7 +186,7 @@ class Content:
             _check_unique(getattr(body.scope, name), f"scope.{name}")
         _check_unique(body.tags, "tags")
         prov = body.provenance
-        if isinstance(prov, ProvenanceInput):
+        if not isinstance(prov, LessonProvenanceInput):
             source_task_id, source_submission_id = prov.source_task_id, prov.source_submission_id
         superseded_by = body.superseded_by_id if isinstance(body, KnowledgeCorrect) else None
         return cls(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
@@ -100,24 +101,48 @@ def revision_json(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-# Per-revision feedback totals, computed next to each revision row.
-REVISION_SELECT = (
-    "SELECT r.*,"
-    " (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id"
-    "  AND f.revision = r.revision AND f.useful = 1) AS useful,"
-    " (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id"
-    "  AND f.revision = r.revision AND f.useful = 0) AS not_useful"
-    " FROM knowledge_revisions r"
-)
+# One page of revisions (newest first) for each of several records in one
+# statement: the window numbers each record's revisions below the cursor, the
+# outer query keeps `limit + 1` of them and counts the feedback bound to each.
+_REVISION_PAGES = """
+SELECT r.*,
+  (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
+     AND f.revision = r.revision AND f.useful = 1) AS useful,
+  (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
+     AND f.revision = r.revision AND f.useful = 0) AS not_useful
+FROM (SELECT *, row_number() OVER (PARTITION BY knowledge_id ORDER BY revision DESC) AS n
+      FROM knowledge_revisions WHERE knowledge_id IN ({marks}) AND revision < ?) AS r
+WHERE r.n <= ? ORDER BY r.knowledge_id, r.revision DESC
+"""
 
 
-def feedback_totals(conn: sqlite3.Connection, knowledge_id: str) -> dict[str, int]:
-    row = conn.execute(
-        "SELECT coalesce(sum(useful), 0) AS useful, coalesce(sum(1 - useful), 0) AS not_useful"
-        " FROM knowledge_feedback WHERE knowledge_id = ?",
-        (knowledge_id,),
-    ).fetchone()
-    return {"useful": row["useful"], "not_useful": row["not_useful"]}
+def revision_rows(
+    conn: sqlite3.Connection, ids: Sequence[str], before: int, count: int
+) -> dict[str, list[sqlite3.Row]]:
+    """Up to `count` revisions below `before` of each record, newest first."""
+    unique = sorted(set(ids))
+    found: dict[str, list[sqlite3.Row]] = {i: [] for i in unique}
+    if unique:
+        sql = _REVISION_PAGES.format(marks=", ".join("?" for _ in unique))
+        for row in conn.execute(sql, (*unique, before, count)):
+            found[row["knowledge_id"]].append(row)
+    return found
+
+
+def feedback_totals(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Useful / not-useful totals over every revision, for several records at once."""
+    unique = sorted(set(ids))
+    found = {i: {"useful": 0, "not_useful": 0} for i in unique}
+    if unique:
+        marks = ", ".join("?" for _ in unique)
+        rows = conn.execute(
+            "SELECT knowledge_id, sum(useful) AS useful, sum(1 - useful) AS not_useful"
+            f" FROM knowledge_feedback WHERE knowledge_id IN ({marks}) GROUP BY knowledge_id",
+            unique,
+        )
+        for r in rows:
+            found[r["knowledge_id"]] = {"useful": r["useful"], "not_useful": r["not_useful"]}
+    return found
 
 
 def get_row(conn: sqlite3.Connection, knowledge_id: str) -> sqlite3.Row | None:
@@ -125,6 +150,16 @@ def get_row(conn: sqlite3.Connection, knowledge_id: str) -> sqlite3.Row | None:
         "SELECT * FROM knowledge WHERE id = ?", (knowledge_id,)
     ).fetchone()
     return row
+
+
+def get_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+    """Records by id, whatever their project, in one statement."""
+    unique = sorted(set(ids))
+    if not unique:
+        return {}
+    marks = ", ".join("?" for _ in unique)
+    rows = conn.execute(f"SELECT * FROM knowledge WHERE id IN ({marks})", unique)
+    return {row["id"]: row for row in rows}
 
 
 def visible_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
@@ -180,6 +215,26 @@ def check_references(
             raise InvalidRequest.field(
                 f"{prefix}superseded_by_id", "no such knowledge record in this project"
             )
+
+
+def check_no_supersession_cycle(
+    conn: sqlite3.Connection, knowledge_id: str, replacement_id: str
+) -> None:
+    """Refuse a replacement whose own chain of replacements leads back to this record.
+
+    A cycle would leave every record in it superseded, with no current one to
+    follow. UNION (not UNION ALL) makes the walk stop on rows already seen.
+    """
+    found = conn.execute(
+        "WITH RECURSIVE chain(id) AS (SELECT ? UNION SELECT k.superseded_by_id"
+        " FROM knowledge k JOIN chain ON k.id = chain.id WHERE k.superseded_by_id IS NOT NULL)"
+        " SELECT 1 FROM chain WHERE id = ?",
+        (replacement_id, knowledge_id),
+    ).fetchone()
+    if found is not None:
+        raise InvalidRequest.field(
+            "superseded_by_id", "that record is itself superseded, through a chain, by this one"
+        )
 
 
 def _task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:

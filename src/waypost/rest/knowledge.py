@@ -30,17 +30,7 @@ async def create_knowledge(call: Call) -> Outcome:
 @table.get(BASE, query=KnowledgeListQuery)
 async def list_knowledge(call: Call) -> Page[Any]:
     """Records newest first; shared records of other projects only with include_shared=true."""
-    q: KnowledgeListQuery = call.query
-    return await knowledge.list_knowledge(
-        call.rt,
-        call.params["project"],
-        kind=q.kind,
-        status=q.status,
-        tag=q.tag,
-        include_shared=q.include_shared,
-        cursor=q.cursor,
-        limit=q.limit,
-    )
+    return await knowledge.list_knowledge(call.rt, call.params["project"], call.query)
 
 
 @table.get(BASE + "/{id}", query=ListQuery)

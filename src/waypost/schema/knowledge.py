@@ -16,7 +16,12 @@ from waypost.decoding import convert
 from waypost.errors import NotFound
 from waypost.pagination import Page
 from waypost.resolvers import knowledge, knowledge_feedback
-from waypost.resolvers.knowledge_models import FeedbackInput, KnowledgeCorrect, KnowledgeCreate
+from waypost.resolvers.knowledge_models import (
+    FeedbackInput,
+    KnowledgeCorrect,
+    KnowledgeCreate,
+    KnowledgeListQuery,
+)
 from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
@@ -112,10 +117,10 @@ class FeedbackTotals:
     not_useful: int
 
 
-@strawberry.type(description="One immutable revision of a knowledge record.")
-class KnowledgeRevision:
-    knowledge_id: str
-    revision: int
+@strawberry.type
+class KnowledgeContent:
+    """The revisioned fields a record and each of its revisions share (a base class)."""
+
     title: str
     body: str
     status: KnowledgeStatus
@@ -124,46 +129,51 @@ class KnowledgeRevision:
     applicability: str
     provenance: KnowledgeProvenance
     superseded_by_id: str | None
-    feedback: FeedbackTotals = strawberry.field(description="Feedback bound to this revision.")
 
-    @strawberry.field
+    @strawberry.field(description="The replacement record, when superseded.")
     async def superseded_by(self, info: Info) -> Knowledge | None:
         if self.superseded_by_id is None:
             return None
         return await load_knowledge(info, self.superseded_by_id)
+
+
+def _content(d: dict[str, Any]) -> dict[str, Any]:
+    """KnowledgeContent's fields from a record's or a revision's REST JSON."""
+    return {
+        "title": d["title"],
+        "body": d["body"],
+        "status": KnowledgeStatus(d["status"]),
+        "scope": KnowledgeScope.from_json(d["scope"]),
+        "tags": d["tags"],
+        "applicability": d["applicability"],
+        "provenance": KnowledgeProvenance.from_json(d["provenance"]),
+        "superseded_by_id": d["superseded_by_id"],
+    }
+
+
+@strawberry.type(description="One immutable revision of a knowledge record.")
+class KnowledgeRevision(KnowledgeContent):
+    knowledge_id: str
+    revision: int
+    feedback: FeedbackTotals = strawberry.field(description="Feedback bound to this revision.")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnowledgeRevision:
         return cls(
             knowledge_id=d["knowledge_id"],
             revision=d["revision"],
-            title=d["title"],
-            body=d["body"],
-            status=KnowledgeStatus(d["status"]),
-            scope=KnowledgeScope.from_json(d["scope"]),
-            tags=d["tags"],
-            applicability=d["applicability"],
-            provenance=KnowledgeProvenance.from_json(d["provenance"]),
-            superseded_by_id=d["superseded_by_id"],
             feedback=FeedbackTotals(**d["feedback"]),
+            **_content(d),
         )
 
 
 @strawberry.type(description="Advisory knowledge: a lesson, fact, rejected approach or checkpoint.")
-class Knowledge(Node):
+class Knowledge(Node, KnowledgeContent):
     rest_id: str
     project_id: str
     kind: KnowledgeKind
-    title: str
-    body: str
-    status: KnowledgeStatus
-    scope: KnowledgeScope
-    tags: list[str]
-    applicability: str
-    provenance: KnowledgeProvenance
     collection: KnowledgeCollection
     share_across_projects: bool
-    superseded_by_id: str | None
     revision: int
     created_at: str
     updated_at: str
@@ -173,12 +183,6 @@ class Knowledge(Node):
         from waypost.schema.projects import load_project
 
         return await load_project(info, self.project_id)
-
-    @strawberry.field(description="The replacement record, when superseded.")
-    async def superseded_by(self, info: Info) -> Knowledge | None:
-        if self.superseded_by_id is None:
-            return None
-        return await load_knowledge(info, self.superseded_by_id)
 
     @strawberry.field(description="The task named by provenance.sourceTaskId.")
     async def source_task(self, info: Info) -> Task | None:
@@ -206,9 +210,7 @@ class Knowledge(Node):
         # one read for every record's revisions in the request (a list of
         # records asking for their revisions costs one thread hop, not one each)
         async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
-            return await info.context.rt.db.read(
-                lambda c: [knowledge.history_sync(c, k, cur, lim) for k, cur, lim in keys]
-            )
+            return await info.context.rt.db.read(lambda c: knowledge.history_pages_sync(c, keys))
 
         page = await info.context.loader("knowledge_revisions", batch).load(key)
         return Connection.of(page, KnowledgeRevision.from_json)
@@ -220,19 +222,12 @@ class Knowledge(Node):
             rest_id=d["id"],
             project_id=d["project_id"],
             kind=KnowledgeKind(d["kind"]),
-            title=d["title"],
-            body=d["body"],
-            status=KnowledgeStatus(d["status"]),
-            scope=KnowledgeScope.from_json(d["scope"]),
-            tags=d["tags"],
-            applicability=d["applicability"],
-            provenance=KnowledgeProvenance.from_json(d["provenance"]),
             collection=KnowledgeCollection(d["collection"]),
             share_across_projects=d["share_across_projects"],
-            superseded_by_id=d["superseded_by_id"],
             revision=d["revision"],
             created_at=d["created_at"],
             updated_at=d["updated_at"],
+            **_content(d),
         )
 
 
@@ -306,16 +301,14 @@ class ProjectKnowledgeFields:
         first: int | None = None,
         after: str | None = None,
     ) -> Connection[Knowledge]:
-        page: Page[dict[str, Any]] = await knowledge.list_knowledge(
-            info.context.rt,
-            self.rest_id,
-            kind=kind.value if kind else None,
-            status=status.value if status else None,
-            tag=tag,
-            include_shared=include_shared,
-            cursor=after,
-            limit=first_to_limit(first),
-        )
+        # through the REST query model, so the same bounds apply (e.g. tag length)
+        query = convert(
+            {"kind": kind.value if kind else None, "status": status.value if status else None,
+             "tag": tag, "include_shared": include_shared, "cursor": after,
+             "limit": first_to_limit(first)},
+            KnowledgeListQuery,
+        )  # fmt: skip
+        page = await knowledge.list_knowledge(info.context.rt, self.rest_id, query)
         return Connection.of(page, Knowledge.from_json)
 
     @strawberry.field(
@@ -338,7 +331,19 @@ class KnowledgeScopeInput:
     versions: list[str] | None = strawberry.UNSET
 
 
-@strawberry.input(description="The server adds actor, session and time.")
+@strawberry.input(description="A correction's complete scope: every dimension, even when empty.")
+class KnowledgeScopeContentInput:
+    task_ids: list[str]
+    components: list[str]
+    environments: list[str]
+    versions: list[str]
+
+
+@strawberry.input(
+    description="The server adds actor, session and time. In knowledgeCorrect every member"
+    " must be given (null where there is none): an omitted one is a userError, never a"
+    " silent clear."
+)
 class KnowledgeProvenanceInput:
     summary: str | None = strawberry.UNSET
     source_uri: str | None = strawberry.UNSET
@@ -371,7 +376,7 @@ class KnowledgeCorrectInput:
     title: str
     body: str
     status: KnowledgeStatus
-    scope: KnowledgeScopeInput
+    scope: KnowledgeScopeContentInput
     tags: list[str]
     applicability: str
     provenance: KnowledgeProvenanceInput
