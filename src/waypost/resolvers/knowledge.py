@@ -75,16 +75,7 @@ async def create(
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         require_project(tx.conn, project_id)
         check_references(tx.conn, project_id, content)
-        record = insert_record(
-            tx.conn,
-            project_id=project_id,
-            kind=body.kind,
-            collection=body.collection,
-            content=content,
-            actor_id=actor.principal_id,
-            session_id=actor.session_id,
-            at=tx.at,
-        )
+        record = insert_record(tx.conn, project_id, body, content, actor, tx.at)
         tx.event(project_id, "knowledge.created", "knowledge", record["id"], _created(record))
         return 201, record
 
@@ -124,14 +115,7 @@ async def correct(
                 {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
             )
         before = knowledge_json(row)
-        record = append_revision(
-            tx.conn,
-            row,
-            content,
-            actor_id=actor.principal_id,
-            session_id=actor.session_id,
-            at=tx.at,
-        )
+        record = append_revision(tx.conn, row, content, actor, tx.at)
         tx.event(
             project_id,
             "knowledge.corrected",
@@ -294,17 +278,7 @@ def insert_submission_lessons(
     # No event per lesson: the submit writes its one event (task.submitted),
     # which lists the lesson ids.
     return [
-        insert_record(
-            conn,
-            project_id=project_id,
-            kind=lesson.kind,
-            collection=lesson.collection,
-            content=content,
-            actor_id=actor.principal_id,
-            session_id=actor.session_id,
-            at=at,
-        )
-        for lesson, content in batch
+        insert_record(conn, project_id, lesson, content, actor, at) for lesson, content in batch
     ]
 
 

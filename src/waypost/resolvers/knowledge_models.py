@@ -100,7 +100,7 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
     source_uri: SourceUri | None = None
 
 
-class _NewRecord(msgspec.Struct, forbid_unknown_fields=True):
+class NewRecord(msgspec.Struct, forbid_unknown_fields=True):
     """What a create body and a submission lesson share (all but provenance)."""
 
     kind: Kind
@@ -114,11 +114,11 @@ class _NewRecord(msgspec.Struct, forbid_unknown_fields=True):
     share_across_projects: bool = False
 
 
-class KnowledgeCreate(_NewRecord):
+class KnowledgeCreate(NewRecord):
     provenance: ProvenanceInput = msgspec.field(default_factory=ProvenanceInput)
 
 
-class SubmissionLessonInput(_NewRecord):
+class SubmissionLessonInput(NewRecord):
     """The knowledge create body without provenance.source_task_id/source_submission_id."""
 
     provenance: LessonProvenanceInput = msgspec.field(default_factory=LessonProvenanceInput)

@@ -15,7 +15,8 @@ from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
-from waypost.resolvers.knowledge_models import Content
+from waypost.resolvers.knowledge_models import Content, NewRecord
+from waypost.resolvers.runtime import Actor
 
 # The revisioned columns, in the order both tables and `_values` use.
 CONTENT_COLUMNS = (
@@ -33,12 +34,12 @@ def _list(values: list[str]) -> str:
     return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
 
 
-def _values(c: Content, actor_id: str, session_id: str | None, at: str) -> tuple[Any, ...]:
+def _values(c: Content, actor: Actor, at: str) -> tuple[Any, ...]:
     return (
         c.title, c.body, c.status, _list(c.task_ids), _list(c.components),
         _list(c.environments), _list(c.versions), _list(c.tags), c.applicability, c.summary,
-        c.source_uri, c.source_task_id, c.source_submission_id, actor_id, session_id, at,
-        c.superseded_by_id,
+        c.source_uri, c.source_task_id, c.source_submission_id, actor.principal_id,
+        actor.session_id, at, c.superseded_by_id,
     )  # fmt: skip
 
 
@@ -246,24 +247,22 @@ def _task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) ->
 
 def insert_record(
     conn: sqlite3.Connection,
-    *,
     project_id: str,
-    kind: str,
-    collection: str,
+    new: NewRecord,
     content: Content,
-    actor_id: str,
-    session_id: str | None,
+    actor: Actor,
     at: str,
 ) -> dict[str, Any]:
     """A new identity: its projection and its immutable revision 1."""
     knowledge_id = new_id("kn")
-    values = _values(content, actor_id, session_id, at)
+    values = _values(content, actor, at)
     conn.execute(
         f"INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
         f" {_COLS}, revision, created_at, updated_at)"
         f" VALUES (?, ?, ?, ?, ?, {_MARKS}, 1, ?, ?)",
-        (knowledge_id, project_id, kind, collection, collection == "shared", *values, at, at),
-    )
+        (knowledge_id, project_id, new.kind, new.collection, new.share_across_projects,
+         *values, at, at),
+    )  # fmt: skip
     conn.execute(
         f"INSERT INTO knowledge_revisions (knowledge_id, revision, {_COLS})"
         f" VALUES (?, 1, {_MARKS})",
@@ -275,17 +274,11 @@ def insert_record(
 
 
 def append_revision(
-    conn: sqlite3.Connection,
-    row: sqlite3.Row,
-    content: Content,
-    *,
-    actor_id: str,
-    session_id: str | None,
-    at: str,
+    conn: sqlite3.Connection, row: sqlite3.Row, content: Content, actor: Actor, at: str
 ) -> dict[str, Any]:
     """Write revision n+1 and point the projection at it; earlier rows stay as they are."""
     revision = row["revision"] + 1
-    values = _values(content, actor_id, session_id, at)
+    values = _values(content, actor, at)
     conn.execute(
         f"INSERT INTO knowledge_revisions (knowledge_id, revision, {_COLS})"
         f" VALUES (?, ?, {_MARKS})",
