@@ -37,6 +37,26 @@ async def submit(caller: Caller, task_id: str, summary: str = "done it") -> dict
     return result
 
 
+async def open_decision(caller: Caller, *task_ids: str) -> str:
+    r = await caller.post(
+        f"{BASE}/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": list(task_ids), "environment": "staging"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    decision_id: str = r.json()["id"]
+    return decision_id
+
+
+async def allow(human: Caller, decision_id: str, generation: int = 1) -> None:
+    r = await human.post(
+        f"{BASE}/decisions/{decision_id}/answer",
+        {"expected_generation": generation, "disposition": "allow", "answer": "Proceed",
+         "rationale": "fine", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+
+
 async def set_policy(human: Caller, **fields: Any) -> dict[str, Any]:
     current = (await human.get(f"{BASE}/policy")).json()
     r = await human.patch(f"{BASE}/policy", {"expected_revision": current["revision"], **fields})

@@ -113,6 +113,15 @@ async def test_patch_writes_next_revision_with_changed_and_judged_fields(
     assert revisions[2]["title"] == "v1" and revisions[2]["actor_id"] == human.principal_id
 
 
+async def test_revision_has_exactly_the_fields_of_section_13(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    revision = (await human.get(task_path(task["id"], "revisions"))).json()["items"][0]
+    assert set(revision) == {
+        "revision", "title", "description", "acceptance_criteria", "kind", "priority",
+        "depends_on", "changed_fields", "judged_change", "actor_id", "at",
+    }  # fmt: skip
+
+
 async def test_judged_revision_moves_only_on_judged_edits(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -5,27 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import Caller, Service
-from tests.tasks_support import BASE, claim, error, make_task, submit, task_path
-
-
-async def open_decision(caller: Caller, *task_ids: str) -> str:
-    r = await caller.post(
-        f"{BASE}/decisions",
-        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
-         "required_actor": "human", "task_ids": list(task_ids), "environment": "staging"},
-    )  # fmt: skip
-    assert r.status_code == 201, r.text
-    decision_id: str = r.json()["id"]
-    return decision_id
-
-
-async def allow(human: Caller, decision_id: str, generation: int = 1) -> None:
-    r = await human.post(
-        f"{BASE}/decisions/{decision_id}/answer",
-        {"expected_generation": generation, "disposition": "allow", "answer": "Proceed",
-         "rationale": "fine", "conditions_confirmed": True},
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
+from tests.tasks_support import (
+    BASE,
+    allow,
+    claim,
+    error,
+    make_task,
+    open_decision,
+    submit,
+    task_path,
+)
 
 
 def blocked(decision_id: str) -> tuple[int, str, dict[str, Any]]:

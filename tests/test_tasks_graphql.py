@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import Caller, Service
-from tests.tasks_support import make_task, task_path
+from tests.tasks_support import claim, make_task, open_decision, submit, task_path
 
 TASK_FIELDS = """
   id restId title status revision ready priority kind acceptanceCriteria
@@ -182,10 +182,11 @@ async def test_update_cancel_recover_and_publication_mutations(
     service.clock.advance(minutes=16)
     recovered = await mutate(
         human, "taskRecover", ids,
-        "lease { owner { restId } } previousLease { owner { restId } expired }"
+        "lease { owner { restId } expired } previousLease { owner { restId } expired }"
         " checkpoints { note }",
     )  # fmt: skip
     assert recovered["previousLease"]["owner"]["restId"] == agent.principal_id
+    assert (recovered["previousLease"]["expired"], recovered["lease"]["expired"]) == (True, False)
     assert recovered["lease"]["owner"]["restId"] == human.principal_id
     released = await mutate(human, "taskRelease", ids, "task { status }")
     assert released["task"]["status"] == "OPEN"
@@ -211,12 +212,14 @@ async def test_replayed_mutation_says_so(human: Caller, project: str) -> None:
 
 PAGE_QUERY = """
 { project(id: "demo") { tasks(first: 100) { edges { node {
-  title ready lease { owner { name } }
-  revisions(first: 5) { edges { node { revision actor { name } } } }
+  title ready lease { owner { name } expired } publication { holder { name } }
+  revisions(first: 5) { edges { node { revision actor { name } dependsOn { title } } } }
+  checkpoints(first: 3) { edges { node { note actor { name } } } }
+  submissions(first: 2) { edges { node { summary task { title } } } }
   dependsOn { title dependsOn { title } }
   subject { title }
   activities { title }
-  blockedBy { decisionIds dependencies { title } }
+  blockedBy { decisionIds decisions { id } dependencies { title } }
 } } } } }
 """
 
@@ -232,23 +235,41 @@ async def count_statements(service: Service, caller: Caller, query: str) -> int:
     return len(statements)
 
 
-async def make_graph(human: Caller, count: int) -> None:
-    previous: str | None = None
-    for i in range(count):
+async def make_graph(human: Caller, start: int, count: int) -> list[str]:
+    """A chain of tasks, each depending on or an activity of the one before; some
+    claimed with a checkpoint, some submitted, some published, some blocked."""
+    made: list[str] = []
+    for i in range(start, start + count):
         fields: dict[str, Any] = {}
-        if previous is not None:
-            fields = {"depends_on": [previous]} if i % 2 else {"subject_task_id": previous}
-        previous = (await make_task(human, f"t{i}", **fields))["id"]
-        r = await human.patch(task_path(previous), {"expected_revision": 1, "priority": i})
+        if made:
+            fields = {"depends_on": [made[-1]]} if i % 2 else {"subject_task_id": made[-1]}
+        task_id = (await make_task(human, f"t{i}", **fields))["id"]
+        made.append(task_id)
+        r = await human.patch(task_path(task_id), {"expected_revision": 1, "priority": i})
         assert r.status_code == 200
+        if i % 4 == 0:  # no dependency: ready to claim
+            await claim(human, task_id)
+            r = await human.post(task_path(task_id, "checkpoint"), {"note": f"n{i}"})
+            assert r.status_code == 200, r.text
+            if i % 8 == 0:
+                await submit(human, task_id)
+        if i % 10 == 5:
+            r = await human.post(task_path(task_id, "publication/prepare"))
+            assert r.status_code == 200, r.text
+        if i % 10 == 0:
+            await open_decision(human, task_id)
+    return made
 
 
 async def test_task_page_with_nested_references_costs_a_bounded_number_of_statements(
     service: Service, human: Caller, project: str
 ) -> None:
-    await make_graph(human, 10)
+    await make_graph(human, 0, 10)
     small = await count_statements(service, human, PAGE_QUERY)
-    await make_graph(human, 90)
+    made = await make_graph(human, 10, 90)
+    # one task blocked by several decisions costs no more than one blocked by one
+    for _ in range(3):
+        await open_decision(human, made[-1])
     large = await count_statements(service, human, PAGE_QUERY)
     assert large == small
     assert large <= 40

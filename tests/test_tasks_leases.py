@@ -25,6 +25,18 @@ async def test_claim_without_task_id_takes_highest_priority_then_oldest(
     }
 
 
+async def test_task_json_lease_is_exactly_the_contract_lease_even_when_expired(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    lease = (await claim(agent, task["id"]))["lease"]
+    assert (await human.get(task_path(task["id"]))).json()["lease"] == lease
+    service.clock.advance(minutes=16)
+    assert (await human.get(task_path(task["id"]))).json()["lease"] == lease
+    assert set(lease) == {"owner_id", "session_id", "expires_at", "workflow"}
+
+
 async def test_lease_length_follows_policy_lease_seconds(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -257,22 +269,24 @@ async def test_expired_lease_is_shown_and_task_is_not_ready(
     await claim(agent, task["id"])
     service.clock.advance(minutes=16)
     body = (await human.get(task_path(task["id"]))).json()
-    assert body["status"] == "claimed" and body["lease"]["expired"] is True
+    assert body["status"] == "claimed" and body["lease"]["expires_at"] < service.clock.iso()
     assert body["ready"] is False
     r = await human.post(f"{BASE}/claims", {})
     assert error(r)[2] == {"reason": "nothing_ready"}
 
 
-async def test_named_claim_of_expired_lease_points_to_recover(
+async def test_named_claim_of_expired_lease_is_state_conflict_pointing_to_recover(
     service: Service, human: Caller, project: str
 ) -> None:
+    # an expired lease is held by nobody: not "another holds it" (lease_conflict)
+    # but "not ready for another reason" (section 13)
     task = await make_task(human)
     agent = await service.agent()
     await claim(agent, task["id"])
     service.clock.advance(minutes=16)
     r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
     status, code, details = error(r)
-    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+    assert (status, code, details["reason"]) == (409, "state_conflict", "lease_expired")
 
 
 async def test_recover_by_another_principal_then_first_owner_submit_is_refused(

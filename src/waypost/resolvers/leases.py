@@ -21,19 +21,21 @@ import msgspec
 from waypost.clock import format_time
 from waypost.errors import Forbidden, InvalidRequest, LeaseConflict, NotFound, StateConflict
 from waypost.ids import new_id
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers import knowledge
 from waypost.resolvers.projects import require_project
 from waypost.resolvers.readiness import next_ready, readiness_of
 from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.runtime import Actor, Runtime
 from waypost.resolvers.sessions import require_session
+from waypost.resolvers.task_reads import CHECKPOINTS, history_pages
 from waypost.resolvers.tasks import (
     TEXT_MAX_BYTES,
     TaskRef,
+    checkpoint_json,
     ensure_work_allowed,
     lease_json,
     require_task,
+    submission_json,
     task_json,
 )
 
@@ -56,29 +58,6 @@ class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
     lessons: Annotated[
         list[dict[str, Any]], msgspec.Meta(max_length=knowledge.MAX_SUBMISSION_LESSONS)
     ] = msgspec.field(default_factory=list)
-
-
-def checkpoint_json(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "task_id": row["task_id"],
-        "note": row["note"],
-        "actor_id": row["actor_id"],
-        "actor_session_id": row["actor_session_id"],
-        "at": row["at"],
-    }
-
-
-def submission_json(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "task_id": row["task_id"],
-        "task_revision": row["task_revision"],
-        "summary": row["summary"],
-        "actor_id": row["actor_id"],
-        "actor_session_id": row["actor_session_id"],
-        "at": row["at"],
-    }
 
 
 # ---------------------------------------------------------------- checks
@@ -129,9 +108,12 @@ def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
 
 
 def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
+    """Section 13: another's live lease is `lease_conflict`; any other reason the
+    task is not ready but the gate is `state_conflict` with a reason. A lease
+    past its expiry is held by nobody, so it is one of those other reasons."""
     if row["status"] == "claimed" and row["lease_owner_id"] is not None:
         if row["lease_expires_at"] <= tx.at:
-            raise LeaseConflict(
+            raise StateConflict(
                 "the task's lease has expired; use recover to take it over",
                 {"reason": "lease_expired", "owner_id": row["lease_owner_id"]},
             )
@@ -156,10 +138,7 @@ def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
 
 def _lease_body(tx: Tx, row: sqlite3.Row) -> dict[str, Any]:
     task = task_json(tx.conn, row, tx.now)
-    lease = lease_json(row, tx.at)
-    assert lease is not None
-    lease.pop("expired")
-    return {"task": task, "lease": lease}
+    return {"task": task, "lease": task["lease"]}
 
 
 # ---------------------------------------------------------------- operations
@@ -278,17 +257,13 @@ async def recover(
                 "the lease is still live; only a stale lease can be recovered",
                 {"reason": "lease_live", "expires_at": row["lease_expires_at"]},
             )
-        previous = lease_json(row, tx.at)
-        assert previous is not None
-        previous.pop("expired")
+        previous = lease_json(row)
         row = _take_lease(tx, row)
         result = _lease_body(tx, row)
-        checkpoints = tx.conn.execute(
-            "SELECT * FROM task_checkpoints WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT ?",
-            (task_id, RECOVER_CHECKPOINTS),
-        ).fetchall()
+        latest = (task_id, RECOVER_CHECKPOINTS, None)
+        checkpoints = history_pages(tx.conn, CHECKPOINTS, [latest])[latest]
         result["previous_lease"] = previous
-        result["checkpoints"] = [checkpoint_json(c) for c in checkpoints]
+        result["checkpoints"] = checkpoints.items
         data = {"previous_lease": previous, "expires_at": result["lease"]["expires_at"]}
         tx.event(project_id, "task.recovered", "task", task_id, data)
         return 200, result
@@ -374,44 +349,3 @@ async def complete(
         return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
 
     return await run_mutation(rt, actor, idem, unit)
-
-
-# ---------------------------------------------------------------- reads
-
-
-def _history_sync(
-    conn: sqlite3.Connection,
-    table: str,
-    project_id: str,
-    task_id: str,
-    cursor: str | None,
-    limit: int | None,
-) -> Page[sqlite3.Row]:
-    size = check_limit(limit)
-    require_project(conn, project_id)
-    require_task(conn, project_id, task_id)
-    before = int(str(decode_cursor(cursor, int)[0])) if cursor else 2**62
-    rows = conn.execute(
-        f"SELECT rowid AS position, * FROM {table} WHERE task_id = ? AND rowid < ?"
-        " ORDER BY rowid DESC LIMIT ?",
-        (task_id, before, size + 1),
-    ).fetchall()
-    return Page.from_rows(rows, size, lambda r: encode_cursor(r["position"]))
-
-
-async def checkpoints(
-    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
-) -> Page[dict[str, Any]]:
-    page = await rt.db.read(
-        lambda c: _history_sync(c, "task_checkpoints", project_id, task_id, cursor, limit)
-    )
-    return Page([checkpoint_json(r) for r in page.items], page.cursors, page.has_next)
-
-
-async def submissions(
-    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
-) -> Page[dict[str, Any]]:
-    page = await rt.db.read(
-        lambda c: _history_sync(c, "submissions", project_id, task_id, cursor, limit)
-    )
-    return Page([submission_json(r) for r in page.items], page.cursors, page.has_next)

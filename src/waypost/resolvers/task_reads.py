@@ -1,11 +1,13 @@
-"""Reading tasks: get, lists, revision history, and the batch reads behind the
-GraphQL DataLoaders (tasks by id, activities by subject, revision pages by
-task), each a constant number of statements for any number of keys."""
+"""Reading tasks: get, lists, histories (revisions, checkpoints, submissions),
+and the batch reads behind the GraphQL DataLoaders (tasks by id, activities by
+subject, history pages by task), each a constant number of statements for any
+number of keys."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -14,9 +16,11 @@ from waypost.resolvers.projects import require_project
 from waypost.resolvers.readiness import STATE_READY_SQL, ids_param, readiness
 from waypost.resolvers.runtime import Runtime
 from waypost.resolvers.tasks import (
+    checkpoint_json,
     present_tasks,
     require_task,
     revision_json,
+    submission_json,
     task_json,
     tasks_by_ids,
 )
@@ -100,31 +104,76 @@ async def list_tasks(
     )
 
 
-def revision_cursor(cursor: str | None) -> int:
-    """The revision a history page starts below (cursor of the last item seen)."""
-    return int(str(decode_cursor(cursor, int)[0])) if cursor else NO_CURSOR
+@dataclass(frozen=True)
+class History:
+    """An append-only table of a task's history, read newest first in pages."""
+
+    table: str
+    position: str  # the column a page walks down (its cursor holds the last one seen)
+    shape: Callable[[sqlite3.Row], dict[str, Any]]
 
 
-def revisions_sync(
-    conn: sqlite3.Connection, project_id: str, task_id: str, cursor: str | None, limit: int | None
+REVISIONS = History("task_revisions", "revision", revision_json)
+CHECKPOINTS = History("task_checkpoints", "rowid", checkpoint_json)
+SUBMISSIONS = History("submissions", "rowid", submission_json)
+HistoryKey = tuple[str, int, str | None]  # (task id, limit, cursor)
+
+
+def history_pages(
+    conn: sqlite3.Connection, history: History, keys: Sequence[HistoryKey]
+) -> dict[HistoryKey, Page[dict[str, Any]]]:
+    """Pages of one history for many tasks: one statement per distinct
+    (limit, cursor) pair, which is one for a list asking the same page of each."""
+    groups: dict[tuple[int, int], list[HistoryKey]] = {}
+    for key in keys:
+        before = int(str(decode_cursor(key[2], int)[0])) if key[2] else NO_CURSOR
+        groups.setdefault((key[1], before), []).append(key)
+    result: dict[HistoryKey, Page[dict[str, Any]]] = {}
+    for (size, before), members in groups.items():
+        rows = conn.execute(
+            f"SELECT * FROM (SELECT h.*, h.{history.position} AS position, ROW_NUMBER() OVER"
+            f" (PARTITION BY h.task_id ORDER BY h.{history.position} DESC) AS n"
+            f" FROM {history.table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
+            f" AND h.{history.position} < ?) WHERE n <= ? ORDER BY task_id, position DESC",
+            (ids_param(sorted({k[0] for k in members})), before, size + 1),
+        ).fetchall()
+        by_task: dict[str, list[sqlite3.Row]] = {}
+        for row in rows:
+            by_task.setdefault(row["task_id"], []).append(row)
+        for key in members:
+            page = Page.from_rows(
+                by_task.get(key[0], []), size, lambda r: encode_cursor(r["position"])
+            )
+            result[key] = Page([history.shape(r) for r in page.items], page.cursors, page.has_next)
+    return result
+
+
+def history_page(
+    conn: sqlite3.Connection,
+    history: History,
+    project_id: str,
+    task_id: str,
+    cursor: str | None,
+    limit: int | None,
 ) -> Page[dict[str, Any]]:
-    size = check_limit(limit)
+    key = (task_id, check_limit(limit), cursor)
     require_project(conn, project_id)
     require_task(conn, project_id, task_id)
-    before = revision_cursor(cursor)
-    rows = conn.execute(
-        "SELECT * FROM task_revisions WHERE task_id = ? AND revision < ?"
-        " ORDER BY revision DESC LIMIT ?",
-        (task_id, before, size + 1),
-    ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
-    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+    return history_pages(conn, history, [key])[key]
 
 
-async def revisions(
-    rt: Runtime, project_id: str, task_id: str, cursor: str | None, limit: int | None
+async def history_of(
+    rt: Runtime,
+    history: History,
+    project_id: str,
+    task_id: str,
+    cursor: str | None,
+    limit: int | None,
 ) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: revisions_sync(conn, project_id, task_id, cursor, limit))
+    """A page of a task's revisions, checkpoints or submissions, newest first."""
+    return await rt.db.read(
+        lambda conn: history_page(conn, history, project_id, task_id, cursor, limit)
+    )
 
 
 # ---------------------------------------------------------------- batch reads
@@ -164,35 +213,4 @@ def activities_json(
     result: dict[str, list[dict[str, Any]]] = {subject: [] for subject in subject_ids}
     for row in rows:
         result[row["subject_task_id"]].append(shaped[row["id"]])
-    return result
-
-
-RevisionKey = tuple[str, int, str | None]  # (task id, limit, cursor)
-
-
-def revision_pages(
-    conn: sqlite3.Connection, keys: Sequence[RevisionKey]
-) -> dict[RevisionKey, Page[dict[str, Any]]]:
-    """Revision pages (newest first) for many tasks: one statement per distinct
-    (limit, cursor) pair, which is one for a list asking the same page of each."""
-    groups: dict[tuple[int, int], list[RevisionKey]] = {}
-    for key in keys:
-        groups.setdefault((key[1], revision_cursor(key[2])), []).append(key)
-    result: dict[RevisionKey, Page[dict[str, Any]]] = {}
-    for (size, before), members in groups.items():
-        rows = conn.execute(
-            "SELECT * FROM (SELECT r.*, ROW_NUMBER() OVER"
-            " (PARTITION BY r.task_id ORDER BY r.revision DESC) AS n"
-            " FROM task_revisions r WHERE r.task_id IN (SELECT value FROM json_each(?))"
-            " AND r.revision < ?) WHERE n <= ? ORDER BY task_id, revision DESC",
-            (ids_param(sorted({k[0] for k in members})), before, size + 1),
-        ).fetchall()
-        by_task: dict[str, list[sqlite3.Row]] = {}
-        for row in rows:
-            by_task.setdefault(row["task_id"], []).append(row)
-        for key in members:
-            page = Page.from_rows(
-                by_task.get(key[0], []), size, lambda r: encode_cursor(r["revision"])
-            )
-            result[key] = Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
     return result

@@ -20,7 +20,6 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from waypost.clock import format_time
 from waypost.errors import (
     DecisionRequired,
     Forbidden,
@@ -95,7 +94,9 @@ class TaskListQuery(msgspec.Struct, forbid_unknown_fields=True):
 # ---------------------------------------------------------------- shaping
 
 
-def lease_json(row: sqlite3.Row, at: str) -> dict[str, Any] | None:
+def lease_json(row: sqlite3.Row) -> dict[str, Any] | None:
+    """The contract's lease object, exactly its four fields (a lease whose
+    `expires_at` has passed is stale work that only `recover` takes over)."""
     if row["lease_owner_id"] is None:
         return None
     return {
@@ -103,9 +104,6 @@ def lease_json(row: sqlite3.Row, at: str) -> dict[str, Any] | None:
         "session_id": row["lease_session_id"],
         "expires_at": row["lease_expires_at"],
         "workflow": bool(row["lease_workflow"]),
-        # judged at the service time of the response: an expired lease is stale
-        # work that only `recover` can take over
-        "expired": row["lease_expires_at"] <= at,
     }
 
 
@@ -121,7 +119,7 @@ def publication_json(row: sqlite3.Row) -> dict[str, Any] | None:
     }
 
 
-def shape(row: sqlite3.Row, depends_on: list[str], ready: Readiness, at: str) -> dict[str, Any]:
+def shape(row: sqlite3.Row, depends_on: list[str], ready: Readiness) -> dict[str, Any]:
     return {
         "id": row["id"],
         "project_id": row["project_id"],
@@ -136,7 +134,7 @@ def shape(row: sqlite3.Row, depends_on: list[str], ready: Readiness, at: str) ->
         "revision": row["revision"],
         "ready": ready.ready,
         "blocked_by": ready.blocked_by(),
-        "lease": lease_json(row, at),
+        "lease": lease_json(row),
         "publication": publication_json(row),
         "created_at": row["created_at"],
         "updated_at": row["updated_at"],
@@ -150,8 +148,7 @@ def present_tasks(
     ids = [row["id"] for row in rows]
     deps = dependency_map(conn, ids)
     ready = readiness(conn, project_id, rows, now, deps)
-    at = format_time(now)
-    return [shape(r, [d for d, _ in deps[r["id"]]], ready[r["id"]], at) for r in rows]
+    return [shape(r, [d for d, _ in deps[r["id"]]], ready[r["id"]]) for r in rows]
 
 
 def task_json(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> dict[str, Any]:
@@ -159,8 +156,8 @@ def task_json(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> dict
 
 
 def revision_json(row: sqlite3.Row) -> dict[str, Any]:
+    """The task revision of section 13, exactly its fields."""
     return {
-        "task_id": row["task_id"],
         "revision": row["revision"],
         "title": row["title"],
         "description": row["description"],
@@ -170,6 +167,29 @@ def revision_json(row: sqlite3.Row) -> dict[str, Any]:
         "depends_on": json.loads(row["depends_on"]),
         "changed_fields": json.loads(row["changed_fields"]),
         "judged_change": bool(row["judged_change"]),
+        "actor_id": row["actor_id"],
+        "at": row["at"],
+    }
+
+
+def checkpoint_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "note": row["note"],
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+    }
+
+
+def submission_json(row: sqlite3.Row) -> dict[str, Any]:
+    """Section 13's submission object."""
+    return {
+        "id": row["id"],
+        "task_id": row["task_id"],
+        "task_revision": row["task_revision"],
+        "summary": row["summary"],
         "actor_id": row["actor_id"],
         "actor_session_id": row["actor_session_id"],
         "at": row["at"],

@@ -45,25 +45,27 @@ async def update_task(call: Call) -> Outcome:
     return await tasks.update(call.rt, call.actor, call.idem, p["project"], p["task"], call.body)
 
 
+async def _history(call: Call, history: task_reads.History) -> Page[Any]:
+    p, q = call.params, call.query
+    return await task_reads.history_of(call.rt, history, p["project"], p["task"], q.cursor, q.limit)
+
+
 @table.get(f"{TASK}/revisions", query=ListQuery)
 async def task_revisions(call: Call) -> Page[Any]:
     """Immutable task revisions, newest first."""
-    p, q = call.params, call.query
-    return await task_reads.revisions(call.rt, p["project"], p["task"], q.cursor, q.limit)
+    return await _history(call, task_reads.REVISIONS)
 
 
 @table.get(f"{TASK}/checkpoints", query=ListQuery)
 async def task_checkpoints(call: Call) -> Page[Any]:
     """Checkpoint notes left by lease owners, newest first."""
-    p, q = call.params, call.query
-    return await leases.checkpoints(call.rt, p["project"], p["task"], q.cursor, q.limit)
+    return await _history(call, task_reads.CHECKPOINTS)
 
 
 @table.get(f"{TASK}/submissions", query=ListQuery)
 async def task_submissions(call: Call) -> Page[Any]:
     """Submissions of the task, newest first."""
-    p, q = call.params, call.query
-    return await leases.submissions(call.rt, p["project"], p["task"], q.cursor, q.limit)
+    return await _history(call, task_reads.SUBMISSIONS)
 
 
 @table.post("/api/v1/projects/{project}/claims", body=leases.ClaimBody)

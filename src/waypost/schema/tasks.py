@@ -8,15 +8,17 @@ and subjects costs a fixed number of statements however long the page is.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 from strawberry.dataloader import DataLoader
 
+from waypost.clock import format_time
 from waypost.errors import NotFound
 from waypost.pagination import Page
-from waypost.resolvers import leases, task_reads
+from waypost.resolvers import task_reads
 from waypost.schema.context import Info
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
@@ -50,7 +52,11 @@ class Lease:
     session_id: str | None
     expires_at: str
     workflow: bool = strawberry.field(description="True when the task is an activity.")
-    expired: bool = strawberry.field(description="Past expiry: only `taskRecover` takes it over.")
+
+    @strawberry.field(description="Past expiry: only `taskRecover` takes it over.")
+    def expired(self, info: Info) -> bool:
+        # judged at the service time of this response (the REST lease has no such field)
+        return self.expires_at <= format_time(info.context.rt.now())
 
     @strawberry.field
     async def owner(self, info: Info) -> Principal | None:
@@ -63,8 +69,6 @@ class Lease:
             session_id=d["session_id"],
             expires_at=d["expires_at"],
             workflow=d["workflow"],
-            # the claim answer's lease is fresh by definition and omits the flag
-            expired=d.get("expired", False),
         )
 
 
@@ -111,7 +115,9 @@ class BlockedBy:
         resolve = NODE_RESOLVERS.get("Decision")
         if resolve is None:
             return []
-        found = [await resolve(info, d) for d in self.decision_ids]
+        # all at once, so the per-request loader batches them (one by one would
+        # cost a statement per blocking decision)
+        found = await asyncio.gather(*(resolve(info, d) for d in self.decision_ids))
         return [d for d in found if d is not None]
 
     @strawberry.field(description="Dependencies that are not done yet.")
@@ -127,8 +133,20 @@ class BlockedBy:
         )
 
 
+@strawberry.type
+class Attributed:
+    """A history record: who wrote it (an object) and when."""
+
+    actor_id: strawberry.Private[str]
+    at: str
+
+    @strawberry.field
+    async def actor(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.actor_id)
+
+
 @strawberry.type(description="One immutable task revision.")
-class TaskRevision:
+class TaskRevision(Attributed):
     revision: int
     title: str
     description: str
@@ -140,13 +158,10 @@ class TaskRevision:
     judged_change: bool = strawberry.field(
         description="True when title, description, acceptance criteria or kind changed."
     )
-    actor_id: strawberry.Private[str]
-    actor_session_id: str | None
-    at: str
 
-    @strawberry.field
-    async def actor(self, info: Info) -> Principal | None:
-        return await load_principal(info, self.actor_id)
+    @strawberry.field(description="The dependencies this revision named, in order.")
+    async def depends_on(self, info: Info) -> list[Task]:
+        return await load_tasks(info, self.depends_on_ids)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TaskRevision:
@@ -161,22 +176,15 @@ class TaskRevision:
             changed_fields=d["changed_fields"],
             judged_change=d["judged_change"],
             actor_id=d["actor_id"],
-            actor_session_id=d["actor_session_id"],
             at=d["at"],
         )
 
 
 @strawberry.type(description="A progress note left by a lease owner.")
-class TaskCheckpoint:
+class TaskCheckpoint(Attributed):
     rest_id: str
     note: str
-    actor_id: strawberry.Private[str]
     actor_session_id: str | None
-    at: str
-
-    @strawberry.field
-    async def actor(self, info: Info) -> Principal | None:
-        return await load_principal(info, self.actor_id)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TaskCheckpoint:
@@ -190,18 +198,12 @@ class TaskCheckpoint:
 
 
 @strawberry.type(description="Submitted work: immutable, pinned to the task revision it answers.")
-class Submission:
+class Submission(Attributed):
     rest_id: str
     task_id: strawberry.Private[str]
     task_revision: int
     summary: str
-    actor_id: strawberry.Private[str]
     actor_session_id: str | None
-    at: str
-
-    @strawberry.field
-    async def actor(self, info: Info) -> Principal | None:
-        return await load_principal(info, self.actor_id)
 
     @strawberry.field
     async def task(self, info: Info) -> Task | None:
@@ -272,32 +274,21 @@ class Task(Node):
     async def revisions(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[TaskRevision]:
-        rt = info.context.rt
-
-        async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
-            found = await rt.db.read(lambda c: task_reads.revision_pages(c, list(keys)))
-            return [found[k] for k in keys]
-
-        key = (self.rest_id, first_to_limit(first), after)
-        page: Page[dict[str, Any]] = await info.context.loader("task_revisions", batch).load(key)
+        page = await load_history(info, task_reads.REVISIONS, (self.rest_id, first, after))
         return Connection.of(page, TaskRevision.from_json)
 
     @strawberry.field(description="Checkpoint notes, newest first.")
     async def checkpoints(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[TaskCheckpoint]:
-        page = await leases.checkpoints(
-            info.context.rt, self.project_id, self.rest_id, after, first_to_limit(first)
-        )
+        page = await load_history(info, task_reads.CHECKPOINTS, (self.rest_id, first, after))
         return Connection.of(page, TaskCheckpoint.from_json)
 
     @strawberry.field(description="Submissions, newest first.")
     async def submissions(
         self, info: Info, first: int | None = None, after: str | None = None
     ) -> Connection[Submission]:
-        page = await leases.submissions(
-            info.context.rt, self.project_id, self.rest_id, after, first_to_limit(first)
-        )
+        page = await load_history(info, task_reads.SUBMISSIONS, (self.rest_id, first, after))
         return Connection.of(page, Submission.from_json)
 
     @classmethod
@@ -344,6 +335,22 @@ async def load_tasks(info: Info, task_ids: list[str]) -> list[Task]:
     """Several tasks in the order given, through the same per-request loader."""
     found = await _task_loader(info).load_many(task_ids)
     return [t for t in found if t is not None]
+
+
+async def load_history(
+    info: Info, history: task_reads.History, key: tuple[str, int | None, str | None]
+) -> Page[dict[str, Any]]:
+    """A page of a task's history, batched per request across tasks."""
+    rt = info.context.rt
+
+    async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
+        found = await rt.db.read(lambda c: task_reads.history_pages(c, history, list(keys)))
+        return [found[k] for k in keys]
+
+    task_id, first, after = key
+    loader = info.context.loader(f"task_history:{history.table}", batch)
+    page: Page[dict[str, Any]] = await loader.load((task_id, first_to_limit(first), after))
+    return page
 
 
 NODE_RESOLVERS["Task"] = load_task
