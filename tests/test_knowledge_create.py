@@ -207,3 +207,16 @@ async def test_create_refuses_a_task_that_does_not_exist(human: Caller, project:
 async def test_create_refuses_an_unknown_source_submission(human: Caller, project: str) -> None:
     r = await human.post(kpath(project), new_body(provenance={"source_submission_id": "sub_x"}))
     assert error_of(r) == (400, "invalid_request", "provenance.source_submission_id")
+
+
+async def test_a_refused_create_writes_no_event_and_its_key_can_be_retried(
+    human: Caller, project: str
+) -> None:
+    r = await human.post(kpath(project), new_body(title=""), key="retry-me")
+    assert error_of(r) == (400, "invalid_request", "title")
+    r = await human.post(kpath(project), new_body(), key="retry-me")
+    assert r.status_code == 201 and "Idempotent-Replayed" not in r.headers
+    events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
+    assert [e["type"] for e in events if e["type"].startswith("knowledge.")] == [
+        "knowledge.created"
+    ]

@@ -144,3 +144,21 @@ async def test_feedback_refuses_bad_bodies(
     record = await create(human, project)
     r = await human.post(kpath(project, record["id"], "feedback"), body)
     assert error_of(r) == (400, "invalid_request", field)
+
+
+async def test_a_feedback_replay_answers_201_and_counts_once(
+    service: Service, human: Caller, project: str
+) -> None:
+    record = await create(human, project)
+    path = kpath(project, record["id"], "feedback")
+    body = {"expected_revision": 1, "useful": True}
+    first = await human.post(path, body, key="fb-once")
+    again = await human.post(path, body, key="fb-once")
+    assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
+    assert again.json() == first.json()
+    assert (await human.get(kpath(project, record["id"]))).json()["feedback"]["useful"] == 1
+    with raw(service.db_path) as conn:
+        events = conn.execute(
+            "SELECT count(*) FROM events WHERE type = 'knowledge.feedback_recorded'"
+        ).fetchone()[0]
+    assert events == 1

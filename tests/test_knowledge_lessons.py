@@ -166,6 +166,16 @@ async def test_an_invalid_lesson_refuses_the_whole_submission(
     assert counts(service) == before
 
 
+async def test_lessons_never_write_the_binding_rules(
+    service: Service, human: Caller, project: str
+) -> None:
+    agent, task_id = await claimed(service, human, project)
+    rule_like = lesson(status="validated", title="Always squash", body="Policy: squash merges.")
+    assert (await submit(agent, project, task_id, [rule_like])).status_code == 200
+    policy = (await human.get(f"/api/v1/projects/{project}/policy")).json()
+    assert policy["rules"] == "" and policy["revision"] == 1
+
+
 async def test_the_submitted_event_lists_the_lessons(
     service: Service, human: Caller, project: str
 ) -> None:
