@@ -180,3 +180,51 @@ async def test_blocked_by_truncates_at_twenty_decisions(human: Caller, project: 
     assert (status, code, details["truncated"], len(details["decision_ids"])) == (
         409, "decision_required", True, 20,
     )  # fmt: skip
+
+
+async def test_publication_result_and_finalize_are_gated(human: Caller, project: str) -> None:
+    # an allow on two tasks; authority taken on one; a judged edit of the other
+    # makes the allow stale, which blocks the holder's result and finalize
+    held, other = await make_task(human, "held"), await make_task(human, "other")
+    decision = await open_decision(human, held["id"], other["id"])
+    await allow(human, decision)
+    r = await human.post(task_path(held["id"], "publication/prepare"))
+    assert r.status_code == 200, r.text
+    r = await human.patch(task_path(other["id"]), {"expected_revision": 1, "title": "changed"})
+    assert r.status_code == 200, r.text
+    r = await human.post(task_path(held["id"], "publication/result"), {"outcome": "succeeded"})
+    assert error(r) == blocked(decision)
+    r = await human.post(task_path(held["id"], "publication/finalize"))
+    assert error(r) == blocked(decision)
+
+
+async def test_complete_of_activity_is_gated_by_the_subject(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", subject_task_id=subject["id"])
+    await claim(human, review["id"])
+    await submit(human, review["id"])
+    decision = await open_decision(human, subject["id"])
+    r = await human.post(task_path(review["id"], "complete"))
+    assert error(r) == blocked(decision)
+
+
+async def test_publication_on_activity_is_gated_by_the_subject(human: Caller, project: str) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", subject_task_id=subject["id"])
+    decision = await open_decision(human, subject["id"])
+    r = await human.post(task_path(review["id"], "publication/prepare"))
+    assert error(r) == blocked(decision)
+
+
+async def test_activity_of_blocked_subject_is_not_ready_and_ordinary_claims_skip_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature", priority=0)
+    review = await make_task(human, "review", subject_task_id=subject["id"], priority=9)
+    decision = await open_decision(human, subject["id"])
+    body = (await human.get(task_path(review["id"]))).json()
+    assert (body["ready"], body["blocked_by"]["decisions"]) == (False, [decision])
+    r = await human.post(f"{BASE}/claims", {})
+    assert error(r)[2] == {"reason": "nothing_ready"}

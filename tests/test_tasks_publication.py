@@ -155,3 +155,24 @@ async def test_integration_owner_agent_finalizes_from_a_new_session(
     await agent.start_session()
     r = await agent.post(task_path(task["id"], "publication/finalize"))
     assert r.status_code == 200 and r.json()["publication"] is None
+
+
+async def test_judged_edit_is_refused_while_the_task_or_an_activity_publishes(
+    human: Caller, project: str
+) -> None:
+    # an edit would make an allow stale; the holder's finalize passes the gate and
+    # no decision can be reopened while authority is held: nothing could move again
+    task = await make_task(human)
+    review = await make_task(human, "review", subject_task_id=task["id"])
+    r = await human.post(task_path(review["id"], "publication/prepare"))
+    assert r.status_code == 200, r.text
+    for target in (task, review):
+        r = await human.patch(task_path(target["id"]), {"expected_revision": 1, "title": "new"})
+        status, code, details = error(r)
+        assert (status, code) == (409, "publication_in_progress")
+        assert details == {"task_id": review["id"], "holder_id": human.principal_id}
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "priority": 3})
+    assert r.status_code == 200, r.text
+    await human.post(task_path(review["id"], "publication/finalize"))
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "new"})
+    assert r.status_code == 200, r.text

@@ -368,6 +368,24 @@ def _status_change(actor: Actor, row: sqlite3.Row, status: str) -> None:
         )
 
 
+def _refuse_judged_edit_while_publishing(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
+    """No judged edit while the task, its subject or an activity holds publication
+    authority: the edit would make an allow on the task stale, and the holder's
+    result and finalize pass the gate while a decision cannot be reopened until
+    the authority is given back, so nothing could ever move again."""
+    held = conn.execute(
+        "SELECT id, publication_holder_id FROM tasks WHERE publication_holder_id IS NOT NULL"
+        " AND (id = ? OR id = ? OR subject_task_id = ?) LIMIT 1",
+        (row["id"], row["subject_task_id"], row["id"]),
+    ).fetchone()
+    if held is not None:
+        raise PublicationInProgress(
+            "publication authority is held for this task, its subject or an activity;"
+            " judged fields cannot change until it is finalized",
+            {"task_id": held["id"], "holder_id": held["publication_holder_id"]},
+        )
+
+
 async def update(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, patch: TaskPatch
 ) -> Outcome:
@@ -408,13 +426,15 @@ async def update(
                 raise InvalidRequest.field("depends_on", "this dependency would create a cycle")
         if "status" in changed:
             _status_change(actor, row, requested["status"])
+        judged = any(f in JUDGED_FIELDS for f in changed)
+        if judged:
+            _refuse_judged_edit_while_publishing(tx.conn, row)
         if not changed:
             # Nothing differs: no new revision, but the accepted call is still logged.
             unchanged = {"revision": row["revision"], "changed_fields": []}
             tx.event(project_id, "task.updated", "task", task_id, unchanged)
             return 200, task_json(tx.conn, row, tx.now)
         revision = row["revision"] + 1
-        judged = any(f in JUDGED_FIELDS for f in changed)
         columns = {f: requested[f] for f in changed if f in (*JUDGED_FIELDS, "priority", "status")}
         if "acceptance_criteria" in columns:
             columns["acceptance_criteria"] = json.dumps(columns["acceptance_criteria"])
