@@ -390,3 +390,15 @@ async def test_task_routes_appear_in_the_openapi_document(human: Caller) -> None
         f"{task}/publication/result", f"{task}/publication/finalize",
     ):  # fmt: skip
         assert path in paths, path
+
+
+async def test_replayed_create_answers_201_again_with_no_second_task_or_event(
+    human: Caller, project: str
+) -> None:
+    first = await human.post(f"{BASE}/tasks", {"title": "once"}, key="same-create")
+    again = await human.post(f"{BASE}/tasks", {"title": "once"}, key="same-create")
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.headers["Idempotent-Replayed"] == "true" and again.json() == first.json()
+    assert len((await human.get(f"{BASE}/tasks")).json()["items"]) == 1
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    assert [e["type"] for e in events if e["type"].startswith("task.")] == ["task.created"]

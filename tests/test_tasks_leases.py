@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import Caller, Service
 from tests.tasks_support import BASE, claim, error, make_task, set_policy, submit, task_path
 
@@ -206,6 +208,27 @@ async def test_owner_agent_without_session_header_is_session_required(
     await claim(agent, task["id"])
     agent.session_id = None
     r = await agent.post(task_path(task["id"], "submit"), {"summary": "s"})
+    assert error(r) == (403, "forbidden", {"reason": "session_required"})
+
+
+@pytest.mark.parametrize(
+    ("action", "body"),
+    [("renew", {}), ("checkpoint", {"note": "n"}), ("release", {}), ("submit", {"summary": "s"}),
+     ("recover", {}), ("complete", {})],
+)  # fmt: skip
+async def test_every_ownership_operation_needs_the_agents_session(
+    service: Service, human: Caller, project: str, action: str, body: dict[str, str]
+) -> None:
+    await set_policy(human, review_mode="none")
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    if action == "complete":
+        await submit(agent, task["id"])
+    if action == "recover":
+        service.clock.advance(minutes=16)
+    agent.session_id = None
+    r = await agent.post(task_path(task["id"], action), body)
     assert error(r) == (403, "forbidden", {"reason": "session_required"})
 
 
@@ -484,3 +507,22 @@ async def test_invalid_lesson_rolls_back_the_whole_submission(
     assert current["status"] == "claimed" and current["lease"]["owner_id"] == agent.principal_id
     listed = (await human.get(task_path(task["id"], "submissions"))).json()
     assert listed["items"] == []
+
+
+async def test_submit_with_lessons_and_recover_write_one_event_each(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    service.clock.advance(minutes=16)
+    before = len((await human.get(f"{BASE}/events", limit="200")).json()["items"])
+    r = await human.post(task_path(task["id"], "recover"))
+    assert r.status_code == 200, r.text
+    lesson = {"kind": "lesson", "title": "t", "body": "b"}
+    r = await human.post(
+        task_path(task["id"], "submit"), {"summary": "s", "lessons": [lesson, lesson]}
+    )
+    assert r.status_code == 200, r.text
+    events = (await human.get(f"{BASE}/events", limit="200")).json()["items"][before:]
+    assert [e["type"] for e in events] == ["task.recovered", "task.submitted"]
