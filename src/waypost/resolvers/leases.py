@@ -29,11 +29,14 @@ from waypost.resolvers.runtime import Actor, Runtime
 from waypost.resolvers.sessions import require_session
 from waypost.resolvers.task_reads import CHECKPOINTS, history_pages
 from waypost.resolvers.tasks import (
+    CLEAR_LEASE,
     TEXT_MAX_BYTES,
     TaskRef,
     checkpoint_json,
+    current_task,
     ensure_work_allowed,
     lease_json,
+    load_in_tx,
     require_task,
     submission_json,
     task_json,
@@ -174,8 +177,7 @@ async def renew(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         row = _take_lease(tx, row)
         result = _lease_body(tx, row)
@@ -195,9 +197,8 @@ async def checkpoint(
     body: CheckpointBody,
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
         _check_bytes("note", body.note)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         checkpoint_id = new_id("chk")
         tx.conn.execute(
@@ -210,7 +211,7 @@ async def checkpoint(
             "SELECT * FROM task_checkpoints WHERE id = ?", (checkpoint_id,)
         ).fetchone()
         tx.event(project_id, "task.checkpointed", "task", task_id, {"checkpoint_id": checkpoint_id})
-        task = task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        task = current_task(tx, project_id, task_id)
         return 200, {"checkpoint": checkpoint_json(saved), "task": task}
 
     return await run_mutation(rt, actor, idem, unit)
@@ -220,16 +221,14 @@ async def release(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         tx.conn.execute(
-            "UPDATE tasks SET status = 'open', lease_owner_id = NULL, lease_session_id = NULL,"
-            " lease_expires_at = NULL, lease_workflow = 0, updated_at = ? WHERE id = ?",
+            f"UPDATE tasks SET status = 'open', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
             (tx.at, task_id),
         )
         tx.event(project_id, "task.released", "task", task_id, {})
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)
 
@@ -245,9 +244,8 @@ async def recover(
     """
 
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         require_session(actor)
-        row = require_task(tx.conn, project_id, task_id)
         if row["status"] != "claimed" or row["lease_owner_id"] is None:
             raise StateConflict(
                 "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
@@ -275,9 +273,8 @@ async def submit(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: SubmitBody
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
         _check_bytes("summary", body.summary)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
         submission_id = new_id("sub")
@@ -288,8 +285,7 @@ async def submit(
              actor.principal_id, actor.session_id, tx.at),
         )  # fmt: skip
         tx.conn.execute(
-            "UPDATE tasks SET status = 'submitted', lease_owner_id = NULL, lease_session_id = NULL,"
-            " lease_expires_at = NULL, lease_workflow = 0, updated_at = ? WHERE id = ?",
+            f"UPDATE tasks SET status = 'submitted', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
             (tx.at, task_id),
         )
         lessons = knowledge.insert_submission_lessons(
@@ -299,7 +295,7 @@ async def submit(
         submission = submission_json(saved.fetchone())
         data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
         tx.event(project_id, "task.submitted", "task", task_id, data)
-        task = task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        task = current_task(tx, project_id, task_id)
         return 200, {"submission": submission, "task": task, "lessons": lessons}
 
     return await run_mutation(rt, actor, idem, unit)
@@ -327,9 +323,8 @@ async def complete(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        project = require_project(tx.conn, project_id)
+        project, row = load_in_tx(tx, project_id, task_id)
         require_session(actor)
-        row = require_task(tx.conn, project_id, task_id)
         if row["status"] != "submitted":
             raise StateConflict(
                 "only a submitted task can be completed",
@@ -346,6 +341,6 @@ async def complete(
         )
         data = {"submission_id": latest["id"], "review_mode": project["review_mode"]}
         tx.event(project_id, "task.completed", "task", task_id, data)
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)

@@ -18,11 +18,10 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from waypost.errors import Forbidden, PublicationInProgress, StateConflict
-from waypost.resolvers.projects import require_project
 from waypost.resolvers.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.runtime import Actor, Runtime
 from waypost.resolvers.sessions import require_session
-from waypost.resolvers.tasks import ensure_work_allowed, require_task, task_json
+from waypost.resolvers.tasks import current_task, ensure_work_allowed, load_in_tx
 
 DETAIL_MAX = 4096
 
@@ -70,8 +69,7 @@ async def prepare(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        project = require_project(tx.conn, project_id)
-        row = require_task(tx.conn, project_id, task_id)
+        project, row = load_in_tx(tx, project_id, task_id)
         _authorize(actor, project)
         if row["status"] in ("done", "cancelled"):
             raise StateConflict(
@@ -91,7 +89,7 @@ async def prepare(
             (actor.principal_id, actor.session_id, tx.at, tx.at, task_id),
         )
         tx.event(project_id, "task.publication_prepared", "task", task_id, {})
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)
 
@@ -100,8 +98,7 @@ async def result(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: ResultBody
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         _require_holder(tx, row)
         if row["publication_result"] is not None:
             raise StateConflict(
@@ -116,7 +113,7 @@ async def result(
         )
         data = {"outcome": body.outcome}
         tx.event(project_id, "task.publication_result", "task", task_id, data)
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)
 
@@ -125,8 +122,7 @@ async def finalize(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         _require_holder(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
         recorded = row["publication_result"]
@@ -142,6 +138,6 @@ async def finalize(
             "result": json.loads(recorded) if recorded else None,
         }
         tx.event(project_id, "task.publication_finalized", "task", task_id, data)
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)

@@ -45,6 +45,10 @@ TEXT_MAX_BYTES = 64 * 1024
 JUDGED_FIELDS = ("title", "description", "acceptance_criteria", "kind")
 CONTENT_FIELDS = (*JUDGED_FIELDS, "priority", "depends_on")
 STATUSES = ("open", "claimed", "submitted", "done", "cancelled")
+# SET clause that ends a lease (release, submit)
+CLEAR_LEASE = (
+    "lease_owner_id = NULL, lease_session_id = NULL, lease_expires_at = NULL, lease_workflow = 0"
+)
 
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Description = Annotated[str, msgspec.Meta(max_length=TEXT_MAX_BYTES)]
@@ -207,6 +211,16 @@ def require_task(conn: sqlite3.Connection, project_id: str, task_id: str) -> sql
         raise NotFound("no such task in this project", {"task_id": task_id})
     result: sqlite3.Row = row
     return result
+
+
+def load_in_tx(tx: Tx, project_id: str, task_id: str) -> tuple[sqlite3.Row, sqlite3.Row]:
+    """The project's row and the task's, read inside the writer transaction (or 404)."""
+    return require_project(tx.conn, project_id), require_task(tx.conn, project_id, task_id)
+
+
+def current_task(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
+    """The task JSON as this transaction leaves it."""
+    return task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
 
 
 def tasks_by_ids(conn: sqlite3.Connection, task_ids: list[str]) -> dict[str, sqlite3.Row]:
@@ -392,10 +406,9 @@ async def update(
     requested = patch.changes()
 
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        require_project(tx.conn, project_id)
         if not requested:
             raise InvalidRequest.field("", "the patch names no task field to change")
-        row = require_task(tx.conn, project_id, task_id)
+        _, row = load_in_tx(tx, project_id, task_id)
         if patch.expected_revision != row["revision"]:
             raise RevisionConflict(
                 "the task changed since that revision",
@@ -462,6 +475,6 @@ async def update(
         if "status" in changed:
             data["status"] = {"from": row["status"], "to": requested["status"]}
         tx.event(project_id, "task.updated", "task", task_id, data)
-        return 200, task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
+        return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from waypost.pagination import Page
@@ -75,77 +76,42 @@ async def claim_task(call: Call) -> Outcome:
     return await leases.claim(call.rt, call.actor, call.idem, call.params["project"], call.body)
 
 
-@table.post(f"{TASK}/renew")
-async def renew_lease(call: Call) -> Outcome:
-    """Extend the caller's live lease by the policy's lease length from now."""
-    assert call.idem
-    p = call.params
-    return await leases.renew(call.rt, call.actor, call.idem, p["project"], p["task"])
+TaskAction = Callable[..., Awaitable[Outcome]]
 
 
-@table.post(f"{TASK}/checkpoint", body=leases.CheckpointBody)
-async def checkpoint_task(call: Call) -> Outcome:
-    """Record a progress note on the caller's live lease."""
-    assert call.idem
-    p = call.params
-    return await leases.checkpoint(
-        call.rt, call.actor, call.idem, p["project"], p["task"], call.body
-    )
+def _task_action(name: str, action: str, run: TaskAction, summary: str, body: Any = None) -> None:
+    """Register `POST .../tasks/{task}/<action>`: `run(rt, actor, idem, project, task[, body])`.
+    `name` is the OpenAPI operationId."""
+
+    async def handler(call: Call) -> Outcome:
+        assert call.idem
+        p = call.params
+        extra = () if body is None else (call.body,)
+        return await run(call.rt, call.actor, call.idem, p["project"], p["task"], *extra)
+
+    handler.__name__ = name
+    table.post(f"{TASK}/{action}", body=body, summary=summary)(handler)
 
 
-@table.post(f"{TASK}/release")
-async def release_lease(call: Call) -> Outcome:
-    """Give the task back: it is open again."""
-    assert call.idem
-    p = call.params
-    return await leases.release(call.rt, call.actor, call.idem, p["project"], p["task"])
-
-
-@table.post(f"{TASK}/recover")
-async def recover_lease(call: Call) -> Outcome:
-    """Take over a task whose lease expired; shows the lapsed lease and latest checkpoints."""
-    assert call.idem
-    p = call.params
-    return await leases.recover(call.rt, call.actor, call.idem, p["project"], p["task"])
-
-
-@table.post(f"{TASK}/submit", body=leases.SubmitBody)
-async def submit_task(call: Call) -> Outcome:
-    """Submit the work with a summary and up to 50 lessons; ends the lease."""
-    assert call.idem
-    p = call.params
-    return await leases.submit(call.rt, call.actor, call.idem, p["project"], p["task"], call.body)
-
-
-@table.post(f"{TASK}/complete")
-async def complete_task(call: Call) -> Outcome:
-    """Mark a submitted task done, as the policy's review mode allows."""
-    assert call.idem
-    p = call.params
-    return await leases.complete(call.rt, call.actor, call.idem, p["project"], p["task"])
-
-
-@table.post(f"{TASK}/publication/prepare")
-async def prepare_publication(call: Call) -> Outcome:
-    """Take exclusive publication authority (integration owner, or a human when none)."""
-    assert call.idem
-    p = call.params
-    return await publication.prepare(call.rt, call.actor, call.idem, p["project"], p["task"])
-
-
-@table.post(f"{TASK}/publication/result", body=publication.ResultBody)
-async def publication_result(call: Call) -> Outcome:
-    """Record the external publication outcome (the holder, once)."""
-    assert call.idem
-    p = call.params
-    return await publication.result(
-        call.rt, call.actor, call.idem, p["project"], p["task"], call.body
-    )
-
-
-@table.post(f"{TASK}/publication/finalize")
-async def finalize_publication(call: Call) -> Outcome:
-    """Give publication authority back; the task's `publication` is null again."""
-    assert call.idem
-    p = call.params
-    return await publication.finalize(call.rt, call.actor, call.idem, p["project"], p["task"])
+# (operationId, path under the task, resolver, body model, summary)
+ACTIONS: list[tuple[str, str, TaskAction, Any, str]] = [
+    ("renew_lease", "renew", leases.renew, None,
+     "Extend the caller's live lease by the policy's lease length from now."),
+    ("checkpoint_task", "checkpoint", leases.checkpoint, leases.CheckpointBody,
+     "Record a progress note on the caller's live lease."),
+    ("release_lease", "release", leases.release, None, "Give the task back: it is open again."),
+    ("recover_lease", "recover", leases.recover, None,
+     "Take over a task whose lease expired; shows the lapsed lease and latest checkpoints."),
+    ("submit_task", "submit", leases.submit, leases.SubmitBody,
+     "Submit the work with a summary and up to 50 lessons; ends the lease."),
+    ("complete_task", "complete", leases.complete, None,
+     "Mark a submitted task done, as the policy's review mode allows."),
+    ("prepare_publication", "publication/prepare", publication.prepare, None,
+     "Take exclusive publication authority (integration owner, or a human when none)."),
+    ("publication_result", "publication/result", publication.result, publication.ResultBody,
+     "Record the external publication outcome (the holder, once)."),
+    ("finalize_publication", "publication/finalize", publication.finalize, None,
+     "Give publication authority back; the task's `publication` is null again."),
+]  # fmt: skip
+for _name, _action, _run, _body, _summary in ACTIONS:
+    _task_action(_name, _action, _run, _summary, _body)

@@ -15,8 +15,7 @@ from strawberry.scalars import JSON
 
 from waypost.decoding import convert
 from waypost.resolvers import leases, publication, tasks
-from waypost.resolvers.receipts import Idempotency, Outcome
-from waypost.resolvers.runtime import Actor, Runtime
+from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import Knowledge
@@ -143,13 +142,17 @@ class TaskSubmitPayload:
     replayed: bool
 
 
-Action = Callable[[Runtime, Actor, Idempotency, str, str], Awaitable[Outcome]]
+Action = Callable[..., Awaitable[Outcome]]
 
 
-async def _action(info: Info, name: str, input: Any, run: Action) -> Outcome:
+async def _action(info: Info, name: str, input: Any, run: Action, model: Any = None) -> Outcome:
+    """Call `run(rt, actor, idem, project, task[, body])` as the REST route does, the
+    rest of the input converted to `model` with the same strict rules."""
     idem, body = split_input(name, input)
+    project_id, task_id = body.pop("project_id"), body.pop("task_id")
+    extra = () if model is None else (convert(body, model),)
     ctx = info.context
-    return await run(ctx.rt, ctx.actor, idem, body["project_id"], body["task_id"])
+    return await run(ctx.rt, ctx.actor, idem, project_id, task_id, *extra)
 
 
 def _task_payload(outcome: Outcome | None, errors: list[UserError]) -> TaskPayload:
@@ -183,14 +186,10 @@ class TaskMutations:
 
     @strawberry.mutation(description="Edit a task under expectedRevision (the next revision).")
     async def task_update(self, info: Info, input: TaskUpdateInput) -> TaskPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("taskUpdate", input)
-            project_id, task_id = body.pop("project_id"), body.pop("task_id")
-            patch = convert(body, tasks.TaskPatch)
-            ctx = info.context
-            return await tasks.update(ctx.rt, ctx.actor, idem, project_id, task_id, patch)
-
-        return _task_payload(*await mutate(run))
+        run = tasks.update
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskUpdate", input, run, tasks.TaskPatch))
+        )
 
     @strawberry.mutation(description="Claim the next ready task, or the named one.")
     async def task_claim(self, info: Info, input: TaskClaimInput) -> TaskLeasePayload:
@@ -212,14 +211,8 @@ class TaskMutations:
     async def task_checkpoint(
         self, info: Info, input: TaskCheckpointInput
     ) -> TaskCheckpointPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("taskCheckpoint", input)
-            project_id, task_id = body.pop("project_id"), body.pop("task_id")
-            note = convert(body, leases.CheckpointBody)
-            ctx = info.context
-            return await leases.checkpoint(ctx.rt, ctx.actor, idem, project_id, task_id, note)
-
-        outcome, errors = await mutate(run)
+        run, model = leases.checkpoint, leases.CheckpointBody
+        outcome, errors = await mutate(lambda: _action(info, "taskCheckpoint", input, run, model))
         return TaskCheckpointPayload(
             checkpoint=TaskCheckpoint.from_json(outcome.body["checkpoint"]) if outcome else None,
             task=Task.from_json(outcome.body["task"]) if outcome else None,
@@ -248,14 +241,8 @@ class TaskMutations:
 
     @strawberry.mutation(description="Submit the work with a summary and up to 50 lessons.")
     async def task_submit(self, info: Info, input: TaskSubmitInput) -> TaskSubmitPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("taskSubmit", input)
-            project_id, task_id = body.pop("project_id"), body.pop("task_id")
-            submit = convert(body, leases.SubmitBody)
-            ctx = info.context
-            return await leases.submit(ctx.rt, ctx.actor, idem, project_id, task_id, submit)
-
-        outcome, errors = await mutate(run)
+        run, model = leases.submit, leases.SubmitBody
+        outcome, errors = await mutate(lambda: _action(info, "taskSubmit", input, run, model))
         body = outcome.body if outcome else None
         return TaskSubmitPayload(
             submission=Submission.from_json(body["submission"]) if body else None,
@@ -282,14 +269,10 @@ class TaskMutations:
     async def task_publication_result(
         self, info: Info, input: TaskPublicationResultInput
     ) -> TaskPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("taskPublicationResult", input)
-            project_id, task_id = body.pop("project_id"), body.pop("task_id")
-            result = convert(body, publication.ResultBody)
-            ctx = info.context
-            return await publication.result(ctx.rt, ctx.actor, idem, project_id, task_id, result)
-
-        return _task_payload(*await mutate(run))
+        run, model = publication.result, publication.ResultBody
+        return _task_payload(
+            *await mutate(lambda: _action(info, "taskPublicationResult", input, run, model))
+        )
 
     @strawberry.mutation(description="Give publication authority back.")
     async def task_publication_finalize(self, info: Info, input: TaskActionInput) -> TaskPayload:
