@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import Caller, Service
-from tests.tasks_support import BASE, claim, error, make_task, set_policy, submit, task_path
+from tests.tasks_support import (
+    BASE,
+    claim,
+    error,
+    make_task,
+    open_decision,
+    set_policy,
+    submit,
+    task_path,
+)
 
 
 async def test_claim_without_task_id_takes_highest_priority_then_oldest(
@@ -62,6 +71,25 @@ async def test_claim_accepts_an_empty_body(service: Service, human: Caller, proj
     agent = await service.agent()
     r = await agent.client.post(f"{BASE}/claims", headers=agent.headers("empty-body"))
     assert r.status_code == 200, r.text
+
+
+async def test_action_routes_accept_no_body_at_all(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await claim(human, task["id"])
+    for action in ("renew", "publication/prepare", "publication/finalize", "release"):
+        r = await human.client.post(task_path(task["id"], action), headers=human.headers(action))
+        assert r.status_code == 200, (action, r.text)
+
+
+async def test_ordinary_claim_walks_past_a_chunk_of_blocked_candidates(
+    service: Service, human: Caller, project: str
+) -> None:
+    # more decision-blocked tasks than one claim statement examines (64)
+    blocked = [(await make_task(human, f"b{i}", priority=5))["id"] for i in range(70)]
+    await open_decision(human, *blocked)
+    low = await make_task(human, "low", priority=1)
+    agent = await service.agent()
+    assert (await claim(agent))["task"]["id"] == low["id"]
 
 
 async def test_agent_without_session_cannot_claim(

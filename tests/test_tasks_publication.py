@@ -131,11 +131,28 @@ async def test_prepare_on_a_done_task_is_state_conflict(human: Caller, project: 
     assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "done"})
 
 
+async def test_prepare_on_a_cancelled_task_is_state_conflict(human: Caller, project: str) -> None:
+    task = await make_task(human)
+    await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "cancelled"})
+
+
 async def test_prepare_works_on_a_submitted_task(human: Caller, project: str) -> None:
     task = await make_task(human)
     await claim(human, task["id"])
     await submit(human, task["id"])
     assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+
+
+async def test_prepare_works_on_a_task_another_principal_has_claimed(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await make_task(human)
+    await claim(await service.agent(), task["id"])
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "claimed"
 
 
 async def test_cancel_is_refused_while_publication_is_held(human: Caller, project: str) -> None:
