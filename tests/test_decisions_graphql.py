@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from typing import Any
 
 from tests.conftest import Caller, Service
@@ -285,21 +284,13 @@ async def _populate(human: Caller, count: int) -> None:
         assert (await reopen(human, decision["id"], 1)).status_code == 200
 
 
-async def _trace(service: Service, callback: Callable[[str], None] | None) -> None:
-    """Install a statement trace on each connection, on that connection's own thread
-    (`Database.set_trace` calls it from the loop's thread, which sqlite3 refuses)."""
-    db = service.rt.db
-    for conn in [*db._readers, *([db._writer] if db._writer else [])]:
-        await db._call(conn, lambda c: c.set_trace_callback(callback))
-
-
 async def _count_statements(service: Service, human: Caller) -> tuple[int, dict[str, Any]]:
     statements: list[str] = []
-    await _trace(service, statements.append)
+    await service.rt.db.set_trace(statements.append)
     try:
         data = await human.gql(DASHBOARD)
     finally:
-        await _trace(service, None)
+        await service.rt.db.set_trace(None)
     assert "errors" not in data, data
     return len(statements), data
 
