@@ -6,7 +6,7 @@ arbitrary JSON values, unknown fields, wrong nesting) as well as arbitrary JSON
 documents and raw bytes. One service serves every example of a test: the
 property is about one request at a time, so examples need no fresh database.
 Strings are drawn without lone surrogates (`codec="utf-8"`): those crash the
-shared request fingerprint before any knowledge code runs (see the xfail test).
+shared request fingerprint; `test_a_lone_surrogate_escape_is_a_400` checks them.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -262,11 +261,6 @@ def test_any_feedback_body_is_answered_without_a_fault(tmp_path: Path) -> None:
         check()
 
 
-@pytest.mark.xfail(
-    reason="lone surrogate escapes crash Idempotency.for_request (receipts.py/decoding.py,"
-    " not knowledge code); reported",
-    strict=False,
-)
 def test_a_lone_surrogate_escape_is_a_400(tmp_path: Path) -> None:
     with running_service(tmp_path / "waypost.db") as (loop, caller):
         setup_targets(loop, caller)

@@ -462,3 +462,29 @@ async def test_huge_events_after_is_400_not_a_store_error(human: Caller, project
 def test_parse_json_accepts_ordinary_documents() -> None:
     doc = {"a": [1, 2.5, -3, True, None, "é"], "b": {"c": {}}, "big": 2**63 - 1}
     assert parse_json(json.dumps(doc).encode()) == doc
+
+
+async def test_a_lone_surrogate_escape_is_refused_with_its_path(
+    human: Caller, project: str
+) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "a\\udc00b"}')
+    assert_error(r, 400, "invalid_request", field="rules")
+
+
+async def test_a_paired_surrogate_escape_is_ordinary_text(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "smile \\ud83d\\ude00"}')
+    assert r.status_code == 200, r.text
+    assert r.json()["rules"] == "smile \U0001f600"
+
+
+async def test_a_lone_surrogate_in_a_graphql_string_is_refused(
+    human: Caller, project: str
+) -> None:
+    data = await human.gql(
+        'mutation { policyUpdate(input: {idempotencyKey: "s1", projectId: "demo",'
+        ' expectedRevision: 1, rules: "a\\ud800"}) { policy { revision }'
+        " userErrors { code } } }"
+    )
+    # the GraphQL parser refuses the escape before any resolver runs
+    assert data["data"] is None, data
+    assert [e["extensions"]["code"] for e in data["errors"]] == ["invalid_request"], data

@@ -44,6 +44,29 @@ class _Refused:
         self.key = key
 
 
+# A JSON `\ud800` escape without its pair decodes to a lone surrogate, which is
+# not text: it cannot be encoded as UTF-8, stored or fingerprinted.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _find_lone_surrogate(value: Any) -> str | None:
+    """The JSON path of the first key or string holding a lone surrogate."""
+    stack: list[tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str) and _LONE_SURROGATE.search(item):
+            return path
+        if isinstance(item, dict):
+            for key in item:
+                if _LONE_SURROGATE.search(key):
+                    return _join(path, key)
+            stack.extend(reversed([(_join(path, k), v) for k, v in item.items()]))
+        elif isinstance(item, list):
+            stack.extend(reversed([(_join(path, i), v) for i, v in enumerate(item)]))
+    return None
+
+
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
@@ -126,6 +149,10 @@ def parse_json(raw: bytes) -> Any:
         assert found is not None
         path, marker = found
         raise InvalidRequest.field(path, marker.message)
+    if _SURROGATE_ESCAPE.search(text):
+        lone = _find_lone_surrogate(value)
+        if lone is not None:
+            raise InvalidRequest.field(lone, "text must not hold an unpaired surrogate escape")
     return value
 
 

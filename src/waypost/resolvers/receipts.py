@@ -43,7 +43,11 @@ class Idempotency:
         check_key(key)
         assert key is not None
         canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        digest = hashlib.sha256(f"{operation}\n{canonical}".encode()).hexdigest()
+        try:
+            digest = hashlib.sha256(f"{operation}\n{canonical}".encode()).hexdigest()
+        except UnicodeEncodeError as exc:
+            # a lone surrogate (e.g. from a GraphQL string escape) is not storable text
+            raise InvalidRequest("text must not hold an unpaired surrogate", {"field": ""}) from exc
         return cls(key, digest)
 
 

@@ -8,6 +8,7 @@ fragments, 5,000 tokens; the HTTP layer bounds the body at 64 KiB.
 from __future__ import annotations
 
 import strawberry
+from graphql import GraphQLError
 from graphql.validation import ASTValidationRule
 from strawberry.extensions import (
     AddValidationRules,
@@ -18,6 +19,7 @@ from strawberry.extensions import (
 from strawberry.extensions.max_aliases import create_validator as alias_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
 from strawberry.tools import merge_types
+from strawberry.types import ExecutionContext
 
 from waypost.schema.decisions import DecisionMutations
 from waypost.schema.knowledge import KnowledgeMutations
@@ -47,7 +49,16 @@ Mutation = merge_types(
     (PrincipalMutations, ProjectMutations, KnowledgeMutations, TaskMutations, DecisionMutations),
 )
 
-schema = strawberry.Schema(
+
+class WaypostSchema(strawberry.Schema):
+    def process_errors(
+        self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
+    ) -> None:
+        """Log nothing here: syntax, validation and limit errors are answers to the
+        client, not faults; `graphql_app.shape_error` logs the real faults."""
+
+
+schema = WaypostSchema(
     query=Query,
     mutation=Mutation,
     # factories: Strawberry builds fresh extensions for each request; the
