@@ -477,9 +477,7 @@ async def test_a_paired_surrogate_escape_is_ordinary_text(human: Caller, project
     assert r.json()["rules"] == "smile \U0001f600"
 
 
-async def test_a_lone_surrogate_in_a_graphql_string_is_refused(
-    human: Caller, project: str
-) -> None:
+async def test_a_lone_surrogate_in_a_graphql_string_is_refused(human: Caller, project: str) -> None:
     data = await human.gql(
         'mutation { policyUpdate(input: {idempotencyKey: "s1", projectId: "demo",'
         ' expectedRevision: 1, rules: "a\\ud800"}) { policy { revision }'
