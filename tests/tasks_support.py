@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import Caller
+from tests.conftest import Caller, Service
 
 BASE = "/api/v1/projects/demo"
 
@@ -28,6 +28,14 @@ async def claim(caller: Caller, task_id: str | None = None) -> dict[str, Any]:
     assert r.status_code == 200, r.text
     result: dict[str, Any] = r.json()
     return result
+
+
+async def claimed_by_agent(service: Service, human: Caller) -> tuple[dict[str, Any], Caller]:
+    """A new task (made by `human`) claimed by a new agent in a live session."""
+    task = await make_task(human)
+    agent = await service.agent()
+    await claim(agent, task["id"])
+    return task, agent
 
 
 async def submit(caller: Caller, task_id: str, summary: str = "done it") -> dict[str, Any]:

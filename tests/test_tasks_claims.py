@@ -6,6 +6,7 @@ from tests.conftest import Caller, Service
 from tests.tasks_support import (
     BASE,
     claim,
+    claimed_by_agent,
     error,
     make_task,
     open_decision,
@@ -178,9 +179,7 @@ async def test_named_claim_of_expired_lease_is_state_conflict_pointing_to_recove
 ) -> None:
     # an expired lease is held by nobody: not "another holds it" (lease_conflict)
     # but "not ready for another reason" (section 13)
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, _agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=16)
     r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
     status, code, details = error(r)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 
 import pytest
 
 from tests.conftest import Caller, Service
-from tests.tasks_support import BASE, claim, error, make_task, submit, task_path
+from tests.tasks_support import BASE, claim, claimed_by_agent, error, make_task, submit, task_path
 
 
 async def test_create_returns_the_task_shape_of_the_contract(human: Caller, project: str) -> None:
@@ -201,9 +202,7 @@ async def test_patch_refuses_subject_task_id(human: Caller, project: str) -> Non
 async def test_human_cancels_a_claimed_task_which_ends_the_lease(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -348,7 +347,7 @@ async def test_task_revisions_refuse_update_and_delete(
         "DELETE FROM task_revisions WHERE task_id = ?",
     ):
         with pytest.raises(sqlite3.IntegrityError, match="immutable"):
-            await service.rt.db.write(lambda conn, sql=sql: tamper(conn, sql))
+            await service.rt.db.write(functools.partial(tamper, sql=sql))
 
 
 async def test_submissions_and_checkpoints_refuse_update_and_delete(
@@ -369,7 +368,7 @@ async def test_submissions_and_checkpoints_refuse_update_and_delete(
         "DELETE FROM task_checkpoints WHERE task_id = ?",
     ):
         with pytest.raises(sqlite3.IntegrityError, match="immutable"):
-            await service.rt.db.write(lambda conn, sql=sql: tamper(conn, sql))
+            await service.rt.db.write(functools.partial(tamper, sql=sql))
 
 
 async def test_create_and_update_write_events(human: Caller, project: str) -> None:

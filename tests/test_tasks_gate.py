@@ -9,6 +9,7 @@ from tests.tasks_support import (
     BASE,
     allow,
     claim,
+    claimed_by_agent,
     error,
     make_task,
     open_decision,
@@ -99,9 +100,7 @@ async def test_workflow_claim_is_gated_by_the_subjects_decision(
 async def test_submit_is_refused_while_a_decision_blocks_but_renew_checkpoint_release_work(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     decision = await open_decision(human, task["id"])
     r = await agent.post(task_path(task["id"], "submit"), {"summary": "s"})
     assert error(r) == blocked(decision)

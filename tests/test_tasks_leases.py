@@ -8,6 +8,7 @@ from tests.conftest import Caller, Service
 from tests.tasks_support import (
     BASE,
     claim,
+    claimed_by_agent,
     error,
     make_task,
     set_policy,
@@ -39,9 +40,7 @@ async def test_action_routes_accept_no_body_at_all(human: Caller, project: str) 
 async def test_renew_extends_the_lease_from_now(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=10)
     r = await agent.post(task_path(task["id"], "renew"))
     assert r.status_code == 200, r.text
@@ -61,9 +60,7 @@ async def test_renew_by_another_principal_is_lease_conflict(
 async def test_same_agent_in_another_session_is_not_the_owner(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     await agent.start_session()
     r = await agent.post(task_path(task["id"], "release"))
     assert error(r)[:2] == (409, "lease_conflict")
@@ -72,9 +69,7 @@ async def test_same_agent_in_another_session_is_not_the_owner(
 async def test_owner_agent_without_session_header_is_session_required(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     agent.session_id = None
     r = await agent.post(task_path(task["id"], "submit"), {"summary": "s"})
     assert error(r) == (403, "forbidden", {"reason": "session_required"})
@@ -89,9 +84,7 @@ async def test_every_ownership_operation_needs_the_agents_session(
     service: Service, human: Caller, project: str, action: str, body: dict[str, str]
 ) -> None:
     await set_policy(human, review_mode="none")
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     if action == "complete":
         await submit(agent, task["id"])
     if action == "recover":
@@ -102,9 +95,7 @@ async def test_every_ownership_operation_needs_the_agents_session(
 
 
 async def test_renew_after_expiry_is_refused(service: Service, human: Caller, project: str) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=14)
     await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
     service.clock.advance(minutes=2)
@@ -116,9 +107,7 @@ async def test_renew_after_expiry_is_refused(service: Service, human: Caller, pr
 async def test_checkpoint_records_a_note_listed_newest_first(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     for note in ("parsed the input", "wrote the tests"):
         r = await agent.post(task_path(task["id"], "checkpoint"), {"note": note})
         assert r.status_code == 200, r.text
@@ -138,9 +127,7 @@ async def test_checkpoint_needs_a_note(service: Service, human: Caller, project:
 async def test_release_makes_the_task_open_and_ready_again(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     r = await agent.post(task_path(task["id"], "release"))
     assert r.status_code == 200, r.text
     body = r.json()
@@ -156,9 +143,7 @@ async def test_release_of_unclaimed_task_is_state_conflict(human: Caller, projec
 async def test_expired_lease_is_shown_and_task_is_not_ready(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, _agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=16)
     body = (await human.get(task_path(task["id"]))).json()
     assert body["status"] == "claimed" and body["lease"]["expires_at"] < service.clock.iso()
@@ -195,9 +180,7 @@ async def test_recover_by_another_principal_then_first_owner_submit_is_refused(
 async def test_first_owner_submit_after_expiry_is_refused_even_unrecovered(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=14)
     await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
     service.clock.advance(minutes=2)
@@ -209,9 +192,7 @@ async def test_first_owner_submit_after_expiry_is_refused_even_unrecovered(
 async def test_recover_of_live_lease_is_lease_conflict(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, _agent = await claimed_by_agent(service, human)
     r = await human.post(task_path(task["id"], "recover"))
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
@@ -226,9 +207,7 @@ async def test_recover_of_open_task_is_state_conflict(human: Caller, project: st
 async def test_submit_records_submission_and_ends_the_lease(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     r = await agent.post(task_path(task["id"], "submit"), {"summary": "all green", "lessons": []})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -307,9 +286,7 @@ async def test_complete_of_unsubmitted_task_is_state_conflict(human: Caller, pro
 async def test_each_workflow_step_writes_its_event(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     await agent.post(task_path(task["id"], "renew"))
     await agent.post(task_path(task["id"], "checkpoint"), {"note": "n"})
     await agent.post(task_path(task["id"], "release"))
@@ -329,9 +306,7 @@ async def test_each_workflow_step_writes_its_event(
 async def test_replayed_renew_does_not_extend_the_lease_again(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=5)
     first = await agent.post(task_path(task["id"], "renew"), key="renew-1")
     service.clock.advance(minutes=5)
@@ -345,9 +320,7 @@ async def test_replayed_renew_does_not_extend_the_lease_again(
 async def test_invalid_lesson_rolls_back_the_whole_submission(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, agent = await claimed_by_agent(service, human)
     body = {"summary": "s", "lessons": [{"kind": "lesson", "title": "", "body": "b"}]}
     r = await agent.post(task_path(task["id"], "submit"), body)
     assert error(r)[:2] == (400, "invalid_request")
@@ -360,9 +333,7 @@ async def test_invalid_lesson_rolls_back_the_whole_submission(
 async def test_submit_with_lessons_and_recover_write_one_event_each(
     service: Service, human: Caller, project: str
 ) -> None:
-    task = await make_task(human)
-    agent = await service.agent()
-    await claim(agent, task["id"])
+    task, _agent = await claimed_by_agent(service, human)
     service.clock.advance(minutes=16)
     before = len((await human.get(f"{BASE}/events", limit="200")).json()["items"])
     r = await human.post(task_path(task["id"], "recover"))
