@@ -108,6 +108,28 @@ async def test_named_claim_of_task_held_by_another_is_lease_conflict(
     r = await second.post(f"{BASE}/claims", {"task_id": task["id"]})
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+    # the same agent in another session is another holder too
+    await first.start_session()
+    r = await first.post(f"{BASE}/claims", {"task_id": task["id"]})
+    assert error(r)[:2] == (409, "lease_conflict")
+
+
+async def test_named_claim_of_a_task_the_caller_holds_is_state_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    task, agent = await claimed_by_agent(service, human)
+    r = await agent.post(f"{BASE}/claims", {"task_id": task["id"]})
+    assert error(r) == (409, "state_conflict", {"reason": "already_claimed"})
+
+
+async def test_named_claim_lease_conflict_comes_before_the_gate(
+    service: Service, human: Caller, project: str
+) -> None:
+    # a live lease of another is reported as such even when a decision also blocks
+    task, _ = await claimed_by_agent(service, human)
+    await open_decision(human, task["id"])
+    r = await human.post(f"{BASE}/claims", {"task_id": task["id"]})
+    assert error(r)[:2] == (409, "lease_conflict")
 
 
 async def test_named_claim_with_dependency_not_done_is_state_conflict(
