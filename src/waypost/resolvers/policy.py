@@ -45,31 +45,35 @@ class PolicyPatch(msgspec.Struct, forbid_unknown_fields=True):
         return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not msgspec.UNSET}
 
 
-def policy_json(row: sqlite3.Row) -> dict[str, Any]:
+def _settings(row: sqlite3.Row) -> dict[str, Any]:
+    """The policy fields proper, shared by the projection and each history row."""
     return {
-        "project_id": row["id"],
-        "revision": row["policy_revision"],
         "rules": row["rules"],
         "agent_rule_editing": bool(row["agent_rule_editing"]),
         "allow_relayed_human_answers": bool(row["allow_relayed_human_answers"]),
         "integration_owner": row["integration_owner"],
         "lease_seconds": row["lease_seconds"],
         "review_mode": row["review_mode"],
+    }
+
+
+def policy_json(row: sqlite3.Row) -> dict[str, Any]:
+    """The projection, from a `projects` row."""
+    return {
+        "project_id": row["id"],
+        "revision": row["policy_revision"],
+        **_settings(row),
         "updated_at": row["policy_updated_at"],
         "updated_by": row["policy_updated_by"],
     }
 
 
 def revision_json(row: sqlite3.Row) -> dict[str, Any]:
+    """One immutable history entry, from a `policy_revisions` row."""
     return {
         "project_id": row["project_id"],
         "revision": row["revision"],
-        "rules": row["rules"],
-        "agent_rule_editing": bool(row["agent_rule_editing"]),
-        "allow_relayed_human_answers": bool(row["allow_relayed_human_answers"]),
-        "integration_owner": row["integration_owner"],
-        "lease_seconds": row["lease_seconds"],
-        "review_mode": row["review_mode"],
+        **_settings(row),
         "actor_id": row["actor_id"],
         "actor_kind": row["actor_kind"],
         "actor_session_id": row["actor_session_id"],
