@@ -48,6 +48,41 @@ async def test_open_pins_current_task_and_policy_revisions(human: Caller, projec
     assert decision["created_at"] == current["at"] == "2026-11-29T18:00:00.000Z"
 
 
+DECISION_KEYS = {
+    "id", "project_id", "question", "options", "rationale", "required_actor",
+    "recommendation", "reversible", "status", "work_allowed", "generation", "current",
+    "created_at", "created_by",
+}  # fmt: skip
+GENERATION_KEYS = {
+    "generation", "affected", "policy_revision", "environment", "conditions", "expires_at",
+    "reopen_rationale", "actor_id", "actor_session_id", "at", "answer",
+}  # fmt: skip
+ANSWER_KEYS = {
+    "disposition", "answer", "rationale", "conditions_confirmed", "actor_id",
+    "actor_session_id", "relayed", "relay", "authorized_by", "relay_policy_revision",
+    "timed_out", "at",
+}  # fmt: skip
+
+
+async def test_decision_generation_and_answer_have_exactly_the_contract_fields(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    opened = await open_decision(human, [task])
+    assert set(opened) == DECISION_KEYS
+    assert set(opened["current"]) == GENERATION_KEYS
+    assert opened["current"]["affected"] == [{"task_id": task, "task_revision": 1}]
+    r = await send_answer(human, opened["id"])
+    answered = r.json()
+    assert set(answered) == DECISION_KEYS and set(answered["current"]["answer"]) == ANSWER_KEYS
+    detail = await get_decision(human, opened["id"])
+    assert set(detail) == DECISION_KEYS | {"history"}
+    assert set(detail["history"]) == {"items", "next_cursor"}
+    assert [set(g) for g in detail["history"]["items"]] == [GENERATION_KEYS]
+    listed = (await human.get(DECISIONS)).json()
+    assert set(listed) == {"items", "next_cursor"} and set(listed["items"][0]) == DECISION_KEYS
+
+
 async def test_open_answers_201_and_writes_a_decision_opened_event(
     human: Caller, project: str
 ) -> None:
@@ -94,6 +129,12 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"expires_at": "2026-11-29T18:00:00.000Z"}, "expires_at"),
         ({"expires_at": "tomorrow"}, "expires_at"),
         ({"expires_at": "2026-11-30T18:00:00"}, "expires_at"),
+        ({"expires_at": "2026-W49-1T00:00:00Z"}, "expires_at"),  # ISO week date, not RFC 3339
+        ({"expires_at": "2026-11-30 18:00:00Z"}, "expires_at"),
+        ({"expires_at": "9999-12-31T23:59:59-01:00"}, "expires_at"),  # beyond year 9999 UTC
+        ({"expires_at": "0001-01-01T00:00:00+01:00"}, "expires_at"),  # before year 1 UTC
+        ({"expires_at": "0999-01-01T00:00:00Z"}, "expires_at"),  # past, though "999-" sorts late
+        ({"expires_at": "2026-11-29T18:00:00.0009Z"}, "expires_at"),  # stored as now: passed
         ({"reversible": 1}, "reversible"),
         ({"surprise": True}, "surprise"),
     ],

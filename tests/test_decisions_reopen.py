@@ -116,7 +116,7 @@ async def test_reopen_with_a_stale_generation_is_a_generation_conflict(
     assert error(r)[2] == {"expected_generation": 1, "current_generation": 2}
 
 
-async def test_reopen_refuses_unknown_fields_and_blank_rationale(
+async def test_reopen_refuses_unknown_fields_blank_rationale_and_bad_expiry(
     human: Caller, project: str
 ) -> None:
     task = await new_task(human)
@@ -127,6 +127,9 @@ async def test_reopen_refuses_unknown_fields_and_blank_rationale(
         ({"required_actor": "agent"}, "required_actor"),
         ({"rationale": " "}, "rationale"),
         ({"environment": ""}, "environment"),
+        ({"expires_at": "9999-12-31T23:59:59-01:00"}, "expires_at"),
+        ({"expires_at": "2026-12-01 00:00:00Z"}, "expires_at"),
+        ({"expected_generation": 0}, "expected_generation"),
     ):
         r = await reopen(human, decision["id"], 1, **extra)
         assert error(r)[:2] == (400, "invalid_request") and error(r)[2]["field"] == field

@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from waypost.errors import Forbidden, GenerationConflict, InvalidRequest, StateConflict
-from waypost.resolvers.decision_pins import require_state
+from waypost.errors import Forbidden, InvalidRequest, StateConflict
+from waypost.resolvers.decision_pins import check_generation, require_state
 from waypost.resolvers.decision_views import load_decision
 from waypost.resolvers.decisions import Option, Text, require_text
 from waypost.resolvers.projects import require_project
@@ -96,12 +96,7 @@ def _authorize(
 
 
 def _check_state(body: DecisionAnswer, decision: sqlite3.Row, status: str) -> None:
-    if body.expected_generation != decision["generation"]:
-        raise GenerationConflict(
-            "the decision has moved to another generation",
-            {"expected_generation": body.expected_generation,
-             "current_generation": decision["generation"]},
-        )  # fmt: skip
+    check_generation(body.expected_generation, decision["generation"])
     if status in ("stale", "expired"):
         raise StateConflict(
             f"the decision is {status}; reopen it before answering",

@@ -7,14 +7,16 @@ was taken, so what it reads cannot change before the write commits.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from waypost.clock import format_time, parse_time
-from waypost.errors import InvalidRequest, NotFound, PublicationInProgress
+from waypost.errors import GenerationConflict, InvalidRequest, NotFound, PublicationInProgress
 from waypost.resolvers.decision_status import Status, decision_status
+from waypost.resolvers.receipts import Tx
 
 
 def pin_tasks(
@@ -59,17 +61,40 @@ def ensure_no_publication(conn: sqlite3.Connection, task_ids: Sequence[str]) -> 
         )
 
 
+# RFC 3339 date-time: `T` between date and time, and an explicit offset. Python's
+# own parser also takes week dates, a space or a missing offset; those are refused.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
 def future_instant(value: str | None, now: datetime, field: str = "expires_at") -> str | None:
     """A client-sent expiry, normalised; it must carry an offset and lie in the future."""
     if value is None:
         return None
     try:
+        if not _RFC3339.fullmatch(value):
+            raise ValueError(value)
         moment = parse_time(value)
     except ValueError as exc:
         raise InvalidRequest.field(field, "expected an RFC 3339 time with an offset") from exc
+    except OverflowError as exc:  # near year 1 or 9999, the time does not fit in UTC
+        raise InvalidRequest.field(field, "the time is out of range") from exc
+    # Compared as it will be stored (whole milliseconds), so an accepted expiry has
+    # never already passed; compared as times, since format_time does not pad years < 1000.
+    moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
     if moment <= now:
         raise InvalidRequest.field(field, "the expiry must lie in the future")
     return format_time(moment)
+
+
+def check_generation(expected: int, current: int) -> None:
+    """A stale `expected_generation` is a generation_conflict (answer and reopen)."""
+    if expected != current:
+        raise GenerationConflict(
+            "the decision has moved to another generation",
+            {"expected_generation": expected, "current_generation": current},
+        )
 
 
 def require_state(
@@ -89,27 +114,35 @@ def require_state(
 
 
 def insert_generation(
-    conn: sqlite3.Connection,
+    tx: Tx,
     decision_id: str,
     generation: int,
     pins: list[tuple[str, int]],
-    values: dict[str, Any],
+    pinned: dict[str, Any],
 ) -> None:
-    """Write one immutable generation and its affected-task pins."""
-    conn.execute(
+    """Write one immutable generation and its affected-task pins.
+
+    `pinned` holds policy_revision, environment, conditions, expires_at and
+    reopen_rationale; the asker and the time come from the transaction.
+    """
+    tx.conn.execute(
         "INSERT INTO decision_generations (decision_id, generation, policy_revision,"
         " environment, conditions, expires_at, reopen_rationale, actor_id, actor_kind,"
         " actor_session_id, at) VALUES (:decision_id, :generation, :policy_revision,"
         " :environment, :conditions, :expires_at, :reopen_rationale, :actor_id, :actor_kind,"
         " :actor_session_id, :at)",
         {
-            **values,
+            **pinned,
             "decision_id": decision_id,
             "generation": generation,
-            "conditions": json.dumps(values["conditions"], ensure_ascii=False),
+            "conditions": json.dumps(pinned["conditions"], ensure_ascii=False),
+            "actor_id": tx.actor.principal_id,
+            "actor_kind": tx.actor.kind,
+            "actor_session_id": tx.actor.session_id,
+            "at": tx.at,
         },
     )
-    conn.executemany(
+    tx.conn.executemany(
         "INSERT INTO decision_affected (decision_id, generation, position, task_id,"
         " task_revision) VALUES (?, ?, ?, ?, ?)",
         [

@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import msgspec
 
 from waypost.clock import parse_time
-from waypost.errors import Forbidden, GenerationConflict, InvalidRequest
+from waypost.errors import Forbidden, InvalidRequest
 from waypost.resolvers.decision_pins import (
+    check_generation,
     ensure_no_publication,
     future_instant,
     insert_generation,
@@ -51,11 +52,7 @@ def reopen_sync(
             "an agent cannot reopen a reversible decision that requires a human",
         )
     generation = decision["generation"]
-    if body.expected_generation != generation:
-        raise GenerationConflict(
-            "the decision has moved to another generation",
-            {"expected_generation": body.expected_generation, "current_generation": generation},
-        )
+    check_generation(body.expected_generation, generation)
     previous = tx.conn.execute(
         "SELECT * FROM decision_generations WHERE decision_id = ? AND generation = ?",
         (decision_id, generation),
@@ -81,7 +78,7 @@ def reopen_sync(
     ensure_no_publication(tx.conn, task_ids)
     tx.conn.execute("UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision_id,))
     insert_generation(
-        tx.conn,
+        tx,
         decision_id,
         generation + 1,
         pins,
@@ -95,10 +92,6 @@ def reopen_sync(
             else body.conditions,
             "expires_at": expires_at,
             "reopen_rationale": body.rationale,
-            "actor_id": tx.actor.principal_id,
-            "actor_kind": tx.actor.kind,
-            "actor_session_id": tx.actor.session_id,
-            "at": tx.at,
         },
     )
     tx.event(

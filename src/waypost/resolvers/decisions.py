@@ -104,7 +104,7 @@ def open_decision_sync(tx: Tx, project_id: str, body: DecisionCreate) -> tuple[i
          tx.at, tx.actor.principal_id, tx.actor.kind),
     )  # fmt: skip
     insert_generation(
-        tx.conn,
+        tx,
         decision_id,
         1,
         pins,
@@ -114,10 +114,6 @@ def open_decision_sync(tx: Tx, project_id: str, body: DecisionCreate) -> tuple[i
             "conditions": body.conditions,
             "expires_at": expires_at,
             "reopen_rationale": None,
-            "actor_id": tx.actor.principal_id,
-            "actor_kind": tx.actor.kind,
-            "actor_session_id": tx.actor.session_id,
-            "at": tx.at,
         },
     )
     tx.event(
