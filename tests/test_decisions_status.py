@@ -60,6 +60,44 @@ async def test_priority_and_dependency_edits_keep_an_allow(human: Caller, projec
     assert (await get_task(human, task))["ready"] is True
 
 
+async def test_a_patch_that_sets_judged_fields_to_their_current_values_keeps_an_allow(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human, description="Rewrite billing.", acceptance_criteria=["ok"])
+    decision = await _allowed(human, [task])
+    same = await get_task(human, task)
+    judged = {f: same[f] for f in ("title", "description", "acceptance_criteria", "kind")}
+    await edit_task(human, task, **judged)  # nothing differs: no new revision
+    await edit_task(human, task, **judged, priority=3)  # only the priority differs
+    newest = (await human.get(f"/api/v1/projects/demo/tasks/{task}/revisions")).json()["items"][0]
+    assert (newest["revision"], newest["changed_fields"], newest["judged_change"]) == (
+        2, ["priority"], False
+    )  # fmt: skip
+    assert (await get_decision(human, decision))["status"] == "allowed"
+    assert (await get_task(human, task))["ready"] is True
+
+
+async def test_a_judged_edit_that_is_undone_leaves_the_allow_stale_until_reopened(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human, "Migrate the billing table")
+    decision = await _allowed(human, [task])
+    await edit_task(human, task, title="Drop the billing table")
+    await edit_task(human, task, title="Migrate the billing table")
+    assert (await get_decision(human, decision))["status"] == "stale"
+    assert (await get_task(human, task))["ready"] is False
+
+
+async def test_a_rules_edit_that_is_undone_leaves_the_allow_stale_until_reopened(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await _allowed(human, [task])
+    await set_policy(human, rules="Deploys need two reviewers.")
+    await set_policy(human, rules="")
+    assert (await get_decision(human, decision))["status"] == "stale"
+
+
 async def test_a_judged_edit_to_one_task_of_a_multi_task_scope_blocks_every_task(
     human: Caller, project: str
 ) -> None:
