@@ -9,6 +9,7 @@ of statements however many decisions it shows.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
@@ -16,7 +17,8 @@ import strawberry
 from waypost.decoding import convert
 from waypost.pagination import Page
 from waypost.resolvers import decision_answers, decision_reopen, decisions, digest
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.receipts import Idempotency, Outcome
+from waypost.resolvers.runtime import Actor, Runtime
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal
@@ -369,6 +371,24 @@ def _payload(outcome: Outcome | None, errors: list[UserError]) -> DecisionPayloa
     )
 
 
+# The resolver behind answer and reopen: (rt, actor, idem, project, decision, body).
+DecisionAction = Callable[[Runtime, Actor, Idempotency, str, str, Any], Awaitable[Outcome]]
+
+
+async def _on_decision(
+    info: Info, name: str, input: Any, model: type[Any], action: DecisionAction
+) -> DecisionPayload:
+    """Run a mutation on one decision: its input is the REST body plus the two ids."""
+
+    async def run() -> Outcome:
+        idem, body = split_input(name, input)
+        project_id, decision_id = body.pop("project_id"), body.pop("decision_id")
+        ctx = info.context
+        return await action(ctx.rt, ctx.actor, idem, project_id, decision_id, convert(body, model))
+
+    return _payload(*await mutate(run))
+
+
 @strawberry.type
 class DecisionMutations:
     @strawberry.mutation(description="Open a decision pinned to current revisions.")
@@ -384,26 +404,12 @@ class DecisionMutations:
 
     @strawberry.mutation(description="Answer a decision's current generation.")
     async def decision_answer(self, info: Info, input: DecisionAnswerInput) -> DecisionPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("decisionAnswer", input)
-            project_id, decision_id = body.pop("project_id"), body.pop("decision_id")
-            answer = convert(body, decision_answers.DecisionAnswer)
-            ctx = info.context
-            return await decision_answers.answer(
-                ctx.rt, ctx.actor, idem, project_id, decision_id, answer
-            )
-
-        return _payload(*await mutate(run))
+        return await _on_decision(
+            info, "decisionAnswer", input, decision_answers.DecisionAnswer, decision_answers.answer
+        )
 
     @strawberry.mutation(description="Reopen a decision against all current revisions.")
     async def decision_reopen(self, info: Info, input: DecisionReopenInput) -> DecisionPayload:
-        async def run() -> Outcome:
-            idem, body = split_input("decisionReopen", input)
-            project_id, decision_id = body.pop("project_id"), body.pop("decision_id")
-            reopen = convert(body, decision_reopen.DecisionReopen)
-            ctx = info.context
-            return await decision_reopen.reopen(
-                ctx.rt, ctx.actor, idem, project_id, decision_id, reopen
-            )
-
-        return _payload(*await mutate(run))
+        return await _on_decision(
+            info, "decisionReopen", input, decision_reopen.DecisionReopen, decision_reopen.reopen
+        )
