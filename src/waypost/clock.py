@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from waypost.errors import Unavailable
+
 
 class Clock(Protocol):
     def now(self) -> datetime: ...
@@ -27,7 +29,12 @@ class FileClock:
         self.path = path
 
     def now(self) -> datetime:
-        return parse_time(self.path.read_text().strip())
+        try:
+            return parse_time(self.path.read_text().strip())
+        except (OSError, ValueError) as exc:
+            # a missing or half-written file is a passing condition of the
+            # simulation, not a fault of the request: retry shortly
+            raise Unavailable("the clock file holds no valid instant", retry_after=1) from exc
 
 
 def format_time(moment: datetime) -> str:

@@ -1,0 +1,60 @@
+"""The clock file: the service's "now" for tests and simulations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from waypost.app import create_app
+from waypost.clock import FileClock, format_time, parse_time
+from waypost.errors import Unavailable
+from waypost.settings import Settings
+
+
+def test_file_clock_rereads_the_file_at_every_use(tmp_path: Path) -> None:
+    path = tmp_path / "clock"
+    clock = FileClock(path)
+    path.write_text("2026-11-29T18:00:00.000Z\n")
+    assert format_time(clock.now()) == "2026-11-29T18:00:00.000Z"
+    path.write_text("2026-11-30T07:15:30.250+01:00")
+    assert format_time(clock.now()) == "2026-11-30T06:15:30.250Z"
+
+
+@pytest.mark.parametrize("content", [None, "", "yesterday", "2026-11-29T18:00:00"])
+def test_file_clock_without_a_valid_instant_is_unavailable(
+    tmp_path: Path, content: str | None
+) -> None:
+    path = tmp_path / "clock"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(Unavailable):
+        FileClock(path).now()
+
+
+def test_parse_time_refuses_an_instant_without_offset() -> None:
+    with pytest.raises(ValueError):
+        parse_time("2026-11-29T18:00:00")
+
+
+async def test_a_request_while_the_clock_file_is_unreadable_is_503_not_500(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "clock"
+    path.write_text("2026-11-29T18:00:00.000Z")
+    app = create_app(Settings(db_path=tmp_path / "w.db", sweep_interval=3600), FileClock(path))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            from waypost.resolvers import principals
+
+            rt = app.state.runtime
+            made = await rt.db.write(
+                lambda c: principals.create_principal(c, "human", "h", "2026-11-29T18:00:00.000Z")
+            )
+            path.write_text("not a time")
+            r = await client.get("/api/v1/me", headers={"Authorization": f"Bearer {made['token']}"})
+    assert r.status_code == 503, r.text
+    assert r.headers["retry-after"] == "1"
+    assert r.json()["error"]["code"] == "unavailable"
