@@ -405,3 +405,18 @@ async def test_replayed_create_answers_201_again_with_no_second_task_or_event(
     assert len((await human.get(f"{BASE}/tasks")).json()["items"]) == 1
     events = (await human.get(f"{BASE}/events")).json()["items"]
     assert [e["type"] for e in events if e["type"].startswith("task.")] == ["task.created"]
+
+
+async def test_text_limits_count_utf8_bytes_not_characters(
+    service: Service, human: Caller, project: str
+) -> None:
+    wide = "é" * 34_000  # 34,000 characters, 68,000 bytes: past 64 KiB
+    r = await human.post(f"{BASE}/tasks", {"title": "t", "description": wide})
+    assert error(r) == (400, "invalid_request", {"field": "description"})
+    task, agent = await claimed_by_agent(service, human)
+    r = await agent.post(task_path(task["id"], "checkpoint"), {"note": wide})
+    assert error(r) == (400, "invalid_request", {"field": "note"})
+    r = await agent.post(task_path(task["id"], "submit"), {"summary": wide})
+    assert error(r) == (400, "invalid_request", {"field": "summary"})
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "description": wide})
+    assert error(r) == (400, "invalid_request", {"field": "description"})

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import msgspec
 
 from waypost.clock import format_time
-from waypost.errors import Forbidden, InvalidRequest, LeaseConflict, NotFound, StateConflict
+from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
 from waypost.ids import new_id
 from waypost.resolvers import knowledge
 from waypost.resolvers.projects import require_project
@@ -32,6 +32,7 @@ from waypost.resolvers.tasks import (
     CLEAR_LEASE,
     TEXT_MAX_BYTES,
     TaskRef,
+    check_bytes,
     checkpoint_json,
     current_task,
     ensure_work_allowed,
@@ -64,11 +65,6 @@ class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
 
 
 # ---------------------------------------------------------------- checks
-
-
-def _check_bytes(field: str, text: str) -> None:
-    if len(text.encode()) > TEXT_MAX_BYTES:
-        raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
 
 
 def _holds(actor: Actor, row: sqlite3.Row) -> bool:
@@ -197,7 +193,7 @@ async def checkpoint(
     body: CheckpointBody,
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        _check_bytes("note", body.note)
+        check_bytes("note", body.note)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         checkpoint_id = new_id("chk")
@@ -273,7 +269,7 @@ async def submit(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: SubmitBody
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        _check_bytes("summary", body.summary)
+        check_bytes("summary", body.summary)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)

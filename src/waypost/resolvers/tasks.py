@@ -314,9 +314,10 @@ def _write_revision(
     )  # fmt: skip
 
 
-def _check_text(description: str) -> None:
-    if len(description.encode()) > TEXT_MAX_BYTES:
-        raise InvalidRequest.field("description", "description may hold at most 64 KiB")
+def check_bytes(field: str, text: str) -> None:
+    """Text fields are bounded in UTF-8 bytes (the models bound characters)."""
+    if len(text.encode()) > TEXT_MAX_BYTES:
+        raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
 
 
 # ---------------------------------------------------------------- create
@@ -327,7 +328,7 @@ async def create(
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         require_project(tx.conn, project_id)
-        _check_text(body.description)
+        check_bytes("description", body.description)
         task_id = new_id("task")
         _check_dependencies(tx.conn, project_id, task_id, body.depends_on)
         if body.subject_task_id is not None:
@@ -432,7 +433,7 @@ async def update(
         }
         changed = [f for f, value in requested.items() if value != current[f]]
         if "description" in changed:
-            _check_text(requested["description"])
+            check_bytes("description", requested["description"])
         if "depends_on" in changed:
             _check_dependencies(tx.conn, project_id, task_id, requested["depends_on"])
             if _creates_cycle(tx.conn, task_id, requested["depends_on"]):
