@@ -201,3 +201,26 @@ async def test_decisions_of_another_project_do_not_block(human: Caller, project:
     )  # fmt: skip
     assert r.status_code == 201
     assert (await get_task(human, task))["ready"] is True
+
+
+async def test_contract_deadlock_a_pin_change_during_publication_blocks_finalize_and_reopen(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The contract gates result and finalize and refuses a reopening while publication
+    authority is held, so an allow that goes stale or expires mid-publication leaves
+    the holder stuck (docs/decisions.md, "Known issue"). Kept as written; this test
+    pins the behaviour so that any change to it is a deliberate one."""
+    task = await new_task(human)
+    other = await new_task(human, "Another task in the same scope")
+    decision = await open_decision(human, [task, other])
+    await send_answer(human, decision["id"])
+    assert (await human.post(task_path(task, "publication/prepare"))).status_code == 200
+    # the task code refuses judged edits around the publishing task, but not on
+    # another task of the same decision's scope; a rules edit stales it as well
+    r = await human.patch(task_path(other), {"expected_revision": 1, "title": "Rescoped"})
+    assert r.status_code == 200, r.text
+    r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
+    assert refused_by(r, [decision["id"]])
+    assert refused_by(await human.post(task_path(task, "publication/finalize")), [decision["id"]])
+    r = await reopen(human, decision["id"], 1)
+    assert error(r)[:2] == (409, "publication_in_progress")

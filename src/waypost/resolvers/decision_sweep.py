@@ -35,11 +35,6 @@ MAY_TIME_OUT: Final = (
 )
 
 
-def timeout_at(opened_at: str) -> str:
-    """When the sweep may answer a cycle opened at `opened_at`."""
-    return format_time(datetime.fromisoformat(opened_at.replace("Z", "+00:00")) + TIMEOUT)
-
-
 def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
     """One sweep step: answer every due decision (up to BATCH); returns how many."""
     install(conn)
