@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -358,3 +359,38 @@ async def test_a_direct_answer_has_a_null_relay_in_history(
     history = (await get_decision(human, decision["id"]))["history"]["items"]
     assert [g["answer"]["relay"] for g in history] == [RELAY, None]
     assert [g["answer"]["relayed"] for g in history] == [True, False]
+
+
+async def test_a_refused_answer_writes_no_event_and_its_key_can_be_retried(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], required_actor="either")
+    agent = await service.principal("agent", "later-in-a-session")
+    r = await send_answer(agent, decision["id"], key="answer-key")
+    assert error(r)[:2] == (403, "forbidden")
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    assert [e["type"] for e in events if e["type"].startswith("decision.")] == ["decision.opened"]
+    await agent.start_session()
+    r = await send_answer(agent, decision["id"], key="answer-key")
+    assert r.status_code == 200 and "Idempotent-Replayed" not in r.headers
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    assert [e["type"] for e in events if e["type"] == "decision.answered"] == ["decision.answered"]
+
+
+async def test_concurrent_answers_to_one_generation_record_exactly_one(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    other = await service.principal("human", "bob")
+    results = await asyncio.gather(
+        send_answer(human, decision["id"]),
+        send_answer(other, decision["id"], disposition="deny", answer="Stop"),
+    )
+    assert sorted(r.status_code for r in results) == [200, 409]
+    refused = next(r for r in results if r.status_code == 409)
+    assert error(refused)[2]["reason"] == "already_answered"
+    found = await get_decision(human, decision["id"])
+    winner = next(r for r in results if r.status_code == 200).json()
+    assert found["current"]["answer"] == winner["current"]["answer"]
