@@ -58,3 +58,24 @@ async def test_a_request_while_the_clock_file_is_unreadable_is_503_not_500(
     assert r.status_code == 503, r.text
     assert r.headers["retry-after"] == "1"
     assert r.json()["error"]["code"] == "unavailable"
+
+
+def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
+    early = format_time(parse_time("0999-01-01T00:00:00Z"))
+    assert early == "0999-01-01T00:00:00.000Z"
+    assert early < format_time(parse_time("2026-11-29T18:00:00Z"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-W49-1T00:00:00Z",  # ISO week date
+        "2026-11-29 18:00:00Z",  # space instead of T
+        "20261129T180000Z",  # basic format
+        "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
+        "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
+    ],
+)
+def test_parse_time_accepts_only_rfc3339_that_fits_in_utc(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_time(text)

@@ -6,6 +6,7 @@ client. The file clock exists for tests and simulations (WAYPOST_CLOCK_FILE).
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -37,15 +38,29 @@ class FileClock:
             raise Unavailable("the clock file holds no valid instant", retry_after=1) from exc
 
 
+# RFC 3339 date-time: `T` between date and time, and an explicit offset. Python's
+# own parser also takes week dates, a space or a missing offset; those are refused.
+_RFC3339 = re.compile(
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+)
+
+
 def format_time(moment: datetime) -> str:
-    """RFC 3339 UTC with milliseconds; strings sort in time order."""
-    moment = moment.astimezone(UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    """RFC 3339 UTC with milliseconds; strings sort in time order (years are padded
+    to four digits, which strftime does not promise)."""
+    m = moment.astimezone(UTC)
+    return (
+        f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+        f".{m.microsecond // 1000:03d}Z"
+    )
 
 
 def parse_time(text: str) -> datetime:
-    """Parse an RFC 3339 instant with an explicit offset; raises ValueError otherwise."""
-    moment = datetime.fromisoformat(text.replace("z", "Z"))
-    if moment.tzinfo is None:
-        raise ValueError("time must carry a UTC offset")
-    return moment.astimezone(UTC)
+    """Parse an RFC 3339 instant with an explicit offset; raises ValueError otherwise
+    (also for instants that do not fit in UTC, near year 1 or 9999)."""
+    if not _RFC3339.fullmatch(text):
+        raise ValueError("expected an RFC 3339 time with an offset")
+    try:
+        return datetime.fromisoformat(text.upper()).astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("the time is out of range") from exc

@@ -60,7 +60,8 @@ def _find_lone_surrogate(value: Any) -> str | None:
         if isinstance(item, dict):
             for key in item:
                 if _LONE_SURROGATE.search(key):
-                    return _join(path, key)
+                    # the path goes back in the error body, which must be UTF-8
+                    return _join(path, key.encode("utf-8", "backslashreplace").decode())
             stack.extend(reversed([(_join(path, k), v) for k, v in item.items()]))
         elif isinstance(item, list):
             stack.extend(reversed([(_join(path, i), v) for i, v in enumerate(item)]))
