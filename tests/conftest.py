@@ -4,6 +4,7 @@ entered, an ASGI client, and principals with tokens."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 
 from waypost.app import create_app
@@ -20,6 +22,12 @@ from waypost.resolvers.runtime import Runtime
 from waypost.settings import Settings
 
 _keys = itertools.count()
+
+# CI replays the same examples every run (a red build is then reproducible and
+# never a coin toss); developers' runs explore new examples each time.
+hypothesis.settings.register_profile("ci", derandomize=True, database=None, deadline=None)
+hypothesis.settings.register_profile("dev", deadline=None)
+hypothesis.settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
 class MovableClock:
