@@ -471,6 +471,15 @@ async def test_a_lone_surrogate_escape_is_refused_with_its_path(
     assert_error(r, 400, "invalid_request", field="rules")
 
 
+async def test_a_refusal_nested_under_a_lone_surrogate_key_has_an_encodable_path(
+    human: Caller, project: str
+) -> None:
+    # the integer is refused first; its path runs through the surrogate key
+    raw = b'{"expected_revision": 1, "x": {"\\ud800": 100000000000000000000000}}'
+    r = await raw_patch(human, raw)
+    assert_error(r, 400, "invalid_request", field="x.\\ud800")
+
+
 async def test_a_paired_surrogate_escape_is_ordinary_text(human: Caller, project: str) -> None:
     r = await raw_patch(human, b'{"expected_revision": 1, "rules": "smile \\ud83d\\ude00"}')
     assert r.status_code == 200, r.text

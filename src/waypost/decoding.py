@@ -60,8 +60,7 @@ def _find_lone_surrogate(value: Any) -> str | None:
         if isinstance(item, dict):
             for key in item:
                 if _LONE_SURROGATE.search(key):
-                    # the path goes back in the error body, which must be UTF-8
-                    return _join(path, key.encode("utf-8", "backslashreplace").decode())
+                    return _join(path, key)
             stack.extend(reversed([(_join(path, k), v) for k, v in item.items()]))
         elif isinstance(item, list):
             stack.extend(reversed([(_join(path, i), v) for i, v in enumerate(item)]))
@@ -71,6 +70,9 @@ def _find_lone_surrogate(value: Any) -> str | None:
 def _join(path: str, key: str | int) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
+    # The path goes back in the error body, which must be UTF-8: a lone
+    # surrogate in a key (any refusal can be nested under one) is escaped.
+    key = key.encode("utf-8", "backslashreplace").decode()
     return f"{path}.{key}" if path else key
 
 
