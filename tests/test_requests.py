@@ -338,6 +338,15 @@ async def test_forged_cursor_with_a_huge_integer_is_400(human: Caller, project: 
     assert_error(r, 400, "invalid_request", "cursor")
 
 
+@pytest.mark.parametrize("path", ["/api/v1/projects", "/api/v1/projects/demo/knowledge"])
+async def test_forged_cursor_with_a_lone_surrogate_is_400(
+    human: Caller, project: str, path: str
+) -> None:
+    # base64 of ["\ud800"] and ["\ud800","x"]: JSON escapes that decode to no UTF-8 text
+    cursor = "WyJcdWQ4MDAiXQ" if path.endswith("projects") else "WyJcdWQ4MDAiLCJ4Il0"
+    assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
+
+
 @pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true"])
 async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit: str) -> None:
     assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")

@@ -30,11 +30,21 @@ def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tupl
         not isinstance(parts, list)
         or len(parts) != len(types)
         or not all(type(p) is t for p, t in zip(parts, types, strict=True))
-        # a forged integer beyond SQLite's range would fail in the store, not here
+        # a forged integer beyond SQLite's range, or a string holding a lone
+        # surrogate (not UTF-8), would fail in the store, not here
         or any(type(p) is int and not -(2**63) <= p < 2**63 for p in parts)
+        or any(type(p) is str and not _is_utf8(p) for p in parts)
     ):
         raise InvalidRequest.field(field_name, "malformed cursor")
     return tuple(parts)
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
