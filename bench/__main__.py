@@ -1,5 +1,8 @@
 """`python -m bench`: the idempotent mutation round trip, measured side by side.
 
+The workflow suite (claims, ready lists, digest, dashboard) lives in
+bench/workflow.py and runs after this one by default (`--suite`).
+
 Everything runs in one process, one after the other, on a real SQLite file
 (WAL, synchronous=FULL, as `serve` configures it), through the full ASGI app
 (gate, strict decoding, resolver, receipt, event) with an in-process httpx
@@ -13,17 +16,16 @@ import argparse
 import asyncio
 import os
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from bench import workflow
+from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
 from waypost.resolvers import principals
@@ -34,31 +36,6 @@ GQL_UPDATE = (
     "mutation ($input: PolicyUpdateInput!) { policyUpdate(input: $input) {"
     " policy { revision } userErrors { code } replayed } }"
 )
-
-
-@dataclass
-class Result:
-    name: str
-    samples: list[float]  # seconds
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.samples)
-
-    @property
-    def p90(self) -> float:
-        return statistics.quantiles(self.samples, n=10)[-1]
-
-
-async def measure(name: str, n: int, call: Callable[[int], Awaitable[None]]) -> Result:
-    for i in range(min(20, n)):  # warm caches and code paths first
-        await call(-1 - i)
-    samples = []
-    for i in range(n):
-        start = time.perf_counter()
-        await call(i)
-        samples.append(time.perf_counter() - start)
-    return Result(name, samples)
 
 
 async def service_round_trips(directory: Path, n: int) -> list[Result]:
@@ -148,31 +125,9 @@ def commit_cost(directory: Path, synchronous: str, n: int) -> Result:
     return Result(f"raw SQLite commit, WAL synchronous={synchronous}", samples)
 
 
-def report(results: list[Result], base: Result) -> None:
-    width = max(len(r.name) for r in results)
-    print(f"{'':{width}}  {'median':>9}  {'p90':>9}  {'per s':>7}  {'x GET':>6}")
-    for r in results:
-        print(
-            f"{r.name:{width}}  {r.median * 1e3:7.3f}ms  {r.p90 * 1e3:7.3f}ms"
-            f"  {1 / r.median:7.0f}  {r.median / base.median:6.2f}"
-        )
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=1000, help="samples per measurement (1000)")
-    parser.add_argument(
-        "--dir", type=Path, default=None, help="directory for the database files (default: temp)"
-    )
-    args = parser.parse_args()
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="waypost-bench-", dir=args.dir) as tmp:
-        directory = Path(tmp)
-        print(f"waypost bench: n={args.n} per row, database in {directory},"
-              f" python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version},"
-              f" {os.cpu_count()} cpus")  # fmt: skip
-        results = asyncio.run(service_round_trips(directory, args.n))
-        raw = [commit_cost(directory, mode, args.n) for mode in ("FULL", "NORMAL")]
+def mutation_suite(directory: Path, n: int) -> None:
+    results = asyncio.run(service_round_trips(directory, n))
+    raw = [commit_cost(directory, mode, n) for mode in ("FULL", "NORMAL")]
     get = next(r for r in results if r.name == "GET policy")
     print()
     report([*results, *raw], get)
@@ -183,6 +138,40 @@ def main() -> None:
           f" replay / GET: {replay.median / get.median:.2f}x")  # fmt: skip
     print(f"fsync share: FULL commit {raw[0].median * 1e3:.3f}ms vs NORMAL"
           f" {raw[1].median * 1e3:.3f}ms ({raw[0].median / raw[1].median:.1f}x)")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--suite", choices=("all", "mutation", "workflow"), default="all",
+        help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
+        " (bench/workflow.py); all (default): both, mutation first",
+    )  # fmt: skip
+    parser.add_argument("-n", type=int, default=1000, help="samples per mutation row (1000)")
+    parser.add_argument(
+        "--workflow-n", type=int, default=200, help="samples per workflow row at most (200)"
+    )
+    parser.add_argument(
+        "--budget", type=float, default=2.0,
+        help="seconds per workflow row before it stops early, keeping >= 10 samples (2.0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="directory for the database files (default: temp)"
+    )
+    args = parser.parse_args()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="waypost-bench-", dir=args.dir) as tmp:
+        directory = Path(tmp)
+        print(f"waypost bench: suite {args.suite}, database in {directory},"
+              f" python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version},"
+              f" {os.cpu_count()} cpus")  # fmt: skip
+        if args.suite in ("all", "mutation"):
+            print(f"\n== mutation round trip (n={args.n} per row)")
+            mutation_suite(directory, args.n)
+        if args.suite in ("all", "workflow"):
+            print(f"\n== workflow (n<={args.workflow_n} per row, {args.budget}s budget per row)")
+            seeding = asyncio.run(workflow.run_suite(directory, args.workflow_n, args.budget))
+            print(f"\nworkflow seeding (bulk SQL, not measured): {seeding:.1f}s")
     print(f"total time {time.perf_counter() - started:.1f}s")
 
 
