@@ -381,3 +381,28 @@ async def test_revocation_stops_a_mutation_already_past_the_gate(
     r = await pending
     assert_401(r)
     assert (await human.get("/api/v1/projects/demo/policy")).json()["revision"] == 1
+
+
+async def test_every_authority_refusal_names_its_reason(service: Service) -> None:
+    human = await service.principal("human")
+    agent = await service.agent()
+    assert (await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})).status_code == 201
+    task = (await human.post("/api/v1/projects/demo/tasks", {"title": "t"})).json()
+    policy = "/api/v1/projects/demo/policy"
+    cancel = {"expected_revision": 1, "status": "cancelled"}
+    refusals = [
+        ("agents_only", await human.post("/api/v1/sessions")),
+        ("humans_only", await agent.post("/api/v1/projects", {"id": "other", "name": "Other"})),
+        ("humans_only", await agent.patch(f"/api/v1/projects/demo/tasks/{task['id']}", cancel)),
+        (
+            "agent_rule_editing_off",
+            await agent.patch(policy, {"expected_revision": 1, "rules": "x"}),
+        ),
+        (
+            "agent_rules_only",
+            await agent.patch(policy, {"expected_revision": 1, "lease_seconds": 60}),
+        ),
+    ]
+    for reason, r in refusals:
+        assert r.status_code == 403, r.text
+        assert r.json()["error"]["details"]["reason"] == reason, r.text

@@ -101,9 +101,14 @@ def _authorize(actor: Actor, project: sqlite3.Row, changes: dict[str, Any]) -> N
     if actor.is_human:
         return
     if set(changes) != {"rules"}:
-        raise Forbidden("agents may change the rules only", {"fields": sorted(changes)})
+        raise Forbidden(
+            "agents may change the rules only",
+            {"reason": "agent_rules_only", "fields": sorted(changes)},
+        )
     if not project["agent_rule_editing"]:
-        raise Forbidden("agent rule editing is not delegated in this project")
+        raise Forbidden.reason(
+            "agent_rule_editing_off", "agent rule editing is not delegated in this project"
+        )
 
 
 async def update(

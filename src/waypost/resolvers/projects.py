@@ -81,7 +81,7 @@ def insert_project(
 async def create(rt: Runtime, actor: Actor, idem: Idempotency, body: ProjectCreate) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         if not actor.is_human:
-            raise Forbidden("only humans create projects")
+            raise Forbidden.reason("humans_only", "only humans create projects")
         project = insert_project(tx.conn, body, actor.principal_id, actor.kind, tx.at)
         tx.event(body.id, "project.created", "project", body.id, {"name": body.name})
         return 201, project

@@ -62,7 +62,7 @@ def current_session(conn: sqlite3.Connection, actor: Actor, at: str) -> dict[str
 async def start(rt: Runtime, actor: Actor, idem: Idempotency) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         if not actor.is_agent:
-            raise Forbidden("only agents start sessions")
+            raise Forbidden.reason("agents_only", "only agents start sessions")
         session_id = new_id("ses")
         expires = format_time(tx.now + SESSION_LIFETIME)
         tx.conn.execute(

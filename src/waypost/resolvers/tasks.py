@@ -368,7 +368,9 @@ async def create(
 def _status_change(actor: Actor, row: sqlite3.Row, status: str) -> None:
     """Check a PATCH of `status` (humans only; see docs/tasks.md)."""
     if not actor.is_human:
-        raise Forbidden("only humans change a task's status", {"field": "status"})
+        raise Forbidden(
+            "only humans change a task's status", {"reason": "humans_only", "field": "status"}
+        )
     current = row["status"]
     allowed = {"cancelled": ("open", "claimed", "submitted"), "open": ("cancelled", "submitted")}
     if current not in allowed[status]:
