@@ -97,6 +97,26 @@ async def test_workflow_claim_is_gated_by_the_subjects_decision(
     assert error(r) == blocked(decision)
 
 
+async def test_workflow_claim_reports_the_activitys_then_the_subjects_decisions_each_once(
+    service: Service, human: Caller, project: str
+) -> None:
+    subject = await make_task(human, "feature")
+    review = await make_task(human, "review", kind="review", subject_task_id=subject["id"])
+    # opened a second apart: each task's decisions are reported oldest first
+    own = await open_decision(human, review["id"])
+    service.clock.advance(seconds=1)
+    both = await open_decision(human, review["id"], subject["id"])
+    service.clock.advance(seconds=1)
+    subjects = await open_decision(human, subject["id"])
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": review["id"]})
+    assert error(r) == (409, "decision_required", {
+        "decision_ids": [own, both, subjects], "truncated": False
+    })  # fmt: skip
+    body = (await human.get(task_path(review["id"]))).json()
+    assert body["blocked_by"]["decisions"] == [own, both, subjects]
+
+
 async def test_submit_is_refused_while_a_decision_blocks_but_renew_checkpoint_release_work(
     service: Service, human: Caller, project: str
 ) -> None:

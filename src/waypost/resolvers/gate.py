@@ -65,9 +65,22 @@ def ensure_decisions_resolved(
     conn: sqlite3.Connection, project_id: str, task_id: str, now: datetime
 ) -> None:
     """Raise `decision_required` when a decision blocks work on `task_id`."""
-    blocking = blocking_decisions(conn, project_id, [task_id], now)[task_id]
-    if blocking:
+    ensure_all_resolved(conn, project_id, [task_id], now)
+
+
+def ensure_all_resolved(
+    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], now: datetime
+) -> None:
+    """Raise `decision_required` when a decision blocks any of `task_ids` (an
+    activity and its subject); the ids are merged in task order, each once.
+
+    Each per-task list is capped at MAX_IDS + 1, so the merged list is longer
+    than MAX_IDS exactly when the full union is: `truncated` stays exact.
+    """
+    blocking = blocking_decisions(conn, project_id, task_ids, now)
+    merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
+    if merged:
         raise DecisionRequired(
             "a decision blocks this work",
-            {"decision_ids": blocking[:MAX_IDS], "truncated": len(blocking) > MAX_IDS},
+            {"decision_ids": merged[:MAX_IDS], "truncated": len(merged) > MAX_IDS},
         )

@@ -21,7 +21,6 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from waypost.errors import (
-    DecisionRequired,
     Forbidden,
     InvalidRequest,
     NotFound,
@@ -233,28 +232,9 @@ def tasks_by_ids(conn: sqlite3.Connection, task_ids: list[str]) -> dict[str, sql
 def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> None:
     """The decision gate for work on a task: the task itself and, for an
     activity, its subject (a workflow operation checks both)."""
-    project_id = row["project_id"]
     subject = row["subject_task_id"]
-    if subject is None:
-        gate.ensure_decisions_resolved(conn, project_id, row["id"], now)
-        return
-    decisions: list[str] = []
-    truncated = False
-    for task_id in (row["id"], subject):
-        try:
-            gate.ensure_decisions_resolved(conn, project_id, task_id, now)
-        except DecisionRequired as blocked:
-            ids = blocked.details.get("decision_ids", [])
-            decisions.extend(d for d in ids if d not in decisions)
-            truncated = truncated or bool(blocked.details.get("truncated"))
-    if decisions:
-        raise DecisionRequired(
-            "a decision blocks this work",
-            {
-                "decision_ids": decisions[: gate.MAX_IDS],
-                "truncated": truncated or len(decisions) > gate.MAX_IDS,
-            },
-        )
+    task_ids = [row["id"]] if subject is None else [row["id"], subject]
+    gate.ensure_all_resolved(conn, row["project_id"], task_ids, now)
 
 
 def _check_dependencies(
