@@ -117,6 +117,12 @@ def test_every_admin_command_is_documented(command: str) -> None:
     assert command in text(), f"{command} is not documented"
 
 
+def test_readme_links_every_docs_page() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"(docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+
+
 def test_readme_starts_with_make_run_and_make_test() -> None:
     readme = (ROOT / "README.md").read_text()
     first_block = readme.split("```")[1]
