@@ -32,7 +32,7 @@ async def test_prepare_result_finalize_cycle_shows_and_clears_the_holder(
     events = (await human.get(f"{BASE}/events")).json()["items"]
     assert [e["type"] for e in events if e["type"].startswith("task.publication")] == [
         "task.publication_prepared",
-        "task.publication_result",
+        "task.publication_result_recorded",
         "task.publication_finalized",
     ]
     assert events[-1]["data"]["result"]["outcome"] == "succeeded"

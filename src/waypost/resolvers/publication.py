@@ -112,7 +112,7 @@ async def result(
             (json.dumps(recorded), tx.at, task_id),
         )
         data = {"outcome": body.outcome}
-        tx.event(project_id, "task.publication_result", "task", task_id, data)
+        tx.event(project_id, "task.publication_result_recorded", "task", task_id, data)
         return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)
