@@ -5,9 +5,9 @@ Bodies are drawn near the real shapes (known field names holding plausible or
 arbitrary JSON values, unknown fields, wrong nesting) as well as arbitrary JSON
 documents and raw bytes. One service serves every example of a test: the
 property is about one request at a time, so examples need no fresh database.
-String values may hold lone surrogates (JSON `\\ud800` escapes), which the strict
-parser refuses with their path; `test_a_lone_surrogate_escape_is_a_400` checks one
-directly. Keys do not, yet: see `test_a_lone_surrogate_in_a_key_is_a_400`.
+Keys and string values may hold lone surrogates (JSON `\\ud800` escapes), which the
+strict parser refuses with an encodable path; `test_a_lone_surrogate_escape_is_a_400`
+and `test_a_lone_surrogate_in_a_key_is_a_400` check one of each directly.
 """
 
 from __future__ import annotations
