@@ -277,7 +277,9 @@ def print_plans(plans: list[tuple[str, str, list[str]]]) -> list[str]:
         for line in plan:
             scan = _SCAN.search(line)
             stored = bool(scan) and "VIRTUAL TABLE" not in line and "subquery" not in line
-            stored = stored and scan is not None and scan.group(1) not in ("blocked",)
+            # the readiness and gate CTEs (small, built once per statement)
+            ctes = ("blocked", "holding", "pairs", "asked")
+            stored = stored and scan is not None and scan.group(1) not in ctes
             mark = ""
             if stored and scan is not None:
                 mark = "   <-- full index scan" if scan.group(2) else "   <-- FULL TABLE SCAN"

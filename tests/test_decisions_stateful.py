@@ -6,7 +6,8 @@ The model knows nothing of revisions or SQL: it counts judged edits per task
 and rules edits per project, remembers what each generation pinned, and
 decides the status in the contract's order (expired, stale, the answer,
 pending). After every step the service must agree on each decision's status
-and `work_allowed`, on which decisions block which task, and no generation
+and `work_allowed`, on which decisions block which task, on which tasks the
+`ready` lists and the digest count (readiness in SQL), and no generation
 that was already seen may have changed (an answer may only appear on the
 current generation).
 """
@@ -309,6 +310,14 @@ class DecisionMachine(RuleBasedStateMachine):
             blocking = self.model.blocking(task["id"])
             assert set(task["blocked_by"]["decisions"]) == blocking, task
             assert task["ready"] is (not blocking)
+        # the same predicate in SQL (ready lists and the digest) agrees with the model
+        free = {t for t in self.tasks if not self.model.blocking(t)}
+        for flag, expected in (("true", free), ("false", set(self.tasks) - free)):
+            r = self.run(self.human.get(f"{BASE}/tasks", ready=flag, limit=200))
+            assert {t["id"] for t in r.json()["items"]} == expected, (flag, r.json())
+        digest = self.run(self.human.get(f"{BASE}/digest")).json()
+        assert digest["ready_task_count"] == len(free)
+        assert {t["id"] for t in digest["blocked_tasks"]} == set(self.tasks) - free
 
     def _check_unchanged(self, d: Decision, g: dict[str, Any]) -> None:
         key = (d.id, g["generation"])

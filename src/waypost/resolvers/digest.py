@@ -23,7 +23,7 @@ from waypost.resolvers.decision_status import STATUS_SQL, install
 from waypost.resolvers.decision_sweep import MAY_TIME_OUT, TIMEOUT
 from waypost.resolvers.decision_views import load_decisions
 from waypost.resolvers.projects import require_project
-from waypost.resolvers.readiness import STATE_READY_SQL, readiness
+from waypost.resolvers.readiness import GATE_BLOCKED_SQL, READY_SQL, READY_WITH, ready_params
 from waypost.resolvers.runtime import Runtime
 from waypost.resolvers.tasks import present_tasks
 
@@ -69,7 +69,7 @@ def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dic
         "timing_out_soon": _column(soon, "decision_id"),
     }
     objects = load_decisions(conn, sorted({i for ids in lists.values() for i in ids}), at)
-    blocked = _blocked_task_rows(conn, project_id, at)
+    blocked = _blocked_task_rows(conn, project_id, now)
     blocked_json = [
         t for t in present_tasks(conn, project_id, blocked[:DIGEST_LIMIT], now)
         if t["blocked_by"]["decisions"]
@@ -89,30 +89,27 @@ def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dic
     }
 
 
-def _blocked_task_rows(conn: sqlite3.Connection, project_id: str, at: str) -> list[sqlite3.Row]:
-    """Live tasks a decision blocks, or whose subject a decision blocks."""
+def _blocked_task_rows(
+    conn: sqlite3.Connection, project_id: str, now: datetime
+) -> list[sqlite3.Row]:
+    """Live tasks a decision blocks, or whose subject a decision blocks, in claim order."""
     return conn.execute(
-        "WITH blocked(id) AS ("
-        " SELECT x.task_id FROM decision_affected x"
-        " JOIN decision_current s ON s.decision_id = x.decision_id"
-        "  AND s.generation = x.generation"
-        f" WHERE s.project_id = :project AND {STATUS_SQL} <> 'allowed')"
-        " SELECT t.* FROM tasks t WHERE t.project_id = :project"
-        " AND t.status NOT IN ('done', 'cancelled')"
-        " AND (t.id IN blocked OR t.subject_task_id IN blocked)"
+        f"WITH {READY_WITH} SELECT t.* FROM tasks t WHERE t.project_id = :project"
+        f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
         " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
-        {"project": project_id, "now": at, "n": DIGEST_LIMIT + 1},
+        {**ready_params(conn, project_id, now), "n": DIGEST_LIMIT + 1},
     ).fetchall()
 
 
 def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> int:
-    """Tasks that pass the readiness predicate (state in SQL, then the gate in batch)."""
-    rows = conn.execute(
-        "SELECT t.id, t.subject_task_id, t.status, t.lease_owner_id FROM tasks t"
-        f" WHERE t.project_id = ? AND {STATE_READY_SQL}",
-        (project_id,),
-    ).fetchall()
-    return sum(1 for r in readiness(conn, project_id, rows, now).values() if r.ready)
+    """How many tasks pass the readiness predicate, counted in SQL (nothing is loaded)."""
+    row = conn.execute(
+        f"WITH {READY_WITH} SELECT COUNT(*) AS n FROM tasks t"
+        f" WHERE t.project_id = :project AND {READY_SQL}",
+        ready_params(conn, project_id, now),
+    ).fetchone()
+    count: int = row["n"]
+    return count
 
 
 async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:

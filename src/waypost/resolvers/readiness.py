@@ -8,6 +8,12 @@ it can be released back to `open`, so it is never ready for ordinary claims.
 
 Everything here works in batch (a constant number of statements for any
 number of tasks), so a list or a GraphQL page never costs one query per task.
+
+The predicate has two forms that must never drift: `readiness` (Python over
+rows, with the reasons the task JSON reports) and `READY_SQL` (a WHERE term,
+so claims, ready lists and the digest skip blocked work inside SQL instead of
+fetching it to test it). Both take the decision part from gate.py, which
+evaluates the same registered status function either way.
 """
 
 from __future__ import annotations
@@ -17,21 +23,33 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from waypost.resolvers import gate
 
 MAX_DECISION_IDS = gate.MAX_IDS
-# How many candidates a claim examines per statement while it looks for a ready task.
-CLAIM_CHUNK = 64
 
-# The part of the predicate SQL can decide (alias `t` for tasks); the decision
-# gate, which needs the decisions tables, is applied to what this lets through.
-STATE_READY_SQL = (
+# The state part of the predicate (alias `t` for tasks): open, no lease, every
+# dependency done.
+STATE_READY_SQL: Final = (
     "t.status = 'open' AND t.lease_owner_id IS NULL AND NOT EXISTS ("
     " SELECT 1 FROM task_dependencies d JOIN tasks dep ON dep.id = d.depends_on_id"
     " WHERE d.task_id = t.id AND dep.status != 'done')"
 )
+# The decision part: a decision blocks the task itself or, for an activity, its
+# subject. Needs `WITH {READY_WITH}` and the `ready_params` of the project. The
+# IS NOT NULL keeps the term two-valued, so `NOT (...)` of it is exact.
+GATE_BLOCKED_SQL: Final = (
+    "(t.id IN blocked OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
+)
+READY_WITH: Final = gate.BLOCKED_CTE
+# The whole predicate as one WHERE term.
+READY_SQL: Final = f"{STATE_READY_SQL} AND NOT {GATE_BLOCKED_SQL}"
+
+
+def ready_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
+    """The named parameters (`:project`, `:now`) READY_WITH binds."""
+    return gate.gate_params(conn, project_id, now)
 
 
 @dataclass(frozen=True)
@@ -133,32 +151,14 @@ def readiness_of(
 def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqlite3.Row | None:
     """The task an ordinary claim takes: highest priority ready task, ties oldest.
 
-    Walks the candidates SQL can vouch for in claim order, a chunk at a time,
-    and returns the first one the decision gate lets through.
+    One statement whatever lies ahead in claim order: blocked work is skipped
+    inside SQL. The claim still runs the gate on the chosen row in its writer
+    transaction (`ensure_work_allowed`), which stays the authority.
     """
-    after: tuple[int, str, str] | None = None
-    while True:
-        if after is None:
-            rows = conn.execute(
-                f"SELECT t.* FROM tasks t WHERE t.project_id = ? AND {STATE_READY_SQL}"
-                " ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?",
-                (project_id, CLAIM_CHUNK),
-            ).fetchall()
-        else:
-            priority, created_at, task_id = after
-            rows = conn.execute(
-                f"SELECT t.* FROM tasks t WHERE t.project_id = ? AND {STATE_READY_SQL}"
-                " AND (t.priority < ? OR (t.priority = ? AND (t.created_at > ?"
-                " OR (t.created_at = ? AND t.id > ?))))"
-                " ORDER BY t.priority DESC, t.created_at, t.id LIMIT ?",
-                (project_id, priority, priority, created_at, created_at, task_id, CLAIM_CHUNK),
-            ).fetchall()
-        if not rows:
-            return None
-        found = readiness(conn, project_id, rows, now)
-        for row in rows:
-            if found[row["id"]].ready:
-                result: sqlite3.Row = row
-                return result
-        last = rows[-1]
-        after = (last["priority"], last["created_at"], last["id"])
+    row: sqlite3.Row | None = conn.execute(
+        f"WITH {READY_WITH} SELECT t.* FROM tasks t"
+        f" WHERE t.project_id = :project AND {READY_SQL}"
+        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT 1",
+        ready_params(conn, project_id, now),
+    ).fetchone()
+    return row

@@ -13,7 +13,7 @@ from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.projects import require_project
-from waypost.resolvers.readiness import STATE_READY_SQL, ids_param, readiness
+from waypost.resolvers.readiness import READY_SQL, READY_WITH, ids_param, ready_params
 from waypost.resolvers.runtime import Runtime
 from waypost.resolvers.tasks import (
     checkpoint_json,
@@ -50,9 +50,11 @@ def list_tasks_sync(
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
-    `ready` is decided by the readiness predicate: SQL narrows the candidates,
-    the decision gate decides the rest, so a page may scan more rows than it
-    returns; it keeps scanning until it has `limit + 1` matches or runs out.
+    `ready` is the readiness predicate in SQL (`READY_SQL`), so a page reads
+    `limit + 1` rows whatever blocked work lies between them. The task JSON
+    computes readiness again in Python; a row whose `ready` disagrees with the
+    filter is left out rather than shown under the wrong filter (the page may
+    then be short, its cursor still right).
     """
     size = check_limit(limit)
     require_project(conn, project_id)
@@ -60,31 +62,28 @@ def list_tasks_sync(
     if cursor is not None:
         parts = decode_cursor(cursor, str, str)
         created, last_id = str(parts[0]), str(parts[1])
-    where = ["t.project_id = ?"]
-    params: list[Any] = [project_id]
+    where = ["t.project_id = :project"]
+    params: dict[str, Any] = {"project": project_id, "created": created, "last": last_id}
     if status is not None:
-        where.append("t.status = ?")
-        params.append(status)
-    if ready is True:
-        where.append(STATE_READY_SQL)
-    sql = (
-        f"SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
-        " AND (t.created_at > ? OR (t.created_at = ? AND t.id > ?))"
-        " ORDER BY t.created_at, t.id LIMIT ?"
-    )
-    matches: list[sqlite3.Row] = []
-    while len(matches) <= size:
-        rows = conn.execute(sql, (*params, created, created, last_id, size + 1)).fetchall()
-        if ready is None:
-            matches.extend(rows)
-        else:
-            found = readiness(conn, project_id, rows, now)
-            matches.extend(r for r in rows if found[r["id"]].ready == ready)
-        if len(rows) <= size:
-            break
-        created, last_id = rows[-1]["created_at"], rows[-1]["id"]
-    page = Page.from_rows(matches, size, lambda r: encode_cursor(r["created_at"], r["id"]))
-    return Page(present_tasks(conn, project_id, page.items, now), page.cursors, page.has_next)
+        where.append("t.status = :status")
+        params["status"] = status
+    with_ = ""
+    if ready is not None:
+        with_ = f"WITH {READY_WITH} "
+        where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
+        params.update(ready_params(conn, project_id, now))
+    rows = conn.execute(
+        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        " AND (t.created_at > :created OR (t.created_at = :created AND t.id > :last))"
+        f" ORDER BY t.created_at, t.id LIMIT {size + 1}",
+        params,
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["created_at"], r["id"]))
+    items = present_tasks(conn, project_id, page.items, now)
+    if ready is None:
+        return Page(items, page.cursors, page.has_next)
+    kept = [(t, c) for t, c in zip(items, page.cursors, strict=True) if t["ready"] is ready]
+    return Page([t for t, _ in kept], [c for _, c in kept], page.has_next)
 
 
 async def list_tasks(
