@@ -263,3 +263,47 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
         assert r.status_code == 200
     finally:
         second.stop()
+
+
+def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
+    """SIGKILL gives the process no chance to flush anything: whatever was
+    acknowledged must already be in the database file (WAL, synchronous=FULL)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    first = start(tmp_path / "waypost.db", clock)
+    try:
+        token = first.wait_for(r"^\s+(wp_\S+)$").group(1)
+        first.wait_for(r"Uvicorn running on")
+        headers = {**auth(token), "Idempotency-Key": "crash-project"}
+        r = httpx.post(
+            f"{first.url}/api/v1/projects", json={"id": "crash", "name": "C"}, headers=headers
+        )
+        assert r.status_code == 201, r.text
+        for revision in range(1, 21):
+            r = httpx.patch(
+                f"{first.url}/api/v1/projects/crash/policy",
+                json={"expected_revision": revision, "rules": f"rule {revision}"},
+                headers={**auth(token), "Idempotency-Key": f"crash-{revision}"},
+            )
+            assert r.status_code == 200, r.text
+    finally:
+        first.process.kill()  # SIGKILL: no shutdown, no checkpoint
+        first.stop()
+    second = start(tmp_path / "waypost.db", clock)
+    try:
+        second.wait_for(r"Uvicorn running on")
+        r = httpx.get(f"{second.url}/api/v1/projects/crash/policy", headers=auth(token))
+        assert r.json()["revision"] == 21 and r.json()["rules"] == "rule 20"
+        events = httpx.get(
+            f"{second.url}/api/v1/projects/crash/events", params={"limit": 200}, headers=auth(token)
+        ).json()["items"]
+        assert [e["type"] for e in events].count("policy.updated") == 20
+        # the receipt committed with the write: the same request replays, nothing runs again
+        r = httpx.patch(
+            f"{second.url}/api/v1/projects/crash/policy",
+            json={"expected_revision": 20, "rules": "rule 20"},
+            headers={**auth(token), "Idempotency-Key": "crash-20"},
+        )
+        assert r.status_code == 200 and r.headers["idempotent-replayed"] == "true"
+    finally:
+        second.stop()
