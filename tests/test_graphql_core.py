@@ -177,6 +177,21 @@ async def test_node_resolves_projects_and_principals_by_global_id(
     }  # fmt: skip
 
 
+async def test_node_resolves_the_callers_own_session_only(service: Service) -> None:
+    agent = await service.agent("bot")
+    other = await service.agent("other-bot")
+    query = "query ($id: ID!) { node(id: $id) { id ... on Session { restId principalId } } }"
+    assert agent.session_id and other.session_id
+    mine = await agent.gql(query, {"id": gid("Session", agent.session_id)})
+    assert mine["data"]["node"] == {
+        "id": gid("Session", agent.session_id),
+        "restId": agent.session_id,
+        "principalId": agent.principal_id,
+    }
+    theirs = await agent.gql(query, {"id": gid("Session", other.session_id)})
+    assert theirs["data"] == {"node": None}
+
+
 @pytest.mark.parametrize("value", [gid("Project", "nope"), gid("Nothing", "x")])
 async def test_node_of_unknown_record_or_type_is_null(human: Caller, value: str) -> None:
     data = await human.gql("query ($id: ID!) { node(id: $id) { id } }", {"id": value})

@@ -99,6 +99,20 @@ async def end(rt: Runtime, actor: Actor, idem: Idempotency, session_id: str) -> 
     return await run_mutation(rt, actor, idem, unit)
 
 
+async def get_own(rt: Runtime, actor: Actor, session_id: str) -> dict[str, Any] | None:
+    """One of the caller's sessions, live or not; None for anyone else's (sessions
+    are a principal's own working state, not project records)."""
+
+    def read(conn: sqlite3.Connection) -> dict[str, Any] | None:
+        row = conn.execute(
+            "SELECT * FROM sessions WHERE id = ? AND principal_id = ?",
+            (session_id, actor.principal_id),
+        ).fetchone()
+        return session_json(row) if row else None
+
+    return await rt.db.read(read)
+
+
 async def me(rt: Runtime, actor: Actor) -> dict[str, Any]:
     at = format_time(rt.now())
 

@@ -73,6 +73,14 @@ async def load_principal(info: Info, principal_id: str) -> Principal | None:
 NODE_RESOLVERS["Principal"] = load_principal
 
 
+async def load_own_session(info: Info, session_id: str) -> Session | None:
+    found = await sessions.get_own(info.context.rt, info.context.actor, session_id)
+    return Session.from_json(found) if found else None
+
+
+NODE_RESOLVERS["Session"] = load_own_session
+
+
 @strawberry.type
 class Me:
     principal: Principal
