@@ -13,7 +13,6 @@ the property is about one request at a time.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
@@ -25,6 +24,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Caller, MovableClock, Service
 from tests.decisions_support import DECISIONS, decision_body, decision_path, set_policy
+from tests.fuzz_support import Edit, encode
 from tests.test_decisions_open import DECISION_KEYS
 from waypost.app import create_app
 from waypost.settings import Settings
@@ -41,7 +41,6 @@ anything = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
     max_leaves=8,
 )
-Edit = tuple[dict[str, Any], list[str], Any]
 
 
 def field(plausible: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
@@ -60,16 +59,6 @@ def edits(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Edit]:
         st.tuples(odd, dropped, st.none()),
         st.tuples(st.just({}), st.just([]), anything | st.binary(max_size=40)),
     )
-
-
-def encode(base: dict[str, Any], edit: Edit) -> bytes:
-    changed, dropped, whole = edit
-    if isinstance(whole, bytes):
-        return whole
-    body = whole if whole is not None else {**base, **changed}
-    if isinstance(body, dict):
-        body = {k: v for k, v in body.items() if k not in dropped}
-    return json.dumps(body).encode()
 
 
 class World:

@@ -13,7 +13,6 @@ and `test_a_lone_surrogate_in_a_key_is_a_400` check one of each directly.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import Caller, MovableClock
+from tests.fuzz_support import Edit, encode
 from tests.knowledge_support import correction, kpath
 from waypost.app import create_app
 from waypost.resolvers import principals
@@ -61,10 +61,6 @@ def partial(members: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[dic
     return st.fixed_dictionaries({}, optional=members)
 
 
-# (fields to set, fields to drop, a whole other document) applied to a valid base body
-Edit = tuple[dict[str, Any], list[str], Any]
-
-
 def edits(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Edit]:
     """Changes to a valid body: a few fields replaced, an unknown one added, one dropped;
     now and then a whole other JSON document, or raw bytes."""
@@ -75,16 +71,6 @@ def edits(fields: dict[str, st.SearchStrategy[Any]]) -> st.SearchStrategy[Edit]:
         st.tuples(changed, st.just([]), st.none()),
         st.tuples(st.just({}), st.just([]), anything | st.binary(max_size=40)),
     )
-
-
-def encode(base: dict[str, Any], edit: Edit) -> bytes:
-    changed, dropped, whole = edit
-    if isinstance(whole, bytes):
-        return whole
-    body = whole if whole is not None else {**base, **changed}
-    if isinstance(body, dict):
-        body = {k: v for k, v in body.items() if k not in dropped}
-    return json.dumps(body).encode()
 
 
 class Targets:
