@@ -267,6 +267,8 @@ async def test_graphql_changed_input_with_the_same_key_is_key_reused(
     again = (await human.gql(GQL_UPDATE, {"input": {**base, "rules": "b"}}))["data"]
     assert again["policyUpdate"]["policy"] is None
     assert again["policyUpdate"]["userErrors"][0]["code"] == "idempotency_key_reused"
+    # GraphQL names its own input field, not the REST header
+    assert again["policyUpdate"]["userErrors"][0]["field"] == "idempotencyKey"
 
 
 async def test_graphql_empty_idempotency_key_is_a_user_error(human: Caller, project: str) -> None:

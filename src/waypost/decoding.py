@@ -21,6 +21,7 @@ from waypost.errors import InvalidRequest
 T = TypeVar("T")
 _PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`")
+_END_OF_TEXT = re.compile(r"\(\?!\[\\+s\\+S\]\)")
 _MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`")
 
 
@@ -179,6 +180,8 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
         return msgspec.convert(value, model, strict=strict)
     except msgspec.ValidationError as exc:
         path, message = field_of(exc)
+        # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
+        message = _END_OF_TEXT.sub("$", message)
         raise InvalidRequest(message, {"field": path}) from exc
 
 

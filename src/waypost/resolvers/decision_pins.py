@@ -67,9 +67,7 @@ def future_instant(value: str | None, now: datetime, field: str = "expires_at") 
     try:
         moment = parse_time(value)
     except ValueError as exc:
-        raise InvalidRequest.field(
-            field, f"expected an RFC 3339 time with an offset: {exc}"
-        ) from exc
+        raise InvalidRequest.field(field, str(exc)) from exc
     # Compared as it will be stored (whole milliseconds), so an accepted expiry has
     # never already passed.
     moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)

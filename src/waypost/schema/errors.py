@@ -62,5 +62,9 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
 
 
 def camel_path(path: str) -> str:
-    """`scope.task_ids[2]` -> `scope.taskIds[2]`: GraphQL names fields in camelCase."""
+    """`scope.task_ids[2]` -> `scope.taskIds[2]`: GraphQL names fields in camelCase.
+
+    The REST header `Idempotency-Key` is the input field `idempotencyKey` here."""
+    if path == "Idempotency-Key":
+        return "idempotencyKey"
     return re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), path)
