@@ -553,3 +553,15 @@ async def test_session_action_on_someone_elses_session_is_a_user_error(service: 
         "userErrors": [{"code": "forbidden"}],
     }
     assert data["data"]["sessionEnd"]["userErrors"] == [{"code": "forbidden"}]
+
+
+async def test_user_errors_carry_the_rest_reason(service: Service, project: str) -> None:
+    agent = await service.principal("agent", "no-session")
+    data = await agent.gql(
+        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
+        " userErrors { code field reason } } }",
+        {"input": {"idempotencyKey": "claim-1", "projectId": "demo"}},
+    )
+    assert data["data"]["taskClaim"]["userErrors"] == [
+        {"code": "forbidden", "field": None, "reason": "session_required"}
+    ], data

@@ -19,6 +19,9 @@ class UserError:
     code: str
     field: str | None
     message: str
+    reason: str | None = strawberry.field(
+        default=None, description="The REST `details.reason`, when the refusal names one."
+    )
 
 
 def input_value(value: Any) -> Any:
@@ -52,11 +55,13 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
         raise
     except WaypostError as error:
         field = error.details.get("field")
+        reason = error.details.get("reason")
         return None, [
             UserError(
                 code=error.code,
                 field=camel_path(field) if isinstance(field, str) else None,
                 message=error.message,
+                reason=reason if isinstance(reason, str) else None,
             )
         ]
 
