@@ -4,8 +4,10 @@ in-flight requests, refusals that leave no receipt, retention, GraphQL keys."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -189,9 +191,9 @@ async def test_receipt_is_stored_with_the_mutation(
 # -- in flight ------------------------------------------------------------------------------
 
 
-async def test_same_key_while_the_first_is_running_is_409_in_flight(
-    service: Service, human: Caller, project: str
-) -> None:
+@contextlib.asynccontextmanager
+async def writer_held(service: Service) -> AsyncIterator[None]:
+    """Keep the writer busy inside the block, so a mutation started there stays in flight."""
     release = threading.Event()
     entered = threading.Event()
 
@@ -201,17 +203,24 @@ async def test_same_key_while_the_first_is_running_is_409_in_flight(
 
     holder = asyncio.create_task(service.rt.db.write(hold_the_writer))
     await asyncio.to_thread(entered.wait, 10)
-    body = {"expected_revision": 1, "rules": "slow"}
-    first = asyncio.create_task(human.patch(POLICY, body, key="slow"))
     try:
+        yield
+    finally:
+        release.set()
+        await holder
+
+
+async def test_same_key_while_the_first_is_running_is_409_in_flight(
+    service: Service, human: Caller, project: str
+) -> None:
+    body = {"expected_revision": 1, "rules": "slow"}
+    async with writer_held(service):
+        first = asyncio.create_task(human.patch(POLICY, body, key="slow"))
         await wait_until(lambda: (human.principal_id, "slow") in service.rt.inflight)
         second = await human.patch(POLICY, body, key="slow")
         assert second.status_code == 409
         assert second.json()["error"]["code"] == "idempotency_in_flight"
-    finally:
-        release.set()
     assert (await first).status_code == 200
-    await holder
     replay = await human.patch(POLICY, body, key="slow")
     assert replay.status_code == 200 and replay.headers["idempotent-replayed"] == "true"
 
@@ -219,27 +228,15 @@ async def test_same_key_while_the_first_is_running_is_409_in_flight(
 async def test_graphql_same_key_while_running_is_an_in_flight_user_error(
     service: Service, human: Caller, project: str
 ) -> None:
-    release = threading.Event()
-    entered = threading.Event()
-
-    def hold_the_writer(conn: sqlite3.Connection) -> None:
-        entered.set()
-        release.wait(10)
-
-    holder = asyncio.create_task(service.rt.db.write(hold_the_writer))
-    await asyncio.to_thread(entered.wait, 10)
     variables = {
         "input": {"idempotencyKey": "g", "projectId": "demo", "expectedRevision": 1, "rules": "r"}
     }
-    first = asyncio.create_task(human.gql(GQL_UPDATE, variables))
-    try:
+    async with writer_held(service):
+        first = asyncio.create_task(human.gql(GQL_UPDATE, variables))
         await wait_until(lambda: (human.principal_id, "g") in service.rt.inflight)
         second = await human.gql(GQL_UPDATE, variables)
         assert second["data"]["policyUpdate"]["userErrors"][0]["code"] == "idempotency_in_flight"
-    finally:
-        release.set()
     assert (await first)["data"]["policyUpdate"]["policy"]["revision"] == 2
-    await holder
 
 
 # -- GraphQL idempotencyKey --------------------------------------------------------------------
