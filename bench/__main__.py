@@ -28,7 +28,7 @@ from bench import workflow
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 POLICY = "/api/v1/projects/bench/policy"

@@ -47,8 +47,11 @@ from bench.seeding import Gating, seed_project
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
-from waypost.resolvers import digest, gate, principals, readiness, task_reads
-from waypost.resolvers.runtime import Runtime
+from waypost.resolvers.access import principals
+from waypost.resolvers.decisions import digest, gate
+from waypost.resolvers.tasks import readiness
+from waypost.resolvers.tasks import reads as task_reads
+from waypost.runtime import Runtime
 from waypost.settings import Settings
 
 API = "/api/v1/projects"

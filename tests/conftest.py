@@ -17,8 +17,8 @@ import pytest
 
 from waypost.app import create_app
 from waypost.clock import format_time, parse_time
-from waypost.resolvers import principals
-from waypost.resolvers.runtime import Runtime
+from waypost.resolvers.access import principals
+from waypost.runtime import Runtime
 from waypost.settings import Settings
 
 _keys = itertools.count()

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import Caller, MovableClock, Service, utc
 from waypost.app import create_app
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 GQL_UNAUTHENTICATED = {

@@ -47,7 +47,7 @@ async def test_a_request_while_the_clock_file_is_unreadable_is_503_not_500(
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
-            from waypost.resolvers import principals
+            from waypost.resolvers.access import principals
 
             rt = app.state.runtime
             made = await rt.db.write(

@@ -36,7 +36,8 @@ from hypothesis.stateful import (
 from tests.conftest import Caller, MovableClock
 from waypost.app import create_app
 from waypost.clock import format_time
-from waypost.resolvers import principals, sweep
+from waypost.resolvers.access import principals
+from waypost.resolvers.core import sweep
 from waypost.settings import Settings
 
 T = TypeVar("T")

@@ -16,8 +16,8 @@ from tests.decisions_support import (
     send_answer,
     set_policy,
 )
-from waypost.resolvers.decision_status import decision_status, work_allowed
-from waypost.resolvers.decisions import unresolved_sync
+from waypost.resolvers.decisions.operations import unresolved_sync
+from waypost.resolvers.decisions.status import decision_status, work_allowed
 
 
 async def _allowed(human: Caller, task_ids: list[str], **overrides: Any) -> str:

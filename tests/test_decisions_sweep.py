@@ -20,7 +20,8 @@ from tests.decisions_support import (
     send_answer,
 )
 from waypost.app import create_app
-from waypost.resolvers import principals, sweep
+from waypost.resolvers.access import principals
+from waypost.resolvers.core import sweep
 from waypost.settings import Settings
 
 

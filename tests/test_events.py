@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service
-from waypost.resolvers import projects
+from waypost.resolvers.projects import operations as projects
 
 EVENTS = "/api/v1/projects/demo/events"
 POLICY = "/api/v1/projects/demo/policy"

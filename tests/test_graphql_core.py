@@ -14,7 +14,7 @@ from graphql import get_introspection_query
 
 from tests.conftest import Caller, MovableClock, Service
 from waypost.app import create_app
-from waypost.resolvers import policy
+from waypost.resolvers.projects import policy
 from waypost.settings import Settings
 
 PROJECT_CREATE = """

@@ -26,7 +26,7 @@ from tests.conftest import Caller, MovableClock
 from tests.fuzz_support import Edit, encode
 from tests.knowledge_support import correction, kpath
 from waypost.app import create_app
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 PROJECT = "fz"

@@ -9,8 +9,8 @@ import pytest
 from tests.conftest import Caller, Service
 from tests.knowledge_support import correction, error_of, kpath, make_project, make_task, raw
 from waypost.errors import InvalidRequest
-from waypost.resolvers import knowledge
-from waypost.resolvers.runtime import Actor
+from waypost.resolvers.knowledge import operations as knowledge
+from waypost.runtime import Actor
 
 
 def lesson(**fields: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from tests.conftest import Caller, MovableClock
 from tests.knowledge_support import correction, kpath, new_body
 from waypost.app import create_app
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 PROJECT = "prop"

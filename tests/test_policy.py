@@ -380,7 +380,7 @@ async def test_history_pages_with_cursors(human: Caller, project: str) -> None:
 
 
 def test_history_rows_refuse_update_and_delete_from_raw_sql(tmp_path: Any) -> None:
-    from waypost.resolvers import projects
+    from waypost.resolvers.projects import operations as projects
     from waypost.storage.db import connect_sync, run_write
     from waypost.storage.migrate import migrate
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import Caller, MovableClock, Service
-from waypost.resolvers import sweep
+from waypost.resolvers.core import sweep
 
 POLICY = "/api/v1/projects/demo/policy"
 GQL_UPDATE = """

@@ -12,9 +12,9 @@ import msgspec
 import pytest
 
 from tests.conftest import Caller, Service
-from waypost.decoding import decode_body, parse_json
 from waypost.errors import InvalidRequest
-from waypost.resolvers import policy
+from waypost.http.decoding import decode_body, parse_json
+from waypost.resolvers.projects import policy
 from waypost.rest.routing import BODY_LIMIT
 
 POLICY = "/api/v1/projects/demo/policy"

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import Caller, MovableClock, Service
 from waypost.app import create_app
 from waypost.errors import Unavailable
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 from waypost.storage import migrate as migrations
 from waypost.storage.db import Database, connect_sync, run_write

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Caller, MovableClock
 from waypost.app import create_app
-from waypost.resolvers import principals
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 WORDS = ["open", "cancelled", "succeeded", "failed", "feature", "lesson", "true", "1", ""]

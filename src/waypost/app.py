@@ -18,12 +18,13 @@ from starlette.routing import Route
 from waypost import rest
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
-from waypost.gate import Gate
-from waypost.graphql_app import graphql_view
-from waypost.resolvers import principals, sweep
-from waypost.resolvers.runtime import Runtime
+from waypost.http.auth import Gate
+from waypost.resolvers.access import principals
+from waypost.resolvers.core import sweep
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
+from waypost.runtime import Runtime
+from waypost.schema.view import graphql_view
 from waypost.settings import Settings
 from waypost.storage.db import Database
 

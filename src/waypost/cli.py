@@ -15,7 +15,8 @@ import click
 
 from waypost.clock import SystemClock, format_time
 from waypost.errors import WaypostError
-from waypost.resolvers import principals, projects
+from waypost.resolvers.access import principals
+from waypost.resolvers.projects import operations as projects
 from waypost.settings import RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
@@ -176,8 +177,8 @@ def project_group() -> None:
 @click.option("--name", required=True)
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
-    from waypost.decoding import convert
-    from waypost.resolvers import events
+    from waypost.http.decoding import convert
+    from waypost.resolvers.core import events
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)

@@ -7,9 +7,12 @@ from typing import Annotated, Any
 import msgspec
 
 from waypost.pagination import Page
-from waypost.resolvers import decision_answers, decision_reopen, decisions, digest
-from waypost.resolvers.decisions import StatusFilter
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.decisions import answers as decision_answers
+from waypost.resolvers.decisions import digest
+from waypost.resolvers.decisions import operations as decisions
+from waypost.resolvers.decisions import reopen as decision_reopen
+from waypost.resolvers.decisions.operations import StatusFilter
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
 

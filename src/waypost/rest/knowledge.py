@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from waypost.pagination import Page
-from waypost.resolvers import knowledge, knowledge_feedback
-from waypost.resolvers.knowledge_models import (
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.knowledge import feedback as knowledge_feedback
+from waypost.resolvers.knowledge import operations as knowledge
+from waypost.resolvers.knowledge.models import (
     FeedbackInput,
     KnowledgeCorrect,
     KnowledgeCreate,
     KnowledgeListQuery,
 )
-from waypost.resolvers.receipts import Outcome
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from waypost.resolvers import sessions
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.access import sessions
+from waypost.resolvers.core.receipts import Outcome
 from waypost.rest.routing import Call, RouteTable
 
 table = RouteTable("principals")

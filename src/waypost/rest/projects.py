@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from waypost.pagination import Page
-from waypost.resolvers import events, policy, projects
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.core import events
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.projects import operations as projects
+from waypost.resolvers.projects import policy
 from waypost.rest.queries import EventsQuery, ListQuery
 from waypost.rest.routing import Call, RouteTable
 

@@ -15,12 +15,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from waypost.decoding import convert, decode_query, parse_json
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
+from waypost.http.decoding import convert, decode_query, parse_json
 from waypost.pagination import Page
-from waypost.resolvers.receipts import Idempotency, Outcome
-from waypost.resolvers.runtime import Actor, Runtime
+from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.rest.responses import error_response, internal_error, json_response
+from waypost.runtime import Actor, Runtime
 
 BODY_LIMIT = 256 * 1024
 

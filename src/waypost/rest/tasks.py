@@ -6,8 +6,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from waypost.pagination import Page
-from waypost.resolvers import leases, publication, task_reads, tasks
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.tasks import leases, publication
+from waypost.resolvers.tasks import operations as tasks
+from waypost.resolvers.tasks import reads as task_reads
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
 

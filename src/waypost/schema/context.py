@@ -9,7 +9,7 @@ from typing import Any
 from strawberry.dataloader import DataLoader
 from strawberry.types import Info as _Info
 
-from waypost.resolvers.runtime import Actor, Runtime
+from waypost.runtime import Actor, Runtime
 
 BatchLoad = Callable[[Sequence[Any]], Awaitable[Sequence[Any]]]
 

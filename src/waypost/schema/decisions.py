@@ -14,11 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.decoding import convert
+from waypost.http.decoding import convert
 from waypost.pagination import Page
-from waypost.resolvers import decision_answers, decision_reopen, decisions, digest
-from waypost.resolvers.receipts import Idempotency, Outcome
-from waypost.resolvers.runtime import Actor, Runtime
+from waypost.resolvers.core.receipts import Idempotency, Outcome
+from waypost.resolvers.decisions import answers as decision_answers
+from waypost.resolvers.decisions import digest
+from waypost.resolvers.decisions import operations as decisions
+from waypost.resolvers.decisions import reopen as decision_reopen
+from waypost.runtime import Actor, Runtime
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal

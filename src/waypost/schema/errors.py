@@ -11,7 +11,7 @@ from typing import Any
 import strawberry
 
 from waypost.errors import Unauthenticated, Unavailable, WaypostError
-from waypost.resolvers.receipts import Idempotency, Outcome, check_key
+from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
 
 @strawberry.type(description="A business error, with the same code as the REST API.")

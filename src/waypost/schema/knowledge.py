@@ -12,17 +12,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.decoding import convert
 from waypost.errors import NotFound
+from waypost.http.decoding import convert
 from waypost.pagination import Page
-from waypost.resolvers import knowledge, knowledge_feedback
-from waypost.resolvers.knowledge_models import (
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.knowledge import feedback as knowledge_feedback
+from waypost.resolvers.knowledge import operations as knowledge
+from waypost.resolvers.knowledge.models import (
     FeedbackInput,
     KnowledgeCorrect,
     KnowledgeCreate,
     KnowledgeListQuery,
 )
-from waypost.resolvers.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal

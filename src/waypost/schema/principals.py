@@ -7,8 +7,8 @@ from typing import Any
 
 import strawberry
 
-from waypost.resolvers import principals, sessions
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.access import principals, sessions
+from waypost.resolvers.core.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.relay import NODE_RESOLVERS, Node, global_id

@@ -9,10 +9,12 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
-from waypost.decoding import convert
+from waypost.http.decoding import convert
 from waypost.pagination import Page
-from waypost.resolvers import events, policy, projects
-from waypost.resolvers.receipts import Outcome
+from waypost.resolvers.core import events
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.projects import operations as projects
+from waypost.resolvers.projects import policy
 from waypost.schema.context import Info
 from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input

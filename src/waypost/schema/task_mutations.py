@@ -13,9 +13,10 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
-from waypost.decoding import convert
-from waypost.resolvers import leases, publication, tasks
-from waypost.resolvers.receipts import Outcome
+from waypost.http.decoding import convert
+from waypost.resolvers.core.receipts import Outcome
+from waypost.resolvers.tasks import leases, publication
+from waypost.resolvers.tasks import operations as tasks
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import Knowledge

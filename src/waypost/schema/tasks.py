@@ -18,7 +18,7 @@ from strawberry.dataloader import DataLoader
 from waypost.clock import format_time
 from waypost.errors import NotFound
 from waypost.pagination import Page
-from waypost.resolvers import task_reads
+from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.context import Info
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id

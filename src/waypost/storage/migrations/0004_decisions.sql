@@ -1,7 +1,7 @@
 -- Decisions: the stable question, its immutable generations (pins), the tasks
 -- each generation affects at their pinned revisions, and at most one answer per
 -- generation. Status is never stored: it is computed from the pins, the answer
--- and the service time (resolvers/decision_status.py).
+-- and the service time (resolvers/decisions/status.py).
 
 CREATE TABLE decisions (
   id TEXT PRIMARY KEY,

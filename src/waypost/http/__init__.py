@@ -1,0 +1,1 @@
+"""What every public request passes: authentication and strict body decoding."""

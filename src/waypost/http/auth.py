@@ -1,0 +1,166 @@
+"""The outer ASGI layer: authentication before routing, limits and common headers.
+
+A bearer token is checked on every request but `/healthz` before any route
+runs or any body is read. `Waypost-Session` names the live agent session the
+request acts in. GraphQL bodies are capped at 64 KiB here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from waypost.clock import format_time
+from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
+from waypost.resolvers.access import principals, sessions
+from waypost.runtime import Actor, Runtime
+
+log = logging.getLogger("waypost")
+GRAPHQL_BODY_LIMIT = 64 * 1024
+SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return str(value.decode("latin-1"))
+    return None
+
+
+async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        *SECURITY_HEADERS,
+        *extra,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+class Gate:
+    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime], graphiql: bool) -> None:
+        self.app = app
+        self.runtime = runtime
+        self.graphiql = graphiql
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = _with_security_headers(send)
+        path: str = scope["path"]
+        is_graphql = path == "/graphql"
+        # /healthz is open; so is the GraphiQL page when enabled (GET on /graphql
+        # only serves the page: queries are POSTs and carry the token)
+        public = path == "/healthz" or (is_graphql and self.graphiql and scope["method"] == "GET")
+        if not public:
+            try:
+                actor = await self._authenticate(scope)
+                if is_graphql:
+                    receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
+            except WaypostError as error:
+                await self._refuse(send, error, is_graphql)
+                return
+            except Exception:
+                log.exception("authentication failed unexpectedly")
+                await self._refuse(send, WaypostError("internal error"), is_graphql)
+                return
+            scope.setdefault("state", {})["actor"] = actor
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            # Routes answer their own errors; anything escaping them would
+            # otherwise reach the server's plain-text 500 without our headers.
+            if started:
+                raise
+            log.exception("unhandled error")
+            await self._refuse(send, WaypostError("internal error"), is_graphql)
+
+    async def _authenticate(self, scope: Scope) -> Actor:
+        header = _header(scope, b"authorization") or ""
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated("unauthenticated")
+        session_id = _header(scope, b"waypost-session")
+        rt = self.runtime()
+        at = format_time(rt.now())
+
+        def check(conn: Any) -> Actor:
+            actor = principals.authenticate(conn, token.strip(), "api")
+            if session_id is not None:
+                actor = sessions.enter_session(conn, actor, session_id, at)
+            return actor
+
+        return await rt.db.read(check)
+
+    @staticmethod
+    async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
+        extra: list[tuple[bytes, bytes]] = []
+        if error.status == 401:
+            extra.append((b"www-authenticate", b"Bearer"))
+        if isinstance(error, Unavailable):
+            extra.append((b"retry-after", str(error.retry_after).encode()))
+        if graphql:
+            body: Any = {
+                "errors": [
+                    {"message": error.message, "extensions": {"code": error.code, **error.details}}
+                ]
+            }
+        else:
+            body = error.to_json()
+        await _send_json(send, error.status, body, extra)
+
+
+def _with_security_headers(send: Send) -> Send:
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            names = {k.lower() for k, _ in message.get("headers", [])}
+            extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+            message = {**message, "headers": [*message.get("headers", []), *extra]}
+        await send(message)
+
+    return wrapped
+
+
+async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
+    """Read the whole (small) body first, refusing more than `limit` bytes."""
+    declared = _header(scope, b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    delivered = False
+
+    async def replay() -> Message:
+        nonlocal delivered
+        if delivered:
+            return await receive()
+        delivered = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay

@@ -1,0 +1,1 @@
+"""Principals, tokens and agent sessions."""

@@ -1,0 +1,1 @@
+"""The bounded context packet: search, budget and assembly."""

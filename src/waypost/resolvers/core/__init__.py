@@ -1,0 +1,1 @@
+"""Receipts, events and the periodic sweep: what every mutation shares."""

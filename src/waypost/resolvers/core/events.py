@@ -1,0 +1,80 @@
+"""The event log: one event per mutation, written in the mutation's transaction."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from waypost.pagination import check_limit
+from waypost.runtime import Runtime
+
+
+def append(
+    conn: sqlite3.Connection,
+    *,
+    project_id: str | None,
+    type: str,
+    subject_type: str,
+    subject_id: str,
+    actor_id: str | None,
+    actor_session_id: str | None,
+    at: str,
+    data: dict[str, Any],
+) -> int:
+    """Append one event. `data` must never hold credentials or request headers."""
+    cur = conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id,"
+        " actor_session_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            project_id,
+            type,
+            subject_type,
+            subject_id,
+            actor_id,
+            actor_session_id,
+            at,
+            json.dumps(data, separators=(",", ":"), ensure_ascii=False),
+        ),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def event_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "sequence": row["sequence"],
+        "project_id": row["project_id"],
+        "type": row["type"],
+        "subject_type": row["subject_type"],
+        "subject_id": row["subject_id"],
+        "actor_id": row["actor_id"],
+        "actor_session_id": row["actor_session_id"],
+        "at": row["at"],
+        "data": json.loads(row["data"]),
+    }
+
+
+def list_events(
+    conn: sqlite3.Connection, project_id: str, after: int | None, limit: int | None
+) -> dict[str, Any]:
+    """Events oldest first after `after`; `next_after` is where to poll from next."""
+    size = check_limit(limit)
+    start = after or 0
+    rows = conn.execute(
+        "SELECT * FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+        (project_id, start, size),
+    ).fetchall()
+    items = [event_json(r) for r in rows]
+    return {"items": items, "next_after": items[-1]["sequence"] if items else start}
+
+
+async def for_project(
+    rt: Runtime, project_id: str, after: int | None, limit: int | None
+) -> dict[str, Any]:
+    from waypost.resolvers.projects.operations import require_project  # projects writes events
+
+    def read(conn: sqlite3.Connection) -> dict[str, Any]:
+        require_project(conn, project_id)
+        return list_events(conn, project_id, after, limit)
+
+    return await rt.db.read(read)

@@ -1,0 +1,161 @@
+"""Idempotency receipts: the one way every mutation runs.
+
+`run_mutation` takes the writer, looks up the caller's receipt for the key,
+replays it or refuses a changed request, and otherwise runs the unit of work,
+then stores the receipt, all in one transaction with the unit's event. A
+request still running with the same key answers `idempotency_in_flight`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from waypost.clock import format_time
+from waypost.errors import (
+    Forbidden,
+    IdempotencyInFlight,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    Unauthenticated,
+)
+from waypost.resolvers.core import events
+from waypost.runtime import Actor, Runtime
+
+# Receipts are kept at least this long; the sweep deletes older ones.
+RECEIPT_RETENTION = timedelta(hours=48)
+KEY_MAX = 256
+
+
+@dataclass(frozen=True)
+class Idempotency:
+    key: str
+    fingerprint: str
+
+    @classmethod
+    def for_request(cls, key: str | None, *, operation: str, body: Any) -> Idempotency:
+        """Check the key and fingerprint the request (operation + canonical body)."""
+        check_key(key)
+        assert key is not None
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        try:
+            digest = hashlib.sha256(f"{operation}\n{canonical}".encode()).hexdigest()
+        except UnicodeEncodeError as exc:
+            # a lone surrogate (e.g. from a GraphQL string escape) is not storable text
+            raise InvalidRequest("text must not hold an unpaired surrogate", {"field": ""}) from exc
+        return cls(key, digest)
+
+
+def check_key(key: str | None, field: str = "Idempotency-Key") -> None:
+    if key is None or key == "":
+        raise InvalidRequest.field(field, "an idempotency key is required for every mutation")
+    if len(key) > KEY_MAX or not all("!" <= ch <= "~" for ch in key):
+        raise InvalidRequest.field(field, "idempotency key must be 1-256 characters from ! to ~")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    body: dict[str, Any]
+    replayed: bool = False
+
+
+class Tx:
+    """A writer transaction as a unit of work sees it: connection, time, actor."""
+
+    def __init__(self, conn: sqlite3.Connection, now: datetime, actor: Actor) -> None:
+        self.conn = conn
+        self.now = now
+        self.at = format_time(now)
+        self.actor = actor
+
+    def event(
+        self,
+        project_id: str | None,
+        type: str,
+        subject_type: str,
+        subject_id: str,
+        data: dict[str, Any],
+    ) -> None:
+        events.append(
+            self.conn,
+            project_id=project_id,
+            type=type,
+            subject_type=subject_type,
+            subject_id=subject_id,
+            actor_id=self.actor.principal_id,
+            actor_session_id=self.actor.session_id,
+            at=self.at,
+            data=data,
+        )
+
+
+Unit = Callable[[Tx], tuple[int, dict[str, Any]]]
+
+
+async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit) -> Outcome:
+    slot = (actor.principal_id, idem.key)
+    if slot in rt.inflight:
+        raise IdempotencyInFlight("a request with this idempotency key is still running")
+    rt.inflight.add(slot)
+    try:
+        return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
+    finally:
+        rt.inflight.discard(slot)
+
+
+def _run(
+    conn: sqlite3.Connection, rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit
+) -> Outcome:
+    row = conn.execute(
+        "SELECT fingerprint, status, body FROM receipts WHERE principal_id = ? AND key = ?",
+        (actor.principal_id, idem.key),
+    ).fetchone()
+    if row is not None:
+        if row["fingerprint"] != idem.fingerprint:
+            raise IdempotencyKeyReused(
+                "this idempotency key was used for a different request",
+                {"field": "Idempotency-Key"},
+            )
+        return Outcome(row["status"], json.loads(row["body"]), replayed=True)
+    now = rt.now()
+    recheck_actor(conn, actor, format_time(now))
+    tx = Tx(conn, now, actor)
+    status, body = unit(tx)
+    conn.execute(
+        "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            actor.principal_id,
+            idem.key,
+            idem.fingerprint,
+            status,
+            json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+            tx.at,
+        ),
+    )
+    return Outcome(status, body)
+
+
+def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
+    """Re-check, under the writer lock, what authentication checked before it."""
+    token = conn.execute("SELECT revoked_at FROM tokens WHERE id = ?", (actor.token_id,)).fetchone()
+    if token is None or token["revoked_at"] is not None:
+        raise Unauthenticated("unauthenticated")
+    if actor.session_id is not None:
+        session = conn.execute(
+            "SELECT ended_at, expires_at FROM sessions WHERE id = ? AND principal_id = ?",
+            (actor.session_id, actor.principal_id),
+        ).fetchone()
+        if session is None or session["ended_at"] is not None or session["expires_at"] <= at:
+            raise Forbidden.reason("session_not_live", "the session is not live")
+
+
+def purge_receipts(conn: sqlite3.Connection, now: datetime) -> int:
+    cutoff = format_time(now - RECEIPT_RETENTION)
+    return conn.execute("DELETE FROM receipts WHERE created_at < ?", (cutoff,)).rowcount

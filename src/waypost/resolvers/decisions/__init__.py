@@ -1,0 +1,1 @@
+"""Decisions: open, answer, reopen, status from pins, the gate, timeouts, digest."""

@@ -1,0 +1,154 @@
+"""Answering a decision: direct answers and relayed human answers.
+
+Everything is checked inside the writer transaction, after the lock: the
+caller's kind and session, the relay switch and who turned it on, the
+expected generation and the current status. One generation takes exactly one
+answer; a second one (same generation) is a `state_conflict` with reason
+`already_answered`: the caller named the right generation, but the decision
+is no longer waiting, and only a reopening asks the question again.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from waypost.errors import Forbidden, InvalidRequest, StateConflict
+from waypost.resolvers.access.sessions import require_session
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.decisions.operations import Option, Text, require_text
+from waypost.resolvers.decisions.pins import check_generation, require_state
+from waypost.resolvers.decisions.views import load_decision
+from waypost.resolvers.projects.operations import require_project
+from waypost.runtime import Actor, Runtime
+
+RelayText = Annotated[str, msgspec.Meta(min_length=1, max_length=16384)]
+
+
+class Relay(msgspec.Struct, forbid_unknown_fields=True):
+    """What the agent showed the human and what the human said, verbatim."""
+
+    prompt: RelayText
+    response: RelayText
+
+
+class DecisionAnswer(msgspec.Struct, forbid_unknown_fields=True):
+    expected_generation: Annotated[int, msgspec.Meta(ge=1)]
+    disposition: Literal["allow", "deny", "defer"]
+    answer: Option
+    rationale: Text
+    conditions_confirmed: bool = False
+    relay: Relay | None = None
+
+
+def relay_grant(conn: sqlite3.Connection, project_id: str) -> tuple[int, str]:
+    """(revision, human) of the most recent policy revision that turned relaying on."""
+    row = conn.execute(
+        "SELECT r.revision, r.actor_id FROM policy_revisions r"
+        " LEFT JOIN policy_revisions prev ON prev.project_id = r.project_id"
+        "  AND prev.revision = r.revision - 1"
+        " WHERE r.project_id = ? AND r.allow_relayed_human_answers = 1"
+        "  AND (prev.revision IS NULL OR prev.allow_relayed_human_answers = 0)"
+        " ORDER BY r.revision DESC LIMIT 1",
+        (project_id,),
+    ).fetchone()
+    assert row is not None, "the switch is on, so some revision turned it on"
+    return int(row["revision"]), str(row["actor_id"])
+
+
+def _validate(body: DecisionAnswer, decision: sqlite3.Row) -> None:
+    require_text(body.rationale, "rationale")
+    if body.answer not in json.loads(decision["options"]):
+        raise InvalidRequest.field("answer", "the answer must exactly match one of the options")
+    if body.disposition == "allow" and not body.conditions_confirmed:
+        raise InvalidRequest.field(
+            "conditions_confirmed", "an allow must confirm the recorded conditions"
+        )
+    if body.relay is not None and decision["required_actor"] != "human":
+        raise InvalidRequest.field("relay", "only a human-required decision takes a relay")
+
+
+def _authorize(
+    conn: sqlite3.Connection,
+    actor: Actor,
+    project: sqlite3.Row,
+    decision: sqlite3.Row,
+    body: DecisionAnswer,
+) -> tuple[int, str] | None:
+    """Who may answer; for a relay, the grant (policy revision, human) it rests on."""
+    require_session(actor)
+    if body.relay is not None:
+        if not actor.is_agent:
+            raise Forbidden.reason(
+                "relay_requires_agent_session", "only an agent session relays a human's answer"
+            )
+        if not project["allow_relayed_human_answers"]:
+            raise Forbidden.reason(
+                "relay_disabled", "this project's policy does not allow relayed human answers"
+            )
+        return relay_grant(conn, project["id"])
+    if decision["required_actor"] == "human" and not actor.is_human:
+        raise Forbidden.reason("human_required", "this decision must be answered by a human")
+    return None
+
+
+def _check_state(body: DecisionAnswer, decision: sqlite3.Row, status: str) -> None:
+    check_generation(body.expected_generation, decision["generation"])
+    if status in ("stale", "expired"):
+        raise StateConflict(
+            f"the decision is {status}; reopen it before answering",
+            {"reason": status, "status": status},
+        )
+    if decision["disposition"] is not None:
+        raise StateConflict(
+            "this generation is already answered; reopen the decision to ask again",
+            {"reason": "already_answered", "status": status},
+        )
+
+
+def answer_sync(
+    tx: Tx, project_id: str, decision_id: str, body: DecisionAnswer
+) -> tuple[int, dict[str, Any]]:
+    """The unit of work behind `POST .../decisions/{id}/answer`."""
+    project = require_project(tx.conn, project_id)
+    decision, status = require_state(tx.conn, project_id, decision_id, tx.at)
+    _validate(body, decision)
+    grant = _authorize(tx.conn, tx.actor, project, decision, body)
+    _check_state(body, decision, status)
+    relay = body.relay
+    tx.conn.execute(
+        "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
+        " conditions_confirmed, actor_id, actor_session_id, relayed, relay_prompt,"
+        " relay_response, authorized_by, relay_policy_revision, timed_out, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+        (decision_id, decision["generation"], body.disposition, body.answer, body.rationale,
+         int(body.conditions_confirmed), tx.actor.principal_id, tx.actor.session_id,
+         int(relay is not None), relay.prompt if relay else None,
+         relay.response if relay else None, grant[1] if grant else None,
+         grant[0] if grant else None, tx.at),
+    )  # fmt: skip
+    tx.event(
+        project_id,
+        "decision.answered",
+        "decision",
+        decision_id,
+        {"generation": decision["generation"], "disposition": body.disposition,
+         "answer": body.answer, "relayed": relay is not None},
+    )  # fmt: skip
+    return 200, load_decision(tx.conn, project_id, decision_id, tx.at)
+
+
+async def answer(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    decision_id: str,
+    body: DecisionAnswer,
+) -> Outcome:
+    return await run_mutation(
+        rt, actor, idem, lambda tx: answer_sync(tx, project_id, decision_id, body)
+    )

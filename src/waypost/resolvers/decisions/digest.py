@@ -1,0 +1,117 @@
+"""The project digest: what awaits a human, what proceeded on its own, what will.
+
+- `pending_decisions`: every decision whose current generation has no answer,
+  whatever its status (a stale or expired unanswered one awaits a reopening).
+- `proceeded_by_timeout`: decisions the sweep answered in the last 7 days.
+- `timing_out_soon`: pending decisions the sweep will answer within 6 hours
+  (reversible, not an agent-asked human-required cycle, and not expiring first).
+- `blocked_tasks`: tasks not done or cancelled that a decision blocks (their
+  own, or their subject's when they are activities), in claim order.
+- `ready_task_count`: how many tasks an ordinary claim could take now.
+
+Each list holds at most DIGEST_LIMIT items; `truncated` says which were cut.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from waypost.clock import format_time
+from waypost.resolvers.decisions.status import STATUS_SQL, install
+from waypost.resolvers.decisions.timeouts import MAY_TIME_OUT, TIMEOUT
+from waypost.resolvers.decisions.views import load_decisions
+from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks.operations import present_tasks
+from waypost.resolvers.tasks.readiness import GATE_BLOCKED_SQL, READY_SQL, READY_WITH, ready_params
+from waypost.runtime import Runtime
+
+DIGEST_LIMIT: Final = 200
+TIMED_OUT_WINDOW: Final = timedelta(days=7)
+SOON_WINDOW: Final = timedelta(hours=6)
+_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
+
+
+def _column(rows: list[sqlite3.Row], name: str) -> list[Any]:
+    return [r[name] for r in rows[:DIGEST_LIMIT]]
+
+
+def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, Any]:
+    require_project(conn, project_id)
+    install(conn)
+    at = format_time(now)
+    params = {"project": project_id, "now": at, "n": DIGEST_LIMIT + 1}
+    pending = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project AND s.disposition IS NULL"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        params,
+    ).fetchall()
+    timed_out = conn.execute(
+        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
+        " JOIN decisions d ON d.id = a.decision_id"
+        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
+        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
+        {**params, "since": format_time(now - TIMED_OUT_WINDOW)},
+    ).fetchall()
+    # Due ones (the sweep has not run yet) count as timing out soon too.
+    soon = conn.execute(
+        f"SELECT s.decision_id FROM decision_current s WHERE s.project_id = :project"
+        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
+        f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
+        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
+        {**params, "cutoff": format_time(now + SOON_WINDOW - TIMEOUT)},
+    ).fetchall()
+    lists = {
+        "pending_decisions": _column(pending, "decision_id"),
+        "proceeded_by_timeout": _column(timed_out, "id"),
+        "timing_out_soon": _column(soon, "decision_id"),
+    }
+    objects = load_decisions(conn, sorted({i for ids in lists.values() for i in ids}), at)
+    blocked = _blocked_task_rows(conn, project_id, now)
+    blocked_json = [
+        t for t in present_tasks(conn, project_id, blocked[:DIGEST_LIMIT], now)
+        if t["blocked_by"]["decisions"]
+    ]  # fmt: skip
+    return {
+        "project_id": project_id,
+        "generated_at": at,
+        **{name: [objects[i] for i in ids] for name, ids in lists.items()},
+        "blocked_tasks": blocked_json,
+        "ready_task_count": _ready_count(conn, project_id, now),
+        "truncated": {
+            "pending_decisions": len(pending) > DIGEST_LIMIT,
+            "proceeded_by_timeout": len(timed_out) > DIGEST_LIMIT,
+            "timing_out_soon": len(soon) > DIGEST_LIMIT,
+            "blocked_tasks": len(blocked) > DIGEST_LIMIT,
+        },
+    }
+
+
+def _blocked_task_rows(
+    conn: sqlite3.Connection, project_id: str, now: datetime
+) -> list[sqlite3.Row]:
+    """Live tasks a decision blocks, or whose subject a decision blocks, in claim order."""
+    return conn.execute(
+        f"WITH {READY_WITH} SELECT t.* FROM tasks t WHERE t.project_id = :project"
+        f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
+        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
+        {**ready_params(conn, project_id, now), "n": DIGEST_LIMIT + 1},
+    ).fetchall()
+
+
+def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> int:
+    """How many tasks pass the readiness predicate, counted in SQL (nothing is loaded)."""
+    row = conn.execute(
+        f"WITH {READY_WITH} SELECT COUNT(*) AS n FROM tasks t"
+        f" WHERE t.project_id = :project AND {READY_SQL}",
+        ready_params(conn, project_id, now),
+    ).fetchone()
+    count: int = row["n"]
+    return count
+
+
+async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
+    now = rt.now()
+    return await rt.db.read(lambda conn: digest_sync(conn, project_id, now))

@@ -1,0 +1,117 @@
+"""Reopening a decision: a new immutable generation against all current revisions.
+
+The question, options and required actor never change, so a reopening cannot
+weaken a human requirement. Environment, conditions and expiry may be given
+again; omitted ones carry over from the previous generation. Any status may
+be reopened; the previous generations and their answers stay as they were.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import msgspec
+
+from waypost.clock import parse_time
+from waypost.errors import Forbidden, InvalidRequest
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.decisions.operations import Conditions, Environment, Text, require_text
+from waypost.resolvers.decisions.pins import (
+    check_generation,
+    ensure_no_publication,
+    future_instant,
+    insert_generation,
+    pin_tasks,
+    require_state,
+)
+from waypost.resolvers.decisions.views import load_decision
+from waypost.resolvers.projects.operations import require_project
+from waypost.runtime import Actor, Runtime
+
+
+class DecisionReopen(msgspec.Struct, forbid_unknown_fields=True):
+    expected_generation: Annotated[int, msgspec.Meta(ge=1)]
+    rationale: Text
+    environment: Environment | msgspec.UnsetType = msgspec.UNSET
+    conditions: Conditions | msgspec.UnsetType = msgspec.UNSET
+    expires_at: str | msgspec.UnsetType | None = msgspec.UNSET
+
+
+def reopen_sync(
+    tx: Tx, project_id: str, decision_id: str, body: DecisionReopen
+) -> tuple[int, dict[str, Any]]:
+    """The unit of work behind `POST .../decisions/{id}/reopen`."""
+    project = require_project(tx.conn, project_id)
+    decision, status = require_state(tx.conn, project_id, decision_id, tx.at)
+    require_text(body.rationale, "rationale")
+    if tx.actor.is_agent and decision["required_actor"] == "human" and decision["reversible"]:
+        # It could then time out on an agent's say-so; only a human may ask it again.
+        raise Forbidden.reason(
+            "human_required_reversible",
+            "an agent cannot reopen a reversible decision that requires a human",
+        )
+    generation = decision["generation"]
+    check_generation(body.expected_generation, generation)
+    previous = tx.conn.execute(
+        "SELECT * FROM decision_generations WHERE decision_id = ? AND generation = ?",
+        (decision_id, generation),
+    ).fetchone()
+    if isinstance(body.expires_at, msgspec.UnsetType):
+        expires_at = previous["expires_at"]
+        if expires_at is not None and parse_time(expires_at) <= tx.now:
+            raise InvalidRequest.field(
+                "expires_at",
+                "the previous expiry has passed; send a new expires_at, or null for none",
+            )
+    else:
+        expires_at = future_instant(body.expires_at, tx.now)
+    task_ids = [
+        r["task_id"]
+        for r in tx.conn.execute(
+            "SELECT task_id FROM decision_affected WHERE decision_id = ? AND generation = ?"
+            " ORDER BY position",
+            (decision_id, generation),
+        )
+    ]
+    pins = pin_tasks(tx.conn, project_id, task_ids)
+    ensure_no_publication(tx.conn, task_ids)
+    tx.conn.execute("UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision_id,))
+    insert_generation(
+        tx,
+        decision_id,
+        generation + 1,
+        pins,
+        {
+            "policy_revision": project["policy_revision"],
+            "environment": previous["environment"]
+            if isinstance(body.environment, msgspec.UnsetType)
+            else body.environment,
+            "conditions": json.loads(previous["conditions"])
+            if isinstance(body.conditions, msgspec.UnsetType)
+            else body.conditions,
+            "expires_at": expires_at,
+            "reopen_rationale": body.rationale,
+        },
+    )
+    tx.event(
+        project_id,
+        "decision.reopened",
+        "decision",
+        decision_id,
+        {"generation": generation + 1, "previous_status": status},
+    )
+    return 200, load_decision(tx.conn, project_id, decision_id, tx.at)
+
+
+async def reopen(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    decision_id: str,
+    body: DecisionReopen,
+) -> Outcome:
+    return await run_mutation(
+        rt, actor, idem, lambda tx: reopen_sync(tx, project_id, decision_id, body)
+    )

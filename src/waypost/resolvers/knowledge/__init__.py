@@ -1,0 +1,1 @@
+"""Knowledge records, their revisions, feedback and submission lessons."""

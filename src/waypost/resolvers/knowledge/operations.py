@@ -1,0 +1,286 @@
+"""Knowledge records: create, correct, read, list, and submission lessons.
+
+Knowledge is advisory evidence, never binding policy: nothing here writes
+`projects.rules`, and every record carries its status. Each identity is an
+immutable sequence of revisions; a correction writes the next one under
+`expected_revision` and never touches an earlier one. Request models live in
+knowledge_models, row handling in knowledge_store, feedback in
+knowledge_feedback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from waypost.clock import format_time
+from waypost.errors import InvalidRequest, RevisionConflict
+from waypost.http.decoding import convert
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.knowledge.models import (
+    MAX_SUBMISSION_LESSONS,
+    Content,
+    KnowledgeCorrect,
+    KnowledgeCreate,
+    KnowledgeListQuery,
+    SubmissionLessonInput,
+    check_correction_status,
+    check_new,
+    prefixed,
+)
+from waypost.resolvers.knowledge.store import (
+    append_revision,
+    changed_fields,
+    check_no_supersession_cycle,
+    check_references,
+    feedback_totals,
+    get_rows,
+    insert_record,
+    knowledge_json,
+    own_row,
+    revision_json,
+    revision_rows,
+    visible_row,
+)
+from waypost.resolvers.projects.operations import require_project
+from waypost.runtime import Actor, Runtime
+
+__all__ = [
+    "MAX_SUBMISSION_LESSONS",  # the task workflow's submit model reads it here
+    "correct",
+    "create",
+    "detail",
+    "detail_sync",
+    "get_many_sync",
+    "get_sync",
+    "history_pages_sync",
+    "history_sync",
+    "insert_submission_lessons",
+    "list_knowledge",
+    "list_sync",
+]
+
+
+async def create(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: KnowledgeCreate
+) -> Outcome:
+    """A new record and its revision 1; the server fills actor, session and time."""
+    check_new(body)
+    content = Content.of(body)
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        check_references(tx.conn, project_id, content)
+        record = insert_record(tx.conn, project_id, body, content, actor, tx.at)
+        tx.event(project_id, "knowledge.created", "knowledge", record["id"], _created(record))
+        return 201, record
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def _created(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "revision": record["revision"],
+        "kind": record["kind"],
+        "status": record["status"],
+        "collection": record["collection"],
+    }
+
+
+async def correct(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    knowledge_id: str,
+    body: KnowledgeCorrect,
+) -> Outcome:
+    """Write the next revision holding the complete new content."""
+    content = Content.of(body)
+    check_correction_status(knowledge_id, body)
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        row = own_row(tx.conn, project_id, knowledge_id)
+        check_references(tx.conn, project_id, content)
+        if content.superseded_by_id is not None:
+            check_no_supersession_cycle(tx.conn, knowledge_id, content.superseded_by_id)
+        if body.expected_revision != row["revision"]:
+            raise RevisionConflict(
+                "the knowledge record changed since that revision",
+                {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
+            )
+        before = knowledge_json(row)
+        record = append_revision(tx.conn, row, content, actor, tx.at)
+        tx.event(
+            project_id,
+            "knowledge.corrected",
+            "knowledge",
+            knowledge_id,
+            {
+                "revision": record["revision"],
+                "status": record["status"],
+                "changed_fields": changed_fields(before, record),
+                "superseded_by_id": record["superseded_by_id"],
+            },
+        )
+        return 200, record
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+# Revision numbers are far below this; it stands for "no cursor: from the newest".
+_NO_CURSOR = 2**62
+
+
+def history_pages_sync(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, str | None, int | None]]
+) -> list[Page[dict[str, Any]]]:
+    """One history page per (knowledge_id, cursor, limit), newest first.
+
+    Keys that share a cursor and limit (the usual case: a list of records each
+    asking for `revisions(first: n)`) are read in one statement.
+    """
+    groups: dict[tuple[str | None, int | None], list[str]] = {}
+    for knowledge_id, cursor, limit in keys:
+        groups.setdefault((cursor, limit), []).append(knowledge_id)
+    pages: dict[tuple[str, str | None, int | None], Page[dict[str, Any]]] = {}
+    for (cursor, limit), ids in groups.items():
+        size = check_limit(limit)
+        before = _NO_CURSOR
+        if cursor:
+            (value,) = decode_cursor(cursor, int)
+            before = cast(int, value)
+        found = revision_rows(conn, ids, before, size + 1)
+        for knowledge_id in ids:
+            rows = Page.from_rows(found[knowledge_id], size, lambda r: encode_cursor(r["revision"]))
+            pages[(knowledge_id, cursor, limit)] = Page(
+                [revision_json(r) for r in rows.items], rows.cursors, rows.has_next
+            )
+    return [pages[key] for key in keys]
+
+
+def history_sync(
+    conn: sqlite3.Connection, knowledge_id: str, cursor: str | None, limit: int | None
+) -> Page[dict[str, Any]]:
+    """Revisions newest first, each with its own feedback totals."""
+    return history_pages_sync(conn, [(knowledge_id, cursor, limit)])[0]
+
+
+def detail_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    knowledge_id: str,
+    cursor: str | None,
+    limit: int | None,
+) -> dict[str, Any]:
+    require_project(conn, project_id)
+    row = visible_row(conn, project_id, knowledge_id)
+    return {
+        **knowledge_json(row),
+        "history": history_sync(conn, knowledge_id, cursor, limit).to_json(),
+        "feedback": feedback_totals(conn, [knowledge_id])[knowledge_id],
+    }
+
+
+async def detail(
+    rt: Runtime, project_id: str, knowledge_id: str, cursor: str | None, limit: int | None
+) -> dict[str, Any]:
+    """The flat object plus bounded history and the overall feedback totals."""
+    return await rt.db.read(lambda c: detail_sync(c, project_id, knowledge_id, cursor, limit))
+
+
+def get_sync(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> dict[str, Any]:
+    require_project(conn, project_id)
+    return knowledge_json(visible_row(conn, project_id, knowledge_id))
+
+
+def get_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Records by id whatever their project (GraphQL references and `node`)."""
+    return {i: knowledge_json(row) for i, row in get_rows(conn, ids).items()}
+
+
+def list_sync(
+    conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery
+) -> Page[dict[str, Any]]:
+    """Newest first (updated_at, then id, descending); shared records only on request."""
+    size = check_limit(q.limit)
+    require_project(conn, project_id)
+    own = "k.project_id = ?"
+    where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
+    args: list[Any] = [project_id]
+    for column, value in (("kind", q.kind), ("status", q.status)):
+        if value is not None:
+            where.append(f"k.{column} = ?")
+            args.append(value)
+    if q.tag is not None:
+        where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
+        args.append(q.tag)
+    if q.cursor:
+        updated_at, last_id = decode_cursor(q.cursor, str, str)
+        where.append("(k.updated_at < ? OR (k.updated_at = ? AND k.id < ?))")
+        args.extend([updated_at, updated_at, last_id])
+    rows = conn.execute(
+        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
+        " ORDER BY k.updated_at DESC, k.id DESC LIMIT ?",
+        (*args, size + 1),
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["updated_at"], r["id"]))
+    return Page([knowledge_json(r) for r in page.items], page.cursors, page.has_next)
+
+
+async def list_knowledge(
+    rt: Runtime, project_id: str, q: KnowledgeListQuery
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(lambda conn: list_sync(conn, project_id, q))
+
+
+def insert_submission_lessons(
+    conn: sqlite3.Connection,
+    actor: Actor,
+    now: datetime,
+    project_id: str,
+    task_id: str,
+    submission_id: str,
+    lessons: list[dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """Validate the whole batch, then insert each lesson and its revision 1.
+
+    Runs inside the submission's writer transaction; an error rolls back the
+    submission and every lesson together. Returns flat knowledge objects, with
+    provenance pinned to the task, the submission, the actor, its session and
+    the service time `now`.
+    """
+    if not isinstance(lessons, list):
+        raise InvalidRequest.field("lessons", "lessons must be an array")
+    if len(lessons) > MAX_SUBMISSION_LESSONS:
+        raise InvalidRequest.field(
+            "lessons", f"a submission may carry at most {MAX_SUBMISSION_LESSONS} lessons"
+        )
+    batch: list[tuple[SubmissionLessonInput, Content]] = []
+    for index, raw in enumerate(lessons):
+        try:
+            lesson = convert(raw, SubmissionLessonInput)
+            check_new(lesson)
+            content = Content.of(lesson, source_task_id=task_id, source_submission_id=submission_id)
+        except InvalidRequest as error:
+            raise prefixed(error, f"lessons[{index}]") from error
+        batch.append((lesson, content))
+    for index, (_, content) in enumerate(batch):
+        # the pinned task and submission are the caller's own; only the
+        # lesson's scope references can be wrong
+        check_references(conn, project_id, _without_pins(content), prefix=f"lessons[{index}].")
+    at = format_time(now)
+    # No event per lesson: the submit writes its one event (task.submitted),
+    # which lists the lesson ids.
+    return [
+        insert_record(conn, project_id, lesson, content, actor, at) for lesson, content in batch
+    ]
+
+
+def _without_pins(content: Content) -> Content:
+    return dataclasses.replace(content, source_task_id=None, source_submission_id=None)

@@ -1,0 +1,304 @@
+"""Knowledge rows: shaping, look-ups, reference checks and the two writes.
+
+Every write goes through `insert_record` (a new identity and its revision 1)
+or `append_revision` (the next revision and the new projection); nothing
+else touches `knowledge` or `knowledge_revisions`, and nothing here ever
+writes `projects.rules`: knowledge is advisory, never binding policy.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from waypost.errors import Forbidden, InvalidRequest, NotFound
+from waypost.ids import new_id
+from waypost.resolvers.knowledge.models import Content, NewRecord
+from waypost.runtime import Actor
+
+# The revisioned columns, in the order both tables and `_values` use.
+CONTENT_COLUMNS = (
+    "title", "body", "status", "scope_task_ids", "scope_components", "scope_environments",
+    "scope_versions", "tags", "applicability", "provenance_summary", "provenance_source_uri",
+    "provenance_source_task_id", "provenance_source_submission_id", "provenance_actor_id",
+    "provenance_actor_session_id", "provenance_recorded_at", "superseded_by_id",
+)  # fmt: skip
+_COLS = ", ".join(CONTENT_COLUMNS)
+_MARKS = ", ".join("?" for _ in CONTENT_COLUMNS)
+
+
+def _list(values: list[str]) -> str:
+    # one canonical spelling, so equal content is stored as equal bytes
+    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+
+
+def _values(c: Content, actor: Actor, at: str) -> tuple[Any, ...]:
+    return (
+        c.title, c.body, c.status, _list(c.task_ids), _list(c.components),
+        _list(c.environments), _list(c.versions), _list(c.tags), c.applicability, c.summary,
+        c.source_uri, c.source_task_id, c.source_submission_id, actor.principal_id,
+        actor.session_id, at, c.superseded_by_id,
+    )  # fmt: skip
+
+
+def _content_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "title": row["title"],
+        "body": row["body"],
+        "status": row["status"],
+        "scope": {
+            "task_ids": json.loads(row["scope_task_ids"]),
+            "components": json.loads(row["scope_components"]),
+            "environments": json.loads(row["scope_environments"]),
+            "versions": json.loads(row["scope_versions"]),
+        },
+        "tags": json.loads(row["tags"]),
+        "applicability": row["applicability"],
+        "provenance": {
+            "summary": row["provenance_summary"],
+            "source_uri": row["provenance_source_uri"],
+            "source_task_id": row["provenance_source_task_id"],
+            "source_submission_id": row["provenance_source_submission_id"],
+            "actor_id": row["provenance_actor_id"],
+            "actor_session_id": row["provenance_actor_session_id"],
+            "recorded_at": row["provenance_recorded_at"],
+        },
+        "superseded_by_id": row["superseded_by_id"],
+    }
+
+
+def knowledge_json(row: sqlite3.Row) -> dict[str, Any]:
+    """The flat knowledge object of the service contract (section 6)."""
+    content = _content_json(row)
+    return {
+        "id": row["id"],
+        "project_id": row["project_id"],
+        "kind": row["kind"],
+        "title": content["title"],
+        "body": content["body"],
+        "status": content["status"],
+        "scope": content["scope"],
+        "tags": content["tags"],
+        "applicability": content["applicability"],
+        "provenance": content["provenance"],
+        "collection": row["collection"],
+        "share_across_projects": bool(row["share_across_projects"]),
+        "superseded_by_id": content["superseded_by_id"],
+        "revision": row["revision"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def revision_json(row: sqlite3.Row) -> dict[str, Any]:
+    """One immutable revision with the feedback bound to it (`useful`/`not_useful` columns)."""
+    return {
+        "knowledge_id": row["knowledge_id"],
+        "revision": row["revision"],
+        **_content_json(row),
+        "feedback": {"useful": row["useful"], "not_useful": row["not_useful"]},
+    }
+
+
+# One page of revisions (newest first) for each of several records in one
+# statement: the window numbers each record's revisions below the cursor, the
+# outer query keeps `limit + 1` of them and counts the feedback bound to each.
+_REVISION_PAGES = """
+SELECT r.*,
+  (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
+     AND f.revision = r.revision AND f.useful = 1) AS useful,
+  (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
+     AND f.revision = r.revision AND f.useful = 0) AS not_useful
+FROM (SELECT *, row_number() OVER (PARTITION BY knowledge_id ORDER BY revision DESC) AS n
+      FROM knowledge_revisions WHERE knowledge_id IN ({marks}) AND revision < ?) AS r
+WHERE r.n <= ? ORDER BY r.knowledge_id, r.revision DESC
+"""
+
+
+def revision_rows(
+    conn: sqlite3.Connection, ids: Sequence[str], before: int, count: int
+) -> dict[str, list[sqlite3.Row]]:
+    """Up to `count` revisions below `before` of each record, newest first."""
+    unique = sorted(set(ids))
+    found: dict[str, list[sqlite3.Row]] = {i: [] for i in unique}
+    if unique:
+        sql = _REVISION_PAGES.format(marks=", ".join("?" for _ in unique))
+        for row in conn.execute(sql, (*unique, before, count)):
+            found[row["knowledge_id"]].append(row)
+    return found
+
+
+def feedback_totals(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Useful / not-useful totals over every revision, for several records at once."""
+    unique = sorted(set(ids))
+    found = {i: {"useful": 0, "not_useful": 0} for i in unique}
+    if unique:
+        marks = ", ".join("?" for _ in unique)
+        rows = conn.execute(
+            "SELECT knowledge_id, sum(useful) AS useful, sum(1 - useful) AS not_useful"
+            f" FROM knowledge_feedback WHERE knowledge_id IN ({marks}) GROUP BY knowledge_id",
+            unique,
+        )
+        for r in rows:
+            found[r["knowledge_id"]] = {"useful": r["useful"], "not_useful": r["not_useful"]}
+    return found
+
+
+def get_row(conn: sqlite3.Connection, knowledge_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM knowledge WHERE id = ?", (knowledge_id,)
+    ).fetchone()
+    return row
+
+
+def get_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+    """Records by id, whatever their project, in one statement."""
+    unique = sorted(set(ids))
+    if not unique:
+        return {}
+    marks = ", ".join("?" for _ in unique)
+    rows = conn.execute(f"SELECT * FROM knowledge WHERE id IN ({marks})", unique)
+    return {row["id"]: row for row in rows}
+
+
+def visible_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
+    """A record readable through `project_id`: its own, or one shared by another project."""
+    row = get_row(conn, knowledge_id)
+    if row is None or (row["project_id"] != project_id and row["collection"] != "shared"):
+        raise NotFound("no such knowledge record", {"knowledge_id": knowledge_id})
+    return row
+
+
+def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
+    """A record that `project_id` may correct: only its source project can."""
+    row = visible_row(conn, project_id, knowledge_id)
+    if row["project_id"] != project_id:
+        raise Forbidden(
+            "a shared record is corrected through its source project",
+            {"reason": "source_project_only", "project_id": row["project_id"]},
+        )
+    return row
+
+
+def check_references(
+    conn: sqlite3.Connection, project_id: str, c: Content, prefix: str = ""
+) -> None:
+    """Task, submission and replacement references must name records of `project_id`."""
+    for index, task_id in enumerate(c.task_ids):
+        if not _task_in_project(conn, project_id, task_id):
+            raise InvalidRequest.field(
+                f"{prefix}scope.task_ids[{index}]", f"no task {task_id!r} in this project"
+            )
+    if c.source_task_id is not None and not _task_in_project(conn, project_id, c.source_task_id):
+        raise InvalidRequest.field(
+            f"{prefix}provenance.source_task_id", "no such task in this project"
+        )
+    if c.source_submission_id is not None:
+        found = conn.execute(
+            "SELECT s.task_id FROM submissions s JOIN tasks t ON t.id = s.task_id"
+            " WHERE s.id = ? AND t.project_id = ?",
+            (c.source_submission_id, project_id),
+        ).fetchone()
+        if found is None:
+            raise InvalidRequest.field(
+                f"{prefix}provenance.source_submission_id", "no such submission in this project"
+            )
+        if c.source_task_id is not None and found["task_id"] != c.source_task_id:
+            raise InvalidRequest.field(
+                f"{prefix}provenance.source_submission_id",
+                "the submission belongs to another task than provenance.source_task_id",
+            )
+    if c.superseded_by_id is not None:
+        replacement = get_row(conn, c.superseded_by_id)
+        if replacement is None or replacement["project_id"] != project_id:
+            raise InvalidRequest.field(
+                f"{prefix}superseded_by_id", "no such knowledge record in this project"
+            )
+
+
+def check_no_supersession_cycle(
+    conn: sqlite3.Connection, knowledge_id: str, replacement_id: str
+) -> None:
+    """Refuse a replacement whose own chain of replacements leads back to this record.
+
+    A cycle would leave every record in it superseded, with no current one to
+    follow. UNION (not UNION ALL) makes the walk stop on rows already seen.
+    """
+    found = conn.execute(
+        "WITH RECURSIVE chain(id) AS (SELECT ? UNION SELECT k.superseded_by_id"
+        " FROM knowledge k JOIN chain ON k.id = chain.id WHERE k.superseded_by_id IS NOT NULL)"
+        " SELECT 1 FROM chain WHERE id = ?",
+        (replacement_id, knowledge_id),
+    ).fetchone()
+    if found is not None:
+        raise InvalidRequest.field(
+            "superseded_by_id", "that record is itself superseded, through a chain, by this one"
+        )
+
+
+def _task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    return found is not None
+
+
+def insert_record(
+    conn: sqlite3.Connection,
+    project_id: str,
+    new: NewRecord,
+    content: Content,
+    actor: Actor,
+    at: str,
+) -> dict[str, Any]:
+    """A new identity: its projection and its immutable revision 1."""
+    knowledge_id = new_id("kn")
+    values = _values(content, actor, at)
+    conn.execute(
+        f"INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
+        f" {_COLS}, revision, created_at, updated_at)"
+        f" VALUES (?, ?, ?, ?, ?, {_MARKS}, 1, ?, ?)",
+        (knowledge_id, project_id, new.kind, new.collection, new.share_across_projects,
+         *values, at, at),
+    )  # fmt: skip
+    conn.execute(
+        f"INSERT INTO knowledge_revisions (knowledge_id, revision, {_COLS})"
+        f" VALUES (?, 1, {_MARKS})",
+        (knowledge_id, *values),
+    )
+    row = get_row(conn, knowledge_id)
+    assert row is not None
+    return knowledge_json(row)
+
+
+def append_revision(
+    conn: sqlite3.Connection, row: sqlite3.Row, content: Content, actor: Actor, at: str
+) -> dict[str, Any]:
+    """Write revision n+1 and point the projection at it; earlier rows stay as they are."""
+    revision = row["revision"] + 1
+    values = _values(content, actor, at)
+    conn.execute(
+        f"INSERT INTO knowledge_revisions (knowledge_id, revision, {_COLS})"
+        f" VALUES (?, ?, {_MARKS})",
+        (row["id"], revision, *values),
+    )
+    sets = ", ".join(f"{name} = ?" for name in CONTENT_COLUMNS)
+    conn.execute(
+        f"UPDATE knowledge SET {sets}, revision = ?, updated_at = ? WHERE id = ?",
+        (*values, revision, at, row["id"]),
+    )
+    updated = get_row(conn, row["id"])
+    assert updated is not None
+    return knowledge_json(updated)
+
+
+def changed_fields(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """Names of the content fields a correction changed (for the event)."""
+    names = ("title", "body", "status", "scope", "tags", "applicability", "superseded_by_id")
+    changed = [n for n in names if before[n] != after[n]]
+    keys = ("summary", "source_uri", "source_task_id", "source_submission_id")
+    if any(before["provenance"][k] != after["provenance"][k] for k in keys):
+        changed.append("provenance")
+    return changed

@@ -1,0 +1,1 @@
+"""The private decision-memo lifecycle: memo model, documents, commands, queries."""

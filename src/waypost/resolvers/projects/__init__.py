@@ -1,0 +1,1 @@
+"""Projects and their policy, with its immutable revision history."""

@@ -1,0 +1,1 @@
+"""Tasks, their revisions, leases, submissions, publication and readiness."""

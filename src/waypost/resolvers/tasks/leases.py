@@ -1,0 +1,342 @@
+"""Leases and the work on them: claims, renew, checkpoint, release, recover,
+submit and complete.
+
+A lease belongs to one principal and, for an agent, to one session. Every
+check runs inside the writer transaction, after `run_mutation` has re-checked
+the token and session: the service time, the lease's owner and expiry, the
+policy (lease length, review mode) as it is now, and, for the operations the
+knowledge-and-decision contract lists, the decision gate. An expired lease is
+owned by nobody: its former owner's renew, checkpoint, release and submit are
+refused with `lease_conflict`, and only `recover` takes the task over.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from typing import Annotated, Any
+
+import msgspec
+
+from waypost.clock import format_time
+from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
+from waypost.ids import new_id
+from waypost.resolvers.access.sessions import require_session
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.knowledge import operations as knowledge
+from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks.operations import (
+    CLEAR_LEASE,
+    TEXT_MAX_BYTES,
+    TaskRef,
+    check_bytes,
+    checkpoint_json,
+    current_task,
+    ensure_work_allowed,
+    lease_json,
+    load_in_tx,
+    require_task,
+    submission_json,
+    task_json,
+)
+from waypost.resolvers.tasks.readiness import next_ready, readiness_of
+from waypost.resolvers.tasks.reads import CHECKPOINTS, history_pages
+from waypost.runtime import Actor, Runtime
+
+RECOVER_CHECKPOINTS = 20
+Text = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX_BYTES)]
+
+
+class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
+    task_id: TaskRef | None = None
+
+
+class CheckpointBody(msgspec.Struct, forbid_unknown_fields=True):
+    note: Text
+
+
+class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
+    summary: Text
+    # Each lesson is a SubmissionLessonInput; the knowledge resolver validates the
+    # whole batch inside the submit transaction. Here: at most 50 JSON objects.
+    lessons: Annotated[
+        list[dict[str, Any]], msgspec.Meta(max_length=knowledge.MAX_SUBMISSION_LESSONS)
+    ] = msgspec.field(default_factory=list)
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _holds(actor: Actor, row: sqlite3.Row) -> bool:
+    """Is `actor` the lease's principal and, for an agent, in the lease's session?"""
+    if row["lease_owner_id"] != actor.principal_id:
+        return False
+    return not actor.is_agent or row["lease_session_id"] == actor.session_id
+
+
+def require_owner(tx: Tx, row: sqlite3.Row) -> None:
+    """The caller holds a live lease on the task (re-checked under the writer lock)."""
+    require_session(tx.actor)
+    if row["status"] != "claimed" or row["lease_owner_id"] is None:
+        raise StateConflict(
+            "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
+        )
+    if row["lease_expires_at"] <= tx.at:
+        raise LeaseConflict(
+            "the lease has expired; use recover to take the task over",
+            {"reason": "lease_expired", "expires_at": row["lease_expires_at"]},
+        )
+    if not _holds(tx.actor, row):
+        raise LeaseConflict(
+            "another principal or session holds the lease",
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
+        )
+
+
+def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
+    """Give the caller a fresh lease of the policy's length (read now, in this transaction)."""
+    project = require_project(tx.conn, row["project_id"])
+    expires = format_time(tx.now + timedelta(seconds=project["lease_seconds"]))
+    tx.conn.execute(
+        "UPDATE tasks SET status = 'claimed', lease_owner_id = ?, lease_session_id = ?,"
+        " lease_expires_at = ?, lease_workflow = ?, updated_at = ? WHERE id = ?",
+        (tx.actor.principal_id, tx.actor.session_id, expires,
+         row["subject_task_id"] is not None, tx.at, row["id"]),
+    )  # fmt: skip
+    return require_task(tx.conn, row["project_id"], row["id"])
+
+
+def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
+    """Section 13: another's live lease is `lease_conflict`; any other reason the
+    task is not ready but the gate is `state_conflict` with a reason. A lease
+    past its expiry is held by nobody, so it is one of those other reasons."""
+    if row["status"] == "claimed" and row["lease_owner_id"] is not None:
+        if row["lease_expires_at"] <= tx.at:
+            raise StateConflict(
+                "the task's lease has expired; use recover to take it over",
+                {"reason": "lease_expired", "owner_id": row["lease_owner_id"]},
+            )
+        if _holds(tx.actor, row):
+            raise StateConflict("you already hold this task", {"reason": "already_claimed"})
+        raise LeaseConflict(
+            "another principal holds this task",
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
+        )
+    ready = readiness_of(tx.conn, row["project_id"], row, tx.now)
+    if ready.reason in ("not_open", "leased"):
+        raise StateConflict(
+            f"the task is {row['status']}, not open",
+            {"reason": "not_open", "status": row["status"]},
+        )
+    if ready.reason == "dependencies_not_done":
+        raise StateConflict(
+            "some dependencies are not done",
+            {"reason": "dependencies_not_done", "dependencies": ready.dependencies},
+        )
+
+
+def _lease_body(tx: Tx, row: sqlite3.Row) -> dict[str, Any]:
+    task = task_json(tx.conn, row, tx.now)
+    return {"task": task, "lease": task["lease"]}
+
+
+# ---------------------------------------------------------------- operations
+
+
+async def claim(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: ClaimBody
+) -> Outcome:
+    """Ordinary work selection, or a named (possibly workflow) claim."""
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_project(tx.conn, project_id)
+        require_session(actor)
+        if body.task_id is None:
+            found = next_ready(tx.conn, project_id, tx.now)
+            if found is None:
+                raise NotFound("no task is ready", {"reason": "nothing_ready"})
+            row = found
+        else:
+            row = require_task(tx.conn, project_id, body.task_id)
+            _check_named_claim(tx, row)
+        ensure_work_allowed(tx.conn, row, tx.now)
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        data = {**result["lease"], "named": body.task_id is not None}
+        tx.event(project_id, "task.claimed", "task", row["id"], data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def renew(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        _, row = load_in_tx(tx, project_id, task_id)
+        require_owner(tx, row)
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        data = {"expires_at": result["lease"]["expires_at"]}
+        tx.event(project_id, "task.renewed", "task", task_id, data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def checkpoint(
+    rt: Runtime,
+    actor: Actor,
+    idem: Idempotency,
+    project_id: str,
+    task_id: str,
+    body: CheckpointBody,
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        check_bytes("note", body.note)
+        _, row = load_in_tx(tx, project_id, task_id)
+        require_owner(tx, row)
+        checkpoint_id = new_id("chk")
+        tx.conn.execute(
+            "INSERT INTO task_checkpoints (id, task_id, note, actor_id, actor_session_id, at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (checkpoint_id, task_id, body.note, actor.principal_id, actor.session_id, tx.at),
+        )
+        tx.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (tx.at, task_id))
+        saved = tx.conn.execute(
+            "SELECT * FROM task_checkpoints WHERE id = ?", (checkpoint_id,)
+        ).fetchone()
+        tx.event(project_id, "task.checkpointed", "task", task_id, {"checkpoint_id": checkpoint_id})
+        task = current_task(tx, project_id, task_id)
+        return 200, {"checkpoint": checkpoint_json(saved), "task": task}
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def release(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        _, row = load_in_tx(tx, project_id, task_id)
+        require_owner(tx, row)
+        tx.conn.execute(
+            f"UPDATE tasks SET status = 'open', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
+            (tx.at, task_id),
+        )
+        tx.event(project_id, "task.released", "task", task_id, {})
+        return 200, current_task(tx, project_id, task_id)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def recover(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    """Take over stale work (a lease past its expiry); any principal may.
+
+    The answer shows the lease that lapsed and the latest checkpoints, so the
+    new owner can see where the work stood. The decision gate is not consulted:
+    inspection stays open, but submit and complete still pass through it.
+    """
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        _, row = load_in_tx(tx, project_id, task_id)
+        require_session(actor)
+        if row["status"] != "claimed" or row["lease_owner_id"] is None:
+            raise StateConflict(
+                "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
+            )
+        if row["lease_expires_at"] > tx.at:
+            raise LeaseConflict(
+                "the lease is still live; only a stale lease can be recovered",
+                {"reason": "lease_live", "expires_at": row["lease_expires_at"]},
+            )
+        previous = lease_json(row)
+        row = _take_lease(tx, row)
+        result = _lease_body(tx, row)
+        latest = (task_id, RECOVER_CHECKPOINTS, None)
+        checkpoints = history_pages(tx.conn, CHECKPOINTS, [latest])[latest]
+        result["previous_lease"] = previous
+        result["checkpoints"] = checkpoints.items
+        data = {"previous_lease": previous, "expires_at": result["lease"]["expires_at"]}
+        tx.event(project_id, "task.recovered", "task", task_id, data)
+        return 200, result
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def submit(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: SubmitBody
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        check_bytes("summary", body.summary)
+        _, row = load_in_tx(tx, project_id, task_id)
+        require_owner(tx, row)
+        ensure_work_allowed(tx.conn, row, tx.now)
+        submission_id = new_id("sub")
+        tx.conn.execute(
+            "INSERT INTO submissions (id, task_id, task_revision, summary, actor_id,"
+            " actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (submission_id, task_id, row["revision"], body.summary,
+             actor.principal_id, actor.session_id, tx.at),
+        )  # fmt: skip
+        tx.conn.execute(
+            f"UPDATE tasks SET status = 'submitted', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
+            (tx.at, task_id),
+        )
+        lessons = knowledge.insert_submission_lessons(
+            tx.conn, actor, tx.now, project_id, task_id, submission_id, body.lessons
+        )
+        saved = tx.conn.execute("SELECT * FROM submissions WHERE id = ?", (submission_id,))
+        submission = submission_json(saved.fetchone())
+        data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
+        tx.event(project_id, "task.submitted", "task", task_id, data)
+        task = current_task(tx, project_id, task_id)
+        return 200, {"submission": submission, "task": task, "lessons": lessons}
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+def _authorize_completion(actor: Actor, review_mode: str, submitter: str) -> None:
+    if review_mode == "none" and actor.principal_id != submitter:
+        raise Forbidden(
+            "review mode none: only the submitter completes its task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+    if review_mode == "human" and not actor.is_human:
+        raise Forbidden(
+            "review mode human: only a human completes a task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+    if review_mode == "any" and actor.principal_id == submitter:
+        raise Forbidden(
+            "review mode any: the submitter cannot complete its own task",
+            {"reason": "review_mode", "review_mode": review_mode},
+        )
+
+
+async def complete(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        project, row = load_in_tx(tx, project_id, task_id)
+        require_session(actor)
+        if row["status"] != "submitted":
+            raise StateConflict(
+                "only a submitted task can be completed",
+                {"reason": "not_submitted", "status": row["status"]},
+            )
+        latest = tx.conn.execute(
+            "SELECT * FROM submissions WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+            (task_id,),
+        ).fetchone()
+        _authorize_completion(actor, project["review_mode"], latest["actor_id"])
+        ensure_work_allowed(tx.conn, row, tx.now)
+        tx.conn.execute(
+            "UPDATE tasks SET status = 'done', updated_at = ? WHERE id = ?", (tx.at, task_id)
+        )
+        data = {"submission_id": latest["id"], "review_mode": project["review_mode"]}
+        tx.event(project_id, "task.completed", "task", task_id, data)
+        return 200, current_task(tx, project_id, task_id)
+
+    return await run_mutation(rt, actor, idem, unit)

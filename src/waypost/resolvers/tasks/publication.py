@@ -1,0 +1,143 @@
+"""Integration publication authority: prepare, result, finalize.
+
+`prepare` grants the caller exclusive authority to publish a task's work to
+the outside world (only the policy's `integration_owner`, or any human when it
+is null). The holder records the external outcome once with `result` and
+gives the authority back with `finalize`, after which `publication` is null
+again. While authority is held no decision can be opened or reopened on the
+task, its subject or its activities (the decisions resolver reads these
+columns), so a publisher never meets a new blocker halfway through.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from waypost.errors import Forbidden, PublicationInProgress, StateConflict
+from waypost.resolvers.access.sessions import require_session
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.tasks.operations import current_task, ensure_work_allowed, load_in_tx
+from waypost.runtime import Actor, Runtime
+
+DETAIL_MAX = 4096
+
+
+class ResultBody(msgspec.Struct, forbid_unknown_fields=True):
+    outcome: Literal["succeeded", "failed"]
+    detail: Annotated[str, msgspec.Meta(max_length=DETAIL_MAX)] = ""
+
+
+def _authorize(actor: Actor, project: sqlite3.Row) -> None:
+    owner = project["integration_owner"]
+    if owner is None and not actor.is_human:
+        raise Forbidden(
+            "only a human may publish while the policy names no integration owner",
+            {"reason": "not_integration_owner"},
+        )
+    if owner is not None and actor.principal_id != owner:
+        raise Forbidden(
+            "only the policy's integration owner may publish",
+            {"reason": "not_integration_owner", "integration_owner": owner},
+        )
+    require_session(actor)
+
+
+def _require_holder(tx: Tx, row: sqlite3.Row) -> None:
+    """The caller's principal holds the task's publication authority.
+
+    Authority is granted to the principal (the session is recorded for the
+    audit trail), so an agent that restarted with a new live session can still
+    record the result and give the authority back.
+    """
+    require_session(tx.actor)
+    holder = row["publication_holder_id"]
+    if holder is None:
+        raise StateConflict(
+            "no publication authority is held for this task", {"reason": "not_prepared"}
+        )
+    if holder != tx.actor.principal_id:
+        raise PublicationInProgress(
+            "another principal holds publication authority for this task", {"holder_id": holder}
+        )
+
+
+async def prepare(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        project, row = load_in_tx(tx, project_id, task_id)
+        _authorize(actor, project)
+        if row["status"] in ("done", "cancelled"):
+            raise StateConflict(
+                f"a {row['status']} task cannot be published",
+                {"reason": "task_closed", "status": row["status"]},
+            )
+        if row["publication_holder_id"] is not None:
+            raise PublicationInProgress(
+                "publication authority is already held for this task",
+                {"holder_id": row["publication_holder_id"]},
+            )
+        ensure_work_allowed(tx.conn, row, tx.now)
+        tx.conn.execute(
+            "UPDATE tasks SET publication_holder_id = ?, publication_holder_session_id = ?,"
+            " publication_prepared_at = ?, publication_result = NULL, updated_at = ?"
+            " WHERE id = ?",
+            (actor.principal_id, actor.session_id, tx.at, tx.at, task_id),
+        )
+        tx.event(project_id, "task.publication_prepared", "task", task_id, {})
+        return 200, current_task(tx, project_id, task_id)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def result(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: ResultBody
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        _, row = load_in_tx(tx, project_id, task_id)
+        _require_holder(tx, row)
+        if row["publication_result"] is not None:
+            raise StateConflict(
+                "the result is already recorded; finalize, then prepare again to retry",
+                {"reason": "result_recorded"},
+            )
+        ensure_work_allowed(tx.conn, row, tx.now)
+        recorded = {"outcome": body.outcome, "detail": body.detail, "at": tx.at}
+        tx.conn.execute(
+            "UPDATE tasks SET publication_result = ?, updated_at = ? WHERE id = ?",
+            (json.dumps(recorded), tx.at, task_id),
+        )
+        data = {"outcome": body.outcome}
+        tx.event(project_id, "task.publication_result_recorded", "task", task_id, data)
+        return 200, current_task(tx, project_id, task_id)
+
+    return await run_mutation(rt, actor, idem, unit)
+
+
+async def finalize(
+    rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
+) -> Outcome:
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        _, row = load_in_tx(tx, project_id, task_id)
+        _require_holder(tx, row)
+        ensure_work_allowed(tx.conn, row, tx.now)
+        recorded = row["publication_result"]
+        tx.conn.execute(
+            "UPDATE tasks SET publication_holder_id = NULL, publication_holder_session_id = NULL,"
+            " publication_prepared_at = NULL, publication_result = NULL, updated_at = ?"
+            " WHERE id = ?",
+            (tx.at, task_id),
+        )
+        # The event keeps what the projection forgets: who held it and the outcome.
+        data = {
+            "prepared_at": row["publication_prepared_at"],
+            "result": json.loads(recorded) if recorded else None,
+        }
+        tx.event(project_id, "task.publication_finalized", "task", task_id, data)
+        return 200, current_task(tx, project_id, task_id)
+
+    return await run_mutation(rt, actor, idem, unit)

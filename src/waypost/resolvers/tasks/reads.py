@@ -1,0 +1,215 @@
+"""Reading tasks: get, lists, histories (revisions, checkpoints, submissions),
+and the batch reads behind the GraphQL DataLoaders (tasks by id, activities by
+subject, history pages by task), each a constant number of statements for any
+number of keys."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks.operations import (
+    checkpoint_json,
+    present_tasks,
+    require_task,
+    revision_json,
+    submission_json,
+    task_json,
+    tasks_by_ids,
+)
+from waypost.resolvers.tasks.readiness import READY_SQL, READY_WITH, ids_param, ready_params
+from waypost.runtime import Runtime
+
+NO_CURSOR = 2**62
+
+
+async def get(rt: Runtime, project_id: str, task_id: str) -> dict[str, Any]:
+    now = rt.now()
+
+    def read(conn: sqlite3.Connection) -> dict[str, Any]:
+        require_project(conn, project_id)
+        return task_json(conn, require_task(conn, project_id, task_id), now)
+
+    return await rt.db.read(read)
+
+
+def list_tasks_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now: datetime,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    """Tasks in creation order (`created_at`, then `id`), optionally filtered.
+
+    `ready` is the readiness predicate in SQL (`READY_SQL`), so a page reads
+    `limit + 1` rows whatever blocked work lies between them. The task JSON
+    computes readiness again in Python; a row whose `ready` disagrees with the
+    filter is left out rather than shown under the wrong filter (the page may
+    then be short, its cursor still right).
+    """
+    size = check_limit(limit)
+    require_project(conn, project_id)
+    created, last_id = "", ""
+    if cursor is not None:
+        parts = decode_cursor(cursor, str, str)
+        created, last_id = str(parts[0]), str(parts[1])
+    where = ["t.project_id = :project"]
+    params: dict[str, Any] = {"project": project_id, "created": created, "last": last_id}
+    if status is not None:
+        where.append("t.status = :status")
+        params["status"] = status
+    with_ = ""
+    if ready is not None:
+        with_ = f"WITH {READY_WITH} "
+        where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
+        params.update(ready_params(conn, project_id, now))
+    rows = conn.execute(
+        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        " AND (t.created_at > :created OR (t.created_at = :created AND t.id > :last))"
+        f" ORDER BY t.created_at, t.id LIMIT {size + 1}",
+        params,
+    ).fetchall()
+    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["created_at"], r["id"]))
+    items = present_tasks(conn, project_id, page.items, now)
+    if ready is None:
+        return Page(items, page.cursors, page.has_next)
+    kept = [(t, c) for t, c in zip(items, page.cursors, strict=True) if t["ready"] is ready]
+    return Page([t for t, _ in kept], [c for _, c in kept], page.has_next)
+
+
+async def list_tasks(
+    rt: Runtime,
+    project_id: str,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> Page[dict[str, Any]]:
+    now = rt.now()
+    return await rt.db.read(
+        lambda conn: list_tasks_sync(
+            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
+        )
+    )
+
+
+@dataclass(frozen=True)
+class History:
+    """An append-only table of a task's history, read newest first in pages."""
+
+    table: str
+    position: str  # the column a page walks down (its cursor holds the last one seen)
+    shape: Callable[[sqlite3.Row], dict[str, Any]]
+
+
+REVISIONS = History("task_revisions", "revision", revision_json)
+CHECKPOINTS = History("task_checkpoints", "rowid", checkpoint_json)
+SUBMISSIONS = History("submissions", "rowid", submission_json)
+HistoryKey = tuple[str, int, str | None]  # (task id, limit, cursor)
+
+
+def history_pages(
+    conn: sqlite3.Connection, history: History, keys: Sequence[HistoryKey]
+) -> dict[HistoryKey, Page[dict[str, Any]]]:
+    """Pages of one history for many tasks: one statement per distinct
+    (limit, cursor) pair, which is one for a list asking the same page of each."""
+    groups: dict[tuple[int, int], list[HistoryKey]] = {}
+    for key in keys:
+        before = int(str(decode_cursor(key[2], int)[0])) if key[2] else NO_CURSOR
+        groups.setdefault((key[1], before), []).append(key)
+    result: dict[HistoryKey, Page[dict[str, Any]]] = {}
+    for (size, before), members in groups.items():
+        rows = conn.execute(
+            f"SELECT * FROM (SELECT h.*, h.{history.position} AS position, ROW_NUMBER() OVER"
+            f" (PARTITION BY h.task_id ORDER BY h.{history.position} DESC) AS n"
+            f" FROM {history.table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
+            f" AND h.{history.position} < ?) WHERE n <= ? ORDER BY task_id, position DESC",
+            (ids_param(sorted({k[0] for k in members})), before, size + 1),
+        ).fetchall()
+        by_task: dict[str, list[sqlite3.Row]] = {}
+        for row in rows:
+            by_task.setdefault(row["task_id"], []).append(row)
+        for key in members:
+            page = Page.from_rows(
+                by_task.get(key[0], []), size, lambda r: encode_cursor(r["position"])
+            )
+            result[key] = Page([history.shape(r) for r in page.items], page.cursors, page.has_next)
+    return result
+
+
+def history_page(
+    conn: sqlite3.Connection,
+    history: History,
+    project_id: str,
+    task_id: str,
+    cursor: str | None,
+    limit: int | None,
+) -> Page[dict[str, Any]]:
+    key = (task_id, check_limit(limit), cursor)
+    require_project(conn, project_id)
+    require_task(conn, project_id, task_id)
+    return history_pages(conn, history, [key])[key]
+
+
+async def history_of(
+    rt: Runtime,
+    history: History,
+    project_id: str,
+    task_id: str,
+    cursor: str | None,
+    limit: int | None,
+) -> Page[dict[str, Any]]:
+    """A page of a task's revisions, checkpoints or submissions, newest first."""
+    return await rt.db.read(
+        lambda conn: history_page(conn, history, project_id, task_id, cursor, limit)
+    )
+
+
+# ---------------------------------------------------------------- batch reads
+
+
+def _present_grouped(
+    conn: sqlite3.Connection, rows: Sequence[sqlite3.Row], now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Task JSON by id for rows of any projects (one batch per project)."""
+    by_project: dict[str, list[sqlite3.Row]] = {}
+    for row in rows:
+        by_project.setdefault(row["project_id"], []).append(row)
+    found: dict[str, dict[str, Any]] = {}
+    for project_id, group in by_project.items():
+        for task in present_tasks(conn, project_id, group, now):
+            found[task["id"]] = task
+    return found
+
+
+def tasks_json_by_ids(
+    conn: sqlite3.Connection, task_ids: Sequence[str], now: datetime
+) -> dict[str, dict[str, Any]]:
+    """Task JSON for each id that names a task (any project)."""
+    return _present_grouped(conn, list(tasks_by_ids(conn, list(task_ids)).values()), now)
+
+
+def activities_json(
+    conn: sqlite3.Connection, subject_ids: Sequence[str], now: datetime
+) -> dict[str, list[dict[str, Any]]]:
+    """For each subject task, its activities (tasks naming it as subject), oldest first."""
+    rows = conn.execute(
+        "SELECT * FROM tasks WHERE subject_task_id IN (SELECT value FROM json_each(?))"
+        " ORDER BY created_at, id",
+        (ids_param(subject_ids),),
+    ).fetchall()
+    shaped = _present_grouped(conn, rows, now)
+    result: dict[str, list[dict[str, Any]]] = {subject: [] for subject in subject_ids}
+    for row in rows:
+        result[row["subject_task_id"]].append(shaped[row["id"]])
+    return result

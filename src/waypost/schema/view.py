@@ -1,0 +1,108 @@
+"""The GraphQL HTTP endpoint: Strawberry's ASGI view with our context and error shape."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cross_web import HTTPException
+from graphql import GraphQLError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+from starlette.websockets import WebSocket
+from strawberry.asgi import GraphQL
+from strawberry.http import GraphQLHTTPResponse
+from strawberry.types import ExecutionResult
+
+from waypost.errors import Unavailable, WaypostError
+from waypost.http.decoding import parse_json
+from waypost.rest.responses import json_response
+from waypost.schema import schema
+from waypost.schema.context import Context
+
+log = logging.getLogger("waypost.graphql")
+
+
+def shape_error(error: GraphQLError) -> dict[str, Any]:
+    """Top-level errors carry `extensions.code`; unexpected faults are masked."""
+    original = error.original_error
+    formatted = error.formatted
+    if isinstance(original, WaypostError):
+        formatted["message"] = original.message
+        formatted["extensions"] = {"code": original.code, **original.details}
+        if isinstance(original, Unavailable):
+            formatted["extensions"]["retryAfter"] = original.retry_after
+    elif original is None or isinstance(original, GraphQLError):
+        # parse and validation errors, the query limits among them, and
+        # variables that do not coerce to their declared types
+        formatted["extensions"] = {"code": "invalid_request"}
+    else:
+        log.error("unhandled GraphQL error", exc_info=original)
+        formatted["message"] = "Unexpected error."
+        formatted["extensions"] = {"code": "internal"}
+    return dict(formatted)
+
+
+# Strawberry refuses malformed HTTP requests with plain text; these become
+# GraphQL-shaped JSON errors with a code, like every other refusal.
+_HTTP_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed"}
+
+
+def http_error(status: int, code: str, message: str, details: dict[str, Any]) -> Response:
+    body = {"errors": [{"message": message, "extensions": {"code": code, **details}}]}
+    return json_response(body, status)
+
+
+class WaypostGraphQL(GraphQL[Context, None]):
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        request = Request(scope=scope, receive=receive)
+        response: Response
+        if request.method == "GET":
+            # GET never executes anything: it serves the GraphiQL page when enabled
+            # (the gate lets it through without a token); queries are POSTs.
+            if self.graphql_ide and "query" not in request.query_params:
+                response = await self.render_graphql_ide(request)
+            else:
+                response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
+            await response(scope, receive, send)
+            return
+        try:
+            response = await self.run(request)
+        except WaypostError as error:
+            response = http_error(error.status, error.code, error.message, error.details)
+        except HTTPException as exc:
+            if exc.reason == "Unsupported content type":
+                response = http_error(415, "unsupported_media_type", exc.reason, {})
+            else:
+                code = _HTTP_CODES.get(exc.status_code, "invalid_request")
+                response = http_error(exc.status_code, code, exc.reason, {})
+        await response(scope, receive, send)
+
+    def decode_json(self, data: str | bytes) -> object:
+        """The same strict JSON as REST bodies: no duplicate keys, no NaN."""
+        return parse_json(data.encode() if isinstance(data, str) else data)
+
+    async def get_context(
+        self, request: Request | WebSocket, response: Response | WebSocket
+    ) -> Context:
+        return Context(rt=request.app.state.runtime, actor=request.state.actor)
+
+    async def process_result(
+        self, request: Request | WebSocket, result: ExecutionResult
+    ) -> GraphQLHTTPResponse:
+        data: GraphQLHTTPResponse = {"data": result.data}
+        if result.errors:
+            data["errors"] = [shape_error(e) for e in result.errors]
+        return data
+
+
+def graphql_view(graphiql: bool) -> WaypostGraphQL:
+    return WaypostGraphQL(
+        schema,
+        graphql_ide="graphiql" if graphiql else None,
+        allow_queries_via_get=False,
+    )
