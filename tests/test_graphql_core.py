@@ -14,7 +14,7 @@ from graphql import get_introspection_query
 
 from tests.conftest import Caller, MovableClock, Service
 from waypost.app import create_app
-from waypost.resolvers.projects import policy
+from waypost.schema import loaders
 from waypost.settings import Settings
 
 PROJECT_CREATE = """
@@ -490,10 +490,11 @@ async def test_graphiql_does_not_open_queries_to_callers_without_a_token(
 async def test_unexpected_fault_is_masked(
     human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def broken(rt: Any, project_id: str) -> dict[str, Any]:
+    def broken(row: Any) -> dict[str, Any]:
         raise RuntimeError("secret: /var/lib/waypost.db is corrupt")
 
-    monkeypatch.setattr(policy, "get", broken)
+    # the policy field reads through the request's loader, which shapes rows with this
+    monkeypatch.setattr(loaders, "policy_json", broken)
     data = await human.gql('{ project(id: "demo") { policy { revision } } }')
     assert data["errors"][0]["message"] == "Unexpected error."
     assert data["errors"][0]["extensions"] == {"code": "internal"}

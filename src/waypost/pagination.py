@@ -11,6 +11,7 @@ from typing import Generic, TypeVar
 from waypost.errors import InvalidRequest
 
 T = TypeVar("T")
+U = TypeVar("U")
 DEFAULT_LIMIT = 50
 
 
@@ -54,22 +55,55 @@ class Page(Generic[T]):
     items: list[T]
     cursors: list[str] = field(default_factory=list)
     has_next: bool = False
+    # GraphQL's `pageInfo.hasPreviousPage`; REST pages only walk forward
+    has_previous: bool = False
 
     @property
     def next_cursor(self) -> str | None:
         return self.cursors[-1] if self.has_next and self.cursors else None
 
     @classmethod
-    def from_rows(cls, rows: Sequence[T], limit: int, cursor_of: Callable[[T], str]) -> Page[T]:
-        """`rows` was fetched with `LIMIT limit + 1`: the extra row tells there is more."""
+    def from_rows(
+        cls,
+        rows: Sequence[T],
+        limit: int,
+        cursor_of: Callable[[T], str],
+        *,
+        backward: bool = False,
+        cursor: str | None = None,
+    ) -> Page[T]:
+        """`rows` was fetched with `LIMIT limit + 1`: the extra row tells there is more.
+
+        Backward (`last`/`before`), `rows` came in reverse list order; the page
+        is turned back into list order. A cursor given names an existing
+        record, so there is something on its other side (records are never
+        deleted).
+        """
         items = list(rows[:limit])
-        return cls(items, [cursor_of(i) for i in items], len(rows) > limit)
+        more = len(rows) > limit
+        if backward:
+            items.reverse()
+            return cls(items, [cursor_of(i) for i in items], cursor is not None, more)
+        return cls(items, [cursor_of(i) for i in items], more, cursor is not None)
 
     def map(self, fn: Callable[[T], object]) -> Page[object]:
-        return Page([fn(i) for i in self.items], self.cursors, self.has_next)
+        return Page([fn(i) for i in self.items], self.cursors, self.has_next, self.has_previous)
+
+    def with_items(self, items: list[U]) -> Page[U]:
+        """The same page over new items (one per old item, e.g. rows made JSON)."""
+        return Page(items, self.cursors, self.has_next, self.has_previous)
 
     def to_json(self) -> dict[str, object]:
         return {"items": self.items, "next_cursor": self.next_cursor}
+
+
+def keyset(descending: bool, backward: bool) -> tuple[str, str]:
+    """(comparison against the cursor, ORDER BY direction) for one page.
+
+    A list ordered `descending` walks `<` forward; walking backward flips both
+    (the rows then come in reverse and `Page.from_rows` turns them back)."""
+    down = descending != backward
+    return ("<", "DESC") if down else (">", "ASC")
 
 
 def check_limit(limit: int | None, *, maximum: int = 200, field_name: str = "limit") -> int:

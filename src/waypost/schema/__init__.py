@@ -18,14 +18,17 @@ from strawberry.extensions import (
 )
 from strawberry.extensions.max_aliases import create_validator as alias_rule
 from strawberry.extensions.query_depth_limiter import create_validator as depth_rule
+from strawberry.schema.config import StrawberryConfig
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from waypost.schema.decisions import DecisionMutations
+from waypost.schema.descriptions import describe
 from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
+from waypost.schema.relay import DATETIME_SCALAR, DateTime
 from waypost.schema.task_mutations import TaskMutations
 
 MAX_DEPTH = 12
@@ -61,6 +64,7 @@ class WaypostSchema(strawberry.Schema):
 schema = WaypostSchema(
     query=Query,
     mutation=Mutation,
+    config=StrawberryConfig(scalar_map={DateTime: DATETIME_SCALAR}),
     # factories: Strawberry builds fresh extensions for each request; the
     # order matters (limits are added before the cached validation runs)
     extensions=[
@@ -70,3 +74,4 @@ schema = WaypostSchema(
         lambda: ValidationCache(maxsize=CACHED_QUERIES),
     ],
 )
+describe(schema._schema)

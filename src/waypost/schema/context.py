@@ -2,35 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
-from strawberry.dataloader import DataLoader
 from strawberry.types import Info as _Info
 
 from waypost.runtime import Actor, Runtime
-
-BatchLoad = Callable[[Sequence[Any]], Awaitable[Sequence[Any]]]
+from waypost.schema.loaders import Loaders
 
 
 @dataclass
 class Context:
     rt: Runtime
     actor: Actor
-    _loaders: dict[str, DataLoader[Any, Any]] = field(default_factory=dict)
+    # made with the context, so they live for one request (or one subscription
+    # event) only: a dashboard query reads each record once, and no answer is
+    # cached across requests
+    loaders: Loaders = field(init=False)
 
-    def loader(self, name: str, batch: BatchLoad) -> DataLoader[Any, Any]:
-        """The request's DataLoader called `name`, made on first use.
-
-        Loaders live for one request only, so a dashboard query reads each
-        record once and no answer is cached across requests.
-        """
-        found = self._loaders.get(name)
-        if found is None:
-            found = DataLoader(load_fn=batch)
-            self._loaders[name] = found
-        return found
+    def __post_init__(self) -> None:
+        self.loaders = Loaders(self.rt)
 
 
 Info = _Info[Context, None]

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 
 from waypost.http.decoding import convert
-from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.resolvers.decisions import answers as decision_answers
 from waypost.resolvers.decisions import digest
@@ -25,7 +24,15 @@ from waypost.runtime import Actor, Runtime
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal
-from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.relay import (
+    NODE_RESOLVERS,
+    Connection,
+    DateTime,
+    Node,
+    global_id,
+    position_page,
+    window,
+)
 from waypost.schema.tasks import Task, load_task
 
 if TYPE_CHECKING:
@@ -77,7 +84,7 @@ class DecisionAnswer:
     authorized_by_id: strawberry.Private[str | None]
     relay_policy_revision: int | None
     timed_out: bool
-    at: str
+    at: DateTime
 
     @strawberry.field
     async def actor(self, info: Info) -> Principal | None:
@@ -130,11 +137,11 @@ class DecisionGeneration:
     policy_revision: int
     environment: str
     conditions: list[str]
-    expires_at: str | None
+    expires_at: DateTime | None
     reopen_rationale: str | None
     actor_id: str
     actor_session_id: str | None
-    at: str
+    at: DateTime
     answer: DecisionAnswer | None
 
     @strawberry.field(description="Who opened this cycle (the creator, or the reopener).")
@@ -175,7 +182,7 @@ class Decision(Node):
     work_allowed: bool
     generation: int
     current: DecisionGeneration
-    created_at: str
+    created_at: DateTime
     created_by_id: strawberry.Private[str]
 
     @strawberry.field(description="The tasks the current generation affects.")
@@ -194,17 +201,19 @@ class Decision(Node):
 
     @strawberry.field(description="Generations newest first, each with its answer.")
     async def generations(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[DecisionGeneration]:
-        rt = info.context.rt
-
-        async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
-            return await decisions.history(rt, list(keys))
-
-        key = (self.rest_id, after, first_to_limit(first))
-        loader = info.context.loader("decision_generations", batch)
-        page: Page[dict[str, Any]] = await loader.load(key)
-        return Connection.of(page, DecisionGeneration.from_json)
+        page = await position_page(
+            info.context.loaders.generations, self.rest_id, self.generation,
+            window(first, after, last, before),
+        )  # fmt: skip
+        # generations are numbered 1..n: the current one is their count
+        return Connection.of(page, DecisionGeneration.from_json, lambda: _value(self.generation))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Decision:
@@ -229,14 +238,12 @@ class Decision(Node):
 
 async def load_decision(info: Info, decision_id: str) -> Decision | None:
     """A decision by REST id, whatever its project, batched per request."""
-    rt = info.context.rt
+    found = await info.context.loaders.decision.load(decision_id)
+    return Decision.from_json(found) if found else None
 
-    async def batch(ids: Any) -> list[Decision | None]:
-        found = await decisions.load_many(rt, list(ids))
-        return [Decision.from_json(d) if d else None for d in found]
 
-    result: Decision | None = await info.context.loader("decision", batch).load(decision_id)
-    return result
+async def _value(value: int) -> int:
+    return value
 
 
 NODE_RESOLVERS["Decision"] = load_decision
@@ -253,7 +260,7 @@ class DigestTruncated:
 @strawberry.type(description="What awaits a human, what proceeded by timeout, what will soon.")
 class Digest:
     project_id: str
-    generated_at: str
+    generated_at: DateTime
     pending_decisions: list[Decision]
     proceeded_by_timeout: list[Decision]
     timing_out_soon: list[Decision]
@@ -289,15 +296,20 @@ class ProjectDecisionFields:
         status: DecisionStatus | None = None,
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Decision]:
+        w = window(first, after, last, before)
+        rt, project_id = info.context.rt, self.rest_id
+        status_value = status.value if status else None
         page = await decisions.list_decisions(
-            info.context.rt,
-            self.rest_id,
-            status.value if status else None,
-            after,
-            first_to_limit(first),
+            rt, project_id, status_value, w.cursor, w.limit, w.backward
         )
-        return Connection.of(page, Decision.from_json)
+        return Connection.of(
+            page,
+            Decision.from_json,
+            lambda: decisions.count_decisions(rt, project_id, status_value),
+        )
 
     @strawberry.field(description="A decision of this project by REST id.")
     async def decision(self, info: Info, id: str) -> Decision | None:

@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.errors import NotFound
 from waypost.http.decoding import convert
-from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.knowledge import feedback as knowledge_feedback
 from waypost.resolvers.knowledge import operations as knowledge
@@ -24,10 +22,19 @@ from waypost.resolvers.knowledge.models import (
     KnowledgeCreate,
     KnowledgeListQuery,
 )
+from waypost.resolvers.knowledge.store import visible_to
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal
-from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.relay import (
+    NODE_RESOLVERS,
+    Connection,
+    DateTime,
+    Node,
+    global_id,
+    position_page,
+    window,
+)
 from waypost.schema.tasks import Task, load_task, load_tasks
 
 if TYPE_CHECKING:
@@ -87,7 +94,7 @@ class KnowledgeProvenance:
     source_submission_id: str | None
     actor_id: str
     actor_session_id: str | None
-    recorded_at: str
+    recorded_at: DateTime
 
     @strawberry.field
     async def actor(self, info: Info) -> Principal | None:
@@ -176,8 +183,8 @@ class Knowledge(Node, KnowledgeContent):
     collection: KnowledgeCollection
     share_across_projects: bool
     revision: int
-    created_at: str
-    updated_at: str
+    created_at: DateTime
+    updated_at: DateTime
 
     @strawberry.field(description="The record's source project.")
     async def project(self, info: Info) -> LazyProject | None:
@@ -193,28 +200,23 @@ class Knowledge(Node, KnowledgeContent):
 
     @strawberry.field(description="Useful / not-useful totals over every revision.")
     async def feedback_totals(self, info: Info) -> FeedbackTotals:
-        async def batch(ids: Any) -> list[FeedbackTotals]:
-            found = await knowledge_feedback.totals_many(info.context.rt, list(ids))
-            return [FeedbackTotals(**found[i]) for i in ids]
-
-        totals: FeedbackTotals = await info.context.loader("knowledge_feedback", batch).load(
-            self.rest_id
-        )
-        return totals
+        return FeedbackTotals(**await info.context.loaders.knowledge_feedback.load(self.rest_id))
 
     @strawberry.field(description="Immutable revisions, newest first, each with its feedback.")
     async def revisions(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[KnowledgeRevision]:
-        key = (self.rest_id, after, first_to_limit(first))
-
-        # one read for every record's revisions in the request (a list of
-        # records asking for their revisions costs one thread hop, not one each)
-        async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
-            return await info.context.rt.db.read(lambda c: knowledge.history_pages_sync(c, keys))
-
-        page = await info.context.loader("knowledge_revisions", batch).load(key)
-        return Connection.of(page, KnowledgeRevision.from_json)
+        page = await position_page(
+            info.context.loaders.knowledge_revisions, self.rest_id, self.revision,
+            window(first, after, last, before),
+        )  # fmt: skip
+        # revisions are numbered 1..n: the record's revision is their count
+        return Connection.of(page, KnowledgeRevision.from_json, lambda: _value(self.revision))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Knowledge:
@@ -234,13 +236,12 @@ class Knowledge(Node, KnowledgeContent):
 
 async def load_knowledge(info: Info, knowledge_id: str) -> Knowledge | None:
     """A record by REST id, whatever its project, batched per request."""
+    found = await info.context.loaders.knowledge.load(knowledge_id)
+    return Knowledge.from_json(found) if found else None
 
-    async def batch(ids: Any) -> list[Knowledge | None]:
-        found = await info.context.rt.db.read(lambda c: knowledge.get_many_sync(c, list(ids)))
-        return [Knowledge.from_json(found[i]) if i in found else None for i in ids]
 
-    result: Knowledge | None = await info.context.loader("knowledge", batch).load(knowledge_id)
-    return result
+async def _value(value: int) -> int:
+    return value
 
 
 NODE_RESOLVERS["Knowledge"] = load_knowledge
@@ -256,7 +257,7 @@ class KnowledgeFeedback:
     comment: str | None
     actor_id: str
     actor_session_id: str | None
-    at: str
+    at: DateTime
 
     @strawberry.field
     async def knowledge(self, info: Info) -> Knowledge | None:
@@ -301,27 +302,31 @@ class ProjectKnowledgeFields:
         include_shared: bool = False,
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Knowledge]:
+        w = window(first, after, last, before)
         # through the REST query model, so the same bounds apply (e.g. tag length)
         query = convert(
             {"kind": kind.value if kind else None, "status": status.value if status else None,
-             "tag": tag, "include_shared": include_shared, "cursor": after,
-             "limit": first_to_limit(first)},
+             "tag": tag, "include_shared": include_shared, "cursor": w.cursor,
+             "limit": w.limit},
             KnowledgeListQuery,
         )  # fmt: skip
-        page = await knowledge.list_knowledge(info.context.rt, self.rest_id, query)
-        return Connection.of(page, Knowledge.from_json)
+        rt, project_id = info.context.rt, self.rest_id
+        page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
+        return Connection.of(
+            page, Knowledge.from_json, lambda: knowledge.count_knowledge(rt, project_id, query)
+        )
 
     @strawberry.field(
         description="A record by REST id: this project's, or one shared by another project."
     )
     async def knowledge_item(self, info: Info, id: str) -> Knowledge | None:
-        project_id = self.rest_id
-        try:
-            data = await info.context.rt.db.read(lambda c: knowledge.get_sync(c, project_id, id))
-        except NotFound:
+        found = await info.context.loaders.knowledge.load(id)
+        if found is None or not visible_to(found, self.rest_id):
             return None
-        return Knowledge.from_json(data)
+        return Knowledge.from_json(found)
 
 
 @strawberry.input

@@ -7,11 +7,11 @@ from typing import Any
 
 import strawberry
 
-from waypost.resolvers.access import principals, sessions
+from waypost.resolvers.access import sessions
 from waypost.resolvers.core.receipts import Outcome
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
-from waypost.schema.relay import NODE_RESOLVERS, Node, global_id
+from waypost.schema.relay import NODE_RESOLVERS, DateTime, Node, global_id
 
 
 @strawberry.enum
@@ -40,9 +40,9 @@ class Principal(Node):
 class Session(Node):
     rest_id: str
     principal_id: str
-    started_at: str
-    expires_at: str
-    ended_at: str | None
+    started_at: DateTime
+    expires_at: DateTime
+    ended_at: DateTime | None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Session:
@@ -58,16 +58,8 @@ class Session(Node):
 
 async def load_principal(info: Info, principal_id: str) -> Principal | None:
     """A principal by REST id, batched per request."""
-
-    async def batch(ids: Any) -> list[Principal | None]:
-        def read(conn: Any) -> list[Principal | None]:
-            found = {i: principals.get_principal(conn, i) for i in set(ids)}
-            return [Principal.from_json(p) if (p := found[i]) else None for i in ids]
-
-        return await info.context.rt.db.read(read)
-
-    result: Principal | None = await info.context.loader("principal", batch).load(principal_id)
-    return result
+    found = await info.context.loaders.principal.load(principal_id)
+    return Principal.from_json(found) if found else None
 
 
 NODE_RESOLVERS["Principal"] = load_principal

@@ -9,6 +9,7 @@ from typing import Any
 import strawberry
 from strawberry.scalars import JSON
 
+from waypost.errors import InvalidRequest, NotFound
 from waypost.http.decoding import convert
 from waypost.pagination import Page
 from waypost.resolvers.core import events
@@ -20,7 +21,7 @@ from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
 from waypost.schema.principals import Principal, load_principal
-from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.relay import NODE_RESOLVERS, Connection, DateTime, Node, global_id, window
 from waypost.schema.tasks import ProjectTaskFields
 
 
@@ -41,7 +42,7 @@ class Policy:
     integration_owner_id: strawberry.Private[str | None]
     lease_seconds: int
     review_mode: ReviewMode
-    updated_at: str
+    updated_at: DateTime
     updated_by_id: strawberry.Private[str]
 
     @strawberry.field
@@ -82,7 +83,7 @@ class PolicyRevision:
     actor_id: str
     actor_kind: str
     actor_session_id: str | None
-    at: str
+    at: DateTime
     provenance: str
 
     @strawberry.field
@@ -115,7 +116,7 @@ class Event:
     subject_id: str
     actor_id: str | None
     actor_session_id: str | None
-    at: str
+    at: DateTime
     data: JSON
 
     @strawberry.field(description="The principal who made the change; null for the system.")
@@ -142,31 +143,62 @@ class Event:
 class Project(ProjectKnowledgeFields, ProjectTaskFields, ProjectDecisionFields, Node):
     rest_id: str
     name: str
-    created_at: str
+    created_at: DateTime
     created_by_id: str
 
-    @strawberry.field
+    @strawberry.field(description="The project's policy: its latest revision.")
     async def policy(self, info: Info) -> Policy:
-        return Policy.from_json(await policy.get(info.context.rt, self.rest_id))
+        found = await info.context.loaders.policy.load(self.rest_id)
+        if found is None:
+            raise NotFound("no such project", {"project_id": self.rest_id})
+        return Policy.from_json(found)
 
     @strawberry.field(description="Immutable policy revisions, newest first.")
     async def policy_history(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[PolicyRevision]:
-        page = await policy.history(info.context.rt, self.rest_id, after, first_to_limit(first))
-        return Connection.of(page, PolicyRevision.from_json)
+        w = window(first, after, last, before)
+        page = await policy.history(info.context.rt, self.rest_id, w.cursor, w.limit, w.backward)
+
+        async def count() -> int:
+            # revisions are numbered 1..n: the policy's revision is their count
+            current: Policy = await self.policy(info)
+            return current.revision
+
+        return Connection.of(page, PolicyRevision.from_json, count)
 
     @strawberry.field(description="Events oldest first; the cursor is the event sequence.")
     async def events(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Event]:
-        start = _sequence_cursor(after)
-        limit = first_to_limit(first)
-        # one extra event tells whether another page follows
-        data = await events.for_project(info.context.rt, self.rest_id, start, limit + 1)
-        items = data["items"][:limit]
-        page = Page(items, [str(i["sequence"]) for i in items], len(data["items"]) > limit)
-        return Connection.of(page, Event.from_json)
+        w = window(first, after, last, before)
+        start = _sequence_cursor(w.cursor, "before" if w.backward else "after")
+        rt, project_id = info.context.rt, self.rest_id
+        if w.backward:
+            # one extra event tells whether another page comes before
+            items = await events.before_for_project(rt, project_id, start, w.limit + 1)
+            page = Page(items[-w.limit :], [str(i["sequence"]) for i in items[-w.limit :]],
+                        start is not None, len(items) > w.limit)  # fmt: skip
+        else:
+            # one extra event tells whether another page follows
+            data = await events.for_project(rt, project_id, start, w.limit + 1)
+            items = data["items"][: w.limit]
+            page = Page(items, [str(i["sequence"]) for i in items],
+                        len(data["items"]) > w.limit, start is not None)  # fmt: skip
+
+        return Connection.of(
+            page, Event.from_json, lambda: events.count_for_project(rt, project_id)
+        )
 
     @strawberry.field(description="The principal who created the project.")
     async def created_by(self, info: Info) -> Principal | None:
@@ -183,27 +215,22 @@ class Project(ProjectKnowledgeFields, ProjectTaskFields, ProjectDecisionFields, 
         )
 
 
-def _sequence_cursor(after: str | None) -> int | None:
-    if after is None:
+def _sequence_cursor(cursor: str | None, name: str) -> int | None:
+    if cursor is None:
         return None
     try:
-        value = json.loads(after)
+        value = json.loads(cursor)
     except (ValueError, RecursionError):
         value = None
     if type(value) is not int or not 0 <= value < 2**63:
-        from waypost.errors import InvalidRequest
-
-        raise InvalidRequest.field("after", "malformed cursor")
+        raise InvalidRequest.field(name, "malformed cursor")
     return value
 
 
 async def load_project(info: Info, project_id: str) -> Project | None:
-    from waypost.errors import NotFound
-
-    try:
-        return Project.from_json(await projects.get(info.context.rt, project_id))
-    except NotFound:
-        return None
+    """A project by REST id, batched per request."""
+    found = await info.context.loaders.project.load(project_id)
+    return Project.from_json(found) if found else None
 
 
 NODE_RESOLVERS["Project"] = load_project
@@ -211,12 +238,19 @@ NODE_RESOLVERS["Project"] = load_project
 
 @strawberry.type
 class ProjectQueries:
-    @strawberry.field
+    @strawberry.field(description="Every project, by id.")
     async def projects(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Project]:
-        page = await projects.list_projects(info.context.rt, after, first_to_limit(first))
-        return Connection.of(page, Project.from_json)
+        w = window(first, after, last, before)
+        rt = info.context.rt
+        page = await projects.list_projects(rt, w.cursor, w.limit, w.backward)
+        return Connection.of(page, Project.from_json, lambda: projects.count_projects(rt))
 
     @strawberry.field
     async def project(self, info: Info, id: str) -> Project | None:

@@ -1,21 +1,44 @@
-"""Relay building blocks: the Node interface, global ids and connections."""
+"""Relay building blocks: the Node interface, global ids, connections and DateTime."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, NewType, TypeVar
 
 import strawberry
+from strawberry.dataloader import DataLoader
 
 from waypost.errors import InvalidRequest
-from waypost.pagination import Page, check_limit
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 
 T = TypeVar("T")
 NodeResolver = Callable[[Any, str], Awaitable[Any]]
 # type name -> coroutine(info, rest id) returning the object or None; filled by
 # each domain module of the schema.
 NODE_RESOLVERS: dict[str, NodeResolver] = {}
+
+
+def _parse_datetime(value: object) -> str:
+    # Inputs stay strings: the resolvers validate them as REST does, so a bad
+    # instant in a mutation input is a userError naming its field, not a fault.
+    if not isinstance(value, str):
+        raise ValueError("DateTime takes an RFC 3339 string")
+    return value
+
+
+# Times are strings as in REST; the schema maps this type to the DateTime
+# scalar below (`StrawberryConfig.scalar_map`), which keeps mypy's view plain.
+DateTime = NewType("DateTime", str)
+DATETIME_SCALAR = strawberry.scalar(
+    name="DateTime",
+    description="An instant as an RFC 3339 string with an explicit offset, as in REST"
+    " (the service writes UTC with milliseconds: `2026-11-30T09:00:00.000Z`).",
+    specified_by_url="https://datatracker.ietf.org/doc/html/rfc3339",
+    serialize=str,
+    parse_value=_parse_datetime,
+)
 
 
 def global_id(type_name: str, rest_id: str) -> strawberry.ID:
@@ -35,35 +58,114 @@ def parse_global_id(value: str) -> tuple[str, str]:
 
 @strawberry.interface(description="A record with a global id, resolvable with `node(id)`.")
 class Node:
-    id: strawberry.ID
+    id: strawberry.ID = strawberry.field(
+        description="The global id: opaque, stable, accepted by `node(id)`."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="Where a page sits in its list.")
 class PageInfo:
-    has_next_page: bool
-    end_cursor: str | None
+    has_next_page: bool = strawberry.field(
+        description="More items follow the page (in list order)."
+    )
+    has_previous_page: bool = strawberry.field(
+        description="More items come before the page (in list order)."
+    )
+    start_cursor: str | None = strawberry.field(
+        description="The first item's cursor; null for an empty page."
+    )
+    end_cursor: str | None = strawberry.field(
+        description="The last item's cursor; null for an empty page."
+    )
 
 
-@strawberry.type
+@strawberry.type(description="One item of a page with its cursor.")
 class Edge(Generic[T]):
-    cursor: str
-    node: T
+    cursor: str = strawberry.field(description="Opaque position of the item (the REST cursor).")
+    node: T = strawberry.field(description="The item.")
 
 
-@strawberry.type
+Count = Callable[[], Awaitable[int]]
+
+
+@strawberry.type(description="A page of a list: edges or nodes, page info and the total.")
 class Connection(Generic[T]):
-    edges: list[Edge[T]]
-    page_info: PageInfo
+    edges: list[Edge[T]] = strawberry.field(description="The page's items with their cursors.")
+    nodes: list[T] = strawberry.field(description="The page's items, without cursors.")
+    page_info: PageInfo = strawberry.field(description="Where the page sits in its list.")
+    count: strawberry.Private[Count]
+
+    @strawberry.field(description="How many items the whole list holds (all pages).")
+    async def total_count(self) -> int:
+        return await self.count()
 
     @classmethod
-    def of(cls, page: Page[Any], make: Callable[[Any], T]) -> Connection[T]:
-        edges = [
-            Edge(cursor=c, node=make(i)) for i, c in zip(page.items, page.cursors, strict=True)
-        ]
-        end = page.cursors[-1] if page.cursors else None
-        return cls(edges=edges, page_info=PageInfo(has_next_page=page.has_next, end_cursor=end))
+    def of(cls, page: Page[Any], make: Callable[[Any], T], count: Count) -> Connection[T]:
+        nodes = [make(i) for i in page.items]
+        edges = [Edge(cursor=c, node=n) for n, c in zip(nodes, page.cursors, strict=True)]
+        info = PageInfo(
+            has_next_page=page.has_next,
+            has_previous_page=page.has_previous,
+            start_cursor=page.cursors[0] if page.cursors else None,
+            end_cursor=page.cursors[-1] if page.cursors else None,
+        )
+        return cls(edges=edges, nodes=nodes, page_info=info, count=count)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The paging arguments of one connection field: forward (`first`/`after`)
+    or backward (`last`/`before`)."""
+
+    limit: int
+    cursor: str | None
+    backward: bool
+
+
+def window(
+    first: int | None, after: str | None, last: int | None = None, before: str | None = None
+) -> Window:
+    """Checks the paging arguments: `first`/`last` from 1 to 100 (default
+    `first: 50`); `first` and `last` together are refused, and so is mixing
+    the directions (`first` with `before`, `last` with `after`)."""
+    if first is not None and last is not None:
+        raise InvalidRequest.field("last", "first and last together are refused")
+    if last is not None or (before is not None and first is None):
+        if after is not None:
+            raise InvalidRequest.field("after", "after pages forward: use it with first")
+        return Window(check_limit(last, maximum=100, field_name="last"), before, True)
+    if before is not None:
+        raise InvalidRequest.field("before", "before pages backward: use it with last")
+    return Window(check_limit(first, maximum=100, field_name="first"), after, False)
 
 
 def first_to_limit(first: int | None) -> int:
     """Connections take `first` from 1 to 100 (default 50)."""
     return check_limit(first, maximum=100, field_name="first")
+
+
+async def position_page(
+    loader: DataLoader[tuple[str, str | None, int | None], Page[Any]],
+    record_id: str,
+    total: int,
+    w: Window,
+) -> Page[Any]:
+    """A page of a newest-first history whose positions are exactly 1..total
+    (decision generations, knowledge revisions), through its loader of forward
+    pages `(record id, after cursor, limit)`.
+
+    Backward, the items before `before` (position p) in list order are the
+    newer positions p+1..total; the last `n` of them are the forward page that
+    starts after position min(total, p+n) + 1, so both directions share one
+    loader and one statement shape.
+    """
+    if not w.backward:
+        return await loader.load((record_id, w.cursor, w.limit))
+    p = 0
+    if w.cursor is not None:
+        p = int(str(decode_cursor(w.cursor, int, field_name="before")[0]))
+    top = min(total, p + w.limit)
+    if top <= p:
+        return Page([], [], w.cursor is not None, top < total)
+    page = await loader.load((record_id, encode_cursor(top + 1), top - p))
+    return Page(page.items, page.cursors, w.cursor is not None, top < total)

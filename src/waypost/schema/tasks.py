@@ -8,25 +8,33 @@ and subjects costs a fixed number of statements however long the page is.
 
 from __future__ import annotations
 
-import asyncio
 import enum
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
-from strawberry.dataloader import DataLoader
 
 from waypost.clock import format_time
-from waypost.errors import NotFound
 from waypost.pagination import Page
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.context import Info
 from waypost.schema.principals import Principal, load_principal
-from waypost.schema.relay import NODE_RESOLVERS, Connection, Node, first_to_limit, global_id
+from waypost.schema.relay import (
+    NODE_RESOLVERS,
+    Connection,
+    DateTime,
+    Node,
+    Window,
+    global_id,
+    window,
+)
 
 if TYPE_CHECKING:
+    from waypost.schema.decisions import Decision
     from waypost.schema.projects import Project
 
 LazyProject = Annotated["Project", strawberry.lazy("waypost.schema.projects")]
+LazyDecision = Annotated["Decision", strawberry.lazy("waypost.schema.decisions")]
 
 
 @strawberry.enum
@@ -50,7 +58,7 @@ class PublicationOutcome(enum.Enum):
 class Lease:
     owner_id: strawberry.Private[str]
     session_id: str | None
-    expires_at: str
+    expires_at: DateTime
     workflow: bool = strawberry.field(description="True when the task is an activity.")
 
     @strawberry.field(description="Past expiry: only `taskRecover` takes it over.")
@@ -76,14 +84,14 @@ class Lease:
 class PublicationResult:
     outcome: PublicationOutcome
     detail: str
-    at: str
+    at: DateTime
 
 
 @strawberry.type(description="Exclusive integration publication authority over a task.")
 class Publication:
     holder_id: strawberry.Private[str]
     holder_session_id: str | None
-    prepared_at: str
+    prepared_at: DateTime
     result: PublicationResult | None
 
     @strawberry.field
@@ -111,14 +119,12 @@ class BlockedBy:
     dependency_ids: strawberry.Private[list[str]]
 
     @strawberry.field(description="The blocking decisions (at most 20), as objects.")
-    async def decisions(self, info: Info) -> list[Node]:
-        resolve = NODE_RESOLVERS.get("Decision")
-        if resolve is None:
-            return []
-        # all at once, so the per-request loader batches them (one by one would
-        # cost a statement per blocking decision)
-        found = await asyncio.gather(*(resolve(info, d) for d in self.decision_ids))
-        return [d for d in found if d is not None]
+    async def decisions(self, info: Info) -> list[LazyDecision]:
+        from waypost.schema.decisions import Decision
+
+        # all at once, so the per-request loader batches them
+        found = await info.context.loaders.decision.load_many(self.decision_ids)
+        return [Decision.from_json(d) for d in found if d is not None]
 
     @strawberry.field(description="Dependencies that are not done yet.")
     async def dependencies(self, info: Info) -> list[Task]:
@@ -138,7 +144,7 @@ class Attributed:
     """A history record: who wrote it (an object) and when."""
 
     actor_id: strawberry.Private[str]
-    at: str
+    at: DateTime
 
     @strawberry.field
     async def actor(self, info: Info) -> Principal | None:
@@ -239,8 +245,8 @@ class Task(Node):
     blocked_by: BlockedBy
     lease: Lease | None
     publication: Publication | None
-    created_at: str
-    updated_at: str
+    created_at: DateTime
+    updated_at: DateTime
 
     @strawberry.field
     async def project(self, info: Info) -> LazyProject | None:
@@ -260,36 +266,71 @@ class Task(Node):
 
     @strawberry.field(description="Activities on this task, oldest first.")
     async def activities(self, info: Info) -> list[Task]:
-        rt = info.context.rt
-
-        async def batch(ids: Any) -> list[list[Task]]:
-            now = rt.now()
-            found = await rt.db.read(lambda c: task_reads.activities_json(c, list(ids), now))
-            return [[Task.from_json(t) for t in found[i]] for i in ids]
-
-        result: list[Task] = await info.context.loader("task_activities", batch).load(self.rest_id)
-        return result
+        found = await info.context.loaders.activities.load(self.rest_id)
+        return [Task.from_json(t) for t in found]
 
     @strawberry.field(description="Immutable revisions, newest first.")
     async def revisions(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[TaskRevision]:
-        page = await load_history(info, task_reads.REVISIONS, (self.rest_id, first, after))
-        return Connection.of(page, TaskRevision.from_json)
+        w = window(first, after, last, before)
+        page = await load_history(info, task_reads.REVISIONS, self.rest_id, w)
+        # revisions are numbered 1..n: the task's revision is their count
+        return Connection.of(page, TaskRevision.from_json, lambda: _value(self.revision))
 
     @strawberry.field(description="Checkpoint notes, newest first.")
     async def checkpoints(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[TaskCheckpoint]:
-        page = await load_history(info, task_reads.CHECKPOINTS, (self.rest_id, first, after))
-        return Connection.of(page, TaskCheckpoint.from_json)
+        w = window(first, after, last, before)
+        page = await load_history(info, task_reads.CHECKPOINTS, self.rest_id, w)
+        count = info.context.loaders.history_count(task_reads.CHECKPOINTS)
+        return Connection.of(page, TaskCheckpoint.from_json, lambda: count.load(self.rest_id))
 
     @strawberry.field(description="Submissions, newest first.")
     async def submissions(
-        self, info: Info, first: int | None = None, after: str | None = None
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Submission]:
-        page = await load_history(info, task_reads.SUBMISSIONS, (self.rest_id, first, after))
-        return Connection.of(page, Submission.from_json)
+        w = window(first, after, last, before)
+        page = await load_history(info, task_reads.SUBMISSIONS, self.rest_id, w)
+        count = info.context.loaders.history_count(task_reads.SUBMISSIONS)
+        return Connection.of(page, Submission.from_json, lambda: count.load(self.rest_id))
+
+    @strawberry.field(
+        description="Every decision that has ever affected this task (in any generation),"
+        " newest first."
+    )
+    async def decisions(
+        self,
+        info: Info,
+        first: int | None = None,
+        after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
+    ) -> Connection[LazyDecision]:
+        from waypost.schema.decisions import Decision
+
+        w = window(first, after, last, before)
+        loaders = info.context.loaders
+        page = await loaders.task_decisions.load((self.rest_id, w.limit, w.cursor, w.backward))
+        return Connection.of(
+            page, Decision.from_json, lambda: loaders.task_decision_counts.load(self.rest_id)
+        )
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Task:
@@ -315,42 +356,28 @@ class Task(Node):
         )
 
 
-def _task_loader(info: Info) -> DataLoader[str, Task | None]:
-    rt = info.context.rt
-
-    async def batch(ids: Any) -> list[Task | None]:
-        now = rt.now()
-        found = await rt.db.read(lambda c: task_reads.tasks_json_by_ids(c, list(ids), now))
-        return [Task.from_json(found[i]) if i in found else None for i in ids]
-
-    return info.context.loader("task", batch)
-
-
 async def load_task(info: Info, task_id: str) -> Task | None:
     """A task by REST id, whatever its project, batched per request."""
-    return await _task_loader(info).load(task_id)
+    found = await info.context.loaders.task.load(task_id)
+    return Task.from_json(found) if found else None
 
 
 async def load_tasks(info: Info, task_ids: list[str]) -> list[Task]:
     """Several tasks in the order given, through the same per-request loader."""
-    found = await _task_loader(info).load_many(task_ids)
-    return [t for t in found if t is not None]
+    found = await info.context.loaders.task.load_many(task_ids)
+    return [Task.from_json(t) for t in found if t is not None]
 
 
 async def load_history(
-    info: Info, history: task_reads.History, key: tuple[str, int | None, str | None]
+    info: Info, history: task_reads.History, task_id: str, w: Window
 ) -> Page[dict[str, Any]]:
     """A page of a task's history, batched per request across tasks."""
-    rt = info.context.rt
+    key = (task_id, w.limit, w.cursor, w.backward)
+    return await info.context.loaders.history(history).load(key)
 
-    async def batch(keys: Any) -> list[Page[dict[str, Any]]]:
-        found = await rt.db.read(lambda c: task_reads.history_pages(c, history, list(keys)))
-        return [found[k] for k in keys]
 
-    task_id, first, after = key
-    loader = info.context.loader(f"task_history:{history.table}", batch)
-    page: Page[dict[str, Any]] = await loader.load((task_id, first_to_limit(first), after))
-    return page
+async def _value(value: int) -> int:
+    return value
 
 
 NODE_RESOLVERS["Task"] = load_task
@@ -371,20 +398,28 @@ class ProjectTaskFields:
         ready: bool | None = None,
         first: int | None = None,
         after: str | None = None,
+        last: int | None = None,
+        before: str | None = None,
     ) -> Connection[Task]:
+        w = window(first, after, last, before)
+        rt, project_id = info.context.rt, self.rest_id
+        status_value = status.value if status else None
         page = await task_reads.list_tasks(
-            info.context.rt,
-            self.rest_id,
-            status=status.value if status else None,
+            rt,
+            project_id,
+            status=status_value,
             ready=ready,
-            cursor=after,
-            limit=first_to_limit(first),
+            cursor=w.cursor,
+            limit=w.limit,
+            backward=w.backward,
         )
-        return Connection.of(page, Task.from_json)
+
+        def count() -> Awaitable[int]:
+            return task_reads.count_tasks(rt, project_id, status=status_value, ready=ready)
+
+        return Connection.of(page, Task.from_json, count)
 
     @strawberry.field(description="A task of this project by REST id.")
     async def task(self, info: Info, id: str) -> Task | None:
-        try:
-            return Task.from_json(await task_reads.get(info.context.rt, self.rest_id, id))
-        except NotFound:
-            return None
+        found = await load_task(info, id)
+        return found if found is not None and found.project_id == self.rest_id else None

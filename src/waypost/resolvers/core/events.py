@@ -78,3 +78,30 @@ async def for_project(
         return list_events(conn, project_id, after, limit)
 
     return await rt.db.read(read)
+
+
+def events_before(
+    conn: sqlite3.Connection, project_id: str, before: int | None, count: int
+) -> list[dict[str, Any]]:
+    """Up to `count` events just before sequence `before` (the newest when None),
+    oldest first: GraphQL's backward paging (`last`/`before`)."""
+    rows = conn.execute(
+        "SELECT * FROM events WHERE project_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?",
+        (project_id, 2**62 if before is None else before, count),
+    ).fetchall()
+    return [event_json(r) for r in reversed(rows)]
+
+
+def count_events(conn: sqlite3.Connection, project_id: str) -> int:
+    row = conn.execute("SELECT count(*) FROM events WHERE project_id = ?", (project_id,))
+    return int(row.fetchone()[0])
+
+
+async def before_for_project(
+    rt: Runtime, project_id: str, before: int | None, count: int
+) -> list[dict[str, Any]]:
+    return await rt.db.read(lambda conn: events_before(conn, project_id, before, count))
+
+
+async def count_for_project(rt: Runtime, project_id: str) -> int:
+    return await rt.db.read(lambda conn: count_events(conn, project_id))

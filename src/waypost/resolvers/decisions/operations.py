@@ -17,7 +17,7 @@ import msgspec
 from waypost.clock import format_time
 from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.decisions.pins import (
     ensure_no_publication,
@@ -167,32 +167,73 @@ def list_sync(
     status: str | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    backward: bool = False,
 ) -> Page[dict[str, Any]]:
     """A project's decisions by `created_at`, then id; optionally of one status."""
     size = check_limit(limit)
-    if status is not None and status not in STATUSES:
-        raise InvalidRequest.field("status", f"status must be one of {', '.join(STATUSES)}")
+    _check_status(status)
     require_project(conn, project_id)
-    after = decode_cursor(cursor, str, str) if cursor else ("", "")
+    cmp, order = keyset(False, backward)
+    # forward from the start compares with ("", ""); backward from the end with
+    # a key above every stored one
+    after = (
+        decode_cursor(cursor, str, str) if cursor else (("\uffff", "") if backward else ("", ""))
+    )
     install(conn)
     rows = conn.execute(
         "SELECT s.decision_id, s.created_at FROM decision_current s"
-        " WHERE s.project_id = :project AND (s.created_at, s.decision_id) > (:at, :id)"
+        f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
         f" AND (:status IS NULL OR {STATUS_SQL} = :status)"
-        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        f" ORDER BY s.created_at {order}, s.decision_id {order} LIMIT :n",
         {"project": project_id, "at": after[0], "id": after[1], "status": status,
          "now": now_at, "n": size + 1},
     ).fetchall()  # fmt: skip
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["created_at"], r["decision_id"]))
-    items = decisions_in_order(conn, [r["decision_id"] for r in page.items], now_at)
-    return Page(items, page.cursors, page.has_next)
+    page = Page.from_rows(
+        rows,
+        size,
+        lambda r: encode_cursor(r["created_at"], r["decision_id"]),
+        backward=backward,
+        cursor=cursor,
+    )
+    return page.with_items(decisions_in_order(conn, [r["decision_id"] for r in page.items], now_at))
+
+
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in STATUSES:
+        raise InvalidRequest.field("status", f"status must be one of {', '.join(STATUSES)}")
+
+
+def count_sync(
+    conn: sqlite3.Connection, project_id: str, now_at: str, status: str | None = None
+) -> int:
+    """How many decisions the list holds, optionally of one status (`totalCount`)."""
+    _check_status(status)
+    install(conn)
+    row = conn.execute(
+        "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
+        f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
+        {"project": project_id, "status": status, "now": now_at},
+    ).fetchone()
+    return int(row[0])
 
 
 async def list_decisions(
-    rt: Runtime, project_id: str, status: str | None, cursor: str | None, limit: int | None
+    rt: Runtime,
+    project_id: str,
+    status: str | None,
+    cursor: str | None,
+    limit: int | None,
+    backward: bool = False,
 ) -> Page[dict[str, Any]]:
     now_at = format_time(rt.now())
-    return await rt.db.read(lambda conn: list_sync(conn, project_id, now_at, status, cursor, limit))
+    return await rt.db.read(
+        lambda conn: list_sync(conn, project_id, now_at, status, cursor, limit, backward)
+    )
+
+
+async def count_decisions(rt: Runtime, project_id: str, status: str | None) -> int:
+    now_at = format_time(rt.now())
+    return await rt.db.read(lambda conn: count_sync(conn, project_id, now_at, status))
 
 
 async def history(

@@ -19,7 +19,7 @@ from typing import Any, cast
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.http.decoding import convert
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -205,11 +205,34 @@ def get_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dic
 
 
 def list_sync(
-    conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery
+    conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery, backward: bool = False
 ) -> Page[dict[str, Any]]:
     """Newest first (updated_at, then id, descending); shared records only on request."""
     size = check_limit(q.limit)
     require_project(conn, project_id)
+    where, args = _list_filter(project_id, q)
+    cmp, order = keyset(True, backward)
+    if q.cursor:
+        updated_at, last_id = decode_cursor(q.cursor, str, str)
+        where.append(f"(k.updated_at {cmp} ? OR (k.updated_at = ? AND k.id {cmp} ?))")
+        args.extend([updated_at, updated_at, last_id])
+    rows = conn.execute(
+        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
+        f" ORDER BY k.updated_at {order}, k.id {order} LIMIT ?",
+        (*args, size + 1),
+    ).fetchall()
+    page = Page.from_rows(
+        rows,
+        size,
+        lambda r: encode_cursor(r["updated_at"], r["id"]),
+        backward=backward,
+        cursor=q.cursor,
+    )
+    return page.with_items([knowledge_json(r) for r in page.items])
+
+
+def _list_filter(project_id: str, q: KnowledgeListQuery) -> tuple[list[str], list[Any]]:
+    """(WHERE terms, arguments) of a knowledge list's filters, without the cursor."""
     own = "k.project_id = ?"
     where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
     args: list[Any] = [project_id]
@@ -220,23 +243,20 @@ def list_sync(
     if q.tag is not None:
         where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
         args.append(q.tag)
-    if q.cursor:
-        updated_at, last_id = decode_cursor(q.cursor, str, str)
-        where.append("(k.updated_at < ? OR (k.updated_at = ? AND k.id < ?))")
-        args.extend([updated_at, updated_at, last_id])
-    rows = conn.execute(
-        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
-        " ORDER BY k.updated_at DESC, k.id DESC LIMIT ?",
-        (*args, size + 1),
-    ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["updated_at"], r["id"]))
-    return Page([knowledge_json(r) for r in page.items], page.cursors, page.has_next)
+    return where, args
 
 
 async def list_knowledge(
-    rt: Runtime, project_id: str, q: KnowledgeListQuery
+    rt: Runtime, project_id: str, q: KnowledgeListQuery, backward: bool = False
 ) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: list_sync(conn, project_id, q))
+    return await rt.db.read(lambda conn: list_sync(conn, project_id, q, backward))
+
+
+async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
+    """How many records the list with these filters holds (GraphQL `totalCount`)."""
+    where, args = _list_filter(project_id, q)
+    sql = f"SELECT count(*) FROM knowledge k WHERE {' AND '.join(where)}"
+    return await rt.db.read(lambda conn: int(conn.execute(sql, args).fetchone()[0]))
 
 
 def insert_submission_lessons(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
@@ -163,10 +163,16 @@ def get_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.
     return {row["id"]: row for row in rows}
 
 
+def visible_to(record: Mapping[str, Any] | sqlite3.Row, project_id: str) -> bool:
+    """A record (row or JSON) is readable through its own project, and through
+    any other when shared."""
+    return bool(record["project_id"] == project_id or record["collection"] == "shared")
+
+
 def visible_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
     """A record readable through `project_id`: its own, or one shared by another project."""
     row = get_row(conn, knowledge_id)
-    if row is None or (row["project_id"] != project_id and row["collection"] != "shared"):
+    if row is None or not visible_to(row, project_id):
         raise NotFound("no such knowledge record", {"knowledge_id": knowledge_id})
     return row
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import msgspec
 
 from waypost.errors import Forbidden, NotFound, StateConflict
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.runtime import Actor, Runtime
 
@@ -94,16 +96,39 @@ async def get(rt: Runtime, project_id: str) -> dict[str, Any]:
 
 
 def list_projects_sync(
-    conn: sqlite3.Connection, cursor: str | None, limit: int | None
+    conn: sqlite3.Connection, cursor: str | None, limit: int | None, backward: bool = False
 ) -> Page[dict[str, Any]]:
     size = check_limit(limit)
-    after = decode_cursor(cursor, str)[0] if cursor else ""
+    cmp, order = keyset(False, backward)
+    where, args = (
+        ("WHERE id " + cmp + " ?", [decode_cursor(cursor, str)[0]]) if cursor else ("", [])
+    )
     rows = conn.execute(
-        "SELECT * FROM projects WHERE id > ? ORDER BY id LIMIT ?", (after, size + 1)
+        f"SELECT * FROM projects {where} ORDER BY id {order} LIMIT ?", (*args, size + 1)
     ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["id"]))
-    return Page([project_json(r) for r in page.items], page.cursors, page.has_next)
+    page = Page.from_rows(
+        rows, size, lambda r: encode_cursor(r["id"]), backward=backward, cursor=cursor
+    )
+    return page.with_items([project_json(r) for r in page.items])
 
 
-async def list_projects(rt: Runtime, cursor: str | None, limit: int | None) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: list_projects_sync(conn, cursor, limit))
+async def list_projects(
+    rt: Runtime, cursor: str | None, limit: int | None, backward: bool = False
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(lambda conn: list_projects_sync(conn, cursor, limit, backward))
+
+
+async def count_projects(rt: Runtime) -> int:
+    return await rt.db.read(
+        lambda conn: int(conn.execute("SELECT count(*) FROM projects").fetchone()[0])
+    )
+
+
+def projects_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+    """Project rows by id in one statement (GraphQL's per-request loaders of
+    projects and policies)."""
+    rows = conn.execute(
+        "SELECT * FROM projects WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(set(ids))),),
+    ).fetchall()
+    return {r["id"]: r for r in rows}

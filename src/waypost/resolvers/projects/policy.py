@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from waypost.errors import Forbidden, InvalidRequest, RevisionConflict
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
@@ -164,21 +164,31 @@ async def get(rt: Runtime, project_id: str) -> dict[str, Any]:
 
 
 def history_sync(
-    conn: sqlite3.Connection, project_id: str, cursor: str | None, limit: int | None
+    conn: sqlite3.Connection,
+    project_id: str,
+    cursor: str | None,
+    limit: int | None,
+    backward: bool = False,
 ) -> Page[dict[str, Any]]:
+    """Revisions newest first; `backward` walks toward the newest (GraphQL `last`)."""
     size = check_limit(limit)
     require_project(conn, project_id)
-    before = int(decode_cursor(cursor, int)[0]) if cursor else 2**62  # type: ignore[call-overload]
+    cmp, order = keyset(True, backward)
+    start = 0 if backward else 2**62
+    if cursor:
+        start = int(decode_cursor(cursor, int)[0])  # type: ignore[call-overload]
     rows = conn.execute(
-        "SELECT * FROM policy_revisions WHERE project_id = ? AND revision < ?"
-        " ORDER BY revision DESC LIMIT ?",
-        (project_id, before, size + 1),
+        f"SELECT * FROM policy_revisions WHERE project_id = ? AND revision {cmp} ?"
+        f" ORDER BY revision {order} LIMIT ?",
+        (project_id, start, size + 1),
     ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
-    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+    page = Page.from_rows(
+        rows, size, lambda r: encode_cursor(r["revision"]), backward=backward, cursor=cursor
+    )
+    return page.with_items([revision_json(r) for r in page.items])
 
 
 async def history(
-    rt: Runtime, project_id: str, cursor: str | None, limit: int | None
+    rt: Runtime, project_id: str, cursor: str | None, limit: int | None, backward: bool = False
 ) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: history_sync(conn, project_id, cursor, limit))
+    return await rt.db.read(lambda conn: history_sync(conn, project_id, cursor, limit, backward))

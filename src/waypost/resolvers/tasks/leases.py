@@ -254,7 +254,7 @@ async def recover(
         previous = lease_json(row)
         row = _take_lease(tx, row)
         result = _lease_body(tx, row)
-        latest = (task_id, RECOVER_CHECKPOINTS, None)
+        latest = (task_id, RECOVER_CHECKPOINTS, None, False)
         checkpoints = history_pages(tx.conn, CHECKPOINTS, [latest])[latest]
         result["previous_lease"] = previous
         result["checkpoints"] = checkpoints.items

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import (
     checkpoint_json,
@@ -47,6 +47,7 @@ def list_tasks_sync(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    backward: bool = False,
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
@@ -58,12 +59,44 @@ def list_tasks_sync(
     """
     size = check_limit(limit)
     require_project(conn, project_id)
-    created, last_id = "", ""
+    with_, where, params = _task_filter(conn, project_id, now, status, ready)
     if cursor is not None:
         parts = decode_cursor(cursor, str, str)
-        created, last_id = str(parts[0]), str(parts[1])
+        params.update(created=str(parts[0]), last=str(parts[1]))
+        cmp = "<" if backward else ">"
+        where.append(
+            f"(t.created_at {cmp} :created OR (t.created_at = :created AND t.id {cmp} :last))"
+        )
+    order = "DESC" if backward else "ASC"
+    rows = conn.execute(
+        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        f" ORDER BY t.created_at {order}, t.id {order} LIMIT {size + 1}",
+        params,
+    ).fetchall()
+    page = Page.from_rows(
+        rows,
+        size,
+        lambda r: encode_cursor(r["created_at"], r["id"]),
+        backward=backward,
+        cursor=cursor,
+    )
+    items = present_tasks(conn, project_id, page.items, now)
+    if ready is None:
+        return page.with_items(items)
+    kept = [(t, c) for t, c in zip(items, page.cursors, strict=True) if t["ready"] is ready]
+    return Page([t for t, _ in kept], [c for _, c in kept], page.has_next, page.has_previous)
+
+
+def _task_filter(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now: datetime,
+    status: str | None,
+    ready: bool | None,
+) -> tuple[str, list[str], dict[str, Any]]:
+    """(WITH clause, WHERE terms, parameters) of a task list's filters."""
     where = ["t.project_id = :project"]
-    params: dict[str, Any] = {"project": project_id, "created": created, "last": last_id}
+    params: dict[str, Any] = {"project": project_id}
     if status is not None:
         where.append("t.status = :status")
         params["status"] = status
@@ -72,18 +105,21 @@ def list_tasks_sync(
         with_ = f"WITH {READY_WITH} "
         where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
         params.update(ready_params(conn, project_id, now))
-    rows = conn.execute(
-        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
-        " AND (t.created_at > :created OR (t.created_at = :created AND t.id > :last))"
-        f" ORDER BY t.created_at, t.id LIMIT {size + 1}",
-        params,
-    ).fetchall()
-    page = Page.from_rows(rows, size, lambda r: encode_cursor(r["created_at"], r["id"]))
-    items = present_tasks(conn, project_id, page.items, now)
-    if ready is None:
-        return Page(items, page.cursors, page.has_next)
-    kept = [(t, c) for t, c in zip(items, page.cursors, strict=True) if t["ready"] is ready]
-    return Page([t for t, _ in kept], [c for _, c in kept], page.has_next)
+    return with_, where, params
+
+
+def count_tasks_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now: datetime,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+) -> int:
+    """How many tasks a list with these filters holds (GraphQL `totalCount`)."""
+    with_, where, params = _task_filter(conn, project_id, now, status, ready)
+    sql = f"{with_}SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}"
+    return int(conn.execute(sql, params).fetchone()[0])
 
 
 async def list_tasks(
@@ -94,12 +130,29 @@ async def list_tasks(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    backward: bool = False,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
     return await rt.db.read(
         lambda conn: list_tasks_sync(
-            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
+            conn,
+            project_id,
+            now,
+            status=status,
+            ready=ready,
+            cursor=cursor,
+            limit=limit,
+            backward=backward,
         )
+    )
+
+
+async def count_tasks(
+    rt: Runtime, project_id: str, *, status: str | None = None, ready: bool | None = None
+) -> int:
+    now = rt.now()
+    return await rt.db.read(
+        lambda conn: count_tasks_sync(conn, project_id, now, status=status, ready=ready)
     )
 
 
@@ -115,36 +168,58 @@ class History:
 REVISIONS = History("task_revisions", "revision", revision_json)
 CHECKPOINTS = History("task_checkpoints", "rowid", checkpoint_json)
 SUBMISSIONS = History("submissions", "rowid", submission_json)
-HistoryKey = tuple[str, int, str | None]  # (task id, limit, cursor)
+HistoryKey = tuple[str, int, str | None, bool]  # (task id, limit, cursor, backward)
 
 
 def history_pages(
     conn: sqlite3.Connection, history: History, keys: Sequence[HistoryKey]
 ) -> dict[HistoryKey, Page[dict[str, Any]]]:
     """Pages of one history for many tasks: one statement per distinct
-    (limit, cursor) pair, which is one for a list asking the same page of each."""
-    groups: dict[tuple[int, int], list[HistoryKey]] = {}
+    (limit, cursor, direction), which is one for a list asking the same page of
+    each. Backward pages (GraphQL `last`) walk toward the newest."""
+    groups: dict[tuple[int, int, bool], list[HistoryKey]] = {}
     for key in keys:
-        before = int(str(decode_cursor(key[2], int)[0])) if key[2] else NO_CURSOR
-        groups.setdefault((key[1], before), []).append(key)
+        backward = key[3]
+        start = 0 if backward else NO_CURSOR
+        if key[2]:
+            start = int(str(decode_cursor(key[2], int)[0]))
+        groups.setdefault((key[1], start, backward), []).append(key)
     result: dict[HistoryKey, Page[dict[str, Any]]] = {}
-    for (size, before), members in groups.items():
+    for (size, start, backward), members in groups.items():
+        cmp, order = keyset(True, backward)
         rows = conn.execute(
             f"SELECT * FROM (SELECT h.*, h.{history.position} AS position, ROW_NUMBER() OVER"
-            f" (PARTITION BY h.task_id ORDER BY h.{history.position} DESC) AS n"
+            f" (PARTITION BY h.task_id ORDER BY h.{history.position} {order}) AS n"
             f" FROM {history.table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
-            f" AND h.{history.position} < ?) WHERE n <= ? ORDER BY task_id, position DESC",
-            (ids_param(sorted({k[0] for k in members})), before, size + 1),
+            f" AND h.{history.position} {cmp} ?) WHERE n <= ? ORDER BY task_id, position {order}",
+            (ids_param(sorted({k[0] for k in members})), start, size + 1),
         ).fetchall()
         by_task: dict[str, list[sqlite3.Row]] = {}
         for row in rows:
             by_task.setdefault(row["task_id"], []).append(row)
         for key in members:
             page = Page.from_rows(
-                by_task.get(key[0], []), size, lambda r: encode_cursor(r["position"])
+                by_task.get(key[0], []),
+                size,
+                lambda r: encode_cursor(r["position"]),
+                backward=backward,
+                cursor=key[2],
             )
-            result[key] = Page([history.shape(r) for r in page.items], page.cursors, page.has_next)
+            result[key] = page.with_items([history.shape(r) for r in page.items])
     return result
+
+
+def count_histories(
+    conn: sqlite3.Connection, history: History, task_ids: Sequence[str]
+) -> dict[str, int]:
+    """How many records of one history each task has (GraphQL `totalCount`)."""
+    rows = conn.execute(
+        f"SELECT task_id, count(*) FROM {history.table}"
+        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
+        (ids_param(sorted(set(task_ids))),),
+    ).fetchall()
+    found = {r[0]: int(r[1]) for r in rows}
+    return {i: found.get(i, 0) for i in task_ids}
 
 
 def history_page(
@@ -155,7 +230,7 @@ def history_page(
     cursor: str | None,
     limit: int | None,
 ) -> Page[dict[str, Any]]:
-    key = (task_id, check_limit(limit), cursor)
+    key = (task_id, check_limit(limit), cursor, False)
     require_project(conn, project_id)
     require_task(conn, project_id, task_id)
     return history_pages(conn, history, [key])[key]

@@ -1,0 +1,143 @@
+"""The per-request DataLoaders: every read the schema makes beyond a root list.
+
+`get_context` makes one `Loaders` per request, so a query reads each record
+once however often it is referenced, and nothing is cached across requests
+(each request sees the database as it is). Every loader batches the keys
+asked for in one tick of the event loop into one read on a reader connection:
+a constant number of statements whatever the number of records shown. The
+loaders hold REST JSON (the resolvers' shapes); the schema types are built
+from it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from strawberry.dataloader import DataLoader
+
+from waypost.clock import format_time
+from waypost.pagination import Page
+from waypost.resolvers.access import principals
+from waypost.resolvers.decisions import by_task
+from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.knowledge import operations as knowledge
+from waypost.resolvers.knowledge.store import feedback_totals
+from waypost.resolvers.projects import operations as projects
+from waypost.resolvers.projects.policy import policy_json
+from waypost.resolvers.tasks import reads as task_reads
+from waypost.runtime import Runtime
+
+K = TypeVar("K")
+V = TypeVar("V")
+Json = dict[str, Any]
+
+
+class Loaders:
+    """One request's loaders (see the module docstring)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.principal = self._make(self._principals)
+        self.project = self._make(self._projects)
+        self.policy = self._make(self._policies)
+        self.task = self._make(self._tasks)
+        self.activities = self._make(self._activities)
+        self.decision = self._make(self._decisions)
+        self.generations = self._make(self._generations)
+        self.task_decisions = self._make(self._task_decisions)
+        self.task_decision_counts = self._make(self._task_decision_counts)
+        self.knowledge = self._make(self._knowledge)
+        self.knowledge_feedback = self._make(self._knowledge_feedback)
+        self.knowledge_revisions = self._make(self._knowledge_revisions)
+        self._histories: dict[str, DataLoader[Any, Any]] = {}
+        self._history_counts: dict[str, DataLoader[Any, Any]] = {}
+
+    @staticmethod
+    def _make(batch: Callable[[Sequence[K]], Awaitable[list[V]]]) -> DataLoader[K, V]:
+        return DataLoader(load_fn=batch)
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], V]) -> V:
+        return await self.rt.db.read(fn)
+
+    def _now_at(self) -> str:
+        return format_time(self.rt.now())
+
+    # --- batch functions: one read each ------------------------------------
+
+    async def _principals(self, ids: Sequence[str]) -> list[Json | None]:
+        found = await self._read(lambda c: principals.principals_by_ids(c, ids))
+        return [found.get(i) for i in ids]
+
+    async def _projects(self, ids: Sequence[str]) -> list[Json | None]:
+        rows = await self._read(lambda c: projects.projects_by_ids(c, ids))
+        return [projects.project_json(r) if (r := rows.get(i)) else None for i in ids]
+
+    async def _policies(self, ids: Sequence[str]) -> list[Json | None]:
+        rows = await self._read(lambda c: projects.projects_by_ids(c, ids))
+        return [policy_json(r) if (r := rows.get(i)) else None for i in ids]
+
+    async def _tasks(self, ids: Sequence[str]) -> list[Json | None]:
+        now = self.rt.now()
+        found = await self._read(lambda c: task_reads.tasks_json_by_ids(c, ids, now))
+        return [found.get(i) for i in ids]
+
+    async def _activities(self, ids: Sequence[str]) -> list[list[Json]]:
+        now = self.rt.now()
+        found = await self._read(lambda c: task_reads.activities_json(c, ids, now))
+        return [found[i] for i in ids]
+
+    async def _decisions(self, ids: Sequence[str]) -> list[Json | None]:
+        now_at = self._now_at()
+        found = await self._read(lambda c: decision_views.load_decisions(c, ids, now_at))
+        return [found.get(i) for i in ids]
+
+    async def _generations(self, keys: Sequence[decision_views.HistoryRequest]) -> list[Page[Json]]:
+        return await self._read(lambda c: decision_views.history_pages(c, keys))
+
+    async def _task_decisions(self, keys: Sequence[by_task.ByTaskKey]) -> list[Page[Json]]:
+        now_at = self._now_at()
+        found = await self._read(lambda c: by_task.pages_sync(c, keys, now_at))
+        return [found[k] for k in keys]
+
+    async def _task_decision_counts(self, ids: Sequence[str]) -> list[int]:
+        found = await self._read(lambda c: by_task.counts_sync(c, ids))
+        return [found[i] for i in ids]
+
+    async def _knowledge(self, ids: Sequence[str]) -> list[Json | None]:
+        found = await self._read(lambda c: knowledge.get_many_sync(c, ids))
+        return [found.get(i) for i in ids]
+
+    async def _knowledge_feedback(self, ids: Sequence[str]) -> list[dict[str, int]]:
+        found = await self._read(lambda c: feedback_totals(c, ids))
+        return [found[i] for i in ids]
+
+    async def _knowledge_revisions(
+        self, keys: Sequence[tuple[str, str | None, int | None]]
+    ) -> list[Page[Json]]:
+        return await self._read(lambda c: knowledge.history_pages_sync(c, keys))
+
+    # --- task histories: one loader per history table -------------------------
+
+    def history(self, history: task_reads.History) -> DataLoader[task_reads.HistoryKey, Page[Json]]:
+        found = self._histories.get(history.table)
+        if found is None:
+
+            async def batch(keys: Sequence[task_reads.HistoryKey]) -> list[Page[Json]]:
+                pages = await self._read(lambda c: task_reads.history_pages(c, history, keys))
+                return [pages[k] for k in keys]
+
+            found = self._histories[history.table] = self._make(batch)
+        return found
+
+    def history_count(self, history: task_reads.History) -> DataLoader[str, int]:
+        found = self._history_counts.get(history.table)
+        if found is None:
+
+            async def batch(ids: Sequence[str]) -> list[int]:
+                counts = await self._read(lambda c: task_reads.count_histories(c, history, ids))
+                return [counts[i] for i in ids]
+
+            found = self._history_counts[history.table] = self._make(batch)
+        return found

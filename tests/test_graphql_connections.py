@@ -1,0 +1,209 @@
+"""GraphQL connections (totalCount, nodes, both directions), DateTime,
+Task.decisions, and a description on everything in the schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from graphql import get_introspection_query
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import edit_task, new_task, open_decision, reopen
+
+TASKS = """
+query ($first: Int, $after: String, $last: Int, $before: String) {
+  project(id: "demo") { tasks(first: $first, after: $after, last: $last, before: $before) {
+    totalCount
+    nodes { title }
+    edges { cursor node { title } }
+    pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+  } } }"""
+
+
+async def _tasks(human: Caller, **variables: Any) -> dict[str, Any]:
+    data = await human.gql(TASKS, variables)
+    assert "errors" not in data, data
+    result: dict[str, Any] = data["data"]["project"]["tasks"]
+    return result
+
+
+def _titles(connection: dict[str, Any]) -> list[str]:
+    titles = [n["title"] for n in connection["nodes"]]
+    assert titles == [e["node"]["title"] for e in connection["edges"]]
+    return titles
+
+
+async def test_tasks_page_forward_and_backward_with_total_count(
+    service: Service, human: Caller, project: str
+) -> None:
+    for i in range(5):
+        service.clock.advance(seconds=1)  # creation order is time order, then id
+        await new_task(human, f"T{i}")
+    first = await _tasks(human, first=2)
+    assert first["totalCount"] == 5
+    assert _titles(first) == ["T0", "T1"]
+    info = first["pageInfo"]
+    assert info["hasNextPage"] and not info["hasPreviousPage"]
+    assert info["startCursor"] == first["edges"][0]["cursor"]
+    assert info["endCursor"] == first["edges"][-1]["cursor"]
+
+    middle = await _tasks(human, first=2, after=info["endCursor"])
+    assert _titles(middle) == ["T2", "T3"]
+    assert middle["pageInfo"]["hasNextPage"] and middle["pageInfo"]["hasPreviousPage"]
+
+    last = await _tasks(human, last=2)
+    assert _titles(last) == ["T3", "T4"]
+    assert not last["pageInfo"]["hasNextPage"] and last["pageInfo"]["hasPreviousPage"]
+
+    back = await _tasks(human, last=2, before=last["pageInfo"]["startCursor"])
+    assert _titles(back) == ["T1", "T2"]
+    assert back["pageInfo"]["hasNextPage"] and back["pageInfo"]["hasPreviousPage"]
+
+    start = await _tasks(human, last=5, before=back["pageInfo"]["startCursor"])
+    assert _titles(start) == ["T0"]
+    assert start["pageInfo"]["hasNextPage"] and not start["pageInfo"]["hasPreviousPage"]
+    # the cursors are the same in both directions: forward from the start cursor
+    # of a backward page continues from there
+    again = await _tasks(human, first=1, after=start["pageInfo"]["endCursor"])
+    assert _titles(again) == ["T1"]
+
+
+async def test_first_and_last_together_are_refused(human: Caller, project: str) -> None:
+    for variables, field in (
+        ({"first": 1, "last": 1}, "last"),
+        ({"last": 1, "after": "x"}, "after"),
+        ({"first": 1, "before": "x"}, "before"),
+        ({"last": 101}, "last"),
+        ({"last": 0}, "last"),
+    ):
+        data = await human.gql(TASKS, variables)
+        error = data["errors"][0]
+        assert error["extensions"]["code"] == "invalid_request", data
+        assert error["extensions"]["field"] == field, data
+
+
+async def test_every_list_counts_and_pages_backward(human: Caller, project: str) -> None:
+    task = await new_task(human, "Gated")
+    decision = await open_decision(human, [task])
+    assert (await reopen(human, decision["id"], 1)).status_code == 200
+    assert (await reopen(human, decision["id"], 2)).status_code == 200
+    await edit_task(human, task, title="Gated, renamed")
+    query = """query ($task: String!) { project(id: "demo") {
+      events(last: 2) { totalCount nodes { sequence type } pageInfo { hasPreviousPage } }
+      policyHistory(last: 1) { totalCount nodes { revision } }
+      decisions(last: 1) { totalCount nodes { restId
+        generations(last: 1) { totalCount nodes { generation }
+                               pageInfo { hasPreviousPage hasNextPage } }
+        newest: generations(first: 1) { nodes { generation } pageInfo { endCursor } } } }
+      knowledge(last: 1) { totalCount nodes { restId } }
+      task(id: $task) { revisions(last: 1) { totalCount nodes { revision } }
+                       checkpoints(last: 1) { totalCount nodes { note } }
+                       submissions(last: 1) { totalCount } }
+    } projects(last: 1) { totalCount nodes { restId } } }"""
+    data = await human.gql(query, {"task": task})
+    assert "errors" not in data, data
+    p = data["data"]["project"]
+    events = p["events"]
+    assert events["totalCount"] >= 5 and events["pageInfo"]["hasPreviousPage"]
+    sequences = [e["sequence"] for e in events["nodes"]]
+    assert sequences == sorted(sequences) and events["nodes"][-1]["type"] == "task.updated"
+    assert p["policyHistory"] == {"totalCount": 1, "nodes": [{"revision": 1}]}
+    d = p["decisions"]
+    assert d["totalCount"] == 1 and d["nodes"][0]["restId"] == decision["id"]
+    generations = d["nodes"][0]["generations"]
+    # newest first: the last item of the list is the oldest generation
+    assert generations["totalCount"] == 3 and generations["nodes"] == [{"generation": 1}]
+    assert generations["pageInfo"] == {"hasPreviousPage": True, "hasNextPage": False}
+    assert d["nodes"][0]["newest"]["nodes"] == [{"generation": 3}]
+    assert p["knowledge"] == {"totalCount": 0, "nodes": []}
+    t = p["task"]
+    assert t["revisions"] == {"totalCount": 2, "nodes": [{"revision": 1}]}
+    assert t["checkpoints"] == {"totalCount": 0, "nodes": []}
+    assert t["submissions"] == {"totalCount": 0}
+    assert data["data"]["projects"] == {"totalCount": 1, "nodes": [{"restId": "demo"}]}
+
+
+async def test_generations_page_backward_before_a_cursor(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    for generation in (1, 2, 3):
+        assert (await reopen(human, decision["id"], generation)).status_code == 200
+    query = """query ($id: String!, $before: String) { project(id: "demo") { decision(id: $id) {
+      generations(last: 2, before: $before) { nodes { generation }
+        pageInfo { hasPreviousPage hasNextPage startCursor } } } } }"""
+    first = await human.gql(query, {"id": decision["id"]})
+    page = first["data"]["project"]["decision"]["generations"]
+    assert [n["generation"] for n in page["nodes"]] == [2, 1]
+    assert page["pageInfo"]["hasPreviousPage"] and not page["pageInfo"]["hasNextPage"]
+    before = page["pageInfo"]["startCursor"]
+    second = await human.gql(query, {"id": decision["id"], "before": before})
+    page = second["data"]["project"]["decision"]["generations"]
+    assert [n["generation"] for n in page["nodes"]] == [4, 3]
+    assert not page["pageInfo"]["hasPreviousPage"] and page["pageInfo"]["hasNextPage"]
+
+
+async def test_task_decisions_lists_every_decision_newest_first(
+    service: Service, human: Caller, project: str
+) -> None:
+    task, other = await new_task(human, "A"), await new_task(human, "B")
+    older = await open_decision(human, [task, other])
+    service.clock.advance(seconds=1)
+    newer = await open_decision(human, [task], question="Ship it on Friday?")
+    elsewhere = await open_decision(human, [other])
+    data = await human.gql(
+        """query ($id: String!) { project(id: "demo") { task(id: $id) {
+          decisions { totalCount nodes { restId question } }
+          blockedBy { decisions { restId status createdAt } } } } }""",
+        {"id": task},
+    )
+    assert "errors" not in data, data
+    t = data["data"]["project"]["task"]
+    assert t["decisions"]["totalCount"] == 2
+    assert [n["restId"] for n in t["decisions"]["nodes"]] == [newer["id"], older["id"]]
+    assert elsewhere["id"] not in str(t)
+    # blockedBy.decisions are Decision objects: no inline fragment needed
+    blocking = t["blockedBy"]["decisions"]
+    assert {d["restId"] for d in blocking} == {older["id"], newer["id"]}
+    assert all(d["status"] == "PENDING" for d in blocking)
+
+
+async def test_times_are_datetime_strings_as_in_rest(human: Caller, project: str) -> None:
+    task = await new_task(human)
+    rest = (await human.get(f"/api/v1/projects/demo/tasks/{task}")).json()
+    data = await human.gql(
+        'query ($t: String!) { project(id: "demo") {'
+        " createdAt task(id: $t) { createdAt updatedAt } } }",
+        {"t": task},
+    )
+    assert data["data"]["project"]["task"] == {
+        "createdAt": rest["created_at"],
+        "updatedAt": rest["updated_at"],
+    }
+    kinds = await human.gql('{ __type(name: "Task") { fields { name type { ofType { name } } } } }')
+    fields = {f["name"]: f["type"]["ofType"] for f in kinds["data"]["__type"]["fields"]}
+    assert fields["createdAt"] == {"name": "DateTime"}
+
+
+async def test_every_type_field_argument_and_enum_value_has_a_description(
+    service: Service, human: Caller
+) -> None:
+    """Over introspection, as client tools see the schema."""
+    data = await human.gql(get_introspection_query(descriptions=True))
+    missing: list[str] = []
+    for t in data["data"]["__schema"]["types"]:
+        name = t["name"]
+        if name.startswith("__"):
+            continue
+        if not t["description"]:
+            missing.append(name)
+        for f in (t["fields"] or []) + (t["inputFields"] or []):
+            if not f["description"]:
+                missing.append(f"{name}.{f['name']}")
+            missing += [
+                f"{name}.{f['name']}({a['name']})"
+                for a in f.get("args", [])
+                if not a["description"]
+            ]
+        missing += [f"{name}.{v['name']}" for v in t["enumValues"] or [] if not v["description"]]
+    assert missing == []
+    assert len(data["data"]["__schema"]["types"]) > 50
