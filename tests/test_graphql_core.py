@@ -14,7 +14,7 @@ from graphql import get_introspection_query
 
 from tests.conftest import Caller, MovableClock, Service
 from waypost.app import create_app
-from waypost.schema import loaders
+from waypost.resolvers.projects import store as project_store
 from waypost.settings import Settings
 
 PROJECT_CREATE = """
@@ -494,7 +494,7 @@ async def test_unexpected_fault_is_masked(
         raise RuntimeError("secret: /var/lib/waypost.db is corrupt")
 
     # the policy field reads through the request's loader, which shapes rows with this
-    monkeypatch.setattr(loaders, "policy_json", broken)
+    monkeypatch.setattr(project_store, "policy_json", broken)
     data = await human.gql('{ project(id: "demo") { policy { revision } } }')
     assert data["errors"][0]["message"] == "Unexpected error."
     assert data["errors"][0]["extensions"] == {"code": "internal"}

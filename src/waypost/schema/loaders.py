@@ -19,13 +19,12 @@ from strawberry.dataloader import DataLoader
 
 from waypost.clock import format_time
 from waypost.pagination import Page
-from waypost.resolvers.access import principals
+from waypost.resolvers.access import store as access_store
 from waypost.resolvers.decisions import by_task
 from waypost.resolvers.decisions import views as decision_views
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.knowledge.store import feedback_totals
-from waypost.resolvers.projects import operations as projects
-from waypost.resolvers.projects.policy import policy_json
+from waypost.resolvers.projects import store as project_store
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.runtime import Runtime
 
@@ -67,16 +66,16 @@ class Loaders:
     # --- batch functions: one read each ------------------------------------
 
     async def _principals(self, ids: Sequence[str]) -> list[Json | None]:
-        found = await self._read(lambda c: principals.principals_by_ids(c, ids))
+        found = await self._read(lambda c: access_store.principals_by_ids(c, ids))
         return [found.get(i) for i in ids]
 
     async def _projects(self, ids: Sequence[str]) -> list[Json | None]:
-        rows = await self._read(lambda c: projects.projects_by_ids(c, ids))
-        return [projects.project_json(r) if (r := rows.get(i)) else None for i in ids]
+        rows = await self._read(lambda c: project_store.projects_by_ids(c, ids))
+        return [project_store.project_json(r) if (r := rows.get(i)) else None for i in ids]
 
     async def _policies(self, ids: Sequence[str]) -> list[Json | None]:
-        rows = await self._read(lambda c: projects.projects_by_ids(c, ids))
-        return [policy_json(r) if (r := rows.get(i)) else None for i in ids]
+        rows = await self._read(lambda c: project_store.projects_by_ids(c, ids))
+        return [project_store.policy_json(r) if (r := rows.get(i)) else None for i in ids]
 
     async def _tasks(self, ids: Sequence[str]) -> list[Json | None]:
         now = self.rt.now()
