@@ -51,6 +51,9 @@ def main(ctx: click.Context) -> None:
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
+@click.option("--search-time-limit-ms", default=1000, show_default=True,
+              type=click.IntRange(1, 60_000),
+              help="Time limit of a context packet's full-text search.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -59,6 +62,7 @@ def serve(
     lifecycle_port: int = 8081,
     sweep_interval: float = 300.0,
     graphiql: bool = False,
+    search_time_limit_ms: int = 1000,
 ) -> None:
     """Run the service (the default command)."""
     import uvicorn
@@ -87,6 +91,7 @@ def serve(
         graphiql=graphiql,
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
+        search_time_limit_ms=search_time_limit_ms,
     )
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
 
