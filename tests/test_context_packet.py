@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import msgspec
@@ -236,13 +237,15 @@ async def test_search_past_the_time_limit_answers_honestly(
     pending = await open_decision(human, t["id"])
     for n in range(60):
         await knowledge(human, f"zebra record {n}", body="zebra " * 40)
-    service.rt.search_time_limit_ms = 0
+    settings = service.rt.settings
+    assert settings is not None
+    service.rt.settings = dataclasses.replace(settings, search_time_limit_ms=0)
     packet = await context(human, "zebra")
     assert ids(packet) == [pending]  # decisions complete, no text matches
     assert packet["truncated"] is True and packet["instructions_complete"] is True
     assert packet["policy"]["revision"] == 1
     assert any("time limit" in a and "scope filter" in a for a in packet["next_actions"])
-    service.rt.search_time_limit_ms = 1000
+    service.rt.settings = settings
     assert len((await context(human, "zebra", limit=100, budget=131072))["items"]) == 62
 
 
