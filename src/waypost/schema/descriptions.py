@@ -96,7 +96,13 @@ ARGS_BY_NAME = {
     "tag": "Only records with this tag.",
     "includeShared": "Also list records other projects share.",
     "projectId": "The project's REST id.",
-    "after_sequence": "Start after this event sequence.",
+    "q": "Full-text search terms (1-1,024 bytes, 1-32 whitespace-separated terms).",
+    "limit": "At most this many items.",
+    "budget": "At most this many bytes of policy plus items (compact JSON).",
+    "taskId": "Put decisions affecting this task first; match knowledge scoped to it.",
+    "component": "Only knowledge whose scope lists this component (or none).",
+    "environment": "Only knowledge whose scope lists this environment (or none).",
+    "version": "Only knowledge whose scope lists this version (or none).",
 }
 
 FIELDS_BY_NAME = {
@@ -301,6 +307,9 @@ FIELDS = {
     "DigestTruncated.proceededByTimeout": "The proceeded-by-timeout list was cut.",
     "DigestTruncated.timingOutSoon": "The timing-out-soon list was cut.",
     "DigestTruncated.blockedTasks": "The blocked-tasks list was cut.",
+    "ContextPacket.items": "Open decisions first, then matching tasks and knowledge by rank.",
+    "ContextPacket.rerank": "Whether the reranking provider reordered the matches, and why not.",
+    "ContextRerank.applied": "True when the provider's scores ordered the matches.",
 }
 
 

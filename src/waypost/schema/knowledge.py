@@ -290,8 +290,9 @@ class ProjectKnowledgeFields:
         rest_id: str
 
     @strawberry.field(
-        description="Knowledge newest first; shared records of other projects only when"
-        " includeShared is true. Statuses are evidence, never binding policy."
+        description="Knowledge newest first, optionally only records matching the full-text"
+        " q; shared records of other projects only when includeShared is true. Statuses"
+        " are evidence, never binding policy."
     )
     async def knowledge(
         self,
@@ -304,13 +305,14 @@ class ProjectKnowledgeFields:
         after: str | None = None,
         last: int | None = None,
         before: str | None = None,
+        q: str | None = None,
     ) -> Connection[Knowledge]:
         w = window(first, after, last, before)
         # through the REST query model, so the same bounds apply (e.g. tag length)
         query = convert(
-            {"kind": kind.value if kind else None, "status": status.value if status else None,
-             "tag": tag, "include_shared": include_shared, "cursor": w.cursor,
-             "limit": w.limit},
+            {"q": q, "kind": kind.value if kind else None,
+             "status": status.value if status else None, "tag": tag,
+             "include_shared": include_shared, "cursor": w.cursor, "limit": w.limit},
             KnowledgeListQuery,
         )  # fmt: skip
         rt, project_id = info.context.rt, self.rest_id

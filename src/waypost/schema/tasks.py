@@ -390,7 +390,9 @@ class ProjectTaskFields:
     if TYPE_CHECKING:
         rest_id: str
 
-    @strawberry.field(description="Tasks in creation order; filter by status and readiness.")
+    @strawberry.field(
+        description="Tasks in creation order; filter by status, readiness and full text (q)."
+    )
     async def tasks(
         self,
         info: Info,
@@ -400,6 +402,7 @@ class ProjectTaskFields:
         after: str | None = None,
         last: int | None = None,
         before: str | None = None,
+        q: str | None = None,
     ) -> Connection[Task]:
         w = window(first, after, last, before)
         rt, project_id = info.context.rt, self.rest_id
@@ -411,11 +414,12 @@ class ProjectTaskFields:
             ready=ready,
             cursor=w.cursor,
             limit=w.limit,
+            q=q,
             backward=w.backward,
         )
 
         def count() -> Awaitable[int]:
-            return task_reads.count_tasks(rt, project_id, status=status_value, ready=ready)
+            return task_reads.count_tasks(rt, project_id, status=status_value, ready=ready, q=q)
 
         return Connection.of(page, Task.from_json, count)
 

@@ -20,6 +20,8 @@ from waypost.clock import format_time
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.http.decoding import convert
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.search import escape_fts, matching_rowids
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -243,6 +245,9 @@ def _list_filter(project_id: str, q: KnowledgeListQuery) -> tuple[list[str], lis
     if q.tag is not None:
         where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
         args.append(q.tag)
+    if q.q is not None:
+        where.append("k." + matching_rowids("knowledge"))
+        args.append(escape_fts(search_terms(q.q)))
     return where, args
 
 

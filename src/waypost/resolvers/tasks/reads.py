@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.search import escape_fts, matching_rowids
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import (
     checkpoint_json,
@@ -47,6 +49,7 @@ def list_tasks_sync(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
     backward: bool = False,
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
@@ -59,7 +62,7 @@ def list_tasks_sync(
     """
     size = check_limit(limit)
     require_project(conn, project_id)
-    with_, where, params = _task_filter(conn, project_id, now, status, ready)
+    with_, where, params = _task_filter(conn, project_id, now, status, ready, q)
     if cursor is not None:
         parts = decode_cursor(cursor, str, str)
         params.update(created=str(parts[0]), last=str(parts[1]))
@@ -93,6 +96,7 @@ def _task_filter(
     now: datetime,
     status: str | None,
     ready: bool | None,
+    q: str | None,
 ) -> tuple[str, list[str], dict[str, Any]]:
     """(WITH clause, WHERE terms, parameters) of a task list's filters."""
     where = ["t.project_id = :project"]
@@ -100,6 +104,9 @@ def _task_filter(
     if status is not None:
         where.append("t.status = :status")
         params["status"] = status
+    if q is not None:
+        where.append("t." + matching_rowids("tasks", ":match"))
+        params["match"] = escape_fts(search_terms(q))
     with_ = ""
     if ready is not None:
         with_ = f"WITH {READY_WITH} "
@@ -115,9 +122,10 @@ def count_tasks_sync(
     *,
     status: str | None = None,
     ready: bool | None = None,
+    q: str | None = None,
 ) -> int:
     """How many tasks a list with these filters holds (GraphQL `totalCount`)."""
-    with_, where, params = _task_filter(conn, project_id, now, status, ready)
+    with_, where, params = _task_filter(conn, project_id, now, status, ready, q)
     sql = f"{with_}SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}"
     return int(conn.execute(sql, params).fetchone()[0])
 
@@ -130,6 +138,7 @@ async def list_tasks(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
     backward: bool = False,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
@@ -142,17 +151,23 @@ async def list_tasks(
             ready=ready,
             cursor=cursor,
             limit=limit,
+            q=q,
             backward=backward,
         )
     )
 
 
 async def count_tasks(
-    rt: Runtime, project_id: str, *, status: str | None = None, ready: bool | None = None
+    rt: Runtime,
+    project_id: str,
+    *,
+    status: str | None = None,
+    ready: bool | None = None,
+    q: str | None = None,
 ) -> int:
     now = rt.now()
     return await rt.db.read(
-        lambda conn: count_tasks_sync(conn, project_id, now, status=status, ready=ready)
+        lambda conn: count_tasks_sync(conn, project_id, now, status=status, ready=ready, q=q)
     )
 
 
