@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.operations import require_task, tasks_by_ids
@@ -47,6 +49,7 @@ def list_tasks_sync(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
@@ -69,6 +72,7 @@ def list_tasks_sync(
         (created, last_id),
         size + 1,
         status=status,
+        match=None if q is None else escape_fts(search_terms(q)),
         ready=ready,
         ready_params=params,
     )
@@ -88,11 +92,12 @@ async def list_tasks(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
     return await rt.db.read(
         lambda conn: list_tasks_sync(
-            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
+            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit, q=q
         )
     )
 

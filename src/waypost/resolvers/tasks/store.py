@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from waypost.resolvers.context.search import matching_rowids
 from waypost.resolvers.decisions import gate
 
 # ---------------------------------------------------------------- readiness in SQL
@@ -88,16 +89,21 @@ def list_rows(
     count: int,
     *,
     status: str | None = None,
+    match: str | None = None,
     ready: bool | None = None,
     ready_params: Mapping[str, str] | None = None,
 ) -> list[sqlite3.Row]:
     """Up to `count` tasks after (created_at, id) in creation order, optionally
-    of one status and ready or not (`ready_params` needed with `ready`)."""
+    of one status, matching an FTS5 query (`match`, already escaped) and ready
+    or not (`ready_params` needed with `ready`)."""
     where = ["t.project_id = :project"]
     params: dict[str, Any] = {"project": project_id, "created": after[0], "last": after[1]}
     if status is not None:
         where.append("t.status = :status")
         params["status"] = status
+    if match is not None:
+        where.append("t." + matching_rowids("tasks", ":match"))
+        params["match"] = match
     with_ = ""
     if ready is not None:
         assert ready_params is not None
