@@ -11,20 +11,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts, matching_rowids
+from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.projects.operations import require_project
-from waypost.resolvers.tasks.operations import (
+from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks.operations import require_task, tasks_by_ids
+from waypost.resolvers.tasks.readiness import ready_params
+from waypost.resolvers.tasks.views import (
     checkpoint_json,
     present_tasks,
-    require_task,
     revision_json,
     submission_json,
     task_json,
-    tasks_by_ids,
 )
-from waypost.resolvers.tasks.readiness import READY_SQL, READY_WITH, ids_param, ready_params
 from waypost.runtime import Runtime
 
 NO_CURSOR = 2**62
@@ -54,7 +54,7 @@ def list_tasks_sync(
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
-    `ready` is the readiness predicate in SQL (`READY_SQL`), so a page reads
+    `ready` is the readiness predicate in SQL (`store.READY_SQL`), so a page reads
     `limit + 1` rows whatever blocked work lies between them. The task JSON
     computes readiness again in Python; a row whose `ready` disagrees with the
     filter is left out rather than shown under the wrong filter (the page may
@@ -62,20 +62,22 @@ def list_tasks_sync(
     """
     size = check_limit(limit)
     require_project(conn, project_id)
-    with_, where, params = _task_filter(conn, project_id, now, status, ready, q)
+    after = None
     if cursor is not None:
         parts = decode_cursor(cursor, str, str)
-        params.update(created=str(parts[0]), last=str(parts[1]))
-        cmp = "<" if backward else ">"
-        where.append(
-            f"(t.created_at {cmp} :created OR (t.created_at = :created AND t.id {cmp} :last))"
-        )
-    order = "DESC" if backward else "ASC"
-    rows = conn.execute(
-        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
-        f" ORDER BY t.created_at {order}, t.id {order} LIMIT {size + 1}",
-        params,
-    ).fetchall()
+        after = (str(parts[0]), str(parts[1]))
+    params = ready_params(conn, project_id, now) if ready is not None else None
+    rows = store.list_rows(
+        conn,
+        project_id,
+        after,
+        size + 1,
+        status=status,
+        match=None if q is None else escape_fts(search_terms(q)),
+        ready=ready,
+        ready_params=params,
+        backward=backward,
+    )
     page = Page.from_rows(
         rows,
         size,
@@ -90,31 +92,6 @@ def list_tasks_sync(
     return Page([t for t, _ in kept], [c for _, c in kept], page.has_next, page.has_previous)
 
 
-def _task_filter(
-    conn: sqlite3.Connection,
-    project_id: str,
-    now: datetime,
-    status: str | None,
-    ready: bool | None,
-    q: str | None,
-) -> tuple[str, list[str], dict[str, Any]]:
-    """(WITH clause, WHERE terms, parameters) of a task list's filters."""
-    where = ["t.project_id = :project"]
-    params: dict[str, Any] = {"project": project_id}
-    if status is not None:
-        where.append("t.status = :status")
-        params["status"] = status
-    if q is not None:
-        where.append("t." + matching_rowids("tasks", ":match"))
-        params["match"] = escape_fts(search_terms(q))
-    with_ = ""
-    if ready is not None:
-        with_ = f"WITH {READY_WITH} "
-        where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
-        params.update(ready_params(conn, project_id, now))
-    return with_, where, params
-
-
 def count_tasks_sync(
     conn: sqlite3.Connection,
     project_id: str,
@@ -125,9 +102,14 @@ def count_tasks_sync(
     q: str | None = None,
 ) -> int:
     """How many tasks a list with these filters holds (GraphQL `totalCount`)."""
-    with_, where, params = _task_filter(conn, project_id, now, status, ready, q)
-    sql = f"{with_}SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}"
-    return int(conn.execute(sql, params).fetchone()[0])
+    return store.count_rows(
+        conn,
+        project_id,
+        status=status,
+        match=None if q is None else escape_fts(search_terms(q)),
+        ready=ready,
+        ready_params=ready_params(conn, project_id, now) if ready is not None else None,
+    )
 
 
 async def list_tasks(
@@ -175,14 +157,13 @@ async def count_tasks(
 class History:
     """An append-only table of a task's history, read newest first in pages."""
 
-    table: str
-    position: str  # the column a page walks down (its cursor holds the last one seen)
+    table: str  # a page walks down its position (store.HISTORY_POSITIONS)
     shape: Callable[[sqlite3.Row], dict[str, Any]]
 
 
-REVISIONS = History("task_revisions", "revision", revision_json)
-CHECKPOINTS = History("task_checkpoints", "rowid", checkpoint_json)
-SUBMISSIONS = History("submissions", "rowid", submission_json)
+REVISIONS = History("task_revisions", revision_json)
+CHECKPOINTS = History("task_checkpoints", checkpoint_json)
+SUBMISSIONS = History("submissions", submission_json)
 HistoryKey = tuple[str, int, str | None, bool]  # (task id, limit, cursor, backward)
 
 
@@ -201,14 +182,8 @@ def history_pages(
         groups.setdefault((key[1], start, backward), []).append(key)
     result: dict[HistoryKey, Page[dict[str, Any]]] = {}
     for (size, start, backward), members in groups.items():
-        cmp, order = keyset(True, backward)
-        rows = conn.execute(
-            f"SELECT * FROM (SELECT h.*, h.{history.position} AS position, ROW_NUMBER() OVER"
-            f" (PARTITION BY h.task_id ORDER BY h.{history.position} {order}) AS n"
-            f" FROM {history.table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
-            f" AND h.{history.position} {cmp} ?) WHERE n <= ? ORDER BY task_id, position {order}",
-            (ids_param(sorted({k[0] for k in members})), start, size + 1),
-        ).fetchall()
+        task_ids = [k[0] for k in members]
+        rows = store.history_rows(conn, history.table, task_ids, start, size + 1, backward)
         by_task: dict[str, list[sqlite3.Row]] = {}
         for row in rows:
             by_task.setdefault(row["task_id"], []).append(row)
@@ -228,13 +203,7 @@ def count_histories(
     conn: sqlite3.Connection, history: History, task_ids: Sequence[str]
 ) -> dict[str, int]:
     """How many records of one history each task has (GraphQL `totalCount`)."""
-    rows = conn.execute(
-        f"SELECT task_id, count(*) FROM {history.table}"
-        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
-        (ids_param(sorted(set(task_ids))),),
-    ).fetchall()
-    found = {r[0]: int(r[1]) for r in rows}
-    return {i: found.get(i, 0) for i in task_ids}
+    return store.history_counts(conn, history.table, task_ids)
 
 
 def history_page(
@@ -293,11 +262,7 @@ def activities_json(
     conn: sqlite3.Connection, subject_ids: Sequence[str], now: datetime
 ) -> dict[str, list[dict[str, Any]]]:
     """For each subject task, its activities (tasks naming it as subject), oldest first."""
-    rows = conn.execute(
-        "SELECT * FROM tasks WHERE subject_task_id IN (SELECT value FROM json_each(?))"
-        " ORDER BY created_at, id",
-        (ids_param(subject_ids),),
-    ).fetchall()
+    rows = store.activity_rows(conn, subject_ids)
     shaped = _present_grouped(conn, rows, now)
     result: dict[str, list[dict[str, Any]]] = {subject: [] for subject in subject_ids}
     for row in rows:
