@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,7 +271,7 @@ class QueryLimits(SchemaExtension):
     standard rules' result depends on the text alone and is cached.
     """
 
-    async def on_validate(self) -> AsyncIterator[None]:  # type: ignore[override]
+    async def on_validate(self) -> AsyncIterator[None]:
         ctx = self.execution_context
         document = ctx.graphql_document
         assert document is not None
@@ -282,10 +282,8 @@ class QueryLimits(SchemaExtension):
             key = ctx.query
             cached = _RESULTS.get(key) if key is not None else None
             if cached is None:
-                run: Callable[[], list[GraphQLError]] = lambda: validate_document(
-                    schema, document, rules
-                )
-                cached = _explain_abort(await asyncio.to_thread(run))
+                found = await asyncio.to_thread(validate_document, schema, document, rules)
+                cached = _explain_abort(found)
                 if key is not None:
                     _RESULTS.put(key, cached)
             errors = cached
