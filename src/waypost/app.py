@@ -11,11 +11,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from waypost import rest
 from waypost.clock import Clock
 from waypost.http.auth import Gate
+from waypost.live import sse
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
 from waypost.runtime import Runtime, open_runtime
@@ -60,10 +61,13 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         body = {"error": {"code": code, "message": message, "details": {}}}
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
+    graphql = graphql_view(settings.graphiql)
     routes: list[Any] = [
         Route("/healthz", healthz),
         Route("/api/v1/openapi.json", openapi_document),
-        Route("/graphql", graphql_view(settings.graphiql), methods=["GET", "POST"]),
+        Route("/graphql", graphql, methods=["GET", "POST"]),
+        WebSocketRoute("/graphql", graphql),  # subscriptions (graphql-transport-ws)
+        Route(sse.PATH, sse.event_stream, methods=["GET"]),
         *rest.routing.starlette_routes(rest.TABLES),
     ]
     app = Starlette(

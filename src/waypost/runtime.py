@@ -21,12 +21,16 @@ import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.reranker import Reranker
 from waypost.settings import Settings
 from waypost.storage.db import Database
+
+if TYPE_CHECKING:
+    from waypost.live.hub import Hub
 
 log = logging.getLogger("waypost")
 
@@ -62,6 +66,8 @@ class Runtime:
     # context reranking (None: disabled, no TYPESAFE_API_KEY); its client,
     # limiter and circuit breaker are shared by every request of the process
     reranker: Reranker | None = None
+    # the live event fan-out, made on first use by `waypost.live.hub_for`
+    hub: Hub | None = None
 
     def now(self) -> datetime:
         return self.clock.now()

@@ -52,6 +52,8 @@ async def serve_forever(settings: Settings) -> None:
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:
+            if rt.hub is not None:
+                rt.hub.stop()  # ends open event streams, which would hold up the exit
             for server in servers:
                 # a second signal while stopping: stop waiting for open connections
                 server.force_exit = server.should_exit and sig == signal.SIGINT

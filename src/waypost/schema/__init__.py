@@ -21,6 +21,7 @@ from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
 from waypost.schema.relay import DATETIME_SCALAR, DateTime
+from waypost.schema.subscriptions import Subscription
 from waypost.schema.task_mutations import TaskMutations
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
@@ -41,6 +42,7 @@ class WaypostSchema(strawberry.Schema):
 schema = WaypostSchema(
     query=Query,
     mutation=Mutation,
+    subscription=Subscription,
     config=StrawberryConfig(scalar_map={DateTime: DATETIME_SCALAR}),
     # factories: Strawberry builds fresh extensions for each request;
     # QueryLimits replaces the validation step (limits, then graphql-core's rules)

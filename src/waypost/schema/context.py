@@ -14,6 +14,8 @@ from waypost.schema.loaders import Loaders
 class Context:
     rt: Runtime
     actor: Actor
+    # the bearer token itself: long-lived subscriptions re-check it (revocation)
+    token: str = ""
     # made with the context, so they live for one request (or one subscription
     # event) only: a dashboard query reads each record once, and no answer is
     # cached across requests

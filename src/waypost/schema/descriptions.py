@@ -105,6 +105,13 @@ ARGS_BY_NAME = {
     "version": "Only knowledge whose scope lists this version (or none).",
 }
 
+ARGS = {
+    "Subscription.projectEvents.after": "Start after this event sequence (a resume);"
+    " omitted: from the next new event.",
+    "Subscription.projectEvents.projectId": "The project's REST id.",
+    "Subscription.decisionChanged.id": "The decision's REST id.",
+}
+
 FIELDS_BY_NAME = {
     "idempotencyKey": "1-256 characters from `!` to `~`; the same input with the same key"
     " replays the stored result.",
@@ -328,7 +335,8 @@ def describe(schema: GraphQLSchema) -> None:
                     )
                 for arg_name, arg in getattr(f, "args", {}).items():
                     if not arg.description:
-                        arg.description = ARGS_BY_NAME.get(arg_name)
+                        arg.description = ARGS.get(f"{name}.{field_name}.{arg_name}")
+                        arg.description = arg.description or ARGS_BY_NAME.get(arg_name)
         if isinstance(t, GraphQLEnumType):
             for value_name, value in t.values.items():
                 if not value.description:

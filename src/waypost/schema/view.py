@@ -13,6 +13,7 @@ from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket
 from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse
+from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
 from waypost.errors import Unavailable, WaypostError
@@ -20,6 +21,7 @@ from waypost.http.decoding import is_json_media_type, parse_json
 from waypost.rest.responses import json_response
 from waypost.schema import schema
 from waypost.schema.context import Context
+from waypost.schema.websocket import NOBODY, TransportWS
 
 log = logging.getLogger("waypost.graphql")
 
@@ -55,6 +57,8 @@ def http_error(status: int, code: str, message: str, details: dict[str, Any]) ->
 
 
 class WaypostGraphQL(GraphQL[Context, None]):
+    graphql_transport_ws_handler_class = TransportWS
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await super().__call__(scope, receive, send)
@@ -102,7 +106,12 @@ class WaypostGraphQL(GraphQL[Context, None]):
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket
     ) -> Context:
-        return Context(rt=request.app.state.runtime, actor=request.state.actor)
+        rt = request.app.state.runtime
+        if isinstance(request, WebSocket):
+            # the caller is named by connection_init (schema/websocket.py)
+            return Context(rt=rt, actor=NOBODY)
+        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        return Context(rt=rt, actor=request.state.actor, token=token)
 
     async def process_result(
         self, request: Request | WebSocket, result: ExecutionResult
@@ -118,4 +127,6 @@ def graphql_view(graphiql: bool) -> WaypostGraphQL:
         schema,
         graphql_ide="graphiql" if graphiql else None,
         allow_queries_via_get=False,
+        # subscriptions: the graphql-transport-ws protocol only (not the legacy graphql-ws)
+        subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
     )

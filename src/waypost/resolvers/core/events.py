@@ -101,3 +101,19 @@ async def before_for_project(
 
 async def count_for_project(rt: Runtime, project_id: str) -> int:
     return await rt.db.read(lambda conn: count_events(conn, project_id))
+
+
+def events_after_any_project(
+    conn: sqlite3.Connection, after: int, count: int
+) -> list[dict[str, Any]]:
+    """Up to `count` events of every project after sequence `after`, oldest
+    first: what the live fan-out reads after each commit."""
+    rows = conn.execute(
+        "SELECT * FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?", (after, count)
+    ).fetchall()
+    return [event_json(r) for r in rows]
+
+
+def last_sequence(conn: sqlite3.Connection) -> int:
+    """The newest event's sequence (0 for an empty log)."""
+    return int(conn.execute("SELECT coalesce(max(sequence), 0) FROM events").fetchone()[0])

@@ -1,0 +1,19 @@
+"""Live updates: the event fan-out hub, the SSE stream and what GraphQL
+subscriptions build on. See `hub.py` for how events reach listeners."""
+
+from __future__ import annotations
+
+from waypost.live.hub import Hub, LiveLimits, SlowConsumer, StreamEnded, TooManyStreams
+from waypost.runtime import Runtime
+
+__all__ = ["Hub", "LiveLimits", "SlowConsumer", "StreamEnded", "TooManyStreams", "hub_for"]
+
+
+def hub_for(rt: Runtime, limits: LiveLimits | None = None) -> Hub:
+    """The runtime's hub, made on first use (one per process, like the writer);
+    the runtime closes it with its other resources."""
+    if rt.hub is None:
+        hub = Hub(rt.db, limits)
+        rt.hub = hub
+        rt.resources.push_async_callback(hub.close)
+    return rt.hub

@@ -1,0 +1,261 @@
+"""The in-process event fan-out: one reader of the event log, many listeners.
+
+The writer calls `Hub.committed` (a commit listener on the Database) after
+each committed batch, on the event loop. That call only sets a flag and wakes
+the hub's own task, so the writer never waits for a listener. The task reads
+the events committed since it last looked (one statement for every project,
+however many listeners) into a bounded per-project window, then wakes the
+listeners of the projects that got new events. A listener takes from the
+window what follows its own last sequence, and reads the database itself
+only when it is further behind than the window holds (a resume from an old
+`after`). So a listener sees only committed rows, each once, in sequence
+order, with nothing missed between its `after` and the live tail.
+
+Writes by other processes (the admin CLI, a second server on the same file)
+fire no commit hook here: a periodic re-read (`poll_seconds`) covers them.
+
+Resources are bounded: at most `per_token` open listeners per token and
+`total` in all (past that, `TooManyStreams`); the window per project holds at
+most `window` events; a listener that had caught up and then falls more than
+the window behind the live tail is dropped (`SlowConsumer`) rather than
+buffered for; it can resume from its last sequence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from waypost.errors import WaypostError
+from waypost.resolvers.core import events
+from waypost.storage.db import Database
+
+log = logging.getLogger("waypost.live")
+Event = dict[str, Any]
+# events read per statement, by the hub and by a listener catching up
+PAGE = 200
+
+
+class TooManyStreams(WaypostError):
+    code = "too_many_streams"
+    status = 429
+
+
+class StreamEnded(Exception):
+    """The hub stopped (the server is stopping): listeners end their streams."""
+
+
+class SlowConsumer(WaypostError):
+    code = "slow_consumer"
+    status = 409
+
+
+@dataclass(frozen=True)
+class LiveLimits:
+    per_token: int = 16
+    total: int = 1000
+    window: int = 2000
+    poll_seconds: float = 1.0
+    # streams send a comment this often, and re-check their token this often
+    keepalive_seconds: float = 15.0
+    recheck_seconds: float = 15.0
+
+
+@dataclass
+class _Window:
+    """Every event of one project with a sequence in (floor, hub.position]."""
+
+    floor: int
+    items: deque[Event] = field(default_factory=deque)
+    listeners: set[Listener] = field(default_factory=set)
+
+
+class Listener:
+    """One stream's place in one project's events (see `Hub.listen`)."""
+
+    def __init__(self, hub: Hub, project_id: str, token_id: str, after: int) -> None:
+        self.hub = hub
+        self.project_id = project_id
+        self.token_id = token_id
+        self.last = after
+        self.caught_up = False
+        self.wake = asyncio.Event()
+
+    async def next_batch(self, timeout: float) -> list[Event]:
+        """The events after `last` (possibly none after `timeout` seconds)."""
+        found = await self.hub._after(self)
+        if not found:
+            self.wake.clear()
+            # a wake between the read above and this clear would be lost: look again
+            found = await self.hub._after(self)
+            if not found:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), timeout)
+                found = await self.hub._after(self)
+        if found:
+            self.last = found[-1]["sequence"]
+        return found
+
+
+class Hub:
+    def __init__(self, db: Database, limits: LiveLimits | None = None) -> None:
+        self.db = db
+        self.limits = limits or LiveLimits()
+        self.position = 0  # highest sequence read from the log
+        self._windows: dict[str, _Window] = {}
+        self._per_token: dict[str, int] = {}
+        self._count = 0
+        self._dirty = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._started = False
+
+    # --- life ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the log's current end and start following it."""
+        if self._started:
+            return
+        self._started = True
+        self.position = await self.db.read(events.last_sequence)
+        self.db.add_commit_listener(self.committed)
+        self._task = asyncio.create_task(self._follow(), name="waypost-live-hub")
+
+    def stop(self) -> None:
+        """Stop following the log and end every listener (the server is stopping:
+        open streams must end, or the server would wait for them)."""
+        if self._task is None:
+            return
+        self.db.remove_commit_listener(self.committed)
+        self._task.cancel()
+        self._task = None
+        for window in self._windows.values():
+            for listener in window.listeners:
+                listener.wake.set()
+
+    async def close(self) -> None:
+        task = self._task
+        self.stop()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    @property
+    def closed(self) -> bool:
+        return self._started and self._task is None
+
+    def committed(self) -> None:
+        """The commit hook: O(1), never blocks the writer."""
+        self._dirty.set()
+
+    # --- listeners ---------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def listen(
+        self, project_id: str, token_id: str, after: int | None
+    ) -> AsyncIterator[Listener]:
+        """A listener on `project_id` starting after sequence `after` (None: the
+        live tail), counted against `token_id`'s cap while the block runs."""
+        await self.start()
+        if self._count >= self.limits.total:
+            raise TooManyStreams(
+                f"at most {self.limits.total} streams may be open on this server",
+                {"limit": self.limits.total},
+            )
+        if self._per_token.get(token_id, 0) >= self.limits.per_token:
+            raise TooManyStreams(
+                f"at most {self.limits.per_token} streams may be open per token",
+                {"limit": self.limits.per_token},
+            )
+        window = self._windows.get(project_id)
+        if window is None:
+            # from here on every event of the project above `position` reaches
+            # the window (the follower reads everything above `position`)
+            window = self._windows[project_id] = _Window(floor=self.position)
+        listener = Listener(self, project_id, token_id, self.position if after is None else after)
+        window.listeners.add(listener)
+        self._count += 1
+        self._per_token[token_id] = self._per_token.get(token_id, 0) + 1
+        try:
+            yield listener
+        finally:
+            window.listeners.discard(listener)
+            self._count -= 1
+            self._per_token[token_id] -= 1
+            if not self._per_token[token_id]:
+                del self._per_token[token_id]
+            if not window.listeners:
+                del self._windows[project_id]
+
+    def open_count(self, token_id: str | None = None) -> int:
+        return self._count if token_id is None else self._per_token.get(token_id, 0)
+
+    async def _after(self, listener: Listener) -> list[Event]:
+        if self.closed:
+            raise StreamEnded("the server is stopping")
+        window = self._windows[listener.project_id]
+        if listener.last >= window.floor:
+            listener.caught_up = True
+            return [e for e in window.items if e["sequence"] > listener.last][:PAGE]
+        if listener.caught_up:
+            raise SlowConsumer(
+                "this stream fell too far behind the live events and was dropped;"
+                " resume after the last sequence received",
+                {"after": listener.last},
+            )
+        # a resume from before the window: read the log itself, a page at a time
+        project_id, last = listener.project_id, listener.last
+        found: list[Event] = await self.db.read(
+            lambda c: events.list_events(c, project_id, last, PAGE)["items"]
+        )
+        return found
+
+    # --- following the log ---------------------------------------------------------
+
+    async def _follow(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._dirty.wait(), self.limits.poll_seconds)
+            self._dirty.clear()
+            if not self._windows:
+                # nobody listens: only keep the position current
+                self.position = await self._read_position()
+                continue
+            try:
+                await self._read_new()
+            except Exception:  # a busy or failing read: try again on the next wake
+                log.exception("reading new events failed")
+                await asyncio.sleep(self.limits.poll_seconds)
+
+    async def _read_position(self) -> int:
+        try:
+            return max(self.position, await self.db.read(events.last_sequence))
+        except Exception:
+            log.exception("reading the event log's end failed")
+            return self.position
+
+    async def _read_new(self) -> None:
+        while True:
+            rows: list[Event] = await self.db.read(
+                functools.partial(events.events_after_any_project, after=self.position, count=PAGE)
+            )
+            touched: set[str] = set()
+            for event in rows:
+                window = self._windows.get(event["project_id"])
+                if window is not None:
+                    window.items.append(event)
+                    if len(window.items) > self.limits.window:
+                        window.floor = window.items.popleft()["sequence"]
+                    touched.add(event["project_id"])
+            if rows:
+                self.position = rows[-1]["sequence"]
+            for project_id in touched:
+                for listener in self._windows[project_id].listeners:
+                    listener.wake.set()
+            if len(rows) < PAGE:
+                return

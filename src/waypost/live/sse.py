@@ -1,0 +1,86 @@
+"""`GET /api/v1/projects/{project}/events/stream`: a project's events as
+Server-Sent Events.
+
+Each event goes out as `id: <sequence>`, `event: <type>` and `data: <the
+event object, compact JSON>`, oldest first, after `Last-Event-ID` (which wins)
+or `?after=`, else from the next new event. A `: keep-alive` comment goes out
+whenever nothing else did for `keepalive_seconds` (15). The stream ends when
+the token stops authenticating (re-checked every 15 seconds), when the
+server stops, or after an `event: error` (a consumer too slow to keep up:
+resume with `Last-Event-ID`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from waypost.errors import InvalidRequest, WaypostError
+from waypost.live import SlowConsumer, StreamEnded
+from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_events
+from waypost.rest.responses import HEADERS, error_response
+
+PATH = "/api/v1/projects/{project}/events/stream"
+
+
+def _position(value: str | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if not value.isascii() or not value.isdigit() or len(value) > 18:
+        raise InvalidRequest.field(name, f"{name} must be an event sequence (0 or more)")
+    return int(value)
+
+
+def _frame(event: dict[str, object]) -> bytes:
+    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    return f"id: {event['sequence']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+
+
+async def event_stream(request: Request) -> Response:
+    rt = request.app.state.runtime
+    actor = request.state.actor
+    project_id = request.path_params["project"]
+    token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    stack = AsyncExitStack()
+    try:
+        after = _position(request.query_params.get("after"), "after")
+        resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
+        await check_project(rt, project_id)
+        events = project_events(
+            rt, actor, token, project_id, resumed if resumed is not None else after
+        )
+        stack.push_async_callback(events.aclose)
+        # the first item (OPENED) comes once the listener is in place: a refusal
+        # (too many streams) is still an ordinary JSON error, before the stream
+        first = await anext(events)
+    except WaypostError as error:
+        await stack.aclose()
+        return error_response(error)
+    except (StreamEnded, StopAsyncIteration):
+        await stack.aclose()
+        return Response(status_code=204)
+
+    async def body() -> AsyncIterator[bytes]:
+        async with stack:
+            item = first
+            try:
+                while True:
+                    if item is OPENED:
+                        yield b": stream open\n\n"
+                    elif item is KEEPALIVE:
+                        yield b": keep-alive\n\n"
+                    else:
+                        yield _frame(item)
+                    item = await anext(events)
+            except (StreamEnded, StopAsyncIteration):
+                return
+            except SlowConsumer as error:
+                payload = json.dumps(error.to_json()["error"], separators=(",", ":"))
+                yield f"event: error\ndata: {payload}\n\n".encode()
+
+    headers = {**HEADERS, "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)

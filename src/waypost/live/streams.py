@@ -1,0 +1,115 @@
+"""What the SSE route and the GraphQL subscriptions share: a project's events
+as an async iterator (with keep-alive ticks and token re-checks), and a
+decision's changes computed from them."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Any
+
+from waypost.clock import format_time
+from waypost.errors import NotFound
+from waypost.live import hub_for
+from waypost.resolvers.access import principals
+from waypost.resolvers.decisions.views import load_decisions
+from waypost.resolvers.projects.operations import require_project
+from waypost.runtime import Actor, Runtime
+
+Event = dict[str, Any]
+# what `project_events` yields besides events (compared by identity): OPENED
+# once the listener is in place, KEEPALIVE after each quiet keep-alive interval
+# (the SSE route writes a comment line for each)
+OPENED: Event = {}
+KEEPALIVE: Event = {}
+
+
+async def check_project(rt: Runtime, project_id: str) -> None:
+    await rt.db.read(lambda conn: require_project(conn, project_id))
+
+
+async def still_valid(rt: Runtime, token: str) -> bool:
+    """Whether the stream's token still authenticates (not revoked meanwhile)."""
+    try:
+        await rt.db.read(lambda conn: principals.authenticate(conn, token, "api"))
+    except Exception:
+        return False
+    return True
+
+
+async def project_events(
+    rt: Runtime, actor: Actor, token: str, project_id: str, after: int | None
+) -> AsyncGenerator[Event, None]:
+    """Events of `project_id` after `after` (None: from the next new one), in
+    sequence order, each once; first `OPENED`, and `KEEPALIVE` after each quiet
+    keep-alive interval.
+
+    Ends when the token no longer authenticates (checked every
+    `recheck_seconds`) or the hub stops. Raises `TooManyStreams` before the
+    first item when the caps are reached, `SlowConsumer` when the consumer
+    falls too far behind the live events.
+    """
+    hub = hub_for(rt)
+    limits = hub.limits
+    async with hub.listen(project_id, actor.token_id, after) as listener:
+        yield OPENED
+        checked = kept = time.monotonic()
+        while True:
+            wait = max(0.0, min(kept + limits.keepalive_seconds, checked + limits.recheck_seconds)
+                       - time.monotonic())  # fmt: skip
+            batch = await listener.next_batch(wait)
+            for event in batch:
+                yield event
+            now = time.monotonic()
+            if now - checked >= limits.recheck_seconds:
+                if not await still_valid(rt, token):
+                    return
+                checked = now
+            if now - kept >= limits.keepalive_seconds:
+                kept = now
+                yield KEEPALIVE
+
+
+async def load_decision(rt: Runtime, decision_id: str) -> dict[str, Any] | None:
+    now_at = format_time(rt.now())
+    found = await rt.db.read(lambda conn: load_decisions(conn, [decision_id], now_at))
+    return found.get(decision_id)
+
+
+def _state(decision: dict[str, Any]) -> tuple[Any, ...]:
+    current = decision["current"]
+    answer = current["answer"]
+    return (decision["generation"], decision["status"], answer and answer["at"])
+
+
+async def decision_changes(
+    rt: Runtime, actor: Actor, token: str, decision_id: str
+) -> AsyncIterator[dict[str, Any]]:
+    """The decision now, then again each time its generation, answer or status
+    changes. Status changes that write no event of their own (stale after an
+    edit of an affected task or of the rules, expired when time passes) are
+    found by reading the decision again after every event of its project and
+    at least every `poll_seconds`. Ends as `project_events` does."""
+    decision = await load_decision(rt, decision_id)
+    if decision is None:
+        raise NotFound("no such decision", {"decision_id": decision_id})
+    yield decision
+    last = _state(decision)
+    hub = hub_for(rt)
+    limits = hub.limits
+    async with hub.listen(decision["project_id"], actor.token_id, None) as listener:
+        checked = time.monotonic()
+        while True:
+            # any event of the project, or a quiet interval: look again
+            await listener.next_batch(limits.poll_seconds)
+            if time.monotonic() - checked >= limits.recheck_seconds:
+                if not await still_valid(rt, token):
+                    return
+                checked = time.monotonic()
+            found = await load_decision(rt, decision_id)
+            if found is None:
+                return
+            state = _state(found)
+            if state != last:
+                last = state
+                yield found

@@ -1,0 +1,78 @@
+"""GraphQL subscriptions (graphql-transport-ws at /graphql): a project's events
+and a decision's changes, from committed events only (see `waypost.live`)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import TypeVar
+
+import strawberry
+from graphql import GraphQLError
+
+from waypost.errors import WaypostError
+from waypost.live import StreamEnded
+from waypost.live.streams import KEEPALIVE, OPENED, check_project, decision_changes, project_events
+from waypost.schema.context import Info
+from waypost.schema.decisions import Decision
+from waypost.schema.projects import Event
+
+T = TypeVar("T")
+
+
+def _graphql_error(error: WaypostError) -> GraphQLError:
+    return GraphQLError(error.message, extensions={"code": error.code, **error.details})
+
+
+async def _guarded(items: AsyncIterator[T]) -> AsyncIterator[T]:
+    """Business refusals as GraphQL errors with `extensions.code`; a stopping
+    server ends the subscription (`complete`)."""
+    try:
+        async for item in items:
+            yield item
+    except StreamEnded:
+        return
+    except WaypostError as error:
+        raise _graphql_error(error) from error
+
+
+@strawberry.type(description="Live updates over WebSocket (`graphql-transport-ws`).")
+class Subscription:
+    @strawberry.subscription(
+        description="The project's events in sequence order, each once, from committed"
+        " transactions only: after `after`, else from the next new event."
+    )
+    async def project_events(
+        self,
+        info: Info,
+        project_id: strawberry.ID,
+        after: int | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        ctx = info.context
+
+        async def items() -> AsyncIterator[Event]:
+            await check_project(ctx.rt, project_id)
+            async for item in project_events(ctx.rt, ctx.actor, ctx.token, project_id, after):
+                if item is not OPENED and item is not KEEPALIVE:
+                    yield Event.from_json(item)
+
+        async for event in _guarded(items()):
+            yield event
+
+    @strawberry.subscription(
+        description="The decision now, then each time its generation, answer or status"
+        " changes, including status changes caused elsewhere (stale after an edit of an"
+        " affected task or of the rules, expired when its time passes)."
+    )
+    async def decision_changed(
+        self,
+        info: Info,
+        id: strawberry.ID,
+    ) -> AsyncGenerator[Decision, None]:
+        ctx = info.context
+
+        async def items() -> AsyncIterator[Decision]:
+            async for found in decision_changes(ctx.rt, ctx.actor, ctx.token, id):
+                yield Decision.from_json(found)
+
+        async for decision in _guarded(items()):
+            yield decision

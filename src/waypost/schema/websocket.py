@@ -1,0 +1,64 @@
+"""GraphQL over WebSocket (`graphql-transport-ws`): authentication in
+`connection_init`.
+
+The token travels in the `connection_init` payload as
+`{"Authorization": "Bearer wp_..."}` (optionally with `"Waypost-Session"`, as
+the HTTP header would carry it); a missing or bad one closes the socket with
+code 4401 before anything runs. Strawberry itself closes a socket that sends
+`subscribe` before `connection_init` (4401) or a second `connection_init`
+(4429).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
+    BaseGraphQLTransportWSHandler,
+)
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
+
+from waypost.clock import format_time
+from waypost.errors import Unauthenticated, WaypostError
+from waypost.resolvers.access import principals, sessions
+from waypost.runtime import Actor, Runtime
+from waypost.schema.context import Context
+
+# the context of a socket before connection_init names its caller; nothing
+# runs with it (Strawberry refuses operations before the acknowledgement)
+NOBODY = Actor(principal_id="", kind="", name="", token_id="")
+
+
+async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
+    """(caller, token) from a connection_init payload, or Unauthenticated."""
+    if not isinstance(payload, dict):
+        raise Unauthenticated("unauthenticated")
+    header = payload.get("Authorization") or payload.get("authorization")
+    scheme, _, token = header.partition(" ") if isinstance(header, str) else ("", "", "")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        raise Unauthenticated("unauthenticated")
+    session_id = payload.get("Waypost-Session")
+    at = format_time(rt.now())
+
+    def check(conn: Any) -> Actor:
+        actor = principals.authenticate(conn, token, "api")
+        if isinstance(session_id, str):
+            actor = sessions.enter_session(conn, actor, session_id, at)
+        return actor
+
+    return await rt.db.read(check), token
+
+
+class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        if not self.connection_init_received:
+            try:
+                actor, token = await authenticate(self.context.rt, message.get("payload"))
+            except WaypostError:
+                # also a session that is not live: the socket gets no caller at all
+                self.connection_init_received = True
+                await self.websocket.close(code=4401, reason="Unauthorized")
+                return
+            self.context.actor, self.context.token = actor, token
+        await super().handle_connection_init(message)

@@ -1,0 +1,179 @@
+"""GET /api/v1/projects/{project}/events/stream over a real socket: committed
+events only, in order, each once, resumable; keep-alives, caps, revocation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import new_task
+from tests.live_support import SseEvent, next_data_event, running, sse_events
+from waypost.clock import format_time
+from waypost.live import SlowConsumer, hub_for
+from waypost.resolvers.access import principals
+from waypost.resolvers.core import events
+
+STREAM = "/api/v1/projects/demo/events/stream"
+
+
+@contextlib.asynccontextmanager
+async def stream(
+    base: str, caller: Caller, headers: dict[str, str] | None = None, **params: Any
+) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[SseEvent]]]:
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=10) as client,
+        client.stream(
+            "GET", STREAM, params=params, headers={**caller.headers(), **(headers or {})}
+        ) as r,
+    ):
+        yield r, sse_events(r)
+
+
+async def rest_events(caller: Caller, after: int = 0) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = (
+        await caller.get("/api/v1/projects/demo/events", after=after, limit=200)
+    ).json()["items"]
+    return items
+
+
+async def test_replays_after_then_follows_the_live_tail_in_order(
+    service: Service, human: Caller, project: str
+) -> None:
+    await new_task(human, "before")
+    async with running(service) as base, stream(base, human, after=0) as (r, evs):
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        for i in range(3):
+            await new_task(human, f"live {i}")
+        expected = await rest_events(human)
+        got = [await next_data_event(evs) for _ in expected]
+    assert [int(e.id or 0) for e in got] == [e["sequence"] for e in expected]
+    assert [e.event for e in got] == [e["type"] for e in expected]
+    assert [e.json() for e in got] == expected  # the event objects of REST, verbatim
+
+
+async def test_without_after_starts_with_the_next_new_event(
+    service: Service, human: Caller, project: str
+) -> None:
+    old = await rest_events(human)
+    async with running(service) as base, stream(base, human) as (_, evs):
+        first = await anext(evs)
+        assert first.comments == ["stream open"]
+        await new_task(human, "new")
+        event = await next_data_event(evs)
+    assert int(event.id or 0) > old[-1]["sequence"]
+    assert event.event == "task.created"
+
+
+async def test_last_event_id_wins_over_after(service: Service, human: Caller, project: str) -> None:
+    for i in range(3):
+        await new_task(human, f"t{i}")
+    seqs = [e["sequence"] for e in await rest_events(human)]
+    async with (
+        running(service) as base,
+        stream(base, human, headers={"Last-Event-ID": str(seqs[-2])}, after=0) as (_, evs),
+    ):
+        event = await next_data_event(evs)
+    assert int(event.id or 0) == seqs[-1]
+
+
+async def test_keep_alive_comments_while_quiet(
+    service: Service, human: Caller, project: str
+) -> None:
+    async with running(service) as base, stream(base, human) as (_, evs):
+        await anext(evs)  # stream open
+        quiet = await asyncio.wait_for(anext(evs), 5)
+    assert quiet.comments == ["keep-alive"] and not quiet.data
+
+
+async def test_rolled_back_writes_never_appear(
+    service: Service, human: Caller, project: str
+) -> None:
+    def doomed(conn: Any) -> None:
+        events.append(
+            conn, project_id="demo", type="task.created", subject_type="task",
+            subject_id="ghost", actor_id=None, actor_session_id=None, at="2026-01-01T00:00:00Z",
+            data={},
+        )  # fmt: skip
+        raise RuntimeError("rolled back")
+
+    async with running(service) as base, stream(base, human) as (_, evs):
+        await anext(evs)
+        with pytest.raises(RuntimeError):
+            await service.rt.db.write(doomed)
+        await new_task(human, "real")
+        event = await next_data_event(evs)
+    assert event.json()["subject_id"] != "ghost"
+    assert event.event == "task.created"
+
+
+async def test_stream_ends_when_its_token_is_revoked(
+    service: Service, human: Caller, project: str
+) -> None:
+    other = await service.principal("human", "bob")
+    token_id = (await other.get("/api/v1/me")).json()["principal"]["id"]
+    del token_id
+    async with running(service) as base, stream(base, other) as (_, evs):
+        await anext(evs)
+        actor = await service.rt.db.read(lambda c: principals.authenticate(c, other.token, "api"))
+        at = format_time(service.clock.now())
+        await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        rest: list[SseEvent] = []
+
+        async def drain() -> None:
+            async for e in evs:
+                rest.append(e)
+
+        await asyncio.wait_for(drain(), 5)  # the stream ends by itself
+    assert not any(e.data for e in rest)
+
+
+async def test_streams_per_token_are_capped(service: Service, human: Caller, project: str) -> None:
+    async with running(service) as base, contextlib.AsyncExitStack() as stack:
+        readers = []  # kept: a reader collected early would close its stream
+        for _ in range(3):  # QUICK allows 3 per token
+            _, evs = await stack.enter_async_context(stream(base, human))
+            readers.append(evs)
+            await anext(evs)
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            refused = await asyncio.wait_for(client.get(STREAM, headers=human.headers()), 10)
+        assert refused.status_code == 429
+        assert refused.json()["error"]["code"] == "too_many_streams"
+        assert hub_for(service.rt).open_count() == 3
+
+
+async def test_bad_positions_and_unknown_projects_are_refused(
+    service: Service, human: Caller, project: str
+) -> None:
+    async with running(service) as base, httpx.AsyncClient(base_url=base) as client:
+        r = await client.get(STREAM, params={"after": "x"}, headers=human.headers())
+        assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"
+        r = await client.get(STREAM, headers={**human.headers(), "Last-Event-ID": "-1"})
+        assert r.status_code == 400
+        r = await client.get("/api/v1/projects/nope/events/stream", headers=human.headers())
+        assert r.status_code == 404
+        r = await client.get(STREAM)
+        assert r.status_code == 401
+
+
+async def test_a_consumer_that_falls_behind_the_window_is_dropped(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Caught up once, then more than the window (50 in QUICK) behind: dropped,
+    and told where to resume; the writer never waited for it."""
+    async with running(service):
+        hub = hub_for(service.rt)
+        async with hub.listen("demo", "tok", None) as listener:
+            assert await listener.next_batch(0.05) == []
+            for i in range(60):
+                await new_task(human, f"t{i}")
+            await asyncio.sleep(0.3)  # the hub reads the new events
+            with pytest.raises(SlowConsumer) as caught:
+                await listener.next_batch(0.05)
+    assert caught.value.details["after"] == listener.last
