@@ -1,0 +1,41 @@
+"""The private lifecycle app: `create_lifecycle_app(rt, verifier)`.
+
+A Starlette app of its own, on its own listener: its routes, its
+authentication layer and its `{"error": "code"}` envelope. Nothing of the
+public app (its Gate, REST envelope or GraphQL) is part of it, and the public
+app mounts none of these routes.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from waypost.lifecycle_http.auth import Authenticate
+from waypost.lifecycle_http.envelope import status_response
+from waypost.lifecycle_http.routes import make_routes
+from waypost.lifecycle_http.verifiers import TokenVerifier
+from waypost.resolvers.lifecycle.cursors import CursorSigner
+from waypost.runtime import Runtime
+
+
+def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
+    """The lifecycle listener's ASGI app. `verifier` is required: there is no default."""
+    if verifier is None:  # a composition that forgot it must not start unauthenticated
+        raise TypeError("create_lifecycle_app needs a token verifier")
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return status_response(exc.status_code)
+
+    # the cursor key lives in this process only: a restart invalidates every cursor
+    signer = CursorSigner()
+    app = Starlette(
+        routes=make_routes(rt, signer),
+        exception_handlers={404: http_error, 405: http_error},
+    )
+    app.state.runtime = rt
+    app.add_middleware(Authenticate, verifier=verifier)
+    return app
