@@ -29,8 +29,8 @@ async def registered(author: Member) -> Member:
 
 
 def request_body(*reviewers: str, version: int = 1, **options: Any) -> dict[str, Any]:
-    return {"version": version,
-            "options": {"profile": "standard", "reviewers": list(reviewers), **options}}  # fmt: skip
+    opts = {"profile": "standard", "reviewers": list(reviewers), **options}
+    return {"version": version, "options": opts}
 
 
 async def test_a_review_request_returns_the_intake_envelope(
@@ -136,8 +136,8 @@ async def test_outcomes_progress_from_not_requested_to_decided(
     registered: Member, reviewer: Member
 ) -> None:
     state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
-    assert state == {"memo_id": "adr.payments-retry", "version": 1,
-                     "submission_state": "not_requested", "requests": [], "outcomes": []}  # fmt: skip
+    assert state["submission_state"] == "not_requested"
+    assert (state["requests"], state["outcomes"], state["version"]) == ([], [], 1)
     request_id = await request_review(registered, reviewer.id)
     assert (await reviewer.get(f"{M}/outcomes", version=1)).json()["submission_state"] == (
         "requested"
