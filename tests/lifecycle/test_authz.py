@@ -82,8 +82,7 @@ async def test_a_replay_is_authorized_again(
 async def test_a_replay_after_moving_tenant_is_denied(lifecycle: Lifecycle, author: Member) -> None:
     await author.post("/v1/decisions", {"memo": memo()}, key="moved")
     await lifecycle.grant(author.id, "globex", "author")
-    refused(await author.post("/v1/decisions", {"memo": memo()}, key="moved"), 403,
-            "policy_denied")  # fmt: skip
+    refused(await author.post("/v1/decisions", {"memo": memo()}, key="moved"), 403, "policy_denied")
 
 
 async def test_a_denied_command_writes_nothing(lifecycle: Lifecycle, author: Member) -> None:
@@ -106,8 +105,7 @@ async def test_a_token_revoked_before_the_write_is_401(
     from waypost.errors import Unauthenticated
     from waypost.resolvers.lifecycle.model import Memo, RegisterBody
 
-    body = RegisterBody(memo=Memo(id="x", version=1, title="t", question="q?",
-                                  options=[]))  # fmt: skip
+    body = RegisterBody(memo=Memo(id="x", version=1, title="t", question="q?", options=[]))
     with pytest.raises(Unauthenticated):
         await commands.register(lifecycle.service.rt, req, body)
     assert await lifecycle.count("lifecycle_memos") == 0

@@ -79,8 +79,12 @@ async def test_evaluations_score_an_option_of_that_version(registered: Member) -
     ok = {"option_id": "a", "criterion": "cost", "score": -2, "rationale": "cheap"}
     r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": ok})
     assert r.status_code == 200
-    for bad in [{**ok, "option_id": "zz"}, {**ok, "score": 3}, {**ok, "score": True},
-                {**ok, "score": 1.0}]:  # fmt: skip
+    for bad in [
+        {**ok, "option_id": "zz"},
+        {**ok, "score": 3},
+        {**ok, "score": True},
+        {**ok, "score": 1.0},
+    ]:
         r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": bad})
         refused(r, 400, "invalid_request")
     assert (await events(registered))[-1]["data"] == ok
@@ -172,17 +176,27 @@ async def test_a_cursor_is_bound_to_its_caller_tenant_and_query(
     await register_many(author, clock, 3)
     cursor = (await author.get("/v1/decisions", limit=1, q="retries")).json()["next_cursor"]
     colleague = await lifecycle.member("reader")
-    refused(await colleague.get("/v1/decisions", limit=1, q="retries", cursor=cursor), 400,
-            "invalid_cursor")  # fmt: skip
-    refused(await author.get("/v1/decisions", limit=1, q="memo", cursor=cursor), 400,
-            "invalid_cursor")  # fmt: skip
+    refused(
+        await colleague.get("/v1/decisions", limit=1, q="retries", cursor=cursor),
+        400,
+        "invalid_cursor",
+    )
+    refused(
+        await author.get("/v1/decisions", limit=1, q="memo", cursor=cursor), 400, "invalid_cursor"
+    )
     tampered = cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB")
-    refused(await author.get("/v1/decisions", limit=1, q="retries", cursor=tampered), 400,
-            "invalid_cursor")  # fmt: skip
+    refused(
+        await author.get("/v1/decisions", limit=1, q="retries", cursor=tampered),
+        400,
+        "invalid_cursor",
+    )
     refused(await author.get("/v1/decisions", cursor="garbage"), 400, "invalid_cursor")
     await lifecycle.grant(author.id, "globex", "author")
-    refused(await author.get("/v1/decisions", limit=1, q="retries", cursor=cursor), 400,
-            "invalid_cursor")  # fmt: skip
+    refused(
+        await author.get("/v1/decisions", limit=1, q="retries", cursor=cursor),
+        400,
+        "invalid_cursor",
+    )
 
 
 async def test_a_cursor_expires_after_five_minutes(author: Member, clock: MovableClock) -> None:

@@ -53,8 +53,11 @@ async def test_registration_must_bring_all_packet_content(author: Member) -> Non
 
 async def test_media_type_must_match_its_packet_entry(author: Member) -> None:
     m, _ = with_docs(memo(), b"real")
-    refused(await author.register(m, [document(b"real", "text/plain")]), 400,
-            "document_media_type_mismatch")  # fmt: skip
+    refused(
+        await author.register(m, [document(b"real", "text/plain")]),
+        400,
+        "document_media_type_mismatch",
+    )
 
 
 async def test_content_must_be_strict_base64(author: Member) -> None:
@@ -159,7 +162,10 @@ async def test_a_document_outside_the_version_packet_is_404(author: Member) -> N
 
 async def test_base64_of_the_wrong_bytes_never_stores(author: Member, lifecycle: Lifecycle) -> None:
     m, _ = with_docs(memo(), b"truth")
-    lie = {"digest": digest(b"truth"), "media_type": "text/markdown",
-           "content_base64": base64.b64encode(b"lie").decode()}  # fmt: skip
+    lie = {
+        "digest": digest(b"truth"),
+        "media_type": "text/markdown",
+        "content_base64": base64.b64encode(b"lie").decode(),
+    }
     await author.register(m, [lie])
     assert await lifecycle.count("lifecycle_documents") == 0

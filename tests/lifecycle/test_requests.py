@@ -40,8 +40,11 @@ async def test_an_api_token_is_401(lifecycle: Lifecycle, author: Member) -> None
 
 async def test_an_unknown_or_malformed_token_is_401(lifecycle: Lifecycle) -> None:
     for header in ["Bearer wp_nope", "Basic abc", "Bearer ", "bearer"]:
-        refused(await lifecycle.client.get(URL, headers={"Authorization": header}), 401,
-                "unauthenticated")  # fmt: skip
+        refused(
+            await lifecycle.client.get(URL, headers={"Authorization": header}),
+            401,
+            "unauthenticated",
+        )
 
 
 async def test_a_revoked_lifecycle_token_is_401(lifecycle: Lifecycle, author: Member) -> None:
@@ -118,6 +121,13 @@ async def test_a_body_without_declared_length_is_400(author: Member) -> None:
     refused(r, 400, "length_required")
 
 
+async def test_a_body_shorter_or_longer_than_declared_is_400(author: Member) -> None:
+    raw = json.dumps({"memo": memo()}).encode()
+    for declared in [len(raw) + 10, len(raw) - 1]:
+        h = {"Content-Length": str(declared)}
+        refused(await author.post(URL, raw, headers=h), 400, "truncated_body")
+
+
 @pytest.mark.parametrize("key", [None, "", "x" * 257, "has space"])
 async def test_the_idempotency_key_is_required_and_bounded(
     author: Member, lifecycle: Lifecycle, key: str | None
@@ -178,8 +188,7 @@ async def test_unknown_top_level_fields_are_400(author: Member) -> None:
 async def test_a_boolean_expected_version_is_400(author: Member) -> None:
     await author.register(memo())
     body = {"memo": memo(version=2), "expected_version": True, "summary": "s"}
-    refused(await author.post(f"{URL}/adr.payments-retry/revisions", body), 400,
-            "invalid_request")  # fmt: skip
+    refused(await author.post(f"{URL}/adr.payments-retry/revisions", body), 400, "invalid_request")
 
 
 async def test_excessive_nesting_is_400(author: Member) -> None:
@@ -225,8 +234,9 @@ async def test_a_question_ending_with_spaces_after_the_mark_passes(author: Membe
     ],
 )
 async def test_secret_markers_anywhere_in_the_memo_are_400(author: Member, secret: str) -> None:
-    refused(await author.register(memo(context=f"note {secret} end")), 400,
-            "secret_marker_detected")  # fmt: skip
+    refused(
+        await author.register(memo(context=f"note {secret} end")), 400, "secret_marker_detected"
+    )
     refused(await author.register(memo(tags=[secret[:64]])), 400, "secret_marker_detected")
 
 
@@ -278,8 +288,11 @@ async def test_id_characters_the_contract_allows(author: Member) -> None:
 async def test_duplicate_and_unknown_query_keys_are_400(author: Member) -> None:
     await author.register(memo())
     path = f"{URL}/adr.payments-retry"
-    refused(await author.client.get(f"{path}?version=1&version=1", headers=author.headers()),
-            400, "invalid_request")  # fmt: skip
+    refused(
+        await author.client.get(f"{path}?version=1&version=1", headers=author.headers()),
+        400,
+        "invalid_request",
+    )
     refused(await author.get(path, other="x"), 400, "invalid_request")
     refused(await author.get(URL, q="a", limit="0"), 400, "invalid_request")
 
@@ -287,8 +300,7 @@ async def test_duplicate_and_unknown_query_keys_are_400(author: Member) -> None:
 @pytest.mark.parametrize("version", ["true", "0", "-1", "1.5", "x", ""])
 async def test_version_must_be_a_positive_integer(author: Member, version: str) -> None:
     await author.register(memo())
-    refused(await author.get(f"{URL}/adr.payments-retry", version=version), 400,
-            "invalid_request")  # fmt: skip
+    refused(await author.get(f"{URL}/adr.payments-retry", version=version), 400, "invalid_request")
 
 
 async def test_post_routes_take_no_query_parameters(author: Member) -> None:

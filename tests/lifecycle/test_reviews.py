@@ -150,9 +150,15 @@ async def test_outcomes_progress_from_not_requested_to_decided(
     state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
     assert state["submission_state"] == "decided"
     assert state["requests"][0]["request_id"] == request_id
-    assert state["outcomes"] == [{"request_id": request_id, "reviewer": reviewer.id,
-                                  "disposition": "accepted", "rationale": "sound",
-                                  "at": "2026-11-29T18:00:00.000Z"}]  # fmt: skip
+    assert state["outcomes"] == [
+        {
+            "request_id": request_id,
+            "reviewer": reviewer.id,
+            "disposition": "accepted",
+            "rationale": "sound",
+            "at": "2026-11-29T18:00:00.000Z",
+        }
+    ]
     types = [e["type"] for e in (await reviewer.get(f"{M}/events")).json()["events"]]
     assert types[-2:] == ["review.requested", "outcome.recorded"]
 

@@ -60,8 +60,9 @@ CODES = frozenset(GENERAL.values()) | SPECIFIC[400] | SPECIFIC[409] | {"internal
 def json_bytes(
     text: str | bytes, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
-    return Response(text, status, headers={**HEADERS, **(headers or {})},
-                    media_type="application/json")  # fmt: skip
+    return Response(
+        text, status, headers={**HEADERS, **(headers or {})}, media_type="application/json"
+    )
 
 
 def status_and_code(error: WaypostError) -> tuple[int, str]:

@@ -130,8 +130,9 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         q = rules.query(request, VersionQuery)
         checks.check_digest(digest, "digest")
         doc = await queries.get_document(rt, _caller(request), memo_id, digest, q.version)
-        return Response(doc.content, 200, media_type=doc.media_type,
-                        headers={"Cache-Control": "no-store"})  # fmt: skip
+        return Response(
+            doc.content, 200, media_type=doc.media_type, headers={"Cache-Control": "no-store"}
+        )
 
     decision = "/v1/decisions/{id}"
     routes = [
@@ -144,12 +145,11 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         ("POST", f"{decision}/sources", on_memo(SourceBody, commands.add_source)),
         ("POST", f"{decision}/evaluations", on_memo(EvaluationBody, commands.add_evaluation)),
         ("POST", f"{decision}/publications", on_memo(PublicationBody, commands.publish)),
-        ("POST", f"{decision}/review-requests",
-         on_memo(ReviewRequestBody, reviews.request_review)),
+        ("POST", f"{decision}/review-requests", on_memo(ReviewRequestBody, reviews.request_review)),
         ("GET", f"{decision}/review-requests", list_review_requests),
         ("GET", f"{decision}/outcomes", outcomes),
         ("GET", f"{decision}/documents/{{digest}}", document),
-    ]  # fmt: skip
+    ]
     by_path: dict[str, dict[str, Handler]] = {}
     for method, path, handler in routes:
         by_path.setdefault(path, {})[method] = guarded(handler)

@@ -76,9 +76,15 @@ class Tx:
 
     def event(self, memo_id: str, version: int, type: str, data: dict[str, Any]) -> int:
         return store.append_event(
-            self.conn, self.grant.tenant, memo_id, version, type, self.grant.caller.id,
-            self.at, data,
-        )  # fmt: skip
+            self.conn,
+            self.grant.tenant,
+            memo_id,
+            version,
+            type,
+            self.grant.caller.id,
+            self.at,
+            data,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,9 +136,14 @@ def _run(
     body = unit(Tx(conn, at, grant, current))
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     store.insert_receipt(
-        conn, req.caller.id, req.key, req.fingerprint, (grant.tenant, memo_id, action.value),
-        text, at,
-    )  # fmt: skip
+        conn,
+        req.caller.id,
+        req.key,
+        req.fingerprint,
+        (grant.tenant, memo_id, action.value),
+        text,
+        at,
+    )
     return Receipt(text)
 
 
@@ -168,8 +179,9 @@ async def register(rt: Runtime, req: Request, body: RegisterBody) -> Receipt:
         if store.current_version(tx.conn, tenant, memo.id) is not None:
             raise StateConflict("this memo is already registered", {"reason": "memo_exists"})
         store.insert_memo(tx.conn, tenant, memo.id, tx.grant.caller.id, tx.at)
-        store.insert_revision(tx.conn, tenant, memo.id, 1, text,
-                              _revision_fields("", memo), tx.grant.caller.id, tx.at)  # fmt: skip
+        store.insert_revision(
+            tx.conn, tenant, memo.id, 1, text, _revision_fields("", memo), tx.grant.caller.id, tx.at
+        )
         stored = documents.store_documents(tx.conn, tenant, memo.id, memo, supplied, set(), tx.at)
         seq = tx.event(memo.id, 1, "memo.registered", {"title": memo.title, "documents": stored})
         return _receipt(seq, memo.id, 1, links=True)
@@ -198,13 +210,22 @@ async def revise(rt: Runtime, req: Request, memo_id: str, body: ReviseBody) -> R
             )
         current = memo_at(tx.conn, tenant, memo_id, body.expected_version)
         retained = {entry["digest"] for entry in current["packet"]}
-        store.insert_revision(tx.conn, tenant, memo_id, memo.version, text,
-                              _revision_fields(body.summary, memo), tx.grant.caller.id,
-                              tx.at)  # fmt: skip
-        stored = documents.store_documents(tx.conn, tenant, memo_id, memo, supplied, retained,
-                                           tx.at)  # fmt: skip
-        seq = tx.event(memo_id, memo.version, "memo.revised",
-                       {"summary": body.summary, "documents": stored})  # fmt: skip
+        store.insert_revision(
+            tx.conn,
+            tenant,
+            memo_id,
+            memo.version,
+            text,
+            _revision_fields(body.summary, memo),
+            tx.grant.caller.id,
+            tx.at,
+        )
+        stored = documents.store_documents(
+            tx.conn, tenant, memo_id, memo, supplied, retained, tx.at
+        )
+        seq = tx.event(
+            memo_id, memo.version, "memo.revised", {"summary": body.summary, "documents": stored}
+        )
         return _receipt(seq, memo_id, memo.version, links=True)
 
     return await run(rt, req, Action.WRITE, memo_id, unit)
@@ -242,9 +263,10 @@ async def add_source(rt: Runtime, req: Request, memo_id: str, body: SourceBody) 
         digest = body.source.digest
         if digest is not None and digest not in {p["digest"] for p in memo["packet"]}:
             raise checks.refuse(
-                "invalid_request", "digest must name a packet entry of that version",
+                "invalid_request",
+                "digest must name a packet entry of that version",
                 "source.digest",
-            )  # fmt: skip
+            )
         seq = tx.event(memo_id, body.version, "source.added", data)
         return _receipt(seq, memo_id, body.version)
 
@@ -259,9 +281,10 @@ async def add_evaluation(rt: Runtime, req: Request, memo_id: str, body: Evaluati
         memo = memo_at(tx.conn, tx.grant.tenant, memo_id, body.version)
         if body.evaluation.option_id not in {o["id"] for o in memo["options"]}:
             raise checks.refuse(
-                "invalid_request", "option_id must name an option of that version",
+                "invalid_request",
+                "option_id must name an option of that version",
                 "evaluation.option_id",
-            )  # fmt: skip
+            )
         seq = tx.event(memo_id, body.version, "evaluation.added", data)
         return _receipt(seq, memo_id, body.version)
 

@@ -42,8 +42,9 @@ class CursorSigner:
 
     def sign(self, binding: dict[str, str], position: list[str], now: datetime) -> str:
         expires = int((now + LIFETIME).timestamp() * 1000)
-        payload = json.dumps({"b": binding, "p": position, "x": expires},
-                             separators=(",", ":"), sort_keys=True).encode()  # fmt: skip
+        payload = json.dumps(
+            {"b": binding, "p": position, "x": expires}, separators=(",", ":"), sort_keys=True
+        ).encode()
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
     def open(self, cursor: str, binding: dict[str, str], now: datetime) -> list[str]:

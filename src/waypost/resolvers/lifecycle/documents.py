@@ -96,9 +96,10 @@ def store_documents(
     for i, entry in enumerate(memo.packet):
         if entry.digest not in given and entry.digest not in retained:
             raise checks.refuse(
-                "document_missing", "the packet names a digest without its bytes",
+                "document_missing",
+                "the packet names a digest without its bytes",
                 f"memo.packet[{i}].digest",
-            )  # fmt: skip
+            )
     stored: list[str] = []
     for entry in memo.packet:
         existing = store.document(conn, tenant, memo_id, entry.digest)
@@ -112,7 +113,8 @@ def store_documents(
         content = given.get(entry.digest)
         if content is None:  # retained, yet not stored: only a damaged store gets here
             raise checks.refuse("document_missing", "the packet names a digest without its bytes")
-        store.insert_document(conn, tenant, memo_id, content.digest, content.media_type,
-                              content.data, at)  # fmt: skip
+        store.insert_document(
+            conn, tenant, memo_id, content.digest, content.media_type, content.data, at
+        )
         stored.append(content.digest)
     return stored

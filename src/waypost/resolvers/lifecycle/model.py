@@ -66,8 +66,9 @@ class Memo(_Closed):
     packet: Annotated[list[PacketEntry], msgspec.Meta(max_length=100)] = []
     highlights: Annotated[list[Highlight], msgspec.Meta(max_length=200)] = []
     proposed_binding_principal: Label | None = None
-    tags: Annotated[list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]],
-                    msgspec.Meta(max_length=50)] = []  # fmt: skip
+    tags: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]], msgspec.Meta(max_length=50)
+    ] = []
 
 
 class Document(_Closed):

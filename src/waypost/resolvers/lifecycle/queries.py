@@ -129,8 +129,9 @@ async def review_requests(rt: Runtime, caller: Caller, memo_id: str, version: in
 
     def read(conn: sqlite3.Connection) -> list[str]:
         grant, _ = _revision(conn, caller, memo_id, version)
-        return [str(r["receipt"]) for r in store.review_requests(conn, grant.tenant, memo_id,
-                                                                   version)]  # fmt: skip
+        return [
+            str(r["receipt"]) for r in store.review_requests(conn, grant.tenant, memo_id, version)
+        ]
 
     return await rt.db.read(read)
 

@@ -59,9 +59,10 @@ async def request_review(
         allowed = store.tenant_members(tx.conn, tenant, REVIEWER_ROLES)
         if not set(options.reviewers) <= allowed:
             raise checks.refuse(
-                "invalid_reviewer", "every reviewer must hold the reviewer or author role",
+                "invalid_reviewer",
+                "every reviewer must hold the reviewer or author role",
                 "options.reviewers",
-            )  # fmt: skip
+            )
         request_id = new_request_id()
         envelope = {
             "request_id": request_id,
@@ -90,9 +91,17 @@ async def request_review(
             "envelope": envelope,
         }
         text = json.dumps(receipt, separators=(",", ":"), ensure_ascii=False)
-        store.insert_review_request(tx.conn, request_id, tenant, memo_id, body.version,
-                                    list(options.reviewers), text, tx.grant.caller.id,
-                                    tx.at)  # fmt: skip
+        store.insert_review_request(
+            tx.conn,
+            request_id,
+            tenant,
+            memo_id,
+            body.version,
+            list(options.reviewers),
+            text,
+            tx.grant.caller.id,
+            tx.at,
+        )
         return receipt
 
     return await run(rt, req, Action.WRITE, memo_id, unit)
@@ -112,8 +121,9 @@ async def record_outcome(
             raise Forbidden.reason("human_reviewer_required", "outcomes are recorded by humans")
         if actor.principal_id not in json.loads(request["reviewers"]):
             raise Forbidden.reason("not_a_reviewer", "only a named reviewer records an outcome")
-        if not store.insert_outcome(tx.conn, request_id, actor.principal_id, body.disposition,
-                                    body.rationale, tx.at):  # fmt: skip
+        if not store.insert_outcome(
+            tx.conn, request_id, actor.principal_id, body.disposition, body.rationale, tx.at
+        ):
             raise StateConflict(
                 "this reviewer already recorded an outcome", {"reason": "outcome_recorded"}
             )
@@ -124,10 +134,21 @@ async def record_outcome(
             "rationale": body.rationale,
             "at": tx.at,
         }
-        seq = store.append_event(tx.conn, request["tenant"], request["memo_id"],
-                                 request["version"], "outcome.recorded", actor.principal_id,
-                                 tx.at, outcome)  # fmt: skip
-        return 201, {**outcome, "event_id": seq, "memo_id": request["memo_id"],
-                     "version": request["version"]}  # fmt: skip
+        seq = store.append_event(
+            tx.conn,
+            request["tenant"],
+            request["memo_id"],
+            request["version"],
+            "outcome.recorded",
+            actor.principal_id,
+            tx.at,
+            outcome,
+        )
+        return 201, {
+            **outcome,
+            "event_id": seq,
+            "memo_id": request["memo_id"],
+            "version": request["version"],
+        }
 
     return await run_mutation(rt, actor, idem, unit)
