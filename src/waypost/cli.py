@@ -66,6 +66,9 @@ def main(ctx: click.Context) -> None:
                    "(default: the in-cluster service-account token).")  # fmt: skip
 @click.option("--lifecycle-webhook", default=None,
               help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
+@click.option("--search-time-limit-ms", default=1000, show_default=True,
+              type=click.IntRange(1, 60_000),
+              help="Time limit of a context packet's full-text search.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -79,6 +82,7 @@ def serve(
     k8s_ca: Path | None = None,
     k8s_token_file: Path | None = None,
     lifecycle_webhook: str | None = None,
+    search_time_limit_ms: int = 1000,
 ) -> None:
     """Run the service (the default command)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -113,6 +117,7 @@ def serve(
             k8s_token_file=k8s_token_file,
             webhook=lifecycle_webhook,
         ),
+        search_time_limit_ms=search_time_limit_ms,
     )
     from waypost.serving import serve_forever
 
