@@ -66,19 +66,20 @@ async def test_failures_retry_with_backoff_and_nothing_overtakes(
         worker = asyncio.create_task(
             deliver_forever(rt, client, HOOK, Backoff(first=0.01, limit=0.05, poll=0.05))
         )
-        for _ in range(200):
+        rows: list[Any] = []
+        for _ in range(500):  # until both are marked delivered (bounded: 5 s)
             await asyncio.sleep(0.01)
-            if len(sent) >= 4:
+            rows = await rt.db.read(
+                lambda c: c.execute(
+                    "SELECT state, attempts FROM lifecycle_deliveries ORDER BY event_sequence"
+                ).fetchall()
+            )
+            if all(r["state"] == "delivered" for r in rows):
                 break
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
     first, second = sorted(set(sent))
     assert sent[:4] == [first, first, first, second]
-    rows = await rt.db.read(
-        lambda c: c.execute(
-            "SELECT state, attempts FROM lifecycle_deliveries ORDER BY event_sequence"
-        ).fetchall()
-    )
     assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]
 
 
