@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from waypost import rest
+from waypost import console, rest
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.http.auth import Gate
@@ -97,6 +97,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         Route("/api/v1/openapi.json", openapi_document),
         Route("/graphql", graphql_view(settings.graphiql), methods=["GET", "POST"]),
         *rest.routing.starlette_routes(rest.TABLES),
+        *console.routes(settings.graphiql),
     ]
     app = Starlette(
         routes=routes,
