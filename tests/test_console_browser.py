@@ -143,13 +143,18 @@ def tab(browser: Any, world: World) -> Iterator[Tab]:
     page.on("request", lambda r: t.requests.append(r.url))
     page.on("pageerror", lambda e: t.errors.append(str(e)))
     # a resource the CSP refused (an inline style, a data: font) shows as a console error
-    page.on("console", lambda m: t.errors.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on("console", lambda m: _csp_refusal(t, m.text))
     yield t
     context.close()
     # the network log: nothing left for another origin, and no script failed
     foreign = [u for u in t.requests if not u.startswith((t.origin + "/", "ws://127.0.0.1:"))]
     assert t.requests and not foreign, foreign
     assert not t.errors, t.errors
+
+
+def _csp_refusal(tab: Tab, text: str) -> None:
+    if "Content Security Policy" in text:
+        tab.errors.append(text)
 
 
 def _shot(page: Any, name: str, tmp_path: Path) -> None:
