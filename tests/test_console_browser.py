@@ -191,7 +191,7 @@ def test_sign_in_answer_with_a_click_and_the_inbox_empties(
     assert page.url.endswith("/console")
     page.get_by_label("API token").fill("wp_not-a-real-token")
     page.get_by_role("button", name="Sign in").click()
-    page.get_by_text("That token was not accepted").wait_for()
+    page.locator("main").get_by_text("That token was not accepted").wait_for()
 
     tab.sign_in(world.alice.token)
     awaiting = page.locator("[data-group=awaiting]")
@@ -209,11 +209,13 @@ def test_sign_in_answer_with_a_click_and_the_inbox_empties(
     _shot(page, "console-decision.png", tmp_path)
     page.get_by_label("Why (required)").fill("Backup verified by hand; Bo owns the rollback.")
     page.get_by_role("button", name="Allow: Proceed").click()
-    page.get_by_text("An allow vouches for the conditions").wait_for()  # boxes not ticked yet
+    page.locator("main").get_by_text(
+        "An allow vouches for the conditions"
+    ).wait_for()  # boxes not ticked yet
     for box in page.get_by_role("checkbox").all():
         box.check()
     page.get_by_role("button", name="Allow: Proceed").click()
-    page.get_by_text("Your answer is recorded").wait_for()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
 
     page.get_by_role("link", name="Inbox", exact=True).click()
     page.get_by_role("heading", name="Inbox", level=1).wait_for()
@@ -262,7 +264,7 @@ def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: Worl
     assert "- Deploy build 412" in diff and "+ Deploy build 413" in diff
     page.get_by_label("Why reopen (required)").fill("Build 413 replaces 412.")
     page.get_by_role("button", name="Reopen").click()
-    page.get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+    page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
     page.get_by_role("button", name="Allow: Proceed").wait_for()
     assert world.decision(world.decisions["stale"])["status"] == "pending"
 
@@ -280,7 +282,7 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
         "rationale": "Wait for the load test."})  # fmt: skip
     page.get_by_label("Why (required)").fill("Looks safe.")
     page.get_by_role("button", name="Deny: Proceed").click()
-    page.get_by_text("Someone else answered first").wait_for()
+    page.locator("main").get_by_text("Someone else answered first").wait_for()
     # the new state: the other answer, and no answer buttons any more
     assert "Wait for the load test." in page.locator("main").inner_text()
     assert page.get_by_role("button", name="Deny: Proceed").count() == 0
@@ -296,6 +298,16 @@ def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
     tab.sign_in(world.alice.token)
     page.goto(tab.origin + "/graphql")
     page.locator(".graphiql-container").wait_for()
-    page.get_by_role("button", name="Execute query (Ctrl-Enter)").click()
-    page.locator(".graphiql-response").get_by_text('"Alice"').wait_for()
+    page.locator(".graphiql-editor-tool").get_by_text("Bearer wp_").wait_for()
+    # GraphiQL wires its Execute button once the schema's introspection is
+    # in; a click before that does nothing, so try again until it runs
+    answer = page.locator(".graphiql-response").get_by_text('"Alice"')
+    for _ in range(20):
+        page.get_by_role("button", name="Execute query (Ctrl-Enter)").click()
+        try:
+            answer.wait_for(timeout=1000)
+            break
+        except playwright_api.TimeoutError:
+            continue
+    answer.wait_for()
     assert any(u.endswith("/graphiql/graphiql.min.js") for u in tab.requests)
