@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost.clock import format_time
@@ -67,6 +68,9 @@ class Gate:
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
                 return
+            except ClientDisconnect:
+                log.debug("client went away while sending its request")
+                return
             except Exception:
                 log.exception("authentication failed unexpectedly")
                 await self._refuse(send, WaypostError("internal error"), is_graphql)
@@ -81,6 +85,10 @@ class Gate:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            # A client that goes away mid-request is not a fault of the service
+            # (contract 14): nobody is left to answer, and no traceback is logged.
+            log.debug("client went away while sending its request")
         except Exception:
             # Routes answer their own errors; anything escaping them would
             # otherwise reach the server's plain-text 500 without our headers.
@@ -144,6 +152,8 @@ async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
     seen = 0
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
         if message["type"] != "http.request":
             break
         chunk = message.get("body", b"")
