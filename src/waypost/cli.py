@@ -111,7 +111,12 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
         conn.close()
 
 
-def _print(data: dict[str, Any]) -> None:
+def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """A read-only unit of work (after migrating, like every admin command)."""
+    return _write(db_path, lambda conn, at: fn(conn))
+
+
+def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
     click.echo(json.dumps(data))
 
 
@@ -139,8 +144,15 @@ def principal_group() -> None:
 @click.option("--kind", type=click.Choice(["human", "agent"]), required=True)
 @click.option("--name", required=True)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
-    """Create a principal; prints its api token once."""
+    """Create a principal; prints its api token (once) and the token's id."""
     _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
+
+
+@principal_group.command("list")
+@db_option
+def principal_list(db_path: Path) -> None:
+    """Every principal as a JSON array of {id, kind, name, created_at}, oldest first."""
+    _print(_read(db_path, principals.list_principals))
 
 
 @admin.group("token")
@@ -165,6 +177,15 @@ def token_revoke(db_path: Path, token_id: str) -> None:
     """Revoke a token at once."""
     _write(db_path, lambda c, at: principals.revoke_token(c, token_id, at))
     _print({"token_id": token_id, "revoked": True})
+
+
+@token_group.command("list")
+@db_option
+@click.option("--principal", "principal_id", default=None, help="Only this principal's tokens.")
+def token_list(db_path: Path, principal_id: str | None) -> None:
+    """Tokens as a JSON array of {token_id, principal_id, audience, created_at,
+    revoked_at}, oldest first; never a token or its hash."""
+    _print(_read(db_path, lambda c: principals.list_tokens(c, principal_id)))
 
 
 @admin.group("project")

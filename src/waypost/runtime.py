@@ -104,7 +104,10 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
 
 
 async def _bootstrap(rt: Runtime) -> None:
-    """On a database with no principals, create `admin` and print its token once."""
+    """On a database with no principals, create `admin` and print its token once.
+
+    Printed straight to standard error (the operator's terminal), never through
+    the log handler, so the token cannot reach a log pipeline or file."""
     from waypost.resolvers.access import principals  # resolvers import this module
 
     at = format_time(rt.now())
@@ -112,7 +115,8 @@ async def _bootstrap(rt: Runtime) -> None:
     if created:
         print(
             "waypost: created human principal 'admin'; its token (shown once):\n"
-            f"  {created['token']}",
+            f"  {created['token']}\n"
+            f"waypost: its token_id is {created['token_id']} (for `admin token revoke`)",
             file=sys.stderr,
             flush=True,
         )
