@@ -55,6 +55,12 @@ def main(ctx: click.Context) -> None:
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a context packet's full-text search.")  # fmt: skip
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Log lines as text or one JSON object each.")  # fmt: skip
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="One log line per request (waypost.access).")  # fmt: skip
+@click.option("--metrics/--no-metrics", default=False, show_default=True,
+              help="Serve GET /metrics (Prometheus) to tokens of audience 'metrics'.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -64,9 +70,14 @@ def serve(
     sweep_interval: float = 300.0,
     graphiql: bool = False,
     search_time_limit_ms: int = 1000,
+    log_format: str = "text",
+    access_log: bool = True,
+    metrics: bool = False,
 ) -> None:
     """Run the service (the default command)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from waypost.observe import logs
+
+    logs.configure(log_format)
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if clock_file:
         log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
@@ -86,6 +97,9 @@ def serve(
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
         search_time_limit_ms=search_time_limit_ms,
+        log_format=log_format,
+        access_log=access_log,
+        metrics=metrics,
     )
     from waypost.serving import serve_forever
 
@@ -163,7 +177,7 @@ def token_group() -> None:
 @token_group.command("issue")
 @db_option
 @click.option("--principal", "principal_id", required=True)
-@click.option("--audience", type=click.Choice(["api", "lifecycle"]), default="api",
+@click.option("--audience", type=click.Choice(["api", "lifecycle", "metrics"]), default="api",
               show_default=True)  # fmt: skip
 def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
     """Issue a token; it is printed once and only its SHA-256 is kept."""

@@ -24,6 +24,7 @@ from datetime import datetime
 
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
+from waypost.observe.metrics import Metrics
 from waypost.settings import Settings
 from waypost.storage.db import Database
 
@@ -58,6 +59,8 @@ class Runtime:
     settings: Settings | None = None
     # closes what open_runtime opened, last first; extensions push onto it
     resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    # Prometheus metrics of this process (GET /metrics when enabled)
+    metrics: Metrics = field(default_factory=Metrics)
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -97,10 +100,13 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         try:
             report = await sweep.run_once(rt)
             log.info("sweep: %s", report)
+            rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
             log.warning("sweep skipped: %s", error.message)
+            rt.metrics.sweep_runs.labels(outcome="skipped").inc()
         except Exception:
             log.exception("sweep failed")
+            rt.metrics.sweep_runs.labels(outcome="failed").inc()
 
 
 async def _bootstrap(rt: Runtime) -> None:

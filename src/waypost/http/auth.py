@@ -62,7 +62,10 @@ class Gate:
         public = path == "/healthz" or (is_graphql and self.graphiql and scope["method"] == "GET")
         if not public:
             try:
-                actor = await self._authenticate(scope)
+                # /metrics takes a token of its own audience, so a scraper's
+                # credential opens nothing else (and an api token not it)
+                audience = "metrics" if path == "/metrics" else "api"
+                actor = await self._authenticate(scope, audience)
                 if is_graphql:
                     receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
             except WaypostError as error:
@@ -97,7 +100,7 @@ class Gate:
             log.exception("unhandled error")
             await self._refuse(send, WaypostError("internal error"), is_graphql)
 
-    async def _authenticate(self, scope: Scope) -> Actor:
+    async def _authenticate(self, scope: Scope, audience: str) -> Actor:
         header = _header(scope, b"authorization") or ""
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -107,7 +110,7 @@ class Gate:
         at = format_time(rt.now())
 
         def check(conn: Any) -> Actor:
-            actor = principals.authenticate(conn, token.strip(), "api")
+            actor = principals.authenticate(conn, token.strip(), audience)
             if session_id is not None:
                 actor = sessions.enter_session(conn, actor, session_id, at)
             return actor

@@ -26,7 +26,7 @@ __all__ = [
     "revoke_token",
 ]
 
-AUDIENCES = ("api", "lifecycle")
+AUDIENCES = ("api", "lifecycle", "metrics")
 
 
 def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) -> dict[str, Any]:
@@ -74,7 +74,7 @@ def issue_token(
     conn: sqlite3.Connection, principal_id: str, audience: str, at: str
 ) -> dict[str, Any]:
     if audience not in AUDIENCES:
-        raise InvalidRequest.field("audience", "audience must be api or lifecycle")
+        raise InvalidRequest.field("audience", "audience must be api, lifecycle or metrics")
     if not store.principal_exists(conn, principal_id):
         raise NotFound("no such principal", {"field": "principal"})
     token = new_token()
