@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from waypost.clock import format_time
-from waypost.resolvers.decisions.status import STATUS_SQL, install
+from waypost.resolvers.decisions.status import STATUS_SQL
 from waypost.resolvers.decisions.timeouts import MAY_TIME_OUT, TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
@@ -39,7 +39,6 @@ def _column(rows: list[sqlite3.Row], name: str) -> list[Any]:
 
 def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, Any]:
     require_project(conn, project_id)
-    install(conn)
     at = format_time(now)
     params = {"project": project_id, "now": at, "n": DIGEST_LIMIT + 1}
     pending = conn.execute(

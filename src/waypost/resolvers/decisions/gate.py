@@ -30,7 +30,7 @@ from typing import Final
 
 from waypost.clock import format_time
 from waypost.errors import DecisionRequired
-from waypost.resolvers.decisions.status import STATUS_SQL, install
+from waypost.resolvers.decisions.status import STATUS_SQL
 
 MAX_IDS = 20
 
@@ -50,8 +50,8 @@ BLOCKED_CTE: Final = (
 
 
 def gate_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
-    """The parameters `BLOCKED_CTE` binds, with the status function installed on `conn`."""
-    install(conn)
+    """The parameters `BLOCKED_CTE` binds (the status function is installed on every
+    connection when it opens: see `waypost.runtime.CONNECTION_HOOKS`)."""
     return {"project": project_id, "now": format_time(now)}
 
 

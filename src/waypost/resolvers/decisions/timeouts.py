@@ -16,7 +16,7 @@ from typing import Final
 
 from waypost.clock import format_time
 from waypost.resolvers.core import events
-from waypost.resolvers.decisions.status import STATUS_SQL, install
+from waypost.resolvers.decisions.status import STATUS_SQL
 
 TIMEOUT: Final = timedelta(hours=24)
 # How many decisions one pass answers at most; the next pass takes the rest, so
@@ -37,7 +37,6 @@ MAY_TIME_OUT: Final = (
 
 def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
     """One sweep step: answer every due decision (up to BATCH); returns how many."""
-    install(conn)
     at = format_time(now)
     due = conn.execute(
         "SELECT s.decision_id, s.project_id, s.generation, s.recommendation, s.opened_by"
