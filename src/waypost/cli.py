@@ -18,6 +18,7 @@ from waypost.clock import SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import operations as projects
+from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
@@ -112,7 +113,7 @@ def admin() -> None:
 
 
 def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
-    conn = connect_sync(db_path)
+    conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
     try:
         migrate(conn)
         at = format_time(SystemClock().now())
