@@ -44,6 +44,8 @@ from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import migrate
 
 AT = "2026-11-30T00:00:00.000Z"
+MIN_SAMPLES = 30
+ROW_BUDGET = 90.0  # seconds per row at most (then >= MIN_SAMPLES are kept)
 CONTEXT = "/api/v1/projects/bench/context"
 
 
@@ -53,6 +55,10 @@ class Row:
     samples: list[float] = field(default_factory=list)
     errors: int = 0
     limited: int = 0  # searches ended by a time limit
+
+    def spent(self, started: float) -> bool:
+        """The row's time budget is spent (queries are random: a prefix is a fair sample)."""
+        return len(self.samples) >= MIN_SAMPLES and time.perf_counter() - started > ROW_BUDGET
 
     def pct(self, q: float) -> float:
         ordered = sorted(self.samples)
@@ -128,7 +134,10 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 def bare_fts(path: Path, queries: list[str]) -> Row:
     row = Row("bare FTS5 (both tables, ranked top 21)")
     conn = sqlite3.connect(path)
+    started = time.perf_counter()
     for q in queries:
+        if row.spent(started):
+            break
         match = escape_fts(q.split())
         start = time.perf_counter()
         for table in ("knowledge_fts", "tasks_fts"):
@@ -160,7 +169,10 @@ def context_http(
         with httpx.Client(base_url=base, headers=headers, timeout=120) as client:
             for q in queries[:5]:  # warm the page cache and code paths
                 client.get(CONTEXT, params={"q": q})
+            started = time.perf_counter()
             for q in queries:
+                if row.spent(started):
+                    break
                 start = time.perf_counter()
                 r = client.get(CONTEXT, params={"q": q, "limit": 20})
                 row.samples.append(time.perf_counter() - start)
@@ -201,7 +213,10 @@ def datasette_http(path: Path, queries: list[str]) -> Row | None:
         with httpx.Client(base_url=base, timeout=120) as client:
             for q in queries[:5]:
                 client.get(f"/{name}/knowledge.json", params={"_search": q, "_size": 20})
+            started = time.perf_counter()
             for q in queries:
+                if row.spent(started):
+                    break
                 start = time.perf_counter()
                 r = client.get(f"/{name}/knowledge.json", params={"_search": q, "_size": 20})
                 row.samples.append(time.perf_counter() - start)
@@ -235,13 +250,13 @@ def report(size: int, rows: list[Row], rss: float, queries: int) -> None:
           " (under shared load)")  # fmt: skip
     base = rows[0]
     print(f"  {'':48} {'p50':>9} {'p90':>9} {'p99':>9} {'p50 x':>6} {'p99 x':>6}"
-          f" {'limited':>8} {'errors':>6}")  # fmt: skip
+          f" {'limited':>8} {'errors':>6} {'n':>4}")  # fmt: skip
     for r in rows:
         print(
             f"  {r.name:48} {r.pct(0.5) * 1e3:7.1f}ms {r.pct(0.9) * 1e3:7.1f}ms"
             f" {r.pct(0.99) * 1e3:7.1f}ms {r.pct(0.5) / base.pct(0.5):6.1f}"
             f" {r.pct(0.99) / base.pct(0.99):6.1f} {r.limited / len(r.samples):7.1%}"
-            f" {r.errors:6d}"
+            f" {r.errors:6d} {len(r.samples):4d}"
         )
     print(f"  serve peak RSS {rss:.0f} MB")
 
