@@ -110,7 +110,7 @@ export async function renderKnowledgeItem(projectId, id) {
     h("p", {}, link(`#/p/${enc(projectId)}/knowledge`, "← Knowledge")),
     h("h1", { tabindex: "-1" }, k.title),
     h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
-      ` revision ${k.revision} · ${lower(k.collection)}${k.shareAcrossProjects ? ", shared across projects" : ""}`,
+      ` revision ${k.revision} · ${lower(k.collection)} collection${k.shareAcrossProjects ? ", shared across projects" : ""}`,
       ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful} (all revisions)`),
     h("section", { "aria-labelledby": "k-body" }, h("h2", { id: "k-body" }, "Current text"),
       h("p", { class: "prose" }, k.body),
