@@ -341,6 +341,7 @@ def test_knowledge_revisions_and_policy_history_on_a_phone(
     _accessible_and_narrow(page)
     page.goto(f"{tab.origin}/console#/p/ops/knowledge")
     page.get_by_label("Kind").select_option("LESSON")
+    page.get_by_label("Words").fill("lock")
     page.get_by_role("button", name="Filter").click()
     page.get_by_role("link", name="Orders migration needs a lock window").click()
     page.get_by_role("heading", name="Revision 2 (current)").wait_for()
