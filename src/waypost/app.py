@@ -13,10 +13,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
-from waypost import rest
+from waypost import console, rest
 from waypost.clock import Clock
 from waypost.http.auth import Gate
 from waypost.live import sse
+from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
 from waypost.runtime import Runtime, open_runtime
@@ -61,14 +62,20 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         body = {"error": {"code": code, "message": message, "details": {}}}
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
+    async def metrics(request: Request) -> Response:
+        rt: Runtime = request.app.state.runtime
+        return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
+
     graphql = graphql_view(settings.graphiql)
     routes: list[Any] = [
         Route("/healthz", healthz),
+        *([Route("/metrics", metrics)] if settings.metrics else []),
         Route("/api/v1/openapi.json", openapi_document),
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),  # subscriptions (graphql-transport-ws)
         Route(sse.PATH, sse.event_stream, methods=["GET"]),
         *rest.routing.starlette_routes(rest.TABLES),
+        *console.routes(settings.graphiql),
     ]
     app = Starlette(
         routes=routes,
@@ -78,4 +85,10 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
     if rt is not None:
         app.state.runtime = rt
     app.add_middleware(Gate, runtime=lambda: app.state.runtime, graphiql=settings.graphiql)
+    # outermost: request id, one log line and the request metrics
+    app.add_middleware(
+        RequestObserver,
+        metrics=lambda: getattr(getattr(app.state, "runtime", None), "metrics", None),
+        access_log=settings.access_log,
+    )
     return app

@@ -18,7 +18,8 @@ from waypost.clock import SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import operations as projects
-from waypost.settings import RerankSettings, Settings, default_db_path
+from waypost.runtime import CONNECTION_HOOKS
+from waypost.settings import LifecycleSettings, RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
 
@@ -52,9 +53,29 @@ def main(ctx: click.Context) -> None:
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
+@click.option("--lifecycle-auth", type=click.Choice(["waypost", "tokenreview"]),
+              default="waypost", show_default=True,
+              help="Lifecycle bearer tokens: Waypost tokens of audience lifecycle, or "
+                   "Kubernetes TokenReview.")  # fmt: skip
+@click.option(
+    "--k8s-api", default=None, help="Kubernetes API server URL (https://), for tokenreview."
+)
+@click.option("--k8s-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="PEM CA bundle of the Kubernetes API server.")  # fmt: skip
+@click.option("--k8s-token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Waypost's own credential for TokenReview calls "
+                   "(default: the in-cluster service-account token).")  # fmt: skip
+@click.option("--lifecycle-webhook", default=None,
+              help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a context packet's full-text search.")  # fmt: skip
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Log lines as text or one JSON object each.")  # fmt: skip
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="One log line per request (waypost.access).")  # fmt: skip
+@click.option("--metrics/--no-metrics", default=False, show_default=True,
+              help="Serve GET /metrics (Prometheus) to tokens of audience 'metrics'.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -63,10 +84,20 @@ def serve(
     lifecycle_port: int = 8081,
     sweep_interval: float = 300.0,
     graphiql: bool = False,
+    lifecycle_auth: str = "waypost",
+    k8s_api: str | None = None,
+    k8s_ca: Path | None = None,
+    k8s_token_file: Path | None = None,
+    lifecycle_webhook: str | None = None,
     search_time_limit_ms: int = 1000,
+    log_format: str = "text",
+    access_log: bool = True,
+    metrics: bool = False,
 ) -> None:
     """Run the service (the default command)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from waypost.observe import logs
+
+    logs.configure(log_format)
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if clock_file:
         log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
@@ -75,6 +106,12 @@ def serve(
         raise click.UsageError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
     if not rerank.enabled:
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
+    if lifecycle_auth == "tokenreview" and not (k8s_api and k8s_ca):
+        raise click.UsageError("--lifecycle-auth tokenreview needs --k8s-api and --k8s-ca")
+    if k8s_api is not None and not k8s_api.startswith("https://"):
+        raise click.UsageError("--k8s-api must be an https:// URL")
+    if lifecycle_webhook is not None and not lifecycle_webhook.startswith(("https://", "http://")):
+        raise click.UsageError("--lifecycle-webhook must be an http(s):// URL")
     settings = Settings(
         db_path=db_path or Path(default_db_path()),
         host=host,
@@ -85,7 +122,17 @@ def serve(
         graphiql=graphiql,
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
+        lifecycle=LifecycleSettings(
+            auth=lifecycle_auth,
+            k8s_api=k8s_api,
+            k8s_ca=k8s_ca,
+            k8s_token_file=k8s_token_file,
+            webhook=lifecycle_webhook,
+        ),
         search_time_limit_ms=search_time_limit_ms,
+        log_format=log_format,
+        access_log=access_log,
+        metrics=metrics,
     )
     from waypost.serving import serve_forever
 
@@ -98,7 +145,7 @@ def admin() -> None:
 
 
 def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
-    conn = connect_sync(db_path)
+    conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
     try:
         migrate(conn)
         at = format_time(SystemClock().now())
@@ -111,7 +158,12 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
         conn.close()
 
 
-def _print(data: dict[str, Any]) -> None:
+def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """A read-only unit of work (after migrating, like every admin command)."""
+    return _write(db_path, lambda conn, at: fn(conn))
+
+
+def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
     click.echo(json.dumps(data))
 
 
@@ -139,8 +191,15 @@ def principal_group() -> None:
 @click.option("--kind", type=click.Choice(["human", "agent"]), required=True)
 @click.option("--name", required=True)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
-    """Create a principal; prints its api token once."""
+    """Create a principal; prints its api token (once) and the token's id."""
     _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
+
+
+@principal_group.command("list")
+@db_option
+def principal_list(db_path: Path) -> None:
+    """Every principal as a JSON array of {id, kind, name, created_at}, oldest first."""
+    _print(_read(db_path, principals.list_principals))
 
 
 @admin.group("token")
@@ -151,7 +210,7 @@ def token_group() -> None:
 @token_group.command("issue")
 @db_option
 @click.option("--principal", "principal_id", required=True)
-@click.option("--audience", type=click.Choice(["api", "lifecycle"]), default="api",
+@click.option("--audience", type=click.Choice(["api", "lifecycle", "metrics"]), default="api",
               show_default=True)  # fmt: skip
 def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
     """Issue a token; it is printed once and only its SHA-256 is kept."""
@@ -167,6 +226,15 @@ def token_revoke(db_path: Path, token_id: str) -> None:
     _print({"token_id": token_id, "revoked": True})
 
 
+@token_group.command("list")
+@db_option
+@click.option("--principal", "principal_id", default=None, help="Only this principal's tokens.")
+def token_list(db_path: Path, principal_id: str | None) -> None:
+    """Tokens as a JSON array of {token_id, principal_id, audience, created_at,
+    revoked_at}, oldest first; never a token or its hash."""
+    _print(_read(db_path, lambda c: principals.list_tokens(c, principal_id)))
+
+
 @admin.group("project")
 def project_group() -> None:
     """Projects."""
@@ -179,13 +247,12 @@ def project_group() -> None:
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
     from waypost.http.decoding import convert
+    from waypost.resolvers.access import store as access_store
     from waypost.resolvers.core import events
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
-        owner = conn.execute(
-            "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
-        ).fetchone()
+        owner = access_store.first_human_row(conn)
         if owner is None:
             raise click.ClickException("create a human principal first")
         project = projects.insert_project(conn, body, owner["id"], "human", at)
@@ -203,6 +270,45 @@ def project_create(db_path: Path, project_id: str, name: str) -> None:
         return project
 
     _print(_write(db_path, create))
+
+
+@admin.group("lifecycle")
+def lifecycle_group() -> None:
+    """The private lifecycle adapter: tenant grants and event deliveries."""
+
+
+@lifecycle_group.command("grant")
+@db_option
+@click.option("--principal", "principal_id", required=True,
+              help="A principal id, or the username a Kubernetes TokenReview returns.")  # fmt: skip
+@click.option("--tenant", required=True)
+@click.option("--role", type=click.Choice(["reader", "author", "reviewer"]), required=True)
+def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) -> None:
+    """Grant a principal its one lifecycle tenant role (replacing any earlier one)."""
+    from waypost.resolvers.lifecycle import store as lifecycle_store
+
+    if not 1 <= len(principal_id) <= 256 or not 1 <= len(tenant) <= 256:
+        raise click.UsageError("--principal and --tenant are 1-256 characters")
+
+    def grant(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
+        lifecycle_store.upsert_grant(conn, principal_id, tenant, role, at)
+        return {"principal_id": principal_id, "tenant": tenant, "role": role, "granted_at": at}
+
+    _print(_write(db_path, grant))
+
+
+@lifecycle_group.command("deliveries")
+@db_option
+@click.option("--state", type=click.Choice(["pending", "delivered", "all"]), default="pending",
+              show_default=True)  # fmt: skip
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
+    """List lifecycle event deliveries (oldest first) as a JSON array."""
+    from waypost.resolvers.lifecycle import delivery
+
+    chosen = None if state == "all" else state
+    rows = _write(db_path, lambda c, at: delivery.list_deliveries(c, chosen, limit))
+    click.echo(json.dumps(rows))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -25,14 +25,21 @@ from typing import TYPE_CHECKING
 
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
+from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
+from waypost.resolvers.decisions import status
 from waypost.settings import Settings
+from waypost.storage.connection import ConnectionHook
 from waypost.storage.db import Database
 
 if TYPE_CHECKING:
     from waypost.live.hub import Hub
 
 log = logging.getLogger("waypost")
+
+# Installed once on every connection when it opens (never per call): the SQL
+# functions the domains' queries use. A domain that adds one appends it here.
+CONNECTION_HOOKS: tuple[ConnectionHook, ...] = (status.install,)
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,8 @@ class Runtime:
     # context reranking (None: disabled, no TYPESAFE_API_KEY); its client,
     # limiter and circuit breaker are shared by every request of the process
     reranker: Reranker | None = None
+    # Prometheus metrics of this process (GET /metrics when enabled)
+    metrics: Metrics = field(default_factory=Metrics)
     # the live event fan-out, made on first use by `waypost.live.hub_for`
     hub: Hub | None = None
 
@@ -81,7 +90,9 @@ def make_clock(settings: Settings) -> Clock:
 async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
     """Open the process's runtime: database (migrated), clock, bootstrap admin,
     sweep task. Everything is closed again when the block exits."""
-    db = Database(settings.db_path, settings.readers, settings.busy_timeout_ms)
+    db = Database(
+        settings.db_path, settings.readers, settings.busy_timeout_ms, hooks=CONNECTION_HOOKS
+    )
     async with contextlib.AsyncExitStack() as stack:
         await db.open()
         stack.push_async_callback(db.close)
@@ -110,14 +121,20 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         try:
             report = await sweep.run_once(rt)
             log.info("sweep: %s", report)
+            rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
             log.warning("sweep skipped: %s", error.message)
+            rt.metrics.sweep_runs.labels(outcome="skipped").inc()
         except Exception:
             log.exception("sweep failed")
+            rt.metrics.sweep_runs.labels(outcome="failed").inc()
 
 
 async def _bootstrap(rt: Runtime) -> None:
-    """On a database with no principals, create `admin` and print its token once."""
+    """On a database with no principals, create `admin` and print its token once.
+
+    Printed straight to standard error (the operator's terminal), never through
+    the log handler, so the token cannot reach a log pipeline or file."""
     from waypost.resolvers.access import principals  # resolvers import this module
 
     at = format_time(rt.now())
@@ -125,7 +142,8 @@ async def _bootstrap(rt: Runtime) -> None:
     if created:
         print(
             "waypost: created human principal 'admin'; its token (shown once):\n"
-            f"  {created['token']}",
+            f"  {created['token']}\n"
+            f"waypost: its token_id is {created['token_id']} (for `admin token revoke`)",
             file=sys.stderr,
             flush=True,
         )

@@ -13,6 +13,7 @@ from strawberry.schema.config import StrawberryConfig
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from waypost.observe.graphql import GraphQLObserver
 from waypost.schema.decisions import DecisionMutations
 from waypost.schema.descriptions import describe
 from waypost.schema.knowledge import KnowledgeMutations
@@ -50,6 +51,7 @@ schema = WaypostSchema(
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=CACHED_QUERIES),
         QueryLimits,
+        GraphQLObserver,
     ],
 )
 describe(schema._schema)

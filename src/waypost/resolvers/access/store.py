@@ -50,6 +50,14 @@ def principal_exists(conn: sqlite3.Connection, principal_id: str) -> bool:
     return found is not None
 
 
+def first_human_row(conn: sqlite3.Connection) -> sqlite3.Row | None:
+    """The human principal created first (the admin of a fresh database)."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
+    ).fetchone()
+    return row
+
+
 def any_principal(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM principals LIMIT 1").fetchone() is not None
 
@@ -78,6 +86,23 @@ def mark_token_revoked(conn: sqlite3.Connection, token_id: str, at: str) -> bool
         "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (at, token_id)
     )
     return cur.rowcount != 0
+
+
+def principal_rows(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """Every principal, oldest first (administration lists them all)."""
+    return conn.execute(
+        "SELECT id, kind, name, created_at FROM principals ORDER BY created_at, id"
+    ).fetchall()
+
+
+def token_rows(conn: sqlite3.Connection, principal_id: str | None) -> list[sqlite3.Row]:
+    """Tokens without their digests, oldest first; of one principal when given."""
+    sql = "SELECT id, principal_id, audience, created_at, revoked_at FROM tokens"
+    if principal_id is None:
+        return conn.execute(sql + " ORDER BY created_at, id").fetchall()
+    return conn.execute(
+        sql + " WHERE principal_id = ? ORDER BY created_at, id", (principal_id,)
+    ).fetchall()
 
 
 def token_exists(conn: sqlite3.Connection, token_id: str) -> bool:

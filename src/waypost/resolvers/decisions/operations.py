@@ -24,7 +24,7 @@ from waypost.resolvers.decisions.pins import (
     insert_generation,
     pin_tasks,
 )
-from waypost.resolvers.decisions.status import STATUS_SQL, STATUSES, install
+from waypost.resolvers.decisions.status import STATUS_SQL, STATUSES
 from waypost.resolvers.decisions.views import (
     decisions_in_order,
     history_pages,
@@ -170,7 +170,6 @@ def list_sync(
     after = (
         decode_cursor(cursor, str, str) if cursor else (("\uffff", "") if backward else ("", ""))
     )
-    install(conn)
     rows = conn.execute(
         "SELECT s.decision_id, s.created_at FROM decision_current s"
         f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
@@ -199,7 +198,6 @@ def count_sync(
 ) -> int:
     """How many decisions the list holds, optionally of one status (`totalCount`)."""
     _check_status(status)
-    install(conn)
     row = conn.execute(
         "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
         f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
@@ -260,6 +258,5 @@ def unresolved_sync(
 
     For the context packet, which places these before any text match.
     """
-    install(conn)
     ids = store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
     return decisions_in_order(conn, ids, now_at)
