@@ -113,22 +113,29 @@ class Hub:
         self._count = 0
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._started = False
+        self._starting: asyncio.Future[None] | None = None
+        self._stopped = False
 
     # --- life ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Read the log's current end and start following it."""
-        if self._started:
-            return
-        self._started = True
+        """Read the log's current end and start following it (once; callers
+        arriving meanwhile wait for the same start)."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
         self.position = await self.db.read(events.last_sequence)
+        if self._stopped:
+            return
         self.db.add_commit_listener(self.committed)
         self._task = asyncio.create_task(self._follow(), name="waypost-live-hub")
 
     def stop(self) -> None:
         """Stop following the log and end every listener (the server is stopping:
         open streams must end, or the server would wait for them)."""
+        self._stopped = True
         if self._task is None:
             return
         self.db.remove_commit_listener(self.committed)
@@ -147,7 +154,7 @@ class Hub:
 
     @property
     def closed(self) -> bool:
-        return self._started and self._task is None
+        return self._stopped
 
     def committed(self) -> None:
         """The commit hook: O(1), never blocks the writer."""

@@ -1,0 +1,128 @@
+"""GraphQL subscriptions over a real WebSocket (graphql-transport-ws): the token
+in connection_init, projectEvents in order, decisionChanged with the status
+changes that write no event of their own."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import edit_task, new_task, open_decision, send_answer
+from tests.live_support import GraphQLWS, graphql_ws, running
+from waypost.clock import format_time
+
+EVENTS = """subscription ($after: Int) {
+  projectEvents(projectId: "demo", after: $after) { sequence type subjectId actor { name } } }"""
+CHANGED = """subscription ($id: ID!) {
+  decisionChanged(id: $id) { restId status generation current { answer { disposition } } } }"""
+
+
+async def _next(client: GraphQLWS, op: str) -> dict[str, Any]:
+    message = await client.receive()
+    assert message["id"] == op and message["type"] == "next", message
+    payload: dict[str, Any] = message["payload"]
+    assert "errors" not in payload, payload
+    return payload["data"]
+
+
+@pytest.mark.parametrize("payload", [{}, {"Authorization": "Bearer wp_nope"}, {"Authorization": 7}])
+async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
+    service: Service, project: str, payload: dict[str, Any]
+) -> None:
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+async def test_project_events_replay_then_follow_in_order(
+    service: Service, human: Caller, project: str
+) -> None:
+    await new_task(human, "before")
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(EVENTS, {"after": 0})
+        await new_task(human, "after")
+        expected = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+        got = [(await _next(client, op))["projectEvents"] for _ in expected]
+    assert [g["sequence"] for g in got] == [e["sequence"] for e in expected]
+    assert [g["type"] for g in got] == [e["type"] for e in expected]
+    assert got[-1]["actor"] == {"name": "alice"}
+
+
+async def test_decision_changed_follows_answers_and_status_changes_made_elsewhere(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(CHANGED, {"id": decision["id"]})
+        first = (await _next(client, op))["decisionChanged"]
+        assert (first["status"], first["generation"]) == ("PENDING", 1)
+
+        assert (await send_answer(human, decision["id"], disposition="allow")).status_code == 200
+        answered = (await _next(client, op))["decisionChanged"]
+        assert answered["status"] == "ALLOWED"
+        assert answered["current"]["answer"] == {"disposition": "ALLOW"}
+
+        # an edit of a judged field of the affected task: no decision event, but stale
+        await edit_task(human, task, title="A different question now")
+        stale = (await _next(client, op))["decisionChanged"]
+        assert stale["status"] == "STALE"
+
+
+async def test_decision_changed_reports_expiry_when_time_passes(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    expires = format_time(service.clock.now() + timedelta(minutes=5))
+    decision = await open_decision(human, [task], expires_at=expires)
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(CHANGED, {"id": decision["id"]})
+        assert (await _next(client, op))["decisionChanged"]["status"] == "PENDING"
+        service.clock.advance(minutes=6)  # nothing is written: time alone moves it
+        assert (await _next(client, op))["decisionChanged"]["status"] == "EXPIRED"
+
+
+async def test_subscriptions_are_capped_per_token(
+    service: Service, human: Caller, project: str
+) -> None:
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        ops = [await client.subscribe(EVENTS) for _ in range(4)]  # QUICK allows 3
+        message = await client.receive()
+        refused = message["id"]
+        assert message["type"] == "next", message
+        assert message["payload"]["errors"][0]["extensions"]["code"] == "too_many_streams"
+        assert (await client.receive()) == {"id": refused, "type": "complete"}
+        # the other three are open: each gets the next event
+        await new_task(human, "seen by three")
+        got = {(await client.receive())["id"] for _ in range(3)}
+    assert got == set(ops) - {refused}
+
+
+async def test_unknown_records_and_limits_are_errors(
+    service: Service, human: Caller, project: str
+) -> None:
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(CHANGED, {"id": "dec_nope"})
+        message = await client.receive()
+        assert message["id"] == op
+        assert message["payload"]["errors"][0]["extensions"]["code"] == "not_found"
+        assert (await client.receive()) == {"id": op, "type": "complete"}
+        # the query limits of section 12 apply: 31 aliases is one too many
+        fields = " ".join(f"a{i}: type" for i in range(31))
+        op = await client.subscribe(
+            f'subscription {{ projectEvents(projectId: "demo") {{ {fields} }} }}'
+        )
+        message = await client.receive()
+    assert message["id"] == op
+    assert message["type"] == "error", message
+    assert "alias" in message["payload"][0]["message"].lower(), message
