@@ -21,7 +21,8 @@ from tests.decisions_support import (
 def refused_by(r: Any, decision_ids: list[str], truncated: bool = False) -> bool:
     status, code, details = error(r)
     assert (status, code) == (409, "decision_required"), r.text
-    assert details == {"decision_ids": decision_ids, "truncated": truncated}
+    wait_on = {"stream": "/api/v1/projects/demo/events/stream", "subscription": "decisionChanged"}
+    assert details == {"decision_ids": decision_ids, "truncated": truncated, "wait_on": wait_on}
     return True
 
 

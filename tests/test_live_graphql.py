@@ -126,3 +126,27 @@ async def test_unknown_records_and_limits_are_errors(
     assert message["id"] == op
     assert message["type"] == "error", message
     assert "alias" in message["payload"][0]["message"].lower(), message
+
+
+async def test_decision_required_names_what_to_wait_on(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    agent = await service.agent()
+    rest = await agent.post("/api/v1/projects/demo/claims", {"task_id": task})
+    assert rest.status_code == 409
+    details = rest.json()["error"]["details"]
+    assert details["wait_on"] == {
+        "stream": "/api/v1/projects/demo/events/stream",
+        "subscription": "decisionChanged",
+    }
+    data = await agent.gql(
+        """mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {
+             userErrors { code waitOn message } } }""",
+        {"input": {"idempotencyKey": "claim-1", "projectId": "demo", "taskId": task}},
+    )
+    (user_error,) = data["data"]["taskClaim"]["userErrors"]
+    assert user_error["code"] == "decision_required"
+    assert user_error["waitOn"] == [f'decisionChanged(id: "{decision["id"]}")']
+    assert "events/stream" in user_error["message"]

@@ -18,8 +18,12 @@ from tests.tasks_support import (
 )
 
 
+WAIT_ON = {"stream": "/api/v1/projects/demo/events/stream", "subscription": "decisionChanged"}
+
+
 def blocked(decision_id: str) -> tuple[int, str, dict[str, Any]]:
-    return 409, "decision_required", {"decision_ids": [decision_id], "truncated": False}
+    details = {"decision_ids": [decision_id], "truncated": False, "wait_on": WAIT_ON}
+    return 409, "decision_required", details
 
 
 async def test_pending_decision_makes_task_not_ready_and_lists_it(
@@ -111,7 +115,7 @@ async def test_workflow_claim_reports_the_activitys_then_the_subjects_decisions_
     agent = await service.agent()
     r = await agent.post(f"{BASE}/claims", {"task_id": review["id"]})
     assert error(r) == (409, "decision_required", {
-        "decision_ids": [own, both, subjects], "truncated": False
+        "decision_ids": [own, both, subjects], "truncated": False, "wait_on": WAIT_ON
     })  # fmt: skip
     body = (await human.get(task_path(review["id"]))).json()
     assert body["blocked_by"]["decisions"] == [own, both, subjects]

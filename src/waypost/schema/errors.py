@@ -22,6 +22,11 @@ class UserError:
     reason: str | None = strawberry.field(
         default=None, description="The REST `details.reason`, when the refusal names one."
     )
+    wait_on: list[str] | None = strawberry.field(
+        default=None,
+        description="For decision_required: the subscriptions to wait on instead of polling,"
+        ' one per blocking decision (`decisionChanged(id: "dec_...")`); null otherwise.',
+    )
 
 
 def input_value(value: Any) -> Any:
@@ -56,12 +61,14 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
     except WaypostError as error:
         field = error.details.get("field")
         reason = error.details.get("reason")
+        blocking = error.details.get("decision_ids") if "wait_on" in error.details else None
         return None, [
             UserError(
                 code=error.code,
                 field=camel_path(field) if isinstance(field, str) else None,
                 message=error.message,
                 reason=reason if isinstance(reason, str) else None,
+                wait_on=[f'decisionChanged(id: "{d}")' for d in blocking] if blocking else None,
             )
         ]
 

@@ -81,7 +81,14 @@ def ensure_all_resolved(
     blocking = blocking_decisions(conn, project_id, task_ids, now)
     merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
     if merged:
+        stream = f"/api/v1/projects/{project_id}/events/stream"
         raise DecisionRequired(
-            "a decision blocks this work",
-            {"decision_ids": merged[:MAX_IDS], "truncated": len(merged) > MAX_IDS},
+            "a decision blocks this work: wait for its answer on the event stream"
+            f" (GET {stream}) or the GraphQL subscription decisionChanged, then retry",
+            {
+                "decision_ids": merged[:MAX_IDS],
+                "truncated": len(merged) > MAX_IDS,
+                # where to wait instead of polling (docs/graphql.md, "Waiting")
+                "wait_on": {"stream": stream, "subscription": "decisionChanged"},
+            },
         )
