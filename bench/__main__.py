@@ -24,7 +24,8 @@ from typing import Any
 
 import httpx
 
-from bench import context, workflow
+from bench import context, fanout, workflow
+from bench import graphql as graphql_bench
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
@@ -143,7 +144,8 @@ def mutation_suite(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--suite", choices=("all", "mutation", "workflow", "context"), default="all",
+        "--suite", choices=("all", "mutation", "workflow", "context", "graphql", "fanout"),
+        default="all",
         help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
         " (bench/workflow.py); context: the context packet against bare FTS5 and"
         " Datasette (bench/context.py, not part of all: it seeds large files);"
@@ -176,6 +178,12 @@ def main() -> None:
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)
+        if args.suite == "graphql":
+            print(f"\n== GraphQL dashboard vs REST (n<={args.workflow_n} per row)")
+            asyncio.run(graphql_bench.run_suite(directory, args.workflow_n, args.budget))
+        if args.suite == "fanout":
+            print("\n== event fan-out: 100 subscribers on one project, 16 writers")
+            asyncio.run(fanout.run_suite(directory))
         if args.suite == "context":
             print(f"\n== context (sizes {args.sizes}, {args.queries} queries per size)")
             sizes = [int(size) for size in args.sizes.split(",")]

@@ -17,7 +17,6 @@ from tests.tasks_support import (
     task_path,
 )
 
-
 WAIT_ON = {"stream": "/api/v1/projects/demo/events/stream", "subscription": "decisionChanged"}
 
 

@@ -16,6 +16,7 @@ from strawberry.types import ExecutionContext
 from waypost.observe.graphql import GraphQLObserver
 from waypost.schema.decisions import DecisionMutations
 from waypost.schema.descriptions import describe
+from waypost.schema.execution import PlainFieldExecutor
 from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS, QueryLimits
 from waypost.schema.node import NodeQueries
@@ -44,6 +45,7 @@ schema = WaypostSchema(
     query=Query,
     mutation=Mutation,
     subscription=Subscription,
+    execution_context_class=PlainFieldExecutor,
     config=StrawberryConfig(scalar_map={DateTime: DATETIME_SCALAR}),
     # factories: Strawberry builds fresh extensions for each request;
     # QueryLimits replaces the validation step (limits, then graphql-core's rules)

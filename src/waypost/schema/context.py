@@ -20,6 +20,8 @@ class Context:
     # event) only: a dashboard query reads each record once, and no answer is
     # cached across requests
     loaders: Loaders = field(init=False)
+    # per-request answers worth computing once (keys name their use)
+    memo: dict[tuple[object, ...], object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.loaders = Loaders(self.rt)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 
@@ -119,15 +119,38 @@ class DecisionAnswer:
 class DecisionAffected:
     task_id: str
     pinned_revision: int
+    # the task, when the field that listed this entry loaded it already
+    loaded: strawberry.Private[Task | None] = None
 
     @strawberry.field
-    async def task(self, info: Info) -> Task | None:
-        return await load_task(info, self.task_id)
+    def task(self, info: Info) -> Task | None:
+        # synchronous when prefetched (no event-loop round trip per entry of a
+        # dashboard), else the per-request loader
+        if self.loaded is not None:
+            return self.loaded
+        return cast("Task | None", load_task(info, self.task_id))
 
     @strawberry.field(description="The task's revision now; a judged edit since the pin stales.")
-    async def current_revision(self, info: Info) -> int | None:
-        task = await load_task(info, self.task_id)
-        return task.revision if task else None
+    def current_revision(self, info: Info) -> int | None:
+        if self.loaded is not None:
+            return self.loaded.revision
+        return cast("int | None", _revision(load_task(info, self.task_id)))
+
+
+async def _revision(task: Awaitable[Task | None]) -> int | None:
+    found = await task
+    return found.revision if found else None
+
+
+async def prefetch_affected(info: Info, generations: list[DecisionGeneration]) -> None:
+    """Load every affected task of these generations at once (one loader batch
+    with every other list resolving in the same tick) and attach them."""
+    entries = [a for g in generations for a in g.affected]
+    if not entries:
+        return
+    found = await info.context.loaders.task.load_many([a.task_id for a in entries])
+    for entry, task in zip(entries, found, strict=True):
+        entry.loaded = info.context.loaders.task_object(task, Task.from_json)
 
 
 @strawberry.type(description="One immutable cycle of a decision: its pins and its answer.")
@@ -213,7 +236,12 @@ class Decision(Node):
             window(first, after, last, before),
         )  # fmt: skip
         # generations are numbered 1..n: the current one is their count
-        return Connection.of(page, DecisionGeneration.from_json, lambda: _value(self.generation))
+        connection = Connection.of(
+            page, DecisionGeneration.from_json, lambda: _value(self.generation)
+        )
+        if _selects_affected_task(info):
+            await prefetch_affected(info, connection.nodes)
+        return connection
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Decision:
@@ -234,6 +262,34 @@ class Decision(Node):
             created_at=d["created_at"],
             created_by_id=d["created_by"],
         )
+
+
+def _selects_affected_task(info: Info) -> bool:
+    """Whether the selection under this field asks for `affected { task }` or
+    `affected { currentRevision }` anywhere (fragments included)."""
+
+    def walk(selections: list[Any], under_affected: bool) -> bool:
+        for sel in selections:
+            name = getattr(sel, "name", None)  # fragments have none: look inside
+            if under_affected and name in ("task", "currentRevision"):
+                return True
+            if walk(getattr(sel, "selections", []), under_affected or name == "affected"):
+                return True
+        return False
+
+    # the same field in every item of a list has the same selection: work it out
+    # once per request (converting the selection is costly)
+    key: list[object] = []
+    path: Any = info.path
+    while path is not None:
+        if not isinstance(path.key, int):
+            key.append(path.key)
+        path = path.prev
+    cache = info.context.memo
+    found = cache.get(("affected-task", *key))
+    if found is None:
+        found = cache[("affected-task", *key)] = walk(list(info.selected_fields), False)
+    return bool(found)
 
 
 async def load_decision(info: Info, decision_id: str) -> Decision | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from strawberry.dataloader import DataLoader
 
@@ -50,8 +50,20 @@ class Loaders:
         self.knowledge = self._make(self._knowledge)
         self.knowledge_feedback = self._make(self._knowledge_feedback)
         self.knowledge_revisions = self._make(self._knowledge_revisions)
+        self._objects: dict[int, Any] = {}
         self._histories: dict[str, DataLoader[Any, Any]] = {}
         self._history_counts: dict[str, DataLoader[Any, Any]] = {}
+
+    def task_object(self, found: Json | None, make: Callable[[Json], V]) -> V | None:
+        """One schema object per loaded record per request (built once, however
+        many entries reference it)."""
+        if found is None:
+            return None
+        key = id(found)
+        made = self._objects.get(key)
+        if made is None:
+            made = self._objects[key] = (found, make(found))
+        return cast(V, made[1])
 
     @staticmethod
     def _make(batch: Callable[[Sequence[K]], Awaitable[list[V]]]) -> DataLoader[K, V]:

@@ -1,0 +1,183 @@
+"""`python -m bench --suite graphql`: the decision dashboard over GraphQL against
+the REST calls that return the same data, side by side in one process, with
+the SQL statements each runs; and the statement count of the GraphQL query as
+the decisions grow from 3 to 300 (it must stay constant).
+
+Decisions are made through the API (each with two tasks, an answer and a
+reopen, so two generations), so the rows are the resolvers' own. Every
+request goes through the full ASGI app with an in-process httpx client.
+Numbers measured on a shared machine are noisy: read the ratios.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.timing import measure, report
+from waypost.app import create_app
+from waypost.clock import SystemClock, format_time
+from waypost.resolvers.access import principals
+from waypost.runtime import Runtime, open_runtime
+from waypost.settings import Settings
+
+API = "/api/v1/projects/dash"
+# docs/graphql.md prints this query ("A dashboard query"); a test runs it as printed
+DASHBOARD = """
+query Dashboard($project: String!) {
+  project(id: $project) {
+    decisions(first: 50) {
+      totalCount
+      nodes {
+        restId question status generation createdAt
+        generations(first: 10) {
+          nodes {
+            generation at environment
+            answer { disposition answer at }
+            affected { taskId pinnedRevision task { restId title status revision ready } }
+          }
+        }
+      }
+    }
+  }
+}
+"""
+
+
+@dataclass
+class Bench:
+    rt: Runtime
+    client: httpx.AsyncClient
+    human: dict[str, str]
+    keys: Any = None
+
+    def __post_init__(self) -> None:
+        self.keys = itertools.count()
+
+    async def send(self, method: str, path: str, body: Any = None) -> Any:
+        headers = dict(self.human)
+        if method != "GET":
+            headers["Idempotency-Key"] = f"k{next(self.keys)}"
+        r = await self.client.request(method, path, json=body, headers=headers)
+        if r.status_code >= 300:
+            raise SystemExit(f"bench request failed: {method} {path} {r.status_code} {r.text}")
+        return r.json()
+
+    async def add_decisions(self, count: int) -> None:
+        for i in range(count):
+            tasks = [
+                (await self.send("POST", f"{API}/tasks", {"title": f"task {i}{s}"}))["id"]
+                for s in "ab"
+            ]
+            decision = await self.send("POST", f"{API}/decisions", {
+                "question": f"Ship change {i}?", "options": ["yes", "no"],
+                "rationale": "It touches billing.", "required_actor": "human",
+                "task_ids": tasks, "environment": "production",
+            })  # fmt: skip
+            path = f"{API}/decisions/{decision['id']}"
+            await self.send("POST", f"{path}/answer", {
+                "expected_generation": 1, "disposition": "defer", "answer": "no",
+                "rationale": "Wait for the freeze to end.",
+            })  # fmt: skip
+            await self.send("POST", f"{path}/reopen", {
+                "expected_generation": 1, "rationale": "The freeze ended.",
+            })  # fmt: skip
+
+    async def statements(self, run: Any) -> int:
+        seen: list[str] = []
+        await self.rt.db.set_trace(seen.append)
+        try:
+            await run(0)
+        finally:
+            await self.rt.db.set_trace(None)
+        return len(seen)
+
+
+@asynccontextmanager
+async def bench_service(path: Path) -> AsyncIterator[Bench]:
+    settings = Settings(db_path=path, sweep_interval=3600)
+    async with open_runtime(settings, SystemClock()) as rt:
+        app = create_app(rt)
+        at = format_time(rt.now())
+        human = await rt.db.write(lambda c: principals.create_principal(c, "human", "bench", at))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            bench = Bench(rt, client, {"Authorization": f"Bearer {human['token']}"})
+            await bench.send("POST", "/api/v1/projects", {"id": "dash", "name": "Dashboard"})
+            yield bench
+
+
+async def graphql_call(b: Bench) -> dict[str, Any]:
+    r = await b.client.post(
+        "/graphql", json={"query": DASHBOARD, "variables": {"project": "dash"}}, headers=b.human
+    )
+    body: dict[str, Any] = r.json()
+    if "errors" in body:
+        raise SystemExit(f"dashboard query failed: {r.text[:500]}")
+    return body
+
+
+async def rest_everything(b: Bench) -> int:
+    """The REST calls a client needs for the same data: the list, each decision's
+    generations, each affected task. Returns how many calls that was."""
+    decisions = (await b.send("GET", f"{API}/decisions?limit=50"))["items"]
+    tasks: set[str] = set()
+    for d in decisions:
+        detail = await b.send("GET", f"{API}/decisions/{d['id']}?limit=10")
+        for g in detail["history"]["items"]:
+            tasks.update(a["task_id"] for a in g["affected"])
+    for task_id in sorted(tasks):
+        await b.send("GET", f"{API}/tasks/{task_id}")
+    return 1 + len(decisions) + len(tasks)
+
+
+async def run_suite(directory: Path, n: int, budget: float) -> None:
+    async with bench_service(directory / "graphql-dashboard.db") as b:
+        started = time.perf_counter()
+        counts: list[tuple[int, int]] = []
+        made = 0
+        for size in (3, 50, 300):
+            await b.add_decisions(size - made)
+            made = size
+
+            async def gql(i: int) -> None:
+                await graphql_call(b)
+
+            counts.append((size, await b.statements(gql)))
+            if size == 50:
+                calls: list[int] = []
+
+                async def rest_list(i: int) -> None:
+                    await b.send("GET", f"{API}/decisions?limit=50")
+
+                async def rest_all(i: int) -> None:
+                    calls.append(await rest_everything(b))
+
+                rows = [
+                    await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
+                                  budget=budget, warmup=5),
+                    await measure("REST decisions list, limit=50 (one call)", n, rest_list,
+                                  budget=budget, warmup=5),
+                    await measure("REST, all of it (list + per-decision + per-task GETs)", n,
+                                  rest_all, budget=budget, warmup=2),
+                ]  # fmt: skip
+                rows[2].name += f" = {calls[-1]} calls"
+                sql = [await b.statements(gql), await b.statements(rest_list),
+                       await b.statements(rest_all)]  # fmt: skip
+        print(f"(seeding through the API: {time.perf_counter() - started:.1f}s)\n")
+        report(rows, rows[1], "x one REST list")
+        print("\nSQL statements per request (trace hook on every connection):")
+        for row, count in zip(rows, sql, strict=True):
+            print(f"  {count:5d}  {row.name}")
+        print("\nGraphQL dashboard statements as the decisions grow:")
+        for size, count in counts:
+            print(f"  {size:4d} decisions: {count} statements")
+        ratio = rows[0].median / rows[1].median
+        print(f"\nGraphQL dashboard / one REST list (median): {ratio:.2f}x (target: within 2x)")
