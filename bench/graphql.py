@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from bench.timing import measure, report
+from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
 from waypost.resolvers.access import principals
@@ -138,39 +138,47 @@ async def rest_everything(b: Bench) -> int:
     return 1 + len(decisions) + len(tasks)
 
 
+async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], list[int]]:
+    """The three rows on the current data, and each one's SQL statements."""
+    calls: list[int] = []
+
+    async def gql(i: int) -> None:
+        await graphql_call(b)
+
+    async def rest_list(i: int) -> None:
+        await b.send("GET", f"{API}/decisions?limit=50")
+
+    async def rest_all(i: int) -> None:
+        calls.append(await rest_everything(b))
+
+    rows = [
+        await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
+                      budget=budget, warmup=5),
+        await measure("REST decisions list, limit=50 (one call)", n, rest_list,
+                      budget=budget, warmup=5),
+        await measure("REST, all of it (list + per-decision + per-task GETs)", n, rest_all,
+                      budget=budget, warmup=2),
+    ]  # fmt: skip
+    rows[2].name += f" = {calls[-1]} calls"
+    sql = [await b.statements(f) for f in (gql, rest_list, rest_all)]
+    return rows, sql
+
+
 async def run_suite(directory: Path, n: int, budget: float) -> None:
     async with bench_service(directory / "graphql-dashboard.db") as b:
         started = time.perf_counter()
         counts: list[tuple[int, int]] = []
         made = 0
+
+        async def gql(i: int) -> None:
+            await graphql_call(b)
+
         for size in (3, 50, 300):
             await b.add_decisions(size - made)
             made = size
-
-            async def gql(i: int) -> None:
-                await graphql_call(b)
-
             counts.append((size, await b.statements(gql)))
             if size == 50:
-                calls: list[int] = []
-
-                async def rest_list(i: int) -> None:
-                    await b.send("GET", f"{API}/decisions?limit=50")
-
-                async def rest_all(i: int) -> None:
-                    calls.append(await rest_everything(b))
-
-                rows = [
-                    await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
-                                  budget=budget, warmup=5),
-                    await measure("REST decisions list, limit=50 (one call)", n, rest_list,
-                                  budget=budget, warmup=5),
-                    await measure("REST, all of it (list + per-decision + per-task GETs)", n,
-                                  rest_all, budget=budget, warmup=2),
-                ]  # fmt: skip
-                rows[2].name += f" = {calls[-1]} calls"
-                sql = [await b.statements(gql), await b.statements(rest_list),
-                       await b.statements(rest_all)]  # fmt: skip
+                rows, sql = await side_by_side(b, n, budget)
         print(f"(seeding through the API: {time.perf_counter() - started:.1f}s)\n")
         report(rows, rows[1], "x one REST list")
         print("\nSQL statements per request (trace hook on every connection):")

@@ -20,7 +20,7 @@ from tests.conftest import Service
 from waypost.live import LiveLimits, hub_for
 
 QUICK = LiveLimits(
-    per_token=3, total=5, window=50, poll_seconds=0.1, keepalive_seconds=0.5, recheck_seconds=0.3
+    per_token=3, total=5, window=20, poll_seconds=0.1, keepalive_seconds=0.5, recheck_seconds=0.3
 )
 
 

@@ -165,7 +165,7 @@ async def test_bad_positions_and_unknown_projects_are_refused(
 async def test_a_consumer_that_falls_behind_the_window_is_dropped(
     service: Service, human: Caller, project: str
 ) -> None:
-    """Caught up once, then more than the window (50 in QUICK) behind: dropped,
+    """Caught up once, then more than the window (20, kept up to 40) behind: dropped,
     and told where to resume; the writer never waited for it."""
     async with running(service):
         hub = hub_for(service.rt)

@@ -24,10 +24,10 @@ buffered for; it can resume from its last sequence.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import functools
 import logging
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +62,7 @@ class LiveLimits:
     total: int = 1000
     window: int = 2000
     poll_seconds: float = 1.0
+    coalesce_seconds: float = 0.02
     # streams send a comment this often, and re-check their token this often
     keepalive_seconds: float = 15.0
     recheck_seconds: float = 15.0
@@ -69,11 +70,26 @@ class LiveLimits:
 
 @dataclass
 class _Window:
-    """Every event of one project with a sequence in (floor, hub.position]."""
+    """Every event of one project with a sequence in (floor, hub.position], in
+    order, with their sequences beside them for a binary search."""
 
     floor: int
-    items: deque[Event] = field(default_factory=deque)
+    items: list[Event] = field(default_factory=list)
+    sequences: list[int] = field(default_factory=list)
     listeners: set[Listener] = field(default_factory=set)
+
+    def add(self, event: Event, limit: int) -> None:
+        self.items.append(event)
+        self.sequences.append(event["sequence"])
+        if len(self.items) > 2 * limit:
+            # trim in halves: amortized O(1) per event, never more than 2x the limit
+            cut = len(self.items) - limit
+            self.floor = self.sequences[cut - 1]
+            del self.items[:cut], self.sequences[:cut]
+
+    def after(self, sequence: int) -> list[Event]:
+        start = bisect.bisect_right(self.sequences, sequence)
+        return self.items[start : start + PAGE]
 
 
 class Listener:
@@ -208,7 +224,7 @@ class Hub:
         window = self._windows[listener.project_id]
         if listener.last >= window.floor:
             listener.caught_up = True
-            return [e for e in window.items if e["sequence"] > listener.last][:PAGE]
+            return window.after(listener.last)
         if listener.caught_up:
             raise SlowConsumer(
                 "this stream fell too far behind the live events and was dropped;"
@@ -228,11 +244,19 @@ class Hub:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._dirty.wait(), self.limits.poll_seconds)
+            if self._windows and self.limits.coalesce_seconds:
+                # let the commits of the next few milliseconds join this read:
+                # one read and one wake per listener for many commits
+                await asyncio.sleep(self.limits.coalesce_seconds)
             self._dirty.clear()
             if not self._windows:
-                # nobody listens: only keep the position current
-                self.position = await self._read_position()
-                continue
+                # nobody listens: only keep the position current (unless a
+                # listener arrived during the read: its window starts at the old
+                # position, so the events above it must still be read for it)
+                position = await self._read_position()
+                if not self._windows:
+                    self.position = position
+                    continue
             try:
                 await self._read_new()
             except Exception:  # a busy or failing read: try again on the next wake
@@ -255,9 +279,7 @@ class Hub:
             for event in rows:
                 window = self._windows.get(event["project_id"])
                 if window is not None:
-                    window.items.append(event)
-                    if len(window.items) > self.limits.window:
-                        window.floor = window.items.popleft()["sequence"]
+                    window.add(event, self.limits.window)
                     touched.add(event["project_id"])
             if rows:
                 self.position = rows[-1]["sequence"]
