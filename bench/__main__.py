@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import workflow
+from bench import store, workflow
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
@@ -143,9 +143,19 @@ def mutation_suite(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--suite", choices=("all", "mutation", "workflow"), default="all",
-        help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
-        " (bench/workflow.py); all (default): both, mutation first",
+        "--suite", choices=("all", "mutation", "store", "workflow"), default="all",
+        help="mutation: the policy round trip; store: knowledge create under 16 clients vs a"
+        " bare endpoint, uvloop/httptools, replay (bench/store.py); workflow: claims, lists,"
+        " digest, dashboard (bench/workflow.py); all (default): each in that order",
+    )  # fmt: skip
+    parser.add_argument("--store-rounds", type=int, default=3, help="alternated rounds (3)")
+    parser.add_argument(
+        "--store-seconds", type=float, default=2.0, help="seconds per server per round (2.0)"
+    )
+    parser.add_argument("--store-n", type=int, default=300, help="sequential samples (300)")
+    parser.add_argument(
+        "--before-src", type=Path, default=None,
+        help="another checkout to measure beside this one in the store suite",
     )  # fmt: skip
     parser.add_argument("-n", type=int, default=1000, help="samples per mutation row (1000)")
     parser.add_argument(
@@ -168,6 +178,11 @@ def main() -> None:
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)
+        if args.suite in ("all", "store"):
+            print("\n== store (bench/store.py)")
+            store.run_suite(
+                directory, args.store_rounds, args.store_seconds, args.store_n, args.before_src
+            )
         if args.suite in ("all", "workflow"):
             print(f"\n== workflow (n<={args.workflow_n} per row, {args.budget}s budget per row)")
             seeding = asyncio.run(workflow.run_suite(directory, args.workflow_n, args.budget))
