@@ -321,3 +321,20 @@ def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umas
             assert mode(tmp_path / name) == 0o600, name
     finally:
         conn.close()
+
+
+async def test_batches_are_observable_for_metrics(service: Service) -> None:
+    batches: list[tuple[int, float]] = []
+    service.rt.db.observe_batches(lambda units, seconds: batches.append((units, seconds)))
+    held = Held()
+    holder = asyncio.create_task(service.rt.db.write(held))
+    await asyncio.to_thread(held.entered.wait, 10)
+    tasks = [asyncio.create_task(service.rt.db.write(recorded(f"m{i}"))) for i in range(5)]
+    await asyncio.sleep(0)
+    assert service.rt.db.queue_depth() == 5
+    held.release.set()
+    await asyncio.gather(holder, *tasks)
+    service.rt.db.observe_batches(None)
+    assert [units for units, _ in batches] == [6]
+    assert 0 < batches[0][1] < 5
+    assert service.rt.db.queue_depth() == 0

@@ -157,6 +157,19 @@ class Database:
 
     # -- diagnostics -----------------------------------------------------------------------
 
+    def observe_batches(self, callback: Callable[[int, float], None] | None) -> None:
+        """Call `callback(units, commit_seconds)` after each COMMIT (metrics).
+
+        It runs on the writer thread, inside the writer's loop: keep it cheap
+        and thread-safe (prometheus_client's metrics are)."""
+        if self._writer is None:
+            raise Unavailable("the database is not open")
+        self._writer.batch_observer = callback
+
+    def queue_depth(self) -> int:
+        """Writes waiting for the writer thread now (0 when closed)."""
+        return self._writer.queue_depth() if self._writer is not None else 0
+
     async def set_trace(self, callback: Callable[[str], None] | None) -> None:
         """Install a statement trace on every connection (tests count SQL with it)."""
         if self._writer is None or self._readers is None:
