@@ -214,13 +214,12 @@ def project_group() -> None:
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
     from waypost.http.decoding import convert
+    from waypost.resolvers.access import store as access_store
     from waypost.resolvers.core import events
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
-        owner = conn.execute(
-            "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
-        ).fetchone()
+        owner = access_store.first_human_row(conn)
         if owner is None:
             raise click.ClickException("create a human principal first")
         project = projects.insert_project(conn, body, owner["id"], "human", at)
