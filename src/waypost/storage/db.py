@@ -81,11 +81,16 @@ class Database:
         busy_timeout_ms: int = 5000,
         hooks: Sequence[ConnectionHook] = (),
         on_commit: CommitListener | None = None,
+        *,
+        batch_units: int = 64,
+        batch_seconds: float = 0.01,
     ) -> None:
         self.path = path
         self._reader_count = max(1, readers)
         self._busy_timeout_ms = busy_timeout_ms
         self._hooks = tuple(hooks)
+        # a batch takes no more units once it holds this many or has run this long
+        self._batch_bounds = (batch_units, batch_seconds)
         self._writer: Writer | None = None
         self._readers: ReaderPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +116,14 @@ class Database:
             raise
         self._readers = ReaderPool(readers)
         assert self._loop is not None
-        self._writer = Writer(conn, self._busy_timeout_ms, (self._loop, self._committed))
+        units, seconds = self._batch_bounds
+        self._writer = Writer(
+            conn,
+            self._busy_timeout_ms,
+            (self._loop, self._committed),
+            max_units=units,
+            max_seconds=seconds,
+        )
 
     async def close(self) -> None:
         """Finish the queued writes and running reads, then close every connection."""
