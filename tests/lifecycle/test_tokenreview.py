@@ -258,6 +258,8 @@ def test_serve_selects_tokenreview_with_its_flags(
         assert r.status_code == 200 and r.json() == {"items": [], "next_cursor": None}
         refused(httpx.get(base, headers=bearer("expired")), 401, "unauthenticated")
         assert state.seen[0][2]["spec"]["audiences"] == ["lifecycle"]
+        state.status = 500  # the 503 row of the error table, over the real listener
+        refused(httpx.get(base, headers=bearer("good-sa-token")), 503, "unavailable")
     finally:
         assert srv.stop() == 0
 
