@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import context, fanout, workflow
+from bench import context, fanout, store, workflow
 from bench import graphql as graphql_bench
 from bench.timing import Result, measure, report
 from waypost.app import create_app
@@ -144,12 +144,25 @@ def mutation_suite(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--suite", choices=("all", "mutation", "workflow", "context", "graphql", "fanout"),
+        "--suite",
+        choices=("all", "mutation", "store", "workflow", "context", "graphql", "fanout"),
         default="all",
-        help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
-        " (bench/workflow.py); context: the context packet against bare FTS5 and"
-        " Datasette (bench/context.py, not part of all: it seeds large files);"
-        " all (default): mutation and workflow",
+        help="mutation: the policy round trip; store: knowledge create under 16 clients vs a"
+        " bare endpoint, uvloop/httptools, replay (bench/store.py); workflow: claims, lists,"
+        " digest, dashboard (bench/workflow.py); context: the context packet against bare"
+        " FTS5 and Datasette (bench/context.py, not part of all: it seeds large files);"
+        " graphql: the dashboard query against REST with SQL counts (bench/graphql.py);"
+        " fanout: 100 event listeners under 16 writers (bench/fanout.py);"
+        " all (default): mutation, store and workflow",
+    )  # fmt: skip
+    parser.add_argument("--store-rounds", type=int, default=3, help="alternated rounds (3)")
+    parser.add_argument(
+        "--store-seconds", type=float, default=2.0, help="seconds per server per round (2.0)"
+    )
+    parser.add_argument("--store-n", type=int, default=300, help="sequential samples (300)")
+    parser.add_argument(
+        "--before-src", type=Path, default=None,
+        help="another checkout to measure beside this one in the store suite",
     )  # fmt: skip
     parser.add_argument(
         "--sizes", default="10000,100000",
@@ -178,6 +191,11 @@ def main() -> None:
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)
+        if args.suite in ("all", "store"):
+            print("\n== store (bench/store.py)")
+            store.run_suite(
+                directory, args.store_rounds, args.store_seconds, args.store_n, args.before_src
+            )
         if args.suite == "graphql":
             print(f"\n== GraphQL dashboard vs REST (n<={args.workflow_n} per row)")
             asyncio.run(graphql_bench.run_suite(directory, args.workflow_n, args.budget))
