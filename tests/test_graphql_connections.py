@@ -3,10 +3,12 @@ Task.decisions, and a description on everything in the schema."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from graphql import get_introspection_query
 
+from bench.graphql import DASHBOARD
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, reopen
 
@@ -207,3 +209,20 @@ async def test_every_type_field_argument_and_enum_value_has_a_description(
         missing += [f"{name}.{v['name']}" for v in t["enumValues"] or [] if not v["description"]]
     assert missing == []
     assert len(data["data"]["__schema"]["types"]) > 50
+
+
+async def test_the_dashboard_query_in_the_docs_runs_as_printed(human: Caller, project: str) -> None:
+    text = (Path(__file__).resolve().parent.parent / "docs" / "graphql.md").read_text()
+    section = text.split("## A dashboard query", 1)[1]
+    query = section.split("```graphql", 1)[1].split("```", 1)[0]
+    assert query.strip() == DASHBOARD.strip()  # the bench times the same text
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    assert (await reopen(human, decision["id"], 1)).status_code == 200
+    data = await human.gql(query, {"project": "demo"})
+    assert "errors" not in data, data
+    decisions = data["data"]["project"]["decisions"]
+    assert decisions["totalCount"] == 1
+    generations = decisions["nodes"][0]["generations"]["nodes"]
+    assert [g["generation"] for g in generations] == [2, 1]
+    assert generations[0]["affected"][0]["task"]["restId"] == task
