@@ -12,6 +12,7 @@ import pytest
 
 from waypost import rest
 from waypost.cli import main, serve
+from waypost.live import sse
 from waypost.settings import DEFAULT_TYPESAFE_URL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -134,6 +135,8 @@ def test_documented_core_routes_exist() -> None:
     known = {(m, shape(p)) for m, p in ROUTES} | {
         ("GET", "/healthz"),
         ("GET", "/api/v1/openapi.json"),
+        # the event stream is text/event-stream, outside the JSON route table
+        ("GET", shape(sse.PATH)),
     }
     api = (ROOT / "docs" / "api.md").read_text()
     for match in MENTION.finditer(api):
