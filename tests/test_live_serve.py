@@ -1,0 +1,64 @@
+"""A real `waypost serve`: an open event stream and a subscription end when
+the server is told to stop, and the process exits promptly (nothing holds
+the shutdown up)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from websockets.asyncio.client import connect
+
+from tests.test_serve import START, start
+
+pytestmark = pytest.mark.slow
+
+
+async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> None:
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"Uvicorn running on")
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(base_url=srv.url, timeout=30) as client:
+            r = await client.post(
+                "/api/v1/projects", json={"id": "demo", "name": "Demo"},
+                headers={**headers, "Idempotency-Key": "p1"},
+            )  # fmt: skip
+            assert r.status_code == 201
+            ws_url = srv.url.replace("http://", "ws://") + "/graphql"
+            async with (
+                client.stream("GET", "/api/v1/projects/demo/events/stream?after=0",
+                              headers=headers) as stream,
+                connect(ws_url, subprotocols=["graphql-transport-ws"]) as ws,  # type: ignore[list-item]
+            ):  # fmt: skip
+                lines = stream.aiter_lines()
+                assert await anext(lines) == ": stream open"
+                await ws.send(
+                    json.dumps(
+                        {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+                    )
+                )
+                assert json.loads(await ws.recv())["type"] == "connection_ack"
+                await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {
+                    "query": 'subscription { projectEvents(projectId: "demo", after: 0)'
+                             " { sequence type } }"}}))  # fmt: skip
+                first = json.loads(await ws.recv())
+                assert first["payload"]["data"]["projectEvents"]["type"] == "project.created"
+                stopped = time.monotonic()
+                srv.process.send_signal(15)
+                rest = [line async for line in lines]  # the stream ends by itself
+                assert json.loads(await asyncio.wait_for(ws.recv(), 20))["type"] == "complete"
+        assert srv.process.wait(timeout=20) == 0
+        assert time.monotonic() - stopped < 15
+        # what it had sent before ending: the replay of the one event
+        assert [line for line in rest if line.startswith("event:")] == ["event: project.created"]
+    finally:
+        srv.stop()
