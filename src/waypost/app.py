@@ -19,6 +19,7 @@ from waypost import rest
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.http.auth import Gate
+from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import sweep
 from waypost.rest import openapi
@@ -72,7 +73,8 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         await _bootstrap(rt)
         sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
         try:
-            yield
+            async with mcp.run():
+                yield
         finally:
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -92,7 +94,9 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         body = {"error": {"code": code, "message": message, "details": {}}}
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
+    mcp = McpEndpoint(lambda: runtime_holder["rt"])
     routes: list[Any] = [
+        Route("/mcp", mcp),
         Route("/healthz", healthz),
         Route("/api/v1/openapi.json", openapi_document),
         Route("/graphql", graphql_view(settings.graphiql), methods=["GET", "POST"]),

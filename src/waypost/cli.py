@@ -91,6 +91,27 @@ def serve(
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
 
 
+@main.command("mcp")
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="Base URL of the running Waypost the tools call.",
+)
+def mcp_command(url: str) -> None:
+    """MCP server over stdio (for clients that launch a process); token from WAYPOST_TOKEN."""
+    from waypost.mcp_server.stdio import TokenRefused
+    from waypost.mcp_server.stdio import main as serve_mcp
+
+    token = os.environ.get("WAYPOST_TOKEN", "").strip()
+    if not token:
+        raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
+    try:
+        serve_mcp(url.rstrip("/"), token)
+    except TokenRefused as error:
+        raise click.ClickException(str(error)) from None
+
+
 @main.group()
 def admin() -> None:
     """Administrative commands; they never read TYPESAFE_API_KEY."""
