@@ -3,6 +3,7 @@ entered, an ASGI client, and principals with tokens."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ import pytest
 from waypost.app import create_app
 from waypost.clock import format_time, parse_time
 from waypost.resolvers.access import principals
-from waypost.runtime import Runtime
+from waypost.runtime import Runtime, open_runtime
 from waypost.settings import Settings
 
 _keys = itertools.count()
@@ -126,11 +127,21 @@ def clock() -> MovableClock:
 @pytest.fixture
 async def service(tmp_path: Path, clock: MovableClock) -> AsyncIterator[Service]:
     settings = Settings(db_path=tmp_path / "waypost.db", sweep_interval=3600)
-    app = create_app(settings, clock=clock)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://waypost.test") as client:
-            yield Service(app, client, app.state.runtime, clock, settings.db_path)
+    async with serving(settings, clock) as made:
+        yield made
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: Settings, clock: MovableClock, base_url: str = "http://waypost.test"
+) -> AsyncIterator[Service]:
+    """The runtime opened as `serve` opens it, the public app over it, a client."""
+    async with open_runtime(settings, clock) as rt:
+        app = create_app(rt)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url=base_url) as client:
+                yield Service(app, client, rt, clock, settings.db_path)
 
 
 @pytest.fixture

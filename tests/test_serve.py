@@ -73,13 +73,13 @@ class Server:
         return status
 
 
-def start(db: Path, clock: Path) -> Server:
+def start(db: Path, clock: Path, lifecycle_port: int = 0) -> Server:
     port = free_port()
     env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
     env.pop("TYPESAFE_API_KEY", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
-         "--lifecycle-port", "0"],
+         "--lifecycle-port", str(lifecycle_port)],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -307,3 +307,26 @@ def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
         assert r.status_code == 200 and r.headers["idempotent-replayed"] == "true"
     finally:
         second.stop()
+
+
+def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path) -> None:
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    lifecycle_port = free_port()
+    srv = start(tmp_path / "waypost.db", clock, lifecycle_port=lifecycle_port)
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{lifecycle_port}")
+        r = httpx.get(f"http://127.0.0.1:{lifecycle_port}/v1/anything")
+        assert r.status_code == 404 and r.json() == {"error": "not_found"}
+        assert r.headers["cache-control"] == "no-store"
+        assert r.headers["x-content-type-options"] == "nosniff"
+        # the public listener runs beside it, over the same database
+        assert httpx.get(f"{srv.url}/api/v1/me", headers=auth(token)).status_code == 200
+    finally:
+        status = srv.stop()
+    assert status == 0  # SIGTERM stops both listeners, and the process exits cleanly
+    while not srv.lines.empty():
+        srv.seen.append(srv.lines.get())
+    assert not any("not part of this build" in line for line in srv.seen)
+    assert sum("Finished server process" in line for line in srv.seen) == 2

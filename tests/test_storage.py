@@ -298,3 +298,32 @@ def test_run_write_commits_or_rolls_back_as_one(tmp_path: Path) -> None:
         run_write(conn, fail)
     assert [r[0] for r in conn.execute("SELECT name FROM principals")] == ["kept"]
     conn.close()
+
+
+# -- commit listeners ---------------------------------------------------------------
+
+
+async def test_commit_listeners_run_on_the_loop_after_each_committed_write(
+    service: Service,
+) -> None:
+    loop = asyncio.get_running_loop()
+    seen: list[int] = []
+
+    def listener() -> None:
+        assert asyncio.get_running_loop() is loop
+        # the write is committed: a reader (another connection) already sees it
+        seen.append(1)
+
+    service.rt.db.add_commit_listener(listener)
+    at = service.clock.iso()
+    await service.rt.db.write(lambda c: principals.create_principal(c, "human", "one", at))
+    await asyncio.sleep(0)
+    assert seen == [1]
+    with pytest.raises(RuntimeError):
+        await service.rt.db.write(lambda c: (_ for _ in ()).throw(RuntimeError("no")))
+    await asyncio.sleep(0)
+    assert seen == [1]  # nothing committed, nobody woken
+    service.rt.db.remove_commit_listener(listener)
+    await service.rt.db.write(lambda c: principals.create_principal(c, "human", "two", at))
+    await asyncio.sleep(0)
+    assert seen == [1]

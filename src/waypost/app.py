@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,70 +14,44 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from waypost import rest
-from waypost.clock import Clock, FileClock, SystemClock, format_time
-from waypost.errors import WaypostError
+from waypost.clock import Clock
 from waypost.http.auth import Gate
 from waypost.mcp_server.http_endpoint import McpEndpoint
-from waypost.resolvers.access import principals
-from waypost.resolvers.core import sweep
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
-from waypost.runtime import Runtime
+from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
 from waypost.settings import Settings
-from waypost.storage.db import Database
 
 log = logging.getLogger("waypost")
 
 
-def make_clock(settings: Settings) -> Clock:
-    return FileClock(settings.clock_file) if settings.clock_file else SystemClock()
+def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starlette:
+    """The public app over an open `Runtime` (what `serve` does: the runtime is
+    shared with the lifecycle app and outlives both).
 
+    Given `Settings` instead, the app opens its own runtime in its lifespan and
+    closes it after: a convenience for embedding one app alone (tests, bench).
+    """
+    if isinstance(runtime, Runtime):
+        rt: Runtime | None = runtime
+        settings = runtime.settings or Settings(db_path=runtime.db.path)
+    else:
+        rt, settings = None, runtime
 
-async def _sweep_forever(rt: Runtime, interval: float) -> None:
-    while True:
-        await asyncio.sleep(interval)
-        try:
-            report = await sweep.run_once(rt)
-            log.info("sweep: %s", report)
-        except WaypostError as error:
-            log.warning("sweep skipped: %s", error.message)
-        except Exception:
-            log.exception("sweep failed")
-
-
-async def _bootstrap(rt: Runtime) -> None:
-    at = format_time(rt.now())
-    created = await rt.db.write(lambda conn: principals.bootstrap_admin(conn, at))
-    if created:
-        print(
-            "waypost: created human principal 'admin'; its token (shown once):\n"
-            f"  {created['token']}",
-            file=sys.stderr,
-            flush=True,
-        )
-
-
-def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
-    runtime_holder: dict[str, Runtime] = {}
+    # MCP over Streamable HTTP; its session manager runs inside the lifespan
+    mcp = McpEndpoint(lambda: app.state.runtime)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        db = Database(settings.db_path, settings.readers, settings.busy_timeout_ms)
-        await db.open()
-        rt = Runtime(db=db, clock=clock or make_clock(settings))
-        runtime_holder["rt"] = rt
-        app.state.runtime = rt
-        await _bootstrap(rt)
-        sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
-        try:
+        if rt is not None:
             async with mcp.run():
                 yield
-        finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
-            await db.close()
+            return
+        async with open_runtime(settings, clock) as own:
+            app.state.runtime = own
+            async with mcp.run():
+                yield
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -94,7 +66,6 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         body = {"error": {"code": code, "message": message, "details": {}}}
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
-    mcp = McpEndpoint(lambda: runtime_holder["rt"])
     routes: list[Any] = [
         Route("/mcp", mcp),
         Route("/healthz", healthz),
@@ -107,5 +78,7 @@ def create_app(settings: Settings, clock: Clock | None = None) -> Starlette:
         lifespan=lifespan,
         exception_handlers={404: http_error, 405: http_error},
     )
-    app.add_middleware(Gate, runtime=lambda: runtime_holder["rt"], graphiql=settings.graphiql)
+    if rt is not None:
+        app.state.runtime = rt
+    app.add_middleware(Gate, runtime=lambda: app.state.runtime, graphiql=settings.graphiql)
     return app

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -61,10 +62,6 @@ def serve(
     graphiql: bool = False,
 ) -> None:
     """Run the service (the default command)."""
-    import uvicorn
-
-    from waypost.app import create_app
-
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if clock_file:
@@ -74,9 +71,6 @@ def serve(
         raise click.UsageError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
     if not rerank.enabled:
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
-    if lifecycle_port:
-        log.warning("the lifecycle listener is not part of this build yet; port %s unused",
-                    lifecycle_port)  # fmt: skip
     settings = Settings(
         db_path=db_path or Path(default_db_path()),
         host=host,
@@ -88,7 +82,9 @@ def serve(
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
     )
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info", access_log=False)
+    from waypost.serving import serve_forever
+
+    asyncio.run(serve_forever(settings))
 
 
 @main.command("mcp")

@@ -1,12 +1,33 @@
-"""What every resolver is handed: the store, the clock and in-process state."""
+"""What every resolver is handed: the store, the clock and in-process state.
+
+A `Runtime` is opened once per process by `open_runtime` (`serve` does it, and
+so do the test fixtures) and handed to every app that process serves: the
+public app (`waypost.app.create_app`) and the private lifecycle app
+(`waypost.lifecycle_http.app.create_lifecycle_app`). Both therefore share one
+writer, one reader pool, one clock and one sweep.
+
+Adding a per-process resource (an HTTP client, a circuit breaker, an event
+hub): give `Runtime` a field with a default, open the resource in
+`open_runtime` and register its close on `rt.resources` (an
+`AsyncExitStack`), which closes everything in reverse order of opening.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from waypost.clock import Clock
+from waypost.clock import Clock, FileClock, SystemClock, format_time
+from waypost.errors import WaypostError
+from waypost.settings import Settings
 from waypost.storage.db import Database
+
+log = logging.getLogger("waypost")
 
 
 @dataclass(frozen=True)
@@ -34,6 +55,64 @@ class Runtime:
     clock: Clock
     # (principal id, idempotency key) of mutations running now in this process
     inflight: set[tuple[str, str]] = field(default_factory=set)
+    settings: Settings | None = None
+    # closes what open_runtime opened, last first; extensions push onto it
+    resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
 
     def now(self) -> datetime:
         return self.clock.now()
+
+
+def make_clock(settings: Settings) -> Clock:
+    return FileClock(settings.clock_file) if settings.clock_file else SystemClock()
+
+
+@contextlib.asynccontextmanager
+async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
+    """Open the process's runtime: database (migrated), clock, bootstrap admin,
+    sweep task. Everything is closed again when the block exits."""
+    db = Database(settings.db_path, settings.readers, settings.busy_timeout_ms)
+    async with contextlib.AsyncExitStack() as stack:
+        await db.open()
+        stack.push_async_callback(db.close)
+        rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
+        await stack.enter_async_context(rt.resources)
+        await _bootstrap(rt)
+        sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
+        stack.push_async_callback(_cancel, sweeper)
+        yield rt
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def _sweep_forever(rt: Runtime, interval: float) -> None:
+    from waypost.resolvers.core import sweep  # resolvers import this module
+
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            report = await sweep.run_once(rt)
+            log.info("sweep: %s", report)
+        except WaypostError as error:
+            log.warning("sweep skipped: %s", error.message)
+        except Exception:
+            log.exception("sweep failed")
+
+
+async def _bootstrap(rt: Runtime) -> None:
+    """On a database with no principals, create `admin` and print its token once."""
+    from waypost.resolvers.access import principals  # resolvers import this module
+
+    at = format_time(rt.now())
+    created = await rt.db.write(lambda conn: principals.bootstrap_admin(conn, at))
+    if created:
+        print(
+            "waypost: created human principal 'admin'; its token (shown once):\n"
+            f"  {created['token']}",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -11,6 +11,7 @@ each sees one consistent snapshot.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ import aiosqlite
 from waypost.errors import Unavailable
 from waypost.storage.migrate import migrate
 
+log = logging.getLogger("waypost")
 T = TypeVar("T")
 UnitOfWork = Callable[[sqlite3.Connection], T]
 
@@ -112,6 +114,21 @@ class Database:
         self._readers: list[aiosqlite.Connection] = []
         self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
         self._trace: Callable[[str], None] | None = None
+        self._commit_listeners: list[Callable[[], None]] = []
+
+    def add_commit_listener(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` on the event loop after each committed write."""
+        self._commit_listeners.append(callback)
+
+    def remove_commit_listener(self, callback: Callable[[], None]) -> None:
+        self._commit_listeners.remove(callback)
+
+    def _committed(self) -> None:
+        for callback in list(self._commit_listeners):
+            try:
+                callback()
+            except Exception:
+                log.exception("commit listener failed")
 
     async def open(self) -> None:
         self._writer = await self._connect()
@@ -132,7 +149,9 @@ class Database:
         """Run one unit of work as a single writer transaction."""
         if self._writer is None:
             raise Unavailable("the database is not open")
-        return await self._call(self._writer, lambda conn: run_write(conn, fn))
+        result = await self._call(self._writer, lambda conn: run_write(conn, fn))
+        self._committed()
+        return result
 
     async def read(self, fn: UnitOfWork[T]) -> T:
         """Run one read-only unit of work on a free reader connection."""

@@ -8,13 +8,23 @@ from typing import Any
 
 from waypost.errors import InvalidRequest, NotFound, Unauthenticated
 from waypost.ids import new_id, new_token, token_digest
+from waypost.resolvers.access import store
+from waypost.resolvers.access.store import principal_json
 from waypost.runtime import Actor
 
+__all__ = [
+    "AUDIENCES",
+    "authenticate",
+    "bootstrap_admin",
+    "create_principal",
+    "get_principal",
+    "has_principals",
+    "issue_token",
+    "principal_json",
+    "revoke_token",
+]
+
 AUDIENCES = ("api", "lifecycle")
-
-
-def principal_json(row: sqlite3.Row) -> dict[str, Any]:
-    return {"id": row["id"], "kind": row["kind"], "name": row["name"]}
 
 
 def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) -> dict[str, Any]:
@@ -24,10 +34,7 @@ def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) ->
     if not 1 <= len(name) <= 200:
         raise InvalidRequest.field("name", "name must be 1-200 characters")
     principal_id = new_id("prn")
-    conn.execute(
-        "INSERT INTO principals (id, kind, name, created_at) VALUES (?, ?, ?, ?)",
-        (principal_id, kind, name, at),
-    )
+    store.insert_principal(conn, principal_id, kind, name, at)
     token = issue_token(conn, principal_id, "api", at)
     return {"principal_id": principal_id, "kind": kind, "name": name, "token": token["token"]}
 
@@ -37,15 +44,11 @@ def issue_token(
 ) -> dict[str, Any]:
     if audience not in AUDIENCES:
         raise InvalidRequest.field("audience", "audience must be api or lifecycle")
-    if conn.execute("SELECT 1 FROM principals WHERE id = ?", (principal_id,)).fetchone() is None:
+    if not store.principal_exists(conn, principal_id):
         raise NotFound("no such principal", {"field": "principal"})
     token = new_token()
     token_id = new_id("tok")
-    conn.execute(
-        "INSERT INTO tokens (id, principal_id, audience, sha256, created_at)"
-        " VALUES (?, ?, ?, ?, ?)",
-        (token_id, principal_id, audience, token_digest(token), at),
-    )
+    store.insert_token(conn, token_id, principal_id, audience, token_digest(token), at)
     return {
         "principal_id": principal_id,
         "audience": audience,
@@ -55,13 +58,7 @@ def issue_token(
 
 
 def revoke_token(conn: sqlite3.Connection, token_id: str, at: str) -> None:
-    cur = conn.execute(
-        "UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL", (at, token_id)
-    )
-    if (
-        cur.rowcount == 0
-        and conn.execute("SELECT 1 FROM tokens WHERE id = ?", (token_id,)).fetchone() is None
-    ):
+    if not store.mark_token_revoked(conn, token_id, at) and not store.token_exists(conn, token_id):
         raise NotFound("no such token", {"field": "token_id"})
 
 
@@ -72,11 +69,7 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str) -> Actor:
     against stored data; the final digest comparison is constant-time as well.
     """
     digest = token_digest(token)
-    row = conn.execute(
-        "SELECT t.id AS token_id, t.sha256, t.audience, t.revoked_at, p.id, p.kind, p.name"
-        " FROM tokens t JOIN principals p ON p.id = t.principal_id WHERE t.sha256 = ?",
-        (digest,),
-    ).fetchone()
+    row = store.token_with_principal(conn, digest)
     if (
         row is None
         or not hmac.compare_digest(bytes(row["sha256"]), digest)
@@ -88,12 +81,12 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str) -> Actor:
 
 
 def get_principal(conn: sqlite3.Connection, principal_id: str) -> dict[str, Any] | None:
-    row = conn.execute("SELECT * FROM principals WHERE id = ?", (principal_id,)).fetchone()
+    row = store.principal_row(conn, principal_id)
     return principal_json(row) if row else None
 
 
 def has_principals(conn: sqlite3.Connection) -> bool:
-    return conn.execute("SELECT 1 FROM principals LIMIT 1").fetchone() is not None
+    return store.any_principal(conn)
 
 
 def bootstrap_admin(conn: sqlite3.Connection, at: str) -> dict[str, Any] | None:

@@ -3,78 +3,43 @@
 from __future__ import annotations
 
 import sqlite3
-from typing import Annotated, Any
-
-import msgspec
+from typing import Any
 
 from waypost.errors import Forbidden, NotFound, StateConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.projects import store
+from waypost.resolvers.projects.models import ProjectCreate
+from waypost.resolvers.projects.store import DEFAULT_POLICY, project_json
 from waypost.runtime import Actor, Runtime
 
-# msgspec matches with re.search, where `$` also matches before a final newline
-# ("demo\n" would pass); the lookahead ends the match at the true end of the
-# text, in Python and in the JSON Schema the OpenAPI document publishes.
-ProjectId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,62}(?![\s\S])")]
-ProjectName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-
-DEFAULT_POLICY: dict[str, Any] = {
-    "rules": "",
-    "agent_rule_editing": False,
-    "allow_relayed_human_answers": False,
-    "integration_owner": None,
-    "lease_seconds": 900,
-    "review_mode": "human",
-}
-
-
-class ProjectCreate(msgspec.Struct, forbid_unknown_fields=True):
-    id: ProjectId
-    name: ProjectName
-
-
-def project_json(row: sqlite3.Row) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "name": row["name"],
-        "created_at": row["created_at"],
-        "created_by": row["created_by"],
-    }
+__all__ = [
+    "DEFAULT_POLICY",
+    "ProjectCreate",  # the REST route table, GraphQL and the admin CLI decode into it
+    "create",
+    "get",
+    "insert_project",
+    "list_projects",
+    "list_projects_sync",
+    "project_json",
+    "require_project",
+]
 
 
 def require_project(conn: sqlite3.Connection, project_id: str) -> sqlite3.Row:
-    row = conn.execute("SELECT * FROM projects WHERE id = ?", (project_id,)).fetchone()
+    row = store.project_row(conn, project_id)
     if row is None:
         raise NotFound("no such project", {"project_id": project_id})
-    result: sqlite3.Row = row
-    return result
+    return row
 
 
 def insert_project(
     conn: sqlite3.Connection, body: ProjectCreate, actor_id: str, actor_kind: str, at: str
 ) -> dict[str, Any]:
     """Insert a project and its policy revision 1 (shared by the API and the admin CLI)."""
-    if conn.execute("SELECT 1 FROM projects WHERE id = ?", (body.id,)).fetchone():
+    if store.project_exists(conn, body.id):
         raise StateConflict("a project with this id exists", {"field": "id", "reason": "exists"})
-    p = DEFAULT_POLICY
-    conn.execute(
-        "INSERT INTO projects (id, name, created_at, created_by, policy_revision, rules,"
-        " rules_revision, agent_rule_editing, allow_relayed_human_answers, integration_owner,"
-        " lease_seconds, review_mode, policy_updated_at, policy_updated_by)"
-        " VALUES (?, ?, ?, ?, 1, ?, 1, ?, ?, ?, ?, ?, ?, ?)",
-        (body.id, body.name, at, actor_id, p["rules"], p["agent_rule_editing"],
-         p["allow_relayed_human_answers"], p["integration_owner"], p["lease_seconds"],
-         p["review_mode"], at, actor_id),
-    )  # fmt: skip
-    conn.execute(
-        "INSERT INTO policy_revisions (project_id, revision, rules, agent_rule_editing,"
-        " allow_relayed_human_answers, integration_owner, lease_seconds, review_mode,"
-        " actor_id, actor_kind, actor_session_id, at, provenance)"
-        " SELECT id, policy_revision, rules, agent_rule_editing, allow_relayed_human_answers,"
-        " integration_owner, lease_seconds, review_mode, ?, ?, NULL, ?, ''"
-        " FROM projects WHERE id = ?",
-        (actor_id, actor_kind, at, body.id),
-    )
+    store.insert_project(conn, body.id, body.name, actor_id, actor_kind, at)
     return project_json(require_project(conn, body.id))
 
 
@@ -97,10 +62,8 @@ def list_projects_sync(
     conn: sqlite3.Connection, cursor: str | None, limit: int | None
 ) -> Page[dict[str, Any]]:
     size = check_limit(limit)
-    after = decode_cursor(cursor, str)[0] if cursor else ""
-    rows = conn.execute(
-        "SELECT * FROM projects WHERE id > ? ORDER BY id LIMIT ?", (after, size + 1)
-    ).fetchall()
+    after = str(decode_cursor(cursor, str)[0]) if cursor else ""
+    rows = store.project_rows_after(conn, after, size + 1)
     page = Page.from_rows(rows, size, lambda r: encode_cursor(r["id"]))
     return Page([project_json(r) for r in page.items], page.cursors, page.has_next)
 

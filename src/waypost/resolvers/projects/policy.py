@@ -8,78 +8,31 @@ relay switch or the integration owner.
 from __future__ import annotations
 
 import sqlite3
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, RevisionConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.access.store import principal_exists
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.projects import store
+from waypost.resolvers.projects.models import PolicyPatch
 from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.projects.store import policy_json, policy_revision_json
 from waypost.runtime import Actor, Runtime
+
+__all__ = [
+    "PROVENANCE_MAX_BYTES",
+    "RULES_MAX_BYTES",
+    "PolicyPatch",  # the REST route table and GraphQL decode into it
+    "get",
+    "history",
+    "history_sync",
+    "policy_json",
+    "update",
+]
 
 RULES_MAX_BYTES = 64 * 1024
 PROVENANCE_MAX_BYTES = 4 * 1024
-FIELDS = (
-    "rules",
-    "agent_rule_editing",
-    "allow_relayed_human_answers",
-    "integration_owner",
-    "lease_seconds",
-    "review_mode",
-)
-ReviewMode = Literal["none", "human", "any"]
-
-
-class PolicyPatch(msgspec.Struct, forbid_unknown_fields=True):
-    expected_revision: Annotated[int, msgspec.Meta(ge=1)]
-    rules: str | msgspec.UnsetType = msgspec.UNSET
-    agent_rule_editing: bool | msgspec.UnsetType = msgspec.UNSET
-    allow_relayed_human_answers: bool | msgspec.UnsetType = msgspec.UNSET
-    integration_owner: str | msgspec.UnsetType | None = msgspec.UNSET
-    lease_seconds: Annotated[int, msgspec.Meta(ge=30, le=86400)] | msgspec.UnsetType = msgspec.UNSET
-    review_mode: ReviewMode | msgspec.UnsetType = msgspec.UNSET
-    provenance: str | msgspec.UnsetType = msgspec.UNSET
-
-    def changes(self) -> dict[str, Any]:
-        return {f: getattr(self, f) for f in FIELDS if getattr(self, f) is not msgspec.UNSET}
-
-
-def _settings(row: sqlite3.Row) -> dict[str, Any]:
-    """The policy fields proper, shared by the projection and each history row."""
-    return {
-        "rules": row["rules"],
-        "agent_rule_editing": bool(row["agent_rule_editing"]),
-        "allow_relayed_human_answers": bool(row["allow_relayed_human_answers"]),
-        "integration_owner": row["integration_owner"],
-        "lease_seconds": row["lease_seconds"],
-        "review_mode": row["review_mode"],
-    }
-
-
-def policy_json(row: sqlite3.Row) -> dict[str, Any]:
-    """The projection, from a `projects` row."""
-    return {
-        "project_id": row["id"],
-        "revision": row["policy_revision"],
-        **_settings(row),
-        "updated_at": row["policy_updated_at"],
-        "updated_by": row["policy_updated_by"],
-    }
-
-
-def revision_json(row: sqlite3.Row) -> dict[str, Any]:
-    """One immutable history entry, from a `policy_revisions` row."""
-    return {
-        "project_id": row["project_id"],
-        "revision": row["revision"],
-        **_settings(row),
-        "actor_id": row["actor_id"],
-        "actor_kind": row["actor_kind"],
-        "actor_session_id": row["actor_session_id"],
-        "at": row["at"],
-        "provenance": row["provenance"],
-    }
 
 
 def _validate(conn: sqlite3.Connection, patch: PolicyPatch, changes: dict[str, Any]) -> None:
@@ -90,10 +43,7 @@ def _validate(conn: sqlite3.Connection, patch: PolicyPatch, changes: dict[str, A
     if isinstance(patch.provenance, str) and len(patch.provenance.encode()) > PROVENANCE_MAX_BYTES:
         raise InvalidRequest.field("provenance", "provenance may hold at most 4 KiB")
     owner = changes.get("integration_owner")
-    if (
-        owner is not None
-        and not conn.execute("SELECT 1 FROM principals WHERE id = ?", (owner,)).fetchone()
-    ):
+    if owner is not None and not principal_exists(conn, owner):
         raise InvalidRequest.field("integration_owner", "no such principal")
 
 
@@ -128,23 +78,16 @@ async def update(
             )  # fmt: skip
         revision = project["policy_revision"] + 1
         rules_changed = "rules" in changes and changes["rules"] != project["rules"]
-        sets = ", ".join(f"{name} = ?" for name in changes)
-        tx.conn.execute(
-            f"UPDATE projects SET {sets}, policy_revision = ?, rules_revision = ?,"
-            " policy_updated_at = ?, policy_updated_by = ? WHERE id = ?",
-            (*changes.values(), revision,
-             revision if rules_changed else project["rules_revision"],
-             tx.at, actor.principal_id, project_id),
-        )  # fmt: skip
         provenance = patch.provenance if isinstance(patch.provenance, str) else ""
-        tx.conn.execute(
-            "INSERT INTO policy_revisions (project_id, revision, rules, agent_rule_editing,"
-            " allow_relayed_human_answers, integration_owner, lease_seconds, review_mode,"
-            " actor_id, actor_kind, actor_session_id, at, provenance)"
-            " SELECT id, policy_revision, rules, agent_rule_editing, allow_relayed_human_answers,"
-            " integration_owner, lease_seconds, review_mode, ?, ?, ?, ?, ?"
-            " FROM projects WHERE id = ?",
-            (actor.principal_id, actor.kind, actor.session_id, tx.at, provenance, project_id),
+        store.update_policy(
+            tx.conn,
+            project_id,
+            changes,
+            revision,
+            revision if rules_changed else project["rules_revision"],
+            tx.at,
+            (actor.principal_id, actor.kind, actor.session_id),
+            provenance,
         )
         policy = policy_json(require_project(tx.conn, project_id))
         tx.event(
@@ -169,13 +112,9 @@ def history_sync(
     size = check_limit(limit)
     require_project(conn, project_id)
     before = int(decode_cursor(cursor, int)[0]) if cursor else 2**62  # type: ignore[call-overload]
-    rows = conn.execute(
-        "SELECT * FROM policy_revisions WHERE project_id = ? AND revision < ?"
-        " ORDER BY revision DESC LIMIT ?",
-        (project_id, before, size + 1),
-    ).fetchall()
+    rows = store.policy_revision_rows(conn, project_id, before, size + 1)
     page = Page.from_rows(rows, size, lambda r: encode_cursor(r["revision"]))
-    return Page([revision_json(r) for r in page.items], page.cursors, page.has_next)
+    return Page([policy_revision_json(r) for r in page.items], page.cursors, page.has_next)
 
 
 async def history(

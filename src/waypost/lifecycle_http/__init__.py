@@ -1,0 +1,1 @@
+"""The private lifecycle listener (contract section 11); served by `serve` beside the public app."""

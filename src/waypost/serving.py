@@ -1,0 +1,73 @@
+"""`waypost serve`: one process, one event loop, one Runtime, two listeners.
+
+The public app and the private lifecycle app each get their own uvicorn
+server (their own socket, their own HTTP settings), but both run on the same
+loop over the same `Runtime`, so there is one writer on the database file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import uvicorn
+
+from waypost.runtime import open_runtime
+from waypost.settings import Settings
+
+log = logging.getLogger("waypost")
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to `serve_forever`.
+
+    uvicorn's own handling installs one handler per server (the second would
+    replace the first) and re-raises the signal once it has stopped; with two
+    servers in one process, one handler stops both instead.
+    """
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _config(app: Any, host: str, port: int) -> uvicorn.Config:
+    return uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False)
+
+
+async def serve_forever(settings: Settings) -> None:
+    from waypost.app import create_app
+    from waypost.lifecycle_http.app import create_lifecycle_app
+
+    async with open_runtime(settings) as rt:
+        servers = [_Server(_config(create_app(rt), settings.host, settings.port))]
+        if settings.lifecycle_port:
+            lifecycle = create_lifecycle_app(rt, None)
+            port = settings.lifecycle_port
+            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port)))
+        loop = asyncio.get_running_loop()
+
+        def stop(sig: signal.Signals) -> None:
+            for server in servers:
+                # a second signal while stopping: stop waiting for open connections
+                server.force_exit = server.should_exit and sig == signal.SIGINT
+                server.should_exit = True
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop, sig)
+        tasks = [asyncio.create_task(server.serve()) for server in servers]
+        try:
+            # one listener ending (stopped, or failed to bind) ends the other
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for server in servers:
+                server.should_exit = True
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in done:
+                task.result()  # a startup failure exits non-zero
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
