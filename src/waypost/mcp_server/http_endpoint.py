@@ -8,10 +8,13 @@ manager refuses its id to anyone else (it compares `scope["user"]`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -28,6 +31,20 @@ from waypost.runtime import Actor, Runtime
 IDLE_SECONDS = 15 * 60
 # the REST body limit plus room for the JSON-RPC envelope
 BODY_LIMIT = 256 * 1024 + 16 * 1024
+
+
+class _QuietClosedStreams(logging.Filter):
+    """The SDK logs an ERROR with a traceback when a client closes its session
+    while the server-to-client stream is open; a client going away is no fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
+# the SDK logs every request at INFO; Waypost's own log says what matters
+logging.getLogger("mcp").setLevel(logging.WARNING)
 
 
 def _actor(scope: Scope) -> Actor:
@@ -54,8 +71,30 @@ class McpEndpoint:
 
     @contextlib.asynccontextmanager
     async def run(self) -> AsyncIterator[None]:
-        async with self.manager.run():
+        """Run the session manager for as long as the app lives.
+
+        The manager's task group is entered and left in one task of its own:
+        a lifespan may be entered and left in different tasks (test fixtures
+        do), and a task group must not be.
+        """
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self.manager.run():
+                started.set()
+                await stop.wait()
+
+        holder = asyncio.create_task(hold())
+        waiter = asyncio.create_task(started.wait())
+        await asyncio.wait([holder, waiter], return_when=asyncio.FIRST_COMPLETED)
+        if holder.done():
+            waiter.cancel()
+            holder.result()  # re-raise why the manager could not start
+        try:
             yield
+        finally:
+            stop.set()
+            await holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         actor = _actor(scope)

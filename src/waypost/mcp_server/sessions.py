@@ -71,7 +71,8 @@ class AgentSession:
                     "POST", path, {"session_id": session_id}, idempotency_key=self.key("beat")
                 )
             except ApiError as error:
-                if error.code == "forbidden":
+                if error.code in ("forbidden", "unauthenticated"):
+                    # ended elsewhere, or the token was revoked: stop keeping it
                     self.forget(session_id)
                     return
                 # busy or unreachable: the next beat tries again, well before expiry

@@ -157,7 +157,8 @@ ROUTE_TOOLS: list[RouteTool] = [
 ]
 
 WAIT_TIMEOUT_DEFAULT = 60
-WAIT_TIMEOUT_MAX = 300
+# under the 300-second read timeout the official SDK clients give a response stream
+WAIT_TIMEOUT_MAX = 240
 
 DECISION_WAIT_DESCRIPTION = (
     "Block until a decision is answered, goes stale or expires, for at most timeout_seconds "
