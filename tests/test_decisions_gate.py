@@ -203,13 +203,12 @@ async def test_decisions_of_another_project_do_not_block(human: Caller, project:
     assert (await get_task(human, task))["ready"] is True
 
 
-async def test_contract_deadlock_a_pin_change_during_publication_blocks_finalize_and_reopen(
+async def test_way_out_an_allow_that_goes_stale_mid_publication_is_reopened_and_answered(
     service: Service, human: Caller, project: str
 ) -> None:
-    """The contract gates result and finalize and refuses a reopening while publication
-    authority is held, so an allow that goes stale or expires mid-publication leaves
-    the holder stuck (docs/decisions.md, "Known issue"). Kept as written; this test
-    pins the behaviour so that any change to it is a deliberate one."""
+    """Result and finalize stay gated, so an allow that stops counting mid-publication
+    blocks the holder; the decision already blocks, so it may be reopened while
+    authority is held (section 14), answered again, and the publication completes."""
     task = await new_task(human)
     other = await new_task(human, "Another task in the same scope")
     decision = await open_decision(human, [task, other])
@@ -223,4 +222,39 @@ async def test_contract_deadlock_a_pin_change_during_publication_blocks_finalize
     assert refused_by(r, [decision["id"]])
     assert refused_by(await human.post(task_path(task, "publication/finalize")), [decision["id"]])
     r = await reopen(human, decision["id"], 1)
-    assert error(r)[:2] == (409, "publication_in_progress")
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "pending"
+    r = await send_answer(human, decision["id"], generation=2)
+    assert r.status_code == 200, r.text
+    r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
+    assert r.status_code == 200, r.text
+    r = await human.post(task_path(task, "publication/finalize"))
+    assert r.status_code == 200, r.text
+    assert r.json()["publication"] is None
+
+
+async def test_an_expired_allow_is_reopened_while_publication_is_held(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task], expires_at="2026-11-29T19:00:00.000Z")
+    await send_answer(human, decision["id"])
+    assert (await human.post(task_path(task, "publication/prepare"))).status_code == 200
+    service.clock.advance(hours=1)
+    r = await reopen(human, decision["id"], 1, expires_at=None)
+    assert r.status_code == 200, r.text
+    assert (r.json()["generation"], r.json()["status"]) == (2, "pending")
+
+
+async def test_reopening_a_live_allow_while_publication_is_held_stays_refused(
+    human: Caller, project: str
+) -> None:
+    # a live allow lets the publication go on; reopening it would add a blocker
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"])
+    assert (await human.post(task_path(task, "publication/prepare"))).status_code == 200
+    r = await reopen(human, decision["id"], 1)
+    assert error(r) == (409, "publication_in_progress", {"task_ids": [task]})
+    r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
+    assert r.status_code == 200, r.text

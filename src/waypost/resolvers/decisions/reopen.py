@@ -4,6 +4,9 @@ The question, options and required actor never change, so a reopening cannot
 weaken a human requirement. Environment, conditions and expiry may be given
 again; omitted ones carry over from the previous generation. Any status may
 be reopened; the previous generations and their answers stay as they were.
+While publication authority is held around an affected task, only a live
+allow is refused (it would become a blocker); a decision that already blocks
+may be reopened, which is how a publication whose allow went stale finishes.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from waypost.resolvers.decisions.pins import (
     pin_tasks,
     require_state,
 )
+from waypost.resolvers.decisions.status import work_allowed
 from waypost.resolvers.decisions.views import load_decision
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
@@ -75,7 +79,11 @@ def reopen_sync(
         )
     ]
     pins = pin_tasks(tx.conn, project_id, task_ids)
-    ensure_no_publication(tx.conn, task_ids)
+    if work_allowed(status):
+        # Reopening a live allow adds a blocker in the middle of a publication.
+        # A decision that already blocks adds none, and reopening it is the way
+        # out when an allow stops counting mid-publication (section 14).
+        ensure_no_publication(tx.conn, task_ids)
     tx.conn.execute("UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision_id,))
     insert_generation(
         tx,

@@ -368,8 +368,8 @@ def _status_change(actor: Actor, row: sqlite3.Row, status: str) -> None:
 def _refuse_judged_edit_while_publishing(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     """No judged edit while the task, its subject or an activity holds publication
     authority: the edit would make an allow on the task stale, and the holder's
-    result and finalize pass the gate while a decision cannot be reopened until
-    the authority is given back, so nothing could ever move again."""
+    result and finalize (which pass the gate) would stop until someone reopens
+    the decision and answers it again."""
     held = conn.execute(
         "SELECT id, publication_holder_id FROM tasks WHERE publication_holder_id IS NOT NULL"
         " AND (id = ? OR id = ? OR subject_task_id = ?) LIMIT 1",
