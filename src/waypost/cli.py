@@ -52,6 +52,9 @@ def main(ctx: click.Context) -> None:
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
+@click.option("--search-time-limit-ms", default=1000, show_default=True,
+              type=click.IntRange(1, 60_000),
+              help="Time limit of a context packet's full-text search.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -60,6 +63,7 @@ def serve(
     lifecycle_port: int = 8081,
     sweep_interval: float = 300.0,
     graphiql: bool = False,
+    search_time_limit_ms: int = 1000,
 ) -> None:
     """Run the service (the default command)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -81,6 +85,7 @@ def serve(
         graphiql=graphiql,
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
+        search_time_limit_ms=search_time_limit_ms,
     )
     from waypost.serving import serve_forever
 

@@ -57,3 +57,5 @@ class Settings:
     readers: int = 3
     # How long a writer waits for SQLite's lock held by another process.
     busy_timeout_ms: int = 5000
+    # How long a context packet's full-text search may run (docs/context.md).
+    search_time_limit_ms: int = 1000

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waypost.rest import decisions, knowledge, principals, projects, tasks
+from waypost.rest import context, decisions, knowledge, principals, projects, tasks
 from waypost.rest.routing import RouteTable
 
 # Each domain module keeps its own table; add a domain by listing it here.
@@ -12,4 +12,5 @@ TABLES: list[RouteTable] = [
     knowledge.table,
     tasks.table,
     decisions.table,
+    context.table,
 ]

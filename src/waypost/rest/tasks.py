@@ -26,11 +26,11 @@ async def create_task(call: Call) -> Outcome:
 
 @table.get("/api/v1/projects/{project}/tasks", query=tasks.TaskListQuery)
 async def list_tasks(call: Call) -> Page[Any]:
-    """Tasks in creation order; filters `status` and `ready`."""
+    """Tasks in creation order; filters `status`, `ready` and full-text `q`."""
     q = call.query
     return await task_reads.list_tasks(
         call.rt, call.params["project"], status=q.status, ready=q.ready, cursor=q.cursor,
-        limit=q.limit,
+        limit=q.limit, q=q.q,
     )  # fmt: skip
 
 

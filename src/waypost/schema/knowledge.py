@@ -289,8 +289,9 @@ class ProjectKnowledgeFields:
         rest_id: str
 
     @strawberry.field(
-        description="Knowledge newest first; shared records of other projects only when"
-        " includeShared is true. Statuses are evidence, never binding policy."
+        description="Knowledge newest first, optionally only records matching the full-text"
+        " q; shared records of other projects only when includeShared is true. Statuses"
+        " are evidence, never binding policy."
     )
     async def knowledge(
         self,
@@ -301,12 +302,13 @@ class ProjectKnowledgeFields:
         include_shared: bool = False,
         first: int | None = None,
         after: str | None = None,
+        q: str | None = None,
     ) -> Connection[Knowledge]:
         # through the REST query model, so the same bounds apply (e.g. tag length)
         query = convert(
-            {"kind": kind.value if kind else None, "status": status.value if status else None,
-             "tag": tag, "include_shared": include_shared, "cursor": after,
-             "limit": first_to_limit(first)},
+            {"q": q, "kind": kind.value if kind else None,
+             "status": status.value if status else None, "tag": tag,
+             "include_shared": include_shared, "cursor": after, "limit": first_to_limit(first)},
             KnowledgeListQuery,
         )  # fmt: skip
         page = await knowledge.list_knowledge(info.context.rt, self.rest_id, query)

@@ -16,6 +16,7 @@ from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.projects import operations as projects
 from waypost.resolvers.projects import policy
 from waypost.schema.context import Info
+from waypost.schema.context_packet import ProjectContextFields
 from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
@@ -139,7 +140,9 @@ class Event:
 
 
 @strawberry.type
-class Project(ProjectKnowledgeFields, ProjectTaskFields, ProjectDecisionFields, Node):
+class Project(
+    ProjectKnowledgeFields, ProjectTaskFields, ProjectDecisionFields, ProjectContextFields, Node
+):
     rest_id: str
     name: str
     created_at: str

@@ -363,7 +363,9 @@ class ProjectTaskFields:
     if TYPE_CHECKING:
         rest_id: str
 
-    @strawberry.field(description="Tasks in creation order; filter by status and readiness.")
+    @strawberry.field(
+        description="Tasks in creation order; filter by status, readiness and full text (q)."
+    )
     async def tasks(
         self,
         info: Info,
@@ -371,6 +373,7 @@ class ProjectTaskFields:
         ready: bool | None = None,
         first: int | None = None,
         after: str | None = None,
+        q: str | None = None,
     ) -> Connection[Task]:
         page = await task_reads.list_tasks(
             info.context.rt,
@@ -379,6 +382,7 @@ class ProjectTaskFields:
             ready=ready,
             cursor=after,
             limit=first_to_limit(first),
+            q=q,
         )
         return Connection.of(page, Task.from_json)
 

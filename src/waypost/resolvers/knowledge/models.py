@@ -145,6 +145,7 @@ class FeedbackInput(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class KnowledgeListQuery(msgspec.Struct, forbid_unknown_fields=True):
+    q: str | None = None  # full-text filter, as the context packet searches (docs/context.md)
     kind: Kind | None = None
     status: Status | None = None
     tag: Tag | None = None

@@ -20,6 +20,8 @@ from waypost.clock import format_time
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.http.decoding import convert
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.search import escape_fts, matching_rowids
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -220,6 +222,9 @@ def list_sync(
     if q.tag is not None:
         where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
         args.append(q.tag)
+    if q.q is not None:
+        where.append("k." + matching_rowids("knowledge"))
+        args.append(escape_fts(search_terms(q.q)))
     if q.cursor:
         updated_at, last_id = decode_cursor(q.cursor, str, str)
         where.append("(k.updated_at < ? OR (k.updated_at = ? AND k.id < ?))")

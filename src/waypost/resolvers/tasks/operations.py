@@ -88,6 +88,7 @@ class TaskPatch(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class TaskListQuery(msgspec.Struct, forbid_unknown_fields=True):
+    q: str | None = None  # full-text filter, as the context packet searches (docs/context.md)
     status: Status | None = None
     ready: bool | None = None
     cursor: str | None = None

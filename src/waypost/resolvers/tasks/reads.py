@@ -12,6 +12,8 @@ from datetime import datetime
 from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.search import escape_fts, matching_rowids
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import (
     checkpoint_json,
@@ -47,6 +49,7 @@ def list_tasks_sync(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
@@ -67,6 +70,9 @@ def list_tasks_sync(
     if status is not None:
         where.append("t.status = :status")
         params["status"] = status
+    if q is not None:
+        where.append("t." + matching_rowids("tasks", ":match"))
+        params["match"] = escape_fts(search_terms(q))
     with_ = ""
     if ready is not None:
         with_ = f"WITH {READY_WITH} "
@@ -94,11 +100,12 @@ async def list_tasks(
     ready: bool | None = None,
     cursor: str | None = None,
     limit: int | None = None,
+    q: str | None = None,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
     return await rt.db.read(
         lambda conn: list_tasks_sync(
-            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit
+            conn, project_id, now, status=status, ready=ready, cursor=cursor, limit=limit, q=q
         )
     )
 

@@ -1,0 +1,154 @@
+"""The context packet: policy, then open decisions, then ranked text matches.
+
+One read transaction takes the policy, the pending or invalidated decisions
+and the time-limited search, and loads the matched records from the same
+snapshot. It is closed before anything else happens: the budget is applied
+in memory and the reranker (when enabled) calls its provider afterwards, so
+no read transaction is ever held across a network call.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from waypost.clock import format_time
+from waypost.errors import InvalidRequest
+from waypost.resolvers.context.budget import Fill, fill
+from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_terms
+from waypost.resolvers.context.search import Hit, Scope, SearchTimedOut, escape_fts, ranked
+from waypost.resolvers.context.search import time_limit as search_time_limit
+from waypost.resolvers.decisions.operations import unresolved_sync
+from waypost.resolvers.knowledge.store import get_rows, knowledge_json
+from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks.operations import present_tasks
+from waypost.runtime import Runtime
+
+log = logging.getLogger("waypost.context")
+
+SCOPE_FILTERS = "a scope filter (task_id, component, environment, version)"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the read transaction found, before the budget is applied."""
+
+    policy: dict[str, Any]
+    decisions: list[dict[str, Any]]
+    matches: list[dict[str, Any]]
+    timed_out: bool
+
+
+def _load(
+    conn: sqlite3.Connection, project_id: str, hits: list[Hit], now: datetime
+) -> list[dict[str, Any]]:
+    """The matched records as packet items, in the order of `hits`."""
+    task_ids = [h.id for h in hits if h.type == "task"]
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    if task_ids:
+        marks = ", ".join("?" for _ in task_ids)
+        rows = conn.execute(f"SELECT * FROM tasks WHERE id IN ({marks})", task_ids).fetchall()
+        for task in present_tasks(conn, project_id, rows, now):
+            objects[("task", task["id"])] = task
+    for knowledge_id, row in get_rows(conn, [h.id for h in hits if h.type == "knowledge"]).items():
+        objects[("knowledge", knowledge_id)] = knowledge_json(row)
+    return [{"type": h.type, **objects[(h.type, h.id)]} for h in hits]
+
+
+def read_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    query: ContextQuery,
+    match: str,
+    now: datetime,
+    time_limit_ms: int,
+) -> Snapshot:
+    project = require_project(conn, project_id)
+    policy = {"revision": project["policy_revision"], "rules": project["rules"]}
+    if query.task_id is not None:
+        found = conn.execute(
+            "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (query.task_id, project_id)
+        ).fetchone()
+        if found is None:
+            raise InvalidRequest.field("task_id", "task_id names no task of this project")
+    # One more than the limit of each kind tells whether anything was left out.
+    decisions = [
+        {"type": "decision", **d}
+        for d in unresolved_sync(conn, project_id, format_time(now), query.task_id, query.limit + 1)
+    ]
+    scope = Scope(query.task_id, query.component, query.environment, query.version)
+    try:
+        with search_time_limit(conn, time_limit_ms):
+            hits = ranked(conn, project_id, match, scope, query.include_shared, query.limit + 1)
+    except SearchTimedOut:
+        return Snapshot(policy, decisions, [], timed_out=True)
+    return Snapshot(policy, decisions, _load(conn, project_id, hits, now), timed_out=False)
+
+
+def next_actions(
+    query: ContextQuery, snap: Snapshot, filled: Fill, time_limit_ms: int
+) -> list[str]:
+    """Concrete advice whenever the packet is empty or incomplete."""
+    actions: list[str] = []
+    if filled.stopped_by == "policy":
+        if filled.used <= BUDGET_MAX:
+            actions.append(
+                f"Increase budget to at least {filled.used} bytes: the policy alone takes"
+                f" {filled.used} bytes, so no context items were returned. Do not treat this"
+                " packet as a complete orientation until then."
+            )
+        else:
+            actions.append(
+                f"The policy alone takes {filled.used} bytes, more than the largest budget"
+                f" ({BUDGET_MAX}); read it whole from the policy route and ask for items with"
+                f" a budget of {BUDGET_MAX}."
+            )
+        return actions
+    if snap.timed_out:
+        actions.append(
+            f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
+            " ranking, so no text matches are included: use more specific terms (more or"
+            f" rarer words) or {SCOPE_FILTERS}."
+        )
+    if filled.stopped_by == "limit":
+        actions.append(
+            f"More items matched than limit={query.limit}: raise limit (up to 100), or"
+            f" narrow the search with more specific terms or {SCOPE_FILTERS}."
+        )
+    elif filled.stopped_by == "budget":
+        actions.append(
+            f"More matching items did not fit the budget of {query.budget} bytes: raise budget"
+            f" (up to {BUDGET_MAX}), or narrow the search with more specific terms or"
+            f" {SCOPE_FILTERS}."
+        )
+    if not filled.items and not actions:
+        hint = "" if query.include_shared else ", or set include_shared=true"
+        actions.append(
+            "Nothing matched: try other or fewer search terms, drop a scope filter"
+            f"{hint}; no decision is pending for this scope."
+        )
+    return actions
+
+
+async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, Any]:
+    """The context packet of section 8 for `query`."""
+    match = escape_fts(search_terms(query.q))
+    now = rt.now()
+    limit_ms = rt.settings.search_time_limit_ms if rt.settings else 1000
+    snap = await rt.db.read(lambda c: read_sync(c, project_id, query, match, now, limit_ms))
+    if snap.timed_out:
+        log.info("context search ended by its time limit of %s ms", limit_ms)
+    filled = fill(snap.policy, [*snap.decisions, *snap.matches], query.limit, query.budget)
+    items = filled.items
+    rerank: dict[str, Any] = {"applied": False, "reason": "disabled"}
+    return {
+        "policy": snap.policy,
+        "items": items,
+        "instructions_complete": filled.stopped_by != "policy",
+        "truncated": filled.stopped_by is not None or snap.timed_out,
+        "next_actions": next_actions(query, snap, filled, limit_ms),
+        "rerank": rerank,
+    }

@@ -1,0 +1,62 @@
+"""The context request and its bounds (knowledge-and-decision contract).
+
+`q` is checked here for everything a search needs (length, term count, text
+that SQLite can take); the same check serves the `q` of the knowledge and task
+lists, so every search refuses the same inputs with the same 400.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from waypost.errors import InvalidRequest
+
+Q_MAX_BYTES = 1024
+Q_MAX_TERMS = 32
+LIMIT_DEFAULT = 20
+BUDGET_DEFAULT = 16_384
+BUDGET_MIN = 1_024
+BUDGET_MAX = 131_072
+FILTER_MAX_CHARS = 200  # a scope value is at most this long (docs/knowledge.md)
+
+Filter = Annotated[str, msgspec.Meta(min_length=1, max_length=FILTER_MAX_CHARS)]
+
+
+class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
+    """Query parameters of GET /api/v1/projects/{project}/context."""
+
+    q: str
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = LIMIT_DEFAULT
+    budget: Annotated[int, msgspec.Meta(ge=BUDGET_MIN, le=BUDGET_MAX)] = BUDGET_DEFAULT
+    include_shared: bool = False
+    task_id: Filter | None = None
+    component: Filter | None = None
+    environment: Filter | None = None
+    version: Filter | None = None
+
+
+def search_terms(q: str, field: str = "q") -> list[str]:
+    """The whitespace-separated terms of `q`, or a 400 naming `field`.
+
+    Refused: blank text, more than 1,024 UTF-8 bytes or 32 terms, NUL (SQLite
+    ends query text there) and unpaired surrogates (not text at all; they
+    can arrive through a GraphQL string escape).
+    """
+    try:
+        size = len(q.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidRequest.field(field, f"{field} must not hold an unpaired surrogate") from exc
+    if size > Q_MAX_BYTES:
+        raise InvalidRequest.field(field, f"{field} is limited to {Q_MAX_BYTES} bytes of UTF-8")
+    if "\x00" in q:
+        raise InvalidRequest.field(field, f"{field} must not contain NUL characters")
+    terms = q.split()
+    if not terms:
+        raise InvalidRequest.field(field, f"{field} needs at least one search term")
+    if len(terms) > Q_MAX_TERMS:
+        raise InvalidRequest.field(
+            field, f"{field} is limited to {Q_MAX_TERMS} terms (whitespace-separated)"
+        )
+    return terms

@@ -1,0 +1,143 @@
+"""Full-text search: escaping, the time limit and the ranked FTS5 query.
+
+User text never reaches FTS5's query syntax: every whitespace-separated term
+becomes one FTS5 string (Datasette's `escape_fts` does the same), with its
+double quotes doubled, so operators (`AND`, `NEAR`, `*`, `^`, column filters,
+parentheses) are searched as words, never obeyed. The terms are ANDed: more
+terms narrow the search, which is what the packet's advice ("use more
+specific terms") relies on. A term made only of punctuation holds no token;
+FTS5 then drops it from the AND (alone, it matches nothing).
+
+Ranking is FTS5's `rank` (BM25; lower is better) with the item id, then its
+type, as the tie-break, so equal scores always come back in the same order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+# How many SQLite virtual-machine steps run between two looks at the clock.
+# Datasette uses the same figure: often enough to stop within a millisecond or
+# so, rare enough to cost nothing measurable.
+PROGRESS_STEPS = 1000
+
+
+class SearchTimedOut(Exception):
+    """The search ran past its time limit and SQLite interrupted it."""
+
+
+def escape_fts(terms: list[str]) -> str:
+    """An FTS5 query that matches rows holding every term, whatever the terms hold."""
+    return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+@contextmanager
+def time_limit(conn: sqlite3.Connection, limit_ms: int) -> Iterator[None]:
+    """Interrupt the statements run inside after `limit_ms` milliseconds.
+
+    A progress handler (Datasette's way of bounding a query) on this
+    connection only; it runs on the connection's own thread, so it sees the
+    statement while it ranks, and SQLite answers "interrupted" when it asks
+    to stop. The handler is removed again however the block ends.
+    """
+    deadline = time.monotonic() + limit_ms / 1000
+
+    def past_deadline() -> int:
+        return 1 if time.monotonic() > deadline else 0
+
+    conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if "interrupted" in str(exc):
+            raise SearchTimedOut from exc
+        raise
+    finally:
+        conn.set_progress_handler(None, PROGRESS_STEPS)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The request's knowledge-scope filters; None means the filter was not sent."""
+
+    task_id: str | None = None
+    component: str | None = None
+    environment: str | None = None
+    version: str | None = None
+
+
+# An empty dimension applies generally; a populated one matches only a request
+# that sends that filter with a value it lists (service contract section 13).
+_DIMENSIONS = (
+    ("scope_task_ids", "task_id"),
+    ("scope_components", "component"),
+    ("scope_environments", "environment"),
+    ("scope_versions", "version"),
+)
+_SCOPE_SQL = " AND ".join(
+    f"(k.{column} = '[]' OR (:{param} IS NOT NULL AND EXISTS"
+    f" (SELECT 1 FROM json_each(k.{column}) WHERE value = :{param})))"
+    for column, param in _DIMENSIONS
+)
+
+
+@dataclass(frozen=True)
+class Hit:
+    type: str  # "task" | "knowledge"
+    id: str
+    rank: float
+
+
+def ranked(
+    conn: sqlite3.Connection,
+    project_id: str,
+    match: str,
+    scope: Scope,
+    include_shared: bool,
+    count: int,
+) -> list[Hit]:
+    """The best `count` task and knowledge matches, best first.
+
+    Tasks of the project and knowledge of the project (plus records shared by
+    other projects when asked) that pass the scope filters. Both tables are
+    ranked by the same BM25 function over their own statistics and merged in
+    one ORDER BY, so a single LIMIT bounds the rows handed back.
+    """
+    own = "k.project_id = :project"
+    visible = f"({own} OR k.collection = 'shared')" if include_shared else own
+    params: dict[str, Any] = {
+        "match": match,
+        "project": project_id,
+        "n": count,
+        "task_id": scope.task_id,
+        "component": scope.component,
+        "environment": scope.environment,
+        "version": scope.version,
+    }
+    rows = conn.execute(
+        "SELECT 'task' AS type, t.id AS id, f.rank AS rank"
+        " FROM tasks_fts f JOIN tasks t ON t.rowid = f.rowid"
+        " WHERE tasks_fts MATCH :match AND t.project_id = :project"
+        " UNION ALL"
+        " SELECT 'knowledge' AS type, k.id AS id, f.rank AS rank"
+        " FROM knowledge_fts f JOIN knowledge k ON k.rowid = f.rowid"
+        f" WHERE knowledge_fts MATCH :match AND {visible} AND {_SCOPE_SQL}"
+        " ORDER BY rank, id, type LIMIT :n",
+        params,
+    ).fetchall()
+    return [Hit(r["type"], r["id"], r["rank"]) for r in rows]
+
+
+def matching_rowids(table: str, param: str = "?") -> str:
+    """SQL for "rowid is among the rows matching `param`" in `table`'s index.
+
+    The lists' `q` filter: no ranking (a list keeps its own order and cursor),
+    just the set of matching rows, which FTS5 reads from its index directly.
+    """
+    assert table in ("tasks", "knowledge")
+    return f"rowid IN (SELECT rowid FROM {table}_fts WHERE {table}_fts MATCH {param})"

@@ -1,0 +1,121 @@
+"""GraphQL: `Project.context(...)`, the bounded context packet.
+
+The same resolver as `GET /api/v1/projects/{project}/context` builds the
+packet; the limit and budget bounds are checked by the same request model,
+so errors name the same (camelCase) fields. The budget counts the REST JSON
+of each item (docs/context.md), whatever fields a GraphQL query selects.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import strawberry
+
+from waypost.errors import InvalidRequest
+from waypost.http.decoding import convert
+from waypost.resolvers.context import packet
+from waypost.resolvers.context.params import BUDGET_DEFAULT, LIMIT_DEFAULT, ContextQuery
+from waypost.schema.context import Info
+from waypost.schema.decisions import Decision
+from waypost.schema.errors import camel_path
+from waypost.schema.knowledge import Knowledge
+from waypost.schema.tasks import Task
+
+ContextItem = Annotated[
+    Decision | Task | Knowledge,
+    strawberry.union(
+        "ContextItem",
+        description="A packet item: an open decision, a matching task or a knowledge record.",
+    ),
+]
+
+
+@strawberry.type(description="The project's binding rules, complete, at their revision.")
+class ContextPolicy:
+    revision: int
+    rules: str
+
+
+@strawberry.type(description="Whether the provider reordered the items, and why (not).")
+class ContextRerank:
+    applied: bool
+    reason: str = strawberry.field(
+        description="disabled, applied, too_few, too_many, busy, circuit_open, timeout,"
+        " connect_error, bad_status, too_large or bad_scores."
+    )
+
+
+@strawberry.type(description="Policy, open decisions, then ranked matches within limit and budget.")
+class ContextPacket:
+    policy: ContextPolicy
+    items: list[ContextItem]
+    instructions_complete: bool = strawberry.field(
+        description="False when the budget was smaller than the policy; then items is empty."
+    )
+    truncated: bool = strawberry.field(
+        description="True when a matching item was left out (limit, budget or time limit)."
+    )
+    next_actions: list[str] = strawberry.field(
+        description="Concrete advice; non-empty whenever items is empty or truncated is true."
+    )
+    rerank: ContextRerank
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ContextPacket:
+        return cls(
+            policy=ContextPolicy(revision=d["policy"]["revision"], rules=d["policy"]["rules"]),
+            items=[_item(i) for i in d["items"]],
+            instructions_complete=d["instructions_complete"],
+            truncated=d["truncated"],
+            next_actions=list(d["next_actions"]),
+            rerank=ContextRerank(applied=d["rerank"]["applied"], reason=d["rerank"]["reason"]),
+        )
+
+
+def _item(item: dict[str, Any]) -> Decision | Task | Knowledge:
+    body = {k: v for k, v in item.items() if k != "type"}
+    if item["type"] == "decision":
+        return Decision.from_json(body)
+    if item["type"] == "task":
+        return Task.from_json(body)
+    return Knowledge.from_json(body)
+
+
+@strawberry.type
+class ProjectContextFields:
+    """`Project.context` (a base class of Project)."""
+
+    if TYPE_CHECKING:
+        rest_id: str
+
+    @strawberry.field(
+        description="The bounded context packet: policy, pending or invalidated decisions,"
+        " then task and knowledge matches for `q` by rank (docs/context.md)."
+    )
+    async def context(
+        self,
+        info: Info,
+        q: str,
+        limit: int = LIMIT_DEFAULT,
+        budget: int = BUDGET_DEFAULT,
+        include_shared: bool = False,
+        task_id: str | None = None,
+        component: str | None = None,
+        environment: str | None = None,
+        version: str | None = None,
+    ) -> ContextPacket:
+        raw = {
+            "q": q, "limit": limit, "budget": budget, "include_shared": include_shared,
+            "task_id": task_id, "component": component, "environment": environment,
+            "version": version,
+        }  # fmt: skip
+        try:
+            query = convert(raw, ContextQuery)
+            built = await packet.build(info.context.rt, self.rest_id, query)
+        except InvalidRequest as error:
+            field = error.details.get("field")
+            if isinstance(field, str):
+                error.details["field"] = camel_path(field)
+            raise
+        return ContextPacket.from_json(built)

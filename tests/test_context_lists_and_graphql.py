@@ -1,0 +1,106 @@
+"""`q` on the knowledge and task lists, and `Project.context` in GraphQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import Caller
+from tests.context_support import context, ids, knowledge, task
+from tests.tasks_support import open_decision
+
+PACKET = """
+query($q: String!, $limit: Int! = 20, $budget: Int! = 16384, $taskId: String) {
+  project(id: "demo") {
+    context(q: $q, limit: $limit, budget: $budget, taskId: $taskId) {
+      policy { revision rules }
+      items {
+        __typename
+        ... on Decision { restId question }
+        ... on Task { restId title }
+        ... on Knowledge { restId title }
+      }
+      instructionsComplete truncated nextActions
+      rerank { applied reason }
+    }
+  }
+}
+"""
+
+
+async def test_knowledge_list_q_filters_in_list_order(human: Caller, project: str) -> None:
+    a = await knowledge(human, "zebra one")
+    await knowledge(human, "okapi")
+    b = await knowledge(human, "zebra two", body="also about NEAR operators")
+    r = await human.get("/api/v1/projects/demo/knowledge", q="zebra")
+    assert r.status_code == 200, r.text
+    assert [i["id"] for i in r.json()["items"]] == sorted([a["id"], b["id"]], reverse=True)
+    r = await human.get("/api/v1/projects/demo/knowledge", q="zebra NEAR", limit=1)
+    assert [i["id"] for i in r.json()["items"]] == [b["id"]]
+    r = await human.get("/api/v1/projects/demo/knowledge", q=" ".join(["x"] * 33))
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "q"
+
+
+async def test_task_list_q_filters_and_pages(human: Caller, project: str) -> None:
+    made = [(await task(human, f"zebra {n}"))["id"] for n in range(3)]
+    await task(human, "okapi")
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        params: dict[str, Any] = {
+            "q": "zebra",
+            "limit": 2,
+            **({"cursor": cursor} if cursor else {}),
+        }
+        page = (await human.get("/api/v1/projects/demo/tasks", **params)).json()
+        seen += [i["id"] for i in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(made)
+    r = await human.get("/api/v1/projects/demo/tasks", q='"')
+    assert r.status_code == 200 and r.json()["items"] == []
+
+
+async def test_graphql_lists_take_q(human: Caller, project: str) -> None:
+    k = await knowledge(human, "zebra")
+    t = await task(human, "zebra")
+    data = await human.gql(
+        '{ project(id: "demo") { knowledge(q: "zebra") { edges { node { restId } } }'
+        ' tasks(q: "zebra") { edges { node { restId } } } } }'
+    )
+    project_data = data["data"]["project"]
+    assert [e["node"]["restId"] for e in project_data["knowledge"]["edges"]] == [k["id"]]
+    assert [e["node"]["restId"] for e in project_data["tasks"]["edges"]] == [t["id"]]
+
+
+async def test_graphql_context_is_the_rest_packet(human: Caller, project: str) -> None:
+    t = await task(human, "zebra task")
+    decision = await open_decision(human, t["id"])
+    await knowledge(human, "zebra lesson")
+    rest = await context(human, "zebra")
+    data = await human.gql(PACKET, {"q": "zebra"})
+    assert "errors" not in data, data
+    packet = data["data"]["project"]["context"]
+    assert [i["restId"] for i in packet["items"]] == ids(rest)
+    assert packet["items"][0] == {"__typename": "Decision", "restId": decision,
+                                  "question": "Ship it?"}  # fmt: skip
+    assert [i["__typename"] for i in packet["items"]][1:] in (
+        ["Task", "Knowledge"],
+        ["Knowledge", "Task"],
+    )
+    assert packet["policy"] == rest["policy"]
+    assert packet["instructionsComplete"] is True and packet["truncated"] is False
+    assert packet["rerank"] == {"applied": False, "reason": "disabled"}
+
+
+async def test_graphql_context_bounds_name_the_argument(human: Caller, project: str) -> None:
+    for variables, field in (
+        ({"q": "a", "limit": 0}, "limit"),
+        ({"q": "a", "budget": 10}, "budget"),
+        ({"q": " "}, "q"),
+        ({"q": "a", "taskId": "task_nope"}, "taskId"),
+    ):
+        data = await human.gql(PACKET, variables)
+        (error,) = data["errors"]
+        assert error["extensions"]["code"] == "invalid_request", error
+        assert error["extensions"]["field"] == field, error

@@ -1,0 +1,297 @@
+"""The context packet without reranking: search, scope, ordering, budget, bounds."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgspec
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.context_support import context, context_response, ids, knowledge, task, types
+from tests.knowledge_support import correction, kpath, make_project
+from tests.tasks_support import allow, open_decision, set_policy
+
+
+def size(value: Any) -> int:
+    return len(msgspec.json.encode(value))
+
+
+async def test_search_covers_every_text_field_of_tasks_and_knowledge(
+    human: Caller, project: str
+) -> None:
+    t1 = await task(human, "alpha")
+    t2 = await task(human, "t", description="bravo")
+    t3 = await task(human, "t", acceptance_criteria=["charlie holds"])
+    k1 = await knowledge(human, "delta", body="x")
+    k2 = await knowledge(human, "k", body="echo")
+    k3 = await knowledge(human, "k", body="x", tags=["foxtrot"])
+    k4 = await knowledge(human, "k", body="x", applicability="golf hosts")
+    expected = {"alpha": t1, "bravo": t2, "charlie": t3, "delta": k1, "echo": k2,
+                "foxtrot": k3, "golf": k4}  # fmt: skip
+    for word, record in expected.items():
+        packet = await context(human, word)
+        assert ids(packet) == [record["id"]], word
+    assert types(await context(human, "alpha")) == ["task"]
+    assert types(await context(human, "delta")) == ["knowledge"]
+
+
+async def test_search_sees_only_the_current_text(human: Caller, project: str) -> None:
+    record = await knowledge(human, "zebra crossing", body="a crossing")
+    await human.patch(kpath(project, record["id"]), correction(record, title="okapi crossing"))
+    t = await task(human, "walrus")
+    r = await human.patch(
+        f"/api/v1/projects/demo/tasks/{t['id']}", {"expected_revision": 1, "title": "narwhal"}
+    )
+    assert r.status_code == 200, r.text
+    assert ids(await context(human, "zebra")) == []
+    assert ids(await context(human, "walrus")) == []
+    assert ids(await context(human, "okapi")) == [record["id"]]
+    assert ids(await context(human, "narwhal")) == [t["id"]]
+    assert (await context(human, "okapi"))["items"][0]["revision"] == 2
+
+
+async def test_terms_are_all_required_and_ranked_best_first(human: Caller, project: str) -> None:
+    weak = await knowledge(human, "rollback", body="a long body about many other things " * 20)
+    strong = await knowledge(human, "rollback rollback owner", body="rollback owner")
+    both_only = await task(human, "rollback owner")
+    packet = await context(human, "rollback owner")
+    assert weak["id"] not in ids(packet)  # "owner" missing: every term is required
+    assert set(ids(packet)) == {strong["id"], both_only["id"]}
+    packet = await context(human, "rollback")
+    assert ids(packet)[-1] == weak["id"]  # the diluted match ranks last
+
+
+async def test_equal_ranks_come_back_in_id_order(human: Caller, project: str) -> None:
+    made = [(await knowledge(human, "identical text", body="same"))["id"] for _ in range(6)]
+    first = ids(await context(human, "identical"))
+    assert first == sorted(made)
+    assert ids(await context(human, "identical")) == first
+
+
+async def test_operators_and_quotes_are_searched_as_words(human: Caller, project: str) -> None:
+    record = await knowledge(human, "use NEAR and OR wisely", body='say "hello" to title:x')
+    for q in ['"hello"', "NEAR", "OR", "title:x", "hello*", 'NEAR("a" "b")', "(", "^hello", "-"]:
+        r = await context_response(human, q=q)
+        assert r.status_code == 200, (q, r.text)
+    assert ids(await context(human, "NEAR OR")) == [record["id"]]
+    assert ids(await context(human, 'say "hello"')) == [record["id"]]
+    assert ids(await context(human, "title:x")) == [record["id"]]
+
+
+async def test_pending_and_invalidated_decisions_come_first(
+    service: Service, human: Caller, project: str
+) -> None:
+    a = await task(human, "zebra first")
+    b = await task(human, "zebra second")
+    await knowledge(human, "zebra facts")
+    pending_a = await open_decision(human, a["id"])
+    service.clock.advance(seconds=1)  # oldest first
+    pending_b = await open_decision(human, b["id"])
+    allowed = await open_decision(human, a["id"])
+    await allow(human, allowed)
+    packet = await context(human, "zebra")
+    assert types(packet)[:2] == ["decision", "decision"]
+    assert sorted(types(packet)[2:]) == ["knowledge", "task", "task"]
+    assert ids(packet)[:2] == [pending_a, pending_b]
+    assert allowed not in ids(packet)
+    # with task_id only the decisions affecting that task
+    packet = await context(human, "zebra", task_id=a["id"])
+    assert [i["id"] for i in packet["items"] if i["type"] == "decision"] == [pending_a]
+    # invalidated decisions come first too: a rules edit makes both stale,
+    # the allowed one included (its allow no longer counts)
+    await set_policy(human, rules="new rules")
+    packet = await context(human, "zebra", task_id=a["id"])
+    decisions = [i for i in packet["items"] if i["type"] == "decision"]
+    assert [d["id"] for d in decisions] == [pending_a, allowed]
+    assert {d["status"] for d in decisions} == {"stale"}
+
+
+async def test_decisions_come_first_even_without_text_matches(human: Caller, project: str) -> None:
+    a = await task(human, "unrelated")
+    pending = await open_decision(human, a["id"])
+    packet = await context(human, "nothingmatchesthis")
+    assert ids(packet) == [pending] and packet["next_actions"] == []
+
+
+@pytest.mark.parametrize(
+    ("scope", "params", "visible"),
+    [
+        ({}, {}, True),
+        ({"components": ["api"]}, {}, False),
+        ({"components": ["api"]}, {"component": "api"}, True),
+        ({"components": ["api"]}, {"component": "web"}, False),
+        ({"environments": ["prod", "staging"]}, {"environment": "staging"}, True),
+        ({"versions": ["2.1"]}, {"version": "2.1", "component": "x"}, True),
+        ({"versions": ["2.1"]}, {"version": "2.0"}, False),
+        ({"components": ["api"], "versions": ["2"]}, {"component": "api"}, False),
+    ],
+)
+async def test_scope_dimensions_match_the_requested_filters(
+    human: Caller, project: str, scope: dict[str, Any], params: dict[str, str], visible: bool
+) -> None:
+    record = await knowledge(human, "scoped zebra", scope=scope)
+    assert (record["id"] in ids(await context(human, "zebra", **params))) is visible
+
+
+async def test_task_scope_needs_that_task_or_none(human: Caller, project: str) -> None:
+    a = await task(human, "first")
+    b = await task(human, "second")
+    general = await knowledge(human, "zebra general")
+    for_a = await knowledge(human, "zebra for a", scope={"task_ids": [a["id"]]})
+    assert set(ids(await context(human, "zebra", task_id=a["id"]))) == {general["id"], for_a["id"]}
+    assert ids(await context(human, "zebra", task_id=b["id"])) == [general["id"]]
+    assert ids(await context(human, "zebra")) == [general["id"]]
+
+
+async def test_unknown_task_id_is_a_400_naming_it(human: Caller, project: str) -> None:
+    r = await context_response(human, q="zebra", task_id="task_nope")
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "task_id"
+
+
+async def test_shared_knowledge_of_other_projects_only_on_request(
+    human: Caller, project: str
+) -> None:
+    await make_project(human, "other")
+    r = await human.post(
+        "/api/v1/projects/other/knowledge",
+        {"kind": "fact", "title": "zebra shared", "body": "b", "collection": "shared",
+         "share_across_projects": True},
+    )  # fmt: skip
+    shared = r.json()
+    r = await human.post(
+        "/api/v1/projects/other/knowledge", {"kind": "fact", "title": "zebra private", "body": "b"}
+    )
+    own = await knowledge(human, "zebra own")
+    assert ids(await context(human, "zebra")) == [own["id"]]
+    assert set(ids(await context(human, "zebra", include_shared="true"))) == {
+        own["id"],
+        shared["id"],
+    }
+
+
+async def test_other_projects_tasks_never_appear(human: Caller, project: str) -> None:
+    await make_project(human, "other")
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "zebra elsewhere"})
+    assert r.status_code == 201
+    assert ids(await context(human, "zebra", include_shared="true")) == []
+
+
+async def test_budget_counts_policy_and_items_as_compact_json(human: Caller, project: str) -> None:
+    await set_policy(human, rules="Always name a rollback owner. Ünïcödé counts in bytes.")
+    for n in range(5):
+        await knowledge(human, f"zebra {n}", body="é" * (50 + n))
+    full = await context(human, "zebra", budget=131072)
+    assert len(full["items"]) == 5 and not full["truncated"]
+    costs = [size(i) for i in full["items"]]
+    policy_cost = size(full["policy"])
+    # exactly enough for the policy and the first three items
+    budget = max(1024, policy_cost + sum(costs[:3]))
+    assert budget == policy_cost + sum(costs[:3]), "items are large enough to need > 1 KiB"
+    packet = await context(human, "zebra", budget=budget)
+    assert packet["items"] == full["items"][:3]
+    assert packet["truncated"] is True and packet["instructions_complete"] is True
+    assert any("budget" in a for a in packet["next_actions"])
+    # one byte less and the third item no longer fits: never a later, smaller one instead
+    packet = await context(human, "zebra", budget=budget - 1)
+    assert packet["items"] == full["items"][:2]
+    assert policy_cost + sum(size(i) for i in packet["items"]) <= budget - 1
+
+
+async def test_limit_counts_items_and_truncates(human: Caller, project: str) -> None:
+    t = await task(human, "zebra task")
+    pending = await open_decision(human, t["id"])
+    for n in range(4):
+        await knowledge(human, f"zebra {n}")
+    packet = await context(human, "zebra", limit=3)
+    assert len(packet["items"]) == 3 and packet["items"][0]["id"] == pending
+    assert packet["truncated"] is True and any("limit" in a for a in packet["next_actions"])
+    packet = await context(human, "zebra", limit=6)
+    assert len(packet["items"]) == 6 and packet["truncated"] is False
+    assert packet["next_actions"] == []
+
+
+async def test_policy_larger_than_the_budget_returns_it_alone(human: Caller, project: str) -> None:
+    rules = "Never skip review. " * 200
+    await set_policy(human, rules=rules)
+    t = await task(human, "zebra")
+    await open_decision(human, t["id"])
+    packet = await context(human, "zebra", budget=1024)
+    assert packet["policy"]["rules"] == rules  # complete, never cut
+    assert packet["items"] == []
+    assert packet["instructions_complete"] is False and packet["truncated"] is True
+    assert str(size(packet["policy"])) in packet["next_actions"][0]
+
+
+async def test_empty_result_says_what_to_do(human: Caller, project: str) -> None:
+    packet = await context(human, "nothing here")
+    assert packet["items"] == [] and packet["truncated"] is False
+    assert packet["next_actions"] and "include_shared" in packet["next_actions"][0]
+
+
+async def test_search_past_the_time_limit_answers_honestly(
+    service: Service, human: Caller, project: str
+) -> None:
+    t = await task(human, "zebra task")
+    pending = await open_decision(human, t["id"])
+    for n in range(60):
+        await knowledge(human, f"zebra record {n}", body="zebra " * 40)
+    settings = service.rt.settings
+    assert settings is not None
+    service.rt.settings = dataclasses.replace(settings, search_time_limit_ms=0)
+    packet = await context(human, "zebra")
+    assert ids(packet) == [pending]  # decisions complete, no text matches
+    assert packet["truncated"] is True and packet["instructions_complete"] is True
+    assert packet["policy"]["revision"] == 1
+    assert any("time limit" in a and "scope filter" in a for a in packet["next_actions"])
+    service.rt.settings = settings
+    assert len((await context(human, "zebra", limit=100, budget=131072))["items"]) == 62
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({}, "q"),
+        ({"q": ""}, "q"),
+        ({"q": "   "}, "q"),
+        ({"q": "x" * 1025}, "q"),
+        ({"q": "é" * 513}, "q"),
+        ({"q": " ".join(["a"] * 33)}, "q"),
+        ({"q": "a\x00b"}, "q"),
+        ({"q": "a", "limit": "0"}, "limit"),
+        ({"q": "a", "limit": "101"}, "limit"),
+        ({"q": "a", "budget": "1023"}, "budget"),
+        ({"q": "a", "budget": "131073"}, "budget"),
+        ({"q": "a", "include_shared": "maybe"}, "include_shared"),
+        ({"q": "a", "component": ""}, "component"),
+        ({"q": "a", "extra": "1"}, "extra"),
+    ],
+)
+async def test_out_of_bounds_parameters_are_400_naming_the_field(
+    human: Caller, project: str, params: dict[str, str], field: str
+) -> None:
+    r = await context_response(human, **params)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["details"]["field"] == field
+
+
+async def test_bounds_at_their_edges_are_accepted(human: Caller, project: str) -> None:
+    for params in (
+        {"q": "x" * 1024},
+        {"q": " ".join(["a"] * 32)},
+        {"q": "a", "limit": "1", "budget": "1024"},
+        {"q": "a", "limit": "100", "budget": "131072"},
+    ):
+        r = await context_response(human, **params)
+        assert r.status_code == 200, (params, r.text)
+
+
+async def test_unknown_project_is_404(human: Caller, project: str) -> None:
+    r = await human.get("/api/v1/projects/nope/context", q="a")
+    assert r.status_code == 404
+
+
+async def test_needs_a_token(service: Service, project: str) -> None:
+    r = await service.client.get("/api/v1/projects/demo/context", params={"q": "a"})
+    assert r.status_code == 401
