@@ -22,11 +22,11 @@ from mcp.types import JSONRPCMessage
 
 from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session
 from tests.test_serve import START, start
-from waypost.mcp_server.backend import has_route
 
 pytestmark = pytest.mark.slow
 
 ROUTE_TOOLS = {
+    "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
     "decision_open", "decision_get", "decision_wait", "digest",
@@ -59,9 +59,7 @@ async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
     agent = waypost.principal("agent", f"lister-{transport}")
     async with session(transport, waypost.url, agent) as s:
         tools = {t.name: t for t in (await s.list_tools()).tools}
-    expected = ROUTE_TOOLS | ({"context"} if has_route("GET", "/api/v1/projects/{project}/context")
-                              else set())  # fmt: skip
-    assert set(tools) == expected
+    assert set(tools) == ROUTE_TOOLS
     for tool in tools.values():
         assert tool.description and len(tool.description) > 30
         schema = tool.inputSchema
@@ -94,9 +92,9 @@ async def test_the_agent_loop_end_to_end(waypost: Waypost, transport: str) -> No
     task_id = waypost.task(project)
     agent = waypost.principal("agent", f"looper-{transport}")
     async with session(transport, waypost.url, agent) as s:
-        if has_route("GET", "/api/v1/projects/{project}/context"):
-            packet = await call(s, "context", project=project)
-            assert "policy" in packet
+        packet = await call(s, "context", project=project, q="billing")
+        assert packet["policy"]["revision"] == 1
+        assert [item["id"] for item in packet["items"]] == [task_id]
         policy = await call(s, "policy", project=project)
         assert policy["revision"] == 1
 
