@@ -347,14 +347,14 @@ def nested(depth: int) -> str:
     return "{ " + inner + " }"
 
 
-async def test_depth_over_12_is_refused(human: Caller) -> None:
-    data = (await post(human, {"query": nested(13)})).json()
-    assert any("exceeds maximum operation depth of 12" in e["message"] for e in data["errors"])
+async def test_depth_over_16_is_refused(human: Caller) -> None:
+    data = (await post(human, {"query": nested(17)})).json()
+    assert any("exceeds maximum operation depth of 16" in e["message"] for e in data["errors"])
     assert set(codes(data)) == {"invalid_request"}
 
 
-async def test_depth_of_12_passes_the_depth_rule(human: Caller) -> None:
-    data = (await post(human, {"query": nested(12)})).json()
+async def test_depth_of_16_passes_the_depth_rule(human: Caller) -> None:
+    data = (await post(human, {"query": nested(16)})).json()
     assert data["errors"]  # the made-up fields do not exist...
     assert not any("depth" in e["message"] for e in data["errors"])  # ...but depth is fine
 

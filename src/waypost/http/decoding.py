@@ -160,6 +160,16 @@ def parse_json(raw: bytes) -> Any:
     return value
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """`application/json`, compared case-insensitively, optionally `; charset=utf-8`.
+
+    The one rule for REST and GraphQL bodies (service contract 13 and 14).
+    """
+    kind, _, params = (content_type or "").partition(";")
+    charset = params.strip().lower().replace(" ", "")
+    return kind.strip().lower() == "application/json" and charset in ("", "charset=utf-8")
+
+
 def field_of(error: msgspec.ValidationError) -> tuple[str, str]:
     """(JSON path without `$.`, message) from a msgspec validation error."""
     text = str(error)

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
-from waypost.http.decoding import convert, decode_query, parse_json
+from waypost.http.decoding import convert, decode_query, is_json_media_type, parse_json
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.rest.responses import error_response, internal_error, json_response
@@ -85,10 +85,7 @@ class RouteTable:
 
 
 def _check_media_type(request: Request) -> None:
-    media = request.headers.get("content-type", "")
-    kind, _, params = media.partition(";")
-    charset = params.strip().lower().replace(" ", "")
-    if kind.strip().lower() != "application/json" or charset not in ("", "charset=utf-8"):
+    if not is_json_media_type(request.headers.get("content-type")):
         raise UnsupportedMediaType("Content-Type must be application/json")
 
 

@@ -16,7 +16,7 @@ from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 
 from waypost.errors import Unavailable, WaypostError
-from waypost.http.decoding import parse_json
+from waypost.http.decoding import is_json_media_type, parse_json
 from waypost.rest.responses import json_response
 from waypost.schema import schema
 from waypost.schema.context import Context
@@ -70,6 +70,19 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
             await response(scope, receive, send)
             return
+        if not is_json_media_type(request.headers.get("content-type")):
+            response = http_error(
+                415,
+                "unsupported_media_type",
+                "Content-Type must be application/json (optionally with charset=utf-8)",
+                {},
+            )
+            await response(scope, receive, send)
+            return
+        # Strawberry compares the media type case-sensitively: hand it the canonical one
+        headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
+        scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        request = Request(scope=scope, receive=receive)
         try:
             response = await self.run(request)
         except WaypostError as error:

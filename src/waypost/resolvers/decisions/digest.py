@@ -23,8 +23,9 @@ from waypost.resolvers.decisions.status import STATUS_SQL, install
 from waypost.resolvers.decisions.timeouts import MAY_TIME_OUT, TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
-from waypost.resolvers.tasks.operations import present_tasks
-from waypost.resolvers.tasks.readiness import GATE_BLOCKED_SQL, READY_SQL, READY_WITH, ready_params
+from waypost.resolvers.tasks import store as task_store
+from waypost.resolvers.tasks.readiness import ready_params
+from waypost.resolvers.tasks.views import present_tasks
 from waypost.runtime import Runtime
 
 DIGEST_LIMIT: Final = 200
@@ -93,23 +94,13 @@ def _blocked_task_rows(
     conn: sqlite3.Connection, project_id: str, now: datetime
 ) -> list[sqlite3.Row]:
     """Live tasks a decision blocks, or whose subject a decision blocks, in claim order."""
-    return conn.execute(
-        f"WITH {READY_WITH} SELECT t.* FROM tasks t WHERE t.project_id = :project"
-        f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
-        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
-        {**ready_params(conn, project_id, now), "n": DIGEST_LIMIT + 1},
-    ).fetchall()
+    params = ready_params(conn, project_id, now)
+    return task_store.gate_blocked_open_rows(conn, params, DIGEST_LIMIT + 1)
 
 
 def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> int:
     """How many tasks pass the readiness predicate, counted in SQL (nothing is loaded)."""
-    row = conn.execute(
-        f"WITH {READY_WITH} SELECT COUNT(*) AS n FROM tasks t"
-        f" WHERE t.project_id = :project AND {READY_SQL}",
-        ready_params(conn, project_id, now),
-    ).fetchone()
-    count: int = row["n"]
-    return count
+    return task_store.ready_count(conn, ready_params(conn, project_id, now))
 
 
 async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 from datetime import timedelta
-from typing import Annotated, Any
-
-import msgspec
+from typing import Any
 
 from waypost.clock import format_time
 from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
@@ -25,10 +23,9 @@ from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks.models import CheckpointBody, ClaimBody, SubmitBody
 from waypost.resolvers.tasks.operations import (
-    CLEAR_LEASE,
-    TEXT_MAX_BYTES,
-    TaskRef,
     check_bytes,
     checkpoint_json,
     current_task,
@@ -43,25 +40,21 @@ from waypost.resolvers.tasks.readiness import next_ready, readiness_of
 from waypost.resolvers.tasks.reads import CHECKPOINTS, history_pages
 from waypost.runtime import Actor, Runtime
 
+__all__ = [
+    "CheckpointBody",  # the transports decode into these models
+    "ClaimBody",
+    "SubmitBody",
+    "checkpoint",
+    "claim",
+    "complete",
+    "recover",
+    "release",
+    "renew",
+    "require_owner",
+    "submit",
+]
+
 RECOVER_CHECKPOINTS = 20
-Text = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX_BYTES)]
-
-
-class ClaimBody(msgspec.Struct, forbid_unknown_fields=True):
-    task_id: TaskRef | None = None
-
-
-class CheckpointBody(msgspec.Struct, forbid_unknown_fields=True):
-    note: Text
-
-
-class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
-    summary: Text
-    # Each lesson is a SubmissionLessonInput; the knowledge resolver validates the
-    # whole batch inside the submit transaction. Here: at most 50 JSON objects.
-    lessons: Annotated[
-        list[dict[str, Any]], msgspec.Meta(max_length=knowledge.MAX_SUBMISSION_LESSONS)
-    ] = msgspec.field(default_factory=list)
 
 
 # ---------------------------------------------------------------- checks
@@ -97,12 +90,9 @@ def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
     """Give the caller a fresh lease of the policy's length (read now, in this transaction)."""
     project = require_project(tx.conn, row["project_id"])
     expires = format_time(tx.now + timedelta(seconds=project["lease_seconds"]))
-    tx.conn.execute(
-        "UPDATE tasks SET status = 'claimed', lease_owner_id = ?, lease_session_id = ?,"
-        " lease_expires_at = ?, lease_workflow = ?, updated_at = ? WHERE id = ?",
-        (tx.actor.principal_id, tx.actor.session_id, expires,
-         row["subject_task_id"] is not None, tx.at, row["id"]),
-    )  # fmt: skip
+    owner = (tx.actor.principal_id, tx.actor.session_id)
+    workflow = row["subject_task_id"] is not None
+    store.set_lease(tx.conn, row["id"], owner, expires, workflow, tx.at)
     return require_task(tx.conn, row["project_id"], row["id"])
 
 
@@ -197,15 +187,8 @@ async def checkpoint(
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         checkpoint_id = new_id("chk")
-        tx.conn.execute(
-            "INSERT INTO task_checkpoints (id, task_id, note, actor_id, actor_session_id, at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (checkpoint_id, task_id, body.note, actor.principal_id, actor.session_id, tx.at),
-        )
-        tx.conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (tx.at, task_id))
-        saved = tx.conn.execute(
-            "SELECT * FROM task_checkpoints WHERE id = ?", (checkpoint_id,)
-        ).fetchone()
+        by = (actor.principal_id, actor.session_id)
+        saved = store.insert_checkpoint(tx.conn, checkpoint_id, task_id, body.note, by, tx.at)
         tx.event(project_id, "task.checkpointed", "task", task_id, {"checkpoint_id": checkpoint_id})
         task = current_task(tx, project_id, task_id)
         return 200, {"checkpoint": checkpoint_json(saved), "task": task}
@@ -219,10 +202,7 @@ async def release(
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
-        tx.conn.execute(
-            f"UPDATE tasks SET status = 'open', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
-            (tx.at, task_id),
-        )
+        store.end_lease(tx.conn, task_id, "open", tx.at)
         tx.event(project_id, "task.released", "task", task_id, {})
         return 200, current_task(tx, project_id, task_id)
 
@@ -274,21 +254,15 @@ async def submit(
         require_owner(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
         submission_id = new_id("sub")
-        tx.conn.execute(
-            "INSERT INTO submissions (id, task_id, task_revision, summary, actor_id,"
-            " actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (submission_id, task_id, row["revision"], body.summary,
-             actor.principal_id, actor.session_id, tx.at),
-        )  # fmt: skip
-        tx.conn.execute(
-            f"UPDATE tasks SET status = 'submitted', {CLEAR_LEASE}, updated_at = ? WHERE id = ?",
-            (tx.at, task_id),
+        by = (actor.principal_id, actor.session_id)
+        store.insert_submission(
+            tx.conn, submission_id, task_id, row["revision"], body.summary, by, tx.at
         )
+        store.end_lease(tx.conn, task_id, "submitted", tx.at)
         lessons = knowledge.insert_submission_lessons(
             tx.conn, actor, tx.now, project_id, task_id, submission_id, body.lessons
         )
-        saved = tx.conn.execute("SELECT * FROM submissions WHERE id = ?", (submission_id,))
-        submission = submission_json(saved.fetchone())
+        submission = submission_json(store.submission_row(tx.conn, submission_id))
         data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
         tx.event(project_id, "task.submitted", "task", task_id, data)
         task = current_task(tx, project_id, task_id)
@@ -326,15 +300,11 @@ async def complete(
                 "only a submitted task can be completed",
                 {"reason": "not_submitted", "status": row["status"]},
             )
-        latest = tx.conn.execute(
-            "SELECT * FROM submissions WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT 1",
-            (task_id,),
-        ).fetchone()
+        latest = store.latest_submission_row(tx.conn, task_id)
+        assert latest is not None  # a submitted task has its submission
         _authorize_completion(actor, project["review_mode"], latest["actor_id"])
         ensure_work_allowed(tx.conn, row, tx.now)
-        tx.conn.execute(
-            "UPDATE tasks SET status = 'done', updated_at = ? WHERE id = ?", (tx.at, task_id)
-        )
+        store.set_status(tx.conn, task_id, "done", tx.at)
         data = {"submission_id": latest["id"], "review_mode": project["review_mode"]}
         tx.event(project_id, "task.completed", "task", task_id, data)
         return 200, current_task(tx, project_id, task_id)

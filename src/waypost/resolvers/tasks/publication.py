@@ -4,31 +4,27 @@
 the outside world (only the policy's `integration_owner`, or any human when it
 is null). The holder records the external outcome once with `result` and
 gives the authority back with `finalize`, after which `publication` is null
-again. While authority is held no decision can be opened or reopened on the
-task, its subject or its activities (the decisions resolver reads these
-columns), so a publisher never meets a new blocker halfway through.
+again. While authority is held no decision can be opened on the task, its
+subject or its activities, and no live allow among them reopened (the
+decisions resolver reads these columns), so a publisher never meets a new
+blocker halfway through.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from waypost.errors import Forbidden, PublicationInProgress, StateConflict
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks.models import ResultBody
 from waypost.resolvers.tasks.operations import current_task, ensure_work_allowed, load_in_tx
 from waypost.runtime import Actor, Runtime
 
-DETAIL_MAX = 4096
-
-
-class ResultBody(msgspec.Struct, forbid_unknown_fields=True):
-    outcome: Literal["succeeded", "failed"]
-    detail: Annotated[str, msgspec.Meta(max_length=DETAIL_MAX)] = ""
+__all__ = ["ResultBody", "finalize", "prepare", "result"]  # transports decode ResultBody
 
 
 def _authorize(actor: Actor, project: sqlite3.Row) -> None:
@@ -82,12 +78,7 @@ async def prepare(
                 {"holder_id": row["publication_holder_id"]},
             )
         ensure_work_allowed(tx.conn, row, tx.now)
-        tx.conn.execute(
-            "UPDATE tasks SET publication_holder_id = ?, publication_holder_session_id = ?,"
-            " publication_prepared_at = ?, publication_result = NULL, updated_at = ?"
-            " WHERE id = ?",
-            (actor.principal_id, actor.session_id, tx.at, tx.at, task_id),
-        )
+        store.grant_publication(tx.conn, task_id, (actor.principal_id, actor.session_id), tx.at)
         tx.event(project_id, "task.publication_prepared", "task", task_id, {})
         return 200, current_task(tx, project_id, task_id)
 
@@ -107,10 +98,7 @@ async def result(
             )
         ensure_work_allowed(tx.conn, row, tx.now)
         recorded = {"outcome": body.outcome, "detail": body.detail, "at": tx.at}
-        tx.conn.execute(
-            "UPDATE tasks SET publication_result = ?, updated_at = ? WHERE id = ?",
-            (json.dumps(recorded), tx.at, task_id),
-        )
+        store.record_publication_result(tx.conn, task_id, recorded, tx.at)
         data = {"outcome": body.outcome}
         tx.event(project_id, "task.publication_result_recorded", "task", task_id, data)
         return 200, current_task(tx, project_id, task_id)
@@ -126,12 +114,7 @@ async def finalize(
         _require_holder(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
         recorded = row["publication_result"]
-        tx.conn.execute(
-            "UPDATE tasks SET publication_holder_id = NULL, publication_holder_session_id = NULL,"
-            " publication_prepared_at = NULL, publication_result = NULL, updated_at = ?"
-            " WHERE id = ?",
-            (tx.at, task_id),
-        )
+        store.clear_publication(tx.conn, task_id, tx.at)
         # The event keeps what the projection forgets: who held it and the outcome.
         data = {
             "prepared_at": row["publication_prepared_at"],

@@ -12,39 +12,46 @@ number of tasks), so a list or a GraphQL page never costs one query per task.
 The predicate has two forms that must never drift: `readiness` (Python over
 rows, with the reasons the task JSON reports) and `READY_SQL` (a WHERE term,
 so claims, ready lists and the digest skip blocked work inside SQL instead of
-fetching it to test it). Both take the decision part from gate.py, which
-evaluates the same registered status function either way.
+fetching it to test it; it lives in store.py with the task SQL). Both take the
+decision part from gate.py, which evaluates the same registered status
+function either way.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from waypost.resolvers.decisions import gate
+from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks.store import (
+    GATE_BLOCKED_SQL,
+    READY_SQL,
+    READY_WITH,
+    STATE_READY_SQL,
+    dependency_map,
+    ids_param,
+)
+
+__all__ = [
+    "GATE_BLOCKED_SQL",  # the predicate in SQL lives in the store, next to its queries
+    "MAX_DECISION_IDS",
+    "READY_SQL",
+    "READY_WITH",
+    "STATE_READY_SQL",
+    "Readiness",
+    "dependency_map",
+    "ids_param",
+    "next_ready",
+    "readiness",
+    "readiness_of",
+    "ready_params",
+]
 
 MAX_DECISION_IDS = gate.MAX_IDS
-
-# The state part of the predicate (alias `t` for tasks): open, no lease, every
-# dependency done.
-STATE_READY_SQL: Final = (
-    "t.status = 'open' AND t.lease_owner_id IS NULL AND NOT EXISTS ("
-    " SELECT 1 FROM task_dependencies d JOIN tasks dep ON dep.id = d.depends_on_id"
-    " WHERE d.task_id = t.id AND dep.status != 'done')"
-)
-# The decision part: a decision blocks the task itself or, for an activity, its
-# subject. Needs `WITH {READY_WITH}` and the `ready_params` of the project. The
-# IS NOT NULL keeps the term two-valued, so `NOT (...)` of it is exact.
-GATE_BLOCKED_SQL: Final = (
-    "(t.id IN blocked OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
-)
-READY_WITH: Final = gate.BLOCKED_CTE
-# The whole predicate as one WHERE term.
-READY_SQL: Final = f"{STATE_READY_SQL} AND NOT {GATE_BLOCKED_SQL}"
 
 
 def ready_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
@@ -72,30 +79,6 @@ class Readiness:
             "decisions_truncated": len(self.decisions) > MAX_DECISION_IDS,
             "dependencies": list(self.dependencies),
         }
-
-
-def ids_param(ids: Iterable[str]) -> str:
-    """A list of ids as one JSON parameter (`IN (SELECT value FROM json_each(?))`)."""
-    return json.dumps(list(ids))
-
-
-def dependency_map(
-    conn: sqlite3.Connection, task_ids: Sequence[str]
-) -> dict[str, list[tuple[str, str]]]:
-    """For each task, its dependencies in the client's order as (id, status)."""
-    result: dict[str, list[tuple[str, str]]] = {task_id: [] for task_id in task_ids}
-    if not task_ids:
-        return result
-    rows = conn.execute(
-        "SELECT d.task_id, d.depends_on_id, dep.status FROM task_dependencies d"
-        " JOIN tasks dep ON dep.id = d.depends_on_id"
-        " WHERE d.task_id IN (SELECT value FROM json_each(?))"
-        " ORDER BY d.task_id, d.position",
-        (ids_param(task_ids),),
-    ).fetchall()
-    for row in rows:
-        result[row["task_id"]].append((row["depends_on_id"], row["status"]))
-    return result
 
 
 def _merge(first: list[str], second: list[str]) -> list[str]:
@@ -155,10 +138,4 @@ def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqli
     inside SQL. The claim still runs the gate on the chosen row in its writer
     transaction (`ensure_work_allowed`), which stays the authority.
     """
-    row: sqlite3.Row | None = conn.execute(
-        f"WITH {READY_WITH} SELECT t.* FROM tasks t"
-        f" WHERE t.project_id = :project AND {READY_SQL}"
-        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT 1",
-        ready_params(conn, project_id, now),
-    ).fetchone()
-    return row
+    return store.next_ready_row(conn, ready_params(conn, project_id, now))

@@ -13,18 +13,18 @@ from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts, matching_rowids
+from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.projects.operations import require_project
-from waypost.resolvers.tasks.operations import (
+from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks.operations import require_task, tasks_by_ids
+from waypost.resolvers.tasks.readiness import ready_params
+from waypost.resolvers.tasks.views import (
     checkpoint_json,
     present_tasks,
-    require_task,
     revision_json,
     submission_json,
     task_json,
-    tasks_by_ids,
 )
-from waypost.resolvers.tasks.readiness import READY_SQL, READY_WITH, ids_param, ready_params
 from waypost.runtime import Runtime
 
 NO_CURSOR = 2**62
@@ -53,7 +53,7 @@ def list_tasks_sync(
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
-    `ready` is the readiness predicate in SQL (`READY_SQL`), so a page reads
+    `ready` is the readiness predicate in SQL (`store.READY_SQL`), so a page reads
     `limit + 1` rows whatever blocked work lies between them. The task JSON
     computes readiness again in Python; a row whose `ready` disagrees with the
     filter is left out rather than shown under the wrong filter (the page may
@@ -65,25 +65,17 @@ def list_tasks_sync(
     if cursor is not None:
         parts = decode_cursor(cursor, str, str)
         created, last_id = str(parts[0]), str(parts[1])
-    where = ["t.project_id = :project"]
-    params: dict[str, Any] = {"project": project_id, "created": created, "last": last_id}
-    if status is not None:
-        where.append("t.status = :status")
-        params["status"] = status
-    if q is not None:
-        where.append("t." + matching_rowids("tasks", ":match"))
-        params["match"] = escape_fts(search_terms(q))
-    with_ = ""
-    if ready is not None:
-        with_ = f"WITH {READY_WITH} "
-        where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
-        params.update(ready_params(conn, project_id, now))
-    rows = conn.execute(
-        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
-        " AND (t.created_at > :created OR (t.created_at = :created AND t.id > :last))"
-        f" ORDER BY t.created_at, t.id LIMIT {size + 1}",
-        params,
-    ).fetchall()
+    params = ready_params(conn, project_id, now) if ready is not None else None
+    rows = store.list_rows(
+        conn,
+        project_id,
+        (created, last_id),
+        size + 1,
+        status=status,
+        match=None if q is None else escape_fts(search_terms(q)),
+        ready=ready,
+        ready_params=params,
+    )
     page = Page.from_rows(rows, size, lambda r: encode_cursor(r["created_at"], r["id"]))
     items = present_tasks(conn, project_id, page.items, now)
     if ready is None:
@@ -114,14 +106,13 @@ async def list_tasks(
 class History:
     """An append-only table of a task's history, read newest first in pages."""
 
-    table: str
-    position: str  # the column a page walks down (its cursor holds the last one seen)
+    table: str  # a page walks down its position (store.HISTORY_POSITIONS)
     shape: Callable[[sqlite3.Row], dict[str, Any]]
 
 
-REVISIONS = History("task_revisions", "revision", revision_json)
-CHECKPOINTS = History("task_checkpoints", "rowid", checkpoint_json)
-SUBMISSIONS = History("submissions", "rowid", submission_json)
+REVISIONS = History("task_revisions", revision_json)
+CHECKPOINTS = History("task_checkpoints", checkpoint_json)
+SUBMISSIONS = History("submissions", submission_json)
 HistoryKey = tuple[str, int, str | None]  # (task id, limit, cursor)
 
 
@@ -136,13 +127,8 @@ def history_pages(
         groups.setdefault((key[1], before), []).append(key)
     result: dict[HistoryKey, Page[dict[str, Any]]] = {}
     for (size, before), members in groups.items():
-        rows = conn.execute(
-            f"SELECT * FROM (SELECT h.*, h.{history.position} AS position, ROW_NUMBER() OVER"
-            f" (PARTITION BY h.task_id ORDER BY h.{history.position} DESC) AS n"
-            f" FROM {history.table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
-            f" AND h.{history.position} < ?) WHERE n <= ? ORDER BY task_id, position DESC",
-            (ids_param(sorted({k[0] for k in members})), before, size + 1),
-        ).fetchall()
+        task_ids = [k[0] for k in members]
+        rows = store.history_rows(conn, history.table, task_ids, before, size + 1)
         by_task: dict[str, list[sqlite3.Row]] = {}
         for row in rows:
             by_task.setdefault(row["task_id"], []).append(row)
@@ -210,11 +196,7 @@ def activities_json(
     conn: sqlite3.Connection, subject_ids: Sequence[str], now: datetime
 ) -> dict[str, list[dict[str, Any]]]:
     """For each subject task, its activities (tasks naming it as subject), oldest first."""
-    rows = conn.execute(
-        "SELECT * FROM tasks WHERE subject_task_id IN (SELECT value FROM json_each(?))"
-        " ORDER BY created_at, id",
-        (ids_param(subject_ids),),
-    ).fetchall()
+    rows = store.activity_rows(conn, subject_ids)
     shaped = _present_grouped(conn, rows, now)
     result: dict[str, list[dict[str, Any]]] = {subject: [] for subject in subject_ids}
     for row in rows:

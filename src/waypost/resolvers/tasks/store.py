@@ -1,0 +1,425 @@
+"""Task rows: look-ups, the readiness predicate in SQL, dependencies, revisions,
+leases, checkpoints, submissions, publication columns and history pages (all of
+this domain's SQL).
+
+Plain functions over one `sqlite3.Connection`, called inside a unit of work;
+the rules (validation, authority, order of checks, errors) stay in the
+operation modules. Ids travel as one JSON array through `json_each`, so a
+batch costs one statement whatever its size.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from waypost.resolvers.context.search import matching_rowids
+from waypost.resolvers.decisions import gate
+
+# ---------------------------------------------------------------- readiness in SQL
+# The SQL twin of `readiness.readiness` (which adds the reasons the task JSON
+# reports); the two must never drift.
+
+# The state part of the predicate (alias `t` for tasks): open, no lease, every
+# dependency done.
+STATE_READY_SQL: Final = (
+    "t.status = 'open' AND t.lease_owner_id IS NULL AND NOT EXISTS ("
+    " SELECT 1 FROM task_dependencies d JOIN tasks dep ON dep.id = d.depends_on_id"
+    " WHERE d.task_id = t.id AND dep.status != 'done')"
+)
+# The decision part: a decision blocks the task itself or, for an activity, its
+# subject. Needs `WITH {READY_WITH}` and the `ready_params` of the project. The
+# IS NOT NULL keeps the term two-valued, so `NOT (...)` of it is exact.
+GATE_BLOCKED_SQL: Final = (
+    "(t.id IN blocked OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
+)
+READY_WITH: Final = gate.BLOCKED_CTE
+# The whole predicate as one WHERE term.
+READY_SQL: Final = f"{STATE_READY_SQL} AND NOT {GATE_BLOCKED_SQL}"
+
+# SET clause that ends a lease (release, submit, status changes)
+_CLEAR_LEASE: Final = (
+    "lease_owner_id = NULL, lease_session_id = NULL, lease_expires_at = NULL, lease_workflow = 0"
+)
+
+
+def ids_param(ids: Iterable[str]) -> str:
+    """A list of ids as one JSON parameter (`IN (SELECT value FROM json_each(?))`)."""
+    return json.dumps(list(ids))
+
+
+def next_ready_row(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> sqlite3.Row | None:
+    """The highest-priority ready task of the project in `ready_params`, ties oldest."""
+    row: sqlite3.Row | None = conn.execute(
+        f"WITH {READY_WITH} SELECT t.* FROM tasks t"
+        f" WHERE t.project_id = :project AND {READY_SQL}"
+        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT 1",
+        ready_params,
+    ).fetchone()
+    return row
+
+
+def gate_blocked_open_rows(
+    conn: sqlite3.Connection, ready_params: Mapping[str, str], count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` tasks neither done nor cancelled that a decision holds back."""
+    return conn.execute(
+        f"WITH {READY_WITH} SELECT t.* FROM tasks t WHERE t.project_id = :project"
+        f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
+        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
+        {**ready_params, "n": count},
+    ).fetchall()
+
+
+def ready_count(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> int:
+    row = conn.execute(
+        f"WITH {READY_WITH} SELECT COUNT(*) AS n FROM tasks t"
+        f" WHERE t.project_id = :project AND {READY_SQL}",
+        ready_params,
+    ).fetchone()
+    return int(row["n"])
+
+
+def list_rows(
+    conn: sqlite3.Connection,
+    project_id: str,
+    after: tuple[str, str],
+    count: int,
+    *,
+    status: str | None = None,
+    match: str | None = None,
+    ready: bool | None = None,
+    ready_params: Mapping[str, str] | None = None,
+) -> list[sqlite3.Row]:
+    """Up to `count` tasks after (created_at, id) in creation order, optionally
+    of one status, matching an FTS5 query (`match`, already escaped) and ready
+    or not (`ready_params` needed with `ready`)."""
+    where = ["t.project_id = :project"]
+    params: dict[str, Any] = {"project": project_id, "created": after[0], "last": after[1]}
+    if status is not None:
+        where.append("t.status = :status")
+        params["status"] = status
+    if match is not None:
+        where.append("t." + matching_rowids("tasks", ":match"))
+        params["match"] = match
+    with_ = ""
+    if ready is not None:
+        assert ready_params is not None
+        with_ = f"WITH {READY_WITH} "
+        where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
+        params.update(ready_params)
+    return conn.execute(
+        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        " AND (t.created_at > :created OR (t.created_at = :created AND t.id > :last))"
+        f" ORDER BY t.created_at, t.id LIMIT {int(count)}",
+        params,
+    ).fetchall()
+
+
+# ---------------------------------------------------------------- look-ups
+
+
+def task_row(conn: sqlite3.Connection, project_id: str, task_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    return row
+
+
+def task_exists(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    return found is not None
+
+
+def task_rows_by_ids(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+    """Tasks by id, whatever their project."""
+    rows = conn.execute(
+        "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?))", (ids_param(task_ids),)
+    ).fetchall()
+    return {row["id"]: row for row in rows}
+
+
+def existing_task_ids(
+    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str]
+) -> set[str]:
+    """Which of `task_ids` name tasks of the project."""
+    return {
+        row["id"]
+        for row in conn.execute(
+            "SELECT id FROM tasks WHERE project_id = ? AND id IN (SELECT value FROM json_each(?))",
+            (project_id, ids_param(task_ids)),
+        )
+    }
+
+
+def activity_rows(conn: sqlite3.Connection, subject_ids: Sequence[str]) -> list[sqlite3.Row]:
+    """Tasks naming any of `subject_ids` as their subject, oldest first."""
+    return conn.execute(
+        "SELECT * FROM tasks WHERE subject_task_id IN (SELECT value FROM json_each(?))"
+        " ORDER BY created_at, id",
+        (ids_param(subject_ids),),
+    ).fetchall()
+
+
+def publication_held_around(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
+    """A task holding publication authority among the task, its subject and its
+    activities (id and holder), if any."""
+    held: sqlite3.Row | None = conn.execute(
+        "SELECT id, publication_holder_id FROM tasks WHERE publication_holder_id IS NOT NULL"
+        " AND (id = ? OR id = ? OR subject_task_id = ?) LIMIT 1",
+        (row["id"], row["subject_task_id"], row["id"]),
+    ).fetchone()
+    return held
+
+
+# ---------------------------------------------------------------- dependencies
+
+
+def dependency_map(
+    conn: sqlite3.Connection, task_ids: Sequence[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """For each task, its dependencies in the client's order as (id, status)."""
+    result: dict[str, list[tuple[str, str]]] = {task_id: [] for task_id in task_ids}
+    if not task_ids:
+        return result
+    rows = conn.execute(
+        "SELECT d.task_id, d.depends_on_id, dep.status FROM task_dependencies d"
+        " JOIN tasks dep ON dep.id = d.depends_on_id"
+        " WHERE d.task_id IN (SELECT value FROM json_each(?))"
+        " ORDER BY d.task_id, d.position",
+        (ids_param(task_ids),),
+    ).fetchall()
+    for row in rows:
+        result[row["task_id"]].append((row["depends_on_id"], row["status"]))
+    return result
+
+
+def reaches(conn: sqlite3.Connection, start_ids: Sequence[str], task_id: str) -> bool:
+    """Does following dependencies from `start_ids` reach `task_id`?"""
+    row = conn.execute(
+        "WITH RECURSIVE reach(id) AS ("
+        " SELECT value FROM json_each(?)"
+        " UNION SELECT d.depends_on_id FROM task_dependencies d JOIN reach r ON d.task_id = r.id"
+        ") SELECT 1 FROM reach WHERE id = ? LIMIT 1",
+        (ids_param(start_ids), task_id),
+    ).fetchone()
+    return row is not None
+
+
+def replace_dependencies(conn: sqlite3.Connection, task_id: str, depends_on: list[str]) -> None:
+    conn.execute("DELETE FROM task_dependencies WHERE task_id = ?", (task_id,))
+    conn.executemany(
+        "INSERT INTO task_dependencies (task_id, depends_on_id, position) VALUES (?, ?, ?)",
+        [(task_id, dep, index) for index, dep in enumerate(depends_on)],
+    )
+
+
+# ---------------------------------------------------------------- content and revisions
+
+
+def insert_task(conn: sqlite3.Connection, values: Mapping[str, Any]) -> None:
+    """A new `open` task at revision 1; `values` names id, project_id, title,
+    description, acceptance_criteria (a list), kind, priority, subject_task_id,
+    created_by and at."""
+    v = values
+    conn.execute(
+        "INSERT INTO tasks (id, project_id, title, description, acceptance_criteria, kind,"
+        " priority, subject_task_id, status, revision, judged_revision, created_by,"
+        " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'open', 1, 1, ?, ?, ?)",
+        (v["id"], v["project_id"], v["title"], v["description"],
+         json.dumps(v["acceptance_criteria"]), v["kind"], v["priority"],
+         v["subject_task_id"], v["created_by"], v["at"], v["at"]),
+    )  # fmt: skip
+
+
+def update_task(
+    conn: sqlite3.Connection,
+    task_id: str,
+    columns: Mapping[str, Any],
+    revision: int,
+    judged_revision: int,
+    at: str,
+) -> None:
+    """Write changed columns (content, status; a status of open or cancelled ends
+    any lease) with the task's next revision numbers."""
+    values = dict(columns)
+    if "acceptance_criteria" in values:
+        values["acceptance_criteria"] = json.dumps(values["acceptance_criteria"])
+    if values.get("status") in ("open", "cancelled"):
+        # leaving `claimed` for either state ends any lease
+        values.update(
+            lease_owner_id=None, lease_session_id=None, lease_expires_at=None, lease_workflow=0
+        )
+    sets = "".join(f"{name} = ?, " for name in values)
+    conn.execute(
+        f"UPDATE tasks SET {sets}revision = ?, judged_revision = ?, updated_at = ? WHERE id = ?",
+        (*values.values(), revision, judged_revision, at, task_id),
+    )
+
+
+def insert_revision(
+    conn: sqlite3.Connection,
+    task_id: str,
+    revision: int,
+    changed: list[str],
+    judged: bool,
+    depends_on: list[str],
+    actor: tuple[str, str | None],
+    at: str,
+) -> None:
+    """Copy the current content of the task into its next immutable revision.
+
+    `actor` is (principal id, session id)."""
+    conn.execute(
+        "INSERT INTO task_revisions (task_id, revision, title, description, acceptance_criteria,"
+        " kind, priority, depends_on, changed_fields, judged_change, actor_id, actor_session_id,"
+        " at) SELECT id, ?, title, description, acceptance_criteria, kind, priority, ?, ?, ?, ?,"
+        " ?, ? FROM tasks WHERE id = ?",
+        (revision, json.dumps(depends_on), json.dumps(changed), judged,
+         actor[0], actor[1], at, task_id),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- leases and work
+
+
+def set_lease(
+    conn: sqlite3.Connection,
+    task_id: str,
+    owner: tuple[str, str | None],
+    expires_at: str,
+    workflow: bool,
+    at: str,
+) -> None:
+    """Claim the task for `owner` (principal id, session id) until `expires_at`."""
+    conn.execute(
+        "UPDATE tasks SET status = 'claimed', lease_owner_id = ?, lease_session_id = ?,"
+        " lease_expires_at = ?, lease_workflow = ?, updated_at = ? WHERE id = ?",
+        (owner[0], owner[1], expires_at, workflow, at, task_id),
+    )
+
+
+def end_lease(conn: sqlite3.Connection, task_id: str, status: str, at: str) -> None:
+    """Move the task to `status` (open on release, submitted on submit) without a lease."""
+    conn.execute(
+        f"UPDATE tasks SET status = ?, {_CLEAR_LEASE}, updated_at = ? WHERE id = ?",
+        (status, at, task_id),
+    )
+
+
+def set_status(conn: sqlite3.Connection, task_id: str, status: str, at: str) -> None:
+    conn.execute("UPDATE tasks SET status = ?, updated_at = ? WHERE id = ?", (status, at, task_id))
+
+
+def insert_checkpoint(
+    conn: sqlite3.Connection,
+    checkpoint_id: str,
+    task_id: str,
+    note: str,
+    actor: tuple[str, str | None],
+    at: str,
+) -> sqlite3.Row:
+    """Record a checkpoint (and touch the task's `updated_at`); returns its row."""
+    conn.execute(
+        "INSERT INTO task_checkpoints (id, task_id, note, actor_id, actor_session_id, at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (checkpoint_id, task_id, note, actor[0], actor[1], at),
+    )
+    conn.execute("UPDATE tasks SET updated_at = ? WHERE id = ?", (at, task_id))
+    row: sqlite3.Row = conn.execute(
+        "SELECT * FROM task_checkpoints WHERE id = ?", (checkpoint_id,)
+    ).fetchone()
+    return row
+
+
+def insert_submission(
+    conn: sqlite3.Connection,
+    submission_id: str,
+    task_id: str,
+    task_revision: int,
+    summary: str,
+    actor: tuple[str, str | None],
+    at: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO submissions (id, task_id, task_revision, summary, actor_id,"
+        " actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (submission_id, task_id, task_revision, summary, actor[0], actor[1], at),
+    )
+
+
+def submission_row(conn: sqlite3.Connection, submission_id: str) -> sqlite3.Row:
+    row: sqlite3.Row = conn.execute(
+        "SELECT * FROM submissions WHERE id = ?", (submission_id,)
+    ).fetchone()
+    return row
+
+
+def latest_submission_row(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT * FROM submissions WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+        (task_id,),
+    ).fetchone()
+    return row
+
+
+# ---------------------------------------------------------------- publication
+
+
+def grant_publication(
+    conn: sqlite3.Connection, task_id: str, holder: tuple[str, str | None], at: str
+) -> None:
+    """Give `holder` (principal id, session id) the task's publication authority."""
+    conn.execute(
+        "UPDATE tasks SET publication_holder_id = ?, publication_holder_session_id = ?,"
+        " publication_prepared_at = ?, publication_result = NULL, updated_at = ?"
+        " WHERE id = ?",
+        (holder[0], holder[1], at, at, task_id),
+    )
+
+
+def record_publication_result(
+    conn: sqlite3.Connection, task_id: str, recorded: Mapping[str, Any], at: str
+) -> None:
+    conn.execute(
+        "UPDATE tasks SET publication_result = ?, updated_at = ? WHERE id = ?",
+        (json.dumps(recorded), at, task_id),
+    )
+
+
+def clear_publication(conn: sqlite3.Connection, task_id: str, at: str) -> None:
+    conn.execute(
+        "UPDATE tasks SET publication_holder_id = NULL, publication_holder_session_id = NULL,"
+        " publication_prepared_at = NULL, publication_result = NULL, updated_at = ?"
+        " WHERE id = ?",
+        (at, task_id),
+    )
+
+
+# ---------------------------------------------------------------- histories
+
+# The append-only history tables and the column a page walks down.
+HISTORY_POSITIONS: Final = {
+    "task_revisions": "revision",
+    "task_checkpoints": "rowid",
+    "submissions": "rowid",
+}
+
+
+def history_rows(
+    conn: sqlite3.Connection, table: str, task_ids: Sequence[str], before: int, count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` rows of one history per task, below position `before`, newest
+    first; each row carries its `position` (the cursor of a page)."""
+    position = HISTORY_POSITIONS[table]  # names become SQL: only the known tables
+    return conn.execute(
+        f"SELECT * FROM (SELECT h.*, h.{position} AS position, ROW_NUMBER() OVER"
+        f" (PARTITION BY h.task_id ORDER BY h.{position} DESC) AS n"
+        f" FROM {table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
+        f" AND h.{position} < ?) WHERE n <= ? ORDER BY task_id, position DESC",
+        (ids_param(sorted(set(task_ids))), before, count),
+    ).fetchall()

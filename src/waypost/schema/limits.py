@@ -1,0 +1,291 @@
+"""GraphQL query limits, checked in time linear in the document's size.
+
+Service contract sections 12 and 14: depth 16 (introspection fields ignored),
+30 aliases counted through fragments, 5,000 tokens, a 64 KiB body (the HTTP
+gate), and GitHub's node limit: for every path of nested connections the
+product of their `first`/`last`, summed over all paths, at most 50,000.
+
+Why not Strawberry's depth and alias rules: they walk every path through the
+fragments again, so 22 fragments that each spread the next twice (900 bytes)
+cost 2^22 walks and stalled the whole server for 47 s. Here one pass measures
+every fragment once (memoized by name) and reuses the figures wherever it is
+spread, so a fragment DAG costs what its text costs.
+
+graphql-core's own rules then run with a smaller complexity budget (their
+overlapping-fields comparison is quadratic in repeated fields) and on a
+worker thread, so a slow document never holds up other requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLNamedType,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    SelectionSetNode,
+    VariableNode,
+    get_named_type,
+)
+from graphql.validation.rules import overlapping_fields_can_be_merged
+from strawberry.extensions import SchemaExtension
+from strawberry.schema.schema import validate_document
+
+MAX_DEPTH = 16
+MAX_ALIASES = 30
+MAX_TOKENS = 5000
+MAX_NODES = 50_000
+# A connection without `first`/`last` returns this many items (relay.first_to_limit).
+DEFAULT_PAGE = 50
+# Selection sets entered along one path, fragments included. Far above any
+# real query (the standard introspection query nests 12); it keeps the
+# measuring pass's recursion bounded for documents that nest introspection
+# fields (which the depth limit ignores) or chain fragments without end.
+MAX_NESTING = 100
+# graphql-core meters the work of its overlapping-fields rule; its default
+# (500,000 units) allows about a second of CPU on a 5,000-token document.
+# 20,000 bounds the rule at a few tens of milliseconds and is far above what
+# real queries spend (the standard introspection query spends 0, the
+# 22-level fragment chain 63).
+COMPLEXITY_BUDGET = 20_000
+# Distinct query texts whose validation result is kept (bounded, so unique
+# texts cannot grow memory); agents and dashboards repeat a few queries.
+CACHED_QUERIES = 256
+
+overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = COMPLEXITY_BUDGET
+
+
+class _TooDeep(Exception):
+    """The document nests past MAX_NESTING (raised out of the recursion)."""
+
+
+@dataclass(frozen=True)
+class Measure:
+    depth: int
+    aliases: int
+    nodes: int
+
+
+class _Measurer:
+    """One pass over a document; each fragment is measured once."""
+
+    def __init__(
+        self, schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any]
+    ) -> None:
+        self.schema = schema
+        self.variables = variables
+        self.defaults: dict[str, Any] = {}
+        self.fragments = {
+            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+        self.memo: dict[str, Measure] = {}
+        self.in_progress: set[str] = set()
+
+    def operation(self, op: OperationDefinitionNode) -> Measure:
+        self.defaults = {
+            v.variable.name.value: _literal(v.default_value, {}, {})
+            for v in op.variable_definitions or ()
+            if v.default_value is not None
+        }
+        root = self.schema.get_root_type(op.operation)
+        return self.selections(op.selection_set, root, 0)
+
+    def selections(
+        self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None, level: int
+    ) -> Measure:
+        if level > MAX_NESTING:
+            raise _TooDeep
+        depth = aliases = nodes = 0
+        for selection in selection_set.selections:
+            if isinstance(selection, FieldNode):
+                m = self.field(selection, parent, level)
+            elif isinstance(selection, FragmentSpreadNode):
+                m = self.fragment(selection.name.value, level)
+            elif isinstance(selection, InlineFragmentNode):
+                cond = selection.type_condition
+                inner = self.schema.get_type(cond.name.value) if cond else parent
+                m = self.selections(selection.selection_set, inner, level + 1)
+            else:  # pragma: no cover - the three kinds above are all there is
+                continue
+            depth = max(depth, m.depth)
+            aliases += m.aliases
+            nodes += m.nodes
+        return Measure(depth, aliases, nodes)
+
+    def field(self, node: FieldNode, parent: GraphQLNamedType | None, level: int) -> Measure:
+        own_alias = 1 if node.alias else 0
+        if node.selection_set is None:
+            return Measure(0, own_alias, 0)
+        definition = None
+        if isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
+            definition = parent.fields.get(node.name.value)
+        child_type = get_named_type(definition.type) if definition else None
+        inner = self.selections(node.selection_set, child_type, level + 1)
+        # The depth rule counts as Strawberry's did: introspection fields
+        # (`__schema`, `__type`) and everything under them count 0.
+        depth = 0 if node.name.value.startswith("__") else 1 + inner.depth
+        nodes = inner.nodes
+        if definition is not None and ("first" in definition.args or "last" in definition.args):
+            page = self.page_size(node, definition.args)
+            nodes = page * (1 + inner.nodes)
+        return Measure(depth, own_alias + inner.aliases, nodes)
+
+    def fragment(self, name: str, level: int) -> Measure:
+        known = self.memo.get(name)
+        if known is not None:
+            return known
+        definition = self.fragments.get(name)
+        if definition is None or name in self.in_progress:
+            # unknown fragments and cycles are refused by graphql-core's rules
+            return Measure(0, 0, 0)
+        self.in_progress.add(name)
+        parent = self.schema.get_type(definition.type_condition.name.value)
+        measured = self.selections(definition.selection_set, parent, level + 1)
+        self.in_progress.discard(name)
+        self.memo[name] = measured
+        return measured
+
+    def page_size(self, node: FieldNode, args: dict[str, Any]) -> int:
+        """The items a connection may return: `last`, else `first`, else its default."""
+        given = {a.name.value: a.value for a in node.arguments or ()}
+        sizes = [
+            _literal(given[name], self.variables, self.defaults)
+            for name in ("first", "last")
+            if name in given
+        ]
+        numbers = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
+        if numbers:
+            return max(0, *numbers)
+        for name in ("first", "last"):
+            default = args[name].default_value if name in args else None
+            if isinstance(default, int) and not isinstance(default, bool):
+                return max(0, default)
+        return DEFAULT_PAGE
+
+
+def _literal(value: Any, variables: dict[str, Any], defaults: dict[str, Any]) -> Any:
+    if isinstance(value, IntValueNode):
+        return int(value.value)
+    if isinstance(value, VariableNode):
+        name = value.name.value
+        return variables[name] if name in variables else defaults.get(name)
+    return None
+
+
+def _operation_name(op: OperationDefinitionNode) -> str:
+    return op.name.value if op.name else "anonymous"
+
+
+def check_limits(
+    schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any] | None = None
+) -> list[GraphQLError]:
+    """Depth, aliases (through fragments), nesting and the node limit of `document`.
+
+    Time linear in the document: each fragment's figures are computed once.
+    """
+    measurer = _Measurer(schema, document, variables or {})
+    errors: list[GraphQLError] = []
+    aliases = 0
+    for op in document.definitions:
+        if not isinstance(op, OperationDefinitionNode):
+            continue
+        name = _operation_name(op)
+        try:
+            m = measurer.operation(op)
+        except _TooDeep:
+            msg = f"'{name}' nests selections more than {MAX_NESTING} levels deep"
+            return [GraphQLError(msg, [op])]
+        if m.depth > MAX_DEPTH:
+            msg = f"'{name}' exceeds maximum operation depth of {MAX_DEPTH}"
+            errors.append(GraphQLError(msg, [op]))
+        if m.nodes > MAX_NODES:
+            msg = (
+                f"'{name}' exceeds the node limit: it may return {m.nodes:,} nodes, the limit"
+                f" is {MAX_NODES:,} (the product of first/last along each path of nested"
+                " connections, summed over all paths)"
+            )
+            errors.append(GraphQLError(msg, [op]))
+        aliases += m.aliases
+    if aliases > MAX_ALIASES:
+        errors.append(GraphQLError(f"{aliases} aliases found. Allowed: {MAX_ALIASES}"))
+    return errors
+
+
+class _ValidationResults:
+    """A bounded LRU of graphql-core validation results, keyed by query text.
+
+    Touched only from the event loop; the validation itself runs on a thread.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[str, list[GraphQLError]] = OrderedDict()
+
+    def get(self, key: str) -> list[GraphQLError] | None:
+        found = self.items.get(key)
+        if found is not None:
+            self.items.move_to_end(key)
+        return found
+
+    def put(self, key: str, errors: list[GraphQLError]) -> None:
+        self.items[key] = errors
+        self.items.move_to_end(key)
+        while len(self.items) > self.size:
+            self.items.popitem(last=False)
+
+
+_RESULTS = _ValidationResults(CACHED_QUERIES)
+
+
+def _explain_abort(errors: list[GraphQLError]) -> list[GraphQLError]:
+    """graphql-core says only "Validation aborted." when a budget runs out."""
+    if any(e.message == "Validation aborted." for e in errors):
+        return [
+            GraphQLError(
+                "the document is too complex to validate: it repeats the same fields or"
+                " fragments too many times (validation complexity limit)"
+            )
+        ]
+    return errors
+
+
+class QueryLimits(SchemaExtension):
+    """Replaces Strawberry's validation step: limits first, then graphql-core's rules.
+
+    The limits need the request's variables (the node limit reads `first`
+    given as `$first`), so they run per request; they are cheap. The
+    standard rules' result depends on the text alone and is cached.
+    """
+
+    async def on_validate(self) -> AsyncIterator[None]:
+        ctx = self.execution_context
+        document = ctx.graphql_document
+        assert document is not None
+        schema = ctx.schema._schema
+        errors = check_limits(schema, document, ctx.variables)
+        if not errors:
+            rules = tuple(ctx.validation_rules)
+            key = ctx.query
+            cached = _RESULTS.get(key) if key is not None else None
+            if cached is None:
+                found = await asyncio.to_thread(validate_document, schema, document, rules)
+                cached = _explain_abort(found)
+                if key is not None:
+                    _RESULTS.put(key, cached)
+            errors = cached
+        ctx.pre_execution_errors = errors
+        yield

@@ -1,0 +1,62 @@
+"""POST /graphql takes the same Content-Type as /api/v1 (service contract 14)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Caller
+
+BODY = b'{"query": "{ me { name } }"}'
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "APPLICATION/JSON",
+        "Application/Json; charset=UTF-8",
+        "application/json;charset=utf-8",
+        "application/json ; charset = utf-8",
+    ],
+)
+async def test_json_media_types_are_accepted(human: Caller, content_type: str) -> None:
+    r = await human.client.post(
+        "/graphql", content=BODY, headers={**human.headers(), "Content-Type": content_type}
+    )
+    assert r.status_code == 200, r.text
+    assert r.json() == {"data": {"me": {"name": "alice"}}}
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/jsonx",
+        "application/json-patch+json",
+        "text/html, application/json",
+        "application/json; charset=latin-1",
+        "application/graphql",
+        "text/plain",
+        "multipart/form-data; boundary=x",
+        None,
+    ],
+)
+async def test_other_media_types_are_415(human: Caller, content_type: str | None) -> None:
+    headers = {**human.headers()}
+    if content_type is not None:
+        headers["Content-Type"] = content_type
+    r = await human.client.post("/graphql", content=BODY, headers=headers)
+    assert r.status_code == 415
+    [error] = r.json()["errors"]
+    assert error["extensions"] == {"code": "unsupported_media_type"}
+    assert "application/json" in error["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/jsonx", "text/html, application/json"])
+async def test_rest_refuses_the_same_media_types(human: Caller, content_type: str) -> None:
+    r = await human.client.post(
+        "/api/v1/projects",
+        content=b'{"id": "p", "name": "P"}',
+        headers={**human.headers("k1"), "Content-Type": content_type},
+    )
+    assert r.status_code == 415
+    assert r.json()["error"]["code"] == "unsupported_media_type"
