@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-
-import msgspec
+from typing import Any
 
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Outcome
@@ -12,19 +10,13 @@ from waypost.resolvers.decisions import answers as decision_answers
 from waypost.resolvers.decisions import digest
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import reopen as decision_reopen
-from waypost.resolvers.decisions.operations import StatusFilter
+from waypost.resolvers.decisions.models import DecisionListQuery
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
 
 table = RouteTable("decisions")
 DECISIONS = "/api/v1/projects/{project}/decisions"
 DECISION = DECISIONS + "/{decision}"
-
-
-class DecisionListQuery(msgspec.Struct, forbid_unknown_fields=True):
-    status: StatusFilter | None = None
-    cursor: str | None = None
-    limit: Annotated[int, msgspec.Meta(ge=1, le=200)] | None = None
 
 
 @table.post(DECISIONS, body=decisions.DecisionCreate, status=201)

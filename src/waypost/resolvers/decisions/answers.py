@@ -12,49 +12,25 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, StateConflict
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.decisions.operations import Option, Text, require_text
+from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions.models import DecisionAnswer, Relay
+from waypost.resolvers.decisions.operations import require_text
 from waypost.resolvers.decisions.pins import check_generation, require_state
 from waypost.resolvers.decisions.views import load_decision
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
-RelayText = Annotated[str, msgspec.Meta(min_length=1, max_length=16384)]
-
-
-class Relay(msgspec.Struct, forbid_unknown_fields=True):
-    """What the agent showed the human and what the human said, verbatim."""
-
-    prompt: RelayText
-    response: RelayText
-
-
-class DecisionAnswer(msgspec.Struct, forbid_unknown_fields=True):
-    expected_generation: Annotated[int, msgspec.Meta(ge=1)]
-    disposition: Literal["allow", "deny", "defer"]
-    answer: Option
-    rationale: Text
-    conditions_confirmed: bool = False
-    relay: Relay | None = None
+__all__ = ["DecisionAnswer", "Relay", "answer", "answer_sync", "relay_grant"]
 
 
 def relay_grant(conn: sqlite3.Connection, project_id: str) -> tuple[int, str]:
     """(revision, human) of the most recent policy revision that turned relaying on."""
-    row = conn.execute(
-        "SELECT r.revision, r.actor_id FROM policy_revisions r"
-        " LEFT JOIN policy_revisions prev ON prev.project_id = r.project_id"
-        "  AND prev.revision = r.revision - 1"
-        " WHERE r.project_id = ? AND r.allow_relayed_human_answers = 1"
-        "  AND (prev.revision IS NULL OR prev.allow_relayed_human_answers = 0)"
-        " ORDER BY r.revision DESC LIMIT 1",
-        (project_id,),
-    ).fetchone()
+    row = store.relay_grant_row(conn, project_id)
     assert row is not None, "the switch is on, so some revision turned it on"
     return int(row["revision"]), str(row["actor_id"])
 
@@ -119,16 +95,16 @@ def answer_sync(
     grant = _authorize(tx.conn, tx.actor, project, decision, body)
     _check_state(body, decision, status)
     relay = body.relay
-    tx.conn.execute(
-        "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
-        " conditions_confirmed, actor_id, actor_session_id, relayed, relay_prompt,"
-        " relay_response, authorized_by, relay_policy_revision, timed_out, at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
-        (decision_id, decision["generation"], body.disposition, body.answer, body.rationale,
-         int(body.conditions_confirmed), tx.actor.principal_id, tx.actor.session_id,
-         int(relay is not None), relay.prompt if relay else None,
-         relay.response if relay else None, grant[1] if grant else None,
-         grant[0] if grant else None, tx.at),
+    store.insert_answer(
+        tx.conn,
+        {"decision_id": decision_id, "generation": decision["generation"],
+         "disposition": body.disposition, "answer": body.answer, "rationale": body.rationale,
+         "conditions_confirmed": body.conditions_confirmed,
+         "actor_id": tx.actor.principal_id, "actor_session_id": tx.actor.session_id,
+         "relayed": relay is not None, "relay_prompt": relay.prompt if relay else None,
+         "relay_response": relay.response if relay else None,
+         "authorized_by": grant[1] if grant else None,
+         "relay_policy_revision": grant[0] if grant else None, "at": tx.at},
     )  # fmt: skip
     tx.event(
         project_id,

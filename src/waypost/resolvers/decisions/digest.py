@@ -19,8 +19,9 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from waypost.clock import format_time
-from waypost.resolvers.decisions.status import STATUS_SQL, install
-from waypost.resolvers.decisions.timeouts import MAY_TIME_OUT, TIMEOUT
+from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions.status import install
+from waypost.resolvers.decisions.timeouts import TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store as task_store
@@ -31,43 +32,23 @@ from waypost.runtime import Runtime
 DIGEST_LIMIT: Final = 200
 TIMED_OUT_WINDOW: Final = timedelta(days=7)
 SOON_WINDOW: Final = timedelta(hours=6)
-_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
-
-
-def _column(rows: list[sqlite3.Row], name: str) -> list[Any]:
-    return [r[name] for r in rows[:DIGEST_LIMIT]]
 
 
 def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, Any]:
     require_project(conn, project_id)
     install(conn)
     at = format_time(now)
-    params = {"project": project_id, "now": at, "n": DIGEST_LIMIT + 1}
-    pending = conn.execute(
-        "SELECT s.decision_id FROM decision_current s"
-        " WHERE s.project_id = :project AND s.disposition IS NULL"
-        " ORDER BY s.created_at, s.decision_id LIMIT :n",
-        params,
-    ).fetchall()
-    timed_out = conn.execute(
-        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
-        " JOIN decisions d ON d.id = a.decision_id"
-        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
-        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
-        {**params, "since": format_time(now - TIMED_OUT_WINDOW)},
-    ).fetchall()
+    n = DIGEST_LIMIT + 1
+    pending = store.unanswered_ids(conn, project_id, n)
+    since = format_time(now - TIMED_OUT_WINDOW)
+    timed_out = store.timed_out_since_ids(conn, project_id, since, n)
     # Due ones (the sweep has not run yet) count as timing out soon too.
-    soon = conn.execute(
-        f"SELECT s.decision_id FROM decision_current s WHERE s.project_id = :project"
-        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
-        f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
-        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
-        {**params, "cutoff": format_time(now + SOON_WINDOW - TIMEOUT)},
-    ).fetchall()
+    cutoff = format_time(now + SOON_WINDOW - TIMEOUT)
+    soon = store.timing_out_ids(conn, project_id, at, cutoff, n)
     lists = {
-        "pending_decisions": _column(pending, "decision_id"),
-        "proceeded_by_timeout": _column(timed_out, "id"),
-        "timing_out_soon": _column(soon, "decision_id"),
+        "pending_decisions": pending[:DIGEST_LIMIT],
+        "proceeded_by_timeout": timed_out[:DIGEST_LIMIT],
+        "timing_out_soon": soon[:DIGEST_LIMIT],
     }
     objects = load_decisions(conn, sorted({i for ids in lists.values() for i in ids}), at)
     blocked = _blocked_task_rows(conn, project_id, now)

@@ -8,17 +8,16 @@ answered with a live allow. Generation 1 is written here; answers live in
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from typing import Annotated, Any, Literal
-
-import msgspec
+from typing import Any
 
 from waypost.clock import format_time
 from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions.models import DecisionCreate, StatusFilter
 from waypost.resolvers.decisions.pins import (
     ensure_no_publication,
     future_instant,
@@ -35,28 +34,20 @@ from waypost.resolvers.decisions.views import (
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
-RequiredActor = Literal["human", "agent", "either"]
-StatusFilter = Literal["pending", "allowed", "denied", "deferred", "expired", "stale"]
-Question = Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
-Option = Annotated[str, msgspec.Meta(min_length=1, max_length=500)]
-Text = Annotated[str, msgspec.Meta(min_length=1, max_length=16384)]
-Environment = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
-Condition = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
-Conditions = Annotated[list[Condition], msgspec.Meta(max_length=50)]
-TaskId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
-
-
-class DecisionCreate(msgspec.Struct, forbid_unknown_fields=True):
-    question: Question
-    options: Annotated[list[Option], msgspec.Meta(min_length=2, max_length=20)]
-    rationale: Text
-    required_actor: RequiredActor
-    task_ids: Annotated[list[TaskId], msgspec.Meta(min_length=1, max_length=100)]
-    environment: Environment
-    conditions: Conditions = msgspec.field(default_factory=list)
-    expires_at: str | None = None
-    recommendation: Option | None = None
-    reversible: bool = False
+__all__ = [
+    "DecisionCreate",  # the transports decode into it
+    "StatusFilter",
+    "get",
+    "get_sync",
+    "history",
+    "list_decisions",
+    "list_sync",
+    "load_many",
+    "open_decision",
+    "open_decision_sync",
+    "require_text",
+    "unresolved_sync",
+]
 
 
 def require_text(value: str, field: str) -> None:
@@ -95,13 +86,13 @@ def open_decision_sync(tx: Tx, project_id: str, body: DecisionCreate) -> tuple[i
     pins = pin_tasks(tx.conn, project_id, body.task_ids)
     ensure_no_publication(tx.conn, body.task_ids)
     decision_id = new_id("dec")
-    tx.conn.execute(
-        "INSERT INTO decisions (id, project_id, question, options, rationale, required_actor,"
-        " recommendation, reversible, generation, created_at, created_by, created_by_kind)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
-        (decision_id, project_id, body.question, json.dumps(body.options, ensure_ascii=False),
-         body.rationale, body.required_actor, body.recommendation, int(body.reversible),
-         tx.at, tx.actor.principal_id, tx.actor.kind),
+    store.insert_decision(
+        tx.conn,
+        {"id": decision_id, "project_id": project_id, "question": body.question,
+         "options": body.options, "rationale": body.rationale,
+         "required_actor": body.required_actor, "recommendation": body.recommendation,
+         "reversible": body.reversible, "at": tx.at, "actor_id": tx.actor.principal_id,
+         "actor_kind": tx.actor.kind},
     )  # fmt: skip
     insert_generation(
         tx,
@@ -229,16 +220,5 @@ def unresolved_sync(
     For the context packet, which places these before any text match.
     """
     install(conn)
-    statuses = json.dumps(UNRESOLVED)
-    rows = conn.execute(
-        "SELECT s.decision_id FROM decision_current s"
-        " WHERE s.project_id = :project"
-        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
-        "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
-        "  AND x.task_id = :task))"
-        f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
-        " ORDER BY s.created_at, s.decision_id LIMIT :n",
-        {"project": project_id, "task": task_id, "statuses": statuses, "now": now_at,
-         "n": limit},
-    ).fetchall()  # fmt: skip
-    return decisions_in_order(conn, [r["decision_id"] for r in rows], now_at)
+    ids = store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
+    return decisions_in_order(conn, ids, now_at)

@@ -12,14 +12,16 @@ may be reopened, which is how a publication whose allow went stale finishes.
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
 import msgspec
 
 from waypost.clock import parse_time
 from waypost.errors import Forbidden, InvalidRequest
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.decisions.operations import Conditions, Environment, Text, require_text
+from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions.models import DecisionReopen
+from waypost.resolvers.decisions.operations import require_text
 from waypost.resolvers.decisions.pins import (
     check_generation,
     ensure_no_publication,
@@ -33,13 +35,7 @@ from waypost.resolvers.decisions.views import load_decision
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
-
-class DecisionReopen(msgspec.Struct, forbid_unknown_fields=True):
-    expected_generation: Annotated[int, msgspec.Meta(ge=1)]
-    rationale: Text
-    environment: Environment | msgspec.UnsetType = msgspec.UNSET
-    conditions: Conditions | msgspec.UnsetType = msgspec.UNSET
-    expires_at: str | msgspec.UnsetType | None = msgspec.UNSET
+__all__ = ["DecisionReopen", "reopen", "reopen_sync"]  # the transports decode DecisionReopen
 
 
 def reopen_sync(
@@ -57,10 +53,7 @@ def reopen_sync(
         )
     generation = decision["generation"]
     check_generation(body.expected_generation, generation)
-    previous = tx.conn.execute(
-        "SELECT * FROM decision_generations WHERE decision_id = ? AND generation = ?",
-        (decision_id, generation),
-    ).fetchone()
+    previous = store.generation_row(tx.conn, decision_id, generation)
     if isinstance(body.expires_at, msgspec.UnsetType):
         expires_at = previous["expires_at"]
         if expires_at is not None and parse_time(expires_at) <= tx.now:
@@ -70,21 +63,14 @@ def reopen_sync(
             )
     else:
         expires_at = future_instant(body.expires_at, tx.now)
-    task_ids = [
-        r["task_id"]
-        for r in tx.conn.execute(
-            "SELECT task_id FROM decision_affected WHERE decision_id = ? AND generation = ?"
-            " ORDER BY position",
-            (decision_id, generation),
-        )
-    ]
+    task_ids = store.affected_task_ids(tx.conn, decision_id, generation)
     pins = pin_tasks(tx.conn, project_id, task_ids)
     if work_allowed(status):
         # Reopening a live allow adds a blocker in the middle of a publication.
         # A decision that already blocks adds none, and reopening it is the way
         # out when an allow stops counting mid-publication (section 14).
         ensure_no_publication(tx.conn, task_ids)
-    tx.conn.execute("UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision_id,))
+    store.advance_generation(tx.conn, decision_id)
     insert_generation(
         tx,
         decision_id,

@@ -16,7 +16,8 @@ from typing import Final
 
 from waypost.clock import format_time
 from waypost.resolvers.core import events
-from waypost.resolvers.decisions.status import STATUS_SQL, install
+from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions.status import install
 
 TIMEOUT: Final = timedelta(hours=24)
 # How many decisions one pass answers at most; the next pass takes the rest, so
@@ -26,32 +27,14 @@ TIMEOUT_RATIONALE: Final = (
     "No answer within 24 hours: the service applied the recommendation of this reversible decision."
 )
 
-# Decisions the sweep may ever answer, over a `decision_current` row `s`: the
-# current cycle unanswered, reversible, and not a human-required question that
-# an agent asked (such a cycle waits for a human, however long it takes).
-MAY_TIME_OUT: Final = (
-    "s.reversible = 1 AND s.disposition IS NULL"
-    " AND NOT (s.required_actor = 'human' AND s.opened_by_kind = 'agent')"
-)
-
 
 def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
     """One sweep step: answer every due decision (up to BATCH); returns how many."""
     install(conn)
     at = format_time(now)
-    due = conn.execute(
-        "SELECT s.decision_id, s.project_id, s.generation, s.recommendation, s.opened_by"
-        f" FROM decision_current s WHERE {MAY_TIME_OUT} AND s.opened_at <= :cutoff"
-        f" AND {STATUS_SQL} = 'pending' ORDER BY s.opened_at, s.decision_id LIMIT :n",
-        {"cutoff": format_time(now - TIMEOUT), "now": at, "n": BATCH},
-    ).fetchall()
-    conn.executemany(
-        "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
-        " conditions_confirmed, actor_id, actor_session_id, relayed, timed_out, at)"
-        " VALUES (?, ?, 'allow', ?, ?, 1, ?, NULL, 0, 1, ?)",
-        [(d["decision_id"], d["generation"], d["recommendation"], TIMEOUT_RATIONALE,
-          d["opened_by"], at) for d in due],
-    )  # fmt: skip
+    # Only pending ones (never stale or expired) that may time out (store.MAY_TIME_OUT).
+    due = store.due_for_timeout(conn, format_time(now - TIMEOUT), at, BATCH)
+    store.insert_timeout_answers(conn, due, TIMEOUT_RATIONALE, at)
     for d in due:
         events.append(
             conn,

@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.errors import NotFound
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.status import decision_status, work_allowed
-
-GenKey = tuple[str, int]  # (decision id, generation)
-
-
-def _ids(values: Iterable[Any]) -> str:
-    return json.dumps(list(values), separators=(",", ":"))
+from waypost.resolvers.decisions.store import GenKey
 
 
 def answer_json(row: sqlite3.Row, prefix: str = "") -> dict[str, Any]:
@@ -53,30 +49,9 @@ def load_generations(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> dict[G
     """Generation objects (pins, affected tasks, answer) by (decision id, generation)."""
     if not keys:
         return {}
-    wanted = _ids([list(k) for k in keys])
-    rows = conn.execute(
-        "SELECT g.*, a.disposition AS a_disposition, a.answer AS a_answer,"
-        " a.rationale AS a_rationale, a.conditions_confirmed AS a_conditions_confirmed,"
-        " a.actor_id AS a_actor_id, a.actor_session_id AS a_actor_session_id,"
-        " a.relayed AS a_relayed, a.relay_prompt AS a_relay_prompt,"
-        " a.relay_response AS a_relay_response, a.authorized_by AS a_authorized_by,"
-        " a.relay_policy_revision AS a_relay_policy_revision, a.timed_out AS a_timed_out,"
-        " a.at AS a_at"
-        " FROM json_each(?) k"
-        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
-        "  AND g.generation = json_extract(k.value, '$[1]')"
-        " LEFT JOIN decision_answers a ON a.decision_id = g.decision_id"
-        "  AND a.generation = g.generation",
-        (wanted,),
-    ).fetchall()
+    rows = store.generation_rows(conn, keys)
     affected: dict[GenKey, list[dict[str, Any]]] = {}
-    for r in conn.execute(
-        "SELECT x.decision_id, x.generation, x.task_id, x.task_revision FROM json_each(?) k"
-        " JOIN decision_affected x ON x.decision_id = json_extract(k.value, '$[0]')"
-        "  AND x.generation = json_extract(k.value, '$[1]')"
-        " ORDER BY x.decision_id, x.generation, x.position",
-        (wanted,),
-    ):
+    for r in store.affected_rows(conn, keys):
         key = (r["decision_id"], r["generation"])
         affected.setdefault(key, []).append(
             {"task_id": r["task_id"], "task_revision": r["task_revision"]}
@@ -109,12 +84,7 @@ def load_decisions(
     """Decision objects by id, with their current generation and computed status."""
     if not ids:
         return {}
-    rows = conn.execute(
-        "SELECT d.*, s.disposition, s.expires_at, s.stale FROM json_each(?) k"
-        " JOIN decisions d ON d.id = k.value"
-        " JOIN decision_current s ON s.decision_id = d.id",
-        (_ids(ids),),
-    ).fetchall()
+    rows = store.decision_rows(conn, ids)
     current = load_generations(conn, [(r["id"], r["generation"]) for r in rows])
     result: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -174,17 +144,8 @@ def history_pages(
     if not requests:
         return []
     limits = [check_limit(n) for _, _, n in requests]
-    specs = [[d, _before(c), n] for (d, c, _), n in zip(requests, limits, strict=True)]
-    rows = conn.execute(
-        "SELECT k, decision_id, generation FROM ("
-        " SELECT k.key AS k, g.decision_id, g.generation, json_extract(k.value, '$[2]') AS lim,"
-        "  ROW_NUMBER() OVER (PARTITION BY k.key ORDER BY g.generation DESC) AS n"
-        " FROM json_each(?) k"
-        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
-        "  AND g.generation < json_extract(k.value, '$[1]')"
-        ") WHERE n <= lim + 1 ORDER BY k, generation DESC",
-        (_ids(specs),),
-    ).fetchall()
+    specs = [(d, _before(c), n) for (d, c, _), n in zip(requests, limits, strict=True)]
+    rows = store.generation_pages(conn, specs)
     per_request: list[list[GenKey]] = [[] for _ in specs]
     for r in rows:
         per_request[r["k"]].append((r["decision_id"], r["generation"]))

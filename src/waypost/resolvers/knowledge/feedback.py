@@ -15,7 +15,7 @@ from waypost.errors import RevisionConflict
 from waypost.ids import new_id
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import FeedbackInput
-from waypost.resolvers.knowledge.store import feedback_totals, visible_row
+from waypost.resolvers.knowledge.store import feedback_totals, insert_feedback, visible_row
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
@@ -53,15 +53,14 @@ async def record(
                 {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
             )
         feedback_id = new_id("kfb")
-        tx.conn.execute(
-            "INSERT INTO knowledge_feedback (id, knowledge_id, revision, useful, comment,"
-            " actor_id, actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (feedback_id, knowledge_id, row["revision"], body.useful, body.comment,
-             actor.principal_id, actor.session_id, tx.at),
-        )  # fmt: skip
-        stored = tx.conn.execute(
-            "SELECT * FROM knowledge_feedback WHERE id = ?", (feedback_id,)
-        ).fetchone()
+        stored = insert_feedback(
+            tx.conn,
+            feedback_id,
+            (knowledge_id, row["revision"]),
+            (body.useful, body.comment),
+            (actor.principal_id, actor.session_id),
+            tx.at,
+        )
         # the event goes to the record's source project, where its history lives
         source_project = row["project_id"]
         tx.event(

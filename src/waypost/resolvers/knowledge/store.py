@@ -146,6 +146,27 @@ def feedback_totals(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, d
     return found
 
 
+def insert_feedback(
+    conn: sqlite3.Connection,
+    feedback_id: str,
+    target: tuple[str, int],
+    verdict: tuple[bool, str | None],
+    actor: tuple[str, str | None],
+    at: str,
+) -> sqlite3.Row:
+    """Append feedback on `target` (knowledge id, revision): `verdict` is
+    (useful, comment), `actor` (principal id, session id); returns the row."""
+    conn.execute(
+        "INSERT INTO knowledge_feedback (id, knowledge_id, revision, useful, comment,"
+        " actor_id, actor_session_id, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (feedback_id, *target, *verdict, *actor, at),
+    )
+    row: sqlite3.Row = conn.execute(
+        "SELECT * FROM knowledge_feedback WHERE id = ?", (feedback_id,)
+    ).fetchone()
+    return row
+
+
 def get_row(conn: sqlite3.Connection, knowledge_id: str) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute(
         "SELECT * FROM knowledge WHERE id = ?", (knowledge_id,)

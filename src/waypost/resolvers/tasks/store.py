@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from waypost.resolvers.context.search import matching_rowids
-from waypost.resolvers.decisions import gate
+from waypost.resolvers.decisions.store import BLOCKED_CTE
 
 # ---------------------------------------------------------------- readiness in SQL
 # The SQL twin of `readiness.readiness` (which adds the reasons the task JSON
@@ -35,7 +35,7 @@ STATE_READY_SQL: Final = (
 GATE_BLOCKED_SQL: Final = (
     "(t.id IN blocked OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
 )
-READY_WITH: Final = gate.BLOCKED_CTE
+READY_WITH: Final = BLOCKED_CTE
 # The whole predicate as one WHERE term.
 READY_SQL: Final = f"{STATE_READY_SQL} AND NOT {GATE_BLOCKED_SQL}"
 

@@ -1,0 +1,399 @@
+"""Decision rows: generations and their pins, answers, the gate's blocked set,
+the batch loaders behind the decision JSON, the sweep's and the digest's
+queries (all of this domain's SQL but the status function itself, status.py).
+
+Plain functions over one `sqlite3.Connection`, called inside a unit of work;
+the rules (validation, authority, the order of checks, errors) stay in the
+operation modules. Ids travel as one JSON array through `json_each`, so a
+batch costs one statement whatever its size.
+
+Cost note (the gate): the `decision_current` view's `stale` column is a
+correlated subquery over every task a decision affects. Joined straight to
+`decision_affected`, SQLite evaluates it once per (task, decision) row, so a
+decision over 100 tasks pays 100 times for the same answer. The gate's
+statements therefore decide each decision's status once, in a MATERIALIZED
+CTE, and only then fan out to the tasks it affects.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from waypost.resolvers.decisions.status import STATUS_SQL
+
+
+def _ids(values: Iterable[Any]) -> str:
+    return json.dumps(list(values), separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- the gate
+
+# The ids of the tasks the gate holds back in one project, as the CTE `blocked`
+# (with its helper `holding`), for `WITH {BLOCKED_CTE} SELECT ...`. It binds
+# `:project` and `:now` (gate.gate_params). MATERIALIZED makes SQLite compute
+# the set once per statement (and the statuses once per decision) instead of
+# re-deriving it per task.
+BLOCKED_CTE: Final = (
+    "holding(decision_id, generation) AS MATERIALIZED ("
+    " SELECT s.decision_id, s.generation FROM decision_current s"
+    f" WHERE s.project_id = :project AND {STATUS_SQL} <> 'allowed'),"
+    " blocked(id) AS MATERIALIZED ("
+    " SELECT x.task_id FROM holding CROSS JOIN decision_affected x"
+    "  ON x.decision_id = holding.decision_id AND x.generation = holding.generation)"
+)
+
+
+def blocking_pairs(
+    conn: sqlite3.Connection, task_ids: Sequence[str], params: Mapping[str, str], per_task: int
+) -> list[sqlite3.Row]:
+    """(task_id, decision_id) of the decisions blocking each task, at most
+    `per_task` per task, in each task's `created_at`, id order of decisions."""
+    return conn.execute(
+        # `pairs`: every generation affecting an asked task, found from the tasks
+        # through the by-task index (CROSS JOIN keeps that order), never a scan
+        # of the project's decisions. `holding`: the status of each distinct
+        # generation among them, once; only current generations survive the join
+        # with `decision_current`.
+        "WITH pairs(task_id, decision_id, generation) AS MATERIALIZED ("
+        "  SELECT x.task_id, x.decision_id, x.generation FROM json_each(:tasks) k"
+        "  CROSS JOIN decision_affected x ON x.task_id = k.value),"
+        " holding(decision_id) AS MATERIALIZED ("
+        "  SELECT s.decision_id FROM (SELECT DISTINCT decision_id, generation FROM pairs) asked"
+        "  CROSS JOIN decision_current s ON s.decision_id = asked.decision_id"
+        "   AND s.generation = asked.generation"
+        f"  WHERE s.project_id = :project AND {STATUS_SQL} <> 'allowed')"
+        # Back to the tasks: `d.generation` keeps current generations only, and
+        # `IN holding` is a lookup in an index SQLite builds once (a join of the
+        # two CTEs would compare every pair with every decision).
+        " SELECT task_id, decision_id FROM ("
+        "  SELECT pairs.task_id, d.id AS decision_id, ROW_NUMBER() OVER"
+        "   (PARTITION BY pairs.task_id ORDER BY d.created_at, d.id) AS n"
+        "  FROM pairs CROSS JOIN decisions d"
+        "   ON d.id = pairs.decision_id AND d.generation = pairs.generation"
+        "  WHERE pairs.decision_id IN holding)"
+        f" WHERE n <= {int(per_task)} ORDER BY task_id, n",
+        {"tasks": json.dumps(list(dict.fromkeys(task_ids))), **params},
+    ).fetchall()
+
+
+# ---------------------------------------------------------------- state and pins
+
+
+def current_state_row(
+    conn: sqlite3.Connection, project_id: str, decision_id: str
+) -> sqlite3.Row | None:
+    """The decision's `decision_current` row plus its options and question."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT s.*, d.options, d.question FROM decision_current s"
+        " JOIN decisions d ON d.id = s.decision_id"
+        " WHERE s.decision_id = ? AND s.project_id = ?",
+        (decision_id, project_id),
+    ).fetchone()
+    return row
+
+
+def task_revisions(
+    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str]
+) -> dict[str, int]:
+    """The current revision of each of `task_ids` that names a task of the project."""
+    rows = conn.execute(
+        "SELECT t.id, t.revision FROM json_each(?) k JOIN tasks t ON t.id = k.value"
+        " WHERE t.project_id = ?",
+        (json.dumps(list(task_ids)), project_id),
+    ).fetchall()
+    return {r["id"]: r["revision"] for r in rows}
+
+
+def publication_holders_around(conn: sqlite3.Connection, task_ids: Sequence[str]) -> list[str]:
+    """Ids of tasks holding publication authority among `task_ids`, their subjects
+    and their activities, in id order."""
+    rows = conn.execute(
+        "SELECT t.id FROM tasks t WHERE t.publication_holder_id IS NOT NULL AND ("
+        " t.id IN (SELECT value FROM json_each(:ids))"
+        " OR t.id IN (SELECT a.subject_task_id FROM tasks a"
+        "             WHERE a.id IN (SELECT value FROM json_each(:ids)))"
+        " OR t.subject_task_id IN (SELECT value FROM json_each(:ids)))"
+        " ORDER BY t.id",
+        {"ids": json.dumps(list(task_ids))},
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def generation_row(conn: sqlite3.Connection, decision_id: str, generation: int) -> sqlite3.Row:
+    row: sqlite3.Row = conn.execute(
+        "SELECT * FROM decision_generations WHERE decision_id = ? AND generation = ?",
+        (decision_id, generation),
+    ).fetchone()
+    return row
+
+
+def affected_task_ids(conn: sqlite3.Connection, decision_id: str, generation: int) -> list[str]:
+    """The tasks a generation affects, in the order it listed them."""
+    return [
+        r["task_id"]
+        for r in conn.execute(
+            "SELECT task_id FROM decision_affected WHERE decision_id = ? AND generation = ?"
+            " ORDER BY position",
+            (decision_id, generation),
+        )
+    ]
+
+
+def relay_grant_row(conn: sqlite3.Connection, project_id: str) -> sqlite3.Row | None:
+    """(revision, actor_id) of the most recent policy revision that turned relaying on."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT r.revision, r.actor_id FROM policy_revisions r"
+        " LEFT JOIN policy_revisions prev ON prev.project_id = r.project_id"
+        "  AND prev.revision = r.revision - 1"
+        " WHERE r.project_id = ? AND r.allow_relayed_human_answers = 1"
+        "  AND (prev.revision IS NULL OR prev.allow_relayed_human_answers = 0)"
+        " ORDER BY r.revision DESC LIMIT 1",
+        (project_id,),
+    ).fetchone()
+    return row
+
+
+# ---------------------------------------------------------------- writes
+
+
+def insert_decision(conn: sqlite3.Connection, values: Mapping[str, Any]) -> None:
+    """The stable part of a decision at generation 1; `values` names id,
+    project_id, question, options (a list), rationale, required_actor,
+    recommendation, reversible, at, actor_id and actor_kind."""
+    v = values
+    conn.execute(
+        "INSERT INTO decisions (id, project_id, question, options, rationale, required_actor,"
+        " recommendation, reversible, generation, created_at, created_by, created_by_kind)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?)",
+        (v["id"], v["project_id"], v["question"], json.dumps(v["options"], ensure_ascii=False),
+         v["rationale"], v["required_actor"], v["recommendation"], int(v["reversible"]),
+         v["at"], v["actor_id"], v["actor_kind"]),
+    )  # fmt: skip
+
+
+def advance_generation(conn: sqlite3.Connection, decision_id: str) -> None:
+    conn.execute("UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision_id,))
+
+
+def insert_generation(
+    conn: sqlite3.Connection,
+    decision_id: str,
+    generation: int,
+    pins: list[tuple[str, int]],
+    pinned: Mapping[str, Any],
+) -> None:
+    """One immutable generation and its affected-task pins (task id, revision).
+
+    `pinned` names policy_revision, environment, conditions (a list),
+    expires_at, reopen_rationale, actor_id, actor_kind, actor_session_id, at.
+    """
+    conn.execute(
+        "INSERT INTO decision_generations (decision_id, generation, policy_revision,"
+        " environment, conditions, expires_at, reopen_rationale, actor_id, actor_kind,"
+        " actor_session_id, at) VALUES (:decision_id, :generation, :policy_revision,"
+        " :environment, :conditions, :expires_at, :reopen_rationale, :actor_id, :actor_kind,"
+        " :actor_session_id, :at)",
+        {
+            **pinned,
+            "decision_id": decision_id,
+            "generation": generation,
+            "conditions": json.dumps(pinned["conditions"], ensure_ascii=False),
+        },
+    )
+    conn.executemany(
+        "INSERT INTO decision_affected (decision_id, generation, position, task_id,"
+        " task_revision) VALUES (?, ?, ?, ?, ?)",
+        [
+            (decision_id, generation, i, task_id, revision)
+            for i, (task_id, revision) in enumerate(pins)
+        ],
+    )
+
+
+def insert_answer(conn: sqlite3.Connection, values: Mapping[str, Any]) -> None:
+    """A direct or relayed answer; `values` names decision_id, generation,
+    disposition, answer, rationale, conditions_confirmed, actor_id,
+    actor_session_id, relayed, relay_prompt and relay_response (None unless
+    relayed), authorized_by, relay_policy_revision and at."""
+    v = values
+    conn.execute(
+        "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
+        " conditions_confirmed, actor_id, actor_session_id, relayed, relay_prompt,"
+        " relay_response, authorized_by, relay_policy_revision, timed_out, at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
+        (v["decision_id"], v["generation"], v["disposition"], v["answer"], v["rationale"],
+         int(v["conditions_confirmed"]), v["actor_id"], v["actor_session_id"],
+         int(v["relayed"]), v["relay_prompt"], v["relay_response"],
+         v["authorized_by"], v["relay_policy_revision"], v["at"]),
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- timeouts
+
+# Decisions the sweep may ever answer, over a `decision_current` row `s`: the
+# current cycle unanswered, reversible, and not a human-required question that
+# an agent asked (such a cycle waits for a human, however long it takes).
+MAY_TIME_OUT: Final = (
+    "s.reversible = 1 AND s.disposition IS NULL"
+    " AND NOT (s.required_actor = 'human' AND s.opened_by_kind = 'agent')"
+)
+# When the sweep will answer a `decision_current` row `s` (24 hours after it opened).
+_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
+
+
+def due_for_timeout(
+    conn: sqlite3.Connection, cutoff: str, now_at: str, count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` pending decisions that may time out and opened at or before `cutoff`."""
+    return conn.execute(
+        "SELECT s.decision_id, s.project_id, s.generation, s.recommendation, s.opened_by"
+        f" FROM decision_current s WHERE {MAY_TIME_OUT} AND s.opened_at <= :cutoff"
+        f" AND {STATUS_SQL} = 'pending' ORDER BY s.opened_at, s.decision_id LIMIT :n",
+        {"cutoff": cutoff, "now": now_at, "n": count},
+    ).fetchall()
+
+
+def insert_timeout_answers(
+    conn: sqlite3.Connection, due: Sequence[sqlite3.Row], rationale: str, at: str
+) -> None:
+    """Allow each due decision with its recommendation, as the principal that asked it."""
+    conn.executemany(
+        "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
+        " conditions_confirmed, actor_id, actor_session_id, relayed, timed_out, at)"
+        " VALUES (?, ?, 'allow', ?, ?, 1, ?, NULL, 0, 1, ?)",
+        [(d["decision_id"], d["generation"], d["recommendation"], rationale,
+          d["opened_by"], at) for d in due],
+    )  # fmt: skip
+
+
+# ---------------------------------------------------------------- lists and the digest
+
+
+def unresolved_ids(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    statuses: Sequence[str],
+    task_id: str | None,
+    count: int,
+) -> list[str]:
+    """Decisions of one of `statuses`, oldest first, affecting `task_id` in their
+    current generation (or all of the project's when it is None)."""
+    rows = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project"
+        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
+        "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
+        "  AND x.task_id = :task))"
+        f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        {"project": project_id, "task": task_id, "statuses": json.dumps(list(statuses)),
+         "now": now_at, "n": count},
+    ).fetchall()  # fmt: skip
+    return [r["decision_id"] for r in rows]
+
+
+def unanswered_ids(conn: sqlite3.Connection, project_id: str, count: int) -> list[str]:
+    """Decisions whose current generation has no answer, oldest first."""
+    rows = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project AND s.disposition IS NULL"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        {"project": project_id, "n": count},
+    ).fetchall()
+    return [r["decision_id"] for r in rows]
+
+
+def timed_out_since_ids(
+    conn: sqlite3.Connection, project_id: str, since: str, count: int
+) -> list[str]:
+    """Decisions the sweep answered at or after `since`, latest first."""
+    rows = conn.execute(
+        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
+        " JOIN decisions d ON d.id = a.decision_id"
+        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
+        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
+        {"project": project_id, "since": since, "n": count},
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def timing_out_ids(
+    conn: sqlite3.Connection, project_id: str, now_at: str, cutoff: str, count: int
+) -> list[str]:
+    """Pending decisions the sweep will answer (opened at or before `cutoff`) before
+    they expire, in the order it will answer them."""
+    rows = conn.execute(
+        f"SELECT s.decision_id FROM decision_current s WHERE s.project_id = :project"
+        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
+        f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
+        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
+        {"project": project_id, "now": now_at, "cutoff": cutoff, "n": count},
+    ).fetchall()
+    return [r["decision_id"] for r in rows]
+
+
+# ---------------------------------------------------------------- batch loaders
+
+GenKey = tuple[str, int]  # (decision id, generation)
+
+
+def decision_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
+    """Decisions by id with their current generation's disposition, expiry and
+    `stale` flag (the inputs of their status)."""
+    return conn.execute(
+        "SELECT d.*, s.disposition, s.expires_at, s.stale FROM json_each(?) k"
+        " JOIN decisions d ON d.id = k.value"
+        " JOIN decision_current s ON s.decision_id = d.id",
+        (_ids(ids),),
+    ).fetchall()
+
+
+def generation_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sqlite3.Row]:
+    """Generations by key, each with its answer's columns prefixed `a_` (NULL when none)."""
+    return conn.execute(
+        "SELECT g.*, a.disposition AS a_disposition, a.answer AS a_answer,"
+        " a.rationale AS a_rationale, a.conditions_confirmed AS a_conditions_confirmed,"
+        " a.actor_id AS a_actor_id, a.actor_session_id AS a_actor_session_id,"
+        " a.relayed AS a_relayed, a.relay_prompt AS a_relay_prompt,"
+        " a.relay_response AS a_relay_response, a.authorized_by AS a_authorized_by,"
+        " a.relay_policy_revision AS a_relay_policy_revision, a.timed_out AS a_timed_out,"
+        " a.at AS a_at"
+        " FROM json_each(?) k"
+        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
+        "  AND g.generation = json_extract(k.value, '$[1]')"
+        " LEFT JOIN decision_answers a ON a.decision_id = g.decision_id"
+        "  AND a.generation = g.generation",
+        (_ids([list(k) for k in keys]),),
+    ).fetchall()
+
+
+def affected_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sqlite3.Row]:
+    """The pins of each generation, in listed order."""
+    return conn.execute(
+        "SELECT x.decision_id, x.generation, x.task_id, x.task_revision FROM json_each(?) k"
+        " JOIN decision_affected x ON x.decision_id = json_extract(k.value, '$[0]')"
+        "  AND x.generation = json_extract(k.value, '$[1]')"
+        " ORDER BY x.decision_id, x.generation, x.position",
+        (_ids([list(k) for k in keys]),),
+    ).fetchall()
+
+
+def generation_pages(
+    conn: sqlite3.Connection, specs: Sequence[tuple[str, int, int]]
+) -> list[sqlite3.Row]:
+    """For each (decision id, before, limit) spec, numbered `k` by its position,
+    up to limit + 1 generations below `before`, newest first."""
+    return conn.execute(
+        "SELECT k, decision_id, generation FROM ("
+        " SELECT k.key AS k, g.decision_id, g.generation, json_extract(k.value, '$[2]') AS lim,"
+        "  ROW_NUMBER() OVER (PARTITION BY k.key ORDER BY g.generation DESC) AS n"
+        " FROM json_each(?) k"
+        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
+        "  AND g.generation < json_extract(k.value, '$[1]')"
+        ") WHERE n <= lim + 1 ORDER BY k, generation DESC",
+        (_ids([list(s) for s in specs]),),
+    ).fetchall()
