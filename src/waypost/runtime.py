@@ -24,6 +24,7 @@ from datetime import datetime
 
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
+from waypost.reranker import Reranker
 from waypost.settings import Settings
 from waypost.storage.db import Database
 
@@ -58,6 +59,9 @@ class Runtime:
     settings: Settings | None = None
     # closes what open_runtime opened, last first; extensions push onto it
     resources: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+    # context reranking (None: disabled, no TYPESAFE_API_KEY); its client,
+    # limiter and circuit breaker are shared by every request of the process
+    reranker: Reranker | None = None
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -77,6 +81,9 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         stack.push_async_callback(db.close)
         rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
         await stack.enter_async_context(rt.resources)
+        if settings.rerank.enabled:
+            rt.reranker = Reranker(settings.rerank)
+            rt.resources.push_async_callback(rt.reranker.aclose)
         await _bootstrap(rt)
         sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
         stack.push_async_callback(_cancel, sweeper)

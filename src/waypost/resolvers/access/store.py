@@ -92,7 +92,26 @@ def token_with_principal(conn: sqlite3.Connection, digest: bytes) -> sqlite3.Row
     return row
 
 
+def token_revocation(conn: sqlite3.Connection, token_id: str) -> sqlite3.Row | None:
+    """The token's `revoked_at` (None for no such token)."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT revoked_at FROM tokens WHERE id = ?", (token_id,)
+    ).fetchone()
+    return row
+
+
 # sessions
+
+
+def session_liveness(
+    conn: sqlite3.Connection, principal_id: str, session_id: str
+) -> sqlite3.Row | None:
+    """The `ended_at` and `expires_at` of a session of `principal_id`."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT ended_at, expires_at FROM sessions WHERE id = ? AND principal_id = ?",
+        (session_id, principal_id),
+    ).fetchone()
+    return row
 
 
 def session_row(conn: sqlite3.Connection, session_id: str) -> sqlite3.Row | None:

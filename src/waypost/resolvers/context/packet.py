@@ -144,6 +144,10 @@ async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, 
     filled = fill(snap.policy, [*snap.decisions, *snap.matches], query.limit, query.budget)
     items = filled.items
     rerank: dict[str, Any] = {"applied": False, "reason": "disabled"}
+    if rt.reranker is not None:
+        # the read transaction above is closed: no snapshot is held across this call
+        items, reason = await rt.reranker.rerank(query.q, items)
+        rerank = {"applied": reason == "applied", "reason": reason}
     return {
         "policy": snap.policy,
         "items": items,

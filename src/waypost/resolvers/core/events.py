@@ -7,6 +7,7 @@ import sqlite3
 from typing import Any
 
 from waypost.pagination import check_limit
+from waypost.resolvers.core import store
 from waypost.runtime import Runtime
 
 
@@ -23,21 +24,19 @@ def append(
     data: dict[str, Any],
 ) -> int:
     """Append one event. `data` must never hold credentials or request headers."""
-    cur = conn.execute(
-        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id,"
-        " actor_session_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            project_id,
-            type,
-            subject_type,
-            subject_id,
-            actor_id,
-            actor_session_id,
-            at,
-            json.dumps(data, separators=(",", ":"), ensure_ascii=False),
-        ),
+    return store.insert_event(
+        conn,
+        {
+            "project_id": project_id,
+            "type": type,
+            "subject_type": subject_type,
+            "subject_id": subject_id,
+            "actor_id": actor_id,
+            "actor_session_id": actor_session_id,
+            "at": at,
+            "data": data,
+        },
     )
-    return int(cur.lastrowid or 0)
 
 
 def event_json(row: sqlite3.Row) -> dict[str, Any]:
@@ -60,10 +59,7 @@ def list_events(
     """Events oldest first after `after`; `next_after` is where to poll from next."""
     size = check_limit(limit)
     start = after or 0
-    rows = conn.execute(
-        "SELECT * FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
-        (project_id, start, size),
-    ).fetchall()
+    rows = store.event_rows_after(conn, project_id, start, size)
     items = [event_json(r) for r in rows]
     return {"items": items, "next_after": items[-1]["sequence"] if items else start}
 

@@ -24,7 +24,8 @@ from waypost.errors import (
     InvalidRequest,
     Unauthenticated,
 )
-from waypost.resolvers.core import events
+from waypost.resolvers.access import store as access_store
+from waypost.resolvers.core import events, store
 from waypost.runtime import Actor, Runtime
 
 # Receipts are kept at least this long; the sweep deletes older ones.
@@ -98,8 +99,13 @@ class Tx:
 Unit = Callable[[Tx], tuple[int, dict[str, Any]]]
 
 
+def slot_of(actor: Actor, idem: Idempotency) -> tuple[str, str]:
+    """Where a receipt lives: the caller's principal and the key."""
+    return (actor.principal_id, idem.key)
+
+
 async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit) -> Outcome:
-    slot = (actor.principal_id, idem.key)
+    slot = slot_of(actor, idem)
     if slot in rt.inflight:
         raise IdempotencyInFlight("a request with this idempotency key is still running")
     rt.inflight.add(slot)
@@ -112,10 +118,7 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
 def _run(
     conn: sqlite3.Connection, rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit
 ) -> Outcome:
-    row = conn.execute(
-        "SELECT fingerprint, status, body FROM receipts WHERE principal_id = ? AND key = ?",
-        (actor.principal_id, idem.key),
-    ).fetchone()
+    row = store.receipt_row(conn, actor.principal_id, idem.key)
     if row is not None:
         if row["fingerprint"] != idem.fingerprint:
             raise IdempotencyKeyReused(
@@ -127,31 +130,17 @@ def _run(
     recheck_actor(conn, actor, format_time(now))
     tx = Tx(conn, now, actor)
     status, body = unit(tx)
-    conn.execute(
-        "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
-        (
-            actor.principal_id,
-            idem.key,
-            idem.fingerprint,
-            status,
-            json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-            tx.at,
-        ),
-    )
+    store.insert_receipt(conn, slot_of(actor, idem), idem.fingerprint, (status, body), tx.at)
     return Outcome(status, body)
 
 
 def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
     """Re-check, under the writer lock, what authentication checked before it."""
-    token = conn.execute("SELECT revoked_at FROM tokens WHERE id = ?", (actor.token_id,)).fetchone()
+    token = access_store.token_revocation(conn, actor.token_id)
     if token is None or token["revoked_at"] is not None:
         raise Unauthenticated("unauthenticated")
     if actor.session_id is not None:
-        session = conn.execute(
-            "SELECT ended_at, expires_at FROM sessions WHERE id = ? AND principal_id = ?",
-            (actor.session_id, actor.principal_id),
-        ).fetchone()
+        session = access_store.session_liveness(conn, actor.principal_id, actor.session_id)
         if session is None or session["ended_at"] is not None or session["expires_at"] <= at:
             raise Forbidden.reason("session_not_live", "the session is not live")
 

@@ -1,0 +1,123 @@
+"""Reranking of context items by a third-party provider (TypeSafe).
+
+`Reranker.rerank` is all the context packet sees: it takes the packet's
+items (already selected and budgeted in FTS order) and returns them either
+reordered by the provider's scores or unchanged, with the reason. Any
+failure keeps the FTS order, the same items and the same budget; nothing
+here raises to the caller except cancellation.
+
+One Reranker lives per process (on the Runtime): its httpx client, its
+limiter (`limiter.py`) and its circuit breaker (`breaker.py`) are shared by
+every request. See docs/context.md for the states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from waypost.reranker.breaker import Breaker
+from waypost.reranker.client import ProviderFailure, make_client, score
+from waypost.reranker.limiter import Limiter
+from waypost.settings import RerankSettings
+
+log = logging.getLogger("waypost.reranker")
+
+MIN_CANDIDATES = 2
+MAX_CANDIDATES = 40
+EXCERPT_CHARS = 1800
+FAILURE_THRESHOLD = 3
+
+
+def excerpt(item: dict[str, Any]) -> str:
+    """Title, description or body, acceptance criteria or applicability: ≤ 1,800 chars."""
+    if item["type"] == "task":
+        parts = [item["title"], item["description"], *item["acceptance_criteria"]]
+    else:
+        parts = [item["title"], item["body"], item["applicability"]]
+    return "\n".join(p for p in parts if p)[:EXCERPT_CHARS]
+
+
+class Reranker:
+    def __init__(
+        self,
+        settings: RerankSettings,
+        client: httpx.AsyncClient | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not settings.api_key:
+            raise ValueError("the reranker needs an API key")
+        self._key = settings.api_key
+        self._url = settings.url
+        self.limiter = Limiter(settings.max_concurrency)
+        self.breaker = Breaker(FAILURE_THRESHOLD, settings.circuit_open_seconds, clock)
+        self._client = client or make_client(settings.ca_bundle, settings.max_concurrency)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def rerank(
+        self, query: str, items: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], str]:
+        """(items, reason): reordered when reason is `applied`, else unchanged."""
+        started = time.monotonic()
+        positions = [i for i, item in enumerate(items) if item["type"] != "decision"]
+        count = len(positions)
+        if count < MIN_CANDIDATES:
+            return self._skip(items, "too_few", count, started)
+        if count > MAX_CANDIDATES:
+            return self._skip(items, "too_many", count, started)
+        ticket = self.breaker.admit()
+        if ticket is None:
+            return self._skip(items, "circuit_open", count, started)
+        if not self.limiter.try_acquire():
+            self.breaker.release(ticket)
+            return self._skip(items, "busy", count, started)
+        candidates = [items[i] for i in positions]
+        documents = [{"id": c["id"], "text": excerpt(c)} for c in candidates]
+        try:
+            scores = await score(self._client, self._url, self._key, query, documents)
+        except ProviderFailure as failure:
+            self.breaker.failed(ticket)
+            _log("failed", failure.reason, count, started)
+            return items, failure.reason
+        except asyncio.CancelledError:
+            # the client went away: only a probe's cancellation counts (it
+            # must not leave the circuit half open for ever)
+            if ticket.probe:
+                self.breaker.failed(ticket)
+            _log("cancelled", "cancelled", count, started)
+            raise
+        finally:
+            self.limiter.release()
+        self.breaker.succeeded(ticket)
+        # descending score; ties (and equal scores) keep their FTS order
+        order = sorted(range(count), key=lambda j: (-scores[candidates[j]["id"]], j))
+        result = list(items)
+        for position, j in zip(positions, order, strict=True):
+            result[position] = candidates[j]
+        _log("applied", "applied", count, started)
+        return result, "applied"
+
+    def _skip(
+        self, items: list[dict[str, Any]], reason: str, count: int, started: float
+    ) -> tuple[list[dict[str, Any]], str]:
+        _log("skipped", reason, count, started)
+        return items, reason
+
+
+def _log(outcome: str, reason: str, count: int, started: float) -> None:
+    # never the query, item text or the key: counts and times only
+    elapsed_ms = (time.monotonic() - started) * 1000
+    log.info(
+        "rerank outcome=%s reason=%s candidates=%d elapsed_ms=%.1f",
+        outcome,
+        reason,
+        count,
+        elapsed_ms,
+    )

@@ -1,0 +1,123 @@
+"""The provider call: TypeSafe's wire format (service contract section 9).
+
+`POST {url}` with the bearer key and `{"query", "documents": [{"id", "text"}]}`;
+success is `200` with `{"scores": [{"id", "score"}]}`, exactly one score from
+0 through 3 for each document. Anything else raises `ProviderFailure` with
+the reason the context response reports. The response body is read in
+chunks and abandoned as soon as it passes the size limit, so a huge or
+endless answer costs at most that much memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import ssl
+from pathlib import Path
+from typing import Any
+
+import certifi
+import httpx
+
+MAX_RESPONSE_BYTES = 256 * 1024
+CONNECT_TIMEOUT = 1.0
+TOTAL_TIMEOUT = 3.0
+MAX_SCORE = 3
+
+
+class ProviderFailure(Exception):
+    """The provider call failed; `reason` is one of the section 9 reasons."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def make_client(ca_bundle: Path | None, max_connections: int) -> httpx.AsyncClient:
+    """The process's one client for the provider.
+
+    Public CAs (certifi, as httpx uses by default) plus the optional bundle
+    of extra CAs; no redirects (a 3xx is `bad_status`); no proxy or
+    certificate settings taken from the environment, so only the TYPESAFE_*
+    variables decide where the data goes.
+    """
+    context = ssl.create_default_context(cafile=certifi.where())
+    if ca_bundle is not None:
+        context.load_verify_locations(cafile=str(ca_bundle))
+    return httpx.AsyncClient(
+        verify=context,
+        timeout=httpx.Timeout(TOTAL_TIMEOUT, connect=CONNECT_TIMEOUT),
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx.Limits(max_connections=max_connections),
+    )
+
+
+async def score(
+    client: httpx.AsyncClient,
+    url: str,
+    key: str,
+    query: str,
+    documents: list[dict[str, str]],
+    total_timeout: float = TOTAL_TIMEOUT,
+) -> dict[str, float]:
+    """Scores by document id, or ProviderFailure."""
+    if not url.startswith("https://"):
+        # serve refuses such a URL at start; this keeps the rule where the data leaves
+        raise ProviderFailure("connect_error")
+    try:
+        async with asyncio.timeout(total_timeout):
+            body = await _post(client, url, key, {"query": query, "documents": documents})
+    except TimeoutError as exc:
+        raise ProviderFailure("timeout") from exc
+    except httpx.TimeoutException as exc:
+        raise ProviderFailure("timeout") from exc
+    except httpx.TransportError as exc:
+        # refused or reset connections, TLS failures, broken responses
+        raise ProviderFailure("connect_error") from exc
+    return parse_scores(body, [d["id"] for d in documents])
+
+
+async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str, Any]) -> bytes:
+    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    async with client.stream("POST", url, json=payload, headers=headers) as response:
+        if response.status_code != 200:
+            raise ProviderFailure("bad_status")
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+            raise ProviderFailure("too_large")
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > MAX_RESPONSE_BYTES:
+                raise ProviderFailure("too_large")
+        return bytes(body)
+
+
+def parse_scores(body: bytes, ids: list[str]) -> dict[str, float]:
+    """Exactly one score in 0..3 for each id, nothing else; or `bad_scores`."""
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ProviderFailure("bad_scores") from exc
+    entries = document.get("scores") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or len(entries) != len(set(ids)):
+        raise ProviderFailure("bad_scores")
+    wanted = set(ids)
+    scores: dict[str, float] = {}
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ProviderFailure("bad_scores")
+        doc_id, value = entry.get("id"), entry.get("score")
+        if doc_id not in wanted or doc_id in scores or not _valid_score(value):
+            raise ProviderFailure("bad_scores")
+        assert isinstance(doc_id, str) and isinstance(value, int | float)
+        scores[doc_id] = float(value)
+    return scores
+
+
+def _valid_score(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and 0 <= value <= MAX_SCORE

@@ -1,0 +1,70 @@
+"""Core rows: idempotency receipts and the event log (this package's SQL).
+
+Plain functions over one `sqlite3.Connection`, called inside a unit of work;
+what a receipt means (replay, refusal of a changed request) stays in
+receipts.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+
+def _json(value: Any) -> str:
+    # one canonical spelling, so equal bodies are stored as equal bytes
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- receipts
+
+
+def receipt_row(conn: sqlite3.Connection, principal_id: str, key: str) -> sqlite3.Row | None:
+    """The caller's receipt for `key`: its fingerprint, status and body."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT fingerprint, status, body FROM receipts WHERE principal_id = ? AND key = ?",
+        (principal_id, key),
+    ).fetchone()
+    return row
+
+
+def insert_receipt(
+    conn: sqlite3.Connection,
+    slot: tuple[str, str],
+    fingerprint: str,
+    outcome: tuple[int, dict[str, Any]],
+    at: str,
+) -> None:
+    """Store the outcome (status, body) of the request in `slot` (principal id, key)."""
+    conn.execute(
+        "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (*slot, fingerprint, outcome[0], _json(outcome[1]), at),
+    )
+
+
+# ---------------------------------------------------------------- events
+
+
+def insert_event(conn: sqlite3.Connection, values: dict[str, Any]) -> int:
+    """Append one event; `values` names project_id, type, subject_type,
+    subject_id, actor_id, actor_session_id, at and data. Returns its sequence."""
+    v = values
+    cur = conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id,"
+        " actor_session_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (v["project_id"], v["type"], v["subject_type"], v["subject_id"], v["actor_id"],
+         v["actor_session_id"], v["at"], _json(v["data"])),
+    )  # fmt: skip
+    return int(cur.lastrowid or 0)
+
+
+def event_rows_after(
+    conn: sqlite3.Connection, project_id: str, after: int, count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` of the project's events after sequence `after`, oldest first."""
+    return conn.execute(
+        "SELECT * FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
+        (project_id, after, count),
+    ).fetchall()

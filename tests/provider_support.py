@@ -1,0 +1,166 @@
+"""A real HTTPS reranking provider on loopback for the reranker tests.
+
+uvicorn serves a small ASGI app over TLS with a certificate from a trustme
+CA, in its own thread and event loop; the service under test reaches it
+through its real httpx client, trusting the CA via TYPESAFE_CA_BUNDLE (the
+settings field). The test steers the provider's next answers (`mode`) and can
+hold requests inside the provider until it releases them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import trustme
+import uvicorn
+
+Scorer = Callable[[list[dict[str, str]]], Any]
+
+
+def reverse_scores(documents: list[dict[str, str]]) -> Any:
+    """Later documents score higher (so a success visibly reverses the order)."""
+    n = len(documents)
+    return {"scores": [{"id": d["id"], "score": 3 * i / max(1, n - 1)}
+                       for i, d in enumerate(documents)]}  # fmt: skip
+
+
+@dataclass
+class Provider:
+    url: str = ""
+    ca_path: Path = Path()
+    calls: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    # what to answer: "scores", "status", "slow_headers", "drip", "large",
+    # "large_declared", "raw"
+    mode: str = "scores"
+    scorer: Scorer = field(default_factory=lambda: reverse_scores)
+    status: int = 500
+    raw: bytes = b""
+    hold: threading.Event | None = None  # set: requests wait here until it is set
+    arrived: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def wait_arrivals(self, count: int, timeout: float = 5.0) -> None:
+        for _ in range(count):
+            assert self.arrived.acquire(timeout=timeout), "the provider saw no call"
+
+    async def app(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        raw = b""
+        while True:
+            message = await receive()
+            raw += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        with self.lock:
+            self.calls += 1
+            self.bodies.append(json.loads(raw))
+            self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        self.arrived.release()
+        if self.hold is not None:
+            hold = self.hold
+            await asyncio.get_running_loop().run_in_executor(None, hold.wait, 30)
+        await self._answer(self.bodies[-1], send)
+
+    async def _answer(self, body: dict[str, Any], send: Any) -> None:
+        mode = self.mode
+        if mode == "status":
+            headers = [(b"location", b"https://127.0.0.1:1/elsewhere")]
+            await _respond(send, self.status, b"{}", headers)
+        elif mode == "slow_headers":
+            await asyncio.sleep(4)
+            await _respond(send, 200, json.dumps(self.scorer(body["documents"])).encode())
+        elif mode == "drip":
+            # each chunk arrives well within httpx's per-read timeout; only the
+            # total time limit can end this
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            for _ in range(40):
+                await send({"type": "http.response.body", "body": b" ", "more_body": True})
+                await asyncio.sleep(0.1)
+            await send({"type": "http.response.body", "body": b"{}"})
+        elif mode == "large":
+            # chunked, no Content-Length: the client must stop reading by itself
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            chunk = b" " * 65536
+            for _ in range(8):
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            await send({"type": "http.response.body", "body": b"{}"})
+        elif mode == "large_declared":
+            await _respond(send, 200, b" " * (256 * 1024 + 1))
+        elif mode == "raw":
+            await _respond(send, 200, self.raw)
+        else:
+            await _respond(send, 200, json.dumps(self.scorer(body["documents"])).encode())
+
+
+async def _respond(
+    send: Any, status: int, body: bytes, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+@contextmanager
+def running_provider(tmp_path: Path) -> Iterator[Provider]:
+    """The provider over TLS on a free loopback port, stopped on exit."""
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
+    ca_path, cert_path, key_path = (tmp_path / n for n in ("ca.pem", "cert.pem", "key.pem"))
+    ca.cert_pem.write_to_path(str(ca_path))
+    cert.cert_chain_pems[0].write_to_path(str(cert_path))
+    cert.private_key_pem.write_to_path(str(key_path))
+    provider = Provider(ca_path=ca_path)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        provider.app,
+        ssl_certfile=str(cert_path),
+        ssl_keyfile=str(key_path),
+        log_level="critical",
+        interface="asgi3",
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "the provider did not start"
+        time.sleep(0.01)
+    provider.url = f"https://127.0.0.1:{port}/rerank"
+    try:
+        yield provider
+    finally:
+        if provider.hold is not None:
+            provider.hold.set()
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    sock.close()
+    return port

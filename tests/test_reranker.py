@@ -1,0 +1,466 @@
+"""Reranking against a real HTTPS provider on loopback (trustme CA, uvicorn).
+
+No mock of httpx: the service's own client, limiter and breaker talk TLS to
+the provider of tests/provider_support.py. The circuit window is shortened
+(TYPESAFE_CIRCUIT_OPEN_SECONDS) so the window can pass within a test.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, MovableClock, Service, serving
+from tests.context_support import CONTEXT, context, ids, knowledge, task
+from tests.provider_support import Provider, closed_port, running_provider
+from tests.tasks_support import open_decision
+from waypost.reranker import Reranker
+from waypost.settings import RerankSettings, Settings
+
+KEY = "sk-test-secret-key"
+WINDOW = 1.0  # seconds the circuit stays open in these tests
+
+
+@pytest.fixture
+def provider(tmp_path: Path) -> Iterator[Provider]:
+    with running_provider(tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def rerank_settings(provider: Provider) -> RerankSettings:
+    return RerankSettings(
+        api_key=KEY,
+        url=provider.url,
+        ca_bundle=provider.ca_path,
+        max_concurrency=4,
+        circuit_open_seconds=WINDOW,
+    )
+
+
+@pytest.fixture
+async def service(
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+) -> AsyncIterator[Service]:
+    # overrides conftest's `service`: the same runtime, with reranking enabled
+    settings = Settings(db_path=tmp_path / "waypost.db", sweep_interval=3600, readers=1,
+                        rerank=rerank_settings)  # fmt: skip
+    async with serving(settings, clock) as made:
+        yield made
+
+
+def reranker(service: Service) -> Reranker:
+    assert service.rt.reranker is not None
+    return service.rt.reranker
+
+
+async def three_records(human: Caller) -> list[str]:
+    """Three matches whose FTS order is fixed (equal rank: id order)."""
+    made = [(await knowledge(human, f"zebra note {n}", body="zebra"))["id"] for n in range(3)]
+    return sorted(made)
+
+
+async def rerank_of(human: Caller, q: str = "zebra", **params: Any) -> tuple[list[str], str]:
+    packet = await context(human, q, **params)
+    assert packet["rerank"]["applied"] is (packet["rerank"]["reason"] == "applied")
+    return ids(packet), packet["rerank"]["reason"]
+
+
+# --- success ----------------------------------------------------------------
+
+
+async def test_success_reorders_by_score_and_sends_only_the_wire_format(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    t = await task(human, "unrelated")
+    decision = await open_decision(human, t["id"])
+    order, reason = await rerank_of(human, "zebra")
+    assert reason == "applied"
+    assert order == [decision, *reversed(fts)]  # the decision keeps its place
+    assert provider.calls == 1
+    (body,) = provider.bodies
+    assert body["query"] == "zebra"
+    assert [d["id"] for d in body["documents"]] == fts  # FTS order, no decision
+    assert set(body) == {"query", "documents"}
+    assert all(set(d) == {"id", "text"} for d in body["documents"])
+    assert provider.headers[0]["authorization"] == f"Bearer {KEY}"
+
+
+async def test_decisions_keep_their_positions_when_they_are_not_first(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    provider.scorer = lambda docs: {"scores": [{"id": d["id"], "score": 0} for d in docs]}
+    # equal scores: FTS order is kept
+    assert await rerank_of(human) == (fts, "applied")
+
+
+async def test_excerpts_hold_the_named_fields_cut_at_1800_characters(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    await knowledge(human, "zebra long", body="b" * 5000, applicability="never seen")
+    await task(human, "zebra task", description="d", acceptance_criteria=["c1", "c2"])
+    await rerank_of(human)
+    texts = {d["text"][:10]: d["text"] for d in provider.bodies[0]["documents"]}
+    long_text = texts["zebra long"]
+    assert len(long_text) == 1800 and long_text.startswith("zebra long\nbbb")
+    assert texts["zebra task"] == "zebra task\nd\nc1\nc2"
+
+
+async def test_candidate_counts_outside_2_to_40_make_no_call(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    only = await knowledge(human, "okapi")
+    assert await rerank_of(human, "okapi") == ([only["id"]], "too_few")
+    for n in range(41):
+        await knowledge(human, f"zebra {n}", body="z")
+    order, reason = await rerank_of(human, "zebra", limit=100, budget=131072)
+    assert reason == "too_many" and len(order) == 41
+    assert await rerank_of(human, "nothing") == ([], "too_few")
+    assert provider.calls == 0
+
+
+# --- failures keep the FTS packet ---------------------------------------------
+
+
+BAD_SCORES = [
+    b"not json",
+    b"[]",
+    b'{"scores": {}}',
+    b'{"result": []}',
+    "missing",
+    "too_high",
+    "negative",
+    "string",
+    "boolean",
+    "duplicate",
+    "unknown",
+    "nan",
+]
+
+
+def bad_body(kind: str | bytes, ids_: list[str]) -> bytes:
+    if isinstance(kind, bytes):
+        return kind
+    scores: list[Any] = [{"id": i, "score": 1} for i in ids_]
+    if kind == "missing":
+        scores.pop()
+    elif kind == "too_high":
+        scores[0]["score"] = 3.5
+    elif kind == "negative":
+        scores[0]["score"] = -1
+    elif kind == "string":
+        scores[0]["score"] = "2"
+    elif kind == "boolean":
+        scores[0]["score"] = True
+    elif kind == "duplicate":
+        scores[-1] = {"id": ids_[0], "score": 2}
+    elif kind == "unknown":
+        scores[0]["id"] = "kn_other"
+    elif kind == "nan":
+        return b'{"scores": [%s]}' % b", ".join(
+            b'{"id": "%s", "score": NaN}' % i.encode() for i in ids_
+        )
+
+    return json.dumps({"scores": scores}).encode()
+
+
+@pytest.mark.parametrize("kind", BAD_SCORES, ids=[str(k) for k in BAD_SCORES])
+async def test_bad_scores_keep_the_fts_order(
+    provider: Provider, human: Caller, project: str, kind: str | bytes
+) -> None:
+    fts = await three_records(human)
+    provider.mode = "raw"
+    provider.raw = bad_body(kind, fts)
+    before = await context(human, "zebra")
+    assert before["rerank"] == {"applied": False, "reason": "bad_scores"}
+    assert ids(before) == fts
+
+
+@pytest.mark.parametrize("status", [500, 404, 302, 201])
+async def test_non_200_is_bad_status_and_redirects_are_not_followed(
+    provider: Provider, human: Caller, project: str, status: int
+) -> None:
+    fts = await three_records(human)
+    provider.mode, provider.status = "status", status
+    assert await rerank_of(human) == (fts, "bad_status")
+    assert provider.calls == 1
+
+
+@pytest.mark.parametrize("mode", ["large", "large_declared"])
+async def test_a_response_over_256_kib_is_too_large(
+    provider: Provider, human: Caller, project: str, mode: str
+) -> None:
+    fts = await three_records(human)
+    provider.mode = mode
+    assert await rerank_of(human) == (fts, "too_large")
+
+
+@pytest.mark.parametrize("mode", ["slow_headers", "drip"])
+async def test_three_seconds_in_total_is_a_timeout(
+    provider: Provider, human: Caller, project: str, mode: str
+) -> None:
+    fts = await three_records(human)
+    provider.mode = mode
+    started = time.monotonic()
+    assert await rerank_of(human) == (fts, "timeout")
+    assert 2.9 < time.monotonic() - started < 4.5
+
+
+async def test_nothing_listening_is_a_connect_error(
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+) -> None:
+    url = f"https://127.0.0.1:{closed_port()}/rerank"
+    rerank = dataclasses.replace(rerank_settings, url=url)
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
+    async with serving(settings, clock) as svc:
+        human = await svc.principal("human")
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+        fts = await three_records(human)
+        assert await rerank_of(human) == (fts, "connect_error")
+
+
+async def test_an_untrusted_certificate_is_a_connect_error(
+    tmp_path: Path, clock: MovableClock, provider: Provider, rerank_settings: RerankSettings
+) -> None:
+    rerank = dataclasses.replace(rerank_settings, ca_bundle=None)  # public CAs only
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
+    async with serving(settings, clock) as svc:
+        human = await svc.principal("human")
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+        fts = await three_records(human)
+        assert await rerank_of(human) == (fts, "connect_error")
+    assert provider.calls == 0  # the handshake failed before any request
+
+
+async def test_a_failure_keeps_the_same_items_and_budget(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    provider.mode, provider.status = "status", 500
+    failed = await context(human, "zebra", budget=2048)
+    provider.mode = "scores"
+    applied = await context(human, "zebra", budget=2048)
+    assert failed["rerank"]["reason"] == "bad_status" and applied["rerank"]["applied"]
+    assert (
+        sorted(ids(failed)) == sorted(ids(applied)) and failed["truncated"] == applied["truncated"]
+    )
+    assert failed["next_actions"] == applied["next_actions"]
+
+
+# --- limiter and breaker -----------------------------------------------------
+
+
+async def start(human: Caller, q: str = "zebra") -> asyncio.Task[Any]:
+    return asyncio.create_task(human.get(CONTEXT, q=q))
+
+
+async def test_a_saturated_limiter_skips_at_once_with_busy(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    provider.hold = hold = threading.Event()
+    held = [await start(human) for _ in range(4)]  # four permits by default
+    await asyncio.to_thread(provider.wait_arrivals, 4)
+    started = time.monotonic()
+    assert await rerank_of(human) == (fts, "busy")
+    assert time.monotonic() - started < 1.0
+    assert provider.calls == 4
+    hold.set()
+    for request in held:
+        assert (await request).json()["rerank"]["reason"] == "applied"
+    assert reranker(service).breaker.state == "closed"  # busy is no failure
+
+
+async def test_the_read_transaction_is_closed_during_the_provider_call(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    # one reader connection only: if the held request kept it, this read would hang
+    await three_records(human)
+    provider.hold = hold = threading.Event()
+    held = await start(human)
+    await asyncio.to_thread(provider.wait_arrivals, 1)
+    r = await asyncio.wait_for(human.get("/api/v1/projects/demo/knowledge"), timeout=5)
+    assert r.status_code == 200
+    hold.set()
+    assert (await held).json()["rerank"]["reason"] == "applied"
+
+
+async def fail_three_times(provider: Provider, human: Caller) -> None:
+    provider.mode, provider.status = "status", 503
+    for _ in range(3):
+        assert (await rerank_of(human))[1] == "bad_status"
+
+
+async def test_three_consecutive_failures_open_the_circuit(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    # a success in between resets the count
+    provider.mode, provider.status = "status", 503
+    await rerank_of(human)
+    await rerank_of(human)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"
+    await fail_three_times(provider, human)
+    assert provider.calls == 6
+    for _ in range(5):
+        assert await rerank_of(human) == (fts, "circuit_open")
+    assert provider.calls == 6
+    # the window passes: a probe succeeds and closes it
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"
+    assert reranker(service).breaker.state == "closed"
+    assert (await rerank_of(human))[1] == "applied"
+
+
+async def test_exactly_one_probe_while_twenty_requests_arrive(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    provider.hold = hold = threading.Event()
+    probe = await start(human)
+    await asyncio.to_thread(provider.wait_arrivals, 4)  # three failures, then the probe
+    during = await asyncio.gather(*(human.get(CONTEXT, q="zebra") for _ in range(20)))
+    assert {r.json()["rerank"]["reason"] for r in during} == {"circuit_open"}
+    assert all(ids(r.json()) == fts for r in during)
+    assert provider.calls == 4  # the probe is the only call
+    hold.set()
+    assert (await probe).json()["rerank"]["reason"] == "applied"
+    assert reranker(service).breaker.state == "closed"
+
+
+async def test_a_failed_probe_opens_a_fresh_window(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    assert (await rerank_of(human))[1] == "bad_status"  # the probe
+    assert (await rerank_of(human))[1] == "circuit_open"
+    assert provider.calls == 4
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"
+
+
+async def test_a_cancelled_probe_opens_a_fresh_window(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    provider.hold = threading.Event()
+    probe = await start(human)
+    await asyncio.to_thread(provider.wait_arrivals, 4)
+    probe.cancel()  # the client went away while the probe was out
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    breaker = reranker(service).breaker
+    assert breaker.state == "open" and breaker.open_until > time.monotonic()
+    assert reranker(service).limiter.in_use == 0
+    provider.hold.set()
+    provider.hold = None
+    assert (await rerank_of(human))[1] == "circuit_open"
+
+
+async def test_a_probe_without_a_permit_gives_its_reservation_back(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    fts = await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    limiter = reranker(service).limiter
+    # every permit is held (as by requests admitted before the circuit opened)
+    while limiter.try_acquire():
+        pass
+    assert await rerank_of(human) == (fts, "busy")  # the would-be probe
+    assert reranker(service).breaker.state == "open"
+    for _ in range(limiter.permits):
+        limiter.release()
+    # the reservation was released: the next request may probe, and closes it
+    assert (await rerank_of(human))[1] == "applied"
+    assert provider.calls == 4
+
+
+async def test_a_completion_from_before_a_transition_cannot_change_the_new_state(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    # a slow request is admitted while the circuit is closed ...
+    provider.hold = hold = threading.Event()
+    slow = await start(human)
+    await asyncio.to_thread(provider.wait_arrivals, 1)
+    provider.hold = None
+    # ... three others fail meanwhile and open the circuit ...
+    await fail_three_times(provider, human)
+    breaker = reranker(service).breaker
+    assert breaker.state == "open"
+    opened = (breaker.generation, breaker.open_until)
+    # ... then the slow one succeeds: it must not close the newer open circuit
+    provider.mode = "scores"
+    hold.set()
+    assert (await slow).json()["rerank"]["reason"] == "applied"
+    assert breaker.state == "open" and (breaker.generation, breaker.open_until) == opened
+    assert (await rerank_of(human))[1] == "circuit_open"
+
+
+async def test_a_stale_failure_cannot_reopen_a_closed_circuit(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    provider.hold = hold = threading.Event()
+    provider.mode, provider.status = "status", 503
+    slow = await start(human)  # admitted closed; will fail late
+    await asyncio.to_thread(provider.wait_arrivals, 1)
+    provider.hold = None
+    for _ in range(3):
+        await rerank_of(human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"  # the probe closes it
+    breaker = reranker(service).breaker
+    closed = (breaker.state, breaker.generation, breaker.failures)
+    provider.mode = "status"
+    hold.set()
+    assert (await slow).json()["rerank"]["reason"] == "bad_status"
+    assert (breaker.state, breaker.generation, breaker.failures) == closed
+
+
+# --- logging -----------------------------------------------------------------
+
+
+async def test_one_log_line_per_attempt_without_text_or_key(
+    provider: Provider, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    await three_records(human)
+    only = await knowledge(human, "okapi secretword")
+    assert only
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    await rerank_of(human, "zebra")
+    await rerank_of(human, "okapi")
+    provider.mode, provider.status = "status", 500
+    await rerank_of(human, "zebra")
+    lines = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    assert len(lines) == 3
+    assert lines[0].startswith("rerank outcome=applied reason=applied candidates=3 elapsed_ms=")
+    assert lines[1].startswith("rerank outcome=skipped reason=too_few candidates=1 elapsed_ms=")
+    assert lines[2].startswith("rerank outcome=failed reason=bad_status candidates=3 elapsed_ms=")
+    for line in lines:
+        assert KEY not in line and "zebra" not in line and "okapi" not in line
