@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8080
 WAYPOST_DB ?= ./waypost.db
 
-.PHONY: run test lint types unit schema bench clean
+.PHONY: run test lint types unit browser schema bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,19 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-unit: $(STAMP)
+unit: $(STAMP) browser
 	$(BIN)/pytest
+
+# The console's browser tests drive the OS's Chromium; install it when it is
+# missing and we may (root with apt-get), else those tests skip and say why.
+browser:
+	@if [ -z "$$WAYPOST_CHROMIUM" ] && [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing chromium for the console's browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
+	      || echo "could not install chromium: the browser tests will skip"; \
+	  else echo "no /usr/bin/chromium and no root apt-get: the browser tests will skip"; fi; \
+	fi
 
 # Rewrite the committed GraphQL schema snapshot after an intended change.
 schema: $(STAMP)

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from waypost import rest
+from waypost import console, rest
 from waypost.clock import Clock
 from waypost.http.auth import Gate
 from waypost.mcp_server.http_endpoint import McpEndpoint
@@ -72,6 +72,7 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         Route("/api/v1/openapi.json", openapi_document),
         Route("/graphql", graphql_view(settings.graphiql), methods=["GET", "POST"]),
         *rest.routing.starlette_routes(rest.TABLES),
+        *console.routes(settings.graphiql),
     ]
     app = Starlette(
         routes=routes,

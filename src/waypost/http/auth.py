@@ -14,6 +14,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from waypost import console
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
 from waypost.resolvers.access import principals, sessions
@@ -57,8 +58,13 @@ class Gate:
         path: str = scope["path"]
         is_graphql = path == "/graphql"
         # /healthz is open; so is the GraphiQL page when enabled (GET on /graphql
-        # only serves the page: queries are POSTs and carry the token)
-        public = path == "/healthz" or (is_graphql and self.graphiql and scope["method"] == "GET")
+        # only serves the page: queries are POSTs and carry the token), and the
+        # console's static pages (GET only; they hold no data, only code)
+        public = (
+            path == "/healthz"
+            or (is_graphql and self.graphiql and scope["method"] == "GET")
+            or console.is_public(scope["method"], path, self.graphiql)
+        )
         if not public:
             try:
                 actor = await self._authenticate(scope)

@@ -15,6 +15,7 @@ from strawberry.asgi import GraphQL
 from strawberry.http import GraphQLHTTPResponse
 from strawberry.types import ExecutionResult
 
+from waypost import console
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import is_json_media_type, parse_json
 from waypost.rest.responses import json_response
@@ -65,7 +66,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
             # GET never executes anything: it serves the GraphiQL page when enabled
             # (the gate lets it through without a token); queries are POSTs.
             if self.graphql_ide and "query" not in request.query_params:
-                response = await self.render_graphql_ide(request)
+                # our own page and vendored files: GraphiQL without a CDN
+                response = console.graphiql_page(request)
             else:
                 response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
             await response(scope, receive, send)

@@ -1,0 +1,117 @@
+"""The human console at /console and the local GraphiQL page: static files only.
+
+Everything the browser loads ships inside this package (no CDN, no build step).
+The pages need no token to load; the console asks for one and sends it to
+/graphql as a bearer token, so nothing here reads or sets a cookie. Every
+response of these routes carries a Content-Security-Policy that allows only
+this origin (and its WebSocket), and may not be framed.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib.resources import files
+from pathlib import Path
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route, request_response
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+PACKAGE = Path(str(files("waypost.console")))
+STATIC = PACKAGE / "static"
+GRAPHIQL = PACKAGE / "graphiql"
+CONSOLE_PREFIX = "/console"
+GRAPHIQL_PREFIX = "/graphiql/"
+# A Host header we may echo into the CSP (anything else: 'self' alone, which
+# CSP level 3 browsers already extend to ws:/wss: of the same host).
+_HOST = re.compile(r"^[A-Za-z0-9.\-]+(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
+
+
+def is_public(method: str, path: str, graphiql: bool) -> bool:
+    """The console's pages and files load without a token (GET/HEAD only).
+
+    Kept narrow on purpose: `/`, `/console` and what lies below it, and the
+    GraphiQL files when GraphiQL is on. Every API route still needs a token.
+    """
+    if method not in ("GET", "HEAD"):
+        return False
+    if path in ("/", CONSOLE_PREFIX) or path.startswith(CONSOLE_PREFIX + "/"):
+        return True
+    return graphiql and path.startswith(GRAPHIQL_PREFIX)
+
+
+def security_headers(host: str | None, fonts: bool = False) -> list[tuple[bytes, bytes]]:
+    connect = "'self'"
+    if host and _HOST.match(host):
+        connect += f" ws://{host} wss://{host}"
+    csp = (
+        "default-src 'self'; "
+        f"connect-src {connect}; "
+        "img-src 'self' data:; "
+        # GraphiQL's stylesheet carries its fonts inline, as data: URLs
+        + ("font-src 'self' data:; " if fonts else "")
+        + "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    )
+    return [
+        (b"content-security-policy", csp.encode()),
+        (b"x-frame-options", b"DENY"),
+        (b"referrer-policy", b"no-referrer"),
+        (b"cross-origin-opener-policy", b"same-origin"),
+    ]
+
+
+def _host(scope: Scope) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key == b"host":
+            return str(value.decode("latin-1"))
+    return None
+
+
+class WithSecurityHeaders:
+    """Adds the console's CSP and framing headers to every response of `app`."""
+
+    def __init__(self, app: ASGIApp, fonts: bool = False) -> None:
+        self.app = app
+        self.fonts = fonts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        extra = security_headers(_host(scope), self.fonts)
+
+        async def wrapped(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+
+async def _index(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8")
+
+
+async def _to_console(request: Request) -> Response:
+    return RedirectResponse(CONSOLE_PREFIX, status_code=302)
+
+
+def graphiql_page(request: Request) -> Response:
+    """GET /graphql with --graphiql: GraphiQL from the package's vendored files."""
+    response = FileResponse(GRAPHIQL / "index.html", media_type="text/html; charset=utf-8")
+    for key, value in security_headers(request.headers.get("host"), fonts=True):
+        response.headers[key.decode()] = value.decode()
+    return response
+
+
+def routes(graphiql: bool) -> list[BaseRoute]:
+    page = WithSecurityHeaders(request_response(_index))
+    found: list[BaseRoute] = [
+        Route("/", _to_console, methods=["GET", "HEAD"]),
+        Route(CONSOLE_PREFIX, page, methods=["GET", "HEAD"]),
+        Route(CONSOLE_PREFIX + "/", page, methods=["GET", "HEAD"]),
+        Mount(CONSOLE_PREFIX + "/static", app=WithSecurityHeaders(StaticFiles(directory=STATIC))),
+    ]
+    if graphiql:
+        vendored = WithSecurityHeaders(StaticFiles(directory=GRAPHIQL), fonts=True)
+        found.append(Mount(GRAPHIQL_PREFIX.rstrip("/"), app=vendored))
+    return found

@@ -1,0 +1,64 @@
+// The console's only channel to the service: POST /graphql with the bearer
+// token kept in this tab's sessionStorage. No cookies, no other endpoint.
+
+const TOKEN_KEY = "waypost.token";
+
+export class Unauthenticated extends Error {}
+export class RequestFailed extends Error {
+  constructor(message, code) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function saveToken(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+}
+
+export function forgetToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+// Runs one GraphQL document. Top-level errors become a RequestFailed (their
+// first message, with extensions.code); a 401 becomes Unauthenticated.
+export async function gql(query, variables = {}, tokenOverride = null) {
+  const bearer = tokenOverride || token();
+  if (!bearer) throw new Unauthenticated("not signed in");
+  let response;
+  try {
+    response = await fetch("/graphql", {
+      method: "POST",
+      credentials: "omit",
+      cache: "no-store",
+      headers: { "Content-Type": "application/json", Authorization: `Bearer ${bearer}` },
+      body: JSON.stringify({ query, variables }),
+    });
+  } catch (error) {
+    throw new RequestFailed("The service cannot be reached. Is it running?", "network");
+  }
+  if (response.status === 401) throw new Unauthenticated("token refused");
+  let body;
+  try {
+    body = await response.json();
+  } catch (error) {
+    throw new RequestFailed(`The service answered ${response.status} without JSON.`, "internal");
+  }
+  if (body.errors && body.errors.length) {
+    const first = body.errors[0];
+    const code = (first.extensions && first.extensions.code) || "error";
+    if (code === "unauthenticated") throw new Unauthenticated(first.message);
+    throw new RequestFailed(first.message, code);
+  }
+  return body.data;
+}
+
+// A mutation's payload: its userErrors are returned, not thrown, so that each
+// page can say what a refusal means there (a conflict, a missing field...).
+export async function mutate(query, input, field) {
+  const data = await gql(query, { input });
+  return data[field];
+}

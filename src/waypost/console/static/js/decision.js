@@ -1,0 +1,363 @@
+// A decision's page: what is asked, why it blocks, every generation, and the
+// answer (or reopen) form. The page fills in the idempotency key and the
+// expected generation itself.
+
+import { gql, mutate } from "./api.js";
+import { renderFieldDiffs, renderDiff } from "./diff.js";
+import {
+  ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when,
+} from "./dom.js";
+import { ANSWER_DECISION, DECISION, REOPEN_DECISION } from "./queries.js";
+
+const JUDGED = [
+  ["Title", (r) => r.title],
+  ["Description", (r) => r.description],
+  ["Acceptance criteria", (r) => r.acceptanceCriteria.map((c) => `- ${c}`).join("\n")],
+  ["Kind", (r) => r.kind],
+];
+
+export async function loadDecision(projectId, decisionId) {
+  const data = await gql(DECISION, { project: projectId, id: decisionId });
+  if (!data.project || !data.project.decision) return null;
+  return data.project;
+}
+
+// Why a decision stopped counting, from its pins and the records now.
+export function staleReasons(project) {
+  const d = project.decision;
+  const reasons = [];
+  if (d.status === "EXPIRED") {
+    reasons.push(h("li", {}, "Its expiry passed ", ago(d.current.expiresAt), " (", when(d.current.expiresAt), ")."));
+  }
+  for (const a of d.current.affected) {
+    if (!a.task || a.currentRevision === a.pinnedRevision) continue;
+    const revs = a.task.revisions.edges.map((e) => e.node);
+    const judged = revs.filter((r) => r.revision > a.pinnedRevision && r.revision <= a.currentRevision
+      && r.judgedChange);
+    if (judged.length) {
+      const fields = [...new Set(judged.flatMap((r) => r.changedFields))];
+      reasons.push(h("li", {}, `Task "${a.task.title}" changed what was judged (${fields.join(", ")}) `,
+        `between revision ${a.pinnedRevision} and ${a.currentRevision}.`));
+    }
+  }
+  const pinned = rulesAt(project, d.current.policyRevision);
+  if (pinned !== null && pinned !== project.policy.rules) {
+    reasons.push(h("li", {}, `The project's rules changed since policy revision ${d.current.policyRevision} `,
+      `(now ${project.policy.revision}).`));
+  }
+  return reasons;
+}
+
+function rulesAt(project, revision) {
+  const found = project.policyHistory.edges.find((e) => e.node.revision === revision);
+  return found ? found.node.rules : null;
+}
+
+export function renderDecision(project, banner, onChanged) {
+  const d = project.decision;
+  const parts = [
+    h("p", {}, link("#/", "← Inbox")),
+    h("h1", { tabindex: "-1" }, d.question),
+    h("p", { class: "meta" }, badge(lower(d.status), d.status), " ",
+      d.workAllowed ? "Work may go on." : "Work on the affected tasks is blocked.",
+      ` Generation ${d.generation} · project ${project.name}`),
+  ];
+  if (banner) parts.push(banner);
+  parts.push(renderAsked(project));
+  const open = d.status === "PENDING" && !d.current.answer;
+  if (d.status === "STALE" || d.status === "EXPIRED") {
+    const reasons = staleReasons(project);
+    parts.push(h("section", { class: "reason-box", "aria-labelledby": "why-stale" },
+      h("h2", { id: "why-stale" }, d.status === "STALE" ? "Why it is stale" : "Why it expired"),
+      reasons.length ? h("ul", {}, reasons) : h("p", {}, "A pin changed since it was judged."),
+      h("p", {}, "It cannot be answered until it is reopened, so that the answer is pinned to what the tasks and rules say now.")));
+    parts.push(renderReopen(project, onChanged, true));
+  } else if (open) {
+    parts.push(renderAnswerForm(project, onChanged));
+  } else {
+    parts.push(renderReopen(project, onChanged, false));
+  }
+  parts.push(renderAffected(project));
+  parts.push(renderPolicyPin(project));
+  parts.push(renderHistory(project));
+  return parts;
+}
+
+function row(label, ...value) {
+  return [h("dt", {}, label), h("dd", {}, ...value)];
+}
+
+function renderAsked(project) {
+  const d = project.decision;
+  const c = d.current;
+  const who = c.actor || d.createdBy;
+  return h("section", { "aria-labelledby": "asked" },
+    h("h2", { id: "asked" }, "What is asked"),
+    h("dl", { class: "facts" },
+      row("Rationale", h("span", { class: "prose" }, d.rationale)),
+      row("Options", h("ul", { class: "inline-list" }, d.options.map((o) =>
+        h("li", {}, o, o === d.recommendation ? h("span", { class: "muted" }, " (recommended)") : null)))),
+      row("Conditions", c.conditions.length
+        ? h("ul", {}, c.conditions.map((x) => h("li", {}, x))) : "none"),
+      row("Environment", c.environment),
+      row("Expires", c.expiresAt ? [when(c.expiresAt), " (", ago(c.expiresAt), ")"] : "never"),
+      row("Who answers", lower(d.requiredActor)),
+      row("Reversible", d.reversible ? "yes: unanswered for 24 hours, the recommendation applies" : "no"),
+      row("Asked", who ? `${who.name} (${lower(who.kind)}), ` : "", ago(c.at)),
+      row("Pinned policy", `revision ${c.policyRevision}`),
+      c.reopenRationale ? row("Reopened because", c.reopenRationale) : null,
+      c.answer ? row("Answer", describeAnswer(c.answer)) : null,
+    ));
+}
+
+function describeAnswer(a) {
+  const who = a.actor ? `${a.actor.name} (${lower(a.actor.kind)})` : "unknown";
+  return h("span", {}, badge(lower(a.disposition), a.disposition), ` "${a.answer}" by ${who}, `, ago(a.at),
+    a.timedOut ? " (applied by timeout)" : "", a.relayed ? " (relayed)" : "");
+}
+
+function renderAnswerForm(project, onChanged) {
+  const d = project.decision;
+  const key = newKey(`answer-${d.restId}-g${d.generation}`);
+  const rationaleId = nextId("rationale");
+  const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
+    "aria-describedby": `${rationaleId}-hint` });
+  const confirms = [
+    ...d.current.conditions.map((c) => [`Condition: ${c}`, c]),
+    [`Environment: ${d.current.environment}`, null],
+  ].map(([text]) => {
+    const id = nextId("confirm");
+    const box = h("input", { type: "checkbox", id, name: "confirm" });
+    return { box, node: h("div", { class: "check" }, box, h("label", { for: id }, text)) };
+  });
+  const buttons = [];
+  const table = h("table", { class: "answer-grid" },
+    h("caption", { class: "visually-hidden" }, "Answer with an option"),
+    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Option"),
+      h("th", { scope: "col" }, h("span", { class: "visually-hidden" }, "Answers")))),
+    h("tbody", {}, d.options.map((option) => h("tr", {},
+      h("th", { scope: "row" }, option,
+        option === d.recommendation ? h("span", { class: "muted" }, " (recommended)") : null),
+      h("td", {}, ["ALLOW", "DENY", "DEFER"].map((disposition) => {
+        const button = h("button", {
+          type: "button", class: `btn btn-${disposition.toLowerCase()}`,
+          "aria-label": `${cap(disposition)}: ${option}`,
+          dataset: { disposition, option },
+          onclick: () => submit(disposition, option),
+        }, cap(disposition));
+        buttons.push(button);
+        return button;
+      }))))));
+
+  async function submit(disposition, option) {
+    errorBox.replaceChildren();
+    if (!rationale.value.trim()) {
+      errorBox.append(notice("error", "Say why (the rationale is required)."));
+      rationale.focus();
+      return;
+    }
+    const confirmed = confirms.every((c) => c.box.checked);
+    if (disposition === "ALLOW" && !confirmed) {
+      errorBox.append(notice("error", "An allow vouches for the conditions and the environment: tick each box first."));
+      (confirms.find((c) => !c.box.checked) || confirms[0]).box.focus();
+      return;
+    }
+    for (const b of buttons) b.disabled = true;
+    try {
+      const payload = await mutate(ANSWER_DECISION, {
+        idempotencyKey: key,
+        projectId: project.restId,
+        decisionId: d.restId,
+        expectedGeneration: d.generation,
+        disposition,
+        answer: option,
+        rationale: rationale.value,
+        conditionsConfirmed: disposition === "ALLOW" ? confirmed : false,
+      }, "decisionAnswer");
+      if (payload.userErrors.length) {
+        await refused(payload.userErrors[0], onChanged, errorBox, rationale);
+      } else {
+        announce("Answer recorded.");
+        await onChanged(notice("ok", `Your answer is recorded: ${lower(disposition)} "${option}". `,
+          link("#/", "Back to the inbox")));
+      }
+    } catch (error) {
+      errorBox.append(notice("error", error.message));
+    } finally {
+      for (const b of buttons) b.disabled = false;
+    }
+  }
+
+  return h("section", { class: "answer", "aria-labelledby": "answer-h" },
+    h("h2", { id: "answer-h" }, "Answer"),
+    h("div", { class: "field" },
+      h("label", { for: rationaleId }, "Why (required)"),
+      h("p", { id: `${rationaleId}-hint`, class: "hint" }, "Recorded with your answer, for whoever reads it later."),
+      rationale),
+    h("fieldset", {}, h("legend", {}, "To allow, confirm what you vouch for"),
+      confirms.map((c) => c.node)),
+    table,
+    errorBox);
+}
+
+function cap(word) {
+  return word.charAt(0) + word.slice(1).toLowerCase();
+}
+
+// A refusal: conflicts reload the page and say what happened; anything else
+// is shown by the form.
+async function refused(error, onChanged, errorBox, focusTarget) {
+  const conflicts = {
+    generation_conflict: "Someone reopened this decision while you were reading it. Your answer was not recorded; the new question is below.",
+    already_answered: "Someone else answered first. Your answer was not recorded; their answer is below.",
+    stale: "What this decision judged changed while you were reading it. Your answer was not recorded.",
+    expired: "This decision expired while you were reading it. Your answer was not recorded.",
+  };
+  const text = conflicts[error.code] || conflicts[error.reason];
+  if (text) {
+    announce(text);
+    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text));
+    return;
+  }
+  errorBox.append(notice("error", `${error.message}${error.reason ? ` (${error.reason})` : ""}`));
+  if (focusTarget) focusTarget.focus();
+}
+
+function renderReopen(project, onChanged, prominent) {
+  const d = project.decision;
+  const key = newKey(`reopen-${d.restId}-g${d.generation}`);
+  const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
+  const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  const rationale = h("textarea", { id: ids.r, rows: "3", required: true });
+  const env = h("input", { id: ids.e, type: "text", value: d.current.environment });
+  const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
+  conds.value = d.current.conditions.join("\n");
+  const expires = h("input", { id: ids.x, type: "datetime-local", "aria-describedby": `${ids.x}-hint` });
+  const noExpiry = h("input", { id: ids.n, type: "checkbox" });
+  const button = h("button", { type: "submit", class: "btn btn-primary" }, "Reopen");
+
+  async function submit(event) {
+    event.preventDefault();
+    errorBox.replaceChildren();
+    if (!rationale.value.trim()) {
+      errorBox.append(notice("error", "Say why you reopen it (the rationale is required)."));
+      rationale.focus();
+      return;
+    }
+    const input = {
+      idempotencyKey: key, projectId: project.restId, decisionId: d.restId,
+      expectedGeneration: d.generation, rationale: rationale.value,
+    };
+    if (env.value !== d.current.environment) input.environment = env.value;
+    const list = conds.value.split("\n").map((x) => x.trim()).filter(Boolean);
+    if (list.join("\n") !== d.current.conditions.join("\n")) input.conditions = list;
+    if (noExpiry.checked) input.expiresAt = null;
+    else if (expires.value) input.expiresAt = new Date(expires.value).toISOString();
+    button.disabled = true;
+    try {
+      const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
+      if (payload.userErrors.length) {
+        await refused(payload.userErrors[0], onChanged, errorBox, rationale);
+      } else {
+        announce("Reopened.");
+        await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
+      }
+    } catch (error) {
+      errorBox.append(notice("error", error.message));
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  const form = h("form", { class: "reopen", onsubmit: submit, "aria-labelledby": "reopen-h" },
+    h("div", { class: "field" }, h("label", { for: ids.r }, "Why reopen (required)"), rationale),
+    h("div", { class: "field" }, h("label", { for: ids.e }, "Environment"), env),
+    h("div", { class: "field" }, h("label", { for: ids.c }, "Conditions"),
+      h("p", { id: `${ids.c}-hint`, class: "hint" }, "One per line."), conds),
+    h("div", { class: "field" }, h("label", { for: ids.x }, "New expiry (your local time)"),
+      h("p", { id: `${ids.x}-hint`, class: "hint" },
+        d.status === "EXPIRED" ? "The old expiry has passed: give a new one, or none."
+          : "Leave empty to keep the current expiry."), expires),
+    h("div", { class: "check" }, noExpiry, h("label", { for: ids.n }, "No expiry")),
+    button, errorBox);
+  const heading = h("h2", { id: "reopen-h" }, "Reopen");
+  if (prominent) return h("section", { class: "answer", id: "reopen" }, heading, form);
+  return h("details", { class: "answer", id: "reopen" },
+    h("summary", {}, "Reopen to ask again (a new generation, pinned to the records as they are now)"),
+    heading, form);
+}
+
+function renderAffected(project) {
+  const d = project.decision;
+  const items = d.current.affected.map((a) => {
+    const t = a.task;
+    if (!t) return h("li", {}, a.taskId);
+    const revs = t.revisions.edges.map((e) => e.node);
+    const pinned = revs.find((r) => r.revision === a.pinnedRevision);
+    const current = revs.find((r) => r.revision === a.currentRevision);
+    const same = a.pinnedRevision === a.currentRevision;
+    return h("li", { class: "task" },
+      h("h3", {}, t.title, " ", h("span", { class: "muted" }, `(${t.restId}, ${lower(t.status)})`)),
+      h("p", {}, `Pinned to revision ${a.pinnedRevision}; now at revision ${a.currentRevision}.`),
+      same ? h("p", { class: "muted" }, "Unchanged since it was judged.")
+        : pinned && current
+          ? h("div", {}, h("p", {}, "Judged fields, pinned → now:"), renderFieldDiffs(pinned, current, JUDGED),
+            otherChanges(revs, a))
+          : h("p", { class: "muted" }, "The pinned revision is beyond the 100 latest."));
+  });
+  return h("section", { "aria-labelledby": "affected-h" },
+    h("h2", { id: "affected-h" }, "Affected tasks"), h("ul", { class: "plain" }, items));
+}
+
+function otherChanges(revs, a) {
+  const other = revs.filter((r) => r.revision > a.pinnedRevision && r.revision <= a.currentRevision
+    && !r.judgedChange);
+  if (!other.length) return null;
+  const fields = [...new Set(other.flatMap((r) => r.changedFields))];
+  return h("p", { class: "muted" }, `Also changed, not judged (does not stale): ${fields.join(", ") || "nothing"}.`);
+}
+
+function renderPolicyPin(project) {
+  const d = project.decision;
+  const pinned = rulesAt(project, d.current.policyRevision);
+  const body = [h("p", {}, `Pinned to policy revision ${d.current.policyRevision}; the policy is now at revision ${project.policy.revision}. `,
+    link(`#/p/${enc(project.restId)}/policy`, "Policy history"))];
+  if (pinned !== null && pinned !== project.policy.rules) {
+    body.push(h("p", {}, "The rules text changed since:"), renderDiff("rules", pinned, project.policy.rules));
+  } else if (pinned !== null) {
+    body.push(h("p", { class: "muted" }, "The rules text is the same."));
+  }
+  return h("section", { "aria-labelledby": "policy-h" }, h("h2", { id: "policy-h" }, "Policy"), ...body);
+}
+
+function renderHistory(project) {
+  const d = project.decision;
+  const gens = d.generations.edges.map((e) => e.node);
+  return h("section", { "aria-labelledby": "history-h" },
+    h("h2", { id: "history-h" }, "Every generation"),
+    h("ol", { class: "plain history", reversed: true }, gens.map((g) => h("li", {},
+      h("h3", {}, `Generation ${g.generation}`, g.generation === d.generation ? " (current)" : ""),
+      h("p", { class: "muted" }, g.generation === 1 ? "Opened by " : "Reopened by ",
+        g.actor ? `${g.actor.name} (${lower(g.actor.kind)})` : "unknown", ", ", ago(g.at)),
+      g.reopenRationale ? h("p", {}, h("span", { class: "label" }, "Why: "), g.reopenRationale) : null,
+      h("p", {}, `Environment ${g.environment}; conditions: ${g.conditions.join("; ") || "none"}; `,
+        `policy revision ${g.policyRevision}; tasks: `,
+        g.affected.map((a) => `${a.taskId} r${a.pinnedRevision}`).join(", "),
+        g.expiresAt ? ["; expires ", when(g.expiresAt)] : ""),
+      g.answer ? renderAnswer(g.answer) : h("p", {}, badge("no answer", "none"))))));
+}
+
+function renderAnswer(a) {
+  return h("div", { class: "answer-record" },
+    h("p", {}, describeAnswer(a)),
+    h("p", {}, h("span", { class: "label" }, "Rationale: "), a.rationale),
+    h("p", { class: "muted" }, a.conditionsConfirmed ? "Conditions and environment confirmed." : "Conditions not confirmed.",
+      a.actorSessionId ? ` Session ${a.actorSessionId}.` : ""),
+    a.timedOut ? h("p", {}, "Applied by the sweep: the recommendation after 24 hours unanswered.") : null,
+    a.relayed && a.relay ? h("div", { class: "relay" },
+      h("p", {}, `Relayed by the agent, authorized by ${a.authorizedBy ? a.authorizedBy.name : "?"} `,
+        `(policy revision ${a.relayPolicyRevision}).`),
+      h("p", {}, h("span", { class: "label" }, "Prompt shown: "), h("q", {}, a.relay.prompt)),
+      h("p", {}, h("span", { class: "label" }, "Human's response: "), h("q", {}, a.relay.response))) : null);
+}

@@ -1,0 +1,114 @@
+// Tiny DOM helpers: every text goes in through textContent, never innerHTML,
+// so nothing a record holds can become markup.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key.startsWith("on") && typeof value === "function") {
+      el.addEventListener(key.slice(2), value);
+    } else if (key === "class") {
+      el.className = value;
+    } else if (key === "dataset") {
+      Object.assign(el.dataset, value);
+    } else if (value === true) {
+      el.setAttribute(key, "");
+    } else {
+      el.setAttribute(key, String(value));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+function append(el, children) {
+  for (const child of children) {
+    if (child === null || child === undefined || child === false) continue;
+    if (Array.isArray(child)) append(el, child);
+    else el.append(child instanceof Node ? child : String(child));
+  }
+}
+
+let uid = 0;
+export function nextId(prefix = "f") {
+  uid += 1;
+  return `${prefix}-${uid}`;
+}
+
+// The server's "now" (its clock may be simulated): learned from the digest's
+// generatedAt, used for "how long ago" so it agrees with the service.
+let serverOffsetMs = 0;
+export function learnServerNow(iso) {
+  const t = Date.parse(iso);
+  if (!Number.isNaN(t)) serverOffsetMs = t - Date.now();
+}
+export function serverNow() {
+  return Date.now() + serverOffsetMs;
+}
+
+export function formatAbsolute(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return iso;
+  return d.toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC");
+}
+
+export function describeSpan(ms) {
+  const abs = Math.abs(ms);
+  const minutes = Math.round(abs / 60000);
+  if (minutes < 1) return "less than a minute";
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 48) {
+    const rest = minutes % 60;
+    return rest ? `${hours} h ${rest} min` : `${hours} h`;
+  }
+  return `${Math.round(hours / 24)} days`;
+}
+
+// <time> with the absolute instant in its attribute and title, relative text.
+export function ago(iso) {
+  const ms = serverNow() - Date.parse(iso);
+  const text = ms >= 0 ? `${describeSpan(ms)} ago` : `in ${describeSpan(ms)}`;
+  return h("time", { datetime: iso, title: formatAbsolute(iso) }, text);
+}
+
+export function when(iso) {
+  return h("time", { datetime: iso }, formatAbsolute(iso));
+}
+
+export function badge(text, kind = text) {
+  return h("span", { class: `badge badge-${String(kind).toLowerCase()}` }, text);
+}
+
+export function lower(enumValue) {
+  return String(enumValue || "").toLowerCase().replaceAll("_", " ");
+}
+
+export function announce(text) {
+  const region = document.getElementById("announce");
+  if (!region) return;
+  region.textContent = "";
+  // a fresh text node so screen readers read the same message twice
+  setTimeout(() => { region.textContent = text; }, 50);
+}
+
+export function notice(kind, ...children) {
+  return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, ...children);
+}
+
+// An idempotency key from the browser's CSPRNG (randomUUID needs a secure
+// context; getRandomValues does not).
+export function newKey(prefix) {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `console-${prefix}-${hex}`;
+}
+
+export function link(href, ...children) {
+  return h("a", { href }, ...children);
+}
+
+export function enc(part) {
+  return encodeURIComponent(part);
+}

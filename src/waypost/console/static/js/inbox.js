@@ -1,0 +1,177 @@
+// The inbox: per project, what awaits a human first, then what will time
+// out soon, what proceeded by timeout, and the blocked tasks.
+
+import { gql } from "./api.js";
+import { ago, badge, enc, h, learnServerNow, link, lower, when } from "./dom.js";
+import { INBOX } from "./queries.js";
+
+const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
+
+export async function loadInbox() {
+  const data = await gql(INBOX);
+  const projects = data.projects.edges.map((e) => e.node);
+  if (projects.length) learnServerNow(projects[0].digest.generatedAt);
+  return projects;
+}
+
+export function renderInbox(projects) {
+  const parts = [h("h1", { tabindex: "-1" }, "Inbox")];
+  if (!projects.length) {
+    parts.push(h("p", {}, "No projects yet. Create one with ",
+      h("code", {}, "waypost admin project create"), " or the API."));
+  }
+  for (const project of projects) parts.push(renderProject(project));
+  return parts;
+}
+
+function renderProject(project) {
+  const digest = project.digest;
+  // those timing out soon are listed once, in their own group, below
+  const soon = new Set(digest.timingOutSoon.map((d) => d.restId));
+  const awaiting = digest.pendingDecisions.filter((d) => d.status === "PENDING" && !soon.has(d.restId));
+  // Stale and expired ones: unanswered (from the digest) and answered ones
+  // whose answer stopped counting; both need a reopen before an answer.
+  const seen = new Set();
+  const needReopen = [];
+  for (const d of [
+    ...digest.pendingDecisions.filter((x) => x.status !== "PENDING"),
+    ...project.stale.edges.map((e) => e.node),
+    ...project.expired.edges.map((e) => e.node),
+  ]) {
+    if (!seen.has(d.restId)) {
+      seen.add(d.restId);
+      needReopen.push(d);
+    }
+  }
+  const section = h("section", { class: "project", "aria-labelledby": `proj-${project.restId}` },
+    h("h2", { id: `proj-${project.restId}` }, project.name, " ",
+      h("span", { class: "muted" }, `(${project.restId})`)),
+    h("p", { class: "muted" },
+      `${awaiting.length} awaiting an answer · ${digest.blockedTasks.length} blocked task(s) · `,
+      `${digest.readyTaskCount} ready task(s) · `,
+      link(`#/p/${enc(project.restId)}/knowledge`, "knowledge"), " · ",
+      link(`#/p/${enc(project.restId)}/policy`, `policy r${project.policy.revision}`)),
+  );
+  section.append(group(
+    "Awaiting an answer", awaiting, (d) => pendingCard(project, d),
+    "Nothing awaits an answer.", digest.truncated.pendingDecisions, `awaiting-${project.restId}`));
+  if (needReopen.length) {
+    section.append(group(
+      "Stale or expired: reopen before answering", needReopen, (d) => reopenCard(project, d),
+      "", false, `reopen-${project.restId}`));
+  }
+  section.append(group(
+    "Timing out soon", digest.timingOutSoon, (d) => timingOutCard(project, d),
+    "Nothing will time out in the next 6 hours.", digest.truncated.timingOutSoon,
+    `soon-${project.restId}`));
+  section.append(group(
+    "Proceeded by timeout (last 7 days)", digest.proceededByTimeout,
+    (d) => proceededCard(project, d), "Nothing proceeded by timeout.",
+    digest.truncated.proceededByTimeout, `proceeded-${project.restId}`));
+  section.append(group(
+    "Blocked tasks", digest.blockedTasks, (t) => blockedCard(project, t),
+    "No task is blocked by a decision.", digest.truncated.blockedTasks, `blocked-${project.restId}`));
+  return section;
+}
+
+function group(title, items, render, empty, truncated, id) {
+  const list = h("ul", { class: "cards" });
+  for (const item of items) list.append(h("li", {}, render(item)));
+  return h("section", { class: "group", "aria-labelledby": id, dataset: { group: id.split("-")[0] } },
+    h("h3", { id }, title, " ", h("span", { class: "count" }, `(${items.length})`)),
+    items.length ? list : h("p", { class: "muted" }, empty),
+    truncated ? h("p", { class: "muted" }, "Only the first 200 are listed.") : null);
+}
+
+function decisionLink(project, d) {
+  return link(`#/p/${enc(project.restId)}/d/${enc(d.restId)}`, d.question);
+}
+
+function blocks(d) {
+  const tasks = d.current.affected.map((a) => (a.task ? a.task.title : a.taskId));
+  return h("p", {}, h("span", { class: "label" }, "Blocks: "), tasks.join(", "));
+}
+
+function asked(d) {
+  const who = d.current.actor || d.createdBy;
+  const whoText = who ? `${who.name} (${lower(who.kind)})` : "unknown";
+  return h("p", { class: "muted" }, `Asked by ${whoText}, `, ago(d.current.at),
+    d.generation > 1 ? ` (reopened, generation ${d.generation})` : "");
+}
+
+function pendingCard(project, d) {
+  return h("article", { class: "card", dataset: { decision: d.restId } },
+    h("h4", {}, decisionLink(project, d)),
+    h("p", {}, h("span", { class: "label" }, "Options: "), d.options.join(" · ")),
+    asked(d),
+    blocks(d),
+    h("p", { class: "meta" }, badge(lower(d.requiredActor) + " answers", "actor"),
+      d.current.expiresAt ? [" expires ", ago(d.current.expiresAt)] : null,
+      d.reversible ? " · reversible" : null),
+  );
+}
+
+export function inboxReason(project, d) {
+  if (d.status === "EXPIRED") {
+    return ["Expired ", d.current.expiresAt ? ago(d.current.expiresAt) : "", ": its answer no longer applies."];
+  }
+  const moved = d.current.affected.filter((a) => a.currentRevision !== a.pinnedRevision);
+  const reasons = moved.map((a) =>
+    `task "${a.task ? a.task.title : a.taskId}" was edited (revision ${a.pinnedRevision} → ${a.currentRevision})`);
+  if (project.policy.revision !== d.current.policyRevision) {
+    reasons.push(`the policy moved from revision ${d.current.policyRevision} to ${project.policy.revision}`);
+  }
+  return [
+    "Stale: what it judged changed after it was asked: ",
+    reasons.length ? reasons.join("; ") : "a judged field or the rules",
+    ". Its page shows the diff.",
+  ];
+}
+
+function reopenCard(project, d) {
+  return h("article", { class: "card card-warn", dataset: { decision: d.restId } },
+    h("h4", {}, decisionLink(project, d), " ", badge(lower(d.status), d.status)),
+    h("p", { class: "reason" }, ...inboxReason(project, d)),
+    d.current.answer
+      ? h("p", { class: "muted" }, `Was answered ${lower(d.current.answer.disposition)}: "${d.current.answer.answer}".`)
+      : null,
+    blocks(d),
+    h("p", {}, link(`#/p/${enc(project.restId)}/d/${enc(d.restId)}`, "Reopen…")),
+  );
+}
+
+function timingOutCard(project, d) {
+  const applies = new Date(Date.parse(d.current.at) + TIMEOUT_MS).toISOString();
+  return h("article", { class: "card", dataset: { decision: d.restId } },
+    h("h4", {}, decisionLink(project, d)),
+    h("p", {}, h("span", { class: "label" }, "Recommendation: "), d.recommendation || "none"),
+    h("p", {}, "Applies ", ago(applies), " unless someone answers (", when(applies), ")."),
+    blocks(d));
+}
+
+function proceededCard(project, d) {
+  const answer = d.current.answer;
+  return h("article", { class: "card", dataset: { decision: d.restId } },
+    h("h4", {}, decisionLink(project, d)),
+    answer
+      ? h("p", {}, `Allowed with "${answer.answer}" by timeout `, ago(answer.at),
+        answer.actor ? ` (attributed to ${answer.actor.name})` : "")
+      : null,
+    blocks(d));
+}
+
+function blockedCard(project, t) {
+  return h("article", { class: "card", dataset: { task: t.restId } },
+    h("h4", {}, t.title, " ", h("span", { class: "muted" }, `(${t.restId})`)),
+    h("p", { class: "muted" }, `${lower(t.status)}, priority ${t.priority}`),
+    t.blockedBy.decisionIds.length
+      ? h("p", {}, "Waiting for: ",
+        ...t.blockedBy.decisionIds.flatMap((id, i) => {
+          const found = t.blockedBy.decisions.find((x) => x && x.restId === id);
+          return [i ? "; " : "", link(`#/p/${enc(project.restId)}/d/${enc(id)}`, found ? found.question : id)];
+        }))
+      : null,
+    t.blockedBy.dependencies.length
+      ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))
+      : null);
+}

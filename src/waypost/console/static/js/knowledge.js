@@ -1,0 +1,134 @@
+// The knowledge browser: filters, a record's revisions with the feedback each
+// revision received, and every correction as a diff against the one before.
+
+import { gql } from "./api.js";
+import { renderFieldDiffs } from "./diff.js";
+import { ago, badge, enc, h, link, lower, nextId } from "./dom.js";
+import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
+
+const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
+const STATUSES = ["OBSERVED", "VALIDATED", "DEPRECATED", "SUPERSEDED"];
+
+function select(id, label, values, chosen) {
+  return h("div", { class: "field field-inline" },
+    h("label", { for: id }, label),
+    h("select", { id, name: id },
+      h("option", { value: "" }, "any"),
+      values.map((v) => h("option", { value: v, selected: v === chosen }, lower(v)))));
+}
+
+export async function renderKnowledgeList(projectId, query) {
+  const filters = {
+    kind: KINDS.includes(query.get("kind")) ? query.get("kind") : null,
+    status: STATUSES.includes(query.get("status")) ? query.get("status") : null,
+    tag: query.get("tag") || null,
+    shared: query.get("shared") === "1",
+  };
+  const list = h("ul", { class: "cards" });
+  const more = h("button", { type: "button", class: "btn" }, "Load more");
+  const counter = h("p", { class: "muted", "aria-live": "polite" });
+  let after = null;
+  let shown = 0;
+  let projectName = projectId;
+
+  async function page() {
+    const data = await gql(KNOWLEDGE_LIST, { project: projectId, ...filters, after });
+    if (!data.project) throw new Error(`No project ${projectId}.`);
+    projectName = data.project.name;
+    const conn = data.project.knowledge;
+    for (const { node: k } of conn.edges) {
+      list.append(h("li", {}, h("article", { class: "card" },
+        h("h3", {}, link(`#/p/${enc(projectId)}/k/${enc(k.restId)}`, k.title)),
+        h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
+          ` revision ${k.revision} · updated `, ago(k.updatedAt),
+          k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",
+          ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful}`),
+        k.tags.length ? h("p", { class: "muted" }, `Tags: ${k.tags.join(", ")}`) : null)));
+      shown += 1;
+    }
+    after = conn.pageInfo.endCursor;
+    more.hidden = !conn.pageInfo.hasNextPage;
+    counter.textContent = shown ? `${shown} record(s) shown.` : "No record matches these filters.";
+  }
+  more.addEventListener("click", async () => {
+    more.disabled = true;
+    try {
+      await page();
+    } finally {
+      more.disabled = false;
+    }
+  });
+  await page();
+
+  const tagId = nextId("tag");
+  const sharedId = nextId("shared");
+  const form = h("form", { class: "filters", "aria-label": "Filters", onsubmit: (event) => {
+    event.preventDefault();
+    const params = new URLSearchParams();
+    for (const name of ["kind", "status"]) {
+      const value = form.querySelector(`[name=${name}]`).value;
+      if (value) params.set(name, value);
+    }
+    const tag = form.querySelector(`#${tagId}`).value.trim();
+    if (tag) params.set("tag", tag);
+    if (form.querySelector(`#${sharedId}`).checked) params.set("shared", "1");
+    location.hash = `#/p/${enc(projectId)}/knowledge?${params}`;
+  } },
+  select("kind", "Kind", KINDS, filters.kind),
+  select("status", "Status", STATUSES, filters.status),
+  h("div", { class: "field field-inline" }, h("label", { for: tagId }, "Tag"),
+    h("input", { id: tagId, type: "text", value: filters.tag || "" })),
+  h("div", { class: "check" }, h("input", { id: sharedId, type: "checkbox", checked: filters.shared }),
+    h("label", { for: sharedId }, "Include records shared by other projects")),
+  h("button", { type: "submit", class: "btn" }, "Filter"));
+
+  return [h("p", {}, link("#/", "← Inbox")),
+    h("h1", { tabindex: "-1" }, `Knowledge · ${projectName}`),
+    h("p", { class: "muted" }, "Advisory records: lessons, facts, rejected approaches and checkpoints. Only the policy's rules bind."),
+    form, counter, list, more];
+}
+
+const CONTENT = [
+  ["Title", (r) => r.title],
+  ["Body", (r) => r.body],
+  ["Status", (r) => lower(r.status)],
+  ["Tags", (r) => r.tags.join(", ")],
+  ["Applicability", (r) => r.applicability],
+  ["Scope", (r) => ["taskIds", "components", "environments", "versions"]
+    .map((dim) => `${dim}: ${r.scope[dim].join(", ") || "any"}`).join("\n")],
+  ["Provenance", (r) => [r.provenance.summary, r.provenance.sourceUri, r.provenance.sourceTaskId]
+    .filter(Boolean).join("\n")],
+  ["Superseded by", (r) => r.supersededById || ""],
+];
+
+export async function renderKnowledgeItem(projectId, id) {
+  const data = await gql(KNOWLEDGE_ITEM, { project: projectId, id });
+  const k = data.project && data.project.knowledgeItem;
+  if (!k) return [h("h1", { tabindex: "-1" }, "No such record"), h("p", {}, link("#/", "Back to the inbox"))];
+  const revs = k.revisions.edges.map((e) => e.node);
+  return [
+    h("p", {}, link(`#/p/${enc(projectId)}/knowledge`, "← Knowledge")),
+    h("h1", { tabindex: "-1" }, k.title),
+    h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
+      ` revision ${k.revision} · ${lower(k.collection)}${k.shareAcrossProjects ? ", shared across projects" : ""}`,
+      ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful} (all revisions)`),
+    h("section", { "aria-labelledby": "k-body" }, h("h2", { id: "k-body" }, "Current text"),
+      h("p", { class: "prose" }, k.body),
+      k.applicability ? h("p", {}, h("span", { class: "label" }, "Applies when: "), k.applicability) : null,
+      k.supersededById ? h("p", {}, "Superseded by ",
+        link(`#/p/${enc(projectId)}/k/${enc(k.supersededById)}`, k.supersededById)) : null),
+    h("section", { "aria-labelledby": "k-revs" }, h("h2", { id: "k-revs" }, "Revisions and corrections"),
+      h("ol", { class: "plain history", reversed: true }, revs.map((r, i) => {
+        const previous = revs[i + 1];
+        const who = r.provenance.actor ? `${r.provenance.actor.name} (${lower(r.provenance.actor.kind)})` : "unknown";
+        return h("li", {},
+          h("h3", {}, `Revision ${r.revision}`, r.revision === k.revision ? " (current)" : ""),
+          h("p", { class: "muted" }, `${r.revision === 1 ? "Created" : "Corrected"} by ${who}, `, ago(r.provenance.recordedAt),
+            ` · feedback on this revision: useful ${r.feedback.useful}, not useful ${r.feedback.notUseful}`),
+          previous
+            ? h("details", { open: i === 0 }, h("summary", {}, `What changed from revision ${previous.revision}`),
+              renderFieldDiffs(previous, r, CONTENT))
+            : h("p", { class: "muted" }, "The first revision."));
+      }))),
+  ];
+}

@@ -1,0 +1,152 @@
+// Keeps the inbox current. With GraphQL subscriptions on the service
+// (graphql-transport-ws at /graphql, `projectEvents`), each committed event
+// triggers a refresh; without them, a bounded poll: one request every few
+// seconds while the tab is visible, backing off after failures.
+
+const POLL_MS = 4000;
+const MAX_BACKOFF_MS = 60000;
+
+export class Live {
+  constructor(refresh) {
+    this.refresh = refresh; // async () => void; throws on failure
+    this.timer = null;
+    this.delay = POLL_MS;
+    this.stopped = true;
+    this.mode = "poll";
+    this.socket = null;
+    this.onVisibility = () => {
+      if (!document.hidden && !this.stopped) this.schedule(0);
+    };
+  }
+
+  start(projectIds, token) {
+    this.stop();
+    this.stopped = false;
+    document.addEventListener("visibilitychange", this.onVisibility);
+    this.trySocket(projectIds, token);
+    this.schedule(this.delay);
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.timer = null;
+    document.removeEventListener("visibilitychange", this.onVisibility);
+    if (this.socket) {
+      const socket = this.socket;
+      this.socket = null;
+      socket.close(1000);
+    }
+    this.mode = "poll";
+  }
+
+  schedule(ms) {
+    clearTimeout(this.timer);
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.tick(), ms);
+  }
+
+  async tick() {
+    if (this.stopped) return;
+    if (document.hidden) return; // resumes on visibilitychange
+    if (this.mode === "socket") {
+      // the socket drives refreshes; a slow safety poll catches what the
+      // sweep changes by the clock alone (timing out soon)
+      this.schedule(MAX_BACKOFF_MS);
+      await this.run();
+      return;
+    }
+    const ok = await this.run();
+    this.delay = ok ? POLL_MS : Math.min(this.delay * 2, MAX_BACKOFF_MS);
+    this.schedule(this.delay);
+  }
+
+  async run() {
+    try {
+      await this.refresh();
+      return true;
+    } catch (error) {
+      return false;
+    }
+  }
+
+  // graphql-transport-ws: connection_init with the bearer token, then one
+  // subscription per project. Any refusal (no Subscription type, a 4401, no
+  // socket at all) leaves the poll in charge.
+  trySocket(projectIds, token) {
+    if (!projectIds.length || typeof WebSocket === "undefined") return;
+    const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/graphql`;
+    let socket;
+    try {
+      socket = new WebSocket(url, "graphql-transport-ws");
+    } catch (error) {
+      return;
+    }
+    this.socket = socket;
+    let pending = null;
+    const refreshSoon = () => {
+      clearTimeout(pending);
+      pending = setTimeout(() => this.run(), 150);
+    };
+    socket.addEventListener("open", () => {
+      socket.send(JSON.stringify({ type: "connection_init", payload: { Authorization: `Bearer ${token}` } }));
+    });
+    socket.addEventListener("message", (event) => {
+      let message;
+      try {
+        message = JSON.parse(event.data);
+      } catch (error) {
+        return;
+      }
+      if (message.type === "connection_ack") {
+        projectIds.forEach((projectId, index) => {
+          socket.send(JSON.stringify({
+            id: `p${index}`, type: "subscribe",
+            payload: {
+              query: "subscription Events($projectId: ID!) { projectEvents(projectId: $projectId) { sequence type } }",
+              variables: { projectId },
+            },
+          }));
+        });
+      } else if (message.type === "next") {
+        if (this.mode !== "socket") {
+          this.mode = "socket";
+          this.schedule(MAX_BACKOFF_MS);
+        }
+        refreshSoon();
+      } else if (message.type === "error") {
+        this.fallBack(socket);
+      } else if (message.type === "ping") {
+        socket.send(JSON.stringify({ type: "pong" }));
+      }
+    });
+    // a subscription that is accepted but quiet still means "live": after the
+    // ack, give the server a moment to refuse the documents, then trust it
+    socket.addEventListener("message", (event) => {
+      if (String(event.data).includes("connection_ack")) {
+        setTimeout(() => {
+          if (this.socket === socket && socket.readyState === WebSocket.OPEN) {
+            this.mode = "socket";
+            this.schedule(MAX_BACKOFF_MS);
+          }
+        }, 1500);
+      }
+    }, { once: false });
+    socket.addEventListener("close", () => this.fallBack(socket));
+  }
+
+  fallBack(socket) {
+    if (this.socket !== socket) return;
+    this.socket = null;
+    try {
+      socket.close(1000);
+    } catch (error) {
+      // already closed
+    }
+    if (this.mode === "socket" && !this.stopped) {
+      this.mode = "poll";
+      this.delay = POLL_MS;
+      this.schedule(POLL_MS);
+    }
+  }
+}

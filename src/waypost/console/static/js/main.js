@@ -1,0 +1,203 @@
+// The console's shell: sign in and out, hash routes, and the live inbox.
+
+import { forgetToken, gql, saveToken, token, Unauthenticated } from "./api.js";
+import { loadDecision, renderDecision } from "./decision.js";
+import { enc, h, notice } from "./dom.js";
+import { loadInbox, renderInbox } from "./inbox.js";
+import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
+import { Live } from "./live.js";
+import { renderPolicy } from "./policy.js";
+import { ME, PROJECTS } from "./queries.js";
+
+const main = document.getElementById("main");
+let me = null;
+let inboxSignature = "";
+const live = new Live(async () => {
+  if (currentRoute().name !== "inbox") return;
+  await refreshInbox(false);
+});
+
+function show(parts, focus = true) {
+  main.replaceChildren(...parts);
+  if (focus) {
+    const heading = main.querySelector("h1");
+    (heading || main).focus();
+  }
+}
+
+function currentRoute() {
+  const hash = location.hash.replace(/^#/, "") || "/";
+  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  if (!parts.length) return { name: "inbox" };
+  if (parts[0] === "knowledge" || parts[0] === "policy") return { name: `${parts[0]}-pick` };
+  if (parts[0] === "p" && parts.length >= 3) {
+    const project = parts[1];
+    if (parts[2] === "d" && parts[3]) return { name: "decision", project, id: parts[3] };
+    if (parts[2] === "knowledge") return { name: "knowledge", project, query: new URLSearchParams(location.hash.split("?")[1] || "") };
+    if (parts[2] === "k" && parts[3]) return { name: "knowledge-item", project, id: parts[3] };
+    if (parts[2] === "policy") return { name: "policy", project };
+  }
+  return { name: "unknown" };
+}
+
+function signInView(message) {
+  const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off",
+    spellcheck: "false", required: true, "aria-describedby": "token-hint" });
+  const error = h("div", { "aria-live": "assertive" }, message ? notice("error", message) : null);
+  const button = h("button", { type: "submit", class: "btn btn-primary" }, "Sign in");
+  const form = h("form", { class: "sign-in", onsubmit: async (event) => {
+    event.preventDefault();
+    const value = input.value.trim();
+    if (!value) {
+      error.replaceChildren(notice("error", "Paste your token first."));
+      input.focus();
+      return;
+    }
+    button.disabled = true;
+    try {
+      const data = await gql(ME, {}, value);
+      saveToken(value);
+      signedIn(data.me);
+      await route();
+    } catch (failure) {
+      const text = failure instanceof Unauthenticated
+        ? "That token was not accepted: it may be mistyped, revoked, or not an API token."
+        : failure.message;
+      error.replaceChildren(notice("error", text));
+      input.focus();
+      input.select();
+    } finally {
+      button.disabled = false;
+    }
+  } },
+  h("div", { class: "field" },
+    h("label", { for: "token" }, "API token"),
+    h("p", { id: "token-hint", class: "hint" },
+      "A human principal's token (wp_…). It stays in this browser tab only and is sent to this Waypost's /graphql."),
+    input),
+  button, error);
+  return [h("h1", { tabindex: "-1" }, "Sign in"), form];
+}
+
+function signedIn(principal) {
+  me = principal;
+  document.getElementById("who-name").textContent = `${principal.name} (${principal.kind.toLowerCase()})`;
+  document.getElementById("who").hidden = false;
+  document.getElementById("nav").hidden = false;
+}
+
+function signOut(message) {
+  live.stop();
+  forgetToken();
+  me = null;
+  inboxSignature = "";
+  document.getElementById("who").hidden = true;
+  document.getElementById("nav").hidden = true;
+  document.title = "Sign in · Waypost console";
+  show(signInView(message));
+}
+
+async function refreshInbox(focus) {
+  const projects = await loadInbox();
+  const signature = JSON.stringify(projects);
+  if (!focus && signature === inboxSignature) return;
+  inboxSignature = signature;
+  // a background refresh keeps the keyboard focus where it was
+  const active = document.activeElement;
+  const activeHref = active && active.getAttribute ? active.getAttribute("href") : null;
+  show(renderInbox(projects), focus);
+  if (!focus && activeHref) {
+    const again = main.querySelector(`a[href="${CSS.escape(activeHref)}"]`);
+    if (again) again.focus();
+  }
+  return projects;
+}
+
+async function pickProject(kind) {
+  const data = await gql(PROJECTS);
+  const projects = data.projects.edges.map((e) => e.node);
+  if (projects.length === 1) {
+    location.replace(`#/p/${enc(projects[0].restId)}/${kind}`);
+    return;
+  }
+  show([h("h1", { tabindex: "-1" }, kind === "policy" ? "Policy" : "Knowledge"),
+    projects.length ? h("ul", {}, projects.map((p) => h("li", {},
+      h("a", { href: `#/p/${enc(p.restId)}/${kind}` }, p.name, ` (${p.restId})`))))
+      : h("p", {}, "No projects yet.")]);
+}
+
+async function route() {
+  if (!token()) {
+    signOut(null);
+    return;
+  }
+  const r = currentRoute();
+  if (r.name !== "inbox") live.stop();
+  try {
+    if (r.name === "inbox") {
+      document.title = "Inbox · Waypost console";
+      inboxSignature = "";
+      const projects = await refreshInbox(true);
+      if (live.stopped && projects) live.start(projects.map((p) => p.restId), token());
+    } else if (r.name === "decision") {
+      await showDecision(r.project, r.id, null);
+    } else if (r.name === "knowledge-pick" || r.name === "policy-pick") {
+      await pickProject(r.name.replace("-pick", ""));
+    } else if (r.name === "knowledge") {
+      document.title = "Knowledge · Waypost console";
+      show(await renderKnowledgeList(r.project, r.query));
+    } else if (r.name === "knowledge-item") {
+      document.title = "Knowledge record · Waypost console";
+      show(await renderKnowledgeItem(r.project, r.id));
+    } else if (r.name === "policy") {
+      document.title = "Policy · Waypost console";
+      show(await renderPolicy(r.project));
+    } else {
+      show([h("h1", { tabindex: "-1" }, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+    }
+  } catch (error) {
+    if (error instanceof Unauthenticated) {
+      signOut("Your token is no longer accepted (revoked?). Sign in again.");
+      return;
+    }
+    show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
+      h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+  }
+}
+
+async function showDecision(project, id, banner) {
+  const data = await loadDecision(project, id);
+  if (!data) {
+    show([h("h1", { tabindex: "-1" }, "No such decision"), h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+    return;
+  }
+  document.title = `${data.decision.question} · Waypost console`;
+  const onChanged = async (newBanner) => {
+    try {
+      await showDecision(project, id, newBanner);
+    } catch (error) {
+      if (error instanceof Unauthenticated) signOut("Your token is no longer accepted (revoked?). Sign in again.");
+      else throw error;
+    }
+  };
+  show(renderDecision(data, banner, onChanged));
+}
+
+async function start() {
+  document.getElementById("sign-out").addEventListener("click", () => signOut(null));
+  window.addEventListener("hashchange", route);
+  if (token()) {
+    try {
+      const data = await gql(ME);
+      signedIn(data.me);
+    } catch (error) {
+      if (error instanceof Unauthenticated) {
+        signOut("Your token is no longer accepted (revoked?). Sign in again.");
+        return;
+      }
+    }
+  }
+  await route();
+}
+
+start();

@@ -1,0 +1,149 @@
+// The GraphQL documents the console sends, in one place.
+
+export const ME = `query Me { me { restId name kind } }`;
+
+const DECISION_CARD = `
+fragment Card on Decision {
+  restId projectId question options status requiredActor recommendation reversible generation createdAt
+  createdBy { name kind }
+  current {
+    at expiresAt environment conditions policyRevision
+    actor { name kind }
+    answer { disposition answer timedOut at actor { name kind } }
+    affected { taskId pinnedRevision currentRevision task { restId title } }
+  }
+}`;
+
+export const INBOX = `
+query Inbox {
+  projects(first: 50) {
+    edges { node {
+      restId name
+      policy { revision }
+      digest {
+        generatedAt readyTaskCount
+        pendingDecisions { ...Card }
+        timingOutSoon { ...Card }
+        proceededByTimeout { ...Card }
+        blockedTasks {
+          restId title status priority
+          blockedBy { decisionIds decisions { ... on Decision { restId question } } dependencies { restId title } }
+        }
+        truncated { pendingDecisions timingOutSoon proceededByTimeout blockedTasks }
+      }
+      stale: decisions(status: STALE, first: 50) { edges { node { ...Card } } }
+      expired: decisions(status: EXPIRED, first: 50) { edges { node { ...Card } } }
+    } }
+  }
+}
+${DECISION_CARD}`;
+
+const ANSWER = `
+fragment Answer on DecisionAnswer {
+  disposition answer rationale conditionsConfirmed relayed timedOut at actorSessionId
+  relay { prompt response } relayPolicyRevision
+  actor { name kind } authorizedBy { name }
+}`;
+
+export const DECISION = `
+query Decision($project: String!, $id: String!) {
+  project(id: $project) {
+    restId name
+    policy { revision rules }
+    policyHistory(first: 100) { edges { node { revision rules at actor { name } } } }
+    decision(id: $id) {
+      restId question options rationale status workAllowed requiredActor recommendation
+      reversible generation createdAt
+      createdBy { name kind }
+      current {
+        generation policyRevision environment conditions expiresAt reopenRationale at
+        actor { name kind }
+        answer { ...Answer }
+        affected {
+          taskId pinnedRevision currentRevision
+          task {
+            restId title status revision
+            revisions(first: 100) { edges { node {
+              revision title description acceptanceCriteria kind priority
+              changedFields judgedChange at actor { name }
+            } } }
+          }
+        }
+      }
+      generations(first: 100) { edges { node {
+        generation policyRevision environment conditions expiresAt reopenRationale at
+        actor { name kind }
+        answer { ...Answer }
+        affected { taskId pinnedRevision }
+      } } }
+    }
+  }
+}
+${ANSWER}`;
+
+export const ANSWER_DECISION = `
+mutation Answer($input: DecisionAnswerInput!) {
+  decisionAnswer(input: $input) {
+    decision { restId status generation }
+    userErrors { code field message reason }
+    replayed
+  }
+}`;
+
+export const REOPEN_DECISION = `
+mutation Reopen($input: DecisionReopenInput!) {
+  decisionReopen(input: $input) {
+    decision { restId status generation }
+    userErrors { code field message reason }
+    replayed
+  }
+}`;
+
+export const PROJECTS = `query Projects { projects(first: 100) { edges { node { restId name } } } }`;
+
+export const KNOWLEDGE_LIST = `
+query Knowledge($project: String!, $kind: KnowledgeKind, $status: KnowledgeStatus,
+                $tag: String, $shared: Boolean!, $after: String) {
+  project(id: $project) {
+    restId name
+    knowledge(kind: $kind, status: $status, tag: $tag, includeShared: $shared, first: 25, after: $after) {
+      edges { node {
+        restId projectId title kind status revision updatedAt tags collection
+        feedbackTotals { useful notUseful }
+      } }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+}`;
+
+export const KNOWLEDGE_ITEM = `
+query KnowledgeItem($project: String!, $id: String!) {
+  project(id: $project) {
+    restId
+    knowledgeItem(id: $id) {
+      restId projectId title body kind status collection shareAcrossProjects revision
+      createdAt updatedAt tags applicability supersededById
+      scope { taskIds components environments versions }
+      provenance { summary sourceUri sourceTaskId recordedAt actor { name kind } }
+      feedbackTotals { useful notUseful }
+      revisions(first: 100) { edges { node {
+        revision title body status tags applicability supersededById
+        scope { taskIds components environments versions }
+        provenance { summary sourceUri sourceTaskId recordedAt actor { name kind } }
+        feedback { useful notUseful }
+      } } }
+    }
+  }
+}`;
+
+export const POLICY = `
+query Policy($project: String!) {
+  project(id: $project) {
+    restId name
+    policy { revision }
+    policyHistory(first: 100) { edges { node {
+      revision rules agentRuleEditing allowRelayedHumanAnswers integrationOwnerId
+      leaseSeconds reviewMode actorKind at provenance actor { name kind }
+    } } }
+  }
+}`;

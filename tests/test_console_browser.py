@@ -1,0 +1,313 @@
+"""The human console in a real browser against a real `waypost serve`.
+
+Headless Chromium from the operating system, driven by Playwright. Every
+page's requests are recorded: none may leave for another origin. Screenshots
+of the inbox and a decision's page go to a temporary folder, and into
+docs/img/ when WAYPOST_UPDATE_SCREENSHOTS=1 (so ordinary runs leave the
+working tree alone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.console_support import Rest, Served, admin_principal, chromium_path, serve
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = chromium_path()
+
+if CHROMIUM is None:
+    pytest.skip(
+        "no Chromium: install the OS package (`apt-get install chromium`; `make test` does "
+        "this as root) or set WAYPOST_CHROMIUM",
+        allow_module_level=True,
+    )
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
+
+
+@dataclass
+class World:
+    served: Served
+    alice: Rest  # a human
+    agent: Rest
+    admin: Rest  # another human
+    tasks: dict[str, str]
+    decisions: dict[str, str]
+
+    def open_decision(self, by: Rest, **body: Any) -> str:
+        base = {"rationale": "Needs a human's judgement.", "required_actor": "human",
+                "environment": "staging", "options": ["Proceed", "Stop"]}  # fmt: skip
+        made = by.send("POST", "/api/v1/projects/demo/decisions", {**base, **body}, 201)
+        return str(made["id"])
+
+    def decision(self, decision_id: str) -> Any:
+        return self.alice.get(f"/api/v1/projects/demo/decisions/{decision_id}")
+
+
+def _wait(check: Any, what: str, timeout: float = 20) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("console")
+    with serve(tmp, "--graphiql", "--sweep-interval", "0.5") as served:
+        alice = admin_principal(served, "human", "Alice")
+        agent = admin_principal(served, "agent", "builder-7")
+        admin = Rest(served.url, served.admin_token)
+        admin.principal_id = admin.get("/api/v1/me")["principal"]["id"]
+        alice.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo shop"}, 201)
+        tasks = {}
+        titles = {"orders": "Migrate the orders table", "deploy": "Deploy build 412",
+                  "keys": "Rotate payment API keys", "docs": "Publish the API docs"}  # fmt: skip
+        for name, title in titles.items():
+            made = alice.send("POST", "/api/v1/projects/demo/tasks", {
+                "title": title, "description": f"{title}, then report.",
+                "acceptance_criteria": ["no downtime"]}, 201)  # fmt: skip
+            tasks[name] = made["id"]
+        w = World(served, alice, agent, admin, tasks, {})
+        # proceeded by timeout: reversible, opened by a human, 24 h unanswered
+        w.decisions["timed"] = w.open_decision(
+            alice, question="Rotate the keys with the default schedule?",
+            options=["Default schedule", "Wait"], recommendation="Default schedule",
+            reversible=True, task_ids=[tasks["keys"]])  # fmt: skip
+        served.set_clock(hours=24, minutes=1)
+        _wait(lambda: w.decision(w.decisions["timed"])["status"] == "allowed", "the sweep")
+        # timing out soon: opened 20 h before the clock's now
+        w.decisions["soon"] = w.open_decision(
+            alice, question="Publish the docs without a final review?",
+            options=["Publish", "Hold"], recommendation="Publish", reversible=True,
+            task_ids=[tasks["docs"]])  # fmt: skip
+        served.set_clock(hours=44, minutes=1)
+        # pending, asked by an agent through REST
+        w.decisions["pending"] = w.open_decision(
+            agent, question="Run the orders migration on staging now?",
+            options=["Proceed", "Wait for the backup"],
+            rationale="The migration locks the orders table for about 40 seconds.",
+            conditions=["a backup was taken within the last hour", "rollback owner recorded"],
+            task_ids=[tasks["orders"]])  # fmt: skip
+        # stale: a judged field of its task changes after it was asked
+        w.decisions["stale"] = w.open_decision(
+            agent, question="Deploy build 412 to staging?", task_ids=[tasks["deploy"]]
+        )
+        alice.send("PATCH", f"/api/v1/projects/demo/tasks/{tasks['deploy']}",
+                   {"expected_revision": 1, "title": "Deploy build 413"})  # fmt: skip
+        assert w.decision(w.decisions["stale"])["status"] == "stale"
+        yield w
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@dataclass
+class Tab:
+    page: Any
+    origin: str
+    requests: list[str]
+    errors: list[str]
+
+    def sign_in(self, token: str) -> None:
+        self.page.goto(self.origin + "/")
+        self.page.get_by_label("API token").fill(token)
+        self.page.get_by_role("button", name="Sign in").click()
+        self.page.get_by_role("heading", name="Inbox", level=1).wait_for()
+
+
+@pytest.fixture
+def tab(browser: Any, world: World) -> Iterator[Tab]:
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    t = Tab(page, world.served.url, [], [])
+    page.on("request", lambda r: t.requests.append(r.url))
+    page.on("pageerror", lambda e: t.errors.append(str(e)))
+    # a resource the CSP refused (an inline style, a data: font) shows as a console error
+    page.on("console", lambda m: _csp_refusal(t, m.text))
+    yield t
+    context.close()
+    # the network log: nothing left for another origin, and no script failed
+    foreign = [u for u in t.requests if not u.startswith((t.origin + "/", "ws://127.0.0.1:"))]
+    assert t.requests and not foreign, foreign
+    assert not t.errors, t.errors
+
+
+def _csp_refusal(tab: Tab, text: str) -> None:
+    if "Content Security Policy" in text:
+        tab.errors.append(text)
+
+
+def _shot(page: Any, name: str, tmp_path: Path) -> None:
+    target = tmp_path / name
+    page.screenshot(path=str(target), full_page=True)
+    assert target.stat().st_size > 10_000
+    if os.environ.get("WAYPOST_UPDATE_SCREENSHOTS") == "1":
+        shutil.copyfile(target, ROOT / "docs" / "img" / name)
+
+
+def test_console_pages_load_without_a_token_and_refuse_framing(world: World) -> None:
+    url = world.served.url
+    r = httpx.get(url + "/", follow_redirects=False)
+    assert r.status_code == 302 and r.headers["location"] == "/console"
+    for path in ("/console", "/console/static/js/main.js", "/console/static/console.css"):
+        r = httpx.get(url + path)
+        assert r.status_code == 200, path
+        assert r.headers["content-security-policy"].startswith("default-src 'self';")
+        assert r.headers["x-frame-options"] == "DENY"
+        assert "set-cookie" not in r.headers
+    # the exception stays narrow: the API still needs a token, and so do
+    # writes to the console's paths
+    assert httpx.post(url + "/graphql", json={"query": "{ me { name } }"}).status_code == 401
+    assert httpx.post(url + "/console", json={}).status_code == 401
+    assert httpx.get(url + "/api/v1/projects").status_code == 401
+    assert httpx.get(url + "/console/static/..%2f..%2fhttp/auth.py").status_code == 404
+
+
+def test_sign_in_answer_with_a_click_and_the_inbox_empties(
+    tab: Tab, world: World, tmp_path: Path
+) -> None:
+    page = tab.page
+    page.goto(tab.origin + "/")
+    assert page.url.endswith("/console")
+    page.get_by_label("API token").fill("wp_not-a-real-token")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("main").get_by_text("That token was not accepted").wait_for()
+
+    tab.sign_in(world.alice.token)
+    awaiting = page.locator("[data-group=awaiting]")
+    card = awaiting.locator(f"[data-decision='{world.decisions['pending']}']")
+    card.get_by_text("Run the orders migration on staging now?").wait_for()
+    assert "builder-7 (agent)" in card.inner_text()
+    assert "Migrate the orders table" in card.inner_text()
+    assert "Publish the docs" in page.locator("[data-group=soon]").inner_text()
+    assert "Rotate the keys" in page.locator("[data-group=proceeded]").inner_text()
+    assert "Deploy build 412" in page.locator("[data-group=reopen]").inner_text()
+    _shot(page, "console-inbox.png", tmp_path)
+
+    card.get_by_role("link", name="Run the orders migration on staging now?").click()
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    _shot(page, "console-decision.png", tmp_path)
+    page.get_by_label("Why (required)").fill("Backup verified by hand; Bo owns the rollback.")
+    page.get_by_role("button", name="Allow: Proceed").click()
+    page.locator("main").get_by_text(
+        "An allow vouches for the conditions"
+    ).wait_for()  # boxes not ticked yet
+    for box in page.get_by_role("checkbox").all():
+        box.check()
+    page.get_by_role("button", name="Allow: Proceed").click()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
+
+    page.get_by_role("link", name="Inbox", exact=True).click()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+    assert (
+        page.locator(
+            f"[data-group=awaiting] [data-decision='{world.decisions['pending']}']"
+        ).count()
+        == 0
+    )
+
+    recorded = world.decision(world.decisions["pending"])
+    answer = recorded["current"]["answer"]
+    assert recorded["status"] == "allowed"
+    assert answer["actor_id"] == world.alice.principal_id
+    assert answer["answer"] == "Proceed" and answer["conditions_confirmed"] is True
+    assert answer["relayed"] is False and answer["actor_session_id"] is None
+
+
+def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> None:
+    tab.sign_in(world.alice.token)
+    question = "Drop the legacy coupons table?"
+    decision_id = world.open_decision(
+        world.agent, question=question, task_ids=[world.tasks["keys"]]
+    )
+    # no navigation: the page refreshes itself
+    tab.page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(
+        timeout=20000
+    )
+    # answered elsewhere, it leaves by itself too
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not this quarter."})  # fmt: skip
+    tab.page.locator(f"[data-decision='{decision_id}']").wait_for(state="detached", timeout=20000)
+
+
+def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    card = page.locator(f"[data-group=reopen] [data-decision='{world.decisions['stale']}']")
+    assert "Stale" in card.inner_text() and "revision 1 → 2" in card.inner_text()
+    card.get_by_role("link", name="Reopen…").click()
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    assert "changed what was judged (title)" in page.locator(".reason-box").inner_text()
+    assert page.get_by_role("button", name="Allow: Proceed").count() == 0
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "- Deploy build 412" in diff and "+ Deploy build 413" in diff
+    page.get_by_label("Why reopen (required)").fill("Build 413 replaces 412.")
+    page.get_by_role("button", name="Reopen").click()
+    page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+    page.get_by_role("button", name="Allow: Proceed").wait_for()
+    assert world.decision(world.decisions["stale"])["status"] == "pending"
+
+
+def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: World) -> None:
+    page = tab.page
+    decision_id = world.open_decision(
+        world.agent, question="Enable the new checkout for 5% of users?",
+        task_ids=[world.tasks["orders"]])  # fmt: skip
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
+        "expected_generation": 1, "disposition": "defer", "answer": "Stop",
+        "rationale": "Wait for the load test."})  # fmt: skip
+    page.get_by_label("Why (required)").fill("Looks safe.")
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("Someone else answered first").wait_for()
+    # the new state: the other answer, and no answer buttons any more
+    assert "Wait for the load test." in page.locator("main").inner_text()
+    assert page.get_by_role("button", name="Deny: Proceed").count() == 0
+    assert world.decision(decision_id)["current"]["answer"]["actor_id"] == world.admin.principal_id
+
+
+def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
+    page = tab.page
+    page.goto(tab.origin + "/graphql")
+    page.locator(".graphiql-container").wait_for()
+    assert page.title() == "GraphiQL · Waypost"
+    # with the console's token in this tab, the headers pane is filled in
+    tab.sign_in(world.alice.token)
+    page.goto(tab.origin + "/graphql")
+    page.locator(".graphiql-container").wait_for()
+    page.locator(".graphiql-editor-tool").get_by_text("Bearer wp_").wait_for()
+    # GraphiQL wires its Execute button once the schema's introspection is
+    # in; a click before that does nothing, so try again until it runs
+    answer = page.locator(".graphiql-response").get_by_text('"Alice"')
+    for _ in range(20):
+        page.get_by_role("button", name="Execute query (Ctrl-Enter)").click()
+        try:
+            answer.wait_for(timeout=1000)
+            break
+        except playwright_api.TimeoutError:
+            continue
+    answer.wait_for()
+    assert any(u.endswith("/graphiql/graphiql.min.js") for u in tab.requests)
