@@ -68,7 +68,7 @@ def test_migrate_refuses_a_changed_migration(db: str) -> None:
 
 async def test_principal_create_prints_the_principal_and_a_working_api_token(db: str) -> None:
     data = ok("admin", "principal", "create", "--kind", "agent", "--name", "robo", "--db", db)
-    assert set(data) == {"principal_id", "kind", "name", "token"}
+    assert set(data) == {"principal_id", "kind", "name", "token_id", "token"}
     assert ID.match(data["principal_id"]) and data["kind"] == "agent" and data["name"] == "robo"
     r = await call(db, data["token"], "/api/v1/me")
     assert r.status_code == 200

@@ -17,6 +17,7 @@ from waypost import console, rest
 from waypost.clock import Clock
 from waypost.http.auth import Gate
 from waypost.mcp_server.http_endpoint import McpEndpoint
+from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
 from waypost.runtime import Runtime, open_runtime
@@ -66,9 +67,14 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         body = {"error": {"code": code, "message": message, "details": {}}}
         return json_response(body, exc.status_code, dict(exc.headers or {}))
 
+    async def metrics(request: Request) -> Response:
+        rt: Runtime = request.app.state.runtime
+        return Response(rt.metrics.render(), media_type=rt.metrics.content_type)
+
     routes: list[Any] = [
         Route("/mcp", mcp),
         Route("/healthz", healthz),
+        *([Route("/metrics", metrics)] if settings.metrics else []),
         Route("/api/v1/openapi.json", openapi_document),
         Route("/graphql", graphql_view(settings.graphiql), methods=["GET", "POST"]),
         *rest.routing.starlette_routes(rest.TABLES),
@@ -82,4 +88,10 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
     if rt is not None:
         app.state.runtime = rt
     app.add_middleware(Gate, runtime=lambda: app.state.runtime, graphiql=settings.graphiql)
+    # outermost: request id, one log line and the request metrics
+    app.add_middleware(
+        RequestObserver,
+        metrics=lambda: getattr(getattr(app.state, "runtime", None), "metrics", None),
+        access_log=settings.access_log,
+    )
     return app

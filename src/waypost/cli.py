@@ -55,6 +55,12 @@ def main(ctx: click.Context) -> None:
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a context packet's full-text search.")  # fmt: skip
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Log lines as text or one JSON object each.")  # fmt: skip
+@click.option("--access-log/--no-access-log", default=True, show_default=True,
+              help="One log line per request (waypost.access).")  # fmt: skip
+@click.option("--metrics/--no-metrics", default=False, show_default=True,
+              help="Serve GET /metrics (Prometheus) to tokens of audience 'metrics'.")  # fmt: skip
 def serve(
     db_path: Path | None = None,
     host: str = "127.0.0.1",
@@ -64,9 +70,14 @@ def serve(
     sweep_interval: float = 300.0,
     graphiql: bool = False,
     search_time_limit_ms: int = 1000,
+    log_format: str = "text",
+    access_log: bool = True,
+    metrics: bool = False,
 ) -> None:
     """Run the service (the default command)."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    from waypost.observe import logs
+
+    logs.configure(log_format)
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if clock_file:
         log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
@@ -86,6 +97,9 @@ def serve(
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
         search_time_limit_ms=search_time_limit_ms,
+        log_format=log_format,
+        access_log=access_log,
+        metrics=metrics,
     )
     from waypost.serving import serve_forever
 
@@ -132,7 +146,12 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
         conn.close()
 
 
-def _print(data: dict[str, Any]) -> None:
+def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """A read-only unit of work (after migrating, like every admin command)."""
+    return _write(db_path, lambda conn, at: fn(conn))
+
+
+def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
     click.echo(json.dumps(data))
 
 
@@ -160,8 +179,15 @@ def principal_group() -> None:
 @click.option("--kind", type=click.Choice(["human", "agent"]), required=True)
 @click.option("--name", required=True)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
-    """Create a principal; prints its api token once."""
+    """Create a principal; prints its api token (once) and the token's id."""
     _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
+
+
+@principal_group.command("list")
+@db_option
+def principal_list(db_path: Path) -> None:
+    """Every principal as a JSON array of {id, kind, name, created_at}, oldest first."""
+    _print(_read(db_path, principals.list_principals))
 
 
 @admin.group("token")
@@ -172,7 +198,7 @@ def token_group() -> None:
 @token_group.command("issue")
 @db_option
 @click.option("--principal", "principal_id", required=True)
-@click.option("--audience", type=click.Choice(["api", "lifecycle"]), default="api",
+@click.option("--audience", type=click.Choice(["api", "lifecycle", "metrics"]), default="api",
               show_default=True)  # fmt: skip
 def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
     """Issue a token; it is printed once and only its SHA-256 is kept."""
@@ -186,6 +212,15 @@ def token_revoke(db_path: Path, token_id: str) -> None:
     """Revoke a token at once."""
     _write(db_path, lambda c, at: principals.revoke_token(c, token_id, at))
     _print({"token_id": token_id, "revoked": True})
+
+
+@token_group.command("list")
+@db_option
+@click.option("--principal", "principal_id", default=None, help="Only this principal's tokens.")
+def token_list(db_path: Path, principal_id: str | None) -> None:
+    """Tokens as a JSON array of {token_id, principal_id, audience, created_at,
+    revoked_at}, oldest first; never a token or its hash."""
+    _print(_read(db_path, lambda c: principals.list_tokens(c, principal_id)))
 
 
 @admin.group("project")

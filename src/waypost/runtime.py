@@ -24,6 +24,7 @@ from datetime import datetime
 
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
+from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
 from waypost.settings import Settings
 from waypost.storage.db import Database
@@ -62,6 +63,8 @@ class Runtime:
     # context reranking (None: disabled, no TYPESAFE_API_KEY); its client,
     # limiter and circuit breaker are shared by every request of the process
     reranker: Reranker | None = None
+    # Prometheus metrics of this process (GET /metrics when enabled)
+    metrics: Metrics = field(default_factory=Metrics)
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -104,14 +107,20 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         try:
             report = await sweep.run_once(rt)
             log.info("sweep: %s", report)
+            rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
             log.warning("sweep skipped: %s", error.message)
+            rt.metrics.sweep_runs.labels(outcome="skipped").inc()
         except Exception:
             log.exception("sweep failed")
+            rt.metrics.sweep_runs.labels(outcome="failed").inc()
 
 
 async def _bootstrap(rt: Runtime) -> None:
-    """On a database with no principals, create `admin` and print its token once."""
+    """On a database with no principals, create `admin` and print its token once.
+
+    Printed straight to standard error (the operator's terminal), never through
+    the log handler, so the token cannot reach a log pipeline or file."""
     from waypost.resolvers.access import principals  # resolvers import this module
 
     at = format_time(rt.now())
@@ -119,7 +128,8 @@ async def _bootstrap(rt: Runtime) -> None:
     if created:
         print(
             "waypost: created human principal 'admin'; its token (shown once):\n"
-            f"  {created['token']}",
+            f"  {created['token']}\n"
+            f"waypost: its token_id is {created['token_id']} (for `admin token revoke`)",
             file=sys.stderr,
             flush=True,
         )

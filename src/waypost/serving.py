@@ -36,7 +36,12 @@ class _Server(uvicorn.Server):
 
 
 def _config(app: Any, host: str, port: int) -> uvicorn.Config:
-    return uvicorn.Config(app, host=host, port=port, log_level="info", access_log=False)
+    # log_config=None: uvicorn's loggers propagate to the root handler that
+    # `serve` set up (text or JSON); its own access log stays off, the
+    # request lines come from waypost.observe
+    return uvicorn.Config(
+        app, host=host, port=port, log_level="info", access_log=False, log_config=None
+    )
 
 
 async def serve_forever(settings: Settings) -> None:

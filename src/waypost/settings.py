@@ -59,3 +59,8 @@ class Settings:
     busy_timeout_ms: int = 5000
     # How long a context packet's full-text search may run (docs/context.md).
     search_time_limit_ms: int = 1000
+    # Operators' view (docs/operations.md): one line per request; "text" or
+    # "json" lines; GET /metrics (a token of audience `metrics`) when enabled.
+    access_log: bool = True
+    log_format: str = "text"
+    metrics: bool = False

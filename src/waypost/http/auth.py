@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
@@ -67,11 +68,17 @@ class Gate:
         )
         if not public:
             try:
-                actor = await self._authenticate(scope)
+                # /metrics takes a token of its own audience, so a scraper's
+                # credential opens nothing else (and an api token not it)
+                audience = "metrics" if path == "/metrics" else "api"
+                actor = await self._authenticate(scope, audience)
                 if is_graphql:
                     receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
+                return
+            except ClientDisconnect:
+                log.debug("client went away while sending its request")
                 return
             except Exception:
                 log.exception("authentication failed unexpectedly")
@@ -87,6 +94,10 @@ class Gate:
 
         try:
             await self.app(scope, receive, tracking_send)
+        except ClientDisconnect:
+            # A client that goes away mid-request is not a fault of the service
+            # (contract 14): nobody is left to answer, and no traceback is logged.
+            log.debug("client went away while sending its request")
         except Exception:
             # Routes answer their own errors; anything escaping them would
             # otherwise reach the server's plain-text 500 without our headers.
@@ -95,7 +106,7 @@ class Gate:
             log.exception("unhandled error")
             await self._refuse(send, WaypostError("internal error"), is_graphql)
 
-    async def _authenticate(self, scope: Scope) -> Actor:
+    async def _authenticate(self, scope: Scope, audience: str) -> Actor:
         header = _header(scope, b"authorization") or ""
         scheme, _, token = header.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -105,7 +116,7 @@ class Gate:
         at = format_time(rt.now())
 
         def check(conn: Any) -> Actor:
-            actor = principals.authenticate(conn, token.strip(), "api")
+            actor = principals.authenticate(conn, token.strip(), audience)
             if session_id is not None:
                 actor = sessions.enter_session(conn, actor, session_id, at)
             return actor
@@ -150,6 +161,8 @@ async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
     seen = 0
     while True:
         message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect
         if message["type"] != "http.request":
             break
         chunk = message.get("body", b"")

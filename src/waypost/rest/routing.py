@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -143,6 +143,8 @@ def endpoint(route: RestRoute) -> Callable[[Request], Awaitable[Response]]:
             result = await route.handler(call)
         except WaypostError as error:
             return error_response(error)
+        except ClientDisconnect:
+            raise  # the gate ends the request quietly: the client is gone
         except Exception as exc:
             return internal_error(exc)
         if isinstance(result, Outcome):

@@ -12,6 +12,7 @@ from strawberry.extensions import MaxTokensLimiter, ParserCache
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
+from waypost.observe.graphql import GraphQLObserver
 from waypost.schema.decisions import DecisionMutations
 from waypost.schema.knowledge import KnowledgeMutations
 from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS, QueryLimits
@@ -44,5 +45,6 @@ schema = WaypostSchema(
         lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
         lambda: ParserCache(maxsize=CACHED_QUERIES),
         QueryLimits,
+        GraphQLObserver,
     ],
 )

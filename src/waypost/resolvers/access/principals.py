@@ -20,11 +20,13 @@ __all__ = [
     "get_principal",
     "has_principals",
     "issue_token",
+    "list_principals",
+    "list_tokens",
     "principal_json",
     "revoke_token",
 ]
 
-AUDIENCES = ("api", "lifecycle")
+AUDIENCES = ("api", "lifecycle", "metrics")
 
 
 def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) -> dict[str, Any]:
@@ -36,14 +38,43 @@ def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) ->
     principal_id = new_id("prn")
     store.insert_principal(conn, principal_id, kind, name, at)
     token = issue_token(conn, principal_id, "api", at)
-    return {"principal_id": principal_id, "kind": kind, "name": name, "token": token["token"]}
+    return {
+        "principal_id": principal_id,
+        "kind": kind,
+        "name": name,
+        "token_id": token["token_id"],
+        "token": token["token"],
+    }
+
+
+def list_principals(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [
+        {"id": r["id"], "kind": r["kind"], "name": r["name"], "created_at": r["created_at"]}
+        for r in store.principal_rows(conn)
+    ]
+
+
+def list_tokens(conn: sqlite3.Connection, principal_id: str | None) -> list[dict[str, Any]]:
+    """Token metadata for revocation and rotation: never a token or its digest."""
+    if principal_id is not None and not store.principal_exists(conn, principal_id):
+        raise NotFound("no such principal", {"field": "principal"})
+    return [
+        {
+            "token_id": r["id"],
+            "principal_id": r["principal_id"],
+            "audience": r["audience"],
+            "created_at": r["created_at"],
+            "revoked_at": r["revoked_at"],
+        }
+        for r in store.token_rows(conn, principal_id)
+    ]
 
 
 def issue_token(
     conn: sqlite3.Connection, principal_id: str, audience: str, at: str
 ) -> dict[str, Any]:
     if audience not in AUDIENCES:
-        raise InvalidRequest.field("audience", "audience must be api or lifecycle")
+        raise InvalidRequest.field("audience", "audience must be api, lifecycle or metrics")
     if not store.principal_exists(conn, principal_id):
         raise NotFound("no such principal", {"field": "principal"})
     token = new_token()

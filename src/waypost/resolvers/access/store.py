@@ -78,6 +78,23 @@ def mark_token_revoked(conn: sqlite3.Connection, token_id: str, at: str) -> bool
     return cur.rowcount != 0
 
 
+def principal_rows(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+    """Every principal, oldest first (administration lists them all)."""
+    return conn.execute(
+        "SELECT id, kind, name, created_at FROM principals ORDER BY created_at, id"
+    ).fetchall()
+
+
+def token_rows(conn: sqlite3.Connection, principal_id: str | None) -> list[sqlite3.Row]:
+    """Tokens without their digests, oldest first; of one principal when given."""
+    sql = "SELECT id, principal_id, audience, created_at, revoked_at FROM tokens"
+    if principal_id is None:
+        return conn.execute(sql + " ORDER BY created_at, id").fetchall()
+    return conn.execute(
+        sql + " WHERE principal_id = ? ORDER BY created_at, id", (principal_id,)
+    ).fetchall()
+
+
 def token_exists(conn: sqlite3.Connection, token_id: str) -> bool:
     return conn.execute("SELECT 1 FROM tokens WHERE id = ?", (token_id,)).fetchone() is not None
 

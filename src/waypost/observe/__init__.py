@@ -1,0 +1,1 @@
+"""Operators' view of a running service: request log lines and Prometheus metrics."""

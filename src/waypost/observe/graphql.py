@@ -1,0 +1,40 @@
+"""GraphQL operations in the request line and the metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from strawberry.extensions import SchemaExtension
+
+from waypost.observe.requests import note_graphql_operation
+
+
+class GraphQLObserver(SchemaExtension):
+    """Names the operation on the request's log line and counts it by type and
+    outcome: `refused` (not parsed, not valid, over a limit: nothing ran),
+    `errors` (ran, with errors), `ok`."""
+
+    executed = False
+
+    def on_execute(self) -> Iterator[None]:
+        self.executed = True
+        yield
+
+    def on_operation(self) -> Iterator[None]:
+        yield
+        ctx = self.execution_context
+        note_graphql_operation(ctx.operation_name)
+        metrics = getattr(getattr(ctx.context, "rt", None), "metrics", None)
+        if metrics is None:
+            return
+        try:
+            kind = ctx.operation_type.value
+        except Exception:  # no document, or no operation of that name
+            kind = "unknown"
+        if not self.executed:
+            outcome = "refused"
+        elif ctx.result is not None and ctx.result.errors:
+            outcome = "errors"
+        else:
+            outcome = "ok"
+        metrics.graphql.labels(type=kind, outcome=outcome).inc()

@@ -1,0 +1,61 @@
+"""Log set-up for `serve`: plain text or one JSON object per line.
+
+Request lines come from `waypost.access` with the fields of `RequestLine`;
+they never hold a token, a body or a header value (the request id is made
+here, not taken from the client).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+ACCESS = logging.getLogger("waypost.access")
+# the attribute of a LogRecord that carries a request line's fields
+FIELDS = "waypost_fields"
+
+
+def _time(record: logging.LogRecord) -> str:
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class JsonFormatter(logging.Formatter):
+    """`{"time", "level", "logger", "message", ...fields}`, one object per line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "time": _time(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        data.update(getattr(record, FIELDS, None) or {})
+        if record.exc_info:
+            data["exception"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """`time LEVEL logger message key=value ...`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{_time(record)} {record.levelname} {record.name} {record.getMessage()}"
+        fields = getattr(record, FIELDS, None)
+        if fields:
+            line += " " + " ".join(f"{k}={'-' if v is None else v}" for k, v in fields.items())
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def configure(log_format: str, level: int = logging.INFO) -> None:
+    """Root handler on standard error; uvicorn's loggers propagate into it."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

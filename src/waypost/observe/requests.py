@@ -1,0 +1,107 @@
+"""One log line and one set of metrics per HTTP request.
+
+`RequestObserver` is the outermost ASGI layer of the public app: it gives
+each request an id (answered as `X-Request-Id`), times it, and once the
+response is done writes one line to `waypost.access` and counts it. The line
+names the route template (`/api/v1/projects/{project}/tasks`), never the raw
+path, and holds no token, body or header value.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from waypost.ids import new_id
+from waypost.observe.logs import ACCESS, FIELDS
+from waypost.observe.metrics import Metrics
+
+# nginx's code for "the client closed the connection before the answer"
+CLIENT_CLOSED = 499
+_GRAPHQL_NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]{0,99}\Z")
+
+
+@dataclass
+class RequestLine:
+    request_id: str
+    method: str
+    route: str | None = None
+    status: int = CLIENT_CLOSED
+    duration_ms: float = 0.0
+    principal_id: str | None = None
+    operation: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "method": self.method,
+            "route": self.route,
+            "status": self.status,
+            "duration_ms": self.duration_ms,
+            "principal_id": self.principal_id,
+            "operation": self.operation,
+        }
+
+
+_current: ContextVar[RequestLine | None] = ContextVar("waypost_request_line", default=None)
+
+
+def note_graphql_operation(name: str | None) -> None:
+    """Record the GraphQL operation name on this request's line (client-chosen
+    text, so only a valid GraphQL name is kept)."""
+    line = _current.get()
+    if line is not None and name is not None:
+        line.operation = name if _GRAPHQL_NAME.match(name) else "(invalid name)"
+
+
+class RequestObserver:
+    def __init__(
+        self, app: ASGIApp, metrics: Callable[[], Metrics | None], access_log: bool = True
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.access_log = access_log
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        line = RequestLine(request_id=new_id("req"), method=scope["method"])
+        token = _current.set(line)
+        header = (b"x-request-id", line.request_id.encode())
+        started = time.perf_counter()
+
+        async def observed_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                line.status = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        except BaseException:
+            if line.status == CLIENT_CLOSED:
+                line.status = 500
+            raise
+        finally:
+            _current.reset(token)
+            line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            route = scope.get("route")
+            line.route = getattr(route, "path", None)
+            actor = (scope.get("state") or {}).get("actor")
+            line.principal_id = getattr(actor, "principal_id", None)
+            self._finish(line)
+
+    def _finish(self, line: RequestLine) -> None:
+        metrics = self.metrics()
+        if metrics is not None:
+            route = line.route or "unmatched"
+            metrics.observe_request(line.method, route, line.status, line.duration_ms / 1000)
+        if self.access_log:
+            ACCESS.info("request", extra={FIELDS: line.fields()})

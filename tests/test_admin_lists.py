@@ -1,0 +1,72 @@
+"""Token housekeeping from the command line (service contract 14): the
+token_id of `principal create`, `principal list` and `token list`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_cli import call, ok, run
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    return str(tmp_path / "admin.db")
+
+
+def listed(*args: str) -> list[dict[str, Any]]:
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data
+
+
+async def test_the_token_of_principal_create_can_be_revoked_by_its_id(db: str) -> None:
+    made = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    assert (await call(db, made["token"], "/api/v1/me")).status_code == 200
+    ok("admin", "token", "revoke", "--token-id", made["token_id"], "--db", db)
+    assert (await call(db, made["token"], "/api/v1/me")).status_code == 401
+
+
+def test_principal_list_shows_every_principal_oldest_first(db: str) -> None:
+    assert listed("admin", "principal", "list", "--db", db) == []
+    a = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    b = ok("admin", "principal", "create", "--kind", "agent", "--name", "bot", "--db", db)
+    items = listed("admin", "principal", "list", "--db", db)
+    assert [{k: i[k] for k in ("id", "kind", "name")} for i in items] == [
+        {"id": a["principal_id"], "kind": "human", "name": "ann"},
+        {"id": b["principal_id"], "kind": "agent", "name": "bot"},
+    ]
+    assert all(set(i) == {"id", "kind", "name", "created_at"} for i in items)
+    assert all(i["created_at"].endswith("Z") for i in items)
+
+
+def test_token_list_shows_metadata_never_a_token_or_hash(db: str) -> None:
+    a = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    b = ok("admin", "principal", "create", "--kind", "agent", "--name", "bot", "--db", db)
+    extra = ok("admin", "token", "issue", "--principal", a["principal_id"],
+               "--audience", "lifecycle", "--db", db)  # fmt: skip
+    ok("admin", "token", "revoke", "--token-id", a["token_id"], "--db", db)
+    result = run("admin", "token", "list", "--db", db)
+    items = json.loads(result.stdout)
+    assert [i["token_id"] for i in items] == [a["token_id"], b["token_id"], extra["token_id"]]
+    assert all(
+        set(i) == {"token_id", "principal_id", "audience", "created_at", "revoked_at"}
+        for i in items
+    )
+    assert items[0]["revoked_at"] is not None and items[1]["revoked_at"] is None
+    assert items[2]["audience"] == "lifecycle"
+    for secret in (a["token"], b["token"], extra["token"]):
+        assert secret not in result.stdout
+        assert hashlib.sha256(secret.encode()).hexdigest() not in result.stdout
+    mine = listed("admin", "token", "list", "--principal", a["principal_id"], "--db", db)
+    assert [i["token_id"] for i in mine] == [a["token_id"], extra["token_id"]]
+
+
+def test_token_list_of_an_unknown_principal_is_not_found(db: str) -> None:
+    result = run("admin", "token", "list", "--principal", "prn_nope", "--db", db)
+    assert result.exit_code == 1 and "not_found" in result.stderr

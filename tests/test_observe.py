@@ -1,0 +1,204 @@
+"""Operators' view: one structured line per request, X-Request-Id, JSON log
+lines, and GET /metrics behind a token of audience `metrics`."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Caller, MovableClock, Service, serving
+from waypost.observe.logs import FIELDS, JsonFormatter, TextFormatter
+from waypost.resolvers.access import principals
+from waypost.settings import Settings
+
+
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    return [getattr(r, FIELDS) for r in caplog.records if r.name == "waypost.access"]
+
+
+async def test_each_request_gets_an_id_and_one_line(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="waypost.access")
+    r1 = await human.post("/api/v1/projects", {"id": "demo", "name": "Secret body text"})
+    r2 = await human.get("/api/v1/projects/demo")
+    assert r1.status_code == 201 and r2.status_code == 200
+    ids = [r1.headers["x-request-id"], r2.headers["x-request-id"]]
+    assert ids[0] != ids[1] and all(i.startswith("req_") for i in ids)
+    lines = access_lines(caplog)
+    assert [(x["request_id"], x["method"], x["route"], x["status"]) for x in lines] == [
+        (ids[0], "POST", "/api/v1/projects", 201),
+        (ids[1], "GET", "/api/v1/projects/{project}", 200),
+    ]
+    assert all(x["principal_id"] == human.principal_id for x in lines)
+    assert all(isinstance(x["duration_ms"], float) and x["duration_ms"] >= 0 for x in lines)
+    text = "\n".join(JsonFormatter().format(r) for r in caplog.records)
+    assert human.token not in text and "Secret body text" not in text
+    assert "Bearer" not in text
+
+
+async def test_graphql_lines_name_the_operation(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="waypost.access")
+    await human.gql("query Dashboard { me { name } }")
+    await human.gql("{ me { name } }")
+    bad = "query Bad\u00e9 { me { name } }"
+    await human.client.post("/graphql", json={"query": bad}, headers=human.headers())
+    lines = access_lines(caplog)
+    assert [(x["route"], x["operation"]) for x in lines][:2] == [
+        ("/graphql", "Dashboard"),
+        ("/graphql", None),
+    ]
+    assert lines[2]["status"] == 200  # a syntax error, still one line
+
+
+async def test_refusals_are_logged_without_a_principal(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="waypost.access")
+    r = await service.client.get("/api/v1/me", headers={"Authorization": "Bearer wp_nope"})
+    assert r.status_code == 401 and r.headers["x-request-id"]
+    r = await service.client.get("/no/such/route/wp_secret")
+    [first, second] = access_lines(caplog)
+    assert first["status"] == 401 and first["principal_id"] is None
+    assert first["route"] is None  # refused before routing
+    assert second["status"] == 401 and second["route"] is None
+    assert "wp_secret" not in json.dumps(access_lines(caplog))
+
+
+def test_formatters_write_one_line_per_record() -> None:
+    record = logging.LogRecord("waypost.access", logging.INFO, __file__, 1, "request", (), None)
+    setattr(record, FIELDS, {"request_id": "req_x", "status": 200, "principal_id": None})
+    data = json.loads(JsonFormatter().format(record))
+    assert data["message"] == "request" and data["status"] == 200
+    assert data["time"].endswith("Z") and data["level"] == "INFO"
+    text = TextFormatter().format(record)
+    assert "\n" not in text and "request_id=req_x status=200 principal_id=-" in text
+
+
+# -- metrics ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def metered(tmp_path: Path) -> AsyncIterator[Service]:
+    settings = Settings(db_path=tmp_path / "m.db", sweep_interval=3600, metrics=True)
+    async with serving(settings, MovableClock()) as made:
+        yield made
+
+
+async def metrics_token(service: Service, principal_id: str) -> str:
+    at = service.clock.iso()
+    issued = await service.rt.db.write(
+        lambda c: principals.issue_token(c, principal_id, "metrics", at)
+    )
+    token: str = issued["token"]
+    return token
+
+
+async def test_metrics_need_a_token_of_audience_metrics(metered: Service) -> None:
+    human = await metered.principal("human", "ops")
+    assert (await metered.client.get("/metrics")).status_code == 401
+    assert (await metered.client.get("/metrics", headers=human.headers())).status_code == 401
+    token = await metrics_token(metered, human.principal_id)
+    r = await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    # ...and the metrics token opens nothing else
+    other = await metered.client.get("/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+    assert other.status_code == 401
+
+
+async def test_metrics_count_requests_by_route_template_and_graphql_operations(
+    metered: Service,
+) -> None:
+    human = await metered.principal("human", "ops")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    for _ in range(3):
+        assert (await human.get("/api/v1/projects/demo")).status_code == 200
+    await human.gql("query Q { me { name } }")
+    await human.client.post("/graphql", json={"query": "{ nope }"}, headers=human.headers())
+    token = await metrics_token(metered, human.principal_id)
+    text = (await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
+    assert (
+        'waypost_http_requests_total{method="GET",route="/api/v1/projects/{project}",'
+        'status="200"} 3.0' in text
+    )
+    assert (
+        'waypost_http_request_duration_seconds_count{method="GET",'
+        'route="/api/v1/projects/{project}",status="200"} 3.0' in text
+    )
+    assert 'waypost_graphql_operations_total{outcome="ok",type="query"} 1.0' in text
+    # not valid: nothing ran
+    assert 'waypost_graphql_operations_total{outcome="refused",type="query"} 1.0' in text
+    for name in (
+        "waypost_writer_queue_depth",
+        "waypost_commit_batch_size",
+        "waypost_commit_seconds",
+        "waypost_sweep_runs",
+        "waypost_reranker_calls",
+        "waypost_reranker_circuit_state",
+    ):
+        assert f"# TYPE {name}" in text
+
+
+async def test_metrics_are_off_by_default(service: Service, human: Caller) -> None:
+    token = await metrics_token(service, human.principal_id)
+    r = await service.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 404
+
+
+# -- a real `waypost serve --log-format json` ------------------------------------------------
+
+
+@pytest.mark.slow
+def test_serve_writes_json_lines_and_the_first_token_outside_the_log(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    from tests.test_serve import START, Server, free_port
+
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    port = free_port()
+    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(tmp_path / "w.db"),
+         "--port", str(port), "--lifecycle-port", "0", "--log-format", "json"],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
+    )  # fmt: skip
+    server = Server(process, f"http://127.0.0.1:{port}", tmp_path / "w.db", clock)
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            server.lines.put(line.rstrip("\n"))
+
+    server.pump = threading.Thread(target=pump, daemon=True)
+    server.pump.start()
+    try:
+        token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
+        server.wait_for(r"Uvicorn running on")
+        r = httpx.get(f"{server.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"})
+        assert r.status_code == 200
+        line = server.wait_for(r'"logger": "waypost.access"')
+    finally:
+        assert server.stop() == 0
+    while not server.lines.empty():
+        server.seen.append(server.lines.get_nowait())
+    printed = [x for x in server.seen if x.startswith(("waypost: ", "  wp_"))]
+    logged = [json.loads(x) for x in server.seen if x not in printed]
+    assert len(printed) == 3 and token in printed[1]  # the terminal, not the log handler
+    assert logged and all({"time", "level", "logger", "message"} <= set(x) for x in logged)
+    assert not any(token in json.dumps(x) for x in logged)
+    access = json.loads(line.string)
+    assert access["request_id"] == r.headers["x-request-id"]
+    assert (access["method"], access["route"], access["status"]) == ("GET", "/api/v1/me", 200)
