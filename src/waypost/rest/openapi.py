@@ -121,9 +121,7 @@ def _state_constraints(schemas: dict[str, Any]) -> None:
             if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
                 prop["uniqueItems"] = True
             if prop_name in COUNTERS and prop.get("type") == "integer":
-                prop.setdefault(
-                    "description", "An integer written without a fraction or exponent."
-                )
+                prop.setdefault("description", "An integer written without a fraction or exponent.")
         fields = PATCH_FIELDS.get(name)
         if fields:
             schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]
