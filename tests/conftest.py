@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,6 +22,8 @@ from waypost.clock import format_time, parse_time
 from waypost.resolvers.access import principals
 from waypost.runtime import Runtime, open_runtime
 from waypost.settings import Settings
+from waypost.storage.db import connect_sync
+from waypost.storage.migrate import migrate
 
 _keys = itertools.count()
 
@@ -124,9 +127,34 @@ def clock() -> MovableClock:
     return MovableClock()
 
 
+@pytest.fixture(scope="session")
+def migrated_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One database migrated once per test run; each test starts from a copy
+    (migrating costs ~50 ms of DDL and fsyncs, a copy ~1 ms)."""
+    path = tmp_path_factory.mktemp("template") / "template.db"
+    conn = connect_sync(path)
+    try:
+        migrate(conn)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file
+    finally:
+        conn.close()
+    return path
+
+
+def copy_database(template: Path, dest: Path) -> Path:
+    """Copy `template` to `dest`, created owner-only as the service creates it."""
+    fd = os.open(dest, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    with os.fdopen(fd, "wb") as out, template.open("rb") as source:
+        shutil.copyfileobj(source, out)
+    return dest
+
+
 @pytest.fixture
-async def service(tmp_path: Path, clock: MovableClock) -> AsyncIterator[Service]:
-    settings = Settings(db_path=tmp_path / "waypost.db", sweep_interval=3600)
+async def service(
+    tmp_path: Path, clock: MovableClock, migrated_template: Path
+) -> AsyncIterator[Service]:
+    db_path = copy_database(migrated_template, tmp_path / "waypost.db")
+    settings = Settings(db_path=db_path, sweep_interval=3600)
     async with serving(settings, clock) as made:
         yield made
 

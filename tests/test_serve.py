@@ -11,9 +11,11 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,3 +332,88 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
         srv.seen.append(srv.lines.get())
     assert not any("not part of this build" in line for line in srv.seen)
     assert sum("Finished server process" in line for line in srv.seen) == 2
+
+
+def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path) -> None:
+    """16 keep-alive clients create projects while `serve` is killed with
+    SIGKILL ten times, at different moments of the flow: every 201 a client
+    received is in the database afterwards, with its event and its receipt,
+    and SQLite's integrity check is clean."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    db = tmp_path / "waypost.db"
+    acknowledged: set[str] = set()
+    lock = threading.Lock()
+    token = ""
+    for round_ in range(10):
+        srv = start(db, clock)
+        try:
+            if not token:
+                token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+            srv.wait_for(r"Uvicorn running on")
+            clients = [
+                httpx.Client(base_url=srv.url, headers=auth(token), timeout=10) for _ in range(16)
+            ]
+            stop = threading.Event()
+            this_round: list[str] = []
+
+            def write(
+                worker: int,
+                client: httpx.Client,
+                stop: threading.Event,
+                done: list[str],
+                round_: int = round_,
+            ) -> None:
+                for i in range(2000):  # bounded; the kill ends it much sooner
+                    if stop.is_set():
+                        return
+                    pid = f"r{round_}-w{worker}-{i}"
+                    try:
+                        r = client.post(
+                            "/api/v1/projects",
+                            json={"id": pid, "name": "K"},
+                            headers={"Idempotency-Key": pid},
+                        )
+                    except httpx.HTTPError:
+                        return  # the server died mid-request: not acknowledged
+                    assert r.status_code == 201, r.text
+                    with lock:
+                        done.append(pid)
+
+            writers = [
+                threading.Thread(target=write, args=(w, c, stop, this_round))
+                for w, c in enumerate(clients)
+            ]
+            for t in writers:
+                t.start()
+            # kill at a different point of the flow each round
+            deadline = time.monotonic() + 20
+            while len(this_round) < 20 + 15 * round_ and time.monotonic() < deadline:
+                time.sleep(0.005)
+            srv.process.kill()  # SIGKILL mid-flow: no shutdown, no checkpoint
+            stop.set()
+            for t in writers:
+                t.join(timeout=20)
+            for c in clients:
+                c.close()
+            acknowledged.update(this_round)
+        finally:
+            srv.stop()
+        conn = sqlite3.connect(db)
+        try:
+            assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        finally:
+            conn.close()
+    assert len(acknowledged) >= sum(20 + 15 * r for r in range(10))
+    conn = sqlite3.connect(db)
+    try:
+        projects = {r[0] for r in conn.execute("SELECT id FROM projects")}
+        created = {
+            r[0] for r in conn.execute("SELECT subject_id FROM events WHERE type='project.created'")
+        }
+        keys = {r[0] for r in conn.execute("SELECT key FROM receipts")}
+    finally:
+        conn.close()
+    assert acknowledged - projects == set()
+    assert acknowledged - created == set()
+    assert acknowledged - keys == set()

@@ -18,6 +18,7 @@ from waypost.clock import SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import operations as projects
+from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
@@ -112,7 +113,7 @@ def admin() -> None:
 
 
 def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
-    conn = connect_sync(db_path)
+    conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
     try:
         migrate(conn)
         at = format_time(SystemClock().now())
@@ -244,13 +245,12 @@ def project_group() -> None:
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
     from waypost.http.decoding import convert
+    from waypost.resolvers.access import store as access_store
     from waypost.resolvers.core import events
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
-        owner = conn.execute(
-            "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
-        ).fetchone()
+        owner = access_store.first_human_row(conn)
         if owner is None:
             raise click.ClickException("create a human principal first")
         project = projects.insert_project(conn, body, owner["id"], "human", at)

@@ -26,10 +26,16 @@ from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
+from waypost.resolvers.decisions import status
 from waypost.settings import Settings
+from waypost.storage.connection import ConnectionHook
 from waypost.storage.db import Database
 
 log = logging.getLogger("waypost")
+
+# Installed once on every connection when it opens (never per call): the SQL
+# functions the domains' queries use. A domain that adds one appends it here.
+CONNECTION_HOOKS: tuple[ConnectionHook, ...] = (status.install,)
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,9 @@ def make_clock(settings: Settings) -> Clock:
 async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncIterator[Runtime]:
     """Open the process's runtime: database (migrated), clock, bootstrap admin,
     sweep task. Everything is closed again when the block exits."""
-    db = Database(settings.db_path, settings.readers, settings.busy_timeout_ms)
+    db = Database(
+        settings.db_path, settings.readers, settings.busy_timeout_ms, hooks=CONNECTION_HOOKS
+    )
     async with contextlib.AsyncExitStack() as stack:
         await db.open()
         stack.push_async_callback(db.close)

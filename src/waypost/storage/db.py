@@ -1,11 +1,17 @@
-"""Database: one writer connection, several reader connections, SQLite in WAL mode.
+"""Database: the store's handle, one per process (the Runtime opens it).
 
 Every unit of work is a plain synchronous function over a `sqlite3.Connection`
-that runs as one call on the connection's own thread (aiosqlite's worker).
-A thread hop costs about 100 µs, so a unit of work never awaits statement by
-statement. Writes run inside `BEGIN IMMEDIATE` on the single writer, which
-serialises them; reads run inside a deferred transaction on a reader so that
-each sees one consistent snapshot.
+that runs whole on the thread that owns the connection: a thread hop costs
+about 100 µs, so a unit of work never awaits statement by statement.
+
+- Writes go to the one writer thread (`storage/writer.py`), which commits
+  the units waiting together: each in its own SAVEPOINT inside one
+  `BEGIN IMMEDIATE`, one COMMIT (one fsync) per batch, and no caller answered
+  before that COMMIT has returned.
+- Reads go to a pool of read-only connections (`storage/readers.py`), each
+  unit inside one read transaction (one snapshot).
+- Connections are set up once when they open (`storage/connection.py`):
+  pragmas, then the hooks the Runtime passes (SQL functions of the domains).
 """
 
 from __future__ import annotations
@@ -13,172 +19,152 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
-
-import aiosqlite
+from typing import TypeVar
 
 from waypost.errors import Unavailable
+from waypost.storage.connection import ConnectionHook, connect, is_busy
 from waypost.storage.migrate import migrate
+from waypost.storage.readers import ReaderPool, run_read
+from waypost.storage.writer import BUSY_MESSAGE, Writer
 
-log = logging.getLogger("waypost")
+__all__ = ["Database", "connect_sync", "run_read", "run_write"]
+
+log = logging.getLogger("waypost.storage")
 T = TypeVar("T")
 UnitOfWork = Callable[[sqlite3.Connection], T]
+CommitListener = Callable[[], None]
 
 
-def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
-    """PRAGMAs every connection needs; durability first (see docs/operations.md)."""
-    conn.row_factory = sqlite3.Row
-    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    _enter_wal(conn, busy_timeout_ms)
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("PRAGMA foreign_keys = ON")
-
-
-def _enter_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
-    """`PRAGMA journal_mode = WAL`, waiting out other connections doing the same.
-
-    Switching a fresh file to WAL needs an exclusive lock, and SQLite answers
-    "database is locked" at once (without its busy handler) when several
-    processes open a new database together, e.g. `serve` and an admin command.
-    """
-    deadline = time.monotonic() + busy_timeout_ms / 1000
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.005)
-
-
-def connect_sync(path: Path, busy_timeout_ms: int = 5000) -> sqlite3.Connection:
+def connect_sync(
+    path: Path, busy_timeout_ms: int = 5000, hooks: Sequence[ConnectionHook] = ()
+) -> sqlite3.Connection:
     """A plain connection in autocommit mode, for admin commands and migrations."""
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    configure(conn, busy_timeout_ms)
-    return conn
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
+    return connect(path, busy_timeout_ms, hooks)
 
 
 def run_write(conn: sqlite3.Connection, fn: UnitOfWork[T]) -> T:
-    """Run `fn` in one BEGIN IMMEDIATE transaction: all of it commits, or none."""
+    """Run `fn` in one BEGIN IMMEDIATE transaction on a plain connection (admin
+    commands): all of it commits, or none. The service's writes go through
+    `Database.write` instead."""
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if _is_busy(exc):
-            raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
+        if is_busy(exc):
+            raise Unavailable(BUSY_MESSAGE, retry_after=1) from exc
         raise
     try:
         result = fn(conn)
         conn.execute("COMMIT")
     except BaseException as exc:
-        conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
-            raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
+        # SQLite may already have rolled back (disk full): a ROLLBACK then would
+        # only replace the cause with "no transaction is active"
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.exception("ROLLBACK failed after %r", exc)
+        if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+            raise Unavailable(BUSY_MESSAGE, retry_after=1) from exc
         raise
     return result
 
 
-def run_read(conn: sqlite3.Connection, fn: UnitOfWork[T]) -> T:
-    """Run `fn` inside one read transaction, so it sees a single snapshot.
-
-    WAL readers rarely wait, but another process can still hold the database
-    (an exclusive lock, a WAL recovery): that answers 503, never a 500.
-    """
-    conn.execute("BEGIN")
-    try:
-        return fn(conn)
-    except sqlite3.OperationalError as exc:
-        if _is_busy(exc):
-            raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
-        raise
-    finally:
-        conn.execute("ROLLBACK")
-
-
 class Database:
-    """The store's handle. Open it once per process (the app's lifespan does)."""
+    """The store's handle. Open it once per process (`waypost.runtime` does)."""
 
-    def __init__(self, path: Path, readers: int = 3, busy_timeout_ms: int = 5000) -> None:
+    def __init__(
+        self,
+        path: Path,
+        readers: int = 3,
+        busy_timeout_ms: int = 5000,
+        hooks: Sequence[ConnectionHook] = (),
+        on_commit: CommitListener | None = None,
+    ) -> None:
         self.path = path
         self._reader_count = max(1, readers)
         self._busy_timeout_ms = busy_timeout_ms
-        self._writer: aiosqlite.Connection | None = None
-        self._readers: list[aiosqlite.Connection] = []
-        self._idle: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
-        self._trace: Callable[[str], None] | None = None
-        self._commit_listeners: list[Callable[[], None]] = []
+        self._hooks = tuple(hooks)
+        self._writer: Writer | None = None
+        self._readers: ReaderPool | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
 
-    def add_commit_listener(self, callback: Callable[[], None]) -> None:
-        """Call `callback()` on the event loop after each committed write."""
+    # -- opening and closing ------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect, migrate (on the writer's connection), start the writer thread."""
+        self._loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._open)
+
+    def _open(self) -> None:
+        conn = connect(self.path, self._busy_timeout_ms, self._hooks)
+        try:
+            migrate(conn)
+            readers = [
+                connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
+                for _ in range(self._reader_count)
+            ]
+        except BaseException:
+            conn.close()
+            raise
+        self._readers = ReaderPool(readers)
+        assert self._loop is not None
+        self._writer = Writer(conn, self._busy_timeout_ms, (self._loop, self._committed))
+
+    async def close(self) -> None:
+        """Finish the queued writes and running reads, then close every connection."""
+        writer, readers = self._writer, self._readers
+        self._writer = self._readers = None
+        if writer is not None:
+            await asyncio.to_thread(writer.stop)
+        if readers is not None:
+            await asyncio.to_thread(readers.close)
+
+    # -- units of work --------------------------------------------------------------
+
+    async def write(self, fn: UnitOfWork[T]) -> T:
+        """Run one unit of work in the writer's next transaction; returns once
+        the COMMIT that holds it has returned."""
+        if self._writer is None:
+            raise Unavailable("the database is not open")
+        result: T = await self._writer.submit(fn, transaction=True)
+        return result
+
+    async def read(self, fn: UnitOfWork[T]) -> T:
+        """Run one read-only unit of work on a free reader, in one snapshot."""
+        if self._readers is None:
+            raise Unavailable("the database is not open")
+        return await self._readers.read(fn)
+
+    # -- commit listeners -------------------------------------------------------------
+
+    def add_commit_listener(self, callback: CommitListener) -> None:
+        """Call `callback()` on the event loop after each committed batch."""
         self._commit_listeners.append(callback)
 
-    def remove_commit_listener(self, callback: Callable[[], None]) -> None:
+    def remove_commit_listener(self, callback: CommitListener) -> None:
         self._commit_listeners.remove(callback)
 
     def _committed(self) -> None:
+        """On the event loop after a batch committed, before its callers resume."""
         for callback in list(self._commit_listeners):
             try:
                 callback()
             except Exception:
                 log.exception("commit listener failed")
 
-    async def open(self) -> None:
-        self._writer = await self._connect()
-        await self._call(self._writer, migrate)
-        for _ in range(self._reader_count):
-            reader = await self._connect()
-            await self._call(reader, lambda c: c.execute("PRAGMA query_only = ON"))
-            self._readers.append(reader)
-            self._idle.put_nowait(reader)
-
-    async def close(self) -> None:
-        for conn in [*self._readers, *([self._writer] if self._writer else [])]:
-            await conn.close()
-        self._readers.clear()
-        self._writer = None
-
-    async def write(self, fn: UnitOfWork[T]) -> T:
-        """Run one unit of work as a single writer transaction."""
-        if self._writer is None:
-            raise Unavailable("the database is not open")
-        result = await self._call(self._writer, lambda conn: run_write(conn, fn))
-        self._committed()
-        return result
-
-    async def read(self, fn: UnitOfWork[T]) -> T:
-        """Run one read-only unit of work on a free reader connection."""
-        reader = await self._idle.get()
-        try:
-            return await self._call(reader, lambda conn: run_read(conn, fn))
-        finally:
-            self._idle.put_nowait(reader)
+    # -- diagnostics -----------------------------------------------------------------------
 
     async def set_trace(self, callback: Callable[[str], None] | None) -> None:
-        """Install a statement trace on every connection (tests count SQL with it).
+        """Install a statement trace on every connection (tests count SQL with it)."""
+        if self._writer is None or self._readers is None:
+            raise Unavailable("the database is not open")
 
-        sqlite3 accepts the callback only on the connection's own thread.
-        """
-        self._trace = callback
-        for conn in [*self._readers, *([self._writer] if self._writer else [])]:
-            await self._call(conn, lambda c: c.set_trace_callback(callback))
+        def trace(conn: sqlite3.Connection) -> None:
+            conn.set_trace_callback(callback)
 
-    async def _connect(self) -> aiosqlite.Connection:
-        conn = await aiosqlite.connect(self.path, isolation_level=None)
-        await self._call(conn, lambda c: configure(c, self._busy_timeout_ms))
-        return conn
-
-    @staticmethod
-    async def _call(conn: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # aiosqlite queues callables onto the connection's own thread; handing it
-        # the whole unit of work makes it one thread hop instead of one per statement.
-        raw: sqlite3.Connection = conn._conn
-        result: Any = await conn._execute(fn, raw)  # type: ignore[no-untyped-call]
-        return result  # type: ignore[no-any-return]
+        await self._writer.submit(trace, transaction=False)
+        for conn in self._readers.connections:
+            conn.set_trace_callback(callback)

@@ -48,6 +48,14 @@ def principal_exists(conn: sqlite3.Connection, principal_id: str) -> bool:
     return found is not None
 
 
+def first_human_row(conn: sqlite3.Connection) -> sqlite3.Row | None:
+    """The human principal created first (the admin of a fresh database)."""
+    row: sqlite3.Row | None = conn.execute(
+        "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
+    ).fetchone()
+    return row
+
+
 def any_principal(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM principals LIMIT 1").fetchone() is not None
 

@@ -31,6 +31,8 @@ from waypost.runtime import Actor, Runtime
 # Receipts are kept at least this long; the sweep deletes older ones.
 RECEIPT_RETENTION = timedelta(hours=48)
 KEY_MAX = 256
+# Receipts deleted per unit of work by the sweep (a few milliseconds of writer time).
+PURGE_BATCH = 500
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,17 @@ def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
             raise Forbidden.reason("session_not_live", "the session is not live")
 
 
-def purge_receipts(conn: sqlite3.Connection, now: datetime) -> int:
+def purge_receipts(conn: sqlite3.Connection, now: datetime, limit: int = PURGE_BATCH) -> int:
+    """Delete up to `limit` of the oldest receipts past retention.
+
+    Bounded so that one purge never holds the writer for long (a day of
+    receipts can be millions of rows); the sweep calls it again, each call its
+    own unit of work, until it deletes fewer than `limit`.
+    """
     cutoff = format_time(now - RECEIPT_RETENTION)
-    return conn.execute("DELETE FROM receipts WHERE created_at < ?", (cutoff,)).rowcount
+    return conn.execute(
+        "DELETE FROM receipts WHERE (principal_id, key) IN ("
+        " SELECT principal_id, key FROM receipts WHERE created_at < ?"
+        " ORDER BY created_at LIMIT ?)",
+        (cutoff, limit),
+    ).rowcount

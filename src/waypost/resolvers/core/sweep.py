@@ -4,18 +4,35 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any
 
-from waypost.resolvers.core.receipts import purge_receipts
+from waypost.resolvers.core.receipts import PURGE_BATCH, purge_receipts
 from waypost.resolvers.decisions.timeouts import answer_timed_out
 from waypost.runtime import Runtime
 
 # Each step takes the writer connection and the service time, and returns what
 # it did for the log. Domains append their steps (decision timeouts, ...).
 Step = Callable[[sqlite3.Connection, datetime], Any]
-STEPS: list[tuple[str, Step]] = [("receipts_purged", purge_receipts)]
+
+
+@dataclass(frozen=True)
+class Batched:
+    """A step that does at most `limit` rows per call (returning how many) and
+    runs again, each call its own unit of work, until it does fewer: other
+    writes get the writer in between."""
+
+    step: Callable[[sqlite3.Connection, datetime], int]
+    limit: int
+    max_rounds: int = 10_000
+
+    def __call__(self, conn: sqlite3.Connection, now: datetime) -> int:
+        return self.step(conn, now)
+
+
+STEPS: list[tuple[str, Step]] = [("receipts_purged", Batched(purge_receipts, PURGE_BATCH))]
 STEPS.append(("decisions_timed_out", answer_timed_out))
 
 
@@ -24,9 +41,18 @@ def _apply(step: Step, now: datetime, conn: sqlite3.Connection) -> Any:
 
 
 async def run_once(rt: Runtime) -> dict[str, Any]:
-    """One pass, each step in its own writer transaction."""
+    """One pass, each step in its own writer transaction (a batched step in several)."""
     report: dict[str, Any] = {}
     for name, step in STEPS:
         now = rt.now()
-        report[name] = await rt.db.write(partial(_apply, step, now))
+        if isinstance(step, Batched):
+            total = 0
+            for _ in range(step.max_rounds):
+                done = int(await rt.db.write(partial(_apply, step, now)))
+                total += done
+                if done < step.limit:
+                    break
+            report[name] = total
+        else:
+            report[name] = await rt.db.write(partial(_apply, step, now))
     return report

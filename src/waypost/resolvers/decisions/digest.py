@@ -20,7 +20,6 @@ from typing import Any, Final
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import store
-from waypost.resolvers.decisions.status import install
 from waypost.resolvers.decisions.timeouts import TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
@@ -36,7 +35,6 @@ SOON_WINDOW: Final = timedelta(hours=6)
 
 def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, Any]:
     require_project(conn, project_id)
-    install(conn)
     at = format_time(now)
     n = DIGEST_LIMIT + 1
     pending = store.unanswered_ids(conn, project_id, n)

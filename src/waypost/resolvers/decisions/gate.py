@@ -23,7 +23,6 @@ from datetime import datetime
 from waypost.clock import format_time
 from waypost.errors import DecisionRequired
 from waypost.resolvers.decisions import store
-from waypost.resolvers.decisions.status import install
 from waypost.resolvers.decisions.store import BLOCKED_CTE
 
 __all__ = [
@@ -39,8 +38,8 @@ MAX_IDS = 20
 
 
 def gate_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
-    """The parameters `BLOCKED_CTE` binds, with the status function installed on `conn`."""
-    install(conn)
+    """The parameters `BLOCKED_CTE` binds (the status function is installed on every
+    connection when it opens: see `waypost.runtime.CONNECTION_HOOKS`)."""
     return {"project": project_id, "now": format_time(now)}
 
 

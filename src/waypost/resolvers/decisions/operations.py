@@ -24,7 +24,7 @@ from waypost.resolvers.decisions.pins import (
     insert_generation,
     pin_tasks,
 )
-from waypost.resolvers.decisions.status import STATUS_SQL, STATUSES, install
+from waypost.resolvers.decisions.status import STATUS_SQL, STATUSES
 from waypost.resolvers.decisions.views import (
     decisions_in_order,
     history_pages,
@@ -165,7 +165,6 @@ def list_sync(
         raise InvalidRequest.field("status", f"status must be one of {', '.join(STATUSES)}")
     require_project(conn, project_id)
     after = decode_cursor(cursor, str, str) if cursor else ("", "")
-    install(conn)
     rows = conn.execute(
         "SELECT s.decision_id, s.created_at FROM decision_current s"
         " WHERE s.project_id = :project AND (s.created_at, s.decision_id) > (:at, :id)"
@@ -219,6 +218,5 @@ def unresolved_sync(
 
     For the context packet, which places these before any text match.
     """
-    install(conn)
     ids = store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
     return decisions_in_order(conn, ids, now_at)

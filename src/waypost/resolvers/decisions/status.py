@@ -55,8 +55,9 @@ def work_allowed(status: str) -> bool:
 def install(conn: sqlite3.Connection) -> None:
     """Make `waypost_decision_status(...)` callable from SQL on this connection.
 
-    Registering is a C-level call, not a statement; doing it on each use keeps
-    the storage layer free of any knowledge of decisions.
+    A connection set-up hook (`waypost.runtime.CONNECTION_HOOKS`): it runs once
+    when a connection opens, never per call, because registering a function
+    expires every statement the connection has prepared.
     """
     conn.create_function(SQL_FUNCTION, 4, decision_status, deterministic=True)
 

@@ -17,7 +17,6 @@ from typing import Final
 from waypost.clock import format_time
 from waypost.resolvers.core import events
 from waypost.resolvers.decisions import store
-from waypost.resolvers.decisions.status import install
 
 TIMEOUT: Final = timedelta(hours=24)
 # How many decisions one pass answers at most; the next pass takes the rest, so
@@ -30,7 +29,6 @@ TIMEOUT_RATIONALE: Final = (
 
 def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
     """One sweep step: answer every due decision (up to BATCH); returns how many."""
-    install(conn)
     at = format_time(now)
     # Only pending ones (never stale or expired) that may time out (store.MAY_TIME_OUT).
     due = store.due_for_timeout(conn, format_time(now - TIMEOUT), at, BATCH)

@@ -1,0 +1,102 @@
+"""Opening one SQLite connection: file mode, pragmas and set-up hooks, once.
+
+Everything a connection needs is done here when it opens and never again per
+call: re-registering an SQL function (`create_function`) expires every
+prepared statement of the connection, so a hook that ran on each unit of work
+would make SQLite re-prepare every statement after it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# Installs what a connection needs beyond the pragmas (SQL functions, ...).
+ConnectionHook = Callable[[sqlite3.Connection], None]
+
+# Statements kept prepared per connection (Python's default is 128); the
+# service has a few hundred distinct statements, the hot ones well under this.
+CACHED_STATEMENTS = 256
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY / SQLITE_LOCKED: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def create_private(path: Path) -> None:
+    """Create the database file mode 0600 if it does not exist yet.
+
+    SQLite would create it with the process umask (often 0644); it gives the
+    `-wal` and `-shm` files it creates later the mode of the database file,
+    so creating the file first is what keeps all three owner-only.
+    """
+    if str(path) == ":memory:":
+        return
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
+
+
+def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """PRAGMAs every connection needs; durability first (see docs/operations.md)."""
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+    _enter_wal(conn, busy_timeout_ms)
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("PRAGMA foreign_keys = ON")
+
+
+def _enter_wal(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
+    """`PRAGMA journal_mode = WAL`, waiting out other connections doing the same.
+
+    Switching a fresh file to WAL needs an exclusive lock, and SQLite answers
+    "database is locked" at once (without its busy handler) when several
+    processes open a new database together, e.g. `serve` and an admin command.
+    """
+    deadline = time.monotonic() + busy_timeout_ms / 1000
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
+def connect(
+    path: Path,
+    busy_timeout_ms: int = 5000,
+    hooks: Sequence[ConnectionHook] = (),
+    *,
+    read_only: bool = False,
+) -> sqlite3.Connection:
+    """A configured connection in autocommit mode (transactions are explicit).
+
+    `check_same_thread=False`: the writer and reader threads own their
+    connections, but they are opened and closed from the event loop's thread.
+    """
+    create_private(path)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, cached_statements=CACHED_STATEMENTS
+    )
+    try:
+        configure(conn, busy_timeout_ms)
+        if read_only:
+            conn.execute("PRAGMA query_only = ON")
+        for hook in hooks:
+            hook(conn)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

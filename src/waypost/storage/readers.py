@@ -1,0 +1,72 @@
+"""The reader pool: a few read-only connections, each used by one thread at a time.
+
+A read unit of work runs whole on a pool thread inside one deferred
+transaction, so it sees a single snapshot of the database however many
+statements it makes; WAL readers never wait for the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import sqlite3
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from waypost.errors import Unavailable
+from waypost.storage.connection import is_busy
+
+T = TypeVar("T")
+
+
+def run_read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """Run `fn` inside one read transaction, so it sees a single snapshot.
+
+    WAL readers rarely wait, but another process can still hold the database
+    (an exclusive lock, a WAL recovery): that answers 503, never a 500.
+    """
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
+        raise
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+class ReaderPool:
+    """As many threads as connections: a thread always finds one free."""
+
+    def __init__(self, connections: Sequence[sqlite3.Connection]) -> None:
+        self.connections = list(connections)
+        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        for conn in self.connections:
+            self._idle.put(conn)
+        self._threads = ThreadPoolExecutor(
+            max_workers=len(self.connections), thread_name_prefix="waypost-reader"
+        )
+        self._closed = False
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise Unavailable("the database is not open")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._threads, self._run, fn)
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn = self._idle.get()
+        try:
+            return run_read(conn, fn)
+        finally:
+            self._idle.put(conn)
+
+    def close(self) -> None:
+        """Wait for running reads, then close every connection (blocks)."""
+        self._closed = True
+        self._threads.shutdown(wait=True)
+        for conn in self.connections:
+            conn.close()

@@ -1,0 +1,327 @@
+"""The writer: one thread, one connection, one queue, group commit.
+
+Every unit of work is a plain function over the writer's `sqlite3.Connection`.
+Callers put it on the queue and await a future. The writer thread takes every
+unit waiting (up to `max_units`, and no more once the batch has run for
+`max_seconds`), runs each inside its own `SAVEPOINT` within one
+`BEGIN IMMEDIATE` transaction, and COMMITs once: one fsync for the batch
+instead of one per unit. Only after that COMMIT has returned is any caller
+answered, so nothing is acknowledged that is not on disk.
+
+A unit that raises is rolled back to its savepoint alone and its caller gets
+its own exception; the other units of the batch commit. Should SQLite roll
+the whole transaction back itself (disk full, I/O error), the unit that hit it
+gets the error and the others run again in a fresh transaction (once).
+
+Under a lock held by another process `BEGIN IMMEDIATE` waits no longer than
+the oldest waiting unit's own budget (its arrival plus the busy timeout); a
+unit whose budget is spent answers `Unavailable` (503), and the next waits out
+only what is left of its own. So every queued write is answered within the
+busy timeout of its arrival, however many are queued.
+
+Modelled on Datasette's `_execute_writes` thread (one write connection behind
+a queue, replies handed back with `call_soon_threadsafe`); the batching and
+savepoints are this project's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from waypost.errors import Unavailable
+from waypost.storage.connection import is_busy
+
+log = logging.getLogger("waypost.storage")
+
+BUSY_MESSAGE = "the database is busy; retry shortly"
+# A unit whose budget ends within this much of now is answered with the others
+# rather than after a BEGIN that could wait only a few milliseconds.
+_GRACE = 0.02
+
+
+@dataclass
+class _Unit:
+    fn: Callable[[sqlite3.Connection], Any]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+    deadline: float  # time.monotonic(): arrival + busy timeout
+    transaction: bool = True
+    retried: bool = False
+
+
+_STOP = object()
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # the caller went away (cancelled); the work stands
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+def _answer(
+    loop: asyncio.AbstractEventLoop,
+    replies: list[tuple[_Unit, Any, BaseException | None]],
+    then: Callable[[], None] | None = None,
+) -> None:
+    """Settle the callers' futures on their loop, in one hop; then `then()`
+    (in the same callback, so it runs before any caller resumes)."""
+
+    def run() -> None:
+        for unit, result, error in replies:
+            _settle(unit.future, result, error)
+        if then is not None:
+            then()
+
+    with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody waits
+        loop.call_soon_threadsafe(run)
+
+
+class Writer:
+    """The single writer thread over one connection (see the module docstring)."""
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        busy_timeout_ms: int,
+        on_commit: tuple[asyncio.AbstractEventLoop, Callable[[], None]] | None = None,
+        *,
+        max_units: int = 64,
+        max_seconds: float = 0.01,
+    ) -> None:
+        self._conn = conn
+        self._busy_timeout = busy_timeout_ms / 1000
+        self._on_commit = on_commit
+        self._max_units = max_units
+        self._max_seconds = max_seconds
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._current_timeout_ms = busy_timeout_ms
+        self._stopping = False
+        # held while queueing, so that nothing is queued behind the stop marker
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
+        self._thread.start()
+
+    # -- the event loop's side ---------------------------------------------------
+
+    async def submit(self, fn: Callable[[sqlite3.Connection], Any], transaction: bool) -> Any:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        deadline = time.monotonic() + self._busy_timeout
+        with self._lock:
+            if self._stopping:
+                raise Unavailable("the database is not open")
+            self._queue.put(_Unit(fn, loop, future, deadline, transaction))
+        return await future
+
+    def stop(self) -> None:
+        """Finish what is queued, then close the connection (blocks: call off the loop)."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+            self._queue.put(_STOP)
+        self._thread.join()
+
+    # -- the writer thread ----------------------------------------------------------
+
+    def _loop(self) -> None:
+        pending: deque[_Unit] = deque()
+        stop = False
+        while not (stop and not pending):
+            if not pending:
+                item = self._queue.get()
+                if item is _STOP:
+                    break
+                pending.append(item)
+            stop = self._take_waiting(pending) or stop
+            try:
+                self._step(pending)
+            except BaseException:  # never let the thread die with callers waiting
+                log.exception("writer step failed")
+        self._conn.close()
+
+    def _take_waiting(self, pending: deque[_Unit]) -> bool:
+        """Move every unit already queued into `pending` (bounded); True on stop."""
+        while len(pending) < self._max_units:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return False
+            if item is _STOP:
+                return True
+            pending.append(item)
+        return False
+
+    def _step(self, pending: deque[_Unit]) -> None:
+        # units whose callers went away before their turn are not run
+        while pending and pending[0].future.cancelled():
+            pending.popleft()
+        if not pending:
+            return
+        if not pending[0].transaction:
+            self._run_bare(pending.popleft())
+            return
+        if self._begin(pending):
+            self._batch(pending)
+
+    def _run_bare(self, unit: _Unit) -> None:
+        """A unit outside any transaction (connection settings, e.g. a trace)."""
+        try:
+            _answer(unit.loop, [(unit, unit.fn(self._conn), None)])
+        except BaseException as exc:
+            _answer(unit.loop, [(unit, None, exc)])
+
+    def _set_busy_timeout(self, seconds: float) -> None:
+        ms = max(0, int(seconds * 1000))
+        if ms != self._current_timeout_ms:
+            self._conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._current_timeout_ms = ms
+
+    def _begin(self, pending: deque[_Unit]) -> bool:
+        """BEGIN IMMEDIATE within the oldest unit's budget; on a lock held
+        elsewhere past it, answer 503 to every unit whose budget is spent."""
+        self._set_busy_timeout(pending[0].deadline - time.monotonic())
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            return True
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                self._fail_all(pending, exc)
+                return False
+            now = time.monotonic() + _GRACE
+            by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+            while pending and pending[0].deadline <= now:
+                unit = pending.popleft()
+                error = Unavailable(BUSY_MESSAGE, retry_after=1)
+                by_loop.setdefault(unit.loop, []).append((unit, None, error))
+            for loop, replies in by_loop.items():
+                _answer(loop, replies)
+            return False
+        finally:
+            self._set_busy_timeout(self._busy_timeout)
+
+    def _fail_all(self, pending: deque[_Unit], exc: BaseException) -> None:
+        log.error("the writer could not start a transaction: %s", exc)
+        while pending:
+            unit = pending.popleft()
+            _answer(unit.loop, [(unit, None, _for_caller(exc))])
+
+    def _batch(self, pending: deque[_Unit]) -> None:
+        conn = self._conn
+        done: list[tuple[_Unit, Any]] = []
+        failed: list[tuple[_Unit, BaseException]] = []
+        started = time.monotonic()
+        while pending and pending[0].transaction:
+            if len(done) + len(failed) >= self._max_units:
+                break
+            if done and time.monotonic() - started >= self._max_seconds:
+                break
+            unit = pending.popleft()
+            if unit.future.cancelled():
+                continue
+            conn.execute("SAVEPOINT unit")
+            try:
+                result = unit.fn(conn)
+            except BaseException as exc:
+                if not self._undo_unit():
+                    # SQLite rolled the whole transaction back: what ran before
+                    # it is gone too; they run again in a fresh transaction
+                    log.error("transaction lost in a unit of work: %r", exc)
+                    failed.append((unit, exc))
+                    self._requeue(pending, done)
+                    self._reply(failed, [])
+                    return
+                failed.append((unit, exc))
+            else:
+                conn.execute("RELEASE unit")
+                done.append((unit, result))
+            if not pending:
+                self._take_waiting(pending)
+        self._commit(pending, done, failed)
+
+    def _undo_unit(self) -> bool:
+        """Roll back to the unit's savepoint; False if the transaction is gone."""
+        conn = self._conn
+        if not conn.in_transaction:
+            return False
+        try:
+            conn.execute("ROLLBACK TO unit")
+            conn.execute("RELEASE unit")
+            return True
+        except sqlite3.Error:
+            log.exception("rollback to the unit's savepoint failed")
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return False
+
+    def _requeue(self, pending: deque[_Unit], done: list[tuple[_Unit, Any]]) -> None:
+        for unit, _ in reversed(done):
+            if unit.retried:
+                error = Unavailable("the write could not be completed; retry", retry_after=1)
+                _answer(unit.loop, [(unit, None, error)])
+            else:
+                unit.retried = True
+                pending.appendleft(unit)
+
+    def _commit(
+        self,
+        pending: deque[_Unit],
+        done: list[tuple[_Unit, Any]],
+        failed: list[tuple[_Unit, BaseException]],
+    ) -> None:
+        conn = self._conn
+        try:
+            conn.execute("COMMIT")
+        except BaseException as exc:
+            log.error("COMMIT failed: %r", exc)
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    log.exception("ROLLBACK after a failed COMMIT failed")
+            self._reply(failed + [(unit, exc) for unit, _ in done], [])
+            return
+        self._reply(failed, done, committed=bool(done))
+
+    def _reply(
+        self,
+        failed: list[tuple[_Unit, BaseException]],
+        done: list[tuple[_Unit, Any]],
+        committed: bool = False,
+    ) -> None:
+        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        for unit, exc in failed:
+            by_loop.setdefault(unit.loop, []).append((unit, None, _for_caller(exc)))
+        for unit, result in done:
+            by_loop.setdefault(unit.loop, []).append((unit, result, None))
+        listener_loop, listener = self._on_commit or (None, None)
+        if committed and listener_loop is not None:
+            by_loop.setdefault(listener_loop, [])
+        for loop, replies in by_loop.items():
+            _answer(loop, replies, listener if committed and loop is listener_loop else None)
+
+
+def _for_caller(exc: BaseException) -> BaseException:
+    """What the caller sees: SQLite's busy as 503, a non-Exception wrapped."""
+    if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+        error = Unavailable(BUSY_MESSAGE, retry_after=1)
+        error.__cause__ = exc
+        return error
+    if not isinstance(exc, Exception):
+        wrapped = RuntimeError(f"unit of work raised {type(exc).__name__}")
+        wrapped.__cause__ = exc
+        return wrapped
+    return exc

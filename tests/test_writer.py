@@ -1,0 +1,323 @@
+"""The writer: group commit with a savepoint per unit, answers only after the
+COMMIT, 503 within each write's own budget under a lock held by another
+process, files created owner-only."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, MovableClock, Service, serving
+from waypost.errors import Unavailable
+from waypost.resolvers.access import principals
+from waypost.resolvers.core import events, sweep
+from waypost.resolvers.core.receipts import PURGE_BATCH
+from waypost.settings import Settings
+from waypost.storage.db import Database, connect_sync
+
+AT = "2026-11-29T18:00:00.000Z"
+
+
+def recorded(name: str, fail: bool = False) -> Callable[[sqlite3.Connection], str]:
+    """A unit that writes a row, its event and a receipt (as every mutation
+    does), then fails if told to."""
+
+    def unit(conn: sqlite3.Connection) -> str:
+        made = principals.create_principal(conn, "agent", name, AT)
+        events.append(
+            conn,
+            project_id=None,
+            type="principal.created",
+            subject_type="principal",
+            subject_id=made["principal_id"],
+            actor_id=None,
+            actor_session_id=None,
+            at=AT,
+            data={"name": name},
+        )
+        conn.execute(
+            "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, 'f', 201, '{}', ?)",
+            (made["principal_id"], f"key-{name}", AT),
+        )
+        if fail:
+            raise RuntimeError(f"{name} fails after its row, event and receipt")
+        return name
+
+    return unit
+
+
+def left_behind(conn: sqlite3.Connection) -> dict[str, set[str]]:
+    return {
+        "principals": {r[0] for r in conn.execute("SELECT name FROM principals")},
+        "events": {r[0] for r in conn.execute("SELECT json_extract(data, '$.name') FROM events")},
+        "receipts": {r[0] for r in conn.execute("SELECT key FROM receipts")},
+    }
+
+
+class Held:
+    """A unit that keeps the writer busy until released, so that the units
+    submitted meanwhile wait in the queue and then run as one batch."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, conn: sqlite3.Connection) -> None:
+        self.entered.set()
+        self.release.wait(10)
+
+
+async def queue_behind(db: Database, units: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
+    held = Held()
+    holder = asyncio.create_task(db.write(held))
+    await asyncio.to_thread(held.entered.wait, 10)
+    tasks = [asyncio.create_task(db.write(u)) for u in units]
+    await asyncio.sleep(0)  # every write is queued now
+    held.release.set()
+    await holder
+    return await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_failing_unit_inside_a_batch_leaves_the_rest_committed_and_itself_nothing(
+    service: Service,
+) -> None:
+    commits: list[int] = []
+    service.rt.db.add_commit_listener(lambda: commits.append(1))
+    names = ["a", "b", "ghost", "c", "d"]
+    results = await queue_behind(service.rt.db, [recorded(n, n == "ghost") for n in names])
+    assert results[:2] == ["a", "b"] and results[3:] == ["c", "d"]
+    assert isinstance(results[2], RuntimeError) and "ghost fails" in str(results[2])
+    assert commits == [1]  # one batch, one COMMIT
+    seen = await service.rt.db.read(left_behind)
+    for kind in ("principals", "events"):
+        assert {"a", "b", "c", "d"} <= seen[kind] and "ghost" not in seen[kind]
+    assert {"key-a", "key-d"} <= seen["receipts"] and "key-ghost" not in seen["receipts"]
+
+
+async def test_a_batch_commits_once_for_all_its_units(service: Service) -> None:
+    statements: list[str] = []
+    await service.rt.db.set_trace(statements.append)
+    try:
+        await queue_behind(service.rt.db, [recorded(f"u{i}") for i in range(10)])
+    finally:
+        await service.rt.db.set_trace(None)
+    assert statements.count("COMMIT") == 1
+    assert statements.count("SAVEPOINT unit") == 11  # the holder and ten units
+
+
+async def test_a_unit_that_loses_the_transaction_fails_alone_and_the_others_still_commit(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    """When SQLite rolls the whole transaction back under a unit (disk full, an
+    I/O error; here the unit does it itself), the units before it in the batch
+    run again: they were never acknowledged, so nothing is lost or doubled."""
+
+    def loses(conn: sqlite3.Connection) -> None:
+        principals.create_principal(conn, "agent", "lost", AT)
+        conn.execute("ROLLBACK")
+        raise sqlite3.OperationalError("disk I/O error")
+
+    with caplog.at_level(logging.ERROR, "waypost"):
+        results = await queue_behind(service.rt.db, [recorded("before"), loses, recorded("after")])
+    assert results[0] == "before" and results[2] == "after"
+    assert isinstance(results[1], sqlite3.OperationalError)
+    assert "disk I/O error" in caplog.text  # the cause, not "no transaction is active"
+    assert "no transaction is active" not in caplog.text
+    seen = await service.rt.db.read(left_behind)
+    assert {"before", "after"} <= seen["principals"] and "lost" not in seen["principals"]
+    names = await service.rt.db.read(
+        lambda c: [r[0] for r in c.execute("SELECT name FROM principals WHERE name='before'")]
+    )
+    assert names == ["before"]  # ran again once, committed once
+
+
+async def test_nobody_is_answered_before_the_commit(service: Service) -> None:
+    """A caller resumes only once its unit is visible to another connection."""
+    path = service.db_path
+
+    async def write_then_look(name: str) -> bool:
+        await service.rt.db.write(recorded(name))
+        other = sqlite3.connect(path)
+        try:
+            return other.execute("SELECT 1 FROM principals WHERE name = ?", (name,)).fetchone()
+        finally:
+            other.close()
+
+    seen = await asyncio.gather(*(write_then_look(f"v{i}") for i in range(16)))
+    assert all(seen)
+
+
+async def test_the_sweep_purges_receipts_in_bounded_batches(service: Service) -> None:
+    old = "2026-11-01T00:00:00.000Z"
+    count = PURGE_BATCH * 2 + 7
+
+    def fill(conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+            " VALUES ('p', ?, 'f', 200, '{}', ?)",
+            [(f"old-{i}", old) for i in range(count)],
+        )
+
+    await service.rt.db.write(fill)
+    statements: list[str] = []
+    await service.rt.db.set_trace(statements.append)
+    try:
+        report = await sweep.run_once(service.rt)
+    finally:
+        await service.rt.db.set_trace(None)
+    assert report["receipts_purged"] == count
+    deletes = [s for s in statements if s.startswith("DELETE FROM receipts")]
+    assert len(deletes) == 3  # 500 + 500 + 7, each its own unit of work
+    left = await service.rt.db.read(lambda c: c.execute("SELECT count(*) FROM receipts").fetchone())
+    assert left[0] == 0
+
+
+async def test_a_connection_hook_runs_once_per_connection_not_per_call(tmp_path: Path) -> None:
+    opened: list[int] = []
+    db = Database(tmp_path / "h.db", readers=2, hooks=[lambda c: opened.append(id(c))])
+    await db.open()
+    try:
+        for _ in range(5):
+            await db.write(lambda c: c.execute("SELECT 1"))
+            await db.read(lambda c: c.execute("SELECT 1"))
+    finally:
+        await db.close()
+    assert len(opened) == 3  # the writer and two readers
+
+
+# -- a lock held by another process ---------------------------------------------
+
+
+@pytest.fixture
+def locked_by_another_process(tmp_path: Path) -> Iterator[Callable[[Path], None]]:
+    holders: list[subprocess.Popen[str]] = []
+
+    def hold(path: Path) -> None:
+        script = (
+            "import sqlite3, sys\n"
+            "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+            "c.execute('BEGIN IMMEDIATE')\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n"
+        )
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, str(path)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        holders.append(proc)
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+
+    yield hold
+    for proc in holders:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+@pytest.fixture
+async def impatient(tmp_path: Path) -> AsyncIterator[Service]:
+    settings = Settings(db_path=tmp_path / "busy.db", sweep_interval=3600, busy_timeout_ms=400)
+    async with serving(settings, MovableClock()) as made:
+        yield made
+
+
+async def test_every_queued_write_answers_503_within_its_own_busy_timeout(
+    impatient: Service, locked_by_another_process: Callable[[Path], None]
+) -> None:
+    human: Caller = await impatient.principal("human")
+    assert (await human.post("/api/v1/projects", {"id": "demo", "name": "D"})).status_code == 201
+    locked_by_another_process(impatient.db_path)
+    budget = 0.4 + 1.0
+
+    async def one(i: int) -> tuple[float, int, str | None]:
+        await asyncio.sleep(i * 0.05)  # arrivals spread over the lock
+        sent = time.monotonic()
+        r = await human.post("/api/v1/projects", {"id": f"p{i}", "name": "P"})
+        return time.monotonic() - sent, r.status_code, r.headers.get("retry-after")
+
+    answers = await asyncio.gather(*(one(i) for i in range(20)))
+    assert {(status, retry) for _, status, retry in answers} == {(503, "1")}
+    slowest = max(elapsed for elapsed, _, _ in answers)
+    assert slowest < budget, sorted(round(e, 2) for e, _, _ in answers)
+
+
+async def test_queued_writes_go_on_once_a_short_lock_is_let_go(impatient: Service) -> None:
+    other = sqlite3.connect(impatient.db_path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.1, lambda: other.execute("ROLLBACK"))
+    release.start()
+    try:
+        results = await asyncio.gather(
+            *(impatient.rt.db.write(recorded(f"w{i}")) for i in range(8)),
+            return_exceptions=True,
+        )
+    finally:
+        release.join()
+        other.close()
+    assert results == [f"w{i}" for i in range(8)]
+
+
+async def test_a_closed_database_refuses_writes_and_reads(tmp_path: Path) -> None:
+    db = Database(tmp_path / "c.db")
+    await db.open()
+    await db.close()
+    with pytest.raises(Unavailable):
+        await db.write(lambda c: None)
+    with pytest.raises(Unavailable):
+        await db.read(lambda c: None)
+
+
+# -- file modes --------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def open_umask() -> Iterator[None]:
+    """A permissive umask, as a careless shell may have: the files must still be 0600."""
+    previous = os.umask(0o002)
+    try:
+        yield
+    finally:
+        os.umask(previous)
+
+
+async def test_the_service_creates_its_database_files_owner_only(
+    tmp_path: Path, open_umask: None
+) -> None:
+    settings = Settings(db_path=tmp_path / "private.db", sweep_interval=3600)
+    async with serving(settings, MovableClock()) as made:
+        await made.principal("human")
+        files = [settings.db_path, tmp_path / "private.db-wal", tmp_path / "private.db-shm"]
+        assert all(f.exists() for f in files)
+        assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+
+
+def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umask: None) -> None:
+    path = tmp_path / "admin.db"
+    conn = connect_sync(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    try:
+        for name in ("admin.db", "admin.db-wal", "admin.db-shm"):
+            assert mode(tmp_path / name) == 0o600, name
+    finally:
+        conn.close()
