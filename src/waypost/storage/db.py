@@ -90,6 +90,7 @@ class Database:
         self._readers: ReaderPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
+        self._observe_commit: Callable[[int, float], None] | None = None
 
     # -- opening and closing ------------------------------------------------------
 
@@ -112,6 +113,7 @@ class Database:
         self._readers = ReaderPool(readers)
         assert self._loop is not None
         self._writer = Writer(conn, self._busy_timeout_ms, (self._loop, self._committed))
+        self._writer.observe_commit = self._observe_commit
 
     async def close(self) -> None:
         """Finish the queued writes and running reads, then close every connection."""
@@ -156,6 +158,16 @@ class Database:
                 log.exception("commit listener failed")
 
     # -- diagnostics -----------------------------------------------------------------------
+
+    def observe_commits(self, callback: Callable[[int, float], None]) -> None:
+        """Metrics: `callback(units, seconds)` on the writer thread after each COMMIT."""
+        self._observe_commit = callback
+        if self._writer is not None:
+            self._writer.observe_commit = callback
+
+    def queue_depth(self) -> int:
+        """Writes queued for the writer thread (0 when closed)."""
+        return self._writer.queue_depth() if self._writer is not None else 0
 
     async def set_trace(self, callback: Callable[[str], None] | None) -> None:
         """Install a statement trace on every connection (tests count SQL with it)."""

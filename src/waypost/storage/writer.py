@@ -111,8 +111,15 @@ class Writer:
         self._stopping = False
         # held while queueing, so that nothing is queued behind the stop marker
         self._lock = threading.Lock()
+        # metrics hook (waypost.observe): called on this thread after each
+        # COMMIT with the batch's unit count and the COMMIT's seconds (fsync included)
+        self.observe_commit: Callable[[int, float], None] | None = None
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
         self._thread.start()
+
+    def queue_depth(self) -> int:
+        """Units queued and not yet taken by the writer thread (approximate)."""
+        return self._queue.qsize()
 
     # -- the event loop's side ---------------------------------------------------
 
@@ -283,6 +290,7 @@ class Writer:
         failed: list[tuple[_Unit, BaseException]],
     ) -> None:
         conn = self._conn
+        started = time.perf_counter()
         try:
             conn.execute("COMMIT")
         except BaseException as exc:
@@ -294,6 +302,8 @@ class Writer:
                     log.exception("ROLLBACK after a failed COMMIT failed")
             self._reply(failed + [(unit, exc) for unit, _ in done], [])
             return
+        if self.observe_commit is not None:
+            self.observe_commit(len(done) + len(failed), time.perf_counter() - started)
         self._reply(failed, done, committed=bool(done))
 
     def _reply(
