@@ -21,6 +21,7 @@ async def test_a_hundred_identical_requests_on_one_key_run_once(
     in_flight = [a for a in answers if a.status_code == 409]
     assert len(first) == 1, [a.status_code for a in answers]
     assert len(first) + len(replays) + len(in_flight) == 100
+    print(f"1 execution, {len(replays)} replays, {len(in_flight)} in flight (409)")
     assert all(a.status_code == 201 and a.json() == first[0].json() for a in replays)
     assert all(a.json()["error"]["code"] == "idempotency_in_flight" for a in in_flight)
     # one execution: one task, one event, one receipt
