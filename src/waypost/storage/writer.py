@@ -109,17 +109,12 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._current_timeout_ms = busy_timeout_ms
         self._stopping = False
+        # (units committed, seconds of the COMMIT), called on this thread (metrics)
+        self.batch_observer: Callable[[int, float], None] | None = None
         # held while queueing, so that nothing is queued behind the stop marker
         self._lock = threading.Lock()
-        # metrics hook (waypost.observe): called on this thread after each
-        # COMMIT with the batch's unit count and the COMMIT's seconds (fsync included)
-        self.observe_commit: Callable[[int, float], None] | None = None
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
         self._thread.start()
-
-    def queue_depth(self) -> int:
-        """Units queued and not yet taken by the writer thread (approximate)."""
-        return self._queue.qsize()
 
     # -- the event loop's side ---------------------------------------------------
 
@@ -132,6 +127,10 @@ class Writer:
                 raise Unavailable("the database is not open")
             self._queue.put(_Unit(fn, loop, future, deadline, transaction))
         return await future
+
+    def queue_depth(self) -> int:
+        """Units waiting for the writer (approximate, for metrics)."""
+        return self._queue.qsize()
 
     def stop(self) -> None:
         """Finish what is queued, then close the connection (blocks: call off the loop)."""
@@ -302,8 +301,12 @@ class Writer:
                     log.exception("ROLLBACK after a failed COMMIT failed")
             self._reply(failed + [(unit, exc) for unit, _ in done], [])
             return
-        if self.observe_commit is not None:
-            self.observe_commit(len(done) + len(failed), time.perf_counter() - started)
+        observe = self.batch_observer
+        if observe is not None:
+            try:
+                observe(len(done), time.perf_counter() - started)
+            except Exception:
+                log.exception("batch observer failed")
         self._reply(failed, done, committed=bool(done))
 
     def _reply(
