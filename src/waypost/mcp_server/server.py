@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import re
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -31,6 +32,7 @@ from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
 
+log = logging.getLogger("waypost.mcp")
 INSTRUCTIONS = (
     "Waypost coordinates AI agents and humans on shared projects. Before acting on a "
     "project, call `context` (or at least `policy`): the policy's rules bind you. Claim work "
@@ -187,6 +189,10 @@ def build_server(
                 return _error(f"unknown tool {name!r}; list_tools names the tools")
         except ApiError as error:
             return _error(explain(error, str(project) if project else None))
+        except Exception:
+            # a fault of ours: the log gets the traceback, the agent a plain answer
+            log.exception("MCP tool %s failed", name)
+            return _error(explain(ApiError("internal", "internal error", {}, 500)))
         return _result(result)
 
     @server.list_resources()
@@ -238,6 +244,9 @@ def build_server(
             reply = await backend.call("GET", f"{tools.PROJECT}/{what}", {"project": project})
         except ApiError as error:
             raise ValueError(explain(error, project)) from None
+        except Exception:
+            log.exception("MCP resource %s failed", uri)
+            raise ValueError("internal: internal error") from None
         text = json.dumps(reply.body, ensure_ascii=False, separators=(",", ":"))
         return [ReadResourceContents(content=text, mime_type="application/json")]
 
