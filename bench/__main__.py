@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import workflow
+from bench import context, workflow
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
@@ -143,10 +143,18 @@ def mutation_suite(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--suite", choices=("all", "mutation", "workflow"), default="all",
+        "--suite", choices=("all", "mutation", "workflow", "context"), default="all",
         help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
-        " (bench/workflow.py); all (default): both, mutation first",
+        " (bench/workflow.py); context: the context packet against bare FTS5 and"
+        " Datasette (bench/context.py, not part of all: it seeds large files);"
+        " all (default): mutation and workflow",
     )  # fmt: skip
+    parser.add_argument(
+        "--sizes", default="10000,100000",
+        help="context suite: knowledge records per size, comma-separated; tasks are a"
+        " tenth (10000,100000; add 1000000 for the large run)",
+    )  # fmt: skip
+    parser.add_argument("--queries", type=int, default=200, help="context suite: queries (200)")
     parser.add_argument("-n", type=int, default=1000, help="samples per mutation row (1000)")
     parser.add_argument(
         "--workflow-n", type=int, default=200, help="samples per workflow row at most (200)"
@@ -168,6 +176,11 @@ def main() -> None:
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)
+        if args.suite == "context":
+            print(f"\n== context (sizes {args.sizes}, {args.queries} queries per size)")
+            sizes = [int(size) for size in args.sizes.split(",")]
+            # with --dir the seeded files stay there and later runs reuse them
+            context.run_suite(args.dir or directory, sizes, args.queries)
         if args.suite in ("all", "workflow"):
             print(f"\n== workflow (n<={args.workflow_n} per row, {args.budget}s budget per row)")
             seeding = asyncio.run(workflow.run_suite(directory, args.workflow_n, args.budget))
