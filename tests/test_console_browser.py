@@ -152,6 +152,14 @@ def tab(browser: Any, world: World) -> Iterator[Tab]:
     assert not t.errors, t.errors
 
 
+def _tab_to(page: Any, condition: str) -> None:
+    for _ in range(80):
+        page.keyboard.press("Tab")
+        if page.evaluate(f"() => {condition}"):
+            return
+    raise AssertionError(f"Tab never reached: {condition}")
+
+
 def _csp_refusal(tab: Tab, text: str) -> None:
     if "Content Security Policy" in text:
         tab.errors.append(text)
@@ -280,13 +288,84 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
         "expected_generation": 1, "disposition": "defer", "answer": "Stop",
         "rationale": "Wait for the load test."})  # fmt: skip
-    page.get_by_label("Why (required)").fill("Looks safe.")
-    page.get_by_role("button", name="Deny: Proceed").click()
+    # keyboard only: Tab to the rationale, type, Tab to the button, Enter
+    _tab_to(page, "document.activeElement.tagName === 'TEXTAREA'")
+    page.keyboard.type("Looks safe.")
+    _tab_to(page, "document.activeElement.getAttribute('aria-label') === 'Deny: Proceed'")
+    page.keyboard.press("Enter")
     page.locator("main").get_by_text("Someone else answered first").wait_for()
     # the new state: the other answer, and no answer buttons any more
     assert "Wait for the load test." in page.locator("main").inner_text()
     assert page.get_by_role("button", name="Deny: Proceed").count() == 0
     assert world.decision(decision_id)["current"]["answer"]["actor_id"] == world.admin.principal_id
+
+
+def _accessible_and_narrow(page: Any) -> None:
+    """Every control has a label or an accessible name, and nothing scrolls sideways."""
+    unlabelled = page.evaluate("""() => [...document.querySelectorAll(
+        'input, select, textarea, button')].filter((el) => !(
+        (el.labels && el.labels.length) || el.getAttribute('aria-label')
+        || (el.tagName === 'BUTTON' && el.textContent.trim()))).map((el) => el.outerHTML)""")
+    assert not unlabelled, unlabelled
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page scrolls sideways by {overflow}px"
+
+
+def test_knowledge_revisions_and_policy_history_on_a_phone(
+    tab: Tab, world: World, tmp_path: Path
+) -> None:
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "ops", "name": "Operations"}, 201)
+    base = "/api/v1/projects/ops/knowledge"
+    made = alice.send("POST", base, {
+        "kind": "lesson", "title": "Orders migration needs a lock window",
+        "body": "Take the lock at night.\nWarn support first.", "tags": ["db"]}, 201)  # fmt: skip
+    alice.send(
+        "POST", f"{base}/{made['id']}/feedback", {"expected_revision": 1, "useful": True}, 201
+    )
+    alice.send("PATCH", f"{base}/{made['id']}", {
+        "expected_revision": 1, "title": made["title"], "status": "validated",
+        "body": "Take the lock on Sunday at 02:00 UTC.\nWarn support first.", "tags": ["db"],
+        "applicability": "", "scope": made["scope"],
+        "provenance": {"summary": "seen twice", "source_uri": None, "source_task_id": None,
+                       "source_submission_id": None}})  # fmt: skip
+    rules = ["Deploy on weekdays.\nAsk before migrations.",
+             "Deploy on weekdays.\nAsk a human before migrations."]  # fmt: skip
+    for revision, text in enumerate(rules, start=1):
+        alice.send("PATCH", "/api/v1/projects/ops/policy",
+                   {"expected_revision": revision, "rules": text})  # fmt: skip
+
+    page = tab.page
+    page.set_viewport_size({"width": 360, "height": 740})  # a phone, or 200% zoom on a laptop
+    tab.sign_in(alice.token)
+    _accessible_and_narrow(page)
+    page.goto(f"{tab.origin}/console#/p/ops/knowledge")
+    page.get_by_label("Kind").select_option("LESSON")
+    page.get_by_label("Words").fill("lock")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("link", name="Orders migration needs a lock window").click()
+    page.get_by_role("heading", name="Revision 2 (current)").wait_for()
+    _accessible_and_narrow(page)
+    _shot(page, "console-phone-knowledge.png", tmp_path)
+    history = page.locator("ol.history").inner_text()
+    assert "useful 0, not useful 0" in history and "useful 1, not useful 0" in history
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "- Take the lock at night." in diff
+    assert "+ Take the lock on Sunday at 02:00 UTC." in diff and "  Warn support first." in diff
+
+    page.goto(f"{tab.origin}/console#/p/ops/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    _accessible_and_narrow(page)
+    assert "+ Ask a human before migrations." in page.locator("pre.diff").first.inner_text()
+    page.get_by_label("From").select_option("1")
+    compared = page.locator("pre.diff").first.inner_text()
+    assert "+ Deploy on weekdays." in compared and "+ Ask a human before migrations." in compared
+
+    page.goto(f"{tab.origin}/console#/p/demo/d/{world.decisions['pending']}")
+    page.get_by_role("heading", name="Every generation").wait_for()
+    _accessible_and_narrow(page)
+    page.get_by_role("heading", name="Policy", exact=True).wait_for()
+    _shot(page, "console-phone-decision.png", tmp_path)
 
 
 def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:

@@ -22,6 +22,7 @@ export async function renderKnowledgeList(projectId, query) {
     kind: KINDS.includes(query.get("kind")) ? query.get("kind") : null,
     status: STATUSES.includes(query.get("status")) ? query.get("status") : null,
     tag: query.get("tag") || null,
+    q: query.get("q") || null,
     shared: query.get("shared") === "1",
   };
   const list = h("ul", { class: "cards" });
@@ -61,6 +62,7 @@ export async function renderKnowledgeList(projectId, query) {
   await page();
 
   const tagId = nextId("tag");
+  const textId = nextId("text");
   const sharedId = nextId("shared");
   const form = h("form", { class: "filters", "aria-label": "Filters", onsubmit: (event) => {
     event.preventDefault();
@@ -71,9 +73,13 @@ export async function renderKnowledgeList(projectId, query) {
     }
     const tag = form.querySelector(`#${tagId}`).value.trim();
     if (tag) params.set("tag", tag);
+    const text = form.querySelector(`#${textId}`).value.trim();
+    if (text) params.set("q", text);
     if (form.querySelector(`#${sharedId}`).checked) params.set("shared", "1");
     location.hash = `#/p/${enc(projectId)}/knowledge?${params}`;
   } },
+  h("div", { class: "field field-inline" }, h("label", { for: textId }, "Words"),
+    h("input", { id: textId, type: "search", value: filters.q || "" })),
   select("kind", "Kind", KINDS, filters.kind),
   select("status", "Status", STATUSES, filters.status),
   h("div", { class: "field field-inline" }, h("label", { for: tagId }, "Tag"),
@@ -110,7 +116,7 @@ export async function renderKnowledgeItem(projectId, id) {
     h("p", {}, link(`#/p/${enc(projectId)}/knowledge`, "← Knowledge")),
     h("h1", { tabindex: "-1" }, k.title),
     h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
-      ` revision ${k.revision} · ${lower(k.collection)}${k.shareAcrossProjects ? ", shared across projects" : ""}`,
+      ` revision ${k.revision} · ${lower(k.collection)} collection${k.shareAcrossProjects ? ", shared across projects" : ""}`,
       ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful} (all revisions)`),
     h("section", { "aria-labelledby": "k-body" }, h("h2", { id: "k-body" }, "Current text"),
       h("p", { class: "prose" }, k.body),

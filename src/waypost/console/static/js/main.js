@@ -26,14 +26,14 @@ function show(parts, focus = true) {
 }
 
 function currentRoute() {
-  const hash = location.hash.replace(/^#/, "") || "/";
-  const parts = hash.split("/").filter(Boolean).map(decodeURIComponent);
+  const [path, search] = (location.hash.replace(/^#/, "") || "/").split("?");
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   if (!parts.length) return { name: "inbox" };
   if (parts[0] === "knowledge" || parts[0] === "policy") return { name: `${parts[0]}-pick` };
   if (parts[0] === "p" && parts.length >= 3) {
     const project = parts[1];
     if (parts[2] === "d" && parts[3]) return { name: "decision", project, id: parts[3] };
-    if (parts[2] === "knowledge") return { name: "knowledge", project, query: new URLSearchParams(location.hash.split("?")[1] || "") };
+    if (parts[2] === "knowledge") return { name: "knowledge", project, query: new URLSearchParams(search || "") };
     if (parts[2] === "k" && parts[3]) return { name: "knowledge-item", project, id: parts[3] };
     if (parts[2] === "policy") return { name: "policy", project };
   }

@@ -103,10 +103,11 @@ export const PROJECTS = `query Projects { projects(first: 100) { edges { node { 
 
 export const KNOWLEDGE_LIST = `
 query Knowledge($project: String!, $kind: KnowledgeKind, $status: KnowledgeStatus,
-                $tag: String, $shared: Boolean!, $after: String) {
+                $tag: String, $q: String, $shared: Boolean!, $after: String) {
   project(id: $project) {
     restId name
-    knowledge(kind: $kind, status: $status, tag: $tag, includeShared: $shared, first: 25, after: $after) {
+    knowledge(kind: $kind, status: $status, tag: $tag, q: $q, includeShared: $shared,
+              first: 25, after: $after) {
       edges { node {
         restId projectId title kind status revision updatedAt tags collection
         feedbackTotals { useful notUseful }
