@@ -75,13 +75,13 @@ class Server:
         return status
 
 
-def start(db: Path, clock: Path, lifecycle_port: int = 0) -> Server:
+def start(db: Path, clock: Path, lifecycle_port: int = 0, *extra: str) -> Server:
     port = free_port()
     env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
     env.pop("TYPESAFE_API_KEY", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
-         "--lifecycle-port", str(lifecycle_port)],
+         "--lifecycle-port", str(lifecycle_port), *extra],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -320,7 +320,8 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
         srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{lifecycle_port}")
         r = httpx.get(f"http://127.0.0.1:{lifecycle_port}/v1/anything")
-        assert r.status_code == 404 and r.json() == {"error": "not_found"}
+        # authentication runs before routing (tests/lifecycle/test_listener.py goes further)
+        assert r.status_code == 401 and r.json() == {"error": "unauthenticated"}
         assert r.headers["cache-control"] == "no-store"
         assert r.headers["x-content-type-options"] == "nosniff"
         # the public listener runs beside it, over the same database

@@ -19,7 +19,7 @@ from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import operations as projects
 from waypost.runtime import CONNECTION_HOOKS
-from waypost.settings import RerankSettings, Settings, default_db_path
+from waypost.settings import LifecycleSettings, RerankSettings, Settings, default_db_path
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
 
@@ -53,6 +53,20 @@ def main(ctx: click.Context) -> None:
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
+@click.option("--lifecycle-auth", type=click.Choice(["waypost", "tokenreview"]),
+              default="waypost", show_default=True,
+              help="Lifecycle bearer tokens: Waypost tokens of audience lifecycle, or "
+                   "Kubernetes TokenReview.")  # fmt: skip
+@click.option(
+    "--k8s-api", default=None, help="Kubernetes API server URL (https://), for tokenreview."
+)
+@click.option("--k8s-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="PEM CA bundle of the Kubernetes API server.")  # fmt: skip
+@click.option("--k8s-token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Waypost's own credential for TokenReview calls "
+                   "(default: the in-cluster service-account token).")  # fmt: skip
+@click.option("--lifecycle-webhook", default=None,
+              help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a context packet's full-text search.")  # fmt: skip
@@ -70,6 +84,11 @@ def serve(
     lifecycle_port: int = 8081,
     sweep_interval: float = 300.0,
     graphiql: bool = False,
+    lifecycle_auth: str = "waypost",
+    k8s_api: str | None = None,
+    k8s_ca: Path | None = None,
+    k8s_token_file: Path | None = None,
+    lifecycle_webhook: str | None = None,
     search_time_limit_ms: int = 1000,
     log_format: str = "text",
     access_log: bool = True,
@@ -87,6 +106,12 @@ def serve(
         raise click.UsageError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
     if not rerank.enabled:
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
+    if lifecycle_auth == "tokenreview" and not (k8s_api and k8s_ca):
+        raise click.UsageError("--lifecycle-auth tokenreview needs --k8s-api and --k8s-ca")
+    if k8s_api is not None and not k8s_api.startswith("https://"):
+        raise click.UsageError("--k8s-api must be an https:// URL")
+    if lifecycle_webhook is not None and not lifecycle_webhook.startswith(("https://", "http://")):
+        raise click.UsageError("--lifecycle-webhook must be an http(s):// URL")
     settings = Settings(
         db_path=db_path or Path(default_db_path()),
         host=host,
@@ -97,6 +122,13 @@ def serve(
         graphiql=graphiql,
         clock_file=Path(clock_file) if clock_file else None,
         rerank=rerank,
+        lifecycle=LifecycleSettings(
+            auth=lifecycle_auth,
+            k8s_api=k8s_api,
+            k8s_ca=k8s_ca,
+            k8s_token_file=k8s_token_file,
+            webhook=lifecycle_webhook,
+        ),
         search_time_limit_ms=search_time_limit_ms,
         log_format=log_format,
         access_log=access_log,
@@ -238,6 +270,45 @@ def project_create(db_path: Path, project_id: str, name: str) -> None:
         return project
 
     _print(_write(db_path, create))
+
+
+@admin.group("lifecycle")
+def lifecycle_group() -> None:
+    """The private lifecycle adapter: tenant grants and event deliveries."""
+
+
+@lifecycle_group.command("grant")
+@db_option
+@click.option("--principal", "principal_id", required=True,
+              help="A principal id, or the username a Kubernetes TokenReview returns.")  # fmt: skip
+@click.option("--tenant", required=True)
+@click.option("--role", type=click.Choice(["reader", "author", "reviewer"]), required=True)
+def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) -> None:
+    """Grant a principal its one lifecycle tenant role (replacing any earlier one)."""
+    from waypost.resolvers.lifecycle import store as lifecycle_store
+
+    if not 1 <= len(principal_id) <= 256 or not 1 <= len(tenant) <= 256:
+        raise click.UsageError("--principal and --tenant are 1-256 characters")
+
+    def grant(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
+        lifecycle_store.upsert_grant(conn, principal_id, tenant, role, at)
+        return {"principal_id": principal_id, "tenant": tenant, "role": role, "granted_at": at}
+
+    _print(_write(db_path, grant))
+
+
+@lifecycle_group.command("deliveries")
+@db_option
+@click.option("--state", type=click.Choice(["pending", "delivered", "all"]), default="pending",
+              show_default=True)  # fmt: skip
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
+    """List lifecycle event deliveries (oldest first) as a JSON array."""
+    from waypost.resolvers.lifecycle import delivery
+
+    chosen = None if state == "all" else state
+    rows = _write(db_path, lambda c, at: delivery.list_deliveries(c, chosen, limit))
+    click.echo(json.dumps(rows))
 
 
 if __name__ == "__main__":  # pragma: no cover

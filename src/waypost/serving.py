@@ -47,11 +47,13 @@ def _config(app: Any, host: str, port: int) -> uvicorn.Config:
 async def serve_forever(settings: Settings) -> None:
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
+    from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
 
     async with open_runtime(settings) as rt:
+        await start_delivery(rt, settings.lifecycle)
         servers = [_Server(_config(create_app(rt), settings.host, settings.port))]
         if settings.lifecycle_port:
-            lifecycle = create_lifecycle_app(rt, None)
+            lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
             port = settings.lifecycle_port
             servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port)))
         loop = asyncio.get_running_loop()

@@ -43,6 +43,17 @@ class RerankSettings:
 
 
 @dataclass(frozen=True)
+class LifecycleSettings:
+    """How the lifecycle listener authenticates, and where its events go."""
+
+    auth: str = "waypost"  # "waypost" (tokens of audience lifecycle) | "tokenreview"
+    k8s_api: str | None = None
+    k8s_ca: Path | None = None
+    k8s_token_file: Path | None = None
+    webhook: str | None = None
+
+
+@dataclass(frozen=True)
 class Settings:
     db_path: Path
     host: str = "127.0.0.1"
@@ -53,6 +64,7 @@ class Settings:
     graphiql: bool = False
     clock_file: Path | None = None
     rerank: RerankSettings = RerankSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
     # Reader connections for GET requests; the writer is always exactly one.
     readers: int = 3
     # How long a writer waits for SQLite's lock held by another process.

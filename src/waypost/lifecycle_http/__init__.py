@@ -1,1 +1,7 @@
-"""The private lifecycle listener (contract section 11); served by `serve` beside the public app."""
+"""The private lifecycle listener: its app, verifiers and error envelope."""
+
+from __future__ import annotations
+
+from waypost.lifecycle_http.app import create_lifecycle_app
+
+__all__ = ["create_lifecycle_app"]

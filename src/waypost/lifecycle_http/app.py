@@ -1,29 +1,41 @@
-"""Placeholder for the lifecycle listener's app until the lifecycle adapter lands.
+"""The private lifecycle app: `create_lifecycle_app(rt, verifier)`.
 
-`serve` already runs it on `--lifecycle-host`/`--lifecycle-port` over the
-process's one `Runtime`; until the adapter's routes exist, every request is
-`404 {"error": "not_found"}` (the lifecycle error shape), never cached.
+A Starlette app of its own, on its own listener: its routes, its
+authentication layer and its `{"error": "code"}` envelope. Nothing of the
+public app (its Gate, REST envelope or GraphQL) is part of it, and the public
+app mounts none of these routes.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.responses import Response
 
+from waypost.lifecycle_http.auth import Authenticate
+from waypost.lifecycle_http.envelope import status_response
+from waypost.lifecycle_http.routes import make_routes
+from waypost.lifecycle_http.verifiers import TokenVerifier
+from waypost.resolvers.lifecycle.cursors import CursorSigner
 from waypost.runtime import Runtime
 
-HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
+def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
+    """The lifecycle listener's ASGI app. `verifier` is required: there is no default."""
+    if verifier is None:  # a composition that forgot it must not start unauthenticated
+        raise TypeError("create_lifecycle_app needs a token verifier")
 
-def create_lifecycle_app(rt: Runtime, verifier: Any = None) -> Starlette:
-    async def not_found(request: Request) -> Response:
-        return JSONResponse({"error": "not_found"}, status_code=404, headers=HEADERS)
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return status_response(exc.status_code)
 
-    methods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-    app = Starlette(routes=[Route("/{path:path}", not_found, methods=methods)])
+    # the cursor key lives in this process only: a restart invalidates every cursor
+    signer = CursorSigner()
+    app = Starlette(
+        routes=make_routes(rt, signer),
+        exception_handlers={404: http_error, 405: http_error},
+    )
     app.state.runtime = rt
+    app.add_middleware(Authenticate, verifier=verifier)
     return app

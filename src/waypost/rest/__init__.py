@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from waypost.rest import context, decisions, knowledge, principals, projects, tasks
+from waypost.rest import context, decisions, knowledge, principals, projects, reviews, tasks
 from waypost.rest.routing import RouteTable
 
 # Each domain module keeps its own table; add a domain by listing it here.
@@ -13,4 +13,5 @@ TABLES: list[RouteTable] = [
     tasks.table,
     decisions.table,
     context.table,
+    reviews.table,
 ]

@@ -1,1 +1,2 @@
-"""The private decision-memo lifecycle: memo model, documents, commands, queries."""
+"""The decision-memo lifecycle: model, decoder, custody, store, commands,
+queries and tenant policy (lifecycle-model.md). No transport in here."""

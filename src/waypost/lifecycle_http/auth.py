@@ -1,0 +1,67 @@
+"""Authentication before routing: the outermost layer of the lifecycle app.
+
+Every request, whatever its path or method, must carry `Authorization:
+Bearer <token>` that the composed verifier accepts; nothing is routed and no
+body is read before that. Cookies are never looked at. Every response, the
+refusals included, carries `no-store` and `nosniff`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from waypost.errors import Unauthenticated, WaypostError
+from waypost.lifecycle_http.envelope import HEADERS, error_response, internal_error
+from waypost.lifecycle_http.verifiers import TokenVerifier
+
+log = logging.getLogger("waypost.lifecycle")
+_SECURITY = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+
+
+def bearer_token(scope: Scope) -> str:
+    values = [v for k, v in scope["headers"] if k == b"authorization"]
+    if len(values) != 1:
+        raise Unauthenticated("unauthenticated")
+    header: str = values[0].decode("latin-1")
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > 8192:
+        raise Unauthenticated("unauthenticated")
+    return token
+
+
+class Authenticate:
+    def __init__(self, app: ASGIApp, verifier: TokenVerifier) -> None:
+        self.app = app
+        self.verifier = verifier
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # lifespan passes; websockets have no route here
+            if scope["type"] == "lifespan":
+                await self.app(scope, receive, send)
+            return
+        send = _with_security_headers(send)
+        try:
+            caller = await self.verifier.verify(bearer_token(scope))
+        except WaypostError as error:
+            await error_response(error)(scope, receive, send)
+            return
+        except Exception as exc:
+            await internal_error(exc)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["caller"] = caller
+        await self.app(scope, receive, send)
+
+
+def _with_security_headers(send: Send) -> Send:
+    async def wrapped(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = list(message.get("headers", []))
+            names = {k.lower() for k, _ in headers}
+            headers += [(k, v) for k, v in _SECURITY if k not in names]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return wrapped

@@ -1,0 +1,63 @@
+"""Request rules of the lifecycle listener, as the contract writes them.
+
+POST: exactly `Content-Type: application/json` (no parameters), a declared
+`Content-Length` up to 256 KiB that the body matches, and an
+`Idempotency-Key`. Query strings: no duplicate or unknown names.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from starlette.requests import ClientDisconnect, Request
+
+from waypost.errors import PayloadTooLarge, UnsupportedMediaType
+from waypost.http.decoding import decode_query
+from waypost.resolvers.lifecycle import checks
+
+T = TypeVar("T")
+BODY_LIMIT = 256 * 1024
+
+
+def _one(request: Request, name: str) -> str | None:
+    values = request.headers.getlist(name)
+    if len(values) > 1:
+        raise checks.refuse("invalid_request", f"{name} appears twice", name)
+    return values[0] if values else None
+
+
+async def read_body(request: Request) -> bytes:
+    media = _one(request, "content-type")
+    if media is None or media.strip().lower() != "application/json":
+        raise UnsupportedMediaType("Content-Type must be application/json")
+    declared = _one(request, "content-length")
+    if declared is None or not declared.isdigit() or len(declared) > 12:
+        raise checks.refuse("length_required", "a Content-Length is required", "Content-Length")
+    length = int(declared)
+    if length > BODY_LIMIT:
+        raise PayloadTooLarge(f"request bodies are limited to {BODY_LIMIT} bytes")
+    chunks: list[bytes] = []
+    seen = 0
+    try:
+        async for chunk in request.stream():
+            seen += len(chunk)
+            if seen > length:
+                raise checks.refuse("truncated_body", "the body is longer than declared")
+            chunks.append(chunk)
+    except ClientDisconnect:
+        seen = -1
+    if seen != length:
+        raise checks.refuse("truncated_body", "the body is shorter than declared")
+    return b"".join(chunks)
+
+
+def query(request: Request, model: type[T]) -> T:
+    return decode_query(request.query_params.multi_items(), model)
+
+
+def path_id(request: Request, name: str = "id") -> str:
+    return checks.check_id(str(request.path_params[name]), name)
+
+
+def idempotency_key(request: Request) -> str | None:
+    return _one(request, "idempotency-key")

@@ -1,0 +1,114 @@
+"""Bearer-token verifiers of the lifecycle listener.
+
+The composition must pass one explicitly: there is no default and no testing
+fallback. Each turns a bearer token into an authenticated `Caller` or raises
+`Unauthenticated` (401); a verifier that cannot reach its authority raises
+`Unavailable` (503).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from waypost.errors import Unauthenticated, Unavailable
+from waypost.resolvers.access import principals
+from waypost.resolvers.lifecycle.authz import Caller
+from waypost.runtime import Runtime
+
+log = logging.getLogger("waypost.lifecycle")
+AUDIENCE = "lifecycle"
+IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+
+
+class TokenVerifier(Protocol):
+    async def verify(self, token: str) -> Caller: ...
+
+
+class WaypostTokenVerifier:
+    """Waypost tokens issued with audience `lifecycle` (an `api` token is 401)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    async def verify(self, token: str) -> Caller:
+        actor = await self.rt.db.read(lambda conn: principals.authenticate(conn, token, AUDIENCE))
+        return Caller(actor.principal_id, actor.kind, actor.token_id)
+
+
+class TokenReviewVerifier:
+    """Kubernetes TokenReview (authentication.k8s.io/v1) with audience `lifecycle`.
+
+    The caller's id is the username the API server returns (for a service
+    account `system:serviceaccount:NAMESPACE:NAME`); grants name that id.
+    Waypost's own credential for the API server is read from `credential_file`
+    at every call, since projected service-account tokens rotate.
+    """
+
+    def __init__(
+        self,
+        api_url: str,
+        ca_file: Path,
+        credential_file: Path | None = None,
+        timeout: float = 5.0,
+    ) -> None:
+        if not api_url.startswith("https://"):
+            raise ValueError("the Kubernetes API URL must be https://")
+        self.url = api_url.rstrip("/") + TOKENREVIEW_PATH
+        self.credential_file = credential_file
+        context = ssl.create_default_context(cafile=str(ca_file))
+        self.client = httpx.AsyncClient(verify=context, timeout=timeout)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def _credential(self) -> dict[str, str]:
+        if self.credential_file is None:
+            return {}
+        try:
+            return {"Authorization": "Bearer " + self.credential_file.read_text().strip()}
+        except OSError as exc:
+            log.warning("cannot read the TokenReview credential: %s", exc.strerror)
+            raise Unavailable("identity service unavailable") from exc
+
+    async def verify(self, token: str) -> Caller:
+        review = {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token, "audiences": [AUDIENCE]},
+        }
+        try:
+            response = await self.client.post(self.url, json=review, headers=self._credential())
+        except httpx.HTTPError as exc:
+            # the upstream's diagnostics go to the log, never to the client
+            log.warning("TokenReview failed: %s", type(exc).__name__)
+            raise Unavailable("identity service unavailable") from exc
+        if response.status_code not in (200, 201):
+            log.warning("TokenReview answered HTTP %s", response.status_code)
+            raise Unavailable("identity service unavailable")
+        try:
+            status: Any = response.json()["status"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise Unavailable("identity service unavailable") from exc
+        return _caller_of(status)
+
+
+def _caller_of(status: Any) -> Caller:
+    if not isinstance(status, dict) or status.get("authenticated") is not True:
+        raise Unauthenticated("unauthenticated")
+    audiences = status.get("audiences")
+    user = status.get("user")
+    username = user.get("username") if isinstance(user, dict) else None
+    if (
+        not isinstance(audiences, list)
+        or AUDIENCE not in audiences
+        or not isinstance(username, str)
+        or not 1 <= len(username) <= 256
+    ):
+        raise Unauthenticated("unauthenticated")
+    return Caller(username, "service")

@@ -1,0 +1,63 @@
+"""Signed search cursors: bound to caller, tenant and query, five minutes long.
+
+The key is made when the lifecycle app is composed and lives only in that
+process's memory, so a restart invalidates every cursor. A cursor that was
+altered, belongs to another caller, tenant or query, or has expired is
+`400 invalid_cursor`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from waypost.resolvers.lifecycle import checks
+
+LIFETIME = timedelta(minutes=5)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def invalid() -> Exception:
+    return checks.refuse("invalid_cursor", "the cursor is not valid here or has expired", "cursor")
+
+
+class CursorSigner:
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key or secrets.token_bytes(32)
+
+    def _mac(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).digest()
+
+    def sign(self, binding: dict[str, str], position: list[str], now: datetime) -> str:
+        expires = int((now + LIFETIME).timestamp() * 1000)
+        payload = json.dumps(
+            {"b": binding, "p": position, "x": expires}, separators=(",", ":"), sort_keys=True
+        ).encode()
+        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+
+    def open(self, cursor: str, binding: dict[str, str], now: datetime) -> list[str]:
+        """The position a cursor holds, if it is ours, for this binding, and live."""
+        body, dot, mac = cursor.partition(".")
+        try:
+            payload, signature = _unb64(body), _unb64(mac)
+        except (ValueError, UnicodeError):
+            raise invalid() from None
+        if not dot or not hmac.compare_digest(self._mac(payload), signature):
+            raise invalid()
+        data: Any = json.loads(payload)
+        if data["b"] != binding or data["x"] <= int(now.timestamp() * 1000):
+            raise invalid()
+        position: list[str] = data["p"]
+        return position

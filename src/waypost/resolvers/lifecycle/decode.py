@@ -1,0 +1,51 @@
+"""The one decoder of lifecycle bodies: bytes to the closed model, or a 400.
+
+Order matters only for which refusal a body with several faults gets:
+strict JSON (duplicate keys, non-finite numbers, truncation), nesting depth,
+approval pins and seals by name, the typed model (unknown fields at any
+depth, wrong types, booleans as versions), then the memo's own rules.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+import msgspec
+
+from waypost.http.decoding import convert, parse_json
+from waypost.resolvers.lifecycle import checks
+from waypost.resolvers.lifecycle.model import Memo
+
+T = TypeVar("T")
+
+
+def decode(raw: bytes, model: type[T]) -> tuple[T, Any]:
+    """(the body as `model`, the parsed JSON value, for the fingerprint)."""
+    value = parse_json(raw)
+    checks.check_depth(value)
+    checks.check_refused_names(value)
+    body = convert(value, model)
+    memo = getattr(body, "memo", None)
+    if isinstance(memo, Memo):
+        checks.check_memo(memo, msgspec.to_builtins(memo))
+    return body, value
+
+
+def decode_memo(value: Any) -> Memo:
+    """A Memo JSON value (as GET returns it) into the model, with all its rules."""
+    checks.check_depth(value)
+    checks.check_refused_names(value)
+    memo = convert(value, Memo)
+    checks.check_memo(memo, msgspec.to_builtins(memo))
+    return memo
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 (no \\u escapes)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def memo_json(memo: Memo) -> str:
+    """The memo's canonical JSON text, with every default filled in."""
+    return canonical(msgspec.to_builtins(memo))

@@ -1,0 +1,114 @@
+"""Delivery of lifecycle events to `serve --lifecycle-webhook URL`.
+
+Each event enqueued a pending delivery in its own transaction. The worker
+POSTs them one at a time in sequence order: a delivery that fails (network
+error or a non-2xx answer) is retried with exponential backoff, and no later
+event is sent before it succeeds, so the receiver sees events in order. At
+least once: a receiver deduplicates by the `Waypost-Delivery` header (the
+event's sequence). Without a webhook, deliveries stay pending and
+`waypost admin lifecycle deliveries` lists them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from waypost.clock import format_time
+from waypost.errors import WaypostError
+from waypost.resolvers.lifecycle import store
+from waypost.runtime import Runtime
+
+log = logging.getLogger("waypost.lifecycle")
+
+
+@dataclass(frozen=True)
+class Backoff:
+    first: float = 1.0
+    limit: float = 300.0
+    poll: float = 2.0  # how long an idle worker waits when no commit wakes it
+
+    def delay(self, failures: int) -> float:
+        return float(min(self.limit, self.first * 2 ** max(0, failures - 1)))
+
+
+def delivery_json(row: sqlite3.Row) -> dict[str, Any]:
+    return {
+        "event": store.event_json(row),
+        "state": row["state"],
+        "attempts": row["attempts"],
+        "last_error": row["last_error"],
+        "last_attempt_at": row["last_attempt_at"],
+        "delivered_at": row["delivered_at"],
+    }
+
+
+def list_deliveries(
+    conn: sqlite3.Connection, state: str | None, limit: int
+) -> list[dict[str, Any]]:
+    return [delivery_json(r) for r in store.deliveries(conn, state, limit)]
+
+
+async def _post(client: httpx.AsyncClient, url: str, row: sqlite3.Row) -> str | None:
+    """None when delivered, else a short reason kept on the delivery."""
+    payload = json.dumps(store.event_json(row), separators=(",", ":"), ensure_ascii=False)
+    try:
+        response = await client.post(
+            url,
+            content=payload.encode(),
+            headers={"Content-Type": "application/json", "Waypost-Delivery": str(row["sequence"])},
+        )
+    except httpx.HTTPError as exc:
+        return type(exc).__name__
+    return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+
+
+async def deliver_once(rt: Runtime, client: httpx.AsyncClient, url: str) -> bool | None:
+    """Try the oldest pending delivery: True delivered, False failed, None nothing to do."""
+    rows = await rt.db.read(lambda conn: store.deliveries(conn, "pending", 1))
+    if not rows:
+        return None
+    row = rows[0]
+    error = await _post(client, url, row)
+    at = format_time(rt.now())
+    sequence = int(row["sequence"])
+    if error is None:
+        await rt.db.write(lambda conn: store.mark_delivered(conn, sequence, at))
+        return True
+    log.warning("lifecycle delivery %s failed: %s", sequence, error)
+    await rt.db.write(lambda conn: store.mark_failed(conn, sequence, at, error))
+    return False
+
+
+async def deliver_forever(
+    rt: Runtime, client: httpx.AsyncClient, url: str, backoff: Backoff = Backoff()
+) -> None:
+    wake = asyncio.Event()
+    rt.db.add_commit_listener(wake.set)
+    failures = 0
+    try:
+        while True:
+            try:
+                result = await deliver_once(rt, client, url)
+            except WaypostError as error:  # a busy store: try again shortly
+                log.warning("lifecycle delivery paused: %s", error.message)
+                result = False
+            if result is True:
+                failures = 0
+                continue
+            if result is False:
+                failures += 1
+                await asyncio.sleep(backoff.delay(failures))
+                continue
+            wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), backoff.poll)
+    finally:
+        rt.db.remove_commit_listener(wake.set)

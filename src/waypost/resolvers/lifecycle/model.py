@@ -1,0 +1,174 @@
+"""The closed Memo model and the lifecycle request bodies (lifecycle-model.md).
+
+One set of msgspec structs is the whole model: every struct forbids unknown
+fields, conversion is strict (a boolean is never a version number), and the
+defaults of the model are the only defaults. `decode.py` is the one decoder
+that turns request bytes into these.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import msgspec
+
+# Patterns end in (?![\s\S]) because `$` would also match before a final newline.
+ID_PATTERN = r"^[A-Za-z0-9._:-]{1,256}(?![\s\S])"
+DIGEST_PATTERN = r"^sha256:[0-9a-f]{64}(?![\s\S])"
+MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}(?![\s\S])"
+
+Id = Annotated[str, msgspec.Meta(pattern=ID_PATTERN)]
+Digest = Annotated[str, msgspec.Meta(pattern=DIGEST_PATTERN)]
+MediaType = Annotated[str, msgspec.Meta(pattern=MEDIA_TYPE_PATTERN)]
+Version = Annotated[int, msgspec.Meta(ge=1)]
+Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+Text = Annotated[str, msgspec.Meta(max_length=20_000)]
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+
+
+class _Closed(msgspec.Struct, forbid_unknown_fields=True):
+    """Every lifecycle struct refuses fields it does not name."""
+
+
+class Option(_Closed):
+    id: Id
+    title: Title
+    summary: Text = ""
+
+
+class Recommendation(_Closed):
+    option_id: Id
+    rationale: Text = ""
+
+
+class PacketEntry(_Closed):
+    id: Id
+    digest: Digest
+    media_type: MediaType
+    title: Title
+
+
+class Highlight(_Closed):
+    id: Id
+    packet_id: Id
+    locator: Annotated[str, msgspec.Meta(max_length=200)]
+    text: Annotated[str, msgspec.Meta(max_length=8_000)]
+
+
+class Memo(_Closed):
+    id: Id
+    version: Version
+    title: Title
+    question: str
+    options: Annotated[list[Option], msgspec.Meta(min_length=2, max_length=20)]
+    context: Annotated[str, msgspec.Meta(max_length=100_000)] = ""
+    recommendation: Recommendation | None = None
+    packet: Annotated[list[PacketEntry], msgspec.Meta(max_length=100)] = []
+    highlights: Annotated[list[Highlight], msgspec.Meta(max_length=200)] = []
+    proposed_binding_principal: Label | None = None
+    tags: Annotated[
+        list[Annotated[str, msgspec.Meta(min_length=1, max_length=64)]], msgspec.Meta(max_length=50)
+    ] = []
+
+
+class Document(_Closed):
+    digest: Digest
+    media_type: MediaType
+    content_base64: str
+
+
+Documents = Annotated[list[Document], msgspec.Meta(max_length=100)]
+
+
+class RegisterBody(_Closed):
+    memo: Memo
+    documents: Documents = []
+
+
+class ReviseBody(_Closed):
+    memo: Memo
+    expected_version: Version
+    summary: Annotated[str, msgspec.Meta(min_length=1, max_length=2_000)]
+    documents: Documents = []
+
+
+class CommentText(_Closed):
+    text: Annotated[str, msgspec.Meta(min_length=1, max_length=8_000)]
+    locator: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+
+
+class CommentBody(_Closed):
+    version: Version
+    body: CommentText
+
+
+class Source(_Closed):
+    title: Title
+    uri: Annotated[str, msgspec.Meta(pattern=r"^https://[^\s]{1,2040}(?![\s\S])")] | None = None
+    digest: Digest | None = None
+    note: Annotated[str, msgspec.Meta(max_length=2_000)] | None = None
+
+
+class SourceBody(_Closed):
+    version: Version
+    source: Source
+
+
+class Evaluation(_Closed):
+    option_id: Id
+    criterion: Title
+    score: Annotated[int, msgspec.Meta(ge=-2, le=2)]
+    rationale: Annotated[str, msgspec.Meta(max_length=4_000)]
+
+
+class EvaluationBody(_Closed):
+    version: Version
+    evaluation: Evaluation
+
+
+class ReviewOptions(_Closed):
+    profile: Literal["standard"]
+    reviewers: Annotated[list[Label], msgspec.Meta(min_length=1, max_length=10)]
+    due_at: str | None = None
+    note: Annotated[str, msgspec.Meta(max_length=2_000)] | None = None
+
+
+class ReviewRequestBody(_Closed):
+    version: Version
+    options: ReviewOptions
+
+
+class Audience(_Closed):
+    subjects: Annotated[list[Label], msgspec.Meta(max_length=100)]
+    groups: Annotated[list[Label], msgspec.Meta(max_length=100)]
+
+
+class PublicationBody(_Closed):
+    version: Version
+    audience: Audience
+
+
+class OutcomeBody(_Closed):
+    """The public listener's `POST /api/v1/reviews/{request_id}/outcome` body."""
+
+    disposition: Literal["accepted", "rejected", "changes_requested"]
+    rationale: Annotated[str, msgspec.Meta(min_length=1, max_length=4_000)]
+
+
+class VersionQuery(_Closed):
+    version: Version | None = None
+
+
+class RequiredVersionQuery(_Closed):
+    version: Version
+
+
+class EventsQuery(_Closed):
+    after: Annotated[int, msgspec.Meta(ge=0)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
+
+
+class SearchQuery(_Closed):
+    q: Annotated[str, msgspec.Meta(max_length=200)] | None = None
+    cursor: Annotated[str, msgspec.Meta(max_length=4_000)] | None = None
+    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None

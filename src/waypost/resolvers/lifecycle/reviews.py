@@ -1,0 +1,154 @@
+"""Review handoff: requests on the lifecycle listener, outcomes on the public one.
+
+A request names the current version only (the source-revision guard) and
+keeps its receipt, with the exact intake envelope, as the text first
+returned. Outcomes are recorded by human principals named as reviewers, on
+the public listener's protected route; they append `outcome.recorded` to the
+memo's events like every other lifecycle mutation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from typing import Any
+
+from waypost.clock import format_time, parse_time
+from waypost.errors import Forbidden, NotFound, StateConflict
+from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.lifecycle import checks, store
+from waypost.resolvers.lifecycle.authz import Action
+from waypost.resolvers.lifecycle.commands import Receipt, Request, memo_at, run
+from waypost.resolvers.lifecycle.commands import Tx as LifecycleTx
+from waypost.resolvers.lifecycle.decode import canonical
+from waypost.resolvers.lifecycle.model import OutcomeBody, ReviewRequestBody
+from waypost.runtime import Actor, Runtime
+
+REVIEWER_ROLES = ("reviewer", "author")
+
+
+def new_request_id() -> str:
+    return "rr_" + secrets.token_hex(16)
+
+
+async def request_review(
+    rt: Runtime, req: Request, memo_id: str, body: ReviewRequestBody
+) -> Receipt:
+    options = body.options
+    if len(set(options.reviewers)) != len(options.reviewers):
+        raise checks.refuse("invalid_reviewer", "reviewers must be distinct", "options.reviewers")
+    due_at = None
+    if options.due_at is not None:
+        try:
+            due_at = format_time(parse_time(options.due_at))
+        except ValueError as exc:
+            raise checks.refuse(
+                "invalid_request", "due_at must be an RFC 3339 time", "options.due_at"
+            ) from exc
+    if options.note is not None:
+        checks.check_no_secrets([options.note], "options.note")
+
+    def unit(tx: LifecycleTx) -> dict[str, Any]:
+        tenant = tx.grant.tenant
+        if body.version != tx.current:
+            raise StateConflict(
+                "review requests name the current version", {"reason": "version_conflict"}
+            )
+        memo = memo_at(tx.conn, tenant, memo_id, body.version)
+        allowed = store.tenant_members(tx.conn, tenant, REVIEWER_ROLES)
+        if not set(options.reviewers) <= allowed:
+            raise checks.refuse(
+                "invalid_reviewer",
+                "every reviewer must hold the reviewer or author role",
+                "options.reviewers",
+            )
+        request_id = new_request_id()
+        envelope = {
+            "request_id": request_id,
+            "memo_id": memo_id,
+            "version": body.version,
+            "profile": options.profile,
+            "reviewers": list(options.reviewers),
+            "due_at": due_at,
+            "note": options.note,
+            "memo_sha256": hashlib.sha256(canonical(memo).encode()).hexdigest(),
+            "packet": [
+                {"id": p["id"], "digest": p["digest"], "media_type": p["media_type"]}
+                for p in memo["packet"]
+            ],
+            "requested_by": tx.grant.caller.id,
+            "requested_at": tx.at,
+            "tenant": tenant,
+        }
+        data = {"request_id": request_id, "reviewers": list(options.reviewers)}
+        seq = tx.event(memo_id, body.version, "review.requested", data)
+        receipt = {
+            "event_id": seq,
+            "memo_id": memo_id,
+            "version": body.version,
+            "request_id": request_id,
+            "envelope": envelope,
+        }
+        text = json.dumps(receipt, separators=(",", ":"), ensure_ascii=False)
+        store.insert_review_request(
+            tx.conn,
+            request_id,
+            tenant,
+            memo_id,
+            body.version,
+            list(options.reviewers),
+            text,
+            tx.grant.caller.id,
+            tx.at,
+        )
+        return receipt
+
+    return await run(rt, req, Action.WRITE, memo_id, unit)
+
+
+async def record_outcome(
+    rt: Runtime, actor: Actor, idem: Idempotency, request_id: str, body: OutcomeBody
+) -> Outcome:
+    """`POST /api/v1/reviews/{request_id}/outcome` on the public listener."""
+    checks.check_no_secrets([body.rationale], "rationale")
+
+    def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        request = store.review_request(tx.conn, request_id)
+        if request is None:
+            raise NotFound("no such review request")
+        if not actor.is_human:
+            raise Forbidden.reason("human_reviewer_required", "outcomes are recorded by humans")
+        if actor.principal_id not in json.loads(request["reviewers"]):
+            raise Forbidden.reason("not_a_reviewer", "only a named reviewer records an outcome")
+        if not store.insert_outcome(
+            tx.conn, request_id, actor.principal_id, body.disposition, body.rationale, tx.at
+        ):
+            raise StateConflict(
+                "this reviewer already recorded an outcome", {"reason": "outcome_recorded"}
+            )
+        outcome = {
+            "request_id": request_id,
+            "reviewer": actor.principal_id,
+            "disposition": body.disposition,
+            "rationale": body.rationale,
+            "at": tx.at,
+        }
+        seq = store.append_event(
+            tx.conn,
+            request["tenant"],
+            request["memo_id"],
+            request["version"],
+            "outcome.recorded",
+            actor.principal_id,
+            tx.at,
+            outcome,
+        )
+        return 201, {
+            **outcome,
+            "event_id": seq,
+            "memo_id": request["memo_id"],
+            "version": request["version"],
+        }
+
+    return await run_mutation(rt, actor, idem, unit)

@@ -1,0 +1,350 @@
+"""The lifecycle domain's SQL (tables of migration 0010), and nothing else.
+
+Every function takes the connection of the unit of work it is part of; the
+callers decide what one transaction holds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+Row = sqlite3.Row
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+# -- grants ------------------------------------------------------------------
+
+
+def grant(conn: sqlite3.Connection, principal_id: str) -> Row | None:
+    row: Row | None = conn.execute(
+        "SELECT tenant, role FROM lifecycle_grants WHERE principal_id = ?", (principal_id,)
+    ).fetchone()
+    return row
+
+
+def upsert_grant(
+    conn: sqlite3.Connection, principal_id: str, tenant: str, role: str, at: str
+) -> None:
+    conn.execute(
+        "INSERT INTO lifecycle_grants (principal_id, tenant, role, granted_at)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (principal_id) DO UPDATE SET"
+        " tenant = excluded.tenant, role = excluded.role, granted_at = excluded.granted_at",
+        (principal_id, tenant, role, at),
+    )
+
+
+def tenant_members(conn: sqlite3.Connection, tenant: str, roles: tuple[str, ...]) -> set[str]:
+    marks = ",".join("?" * len(roles))
+    rows = conn.execute(
+        f"SELECT principal_id FROM lifecycle_grants WHERE tenant = ? AND role IN ({marks})",
+        (tenant, *roles),
+    ).fetchall()
+    return {r["principal_id"] for r in rows}
+
+
+def token_live(conn: sqlite3.Connection, token_id: str) -> bool:
+    row = conn.execute("SELECT revoked_at FROM tokens WHERE id = ?", (token_id,)).fetchone()
+    return row is not None and row["revoked_at"] is None
+
+
+def principal_kind(conn: sqlite3.Connection, principal_id: str) -> str | None:
+    row = conn.execute("SELECT kind FROM principals WHERE id = ?", (principal_id,)).fetchone()
+    return str(row["kind"]) if row else None
+
+
+# -- memos and revisions -----------------------------------------------------
+
+
+def current_version(conn: sqlite3.Connection, tenant: str, memo_id: str) -> int | None:
+    row = conn.execute(
+        "SELECT current_version FROM lifecycle_memos WHERE tenant = ? AND id = ?",
+        (tenant, memo_id),
+    ).fetchone()
+    return int(row["current_version"]) if row else None
+
+
+def insert_memo(conn: sqlite3.Connection, tenant: str, memo_id: str, by: str, at: str) -> None:
+    conn.execute(
+        "INSERT INTO lifecycle_memos (tenant, id, current_version, created_by, created_at,"
+        " updated_at) VALUES (?, ?, 1, ?, ?, ?)",
+        (tenant, memo_id, by, at, at),
+    )
+
+
+def advance_memo(
+    conn: sqlite3.Connection, tenant: str, memo_id: str, expected: int, at: str
+) -> bool:
+    """Compare-and-append: move to expected + 1 only if `expected` is still current."""
+    cur = conn.execute(
+        "UPDATE lifecycle_memos SET current_version = current_version + 1, updated_at = ?"
+        " WHERE tenant = ? AND id = ? AND current_version = ?",
+        (at, tenant, memo_id, expected),
+    )
+    return cur.rowcount == 1
+
+
+def insert_revision(
+    conn: sqlite3.Connection,
+    tenant: str,
+    memo_id: str,
+    version: int,
+    memo: str,
+    fields: dict[str, str],
+    actor: str,
+    at: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO lifecycle_revisions (tenant, memo_id, version, memo, summary, title,"
+        " question, context, actor, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            tenant,
+            memo_id,
+            version,
+            memo,
+            fields["summary"],
+            fields["title"],
+            fields["question"],
+            fields["context"],
+            actor,
+            at,
+        ),
+    )
+
+
+def revision(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> Row | None:
+    row: Row | None = conn.execute(
+        "SELECT * FROM lifecycle_revisions WHERE tenant = ? AND memo_id = ? AND version = ?",
+        (tenant, memo_id, version),
+    ).fetchone()
+    return row
+
+
+def search(
+    conn: sqlite3.Connection,
+    tenant: str,
+    match: str | None,
+    after: tuple[str, str] | None,
+    limit: int,
+) -> list[Row]:
+    """Current revisions, most recently updated first, keyset after (updated_at, id)."""
+    sql = (
+        "SELECT m.id, m.current_version AS version, m.updated_at, r.title, r.question"
+        " FROM lifecycle_memos m JOIN lifecycle_revisions r"
+        " ON r.tenant = m.tenant AND r.memo_id = m.id AND r.version = m.current_version"
+        " WHERE m.tenant = ?"
+    )
+    args: list[Any] = [tenant]
+    if match is not None:
+        sql += (
+            " AND m.id IN (SELECT memo_id FROM lifecycle_search"
+            " WHERE lifecycle_search MATCH ? AND tenant = ?)"
+        )
+        args += [match, tenant]
+    if after is not None:
+        sql += " AND (m.updated_at < ? OR (m.updated_at = ? AND m.id > ?))"
+        args += [after[0], after[0], after[1]]
+    sql += " ORDER BY m.updated_at DESC, m.id LIMIT ?"
+    args.append(limit)
+    return conn.execute(sql, args).fetchall()
+
+
+# -- documents ---------------------------------------------------------------
+
+
+def document(conn: sqlite3.Connection, tenant: str, memo_id: str, digest: str) -> Row | None:
+    row: Row | None = conn.execute(
+        "SELECT digest, media_type, content FROM lifecycle_documents"
+        " WHERE tenant = ? AND memo_id = ? AND digest = ?",
+        (tenant, memo_id, digest),
+    ).fetchone()
+    return row
+
+
+def insert_document(
+    conn: sqlite3.Connection,
+    tenant: str,
+    memo_id: str,
+    digest: str,
+    media_type: str,
+    content: bytes,
+    at: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO lifecycle_documents (tenant, memo_id, digest, media_type, content,"
+        " stored_at) VALUES (?, ?, ?, ?, ?, ?)",
+        (tenant, memo_id, digest, media_type, content, at),
+    )
+
+
+# -- events and deliveries ---------------------------------------------------
+
+
+def append_event(
+    conn: sqlite3.Connection,
+    tenant: str,
+    memo_id: str,
+    version: int,
+    type: str,
+    actor: str,
+    at: str,
+    data: dict[str, Any],
+) -> int:
+    """One event and its pending delivery, in the caller's transaction."""
+    cur = conn.execute(
+        "INSERT INTO lifecycle_events (tenant, memo_id, version, type, actor, at, data)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (tenant, memo_id, version, type, actor, at, _json(data)),
+    )
+    sequence = int(cur.lastrowid or 0)
+    conn.execute(
+        "INSERT INTO lifecycle_deliveries (event_sequence, state) VALUES (?, 'pending')",
+        (sequence,),
+    )
+    return sequence
+
+
+def event_json(row: Row) -> dict[str, Any]:
+    return {
+        "sequence": row["sequence"],
+        "memo_id": row["memo_id"],
+        "version": row["version"],
+        "type": row["type"],
+        "actor": row["actor"],
+        "at": row["at"],
+        "data": json.loads(row["data"]),
+    }
+
+
+def events(
+    conn: sqlite3.Connection, tenant: str, memo_id: str, after: int, limit: int
+) -> list[Row]:
+    return conn.execute(
+        "SELECT * FROM lifecycle_events WHERE tenant = ? AND memo_id = ? AND sequence > ?"
+        " ORDER BY sequence LIMIT ?",
+        (tenant, memo_id, after, limit),
+    ).fetchall()
+
+
+def deliveries(conn: sqlite3.Connection, state: str | None, limit: int) -> list[Row]:
+    sql = (
+        "SELECT d.*, e.tenant, e.memo_id, e.version, e.type, e.actor, e.at, e.data,"
+        " e.sequence FROM lifecycle_deliveries d"
+        " JOIN lifecycle_events e ON e.sequence = d.event_sequence"
+    )
+    args: list[Any] = []
+    if state is not None:
+        sql += " WHERE d.state = ?"
+        args.append(state)
+    sql += " ORDER BY d.event_sequence LIMIT ?"
+    args.append(limit)
+    return conn.execute(sql, args).fetchall()
+
+
+def mark_delivered(conn: sqlite3.Connection, sequence: int, at: str) -> None:
+    conn.execute(
+        "UPDATE lifecycle_deliveries SET state = 'delivered', attempts = attempts + 1,"
+        " last_attempt_at = ?, delivered_at = ?, last_error = NULL WHERE event_sequence = ?",
+        (at, at, sequence),
+    )
+
+
+def mark_failed(conn: sqlite3.Connection, sequence: int, at: str, error: str) -> None:
+    conn.execute(
+        "UPDATE lifecycle_deliveries SET attempts = attempts + 1, last_attempt_at = ?,"
+        " last_error = ? WHERE event_sequence = ?",
+        (at, error[:200], sequence),
+    )
+
+
+# -- receipts ----------------------------------------------------------------
+
+
+def receipt(conn: sqlite3.Connection, caller: str, key: str) -> Row | None:
+    row: Row | None = conn.execute(
+        "SELECT * FROM lifecycle_receipts WHERE caller = ? AND key = ?", (caller, key)
+    ).fetchone()
+    return row
+
+
+def insert_receipt(
+    conn: sqlite3.Connection,
+    caller: str,
+    key: str,
+    fingerprint: str,
+    scope: tuple[str, str, str],
+    body: str,
+    at: str,
+) -> None:
+    tenant, memo_id, action = scope
+    conn.execute(
+        "INSERT INTO lifecycle_receipts (caller, key, fingerprint, tenant, memo_id, action,"
+        " body, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (caller, key, fingerprint, tenant, memo_id, action, body, at),
+    )
+
+
+# -- review requests and outcomes -------------------------------------------
+
+
+def insert_review_request(
+    conn: sqlite3.Connection,
+    request_id: str,
+    tenant: str,
+    memo_id: str,
+    version: int,
+    reviewers: list[str],
+    receipt_text: str,
+    by: str,
+    at: str,
+) -> None:
+    conn.execute(
+        "INSERT INTO lifecycle_review_requests (id, tenant, memo_id, version, reviewers,"
+        " receipt, requested_by, requested_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (request_id, tenant, memo_id, version, _json(reviewers), receipt_text, by, at),
+    )
+
+
+def review_request(conn: sqlite3.Connection, request_id: str) -> Row | None:
+    row: Row | None = conn.execute(
+        "SELECT * FROM lifecycle_review_requests WHERE id = ?", (request_id,)
+    ).fetchone()
+    return row
+
+
+def review_requests(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> list[Row]:
+    return conn.execute(
+        "SELECT * FROM lifecycle_review_requests WHERE tenant = ? AND memo_id = ?"
+        " AND version = ? ORDER BY requested_at, rowid",
+        (tenant, memo_id, version),
+    ).fetchall()
+
+
+def insert_outcome(
+    conn: sqlite3.Connection,
+    request_id: str,
+    reviewer: str,
+    disposition: str,
+    rationale: str,
+    at: str,
+) -> bool:
+    """False when this reviewer already recorded an outcome on the request."""
+    cur = conn.execute(
+        "INSERT INTO lifecycle_outcomes (request_id, reviewer, disposition, rationale, at)"
+        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        (request_id, reviewer, disposition, rationale, at),
+    )
+    return cur.rowcount == 1
+
+
+def outcomes(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> list[Row]:
+    return conn.execute(
+        "SELECT o.* FROM lifecycle_outcomes o JOIN lifecycle_review_requests r"
+        " ON r.id = o.request_id WHERE r.tenant = ? AND r.memo_id = ? AND r.version = ?"
+        " ORDER BY o.at, o.request_id, o.reviewer",
+        (tenant, memo_id, version),
+    ).fetchall()

@@ -1,0 +1,111 @@
+"""Tenant policy: roles, tenants, and the same 403 for foreign and missing memos."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lifecycle.support import TABLES, Lifecycle, Member, memo
+from tests.lifecycle.test_requests import refused
+
+M = "/v1/decisions/adr.payments-retry"
+COMMENT = {"version": 1, "body": {"text": "looks right"}}
+
+
+async def test_a_caller_without_a_grant_is_denied_everything(lifecycle: Lifecycle) -> None:
+    nobody = await lifecycle.member(role=None)
+    refused(await nobody.get("/v1/decisions"), 403, "policy_denied")
+    refused(await nobody.register(memo()), 403, "policy_denied")
+    refused(await nobody.get(M), 403, "policy_denied")
+
+
+async def test_another_tenants_memo_and_a_missing_memo_answer_alike(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    await author.register(memo())
+    outsider = await lifecycle.member("author", tenant="globex")
+    for path in [M, f"{M}/events", f"{M}/outcomes?version=1", f"{M}/review-requests?version=1"]:
+        foreign = await outsider.client.get(path, headers=outsider.headers())
+        missing = await outsider.client.get(
+            path.replace("adr.payments-retry", "never-registered"), headers=outsider.headers()
+        )
+        refused(foreign, 403, "policy_denied")
+        assert (missing.status_code, missing.content) == (foreign.status_code, foreign.content)
+    refused(await outsider.post(f"{M}/comments", COMMENT), 403, "policy_denied")
+    refused(await outsider.revise(memo(version=2), expected=1), 403, "policy_denied")
+
+
+async def test_memo_ids_are_scoped_by_tenant(lifecycle: Lifecycle, author: Member) -> None:
+    await author.register(memo())
+    other = await lifecycle.member("author", tenant="globex")
+    # the other tenant registers the same id without learning that it exists elsewhere
+    assert (await other.register(memo(title="Globex's own"))).status_code == 200
+    assert (await author.get(M)).json()["title"] == "Retry policy for payment webhooks"
+    assert (await other.get(M)).json()["title"] == "Globex's own"
+
+
+async def test_a_reader_reads_but_cannot_write_or_comment(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    await author.register(memo())
+    reader = await lifecycle.member("reader")
+    assert (await reader.get(M)).status_code == 200
+    assert (await reader.get("/v1/decisions")).status_code == 200
+    refused(await reader.register(memo("mine")), 403, "policy_denied")
+    refused(await reader.post(f"{M}/comments", COMMENT), 403, "policy_denied")
+
+
+async def test_a_reviewer_reads_and_comments_only(lifecycle: Lifecycle, author: Member) -> None:
+    await author.register(memo())
+    reviewer = await lifecycle.member("reviewer")
+    assert (await reviewer.post(f"{M}/comments", COMMENT)).status_code == 200
+    refused(await reviewer.revise(memo(version=2), expected=1), 403, "policy_denied")
+    pub = {"version": 1, "audience": {"subjects": ["a"], "groups": []}}
+    refused(await reviewer.post(f"{M}/publications", pub), 403, "policy_denied")
+
+
+@pytest.mark.parametrize("new_role", [None, "reader"])
+async def test_a_replay_is_authorized_again(
+    lifecycle: Lifecycle, author: Member, new_role: str | None
+) -> None:
+    first = await author.post("/v1/decisions", {"memo": memo()}, key="replayed")
+    assert first.status_code == 200
+    if new_role is None:
+        await lifecycle.service.rt.db.write(
+            lambda c: c.execute("DELETE FROM lifecycle_grants WHERE principal_id = ?", (author.id,))
+        )
+    else:
+        await lifecycle.grant(author.id, "acme", new_role)
+    again = await author.post("/v1/decisions", {"memo": memo()}, key="replayed")
+    refused(again, 403, "policy_denied")
+
+
+async def test_a_replay_after_moving_tenant_is_denied(lifecycle: Lifecycle, author: Member) -> None:
+    await author.post("/v1/decisions", {"memo": memo()}, key="moved")
+    await lifecycle.grant(author.id, "globex", "author")
+    refused(await author.post("/v1/decisions", {"memo": memo()}, key="moved"), 403, "policy_denied")
+
+
+async def test_a_denied_command_writes_nothing(lifecycle: Lifecycle, author: Member) -> None:
+    await author.register(memo())
+    counts = [await lifecycle.count(t) for t in TABLES]
+    reader = await lifecycle.member("reader")
+    await reader.post(f"{M}/comments", COMMENT)
+    await reader.revise(memo(version=2), expected=1)
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
+async def test_a_token_revoked_before_the_write_is_401(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    # the write transaction checks the token again: the verifier's answer is not enough
+    from waypost.resolvers.lifecycle import authz, commands
+
+    caller = authz.Caller(author.id, "human", "tok_revoked_meanwhile")
+    req = commands.Request.make(caller, "k", "POST", "/v1/decisions", {})
+    from waypost.errors import Unauthenticated
+    from waypost.resolvers.lifecycle.model import Memo, RegisterBody
+
+    body = RegisterBody(memo=Memo(id="x", version=1, title="t", question="q?", options=[]))
+    with pytest.raises(Unauthenticated):
+        await commands.register(lifecycle.service.rt, req, body)
+    assert await lifecycle.count("lifecycle_memos") == 0

@@ -1,0 +1,242 @@
+"""Comments, sources, evaluations, publications, events and search."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import MovableClock
+from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
+from tests.lifecycle.test_requests import refused
+
+M = "/v1/decisions/adr.payments-retry"
+
+
+@pytest.fixture
+async def registered(author: Member) -> Member:
+    m, docs = with_docs(memo(), b"notes")
+    assert (await author.register(m, docs)).status_code == 200
+    return author
+
+
+async def events(member: Member, **params: Any) -> list[dict[str, Any]]:
+    r = await member.get(f"{M}/events", **params)
+    assert r.status_code == 200, r.text
+    items: list[dict[str, Any]] = r.json()["events"]
+    return items
+
+
+async def test_a_comment_is_an_event_with_a_receipt(registered: Member) -> None:
+    r = await registered.post(
+        f"{M}/comments", {"version": 1, "body": {"text": "hi", "locator": "L1"}}
+    )
+    assert r.status_code == 200
+    receipt = r.json()
+    assert set(receipt) == {"event_id", "memo_id", "version"}
+    last = (await events(registered))[-1]
+    assert last["sequence"] == receipt["event_id"]
+    assert (last["type"], last["data"]) == ("comment.added", {"text": "hi", "locator": "L1"})
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"version": 1, "body": {"text": ""}},
+        {"version": 1, "body": {"text": "x" * 8001}},
+        {"version": 1, "body": {"text": "x", "locator": "l" * 201}},
+        {"version": True, "body": {"text": "x"}},
+        {"version": 1, "body": {"text": "x", "by": "me"}},
+        {"body": {"text": "x"}},
+    ],
+)
+async def test_comment_body_rules(registered: Member, body: dict[str, Any]) -> None:
+    refused(await registered.post(f"{M}/comments", body), 400, "invalid_request")
+
+
+async def test_a_comment_on_a_missing_version_is_404(registered: Member) -> None:
+    r = await registered.post(f"{M}/comments", {"version": 9, "body": {"text": "x"}})
+    refused(r, 404, "not_found")
+
+
+async def test_sources_name_https_uris_and_packet_digests_of_that_version(
+    registered: Member,
+) -> None:
+    ok = {"title": "RFC", "uri": "https://example.org/rfc", "digest": digest(b"notes"), "note": "n"}
+    assert (await registered.post(f"{M}/sources", {"version": 1, "source": ok})).status_code == 200
+    for bad in [
+        {**ok, "uri": "http://example.org"},
+        {**ok, "digest": digest(b"elsewhere")},
+        {**ok, "title": ""},
+        {**ok, "note": "n" * 2001},
+    ]:
+        r = await registered.post(f"{M}/sources", {"version": 1, "source": bad})
+        refused(r, 400, "invalid_request")
+    assert (await events(registered))[-1]["type"] == "source.added"
+
+
+async def test_evaluations_score_an_option_of_that_version(registered: Member) -> None:
+    ok = {"option_id": "a", "criterion": "cost", "score": -2, "rationale": "cheap"}
+    r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": ok})
+    assert r.status_code == 200
+    for bad in [
+        {**ok, "option_id": "zz"},
+        {**ok, "score": 3},
+        {**ok, "score": True},
+        {**ok, "score": 1.0},
+    ]:
+        r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": bad})
+        refused(r, 400, "invalid_request")
+    assert (await events(registered))[-1]["data"] == ok
+
+
+async def test_publications_need_both_lists_and_one_entry(registered: Member) -> None:
+    ok = {"version": 1, "audience": {"subjects": ["alice"], "groups": []}}
+    assert (await registered.post(f"{M}/publications", ok)).status_code == 200
+    for audience in [
+        {"subjects": [], "groups": []},
+        {"subjects": ["a"]},
+        {"subjects": [""], "groups": []},
+        {"subjects": ["a" * 257], "groups": []},
+        {"subjects": ["a"] * 101, "groups": []},
+    ]:
+        r = await registered.post(f"{M}/publications", {"version": 1, "audience": audience})
+        refused(r, 400, "invalid_request")
+    assert (await events(registered))[-1]["type"] == "publication.recorded"
+
+
+async def test_events_page_by_sequence(registered: Member) -> None:
+    for i in range(4):
+        await registered.post(f"{M}/comments", {"version": 1, "body": {"text": f"c{i}"}})
+    everything = await events(registered)
+    assert [e["type"] for e in everything] == ["memo.registered"] + ["comment.added"] * 4
+    first = await events(registered, limit=2)
+    rest = await events(registered, after=first[-1]["sequence"], limit=100)
+    assert first + rest == everything
+    assert await events(registered, after=everything[-1]["sequence"]) == []
+    for bad in [{"limit": 0}, {"limit": 101}, {"after": -1}, {"limit": "true"}]:
+        refused(await registered.get(f"{M}/events", **bad), 400, "invalid_request")
+
+
+async def test_events_of_one_memo_only(registered: Member) -> None:
+    await registered.register(memo("other"))
+    assert {e["memo_id"] for e in await events(registered)} == {"adr.payments-retry"}
+
+
+# -- search -------------------------------------------------------------------
+
+
+async def register_many(author: Member, clock: MovableClock, n: int) -> None:
+    for i in range(n):
+        clock.advance(seconds=1)
+        r = await author.register(memo(f"m{i}", title=f"Memo {i} about retries"))
+        assert r.status_code == 200
+
+
+async def test_search_matches_title_question_and_context_of_current_revisions(
+    author: Member,
+) -> None:
+    await author.register(memo("a", title="Kafka partitions"))
+    await author.register(memo("b", question="Should we shard Postgres?"))
+    await author.register(memo("c", context="about the billing ledger"))
+    await author.revise(memo("c", 2, context="nothing left"), expected=1)
+
+    async def ids(q: str) -> list[str]:
+        r = await author.get("/v1/decisions", q=q)
+        assert r.status_code == 200
+        return [i["id"] for i in r.json()["items"]]
+
+    assert await ids("kafka") == ["a"]
+    assert await ids("postgres shard") == ["b"]
+    assert await ids("ledger") == []  # only the current revision is searched
+    assert await ids('"quoted" OR NEAR(') == []  # FTS syntax is text, never a 500
+    item = (await author.get("/v1/decisions", q="kafka")).json()["items"][0]
+    assert set(item) == {"id", "version", "title", "question", "updated_at"}
+
+
+async def test_search_pages_with_signed_cursors(author: Member, clock: MovableClock) -> None:
+    await register_many(author, clock, 5)
+    seen: list[str] = []
+    cursor = None
+    while True:
+        params: dict[str, Any] = {"limit": 2, "q": "retries"}
+        if cursor:
+            params["cursor"] = cursor
+        page = (await author.get("/v1/decisions", **params)).json()
+        seen += [i["id"] for i in page["items"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == ["m4", "m3", "m2", "m1", "m0"]
+
+
+async def test_a_cursor_is_bound_to_its_caller_tenant_and_query(
+    lifecycle: Lifecycle, author: Member, clock: MovableClock
+) -> None:
+    await register_many(author, clock, 3)
+    cursor = (await author.get("/v1/decisions", limit=1, q="retries")).json()["next_cursor"]
+    colleague = await lifecycle.member("reader")
+    refused(
+        await colleague.get("/v1/decisions", limit=1, q="retries", cursor=cursor),
+        400,
+        "invalid_cursor",
+    )
+    refused(
+        await author.get("/v1/decisions", limit=1, q="memo", cursor=cursor), 400, "invalid_cursor"
+    )
+    tampered = cursor[:-2] + ("AA" if not cursor.endswith("AA") else "BB")
+    refused(
+        await author.get("/v1/decisions", limit=1, q="retries", cursor=tampered),
+        400,
+        "invalid_cursor",
+    )
+    refused(await author.get("/v1/decisions", cursor="garbage"), 400, "invalid_cursor")
+    await lifecycle.grant(author.id, "globex", "author")
+    refused(
+        await author.get("/v1/decisions", limit=1, q="retries", cursor=cursor),
+        400,
+        "invalid_cursor",
+    )
+
+
+async def test_a_cursor_expires_after_five_minutes(author: Member, clock: MovableClock) -> None:
+    await register_many(author, clock, 3)
+    cursor = (await author.get("/v1/decisions", limit=1)).json()["next_cursor"]
+    clock.advance(minutes=4, seconds=59)
+    assert (await author.get("/v1/decisions", limit=1, cursor=cursor)).status_code == 200
+    clock.advance(seconds=1)
+    refused(await author.get("/v1/decisions", limit=1, cursor=cursor), 400, "invalid_cursor")
+
+
+async def test_a_cursor_dies_with_the_app_that_signed_it(
+    lifecycle: Lifecycle, author: Member, clock: MovableClock
+) -> None:
+    import httpx
+
+    from waypost.lifecycle_http import create_lifecycle_app
+    from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
+
+    await register_many(author, clock, 3)
+    cursor = (await author.get("/v1/decisions", limit=1)).json()["next_cursor"]
+    rt = lifecycle.service.rt
+    restarted = create_lifecycle_app(rt, WaypostTokenVerifier(rt))
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=restarted), base_url="http://l.test"
+    ) as client:
+        r = await client.get(
+            "/v1/decisions", params={"limit": 1, "cursor": cursor}, headers=author.headers()
+        )
+    refused(r, 400, "invalid_cursor")
+
+
+async def test_search_shows_only_the_callers_tenant(lifecycle: Lifecycle, author: Member) -> None:
+    await author.register(memo("ours"))
+    other = await lifecycle.member("author", tenant="globex")
+    await other.register(memo("theirs"))
+    ids = [i["id"] for i in (await author.get("/v1/decisions")).json()["items"]]
+    assert ids == ["ours"]
+
+
+async def test_search_limits(author: Member) -> None:
+    for bad in [{"limit": 0}, {"limit": 101}, {"q": "x" * 201}]:
+        refused(await author.get("/v1/decisions", **bad), 400, "invalid_request")

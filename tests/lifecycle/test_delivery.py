@@ -1,0 +1,177 @@
+"""The webhook delivery worker and the admin commands around deliveries and grants."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from click.testing import CliRunner
+
+from tests.lifecycle.support import Lifecycle, Member, memo
+from waypost.cli import main
+from waypost.resolvers.lifecycle.delivery import Backoff, deliver_forever, deliver_once
+
+HOOK = "https://hooks.example/lifecycle"
+M = "/v1/decisions/adr.payments-retry"
+
+
+async def make_events(author: Member, comments: int) -> None:
+    assert (await author.register(memo())).status_code == 200
+    for i in range(comments):
+        await author.post(f"{M}/comments", {"version": 1, "body": {"text": f"c{i}"}})
+
+
+async def test_each_event_is_posted_once_in_order_and_marked_delivered(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    await make_events(author, 3)
+    received: list[tuple[str, dict[str, Any]]] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        received.append((request.headers["waypost-delivery"], json.loads(request.content)))
+        return httpx.Response(204)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        while await deliver_once(rt, client, HOOK):
+            pass
+    types = [body["type"] for _, body in received]
+    assert types == ["memo.registered"] + ["comment.added"] * 3
+    assert [int(seq) for seq, _ in received] == [body["sequence"] for _, body in received]
+    assert received[1][1]["data"] == {"text": "c0", "locator": None}
+    state = await rt.db.read(
+        lambda c: c.execute("SELECT state, attempts FROM lifecycle_deliveries").fetchall()
+    )
+    assert {(r["state"], r["attempts"]) for r in state} == {("delivered", 1)}
+
+
+async def test_failures_retry_with_backoff_and_nothing_overtakes(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    await make_events(author, 1)
+    answers = [500, 503]  # the first event fails twice, then everything succeeds
+    sent: list[int] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        sent.append(int(request.headers["waypost-delivery"]))
+        if answers:
+            return httpx.Response(answers.pop(0))
+        return httpx.Response(200)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(
+            deliver_forever(rt, client, HOOK, Backoff(first=0.01, limit=0.05, poll=0.05))
+        )
+        rows: list[Any] = []
+        for _ in range(500):  # until both are marked delivered (bounded: 5 s)
+            await asyncio.sleep(0.01)
+            rows = await rt.db.read(
+                lambda c: c.execute(
+                    "SELECT state, attempts FROM lifecycle_deliveries ORDER BY event_sequence"
+                ).fetchall()
+            )
+            if all(r["state"] == "delivered" for r in rows):
+                break
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    first, second = sorted(set(sent))
+    assert sent[:4] == [first, first, first, second]
+    assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]
+
+
+async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Member) -> None:
+    got = asyncio.Event()
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        got.set()
+        return httpx.Response(200)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=60)))
+        await asyncio.sleep(0.05)
+        await author.register(memo())
+        await asyncio.wait_for(got.wait(), 5)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+
+def test_backoff_doubles_up_to_its_limit() -> None:
+    b = Backoff(first=1, limit=10)
+    assert [b.delay(n) for n in range(1, 6)] == [1, 2, 4, 8, 10]
+
+
+def cli(*args: str) -> Any:
+    result = CliRunner().invoke(main, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+async def test_admin_lists_pending_deliveries(lifecycle: Lifecycle, author: Member) -> None:
+    await make_events(author, 1)
+    db = str(lifecycle.service.db_path)
+    pending = await asyncio.to_thread(cli, "admin", "lifecycle", "deliveries", "--db", db)
+    assert [d["event"]["type"] for d in pending] == ["memo.registered", "comment.added"]
+    assert {d["state"] for d in pending} == {"pending"}
+    delivered = await asyncio.to_thread(
+        cli, "admin", "lifecycle", "deliveries", "--db", db, "--state", "delivered"
+    )
+    assert delivered == []
+
+
+def test_admin_grant_sets_and_replaces_the_one_tenant_role(tmp_path: Path) -> None:
+    db = str(tmp_path / "g.db")
+    made = cli("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    pid = made["principal_id"]
+    first = cli(
+        "admin",
+        "lifecycle",
+        "grant",
+        "--principal",
+        pid,
+        "--tenant",
+        "acme",
+        "--role",
+        "reader",
+        "--db",
+        db,
+    )
+    assert (first["tenant"], first["role"]) == ("acme", "reader")
+    cli(
+        "admin",
+        "lifecycle",
+        "grant",
+        "--principal",
+        pid,
+        "--tenant",
+        "globex",
+        "--role",
+        "author",
+        "--db",
+        db,
+    )
+    import sqlite3
+
+    rows = sqlite3.connect(db).execute("SELECT tenant, role FROM lifecycle_grants").fetchall()
+    assert rows == [("globex", "author")]
+    bad = CliRunner().invoke(
+        main,
+        [
+            "admin",
+            "lifecycle",
+            "grant",
+            "--principal",
+            pid,
+            "--tenant",
+            "t",
+            "--role",
+            "owner",
+            "--db",
+            db,
+        ],
+    )
+    assert bad.exit_code != 0

@@ -1,0 +1,112 @@
+"""Register, read and revise memos: receipts, replays and compare-and-append."""
+
+from __future__ import annotations
+
+from tests.conftest import Service
+from tests.lifecycle.support import TABLES, Lifecycle, Member, memo, with_docs
+
+
+async def test_register_answers_a_receipt_and_get_returns_the_memo_with_defaults(
+    author: Member,
+) -> None:
+    m, docs = with_docs(memo(), b"# incident notes\n")
+    r = await author.register(m, docs)
+    assert r.status_code == 200, r.text
+    receipt = r.json()
+    assert receipt["memo_id"] == "adr.payments-retry" and receipt["version"] == 1
+    assert isinstance(receipt["event_id"], int)
+    assert receipt["resource"] == "/v1/decisions/adr.payments-retry?version=1"
+    assert receipt["workspace_url"] == (
+        "https://decisions.coulomb.social/decisions/adr.payments-retry?version=1"
+    )
+    got = await author.get("/v1/decisions/adr.payments-retry")
+    assert got.status_code == 200
+    assert got.headers["cache-control"] == "no-store"
+    assert got.headers["x-content-type-options"] == "nosniff"
+    assert got.json() == {**m, "highlights": []}
+
+
+async def test_a_replay_answers_the_same_receipt_and_writes_nothing(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    first = await author.post("/v1/decisions", {"memo": memo()}, key="same")
+    counts = [await lifecycle.count(t) for t in TABLES]
+    again = await author.post("/v1/decisions", {"memo": memo()}, key="same")
+    assert first.status_code == again.status_code == 200
+    assert again.content == first.content
+    assert again.headers["idempotent-replayed"] == "true"
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
+async def test_the_same_key_with_another_request_is_409_and_writes_nothing(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    await author.post("/v1/decisions", {"memo": memo()}, key="k1")
+    counts = [await lifecycle.count(t) for t in TABLES]
+    r = await author.post("/v1/decisions", {"memo": memo("other")}, key="k1")
+    assert (r.status_code, r.json()) == (409, {"error": "idempotency_key_reused"})
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
+async def test_revise_appends_version_two_and_both_versions_stay_readable(
+    author: Member,
+) -> None:
+    await author.register(memo())
+    r = await author.revise(memo(version=2, title="Retry policy, revised"), expected=1)
+    assert r.status_code == 200, r.text
+    assert r.json()["version"] == 2
+    assert r.json()["resource"] == "/v1/decisions/adr.payments-retry?version=2"
+    v1 = await author.get("/v1/decisions/adr.payments-retry", version=1)
+    current = await author.get("/v1/decisions/adr.payments-retry")
+    assert v1.json()["title"] == "Retry policy for payment webhooks"
+    assert current.json()["title"] == "Retry policy, revised"
+    assert (await author.get("/v1/decisions/adr.payments-retry", version=3)).status_code == 404
+
+
+async def test_a_stale_expected_version_is_409_with_nothing_written(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    await author.register(memo())
+    await author.revise(memo(version=2), expected=1)
+    counts = [await lifecycle.count(t) for t in TABLES]
+    r = await author.revise(memo(version=2, title="late"), expected=1)
+    assert (r.status_code, r.json()) == (409, {"error": "version_conflict"})
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
+async def test_revision_rules_on_id_version_and_summary_are_400(author: Member) -> None:
+    await author.register(memo())
+    wrong_id = await author.post(
+        "/v1/decisions/adr.payments-retry/revisions",
+        {"memo": memo("elsewhere", 2), "expected_version": 1, "summary": "x"},
+    )
+    assert (wrong_id.status_code, wrong_id.json()) == (400, {"error": "invalid_request"})
+    skipped = await author.revise(memo(version=3), expected=1)
+    assert skipped.status_code == 400
+    empty = await author.post(
+        "/v1/decisions/adr.payments-retry/revisions",
+        {"memo": memo(version=2), "expected_version": 1, "summary": ""},
+    )
+    assert empty.status_code == 400
+    assert (await author.get("/v1/decisions/adr.payments-retry")).json()["version"] == 1
+
+
+async def test_registering_an_existing_memo_again_is_409(author: Member) -> None:
+    await author.register(memo())
+    r = await author.register(memo())
+    assert (r.status_code, r.json()) == (409, {"error": "memo_exists"})
+
+
+async def test_register_takes_version_one_only(author: Member) -> None:
+    r = await author.register(memo(version=2))
+    assert r.status_code == 400
+
+
+async def test_register_writes_memo_revision_event_delivery_and_receipt(
+    author: Member, lifecycle: Lifecycle, service: Service
+) -> None:
+    await author.register(memo())
+    assert [await lifecycle.count(t) for t in TABLES] == [1, 1, 0, 1, 1, 1]
+    events = (await author.get("/v1/decisions/adr.payments-retry/events")).json()["events"]
+    assert [e["type"] for e in events] == ["memo.registered"]
+    assert events[0]["actor"] == author.id

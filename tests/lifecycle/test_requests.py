@@ -1,0 +1,313 @@
+"""The contract's request rules and its error table, one refusal per test, each
+answered with the bounded `{"error": "code"}` envelope, `no-store` and `nosniff`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Service
+from tests.lifecycle.support import TABLES, Lifecycle, Member, memo
+
+URL = "/v1/decisions"
+
+
+def refused(r: httpx.Response, status: int, code: str) -> None:
+    assert r.status_code == status, r.text
+    assert r.json() == {"error": code}
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["content-type"] == "application/json"
+
+
+# -- 401: authentication runs first --------------------------------------------
+
+
+async def test_no_token_is_401_before_routing(lifecycle: Lifecycle) -> None:
+    for method, path in [("GET", URL), ("POST", URL), ("GET", "/nowhere"), ("DELETE", URL)]:
+        r = await lifecycle.client.request(method, path)
+        refused(r, 401, "unauthenticated")
+        assert r.headers["www-authenticate"] == "Bearer"
+
+
+async def test_an_api_token_is_401(lifecycle: Lifecycle, author: Member) -> None:
+    r = await lifecycle.client.get(URL, headers={"Authorization": f"Bearer {author.api.token}"})
+    refused(r, 401, "unauthenticated")
+
+
+async def test_an_unknown_or_malformed_token_is_401(lifecycle: Lifecycle) -> None:
+    for header in ["Bearer wp_nope", "Basic abc", "Bearer ", "bearer"]:
+        refused(
+            await lifecycle.client.get(URL, headers={"Authorization": header}),
+            401,
+            "unauthenticated",
+        )
+
+
+async def test_a_revoked_lifecycle_token_is_401(lifecycle: Lifecycle, author: Member) -> None:
+    from waypost.resolvers.access import principals
+
+    def revoke(conn: Any) -> None:
+        row = conn.execute(
+            "SELECT id FROM tokens WHERE principal_id = ? AND audience = 'lifecycle'", (author.id,)
+        ).fetchone()
+        principals.revoke_token(conn, row["id"], "2026-11-29T18:00:00.000Z")
+
+    await lifecycle.service.rt.db.write(revoke)
+    refused(await author.get(URL), 401, "unauthenticated")
+
+
+async def test_cookies_are_not_credentials(lifecycle: Lifecycle, author: Member) -> None:
+    lifecycle.client.cookies.set("session", author.token)
+    r = await lifecycle.client.get(URL, headers={"Cookie": f"token={author.token}"})
+    refused(r, 401, "unauthenticated")
+
+
+async def test_a_body_is_not_read_before_authentication(lifecycle: Lifecycle) -> None:
+    async def never() -> Any:
+        raise AssertionError("the body was read")
+        yield b""  # pragma: no cover
+
+    r = await lifecycle.client.post(
+        URL, content=never(), headers={"Content-Type": "application/json"}
+    )
+    refused(r, 401, "unauthenticated")
+
+
+async def test_the_public_listener_answers_no_lifecycle_route(
+    service: Service, author: Member
+) -> None:
+    r = await service.client.get(URL, headers={"Authorization": f"Bearer {author.api.token}"})
+    assert r.status_code == 404
+    r = await service.client.get(URL, headers={"Authorization": f"Bearer {author.token}"})
+    assert r.status_code == 401
+
+
+# -- 404 / 405 -----------------------------------------------------------------
+
+
+async def test_unknown_route_is_404_and_wrong_method_405(author: Member) -> None:
+    refused(await author.get("/v1/nothing"), 404, "not_found")
+    r = await author.client.delete(URL, headers=author.headers())
+    refused(r, 405, "method_not_allowed")
+    r = await author.client.put(f"{URL}/x/revisions", headers=author.headers())
+    refused(r, 405, "method_not_allowed")
+
+
+# -- 415 / 413 / 400 on the envelope of a POST ---------------------------------
+
+
+async def test_content_type_must_be_exactly_application_json(author: Member) -> None:
+    body = {"memo": memo()}
+    for ctype in ["text/plain", "application/json; charset=utf-8", "application/jsonx", ""]:
+        r = await author.post(URL, body, headers={"Content-Type": ctype})
+        refused(r, 415, "unsupported_media_type")
+
+
+async def test_a_declared_length_over_256_kib_is_413(author: Member) -> None:
+    raw = b'{"memo": ' + b" " * (256 * 1024) + b"{}}"
+    refused(await author.post(URL, raw), 413, "payload_too_large")
+
+
+async def test_a_body_without_declared_length_is_400(author: Member) -> None:
+    async def chunks() -> Any:
+        yield json.dumps({"memo": memo()}).encode()
+
+    h = {**author.headers("no-length"), "Content-Type": "application/json"}
+    r = await author.client.post(URL, content=chunks(), headers=h)
+    refused(r, 400, "length_required")
+
+
+async def test_a_body_shorter_or_longer_than_declared_is_400(author: Member) -> None:
+    raw = json.dumps({"memo": memo()}).encode()
+    for declared in [len(raw) + 10, len(raw) - 1]:
+        h = {"Content-Length": str(declared)}
+        refused(await author.post(URL, raw, headers=h), 400, "truncated_body")
+
+
+@pytest.mark.parametrize("key", [None, "", "x" * 257, "has space"])
+async def test_the_idempotency_key_is_required_and_bounded(
+    author: Member, lifecycle: Lifecycle, key: str | None
+) -> None:
+    h = {"Authorization": f"Bearer {author.token}", "Content-Type": "application/json"}
+    if key is not None:
+        h["Idempotency-Key"] = key
+    r = await author.client.post(URL, content=json.dumps({"memo": memo()}), headers=h)
+    refused(r, 400, "invalid_idempotency_key")
+    assert await lifecycle.count("lifecycle_memos") == 0
+
+
+async def test_a_256_character_key_is_accepted(author: Member) -> None:
+    assert (await author.post(URL, {"memo": memo()}, key="k" * 256)).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"memo": {"id": "a", "id": "b"}}',  # duplicate key
+        b'{"memo": ' + json.dumps(memo()).encode()[:-1],  # truncated
+        b'{"memo": {"version": NaN}}',
+        b'{"memo": {"version": Infinity}}',
+        b'{"memo": {"version": 1e999}}',
+        b"\xff\xfe",
+        b"",
+        b"[]",
+    ],
+)
+async def test_malformed_json_is_400(author: Member, raw: bytes) -> None:
+    refused(await author.post(URL, raw), 400, "invalid_request")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"version": True},
+        {"version": 1.0},
+        {"version": "1"},
+        {"unknown": 1},
+        {"options": [{"id": "a", "title": "A", "extra": 1}, {"id": "b", "title": "B"}]},
+        {"recommendation": {"option_id": "a", "rationale": "", "deep": {}}},
+        {"title": ""},
+        {"options": [{"id": "a", "title": "A"}]},
+        {"recommendation": {"option_id": "zzz"}},
+        {"packet": [{"id": "p", "digest": "sha256:ABC", "media_type": "text/plain", "title": "t"}]},
+        {"highlights": [{"id": "h", "packet_id": "nope", "locator": "", "text": ""}]},
+    ],
+)
+async def test_memo_type_and_shape_refusals_are_400(author: Member, edit: dict[str, Any]) -> None:
+    refused(await author.register(memo(**edit)), 400, "invalid_request")
+
+
+async def test_unknown_top_level_fields_are_400(author: Member) -> None:
+    refused(await author.post(URL, {"memo": memo(), "tenant": "other"}), 400, "invalid_request")
+
+
+async def test_a_boolean_expected_version_is_400(author: Member) -> None:
+    await author.register(memo())
+    body = {"memo": memo(version=2), "expected_version": True, "summary": "s"}
+    refused(await author.post(f"{URL}/adr.payments-retry/revisions", body), 400, "invalid_request")
+
+
+async def test_excessive_nesting_is_400(author: Member) -> None:
+    deep: Any = "x"
+    for _ in range(40):
+        deep = [deep]
+    refused(await author.register(memo(tags=deep)), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("name", ["approval", "approval_pin", "seal"])
+async def test_approvals_pins_and_seals_are_refused_by_name(author: Member, name: str) -> None:
+    refused(await author.register(memo(**{name: {"by": "x"}})), 400, "approval_not_accepted")
+    nested = memo(recommendation={"option_id": "a", "rationale": "", name: "x"})
+    refused(await author.register(nested), 400, "approval_not_accepted")
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["", "No question mark here.", "Two? Questions?", "Is it? not at the end", "x" * 500 + "?"],
+)
+async def test_the_one_question_check(author: Member, question: str) -> None:
+    refused(await author.register(memo(question=question)), 400, "question_check_failed")
+
+
+async def test_a_question_ending_with_spaces_after_the_mark_passes(author: Member) -> None:
+    assert (await author.register(memo(question="Ship it?  "))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "-----BEGIN PRIVATE KEY-----",
+        "AKIA" + "ABCDEFGHIJKLMNOP",
+        "ghp_" + "a" * 36,
+        "gho_" + "B" * 36,
+        "ghs_" + "1" * 36,
+        "xoxb-123",
+        "sk-" + "a" * 20,
+        "password=hunter2hunter2",
+        "secret=abcdefgh",
+        "token=12345678",
+    ],
+)
+async def test_secret_markers_anywhere_in_the_memo_are_400(author: Member, secret: str) -> None:
+    refused(
+        await author.register(memo(context=f"note {secret} end")), 400, "secret_marker_detected"
+    )
+    refused(await author.register(memo(tags=[secret[:64]])), 400, "secret_marker_detected")
+
+
+async def test_near_misses_of_secret_markers_pass(author: Member) -> None:
+    text = "password=short sk-short AKIAlower ghp_tooShort token: x"
+    assert (await author.register(memo(context=text))).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"options": [{"id": "a", "title": "A"}, {"id": "a", "title": "B"}]},
+        {"highlights": [{"id": "h", "packet_id": "p0", "locator": "", "text": ""}] * 2},
+    ],
+)
+async def test_duplicate_ids_are_400(author: Member, field: dict[str, Any]) -> None:
+    from tests.lifecycle.support import with_docs
+
+    m, docs = with_docs(memo(**field), b"doc")
+    refused(await author.register(m, docs), 400, "duplicate_id")
+
+
+async def test_duplicate_packet_ids_are_400(author: Member) -> None:
+    from tests.lifecycle.support import document, packet_entry
+
+    m = memo(packet=[packet_entry("p", b"one"), packet_entry("p", b"two")])
+    refused(await author.register(m, [document(b"one"), document(b"two")]), 400, "duplicate_id")
+
+
+@pytest.mark.parametrize("bad", ["has space", "x" * 257, "a/b", "é", ""])
+async def test_memo_id_syntax_in_the_body(author: Member, bad: str) -> None:
+    refused(await author.register(memo(bad)), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("bad", ["has%20space", "x" * 257, "%C3%A9", "a%0A"])
+async def test_memo_id_syntax_in_the_path(author: Member, bad: str) -> None:
+    refused(await author.get(f"{URL}/{bad}"), 400, "invalid_id")
+
+
+async def test_id_characters_the_contract_allows(author: Member) -> None:
+    r = await author.register(memo("A.z_0:9-x"))
+    assert r.status_code == 200
+    assert (await author.get(f"{URL}/A.z_0:9-x")).status_code == 200
+
+
+# -- query strings -------------------------------------------------------------
+
+
+async def test_duplicate_and_unknown_query_keys_are_400(author: Member) -> None:
+    await author.register(memo())
+    path = f"{URL}/adr.payments-retry"
+    refused(
+        await author.client.get(f"{path}?version=1&version=1", headers=author.headers()),
+        400,
+        "invalid_request",
+    )
+    refused(await author.get(path, other="x"), 400, "invalid_request")
+    refused(await author.get(URL, q="a", limit="0"), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("version", ["true", "0", "-1", "1.5", "x", ""])
+async def test_version_must_be_a_positive_integer(author: Member, version: str) -> None:
+    await author.register(memo())
+    refused(await author.get(f"{URL}/adr.payments-retry", version=version), 400, "invalid_request")
+
+
+async def test_post_routes_take_no_query_parameters(author: Member) -> None:
+    refused(await author.post(f"{URL}?tenant=x", {"memo": memo()}), 400, "invalid_request")
+
+
+async def test_no_refusal_writes_anything(author: Member, lifecycle: Lifecycle) -> None:
+    await author.register(memo(question="no"))
+    await author.register(memo(context="token=abcdefghijk"))
+    assert [await lifecycle.count(t) for t in TABLES] == [0] * len(TABLES)

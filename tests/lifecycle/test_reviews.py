@@ -1,0 +1,200 @@
+"""Review handoff: requests with their exact retained envelope, and outcomes
+recorded by named human reviewers on the public listener."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import pytest
+
+from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
+from tests.lifecycle.test_requests import refused
+
+M = "/v1/decisions/adr.payments-retry"
+
+
+@pytest.fixture
+async def reviewer(lifecycle: Lifecycle) -> Member:
+    return await lifecycle.member("reviewer")
+
+
+@pytest.fixture
+async def registered(author: Member) -> Member:
+    m, docs = with_docs(memo(), b"notes")
+    assert (await author.register(m, docs)).status_code == 200
+    return author
+
+
+def request_body(*reviewers: str, version: int = 1, **options: Any) -> dict[str, Any]:
+    opts = {"profile": "standard", "reviewers": list(reviewers), **options}
+    return {"version": version, "options": opts}
+
+
+async def test_a_review_request_returns_the_intake_envelope(
+    registered: Member, reviewer: Member
+) -> None:
+    body = request_body(reviewer.id, due_at="2026-12-01T10:00:00+01:00", note="please")
+    r = await registered.post(f"{M}/review-requests", body)
+    assert r.status_code == 200, r.text
+    receipt = r.json()
+    envelope = receipt["envelope"]
+    assert re.fullmatch(r"rr_[0-9a-f]{32}", receipt["request_id"])
+    assert envelope["request_id"] == receipt["request_id"]
+    stored = (await registered.get(M)).content
+    assert envelope == {
+        "request_id": receipt["request_id"],
+        "memo_id": "adr.payments-retry",
+        "version": 1,
+        "profile": "standard",
+        "reviewers": [reviewer.id],
+        "due_at": "2026-12-01T09:00:00.000Z",
+        "note": "please",
+        "memo_sha256": hashlib.sha256(stored).hexdigest(),
+        "packet": [{"id": "p0", "digest": digest(b"notes"), "media_type": "text/markdown"}],
+        "requested_by": registered.id,
+        "requested_at": "2026-11-29T18:00:00.000Z",
+        "tenant": "acme",
+    }
+
+
+async def test_memo_sha256_is_of_the_canonical_memo_json(registered: Member) -> None:
+    got = (await registered.get(M)).json()
+    canonical = json.dumps(got, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert (await registered.get(M)).content == canonical.encode()
+
+
+async def test_the_retained_request_comes_back_byte_for_byte(
+    registered: Member, reviewer: Member
+) -> None:
+    first = await registered.post(f"{M}/review-requests", request_body(reviewer.id))
+    second = await registered.post(f"{M}/review-requests", request_body(registered.id))
+    listed = await reviewer.get(f"{M}/review-requests", version=1)
+    assert listed.status_code == 200
+    assert listed.content == b'{"items":[' + first.content + b"," + second.content + b"]}"
+    assert (await reviewer.get(f"{M}/review-requests", version=1)).content == listed.content
+
+
+async def test_review_requests_need_a_version_and_list_nothing_for_other_versions(
+    registered: Member, reviewer: Member
+) -> None:
+    refused(await registered.get(f"{M}/review-requests"), 400, "invalid_request")
+    await registered.revise(memo(version=2, packet=[]), expected=1)
+    assert (await registered.get(f"{M}/review-requests", version=2)).json() == {"items": []}
+    refused(await registered.get(f"{M}/review-requests", version=3), 404, "not_found")
+
+
+async def test_only_the_current_version_can_be_sent_for_review(
+    registered: Member, reviewer: Member
+) -> None:
+    await registered.revise(memo(version=2, packet=[]), expected=1)
+    r = await registered.post(f"{M}/review-requests", request_body(reviewer.id, version=1))
+    refused(r, 409, "version_conflict")
+    r = await registered.post(f"{M}/review-requests", request_body(reviewer.id, version=2))
+    assert r.status_code == 200
+
+
+async def test_reviewers_must_hold_a_reviewer_or_author_role_in_the_tenant(
+    lifecycle: Lifecycle, registered: Member
+) -> None:
+    reader = await lifecycle.member("reader")
+    foreign = await lifecycle.member("reviewer", tenant="globex")
+    for who in [reader.id, foreign.id, "prn_unknown"]:
+        r = await registered.post(f"{M}/review-requests", request_body(who))
+        refused(r, 400, "invalid_reviewer")
+    r = await registered.post(f"{M}/review-requests", request_body(registered.id, registered.id))
+    refused(r, 400, "invalid_reviewer")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"profile": "express", "reviewers": ["x"]},
+        {"profile": "standard", "reviewers": []},
+        {"profile": "standard", "reviewers": [f"r{i}" for i in range(11)]},
+        {"profile": "standard", "reviewers": ["x"], "due_at": "tomorrow"},
+        {"profile": "standard", "reviewers": ["x"], "note": "n" * 2001},
+        {"profile": "standard", "reviewers": ["x"], "approval": True},
+    ],
+)
+async def test_review_request_option_rules(registered: Member, options: dict[str, Any]) -> None:
+    r = await registered.post(f"{M}/review-requests", {"version": 1, "options": options})
+    assert r.status_code == 400
+    assert r.json()["error"] in {"invalid_request", "approval_not_accepted"}
+
+
+async def request_review(author: Member, *reviewers: str) -> str:
+    r = await author.post(f"{M}/review-requests", request_body(*reviewers))
+    assert r.status_code == 200, r.text
+    request_id: str = r.json()["request_id"]
+    return request_id
+
+
+async def test_outcomes_progress_from_not_requested_to_decided(
+    registered: Member, reviewer: Member
+) -> None:
+    state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
+    assert state["submission_state"] == "not_requested"
+    assert (state["requests"], state["outcomes"], state["version"]) == ([], [], 1)
+    request_id = await request_review(registered, reviewer.id)
+    assert (await reviewer.get(f"{M}/outcomes", version=1)).json()["submission_state"] == (
+        "requested"
+    )
+    r = await reviewer.api.post(
+        f"/api/v1/reviews/{request_id}/outcome",
+        {"disposition": "accepted", "rationale": "sound"},
+    )
+    assert r.status_code == 201, r.text
+    state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
+    assert state["submission_state"] == "decided"
+    assert state["requests"][0]["request_id"] == request_id
+    assert state["outcomes"] == [
+        {
+            "request_id": request_id,
+            "reviewer": reviewer.id,
+            "disposition": "accepted",
+            "rationale": "sound",
+            "at": "2026-11-29T18:00:00.000Z",
+        }
+    ]
+    types = [e["type"] for e in (await reviewer.get(f"{M}/events")).json()["events"]]
+    assert types[-2:] == ["review.requested", "outcome.recorded"]
+
+
+async def test_only_named_human_reviewers_record_outcomes(
+    lifecycle: Lifecycle, registered: Member, reviewer: Member
+) -> None:
+    bot = await lifecycle.member("reviewer", kind="agent")
+    request_id = await request_review(registered, bot.id)
+    url = f"/api/v1/reviews/{request_id}/outcome"
+    body = {"disposition": "rejected", "rationale": "no"}
+    r = await reviewer.api.post(url, body)  # a human, but not named
+    assert (r.status_code, r.json()["error"]["details"]["reason"]) == (403, "not_a_reviewer")
+    await bot.api.start_session()
+    r = await bot.api.post(url, body)  # named, but not human
+    assert r.status_code == 403
+    r = await reviewer.api.post("/api/v1/reviews/rr_missing/outcome", body)
+    assert r.status_code == 404
+
+
+async def test_an_outcome_follows_public_conventions(registered: Member, reviewer: Member) -> None:
+    request_id = await request_review(registered, reviewer.id)
+    url = f"/api/v1/reviews/{request_id}/outcome"
+    body = {"disposition": "changes_requested", "rationale": "more data"}
+    first = await reviewer.api.post(url, body, key="o1")
+    again = await reviewer.api.post(url, body, key="o1")
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    second = await reviewer.api.post(url, {**body, "disposition": "accepted"})
+    assert (second.status_code, second.json()["error"]["code"]) == (409, "state_conflict")
+    bad = await reviewer.api.post(url, {"disposition": "maybe", "rationale": "x"})
+    assert bad.status_code == 400 and bad.json()["error"]["details"]["field"] == "disposition"
+    no_key = await reviewer.api.client.post(url, json=body, headers=reviewer.api.headers())
+    assert no_key.status_code == 400
+    lifecycle_token = await reviewer.api.client.post(
+        url,
+        json=body,
+        headers={"Authorization": f"Bearer {reviewer.token}", "Idempotency-Key": "z"},
+    )
+    assert lifecycle_token.status_code == 401

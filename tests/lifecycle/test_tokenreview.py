@@ -1,0 +1,206 @@
+"""The Kubernetes TokenReview verifier against a local HTTPS stand-in for the
+API server (a real TLS server with a trustme CA), composed into the app."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trustme
+
+from tests.conftest import Service
+from tests.lifecycle.support import Lifecycle, memo
+from tests.lifecycle.test_requests import refused
+from waypost.lifecycle_http import create_lifecycle_app
+from waypost.lifecycle_http.verifiers import TOKENREVIEW_PATH, TokenReviewVerifier
+
+SA = "system:serviceaccount:state-hub:lifecycle-client"
+
+
+class StandIn:
+    """What the stand-in API server answers, and what it was sent."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.answer: dict[str, Any] = {}
+        self.seen: list[tuple[str, dict[str, str], Any]] = []
+
+    def review(self, token: str) -> dict[str, Any]:
+        if token == "good-sa-token":
+            return {"authenticated": True, "user": {"username": SA}, "audiences": ["lifecycle"]}
+        if token == "other-audience":
+            return {"authenticated": True, "user": {"username": SA}, "audiences": ["intake"]}
+        return {"authenticated": False, "error": "token expired: internal detail"}
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    return trustme.CA()
+
+
+@pytest.fixture
+def api(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[str, Path, StandIn]]:
+    state = StandIn()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers["Content-Length"])
+            body = json.loads(self.rfile.read(length))
+            state.seen.append((self.path, dict(self.headers), body))
+            if state.status != 200:
+                payload = b"upstream stack trace: secret internals"
+            else:
+                status = state.review(body["spec"]["token"])
+                payload = json.dumps({**body, "status": status}).encode()
+            self.send_response(state.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    ca_file = tmp_path / "k8s-ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}", ca_file, state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture
+async def k8s(
+    service: Service, api: tuple[str, Path, StandIn], tmp_path: Path
+) -> AsyncIterator[tuple[Lifecycle, StandIn]]:
+    url, ca_file, state = api
+    credential = tmp_path / "sa-token"
+    credential.write_text("waypost-own-token\n")
+    verifier = TokenReviewVerifier(url, ca_file, credential)
+    app = create_lifecycle_app(service.rt, verifier)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://l.test") as client:
+        yield Lifecycle(service, client), state
+    await verifier.aclose()
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+async def test_a_reviewed_service_account_acts_under_its_grant(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    headers = {
+        **bearer("good-sa-token"),
+        "Idempotency-Key": "k",
+        "Content-Type": "application/json",
+    }
+    r = await lifecycle.client.post(
+        "/v1/decisions", content=json.dumps({"memo": memo()}), headers=headers
+    )
+    assert r.status_code == 200, r.text
+    events = await lifecycle.client.get(
+        "/v1/decisions/adr.payments-retry/events", headers=bearer("good-sa-token")
+    )
+    assert events.json()["events"][0]["actor"] == SA
+    path, sent_headers, body = state.seen[0]
+    assert path == TOKENREVIEW_PATH
+    assert body["spec"] == {"token": "good-sa-token", "audiences": ["lifecycle"]}
+    assert body["kind"] == "TokenReview" and body["apiVersion"] == "authentication.k8s.io/v1"
+    assert sent_headers["Authorization"] == "Bearer waypost-own-token"
+
+
+async def test_an_unauthenticated_review_is_401(k8s: tuple[Lifecycle, StandIn]) -> None:
+    lifecycle, _ = k8s
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("expired"))
+    refused(r, 401, "unauthenticated")
+    assert "expired" not in r.text
+
+
+async def test_another_audience_is_401(k8s: tuple[Lifecycle, StandIn]) -> None:
+    lifecycle, _ = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    refused(
+        await lifecycle.client.get("/v1/decisions", headers=bearer("other-audience")),
+        401,
+        "unauthenticated",
+    )
+
+
+async def test_an_authenticated_account_without_a_grant_is_403(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    lifecycle, _ = k8s
+    refused(
+        await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token")),
+        403,
+        "policy_denied",
+    )
+
+
+async def test_an_upstream_failure_is_503_without_its_diagnostics(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    lifecycle, state = k8s
+    state.status = 500
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    refused(r, 503, "unavailable")
+    assert "internals" not in r.text
+
+
+async def test_an_unreachable_api_is_503(service: Service, ca: trustme.CA, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    verifier = TokenReviewVerifier(f"https://127.0.0.1:{port}", ca_file)
+    app = create_lifecycle_app(service.rt, verifier)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://l") as c:
+        refused(await c.get("/v1/decisions", headers=bearer("good-sa-token")), 503, "unavailable")
+    await verifier.aclose()
+
+
+async def test_an_api_server_with_an_untrusted_certificate_is_503(
+    service: Service, api: tuple[str, Path, StandIn], tmp_path: Path
+) -> None:
+    url, _, _ = api
+    stranger = tmp_path / "other-ca.pem"
+    trustme.CA().cert_pem.write_to_path(str(stranger))
+    verifier = TokenReviewVerifier(url, stranger)
+    app = create_lifecycle_app(service.rt, verifier)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://l") as c:
+        refused(await c.get("/v1/decisions", headers=bearer("good-sa-token")), 503, "unavailable")
+    await verifier.aclose()
+
+
+def test_the_verifier_demands_https(tmp_path: Path, ca: trustme.CA) -> None:
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    with pytest.raises(ValueError):
+        TokenReviewVerifier("http://127.0.0.1:1", ca_file)
+
+
+def test_the_app_cannot_be_composed_without_a_verifier(service: Service) -> None:
+    with pytest.raises(TypeError):
+        create_lifecycle_app(service.rt, None)  # type: ignore[arg-type]
