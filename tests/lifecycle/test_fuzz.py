@@ -165,3 +165,17 @@ def test_raw_bytes_never_answer_5xx(tmp_path: Path) -> None:
             check(loop.run_until_complete(author.post("/v1/decisions", raw)))
 
         run()
+
+
+def test_search_terms_never_answer_5xx(tmp_path: Path) -> None:
+    with running(tmp_path / "fuzz.db") as (loop, author):
+
+        @FUZZ
+        @given(st.text(max_size=40) | st.sampled_from(['"', "NEAR(", "a OR", "*", "^x", "\x00"]))
+        def run(q: str) -> None:
+            r = loop.run_until_complete(author.get("/v1/decisions", q=q))
+            check(r)
+            if len(q) <= 200:
+                assert r.status_code == 200, r.text
+
+        run()

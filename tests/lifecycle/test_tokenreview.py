@@ -204,3 +204,89 @@ def test_the_verifier_demands_https(tmp_path: Path, ca: trustme.CA) -> None:
 def test_the_app_cannot_be_composed_without_a_verifier(service: Service) -> None:
     with pytest.raises(TypeError):
         create_lifecycle_app(service.rt, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_serve_selects_tokenreview_with_its_flags(
+    api: tuple[str, Path, StandIn], tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    from tests.test_serve import START, free_port, start
+
+    url, ca_file, state = api
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    db = tmp_path / "waypost.db"
+    port = free_port()
+    srv = start(
+        db,
+        clock,
+        port,
+        "--lifecycle-auth",
+        "tokenreview",
+        "--k8s-api",
+        url,
+        "--k8s-ca",
+        str(ca_file),
+    )
+    try:
+        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{port}")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "waypost.cli",
+                "admin",
+                "lifecycle",
+                "grant",
+                "--principal",
+                SA,
+                "--tenant",
+                "acme",
+                "--role",
+                "reader",
+                "--db",
+                str(db),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        base = f"http://127.0.0.1:{port}/v1/decisions"
+        r = httpx.get(base, headers=bearer("good-sa-token"))
+        assert r.status_code == 200 and r.json() == {"items": [], "next_cursor": None}
+        refused(httpx.get(base, headers=bearer("expired")), 401, "unauthenticated")
+        assert state.seen[0][2]["spec"]["audiences"] == ["lifecycle"]
+        state.status = 500  # the 503 row of the error table, over the real listener
+        refused(httpx.get(base, headers=bearer("good-sa-token")), 503, "unavailable")
+    finally:
+        assert srv.stop() == 0
+
+
+def test_serve_refuses_tokenreview_without_its_flags(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from waypost.cli import main
+
+    result = CliRunner().invoke(
+        main, ["serve", "--db", str(tmp_path / "x.db"), "--lifecycle-auth", "tokenreview"]
+    )
+    assert result.exit_code == 2 and "--k8s-api" in result.output
+    ca = tmp_path / "ca.pem"
+    ca.write_text("x")
+    result = CliRunner().invoke(
+        main,
+        [
+            "serve",
+            "--db",
+            str(tmp_path / "x.db"),
+            "--lifecycle-auth",
+            "tokenreview",
+            "--k8s-api",
+            "http://insecure",
+            "--k8s-ca",
+            str(ca),
+        ],
+    )
+    assert result.exit_code == 2 and "https://" in result.output

@@ -100,6 +100,9 @@ async def deliver_forever(
             except WaypostError as error:  # a busy store: try again shortly
                 log.warning("lifecycle delivery paused: %s", error.message)
                 result = False
+            except Exception:  # the worker outlives any one failure; it retries later
+                log.exception("lifecycle delivery failed")
+                result = False
             if result is True:
                 failures = 0
                 continue

@@ -77,8 +77,12 @@ async def events(
 
 
 def fts_query(q: str | None) -> str | None:
-    """Each whitespace-separated term as a quoted FTS5 string (all must match)."""
-    terms = (q or "").split()
+    """Each whitespace-separated term as a quoted FTS5 string (all must match).
+
+    A NUL ends an FTS5 string early ("unterminated string"), so it separates
+    terms like whitespace does.
+    """
+    terms = (q or "").replace("\x00", " ").split()
     if not terms:
         return None
     return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
