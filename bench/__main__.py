@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import context, workflow
+from bench import context, store, workflow
 from bench.timing import Result, measure, report
 from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
@@ -143,11 +143,21 @@ def mutation_suite(directory: Path, n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--suite", choices=("all", "mutation", "workflow", "context"), default="all",
-        help="mutation: the policy round trip; workflow: claims, lists, digest, dashboard"
-        " (bench/workflow.py); context: the context packet against bare FTS5 and"
-        " Datasette (bench/context.py, not part of all: it seeds large files);"
-        " all (default): mutation and workflow",
+        "--suite", choices=("all", "mutation", "store", "workflow", "context"), default="all",
+        help="mutation: the policy round trip; store: knowledge create under 16 clients vs a"
+        " bare endpoint, uvloop/httptools, replay (bench/store.py); workflow: claims, lists,"
+        " digest, dashboard (bench/workflow.py); context: the context packet against bare"
+        " FTS5 and Datasette (bench/context.py, not part of all: it seeds large files);"
+        " all (default): mutation, store and workflow",
+    )  # fmt: skip
+    parser.add_argument("--store-rounds", type=int, default=3, help="alternated rounds (3)")
+    parser.add_argument(
+        "--store-seconds", type=float, default=2.0, help="seconds per server per round (2.0)"
+    )
+    parser.add_argument("--store-n", type=int, default=300, help="sequential samples (300)")
+    parser.add_argument(
+        "--before-src", type=Path, default=None,
+        help="another checkout to measure beside this one in the store suite",
     )  # fmt: skip
     parser.add_argument(
         "--sizes", default="10000,100000",
@@ -176,6 +186,11 @@ def main() -> None:
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)
+        if args.suite in ("all", "store"):
+            print("\n== store (bench/store.py)")
+            store.run_suite(
+                directory, args.store_rounds, args.store_seconds, args.store_n, args.before_src
+            )
         if args.suite == "context":
             print(f"\n== context (sizes {args.sizes}, {args.queries} queries per size)")
             sizes = [int(size) for size in args.sizes.split(",")]

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Caller, MovableClock, Service, serving
+from tests.conftest import Caller, MovableClock, Service, copy_database, serving
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events, sweep
 from waypost.resolvers.core.receipts import PURGE_BATCH
+from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import Settings
 from waypost.storage.db import Database, connect_sync
 
@@ -91,29 +92,43 @@ async def queue_behind(db: Database, units: list[Callable[[sqlite3.Connection], 
     return await asyncio.gather(*tasks, return_exceptions=True)
 
 
+@pytest.fixture
+async def patient(tmp_path: Path, migrated_template: Path) -> AsyncIterator[Database]:
+    """A store whose batches are bounded by count only (not by 10 ms of work),
+    so that what a test queues together commits together however loaded the
+    machine is."""
+    path = copy_database(migrated_template, tmp_path / "patient.db")
+    db = Database(path, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
 async def test_a_failing_unit_inside_a_batch_leaves_the_rest_committed_and_itself_nothing(
-    service: Service,
+    patient: Database,
 ) -> None:
     commits: list[int] = []
-    service.rt.db.add_commit_listener(lambda: commits.append(1))
+    patient.add_commit_listener(lambda: commits.append(1))
     names = ["a", "b", "ghost", "c", "d"]
-    results = await queue_behind(service.rt.db, [recorded(n, n == "ghost") for n in names])
+    results = await queue_behind(patient, [recorded(n, n == "ghost") for n in names])
     assert results[:2] == ["a", "b"] and results[3:] == ["c", "d"]
     assert isinstance(results[2], RuntimeError) and "ghost fails" in str(results[2])
     assert commits == [1]  # one batch, one COMMIT
-    seen = await service.rt.db.read(left_behind)
+    seen = await patient.read(left_behind)
     for kind in ("principals", "events"):
         assert {"a", "b", "c", "d"} <= seen[kind] and "ghost" not in seen[kind]
     assert {"key-a", "key-d"} <= seen["receipts"] and "key-ghost" not in seen["receipts"]
 
 
-async def test_a_batch_commits_once_for_all_its_units(service: Service) -> None:
+async def test_a_batch_commits_once_for_all_its_units(patient: Database) -> None:
     statements: list[str] = []
-    await service.rt.db.set_trace(statements.append)
+    await patient.set_trace(statements.append)
     try:
-        await queue_behind(service.rt.db, [recorded(f"u{i}") for i in range(10)])
+        await queue_behind(patient, [recorded(f"u{i}") for i in range(10)])
     finally:
-        await service.rt.db.set_trace(None)
+        await patient.set_trace(None)
     assert statements.count("COMMIT") == 1
     assert statements.count("SAVEPOINT unit") == 11  # the holder and ten units
 
@@ -321,3 +336,32 @@ def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umas
             assert mode(tmp_path / name) == 0o600, name
     finally:
         conn.close()
+
+
+async def test_batches_are_observable_for_metrics(patient: Database) -> None:
+    batches: list[tuple[int, float]] = []
+    patient.observe_batches(lambda units, seconds: batches.append((units, seconds)))
+    held = Held()
+    holder = asyncio.create_task(patient.write(held))
+    await asyncio.to_thread(held.entered.wait, 10)
+    tasks = [asyncio.create_task(patient.write(recorded(f"m{i}"))) for i in range(5)]
+    await asyncio.sleep(0)
+    assert patient.queue_depth() == 5
+    held.release.set()
+    await asyncio.gather(holder, *tasks)
+    patient.observe_batches(None)
+    assert [units for units, _ in batches] == [6]
+    assert 0 < batches[0][1] < 5
+    assert patient.queue_depth() == 0
+
+
+async def test_a_batch_stops_taking_units_at_its_bound(tmp_path: Path) -> None:
+    db = Database(tmp_path / "bounded.db", hooks=CONNECTION_HOOKS, batch_units=4, batch_seconds=60)
+    await db.open()
+    try:
+        batches: list[int] = []
+        db.observe_batches(lambda units, seconds: batches.append(units))
+        await queue_behind(db, [recorded(f"b{i}") for i in range(10)])
+    finally:
+        await db.close()
+    assert batches == [4, 4, 3]  # the holder and three, then four, then three

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -134,9 +133,9 @@ def serve(
         access_log=access_log,
         metrics=metrics,
     )
-    from waypost.serving import serve_forever
+    from waypost import serving
 
-    asyncio.run(serve_forever(settings))
+    serving.run(settings)
 
 
 @main.group()

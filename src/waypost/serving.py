@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
@@ -35,27 +35,47 @@ class _Server(uvicorn.Server):
         yield
 
 
-def _config(app: Any, host: str, port: int) -> uvicorn.Config:
+def _config(app: Any, host: str, port: int, http: str) -> uvicorn.Config:
     # log_config=None: uvicorn's loggers propagate to the root handler that
     # `serve` set up (text or JSON); its own access log stays off, the
     # request lines come from waypost.observe
     return uvicorn.Config(
-        app, host=host, port=port, log_level="info", access_log=False, log_config=None
+        app, host=host, port=port, http=http, log_level="info", access_log=False, log_config=None
     )
 
 
-async def serve_forever(settings: Settings) -> None:
+def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop `serve` runs on: uvloop when installed ("auto"), else asyncio's."""
+    if loop in ("auto", "uvloop"):
+        try:
+            import uvloop
+        except ImportError:
+            if loop == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def run(settings: Settings, loop: str = "auto", http: str = "auto") -> None:
+    """Serve until SIGINT/SIGTERM. `loop`: auto|uvloop|asyncio; `http`:
+    auto|httptools|h11 (auto takes httptools when installed, as uvicorn does)."""
+    with asyncio.Runner(loop_factory=loop_factory(loop)) as runner:
+        runner.run(serve_forever(settings, http))
+
+
+async def serve_forever(settings: Settings, http: str = "auto") -> None:
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
 
     async with open_runtime(settings) as rt:
         await start_delivery(rt, settings.lifecycle)
-        servers = [_Server(_config(create_app(rt), settings.host, settings.port))]
+        servers = [_Server(_config(create_app(rt), settings.host, settings.port, http))]
         if settings.lifecycle_port:
             lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
             port = settings.lifecycle_port
-            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port)))
+            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, http)))
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:

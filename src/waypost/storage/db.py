@@ -81,11 +81,16 @@ class Database:
         busy_timeout_ms: int = 5000,
         hooks: Sequence[ConnectionHook] = (),
         on_commit: CommitListener | None = None,
+        *,
+        batch_units: int = 64,
+        batch_seconds: float = 0.01,
     ) -> None:
         self.path = path
         self._reader_count = max(1, readers)
         self._busy_timeout_ms = busy_timeout_ms
         self._hooks = tuple(hooks)
+        # a batch takes no more units once it holds this many or has run this long
+        self._batch_bounds = (batch_units, batch_seconds)
         self._writer: Writer | None = None
         self._readers: ReaderPool | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,7 +116,14 @@ class Database:
             raise
         self._readers = ReaderPool(readers)
         assert self._loop is not None
-        self._writer = Writer(conn, self._busy_timeout_ms, (self._loop, self._committed))
+        units, seconds = self._batch_bounds
+        self._writer = Writer(
+            conn,
+            self._busy_timeout_ms,
+            (self._loop, self._committed),
+            max_units=units,
+            max_seconds=seconds,
+        )
 
     async def close(self) -> None:
         """Finish the queued writes and running reads, then close every connection."""
@@ -156,6 +168,19 @@ class Database:
                 log.exception("commit listener failed")
 
     # -- diagnostics -----------------------------------------------------------------------
+
+    def observe_batches(self, callback: Callable[[int, float], None] | None) -> None:
+        """Call `callback(units, commit_seconds)` after each COMMIT (metrics).
+
+        It runs on the writer thread, inside the writer's loop: keep it cheap
+        and thread-safe (prometheus_client's metrics are)."""
+        if self._writer is None:
+            raise Unavailable("the database is not open")
+        self._writer.batch_observer = callback
+
+    def queue_depth(self) -> int:
+        """Writes waiting for the writer thread now (0 when closed)."""
+        return self._writer.queue_depth() if self._writer is not None else 0
 
     async def set_trace(self, callback: Callable[[str], None] | None) -> None:
         """Install a statement trace on every connection (tests count SQL with it)."""

@@ -109,6 +109,8 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._current_timeout_ms = busy_timeout_ms
         self._stopping = False
+        # (units committed, seconds of the COMMIT), called on this thread (metrics)
+        self.batch_observer: Callable[[int, float], None] | None = None
         # held while queueing, so that nothing is queued behind the stop marker
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
@@ -125,6 +127,10 @@ class Writer:
                 raise Unavailable("the database is not open")
             self._queue.put(_Unit(fn, loop, future, deadline, transaction))
         return await future
+
+    def queue_depth(self) -> int:
+        """Units waiting for the writer (approximate, for metrics)."""
+        return self._queue.qsize()
 
     def stop(self) -> None:
         """Finish what is queued, then close the connection (blocks: call off the loop)."""
@@ -283,6 +289,7 @@ class Writer:
         failed: list[tuple[_Unit, BaseException]],
     ) -> None:
         conn = self._conn
+        started = time.perf_counter()
         try:
             conn.execute("COMMIT")
         except BaseException as exc:
@@ -294,6 +301,12 @@ class Writer:
                     log.exception("ROLLBACK after a failed COMMIT failed")
             self._reply(failed + [(unit, exc) for unit, _ in done], [])
             return
+        observe = self.batch_observer
+        if observe is not None:
+            try:
+                observe(len(done), time.perf_counter() - started)
+            except Exception:
+                log.exception("batch observer failed")
         self._reply(failed, done, committed=bool(done))
 
     def _reply(

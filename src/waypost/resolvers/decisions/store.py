@@ -39,7 +39,11 @@ def _ids(values: Iterable[Any]) -> str:
 BLOCKED_CTE: Final = (
     "holding(decision_id, generation) AS MATERIALIZED ("
     " SELECT s.decision_id, s.generation FROM decision_current s"
-    f" WHERE s.project_id = :project AND {STATUS_SQL} <> 'allowed'),"
+    # only an `allow` answer can make a decision `allowed`: any other one holds
+    # work whatever its pins say, so its `stale` (a join over every affected
+    # task) is never computed (SQLite's OR does not evaluate its right side)
+    " WHERE s.project_id = :project AND (s.disposition IS NOT 'allow'"
+    f" OR {STATUS_SQL} <> 'allowed')),"
     " blocked(id) AS MATERIALIZED ("
     " SELECT x.task_id FROM holding CROSS JOIN decision_affected x"
     "  ON x.decision_id = holding.decision_id AND x.generation = holding.generation)"
