@@ -17,6 +17,7 @@ from waypost import console, rest
 from waypost.clock import Clock
 from waypost.http.auth import Gate
 from waypost.live import sse
+from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
 from waypost.rest.responses import json_response
@@ -40,14 +41,19 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
     else:
         rt, settings = None, runtime
 
+    # MCP over Streamable HTTP; its session manager runs inside the lifespan
+    mcp = McpEndpoint(lambda: app.state.runtime)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if rt is not None:
-            yield
+            async with mcp.run():
+                yield
             return
         async with open_runtime(settings, clock) as own:
             app.state.runtime = own
-            yield
+            async with mcp.run():
+                yield
 
     async def healthz(request: Request) -> Response:
         return json_response({"status": "ok"})
@@ -68,6 +74,7 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     graphql = graphql_view(settings.graphiql)
     routes: list[Any] = [
+        Route("/mcp", mcp),
         Route("/healthz", healthz),
         *([Route("/metrics", metrics)] if settings.metrics else []),
         Route("/api/v1/openapi.json", openapi_document),

@@ -138,6 +138,27 @@ def serve(
     serving.run(settings)
 
 
+@main.command("mcp")
+@click.option(
+    "--url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    help="Base URL of the running Waypost the tools call.",
+)
+def mcp_command(url: str) -> None:
+    """MCP server over stdio (for clients that launch a process); token from WAYPOST_TOKEN."""
+    from waypost.mcp_server.stdio import TokenRefused
+    from waypost.mcp_server.stdio import main as serve_mcp
+
+    token = os.environ.get("WAYPOST_TOKEN", "").strip()
+    if not token:
+        raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
+    try:
+        serve_mcp(url.rstrip("/"), token)
+    except TokenRefused as error:
+        raise click.ClickException(str(error)) from None
+
+
 @main.group()
 def admin() -> None:
     """Administrative commands; they never read TYPESAFE_API_KEY."""
@@ -232,6 +253,36 @@ def token_list(db_path: Path, principal_id: str | None) -> None:
     """Tokens as a JSON array of {token_id, principal_id, audience, created_at,
     revoked_at}, oldest first; never a token or its hash."""
     _print(_read(db_path, lambda c: principals.list_tokens(c, principal_id)))
+
+
+@admin.command("backup")
+@db_option
+@click.option("--to", "target", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The new backup file (refused if it exists).")  # fmt: skip
+def admin_backup(db_path: Path, target: Path) -> None:
+    """Copy the database through SQLite's online backup API; safe while serve runs."""
+    from waypost.maintenance import BackupError, backup
+
+    try:
+        _print(backup(db_path, target))
+    except (BackupError, sqlite3.Error) as error:
+        raise click.ClickException(str(error)) from error
+
+
+@admin.command("verify")
+@db_option
+def admin_verify(db_path: Path) -> None:
+    """Check integrity, full-text indexes, histories and receipts; exit 1 on a problem."""
+    from waypost.maintenance import BackupError, verify
+
+    try:
+        report = verify(db_path)
+    except (BackupError, sqlite3.Error) as error:
+        raise click.ClickException(str(error)) from error
+    _print(report)
+    if not report["ok"]:
+        sys.exit(1)
 
 
 @admin.group("project")

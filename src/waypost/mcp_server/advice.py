@@ -1,0 +1,90 @@
+"""Tool errors an agent can act on: what went wrong and what to call next.
+
+The text starts with the REST error code and ends with the REST error
+envelope as JSON, so a program can still read the code and details; there is
+never a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from waypost.mcp_server.calls import ApiError
+
+
+def _decisions(details: dict[str, Any]) -> str:
+    ids = [str(i) for i in details.get("decision_ids", [])]
+    more = " (and more: the list is truncated)" if details.get("truncated") else ""
+    return ", ".join(ids) + more
+
+
+def _next_step(error: ApiError, project: str | None) -> str:
+    d = error.details
+    reason = d.get("reason")
+    code = error.code
+    where = f"project={project!r}, " if project else ""
+    if code == "decision_required":
+        ids = [str(i) for i in d.get("decision_ids", [])]
+        first = ids[0] if ids else "<id>"
+        return (
+            f"This work waits for decision(s) {_decisions(d)}. Call decision_wait with "
+            f"{where}decision_id={first!r} to block until it is answered, then call this "
+            "tool again. Do not work around the decision."
+        )
+    if code == "revision_conflict":
+        current = d.get("current_revision")
+        hint = f" The current revision is {current}." if current is not None else ""
+        return (
+            f"The record changed since you read it.{hint} Read it again, check that your "
+            "change still makes sense, and retry with expected_revision set to the current "
+            "revision."
+        )
+    if code == "generation_conflict":
+        current = d.get("current_generation")
+        hint = f" The current generation is {current}." if current is not None else ""
+        return f"The decision was reopened since you read it.{hint} Call decision_get and retry."
+    if code == "lease_conflict":
+        return (
+            "Another principal or session holds this task's lease. Claim other work with "
+            "task_claim (no task_id), or call context to see what is ready."
+        )
+    if code == "not_found" and reason == "nothing_ready":
+        return (
+            "No task is ready to claim. Call digest to see pending decisions and blocked "
+            "tasks, or decision_wait on a pending decision that blocks the work."
+        )
+    if code == "not_found":
+        return "Check the project and ids (context and knowledge_search list what exists)."
+    if code == "state_conflict":
+        return "The record is not in a state that allows this. Read it again (context or *_get)."
+    if code == "forbidden" and reason in ("session_required", "session_not_live"):
+        return (
+            "The Waypost agent session this MCP session kept has ended. Call the tool again: "
+            "a new session starts, but leases held by the old one are gone (claim again)."
+        )
+    if code == "forbidden":
+        return "Policy or authority rules refuse this for you; ask a human or open a decision."
+    if code == "invalid_request":
+        field = d.get("field")
+        at = f" (argument `{field}`)" if field else ""
+        return f"Fix the argument{at} and call again."
+    if code == "idempotency_key_reused":
+        return "That idempotency_key was used for a different call; use a new key."
+    if code == "idempotency_in_flight":
+        return "The same call is still running; call again in a moment to get its result."
+    if code == "unavailable":
+        return "Waypost is busy or unreachable; retry in a few seconds."
+    if code == "unauthenticated":
+        return "The token was refused: check WAYPOST_TOKEN or the Authorization header."
+    if code == "payload_too_large":
+        return "The arguments are too large (REST bodies are limited to 256 KiB)."
+    return "An unexpected server fault; retry later."
+
+
+def explain(error: ApiError, project: str | None = None) -> str:
+    envelope = {"error": {"code": error.code, "message": error.message, "details": error.details}}
+    return (
+        f"{error.code}: {error.message}. {_next_step(error, project)}\n"
+        f"{json.dumps(envelope, separators=(',', ':'))}"
+    )

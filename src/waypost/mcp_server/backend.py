@@ -1,0 +1,182 @@
+"""How a tool reaches Waypost: in process (Streamable HTTP at /mcp) or over
+HTTP (`waypost mcp` over stdio).
+
+Both backends take a REST route (method and path template) and its
+arguments and answer the route's JSON. The in-process backend runs the REST
+route's own handler, which is one call of the resolver operation that GraphQL
+calls too, after the same strict decoding; the HTTP backend sends the request
+to a running Waypost. A tool therefore behaves identically on both transports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import httpx
+
+from waypost import rest
+from waypost.clock import format_time
+from waypost.errors import WaypostError
+from waypost.http.decoding import convert, decode_query
+from waypost.mcp_server.calls import ApiError, Reply
+from waypost.mcp_server.waiting import Waker, commit_waker, stream_waker
+from waypost.pagination import Page
+from waypost.resolvers.access import sessions
+from waypost.resolvers.core.receipts import Idempotency, Outcome
+from waypost.rest.routing import Call, RestRoute, _Empty, _NoQuery
+from waypost.runtime import Actor, Runtime
+
+
+class Backend(Protocol):
+    async def call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        *,
+        query: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        session_id: str | None = None,
+    ) -> Reply: ...
+
+    async def principal_kind(self) -> str: ...
+
+    def changes(self, project: str) -> contextlib.AbstractAsyncContextManager[Waker]:
+        """Wakes a waiter when something in `project` may have changed."""
+        ...
+
+
+ROUTES: dict[tuple[str, str], RestRoute] = {
+    (route.method, route.path): route for table in rest.TABLES for route in table.routes
+}
+
+
+def has_route(method: str, path: str) -> bool:
+    return (method, path) in ROUTES
+
+
+class LocalBackend:
+    """Runs the REST route's handler in this process, as the authenticated actor."""
+
+    def __init__(self, rt: Runtime, actor: Actor) -> None:
+        self.rt = rt
+        self.actor = actor
+
+    async def principal_kind(self) -> str:
+        return self.actor.kind
+
+    def changes(self, project: str) -> contextlib.AbstractAsyncContextManager[Waker]:
+        return commit_waker(self.rt)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        *,
+        query: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        session_id: str | None = None,
+    ) -> Reply:
+        route = ROUTES[(method, path)]
+        try:
+            actor = await self._enter(session_id)
+            decoded_query: Any = decode_query(list((query or {}).items()), route.query or _NoQuery)
+            decoded_body: Any = None
+            idem: Idempotency | None = None
+            if route.is_mutation:
+                value = body if body is not None else {}
+                decoded_body = convert(value, route.body or _Empty)
+                # the same operation text as REST: a key means the same request on both
+                idem = Idempotency.for_request(
+                    idempotency_key, operation=f"{method} {path.format(**params)}", body=value
+                )
+            call = Call(self.rt, actor, dict(params), decoded_query, decoded_body, idem)
+            result = await route.handler(call)
+        except WaypostError as error:
+            raise ApiError.of(error) from None
+        if isinstance(result, Outcome):
+            return Reply(result.status, result.body, result.replayed)
+        if isinstance(result, Page):
+            return Reply(200, result.to_json())
+        return Reply(200, result)
+
+    async def _enter(self, session_id: str | None) -> Actor:
+        if session_id is None:
+            return self.actor
+        at = format_time(self.rt.now())
+        actor = self.actor
+        return await self.rt.db.read(
+            lambda conn: sessions.enter_session(conn, actor, session_id, at)
+        )
+
+
+class HttpBackend:
+    """Calls the REST API of a running Waypost with a bearer token."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self._kind: str | None = None
+
+    async def principal_kind(self) -> str:
+        if self._kind is None:
+            reply = await self.call("GET", "/api/v1/me", {})
+            self._kind = str(reply.body["principal"]["kind"])
+        return self._kind
+
+    def changes(self, project: str) -> contextlib.AbstractAsyncContextManager[Waker]:
+        return stream_waker(self.client, project)
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        params: dict[str, str],
+        *,
+        query: dict[str, str] | None = None,
+        body: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        session_id: str | None = None,
+    ) -> Reply:
+        url = path.format(**{k: quote(v, safe="") for k, v in params.items()})
+        headers: dict[str, str] = {}
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        if session_id is not None:
+            headers["Waypost-Session"] = session_id
+        mutating = method != "GET"
+        try:
+            response = await self.client.request(
+                method,
+                url,
+                params=query or None,
+                json=(body if body is not None else {}) if mutating else None,
+                headers=headers,
+            )
+        except httpx.HTTPError as exc:
+            raise ApiError(
+                "unavailable",
+                f"cannot reach Waypost at {self.client.base_url}: {type(exc).__name__}",
+                {},
+                503,
+            ) from None
+        try:
+            data = response.json()
+        except ValueError:
+            raise ApiError(
+                "unavailable", f"Waypost answered HTTP {response.status_code} without JSON", {}, 503
+            ) from None
+        if response.status_code >= 400:
+            error = data.get("error", {}) if isinstance(data, dict) else {}
+            raise ApiError(
+                str(error.get("code", "internal")),
+                str(error.get("message", f"HTTP {response.status_code}")),
+                dict(error.get("details") or {}),
+                response.status_code,
+            )
+        replayed = response.headers.get("idempotent-replayed") == "true"
+        return Reply(response.status_code, data, replayed)

@@ -1,0 +1,106 @@
+"""Streamable HTTP at /mcp on the public listener.
+
+The public app's gate (waypost.http.auth) has already authenticated the
+bearer token when a request gets here; tools run as that actor, in process.
+An MCP session belongs to the principal that opened it: the SDK's session
+manager refuses its id to anyone else (it compares `scope["user"]`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import anyio
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+
+from waypost.mcp_server.backend import Backend, LocalBackend
+from waypost.mcp_server.server import Context, build_server
+from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
+from waypost.runtime import Actor, Runtime
+
+# An MCP session with no request in flight (and no open stream) for this long
+# is closed, which ends its agent session: as long as a Waypost session lives
+# without a heartbeat, so an abandoned client holds nothing longer than that.
+IDLE_SECONDS = 15 * 60
+# the REST body limit plus room for the JSON-RPC envelope
+BODY_LIMIT = 256 * 1024 + 16 * 1024
+
+
+class _QuietClosedStreams(logging.Filter):
+    """The SDK logs an ERROR with a traceback when a client closes its session
+    while the server-to-client stream is open; a client going away is no fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
+# the SDK logs every request at INFO; Waypost's own log says what matters
+logging.getLogger("mcp").setLevel(logging.WARNING)
+
+
+def _actor(scope: Scope) -> Actor:
+    actor: Actor = scope["state"]["actor"]
+    return actor
+
+
+class McpEndpoint:
+    """The ASGI app mounted at /mcp; `run()` belongs in the app's lifespan."""
+
+    def __init__(
+        self, runtime: Callable[[], Runtime], heartbeat_seconds: float = HEARTBEAT_SECONDS
+    ) -> None:
+        self._runtime = runtime
+        self.server = build_server(self._backend_for, heartbeat_seconds)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, session_idle_timeout=IDLE_SECONDS, max_request_body_size=BODY_LIMIT
+        )
+
+    def _backend_for(self, ctx: Context) -> Backend:
+        # a tool call over Streamable HTTP always carries its HTTP request
+        assert ctx.request is not None
+        return LocalBackend(self._runtime(), _actor(ctx.request.scope))
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[None]:
+        """Run the session manager for as long as the app lives.
+
+        The manager's task group is entered and left in one task of its own:
+        a lifespan may be entered and left in different tasks (test fixtures
+        do), and a task group must not be.
+        """
+        started, stop = asyncio.Event(), asyncio.Event()
+
+        async def hold() -> None:
+            async with self.manager.run():
+                started.set()
+                await stop.wait()
+
+        holder = asyncio.create_task(hold())
+        waiter = asyncio.create_task(started.wait())
+        await asyncio.wait([holder, waiter], return_when=asyncio.FIRST_COMPLETED)
+        if holder.done():
+            waiter.cancel()
+            holder.result()  # re-raise why the manager could not start
+        try:
+            yield
+        finally:
+            stop.set()
+            await holder
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        actor = _actor(scope)
+        # the principal, never the token: any of its tokens may use its sessions
+        identity = AccessToken(
+            token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
+        )
+        scope_with_user: dict[str, Any] = {**scope, "user": AuthenticatedUser(identity)}
+        await self.manager.handle_request(scope_with_user, receive, send)

@@ -1,0 +1,93 @@
+"""Tool input schemas, generated from the REST request models.
+
+Each tool's schema is the JSON Schema of the very msgspec model the REST
+route decodes its body (or query) with, plus the path parameters and the
+optional idempotency key, so limits, enums and required fields cannot drift
+from what the service enforces. References are inlined: several MCP clients
+do not follow `$ref`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from waypost.resolvers.core.receipts import KEY_MAX
+from waypost.resolvers.knowledge.models import SubmissionLessonInput
+
+ID_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
+SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}$"
+IDEMPOTENCY_KEY: dict[str, Any] = {
+    "type": "string",
+    "pattern": f"^[!-~]{{1,{KEY_MAX}}}$",
+    "description": (
+        "Optional. The same key with the same arguments replays the first result instead of"
+        " writing twice. Without one, the server derives a key from the MCP session and the"
+        " request id, so a transport retry of the same request replays."
+    ),
+}
+
+# Fields whose REST model accepts a loose type and checks it later: the
+# schema says what is really accepted.
+_FIELD_MODELS: dict[tuple[str, str], type] = {("SubmitBody", "lessons"): SubmissionLessonInput}
+
+
+def _inline(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            target = dict(defs[ref.removeprefix("#/$defs/")])
+            target.pop("title", None)
+            return _inline(target, defs)
+        return {k: _inline(v, defs) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_inline(v, defs) for v in node]
+    return node
+
+
+def model_schema(model: type) -> dict[str, Any]:
+    """The model's JSON Schema with every `$ref` resolved in place."""
+    raw = msgspec.json.schema(model)
+    defs: dict[str, Any] = raw.get("$defs", {})
+    schema: dict[str, Any] = _inline(raw, defs)
+    schema.pop("$defs", None)
+    schema.pop("title", None)
+    for (owner, field), item_model in _FIELD_MODELS.items():
+        if model.__name__ == owner:
+            schema["properties"][field]["items"] = model_schema(item_model)
+    return schema
+
+
+def tool_schema(
+    *,
+    path_args: dict[str, dict[str, Any]],
+    model: type | None,
+    mutating: bool,
+) -> dict[str, Any]:
+    """An object schema: path arguments first, then the model's fields."""
+    properties: dict[str, Any] = dict(path_args)
+    required: list[str] = list(path_args)
+    if model is not None:
+        inner = model_schema(model)
+        for name, prop in inner.get("properties", {}).items():
+            if name in properties:
+                raise ValueError(f"{model.__name__}.{name} clashes with a path argument")
+            properties[name] = prop
+        required += inner.get("required", [])
+    if mutating:
+        properties["idempotency_key"] = IDEMPOTENCY_KEY
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def project_arg() -> dict[str, Any]:
+    return {"type": "string", "pattern": SLUG_PATTERN, "description": "The project id (a slug)."}
+
+
+def id_arg(what: str) -> dict[str, Any]:
+    return {"type": "string", "pattern": ID_PATTERN, "description": f"The {what} id."}

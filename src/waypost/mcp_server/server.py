@@ -1,0 +1,253 @@
+"""The MCP server: tool and resource handlers over a backend.
+
+One `Server` serves every MCP session of a transport; its lifespan runs once
+per MCP session (the SDK enters it for each session) and holds that session's
+state: an id for derived idempotency keys and the agent session it keeps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from hashlib import sha256
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.shared.context import RequestContext
+from pydantic import AnyUrl
+
+from waypost import __version__
+from waypost.mcp_server import tools
+from waypost.mcp_server.advice import explain
+from waypost.mcp_server.backend import Backend
+from waypost.mcp_server.calls import ApiError
+from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
+from waypost.mcp_server.waiting import wait_for_decision
+
+log = logging.getLogger("waypost.mcp")
+INSTRUCTIONS = (
+    "Waypost coordinates AI agents and humans on shared projects. Before acting on a "
+    "project, call `context` (or at least `policy`): the policy's rules bind you. Claim work "
+    "with `task_claim`, leave notes with `task_checkpoint`, finish with `task_submit` "
+    "(record lessons there). When a task needs a human's call, `decision_open` then "
+    "`decision_wait`; never work around a pending decision. Mutating tools take an optional "
+    "`idempotency_key`: reuse it to retry a call safely."
+)
+RESOURCE_URI = re.compile(r"^waypost://projects/([a-z0-9][a-z0-9-]{0,62})/(policy|digest)$")
+KEY_SAFE = re.compile(r"^[!-~]{1,64}$")
+PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
+
+
+@dataclass
+class McpState:
+    """One MCP session's state."""
+
+    id: str
+    agent: AgentSession
+
+
+Context = RequestContext[Any, McpState, Any]
+BackendFor = Callable[[Context], Backend]
+
+
+def derived_key(state: McpState, request_id: Any) -> str:
+    """The key of a call sent without one: MCP session + JSON-RPC request id, so a
+    transport's resend of the same request replays instead of writing twice."""
+    text = str(request_id)
+    part = text if KEY_SAFE.match(text) else sha256(text.encode()).hexdigest()[:32]
+    return f"mcp-{state.id}-r{part}"
+
+
+def _query_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+async def _route_call(
+    tool: tools.RouteTool, backend: Backend, state: McpState, args: dict[str, Any], request_id: Any
+) -> Any:
+    args = dict(args)
+    params: dict[str, str] = {}
+    if tool.project_arg:
+        params["project"] = str(args.pop("project"))
+    for name, (placeholder, _) in tool.path_args.items():
+        params[placeholder] = str(args.pop(name))
+    key = args.pop("idempotency_key", None)
+    if tool.mutating and key is None:
+        key = derived_key(state, request_id)
+    body = args if tool.mutating else None
+    query = None if tool.mutating else {k: _query_text(v) for k, v in args.items() if v is not None}
+
+    for attempt in (1, 2):
+        session = await state.agent.ensure(backend) if tool.needs_session else None
+        session = session or state.agent.session_id
+        try:
+            reply = await backend.call(
+                tool.method, tool.path, params, query=query, body=body,
+                idempotency_key=key, session_id=session,
+            )  # fmt: skip
+        except ApiError as error:
+            if attempt == 1 and session and error.details.get("reason") == "session_not_live":
+                # the kept session ended behind our back: start another, once
+                state.agent.forget(session)
+                continue
+            raise
+        return reply.body
+    raise AssertionError("unreachable")
+
+
+async def _decision_wait(backend: Backend, state: McpState, args: dict[str, Any]) -> Any:
+    project, decision_id = str(args["project"]), str(args["decision_id"])
+    timeout = float(args.get("timeout_seconds", tools.WAIT_TIMEOUT_DEFAULT))
+
+    async def read() -> dict[str, Any]:
+        reply = await backend.call(
+            "GET",
+            tools.DECISION,
+            {"project": project, "decision": decision_id},
+            session_id=state.agent.session_id,
+        )
+        decision: dict[str, Any] = reply.body
+        return decision
+
+    return await wait_for_decision(backend.changes(project), read, timeout)
+
+
+def _result(body: Any) -> types.CallToolResult:
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    structured = body if isinstance(body, dict) else {"result": body}
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structuredContent=structured
+    )
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
+
+
+def tool_list() -> list[types.Tool]:
+    listed = [
+        types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema())
+        for t in tools.ROUTE_TOOLS
+        if t.available
+    ]
+    listed.append(
+        types.Tool(
+            name="decision_wait",
+            description=tools.DECISION_WAIT_DESCRIPTION,
+            inputSchema=tools.decision_wait_schema(),
+        )
+    )
+    return listed
+
+
+def build_server(
+    backend_for: BackendFor, heartbeat_seconds: float = HEARTBEAT_SECONDS
+) -> Server[McpState, Any]:
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Server[McpState, Any]) -> AsyncIterator[McpState]:
+        async with anyio.create_task_group() as tasks:
+            mcp_id = uuid.uuid4().hex
+            state = McpState(mcp_id, AgentSession(mcp_id, tasks, heartbeat_seconds))
+            try:
+                yield state
+            finally:
+                await state.agent.close()
+                tasks.cancel_scope.cancel()
+
+    server: Server[McpState, Any] = Server(
+        "waypost", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan
+    )
+    listed = tool_list()
+    by_name = {t.name: t for t in tools.ROUTE_TOOLS if t.available}
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return listed
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        ctx = server.request_context
+        state = ctx.lifespan_context
+        backend = backend_for(ctx)
+        project = arguments.get("project")
+        try:
+            if name == "decision_wait":
+                result = await _decision_wait(backend, state, arguments)
+            elif name in by_name:
+                result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
+            else:
+                return _error(f"unknown tool {name!r}; list_tools names the tools")
+        except ApiError as error:
+            return _error(explain(error, str(project) if project else None))
+        except Exception:
+            # a fault of ours: the log gets the traceback, the agent a plain answer
+            log.exception("MCP tool %s failed", name)
+            return _error(explain(ApiError("internal", "internal error", {}, 500)))
+        return _result(result)
+
+    @server.list_resources()
+    async def list_resources() -> list[types.Resource]:
+        backend = backend_for(server.request_context)
+        resources: list[types.Resource] = []
+        cursor: str | None = None
+        for _ in range(PROJECT_PAGES):
+            query = {"limit": "200", **({"cursor": cursor} if cursor else {})}
+            page = (await backend.call("GET", "/api/v1/projects", {}, query=query)).body
+            for project in page["items"]:
+                pid = project["id"]
+                for what, about in (("policy", "binding policy"), ("digest", "digest")):
+                    resources.append(
+                        types.Resource(
+                            uri=AnyUrl(f"waypost://projects/{pid}/{what}"),
+                            name=f"{pid} {what}",
+                            description=f"The {about} of project {pid} ({project['name']}).",
+                            mimeType="application/json",
+                        )
+                    )
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+        return resources
+
+    @server.list_resource_templates()
+    async def list_resource_templates() -> list[types.ResourceTemplate]:
+        return [
+            types.ResourceTemplate(
+                uriTemplate=f"waypost://projects/{{project}}/{what}",
+                name=f"project {what}",
+                description=f"A project's {what} as JSON.",
+                mimeType="application/json",
+            )
+            for what in ("policy", "digest")
+        ]
+
+    @server.read_resource()
+    async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
+        match = RESOURCE_URI.match(str(uri))
+        if match is None:
+            raise ValueError(
+                f"unknown resource {uri}; use waypost://projects/{{project}}/policy or /digest"
+            )
+        project, what = match.groups()
+        backend = backend_for(server.request_context)
+        try:
+            reply = await backend.call("GET", f"{tools.PROJECT}/{what}", {"project": project})
+        except ApiError as error:
+            raise ValueError(explain(error, project)) from None
+        except Exception:
+            log.exception("MCP resource %s failed", uri)
+            raise ValueError("internal: internal error") from None
+        text = json.dumps(reply.body, ensure_ascii=False, separators=(",", ":"))
+        return [ReadResourceContents(content=text, mime_type="application/json")]
+
+    return server

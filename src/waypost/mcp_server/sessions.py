@@ -1,0 +1,99 @@
+"""The Waypost agent session an MCP session keeps for its agent.
+
+Started on the first tool call that needs one (claims and owner operations),
+carried on every call after that, heartbeated while the MCP session lives,
+ended when it closes. Humans work without one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import anyio
+import anyio.abc
+
+from waypost.mcp_server.backend import Backend
+from waypost.mcp_server.calls import ApiError
+
+log = logging.getLogger("waypost.mcp")
+
+# A session lives 15 minutes from its latest heartbeat: beat well inside that.
+HEARTBEAT_SECONDS = 300.0
+
+
+class AgentSession:
+    def __init__(
+        self, mcp_id: str, tasks: anyio.abc.TaskGroup, heartbeat_seconds: float = HEARTBEAT_SECONDS
+    ) -> None:
+        self.mcp_id = mcp_id
+        self.session_id: str | None = None
+        self._backend: Backend | None = None
+        self._tasks = tasks
+        self._lock = anyio.Lock()
+        self._serial = itertools.count(1)
+        self._heartbeat_seconds = heartbeat_seconds
+
+    def key(self, purpose: str) -> str:
+        """A fresh idempotency key for the keeper's own session calls."""
+        return f"mcp-{self.mcp_id}-{purpose}-{next(self._serial)}"
+
+    async def ensure(self, backend: Backend) -> str | None:
+        """The live session id, starting one for an agent; None for a human."""
+        async with self._lock:
+            if self.session_id is not None:
+                return self.session_id
+            if await backend.principal_kind() != "agent":
+                return None
+            reply = await backend.call(
+                "POST", "/api/v1/sessions", {}, body={}, idempotency_key=self.key("start")
+            )
+            session_id = str(reply.body["id"])
+            self.session_id, self._backend = session_id, backend
+            self._tasks.start_soon(self._heartbeat, session_id)
+            log.info("mcp session %s: started agent session %s", self.mcp_id, session_id)
+            return session_id
+
+    def forget(self, session_id: str) -> None:
+        """The session is no longer live (ended elsewhere, or expired)."""
+        if self.session_id == session_id:
+            self.session_id = None
+
+    async def _heartbeat(self, session_id: str) -> None:
+        path = "/api/v1/sessions/{session_id}/heartbeat"
+        while True:
+            await anyio.sleep(self._heartbeat_seconds)
+            backend = self._backend
+            if self.session_id != session_id or backend is None:
+                return
+            try:
+                await backend.call(
+                    "POST", path, {"session_id": session_id}, idempotency_key=self.key("beat")
+                )
+            except ApiError as error:
+                if error.code in ("forbidden", "unauthenticated"):
+                    # ended elsewhere, or the token was revoked: stop keeping it
+                    self.forget(session_id)
+                    return
+                # busy or unreachable: the next beat tries again, well before expiry
+                log.warning("heartbeat of session %s failed: %s", session_id, error.code)
+
+    async def close(self) -> None:
+        """End the session (the MCP session is closing)."""
+        session_id, backend = self.session_id, self._backend
+        self.session_id = None
+        if session_id is None or backend is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await backend.call(
+                    "POST",
+                    "/api/v1/sessions/{session_id}/end",
+                    {"session_id": session_id},
+                    idempotency_key=self.key("end"),
+                )
+                log.info("mcp session %s: ended agent session %s", self.mcp_id, session_id)
+            except ApiError as error:
+                log.warning("ending session %s failed: %s", session_id, error.code)
+            except Exception:
+                log.exception("ending session %s failed", session_id)

@@ -1,0 +1,187 @@
+"""The tool table: each tool is one REST route, described for an agent.
+
+A tool's input schema is generated from the route's own request model (see
+schemas.py); its result is the route's JSON. A tool whose route this build
+does not have is left out of the list rather than advertised broken.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from waypost.mcp_server import schemas
+from waypost.mcp_server.backend import ROUTES, has_route
+
+PROJECT = "/api/v1/projects/{project}"
+TASK = PROJECT + "/tasks/{task}"
+KNOWLEDGE = PROJECT + "/knowledge/{id}"
+DECISION = PROJECT + "/decisions/{decision}"
+
+
+@dataclass(frozen=True)
+class RouteTool:
+    name: str
+    description: str
+    method: str
+    path: str
+    # tool argument -> (path placeholder, what it names)
+    path_args: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # agents need a live Waypost session for this route (docs/api.md)
+    needs_session: bool = False
+    project_arg: bool = True
+
+    @property
+    def mutating(self) -> bool:
+        return self.method != "GET"
+
+    @property
+    def available(self) -> bool:
+        return has_route(self.method, self.path)
+
+    def input_schema(self) -> dict[str, Any]:
+        route = ROUTES[(self.method, self.path)]
+        model = route.body if self.mutating else route.query
+        args: dict[str, dict[str, Any]] = {}
+        if self.project_arg:
+            args["project"] = schemas.project_arg()
+        for name, (_, what) in self.path_args.items():
+            args[name] = schemas.id_arg(what)
+        return schemas.tool_schema(path_args=args, model=model, mutating=self.mutating)
+
+
+def _task(name: str, action: str, description: str) -> RouteTool:
+    return RouteTool(
+        name,
+        description,
+        "POST",
+        f"{TASK}/{action}",
+        {"task_id": ("task", "task")},
+        needs_session=True,
+    )
+
+
+ROUTE_TOOLS: list[RouteTool] = [
+    RouteTool(
+        "context",
+        "Call this first, before acting on a project: the complete binding policy and the "
+        "decisions, tasks and knowledge that match your query, within a byte budget. Follow "
+        "`next_actions` when `truncated` is true or nothing matched.",
+        "GET",
+        PROJECT + "/context",
+    ),
+    RouteTool(
+        "policy",
+        "The project's binding policy: rules text (obey it), review mode, lease length, "
+        "relay switch, integration owner, revision.",
+        "GET",
+        PROJECT + "/policy",
+    ),
+    RouteTool(
+        "knowledge_record",
+        "Record advisory knowledge (a lesson, fact, rejected approach or checkpoint) for "
+        "others to find. Returns the knowledge object (revision 1).",
+        "POST",
+        PROJECT + "/knowledge",
+    ),
+    RouteTool(
+        "knowledge_correct",
+        "Correct a knowledge record: send its complete new content and the revision you read "
+        "as expected_revision; a stale revision is refused with the current one.",
+        "PATCH",
+        KNOWLEDGE,
+        {"knowledge_id": ("id", "knowledge record")},
+    ),
+    RouteTool(
+        "knowledge_feedback",
+        "Say whether a knowledge record (at the revision you read) was useful.",
+        "POST",
+        KNOWLEDGE + "/feedback",
+        {"knowledge_id": ("id", "knowledge record")},
+    ),
+    RouteTool(
+        "knowledge_search",
+        "List a project's knowledge, newest first, filtered by kind, status and tag "
+        "(and text, where the service supports `q`); page with cursor.",
+        "GET",
+        PROJECT + "/knowledge",
+    ),
+    RouteTool(
+        "task_claim",
+        "Claim work: without task_id the highest-priority ready task, else the named one. "
+        "Returns the task and your lease. Refused with decision_required when a decision "
+        "gates the work.",
+        "POST",
+        PROJECT + "/claims",
+        needs_session=True,
+    ),
+    _task(
+        "task_checkpoint",
+        "checkpoint",
+        "Record a progress note on a task you hold (others see it if they recover the work).",
+    ),
+    _task(
+        "task_renew",
+        "renew",
+        "Extend your lease on a task by the policy's lease length from now (long work).",
+    ),
+    _task(
+        "task_submit",
+        "submit",
+        "Submit the work on a task you hold, with a summary and up to 50 lessons (each a "
+        "knowledge record pinned to this task and submission). Ends your lease.",
+    ),
+    _task("task_release", "release", "Give a task you hold back: it is open again for others."),
+    RouteTool(
+        "decision_open",
+        "Ask a narrow, structured question that gates the listed tasks until answered "
+        "(question, 2-20 options, rationale, who must answer). Then call decision_wait.",
+        "POST",
+        PROJECT + "/decisions",
+    ),
+    RouteTool(
+        "decision_get",
+        "One decision: status (pending, allowed, denied, deferred, expired, stale), "
+        "work_allowed, the current generation with its answer, and its history.",
+        "GET",
+        DECISION,
+        {"decision_id": ("decision", "decision")},
+    ),
+    RouteTool(
+        "digest",
+        "What awaits attention in a project: pending decisions, what proceeded by timeout "
+        "or soon will, blocked tasks and the number of ready tasks.",
+        "GET",
+        PROJECT + "/digest",
+    ),
+]
+
+WAIT_TIMEOUT_DEFAULT = 60
+# under the 300-second read timeout the official SDK clients give a response stream
+WAIT_TIMEOUT_MAX = 240
+
+DECISION_WAIT_DESCRIPTION = (
+    "Block until a decision is answered, goes stale or expires, for at most timeout_seconds "
+    f"(default {WAIT_TIMEOUT_DEFAULT}, at most {WAIT_TIMEOUT_MAX}). Returns at once when it "
+    'is not pending. Result: {"outcome": "answered"|"stale"|"expired"|"timeout", '
+    '"decision": the decision object}. On "timeout", call it again to keep waiting.'
+)
+
+
+def decision_wait_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "project": schemas.project_arg(),
+            "decision_id": schemas.id_arg("decision"),
+            "timeout_seconds": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": WAIT_TIMEOUT_MAX,
+                "default": WAIT_TIMEOUT_DEFAULT,
+                "description": "How long to wait at most.",
+            },
+        },
+        "required": ["project", "decision_id"],
+        "additionalProperties": False,
+    }

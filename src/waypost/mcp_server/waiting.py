@@ -1,0 +1,139 @@
+"""decision_wait: block until a decision settles, woken by committed changes.
+
+Nothing here polls. A waker is told when something may have changed: in
+process by the writer's commit hook (every committed transaction), over HTTP
+by the project's server-sent event stream. Each wake re-reads the decision
+through the backend; the only timers are the caller's bound and the
+decision's own `expires_at` (expiry is a change of time, not of data, so no
+commit announces it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+from urllib.parse import quote
+
+import httpx
+
+from waypost.clock import parse_time
+from waypost.mcp_server.calls import ApiError
+from waypost.runtime import Runtime
+
+SETTLED = {
+    "allowed": "answered",
+    "denied": "answered",
+    "deferred": "answered",
+    "stale": "stale",
+    "expired": "expired",
+}
+# never sleep less than this for a time-based wake (a clock skew between the
+# service and this process must not turn into a busy loop)
+MIN_TIMED_WAKE = 1.0
+
+
+class Waker(Protocol):
+    async def wait(self, timeout: float) -> None:
+        """Return when something may have changed, or after `timeout` seconds."""
+
+    def seconds_until(self, instant: str) -> float:
+        """Seconds from the service's now until `instant` (RFC 3339)."""
+
+
+class _EventWaker:
+    def __init__(self, now: Any) -> None:
+        self.event = asyncio.Event()
+        self._now = now
+
+    async def wait(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.event.wait(), timeout)
+        self.event.clear()
+
+    def seconds_until(self, instant: str) -> float:
+        delta: float = (parse_time(instant) - self._now()).total_seconds()
+        return delta
+
+
+@contextlib.asynccontextmanager
+async def commit_waker(rt: Runtime) -> AsyncIterator[Waker]:
+    """Woken after every committed write transaction of this process."""
+    waker = _EventWaker(rt.now)
+    rt.db.add_commit_listener(waker.event.set)
+    try:
+        yield waker
+    finally:
+        rt.db.remove_commit_listener(waker.event.set)
+
+
+@contextlib.asynccontextmanager
+async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator[Waker]:
+    """Woken by each event on the project's event stream (GET .../events/stream)."""
+    waker = _EventWaker(lambda: datetime.now(UTC))
+    opened: asyncio.Future[ApiError | None] = asyncio.get_running_loop().create_future()
+    url = f"/api/v1/projects/{quote(project, safe='')}/events/stream"
+
+    async def pump() -> None:
+        try:
+            async with client.stream(
+                "GET", url, headers={"Accept": "text/event-stream"}, timeout=httpx.Timeout(None)
+            ) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    opened.set_result(
+                        ApiError(
+                            "unavailable",
+                            f"the event stream answered HTTP {response.status_code}; this "
+                            "Waypost cannot wait for decisions (use decision_get)",
+                            {},
+                            503,
+                        )
+                    )
+                    return
+                opened.set_result(None)
+                async for line in response.aiter_lines():
+                    if line.startswith("data:"):
+                        waker.event.set()
+        except httpx.HTTPError:
+            if not opened.done():
+                opened.set_result(ApiError("unavailable", "cannot open the event stream", {}, 503))
+        # a stream that ends wakes the waiter, which re-reads; its bound still holds
+        waker.event.set()
+
+    task = asyncio.create_task(pump())
+    try:
+        failure = await opened
+        if failure is not None:
+            raise failure
+        yield waker
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def wait_for_decision(
+    waker_scope: contextlib.AbstractAsyncContextManager[Waker],
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    timeout: float,
+) -> dict[str, Any]:
+    """`{"outcome", "decision"}` once `read()` shows a settled decision or time is up."""
+    deadline = time.monotonic() + timeout
+    # subscribe first, then read: a change committed in between still wakes us
+    async with waker_scope as waker:
+        while True:
+            decision = await read()
+            outcome = SETTLED.get(str(decision.get("status")))
+            if outcome is not None:
+                return {"outcome": outcome, "decision": decision}
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {"outcome": "timeout", "decision": decision}
+            expires_at = (decision.get("current") or {}).get("expires_at")
+            if expires_at:
+                remaining = min(remaining, max(waker.seconds_until(expires_at), MIN_TIMED_WAKE))
+            await waker.wait(remaining)

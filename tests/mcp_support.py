@@ -1,0 +1,119 @@
+"""Helpers for the MCP tests: a real `waypost serve`, principals made with the
+admin CLI, and the official MCP client over either transport."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from tests.test_serve import Server
+
+TRANSPORTS = ["http", "stdio"]
+_keys = itertools.count()
+
+
+@dataclass
+class Waypost:
+    """The running service, reached over REST as the tests' humans do."""
+
+    server: Server
+    admin_token: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def principal(self, kind: str, name: str) -> str:
+        """A new principal's token, made with the admin CLI as an operator would."""
+        out = subprocess.run(
+            [sys.executable, "-m", "waypost.cli", "admin", "principal", "create",
+             "--db", str(self.server.db), "--kind", kind, "--name", name],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        token: str = json.loads(out.stdout)["token"]
+        return token
+
+    def rest(self, method: str, path: str, body: Any = None, token: str | None = None,
+             **headers: str) -> httpx.Response:  # fmt: skip
+        h = {"Authorization": f"Bearer {token or self.admin_token}", **headers}
+        if method != "GET":
+            h.setdefault("Idempotency-Key", f"test-{next(_keys)}")
+        return httpx.request(method, f"{self.url}{path}", json=body, headers=h, timeout=30)
+
+    def project(self, project: str) -> str:
+        r = self.rest("POST", "/api/v1/projects", {"id": project, "name": project.title()})
+        assert r.status_code == 201, r.text
+        return project
+
+    def task(self, project: str, title: str = "Migrate the billing table") -> str:
+        r = self.rest("POST", f"/api/v1/projects/{project}/tasks", {"title": title})
+        assert r.status_code == 201, r.text
+        task_id: str = r.json()["id"]
+        return task_id
+
+    def events(self, project: str, type: str) -> list[dict[str, Any]]:
+        r = self.rest("GET", f"/api/v1/projects/{project}/events?limit=200")
+        return [e for e in r.json()["items"] if e["type"] == type]
+
+
+@contextlib.asynccontextmanager
+async def streams(transport: str, url: str, token: str) -> AsyncIterator[tuple[Any, Any]]:
+    """The official client's transport streams to Waypost's MCP server."""
+    if transport == "http":
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx.AsyncClient(headers=headers, timeout=httpx.Timeout(30, read=300)) as client,
+            streamable_http_client(f"{url}/mcp", http_client=client) as (read, write, _),
+        ):
+            yield read, write
+    else:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "waypost.cli", "mcp", "--url", url],
+            env={"WAYPOST_TOKEN": token, "PYTHONUNBUFFERED": "1"},
+            cwd=str(Path(__file__).resolve().parent.parent),
+        )
+        async with stdio_client(params) as (read, write):
+            yield read, write
+
+
+@contextlib.asynccontextmanager
+async def session(transport: str, url: str, token: str) -> AsyncIterator[ClientSession]:
+    async with streams(transport, url, token) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        yield s
+
+
+def text(result: CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+async def call(s: ClientSession, tool: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call that must succeed; its JSON result."""
+    result = await s.call_tool(tool, arguments)
+    assert not result.isError, text(result)
+    body: dict[str, Any] = json.loads(text(result))
+    assert result.structuredContent == body
+    return body
+
+
+async def refused(s: ClientSession, tool: str, **arguments: Any) -> str:
+    """A tool call that must fail; its error text."""
+    result = await s.call_tool(tool, arguments)
+    assert result.isError, text(result)
+    return text(result)

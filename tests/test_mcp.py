@@ -1,0 +1,345 @@
+"""The MCP server over both transports, with the official MCP client, against
+a real `waypost serve`: Streamable HTTP at /mcp, and `waypost mcp` over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.shared.message import SessionMessage
+from mcp.types import JSONRPCMessage
+
+from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session
+from tests.test_serve import START, start
+
+pytestmark = pytest.mark.slow
+
+ROUTE_TOOLS = {
+    "context",
+    "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
+    "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
+    "decision_open", "decision_get", "decision_wait", "digest",
+}  # fmt: skip
+MUTATING = {
+    "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
+    "task_checkpoint", "task_renew", "task_submit", "task_release", "decision_open",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
+    tmp = tmp_path_factory.mktemp("mcp")
+    clock = tmp / "clock"
+    clock.write_text(START)
+    srv = start(tmp / "waypost.db", clock)
+    try:
+        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"Uvicorn running on")
+        yield Waypost(srv, token)
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
+    waypost: Waypost, transport: str
+) -> None:
+    agent = waypost.principal("agent", f"lister-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+    assert set(tools) == ROUTE_TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 30
+        schema = tool.inputSchema
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert "project" in schema["required"]
+        assert ("idempotency_key" in schema["properties"]) == (tool.name in MUTATING)
+        assert "idempotency_key" not in schema["required"]
+    # the REST body's limits, enums and required fields, as the service enforces them
+    record = tools["knowledge_record"].inputSchema
+    assert record["properties"]["title"]["maxLength"] == 200
+    assert record["properties"]["kind"]["enum"] == ["checkpoint", "fact", "lesson",
+                                                    "rejected_approach"]  # fmt: skip
+    assert record["properties"]["tags"]["maxItems"] == 32
+    assert set(record["required"]) == {"project", "kind", "title", "body"}
+    submit = tools["task_submit"].inputSchema
+    assert submit["properties"]["lessons"]["maxItems"] == 50
+    lesson = submit["properties"]["lessons"]["items"]
+    assert set(lesson["properties"]["provenance"]["properties"]) == {"summary", "source_uri"}
+    opened = tools["decision_open"].inputSchema["properties"]
+    assert opened["required_actor"]["enum"] == ["agent", "either", "human"]
+    assert opened["options"]["minItems"] == 2 and opened["options"]["maxItems"] == 20
+    wait = tools["decision_wait"].inputSchema["properties"]["timeout_seconds"]
+    assert wait["minimum"] == 1 and wait["maximum"] == 240
+    assert "$ref" not in json.dumps([t.inputSchema for t in tools.values()])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_agent_loop_end_to_end(waypost: Waypost, transport: str) -> None:
+    project = waypost.project(f"loop-{transport}")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", f"looper-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        packet = await call(s, "context", project=project, q="billing")
+        assert packet["policy"]["revision"] == 1
+        assert [item["id"] for item in packet["items"]] == [task_id]
+        policy = await call(s, "policy", project=project)
+        assert policy["revision"] == 1
+
+        claimed = await call(s, "task_claim", project=project)
+        assert claimed["task"]["id"] == task_id and claimed["lease"]["session_id"]
+        session_id = claimed["lease"]["session_id"]
+
+        lesson = await call(s, "knowledge_record", project=project, kind="fact",
+                            title="Billing rows are partitioned", body="By month.")  # fmt: skip
+        assert lesson["provenance"]["actor_session_id"] == session_id
+
+        decision = await call(
+            s, "decision_open", project=project, task_ids=[task_id],
+            question="May the migration run against staging?", options=["Proceed", "Stop"],
+            rationale="It rewrites the billing table.", required_actor="human",
+            environment="staging",
+        )  # fmt: skip
+        assert decision["status"] == "pending"
+        # checkpoints stay open while the gate is shut (service contract section 5)
+        await call(s, "task_checkpoint", project=project, task_id=task_id, note="halfway")
+
+        answer = {
+            "expected_generation": 1,
+            "disposition": "allow",
+            "answer": "Proceed",
+            "rationale": "Rollback owner recorded.",
+            "conditions_confirmed": True,
+        }
+        answer_path = f"/api/v1/projects/{project}/decisions/{decision['id']}/answer"
+        if transport == "stdio" and not _streams_events(waypost, project):
+            # over stdio the wait rides the REST event stream; without it the tool
+            # says so instead of polling
+            message = await refused(s, "decision_wait", project=project,
+                                    decision_id=decision["id"])  # fmt: skip
+            assert "decision_get" in message
+            assert waypost.rest("POST", answer_path, answer).status_code == 200
+        else:
+            waiting = asyncio.create_task(
+                call(
+                    s,
+                    "decision_wait",
+                    project=project,
+                    decision_id=decision["id"],
+                    timeout_seconds=60,
+                )
+            )
+            await asyncio.sleep(1.0)
+            assert not waiting.done(), "decision_wait returned before anyone answered"
+            r = waypost.rest("POST", answer_path, answer)
+            assert r.status_code == 200, r.text
+            waited = await asyncio.wait_for(waiting, 20)
+            assert waited["outcome"] == "answered"
+            assert waited["decision"]["status"] == "allowed"
+            assert waited["decision"]["work_allowed"] is True
+
+        submitted = await call(
+            s, "task_submit", project=project, task_id=task_id, summary="Migrated.",
+            lessons=[{"kind": "lesson", "title": "Run it in staging first", "body": "It works."}],
+        )  # fmt: skip
+        assert submitted["task"]["status"] == "submitted"
+        [recorded] = submitted["lessons"]
+        assert recorded["provenance"]["source_task_id"] == task_id
+        assert recorded["provenance"]["source_submission_id"] == submitted["submission"]["id"]
+
+
+def _streams_events(waypost: Waypost, project: str) -> bool:
+    with httpx.stream("GET", f"{waypost.url}/api/v1/projects/{project}/events/stream",
+                      headers={"Authorization": f"Bearer {waypost.admin_token}"}) as r:  # fmt: skip
+        return r.status_code == 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_claim_behind_a_decision_names_it_and_says_to_wait(
+    waypost: Waypost, transport: str
+) -> None:
+    project = waypost.project(f"gate-{transport}")
+    task_id = waypost.task(project)
+    r = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", {
+        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
+        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
+    decision_id = r.json()["id"]
+    agent = waypost.principal("agent", f"gated-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        message = await refused(s, "task_claim", project=project, task_id=task_id)
+    assert message.startswith("decision_required")
+    assert decision_id in message and "decision_wait" in message
+    assert "Traceback" not in message
+    envelope = json.loads(message.splitlines()[-1])
+    assert envelope["error"]["details"]["decision_ids"] == [decision_id]
+
+
+async def test_a_stale_revision_names_the_current_one(waypost: Waypost) -> None:
+    project = waypost.project("stale")
+    agent = waypost.principal("agent", "corrector")
+    async with session("http", waypost.url, agent) as s:
+        record = await call(s, "knowledge_record", project=project, kind="fact", title="T",
+                            body="B")  # fmt: skip
+        content = {k: record[k] for k in ("title", "body", "status", "scope", "tags",
+                                          "applicability")}  # fmt: skip
+        provenance = {k: record["provenance"][k] for k in ("summary", "source_uri",
+                      "source_task_id", "source_submission_id")}  # fmt: skip
+        args = {"project": project, "knowledge_id": record["id"], **content,
+                "provenance": provenance}  # fmt: skip
+        await call(s, "knowledge_correct", expected_revision=1, **{**args, "body": "B2"})
+        message = await refused(s, "knowledge_correct", expected_revision=1, **args)
+    assert message.startswith("revision_conflict")
+    assert "current revision is 2" in message
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_retried_mutating_call_does_not_write_twice(
+    waypost: Waypost, transport: str
+) -> None:
+    project = waypost.project(f"retry-{transport}")
+    agent = waypost.principal("agent", f"retrier-{transport}")
+    args = {"project": project, "kind": "fact", "title": "Once", "body": "Only once."}
+    async with session(transport, waypost.url, agent) as s:
+        # an explicit key: the agent's own retry replays
+        first = await call(s, "knowledge_record", idempotency_key="lesson-1", **args)
+        again = await call(s, "knowledge_record", idempotency_key="lesson-1", **args)
+        assert again == first
+        # no key: the same JSON-RPC request sent twice (a transport resend) replays too
+        message = {"jsonrpc": "2.0", "id": 4242, "method": "tools/call",
+                   "params": {"name": "knowledge_record", "arguments": args}}  # fmt: skip
+        replies = [await _raw_request(s, message) for _ in range(2)]
+        assert replies[0] == replies[1] and not replies[0]["isError"]
+        # a different request id is a different call
+        other = await call(s, "knowledge_record", **args)
+        assert other["id"] != first["id"]
+    assert len(waypost.events(project, "knowledge.created")) == 3
+
+
+async def _raw_request(s: ClientSession, message: dict[str, Any]) -> dict[str, Any]:
+    """Send one JSON-RPC request with a chosen id through the client's own
+    transport, as a transport that resends a request does, and read its result.
+
+    ClientSession numbers its requests itself, so the test registers the
+    response waiter under the chosen id the way `send_request` does."""
+    request_id = message["id"]
+    send, receive = anyio.create_memory_object_stream[Any](1)
+    with send, receive:
+        s._response_streams[request_id] = send
+        try:
+            await s._write_stream.send(SessionMessage(JSONRPCMessage.model_validate(message)))
+            with anyio.fail_after(30):
+                response = await receive.receive()
+        finally:
+            s._response_streams.pop(request_id, None)
+    result: dict[str, Any] = response.result
+    return result
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_agent_session_ends_when_the_mcp_session_closes(
+    waypost: Waypost, transport: str
+) -> None:
+    project = waypost.project(f"close-{transport}")
+    waypost.task(project)
+    agent = waypost.principal("agent", f"closer-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        claimed = await call(s, "task_claim", project=project)
+        session_id = claimed["lease"]["session_id"]
+        r = waypost.rest("GET", "/api/v1/me", token=agent, **{"Waypost-Session": session_id})
+        assert r.status_code == 200 and r.json()["session"]["ended_at"] is None
+    # the server ends it as the MCP session closes; give it a moment (bounded)
+    for _ in range(50):
+        r = waypost.rest("GET", "/api/v1/me", token=agent, **{"Waypost-Session": session_id})
+        if r.status_code == 403:
+            break
+        await asyncio.sleep(0.1)
+    assert r.status_code == 403 and r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+def test_http_without_a_valid_token_is_refused(waypost: Waypost) -> None:
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream"}
+    for auth in ({}, {"Authorization": "Bearer wp_not-a-token"}):
+        r = httpx.post(f"{waypost.url}/mcp", json=hello, headers={**headers, **auth})
+        assert r.status_code == 401
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"]["code"] == "unauthenticated"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_official_client_cannot_connect_with_a_bad_token(
+    waypost: Waypost, transport: str
+) -> None:
+    with pytest.raises(Exception) as raised:
+        async with session(transport, waypost.url, "wp_not-a-token"):
+            pass
+    assert "Traceback" not in str(raised.value)
+
+
+async def test_resources_are_each_projects_policy_and_digest(waypost: Waypost) -> None:
+    project = waypost.project("resources")
+    agent = waypost.principal("agent", "reader")
+    async with session("http", waypost.url, agent) as s:
+        uris = {str(r.uri) for r in (await s.list_resources()).resources}
+        assert {f"waypost://projects/{project}/policy",
+                f"waypost://projects/{project}/digest"} <= uris  # fmt: skip
+        read = await s.read_resource(f"waypost://projects/{project}/digest")  # type: ignore[arg-type]
+        digest = json.loads(read.contents[0].text)
+        assert digest["project_id"] == project and digest["ready_task_count"] == 0
+
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"
+
+
+def doc_blocks(language: str) -> list[str]:
+    parts = DOC.read_text().split(f"```{language}\n")[1:]
+    return [part.split("```", 1)[0] for part in parts]
+
+
+def test_every_json_snippet_of_the_mcp_page_parses() -> None:
+    blocks = doc_blocks("json")
+    assert len(blocks) == 3
+    for block in blocks:
+        json.loads(block)
+
+
+def test_the_python_example_of_the_mcp_page_runs_as_printed(waypost: Waypost) -> None:
+    [example] = doc_blocks("python")
+    waypost.project("demo")
+    agent = waypost.principal("agent", "doc-reader")
+    env = {**os.environ, "WAYPOST_URL": waypost.url, "WAYPOST_TOKEN": agent}
+    out = subprocess.run([sys.executable, "-c", example], env=env, capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    names, digest = out.stdout.splitlines()[:2]
+    assert "'task_claim'" in names and "'decision_wait'" in names
+    assert json.loads(digest)["project_id"] == "demo"
+
+
+async def test_the_desktop_configuration_launches_waypost_mcp(waypost: Waypost) -> None:
+    desktop = next(json.loads(b) for b in doc_blocks("json") if '"command"' in b)
+    server = desktop["mcpServers"]["waypost"]
+    # the snippet's placeholders: the executable's path, the URL and the token
+    command = str(Path(sys.executable).parent / "waypost")
+    assert server["command"] == "/path/to/waypost/.venv/bin/waypost"
+    args = [waypost.url if a == "http://127.0.0.1:8080" else a for a in server["args"]]
+    agent = waypost.principal("agent", "desktop")
+    params = StdioServerParameters(command=command, args=args, env={"WAYPOST_TOKEN": agent})
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+        await s.initialize()
+        policy = await call(s, "policy", project=waypost.project("desktop"))
+    assert policy["revision"] == 1

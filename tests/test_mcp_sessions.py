@@ -1,0 +1,67 @@
+"""The agent session an MCP session keeps: started on demand, heartbeated,
+ended; and the idempotency keys derived for calls sent without one."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from tests.conftest import Caller, Service
+from waypost.mcp_server.backend import LocalBackend
+from waypost.mcp_server.server import McpState, derived_key
+from waypost.mcp_server.sessions import AgentSession
+from waypost.resolvers.access import principals
+from waypost.resolvers.core.receipts import check_key
+from waypost.runtime import Actor
+
+
+async def actor_of(service: Service, caller: Caller) -> Actor:
+    """The actor the public app's gate makes of the caller's token."""
+    return await service.rt.db.read(lambda conn: principals.authenticate(conn, caller.token, "api"))
+
+
+async def session_row(service: Service, session_id: str) -> dict[str, str | None]:
+    def read(conn: object) -> dict[str, str | None]:
+        row = conn.execute(  # type: ignore[attr-defined]
+            "SELECT expires_at, ended_at FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        return {"expires_at": row["expires_at"], "ended_at": row["ended_at"]}
+
+    return await service.rt.db.read(read)
+
+
+async def test_an_agent_session_is_started_once_heartbeated_and_ended(service: Service) -> None:
+    agent = await service.principal("agent", "keeper")
+    backend = LocalBackend(service.rt, await actor_of(service, agent))
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m1", tasks, heartbeat_seconds=0.05)
+        session_id = await keeper.ensure(backend)
+        assert session_id is not None
+        assert await keeper.ensure(backend) == session_id
+        first = await session_row(service, session_id)
+        service.clock.advance(minutes=10)
+        with anyio.fail_after(5):
+            while (await session_row(service, session_id))["expires_at"] == first["expires_at"]:
+                await anyio.sleep(0.05)
+        renewed = await session_row(service, session_id)
+        assert renewed["expires_at"] == "2026-11-29T18:25:00.000Z"
+        await keeper.close()
+        tasks.cancel_scope.cancel()
+    assert (await session_row(service, session_id))["ended_at"] == service.clock.iso()
+
+
+async def test_a_human_gets_no_session(service: Service, human: Caller) -> None:
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m2", tasks)
+        assert await keeper.ensure(LocalBackend(service.rt, await actor_of(service, human))) is None
+        await keeper.close()
+        tasks.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("request_id", [7, "abc", "with space", "ü" * 300, ""])
+def test_derived_keys_are_valid_keys_and_differ_per_request(request_id: object) -> None:
+    state = McpState("0123abcd", None)  # type: ignore[arg-type]
+    key = derived_key(state, request_id)
+    check_key(key)
+    assert key != derived_key(state, f"{request_id}x")
+    assert key != derived_key(McpState("other", None), request_id)  # type: ignore[arg-type]
