@@ -343,3 +343,21 @@ async def test_the_desktop_configuration_launches_waypost_mcp(waypost: Waypost) 
         await s.initialize()
         policy = await call(s, "policy", project=waypost.project("desktop"))
     assert policy["revision"] == 1
+
+
+def test_an_mcp_session_belongs_to_the_principal_that_opened_it(waypost: Waypost) -> None:
+    owner, other = waypost.principal("agent", "owner"), waypost.principal("agent", "other")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    accept = {"Accept": "application/json, text/event-stream"}
+    r = httpx.post(f"{waypost.url}/mcp", json=hello,
+                   headers={**accept, "Authorization": f"Bearer {owner}"})  # fmt: skip
+    assert r.status_code == 200
+    session_id = r.headers["mcp-session-id"]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    for token, status in ((other, 404), (owner, 200)):
+        headers = {**accept, "Authorization": f"Bearer {token}", "Mcp-Session-Id": session_id,
+                   "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        assert httpx.post(f"{waypost.url}/mcp", json=ping, headers=headers).status_code == status
+    httpx.delete(f"{waypost.url}/mcp", headers={**headers})
