@@ -288,6 +288,8 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
         "expected_generation": 1, "disposition": "defer", "answer": "Stop",
         "rationale": "Wait for the load test."})  # fmt: skip
+    # the page notices by itself, and leaves the form alone until asked
+    page.locator("main").get_by_text("This decision changed elsewhere").wait_for()
     # keyboard only: Tab to the rationale, type, Tab to the button, Enter
     _tab_to(page, "document.activeElement.tagName === 'TEXTAREA'")
     page.keyboard.type("Looks safe.")

@@ -16,6 +16,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, send_answer
 from tests.live_support import GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
+from waypost.resolvers.projects import store as project_store
 
 EVENTS = """subscription ($after: Int) {
   projectEvents(projectId: "demo", after: $after) { sequence type subjectId actor { name } } }"""
@@ -126,6 +127,7 @@ async def test_unknown_records_and_limits_are_errors(
     assert message["id"] == op
     assert message["type"] == "error", message
     assert "alias" in message["payload"][0]["message"].lower(), message
+    assert message["payload"][0]["extensions"]["code"] == "invalid_request"
 
 
 async def test_decision_required_names_what_to_wait_on(
@@ -150,3 +152,20 @@ async def test_decision_required_names_what_to_wait_on(
     assert user_error["code"] == "decision_required"
     assert user_error["waitOn"] == [f'decisionChanged(id: "{decision["id"]}")']
     assert "events/stream" in user_error["message"]
+
+
+async def test_faults_are_masked_over_the_socket_too(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(row: Any) -> dict[str, Any]:
+        raise RuntimeError("secret: /var/lib/waypost.db is corrupt")
+
+    monkeypatch.setattr(project_store, "policy_json", broken)
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe('{ project(id: "demo") { policy { revision } } }')
+        message = await client.receive()
+    assert message["id"] == op and message["type"] == "next"
+    (error,) = message["payload"]["errors"]
+    assert error["message"] == "Unexpected error."
+    assert error["extensions"] == {"code": "internal"}
+    assert "secret" not in json.dumps(message)

@@ -365,3 +365,20 @@ async def test_a_batch_stops_taking_units_at_its_bound(tmp_path: Path) -> None:
     finally:
         await db.close()
     assert batches == [4, 4, 3]  # the holder and three, then four, then three
+
+
+async def test_the_runtime_reports_group_commits_in_its_metrics(service: Service) -> None:
+    def units_committed() -> float:
+        text = service.rt.metrics.render().decode()
+        return next(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("waypost_commit_batch_size_sum")
+        )
+
+    before = units_committed()
+    await queue_behind(service.rt.db, [recorded(f"g{i}") for i in range(3)])
+    assert units_committed() - before == 4  # the holder and three units
+    text = service.rt.metrics.render().decode()
+    assert "waypost_commit_seconds_count" in text
+    assert "waypost_writer_queue_depth 0.0" in text

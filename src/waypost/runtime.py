@@ -98,6 +98,9 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         stack.push_async_callback(db.close)
         rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
         await stack.enter_async_context(rt.resources)
+        # the writer's metrics: batch sizes and COMMIT times, queue depth
+        db.observe_batches(rt.metrics.observe_commit)
+        rt.metrics.set_queue_depth(db.queue_depth)
         if settings.rerank.enabled:
             rt.reranker = Reranker(settings.rerank)
             rt.resources.push_async_callback(rt.reranker.aclose)

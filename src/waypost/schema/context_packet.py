@@ -22,6 +22,11 @@ from waypost.schema.errors import camel_path
 from waypost.schema.knowledge import Knowledge
 from waypost.schema.tasks import Task
 
+
+def _arg(description: str) -> Any:
+    return strawberry.argument(description=description)
+
+
 ContextItem = Annotated[
     Decision | Task | Knowledge,
     strawberry.union(
@@ -33,13 +38,13 @@ ContextItem = Annotated[
 
 @strawberry.type(description="The project's binding rules, complete, at their revision.")
 class ContextPolicy:
-    revision: int
-    rules: str
+    revision: int = strawberry.field(description="The policy revision.")
+    rules: str = strawberry.field(description="The complete rules text, never truncated.")
 
 
 @strawberry.type(description="Whether the provider reordered the items, and why (not).")
 class ContextRerank:
-    applied: bool
+    applied: bool = strawberry.field(description="True when the provider's order was applied.")
     reason: str = strawberry.field(
         description="disabled, applied, too_few, too_many, busy, circuit_open, timeout,"
         " connect_error, bad_status, too_large or bad_scores."
@@ -48,8 +53,10 @@ class ContextRerank:
 
 @strawberry.type(description="Policy, open decisions, then ranked matches within limit and budget.")
 class ContextPacket:
-    policy: ContextPolicy
-    items: list[ContextItem]
+    policy: ContextPolicy = strawberry.field(description="The binding policy, always whole.")
+    items: list[ContextItem] = strawberry.field(
+        description="Open decisions first, then task and knowledge matches by rank."
+    )
     instructions_complete: bool = strawberry.field(
         description="False when the budget was smaller than the policy; then items is empty."
     )
@@ -59,7 +66,7 @@ class ContextPacket:
     next_actions: list[str] = strawberry.field(
         description="Concrete advice; non-empty whenever items is empty or truncated is true."
     )
-    rerank: ContextRerank
+    rerank: ContextRerank = strawberry.field(description="What the reranker did.")
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ContextPacket:
@@ -96,14 +103,18 @@ class ProjectContextFields:
     async def context(
         self,
         info: Info,
-        q: str,
-        limit: int = LIMIT_DEFAULT,
-        budget: int = BUDGET_DEFAULT,
-        include_shared: bool = False,
-        task_id: str | None = None,
-        component: str | None = None,
-        environment: str | None = None,
-        version: str | None = None,
+        q: Annotated[str, _arg("The search: 1-1,024 bytes, 1-32 terms, all required.")],
+        limit: Annotated[int, _arg("Most items, decisions included (1-100).")] = LIMIT_DEFAULT,
+        budget: Annotated[
+            int, _arg("Most bytes of policy plus items as compact JSON (1,024-131,072).")
+        ] = BUDGET_DEFAULT,
+        include_shared: Annotated[bool, _arg("Also knowledge that other projects share.")] = False,
+        task_id: Annotated[
+            str | None, _arg("Decisions of this task only; knowledge scoped to it or to none.")
+        ] = None,
+        component: Annotated[str | None, _arg("Knowledge-scope filter.")] = None,
+        environment: Annotated[str | None, _arg("Knowledge-scope filter.")] = None,
+        version: Annotated[str | None, _arg("Knowledge-scope filter.")] = None,
     ) -> ContextPacket:
         raw = {
             "q": q, "limit": limit, "budget": budget, "include_shared": include_shared,

@@ -18,10 +18,12 @@ authorization (in the resolvers) are exactly as before.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from graphql import (
     GraphQLEnumType,
+    GraphQLError,
     GraphQLField,
     GraphQLList,
     GraphQLNonNull,
@@ -32,6 +34,11 @@ from graphql import (
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
+
+from waypost.errors import Unavailable, WaypostError
+
+log = logging.getLogger("waypost.graphql")
+MASKED = {"code": "internal"}
 
 # GraphQLField -> the attribute a plain field reads, or "" for any other field
 _PLAIN: dict[int, str] = {}
@@ -66,6 +73,24 @@ def _completable(t: GraphQLOutputType) -> bool:
     return isinstance(t, GraphQLScalarType | GraphQLEnumType | GraphQLObjectType)
 
 
+def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exception:
+    """A field's error with `extensions.code`: business errors keep their code
+    and details; anything unexpected is masked (logged here, with its cause).
+    Located (nodes and path), so graphql-core keeps it as it is."""
+    original = exc.original_error if isinstance(exc, GraphQLError) else exc
+    if isinstance(original, WaypostError):
+        extensions: dict[str, Any] = {"code": original.code, **original.details}
+        if isinstance(original, Unavailable):
+            extensions["retryAfter"] = original.retry_after
+        return GraphQLError(original.message, nodes, path=path, original_error=original,
+                            extensions=extensions)  # fmt: skip
+    if isinstance(exc, GraphQLError) and (original is None or isinstance(original, GraphQLError)):
+        return exc
+    log.error("unhandled GraphQL error", exc_info=original)
+    return GraphQLError("Unexpected error.", nodes, path=path, original_error=original,
+                        extensions=MASKED)  # fmt: skip
+
+
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     def execute_field(
         self,
@@ -90,6 +115,19 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         return super().execute_field(
             parent_type, source, field_details_list, path, position_context
         )
+
+    def handle_field_error(
+        self,
+        raw_error: Exception,
+        return_type: GraphQLOutputType,
+        field_details_list: Any,
+        path: Path,
+    ) -> None:
+        # shaped here, where the error arises, so every transport sends the same
+        # `extensions.code` (HTTP reshapes it identically; WebSocket sends it as is)
+        nodes = [details.node for details in field_details_list]
+        shaped = shaped_error(raw_error, nodes, path.as_list())
+        super().handle_field_error(shaped, return_type, field_details_list, path)
 
     def _complete(
         self, t: GraphQLOutputType, field_details_list: Any, path: Path, value: Any

@@ -22,6 +22,7 @@ from waypost.http.decoding import is_json_media_type, parse_json
 from waypost.rest.responses import json_response
 from waypost.schema import schema
 from waypost.schema.context import Context
+from waypost.schema.execution import MASKED
 from waypost.schema.websocket import NOBODY, TransportWS
 
 log = logging.getLogger("waypost.graphql")
@@ -41,7 +42,8 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
         # variables that do not coerce to their declared types
         formatted["extensions"] = {"code": "invalid_request"}
     else:
-        log.error("unhandled GraphQL error", exc_info=original)
+        if error.extensions != MASKED:  # the executor logs the faults it masks
+            log.error("unhandled GraphQL error", exc_info=original)
         formatted["message"] = "Unexpected error."
         formatted["extensions"] = {"code": "internal"}
     return dict(formatted)

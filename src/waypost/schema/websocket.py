@@ -51,6 +51,14 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
 
 
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    async def send_message(self, message: Any) -> None:
+        # parse and validation errors (the query limits among them) carry the
+        # same code as over HTTP; field errors are shaped by the executor
+        if message.get("type") == "error":
+            for error in message.get("payload") or []:
+                error.setdefault("extensions", {}).setdefault("code", "invalid_request")
+        await super().send_message(message)
+
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         if not self.connection_init_received:
             try:

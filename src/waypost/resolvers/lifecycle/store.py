@@ -141,8 +141,9 @@ def search(
     args: list[Any] = [tenant]
     if match is not None:
         sql += (
-            " AND m.id IN (SELECT memo_id FROM lifecycle_search"
-            " WHERE lifecycle_search MATCH ? AND tenant = ?)"
+            " AND m.id IN (SELECT k.memo_id FROM lifecycle_search s"
+            " JOIN lifecycle_search_keys k ON k.rowid = s.rowid"
+            " WHERE lifecycle_search MATCH ? AND k.tenant = ?)"
         )
         args += [match, tenant]
     if after is not None:

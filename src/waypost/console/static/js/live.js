@@ -1,7 +1,7 @@
-// Keeps the inbox current. With GraphQL subscriptions on the service
-// (graphql-transport-ws at /graphql, `projectEvents`), each committed event
-// triggers a refresh; without them, a bounded poll: one request every few
-// seconds while the tab is visible, backing off after failures.
+// Keeps a page current. With GraphQL subscriptions on the service
+// (graphql-transport-ws at /graphql: `projectEvents`, `decisionChanged`),
+// each message triggers a refresh; without them, a bounded poll: one request
+// every few seconds while the tab is visible, backing off after failures.
 
 const POLL_MS = 4000;
 const MAX_BACKOFF_MS = 60000;
@@ -19,11 +19,14 @@ export class Live {
     };
   }
 
-  start(projectIds, token) {
+  // subscriptions: [{query, variables}], each a document whose messages mean
+  // "something changed, refresh"
+  start(subscriptions, token) {
     this.stop();
     this.stopped = false;
+    this.delay = POLL_MS;
     document.addEventListener("visibilitychange", this.onVisibility);
-    this.trySocket(projectIds, token);
+    this.trySocket(subscriptions, token);
     this.schedule(this.delay);
   }
 
@@ -73,8 +76,8 @@ export class Live {
   // graphql-transport-ws: connection_init with the bearer token, then one
   // subscription per project. Any refusal (no Subscription type, a 4401, no
   // socket at all) leaves the poll in charge.
-  trySocket(projectIds, token) {
-    if (!projectIds.length || typeof WebSocket === "undefined") return;
+  trySocket(subscriptions, token) {
+    if (!subscriptions.length || typeof WebSocket === "undefined") return;
     const url = `${location.protocol === "https:" ? "wss" : "ws"}://${location.host}/graphql`;
     let socket;
     try {
@@ -99,14 +102,8 @@ export class Live {
         return;
       }
       if (message.type === "connection_ack") {
-        projectIds.forEach((projectId, index) => {
-          socket.send(JSON.stringify({
-            id: `p${index}`, type: "subscribe",
-            payload: {
-              query: "subscription Events($projectId: ID!) { projectEvents(projectId: $projectId) { sequence type } }",
-              variables: { projectId },
-            },
-          }));
+        subscriptions.forEach((payload, index) => {
+          socket.send(JSON.stringify({ id: `s${index}`, type: "subscribe", payload }));
         });
       } else if (message.type === "next") {
         if (this.mode !== "socket") {
@@ -114,7 +111,7 @@ export class Live {
           this.schedule(MAX_BACKOFF_MS);
         }
         refreshSoon();
-      } else if (message.type === "error") {
+      } else if (message.type === "error" || message.type === "complete") {
         this.fallBack(socket);
       } else if (message.type === "ping") {
         socket.send(JSON.stringify({ type: "pong" }));
@@ -149,4 +146,18 @@ export class Live {
       this.schedule(POLL_MS);
     }
   }
+}
+
+export function projectSubscriptions(projectIds) {
+  return projectIds.map((projectId) => ({
+    query: "subscription Events($projectId: ID!) { projectEvents(projectId: $projectId) { sequence } }",
+    variables: { projectId },
+  }));
+}
+
+export function decisionSubscription(decisionId) {
+  return [{
+    query: "subscription Changed($id: ID!) { decisionChanged(id: $id) { generation status } }",
+    variables: { id: decisionId },
+  }];
 }

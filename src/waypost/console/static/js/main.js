@@ -2,12 +2,12 @@
 
 import { forgetToken, gql, saveToken, token, Unauthenticated } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
-import { enc, h, notice } from "./dom.js";
+import { announce, enc, h, notice } from "./dom.js";
 import { loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
-import { Live } from "./live.js";
+import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
 import { renderPolicy } from "./policy.js";
-import { ME, PROJECTS } from "./queries.js";
+import { DECISION_VERSION, ME, PROJECTS } from "./queries.js";
 
 const main = document.getElementById("main");
 let me = null;
@@ -16,6 +16,26 @@ const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
   await refreshInbox(false);
 });
+// On a decision's page: when it changes elsewhere, say so and offer the new
+// state (never re-render under someone who is typing an answer).
+let watched = null; // {project, id, version}
+const decisionLive = new Live(async () => {
+  if (!watched) return;
+  const data = await gql(DECISION_VERSION, { project: watched.project, id: watched.id });
+  const d = data.project && data.project.decision;
+  if (!d || versionOf(d) === watched.version || document.getElementById("changed-elsewhere")) return;
+  const { project, id } = watched;
+  const banner = notice("conflict", `This decision changed elsewhere: it is now ${d.status.toLowerCase()}, generation ${d.generation}. `,
+    h("button", { type: "button", class: "btn", onclick: () => showDecision(project, id, null) }, "Show the new state"));
+  banner.id = "changed-elsewhere";
+  const heading = main.querySelector("h1");
+  if (heading) (heading.nextElementSibling || heading).after(banner);
+  announce("This decision changed elsewhere.");
+});
+
+function versionOf(d) {
+  return `${d.generation}/${d.status}/${d.current.answer ? d.current.answer.at : ""}`;
+}
 
 function show(parts, focus = true) {
   main.replaceChildren(...parts);
@@ -88,6 +108,8 @@ function signedIn(principal) {
 
 function signOut(message) {
   live.stop();
+  decisionLive.stop();
+  watched = null;
   forgetToken();
   me = null;
   inboxSignature = "";
@@ -133,12 +155,16 @@ async function route() {
   }
   const r = currentRoute();
   if (r.name !== "inbox") live.stop();
+  if (r.name !== "decision") {
+    decisionLive.stop();
+    watched = null;
+  }
   try {
     if (r.name === "inbox") {
       document.title = "Inbox · Waypost console";
       inboxSignature = "";
       const projects = await refreshInbox(true);
-      if (live.stopped && projects) live.start(projects.map((p) => p.restId), token());
+      if (live.stopped && projects) live.start(projectSubscriptions(projects.map((p) => p.restId)), token());
     } else if (r.name === "decision") {
       await showDecision(r.project, r.id, null);
     } else if (r.name === "knowledge-pick" || r.name === "policy-pick") {
@@ -181,6 +207,8 @@ async function showDecision(project, id, banner) {
     }
   };
   show(renderDecision(data, banner, onChanged));
+  watched = { project, id, version: versionOf(data.decision) };
+  if (decisionLive.stopped) decisionLive.start(decisionSubscription(id), token());
 }
 
 async function start() {

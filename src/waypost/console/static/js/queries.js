@@ -148,3 +148,8 @@ query Policy($project: String!) {
     } } }
   }
 }`;
+
+export const DECISION_VERSION = `
+query DecisionVersion($project: String!, $id: String!) {
+  project(id: $project) { decision(id: $id) { generation status current { answer { at } } } }
+}`;
