@@ -1,20 +1,29 @@
-# The two set-up commands of the README. Each creates .venv itself.
+# The two set-up commands of the README. Each creates .venv itself:
+# `make run` installs the runtime dependencies only, `make test` (and the
+# other development targets) adds the development ones.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUNTIME := $(VENV)/.installed-runtime
+STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
 WAYPOST_DB ?= ./waypost.db
 
 .PHONY: run test lint types unit browser schema bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
-	touch $(STAMP)
 
-run: $(STAMP)
+$(RUNTIME): pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install -q -e .
+	touch $(RUNTIME)
+
+$(STAMP): pyproject.toml | $(BIN)/pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(RUNTIME) $(STAMP)
+
+run: $(RUNTIME)
 	$(BIN)/waypost serve --port $(PORT) --db $(WAYPOST_DB)
 
 test: lint types unit

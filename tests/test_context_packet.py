@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
-from tests.conftest import Caller, Service
+from tests.conftest import Caller, MovableClock, Service, serving
 from tests.context_support import context, context_response, ids, knowledge, task, types
 from tests.knowledge_support import correction, kpath, make_project
 from tests.tasks_support import allow, open_decision, set_policy
+from waypost.settings import RerankSettings, Settings
 
 
 def size(value: Any) -> int:
@@ -295,3 +297,23 @@ async def test_unknown_project_is_404(human: Caller, project: str) -> None:
 async def test_needs_a_token(service: Service, project: str) -> None:
     r = await service.client.get("/api/v1/projects/demo/context", params={"q": "a"})
     assert r.status_code == 401
+
+
+@pytest.mark.parametrize("key", [None, "", "   \t"])
+async def test_a_missing_or_blank_key_disables_reranking(
+    tmp_path: Path, clock: MovableClock, key: str | None
+) -> None:
+    env = {"TYPESAFE_URL": "https://127.0.0.1:9/never-called"}
+    if key is not None:
+        env["TYPESAFE_API_KEY"] = key
+    rerank = RerankSettings.from_environ(env)
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
+    async with serving(settings, clock) as svc:
+        assert svc.rt.reranker is None
+        human = await svc.principal("human")
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+        for n in range(3):
+            await knowledge(human, f"zebra {n}")
+        packet = await context(human, "zebra")
+        assert packet["rerank"] == {"applied": False, "reason": "disabled"}
+        assert len(packet["items"]) == 3

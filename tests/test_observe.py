@@ -3,8 +3,10 @@ lines, and GET /metrics behind a token of audience `metrics`."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -202,3 +204,23 @@ def test_serve_writes_json_lines_and_the_first_token_outside_the_log(tmp_path: P
     access = json.loads(line.string)
     assert access["request_id"] == r.headers["x-request-id"]
     assert (access["method"], access["route"], access["status"]) == ("GET", "/api/v1/me", 200)
+
+
+async def test_writer_metrics_count_group_commits(metered: Service) -> None:
+    human = await metered.principal("human", "ops")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    await asyncio.gather(
+        *[human.post("/api/v1/projects/demo/tasks", {"title": f"t{i}"}) for i in range(20)]
+    )
+    token = await metrics_token(metered, human.principal_id)
+    text = (await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
+    found = dict(
+        re.findall(r"^(waypost_commit_batch_size_(?:sum|count)|waypost_commit_seconds_count)"
+                   r" ([0-9.e+]+)$", text, re.M)
+    )  # fmt: skip
+    # every unit of work went through a COMMIT: at least the 21 writes and the
+    # principal and token made for this test; batches may hold several
+    assert float(found["waypost_commit_batch_size_sum"]) >= 23
+    assert 1 <= float(found["waypost_commit_batch_size_count"]) <= 23
+    assert found["waypost_commit_seconds_count"] == found["waypost_commit_batch_size_count"]
+    assert "waypost_writer_queue_depth 0.0" in text

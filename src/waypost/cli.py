@@ -234,6 +234,36 @@ def token_list(db_path: Path, principal_id: str | None) -> None:
     _print(_read(db_path, lambda c: principals.list_tokens(c, principal_id)))
 
 
+@admin.command("backup")
+@db_option
+@click.option("--to", "target", required=True,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="The new backup file (refused if it exists).")  # fmt: skip
+def admin_backup(db_path: Path, target: Path) -> None:
+    """Copy the database through SQLite's online backup API; safe while serve runs."""
+    from waypost.maintenance import BackupError, backup
+
+    try:
+        _print(backup(db_path, target))
+    except (BackupError, sqlite3.Error) as error:
+        raise click.ClickException(str(error)) from error
+
+
+@admin.command("verify")
+@db_option
+def admin_verify(db_path: Path) -> None:
+    """Check integrity, full-text indexes, histories and receipts; exit 1 on a problem."""
+    from waypost.maintenance import BackupError, verify
+
+    try:
+        report = verify(db_path)
+    except (BackupError, sqlite3.Error) as error:
+        raise click.ClickException(str(error)) from error
+    _print(report)
+    if not report["ok"]:
+        sys.exit(1)
+
+
 @admin.group("project")
 def project_group() -> None:
     """Projects."""

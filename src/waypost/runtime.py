@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from waypost.live.hub import Hub
 
 log = logging.getLogger("waypost")
+# the reranker circuit's state as the waypost_reranker_circuit_state gauge
+CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
 
 # Installed once on every connection when it opens (never per call): the SQL
 # functions the domains' queries use. A domain that adds one appends it here.
@@ -104,6 +106,8 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         if settings.rerank.enabled:
             rt.reranker = Reranker(settings.rerank)
             rt.resources.push_async_callback(rt.reranker.aclose)
+            breaker = rt.reranker.breaker
+            rt.metrics.set_circuit_state(lambda: CIRCUIT_STATES[breaker.state])
         await _bootstrap(rt)
         sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
         stack.push_async_callback(_cancel, sweeper)

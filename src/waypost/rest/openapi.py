@@ -8,6 +8,8 @@ from typing import Any
 import msgspec
 
 from waypost import __version__
+from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
+from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
 from waypost.rest.routing import RestRoute, RouteTable
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -96,12 +98,43 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
+# What the server enforces beyond the models' types, stated where JSON Schema
+# can say it, so a client generated from the document does not send what
+# the server refuses. Arrays under these names hold distinct values (the
+# resolvers refuse duplicates: options, dependencies, tags, scope values).
+UNIQUE_ARRAYS = ("options", "depends_on", "tags", "task_ids", "components", "environments",
+                 "versions")  # fmt: skip
+# A PATCH must name at least one field to change (besides expected_revision).
+PATCH_FIELDS: dict[str, tuple[str, ...]] = {
+    PolicyPatch.__name__: POLICY_FIELDS,
+    TaskPatch.__name__: (*CONTENT_FIELDS, "status"),
+}
+# Revisions and generations are integers written as such (`2`, never `2.0`):
+# the strict decoder refuses a fraction or exponent.
+COUNTERS = ("expected_revision", "expected_generation", "generation", "revision")
+
+
+def _state_constraints(schemas: dict[str, Any]) -> None:
+    for name, schema in schemas.items():
+        properties = schema.get("properties", {})
+        for prop_name, prop in properties.items():
+            if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
+                prop["uniqueItems"] = True
+            if prop_name in COUNTERS and prop.get("type") == "integer":
+                prop.setdefault("description", "An integer written without a fraction or exponent.")
+        fields = PATCH_FIELDS.get(name)
+        if fields:
+            schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]
+            schema["minProperties"] = 2
+
+
 def build(tables: list[RouteTable]) -> dict[str, Any]:
     routes = [r for t in tables for r in t.routes]
     models = {m for r in routes for m in (r.body, r.query) if m is not None}
     _, schemas = msgspec.json.schema_components(
         sorted(models, key=lambda m: m.__name__), ref_template="#/components/schemas/{name}"
     )
+    _state_constraints(schemas)
     paths: dict[str, Any] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)

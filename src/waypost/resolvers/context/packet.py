@@ -147,6 +147,7 @@ async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, 
     if rt.reranker is not None:
         # the read transaction above is closed: no snapshot is held across this call
         items, reason = await rt.reranker.rerank(query.q, items)
+        rt.metrics.reranker_outcome(reason)  # waypost_reranker_calls_total{outcome}
         rerank = {"applied": reason == "applied", "reason": reason}
     return {
         "policy": snap.policy,

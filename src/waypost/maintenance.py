@@ -1,0 +1,176 @@
+"""`waypost admin backup` and `waypost admin verify` (docs/operations.md).
+
+A backup goes through SQLite's online backup API: one read transaction on the
+live database copies every page of one consistent snapshot (in WAL mode the
+writer is never blocked by it), so it is safe while `serve` runs, and commits
+still in the WAL are included, which a `cp` of the file would miss.
+
+Verify opens the database and checks what must hold whatever happened to the
+process: SQLite's integrity and foreign keys, the full-text indexes against
+their tables, every record's revision counter against its history rows, and
+every idempotency receipt against the event its transaction wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# At most this many problems are listed per check (the count is complete).
+SHOWN = 20
+FTS_TABLES = ("tasks_fts", "knowledge_fts")
+# (record table, its revision column, history table, its key column, its revision column)
+HISTORIES = (
+    ("projects", "policy_revision", "policy_revisions", "project_id", "revision"),
+    ("tasks", "revision", "task_revisions", "task_id", "revision"),
+    ("knowledge", "revision", "knowledge_revisions", "knowledge_id", "revision"),
+    ("decisions", "generation", "decision_generations", "decision_id", "generation"),
+)
+
+
+class BackupError(Exception):
+    pass
+
+
+def backup(source: Path, target: Path) -> dict[str, Any]:
+    """Copy `source` into the new file `target` (mode 0600) and check the copy."""
+    if not source.exists():
+        raise BackupError(f"no database at {source}")
+    try:
+        # O_EXCL: never overwrite an earlier backup by mistake
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError as exc:
+        raise BackupError(f"{target} exists; choose a new file") from exc
+    os.close(fd)
+    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=5)
+    dst = sqlite3.connect(target)
+    try:
+        # pages=-1: the whole database in one step, so from one snapshot
+        src.backup(dst, pages=-1)
+        # the copy stands alone: no -wal file beside it to lose
+        dst.execute("PRAGMA journal_mode = DELETE")
+        check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+        pages = dst.execute("PRAGMA page_count").fetchone()[0]
+    except BaseException:
+        dst.close()
+        target.unlink(missing_ok=True)
+        raise
+    finally:
+        src.close()
+    dst.close()
+    return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
+            "integrity": check}  # fmt: skip
+
+
+@dataclass
+class Check:
+    name: str
+    count: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, problem: str) -> None:
+        self.count += 1
+        if len(self.problems) < SHOWN:
+            self.problems.append(problem)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.count == 0, "problems": self.count, "shown": self.problems}
+
+
+def _integrity(conn: sqlite3.Connection, check: Check) -> None:
+    for (line,) in conn.execute("PRAGMA integrity_check"):
+        if line != "ok":
+            check.add(str(line))
+
+
+def _foreign_keys(conn: sqlite3.Connection, check: Check) -> None:
+    for row in conn.execute("PRAGMA foreign_key_check"):
+        check.add(f"{row[0]} rowid {row[1]} -> {row[2]}")
+
+
+def _fts(conn: sqlite3.Connection, check: Check) -> None:
+    """FTS5's own check of each index against its content table (rank 1).
+
+    It is written as an INSERT, so it runs in a transaction that is rolled
+    back: nothing changes."""
+    for table in FTS_TABLES:
+        conn.execute("BEGIN")
+        try:
+            conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            check.add(f"{table}: {exc}")
+        finally:
+            conn.execute("ROLLBACK")
+
+
+def _histories(conn: sqlite3.Connection, check: Check) -> None:
+    """Each record's current revision is its last history row, with none missing."""
+    for table, current, history, key, number in HISTORIES:
+        rows = conn.execute(
+            f"SELECT r.id, r.{current} AS current, COUNT(h.{number}) AS rows,"
+            f" MAX(h.{number}) AS last FROM {table} r"
+            f" LEFT JOIN {history} h ON h.{key} = r.id GROUP BY r.id"
+            f" HAVING last IS NULL OR last != current OR rows != current"
+        )
+        for row in rows:
+            check.add(
+                f"{table} {row['id']}: {current} {row['current']}, history has"
+                f" {row['rows']} rows up to {row['last']}"
+            )
+        orphans = conn.execute(
+            f"SELECT DISTINCT h.{key} FROM {history} h"
+            f" LEFT JOIN {table} r ON r.id = h.{key} WHERE r.id IS NULL"
+        )
+        for (orphan,) in orphans:
+            check.add(f"{history} rows for a missing {table} row {orphan}")
+
+
+def _receipts(conn: sqlite3.Connection, check: Check) -> None:
+    """A stored receipt records a mutation that committed with its event: the
+    same transaction wrote an event by the same principal at the same instant."""
+    rows = conn.execute(
+        "SELECT r.principal_id, r.key, r.created_at FROM receipts r WHERE NOT EXISTS ("
+        " SELECT 1 FROM events e WHERE e.actor_id = r.principal_id AND e.at = r.created_at)"
+    )
+    for row in rows:
+        check.add(f"receipt of {row['principal_id']} at {row['created_at']} has no event")
+
+
+def _events(conn: sqlite3.Connection, check: Check) -> None:
+    rows = conn.execute(
+        "SELECT e.sequence, e.project_id FROM events e WHERE e.project_id IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = e.project_id)"
+    )
+    for row in rows:
+        check.add(f"event {row['sequence']} names a missing project {row['project_id']}")
+
+
+CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
+    ("integrity", _integrity),
+    ("foreign_keys", _foreign_keys),
+    ("full_text", _fts),
+    ("history", _histories),
+    ("receipts", _receipts),
+    ("events", _events),
+]
+
+
+def verify(path: Path) -> dict[str, Any]:
+    """Every check's result; `ok` only when all pass. Changes nothing."""
+    if not path.exists():
+        raise BackupError(f"no database at {path}")
+    conn = sqlite3.connect(path, isolation_level=None, timeout=5)
+    conn.row_factory = sqlite3.Row
+    try:
+        results = {}
+        for name, run in CHECKS:
+            check = Check(name)
+            run(conn, check)
+            results[name] = check.to_json()
+    finally:
+        conn.close()
+    return {"ok": all(r["ok"] for r in results.values()), "checks": results}

@@ -1,0 +1,145 @@
+"""`waypost admin backup` (online, safe while the service writes) and
+`waypost admin verify` (integrity, full-text indexes, histories, receipts)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import Caller, MovableClock, Service, serving
+from tests.knowledge_support import correction, create
+from tests.tasks_support import claimed_by_agent, make_task, open_decision, set_policy, submit
+from tests.test_cli import run
+from waypost.maintenance import backup, verify
+from waypost.settings import Settings
+
+
+async def populate(service: Service, human: Caller) -> None:
+    """A bit of every kind of record, each written with its event and receipt."""
+    task, agent = await claimed_by_agent(service, human)
+    await submit(agent, task["id"])
+    other = await make_task(human, "Second")
+    r = await human.patch(
+        f"/api/v1/projects/demo/tasks/{other['id']}", {"expected_revision": 1, "title": "2nd"}
+    )
+    assert r.status_code == 200, r.text
+    await open_decision(human, other["id"])
+    record = await create(human, "demo")
+    r = await human.patch(
+        f"/api/v1/projects/demo/knowledge/{record['id']}", correction(record, title="Better")
+    )
+    assert r.status_code == 200, r.text
+    await set_policy(human, rules="Be careful.")
+
+
+def verify_cli(db: Path) -> tuple[int, dict[str, Any]]:
+    result = run("admin", "verify", "--db", str(db))
+    return result.exit_code, json.loads(result.stdout)
+
+
+async def test_verify_is_clean_while_the_service_runs(
+    service: Service, human: Caller, project: str
+) -> None:
+    await populate(service, human)
+    code, report = await asyncio.to_thread(verify_cli, service.db_path)
+    assert code == 0, report
+    assert report["ok"] is True
+    assert set(report["checks"]) == {
+        "integrity", "foreign_keys", "full_text", "history", "receipts", "events"
+    }  # fmt: skip
+    assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
+
+
+async def test_backup_while_writes_continue_is_consistent_and_private(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    await populate(service, human)
+    before = {t["id"] for t in (await human.get("/api/v1/projects/demo/tasks")).json()["items"]}
+    target = tmp_path / "backup.db"
+    stop = asyncio.Event()
+
+    async def keep_writing() -> int:
+        n = 0
+        while not stop.is_set():
+            await make_task(human, f"during {n}")
+            n += 1
+        return n
+
+    writer = asyncio.create_task(keep_writing())
+    await asyncio.sleep(0.05)
+    result = await asyncio.to_thread(backup, service.db_path, target)
+    stop.set()
+    written = await writer
+    assert written > 0  # writes really went on around the backup
+    assert result["integrity"] == "ok" and result["bytes"] == target.stat().st_size
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert not Path(f"{target}-wal").exists()
+    code, report = await asyncio.to_thread(verify_cli, target)
+    assert code == 0, report
+    conn = sqlite3.connect(target)
+    saved = {row[0] for row in conn.execute("SELECT id FROM tasks")}
+    conn.close()
+    assert before <= saved  # every write acknowledged before the backup is in it
+
+
+def test_backup_refuses_an_existing_file_and_a_missing_database(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    target = tmp_path / "b.db"
+    target.write_text("keep me")
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 1 and "exists" in result.stderr
+    assert target.read_text() == "keep me"
+    result = run("admin", "backup", "--db", str(tmp_path / "none.db"), "--to", str(tmp_path / "x"))
+    assert result.exit_code == 1 and "no database" in result.stderr
+
+
+async def test_a_restored_backup_serves_its_records(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    await populate(service, human)
+    target = tmp_path / "backup.db"
+    result = run("admin", "backup", "--db", str(service.db_path), "--to", str(target))
+    assert result.exit_code == 0, result.output
+    # the restore of docs/operations.md: the backup file becomes the database
+    restored = tmp_path / "restored" / "waypost.db"
+    restored.parent.mkdir()
+    shutil.copyfile(target, restored)
+    settings = Settings(db_path=restored, sweep_interval=3600)
+    async with serving(settings, MovableClock()) as again:
+        other = Caller(again.client, human.principal_id, "human", human.token)
+        r = await other.get("/api/v1/projects/demo/tasks")
+        assert r.status_code == 200 and len(r.json()["items"]) == 2
+
+
+async def test_verify_finds_tampering(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    task_id = conn.execute("SELECT id FROM tasks LIMIT 1").fetchone()[0]
+    # a revision counter ahead of its history, a receipt without its event,
+    # and a full-text index that missed an edit
+    conn.execute("UPDATE tasks SET revision = revision + 5 WHERE id = ?", (task_id,))
+    conn.execute(
+        "INSERT INTO receipts VALUES ('prn_x', 'k', 'f', 200, '{}', '2026-01-01T00:00:00.000Z')"
+    )
+    conn.execute("DROP TRIGGER tasks_fts_update")
+    conn.execute("UPDATE tasks SET title = 'changed behind the index' WHERE id = ?", (task_id,))
+    conn.close()
+    report = verify(copy)
+    assert report["ok"] is False
+    checks = report["checks"]
+    assert checks["history"]["problems"] == 1 and task_id in checks["history"]["shown"][0]
+    assert checks["receipts"]["problems"] == 1
+    assert checks["full_text"]["problems"] == 1
+    assert checks["integrity"]["ok"] and checks["events"]["ok"]
+    code, _ = verify_cli(copy)
+    assert code == 1
