@@ -242,8 +242,17 @@ def test_sign_in_answer_with_a_click_and_the_inbox_empties(
     assert answer["relayed"] is False and answer["actor_session_id"] is None
 
 
+def _offers_subscriptions(world: World) -> bool:
+    r = httpx.post(world.served.url + "/graphql", headers=world.alice.headers(),
+                   json={"query": "{ __schema { subscriptionType { name } } }"})  # fmt: skip
+    return r.json()["data"]["__schema"]["subscriptionType"] is not None
+
+
 def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> None:
     tab.sign_in(world.alice.token)
+    # the live feed when the service has one (graphql-transport-ws), else the poll
+    mode = "socket" if _offers_subscriptions(world) else "poll"
+    tab.page.locator(f"html[data-live={mode}]").wait_for(state="attached")
     question = "Drop the legacy coupons table?"
     decision_id = world.open_decision(
         world.agent, question=question, task_ids=[world.tasks["keys"]]

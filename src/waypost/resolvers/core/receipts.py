@@ -155,9 +155,4 @@ def purge_receipts(conn: sqlite3.Connection, now: datetime, limit: int = PURGE_B
     own unit of work, until it deletes fewer than `limit`.
     """
     cutoff = format_time(now - RECEIPT_RETENTION)
-    return conn.execute(
-        "DELETE FROM receipts WHERE (principal_id, key) IN ("
-        " SELECT principal_id, key FROM receipts WHERE created_at < ?"
-        " ORDER BY created_at LIMIT ?)",
-        (cutoff, limit),
-    ).rowcount
+    return store.delete_receipts_before(conn, cutoff, limit)

@@ -44,6 +44,16 @@ def insert_receipt(
     )
 
 
+def delete_receipts_before(conn: sqlite3.Connection, cutoff: str, limit: int) -> int:
+    """Delete up to `limit` of the oldest receipts created before `cutoff`; how many."""
+    return conn.execute(
+        "DELETE FROM receipts WHERE (principal_id, key) IN ("
+        " SELECT principal_id, key FROM receipts WHERE created_at < ?"
+        " ORDER BY created_at LIMIT ?)",
+        (cutoff, limit),
+    ).rowcount
+
+
 # ---------------------------------------------------------------- events
 
 

@@ -1,4 +1,4 @@
-// Tiny DOM helpers: every text goes in through textContent, never innerHTML,
+// Tiny DOM helpers: every text goes in as a text node or attribute, never as HTML,
 // so nothing a record holds can become markup.
 
 export function h(tag, attrs = {}, ...children) {

@@ -40,7 +40,13 @@ export class Live {
       this.socket = null;
       socket.close(1000);
     }
-    this.mode = "poll";
+    this.setMode("poll");
+  }
+
+  // shown on the page (data-live on <html>) so people and tests can tell
+  setMode(mode) {
+    this.mode = mode;
+    document.documentElement.dataset.live = mode;
   }
 
   schedule(ms) {
@@ -107,7 +113,7 @@ export class Live {
         });
       } else if (message.type === "next") {
         if (this.mode !== "socket") {
-          this.mode = "socket";
+          this.setMode("socket");
           this.schedule(MAX_BACKOFF_MS);
         }
         refreshSoon();
@@ -123,7 +129,7 @@ export class Live {
       if (String(event.data).includes("connection_ack")) {
         setTimeout(() => {
           if (this.socket === socket && socket.readyState === WebSocket.OPEN) {
-            this.mode = "socket";
+            this.setMode("socket");
             this.schedule(MAX_BACKOFF_MS);
           }
         }, 1500);
@@ -141,7 +147,7 @@ export class Live {
       // already closed
     }
     if (this.mode === "socket" && !this.stopped) {
-      this.mode = "poll";
+      this.setMode("poll");
       this.delay = POLL_MS;
       this.schedule(POLL_MS);
     }
