@@ -81,16 +81,12 @@ def events_before(
 ) -> list[dict[str, Any]]:
     """Up to `count` events just before sequence `before` (the newest when None),
     oldest first: GraphQL's backward paging (`last`/`before`)."""
-    rows = conn.execute(
-        "SELECT * FROM events WHERE project_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?",
-        (project_id, 2**62 if before is None else before, count),
-    ).fetchall()
+    rows = store.event_rows_before(conn, project_id, 2**62 if before is None else before, count)
     return [event_json(r) for r in reversed(rows)]
 
 
 def count_events(conn: sqlite3.Connection, project_id: str) -> int:
-    row = conn.execute("SELECT count(*) FROM events WHERE project_id = ?", (project_id,))
-    return int(row.fetchone()[0])
+    return store.count_project_events(conn, project_id)
 
 
 async def before_for_project(
@@ -108,12 +104,10 @@ def events_after_any_project(
 ) -> list[dict[str, Any]]:
     """Up to `count` events of every project after sequence `after`, oldest
     first: what the live fan-out reads after each commit."""
-    rows = conn.execute(
-        "SELECT * FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?", (after, count)
-    ).fetchall()
+    rows = store.event_rows_after_any_project(conn, after, count)
     return [event_json(r) for r in rows]
 
 
 def last_sequence(conn: sqlite3.Connection) -> int:
     """The newest event's sequence (0 for an empty log)."""
-    return int(conn.execute("SELECT coalesce(max(sequence), 0) FROM events").fetchone()[0])
+    return store.last_event_sequence(conn)

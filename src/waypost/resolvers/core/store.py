@@ -78,3 +78,32 @@ def event_rows_after(
         "SELECT * FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
         (project_id, after, count),
     ).fetchall()
+
+
+def event_rows_before(
+    conn: sqlite3.Connection, project_id: str, before: int, count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` of the project's events just before sequence `before`, newest first."""
+    return conn.execute(
+        "SELECT * FROM events WHERE project_id = ? AND sequence < ? ORDER BY sequence DESC LIMIT ?",
+        (project_id, before, count),
+    ).fetchall()
+
+
+def count_project_events(conn: sqlite3.Connection, project_id: str) -> int:
+    row = conn.execute("SELECT count(*) FROM events WHERE project_id = ?", (project_id,))
+    return int(row.fetchone()[0])
+
+
+def event_rows_after_any_project(
+    conn: sqlite3.Connection, after: int, count: int
+) -> list[sqlite3.Row]:
+    """Up to `count` events of every project after sequence `after`, oldest first."""
+    return conn.execute(
+        "SELECT * FROM events WHERE sequence > ? ORDER BY sequence LIMIT ?", (after, count)
+    ).fetchall()
+
+
+def last_event_sequence(conn: sqlite3.Connection) -> int:
+    """The newest event's sequence (0 for an empty log)."""
+    return int(conn.execute("SELECT coalesce(max(sequence), 0) FROM events").fetchone()[0])

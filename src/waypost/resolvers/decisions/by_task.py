@@ -7,12 +7,12 @@ number of tasks, plus the one batch read of the decision objects.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.views import load_decisions
 
 # (task id, limit, cursor, backward)
@@ -29,21 +29,12 @@ def pages_sync(
         groups.setdefault((check_limit(limit), cursor, backward), []).append(task_id)
     rows_by_key: dict[ByTaskKey, list[sqlite3.Row]] = {}
     for (size, cursor, backward), task_ids in groups.items():
-        cmp, order = keyset(True, backward)
         if cursor is not None:
             at, last = decode_cursor(cursor, str, str, field_name="after/before")
         else:
             at, last = ("", "") if backward else _TOP
-        rows = conn.execute(
-            "SELECT task_id, id, created_at FROM ("
-            " SELECT t.value AS task_id, d.id, d.created_at, ROW_NUMBER() OVER"
-            f"  (PARTITION BY t.value ORDER BY d.created_at {order}, d.id {order}) AS n"
-            " FROM json_each(:tasks) t JOIN decisions d ON d.id IN"
-            "  (SELECT a.decision_id FROM decision_affected a WHERE a.task_id = t.value)"
-            f" WHERE (d.created_at, d.id) {cmp} (:at, :last)"
-            ") WHERE n <= :n ORDER BY task_id, n",
-            {"tasks": json.dumps(sorted(set(task_ids))), "at": at, "last": last, "n": size + 1},
-        ).fetchall()
+        start = (str(at), str(last))
+        rows = store.by_task_rows(conn, task_ids, start, size + 1, backward)
         for row in rows:
             rows_by_key.setdefault((row["task_id"], size, cursor, backward), []).append(row)
     found = load_decisions(
@@ -66,10 +57,5 @@ def pages_sync(
 
 def counts_sync(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
     """How many decisions ever affected each task (`Task.decisions.totalCount`)."""
-    rows = conn.execute(
-        "SELECT task_id, count(DISTINCT decision_id) FROM decision_affected"
-        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
-        (json.dumps(sorted(set(task_ids))),),
-    ).fetchall()
-    found = {r[0]: int(r[1]) for r in rows}
+    found = store.counts_by_task(conn, task_ids)
     return {i: found.get(i, 0) for i in task_ids}

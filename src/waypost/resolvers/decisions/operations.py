@@ -14,7 +14,7 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.models import DecisionCreate, StatusFilter
@@ -24,7 +24,7 @@ from waypost.resolvers.decisions.pins import (
     insert_generation,
     pin_tasks,
 )
-from waypost.resolvers.decisions.status import STATUS_SQL, STATUSES
+from waypost.resolvers.decisions.status import STATUSES
 from waypost.resolvers.decisions.views import (
     decisions_in_order,
     history_pages,
@@ -164,20 +164,13 @@ def list_sync(
     size = check_limit(limit)
     _check_status(status)
     require_project(conn, project_id)
-    cmp, order = keyset(False, backward)
     # forward from the start compares with ("", ""); backward from the end with
     # a key above every stored one
     after = (
         decode_cursor(cursor, str, str) if cursor else (("\uffff", "") if backward else ("", ""))
     )
-    rows = conn.execute(
-        "SELECT s.decision_id, s.created_at FROM decision_current s"
-        f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
-        f" AND (:status IS NULL OR {STATUS_SQL} = :status)"
-        f" ORDER BY s.created_at {order}, s.decision_id {order} LIMIT :n",
-        {"project": project_id, "at": after[0], "id": after[1], "status": status,
-         "now": now_at, "n": size + 1},
-    ).fetchall()  # fmt: skip
+    start = (str(after[0]), str(after[1]))
+    rows = store.list_page_rows(conn, project_id, now_at, status, start, size + 1, backward)
     page = Page.from_rows(
         rows,
         size,
@@ -198,12 +191,7 @@ def count_sync(
 ) -> int:
     """How many decisions the list holds, optionally of one status (`totalCount`)."""
     _check_status(status)
-    row = conn.execute(
-        "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
-        f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
-        {"project": project_id, "status": status, "now": now_at},
-    ).fetchone()
-    return int(row[0])
+    return store.count_of_status(conn, project_id, now_at, status)
 
 
 async def list_decisions(

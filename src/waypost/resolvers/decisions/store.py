@@ -22,6 +22,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from waypost.pagination import keyset
 from waypost.resolvers.decisions.status import STATUS_SQL
 
 
@@ -298,6 +299,75 @@ def unresolved_ids(
          "now": now_at, "n": count},
     ).fetchall()  # fmt: skip
     return [r["decision_id"] for r in rows]
+
+
+def list_page_rows(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    status: str | None,
+    after: tuple[str, str],
+    count: int,
+    backward: bool = False,
+) -> list[sqlite3.Row]:
+    """Up to `count` of the project's decisions (decision_id, created_at) past
+    (created_at, id) `after` in creation order, optionally of one status;
+    backward (GraphQL `last`): those before it, in reverse order."""
+    cmp, order = keyset(False, backward)
+    return conn.execute(
+        "SELECT s.decision_id, s.created_at FROM decision_current s"
+        f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
+        f" AND (:status IS NULL OR {STATUS_SQL} = :status)"
+        f" ORDER BY s.created_at {order}, s.decision_id {order} LIMIT :n",
+        {"project": project_id, "at": after[0], "id": after[1], "status": status,
+         "now": now_at, "n": count},
+    ).fetchall()  # fmt: skip
+
+
+def count_of_status(
+    conn: sqlite3.Connection, project_id: str, now_at: str, status: str | None
+) -> int:
+    """How many of the project's decisions have `status` (all of them for None)."""
+    row = conn.execute(
+        "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
+        f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
+        {"project": project_id, "status": status, "now": now_at},
+    ).fetchone()
+    return int(row[0])
+
+
+def by_task_rows(
+    conn: sqlite3.Connection,
+    task_ids: Sequence[str],
+    after: tuple[str, str],
+    count: int,
+    backward: bool,
+) -> list[sqlite3.Row]:
+    """For each task, up to `count` decisions that ever affected it (any
+    generation) as (task_id, id, created_at), newest first past `after`
+    (backward: oldest first)."""
+    cmp, order = keyset(True, backward)
+    return conn.execute(
+        "SELECT task_id, id, created_at FROM ("
+        " SELECT t.value AS task_id, d.id, d.created_at, ROW_NUMBER() OVER"
+        f"  (PARTITION BY t.value ORDER BY d.created_at {order}, d.id {order}) AS n"
+        " FROM json_each(:tasks) t JOIN decisions d ON d.id IN"
+        "  (SELECT a.decision_id FROM decision_affected a WHERE a.task_id = t.value)"
+        f" WHERE (d.created_at, d.id) {cmp} (:at, :last)"
+        ") WHERE n <= :n ORDER BY task_id, n",
+        {"tasks": json.dumps(sorted(set(task_ids))), "at": after[0], "last": after[1],
+         "n": count},
+    ).fetchall()  # fmt: skip
+
+
+def counts_by_task(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
+    """How many decisions ever affected each task that any affected."""
+    rows = conn.execute(
+        "SELECT task_id, count(DISTINCT decision_id) FROM decision_affected"
+        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
+        (json.dumps(sorted(set(task_ids))),),
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
 
 
 def unanswered_ids(conn: sqlite3.Connection, project_id: str, count: int) -> list[str]:

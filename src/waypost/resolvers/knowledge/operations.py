@@ -19,9 +19,9 @@ from typing import Any, cast
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.http.decoding import convert
-from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor, keyset
+from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts, matching_rowids
+from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -39,10 +39,12 @@ from waypost.resolvers.knowledge.store import (
     changed_fields,
     check_no_supersession_cycle,
     check_references,
+    count_rows,
     feedback_totals,
     get_rows,
     insert_record,
     knowledge_json,
+    list_rows,
     own_row,
     revision_json,
     revision_rows,
@@ -212,17 +214,11 @@ def list_sync(
     """Newest first (updated_at, then id, descending); shared records only on request."""
     size = check_limit(q.limit)
     require_project(conn, project_id)
-    where, args = _list_filter(project_id, q)
-    cmp, order = keyset(True, backward)
+    after = None
     if q.cursor:
         updated_at, last_id = decode_cursor(q.cursor, str, str)
-        where.append(f"(k.updated_at {cmp} ? OR (k.updated_at = ? AND k.id {cmp} ?))")
-        args.extend([updated_at, updated_at, last_id])
-    rows = conn.execute(
-        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
-        f" ORDER BY k.updated_at {order}, k.id {order} LIMIT ?",
-        (*args, size + 1),
-    ).fetchall()
+        after = (str(updated_at), str(last_id))
+    rows = list_rows(conn, project_id, q, _match(q), after, size + 1, backward)
     page = Page.from_rows(
         rows,
         size,
@@ -233,22 +229,9 @@ def list_sync(
     return page.with_items([knowledge_json(r) for r in page.items])
 
 
-def _list_filter(project_id: str, q: KnowledgeListQuery) -> tuple[list[str], list[Any]]:
-    """(WHERE terms, arguments) of a knowledge list's filters, without the cursor."""
-    own = "k.project_id = ?"
-    where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
-    args: list[Any] = [project_id]
-    for column, value in (("kind", q.kind), ("status", q.status)):
-        if value is not None:
-            where.append(f"k.{column} = ?")
-            args.append(value)
-    if q.tag is not None:
-        where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
-        args.append(q.tag)
-    if q.q is not None:
-        where.append("k." + matching_rowids("knowledge"))
-        args.append(escape_fts(search_terms(q.q)))
-    return where, args
+def _match(q: KnowledgeListQuery) -> str | None:
+    """The list's `q` as an FTS5 query (each term escaped), None without one."""
+    return None if q.q is None else escape_fts(search_terms(q.q))
 
 
 async def list_knowledge(
@@ -259,9 +242,8 @@ async def list_knowledge(
 
 async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
     """How many records the list with these filters holds (GraphQL `totalCount`)."""
-    where, args = _list_filter(project_id, q)
-    sql = f"SELECT count(*) FROM knowledge k WHERE {' AND '.join(where)}"
-    return await rt.db.read(lambda conn: int(conn.execute(sql, args).fetchone()[0]))
+    match = _match(q)
+    return await rt.db.read(lambda conn: count_rows(conn, project_id, q, match))
 
 
 def insert_submission_lessons(

@@ -15,7 +15,9 @@ from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
-from waypost.resolvers.knowledge.models import Content, NewRecord
+from waypost.pagination import keyset
+from waypost.resolvers.context.search import matching_rowids
+from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
 from waypost.runtime import Actor
 
 # The revisioned columns, in the order both tables and `_values` use.
@@ -207,6 +209,59 @@ def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sql
             {"reason": "source_project_only", "project_id": row["project_id"]},
         )
     return row
+
+
+def _list_filter(
+    project_id: str, q: KnowledgeListQuery, match: str | None
+) -> tuple[list[str], list[Any]]:
+    """(WHERE terms, arguments) of a knowledge list's filters, without the cursor;
+    `match` is the FTS5 query of `q.q`, already escaped."""
+    own = "k.project_id = ?"
+    where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
+    args: list[Any] = [project_id]
+    for column, value in (("kind", q.kind), ("status", q.status)):
+        if value is not None:
+            where.append(f"k.{column} = ?")
+            args.append(value)
+    if q.tag is not None:
+        where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
+        args.append(q.tag)
+    if match is not None:
+        where.append("k." + matching_rowids("knowledge"))
+        args.append(match)
+    return where, args
+
+
+def list_rows(
+    conn: sqlite3.Connection,
+    project_id: str,
+    q: KnowledgeListQuery,
+    match: str | None,
+    after: tuple[str, str] | None,
+    count: int,
+    backward: bool = False,
+) -> list[sqlite3.Row]:
+    """Up to `count` records the list's filters keep, newest first (updated_at,
+    then id) past `after`; backward (GraphQL `last`): those before it, reversed."""
+    where, args = _list_filter(project_id, q, match)
+    cmp, order = keyset(True, backward)
+    if after is not None:
+        where.append(f"(k.updated_at {cmp} ? OR (k.updated_at = ? AND k.id {cmp} ?))")
+        args.extend([after[0], after[0], after[1]])
+    return conn.execute(
+        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
+        f" ORDER BY k.updated_at {order}, k.id {order} LIMIT ?",
+        (*args, count),
+    ).fetchall()
+
+
+def count_rows(
+    conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery, match: str | None
+) -> int:
+    """How many records the list's filters keep."""
+    where, args = _list_filter(project_id, q, match)
+    sql = f"SELECT count(*) FROM knowledge k WHERE {' AND '.join(where)}"
+    return int(conn.execute(sql, args).fetchone()[0])
 
 
 def check_references(

@@ -1,0 +1,30 @@
+"""The domain packages keep their SQL in their `store.py`: operation modules hold
+the rules and call store functions, so a second engine could stand behind the
+same operations (issue 8). A statement run anywhere else in them fails here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import waypost.resolvers
+
+RESOLVERS = Path(waypost.resolvers.__file__).parent
+DOMAINS = ("core", "access", "projects", "tasks", "knowledge", "decisions")
+RUNS_SQL = re.compile(r"\.(execute|executemany|executescript)\(")
+
+
+def test_only_store_modules_run_sql() -> None:
+    found = []
+    for domain in DOMAINS:
+        for module in sorted((RESOLVERS / domain).glob("*.py")):
+            if module.name == "store.py":
+                continue
+            for number, line in enumerate(module.read_text().splitlines(), 1):
+                if RUNS_SQL.search(line):
+                    found.append(f"{domain}/{module.name}:{number}: {line.strip()}")
+    assert found == [], "move these statements into the domain's store.py:\n" + "\n".join(found)
+
+
+def test_every_domain_has_a_store_module() -> None:
+    assert [d for d in DOMAINS if not (RESOLVERS / d / "store.py").is_file()] == []
