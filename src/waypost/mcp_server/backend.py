@@ -21,7 +21,7 @@ from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.http.decoding import convert, decode_query
 from waypost.mcp_server.calls import ApiError, Reply
-from waypost.mcp_server.waiting import Waker, commit_waker, stream_waker
+from waypost.mcp_server.waiting import Waker, hub_waker, stream_waker
 from waypost.pagination import Page
 from waypost.resolvers.access import sessions
 from waypost.resolvers.core.receipts import Idempotency, Outcome
@@ -69,7 +69,7 @@ class LocalBackend:
         return self.actor.kind
 
     def changes(self, project: str) -> contextlib.AbstractAsyncContextManager[Waker]:
-        return commit_waker(self.rt)
+        return hub_waker(self.rt, project, self.actor.token_id)
 
     async def call(
         self,

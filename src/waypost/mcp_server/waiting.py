@@ -1,8 +1,8 @@
 """decision_wait: block until a decision settles, woken by committed changes.
 
 Nothing here polls. A waker is told when something may have changed: in
-process by the writer's commit hook (every committed transaction), over HTTP
-by the project's server-sent event stream. Each wake re-reads the decision
+process by the live event hub (each committed event of the decision's
+project), over HTTP by the project's server-sent event stream. Each wake re-reads the decision
 through the backend; the only timers are the caller's bound and the
 decision's own `expires_at` (expiry is a change of time, not of data, so no
 commit announces it).
@@ -21,6 +21,8 @@ from urllib.parse import quote
 import httpx
 
 from waypost.clock import parse_time
+from waypost.live import hub_for
+from waypost.live.hub import Listener
 from waypost.mcp_server.calls import ApiError
 from waypost.runtime import Runtime
 
@@ -59,15 +61,27 @@ class _EventWaker:
         return delta
 
 
+class _ListenerWaker:
+    """Woken by the hub when events of the project have committed."""
+
+    def __init__(self, listener: Listener, now: Any) -> None:
+        self._listener = listener
+        self._now = now
+
+    async def wait(self, timeout: float) -> None:
+        await self._listener.next_batch(timeout)
+
+    def seconds_until(self, instant: str) -> float:
+        delta: float = (parse_time(instant) - self._now()).total_seconds()
+        return delta
+
+
 @contextlib.asynccontextmanager
-async def commit_waker(rt: Runtime) -> AsyncIterator[Waker]:
-    """Woken after every committed write transaction of this process."""
-    waker = _EventWaker(rt.now)
-    rt.db.add_commit_listener(waker.event.set)
-    try:
-        yield waker
-    finally:
-        rt.db.remove_commit_listener(waker.event.set)
+async def hub_waker(rt: Runtime, project: str, token_id: str) -> AsyncIterator[Waker]:
+    """Woken by each committed event of `project` (the live hub that feeds the
+    SSE stream and GraphQL subscriptions), counted against the token's streams."""
+    async with hub_for(rt).listen(project, token_id, None) as listener:
+        yield _ListenerWaker(listener, rt.now)
 
 
 @contextlib.asynccontextmanager
