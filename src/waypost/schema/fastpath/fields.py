@@ -17,9 +17,12 @@ equality tests compare both paths on every field listed here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
+from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import operations as decisions
+from waypost.resolvers.decisions import views as decision_views
 from waypost.schema import loaders
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
@@ -35,7 +38,8 @@ def typename(name: str) -> Resolver:
 
 
 def key(name: str) -> Resolver:
-    return lambda r, parents, a: [p[name] for p in parents]
+    get = itemgetter(name)
+    return lambda r, parents, a: list(map(get, parents))
 
 
 def _global_id(type_name: str) -> Resolver:
@@ -90,10 +94,9 @@ def _register(type_name: str, fields: dict[str, Resolver]) -> None:
 def _connection(type_name: str) -> None:
     """`XConnection` and `XEdge` (relay.Connection.of: nodes zipped with cursors)."""
     _register(f"{type_name}Connection", {
-        "edges": lambda r, ps, a: [list(zip(c.page.cursors, c.page.items, strict=True))
-                                   for c in ps],
-        "nodes": lambda r, ps, a: [c.page.items for c in ps],
-        "pageInfo": lambda r, ps, a: [c.page for c in ps],
+        "edges": lambda r, ps, a: [list(zip(c.cursors, c.items, strict=True)) for c in ps],
+        "nodes": lambda r, ps, a: [c.items for c in ps],
+        "pageInfo": lambda r, ps, a: ps,
         "totalCount": lambda r, ps, a: [c.total(r) for c in ps],
     })  # fmt: skip
     _register(f"{type_name}Edge", {
@@ -102,6 +105,7 @@ def _connection(type_name: str) -> None:
     })  # fmt: skip
 
 
+# the parent of a PageInfo is its Conn
 _register("PageInfo", {
     "hasNextPage": lambda r, ps, a: [p.has_next for p in ps],
     "hasPreviousPage": lambda r, ps, a: [p.has_previous for p in ps],
@@ -128,7 +132,8 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
                                    w.backward)  # fmt: skip
         project_id = p["id"]
         result.append(
-            Conn(page, lambda r, pid=project_id: decisions.count_sync(r.conn, pid, r.now_at, status))
+            Conn.of(page, lambda r, pid=project_id: decisions.count_sync(r.conn, pid, r.now_at,
+                                                                         status))
         )
     return result
 
@@ -155,17 +160,44 @@ _register("Principal", {
 
 
 def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    """`Decision.generations`, forward pages through the loader's batch read.
-    Backward pages take the normal path (relay.position_page)."""
+    """`Decision.generations`, forward (backward pages take the normal path,
+    relay.position_page).
+
+    Generations are numbered 1..n, n the decision's `generation` (what
+    `position_page` and `totalCount` rely on too), so a page's keys follow
+    from the cursor without the loader's window statement, and the current
+    generation is the one the decision came with (`load_decisions` built it
+    with the same `load_generations`). The others are read in one batch, and
+    the page is made as `history_pages` makes it.
+    """
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     if w.backward:
         raise Fallback
-    pages = loaders.generations_sync(r.conn, [(d["id"], w.cursor, w.limit) for d in parents])
-    # generations are numbered 1..n: the current one is their count
-    return [
-        Conn(page, lambda r, n=d["generation"]: n)
-        for d, page in zip(parents, pages, strict=True)
-    ]
+    before = 2**62 if w.cursor is None else decode_cursor(w.cursor, int)[0]
+    assert isinstance(before, int)
+    wanted = []
+    for d in parents:
+        top = min(before - 1, d["generation"])
+        # up to limit + 1 keys: the extra one tells that another page follows
+        wanted.append([(d["id"], g) for g in range(top, max(top - w.limit - 1, 0), -1)])
+    older = {k for d, keys in zip(parents, wanted, strict=True) for k in keys
+             if k[1] != d["generation"]}  # fmt: skip
+    loaded = decision_views.load_generations(r.conn, sorted(older))
+    result = []
+    for d, keys in zip(parents, wanted, strict=True):
+        # Page.from_rows' rule (limit + 1 rows fetched: the extra one means more),
+        # with the cursors (encode_cursor(generation)) made only if asked for
+        shown = keys[: w.limit]
+        items = [d["current"] if k[1] == d["generation"] else loaded[k] for k in shown]
+
+        def cursors(shown: list[tuple[str, int]] = shown) -> list[str]:
+            return [encode_cursor(k[1]) for k in shown]
+
+        # `history_pages` leaves hasPreviousPage false; generations are numbered
+        # 1..n: the current one is their count
+        result.append(Conn(items, cursors, len(keys) > w.limit, False,
+                           lambda r, n=d["generation"]: n))  # fmt: skip
+    return result
 
 
 _connection("Decision")

@@ -47,10 +47,33 @@ class Reads:
         return [cache[i] for i in ids]
 
 
-@dataclass(frozen=True)
 class Conn:
-    """A connection's value: the page, and how to count the whole list (only
-    read when `totalCount` is selected, as in the normal path)."""
+    """A connection's value: a page's items, where it sits, and how to count
+    the whole list (read only when `totalCount` is selected, as in the normal
+    path). Cursors are made only when `edges` or `pageInfo` ask for them."""
 
-    page: Page[Json]
-    total: Callable[[Reads], int]
+    __slots__ = ("_cursors", "has_next", "has_previous", "items", "total")
+
+    def __init__(
+        self,
+        items: list[Json],
+        cursors: list[str] | Callable[[], list[str]],
+        has_next: bool,
+        has_previous: bool,
+        total: Callable[[Reads], int],
+    ) -> None:
+        self.items = items
+        self._cursors = cursors
+        self.has_next = has_next
+        self.has_previous = has_previous
+        self.total = total
+
+    @classmethod
+    def of(cls, page: Page[Json], total: Callable[[Reads], int]) -> Conn:
+        return cls(page.items, page.cursors, page.has_next, page.has_previous, total)
+
+    @property
+    def cursors(self) -> list[str]:
+        if callable(self._cursors):
+            self._cursors = self._cursors()
+        return self._cursors

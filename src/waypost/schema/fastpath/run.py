@@ -12,7 +12,6 @@ on graphql-core instead, which renders the error as it always has.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from graphql import (
@@ -27,7 +26,6 @@ from graphql import (
 from waypost.schema.fastpath.plan import SelectionPlan
 from waypost.schema.fastpath.reads import Fallback, Reads
 
-Serialize = Callable[[list[Any]], list[Any]]
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
@@ -37,8 +35,11 @@ def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[
     for field in plan.fields:
         values = field.resolve(reads, parents, field.args)
         done = _complete(reads, field.type, field.sub, values)
+        if len(done) != len(results):
+            raise Fallback  # a resolver broke its contract: let graphql-core answer
         name = field.key
-        for result, value in zip(results, done, strict=True):
+        # a loop of stores per field is faster than dict(zip(...)) per object
+        for result, value in zip(results, done):  # noqa: B905 (lengths checked above)
             result[name] = value
     return results
 
@@ -47,7 +48,7 @@ def _complete(
     reads: Reads, t: GraphQLOutputType, sub: SelectionPlan | None, values: list[Any]
 ) -> list[Any]:
     if isinstance(t, GraphQLNonNull):
-        if any(v is None for v in values):
+        if None in values:
             raise Fallback  # graphql-core nulls the parent and reports an error
         t = t.of_type
     if isinstance(t, GraphQLList):
@@ -67,9 +68,13 @@ def _complete(
         except (KeyError, TypeError):
             raise Fallback from None
     if isinstance(t, GraphQLScalarType):
-        check = _SCALARS.get(t.name)
-        if check is None or not all(v is None or check(v) for v in values):
+        kinds = _SCALARS.get(t.name)
+        if kinds is None or not set(map(type, values)) <= kinds:
             raise Fallback  # let the scalar's own serialize decide (or refuse)
+        if t.name == "Int":
+            ints = [v for v in values if v is not None]
+            if ints and not (_INT_MIN <= min(ints) and max(ints) <= _INT_MAX):
+                raise Fallback  # graphql-core refuses Ints beyond 32 bits
         return values
     raise Fallback
 
@@ -77,12 +82,14 @@ def _complete(
 # Values these scalars serialize unchanged (graphql-core's serialize_string,
 # serialize_int, ...; DateTime and ID are strings in this schema). Anything
 # else goes to the scalar's own serialize on the normal path.
-_SCALARS: dict[str, Callable[[Any], bool]] = {
-    "String": lambda v: type(v) is str,
-    "ID": lambda v: type(v) is str,
-    "DateTime": lambda v: type(v) is str,
-    "Boolean": lambda v: type(v) is bool,
-    "Int": lambda v: type(v) is int and _INT_MIN <= v <= _INT_MAX,
+# Checked by exact type (a bool is no Int, a str subclass may serialize otherwise).
+_NONE = type(None)
+_SCALARS: dict[str, set[type]] = {
+    "String": {str, _NONE},
+    "ID": {str, _NONE},
+    "DateTime": {str, _NONE},
+    "Boolean": {bool, _NONE},
+    "Int": {int, _NONE},
 }
 
 # enum type name -> REST value -> GraphQL name (Strawberry's enums serialize a
