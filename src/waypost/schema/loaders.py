@@ -54,9 +54,7 @@ def tasks_sync(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> l
     return [found.get(i) for i in ids]
 
 
-def decisions_sync(
-    conn: sqlite3.Connection, ids: Sequence[str], now_at: str
-) -> list[Json | None]:
+def decisions_sync(conn: sqlite3.Connection, ids: Sequence[str], now_at: str) -> list[Json | None]:
     found = decision_views.load_decisions(conn, ids, now_at)
     return [found.get(i) for i in ids]
 

@@ -39,7 +39,7 @@ log = logging.getLogger("waypost.graphql")
 OUTCOME = ("fast-path",)
 
 
-def answer(executor: Executor) -> Awaitable[dict[str, Any] | None] | None:
+def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     """The operation's `data` by the fast path (an awaitable: None when it
     fell back at run time), or None when it does not apply at all."""
     context = executor.context_value
@@ -67,7 +67,7 @@ async def _run(context: Any, plan: SelectionPlan) -> dict[str, Any] | None:
             return None
 
     try:
-        data = await rt.db.read(unit)
+        data: dict[str, Any] | None = await rt.db.read(unit)
     except Exception:  # a busy or closed store: the normal path answers as it does
         data = None
     context.memo[OUTCOME] = "fell back" if data is None else "answered"

@@ -126,15 +126,15 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
     (`decisions.list_sync` is what `decisions.list_decisions` runs)."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     status = a["status"].value if a.get("status") is not None else None
+
+    def counter(project_id: str) -> Callable[[Reads], int]:
+        return lambda r: decisions.count_sync(r.conn, project_id, r.now_at, status)
+
     result = []
     for p in parents:  # one list per project, as the normal resolver reads it
         page = decisions.list_sync(r.conn, p["id"], r.now_at, status, w.cursor, w.limit,
                                    w.backward)  # fmt: skip
-        project_id = p["id"]
-        result.append(
-            Conn.of(page, lambda r, pid=project_id: decisions.count_sync(r.conn, pid, r.now_at,
-                                                                         status))
-        )
+        result.append(Conn.of(page, counter(p["id"])))
     return result
 
 
@@ -193,10 +193,11 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         def cursors(shown: list[tuple[str, int]] = shown) -> list[str]:
             return [encode_cursor(k[1]) for k in shown]
 
-        # `history_pages` leaves hasPreviousPage false; generations are numbered
-        # 1..n: the current one is their count
-        result.append(Conn(items, cursors, len(keys) > w.limit, False,
-                           lambda r, n=d["generation"]: n))  # fmt: skip
+        def count(r: Reads, n: int = d["generation"]) -> int:
+            return n  # generations are numbered 1..n: the current one is their count
+
+        # `history_pages` leaves hasPreviousPage false
+        result.append(Conn(items, cursors, len(keys) > w.limit, False, count))
     return result
 
 

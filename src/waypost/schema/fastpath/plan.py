@@ -63,7 +63,7 @@ class _NotEligible(Exception):
     """Some part of the operation needs graphql-core's own execution."""
 
 
-def compile_query(executor: Executor) -> SelectionPlan | None:
+def compile_query(executor: Executor[Any]) -> SelectionPlan | None:
     """The plan of the executor's operation, or None when it must take the
     normal path (not a query, or a field the fast path does not know)."""
     operation = executor.operation
@@ -89,7 +89,7 @@ def compile_query(executor: Executor) -> SelectionPlan | None:
 
 
 def _selection(
-    executor: Executor, parent: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]
+    executor: Executor[Any], parent: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]
 ) -> SelectionPlan:
     fields = []
     for key, details in grouped.items():

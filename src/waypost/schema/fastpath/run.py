@@ -73,7 +73,7 @@ def _complete(
             raise Fallback  # let the scalar's own serialize decide (or refuse)
         if t.name == "Int":
             ints = [v for v in values if v is not None]
-            if ints and not (_INT_MIN <= min(ints) and max(ints) <= _INT_MAX):
+            if ints and not (min(ints) >= _INT_MIN and max(ints) <= _INT_MAX):
                 raise Fallback  # graphql-core refuses Ints beyond 32 bits
         return values
     raise Fallback
