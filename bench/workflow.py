@@ -410,7 +410,7 @@ def print_ratios(rows: list[Result]) -> None:
         ("claim, 5,000 blocked ahead / none (10,000 tasks)",
          ratio(claim("10,000 tasks, 5,000 blocked"), c10k)),
         ("claim, 5,000 blocked ahead / none (10,000 tasks, alternated: the target)",
-         ratio(claim("alternated, 10,000 tasks, 5,000 blocked"), claim("alternated, 10,000 tasks"))),
+         ratio(claim("alternated, 10,000 tasks, 5,000"), claim("alternated, 10,000 tasks"))),
     ]  # fmt: skip
     for kind in ("all", "ready=true"):
         for d in ("0", "500"):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from tests.conftest import Caller, Service
 from tests.decisions_support import decision_path, edit_task, open_decision, reopen, send_answer
 from tests.gate_state_support import assert_gate_exact, claimable
-from tests.tasks_support import BASE, make_task, set_policy
+from tests.tasks_support import make_task, set_policy
 from waypost.resolvers.core import sweep
 
 
