@@ -3,9 +3,12 @@
 `ensure_decisions_resolved` runs inside the writer transaction of every
 ownership-dependent task operation; `blocking_decisions` is the same predicate
 in batch form, used for readiness in the task JSON and the context packet;
-`BLOCKED_CTE` is the same predicate again as a set of task ids, used by the
-SQL that must skip blocked work without looking at it (claims, ready lists,
-the digest; see readiness.py).
+`BLOCKED_CTE` is the same predicate again as a set of task ids, derived per
+statement; only the claim's safety net uses it now. Claims, ready lists and
+the digest read the stored gate state instead (migration 0014: the part of
+the status only writes change, kept by triggers; the expiry compared at read
+time; docs/tasks.md says why that is exact), and the claim puts its pick to
+`blocking_decisions` (see tasks/readiness.py).
 
 A task is blocked by every decision whose *current* generation affects it and
 whose status is anything but `allowed` (pending, denied, deferred, stale or
@@ -26,7 +29,7 @@ from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.store import BLOCKED_CTE
 
 __all__ = [
-    "BLOCKED_CTE",  # the SQL lives in the store; readiness builds on it
+    "BLOCKED_CTE",  # the SQL lives in the store; the claim's safety net uses it
     "MAX_IDS",
     "blocking_decisions",
     "ensure_all_resolved",

@@ -142,6 +142,8 @@ async def claim(
         require_project(tx.conn, project_id)
         require_session(actor)
         if body.task_id is None:
+            # next_ready has put its pick to the decision gate (task and
+            # subject) in this transaction already; no second look needed
             found = next_ready(tx.conn, project_id, tx.now)
             if found is None:
                 raise NotFound("no task is ready", {"reason": "nothing_ready"})
@@ -149,7 +151,7 @@ async def claim(
         else:
             row = require_task(tx.conn, project_id, body.task_id)
             _check_named_claim(tx, row)
-        ensure_work_allowed(tx.conn, row, tx.now)
+            ensure_work_allowed(tx.conn, row, tx.now)
         row = _take_lease(tx, row)
         result = _lease_body(tx, row)
         data = {**result["lease"], "named": body.task_id is not None}

@@ -10,15 +10,17 @@ Everything here works in batch (a constant number of statements for any
 number of tasks), so a list or a GraphQL page never costs one query per task.
 
 The predicate has two forms that must never drift: `readiness` (Python over
-rows, with the reasons the task JSON reports) and `READY_SQL` (a WHERE term,
-so claims, ready lists and the digest skip blocked work inside SQL instead of
-fetching it to test it; it lives in store.py with the task SQL). Both take the
-decision part from gate.py, which evaluates the same registered status
-function either way.
+rows, with the reasons the task JSON reports; its decision part is the gate
+itself, derived from the decisions' history by gate.py) and `READY_SQL` (WHERE
+terms, so claims, ready lists and the digest skip blocked work inside SQL
+instead of fetching it to test it; it lives in store.py with the task SQL).
+`READY_SQL` reads the decision part from the gate state that migration 0014's
+triggers keep on each task, exact at any service time; docs/tasks.md says why.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -29,8 +31,8 @@ from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.store import (
     GATE_BLOCKED_SQL,
+    GATE_OPEN_SQL,
     READY_SQL,
-    READY_WITH,
     STATE_READY_SQL,
     dependency_map,
     ids_param,
@@ -38,9 +40,9 @@ from waypost.resolvers.tasks.store import (
 
 __all__ = [
     "GATE_BLOCKED_SQL",  # the predicate in SQL lives in the store, next to its queries
+    "GATE_OPEN_SQL",
     "MAX_DECISION_IDS",
     "READY_SQL",
-    "READY_WITH",
     "STATE_READY_SQL",
     "Readiness",
     "dependency_map",
@@ -52,10 +54,11 @@ __all__ = [
 ]
 
 MAX_DECISION_IDS = gate.MAX_IDS
+log = logging.getLogger(__name__)
 
 
 def ready_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
-    """The named parameters (`:project`, `:now`) READY_WITH binds."""
+    """The named parameters (`:project`, `:now`) READY_SQL and its kin bind."""
     return gate.gate_params(conn, project_id, now)
 
 
@@ -134,8 +137,26 @@ def readiness_of(
 def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqlite3.Row | None:
     """The task an ordinary claim takes: highest priority ready task, ties oldest.
 
-    One statement whatever lies ahead in claim order: blocked work is skipped
-    inside SQL. The claim still runs the gate on the chosen row in its writer
-    transaction (`ensure_work_allowed`), which stays the authority.
+    One indexed statement whatever lies ahead in claim order: blocked work is
+    not in the index it walks (store.next_ready_row). The pick is then put to
+    the gate itself (the decisions' history, for the task and its subject),
+    in the caller's transaction. The stored state is exact, so that check
+    passes; should it ever fail (a row written around the triggers), the
+    claim logs it and falls back to deriving the gate for every task, which
+    is slower but right: a drift can cost time, never a wrong claim.
     """
-    return store.next_ready_row(conn, ready_params(conn, project_id, now))
+    params = ready_params(conn, project_id, now)
+    row = store.next_ready_row(conn, params)
+    if row is None:
+        return None
+    ids = [row["id"]] if row["subject_task_id"] is None else [row["id"], row["subject_task_id"]]
+    blocking = gate.blocking_decisions(conn, project_id, ids, now)
+    if not any(blocking.values()):
+        return row
+    log.error(
+        "stored gate state of task %s disagrees with its decisions %s;"
+        " claiming with the gate derived from history",
+        row["id"],
+        sorted({d for found in blocking.values() for d in found}),
+    )
+    return store.next_ready_row_derived(conn, params)

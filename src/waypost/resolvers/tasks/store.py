@@ -21,7 +21,7 @@ from waypost.resolvers.decisions.store import BLOCKED_CTE
 
 # ---------------------------------------------------------------- readiness in SQL
 # The SQL twin of `readiness.readiness` (which adds the reasons the task JSON
-# reports); the two must never drift.
+# reports); the two must never drift (tests/test_gate_state.py holds them to it).
 
 # The state part of the predicate (alias `t` for tasks): open, no lease, every
 # dependency done.
@@ -30,18 +30,17 @@ STATE_READY_SQL: Final = (
     " SELECT 1 FROM task_dependencies d JOIN tasks dep ON dep.id = d.depends_on_id"
     " WHERE d.task_id = t.id AND dep.status != 'done')"
 )
-# The decision part: a decision blocks the task itself or, for an activity, its
-# subject. Needs `WITH {READY_WITH}` and the `ready_params` of the project. The
-# IS NOT NULL keeps the term two-valued, so `NOT (...)` of it is exact.
+# The decision part, from the gate state migration 0014 keeps on each task
+# (`gate_held`: a decision blocks it or its subject whatever the time;
+# `gate_expires`: the earliest expiry among them). Binds `:now`. Written as
+# plain AND terms so that SQLite can use the partial indexes whose WHERE says
+# `gate_held = 0`; both forms are two-valued, so NOT of either is exact.
+GATE_OPEN_SQL: Final = "t.gate_held = 0 AND (t.gate_expires IS NULL OR t.gate_expires > :now)"
 GATE_BLOCKED_SQL: Final = (
-    "(t.id IN blocked OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
+    "(t.gate_held <> 0 OR (t.gate_expires IS NOT NULL AND t.gate_expires <= :now))"
 )
-READY_WITH: Final = BLOCKED_CTE
-# The whole predicate as one WHERE term.
-# The gate term first: SQLite evaluates the terms in this order, and `t.id IN
-# blocked` needs only the index, so a blocked task is skipped before its row
-# is read or its dependencies are looked at.
-READY_SQL: Final = f"NOT {GATE_BLOCKED_SQL} AND {STATE_READY_SQL}"
+# The whole predicate as AND terms of one WHERE clause.
+READY_SQL: Final = f"{STATE_READY_SQL} AND {GATE_OPEN_SQL}"
 
 # SET clause that ends a lease (release, submit, status changes)
 _CLEAR_LEASE: Final = (
@@ -55,10 +54,35 @@ def ids_param(ids: Iterable[str]) -> str:
 
 
 def next_ready_row(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> sqlite3.Row | None:
-    """The highest-priority ready task of the project in `ready_params`, ties oldest."""
+    """The highest-priority ready task of the project in `ready_params`, ties oldest,
+    as the stored gate state says (the claim re-checks it with the gate).
+
+    INDEXED BY pins the walk to `tasks_claimable` (migration 0014), which holds
+    no task a decision holds back: the first entries that also pass the expiry
+    and dependency terms are the answer, whatever the blocked work ahead of
+    them. Without it the planner may prefer `tasks_by_project` (one more
+    equality term) and step over every blocked task again; with it, a change
+    that made the index unusable fails loudly instead of slowly.
+    """
     row: sqlite3.Row | None = conn.execute(
-        f"WITH {READY_WITH} SELECT t.* FROM tasks t"
+        "SELECT t.* FROM tasks t INDEXED BY tasks_claimable"
         f" WHERE t.project_id = :project AND {READY_SQL}"
+        " ORDER BY t.priority DESC, t.created_at, t.id LIMIT 1",
+        ready_params,
+    ).fetchone()
+    return row
+
+
+def next_ready_row_derived(
+    conn: sqlite3.Connection, ready_params: Mapping[str, str]
+) -> sqlite3.Row | None:
+    """`next_ready_row` with the gate derived from the decisions' history instead
+    of the stored state: exact whatever the stored state says, and slower the
+    more blocked work there is. Only the claim's safety net (readiness.next_ready)."""
+    row: sqlite3.Row | None = conn.execute(
+        f"WITH {BLOCKED_CTE} SELECT t.* FROM tasks t"
+        f" WHERE t.project_id = :project AND {STATE_READY_SQL} AND NOT (t.id IN blocked"
+        "  OR (t.subject_task_id IS NOT NULL AND t.subject_task_id IN blocked))"
         " ORDER BY t.priority DESC, t.created_at, t.id LIMIT 1",
         ready_params,
     ).fetchone()
@@ -70,7 +94,7 @@ def gate_blocked_open_rows(
 ) -> list[sqlite3.Row]:
     """Up to `count` tasks neither done nor cancelled that a decision holds back."""
     return conn.execute(
-        f"WITH {READY_WITH} SELECT t.* FROM tasks t WHERE t.project_id = :project"
+        "SELECT t.* FROM tasks t WHERE t.project_id = :project"
         f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
         " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
         {**ready_params, "n": count},
@@ -79,8 +103,7 @@ def gate_blocked_open_rows(
 
 def ready_count(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> int:
     row = conn.execute(
-        f"WITH {READY_WITH} SELECT COUNT(*) AS n FROM tasks t"
-        f" WHERE t.project_id = :project AND {READY_SQL}",
+        f"SELECT COUNT(*) AS n FROM tasks t WHERE t.project_id = :project AND {READY_SQL}",
         ready_params,
     ).fetchone()
     return int(row["n"])
@@ -92,8 +115,8 @@ def _list_filter(
     match: str | None,
     ready: bool | None,
     ready_params: Mapping[str, str] | None,
-) -> tuple[str, list[str], dict[str, Any]]:
-    """(WITH clause, WHERE terms, parameters) of a task list's filters."""
+) -> tuple[list[str], dict[str, Any]]:
+    """(WHERE terms, parameters) of a task list's filters."""
     where = ["t.project_id = :project"]
     params: dict[str, Any] = {"project": project_id}
     if status is not None:
@@ -102,13 +125,13 @@ def _list_filter(
     if match is not None:
         where.append("t." + matching_rowids("tasks", ":match"))
         params["match"] = match
-    with_ = ""
     if ready is not None:
         assert ready_params is not None
-        with_ = f"WITH {READY_WITH} "
+        # READY_SQL as separate AND terms, so a ready page can walk the
+        # `tasks_ready_by_created` index (migration 0014) past blocked work
         where.append(READY_SQL if ready else f"NOT ({READY_SQL})")
         params.update(ready_params)
-    return with_, where, params
+    return where, params
 
 
 def list_rows(
@@ -127,7 +150,7 @@ def list_rows(
     of one status, matching an FTS5 query (`match`, already escaped) and ready
     or not (`ready_params` needed with `ready`). Backward (GraphQL `last`):
     those before it, in reverse order."""
-    with_, where, params = _list_filter(project_id, status, match, ready, ready_params)
+    where, params = _list_filter(project_id, status, match, ready, ready_params)
     cmp, order = keyset(False, backward)
     if after is not None:
         params.update(created=after[0], last=after[1])
@@ -135,7 +158,7 @@ def list_rows(
             f"(t.created_at {cmp} :created OR (t.created_at = :created AND t.id {cmp} :last))"
         )
     return conn.execute(
-        f"{with_}SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
+        f"SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
         f" ORDER BY t.created_at {order}, t.id {order} LIMIT {int(count)}",
         params,
     ).fetchall()
@@ -151,8 +174,8 @@ def count_rows(
     ready_params: Mapping[str, str] | None = None,
 ) -> int:
     """How many tasks `list_rows` walks with these filters (GraphQL `totalCount`)."""
-    with_, where, params = _list_filter(project_id, status, match, ready, ready_params)
-    sql = f"{with_}SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}"
+    where, params = _list_filter(project_id, status, match, ready, ready_params)
+    sql = f"SELECT count(*) FROM tasks t WHERE {' AND '.join(where)}"
     return int(conn.execute(sql, params).fetchone()[0])
 
 

@@ -1,0 +1,88 @@
+"""Helpers for the gate-state tests: what the stored gate state says about each
+task, what the gate derived from the decisions' history says, and what a claim
+and a `ready=true` list actually do."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from tests.conftest import Caller, Service
+from tests.tasks_support import BASE
+from waypost.clock import format_time
+from waypost.resolvers.decisions import gate
+
+
+async def gate_views(service: Service, project_id: str = "demo") -> dict[str, tuple[bool, bool]]:
+    """For every task of the project: (open by the stored state, open by the gate).
+
+    The stored state is read with the exact SQL the claim uses; the gate is
+    `gate.blocking_decisions` over the task and its subject, the function the
+    claim's writer transaction consults.
+    """
+    now = service.clock.now()
+
+    def read(conn: sqlite3.Connection) -> dict[str, tuple[bool, bool]]:
+        rows = conn.execute(
+            "SELECT id, subject_task_id, gate_held = 0"
+            " AND (gate_expires IS NULL OR gate_expires > ?) AS open"
+            " FROM tasks WHERE project_id = ?",
+            (format_time(now), project_id),
+        ).fetchall()
+        ids = [r["id"] for r in rows]
+        subjects = [r["subject_task_id"] for r in rows if r["subject_task_id"]]
+        blocking = gate.blocking_decisions(conn, project_id, [*ids, *subjects], now)
+        return {
+            r["id"]: (
+                bool(r["open"]),
+                not blocking[r["id"]]
+                and not (r["subject_task_id"] and blocking[r["subject_task_id"]]),
+            )
+            for r in rows
+        }
+
+    return await service.rt.db.read(read)
+
+
+async def assert_gate_exact(service: Service) -> dict[str, bool]:
+    """The stored state agrees with the gate on every task; returns task -> open."""
+    views = await gate_views(service)
+    wrong = {task: view for task, view in views.items() if view[0] != view[1]}
+    assert not wrong, f"stored gate state (stored, derived) differs: {wrong}"
+    return {task: view[0] for task, view in views.items()}
+
+
+async def ready_ids(human: Caller) -> list[str]:
+    r = await human.get(f"{BASE}/tasks", ready="true", limit="200")
+    assert r.status_code == 200, r.text
+    return [t["id"] for t in r.json()["items"]]
+
+
+async def claim_any(agent: Caller) -> str | None:
+    """The task an ordinary claim takes (released again at once), or None."""
+    r = await agent.post(f"{BASE}/claims", {})
+    if r.status_code == 404:
+        assert r.json()["error"]["details"] == {"reason": "nothing_ready"}, r.text
+        return None
+    assert r.status_code == 200, r.text
+    task_id: str = r.json()["task"]["id"]
+    released = await agent.post(f"{BASE}/tasks/{task_id}/release")
+    assert released.status_code == 200, released.text
+    return task_id
+
+
+async def claimable(service: Service, human: Caller, agent: Caller, task_id: str) -> bool:
+    """Is `task_id` claimable, by every account? The stored state must agree with
+    the gate on every task; the `ready=true` list and an ordinary claim (which
+    the tests arrange to prefer this task) must agree with the task's `ready`
+    (the Python predicate over the derived gate); and for an open task with
+    no dependencies, `ready` is exactly what the stored state says."""
+    stored = await assert_gate_exact(service)
+    task: dict[str, Any] = (await human.get(f"{BASE}/tasks/{task_id}")).json()
+    ready: bool = task["ready"]
+    assert (task_id in await ready_ids(human)) == ready, task
+    if task["status"] == "open" and not task["depends_on"]:
+        assert stored[task_id] == ready, task
+    taken = await claim_any(agent)
+    assert (taken == task_id) == ready, (taken, task)
+    return ready
