@@ -19,7 +19,8 @@ from waypost.clock import format_time
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.budget import Fill, fill
 from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_terms
-from waypost.resolvers.context.search import Hit, Scope, SearchTimedOut, escape_fts, ranked
+from waypost.resolvers.context.ranking import Hit, ranked
+from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.knowledge.store import get_rows, knowledge_json

@@ -1,4 +1,4 @@
-"""Full-text search: escaping, the time limit and the ranked FTS5 query.
+"""Full-text search: escaping, the time limit and the scope filters.
 
 User text never reaches FTS5's query syntax: every whitespace-separated term
 becomes one FTS5 string (Datasette's `escape_fts` does the same), with its
@@ -8,8 +8,8 @@ terms narrow the search, which is what the packet's advice ("use more
 specific terms") relies on. A term made only of punctuation holds no token;
 FTS5 then drops it from the AND (alone, it matches nothing).
 
-Ranking is FTS5's `rank` (BM25; lower is better) with the item id, then its
-type, as the tie-break, so equal scores always come back in the same order.
+Ranking (BM25, with the item id then its type as the tie-break) is in
+`ranking.py`; the lists' `q` filter (`matching_rowids`) does not rank.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 # How many SQLite virtual-machine steps run between two looks at the clock.
 # Datasette uses the same figure: often enough to stop within a millisecond or
@@ -79,58 +78,11 @@ _DIMENSIONS = (
     ("scope_environments", "environment"),
     ("scope_versions", "version"),
 )
-_SCOPE_SQL = " AND ".join(
+SCOPE_SQL = " AND ".join(
     f"(k.{column} = '[]' OR (:{param} IS NOT NULL AND EXISTS"
     f" (SELECT 1 FROM json_each(k.{column}) WHERE value = :{param})))"
     for column, param in _DIMENSIONS
 )
-
-
-@dataclass(frozen=True)
-class Hit:
-    type: str  # "task" | "knowledge"
-    id: str
-    rank: float
-
-
-def ranked(
-    conn: sqlite3.Connection,
-    project_id: str,
-    match: str,
-    scope: Scope,
-    include_shared: bool,
-    count: int,
-) -> list[Hit]:
-    """The best `count` task and knowledge matches, best first.
-
-    Tasks of the project and knowledge of the project (plus records shared by
-    other projects when asked) that pass the scope filters. Both tables are
-    ranked by the same BM25 function over their own statistics and merged in
-    one ORDER BY, so a single LIMIT bounds the rows handed back.
-    """
-    own = "k.project_id = :project"
-    visible = f"({own} OR k.collection = 'shared')" if include_shared else own
-    params: dict[str, Any] = {
-        "match": match,
-        "project": project_id,
-        "n": count,
-        "task_id": scope.task_id,
-        "component": scope.component,
-        "environment": scope.environment,
-        "version": scope.version,
-    }
-    rows = conn.execute(
-        "SELECT 'task' AS type, t.id AS id, f.rank AS rank"
-        " FROM tasks_fts f JOIN tasks t ON t.rowid = f.rowid"
-        " WHERE tasks_fts MATCH :match AND t.project_id = :project"
-        " UNION ALL"
-        " SELECT 'knowledge' AS type, k.id AS id, f.rank AS rank"
-        " FROM knowledge_fts f JOIN knowledge k ON k.rowid = f.rowid"
-        f" WHERE knowledge_fts MATCH :match AND {visible} AND {_SCOPE_SQL}"
-        " ORDER BY rank, id, type LIMIT :n",
-        params,
-    ).fetchall()
-    return [Hit(r["type"], r["id"], r["rank"]) for r in rows]
 
 
 def matching_rowids(table: str, param: str = "?") -> str:

@@ -1,0 +1,256 @@
+"""The window-first ranking returns exactly what one filtered ORDER BY over both
+tables returns: same items, same order, same ranks, on seeded files with two
+projects, shared records, every scope dimension, common words and ties."""
+
+from __future__ import annotations
+
+import json
+import random
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import copy_database
+from waypost.resolvers.access import principals
+from waypost.resolvers.context import ranking
+from waypost.resolvers.context.search import SCOPE_SQL, Scope, escape_fts
+from waypost.resolvers.projects.models import ProjectCreate
+from waypost.resolvers.projects.operations import insert_project
+from waypost.storage.db import connect_sync, run_write
+
+AT = "2026-11-30T00:00:00.000Z"
+# A few very common words and a tail, so that some terms match most rows
+WORDS = ["deploy", "the", "rollback", "cache", "lease", "owner"] + [f"w{i}" for i in range(60)]
+WEIGHTS = [40, 30, 12, 8, 5, 4] + [1] * 60
+COMPONENTS = ["api", "web", "db"]
+
+
+def _oracle(
+    conn: sqlite3.Connection, project: str, match: str, scope: Scope, shared: bool, n: int
+) -> list[tuple[str, str, float]]:
+    """The single statement the packet used before: filter, rank every passing
+    match of both tables, one ORDER BY rank, id, type, one LIMIT."""
+    own = "k.project_id = :project"
+    visible = f"({own} OR k.collection = 'shared')" if shared else own
+    rows = conn.execute(
+        "SELECT 'task' AS type, t.id AS id, f.rank AS rank"
+        " FROM tasks_fts f JOIN tasks t ON t.rowid = f.rowid"
+        " WHERE tasks_fts MATCH :match AND t.project_id = :project"
+        " UNION ALL"
+        " SELECT 'knowledge' AS type, k.id AS id, f.rank AS rank"
+        " FROM knowledge_fts f JOIN knowledge k ON k.rowid = f.rowid"
+        f" WHERE knowledge_fts MATCH :match AND {visible} AND {SCOPE_SQL}"
+        " ORDER BY rank, id, type LIMIT :n",
+        {"match": match, "project": project, "n": n, "task_id": scope.task_id,
+         "component": scope.component, "environment": scope.environment,
+         "version": scope.version},
+    ).fetchall()  # fmt: skip
+    return [(r["type"], r["id"], r["rank"]) for r in rows]
+
+
+def _new(
+    conn: sqlite3.Connection, project: str, match: str, scope: Scope, shared: bool, n: int
+) -> list[tuple[str, str, float]]:
+    return [(h.type, h.id, h.rank) for h in ranking.ranked(conn, project, match, scope, shared, n)]
+
+
+def _text(r: random.Random, low: int, high: int) -> str:
+    return " ".join(r.choices(WORDS, WEIGHTS, k=r.randint(low, high)))
+
+
+def _some(r: random.Random, values: list[str]) -> str:
+    return json.dumps(r.sample(values, r.choice([0, 0, 1, 2])))
+
+
+def _knowledge(r: random.Random, project: str, i: int, actor: str) -> tuple[Any, ...]:
+    if i % 7 == 0:  # the same general record again and again: equal ranks
+        return (
+            f"kn_{project}_{i:05d}", project, "lesson", "project", 0, "rollback owner",
+            "rollback owner lease", "observed", "[]", "[]", "[]", "[]", "[]", "", "seeded",
+            actor, AT, 1, AT, AT,
+        )  # fmt: skip
+    shared = r.random() < 0.2
+    return (
+        f"kn_{project}_{i:05d}", project, "lesson", "shared" if shared else "project",
+        int(shared), _text(r, 1, 6), _text(r, 3, 40), "observed",
+        _some(r, [f"task_{project}_00001", f"task_{project}_00002"]), _some(r, COMPONENTS),
+        _some(r, ["prod", "staging"]), _some(r, ["1.0", "2.0"]), json.dumps(_text(r, 0, 2).split()),
+        _text(r, 0, 5), "seeded", actor, AT, 1, AT, AT,
+    )  # fmt: skip
+
+
+def _seed(conn: sqlite3.Connection, actor: str, per_project: int, rng: random.Random) -> None:
+    for project in ("demo", "other"):
+        conn.execute("BEGIN")
+        conn.executemany(
+            "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
+            " title, body, status, scope_task_ids, scope_components, scope_environments,"
+            " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
+            " provenance_recorded_at, revision, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            # in shuffled order, so that rowid order tells nothing about id order
+            rng.sample(
+                [_knowledge(rng, project, i, actor) for i in range(per_project)], per_project
+            ),
+        )
+        conn.executemany(
+            "INSERT INTO tasks (id, project_id, title, description, acceptance_criteria, kind,"
+            " priority, status, revision, judged_revision, created_by, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, 'feature', 0, 'open', 1, 1, ?, ?, ?)",
+            [
+                (
+                    f"task_{project}_{i:05d}",
+                    project,
+                    _text(rng, 1, 6),
+                    _text(rng, 3, 30),
+                    json.dumps([_text(rng, 2, 6)]),
+                    actor,
+                    AT,
+                    AT,
+                )
+                for i in range(per_project // 5)
+            ],
+        )
+        conn.execute("COMMIT")
+
+
+@pytest.fixture
+def seeded(tmp_path: Path, migrated_template: Path) -> Iterator[sqlite3.Connection]:
+    conn = connect_sync(copy_database(migrated_template, tmp_path / "ranking.db"))
+    human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
+    for project in ("demo", "other"):
+        run_write(
+            conn,
+            lambda c, p=project: insert_project(  # type: ignore[misc]
+                c, ProjectCreate(id=p, name=p), human["principal_id"], "human", AT
+            ),
+        )
+    _seed(conn, human["principal_id"], 1500, random.Random(14))
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+SCOPES = [
+    Scope(),
+    Scope(component="api"),
+    Scope(task_id="task_demo_00001", environment="prod"),
+    Scope(component="db", environment="staging", version="2.0"),
+]
+QUERIES = ["deploy", "the", "rollback owner", "the deploy cache", "w3", "lease w7", "w59 w58",
+           "owner lease rollback", "nothing-here", "cache"]  # fmt: skip
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("count", [1, 6, 21, 101])
+def test_window_first_ranking_equals_one_filtered_order_by(
+    seeded: sqlite3.Connection, shared: bool, count: int
+) -> None:
+    compared = 0
+    for q in QUERIES:
+        match = escape_fts(q.split())
+        for scope in SCOPES:
+            expected = _oracle(seeded, "demo", match, scope, shared, count)
+            assert _new(seeded, "demo", match, scope, shared, count) == expected, (q, scope)
+            compared += len(expected)
+    assert compared > 0  # the seeded file does match
+
+
+def _statements(conn: sqlite3.Connection, run: Any) -> list[str]:
+    """The ranking statements `run` executes (not FTS5's own nested ones)."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        run()
+    finally:
+        conn.set_trace_callback(None)
+    return [s for s in seen if "bm25(" in s]
+
+
+def test_equal_ranks_across_the_window_edge_fall_back_and_keep_id_order(
+    seeded: sqlite3.Connection,
+) -> None:
+    """Every seventh record has the same text, so `rollback owner lease` ties
+    far more rows than the window holds: the edge cuts through the tie, and
+    the exact statement decides (by id), as the single ORDER BY did."""
+    match = escape_fts(["rollback", "owner", "lease"])
+    expected = _oracle(seeded, "demo", match, Scope(), False, 3)
+    ran = _statements(seeded, lambda: _new(seeded, "demo", match, Scope(), False, 3))
+    assert _new(seeded, "demo", match, Scope(), False, 3) == expected
+    assert any(" ORDER BY rank, id LIMIT" in s for s in ran)
+
+
+INSERT_KNOWLEDGE = (
+    "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
+    " title, body, status, scope_task_ids, scope_components, scope_environments,"
+    " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
+    " provenance_recorded_at, revision, created_at, updated_at)"
+    " VALUES (?, ?, 'lesson', 'project', 0, ?, ?, 'observed', '[]', '[]', '[]', '[]', '[]',"
+    " '', 'seeded', ?, ?, 1, ?, ?)"
+)
+
+
+def _plain_db(
+    path: Path, template: Path, rows: list[tuple[str, str, str, str]]
+) -> sqlite3.Connection:
+    """Projects demo and other, and general records (id, project, title, body)."""
+    conn = connect_sync(copy_database(template, path))
+    human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
+    actor = human["principal_id"]
+    for p in ("demo", "other"):
+        run_write(
+            conn,
+            lambda c, p=p: insert_project(  # type: ignore[misc]
+                c, ProjectCreate(id=p, name=p), actor, "human", AT
+            ),
+        )
+    conn.executemany(INSERT_KNOWLEDGE, [(*row, actor, AT, AT, AT) for row in rows])
+    return conn
+
+
+def test_a_common_word_reads_only_the_window_of_its_own_project(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """The usual case (the project's general records) ranks from the index and
+    reads only the window's rows: the statement that reads every match's row
+    never runs."""
+    rng = random.Random(5)
+    rows = [
+        (f"kn_{i:04d}", "demo", _text(rng, 2, 6), f"the {_text(rng, 5, 40)}") for i in range(400)
+    ]
+    conn = _plain_db(tmp_path / "plain.db", migrated_template, rows)
+    try:
+        match = escape_fts(["the"])
+        ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 5))
+        assert len(ran) == 2 and all(s.startswith("WITH w AS") for s in ran)
+        assert _new(conn, "demo", match, Scope(), False, 5) == _oracle(
+            conn, "demo", match, Scope(), False, 5
+        )
+    finally:
+        conn.close()
+
+
+def test_a_project_outranked_by_another_falls_back_to_filtering_first(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """When other projects' rows fill the whole window, the filtered statement
+    finds the project's own best rows: none is lost."""
+    rows = [(f"kn_o{i:04d}", "other", "cache cache cache", "cache cache") for i in range(200)]
+    rows += [
+        (f"kn_d{i:04d}", "demo", f"cache and {i} more words", "a long body " * (i % 5 + 1))
+        for i in range(10)
+    ]
+    conn = _plain_db(tmp_path / "outranked.db", migrated_template, rows)
+    try:
+        match = escape_fts(["cache"])
+        expected = _oracle(conn, "demo", match, Scope(), False, 4)
+        assert [i for _, i, _ in expected] == ["kn_d0000", "kn_d0005", "kn_d0001", "kn_d0006"]
+        ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 4))
+        assert _new(conn, "demo", match, Scope(), False, 4) == expected
+        assert any(" ORDER BY rank, id LIMIT" in s for s in ran)
+    finally:
+        conn.close()
