@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 from graphql import (
@@ -36,6 +37,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
 from waypost.errors import Unavailable, WaypostError
+from waypost.schema import fastpath
 
 log = logging.getLogger("waypost.graphql")
 MASKED = {"code": "internal"}
@@ -92,6 +94,23 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
 
 
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
+    def execute_operation(self, serially: bool | None = None) -> Any:
+        # a query of plain data is answered by the fast path (schema/fastpath/);
+        # everything else, and anything it hands back, runs here as before
+        fast = fastpath.answer(self)
+        if fast is None:
+            return super().execute_operation(serially)
+        return self._fast_or_normal(fast, serially)
+
+    async def _fast_or_normal(
+        self, fast: Awaitable[dict[str, Any] | None], serially: bool | None
+    ) -> Any:
+        data = await fast
+        if data is not None:
+            return self.finish(self.build_response(data))
+        result = super().execute_operation(serially)
+        return await result if self.is_awaitable(result) else result
+
     def execute_field(
         self,
         parent_type: GraphQLObjectType,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar, cast
 
 from strawberry.dataloader import DataLoader
@@ -31,6 +32,37 @@ from waypost.runtime import Runtime
 K = TypeVar("K")
 V = TypeVar("V")
 Json = dict[str, Any]
+
+
+# --- the reads behind the loaders, on one connection --------------------------
+# Plain functions, so the fast path (schema/fastpath/) makes exactly the same
+# reads as the loaders inside its single read unit of work.
+
+
+def principals_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Json | None]:
+    found = access_store.principals_by_ids(conn, ids)
+    return [found.get(i) for i in ids]
+
+
+def projects_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Json | None]:
+    rows = project_store.projects_by_ids(conn, ids)
+    return [project_store.project_json(r) if (r := rows.get(i)) else None for i in ids]
+
+
+def tasks_sync(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> list[Json | None]:
+    found = task_reads.tasks_json_by_ids(conn, ids, now)
+    return [found.get(i) for i in ids]
+
+
+def decisions_sync(conn: sqlite3.Connection, ids: Sequence[str], now_at: str) -> list[Json | None]:
+    found = decision_views.load_decisions(conn, ids, now_at)
+    return [found.get(i) for i in ids]
+
+
+def generations_sync(
+    conn: sqlite3.Connection, keys: Sequence[decision_views.HistoryRequest]
+) -> list[Page[Json]]:
+    return decision_views.history_pages(conn, keys)
 
 
 class Loaders:
@@ -78,12 +110,10 @@ class Loaders:
     # --- batch functions: one read each ------------------------------------
 
     async def _principals(self, ids: Sequence[str]) -> list[Json | None]:
-        found = await self._read(lambda c: access_store.principals_by_ids(c, ids))
-        return [found.get(i) for i in ids]
+        return await self._read(lambda c: principals_sync(c, ids))
 
     async def _projects(self, ids: Sequence[str]) -> list[Json | None]:
-        rows = await self._read(lambda c: project_store.projects_by_ids(c, ids))
-        return [project_store.project_json(r) if (r := rows.get(i)) else None for i in ids]
+        return await self._read(lambda c: projects_sync(c, ids))
 
     async def _policies(self, ids: Sequence[str]) -> list[Json | None]:
         rows = await self._read(lambda c: project_store.projects_by_ids(c, ids))
@@ -91,8 +121,7 @@ class Loaders:
 
     async def _tasks(self, ids: Sequence[str]) -> list[Json | None]:
         now = self.rt.now()
-        found = await self._read(lambda c: task_reads.tasks_json_by_ids(c, ids, now))
-        return [found.get(i) for i in ids]
+        return await self._read(lambda c: tasks_sync(c, ids, now))
 
     async def _activities(self, ids: Sequence[str]) -> list[list[Json]]:
         now = self.rt.now()
@@ -101,11 +130,10 @@ class Loaders:
 
     async def _decisions(self, ids: Sequence[str]) -> list[Json | None]:
         now_at = self._now_at()
-        found = await self._read(lambda c: decision_views.load_decisions(c, ids, now_at))
-        return [found.get(i) for i in ids]
+        return await self._read(lambda c: decisions_sync(c, ids, now_at))
 
     async def _generations(self, keys: Sequence[decision_views.HistoryRequest]) -> list[Page[Json]]:
-        return await self._read(lambda c: decision_views.history_pages(c, keys))
+        return await self._read(lambda c: generations_sync(c, keys))
 
     async def _task_decisions(self, keys: Sequence[by_task.ByTaskKey]) -> list[Page[Json]]:
         now_at = self._now_at()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import msgspec
 from cross_web import HTTPException
 from graphql import GraphQLError
 from starlette.requests import Request
@@ -26,6 +27,7 @@ from waypost.schema.execution import MASKED
 from waypost.schema.websocket import NOBODY, TransportWS
 
 log = logging.getLogger("waypost.graphql")
+_encoder = msgspec.json.Encoder()
 
 
 def shape_error(error: GraphQLError) -> dict[str, Any]:
@@ -102,6 +104,12 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 code = _HTTP_CODES.get(exc.status_code, "invalid_request")
                 response = http_error(exc.status_code, code, exc.reason, {})
         await response(scope, receive, send)
+
+    def encode_json(self, data: object) -> str:
+        """The REST encoder (msgspec): a dashboard's answer is large, and
+        `json.dumps` took a tenth of its time. A str, not bytes: the WebSocket
+        handler sends bytes as binary frames, which browsers' clients refuse."""
+        return _encoder.encode(data).decode()
 
     def decode_json(self, data: str | bytes) -> object:
         """The same strict JSON as REST bodies: no duplicate keys, no NaN."""

@@ -1,0 +1,297 @@
+"""The fields the fast path resolves: (type, field) -> a batch resolver.
+
+A resolver takes every parent at one level of the result at once (all fifty
+decisions of a page, all their generations, ...) and returns one value per
+parent, as REST JSON, so each relation costs one batch of reads per level,
+exactly as the DataLoaders make it, whatever the number of parents.
+
+Only fields whose normal resolver does nothing but read are here, and their
+reads are the same functions (`loaders.*_sync`, the decisions list and
+count): the caller's authority is the gate's (authentication) for all of
+them. Fields with their own authority rules (`Session`, `mySession`),
+anything that writes, and anything not listed take graphql-core's path.
+The getters mirror the types' `from_json` (JSON key -> field); the
+equality tests compare both paths on every field listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from operator import itemgetter
+from typing import Any
+
+from waypost.pagination import decode_cursor, encode_cursor
+from waypost.resolvers.decisions import operations as decisions
+from waypost.resolvers.decisions import views as decision_views
+from waypost.schema import loaders
+from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.relay import global_id, window
+
+Resolver = Callable[[Reads, list[Any], dict[str, Any]], list[Any]]
+Read = Callable[[Reads, list[str]], list[Json | None]]
+
+FIELDS: dict[tuple[str, str], Resolver] = {}
+
+
+def typename(name: str) -> Resolver:
+    return lambda r, parents, a: [name] * len(parents)
+
+
+def key(name: str) -> Resolver:
+    get = itemgetter(name)
+    return lambda r, parents, a: list(map(get, parents))
+
+
+def _global_id(type_name: str) -> Resolver:
+    return lambda r, parents, a: [global_id(type_name, p["id"]) for p in parents]
+
+
+def _principals(r: Reads, ids: list[str]) -> list[Json | None]:
+    return loaders.principals_sync(r.conn, ids)
+
+
+def _projects(r: Reads, ids: list[str]) -> list[Json | None]:
+    return loaders.projects_sync(r.conn, ids)
+
+
+def _tasks(r: Reads, ids: list[str]) -> list[Json | None]:
+    return loaders.tasks_sync(r.conn, ids, r.now)
+
+
+def _decisions(r: Reads, ids: list[str]) -> list[Json | None]:
+    return loaders.decisions_sync(r.conn, ids, r.now_at)
+
+
+def ref(kind: str, read: Read, attribute: str) -> Resolver:
+    """A reference by id (null when the id is null or names no record)."""
+
+    def resolve(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+        ids = [p[attribute] for p in parents]
+        found = r.records(kind, [i for i in ids if i is not None], read)
+        it = iter(found)
+        return [None if i is None else next(it) for i in ids]
+
+    return resolve
+
+
+def refs(kind: str, read: Read, attribute: str) -> Resolver:
+    """A list of references by ids; ids naming no record are left out (as
+    `load_tasks` does)."""
+
+    def resolve(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+        lists = [p[attribute] for p in parents]
+        found = iter(r.records(kind, [i for ids in lists for i in ids], read))
+        return [[x for x in (next(found) for _ in ids) if x is not None] for ids in lists]
+
+    return resolve
+
+
+def _register(type_name: str, fields: dict[str, Resolver]) -> None:
+    for name, resolver in fields.items():
+        FIELDS[(type_name, name)] = resolver
+
+
+def _connection(type_name: str) -> None:
+    """`XConnection` and `XEdge` (relay.Connection.of: nodes zipped with cursors)."""
+    _register(f"{type_name}Connection", {
+        "edges": lambda r, ps, a: [list(zip(c.cursors, c.items, strict=True)) for c in ps],
+        "nodes": lambda r, ps, a: [c.items for c in ps],
+        "pageInfo": lambda r, ps, a: ps,
+        "totalCount": lambda r, ps, a: [c.total(r) for c in ps],
+    })  # fmt: skip
+    _register(f"{type_name}Edge", {
+        "cursor": lambda r, ps, a: [e[0] for e in ps],
+        "node": lambda r, ps, a: [e[1] for e in ps],
+    })  # fmt: skip
+
+
+# the parent of a PageInfo is its Conn
+_register("PageInfo", {
+    "hasNextPage": lambda r, ps, a: [p.has_next for p in ps],
+    "hasPreviousPage": lambda r, ps, a: [p.has_previous for p in ps],
+    "startCursor": lambda r, ps, a: [p.cursors[0] if p.cursors else None for p in ps],
+    "endCursor": lambda r, ps, a: [p.cursors[-1] if p.cursors else None for p in ps],
+})  # fmt: skip
+
+
+# --- roots and projects -----------------------------------------------------------
+
+
+def _project_by_id(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    return [r.records("project", [a["id"]], _projects)[0] for _ in parents]
+
+
+def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Project.decisions`: the resolver's own window check and list read
+    (`decisions.list_sync` is what `decisions.list_decisions` runs)."""
+    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
+    status = a["status"].value if a.get("status") is not None else None
+
+    def counter(project_id: str) -> Callable[[Reads], int]:
+        return lambda r: decisions.count_sync(r.conn, project_id, r.now_at, status)
+
+    result = []
+    for p in parents:  # one list per project, as the normal resolver reads it
+        page = decisions.list_sync(r.conn, p["id"], r.now_at, status, w.cursor, w.limit,
+                                   w.backward)  # fmt: skip
+        result.append(Conn.of(page, counter(p["id"])))
+    return result
+
+
+_register("Query", {"project": _project_by_id})
+_register("Project", {
+    "id": _global_id("Project"),
+    "restId": key("id"),
+    "name": key("name"),
+    "createdAt": key("created_at"),
+    "createdById": key("created_by"),
+    "createdBy": ref("principal", _principals, "created_by"),
+    "decisions": _project_decisions,
+})  # fmt: skip
+_register("Principal", {
+    "id": _global_id("Principal"),
+    "restId": key("id"),
+    "kind": key("kind"),
+    "name": key("name"),
+})  # fmt: skip
+
+
+# --- decisions --------------------------------------------------------------------
+
+
+def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Decision.generations`, forward (backward pages take the normal path,
+    relay.position_page).
+
+    Generations are numbered 1..n, n the decision's `generation` (what
+    `position_page` and `totalCount` rely on too), so a page's keys follow
+    from the cursor without the loader's window statement, and the current
+    generation is the one the decision came with (`load_decisions` built it
+    with the same `load_generations`). The others are read in one batch, and
+    the page is made as `history_pages` makes it.
+    """
+    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
+    if w.backward:
+        raise Fallback
+    before = 2**62 if w.cursor is None else decode_cursor(w.cursor, int)[0]
+    assert isinstance(before, int)
+    wanted = []
+    for d in parents:
+        top = min(before - 1, d["generation"])
+        # up to limit + 1 keys: the extra one tells that another page follows
+        wanted.append([(d["id"], g) for g in range(top, max(top - w.limit - 1, 0), -1)])
+    older = {k for d, keys in zip(parents, wanted, strict=True) for k in keys
+             if k[1] != d["generation"]}  # fmt: skip
+    loaded = decision_views.load_generations(r.conn, sorted(older))
+    result = []
+    for d, keys in zip(parents, wanted, strict=True):
+        # Page.from_rows' rule (limit + 1 rows fetched: the extra one means more),
+        # with the cursors (encode_cursor(generation)) made only if asked for
+        shown = keys[: w.limit]
+        items = [d["current"] if k[1] == d["generation"] else loaded[k] for k in shown]
+
+        def cursors(shown: list[tuple[str, int]] = shown) -> list[str]:
+            return [encode_cursor(k[1]) for k in shown]
+
+        def count(r: Reads, n: int = d["generation"]) -> int:
+            return n  # generations are numbered 1..n: the current one is their count
+
+        # `history_pages` leaves hasPreviousPage false
+        result.append(Conn(items, cursors, len(keys) > w.limit, False, count))
+    return result
+
+
+_connection("Decision")
+_connection("DecisionGeneration")
+_register("Decision", {
+    "id": _global_id("Decision"),
+    "restId": key("id"),
+    "projectId": key("project_id"),
+    "question": key("question"),
+    "options": key("options"),
+    "rationale": key("rationale"),
+    "requiredActor": key("required_actor"),
+    "recommendation": key("recommendation"),
+    "reversible": key("reversible"),
+    "status": key("status"),
+    "workAllowed": key("work_allowed"),
+    "generation": key("generation"),
+    "current": key("current"),
+    "createdAt": key("created_at"),
+    "affected": lambda r, ps, a: [p["current"]["affected"] for p in ps],
+    "createdBy": ref("principal", _principals, "created_by"),
+    "project": ref("project", _projects, "project_id"),
+    "generations": _generations,
+})  # fmt: skip
+_register("DecisionGeneration", {
+    "generation": key("generation"),
+    "affected": key("affected"),
+    "policyRevision": key("policy_revision"),
+    "environment": key("environment"),
+    "conditions": key("conditions"),
+    "expiresAt": key("expires_at"),
+    "reopenRationale": key("reopen_rationale"),
+    "actorId": key("actor_id"),
+    "actorSessionId": key("actor_session_id"),
+    "at": key("at"),
+    "answer": key("answer"),
+    "actor": ref("principal", _principals, "actor_id"),
+})  # fmt: skip
+_register("DecisionAnswer", {
+    "disposition": key("disposition"),
+    "answer": key("answer"),
+    "rationale": key("rationale"),
+    "conditionsConfirmed": key("conditions_confirmed"),
+    "actorId": key("actor_id"),
+    "actorSessionId": key("actor_session_id"),
+    "relayed": key("relayed"),
+    "relay": key("relay"),
+    "relayPolicyRevision": key("relay_policy_revision"),
+    "timedOut": key("timed_out"),
+    "at": key("at"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "authorizedBy": ref("principal", _principals, "authorized_by"),
+})  # fmt: skip
+_register("Relay", {"prompt": key("prompt"), "response": key("response")})
+
+
+def _current_revision(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    tasks = r.records("task", [p["task_id"] for p in parents], _tasks)
+    return [t["revision"] if t is not None else None for t in tasks]
+
+
+_register("DecisionAffected", {
+    "taskId": key("task_id"),
+    "pinnedRevision": key("task_revision"),
+    "task": ref("task", _tasks, "task_id"),
+    "currentRevision": _current_revision,
+})  # fmt: skip
+
+
+# --- tasks ------------------------------------------------------------------------
+
+_register("Task", {
+    "id": _global_id("Task"),
+    "restId": key("id"),
+    "projectId": key("project_id"),
+    "title": key("title"),
+    "description": key("description"),
+    "acceptanceCriteria": key("acceptance_criteria"),
+    "kind": key("kind"),
+    "priority": key("priority"),
+    "status": key("status"),
+    "revision": key("revision"),
+    "ready": key("ready"),
+    "blockedBy": key("blocked_by"),
+    "createdAt": key("created_at"),
+    "updatedAt": key("updated_at"),
+    "project": ref("project", _projects, "project_id"),
+    "dependsOn": refs("task", _tasks, "depends_on"),
+    "subject": ref("task", _tasks, "subject_task_id"),
+})  # fmt: skip
+_register("BlockedBy", {
+    "decisionIds": key("decisions"),
+    "decisionsTruncated": key("decisions_truncated"),
+    "decisions": refs("decision", _decisions, "decisions"),
+    "dependencies": refs("task", _tasks, "dependencies"),
+})  # fmt: skip

@@ -1,0 +1,145 @@
+"""Compiling a query's selection sets into a plan the fast path can run.
+
+The plan is made once per request, after parsing, validation and the limits
+of `schema/limits.py` have passed, from the same field collection graphql-core
+uses (`collect_fields`/`collect_subfields`: aliases, fragments, inline
+fragments, `@skip`/`@include` with their variables), with the arguments
+coerced by graphql-core's own `get_argument_values`. A selection set is
+compiled once per field of the document, not once per item, so a list of
+fifty decisions costs one compilation of its selection.
+
+Compilation says no (returns None) for anything the fast path does not
+handle: a field not in the registry (introspection included), an abstract
+type, `@defer`/`@stream`. The operation then runs on graphql-core unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graphql import (
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLString,
+    GraphQLUnionType,
+    OperationType,
+)
+from graphql.execution.collect_fields import (
+    FieldDetails,
+    collect_fields,
+    collect_subfields,
+)
+from graphql.execution.executor import Executor
+from graphql.execution.values import get_argument_values
+
+from waypost.schema.fastpath.fields import FIELDS, Resolver, typename
+
+
+@dataclass(frozen=True)
+class FieldPlan:
+    """One response key of a selection set."""
+
+    key: str
+    resolve: Resolver
+    args: dict[str, Any]
+    # the field's full return type (non-null and list wrappers included)
+    type: GraphQLOutputType
+    # the selection on the field's object type, None for scalars and enums
+    sub: SelectionPlan | None
+
+
+@dataclass(frozen=True)
+class SelectionPlan:
+    type_name: str
+    fields: tuple[FieldPlan, ...]
+
+
+class _NotEligible(Exception):
+    """Some part of the operation needs graphql-core's own execution."""
+
+
+def compile_query(executor: Executor[Any]) -> SelectionPlan | None:
+    """The plan of the executor's operation, or None when it must take the
+    normal path (not a query, or a field the fast path does not know)."""
+    operation = executor.operation
+    if operation.operation is not OperationType.QUERY:
+        return None
+    root = executor.schema.query_type
+    if root is None:
+        return None
+    try:
+        collected = collect_fields(
+            executor.schema,
+            executor.fragments,
+            executor.variable_values,
+            root,
+            operation,
+            executor.hide_suggestions,
+        )
+        if collected.new_defer_usages or collected.forbidden_directive_instances:
+            return None
+        return _selection(executor, root, collected.grouped_field_set)
+    except (_NotEligible, GraphQLError, RecursionError):
+        return None
+
+
+def _selection(
+    executor: Executor[Any], parent: GraphQLObjectType, grouped: dict[str, list[FieldDetails]]
+) -> SelectionPlan:
+    fields = []
+    for key, details in grouped.items():
+        node = details[0].node
+        name = node.name.value
+        if name == "__typename":
+            fields.append(FieldPlan(key, typename(parent.name), {}, _TYPENAME, None))
+            continue
+        resolve = FIELDS.get((parent.name, name))
+        field_def = parent.fields.get(name)
+        if resolve is None or field_def is None or any(d.defer_usage for d in details):
+            raise _NotEligible
+        # the first node's arguments, as graphql-core takes them (validation
+        # made sure every node of one response key asks the same)
+        args = get_argument_values(
+            field_def,
+            node,
+            executor.variable_values,
+            details[0].fragment_variable_values,
+            executor.hide_suggestions,
+        )
+        named = _object_type(field_def.type)
+        sub = None
+        if named is not None:
+            collected = collect_subfields(
+                executor.schema,
+                executor.fragments,
+                executor.variable_values,
+                executor.operation,
+                named,
+                details,
+                executor.hide_suggestions,
+            )
+            if collected.new_defer_usages or collected.forbidden_directive_instances:
+                raise _NotEligible
+            sub = _selection(executor, named, collected.grouped_field_set)
+        fields.append(FieldPlan(key, resolve, args, field_def.type, sub))
+    return SelectionPlan(parent.name, tuple(fields))
+
+
+def _object_type(t: GraphQLOutputType) -> GraphQLObjectType | None:
+    """The object type under the wrappers; None for a leaf. Interfaces and
+    unions are not eligible (their runtime type needs graphql-core)."""
+    while isinstance(t, GraphQLNonNull | GraphQLList):
+        t = t.of_type
+    if isinstance(t, GraphQLObjectType):
+        return t
+    if isinstance(t, GraphQLInterfaceType | GraphQLUnionType):
+        raise _NotEligible
+    return None
+
+
+_TYPENAME = GraphQLNonNull(GraphQLString)

@@ -1,0 +1,111 @@
+"""Shared by the fast path tests: varied data, and one query run both ways.
+
+`both` sends the same request twice through the whole app: once as it is
+served (the fast path answers the queries it can), once with the fast path
+switched off (graphql-core executes every field). The response bodies are
+compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import (
+    BASE,
+    answer,
+    new_task,
+    open_decision,
+    reopen,
+    send_answer,
+    set_policy,
+)
+from waypost.schema import fastpath
+
+
+@dataclass
+class Answered:
+    """One query's two answers, and whether the fast path gave the first."""
+
+    fast: bytes
+    slow: bytes
+    answered: bool
+
+
+@contextmanager
+def spying() -> Iterator[list[bool]]:
+    """Notes, for each fast path run, whether it answered (True) or fell back."""
+    seen: list[bool] = []
+    real = fastpath._run
+
+    async def spy(context: Any, plan: Any) -> Any:
+        data = await real(context, plan)
+        seen.append(data is not None)
+        return data
+
+    with mock.patch.object(fastpath, "_run", spy):
+        yield seen
+
+
+async def post(caller: Caller, query: str, variables: dict[str, Any] | None) -> bytes:
+    r = await caller.client.post(
+        "/graphql", json={"query": query, "variables": variables or {}}, headers=caller.headers()
+    )
+    assert r.status_code < 500, r.text
+    return r.content
+
+
+async def both(caller: Caller, query: str, variables: dict[str, Any] | None = None) -> Answered:
+    with spying() as seen:
+        fast = await post(caller, query, variables)
+    with mock.patch.object(fastpath, "answer", lambda executor: None):
+        slow = await post(caller, query, variables)
+    return Answered(fast, slow, seen == [True])
+
+
+async def seed(service: Service, human: Caller) -> dict[str, Any]:
+    """Two projects; tasks with dependencies, criteria, a lease; decisions
+    pending, allowed, deferred and reopened, relayed, and reopened twice."""
+    for project_id in ("demo", "other"):
+        r = await human.post("/api/v1/projects", {"id": project_id, "name": project_id.title()})
+        assert r.status_code == 201, r.text
+    await set_policy(human, allow_relayed_human_answers=True)
+    a = await new_task(human, "Back up", acceptance_criteria=["a copy exists", "it restores"])
+    b = await new_task(human, "Migrate", depends_on=[a], kind="chore", priority=5)
+    c = await new_task(human, "Announce", description="Tell the team.")
+    d = await new_task(human, "Verify", subject_task_id=b)
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": c})
+    assert r.status_code == 200, r.text
+
+    pending = await open_decision(
+        human, [a, b], recommendation="Proceed", expires_at="2027-01-01T00:00:00Z"
+    )
+    allowed = await open_decision(
+        human, [c], required_actor="either", reversible=True, recommendation="Proceed"
+    )
+    await answer(human, allowed["id"])
+    deferred = await open_decision(human, [a, d], conditions=[])
+    await answer(human, deferred["id"], disposition="defer", answer="Stop")
+    assert (await reopen(human, deferred["id"], 1)).status_code == 200
+    relayed = await open_decision(human, [d])
+    relay = {"prompt": "Proceed or Stop?", "response": "proceed ✓"}
+    r = await send_answer(agent, relayed["id"], relay=relay)
+    assert r.status_code == 200, r.text
+    twice = await open_decision(human, [b])
+    for generation in (1, 2):
+        await answer(human, twice["id"], generation, disposition="deny", answer="Stop")
+        assert (await reopen(human, twice["id"], generation)).status_code == 200
+
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "Elsewhere"})
+    assert r.status_code == 201, r.text
+    r = await human.post("/api/v1/projects/other/decisions", {
+        "question": "Elsewhere?", "options": ["Yes", "No"], "rationale": "other project",
+        "required_actor": "human", "task_ids": [r.json()["id"]], "environment": "prod",
+    })  # fmt: skip
+    assert r.status_code == 201, r.text
+    return {"tasks": [a, b, c, d], "decisions": [pending["id"], twice["id"]]}
