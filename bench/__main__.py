@@ -152,7 +152,7 @@ def main() -> None:
         " digest, dashboard (bench/workflow.py); context: the context packet against bare"
         " FTS5 and Datasette (bench/context.py, not part of all: it seeds large files);"
         " graphql: the dashboard query against REST with SQL counts (bench/graphql.py);"
-        " fanout: 100 event listeners under 16 writers (bench/fanout.py);"
+        " fanout: 100 SSE streams under 16 writers, one real server (bench/fanout.py);"
         " all (default): mutation, store and workflow",
     )  # fmt: skip
     parser.add_argument("--store-rounds", type=int, default=3, help="alternated rounds (3)")
@@ -201,7 +201,7 @@ def main() -> None:
             asyncio.run(graphql_bench.run_suite(directory, args.workflow_n, args.budget))
         if args.suite == "fanout":
             print("\n== event fan-out: 100 subscribers on one project, 16 writers")
-            asyncio.run(fanout.run_suite(directory))
+            fanout.run_suite(directory)
         if args.suite == "context":
             print(f"\n== context (sizes {args.sizes}, {args.queries} queries per size)")
             sizes = [int(size) for size in args.sizes.split(",")]

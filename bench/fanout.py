@@ -1,127 +1,248 @@
-"""`python -m bench --suite fanout`: 100 listeners on one project while 16
-writers create tasks through the API, against the same writers alone.
+"""`python -m bench --suite fanout`: 100 SSE subscribers on one project while
+16 writers create tasks, against the same writers alone.
 
-Both phases run the full ASGI app in one process (in-process httpx client),
-alternated twice, for a few seconds each. The listeners are the hub's own
-(`waypost.live`): the part every SSE stream and GraphQL subscription shares;
-the socket per client is left out. Each listener checks that it received
-every committed event of the project, in order, each once. Commit-to-delivery
-is measured from the first commit callback that the hub had not yet read
-(an upper bound: later commits of the same read waited less). Figures taken
-on a shared machine are noisy; the ratio is the point.
+One real `waypost serve` process (the loop and HTTP parser `serve` picks by
+default) on loopback. The writers are 16 keep-alive connections of the
+minimal raw HTTP client of bench/store.py, creating tasks back to back. The
+subscribers are 100 real connections to
+`GET /api/v1/projects/bench/events/stream`, read raw by this process. Rounds
+alternate: writers alone, then writers with the 100 streams open, twice.
+
+Each subscriber's event ids are checked against the events the database
+holds for the round: every committed event, in order, each once. Delivery
+time is measured per event from the moment the write that made it was sent
+(the COMMIT follows it, so this bounds commit-to-delivery from above) and
+from the moment its acknowledgement arrived (the COMMIT precedes it); the
+subscribers all run in this process, as cheaply as a socket read allows.
+Figures taken on a shared machine are noisy; the ratio is the point.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import json
+import os
+import re
+import sqlite3
 import statistics
+import subprocess
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from bench.graphql import API, Bench, bench_service
-from waypost.live import hub_for
+from bench.store import ROOT, Process, free_port, percentile, wait_ready
+from waypost.live.hub import LiveLimits
+from waypost.resolvers.access import principals
+from waypost.resolvers.projects.models import ProjectCreate
+from waypost.resolvers.projects.operations import insert_project
+from waypost.storage.db import connect_sync, run_write
+from waypost.storage.migrate import migrate
 
 WRITERS = 16
-LISTENERS = 100
-SECONDS = 3.0
+SUBSCRIBERS = 100
+SECONDS = 4.0
+PROJECT = "bench"
+AT = "2026-11-30T00:00:00.000Z"
+TASKS = f"/api/v1/projects/{PROJECT}/tasks"
+STREAM = f"/api/v1/projects/{PROJECT}/events/stream"
+_ID = re.compile(rb"^id: (\d+)$", re.M)
+_SUBJECT = re.compile(rb'"subject_id":"([^"]+)"')
 
 
-async def write_for(b: Bench, seconds: float) -> int:
-    """16 writers creating tasks for `seconds`; returns the writes acknowledged."""
-    done = 0
-    stop = time.perf_counter() + seconds
-    names = itertools.count()
+@dataclass
+class Writes:
+    """What the writers did in one round: acknowledged writes and, per task
+    id, when its request went out and when its acknowledgement came back."""
 
-    async def writer() -> None:
-        nonlocal done
-        while time.perf_counter() < stop:
-            await b.send("POST", f"{API}/tasks", {"title": f"fan-out {next(names)}"})
-            done += 1
-
-    await asyncio.gather(*(writer() for _ in range(WRITERS)))
-    return done
+    done: int = 0
+    sent: dict[str, float] = field(default_factory=dict)
+    acked: dict[str, float] = field(default_factory=dict)
 
 
-async def run_suite(directory: Path) -> None:
-    async with bench_service(directory / "fanout.db") as b:
-        hub = hub_for(b.rt)
-        await hub.start()
-        commit_times: list[float] = []
-        seq_commit: dict[int, float] = {}
-        original_committed, original_read = hub.committed, hub._read_new
+async def write_for(port: int, token: str, seconds: float, tag: str) -> Writes:
+    writes = Writes()
+    stop_at = time.perf_counter() + seconds
 
-        def committed() -> None:
-            commit_times.append(time.perf_counter())
-            original_committed()
+    async def writer(worker: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            i = 0
+            while time.perf_counter() < stop_at:
+                body = json.dumps({"title": f"fan-out {tag} {worker} {i}"}).encode()
+                head = (
+                    f"POST {TASKS} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                    f"Idempotency-Key: {tag}-{worker}-{i}\r\nAuthorization: Bearer {token}\r\n\r\n"
+                )
+                sent = time.perf_counter()
+                writer.write(head.encode() + body)
+                head_bytes = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head_bytes).group(1))  # type: ignore[union-attr]
+                payload = await reader.readexactly(length)
+                acked = time.perf_counter()
+                if head_bytes[9:12] != b"201":
+                    raise SystemExit(f"task create answered {head_bytes[:12]!r}")
+                task_id = json.loads(payload)["id"]
+                writes.sent[task_id], writes.acked[task_id] = sent, acked
+                writes.done += 1
+                i += 1
+        finally:
+            writer.close()
 
-        async def read_new() -> None:
-            pending = commit_times[:]
-            commit_times.clear()
-            before = hub.position
-            await original_read()
-            if pending:
-                for seq in range(before + 1, hub.position + 1):
-                    seq_commit[seq] = pending[0]
-
-        b.rt.db.remove_commit_listener(original_committed)
-        b.rt.db.add_commit_listener(committed)
-        hub._read_new = read_new  # type: ignore[method-assign]
-
-        alone: list[float] = []
-        shared: list[float] = []
-        latencies: list[float] = []
-        received: list[list[int]] = []
-        for _round in range(2):
-            alone.append(await write_for(b, SECONDS) / SECONDS)
-            start = hub.position
-            stop = asyncio.Event()
-            got: list[list[int]] = [[] for _ in range(LISTENERS)]
-
-            async def listen(
-                i: int, start: int = start, stop: asyncio.Event = stop, got: list[list[int]] = got
-            ) -> None:
-                async with hub.listen("dash", f"bench-{i}", start) as listener:
-                    while not stop.is_set() or listener.last < hub.position:
-                        batch = await listener.next_batch(0.2)
-                        now = time.perf_counter()
-                        for e in batch:
-                            got[i].append(e["sequence"])
-                            if e["sequence"] in seq_commit:
-                                latencies.append(now - seq_commit[e["sequence"]])
-
-            tasks = [asyncio.create_task(listen(i)) for i in range(LISTENERS)]
-            await asyncio.sleep(0.2)
-            shared.append(await write_for(b, SECONDS) / SECONDS)
-            last = await b.rt.db.read(lambda c: _all_after(c, 0)[-1])
-            while hub.position < last:  # the hub has read every committed event
-                await asyncio.sleep(0.01)
-            stop.set()
-            await asyncio.gather(*tasks)
-            expected = await b.rt.db.read(lambda c, s=start: _all_after(c, s))
-            received.extend(got)
-            bad = sum(1 for g in got if g != expected)
-            print(f"  round {_round + 1}: {len(expected)} events committed; listeners with"
-                  f" every event in order, once: {LISTENERS - bad}/{LISTENERS}")  # fmt: skip
-        a, s = statistics.median(alone), statistics.median(shared)
-        print(f"\n  writes/s, 16 writers alone:            {a:8.1f}  (rounds: "
-              f"{', '.join(f'{x:.1f}' for x in alone)})")  # fmt: skip
-        print(f"  writes/s, with 100 listeners:          {s:8.1f}  (rounds: "
-              f"{', '.join(f'{x:.1f}' for x in shared)})")  # fmt: skip
-        print(f"  throughput with listeners / alone:     {s / a:8.3f}  (target: drop < 10%)")
-        b.rt.db.remove_commit_listener(committed)
-        b.rt.db.add_commit_listener(original_committed)
-        lat = sorted(latencies)
-        if lat:
-            p = [lat[int(q * (len(lat) - 1))] * 1e3 for q in (0.5, 0.9, 0.99)]
-            print(f"  commit-to-delivery over {len(lat)} deliveries: p50 {p[0]:.1f} ms,"
-                  f" p90 {p[1]:.1f} ms, p99 {p[2]:.1f} ms (under shared load)")  # fmt: skip
+    await asyncio.gather(*(writer(w) for w in range(WRITERS)))
+    return writes
 
 
-def _all_after(conn: Any, start: int) -> list[int]:
-    rows = conn.execute(
-        "SELECT sequence FROM events WHERE project_id = 'dash' AND sequence > ? ORDER BY sequence",
-        (start,),
-    ).fetchall()
+@dataclass
+class Subscriber:
+    ids: list[int] = field(default_factory=list)
+    # (subject id, time received) of every event, for the delivery times
+    seen: list[tuple[bytes, float]] = field(default_factory=list)
+
+
+async def subscribe(port: int, token: str, ready: asyncio.Event, stop: asyncio.Event) -> Subscriber:
+    """One SSE stream from the live tail until `stop`, read raw."""
+    sub = Subscriber()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(
+        f"GET {STREAM} HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        f"Authorization: Bearer {token}\r\n\r\n".encode()
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    if head[9:12] != b"200":
+        raise SystemExit(f"event stream answered {head[:12]!r}")
+    buffer = b""
+    opened = False
+    try:
+        while not stop.is_set():
+            try:
+                chunk = await asyncio.wait_for(reader.read(65536), 0.2)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            now = time.perf_counter()
+            buffer += chunk
+            if not opened and b": stream open" in buffer:
+                opened = True
+                ready.set()
+            # chunked transfer encoding: frames arrive whole in practice, but
+            # only complete frames (ending in a blank line) are counted
+            cut = buffer.rfind(b"\n\n")
+            if cut < 0:
+                continue
+            done, buffer = buffer[: cut + 2], buffer[cut + 2 :]
+            sub.ids.extend(int(m) for m in _ID.findall(done))
+            sub.seen.extend((m, now) for m in _SUBJECT.findall(done))
+    finally:
+        writer.close()
+    return sub
+
+
+def committed_ids(db: Path, after: int) -> list[int]:
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT sequence FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence",
+            (PROJECT, after),
+        ).fetchall()
+    finally:
+        conn.close()
     return [r[0] for r in rows]
+
+
+def last_id(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(conn.execute("SELECT coalesce(max(sequence), 0) FROM events").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def measure(port: int, token: str, stream_tokens: list[str], db: Path) -> None:
+    alone: list[float] = []
+    shared: list[float] = []
+    from_send: list[float] = []
+    from_ack: list[float] = []
+    for r in range(2):
+        alone.append((await write_for(port, token, SECONDS, f"a{r}")).done / SECONDS)
+        await asyncio.sleep(0.5)  # let the last events settle before the streams start
+        start = last_id(db)
+        stop = asyncio.Event()
+        ready = [asyncio.Event() for _ in range(SUBSCRIBERS)]
+        subs = [
+            asyncio.create_task(
+                subscribe(port, stream_tokens[i % len(stream_tokens)], ready[i], stop)
+            )
+            for i in range(SUBSCRIBERS)
+        ]
+        await asyncio.gather(*(e.wait() for e in ready))
+        writes = await write_for(port, token, SECONDS, f"s{r}")
+        shared.append(writes.done / SECONDS)
+        await asyncio.sleep(1.0)  # the last commit's events reach every stream
+        stop.set()
+        got = await asyncio.gather(*subs)
+        expected = committed_ids(db, start)
+        complete = sum(1 for s in got if s.ids == expected)
+        print(f"  round {r + 1}: {len(expected)} events committed during the streams;"
+              f" streams with every event in order, once: {complete}/{SUBSCRIBERS}")  # fmt: skip
+        for s in got:
+            for subject, at in s.seen:
+                key = subject.decode()
+                if key in writes.sent:
+                    from_send.append(at - writes.sent[key])
+                    from_ack.append(at - writes.acked[key])
+    a, s = statistics.median(alone), statistics.median(shared)
+    print(f"\n  writes/s, {WRITERS} writers alone:          {a:8.1f}  (rounds: "
+          f"{', '.join(f'{x:.1f}' for x in alone)})")  # fmt: skip
+    print(f"  writes/s, with {SUBSCRIBERS} SSE streams:       {s:8.1f}  (rounds: "
+          f"{', '.join(f'{x:.1f}' for x in shared)})")  # fmt: skip
+    print(f"  throughput with streams / alone:      {s / a:8.3f}  (target: drop < 10%)")
+    if from_send:
+        print(f"  delivery over {len(from_send)} event deliveries (under shared load):")
+        for name, samples in (("write sent -> delivered (bounds commit-to-delivery above)",
+                               from_send),
+                              ("write acknowledged -> delivered", from_ack)):  # fmt: skip
+            p50, p90, p99 = (percentile(samples, q) * 1e3 for q in (0.5, 0.9, 0.99))
+            print(f"    {name}: p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms")
+
+
+def seed(db: Path) -> tuple[str, list[str]]:
+    """The project, the writers' principal and enough subscriber principals
+    for 100 streams under the per-token cap; returns their tokens."""
+    conn = connect_sync(db)
+    try:
+        migrate(conn)
+        made = [
+            run_write(conn, lambda c, i=i: principals.create_principal(c, "human", f"p{i}", AT))
+            for i in range(1 + -(-SUBSCRIBERS // LiveLimits().per_token))
+        ]
+        owner = made[0]["principal_id"]
+        project = ProjectCreate(id=PROJECT, name="Bench")
+        run_write(conn, lambda c: insert_project(c, project, owner, "human", AT))
+    finally:
+        conn.close()
+    return made[0]["token"], [m["token"] for m in made[1:]]
+
+
+def run_suite(directory: Path) -> None:
+    db = directory / "fanout.db"
+    writer_token, stream_tokens = seed(db)
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("WAYPOST_CLOCK_FILE", None)
+    # serve's own defaults: uvloop and httptools when installed
+    cmd = [sys.executable, "-m", "bench.serve_variant", "--db", str(db), "--port", str(port),
+           "--loop", "auto", "--http", "auto"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_ready(Process("waypost serve", proc, port))  # type: ignore[arg-type]
+        asyncio.run(measure(port, writer_token, stream_tokens, db))
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

@@ -208,9 +208,10 @@ async def test_a_connection_hook_runs_once_per_connection_not_per_call(tmp_path:
         for _ in range(5):
             await db.write(lambda c: c.execute("SELECT 1"))
             await db.read(lambda c: c.execute("SELECT 1"))
+            await db.read_point(lambda c: c.execute("SELECT 1"))
     finally:
         await db.close()
-    assert len(opened) == 3  # the writer and two readers
+    assert len(opened) == 4  # the writer, two readers and the loop's point reader
 
 
 # -- a lock held by another process ---------------------------------------------

@@ -81,7 +81,7 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         Route("/graphql", graphql, methods=["GET", "POST"]),
         WebSocketRoute("/graphql", graphql),  # subscriptions (graphql-transport-ws)
         Route(sse.PATH, sse.event_stream, methods=["GET"]),
-        *rest.routing.starlette_routes(rest.TABLES),
+        rest.routing.RestRoutes(rest.TABLES),
         *console.routes(settings.graphiql),
     ]
     app = Starlette(

@@ -55,7 +55,6 @@ class Gate:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        send = _with_security_headers(send)
         path: str = scope["path"]
         is_graphql = path == "/graphql"
         # /healthz is open; so is the GraphiQL page when enabled (GET on /graphql
@@ -87,13 +86,16 @@ class Gate:
             scope.setdefault("state", {})["actor"] = actor
         started = False
 
-        async def tracking_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
+            # one wrapper, not two: it runs twice for every response
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                message = _with_security_headers(message)
             await send(message)
 
         try:
-            await self.app(scope, receive, tracking_send)
+            await self.app(scope, receive, guarded_send)
         except ClientDisconnect:
             # A client that goes away mid-request is not a fault of the service
             # (contract 14): nobody is left to answer, and no traceback is logged.
@@ -121,7 +123,7 @@ class Gate:
                 actor = sessions.enter_session(conn, actor, session_id, at)
             return actor
 
-        return await rt.db.read(check)
+        return await rt.db.read_point(check)
 
     @staticmethod
     async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
@@ -141,15 +143,12 @@ class Gate:
         await _send_json(send, error.status, body, extra)
 
 
-def _with_security_headers(send: Send) -> Send:
-    async def wrapped(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            names = {k.lower() for k, _ in message.get("headers", [])}
-            extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
-            message = {**message, "headers": [*message.get("headers", []), *extra]}
-        await send(message)
-
-    return wrapped
+def _with_security_headers(message: Message) -> Message:
+    """The response start with the common headers a route did not set itself."""
+    headers = message.get("headers", [])
+    names = {k.lower() for k, _ in headers}
+    extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
+    return {**message, "headers": [*headers, *extra]} if extra else message
 
 
 async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:

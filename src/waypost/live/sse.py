@@ -13,15 +13,17 @@ resume with `Last-Event-ID`).
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.live import SlowConsumer, StreamEnded
-from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_events
+from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import HEADERS, error_response
 
 PATH = "/api/v1/projects/{project}/events/stream"
@@ -35,9 +37,22 @@ def _position(value: str | None, name: str) -> int | None:
     return int(value)
 
 
-def _frame(event: dict[str, object]) -> bytes:
-    data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-    return f"id: {event['sequence']}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+# Frames by event sequence: every stream on a project writes the same events,
+# and an event never changes once committed, so each is encoded once.
+_FRAMES: OrderedDict[int, bytes] = OrderedDict()
+_FRAMES_KEPT = 4096
+
+
+def _frame(event: dict[str, Any]) -> bytes:
+    sequence: int = event["sequence"]
+    frame = _FRAMES.get(sequence)
+    if frame is None:
+        data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+        frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+        _FRAMES[sequence] = frame
+        if len(_FRAMES) > _FRAMES_KEPT:
+            _FRAMES.popitem(last=False)
+    return frame
 
 
 async def event_stream(request: Request) -> Response:
@@ -50,7 +65,7 @@ async def event_stream(request: Request) -> Response:
         after = _position(request.query_params.get("after"), "after")
         resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
         await check_project(rt, project_id)
-        events = project_events(
+        events = project_event_batches(
             rt, actor, token, project_id, resumed if resumed is not None else after
         )
         stack.push_async_callback(events.aclose)
@@ -74,7 +89,8 @@ async def event_stream(request: Request) -> Response:
                     elif item is KEEPALIVE:
                         yield b": keep-alive\n\n"
                     else:
-                        yield _frame(item)
+                        assert isinstance(item, list)
+                        yield b"".join(_frame(event) for event in item)
                     item = await anext(events)
             except (StreamEnded, StopAsyncIteration):
                 return

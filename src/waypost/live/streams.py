@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from waypost.clock import format_time
@@ -37,12 +38,13 @@ async def still_valid(rt: Runtime, token: str) -> bool:
     return True
 
 
-async def project_events(
+async def project_event_batches(
     rt: Runtime, actor: Actor, token: str, project_id: str, after: int | None
-) -> AsyncGenerator[Event, None]:
+) -> AsyncGenerator[list[Event] | Event, None]:
     """Events of `project_id` after `after` (None: from the next new one), in
-    sequence order, each once; first `OPENED`, and `KEEPALIVE` after each quiet
-    keep-alive interval.
+    sequence order, each once, as the lists the hub hands out on each wake
+    (a stream writes each list at once: one write, not one per event); first
+    `OPENED`, and `KEEPALIVE` after each quiet keep-alive interval.
 
     Ends when the token no longer authenticates (checked every
     `recheck_seconds`) or the hub stops. Raises `TooManyStreams` before the
@@ -58,8 +60,8 @@ async def project_events(
             wait = max(0.0, min(kept + limits.keepalive_seconds, checked + limits.recheck_seconds)
                        - time.monotonic())  # fmt: skip
             batch = await listener.next_batch(wait)
-            for event in batch:
-                yield event
+            if batch:
+                yield batch
             now = time.monotonic()
             if now - checked >= limits.recheck_seconds:
                 if not await still_valid(rt, token):
@@ -68,6 +70,20 @@ async def project_events(
             if now - kept >= limits.keepalive_seconds:
                 kept = now
                 yield KEEPALIVE
+
+
+async def project_events(
+    rt: Runtime, actor: Actor, token: str, project_id: str, after: int | None
+) -> AsyncGenerator[Event, None]:
+    """`project_event_batches`, one event at a time."""
+    batches = project_event_batches(rt, actor, token, project_id, after)
+    async with aclosing(batches):
+        async for item in batches:
+            if isinstance(item, list):
+                for event in item:
+                    yield event
+            else:
+                yield item
 
 
 async def load_decision(rt: Runtime, decision_id: str) -> dict[str, Any] | None:

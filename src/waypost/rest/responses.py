@@ -15,6 +15,22 @@ _encoder = msgspec.json.Encoder()
 HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
+def json_headers(length: int, extra: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
+    """The raw headers of a JSON answer of `length` bytes (the lean REST path)."""
+    headers = [
+        (b"cache-control", b"no-store"),
+        (b"x-content-type-options", b"nosniff"),
+        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()),
+        (b"content-length", str(length).encode()),
+        (b"content-type", b"application/json"),
+    ]
+    return headers
+
+
+def encode_json(body: Any) -> bytes:
+    return _encoder.encode(body)
+
+
 def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     return Response(
         _encoder.encode(body),
@@ -24,18 +40,30 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
     )
 
 
-def error_response(error: WaypostError) -> Response:
+def error_parts(error: WaypostError) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Status, envelope and headers of a business error, whatever sends it."""
     headers = {}
     if isinstance(error, Unavailable):
         headers["Retry-After"] = str(error.retry_after)
     if error.status == 401:
         # also when the writer's re-check finds the token revoked meanwhile
         headers["WWW-Authenticate"] = "Bearer"
-    return json_response(error.to_json(), error.status, headers)
+    return error.status, error.to_json(), headers
+
+
+def error_response(error: WaypostError) -> Response:
+    status, body, headers = error_parts(error)
+    return json_response(body, status, headers)
+
+
+INTERNAL_ERROR = {"error": {"code": "internal", "message": "internal error", "details": {}}}
+
+
+def log_internal(exc: BaseException) -> None:
+    # Raw exception text never reaches a client; it goes to the log only.
+    log.error("unhandled error", exc_info=exc)
 
 
 def internal_error(exc: BaseException) -> Response:
-    # Raw exception text never reaches a client; it goes to the log only.
-    log.error("unhandled error", exc_info=exc)
-    body = {"error": {"code": "internal", "message": "internal error", "details": {}}}
-    return json_response(body, 500)
+    log_internal(exc)
+    return json_response(INTERNAL_ERROR, 500)

@@ -10,6 +10,12 @@ about 100 µs, so a unit of work never awaits statement by statement.
   before that COMMIT has returned.
 - Reads go to a pool of read-only connections (`storage/readers.py`), each
   unit inside one read transaction (one snapshot).
+- Point reads (`read_point`: a few lookups by key, e.g. a bearer token on
+  every request) run on the event loop's own read-only connection instead:
+  a WAL reader never waits for the writer, such a read takes tens of
+  microseconds, and the hop to a pool thread and back would cost more
+  than the read. If another process holds the file (busy), the read goes
+  to the pool, which waits for it there instead of on the loop.
 - Connections are set up once when they open (`storage/connection.py`):
   pragmas, then the hooks the Runtime passes (SQL functions of the domains).
 """
@@ -93,6 +99,7 @@ class Database:
         self._batch_bounds = (batch_units, batch_seconds)
         self._writer: Writer | None = None
         self._readers: ReaderPool | None = None
+        self._point: sqlite3.Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
 
@@ -111,9 +118,13 @@ class Database:
                 connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
                 for _ in range(self._reader_count)
             ]
+            point = connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
+            # never waits: a lock held elsewhere sends the read to the pool
+            point.execute("PRAGMA busy_timeout = 0")
         except BaseException:
             conn.close()
             raise
+        self._point = point
         self._readers = ReaderPool(readers)
         assert self._loop is not None
         units, seconds = self._batch_bounds
@@ -127,8 +138,10 @@ class Database:
 
     async def close(self) -> None:
         """Finish the queued writes and running reads, then close every connection."""
-        writer, readers = self._writer, self._readers
-        self._writer = self._readers = None
+        writer, readers, point = self._writer, self._readers, self._point
+        self._writer = self._readers = self._point = None
+        if point is not None:
+            point.close()
         if writer is not None:
             await asyncio.to_thread(writer.stop)
         if readers is not None:
@@ -149,6 +162,24 @@ class Database:
         if self._readers is None:
             raise Unavailable("the database is not open")
         return await self._readers.read(fn)
+
+    async def read_point(self, fn: UnitOfWork[T]) -> T:
+        """Run a small read-only unit of work (a few lookups by key, nothing that
+        scans) on the event loop's own connection.
+
+        No transaction is opened around it: each statement sees the latest
+        commit, so use it only where statements need no common snapshot
+        (a token, then its session)."""
+        conn = self._point
+        if conn is None:
+            return await self.read(fn)
+        try:
+            return fn(conn)
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc):
+                raise
+            # another process holds the file: wait for it on a pool thread
+            return await self.read(fn)
 
     # -- commit listeners -------------------------------------------------------------
 

@@ -46,6 +46,7 @@ log = logging.getLogger("waypost.storage")
 BUSY_MESSAGE = "the database is busy; retry shortly"
 # A unit whose budget ends within this much of now is answered with the others
 # rather than after a BEGIN that could wait only a few milliseconds.
+_TIMEOUT_SLACK_MS = 50
 _GRACE = 0.02
 
 
@@ -192,7 +193,9 @@ class Writer:
 
     def _set_busy_timeout(self, seconds: float) -> None:
         ms = max(0, int(seconds * 1000))
-        if ms != self._current_timeout_ms:
+        # within a few milliseconds is close enough (the answer has a second of
+        # grace): a PRAGMA per batch would cost more than the batch's inserts
+        if abs(ms - self._current_timeout_ms) > _TIMEOUT_SLACK_MS:
             self._conn.execute(f"PRAGMA busy_timeout = {ms}")
             self._current_timeout_ms = ms
 

@@ -338,20 +338,19 @@ def insert_record(
     """A new identity: its projection and its immutable revision 1."""
     knowledge_id = new_id("kn")
     values = _values(content, actor, at)
-    conn.execute(
+    # RETURNING: the stored row (defaults and all) without reading it again
+    row = conn.execute(
         f"INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
         f" {_COLS}, revision, created_at, updated_at)"
-        f" VALUES (?, ?, ?, ?, ?, {_MARKS}, 1, ?, ?)",
+        f" VALUES (?, ?, ?, ?, ?, {_MARKS}, 1, ?, ?) RETURNING *",
         (knowledge_id, project_id, new.kind, new.collection, new.share_across_projects,
          *values, at, at),
-    )  # fmt: skip
+    ).fetchone()  # fmt: skip
     conn.execute(
         f"INSERT INTO knowledge_revisions (knowledge_id, revision, {_COLS})"
         f" VALUES (?, 1, {_MARKS})",
         (knowledge_id, *values),
     )
-    row = get_row(conn, knowledge_id)
-    assert row is not None
     return knowledge_json(row)
 
 
