@@ -384,3 +384,16 @@ async def test_a_fault_of_the_fast_path_is_logged_and_graphql_core_answers(
     assert result.fast == result.slow == expected.fast
     assert not result.answered
     assert "GraphQL fast path fault" in caplog.text
+
+
+async def test_an_agent_reads_what_the_normal_path_lets_it_read(
+    service: Service, seeded: dict[str, Any]
+) -> None:
+    agent = await service.agent("reader")
+    for project in ("demo", "other", "nope"):
+        result = await both(agent, DASHBOARD, {"project": project})
+        assert result.fast == result.slow and result.answered
+    # a session is its owner's only: not a field the fast path answers
+    with spying() as seen:
+        data = await agent.gql("{ mySession { restId } }")
+    assert data["data"]["mySession"]["restId"] == agent.session_id and seen == []
