@@ -18,12 +18,12 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.budget import Fill, fill
+from waypost.resolvers.context.objects import knowledge_objects
 from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_terms
 from waypost.resolvers.context.ranking import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.decisions.operations import unresolved_sync
-from waypost.resolvers.knowledge.store import get_rows, knowledge_json
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import present_tasks
 from waypost.runtime import Runtime
@@ -54,8 +54,9 @@ def _load(
         rows = conn.execute(f"SELECT * FROM tasks WHERE id IN ({marks})", task_ids).fetchall()
         for task in present_tasks(conn, project_id, rows, now):
             objects[("task", task["id"])] = task
-    for knowledge_id, row in get_rows(conn, [h.id for h in hits if h.type == "knowledge"]).items():
-        objects[("knowledge", knowledge_id)] = knowledge_json(row)
+    knowledge = knowledge_objects(conn, [h.id for h in hits if h.type == "knowledge"])
+    for knowledge_id, obj in knowledge.items():
+        objects[("knowledge", knowledge_id)] = obj
     return [{"type": h.type, **objects[(h.type, h.id)]} for h in hits]
 
 
