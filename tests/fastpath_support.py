@@ -42,8 +42,8 @@ def spying() -> Iterator[list[bool]]:
     seen: list[bool] = []
     real = fastpath._run
 
-    async def spy(context: Any, plan: Any) -> Any:
-        data = await real(context, plan)
+    async def spy(rt: Any, plan: Any) -> Any:
+        data = await real(rt, plan)
         seen.append(data is not None)
         return data
 

@@ -339,3 +339,28 @@ def test_any_selection_answers_as_graphql_core_does(
 
         check()
     assert sum(answered) >= len(answered) // 3, "the fast path answered too few examples"
+
+
+async def test_the_fast_path_reads_a_constant_number_of_statements(
+    service: Service, human: Caller, seeded: dict[str, Any]
+) -> None:
+    async def statements() -> int:
+        seen: list[str] = []
+        await service.rt.db.set_trace(seen.append)
+        try:
+            with spying() as answered:
+                data = await human.gql(DASHBOARD, {"project": "demo"})
+        finally:
+            await service.rt.db.set_trace(None)
+        assert "errors" not in data and answered == [True], data
+        return len(seen)
+
+    few = await statements()
+    tasks = seeded["tasks"]
+    for i in range(12):
+        r = await human.post("/api/v1/projects/demo/decisions", {
+            "question": f"Ship {i}?", "options": ["Yes", "No"], "rationale": "more",
+            "required_actor": "human", "task_ids": tasks[i % 4 :][:2], "environment": "prod",
+        })  # fmt: skip
+        assert r.status_code == 201, r.text
+    assert await statements() == few

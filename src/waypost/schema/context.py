@@ -22,9 +22,6 @@ class Context:
     loaders: Loaders = field(init=False)
     # per-request answers worth computing once (keys name their use)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)
-    # queries of plain data skip graphql-core's per-field execution
-    # (schema/fastpath/); tests turn it off to compare both paths
-    fast_path: bool = True
 
     def __post_init__(self) -> None:
         self.loaders = Loaders(self.rt)

@@ -22,42 +22,39 @@ running it again there renders the error exactly as before.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Awaitable
 from typing import Any
 
 from graphql.execution.executor import Executor
 
 from waypost.clock import format_time
+from waypost.runtime import Runtime
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
 from waypost.schema.fastpath.run import execute
 
 log = logging.getLogger("waypost.graphql")
 
-# context.memo key under which the outcome is noted ("answered" / "fell back"),
-# for tests and for anyone asking why a query was slow
-OUTCOME = ("fast-path",)
-
 
 def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     """The operation's `data` by the fast path (an awaitable: None when it
     fell back at run time), or None when it does not apply at all."""
-    context = executor.context_value
+    rt = getattr(executor.context_value, "rt", None)
     middleware = executor.middleware_manager
     # field middleware (none in this schema) must see every field: keep its path
-    if not getattr(context, "fast_path", False) or (middleware and middleware.middlewares):
+    if rt is None or (middleware and middleware.middlewares):
         return None
     plan = compile_query(executor)
     if plan is None:
         return None
-    return _run(context, plan)
+    return _run(rt, plan)
 
 
-async def _run(context: Any, plan: SelectionPlan) -> dict[str, Any] | None:
-    rt = context.rt
+async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
     now = rt.now()
 
-    def unit(conn: Any) -> dict[str, Any] | None:
+    def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
             return execute(Reads(conn, now, format_time(now)), plan, [None])[0]
         except Fallback:
@@ -70,5 +67,4 @@ async def _run(context: Any, plan: SelectionPlan) -> dict[str, Any] | None:
         data: dict[str, Any] | None = await rt.db.read(unit)
     except Exception:  # a busy or closed store: the normal path answers as it does
         data = None
-    context.memo[OUTCOME] = "fell back" if data is None else "answered"
     return data
