@@ -96,7 +96,8 @@ async def test_pages_through_cursors_as_graphql_core_does(
 ) -> None:
     query = """query ($after: String, $g: String) { project(id: "demo") {
         decisions(first: 2, after: $after) { pageInfo { endCursor hasNextPage hasPreviousPage }
-          nodes { restId generations(first: 1, after: $g) { pageInfo { endCursor hasNextPage }
+          nodes { restId generations(first: 1, after: $g) {
+            pageInfo { endCursor hasNextPage hasPreviousPage }
             nodes { generation } } } } } }"""
     after: str | None = None
     pages = 0
@@ -110,6 +111,9 @@ async def test_pages_through_cursors_as_graphql_core_does(
             cursor = node["generations"]["pageInfo"]["endCursor"]
             second = await both(human, query, {"after": after, "g": cursor})
             assert second.fast == second.slow and second.answered
+            # a forward page after a cursor has a page before it (docs/graphql.md)
+            later = json.loads(second.fast)["data"]["project"]["decisions"]["nodes"]
+            assert all(n["generations"]["pageInfo"]["hasPreviousPage"] for n in later)
         pages += 1
         if not data["pageInfo"]["hasNextPage"]:
             break

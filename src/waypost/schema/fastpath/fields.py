@@ -196,8 +196,8 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         def count(r: Reads, n: int = d["generation"]) -> int:
             return n  # generations are numbered 1..n: the current one is their count
 
-        # `history_pages` leaves hasPreviousPage false
-        result.append(Conn(items, cursors, len(keys) > w.limit, False, count))
+        # as relay.position_page: a forward page after a cursor has items before it
+        result.append(Conn(items, cursors, len(keys) > w.limit, w.cursor is not None, count))
     return result
 
 
