@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -368,3 +369,31 @@ async def test_the_fast_path_reads_a_constant_number_of_statements(
         })  # fmt: skip
         assert r.status_code == 201, r.text
     assert await statements() == few
+
+
+async def test_a_fault_of_the_fast_path_is_logged_and_graphql_core_answers(
+    human: Caller, seeded: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(r: Any, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+        raise RuntimeError("a bug in a fast resolver")
+
+    query = '{ project(id: "demo") { name decisions { nodes { restId question } } } }'
+    expected = await both(human, query)
+    with mock.patch.dict(FIELDS, {("Decision", "question"): broken}):
+        result = await both(human, query)
+    assert result.fast == result.slow == expected.fast
+    assert not result.answered
+    assert "GraphQL fast path fault" in caplog.text
+
+
+async def test_an_agent_reads_what_the_normal_path_lets_it_read(
+    service: Service, seeded: dict[str, Any]
+) -> None:
+    agent = await service.agent("reader")
+    for project in ("demo", "other", "nope"):
+        result = await both(agent, DASHBOARD, {"project": project})
+        assert result.fast == result.slow and result.answered
+    # a session is its owner's only: not a field the fast path answers
+    with spying() as seen:
+        data = await agent.gql("{ mySession { restId } }")
+    assert data["data"]["mySession"]["restId"] == agent.session_id and seen == []

@@ -26,9 +26,11 @@ import sqlite3
 from collections.abc import Awaitable
 from typing import Any
 
+from graphql import GraphQLError
 from graphql.execution.executor import Executor
 
 from waypost.clock import format_time
+from waypost.errors import WaypostError
 from waypost.runtime import Runtime
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
@@ -57,10 +59,12 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
             return execute(Reads(conn, now, format_time(now)), plan, [None])[0]
-        except Fallback:
-            return None
-        except Exception:  # the normal path will meet it too, and report it
-            log.debug("fast path fell back", exc_info=True)
+        except (Fallback, WaypostError, GraphQLError):
+            return None  # an answer graphql-core renders (a refused argument, ...)
+        except Exception:
+            # a fault of the fast path itself: the normal path still answers
+            # (and meets any fault of the store again, and reports it)
+            log.warning("GraphQL fast path fault; answered by graphql-core", exc_info=True)
             return None
 
     try:
