@@ -7,8 +7,11 @@ exactly as the DataLoaders make it, whatever the number of parents.
 
 Only fields whose normal resolver does nothing but read are here, and their
 reads are the same functions (`loaders.*_sync`, the decisions list and
-count): the caller's authority is the gate's (authentication) for all of
-them. Fields with their own authority rules (`Session`, `mySession`),
+count), except tasks by id: those come from `tasks.stored_gate`, the same
+task JSON with `ready` read from the stored gate state and `blocked_by`
+derived from the history only when `blockedBy` is selected (a dashboard
+asks every task whether it is ready, rarely why not). The caller's
+authority is the gate's (authentication) for all of them. Fields with their own authority rules (`Session`, `mySession`),
 anything that writes, and anything not listed take graphql-core's path.
 The getters mirror the types' `from_json` (JSON key -> field); the
 equality tests compare both paths on every field listed here.
@@ -24,6 +27,7 @@ from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import views as decision_views
 from waypost.resolvers.tasks import reads as task_reads
+from waypost.resolvers.tasks import stored_gate
 from waypost.schema import loaders
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
@@ -56,7 +60,10 @@ def _projects(r: Reads, ids: list[str]) -> list[Json | None]:
 
 
 def _tasks(r: Reads, ids: list[str]) -> list[Json | None]:
-    return loaders.tasks_sync(r.conn, ids, r.now)
+    # `ready` from the stored gate state; `blocked_by` derived only if selected
+    # (`_blocked_by`): the loader's task JSON derives it for every task
+    found = stored_gate.tasks_by_ids(r.conn, ids, r.now)
+    return [found.get(i) for i in ids]
 
 
 def _decisions(r: Reads, ids: list[str]) -> list[Json | None]:
@@ -313,6 +320,17 @@ _register("DecisionAffected", {
 
 _connection("Task")
 
+
+def _blocked_by(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Task.blockedBy`: the blocking decisions come from the history (the
+    gate), read for the tasks the stored state holds, in one batch."""
+    try:
+        stored_gate.fill_blocked_by(r.conn, parents, r.now)
+    except stored_gate.GateStateDrift:
+        raise Fallback from None  # graphql-core answers wholly from the history
+    return [p["blocked_by"] for p in parents]
+
+
 _register("Task", {
     "id": _global_id("Task"),
     "restId": key("id"),
@@ -325,7 +343,7 @@ _register("Task", {
     "status": key("status"),
     "revision": key("revision"),
     "ready": key("ready"),
-    "blockedBy": key("blocked_by"),
+    "blockedBy": _blocked_by,
     "createdAt": key("created_at"),
     "updatedAt": key("updated_at"),
     "project": ref("project", _projects, "project_id"),
