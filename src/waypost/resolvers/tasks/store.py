@@ -204,6 +204,28 @@ def task_rows_by_ids(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[
     return {row["id"]: row for row in rows}
 
 
+def shown_rows_by_ids(
+    conn: sqlite3.Connection, task_ids: Sequence[str], now_at: str
+) -> list[tuple[Any, ...]]:
+    """Tasks by id as plain tuples of the columns the task JSON shows, in
+    table order, then whether the stored gate (GATE_OPEN_SQL) is open at
+    `now_at` (tasks/stored_gate.py: tuples, because a sqlite3.Row compares
+    a name with every column name on each look-up)."""
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    rows: list[tuple[Any, ...]] = cursor.execute(
+        "SELECT id, project_id, title, description, acceptance_criteria, kind, priority,"
+        " subject_task_id, status, revision, lease_owner_id, lease_session_id,"
+        " lease_expires_at, lease_workflow, publication_holder_id,"
+        " publication_holder_session_id, publication_prepared_at, publication_result,"
+        " created_at, updated_at,"
+        " gate_held = 0 AND (gate_expires IS NULL OR gate_expires > ?)"
+        " FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
+        (now_at, ids_param(task_ids)),
+    ).fetchall()
+    return rows
+
+
 def existing_task_ids(
     conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str]
 ) -> set[str]:

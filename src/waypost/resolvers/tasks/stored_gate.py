@@ -32,25 +32,11 @@ from typing import Any, Final
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks.readiness import Readiness
-from waypost.resolvers.tasks.store import dependency_map, ids_param
+from waypost.resolvers.tasks.store import dependency_map, shown_rows_by_ids
 
 __all__ = ["GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
 
 log = logging.getLogger(__name__)
-
-# Only the columns the task JSON shows, read as plain tuples: a sqlite3.Row
-# looks a name up by comparing it with every column name, which cost more
-# than the statement itself for a hundred tasks.
-_SQL: Final = (
-    "SELECT id, project_id, title, description, acceptance_criteria, kind, priority,"
-    " subject_task_id, status, revision, lease_owner_id, lease_session_id,"
-    " lease_expires_at, lease_workflow, publication_holder_id,"
-    " publication_holder_session_id, publication_prepared_at, publication_result,"
-    " created_at, updated_at,"
-    # the stored gate (store.GATE_OPEN_SQL), judged at the request's time
-    " gate_held = 0 AND (gate_expires IS NULL OR gate_expires > ?)"
-    " FROM tasks WHERE id IN (SELECT value FROM json_each(?))"
-)
 
 # private keys of a task whose `blocked_by` is still to be derived (the fast
 # path serves only the schema's fields, never these)
@@ -74,11 +60,8 @@ def tasks_by_ids(
     is left out of tasks the stored gate state holds (see `fill_blocked_by`)."""
     if not task_ids:
         return {}
-    cursor = conn.cursor()
-    cursor.row_factory = None  # tuples (see _SQL)
-    rows: list[tuple[Any, ...]] = cursor.execute(
-        _SQL, (format_time(now), ids_param(task_ids))
-    ).fetchall()
+    # only the columns the JSON shows, as tuples (see the store function)
+    rows = shown_rows_by_ids(conn, task_ids, format_time(now))
     deps = dependency_map(conn, [r[0] for r in rows])
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
