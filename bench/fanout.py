@@ -160,13 +160,26 @@ def last_id(db: Path) -> int:
         conn.close()
 
 
-async def measure(port: int, token: str, stream_tokens: list[str], db: Path) -> None:
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU the process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(
+    port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int
+) -> None:
     alone: list[float] = []
     shared: list[float] = []
     from_send: list[float] = []
     from_ack: list[float] = []
+    cpu_alone: list[float] = []
+    cpu_shared: list[float] = []
     for r in range(2):
-        alone.append((await write_for(port, token, SECONDS, f"a{r}")).done / SECONDS)
+        cpu = cpu_seconds(server_pid)
+        done = (await write_for(port, token, SECONDS, f"a{r}")).done
+        cpu_alone.append((cpu_seconds(server_pid) - cpu) / done)
+        alone.append(done / SECONDS)
         await asyncio.sleep(0.5)  # let the last events settle before the streams start
         start = last_id(db)
         stop = asyncio.Event()
@@ -178,7 +191,9 @@ async def measure(port: int, token: str, stream_tokens: list[str], db: Path) -> 
             for i in range(SUBSCRIBERS)
         ]
         await asyncio.gather(*(e.wait() for e in ready))
+        cpu = cpu_seconds(server_pid)
         writes = await write_for(port, token, SECONDS, f"s{r}")
+        cpu_shared.append((cpu_seconds(server_pid) - cpu) / writes.done)
         shared.append(writes.done / SECONDS)
         await asyncio.sleep(1.0)  # the last commit's events reach every stream
         stop.set()
@@ -199,6 +214,11 @@ async def measure(port: int, token: str, stream_tokens: list[str], db: Path) -> 
     print(f"  writes/s, with {SUBSCRIBERS} SSE streams:       {s:8.1f}  (rounds: "
           f"{', '.join(f'{x:.1f}' for x in shared)})")  # fmt: skip
     print(f"  throughput with streams / alone:      {s / a:8.3f}  (target: drop < 10%)")
+    ca, cs = statistics.median(cpu_alone) * 1e3, statistics.median(cpu_shared) * 1e3
+    print(f"  server CPU per write, alone:          {ca:8.3f} ms")
+    print(f"  server CPU per write, with streams:   {cs:8.3f} ms  ({cs / ca - 1:+.1%}: what the"
+          " streams cost the writers where CPU is the limit; steadier than throughput"
+          " on a shared machine)")  # fmt: skip
     if from_send:
         print(f"  delivery over {len(from_send)} event deliveries (under shared load):")
         for name, samples in (("write sent -> delivered (bounds commit-to-delivery above)",
@@ -238,7 +258,7 @@ def run_suite(directory: Path) -> None:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
         wait_ready(Process("waypost serve", proc, port))  # type: ignore[arg-type]
-        asyncio.run(measure(port, writer_token, stream_tokens, db))
+        asyncio.run(measure(port, writer_token, stream_tokens, db, proc.pid))
     finally:
         proc.terminate()
         try:
