@@ -103,9 +103,11 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
 
     r = await human.post("/api/v1/projects/other/tasks", {"title": "Elsewhere"})
     assert r.status_code == 201, r.text
+    elsewhere = r.json()["id"]
     r = await human.post("/api/v1/projects/other/decisions", {
         "question": "Elsewhere?", "options": ["Yes", "No"], "rationale": "other project",
-        "required_actor": "human", "task_ids": [r.json()["id"]], "environment": "prod",
+        "required_actor": "human", "task_ids": [elsewhere], "environment": "prod",
     })  # fmt: skip
     assert r.status_code == 201, r.text
-    return {"tasks": [a, b, c, d], "decisions": [pending["id"], twice["id"]]}
+    return {"tasks": [a, b, c, d], "elsewhere": elsewhere,
+            "decisions": [pending["id"], twice["id"]]}  # fmt: skip

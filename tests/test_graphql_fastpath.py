@@ -198,6 +198,8 @@ LEAVES: dict[str, list[str]] = {
     "DecisionConnection": ["totalCount"],
     "DecisionGenerationConnection": ["totalCount"],
     "DecisionEdge": ["cursor"],
+    "TaskConnection": ["totalCount"],
+    "TaskEdge": ["cursor"],
     "DecisionGenerationEdge": ["cursor"],
     "PageInfo": ["hasNextPage", "hasPreviousPage", "startCursor", "endCursor"],
     "Decision": ["id", "restId", "projectId", "question", "options", "rationale",
@@ -215,7 +217,10 @@ LEAVES: dict[str, list[str]] = {
     "Principal": ["id", "restId", "kind", "name"],
 }  # fmt: skip
 LINKS: dict[str, dict[str, str]] = {
-    "Project": {"createdBy": "Principal", "decisions": "DecisionConnection"},
+    "Project": {"createdBy": "Principal", "decisions": "DecisionConnection",
+                "tasks": "TaskConnection", "task": "Task"},
+    "TaskConnection": {"nodes": "Task", "edges": "TaskEdge", "pageInfo": "PageInfo"},
+    "TaskEdge": {"node": "Task"},
     "DecisionConnection": {"nodes": "Decision", "edges": "DecisionEdge", "pageInfo": "PageInfo"},
     "DecisionGenerationConnection": {"nodes": "DecisionGeneration",
                                      "edges": "DecisionGenerationEdge", "pageInfo": "PageInfo"},
@@ -237,6 +242,15 @@ PAGING = ["", "", "(first: 1)", "(first: 2)", "(first: 100)", "(last: 2)", "(fir
 ARGS: dict[tuple[str, str], list[str]] = {
     ("Project", "decisions"): [*PAGING, "(status: PENDING)", "(status: DENIED, first: 1)"],
     ("Decision", "generations"): PAGING,
+    ("Project", "tasks"): [
+        *PAGING,
+        "(ready: true)",
+        "(ready: false, first: 2)",
+        "(status: OPEN)",
+        '(q: "migrate")',
+        '(q: "\\"")',
+    ],
+    ("Project", "task"): ['(id: "task_nope")', "(id: $task)"],
 }
 FRAGMENTS = {
     "TaskBits": "fragment TaskBits on Task { restId title status ready revision }",
@@ -249,6 +263,7 @@ STARTS = [
     ("Decision", "decisions { nodes { * } }"),
     ("DecisionGeneration", "decisions(first: 3) { nodes { generations { nodes { * } } } }"),
     ("Task", "decisions { nodes { affected { task { * } } } }"),
+    ("Task", "tasks(first: 3) { nodes { * } }"),
     ("DecisionAnswer", "decisions { edges { node { current { answer { * } } } } }"),
 ]
 aliases = st.sampled_from(["", "", "", "x: ", "y: "])
@@ -281,7 +296,7 @@ def selection(type_name: str, depth: int) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+def documents(draw: st.DrawFn, task_ids: list[str]) -> tuple[str, dict[str, Any]]:
     project = draw(st.sampled_from(['"demo"', '"demo"', '"other"', '"nope"', "$project"]))
     # start at the project, or deeper along the dashboard's path (so every
     # type of the registry is reached often), then select at random
@@ -300,25 +315,30 @@ def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     if "$project" in text:
         declared.append("$project: String!")
         variables["project"] = "demo"
+    if "$task" in text:
+        declared.append("$task: String!")
+        variables["task"] = draw(st.sampled_from(task_ids))
     head = f"query ({', '.join(declared)}) " if declared else "query "
     return head + text + " " + " ".join(FRAGMENTS[name] for name in used), variables
 
 
 @contextmanager
-def world(template: Path, db_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Caller]]:
+def world(
+    template: Path, db_path: Path
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Caller, dict[str, Any]]]:
     """One seeded service for every example (the examples only read)."""
     loop = asyncio.new_event_loop()
     stack = AsyncExitStack()
 
-    async def start() -> Caller:
+    async def start() -> tuple[Caller, dict[str, Any]]:
         settings_ = Settings(db_path=copy_database(template, db_path), sweep_interval=3600)
         service = await stack.enter_async_context(serving(settings_, MovableClock()))
         human = await service.principal("human", "alice")
-        await seed(service, human)
-        return human
+        return human, await seed(service, human)
 
     try:
-        yield loop, loop.run_until_complete(start())
+        human, seeded = loop.run_until_complete(start())
+        yield loop, human, seeded
     finally:
         loop.run_until_complete(stack.aclose())
         loop.close()
@@ -328,11 +348,13 @@ def test_any_selection_answers_as_graphql_core_does(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     answered = []
-    with world(migrated_template, tmp_path / "w.db") as (loop, human):
+    with world(migrated_template, tmp_path / "w.db") as (loop, human, seeded):
+        # this project's tasks, another project's (null here) and none
+        task_ids = [*seeded["tasks"], seeded["elsewhere"], "task_nope"]
 
         @settings(max_examples=80, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
-        @given(documents())
+        @given(documents(task_ids))
         def check(document: tuple[str, dict[str, Any]]) -> None:
             query, variables = document
             result = loop.run_until_complete(both(human, query, variables))

@@ -23,6 +23,7 @@ from typing import Any
 from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema import loaders
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
@@ -138,6 +139,44 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
     return result
 
 
+def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Project.tasks`: the resolver's window check and `task_reads.list_tasks_sync`
+    (what `task_reads.list_tasks` runs), its count only when selected."""
+    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
+    status = a["status"].value if a.get("status") is not None else None
+    ready, q = a.get("ready"), a.get("q")
+
+    def counter(project_id: str) -> Callable[[Reads], int]:
+        return lambda r: task_reads.count_tasks_sync(
+            r.conn, project_id, r.now, status=status, ready=ready, q=q
+        )
+
+    return [
+        Conn.of(
+            task_reads.list_tasks_sync(
+                r.conn,
+                p["id"],
+                r.now,
+                status=status,
+                ready=ready,
+                cursor=w.cursor,
+                limit=w.limit,
+                q=q,
+                backward=w.backward,
+            ),
+            counter(p["id"]),
+        )
+        for p in parents
+    ]
+
+
+def _project_task(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Project.task(id)`: the task by id, null unless it is this project's."""
+    found = r.records("task", [a["id"]], _tasks)[0]
+    return [found if found is not None and found["project_id"] == p["id"] else None
+            for p in parents]  # fmt: skip
+
+
 _register("Query", {"project": _project_by_id})
 _register("Project", {
     "id": _global_id("Project"),
@@ -147,6 +186,8 @@ _register("Project", {
     "createdById": key("created_by"),
     "createdBy": ref("principal", _principals, "created_by"),
     "decisions": _project_decisions,
+    "tasks": _project_tasks,
+    "task": _project_task,
 })  # fmt: skip
 _register("Principal", {
     "id": _global_id("Principal"),
@@ -269,6 +310,8 @@ _register("DecisionAffected", {
 
 
 # --- tasks ------------------------------------------------------------------------
+
+_connection("Task")
 
 _register("Task", {
     "id": _global_id("Task"),
