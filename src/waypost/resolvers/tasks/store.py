@@ -230,11 +230,15 @@ def existing_task_ids(
     conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str]
 ) -> set[str]:
     """Which of `task_ids` name tasks of the project."""
+    if not task_ids:
+        return set()
+    # `+project_id`: look each id up by its key; on `project_id = ?` SQLite
+    # would walk every task of the project (a create got slower as tasks grew)
     return {
         row["id"]
         for row in conn.execute(
-            "SELECT id FROM tasks WHERE project_id = ? AND id IN (SELECT value FROM json_each(?))",
-            (project_id, ids_param(task_ids)),
+            "SELECT id FROM tasks WHERE id IN (SELECT value FROM json_each(?)) AND +project_id = ?",
+            (ids_param(task_ids), project_id),
         )
     }
 
