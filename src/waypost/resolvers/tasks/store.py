@@ -207,18 +207,16 @@ def task_rows_by_ids(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[
 def shown_rows_by_ids(
     conn: sqlite3.Connection, task_ids: Sequence[str], now_at: str
 ) -> list[tuple[Any, ...]]:
-    """Tasks by id as plain tuples of the columns the task JSON shows, in
+    """Tasks by id as plain tuples: the columns tasks/stored_gate.py shows, in
     table order, then whether the stored gate (GATE_OPEN_SQL) is open at
-    `now_at` (tasks/stored_gate.py: tuples, because a sqlite3.Row compares
-    a name with every column name on each look-up)."""
+    `now_at`. Tuples, because a sqlite3.Row compares a name with every
+    column name on each look-up; only these columns, because each one read
+    costs about as much as the look-up of the row."""
     cursor = conn.cursor()
     cursor.row_factory = None
     rows: list[tuple[Any, ...]] = cursor.execute(
         "SELECT id, project_id, title, description, acceptance_criteria, kind, priority,"
-        " subject_task_id, status, revision, lease_owner_id, lease_session_id,"
-        " lease_expires_at, lease_workflow, publication_holder_id,"
-        " publication_holder_session_id, publication_prepared_at, publication_result,"
-        " created_at, updated_at,"
+        " subject_task_id, status, revision, lease_owner_id, created_at, updated_at,"
         " gate_held = 0 AND (gate_expires IS NULL OR gate_expires > ?)"
         " FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
         (now_at, ids_param(task_ids)),

@@ -15,9 +15,11 @@ statement, and leaves `blocked_by` out of a task the stored state says is
 blocked. The list of blocking decisions is then derived from the history,
 the authority, only when a caller asks for it (`fill_blocked_by`); a task
 the stored state says is open is blocked by no decision, so its `blocked_by`
-is complete at once. The JSON is `views.shape`'s, key for key
-(tests/test_tasks_stored_gate.py holds the two to each other across every
-kind of gate transition).
+is complete at once. The JSON is `views.shape`'s, key for key, except
+`lease` and `publication`, which no field of the fast path shows (each
+column read costs; tests/test_tasks_stored_gate.py holds the two to each
+other across every kind of gate transition, and a fast path field reading
+a key left out would meet a KeyError, which hands the query to graphql-core).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks.readiness import Readiness
 from waypost.resolvers.tasks.store import dependency_map, shown_rows_by_ids
 
-__all__ = ["GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
+__all__ = ["NOT_SHOWN", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,16 @@ def _json_list(text: str) -> Any:
     return [] if text == "[]" else json.loads(text)
 
 
+# the task JSON's keys this module leaves out (see the module docstring)
+NOT_SHOWN: Final = frozenset({"lease", "publication"})
+
+
 def tasks_by_ids(
     conn: sqlite3.Connection, task_ids: Sequence[str], now: datetime
 ) -> dict[str, dict[str, Any]]:
-    """Task JSON by id for each id that names a task (any project); `blocked_by`
-    is left out of tasks the stored gate state holds (see `fill_blocked_by`)."""
+    """Task JSON by id for each id that names a task (any project), but for
+    NOT_SHOWN; `blocked_by` is left out of tasks the stored gate state holds
+    (see `fill_blocked_by`)."""
     if not task_ids:
         return {}
     # only the columns the JSON shows, as tuples (see the store function)
@@ -66,8 +73,7 @@ def tasks_by_ids(
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
         (id_, project_id, title, description, criteria, kind, priority, subject, status,
-         revision, lease_owner, lease_session, lease_expires, lease_workflow, holder,
-         holder_session, prepared_at, result, created_at, updated_at, gate_open) = row  # fmt: skip
+         revision, lease_owner, created_at, updated_at, gate_open) = row  # fmt: skip
         own = deps[id_]
         undone = [dep_id for dep_id, dep_status in own if dep_status != "done"]
         task: dict[str, Any] = {
@@ -84,14 +90,6 @@ def tasks_by_ids(
             "revision": revision,
             # readiness.readiness's predicate, its decision part stored
             "ready": bool(gate_open) and status == "open" and lease_owner is None and not undone,
-            "lease": None if lease_owner is None else {
-                "owner_id": lease_owner, "session_id": lease_session,
-                "expires_at": lease_expires, "workflow": bool(lease_workflow),
-            },
-            "publication": None if holder is None else {
-                "holder_id": holder, "holder_session_id": holder_session,
-                "prepared_at": prepared_at, "result": json.loads(result) if result else None,
-            },
             "created_at": created_at,
             "updated_at": updated_at,
         }  # fmt: skip
