@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from bench.graphql import DASHBOARD
 from tests.conftest import Caller, MovableClock, Service, copy_database, serving
 from tests.fastpath_support import both, seed, spying
+from waypost.schema.fastpath import known
 from waypost.schema.fastpath import plan as fastpath_plan
 from waypost.schema.fastpath.fields import FIELDS
 from waypost.schema.memo import Memo
@@ -403,10 +404,11 @@ async def test_a_fault_of_the_fast_path_is_logged_and_graphql_core_answers(
 
     query = '{ project(id: "demo") { name decisions { nodes { restId question } } } }'
     expected = await both(human, query)
-    # plans are memoized with their resolvers: a fresh memo sees the patched one
+    # plans are memoized with their resolvers: fresh memos see the patched one
     with (
         mock.patch.dict(FIELDS, {("Decision", "question"): broken}),
         mock.patch.object(fastpath_plan, "_PLANS", Memo(8)),
+        mock.patch.object(known, "KNOWN", Memo(8)),
     ):
         result = await both(human, query)
     assert result.fast == result.slow == expected.fast

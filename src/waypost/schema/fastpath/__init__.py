@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable
 from typing import Any
 
 from graphql import GraphQLError
@@ -32,6 +32,7 @@ from graphql.execution.executor import Executor
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.runtime import Runtime
+from waypost.schema.fastpath import known
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
 from waypost.schema.fastpath.run import execute
@@ -50,7 +51,27 @@ def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     plan = compile_query(executor)
     if plan is None:
         return None
-    return _run(rt, plan)
+    key = getattr(executor.context_value, "known_key", None)
+    if key is None:
+        return _run(rt, plan)
+    operation = executor.operation  # what Strawberry names the operation by
+    return _learn(rt, plan, key, operation.name.value if operation.name else None)
+
+
+async def _learn(
+    rt: Runtime, plan: SelectionPlan, key: Hashable, name: str | None
+) -> dict[str, Any] | None:
+    """Run the plan; once it answered, the view may answer `key` directly."""
+    data = await _run(rt, plan)
+    if data is not None:
+        known.KNOWN.put(key, known.Known(plan, name))
+    return data
+
+
+async def answer_known(rt: Runtime, entry: known.Known) -> dict[str, Any] | None:
+    """The `data` of a request the pipeline answered before (known.py), or None
+    when the fast path falls back this time (the pipeline then answers)."""
+    return await _run(rt, entry.plan)
 
 
 async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
