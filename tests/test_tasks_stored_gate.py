@@ -22,6 +22,7 @@ from tests.tasks_support import make_task, set_policy
 from waypost.resolvers.core import sweep
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
+from waypost.schema.fastpath.fields import FIELDS, TASK_KEYS
 
 TASK_QUERY = """
 query ($id: String!) {
@@ -43,6 +44,26 @@ query { project(id: "demo") { decisions(first: 50) { nodes {
 """
 
 
+ALWAYS = ("id", "project_id", "subject_task_id")
+PROJECTIONS = [
+    frozenset({"ready"}),
+    frozenset({"title", "status", "revision"}),
+    frozenset({"depends_on", "acceptance_criteria"}),
+    frozenset({"blocked_by", "created_at"}),
+    frozenset(),
+]
+
+
+def test_every_task_field_of_the_fast_path_has_its_key() -> None:
+    """A field reading a key the projected read leaves out would fall back
+    (a KeyError) on every query: each registered Task field either reads a
+    key that is always there or names its key in TASK_KEYS."""
+    always_there = {"id", "restId", "projectId", "project", "subject", "__typename"}
+    task_fields = {name for (type_name, name) in FIELDS if type_name == "Task"}
+    assert task_fields - always_there == {n for (t, n) in TASK_KEYS if t == "Task"}
+    assert set(TASK_KEYS.values()) <= stored_gate.KEYS
+
+
 async def agree(service: Service, human: Caller) -> dict[str, bool]:
     """Both readings agree on every task of the project; returns task -> ready."""
     now = service.clock.now()
@@ -55,6 +76,12 @@ async def agree(service: Service, human: Caller) -> dict[str, bool]:
             assert task["ready"] == derived[task_id]["ready"], (task_id, task, derived[task_id])
         held = {task_id for task_id, task in stored.items() if "blocked_by" not in task}
         stored_gate.fill_blocked_by(conn, list(stored.values()), now)
+        for keys in PROJECTIONS:  # a few columns only: the same values
+            projected = stored_gate.tasks_by_ids(conn, ids, now, keys)
+            stored_gate.fill_blocked_by(conn, list(projected.values()), now)
+            for task_id, task in projected.items():
+                for key in {*keys, *ALWAYS}:
+                    assert task[key] == derived[task_id][key], (keys, key, task_id)
         return derived, stored, held
 
     derived, stored, held = await service.rt.db.read(read)

@@ -204,22 +204,31 @@ def task_rows_by_ids(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[
     return {row["id"]: row for row in rows}
 
 
+# Asked of shown_rows_by_ids: whether the stored gate (GATE_OPEN_SQL) is open.
+GATE_OPEN: Final = "gate_open"
+_SHOWABLE: Final = frozenset({
+    "id", "project_id", "title", "description", "acceptance_criteria", "kind", "priority",
+    "subject_task_id", "status", "revision", "lease_owner_id", "created_at", "updated_at",
+})  # fmt: skip
+
+
 def shown_rows_by_ids(
-    conn: sqlite3.Connection, task_ids: Sequence[str], now_at: str
+    conn: sqlite3.Connection, task_ids: Sequence[str], now_at: str, columns: Sequence[str]
 ) -> list[tuple[Any, ...]]:
-    """Tasks by id as plain tuples: the columns tasks/stored_gate.py shows, in
-    table order, then whether the stored gate (GATE_OPEN_SQL) is open at
-    `now_at`. Tuples, because a sqlite3.Row compares a name with every
-    column name on each look-up; only these columns, because each one read
-    costs about as much as the look-up of the row."""
+    """Tasks by id as plain tuples of `columns` (task columns, or GATE_OPEN:
+    the stored gate open at `now_at`). Tuples, because a sqlite3.Row compares
+    a name with every column name on each look-up; only the columns asked
+    for, because each one read costs about as much as the look-up of the row
+    (tasks/stored_gate.py)."""
+    unknown = set(columns) - _SHOWABLE - {GATE_OPEN}
+    if unknown:
+        raise ValueError(f"not a shown task column: {sorted(unknown)}")
+    selected = ", ".join(GATE_OPEN_SQL if c == GATE_OPEN else f"t.{c}" for c in columns)
     cursor = conn.cursor()
     cursor.row_factory = None
     rows: list[tuple[Any, ...]] = cursor.execute(
-        "SELECT id, project_id, title, description, acceptance_criteria, kind, priority,"
-        " subject_task_id, status, revision, lease_owner_id, created_at, updated_at,"
-        " gate_held = 0 AND (gate_expires IS NULL OR gate_expires > ?)"
-        " FROM tasks WHERE id IN (SELECT value FROM json_each(?))",
-        (now_at, ids_param(task_ids)),
+        f"SELECT {selected} FROM tasks t WHERE t.id IN (SELECT value FROM json_each(:ids))",
+        {"now": now_at, "ids": ids_param(task_ids)},
     ).fetchall()
     return rows
 

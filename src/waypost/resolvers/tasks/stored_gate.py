@@ -27,16 +27,16 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Final
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks.readiness import Readiness
-from waypost.resolvers.tasks.store import dependency_map, shown_rows_by_ids
+from waypost.resolvers.tasks.store import GATE_OPEN, dependency_map, shown_rows_by_ids
 
-__all__ = ["NOT_SHOWN", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
+__all__ = ["KEYS", "NOT_SHOWN", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -59,46 +59,64 @@ def _json_list(text: str) -> Any:
 NOT_SHOWN: Final = frozenset({"lease", "publication"})
 
 
+# Every key tasks_by_ids can show; `id`, `project_id` and `subject_task_id`
+# are always shown (a task is placed and its gate derived by them).
+KEYS: Final = frozenset({
+    "id", "project_id", "title", "description", "acceptance_criteria", "kind", "priority",
+    "depends_on", "subject_task_id", "status", "revision", "ready", "blocked_by",
+    "created_at", "updated_at",
+})  # fmt: skip
+_ALWAYS: Final = ("id", "project_id", "subject_task_id")
+# keys that are a column of their own, under the same name
+_PLAIN: Final = ("title", "description", "kind", "priority", "status", "revision",
+                 "created_at", "updated_at")  # fmt: skip
+
+
 def tasks_by_ids(
-    conn: sqlite3.Connection, task_ids: Sequence[str], now: datetime
+    conn: sqlite3.Connection,
+    task_ids: Sequence[str],
+    now: datetime,
+    keys: Collection[str] = KEYS,
 ) -> dict[str, dict[str, Any]]:
-    """Task JSON by id for each id that names a task (any project), but for
-    NOT_SHOWN; `blocked_by` is left out of tasks the stored gate state holds
-    (see `fill_blocked_by`)."""
+    """Task JSON by id for each id that names a task (any project), with the
+    `keys` asked for (and `id`, `project_id`, `subject_task_id`): each column
+    read costs about as much as looking the row up, so a reader showing a
+    few fields reads a few columns. `blocked_by` is left out of tasks the
+    stored gate state holds (see `fill_blocked_by`)."""
     if not task_ids:
         return {}
-    # only the columns the JSON shows, as tuples (see the store function)
-    rows = shown_rows_by_ids(conn, task_ids, format_time(now))
-    deps = dependency_map(conn, [r[0] for r in rows])
+    gate_part = "ready" in keys or "blocked_by" in keys
+    columns = [*_ALWAYS, *(k for k in _PLAIN if k in keys)]
+    if "acceptance_criteria" in keys:
+        columns.append("acceptance_criteria")
+    if gate_part:
+        columns += ["status", "lease_owner_id", GATE_OPEN]
+    columns = list(dict.fromkeys(columns))
+    rows = shown_rows_by_ids(conn, task_ids, format_time(now), columns)
+    with_deps = gate_part or "depends_on" in keys
+    deps = dependency_map(conn, [r[0] for r in rows]) if with_deps else {}
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
-        (id_, project_id, title, description, criteria, kind, priority, subject, status,
-         revision, lease_owner, created_at, updated_at, gate_open) = row  # fmt: skip
-        own = deps[id_]
-        undone = [dep_id for dep_id, dep_status in own if dep_status != "done"]
-        task: dict[str, Any] = {
-            "id": id_,
-            "project_id": project_id,
-            "title": title,
-            "description": description,
-            "acceptance_criteria": _json_list(criteria),
-            "kind": kind,
-            "priority": priority,
-            "depends_on": [dep_id for dep_id, _ in own],
-            "subject_task_id": subject,
-            "status": status,
-            "revision": revision,
+        task = dict(zip(columns, row, strict=True))
+        if "acceptance_criteria" in task:
+            task["acceptance_criteria"] = _json_list(task["acceptance_criteria"])
+        own = deps.get(task["id"], [])
+        if "depends_on" in keys:
+            task["depends_on"] = [dep_id for dep_id, _ in own]
+        if gate_part:
+            gate_open = task.pop(GATE_OPEN)
+            lease_owner = task.pop("lease_owner_id")
+            undone = [dep_id for dep_id, dep_status in own if dep_status != "done"]
             # readiness.readiness's predicate, its decision part stored
-            "ready": bool(gate_open) and status == "open" and lease_owner is None and not undone,
-            "created_at": created_at,
-            "updated_at": updated_at,
-        }  # fmt: skip
-        if gate_open:
-            # open by the stored state: no decision blocks it or its subject
-            task["blocked_by"] = Readiness(False, None, [], undone).blocked_by()
-        else:
-            task[_UNDONE] = undone
-        found[id_] = task
+            task["ready"] = (
+                bool(gate_open) and task["status"] == "open" and lease_owner is None and not undone
+            )
+            if gate_open:
+                # open by the stored state: no decision blocks it or its subject
+                task["blocked_by"] = Readiness(False, None, [], undone).blocked_by()
+            else:
+                task[_UNDONE] = undone
+        found[task["id"]] = task
     return found
 
 
@@ -107,10 +125,11 @@ def fill_blocked_by(
 ) -> None:
     """Complete `blocked_by` of tasks from `tasks_by_ids`, from the gate derived
     from the history, as `readiness.readiness` does (a constant number of
-    statements: one per project). Raises GateStateDrift when a task the stored
-    state holds has no blocking decision."""
+    statements: one per project) for those read with `ready` or `blocked_by`
+    that the stored state holds. Raises GateStateDrift when such a task has no
+    blocking decision."""
     # each task once: a task shown in many places is one shared dict
-    todo = list({t["id"]: t for t in tasks if "blocked_by" not in t}.values())
+    todo = list({t["id"]: t for t in tasks if _UNDONE in t}.values())
     by_project: dict[str, list[dict[str, Any]]] = {}
     for task in todo:
         by_project.setdefault(task["project_id"], []).append(task)

@@ -79,7 +79,8 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
-            return execute(Reads(conn, now, format_time(now)), plan, [None])[0]
+            reads = Reads(conn, now, format_time(now), plan.selected)
+            return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
             return None  # an answer graphql-core renders (a refused argument, ...)
         except Exception:

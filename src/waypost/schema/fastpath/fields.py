@@ -21,6 +21,7 @@ equality tests compare both paths on every field listed here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
@@ -62,9 +63,36 @@ def _projects(r: Reads, ids: list[str]) -> list[Json | None]:
 
 def _tasks(r: Reads, ids: list[str]) -> list[Json | None]:
     # `ready` from the stored gate state; `blocked_by` derived only if selected
-    # (`_blocked_by`): the loader's task JSON derives it for every task
-    found = stored_gate.tasks_by_ids(r.conn, ids, r.now)
+    # (`_blocked_by`): the loader's task JSON derives it for every task. Only
+    # the keys some selection of the operation reads (each column costs).
+    found = stored_gate.tasks_by_ids(r.conn, ids, r.now, _task_keys(r.selected))
     return [found.get(i) for i in ids]
+
+
+# The task JSON key each field of the fast path reads from a task record
+# (`id`, `project_id`, `subject_task_id` are always there: `Task.id`,
+# `restId`, `projectId`, `project`, `subject`, `Project.task`; a test checks
+# that every registered Task field is covered).
+TASK_KEYS: dict[tuple[str, str], str] = {
+    ("Task", "title"): "title",
+    ("Task", "description"): "description",
+    ("Task", "acceptanceCriteria"): "acceptance_criteria",
+    ("Task", "kind"): "kind",
+    ("Task", "priority"): "priority",
+    ("Task", "status"): "status",
+    ("Task", "revision"): "revision",
+    ("Task", "ready"): "ready",
+    ("Task", "blockedBy"): "blocked_by",
+    ("Task", "createdAt"): "created_at",
+    ("Task", "updatedAt"): "updated_at",
+    ("Task", "dependsOn"): "depends_on",
+    ("DecisionAffected", "currentRevision"): "revision",
+}
+
+
+@lru_cache(maxsize=256)
+def _task_keys(selected: frozenset[tuple[str, str]]) -> frozenset[str]:
+    return frozenset(TASK_KEYS[s] for s in selected if s in TASK_KEYS)
 
 
 def _decisions(r: Reads, ids: list[str]) -> list[Json | None]:

@@ -16,7 +16,8 @@ type, `@defer`/`@stream`. The operation then runs on graphql-core unchanged.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from graphql import (
@@ -56,12 +57,17 @@ class FieldPlan:
     type: GraphQLOutputType
     # the selection on the field's object type, None for scalars and enums
     sub: SelectionPlan | None
+    # the field's name in the schema (`key` may be an alias)
+    name: str = ""
 
 
 @dataclass(frozen=True)
 class SelectionPlan:
     type_name: str
     fields: tuple[FieldPlan, ...]
+    # on the operation's plan: every (type name, field name) selected anywhere
+    # in it, so a read can take only what some selection shows (fields.py)
+    selected: frozenset[tuple[str, str]] = frozenset()
 
 
 class _NotEligible(Exception):
@@ -114,9 +120,17 @@ def _compile(executor: Executor[Any]) -> SelectionPlan | None:
         )
         if collected.new_defer_usages or collected.forbidden_directive_instances:
             return None
-        return _selection(executor, root, collected.grouped_field_set)
+        plan = _selection(executor, root, collected.grouped_field_set)
     except (_NotEligible, GraphQLError, RecursionError):
         return None
+    return replace(plan, selected=frozenset(_selected(plan)))
+
+
+def _selected(plan: SelectionPlan) -> Iterator[tuple[str, str]]:
+    for field in plan.fields:
+        yield plan.type_name, field.name
+        if field.sub is not None:
+            yield from _selected(field.sub)
 
 
 def _selection(
@@ -127,7 +141,7 @@ def _selection(
         node = details[0].node
         name = node.name.value
         if name == "__typename":
-            fields.append(FieldPlan(key, typename(parent.name), {}, _TYPENAME, None))
+            fields.append(FieldPlan(key, typename(parent.name), {}, _TYPENAME, None, name))
             continue
         resolve = FIELDS.get((parent.name, name))
         field_def = parent.fields.get(name)
@@ -157,7 +171,7 @@ def _selection(
             if collected.new_defer_usages or collected.forbidden_directive_instances:
                 raise _NotEligible
             sub = _selection(executor, named, collected.grouped_field_set)
-        fields.append(FieldPlan(key, resolve, args, field_def.type, sub))
+        fields.append(FieldPlan(key, resolve, args, field_def.type, sub, name))
     return SelectionPlan(parent.name, tuple(fields))
 
 

@@ -28,6 +28,8 @@ class Reads:
     conn: sqlite3.Connection
     now: datetime
     now_at: str
+    # every (type name, field name) the operation selects (plan.SelectionPlan)
+    selected: frozenset[tuple[str, str]] = frozenset()
     # kind -> id -> record (None: no such record), like the DataLoaders' caches:
     # a record referenced many times is read once per request
     _records: dict[str, dict[str, Json | None]] = field(default_factory=dict)
