@@ -93,8 +93,18 @@ def tasks_by_ids(
         columns += ["status", "lease_owner_id", GATE_OPEN]
     columns = list(dict.fromkeys(columns))
     rows = shown_rows_by_ids(conn, task_ids, format_time(now), columns)
-    with_deps = gate_part or "depends_on" in keys
-    deps = dependency_map(conn, [r[0] for r in rows]) if with_deps else {}
+    if "depends_on" in keys or "blocked_by" in keys:
+        deps = dependency_map(conn, [r[0] for r in rows])
+    elif gate_part:
+        # `ready` alone: dependencies decide only for an open, unleased task
+        # the stored gate lets through (on a dashboard of pending decisions,
+        # none: the statement is skipped)
+        at = {c: i for i, c in enumerate(columns)}
+        status, lease, gate = at["status"], at["lease_owner_id"], at[GATE_OPEN]
+        candidates = [r[0] for r in rows if r[gate] and r[status] == "open" and r[lease] is None]
+        deps = dependency_map(conn, candidates) if candidates else {}
+    else:
+        deps = {}
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
         task = dict(zip(columns, row, strict=True))
@@ -111,7 +121,9 @@ def tasks_by_ids(
             task["ready"] = (
                 bool(gate_open) and task["status"] == "open" and lease_owner is None and not undone
             )
-            if gate_open:
+            if "blocked_by" not in keys:
+                pass  # (and `undone` may not be the whole list: see `deps`)
+            elif gate_open:
                 # open by the stored state: no decision blocks it or its subject
                 task["blocked_by"] = Readiness(False, None, [], undone).blocked_by()
             else:
