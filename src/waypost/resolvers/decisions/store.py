@@ -448,6 +448,47 @@ def generation_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sq
     ).fetchall()
 
 
+_GENERATION_COLUMNS: Final = frozenset({
+    "decision_id", "generation", "policy_revision", "environment", "conditions", "expires_at",
+    "reopen_rationale", "actor_id", "actor_session_id", "at",
+})  # fmt: skip
+_ANSWER_COLUMNS: Final = frozenset({
+    "disposition", "answer", "rationale", "conditions_confirmed", "actor_id", "actor_session_id",
+    "relayed", "relay_prompt", "relay_response", "authorized_by", "relay_policy_revision",
+    "timed_out", "at",
+})  # fmt: skip
+
+
+def generation_columns(
+    conn: sqlite3.Connection,
+    keys: Sequence[GenKey],
+    columns: Sequence[str],
+    answer_columns: Sequence[str],
+) -> list[tuple[Any, ...]]:
+    """Generations by key as plain tuples: `columns` of the generation, then
+    `answer_columns` of its answer (NULL when none; no join when none are
+    asked). `generation_rows` with only the columns a reader shows: each
+    column read costs about as much as the look-up of the row."""
+    if set(columns) - _GENERATION_COLUMNS or set(answer_columns) - _ANSWER_COLUMNS:
+        raise ValueError(f"not a generation column: {columns} {answer_columns}")
+    selected = ", ".join([*(f"g.{c}" for c in columns), *(f"a.{c}" for c in answer_columns)])
+    join = (
+        " LEFT JOIN decision_answers a ON a.decision_id = g.decision_id"
+        " AND a.generation = g.generation"
+        if answer_columns
+        else ""
+    )
+    cursor = conn.cursor()
+    cursor.row_factory = None
+    rows: list[tuple[Any, ...]] = cursor.execute(
+        f"SELECT {selected} FROM json_each(?) k"
+        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
+        f"  AND g.generation = json_extract(k.value, '$[1]'){join}",
+        (_ids([list(k) for k in keys]),),
+    ).fetchall()
+    return rows
+
+
 def affected_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sqlite3.Row]:
     """The pins of each generation, in listed order."""
     return conn.execute(

@@ -259,7 +259,9 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         wanted.append([(d["id"], g) for g in range(top, max(top - w.limit - 1, 0), -1)])
     older = {k for d, keys in zip(parents, wanted, strict=True) for k in keys
              if k[1] != d["generation"]}  # fmt: skip
-    loaded = decision_views.load_generations(r.conn, sorted(older))
+    # only the keys some selection of the operation shows (each column costs)
+    gen_keys, answer_keys = _generation_keys(r.selected)
+    loaded = decision_views.load_generations_showing(r.conn, sorted(older), gen_keys, answer_keys)
     result = []
     for d, keys in zip(parents, wanted, strict=True):
         # Page.from_rows' rule (limit + 1 rows fetched: the extra one means more),
@@ -276,6 +278,51 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         # as relay.position_page: a forward page after a cursor has items before it
         result.append(Conn(items, cursors, len(keys) > w.limit, w.cursor is not None, count))
     return result
+
+
+# The generation and answer JSON key each field of the fast path reads (a
+# test checks that every registered field of the two types is here).
+GENERATION_KEYS: dict[str, str] = {
+    "generation": "generation",
+    "affected": "affected",
+    "policyRevision": "policy_revision",
+    "environment": "environment",
+    "conditions": "conditions",
+    "expiresAt": "expires_at",
+    "reopenRationale": "reopen_rationale",
+    "actorId": "actor_id",
+    "actorSessionId": "actor_session_id",
+    "at": "at",
+    "answer": "answer",
+    "actor": "actor_id",
+}
+ANSWER_KEYS: dict[str, str] = {
+    "disposition": "disposition",
+    "answer": "answer",
+    "rationale": "rationale",
+    "conditionsConfirmed": "conditions_confirmed",
+    "actorId": "actor_id",
+    "actorSessionId": "actor_session_id",
+    "relayed": "relayed",
+    "relay": "relay",
+    "relayPolicyRevision": "relay_policy_revision",
+    "timedOut": "timed_out",
+    "at": "at",
+    "actor": "actor_id",
+    "authorizedBy": "authorized_by",
+}
+
+
+@lru_cache(maxsize=256)
+def _generation_keys(
+    selected: frozenset[tuple[str, str]],
+) -> tuple[frozenset[str], frozenset[str]]:
+    generation = [f for t, f in selected if t == "DecisionGeneration" and f in GENERATION_KEYS]
+    answer = [f for t, f in selected if t == "DecisionAnswer" and f in ANSWER_KEYS]
+    return (
+        frozenset(GENERATION_KEYS[f] for f in generation),
+        frozenset(ANSWER_KEYS[f] for f in answer),
+    )
 
 
 _connection("Decision")
