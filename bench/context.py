@@ -181,11 +181,14 @@ def interleaved(
     over_http = Row("bare FTS5 over HTTP (no auth, no objects)")
     context = Row(f"context over HTTP (time limit {limit_ms} ms)")
     floor = Row("GET policy over HTTP (the HTTP+auth floor)")
-    conn = sqlite3.connect(path)
+    # One connection per in-process row: a connection's page cache would
+    # otherwise hand one row the pages the other just read (each server
+    # process has its own cache too; only the OS cache is shared by all).
+    connections = {BARE_RANK: sqlite3.connect(path), BARE_BM25: sqlite3.connect(path)}
 
     def in_process(sql: str, match: str) -> None:
         for table in ("knowledge_fts", "tasks_fts"):
-            conn.execute(sql.format(t=table), (match,)).fetchall()
+            connections[sql].execute(sql.format(t=table), (match,)).fetchall()
 
     serve, base = start_server(
         ["waypost.cli", "serve", "--db", str(path), "--lifecycle-port", "0",
@@ -240,7 +243,8 @@ def interleaved(
         rss = peak_rss_mb(serve.pid)
     finally:
         stop(serve)
-        conn.close()
+        for conn in connections.values():
+            conn.close()
     return [bare, bm25, over_http, context, floor], rss
 
 
