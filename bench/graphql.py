@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 
@@ -26,6 +27,9 @@ from waypost.app import create_app
 from waypost.clock import SystemClock, format_time
 from waypost.resolvers.access import principals
 from waypost.runtime import Runtime, open_runtime
+from waypost.schema import fastpath
+from waypost.schema.fastpath import known
+from waypost.schema.memo import Memo
 from waypost.settings import Settings
 
 API = "/api/v1/projects/dash"
@@ -138,12 +142,27 @@ async def rest_everything(b: Bench) -> int:
     return 1 + len(decisions) + len(tasks)
 
 
+@contextmanager
+def per_field_execution() -> Iterator[None]:
+    """The fast path switched off: graphql-core executes every field (the
+    "before" of schema/fastpath/, measured in the same run)."""
+    with (
+        mock.patch.object(fastpath, "answer", lambda executor: None),
+        mock.patch.object(known, "KNOWN", Memo(0)),  # no repeated request skips it either
+    ):
+        yield
+
+
 async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], list[int]]:
-    """The three rows on the current data, and each one's SQL statements."""
+    """The rows on the current data, and each one's SQL statements."""
     calls: list[int] = []
 
     async def gql(i: int) -> None:
         await graphql_call(b)
+
+    async def gql_per_field(i: int) -> None:
+        with per_field_execution():
+            await graphql_call(b)
 
     async def rest_list(i: int) -> None:
         await b.send("GET", f"{API}/decisions?limit=50")
@@ -158,9 +177,11 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
                       budget=budget, warmup=5),
         await measure("REST, all of it (list + per-decision + per-task GETs)", n, rest_all,
                       budget=budget, warmup=2),
+        await measure("GraphQL dashboard, fast path off (graphql-core per field)", n,
+                      gql_per_field, budget=budget, warmup=5),
     ]  # fmt: skip
     rows[2].name += f" = {calls[-1]} calls"
-    sql = [await b.statements(f) for f in (gql, rest_list, rest_all)]
+    sql = [await b.statements(f) for f in (gql, rest_list, rest_all, gql_per_field)]
     return rows, sql
 
 

@@ -25,6 +25,8 @@ from tests.decisions_support import (
     set_policy,
 )
 from waypost.schema import fastpath
+from waypost.schema.fastpath import known
+from waypost.schema.memo import Memo
 
 
 @dataclass
@@ -42,8 +44,8 @@ def spying() -> Iterator[list[bool]]:
     seen: list[bool] = []
     real = fastpath._run
 
-    async def spy(context: Any, plan: Any) -> Any:
-        data = await real(context, plan)
+    async def spy(rt: Any, plan: Any) -> Any:
+        data = await real(rt, plan)
         seen.append(data is not None)
         return data
 
@@ -62,7 +64,11 @@ async def post(caller: Caller, query: str, variables: dict[str, Any] | None) -> 
 async def both(caller: Caller, query: str, variables: dict[str, Any] | None = None) -> Answered:
     with spying() as seen:
         fast = await post(caller, query, variables)
-    with mock.patch.object(fastpath, "answer", lambda executor: None):
+    # off: graphql-core answers, and no request is answered from `known` either
+    with (
+        mock.patch.object(fastpath, "answer", lambda executor: None),
+        mock.patch.object(known, "KNOWN", Memo(0)),
+    ):
         slow = await post(caller, query, variables)
     return Answered(fast, slow, seen == [True])
 
@@ -103,9 +109,11 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
 
     r = await human.post("/api/v1/projects/other/tasks", {"title": "Elsewhere"})
     assert r.status_code == 201, r.text
+    elsewhere = r.json()["id"]
     r = await human.post("/api/v1/projects/other/decisions", {
         "question": "Elsewhere?", "options": ["Yes", "No"], "rationale": "other project",
-        "required_actor": "human", "task_ids": [r.json()["id"]], "environment": "prod",
+        "required_actor": "human", "task_ids": [elsewhere], "environment": "prod",
     })  # fmt: skip
     assert r.status_code == 201, r.text
-    return {"tasks": [a, b, c, d], "decisions": [pending["id"], twice["id"]]}
+    return {"tasks": [a, b, c, d], "elsewhere": elsewhere,
+            "decisions": [pending["id"], twice["id"]]}  # fmt: skip

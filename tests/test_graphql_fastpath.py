@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import AsyncExitStack, contextmanager
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,7 +26,10 @@ from hypothesis import strategies as st
 from bench.graphql import DASHBOARD
 from tests.conftest import Caller, MovableClock, Service, copy_database, serving
 from tests.fastpath_support import both, seed, spying
+from waypost.schema.fastpath import known
+from waypost.schema.fastpath import plan as fastpath_plan
 from waypost.schema.fastpath.fields import FIELDS
+from waypost.schema.memo import Memo
 from waypost.settings import Settings
 
 
@@ -96,7 +100,8 @@ async def test_pages_through_cursors_as_graphql_core_does(
 ) -> None:
     query = """query ($after: String, $g: String) { project(id: "demo") {
         decisions(first: 2, after: $after) { pageInfo { endCursor hasNextPage hasPreviousPage }
-          nodes { restId generations(first: 1, after: $g) { pageInfo { endCursor hasNextPage }
+          nodes { restId generations(first: 1, after: $g) {
+            pageInfo { endCursor hasNextPage hasPreviousPage }
             nodes { generation } } } } } }"""
     after: str | None = None
     pages = 0
@@ -110,6 +115,9 @@ async def test_pages_through_cursors_as_graphql_core_does(
             cursor = node["generations"]["pageInfo"]["endCursor"]
             second = await both(human, query, {"after": after, "g": cursor})
             assert second.fast == second.slow and second.answered
+            # a forward page after a cursor has a page before it (docs/graphql.md)
+            later = json.loads(second.fast)["data"]["project"]["decisions"]["nodes"]
+            assert all(n["generations"]["pageInfo"]["hasPreviousPage"] for n in later)
         pages += 1
         if not data["pageInfo"]["hasNextPage"]:
             break
@@ -193,6 +201,8 @@ LEAVES: dict[str, list[str]] = {
     "DecisionConnection": ["totalCount"],
     "DecisionGenerationConnection": ["totalCount"],
     "DecisionEdge": ["cursor"],
+    "TaskConnection": ["totalCount"],
+    "TaskEdge": ["cursor"],
     "DecisionGenerationEdge": ["cursor"],
     "PageInfo": ["hasNextPage", "hasPreviousPage", "startCursor", "endCursor"],
     "Decision": ["id", "restId", "projectId", "question", "options", "rationale",
@@ -210,7 +220,10 @@ LEAVES: dict[str, list[str]] = {
     "Principal": ["id", "restId", "kind", "name"],
 }  # fmt: skip
 LINKS: dict[str, dict[str, str]] = {
-    "Project": {"createdBy": "Principal", "decisions": "DecisionConnection"},
+    "Project": {"createdBy": "Principal", "decisions": "DecisionConnection",
+                "tasks": "TaskConnection", "task": "Task"},
+    "TaskConnection": {"nodes": "Task", "edges": "TaskEdge", "pageInfo": "PageInfo"},
+    "TaskEdge": {"node": "Task"},
     "DecisionConnection": {"nodes": "Decision", "edges": "DecisionEdge", "pageInfo": "PageInfo"},
     "DecisionGenerationConnection": {"nodes": "DecisionGeneration",
                                      "edges": "DecisionGenerationEdge", "pageInfo": "PageInfo"},
@@ -232,6 +245,15 @@ PAGING = ["", "", "(first: 1)", "(first: 2)", "(first: 100)", "(last: 2)", "(fir
 ARGS: dict[tuple[str, str], list[str]] = {
     ("Project", "decisions"): [*PAGING, "(status: PENDING)", "(status: DENIED, first: 1)"],
     ("Decision", "generations"): PAGING,
+    ("Project", "tasks"): [
+        *PAGING,
+        "(ready: true)",
+        "(ready: false, first: 2)",
+        "(status: OPEN)",
+        '(q: "migrate")',
+        '(q: "\\"")',
+    ],
+    ("Project", "task"): ['(id: "task_nope")', "(id: $task)"],
 }
 FRAGMENTS = {
     "TaskBits": "fragment TaskBits on Task { restId title status ready revision }",
@@ -244,6 +266,7 @@ STARTS = [
     ("Decision", "decisions { nodes { * } }"),
     ("DecisionGeneration", "decisions(first: 3) { nodes { generations { nodes { * } } } }"),
     ("Task", "decisions { nodes { affected { task { * } } } }"),
+    ("Task", "tasks(first: 3) { nodes { * } }"),
     ("DecisionAnswer", "decisions { edges { node { current { answer { * } } } } }"),
 ]
 aliases = st.sampled_from(["", "", "", "x: ", "y: "])
@@ -276,7 +299,7 @@ def selection(type_name: str, depth: int) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
+def documents(draw: st.DrawFn, task_ids: list[str]) -> tuple[str, dict[str, Any]]:
     project = draw(st.sampled_from(['"demo"', '"demo"', '"other"', '"nope"', "$project"]))
     # start at the project, or deeper along the dashboard's path (so every
     # type of the registry is reached often), then select at random
@@ -295,25 +318,30 @@ def documents(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     if "$project" in text:
         declared.append("$project: String!")
         variables["project"] = "demo"
+    if "$task" in text:
+        declared.append("$task: String!")
+        variables["task"] = draw(st.sampled_from(task_ids))
     head = f"query ({', '.join(declared)}) " if declared else "query "
     return head + text + " " + " ".join(FRAGMENTS[name] for name in used), variables
 
 
 @contextmanager
-def world(template: Path, db_path: Path) -> Iterator[tuple[asyncio.AbstractEventLoop, Caller]]:
+def world(
+    template: Path, db_path: Path
+) -> Iterator[tuple[asyncio.AbstractEventLoop, Caller, dict[str, Any]]]:
     """One seeded service for every example (the examples only read)."""
     loop = asyncio.new_event_loop()
     stack = AsyncExitStack()
 
-    async def start() -> Caller:
+    async def start() -> tuple[Caller, dict[str, Any]]:
         settings_ = Settings(db_path=copy_database(template, db_path), sweep_interval=3600)
         service = await stack.enter_async_context(serving(settings_, MovableClock()))
         human = await service.principal("human", "alice")
-        await seed(service, human)
-        return human
+        return human, await seed(service, human)
 
     try:
-        yield loop, loop.run_until_complete(start())
+        human, seeded = loop.run_until_complete(start())
+        yield loop, human, seeded
     finally:
         loop.run_until_complete(stack.aclose())
         loop.close()
@@ -323,11 +351,13 @@ def test_any_selection_answers_as_graphql_core_does(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     answered = []
-    with world(migrated_template, tmp_path / "w.db") as (loop, human):
+    with world(migrated_template, tmp_path / "w.db") as (loop, human, seeded):
+        # this project's tasks, another project's (null here) and none
+        task_ids = [*seeded["tasks"], seeded["elsewhere"], "task_nope"]
 
         @settings(max_examples=80, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
-        @given(documents())
+        @given(documents(task_ids))
         def check(document: tuple[str, dict[str, Any]]) -> None:
             query, variables = document
             result = loop.run_until_complete(both(human, query, variables))
@@ -339,3 +369,61 @@ def test_any_selection_answers_as_graphql_core_does(
 
         check()
     assert sum(answered) >= len(answered) // 3, "the fast path answered too few examples"
+
+
+async def test_the_fast_path_reads_a_constant_number_of_statements(
+    service: Service, human: Caller, seeded: dict[str, Any]
+) -> None:
+    async def statements() -> int:
+        seen: list[str] = []
+        await service.rt.db.set_trace(seen.append)
+        try:
+            with spying() as answered:
+                data = await human.gql(DASHBOARD, {"project": "demo"})
+        finally:
+            await service.rt.db.set_trace(None)
+        assert "errors" not in data and answered == [True], data
+        return len(seen)
+
+    few = await statements()
+    tasks = seeded["tasks"]
+    for i in range(12):
+        r = await human.post("/api/v1/projects/demo/decisions", {
+            "question": f"Ship {i}?", "options": ["Yes", "No"], "rationale": "more",
+            "required_actor": "human", "task_ids": tasks[i % 4 :][:2], "environment": "prod",
+        })  # fmt: skip
+        assert r.status_code == 201, r.text
+    assert await statements() == few
+
+
+async def test_a_fault_of_the_fast_path_is_logged_and_graphql_core_answers(
+    human: Caller, seeded: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(r: Any, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+        raise RuntimeError("a bug in a fast resolver")
+
+    query = '{ project(id: "demo") { name decisions { nodes { restId question } } } }'
+    expected = await both(human, query)
+    # plans are memoized with their resolvers: fresh memos see the patched one
+    with (
+        mock.patch.dict(FIELDS, {("Decision", "question"): broken}),
+        mock.patch.object(fastpath_plan, "_PLANS", Memo(8)),
+        mock.patch.object(known, "KNOWN", Memo(8)),
+    ):
+        result = await both(human, query)
+    assert result.fast == result.slow == expected.fast
+    assert not result.answered
+    assert "GraphQL fast path fault" in caplog.text
+
+
+async def test_an_agent_reads_what_the_normal_path_lets_it_read(
+    service: Service, seeded: dict[str, Any]
+) -> None:
+    agent = await service.agent("reader")
+    for project in ("demo", "other", "nope"):
+        result = await both(agent, DASHBOARD, {"project": project})
+        assert result.fast == result.slow and result.answered
+    # a session is its owner's only: not a field the fast path answers
+    with spying() as seen:
+        data = await agent.gql("{ mySession { restId } }")
+    assert data["data"]["mySession"]["restId"] == agent.session_id and seen == []

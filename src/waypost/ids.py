@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import threading
+import time
 
 # \Z, not $: in Python `$` also matches before a final newline.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
@@ -46,12 +47,29 @@ _pool = _RandomPool()
 os.register_at_fork(after_in_child=_pool.forget)
 
 
-def new_id(prefix: str) -> str:
-    """A random id such as `task_3fQ9...`; 1-64 of A-Za-z0-9_- as the contract demands.
+# 64 characters of the id alphabet in ASCII order, so that a timestamp
+# written with them sorts as its number does
+_ORDERED = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
-    96 random bits, URL-safe base64 (what `secrets.token_urlsafe(12)` makes).
+
+def _time_part(ms: int) -> str:
+    """48 bits of milliseconds as 8 characters that sort in time order."""
+    return "".join(_ORDERED[(ms >> shift) & 63] for shift in range(42, -1, -6))
+
+
+def new_id(prefix: str) -> str:
+    """An id such as `task_-Ld3x9Qa3fQ9...`; 1-64 of A-Za-z0-9_- as the contract demands.
+
+    The creation time in milliseconds (8 characters, in an alphabet that
+    sorts as the time does) and then 96 random bits (URL-safe base64). Ids
+    stay opaque and unguessable, but each new one lands at the end of the
+    indexes that hold ids instead of at a random page: measured on a table
+    of 50,000 knowledge records, a batch of creates dirtied fewer pages and
+    the writer spent a third less CPU per create and half the time in its
+    COMMIT (docs/architecture.md).
     """
-    return f"{prefix}_{base64.urlsafe_b64encode(_pool.take(12)).decode()}"
+    random_part = base64.urlsafe_b64encode(_pool.take(12)).decode()
+    return f"{prefix}_{_time_part(time.time_ns() // 1_000_000)}{random_part}"
 
 
 def new_token() -> str:

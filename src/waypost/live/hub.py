@@ -65,9 +65,9 @@ class LiveLimits:
     # The hub waits this long per open listener (at most `coalesce_max`)
     # before reading new events, so that one read and one wake per listener
     # serve many commits: every wake costs each listener a send, so the wait
-    # grows with them (100 streams: 50 ms; one stream: 0.5 ms).
-    coalesce_per_listener: float = 0.0005
-    coalesce_max: float = 0.05
+    # grows with them (100 streams: 100 ms; one stream: 1 ms).
+    coalesce_per_listener: float = 0.001
+    coalesce_max: float = 0.1
     # streams send a comment this often, and re-check their token this often
     keepalive_seconds: float = 15.0
     recheck_seconds: float = 15.0

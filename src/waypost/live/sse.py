@@ -55,6 +55,24 @@ def _frame(event: dict[str, Any]) -> bytes:
     return frame
 
 
+# Whole writes by (first, last) sequence: the streams of a project that are
+# caught up all get the same slice of its events on a wake (a project's
+# events between two sequences are always the same), so it is joined once.
+_CHUNKS: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+_CHUNKS_KEPT = 64
+
+
+def _chunk(events: list[dict[str, Any]]) -> bytes:
+    key = (events[0]["sequence"], events[-1]["sequence"])
+    chunk = _CHUNKS.get(key)
+    if chunk is None:
+        chunk = b"".join(_frame(event) for event in events)
+        _CHUNKS[key] = chunk
+        if len(_CHUNKS) > _CHUNKS_KEPT:
+            _CHUNKS.popitem(last=False)
+    return chunk
+
+
 async def event_stream(request: Request) -> Response:
     rt = request.app.state.runtime
     actor = request.state.actor
@@ -90,7 +108,7 @@ async def event_stream(request: Request) -> Response:
                         yield b": keep-alive\n\n"
                     else:
                         assert isinstance(item, list)
-                        yield b"".join(_frame(event) for event in item)
+                        yield _chunk(item)
                     item = await anext(events)
             except (StreamEnded, StopAsyncIteration):
                 return

@@ -16,6 +16,7 @@ Hooks for parts that report here:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -42,6 +43,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
         r = self.registry
         self.requests = Counter(
             "waypost_http_requests",
@@ -97,9 +99,16 @@ class Metrics:
         )
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
-        labels = {"method": method, "route": route, "status": str(status)}
-        self.requests.labels(**labels).inc()
-        self.latency.labels(**labels).observe(seconds)
+        # the labelled children by key: `labels()` takes a lock and builds a
+        # tuple on every call, and the set of keys is small (routes x status)
+        key = (method, route, status)
+        children = self._request_children.get(key)
+        if children is None:
+            labels = {"method": method, "route": route, "status": str(status)}
+            children = (self.requests.labels(**labels), self.latency.labels(**labels))
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_commit(self, batch_size: int, seconds: float) -> None:
         self.batch_size.observe(batch_size)

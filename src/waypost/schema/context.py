@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from strawberry.types import Info as _Info
@@ -22,9 +23,8 @@ class Context:
     loaders: Loaders = field(init=False)
     # per-request answers worth computing once (keys name their use)
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)
-    # queries of plain data skip graphql-core's per-field execution
-    # (schema/fastpath/); tests turn it off to compare both paths
-    fast_path: bool = True
+    # the request's key when the fast path may learn it (schema/fastpath/known.py)
+    known_key: Hashable | None = None
 
     def __post_init__(self) -> None:
         self.loaders = Loaders(self.rt)

@@ -160,7 +160,9 @@ async def position_page(
     loader and one statement shape.
     """
     if not w.backward:
-        return await loader.load((record_id, w.cursor, w.limit))
+        page = await loader.load((record_id, w.cursor, w.limit))
+        # as every forward page: `after` names a position, so items precede it
+        return Page(page.items, page.cursors, page.has_next, w.cursor is not None)
     p = 0
     if w.cursor is not None:
         p = int(str(decode_cursor(w.cursor, int, field_name="before")[0]))

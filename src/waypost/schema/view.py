@@ -20,10 +20,12 @@ from strawberry.types import ExecutionResult
 from waypost import console
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import is_json_media_type, parse_json
+from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
-from waypost.schema import schema
+from waypost.schema import fastpath, schema
 from waypost.schema.context import Context
 from waypost.schema.execution import MASKED
+from waypost.schema.fastpath import known
 from waypost.schema.websocket import NOBODY, TransportWS
 
 log = logging.getLogger("waypost.graphql")
@@ -93,6 +95,10 @@ class WaypostGraphQL(GraphQL[Context, None]):
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
         scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         request = Request(scope=scope, receive=receive)
+        known_answer = await self._known_answer(request)
+        if known_answer is not None:
+            await known_answer(scope, receive, send)
+            return
         try:
             response = await self.run(request)
         except WaypostError as error:
@@ -104,6 +110,33 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 code = _HTTP_CODES.get(exc.status_code, "invalid_request")
                 response = http_error(exc.status_code, code, exc.reason, {})
         await response(scope, receive, send)
+
+    async def _known_answer(self, request: Request) -> Response | None:
+        """A request the pipeline answered before by the fast path
+        (schema/fastpath/known.py), answered again without it; None sends
+        the request through the pipeline (which may learn it)."""
+        # a streaming transport asked for in `Accept` takes the pipeline's path
+        if self._get_stream_transport_from_headers(request.headers) is not None:
+            return None
+        try:
+            key = known.request_key(parse_json(await request.body()))
+        except WaypostError:
+            return None  # the pipeline refuses the body in its own words
+        if key is None:
+            return None
+        entry = known.KNOWN.get(key)
+        if entry is None:
+            request.state.graphql_known_key = key  # the fast path learns it
+            return None
+        rt = request.app.state.runtime
+        data = await fastpath.answer_known(rt, entry)
+        if data is None:
+            return None  # an error to render this time: the pipeline does
+        # what the pipeline does around execution (observe/graphql.py)
+        note_graphql_operation(entry.name)
+        rt.metrics.graphql.labels(type="query", outcome="ok").inc()
+        # the pipeline's process_result and create_response
+        return Response(self.encode_json({"data": data}), media_type="application/json")
 
     def encode_json(self, data: object) -> str:
         """The REST encoder (msgspec): a dashboard's answer is large, and
@@ -123,7 +156,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
             # the caller is named by connection_init (schema/websocket.py)
             return Context(rt=rt, actor=NOBODY)
         token = request.headers.get("authorization", "").partition(" ")[2].strip()
-        return Context(rt=rt, actor=request.state.actor, token=token)
+        key = getattr(request.state, "graphql_known_key", None)
+        return Context(rt=rt, actor=request.state.actor, token=token, known_key=key)
 
     async def process_result(
         self, request: Request | WebSocket, result: ExecutionResult

@@ -57,7 +57,8 @@ class Idempotency:
 def check_key(key: str | None, field: str = "Idempotency-Key") -> None:
     if key is None or key == "":
         raise InvalidRequest.field(field, "an idempotency key is required for every mutation")
-    if len(key) > KEY_MAX or not all("!" <= ch <= "~" for ch in key):
+    # "!" to "~" is printable ASCII without the space (str methods, not a loop)
+    if len(key) > KEY_MAX or not (key.isascii() and key.isprintable()) or " " in key:
         raise InvalidRequest.field(field, "idempotency key must be 1-256 characters from ! to ~")
 
 

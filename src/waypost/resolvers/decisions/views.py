@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from waypost.errors import NotFound
@@ -19,61 +20,83 @@ from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.status import decision_status, work_allowed
 from waypost.resolvers.decisions.store import GenKey
 
+# The answer's fields, in the order of `generation_rows`' `a_` columns.
+_ANSWER_FIELDS = (
+    "disposition", "answer", "rationale", "conditions_confirmed", "actor_id",
+    "actor_session_id", "relayed", "relay_prompt", "relay_response", "authorized_by",
+    "relay_policy_revision", "timed_out", "at",
+)  # fmt: skip
+_GENERATION_FIELDS = (
+    "decision_id", "generation", "policy_revision", "environment", "conditions",
+    "expires_at", "reopen_rationale", "actor_id", "actor_session_id", "at",
+)  # fmt: skip
 
-def answer_json(row: sqlite3.Row, prefix: str = "") -> dict[str, Any]:
-    """An answer from its columns (`prefix` names them when joined to a generation)."""
 
-    def col(name: str) -> Any:
-        return row[prefix + name]
+def _json_list(text: str) -> Any:
+    # most generations carry no conditions: skip the parser for those
+    return [] if text == "[]" else json.loads(text)
 
-    relay = None
-    if col("relayed"):
-        relay = {"prompt": col("relay_prompt"), "response": col("relay_response")}
+
+def _answer(values: Sequence[Any]) -> dict[str, Any]:
+    """An answer from its columns, in `_ANSWER_FIELDS` order."""
+    (disposition, answer, rationale, confirmed, actor_id, actor_session_id, relayed,
+     relay_prompt, relay_response, authorized_by, relay_policy_revision, timed_out,
+     at) = values  # fmt: skip
     return {
-        "disposition": col("disposition"),
-        "answer": col("answer"),
-        "rationale": col("rationale"),
-        "conditions_confirmed": bool(col("conditions_confirmed")),
-        "actor_id": col("actor_id"),
-        "actor_session_id": col("actor_session_id"),
-        "relayed": bool(col("relayed")),
-        "relay": relay,
-        "authorized_by": col("authorized_by"),
-        "relay_policy_revision": col("relay_policy_revision"),
-        "timed_out": bool(col("timed_out")),
-        "at": col("at"),
+        "disposition": disposition,
+        "answer": answer,
+        "rationale": rationale,
+        "conditions_confirmed": bool(confirmed),
+        "actor_id": actor_id,
+        "actor_session_id": actor_session_id,
+        "relayed": bool(relayed),
+        "relay": {"prompt": relay_prompt, "response": relay_response} if relayed else None,
+        "authorized_by": authorized_by,
+        "relay_policy_revision": relay_policy_revision,
+        "timed_out": bool(timed_out),
+        "at": at,
     }
 
 
 def load_generations(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> dict[GenKey, Any]:
-    """Generation objects (pins, affected tasks, answer) by (decision id, generation)."""
+    """Generation objects (pins, affected tasks, answer) by (decision id, generation).
+
+    Columns are taken by position, found once per result: a sqlite3.Row looks
+    a name up by comparing it with every column name, and that cost more than
+    the two statements for a page of generations.
+    """
     if not keys:
         return {}
     rows = store.generation_rows(conn, keys)
     affected: dict[GenKey, list[dict[str, Any]]] = {}
-    for r in store.affected_rows(conn, keys):
-        key = (r["decision_id"], r["generation"])
-        affected.setdefault(key, []).append(
-            {"task_id": r["task_id"], "task_revision": r["task_revision"]}
+    for decision_id, generation, task_id, task_revision in store.affected_rows(conn, keys):
+        affected.setdefault((decision_id, generation), []).append(
+            {"task_id": task_id, "task_revision": task_revision}
         )
     result: dict[GenKey, Any] = {}
+    if not rows:
+        return result
+    names = {name: i for i, name in enumerate(rows[0].keys())}
+    columns = itemgetter(*(names[n] for n in _GENERATION_FIELDS))
+    answer_at = [names["a_" + n] for n in _ANSWER_FIELDS]
+    answer_columns = itemgetter(*answer_at)
+    disposition_at = answer_at[0]
     for g in rows:
-        key = (g["decision_id"], g["generation"])
-        answer = None
-        if g["a_disposition"] is not None:
-            answer = answer_json(g, prefix="a_")
+        (decision_id, generation, policy_revision, environment, conditions, expires_at,
+         reopen_rationale, actor_id, actor_session_id, at) = columns(g)  # fmt: skip
+        key = (decision_id, generation)
         result[key] = {
-            "generation": g["generation"],
+            "generation": generation,
             "affected": affected.get(key, []),
-            "policy_revision": g["policy_revision"],
-            "environment": g["environment"],
-            "conditions": json.loads(g["conditions"]),
-            "expires_at": g["expires_at"],
-            "reopen_rationale": g["reopen_rationale"],
-            "actor_id": g["actor_id"],
-            "actor_session_id": g["actor_session_id"],
-            "at": g["at"],
-            "answer": answer,
+            "policy_revision": policy_revision,
+            "environment": environment,
+            "conditions": _json_list(conditions),
+            "expires_at": expires_at,
+            "reopen_rationale": reopen_rationale,
+            "actor_id": actor_id,
+            "actor_session_id": actor_session_id,
+            "at": at,
+            "answer": None if g[disposition_at] is None else _answer(answer_columns(g)),
         }
     return result
 

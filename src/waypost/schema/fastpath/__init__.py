@@ -22,53 +22,74 @@ running it again there renders the error exactly as before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable
+import sqlite3
+from collections.abc import Awaitable, Hashable
 from typing import Any
 
+from graphql import GraphQLError
 from graphql.execution.executor import Executor
 
 from waypost.clock import format_time
+from waypost.errors import WaypostError
+from waypost.runtime import Runtime
+from waypost.schema.fastpath import known
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
 from waypost.schema.fastpath.run import execute
 
 log = logging.getLogger("waypost.graphql")
 
-# context.memo key under which the outcome is noted ("answered" / "fell back"),
-# for tests and for anyone asking why a query was slow
-OUTCOME = ("fast-path",)
-
 
 def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     """The operation's `data` by the fast path (an awaitable: None when it
     fell back at run time), or None when it does not apply at all."""
-    context = executor.context_value
+    rt = getattr(executor.context_value, "rt", None)
     middleware = executor.middleware_manager
     # field middleware (none in this schema) must see every field: keep its path
-    if not getattr(context, "fast_path", False) or (middleware and middleware.middlewares):
+    if rt is None or (middleware and middleware.middlewares):
         return None
     plan = compile_query(executor)
     if plan is None:
         return None
-    return _run(context, plan)
+    key = getattr(executor.context_value, "known_key", None)
+    if key is None:
+        return _run(rt, plan)
+    operation = executor.operation  # what Strawberry names the operation by
+    return _learn(rt, plan, key, operation.name.value if operation.name else None)
 
 
-async def _run(context: Any, plan: SelectionPlan) -> dict[str, Any] | None:
-    rt = context.rt
+async def _learn(
+    rt: Runtime, plan: SelectionPlan, key: Hashable, name: str | None
+) -> dict[str, Any] | None:
+    """Run the plan; once it answered, the view may answer `key` directly."""
+    data = await _run(rt, plan)
+    if data is not None:
+        known.KNOWN.put(key, known.Known(plan, name))
+    return data
+
+
+async def answer_known(rt: Runtime, entry: known.Known) -> dict[str, Any] | None:
+    """The `data` of a request the pipeline answered before (known.py), or None
+    when the fast path falls back this time (the pipeline then answers)."""
+    return await _run(rt, entry.plan)
+
+
+async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
     now = rt.now()
 
-    def unit(conn: Any) -> dict[str, Any] | None:
+    def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
             return execute(Reads(conn, now, format_time(now)), plan, [None])[0]
-        except Fallback:
-            return None
-        except Exception:  # the normal path will meet it too, and report it
-            log.debug("fast path fell back", exc_info=True)
+        except (Fallback, WaypostError, GraphQLError):
+            return None  # an answer graphql-core renders (a refused argument, ...)
+        except Exception:
+            # a fault of the fast path itself: the normal path still answers
+            # (and meets any fault of the store again, and reports it)
+            log.warning("GraphQL fast path fault; answered by graphql-core", exc_info=True)
             return None
 
     try:
         data: dict[str, Any] | None = await rt.db.read(unit)
     except Exception:  # a busy or closed store: the normal path answers as it does
         data = None
-    context.memo[OUTCOME] = "fell back" if data is None else "answered"
     return data

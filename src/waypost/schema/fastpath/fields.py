@@ -7,9 +7,13 @@ exactly as the DataLoaders make it, whatever the number of parents.
 
 Only fields whose normal resolver does nothing but read are here, and their
 reads are the same functions (`loaders.*_sync`, the decisions list and
-count): the caller's authority is the gate's (authentication) for all of
-them. Fields with their own authority rules (`Session`, `mySession`),
-anything that writes, and anything not listed take graphql-core's path.
+count), except tasks by id: those come from `tasks.stored_gate`, the same
+task JSON with `ready` read from the stored gate state and `blocked_by`
+derived from the history only when `blockedBy` is selected (a dashboard
+asks every task whether it is ready, rarely why not). The caller's
+authority is the gate's (authentication) for all of them. Fields with their
+own authority rules (`Session`, `mySession`), anything that writes, and
+anything not listed take graphql-core's path.
 The getters mirror the types' `from_json` (JSON key -> field); the
 equality tests compare both paths on every field listed here.
 """
@@ -23,6 +27,8 @@ from typing import Any
 from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.tasks import reads as task_reads
+from waypost.resolvers.tasks import stored_gate
 from waypost.schema import loaders
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
@@ -55,7 +61,10 @@ def _projects(r: Reads, ids: list[str]) -> list[Json | None]:
 
 
 def _tasks(r: Reads, ids: list[str]) -> list[Json | None]:
-    return loaders.tasks_sync(r.conn, ids, r.now)
+    # `ready` from the stored gate state; `blocked_by` derived only if selected
+    # (`_blocked_by`): the loader's task JSON derives it for every task
+    found = stored_gate.tasks_by_ids(r.conn, ids, r.now)
+    return [found.get(i) for i in ids]
 
 
 def _decisions(r: Reads, ids: list[str]) -> list[Json | None]:
@@ -138,6 +147,44 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
     return result
 
 
+def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Project.tasks`: the resolver's window check and `task_reads.list_tasks_sync`
+    (what `task_reads.list_tasks` runs), its count only when selected."""
+    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
+    status = a["status"].value if a.get("status") is not None else None
+    ready, q = a.get("ready"), a.get("q")
+
+    def counter(project_id: str) -> Callable[[Reads], int]:
+        return lambda r: task_reads.count_tasks_sync(
+            r.conn, project_id, r.now, status=status, ready=ready, q=q
+        )
+
+    return [
+        Conn.of(
+            task_reads.list_tasks_sync(
+                r.conn,
+                p["id"],
+                r.now,
+                status=status,
+                ready=ready,
+                cursor=w.cursor,
+                limit=w.limit,
+                q=q,
+                backward=w.backward,
+            ),
+            counter(p["id"]),
+        )
+        for p in parents
+    ]
+
+
+def _project_task(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Project.task(id)`: the task by id, null unless it is this project's."""
+    found = r.records("task", [a["id"]], _tasks)[0]
+    return [found if found is not None and found["project_id"] == p["id"] else None
+            for p in parents]  # fmt: skip
+
+
 _register("Query", {"project": _project_by_id})
 _register("Project", {
     "id": _global_id("Project"),
@@ -147,6 +194,8 @@ _register("Project", {
     "createdById": key("created_by"),
     "createdBy": ref("principal", _principals, "created_by"),
     "decisions": _project_decisions,
+    "tasks": _project_tasks,
+    "task": _project_task,
 })  # fmt: skip
 _register("Principal", {
     "id": _global_id("Principal"),
@@ -196,8 +245,8 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         def count(r: Reads, n: int = d["generation"]) -> int:
             return n  # generations are numbered 1..n: the current one is their count
 
-        # `history_pages` leaves hasPreviousPage false
-        result.append(Conn(items, cursors, len(keys) > w.limit, False, count))
+        # as relay.position_page: a forward page after a cursor has items before it
+        result.append(Conn(items, cursors, len(keys) > w.limit, w.cursor is not None, count))
     return result
 
 
@@ -270,6 +319,19 @@ _register("DecisionAffected", {
 
 # --- tasks ------------------------------------------------------------------------
 
+_connection("Task")
+
+
+def _blocked_by(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Task.blockedBy`: the blocking decisions come from the history (the
+    gate), read for the tasks the stored state holds, in one batch."""
+    try:
+        stored_gate.fill_blocked_by(r.conn, parents, r.now)
+    except stored_gate.GateStateDrift:
+        raise Fallback from None  # graphql-core answers wholly from the history
+    return [p["blocked_by"] for p in parents]
+
+
 _register("Task", {
     "id": _global_id("Task"),
     "restId": key("id"),
@@ -282,7 +344,7 @@ _register("Task", {
     "status": key("status"),
     "revision": key("revision"),
     "ready": key("ready"),
-    "blockedBy": key("blocked_by"),
+    "blockedBy": _blocked_by,
     "createdAt": key("created_at"),
     "updatedAt": key("updated_at"),
     "project": ref("project", _projects, "project_id"),

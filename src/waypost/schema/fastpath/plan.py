@@ -1,6 +1,7 @@
 """Compiling a query's selection sets into a plan the fast path can run.
 
-The plan is made once per request, after parsing, validation and the limits
+The plan is made once per document and variables (memoized: a dashboard
+sends the same query each time), after parsing, validation and the limits
 of `schema/limits.py` have passed, from the same field collection graphql-core
 uses (`collect_fields`/`collect_subfields`: aliases, fragments, inline
 fragments, `@skip`/`@include` with their variables), with the arguments
@@ -27,7 +28,9 @@ from graphql import (
     GraphQLOutputType,
     GraphQLString,
     GraphQLUnionType,
+    OperationDefinitionNode,
     OperationType,
+    Undefined,
 )
 from graphql.execution.collect_fields import (
     FieldDetails,
@@ -38,6 +41,8 @@ from graphql.execution.executor import Executor
 from graphql.execution.values import get_argument_values
 
 from waypost.schema.fastpath.fields import FIELDS, Resolver, typename
+from waypost.schema.limits import CACHED_QUERIES
+from waypost.schema.memo import Memo, variables_key
 
 
 @dataclass(frozen=True)
@@ -63,9 +68,35 @@ class _NotEligible(Exception):
     """Some part of the operation needs graphql-core's own execution."""
 
 
+# (id of the operation node, variables) -> (that node, its plan). The plan
+# depends on nothing else (the schema is one; fragments come with the node's
+# document), and the parser cache hands back the same document for the same
+# text. The node is kept in the entry, so its id cannot be reused while the
+# entry lives, and is compared on every hit.
+_PLANS: Memo[tuple[OperationDefinitionNode, SelectionPlan | None]] = Memo(CACHED_QUERIES)
+
+
 def compile_query(executor: Executor[Any]) -> SelectionPlan | None:
     """The plan of the executor's operation, or None when it must take the
     normal path (not a query, or a field the fast path does not know)."""
+    # keyed by the variables as the request gave them: the coerced values
+    # (and which ones came from defaults) follow from them and the document
+    given = executor.variable_values.sources
+    variables = variables_key(
+        {name: v.value for name, v in given.items() if v.value is not Undefined}
+    )
+    if variables is None:
+        return _compile(executor)
+    key = (id(executor.operation), variables)
+    found = _PLANS.get(key)
+    if found is not None and found[0] is executor.operation:
+        return found[1]
+    plan = _compile(executor)
+    _PLANS.put(key, (executor.operation, plan))
+    return plan
+
+
+def _compile(executor: Executor[Any]) -> SelectionPlan | None:
     operation = executor.operation
     if operation.operation is not OperationType.QUERY:
         return None

@@ -54,12 +54,21 @@ def _complete(
     if isinstance(t, GraphQLList):
         # every item of every list completed together, then cut back into lists
         flat = [item for v in values if v is not None for item in v]
-        done = iter(_complete(reads, t.of_type, sub, flat))
-        return [None if v is None else [next(done) for _ in v] for v in values]
+        done = _complete(reads, t.of_type, sub, flat)
+        lists: list[Any] = []
+        start = 0
+        for v in values:
+            if v is None:
+                lists.append(None)
+            else:
+                lists.append(done[start : start + len(v)])
+                start += len(v)
+        return lists
     if isinstance(t, GraphQLObjectType):
         assert sub is not None
-        present = [v for v in values if v is not None]
-        objects = iter(execute(reads, sub, present))
+        if None not in values:  # the usual case: no holes to put back
+            return execute(reads, sub, values)
+        objects = iter(execute(reads, sub, [v for v in values if v is not None]))
         return [None if v is None else next(objects) for v in values]
     if isinstance(t, GraphQLEnumType):
         names = _enum_names(t)

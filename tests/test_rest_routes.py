@@ -1,0 +1,47 @@
+"""How the REST shim matches paths and methods (rest/routing.py `RestRoutes`):
+the same answers Starlette's own routes gave, without their per-call cost."""
+
+from __future__ import annotations
+
+from tests.conftest import Caller, Service
+
+
+async def test_a_known_path_with_another_method_is_405_naming_the_allowed_ones(
+    human: Caller, project: str
+) -> None:
+    r = await human.client.delete(f"/api/v1/projects/{project}/knowledge", headers=human.headers())
+    assert r.status_code == 405
+    assert r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "GET, HEAD, POST"
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_an_unknown_path_under_the_api_is_the_404_envelope(human: Caller) -> None:
+    for path in ("/api/v1/nothing", "/api/v1/projects/a/b/c/d/e/f", "/api/v1//projects"):
+        r = await human.client.get(path, headers=human.headers())
+        assert r.status_code == 404, path
+        assert r.json()["error"]["code"] == "not_found"
+
+
+async def test_a_trailing_slash_redirects_to_the_route_as_before(human: Caller) -> None:
+    r = await human.client.get("/api/v1/me/", headers=human.headers(), follow_redirects=False)
+    assert r.status_code == 307
+    assert r.headers["location"].endswith("/api/v1/me")
+
+
+async def test_path_parameters_are_whole_segments_and_reach_the_handler(
+    human: Caller, project: str
+) -> None:
+    r = await human.client.get(f"/api/v1/projects/{project}", headers=human.headers())
+    assert r.status_code == 200 and r.json()["id"] == project
+    r = await human.client.get("/api/v1/projects/no-such-project", headers=human.headers())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+
+
+async def test_request_metrics_name_the_route_template(
+    service: Service, human: Caller, project: str
+) -> None:
+    r = await human.client.get(f"/api/v1/projects/{project}/knowledge", headers=human.headers())
+    assert r.status_code == 200
+    metrics = service.rt.metrics.render().decode()
+    assert 'route="/api/v1/projects/{project}/knowledge"' in metrics
