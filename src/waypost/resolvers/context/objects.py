@@ -47,7 +47,7 @@ def knowledge_objects(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str,
         return {}
     marks = ", ".join("?" for _ in ids)
     (array,) = conn.execute(
-        f"SELECT json_group_array(json({_KNOWLEDGE_OBJECT})) FROM knowledge WHERE id IN ({marks})",
+        f"SELECT json_group_array({_KNOWLEDGE_OBJECT}) FROM knowledge WHERE id IN ({marks})",
         list(ids),
     ).fetchone()
     return {obj["id"]: obj for obj in _decode.decode(array)}
