@@ -19,8 +19,9 @@ scope filters, and each is cheap where the other is not:
   held fewer than `count` passing rows strictly inside its edge.
 
 Both rank with `bm25(table)`, FTS5's default `rank` function called by
-name: the same value, but about a third cheaper than the `rank` column
-when there is no `ORDER BY rank` for FTS5 to take over (measured on the
+name: the same value, but ordered by SQLite's bounded sorter, which keeps
+only the window, where FTS5's own `ORDER BY rank` sorts every match before
+the LIMIT applies (0.6-0.7x the time of that canonical query at p90 on the
 bench corpus; see docs/context.md). Ties are broken by the item id, then
 its type, as before, so the order is the one the single UNION ALL query
 gave: tests compare the two on seeded files.
