@@ -427,3 +427,14 @@ async def test_an_agent_reads_what_the_normal_path_lets_it_read(
     with spying() as seen:
         data = await agent.gql("{ mySession { restId } }")
     assert data["data"]["mySession"]["restId"] == agent.session_id and seen == []
+
+
+async def test_arguments_below_a_null_are_never_checked(
+    human: Caller, seeded: dict[str, Any]
+) -> None:
+    # graphql-core never resolves `decisions` of a missing project, so never
+    # refuses its `first: 0`: the fast path answers the same, itself
+    query = '{ project(id: "nope") { decisions(first: 0) { totalCount } } }'
+    result = await both(human, query)
+    assert result.fast == result.slow == b'{"data":{"project":null}}'
+    assert result.answered

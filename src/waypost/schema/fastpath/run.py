@@ -31,6 +31,11 @@ _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[str, Any]]:
     """The result objects of `plan` for each parent, keys in selection order."""
+    if not parents:
+        # graphql-core resolves nothing below a null: nor do we (a resolver
+        # would check its arguments, `first: 0` under a missing project, and
+        # refuse what graphql-core never looks at)
+        return []
     results: list[dict[str, Any]] = [{} for _ in parents]
     for field in plan.fields:
         values = field.resolve(reads, parents, field.args)
