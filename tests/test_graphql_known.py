@@ -120,3 +120,23 @@ async def test_a_known_text_with_an_error_is_never_known(service: Service, human
             r = await human.client.post("/graphql", json=body, headers=human.headers())
             assert r.json()["errors"][0]["extensions"]["code"] == "invalid_request", r.text
     assert seen["pipeline"] == [True, True]
+
+
+async def test_a_streaming_accept_header_takes_the_pipeline(
+    service: Service, human: Caller
+) -> None:
+    await seed(service, human)
+    body = {"query": DASHBOARD, "variables": {"project": "demo"}}
+    await post(human, body)
+    await post(human, body)
+    with watching() as seen:
+        for accept in ("multipart/mixed", "text/event-stream", "application/json, multipart/mixed"):
+            r = await human.client.post(
+                "/graphql", json=body, headers={**human.headers(), "Accept": accept}
+            )
+            assert r.status_code == 200, accept
+        r = await human.client.post(
+            "/graphql", json=body, headers={**human.headers(), "Accept": "application/json"}
+        )
+        assert r.status_code == 200
+    assert seen["pipeline"] == [True, True, True]  # the plain JSON one skipped it

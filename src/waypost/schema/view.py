@@ -116,7 +116,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         (schema/fastpath/known.py), answered again without it; None sends
         the request through the pipeline (which may learn it)."""
         # a streaming transport asked for in `Accept` takes the pipeline's path
-        if self._get_stream_transport_from_headers(request.headers) is not None:
+        if not _plain_json_accepted(request.headers.get("accept", "")):
             return None
         try:
             key = known.request_key(parse_json(await request.body()))
@@ -176,3 +176,20 @@ def graphql_view(graphiql: bool) -> WaypostGraphQL:
         # subscriptions: the graphql-transport-ws protocol only (not the legacy graphql-ws)
         subscription_protocols=(GRAPHQL_TRANSPORT_WS_PROTOCOL,),
     )
+
+
+# What a client that wants one JSON answer sends in `Accept`; anything else
+# (multipart/mixed, text/event-stream: a streaming transport) is left to the
+# pipeline, which picks the transport itself.
+_PLAIN_ACCEPT = {
+    "",
+    "*/*",
+    "application/*",
+    "application/json",
+    "application/graphql-response+json",
+}
+
+
+def _plain_json_accepted(accept: str) -> bool:
+    ranges = (part.split(";", 1)[0].strip().lower() for part in accept.split(","))
+    return all(media in _PLAIN_ACCEPT for media in ranges)
