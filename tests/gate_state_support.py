@@ -8,6 +8,7 @@ import sqlite3
 from typing import Any
 
 from tests.conftest import Caller, Service
+from tests.decisions_support import send_answer
 from tests.tasks_support import BASE
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
@@ -86,3 +87,13 @@ async def claimable(service: Service, human: Caller, agent: Caller, task_id: str
     taken = await claim_any(agent)
     assert (taken == task_id) == ready, (taken, task)
     return ready
+
+
+async def answer(human: Caller, decision_id: str, disposition: str, generation: int) -> None:
+    """Answer `decision_id` (allow confirms its conditions); must succeed."""
+    choice = "Proceed" if disposition == "allow" else "Stop"
+    r = await send_answer(
+        human, decision_id, generation, disposition=disposition, answer=choice,
+        conditions_confirmed=disposition == "allow",
+    )  # fmt: skip
+    assert r.status_code == 200, r.text

@@ -12,8 +12,8 @@ claim walks agrees with the gate derived from the history, and that the
 from __future__ import annotations
 
 from tests.conftest import Caller, Service
-from tests.decisions_support import decision_path, edit_task, open_decision, reopen, send_answer
-from tests.gate_state_support import assert_gate_exact, claimable
+from tests.decisions_support import decision_path, edit_task, open_decision, reopen
+from tests.gate_state_support import answer, assert_gate_exact, claimable
 from tests.tasks_support import make_task, set_policy
 from waypost.resolvers.core import sweep
 
@@ -25,15 +25,6 @@ async def top_and_spare(human: Caller, service: Service) -> tuple[str, str]:
     service.clock.advance(seconds=1)
     spare = (await make_task(human, "spare", priority=0))["id"]
     return top, spare
-
-
-async def answer(human: Caller, decision_id: str, disposition: str, generation: int) -> None:
-    choice = "Proceed" if disposition == "allow" else "Stop"
-    r = await send_answer(
-        human, decision_id, generation, disposition=disposition, answer=choice,
-        conditions_confirmed=disposition == "allow",
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
 
 
 async def test_each_answer_deny_defer_allow_and_each_reopening(

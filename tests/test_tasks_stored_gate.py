@@ -16,8 +16,9 @@ import sqlite3
 from typing import Any
 
 from tests.conftest import Caller, Service
-from tests.decisions_support import edit_task, open_decision, reopen, send_answer
+from tests.decisions_support import edit_task, open_decision, reopen
 from tests.fastpath_support import both
+from tests.gate_state_support import answer
 from tests.tasks_support import make_task, set_policy
 from waypost.resolvers.core import sweep
 from waypost.resolvers.tasks import reads as task_reads
@@ -96,15 +97,6 @@ async def agree(service: Service, human: Caller) -> dict[str, bool]:
     answered = await both(human, READY_QUERY)
     assert answered.answered and answered.fast == answered.slow, answered
     return {task_id: task["ready"] for task_id, task in derived.items()}
-
-
-async def answer(human: Caller, decision_id: str, disposition: str, generation: int) -> None:
-    choice = "Proceed" if disposition == "allow" else "Stop"
-    r = await send_answer(
-        human, decision_id, generation, disposition=disposition, answer=choice,
-        conditions_confirmed=disposition == "allow",
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
 
 
 async def test_ready_from_the_stored_state_equals_the_gate_through_every_transition(
