@@ -18,19 +18,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from waypost import console
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
+from waypost.http.headers import header
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 
 log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
 SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
-
-
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
 
 
 async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]]) -> None:
@@ -109,11 +103,11 @@ class Gate:
             await self._refuse(send, WaypostError("internal error"), is_graphql)
 
     async def _authenticate(self, scope: Scope, audience: str) -> Actor:
-        header = _header(scope, b"authorization") or ""
-        scheme, _, token = header.partition(" ")
+        authorization = header(scope, b"authorization") or ""
+        scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthenticated("unauthenticated")
-        session_id = _header(scope, b"waypost-session")
+        session_id = header(scope, b"waypost-session")
         rt = self.runtime()
         at = format_time(rt.now())
 
@@ -153,7 +147,7 @@ def _with_security_headers(message: Message) -> Message:
 
 async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
     """Read the whole (small) body first, refusing more than `limit` bytes."""
-    declared = _header(scope, b"content-length")
+    declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
     chunks: list[bytes] = []

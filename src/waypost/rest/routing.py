@@ -18,6 +18,7 @@ from starlette.types import Receive, Scope, Send
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
 from waypost.http.decoding import convert, decode_query, is_json_media_type, parse_json
+from waypost.http.headers import header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.rest.responses import (
@@ -91,16 +92,9 @@ class RouteTable:
         return self._add("PATCH", path, **options)
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope["headers"]:
-        if key == name:
-            return str(value.decode("latin-1"))
-    return None
-
-
 async def read_body(scope: Scope, receive: Receive, limit: int = BODY_LIMIT) -> bytes:
     """The request body, refusing more than `limit` bytes without buffering them."""
-    declared = _header(scope, b"content-length")
+    declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
     chunks: list[bytes] = []
@@ -130,14 +124,14 @@ async def _decode(
     if not route.is_mutation:
         return query, None, None
     raw = b""
-    if _header(scope, b"content-length") not in (None, "0") or _header(scope, b"transfer-encoding"):
-        if not is_json_media_type(_header(scope, b"content-type")):
+    if header(scope, b"content-length") not in (None, "0") or header(scope, b"transfer-encoding"):
+        if not is_json_media_type(header(scope, b"content-type")):
             raise UnsupportedMediaType("Content-Type must be application/json")
         raw = await read_body(scope, receive)
     value = parse_json(raw) if raw.strip() else {}
     body: Any = convert(value, route.body or _Empty)
     idem = Idempotency.for_request(
-        _header(scope, b"idempotency-key"),
+        header(scope, b"idempotency-key"),
         operation=f"{route.method} {scope['path']}",
         body=value,
     )
