@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from bench.store import ROOT, Process, free_port, percentile, wait_ready
+from bench.context import stop, wait_up
+from bench.store import ROOT, free_port, percentile
 from waypost.live.hub import LiveLimits
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects.models import ProjectCreate
@@ -290,12 +291,7 @@ def run_suite(directory: Path) -> None:
            "--loop", "auto", "--http", "auto"]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
-        wait_ready(Process("waypost serve", proc, port))  # type: ignore[arg-type]
+        wait_up(f"http://127.0.0.1:{port}/healthz", proc)
         asyncio.run(measure(port, writer_token, stream_tokens, db, proc.pid))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop(proc)
