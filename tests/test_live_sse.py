@@ -15,7 +15,8 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import new_task
 from tests.live_support import SseEvent, next_data_event, running, sse_events
 from waypost.clock import format_time
-from waypost.live import SlowConsumer, hub_for
+from waypost.live import Hub, SlowConsumer, hub_for
+from waypost.live.sse import _encoded_for
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events
 
@@ -177,3 +178,14 @@ async def test_a_consumer_that_falls_behind_the_window_is_dropped(
             with pytest.raises(SlowConsumer) as caught:
                 await listener.next_batch(0.05)
     assert caught.value.details["after"] == listener.last
+
+
+def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> None:
+    """Sequences are unique in one database only: two runtimes in one process
+    (tests, an embedding) must not write each other's cached frames."""
+    first, second = Hub(service.rt.db), Hub(service.rt.db)
+    event = {"sequence": 1, "type": "task.created", "data": {}}
+    other = {"sequence": 1, "type": "knowledge.created", "data": {}}
+    assert b"task.created" in _encoded_for(first).chunk([event])
+    assert b"knowledge.created" in _encoded_for(second).chunk([other])
+    assert _encoded_for(first) is _encoded_for(first)

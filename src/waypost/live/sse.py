@@ -17,12 +17,13 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
-from waypost.live import SlowConsumer, StreamEnded
+from waypost.live import Hub, SlowConsumer, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import HEADERS, error_response
 
@@ -37,40 +38,54 @@ def _position(value: str | None, name: str) -> int | None:
     return int(value)
 
 
-# Frames by event sequence: every stream on a project writes the same events,
-# and an event never changes once committed, so each is encoded once.
-_FRAMES: OrderedDict[int, bytes] = OrderedDict()
-_FRAMES_KEPT = 4096
+class _Encoded:
+    """The SSE bytes of one hub's events, each encoded once for all streams.
+
+    Frames by event sequence: every stream on a project writes the same
+    events, and an event never changes once committed. Whole writes by
+    (first, last) sequence: the caught-up streams of a project all get the
+    same slice of its events on a wake (a project's events between two
+    sequences are always the same), so it is joined once. Kept per hub, as
+    sequences are only unique within one database.
+    """
+
+    FRAMES_KEPT = 4096
+    CHUNKS_KEPT = 64
+
+    def __init__(self) -> None:
+        self._frames: OrderedDict[int, bytes] = OrderedDict()
+        self._chunks: OrderedDict[tuple[int, int], bytes] = OrderedDict()
+
+    def frame(self, event: dict[str, Any]) -> bytes:
+        sequence: int = event["sequence"]
+        frame = self._frames.get(sequence)
+        if frame is None:
+            data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+            frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+            self._frames[sequence] = frame
+            if len(self._frames) > self.FRAMES_KEPT:
+                self._frames.popitem(last=False)
+        return frame
+
+    def chunk(self, events: list[dict[str, Any]]) -> bytes:
+        key = (events[0]["sequence"], events[-1]["sequence"])
+        chunk = self._chunks.get(key)
+        if chunk is None:
+            chunk = b"".join(self.frame(event) for event in events)
+            self._chunks[key] = chunk
+            if len(self._chunks) > self.CHUNKS_KEPT:
+                self._chunks.popitem(last=False)
+        return chunk
 
 
-def _frame(event: dict[str, Any]) -> bytes:
-    sequence: int = event["sequence"]
-    frame = _FRAMES.get(sequence)
-    if frame is None:
-        data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-        frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
-        _FRAMES[sequence] = frame
-        if len(_FRAMES) > _FRAMES_KEPT:
-            _FRAMES.popitem(last=False)
-    return frame
+_ENCODED: WeakKeyDictionary[Hub, _Encoded] = WeakKeyDictionary()
 
 
-# Whole writes by (first, last) sequence: the streams of a project that are
-# caught up all get the same slice of its events on a wake (a project's
-# events between two sequences are always the same), so it is joined once.
-_CHUNKS: OrderedDict[tuple[int, int], bytes] = OrderedDict()
-_CHUNKS_KEPT = 64
-
-
-def _chunk(events: list[dict[str, Any]]) -> bytes:
-    key = (events[0]["sequence"], events[-1]["sequence"])
-    chunk = _CHUNKS.get(key)
-    if chunk is None:
-        chunk = b"".join(_frame(event) for event in events)
-        _CHUNKS[key] = chunk
-        if len(_CHUNKS) > _CHUNKS_KEPT:
-            _CHUNKS.popitem(last=False)
-    return chunk
+def _encoded_for(hub: Hub) -> _Encoded:
+    encoded = _ENCODED.get(hub)
+    if encoded is None:
+        encoded = _ENCODED[hub] = _Encoded()
+    return encoded
 
 
 async def event_stream(request: Request) -> Response:
@@ -90,6 +105,7 @@ async def event_stream(request: Request) -> Response:
         # the first item (OPENED) comes once the listener is in place: a refusal
         # (too many streams) is still an ordinary JSON error, before the stream
         first = await anext(events)
+        encoded = _encoded_for(hub_for(rt))
     except WaypostError as error:
         await stack.aclose()
         return error_response(error)
@@ -108,7 +124,7 @@ async def event_stream(request: Request) -> Response:
                         yield b": keep-alive\n\n"
                     else:
                         assert isinstance(item, list)
-                        yield _chunk(item)
+                        yield encoded.chunk(item)
                     item = await anext(events)
             except (StreamEnded, StopAsyncIteration):
                 return
