@@ -16,15 +16,14 @@ HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
 def json_headers(length: int, extra: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
-    """The raw headers of a JSON answer of `length` bytes (the lean REST path)."""
-    headers = [
-        (b"cache-control", b"no-store"),
-        (b"x-content-type-options", b"nosniff"),
-        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in (extra or {}).items()),
+    """The raw headers of a JSON answer of `length` bytes (the lean REST path):
+    those `json_response` sends, without building a Starlette `Response`."""
+    given = {**HEADERS, **(extra or {})}
+    return [
+        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in given.items()),
         (b"content-length", str(length).encode()),
         (b"content-type", b"application/json"),
     ]
-    return headers
 
 
 def encode_json(body: Any) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import msgspec
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
@@ -231,8 +232,6 @@ class RestRoutes(BaseRoute):
         if scope["type"] != "http":
             return Match.NONE, {}
         path: str = scope["path"]
-        if not path.startswith("/api/"):
-            return Match.NONE, {}
         # an empty segment (a trailing or doubled slash) matches nothing, as
         # in Starlette's own routes (which then redirect a trailing slash)
         parts = path[1:].split("/")
@@ -251,14 +250,11 @@ class RestRoutes(BaseRoute):
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         route: RestRoute | None = scope.get(_ROUTE)
         if route is None:
-            template: _Template = scope["route"]
-            allowed = sorted(
-                {*template.by_method, *(["HEAD"] if "GET" in template.by_method else [])}
-            )
-            body = {"error": {"code": "method_not_allowed", "message": "method not allowed",
-                              "details": {}}}  # fmt: skip
-            await _answer(send, 405, body, {"Allow": ", ".join(sorted(allowed))})
-            return
+            # the app's own handler renders it, as for Starlette's routes
+            methods = {*scope["route"].by_method}
+            if "GET" in methods:
+                methods.add("HEAD")
+            raise HTTPException(405, headers={"Allow": ", ".join(sorted(methods))})
         await _serve(route, scope, receive, send)
 
 
