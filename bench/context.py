@@ -44,6 +44,7 @@ from pathlib import Path
 import httpx
 
 from bench.corpus import Corpus, seed
+from bench.wire import Answer, WireClient
 from waypost.resolvers.access import principals
 from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.projects.models import ProjectCreate
@@ -160,7 +161,7 @@ def start_server(argv: list[str], ready: str) -> tuple[subprocess.Popen[bytes], 
     return process, base
 
 
-def timed(row: Row, run: Callable[[], httpx.Response | None]) -> httpx.Response | None:
+def timed(row: Row, run: Callable[[], Answer | None]) -> Answer | None:
     start = time.perf_counter()
     response = run()
     row.samples.append(time.perf_counter() - start)
@@ -201,8 +202,8 @@ def interleaved(
         try:
             auth = {"Authorization": f"Bearer {token}"}
             with (
-                httpx.Client(base_url=base, headers=auth, timeout=120) as api,
-                httpx.Client(base_url=search_base, timeout=120) as plain,
+                WireClient(base, headers=auth) as api,
+                WireClient(search_base) as plain,
             ):
                 for q in queries[:5]:  # warm the page cache and code paths
                     api.get(CONTEXT, params={"q": q})
@@ -211,7 +212,7 @@ def interleaved(
                 def one_round(turn: int, q: str) -> None:
                     match = escape_fts(q.split())
 
-                    def packet() -> httpx.Response:
+                    def packet() -> Answer:
                         r = api.get(CONTEXT, params={"q": q, "limit": 20})
                         if r.status_code == 200 and any(
                             "time limit" in a for a in r.json()["next_actions"]
@@ -219,7 +220,7 @@ def interleaved(
                             context.limited += 1
                         return r
 
-                    runs: list[tuple[Row, Callable[[], httpx.Response | None]]] = [
+                    runs: list[tuple[Row, Callable[[], Answer | None]]] = [
                         (bare, lambda: in_process(BARE_RANK, match)),
                         (bm25, lambda: in_process(BARE_BM25, match)),
                         (over_http, lambda: plain.get("/search", params={"q": q})),
@@ -268,7 +269,7 @@ def datasette_http(path: Path, queries: list[str]) -> Row | None:
     try:
         base = f"http://127.0.0.1:{port}"
         wait_up(f"{base}/-/versions.json", process)
-        with httpx.Client(base_url=base, timeout=120) as client:
+        with WireClient(base) as client:
             for q in queries[:5]:
                 client.get(f"/{name}/knowledge.json", params={"_search": q, "_size": 20})
             started = time.perf_counter()
