@@ -160,15 +160,16 @@ def test_window_first_ranking_equals_one_filtered_order_by(
     assert compared > 0  # the seeded file does match
 
 
-def _statements(conn: sqlite3.Connection, run: Any) -> list[str]:
-    """The ranking statements `run` executes (not FTS5's own nested ones)."""
+def _statements(conn: sqlite3.Connection, run: Any, *marks: str) -> list[str]:
+    """The ranking statements `run` executes (not FTS5's own nested ones):
+    those that rank, or hold any of `marks`."""
     seen: list[str] = []
     conn.set_trace_callback(seen.append)
     try:
         run()
     finally:
         conn.set_trace_callback(None)
-    return [s for s in seen if "bm25(" in s]
+    return [s for s in seen if "bm25(" in s or any(m in s for m in marks)]
 
 
 def test_equal_ranks_across_the_window_edge_fall_back_and_keep_id_order(
@@ -216,8 +217,8 @@ def test_a_common_word_reads_only_the_window_of_its_own_project(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     """The usual case (the project's general records) ranks from the index and
-    reads only the window's rows: the statement that reads every match's row
-    never runs."""
+    reads only the first part of the window's rows, best first: the statement
+    that reads every match's row never runs."""
     rng = random.Random(5)
     rows = [
         (f"kn_{i:04d}", "demo", _text(rng, 2, 6), f"the {_text(rng, 5, 40)}") for i in range(400)
@@ -225,8 +226,14 @@ def test_a_common_word_reads_only_the_window_of_its_own_project(
     conn = _plain_db(tmp_path / "plain.db", migrated_template, rows)
     try:
         match = escape_fts(["the"])
-        ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 5))
-        assert len(ran) == 2 and all(s.startswith("WITH w AS") for s in ran)
+        ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 5), "json_each")
+        windows = [s for s in ran if " ORDER BY rank LIMIT 40" in s]
+        reads = [s for s in ran if "json_each(" in s and "bm25(" not in s]
+        assert len(windows) == 2 and len(ran) == 3  # no task matched: one content read
+        # the first read takes FIRST_READ * count of the window's 40 rows
+        (read,) = reads
+        rids = json.loads(read.split("json_each('")[1].split("')")[0])
+        assert len(rids) == ranking.FIRST_READ * 5
         assert _new(conn, "demo", match, Scope(), False, 5) == _oracle(
             conn, "demo", match, Scope(), False, 5
         )
@@ -252,5 +259,35 @@ def test_a_project_outranked_by_another_falls_back_to_filtering_first(
         ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 4))
         assert _new(conn, "demo", match, Scope(), False, 4) == expected
         assert any(" ORDER BY rank, id LIMIT" in s for s in ran)
+    finally:
+        conn.close()
+
+
+def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Another project's rows outrank the first read (`FIRST_READ * count`
+    rows) but not the whole window: the second read finds the project's own
+    best rows inside the window, without the statement that reads every
+    match's row."""
+    count = 4
+    others = ranking.FIRST_READ * count + 3
+    rows = [(f"kn_o{i:04d}", "other", "cache cache cache", "cache cache") for i in range(others)]
+    rows += [
+        (f"kn_d{i:04d}", "demo", f"cache and {i} more words", "a long body " * (i % 5 + 1))
+        for i in range(10)
+    ]
+    conn = _plain_db(tmp_path / "second.db", migrated_template, rows)
+    try:
+        match = escape_fts(["cache"])
+        expected = _oracle(conn, "demo", match, Scope(), False, count)
+        assert [i for _, i, _ in expected] == ["kn_d0000", "kn_d0005", "kn_d0001", "kn_d0006"]
+        ran = _statements(
+            conn, lambda: _new(conn, "demo", match, Scope(), False, count), "json_each"
+        )
+        assert _new(conn, "demo", match, Scope(), False, count) == expected
+        reads = [s for s in ran if "json_each(" in s and "bm25(" not in s]
+        assert len(reads) == 2
+        assert not any(" ORDER BY rank, id LIMIT" in s for s in ran)
     finally:
         conn.close()

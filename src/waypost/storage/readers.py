@@ -39,11 +39,18 @@ def run_read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) ->
 
 
 class ReaderPool:
-    """As many threads as connections: a thread always finds one free."""
+    """As many threads as connections: a thread always finds one free.
+
+    The idle connections are a stack, not a queue: a read takes the one used
+    last. Each connection has its own page cache, so under light load one
+    warm connection answers nearly every read, where taking them in turn
+    would leave every cache a third as warm (a context search at 100k
+    records reads a few hundred pages of the FTS index).
+    """
 
     def __init__(self, connections: Sequence[sqlite3.Connection]) -> None:
         self.connections = list(connections)
-        self._idle: queue.SimpleQueue[sqlite3.Connection] = queue.SimpleQueue()
+        self._idle: queue.LifoQueue[sqlite3.Connection] = queue.LifoQueue()
         for conn in self.connections:
             self._idle.put(conn)
         self._threads = ThreadPoolExecutor(

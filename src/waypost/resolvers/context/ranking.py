@@ -7,16 +7,20 @@ scope filters, and each is cheap where the other is not:
 
 - **window first** (the usual case): rank every match from the index
   alone and keep the best `WINDOW_FACTOR * count` of them in a bounded
-  sorter, then read only those rows from the content table to apply the
-  filters. It never reads the content row of a match that is not near the
-  top. Any row outside the window ranks at least as badly as the window's
-  worst, so the passing rows ranked strictly better than that edge are
-  exactly the best passing rows of the whole table; when `count` of them
-  are there, the answer is exact.
+  sorter, best first. Then read the content rows of that window, best
+  first and in two steps (the first `FIRST_READ * count` rows, then the
+  rest only if needed), to apply the filters. It never reads the content
+  row of a match that is not near the top, and usually reads a third of
+  the window: at a million records each content row read is a page of a
+  large file that is rarely in any cache. Any row after the rows read
+  ranks at least as badly as the first row not read (or the window's
+  worst), so the passing rows ranked strictly better than that boundary
+  are exactly the best passing rows of the whole table; when `count` of
+  them are there, the answer is exact.
 - **filter first** (the fallback): read the content row of every match,
   filter, and rank only the rows that pass, which is cheaper when most
-  matches belong to other projects or scopes. It runs only when the window
-  held fewer than `count` passing rows strictly inside its edge.
+  matches belong to other projects or scopes. It runs only when the whole
+  window held fewer than `count` passing rows strictly inside its edge.
 
 Both rank with `bm25(table)`, FTS5's default `rank` function called by
 name: the same value, but ordered by SQLite's bounded sorter, which keeps
@@ -29,6 +33,8 @@ gave: tests compare the two on seeded files.
 
 from __future__ import annotations
 
+import json
+import math
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +47,11 @@ from waypost.resolvers.context.search import SCOPE_SQL, Scope
 # for a scope filter that drops most general-purpose rows before the
 # fallback has to run.
 WINDOW_FACTOR = 8
+# How many content rows per wanted row the first read takes. About half of
+# a project's records are general (no scope), so 3 per wanted row usually
+# holds `count` passing rows strictly inside the boundary; a narrower first
+# read would often need the second.
+FIRST_READ = 3
 
 
 @dataclass(frozen=True)
@@ -52,10 +63,11 @@ class Hit:
 
 @dataclass(frozen=True)
 class _Table:
-    """How one FTS5 index is searched: its type name and its two statements."""
+    """How one FTS5 index is searched: its type name and its three statements."""
 
     type: str
-    window_sql: str  # (id, rank, passes) of the best `:w` matches, any order
+    window_sql: str  # (rid, rank) of the best `:w` matches, best first
+    passes_sql: str  # (rid, id, passes) of the content rows whose rowids are in `:rids`
     filtered_sql: str  # (id, rank) of the best `:n` passing matches, in order
 
 
@@ -64,10 +76,12 @@ def _table(kind: str, content: str, alias: str, passes: str) -> _Table:
     return _Table(
         type=kind,
         window_sql=(
-            f"WITH w AS (SELECT rowid AS rid, bm25({fts}) AS rank FROM {fts}"
-            f" WHERE {fts} MATCH :match ORDER BY rank LIMIT :w)"
-            f" SELECT {alias}.id AS id, w.rank AS rank, ({passes}) AS passes"
-            f" FROM w JOIN {content} {alias} ON {alias}.rowid = w.rid"
+            f"SELECT rowid AS rid, bm25({fts}) AS rank FROM {fts}"
+            f" WHERE {fts} MATCH :match ORDER BY rank LIMIT :w"
+        ),
+        passes_sql=(
+            f"SELECT {alias}.rowid AS rid, {alias}.id AS id, ({passes}) AS passes"
+            f" FROM {content} {alias} WHERE {alias}.rowid IN (SELECT value FROM json_each(:rids))"
         ),
         filtered_sql=(
             f"SELECT {alias}.id AS id, bm25({fts}) AS rank"
@@ -85,21 +99,45 @@ _KNOWLEDGE_SHARED = _table(
 )
 
 
+def _hits(table: _Table, found: list[tuple[float, str]]) -> list[Hit]:
+    return [Hit(table.type, item_id, rank) for rank, item_id in found]
+
+
 def _best(conn: sqlite3.Connection, table: _Table, params: dict[str, Any], count: int) -> list[Hit]:
     """The best `count` passing rows of one table, best first (rank, then id)."""
     window = WINDOW_FACTOR * count
-    rows = conn.execute(table.window_sql, {**params, "w": window}).fetchall()
-    passing = [(r["rank"], r["id"]) for r in rows if r["passes"]]
-    if len(rows) == window:
-        # The window may have cut through a run of equal ranks at its edge:
-        # only rows strictly better than the edge are known to be the best.
-        edge = max(r["rank"] for r in rows)
-        passing = [p for p in passing if p[0] < edge]
-        if len(passing) < count:
-            found = conn.execute(table.filtered_sql, {**params, "n": count}).fetchall()
-            return [Hit(table.type, r["id"], r["rank"]) for r in found]
-    passing.sort()
-    return [Hit(table.type, item_id, rank) for rank, item_id in passing[:count]]
+    ranked_rows = conn.execute(table.window_sql, {**params, "w": window}).fetchall()
+    full = len(ranked_rows) == window
+    passing: list[tuple[float, str]] = []
+    read = 0
+    for upto in sorted({min(FIRST_READ * count, len(ranked_rows)), len(ranked_rows)}):
+        step = ranked_rows[read:upto]
+        rids = json.dumps([r["rid"] for r in step])
+        content = (
+            {r["rid"]: r for r in conn.execute(table.passes_sql, {**params, "rids": rids})}
+            if step
+            else {}
+        )
+        passing += [
+            (r["rank"], content[r["rid"]]["id"])
+            for r in step
+            if r["rid"] in content and content[r["rid"]]["passes"]
+        ]
+        read = upto
+        # Every row not read yet ranks no better than the first of them, and
+        # every row outside a full window no better than its edge; a row
+        # equal to that boundary may still lose its place on the id order.
+        if read < len(ranked_rows):
+            boundary = ranked_rows[read]["rank"]
+        else:
+            boundary = ranked_rows[-1]["rank"] if full else math.inf
+        known = sorted(p for p in passing if p[0] < boundary)
+        if len(known) >= count or boundary == math.inf:
+            return _hits(table, known[:count])
+    if not full:
+        return []  # nothing matched at all
+    found = conn.execute(table.filtered_sql, {**params, "n": count}).fetchall()
+    return [Hit(table.type, r["id"], r["rank"]) for r in found]
 
 
 def ranked(
