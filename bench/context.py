@@ -289,19 +289,21 @@ def datasette_http(path: Path, queries: list[str]) -> Row | None:
 
 
 def plan(path: Path) -> list[str]:
-    """EXPLAIN QUERY PLAN of the packet's first pass over knowledge (what it scans)."""
-    from waypost.resolvers.context import ranking, search
+    """EXPLAIN QUERY PLAN of the packet's two statements over knowledge: the
+    window (ranks from the index) and the read of the window's content rows."""
+    from waypost.resolvers.context import ranking
 
+    params = {"match": '"zzzz"', "w": 168, "rids": "[1, 2]", "project": "bench",
+              "task_id": None, "component": None, "environment": None, "version": None}  # fmt: skip
     conn = sqlite3.connect(path)
-    conn.row_factory = sqlite3.Row
-    captured: list[str] = []
-    conn.set_trace_callback(captured.append)
-    ranking.ranked(conn, "bench", '"zzzz"', search.Scope(), False, 21)
-    conn.set_trace_callback(None)
-    sql = next(s for s in captured if s.startswith("WITH w AS") and "knowledge_fts" in s)
-    rows = conn.execute(f"EXPLAIN QUERY PLAN {sql}").fetchall()
-    conn.close()
-    return [r["detail"] for r in rows]
+    try:
+        return [
+            row[3]
+            for sql in (ranking._KNOWLEDGE.window_sql, ranking._KNOWLEDGE.passes_sql)
+            for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}", params).fetchall()
+        ]
+    finally:
+        conn.close()
 
 
 def report(size: int, rows: list[Row], over_http: Row, rss: float, queries: int) -> None:

@@ -66,14 +66,26 @@ class WireClient:
     def get(self, path: str, params: dict[str, Any] | None = None) -> Answer:
         target = f"{path}?{urlencode(params)}" if params else path
         request = f"GET {target} HTTP/1.1\r\nHost: {self._host}\r\n{self._extra}\r\n".encode()
+        reused = self._sock is not None
+        try:
+            answer, keep = self._exchange(request)
+        except ConnectionError:
+            if not reused:
+                raise
+            # the server closed the idle connection (uvicorn after 5 s of
+            # keep-alive): a GET is safe to send again on a new one
+            self.close()
+            answer, keep = self._exchange(request)
+        if not keep:
+            self.close()
+        return answer
+
+    def _exchange(self, request: bytes) -> tuple[Answer, bool]:
         if self._sock is None:
             self._connect()
         assert self._sock is not None
         self._sock.sendall(request)
-        answer, keep = self._read_answer()
-        if not keep:
-            self.close()
-        return answer
+        return self._read_answer()
 
     def _connect(self) -> None:
         self._sock = socket.create_connection(self._address, timeout=self._timeout)
