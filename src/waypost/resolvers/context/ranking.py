@@ -10,8 +10,8 @@ scope filters, and each is cheap where the other is not:
   sorter, best first. Then read the content rows of that window, best
   first and in two steps (the first `FIRST_READ * count` rows, then the
   rest only if needed), to apply the filters. It never reads the content
-  row of a match that is not near the top, and usually reads a third of
-  the window: at a million records each content row read is a page of a
+  row of a match that is not near the top, and usually reads three eighths
+  of the window: at a million records each content row read is a page of a
   large file that is rarely in any cache. Any row after the rows read
   ranks at least as badly as the first row not read (or the window's
   worst), so the passing rows ranked strictly better than that boundary
@@ -134,8 +134,7 @@ def _best(conn: sqlite3.Connection, table: _Table, params: dict[str, Any], count
         known = sorted(p for p in passing if p[0] < boundary)
         if len(known) >= count or boundary == math.inf:
             return _hits(table, known[:count])
-    if not full:
-        return []  # nothing matched at all
+    # The whole (full) window was read and held too few rows known to be the best
     found = conn.execute(table.filtered_sql, {**params, "n": count}).fetchall()
     return [Hit(table.type, r["id"], r["rank"]) for r in found]
 
