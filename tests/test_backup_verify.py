@@ -50,7 +50,7 @@ async def test_verify_is_clean_while_the_service_runs(
     assert code == 0, report
     assert report["ok"] is True
     assert set(report["checks"]) == {
-        "integrity", "foreign_keys", "full_text", "history", "receipts", "events"
+        "integrity", "foreign_keys", "full_text", "history", "receipts", "events", "gate_state"
     }  # fmt: skip
     assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
 
@@ -133,6 +133,9 @@ async def test_verify_finds_tampering(
     )
     conn.execute("DROP TRIGGER tasks_fts_update")
     conn.execute("UPDATE tasks SET title = 'changed behind the index' WHERE id = ?", (task_id,))
+    # and a task whose open decision blocks it, marked open around the triggers
+    (blocked_id,) = conn.execute("SELECT id FROM tasks WHERE gate_held <> 0").fetchone()
+    conn.execute("UPDATE tasks SET gate_held = 0 WHERE id = ?", (blocked_id,))
     conn.close()
     report = verify(copy)
     assert report["ok"] is False
@@ -140,6 +143,9 @@ async def test_verify_finds_tampering(
     assert checks["history"]["problems"] == 1 and task_id in checks["history"]["shown"][0]
     assert checks["receipts"]["problems"] == 1
     assert checks["full_text"]["problems"] == 1
+    assert checks["gate_state"]["shown"] == [
+        f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked"
+    ]
     assert checks["integrity"]["ok"] and checks["events"]["ok"]
     code, _ = verify_cli(copy)
     assert code == 1

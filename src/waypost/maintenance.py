@@ -7,8 +7,9 @@ still in the WAL are included, which a `cp` of the file would miss.
 
 Verify opens the database and checks what must hold whatever happened to the
 process: SQLite's integrity and foreign keys, the full-text indexes against
-their tables, every record's revision counter against its history rows, and
-every idempotency receipt against the event its transaction wrote.
+their tables, every record's revision counter against its history rows,
+every idempotency receipt against the event its transaction wrote, and the
+gate state stored with each task against the decisions' history.
 """
 
 from __future__ import annotations
@@ -17,8 +18,13 @@ import os
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from waypost.clock import format_time
+from waypost.resolvers.decisions import gate, status
+from waypost.resolvers.tasks.store import GATE_OPEN_SQL
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -149,6 +155,43 @@ def _events(conn: sqlite3.Connection, check: Check) -> None:
         check.add(f"event {row['sequence']} names a missing project {row['project_id']}")
 
 
+# How many tasks one look-up of the decisions' history covers.
+GATE_BATCH = 500
+
+
+def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
+    """Each task's stored gate state (migration 0014, kept exact by triggers)
+    says what the decisions' history says, now: a task is open exactly when
+    no decision blocks it or its subject (the claim and the ready lists read
+    the stored state; a row written around the triggers would mislead them)."""
+    status.install(conn)  # the SQL function the history's gate needs
+    now = datetime.now(UTC)
+    conn.execute("BEGIN")  # one snapshot for the stored state and the history
+    try:
+        projects = [row[0] for row in conn.execute("SELECT id FROM projects")]
+        for project_id in projects:
+            rows = conn.execute(
+                "SELECT t.id AS id, t.subject_task_id AS subject,"
+                f" ({GATE_OPEN_SQL}) AS open FROM tasks t WHERE t.project_id = :project",
+                {"now": format_time(now), "project": project_id},
+            ).fetchall()
+            for start in range(0, len(rows), GATE_BATCH):
+                batch = rows[start : start + GATE_BATCH]
+                ids = [r["id"] for r in batch] + [r["subject"] for r in batch if r["subject"]]
+                blocking = gate.blocking_decisions(conn, project_id, ids, now)
+                for r in batch:
+                    subject_blocked = bool(r["subject"]) and bool(blocking[r["subject"]])
+                    derived = not blocking[r["id"]] and not subject_blocked
+                    if bool(r["open"]) != derived:
+                        check.add(
+                            f"task {r['id']}: the stored gate state says"
+                            f" {'open' if r['open'] else 'blocked'}, the decisions' history says"
+                            f" {'open' if derived else 'blocked'}"
+                        )
+    finally:
+        conn.execute("ROLLBACK")
+
+
 CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("integrity", _integrity),
     ("foreign_keys", _foreign_keys),
@@ -156,6 +199,7 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("history", _histories),
     ("receipts", _receipts),
     ("events", _events),
+    ("gate_state", _gate_state),
 ]
 
 
