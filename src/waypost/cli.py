@@ -273,7 +273,7 @@ def admin_backup(db_path: Path, target: Path) -> None:
 @admin.command("verify")
 @db_option
 def admin_verify(db_path: Path) -> None:
-    """Check integrity, full-text indexes, histories and receipts; exit 1 on a problem."""
+    """Check integrity, indexes, histories, receipts and gate state; exit 1 on a problem."""
     from waypost.maintenance import BackupError, verify
 
     try:
