@@ -92,9 +92,15 @@ def next_ready_row_derived(
 def gate_blocked_open_rows(
     conn: sqlite3.Connection, ready_params: Mapping[str, str], count: int
 ) -> list[sqlite3.Row]:
-    """Up to `count` tasks neither done nor cancelled that a decision holds back."""
+    """Up to `count` tasks neither done nor cancelled that a decision holds back.
+
+    The first gate term is implied by the second; it is spelled as the
+    `tasks_gate_blocked` partial index's condition so that SQLite walks that
+    index (the few tasks with a gate state) instead of the whole project.
+    """
     return conn.execute(
         "SELECT t.* FROM tasks t WHERE t.project_id = :project"
+        " AND (t.gate_held <> 0 OR t.gate_expires IS NOT NULL)"
         f" AND t.status NOT IN ('done', 'cancelled') AND {GATE_BLOCKED_SQL}"
         " ORDER BY t.priority DESC, t.created_at, t.id LIMIT :n",
         {**ready_params, "n": count},
