@@ -108,8 +108,14 @@ def gate_blocked_open_rows(
 
 
 def ready_count(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> int:
+    """How many tasks pass READY_SQL. The count reads only `tasks_claimable`,
+    whose entries hold every column the predicate needs (half the time of
+    the status index, which reads each task's row too: 26 against 53 ms at
+    100k ready tasks). INDEXED BY makes the statement fail, not slow down,
+    if READY_SQL ever stops implying the index's condition."""
     row = conn.execute(
-        f"SELECT COUNT(*) AS n FROM tasks t WHERE t.project_id = :project AND {READY_SQL}",
+        "SELECT COUNT(*) AS n FROM tasks t INDEXED BY tasks_claimable"
+        f" WHERE t.project_id = :project AND {READY_SQL}",
         ready_params,
     ).fetchone()
     return int(row["n"])
