@@ -241,21 +241,31 @@ def test_a_common_word_reads_only_the_window_of_its_own_project(
         conn.close()
 
 
+# demo's best four rows for `cache` in _outranked_db, best first
+DEMO_BEST = ["kn_d0000", "kn_d0005", "kn_d0001", "kn_d0006"]
+
+
+def _outranked_db(path: Path, template: Path, others: int) -> sqlite3.Connection:
+    """`others` rows of project `other` that outrank all of `demo`'s ten rows
+    for `cache`."""
+    rows = [(f"kn_o{i:04d}", "other", "cache cache cache", "cache cache") for i in range(others)]
+    rows += [
+        (f"kn_d{i:04d}", "demo", f"cache and {i} more words", "a long body " * (i % 5 + 1))
+        for i in range(10)
+    ]
+    return _plain_db(path, template, rows)
+
+
 def test_a_project_outranked_by_another_falls_back_to_filtering_first(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     """When other projects' rows fill the whole window, the filtered statement
     finds the project's own best rows: none is lost."""
-    rows = [(f"kn_o{i:04d}", "other", "cache cache cache", "cache cache") for i in range(200)]
-    rows += [
-        (f"kn_d{i:04d}", "demo", f"cache and {i} more words", "a long body " * (i % 5 + 1))
-        for i in range(10)
-    ]
-    conn = _plain_db(tmp_path / "outranked.db", migrated_template, rows)
+    conn = _outranked_db(tmp_path / "outranked.db", migrated_template, 200)
     try:
         match = escape_fts(["cache"])
         expected = _oracle(conn, "demo", match, Scope(), False, 4)
-        assert [i for _, i, _ in expected] == ["kn_d0000", "kn_d0005", "kn_d0001", "kn_d0006"]
+        assert [i for _, i, _ in expected] == DEMO_BEST
         ran = _statements(conn, lambda: _new(conn, "demo", match, Scope(), False, 4))
         assert _new(conn, "demo", match, Scope(), False, 4) == expected
         assert any(" ORDER BY rank, id LIMIT" in s for s in ran)
@@ -271,17 +281,12 @@ def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
     best rows inside the window, without the statement that reads every
     match's row."""
     count = 4
-    others = ranking.FIRST_READ * count + 3
-    rows = [(f"kn_o{i:04d}", "other", "cache cache cache", "cache cache") for i in range(others)]
-    rows += [
-        (f"kn_d{i:04d}", "demo", f"cache and {i} more words", "a long body " * (i % 5 + 1))
-        for i in range(10)
-    ]
-    conn = _plain_db(tmp_path / "second.db", migrated_template, rows)
+    others = ranking.FIRST_READ * count + 3  # past the first read, inside the window
+    conn = _outranked_db(tmp_path / "second.db", migrated_template, others)
     try:
         match = escape_fts(["cache"])
         expected = _oracle(conn, "demo", match, Scope(), False, count)
-        assert [i for _, i, _ in expected] == ["kn_d0000", "kn_d0005", "kn_d0001", "kn_d0006"]
+        assert [i for _, i, _ in expected] == DEMO_BEST
         ran = _statements(
             conn, lambda: _new(conn, "demo", match, Scope(), False, count), "json_each"
         )

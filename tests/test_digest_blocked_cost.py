@@ -9,45 +9,24 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.conftest import copy_database
-from tests.test_task_create_cost import AT, _add_tasks
-from waypost.resolvers.access import principals
-from waypost.resolvers.projects.models import ProjectCreate
-from waypost.resolvers.projects.operations import insert_project
+from tests.cost_support import add_tasks, counting_steps, demo_db
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.readiness import ready_params
-from waypost.storage.db import connect_sync, run_write
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _blocked(conn: sqlite3.Connection) -> tuple[list[str], int]:
-    steps = 0
-
-    def count() -> int:
-        nonlocal steps
-        steps += 1
-        return 0
-
     params = ready_params(conn, "demo", NOW)
-    conn.set_progress_handler(count, 1)
-    try:
-        rows = store.gate_blocked_open_rows(conn, params, 201)
-    finally:
-        conn.set_progress_handler(None, 1)
+    rows, steps = counting_steps(conn, lambda: store.gate_blocked_open_rows(conn, params, 201))
     return [r["id"] for r in rows], steps
 
 
 def test_blocked_tasks_do_not_walk_the_projects_open_tasks(
     tmp_path: Path, migrated_template: Path
 ) -> None:
-    conn = connect_sync(copy_database(migrated_template, tmp_path / "blocked.db"))
-    human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
-    actor = human["principal_id"]
-    run_write(
-        conn, lambda c: insert_project(c, ProjectCreate(id="demo", name="D"), actor, "human", AT)
-    )
-    _add_tasks(conn, actor, 10, 0)
+    conn, actor = demo_db(tmp_path / "blocked.db", migrated_template)
+    add_tasks(conn, actor, 10, 0)
     # The gate columns as the triggers write them: one task held by a decision,
     # one whose decision expired before NOW, one whose expiry is still ahead
     # (open now, so not listed), and one held but done (not listed).
@@ -63,7 +42,7 @@ def test_blocked_tasks_do_not_walk_the_projects_open_tasks(
     )
     found, few = _blocked(conn)
     assert found == ["task_000002", "task_000005"]
-    _add_tasks(conn, actor, 3000, 10)
+    add_tasks(conn, actor, 3000, 10)
     found, many = _blocked(conn)
     assert found == ["task_000002", "task_000005"]
     assert many <= few * 1.5, (few, many)
