@@ -185,9 +185,12 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="waypost-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
+        # The load before the bench starts says whether anything else shares
+        # the machine: only rows of one run compare when something does.
+        load = os.getloadavg()[0]
         print(f"waypost bench: suite {args.suite}, database in {directory},"
               f" python {sys.version.split()[0]}, sqlite {sqlite3.sqlite_version},"
-              f" {os.cpu_count()} cpus")  # fmt: skip
+              f" {os.cpu_count()} cpus, load average {load:.2f} before the run")  # fmt: skip
         if args.suite in ("all", "mutation"):
             print(f"\n== mutation round trip (n={args.n} per row)")
             mutation_suite(directory, args.n)

@@ -309,8 +309,7 @@ def plan(path: Path) -> list[str]:
 def report(size: int, rows: list[Row], over_http: Row, rss: float, queries: int) -> None:
     """Percentiles and ratios: `x` against the bare query in-process (rows[0]),
     `xH` against the bare query over HTTP."""
-    print(f"\n  {size} knowledge + {size // 10} tasks, {queries} queries of 1-3 words"
-          " (under shared load)")  # fmt: skip
+    print(f"\n  {size} knowledge + {size // 10} tasks, {queries} queries of 1-3 words")
     base = rows[0]
     print(f"  {'':48} {'p50':>9} {'p90':>9} {'p99':>9} {'p50 x':>6} {'p99 x':>6}"
           f" {'p50 xH':>6} {'p99 xH':>6} {'limited':>8} {'errors':>6} {'n':>4}")  # fmt: skip

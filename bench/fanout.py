@@ -254,7 +254,7 @@ async def measure(
           " streams cost the writers where CPU is the limit; steadier than throughput"
           " on a shared machine)")  # fmt: skip
     if from_send:
-        print(f"  delivery over {len(from_send)} event deliveries (under shared load):")
+        print(f"  delivery over {len(from_send)} event deliveries:")
         for name, samples in (("write sent -> delivered (bounds commit-to-delivery above)",
                                from_send),
                               ("write acknowledged -> delivered", from_ack)):  # fmt: skip

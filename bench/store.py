@@ -263,7 +263,7 @@ async def measure(targets: list[Target], rounds: int, seconds: float, n: int) ->
         for t in targets:
             await load_round(t, seconds, f"r{r}")
     print(f"\n{CLIENTS} concurrent keep-alive clients, knowledge create, {rounds} alternated"
-          f" rounds of {seconds:.1f}s per server (measured under shared load):")  # fmt: skip
+          f" rounds of {seconds:.1f}s per server:")  # fmt: skip
     print(f"{'server':34}  {'ops/s':>7}  {'p50':>8}  {'p99':>8}  {'non-201':>7}")
     for t in targets:
         ops = len(t.latencies) / t.seconds
@@ -276,7 +276,7 @@ async def measure(targets: list[Target], rounds: int, seconds: float, n: int) ->
             bare = by_name[t.name.replace("waypost", "bare", 1)]
             ratio = (len(t.latencies) / t.seconds) / (len(bare.latencies) / bare.seconds)
             print(f"{t.name} / {bare.name} throughput: {ratio:.2f}x (target >= 1.0x)")
-    print(f"\nsequential, one connection, n={n} (measured under shared load):")
+    print(f"\nsequential, one connection, n={n}:")
     for t in targets:
         if not t.name.startswith("waypost"):
             continue
