@@ -124,6 +124,17 @@ def _task_rows(
         )  # fmt: skip
 
 
+# A knowledge row written directly (the FTS5 triggers index it), in the
+# column order of `_knowledge_rows`; tests that seed files use it too.
+INSERT_KNOWLEDGE = (
+    "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
+    " title, body, status, scope_task_ids, scope_components, scope_environments,"
+    " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
+    " provenance_recorded_at, revision, created_at, updated_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
 def seed(
     conn: sqlite3.Connection,
     project_id: str,
@@ -138,14 +149,7 @@ def seed(
     rows = _knowledge_rows(corpus, project_id, knowledge, actor, at)
     while chunk := list(itertools.islice(rows, batch)):
         conn.execute("BEGIN")
-        conn.executemany(
-            "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
-            " title, body, status, scope_task_ids, scope_components, scope_environments,"
-            " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
-            " provenance_recorded_at, revision, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            chunk,
-        )
+        conn.executemany(INSERT_KNOWLEDGE, chunk)
         conn.execute(
             "INSERT INTO knowledge_revisions (knowledge_id, revision, title, body, status,"
             " scope_task_ids, scope_components, scope_environments, scope_versions, tags,"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from bench.corpus import INSERT_KNOWLEDGE
 from tests.conftest import copy_database
 from waypost.resolvers.access import principals
 from waypost.resolvers.context import ranking
@@ -86,11 +87,7 @@ def _seed(conn: sqlite3.Connection, actor: str, per_project: int, rng: random.Ra
     for project in ("demo", "other"):
         conn.execute("BEGIN")
         conn.executemany(
-            "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
-            " title, body, status, scope_task_ids, scope_components, scope_environments,"
-            " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
-            " provenance_recorded_at, revision, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            INSERT_KNOWLEDGE,
             # in shuffled order, so that rowid order tells nothing about id order
             rng.sample(
                 [_knowledge(rng, project, i, actor) for i in range(per_project)], per_project
@@ -185,7 +182,7 @@ def test_equal_ranks_across_the_window_edge_fall_back_and_keep_id_order(
     assert any(" ORDER BY rank, id LIMIT" in s for s in ran)
 
 
-INSERT_KNOWLEDGE = (
+INSERT_GENERAL = (
     "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
     " title, body, status, scope_task_ids, scope_components, scope_environments,"
     " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
@@ -209,7 +206,7 @@ def _plain_db(
                 c, ProjectCreate(id=p, name=p), actor, "human", AT
             ),
         )
-    conn.executemany(INSERT_KNOWLEDGE, [(*row, actor, AT, AT, AT) for row in rows])
+    conn.executemany(INSERT_GENERAL, [(*row, actor, AT, AT, AT) for row in rows])
     return conn
 
 

@@ -67,6 +67,15 @@ async def post(caller: Caller, body: dict[str, Any]) -> bytes:
     return r.content
 
 
+async def known_dashboard(service: Service, human: Caller) -> dict[str, Any]:
+    """Seed, then send the dashboard request twice, so that it is known; its body."""
+    await seed(service, human)
+    body: dict[str, Any] = {"query": DASHBOARD, "variables": {"project": "demo"}}
+    await post(human, body)
+    await post(human, body)
+    return body
+
+
 async def test_a_repeated_request_skips_the_pipeline_and_answers_the_same(
     service: Service, human: Caller
 ) -> None:
@@ -89,10 +98,7 @@ async def test_a_repeated_request_skips_the_pipeline_and_answers_the_same(
 async def test_other_variables_other_bodies_and_fallbacks_take_the_pipeline(
     service: Service, human: Caller
 ) -> None:
-    await seed(service, human)
-    body = {"query": DASHBOARD, "variables": {"project": "demo"}}
-    await post(human, body)
-    await post(human, body)
+    body = await known_dashboard(service, human)
     with watching() as seen:
         await post(human, {"query": DASHBOARD, "variables": {"project": "other"}})
         await post(human, {**body, "extensions": {}})
@@ -125,10 +131,7 @@ async def test_a_known_text_with_an_error_is_never_known(service: Service, human
 async def test_a_streaming_accept_header_takes_the_pipeline(
     service: Service, human: Caller
 ) -> None:
-    await seed(service, human)
-    body = {"query": DASHBOARD, "variables": {"project": "demo"}}
-    await post(human, body)
-    await post(human, body)
+    body = await known_dashboard(service, human)
     with watching() as seen:
         for accept in ("multipart/mixed", "text/event-stream", "application/json, multipart/mixed"):
             r = await human.client.post(

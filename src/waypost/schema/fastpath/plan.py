@@ -34,7 +34,9 @@ from graphql import (
     Undefined,
 )
 from graphql.execution.collect_fields import (
+    CollectedFields,
     FieldDetails,
+    GroupedFieldSet,
     collect_fields,
     collect_subfields,
 )
@@ -72,6 +74,14 @@ class SelectionPlan:
 
 class _NotEligible(Exception):
     """Some part of the operation needs graphql-core's own execution."""
+
+
+def _grouped(collected: CollectedFields) -> GroupedFieldSet:
+    """The collected fields, unless `@defer` or a directive the plan cannot
+    honour was used: graphql-core executes those."""
+    if collected.new_defer_usages or collected.forbidden_directive_instances:
+        raise _NotEligible
+    return collected.grouped_field_set
 
 
 # (id of the operation node, variables) -> (that node, its plan). The plan
@@ -118,9 +128,7 @@ def _compile(executor: Executor[Any]) -> SelectionPlan | None:
             operation,
             executor.hide_suggestions,
         )
-        if collected.new_defer_usages or collected.forbidden_directive_instances:
-            return None
-        plan = _selection(executor, root, collected.grouped_field_set)
+        plan = _selection(executor, root, _grouped(collected))
     except (_NotEligible, GraphQLError, RecursionError):
         return None
     return replace(plan, selected=frozenset(_selected(plan)))
@@ -168,9 +176,7 @@ def _selection(
                 details,
                 executor.hide_suggestions,
             )
-            if collected.new_defer_usages or collected.forbidden_directive_instances:
-                raise _NotEligible
-            sub = _selection(executor, named, collected.grouped_field_set)
+            sub = _selection(executor, named, _grouped(collected))
         fields.append(FieldPlan(key, resolve, args, field_def.type, sub, name))
     return SelectionPlan(parent.name, tuple(fields))
 
