@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.cost_support import add_tasks, counting_steps, demo_db
-from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks import ready_store
 from waypost.resolvers.tasks.readiness import ready_params
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
@@ -18,7 +18,9 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 def _blocked(conn: sqlite3.Connection) -> tuple[list[str], int]:
     params = ready_params(conn, "demo", NOW)
-    rows, steps = counting_steps(conn, lambda: store.gate_blocked_open_rows(conn, params, 201))
+    rows, steps = counting_steps(
+        conn, lambda: ready_store.gate_blocked_open_rows(conn, params, 201)
+    )
     return [r["id"] for r in rows], steps
 
 

@@ -16,7 +16,7 @@ from tests.gate_state_support import assert_gate_exact, claim_any
 from tests.tasks_support import make_task
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
-from waypost.resolvers.tasks import store
+from waypost.resolvers.tasks import ready_store
 from waypost.storage import migrate
 
 BATCH = 40
@@ -45,7 +45,7 @@ async def derived_pick(service: Service) -> str | None:
     now = service.clock.now()
 
     def pick(conn: sqlite3.Connection) -> str | None:
-        row = store.next_ready_row_derived(conn, gate.gate_params(conn, "demo", now))
+        row = ready_store.next_ready_row_derived(conn, gate.gate_params(conn, "demo", now))
         return None if row is None else str(row["id"])
 
     return await service.rt.db.read(pick)

@@ -24,7 +24,7 @@ from typing import Any
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
-from waypost.resolvers.tasks.store import GATE_OPEN_SQL
+from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20

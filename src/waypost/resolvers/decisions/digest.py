@@ -23,7 +23,7 @@ from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.timeouts import TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
-from waypost.resolvers.tasks import store as task_store
+from waypost.resolvers.tasks import ready_store
 from waypost.resolvers.tasks.readiness import ready_params
 from waypost.resolvers.tasks.views import present_tasks
 from waypost.runtime import Runtime
@@ -74,12 +74,12 @@ def _blocked_task_rows(
 ) -> list[sqlite3.Row]:
     """Live tasks a decision blocks, or whose subject a decision blocks, in claim order."""
     params = ready_params(conn, project_id, now)
-    return task_store.gate_blocked_open_rows(conn, params, DIGEST_LIMIT + 1)
+    return ready_store.gate_blocked_open_rows(conn, params, DIGEST_LIMIT + 1)
 
 
 def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> int:
     """How many tasks pass the readiness predicate, counted in SQL (nothing is loaded)."""
-    return task_store.ready_count(conn, ready_params(conn, project_id, now))
+    return ready_store.ready_count(conn, ready_params(conn, project_id, now))
 
 
 async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:

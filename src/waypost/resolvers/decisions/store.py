@@ -34,7 +34,7 @@ def _ids(values: Iterable[Any]) -> str:
 
 # The ids of the tasks the gate holds back in one project, derived from the
 # history rather than read from the stored state of migration 0014 (the
-# claim's fallback when the two disagree: tasks/store.next_ready_row_derived),
+# claim's fallback when the two disagree: tasks/ready_store.next_ready_row_derived),
 # as the CTE `blocked`
 # (with its helper `holding`), for `WITH {BLOCKED_CTE} SELECT ...`. It binds
 # `:project` and `:now` (gate.gate_params). MATERIALIZED makes SQLite compute

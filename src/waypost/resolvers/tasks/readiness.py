@@ -13,7 +13,8 @@ The predicate has two forms that must never drift: `readiness` (Python over
 rows, with the reasons the task JSON reports; its decision part is the gate
 itself, derived from the decisions' history by gate.py) and `READY_SQL` (WHERE
 terms, so claims, ready lists and the digest skip blocked work inside SQL
-instead of fetching it to test it; it lives in store.py with the task SQL).
+instead of fetching it to test it; it lives in ready_store.py with the queries
+that walk it).
 `READY_SQL` reads the decision part from the gate state that migration 0014's
 triggers keep on each task, exact at any service time; docs/tasks.md says why.
 """
@@ -28,18 +29,17 @@ from datetime import datetime
 from typing import Any
 
 from waypost.resolvers.decisions import gate
-from waypost.resolvers.tasks import store
-from waypost.resolvers.tasks.store import (
+from waypost.resolvers.tasks import ready_store
+from waypost.resolvers.tasks.ready_store import (
     GATE_BLOCKED_SQL,
     GATE_OPEN_SQL,
     READY_SQL,
     STATE_READY_SQL,
-    dependency_map,
-    ids_param,
 )
+from waypost.resolvers.tasks.store import dependency_map, ids_param
 
 __all__ = [
-    "GATE_BLOCKED_SQL",  # the predicate in SQL lives in the store, next to its queries
+    "GATE_BLOCKED_SQL",  # the predicate in SQL lives in ready_store, next to its queries
     "GATE_OPEN_SQL",
     "MAX_DECISION_IDS",
     "READY_SQL",
@@ -138,7 +138,7 @@ def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqli
     """The task an ordinary claim takes: highest priority ready task, ties oldest.
 
     One indexed statement whatever lies ahead in claim order: blocked work is
-    not in the index it walks (store.next_ready_row). The pick is then put to
+    not in the index it walks (ready_store.next_ready_row). The pick is then put to
     the gate itself (the decisions' history, for the task and its subject),
     in the caller's transaction. The stored state is exact, so that check
     passes; should it ever fail (a row written around the triggers), the
@@ -146,7 +146,7 @@ def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqli
     is slower but right: a drift can cost time, never a wrong claim.
     """
     params = ready_params(conn, project_id, now)
-    row = store.next_ready_row(conn, params)
+    row = ready_store.next_ready_row(conn, params)
     if row is None:
         return None
     ids = [row["id"]] if row["subject_task_id"] is None else [row["id"], row["subject_task_id"]]
@@ -159,4 +159,4 @@ def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqli
         row["id"],
         sorted({d for found in blocking.values() for d in found}),
     )
-    return store.next_ready_row_derived(conn, params)
+    return ready_store.next_ready_row_derived(conn, params)

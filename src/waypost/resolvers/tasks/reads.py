@@ -54,7 +54,7 @@ def list_tasks_sync(
 ) -> Page[dict[str, Any]]:
     """Tasks in creation order (`created_at`, then `id`), optionally filtered.
 
-    `ready` is the readiness predicate in SQL (`store.READY_SQL`), so a page reads
+    `ready` is the readiness predicate in SQL (`ready_store.READY_SQL`), so a page reads
     `limit + 1` rows whatever blocked work lies between them. The task JSON
     computes readiness again in Python; a row whose `ready` disagrees with the
     filter is left out rather than shown under the wrong filter (the page may
