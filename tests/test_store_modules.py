@@ -1,5 +1,6 @@
-"""The domain packages keep their SQL in their `store.py`: operation modules hold
-the rules and call store functions, so a second engine could stand behind the
+"""The domain packages keep their SQL in store modules (`store.py`, and
+`<concept>_store.py` where one concept's SQL outgrows it, like
+`tasks/ready_store.py`): operation modules hold the rules and call store functions, so a second engine could stand behind the
 same operations (issue 8). A statement run anywhere else in them fails here."""
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ def test_only_store_modules_run_sql() -> None:
     found = []
     for domain in DOMAINS:
         for module in sorted((RESOLVERS / domain).glob("*.py")):
-            if module.name == "store.py":
+            if module.name == "store.py" or module.name.endswith("_store.py"):
                 continue
             for number, line in enumerate(module.read_text().splitlines(), 1):
                 if RUNS_SQL.search(line):
                     found.append(f"{domain}/{module.name}:{number}: {line.strip()}")
-    assert found == [], "move these statements into the domain's store.py:\n" + "\n".join(found)
+    assert found == [], "move these statements into a store module of the domain:\n" + "\n".join(found)
 
 
 def test_every_domain_has_a_store_module() -> None:
