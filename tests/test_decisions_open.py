@@ -384,3 +384,19 @@ async def test_the_database_lets_a_decision_move_to_its_next_generation(
         conn.execute("ROLLBACK")
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize(
+    "expires_at",
+    ["2027-01-01T00:00:00.000+99:99", "2027-01-01T00:00:00+24:00", "2027-13-01T00:00:00Z"],
+)
+async def test_an_out_of_range_time_field_is_400_in_the_services_words(
+    human: Caller, project: str, expires_at: str
+) -> None:
+    """datetime's own exception text ("offset must be a timedelta ...") never
+    reaches a client (contract section 2)."""
+    task = await new_task(human)
+    r = await human.post(DECISIONS, decision_body([task], expires_at=expires_at))
+    status, code, details = error(r)
+    assert (status, code, details["field"]) == (400, "invalid_request", "expires_at"), r.text
+    assert r.json()["error"]["message"] == "a date, time or offset field is out of range"

@@ -17,7 +17,8 @@ from waypost.http.decoding import decode_body, parse_json
 from waypost.resolvers.projects import policy
 from waypost.rest.routing import BODY_LIMIT
 
-POLICY = "/api/v1/projects/demo/policy"
+BASE = "/api/v1/projects/demo"
+POLICY = f"{BASE}/policy"
 
 
 def assert_error(r: httpx.Response, status: int, code: str, field: str | None = None) -> dict:
@@ -155,7 +156,13 @@ async def test_wrong_type_on_create_names_the_field(human: Caller) -> None:
 )
 async def test_truncated_body_is_refused(human: Caller, project: str, raw: bytes) -> None:
     r = await raw_patch(human, raw)
-    assert_error(r, 400, "invalid_request", "")
+    details = assert_error(r, 400, "invalid_request", "")
+    # where it breaks, in the service's own words: never the parser's exception text
+    assert set(details) == {"field", "line", "column"}
+    assert r.json()["error"]["message"] == (
+        "the body is not a complete JSON document"
+        f" (line {details['line']}, column {details['column']})"
+    )
 
 
 async def test_body_that_is_not_utf8_is_refused(human: Caller, project: str) -> None:
@@ -347,7 +354,34 @@ async def test_forged_cursor_with_a_lone_surrogate_is_400(
     assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
 
 
-@pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true"])
+async def test_an_empty_cursor_is_the_first_page_on_every_list(human: Caller, project: str) -> None:
+    """docs/api.md: an empty `cursor=` means the first page, on every list route."""
+    from tests.decisions_support import new_task, open_decision
+
+    task_id = await new_task(human)
+    decision = await open_decision(human, [task_id])
+    r = await human.post(f"{BASE}/knowledge", {"kind": "fact", "title": "t", "body": "b"})
+    assert r.status_code == 201, r.text
+    knowledge_id = r.json()["id"]
+    lists = [
+        "/api/v1/projects",
+        f"{POLICY}/history",
+        f"{BASE}/tasks",
+        f"{BASE}/tasks/{task_id}/revisions",
+        f"{BASE}/tasks/{task_id}/checkpoints",
+        f"{BASE}/tasks/{task_id}/submissions",
+        f"{BASE}/knowledge",
+        f"{BASE}/knowledge/{knowledge_id}",
+        f"{BASE}/decisions",
+        f"{BASE}/decisions/{decision['id']}",
+    ]
+    for path in lists:
+        first, empty = await human.get(path), await human.get(path, cursor="")
+        assert empty.status_code == 200, (path, empty.text)
+        assert empty.json() == first.json(), path
+
+
+@pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true", "2.0", "1e1", str(2**63)])
 async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit: str) -> None:
     assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")
 

@@ -1,7 +1,8 @@
 """The domain packages keep their SQL in store modules (`store.py`, and
 `<concept>_store.py` where one concept's SQL outgrows it, like
-`tasks/ready_store.py`): operation modules hold the rules and call store functions, so a second engine could stand behind the
-same operations (issue 8). A statement run anywhere else in them fails here."""
+`tasks/ready_store.py`): operation modules hold the rules and call store
+functions, so a second engine could stand behind the same operations
+(issue 8). A statement run anywhere else in them fails here."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ def test_only_store_modules_run_sql() -> None:
             for number, line in enumerate(module.read_text().splitlines(), 1):
                 if RUNS_SQL.search(line):
                     found.append(f"{domain}/{module.name}:{number}: {line.strip()}")
-    assert found == [], "move these statements into a store module of the domain:\n" + "\n".join(found)
+    move = "move these statements into a store module of the domain:\n"
+    assert found == [], move + "\n".join(found)
 
 
 def test_every_domain_has_a_store_module() -> None:

@@ -64,3 +64,7 @@ def parse_time(text: str) -> datetime:
         return datetime.fromisoformat(text.upper()).astimezone(UTC)
     except OverflowError as exc:
         raise ValueError("the time is out of range") from exc
+    except ValueError as exc:
+        # datetime's own text ("month must be in 1..12", "offset must be a
+        # timedelta ...") is not shown to clients; this message is
+        raise ValueError("a date, time or offset field is out of range") from exc

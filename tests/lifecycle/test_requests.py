@@ -297,10 +297,21 @@ async def test_duplicate_and_unknown_query_keys_are_400(author: Member) -> None:
     refused(await author.get(URL, q="a", limit="0"), 400, "invalid_request")
 
 
-@pytest.mark.parametrize("version", ["true", "0", "-1", "1.5", "x", ""])
+@pytest.mark.parametrize(
+    "version", ["true", "0", "-1", "1.5", "x", "", "1.0", "1e0", "+1", str(2**63), str(10**30)]
+)
 async def test_version_must_be_a_positive_integer(author: Member, version: str) -> None:
     await author.register(memo())
-    refused(await author.get(f"{URL}/adr.payments-retry", version=version), 400, "invalid_request")
+    memo_path = f"{URL}/adr.payments-retry"
+    for path in (memo_path, f"{memo_path}/outcomes", f"{memo_path}/review-requests"):
+        refused(await author.get(path, version=version), 400, "invalid_request")
+
+
+@pytest.mark.parametrize("after", ["1.0", "1e0", str(2**63), "-1"])
+async def test_events_after_is_a_decimal_integer_in_range(author: Member, after: str) -> None:
+    await author.register(memo())
+    r = await author.get(f"{URL}/adr.payments-retry/events", after=after)
+    refused(r, 400, "invalid_request")
 
 
 async def test_post_routes_take_no_query_parameters(author: Member) -> None:

@@ -8,6 +8,7 @@ integer, unknown fields are refused, and every error names its JSON path.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -144,9 +145,11 @@ def parse_json(raw: bytes) -> Any:
         )
     except RecursionError as exc:
         raise InvalidRequest.field("", "the body nests too deeply") from exc
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
+        # where the document breaks, not the decoder's own text (contract section 2)
         raise InvalidRequest(
-            "the body is not a complete JSON document", {"field": "", "error": str(exc)[:200]}
+            f"the body is not a complete JSON document (line {exc.lineno}, column {exc.colno})",
+            {"field": "", "line": exc.lineno, "column": exc.colno},
         ) from exc
     if refused:
         found = _find_refused(value)
@@ -199,13 +202,41 @@ def decode_body(raw: bytes, model: type[T]) -> T:
     return convert(parse_json(raw), model)
 
 
+_DECIMAL_INTEGER = re.compile(r"-?[0-9]{1,19}")
+
+
+@functools.cache
+def _integer_fields(model: type) -> frozenset[str]:
+    """The fields of a query model that take an integer (alone or with None)."""
+    info = msgspec.inspect.type_info(model)
+    assert isinstance(info, msgspec.inspect.StructType)
+    names = set()
+    for f in info.fields:
+        kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+        if any(isinstance(k, msgspec.inspect.IntType) for k in kinds):
+            names.add(f.encode_name)
+    return frozenset(names)
+
+
 def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
-    """Query parameters into `model`: duplicates and unknown names are refused."""
+    """Query parameters into `model`: duplicates and unknown names are refused;
+    an empty `cursor=` is no cursor (the first page), on every list alike.
+
+    An integer parameter is decimal digits only: msgspec's lax conversion
+    (needed to read "true" or "20" from text) would also take "2.0" or "1e0",
+    and an integer beyond SQLite's 64 bits must never reach a statement.
+    """
     values: dict[str, str] = {}
     for key, value in items:
         if key in values:
             raise InvalidRequest.field(key, f"duplicate query parameter {key!r}")
         values[key] = value
+    if values.get("cursor") == "":
+        del values["cursor"]
+    for key in _integer_fields(model) & values.keys():
+        text = values[key]
+        if not _DECIMAL_INTEGER.fullmatch(text) or not INT64_MIN <= int(text) <= INT64_MAX:
+            raise InvalidRequest.field(key, f"{key} must be a decimal integer")
     return convert(values, model, strict=False)
 
 

@@ -127,7 +127,9 @@ def window(
 ) -> Window:
     """Checks the paging arguments: `first`/`last` from 1 to 100 (default
     `first: 50`); `first` and `last` together are refused, and so is mixing
-    the directions (`first` with `before`, `last` with `after`)."""
+    the directions (`first` with `before`, `last` with `after`). An empty
+    cursor is no cursor, as an empty REST `cursor=` is."""
+    after, before = after or None, before or None
     if first is not None and last is not None:
         raise InvalidRequest.field("last", "first and last together are refused")
     if last is not None or (before is not None and first is None):

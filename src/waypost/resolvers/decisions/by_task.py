@@ -29,7 +29,7 @@ def pages_sync(
         groups.setdefault((check_limit(limit), cursor, backward), []).append(task_id)
     rows_by_key: dict[ByTaskKey, list[sqlite3.Row]] = {}
     for (size, cursor, backward), task_ids in groups.items():
-        if cursor is not None:
+        if cursor:
             at, last = decode_cursor(cursor, str, str, field_name="after/before")
         else:
             at, last = ("", "") if backward else _TOP

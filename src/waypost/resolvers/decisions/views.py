@@ -221,7 +221,7 @@ HistoryRequest = tuple[str, str | None, int | None]  # (decision id, cursor, lim
 
 
 def _before(cursor: str | None) -> int:
-    if cursor is None:
+    if not cursor:
         return 2**62
     value = decode_cursor(cursor, int)[0]
     assert isinstance(value, int)

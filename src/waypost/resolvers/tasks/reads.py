@@ -63,7 +63,7 @@ def list_tasks_sync(
     size = check_limit(limit)
     require_project(conn, project_id)
     after = None
-    if cursor is not None:
+    if cursor:
         parts = decode_cursor(cursor, str, str)
         after = (str(parts[0]), str(parts[1]))
     params = ready_params(conn, project_id, now) if ready is not None else None
