@@ -8,7 +8,6 @@ integer, unknown fields are refused, and every error names its JSON path.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import re
@@ -205,17 +204,22 @@ def decode_body(raw: bytes, model: type[T]) -> T:
 _DECIMAL_INTEGER = re.compile(r"-?[0-9]{1,19}")
 
 
-@functools.cache
+_INTEGER_FIELDS: dict[type, frozenset[str]] = {}
+
+
 def _integer_fields(model: type) -> frozenset[str]:
     """The fields of a query model that take an integer (alone or with None)."""
-    info = msgspec.inspect.type_info(model)
-    assert isinstance(info, msgspec.inspect.StructType)
-    names = set()
-    for f in info.fields:
-        kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
-        if any(isinstance(k, msgspec.inspect.IntType) for k in kinds):
-            names.add(f.encode_name)
-    return frozenset(names)
+    found = _INTEGER_FIELDS.get(model)
+    if found is None:
+        info = msgspec.inspect.type_info(model)
+        assert isinstance(info, msgspec.inspect.StructType)
+        names = set()
+        for f in info.fields:
+            kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
+            if any(isinstance(k, msgspec.inspect.IntType) for k in kinds):
+                names.add(f.encode_name)
+        found = _INTEGER_FIELDS[model] = frozenset(names)
+    return found
 
 
 def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
