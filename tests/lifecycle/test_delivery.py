@@ -105,6 +105,12 @@ def test_backoff_doubles_up_to_its_limit() -> None:
     assert [b.delay(n) for n in range(1, 6)] == [1, 2, 4, 8, 10]
 
 
+def test_backoff_stays_at_its_limit_however_long_the_outage() -> None:
+    # 1,025 failures in a row (about 85 hours at the default delays) once
+    # raised OverflowError in the delay, which ended the delivery worker
+    assert [Backoff().delay(n) for n in (1025, 10**6)] == [300.0, 300.0]
+
+
 def cli(*args: str) -> Any:
     result = CliRunner().invoke(main, list(args), catch_exceptions=False)
     assert result.exit_code == 0, result.output

@@ -36,7 +36,10 @@ class Backoff:
     poll: float = 2.0  # how long an idle worker waits when no commit wakes it
 
     def delay(self, failures: int) -> float:
-        return float(min(self.limit, self.first * 2 ** max(0, failures - 1)))
+        # the exponent stops at 64 (far past any limit): 2 ** 1024 is no float,
+        # and an outage of days must not end the worker
+        doublings = min(max(0, failures - 1), 64)
+        return float(min(self.limit, self.first * 2**doublings))
 
 
 def delivery_json(row: sqlite3.Row) -> dict[str, Any]:
