@@ -425,7 +425,10 @@ async def test_batching_is_refused(human: Caller) -> None:
     assert r.status_code == 400
     assert r.json() == {
         "errors": [
-            {"message": "Batching is not enabled", "extensions": {"code": "invalid_request"}}
+            {
+                "message": "the body must be a JSON object (batched requests are not supported)",
+                "extensions": {"code": "invalid_request"},
+            }
         ]
     }
 

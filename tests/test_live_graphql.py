@@ -16,6 +16,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, send_answer
 from tests.live_support import GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
+from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 
 EVENTS = """subscription ($after: Int) {
@@ -169,3 +170,61 @@ async def test_faults_are_masked_over_the_socket_too(
     assert error["message"] == "Unexpected error."
     assert error["extensions"] == {"code": "internal"}
     assert "secret" not in json.dumps(message)
+
+
+async def test_a_token_revoked_while_its_socket_is_open_runs_nothing_more(
+    service: Service, human: Caller, project: str
+) -> None:
+    other = await service.principal("human", "bob")
+    async with running(service) as base, graphql_ws(base, other.token) as client:
+        op = await client.subscribe("{ me { name } }")
+        assert (await _next(client, op)) == {"me": {"name": "bob"}}
+        assert (await client.receive()) == {"id": op, "type": "complete"}
+        actor = await service.rt.db.read(lambda c: principals.authenticate(c, other.token, "api"))
+        at = format_time(service.clock.now())
+        await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        await client.subscribe("{ me { name } }")
+        with pytest.raises(ConnectionClosed) as closed:
+            await client.receive()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+DEEP: Any = 1
+for _ in range(40):
+    DEEP = [DEEP]
+
+
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        ({"query": "{ me { name }"}, "Syntax Error"),
+        ({"query": 5}, "query must be a string"),
+        ({"query": "query A { me { name } } query B { me { name } }"}, "operation name"),
+        ({"query": "{ me { name } }", "variables": {"a": DEEP}}, "nest"),
+    ],
+)
+async def test_a_refused_subscribe_answers_an_error_for_its_id(
+    service: Service, human: Caller, project: str, payload: dict[str, Any], words: str
+) -> None:
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        await client.ws.send(json.dumps({"id": "x", "type": "subscribe", "payload": payload}))
+        message = await client.receive()
+        assert message["id"] == "x" and message["type"] == "error", message
+        assert words in message["payload"][0]["message"], message
+        assert message["payload"][0]["extensions"]["code"] == "invalid_request"
+        # the socket is still open and serves the next operation
+        op = await client.subscribe("{ me { name } }")
+        assert (await _next(client, op)) == {"me": {"name": "alice"}}
+
+
+@pytest.mark.parametrize(
+    "frame", ["not json", '"a string"', "5", '{"id": "1", "type": "subscribe", "payload": "x"}']
+)
+async def test_a_malformed_frame_closes_the_socket_with_4400(
+    service: Service, human: Caller, project: str, frame: str
+) -> None:
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        await client.ws.send(frame)
+        with pytest.raises(ConnectionClosed) as closed:
+            await client.receive()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400

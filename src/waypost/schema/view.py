@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -22,7 +23,7 @@ from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import is_json_media_type, parse_json
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
-from waypost.schema import fastpath, schema
+from waypost.schema import fastpath, request_rules, schema
 from waypost.schema.context import Context
 from waypost.schema.execution import MASKED
 from waypost.schema.fastpath import known
@@ -95,7 +96,22 @@ class WaypostGraphQL(GraphQL[Context, None]):
         headers = [(k, v) for k, v in scope["headers"] if k != b"content-type"]
         scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         request = Request(scope=scope, receive=receive)
-        known_answer = await self._known_answer(request)
+        try:
+            body = parse_json(await request.body())
+        except WaypostError as error:
+            response = http_error(error.status, error.code, error.message, error.details)
+            await response(scope, receive, send)
+            return
+        why = (
+            request_rules.refusal(body, over_http=True)
+            if isinstance(body, dict)
+            else "the body must be a JSON object (batched requests are not supported)"
+        )
+        if why is not None:
+            response = http_error(400, "invalid_request", why, {})
+            await response(scope, receive, send)
+            return
+        known_answer = await self._known_answer(request, body)
         if known_answer is not None:
             await known_answer(scope, receive, send)
             return
@@ -111,17 +127,14 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 response = http_error(exc.status_code, code, exc.reason, {})
         await response(scope, receive, send)
 
-    async def _known_answer(self, request: Request) -> Response | None:
+    async def _known_answer(self, request: Request, body: dict[str, Any]) -> Response | None:
         """A request the pipeline answered before by the fast path
         (schema/fastpath/known.py), answered again without it; None sends
         the request through the pipeline (which may learn it)."""
         # a streaming transport asked for in `Accept` takes the pipeline's path
         if not _plain_json_accepted(request.headers.get("accept", "")):
             return None
-        try:
-            key = known.request_key(parse_json(await request.body()))
-        except WaypostError:
-            return None  # the pipeline refuses the body in its own words
+        key = known.request_key(body)
         if key is None:
             return None
         entry = known.KNOWN.get(key)
@@ -145,8 +158,14 @@ class WaypostGraphQL(GraphQL[Context, None]):
         return _encoder.encode(data).decode()
 
     def decode_json(self, data: str | bytes) -> object:
-        """The same strict JSON as REST bodies: no duplicate keys, no NaN."""
-        return parse_json(data.encode() if isinstance(data, str) else data)
+        """The same strict JSON as REST bodies: no duplicate keys, no NaN. A
+        refusal is a JSONDecodeError, which Strawberry answers as malformed
+        (a WebSocket frame: close 4400); HTTP bodies were checked before."""
+        raw = data.encode() if isinstance(data, str) else data
+        try:
+            return parse_json(raw)
+        except WaypostError as error:
+            raise json.JSONDecodeError(error.message, raw.decode("utf-8", "replace"), 0) from error
 
     async def get_context(
         self, request: Request | WebSocket, response: Response | WebSocket

@@ -7,21 +7,33 @@ the HTTP header would carry it); a missing or bad one closes the socket with
 code 4401 before anything runs. Strawberry itself closes a socket that sends
 `subscribe` before `connection_init` (4401) or a second `connection_init`
 (4429).
+
+Every `subscribe` checks the token again, so a token revoked while its
+socket is open runs nothing more on it (close 4401), and its payload passes
+the same request rules as an HTTP body (schema/request_rules.py): a payload
+that is not an object closes the socket (4400); a refused request or a
+syntax error answers an `error` message for that operation id.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
-from strawberry.subscriptions.protocols.graphql_transport_ws.types import ConnectionInitMessage
+from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    ConnectionInitMessage,
+    Message,
+    SubscribeMessage,
+)
 
 from waypost.clock import format_time
 from waypost.errors import Unauthenticated, WaypostError
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
+from waypost.schema import request_rules
 from waypost.schema.context import Context
 
 # the context of a socket before connection_init names its caller; nothing
@@ -51,6 +63,8 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
 
 
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
+    _init_payload: object = None
+
     async def send_message(self, message: Any) -> None:
         # parse and validation errors (the query limits among them) carry the
         # same code as over HTTP; field errors are shaped by the executor
@@ -69,4 +83,35 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
             self.context.actor, self.context.token = actor, token
+            self._init_payload = message.get("payload")
         await super().handle_connection_init(message)
+
+    async def handle_message(self, message: Message) -> None:
+        if not isinstance(message, dict):
+            await self.handle_invalid_message("WebSocket message must be a JSON object")
+            return
+        await super().handle_message(message)
+
+    async def handle_subscribe(self, message: SubscribeMessage) -> None:
+        payload, operation_id = message.get("payload"), message.get("id")
+        if not isinstance(payload, dict) or not isinstance(operation_id, str):
+            await self.handle_invalid_message("subscribe needs an id and a payload object")
+            return
+        if self.connection_acknowledged:
+            try:
+                # the token (and session) named at connection_init, checked again:
+                # a revocation ends what the socket may run at once
+                await authenticate(self.context.rt, self._init_payload)
+            except WaypostError:
+                await self.websocket.close(code=4401, reason="Unauthorized")
+                return
+            why = request_rules.refusal(payload, over_http=False)
+            # a syntax error too: Strawberry's stream would only log it
+            found = request_rules.operations(payload["query"]) if why is None else None
+            if why is not None or isinstance(found, GraphQLError):
+                error = found if isinstance(found, GraphQLError) else GraphQLError(why or "")
+                await self.send_message(
+                    {"id": operation_id, "type": "error", "payload": [error.formatted]}
+                )
+                return
+        await super().handle_subscribe(message)

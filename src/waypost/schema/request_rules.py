@@ -1,0 +1,92 @@
+"""What a GraphQL request must be before Strawberry runs it, over HTTP and WebSocket.
+
+Strawberry assumes a well-formed request: a body that is not a JSON object,
+a `payload` that is not one, variables nested hundreds of levels deep (the
+known-request key walks them recursively) or a subscription sent over HTTP
+each ended as an internal error. And where a document holds several
+operations and names none, Strawberry runs the first, where the GraphQL
+specification (GetOperation) refuses the request. These rules refuse all of
+them first, as `invalid_request`, in the same words on both transports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
+
+from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS
+from waypost.schema.memo import Memo
+
+# Deeper than any input object of the schema needs (they nest a few levels);
+# far below what a recursive walk of the value could take.
+MAX_NESTING = 32
+SUBSCRIPTIONS_OVER_HTTP = (
+    "subscriptions run over WebSocket (graphql-transport-ws on /graphql), not over HTTP"
+)
+
+# query text -> the types of its operations by name (None: anonymous), or the
+# syntax error the pipeline will report itself
+_OPERATIONS: Memo[list[tuple[str | None, OperationType]] | GraphQLError] = Memo(CACHED_QUERIES)
+
+
+def nesting(value: object) -> int:
+    """How deeply lists and objects nest in a JSON value (a scalar is 0), without recursion."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: list[object] = list(item.values())
+        elif isinstance(item, list):
+            children = list(item)
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > MAX_NESTING:
+            break
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
+def operations(query: str) -> list[tuple[str | None, OperationType]] | GraphQLError:
+    """The (name, type) of each operation of `query`, or its syntax error."""
+    found = _OPERATIONS.get(query)
+    if found is None:
+        try:
+            document = parse(query, max_tokens=MAX_TOKENS)
+        except GraphQLError as error:
+            found = error
+        else:
+            found = [
+                (d.name.value if d.name else None, d.operation)
+                for d in document.definitions
+                if isinstance(d, OperationDefinitionNode)
+            ]
+        _OPERATIONS.put(query, found)
+    return found
+
+
+def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
+    """Why this request (an HTTP body or a WebSocket `subscribe` payload) is
+    refused before execution, or None. A syntax error is not refused here:
+    the pipeline reports it with its location."""
+    query, name = request.get("query"), request.get("operationName")
+    variables = request.get("variables")
+    if not isinstance(query, str):
+        return "query must be a string holding a GraphQL document"
+    if name is not None and not isinstance(name, str):
+        return "operationName must be a string"
+    if variables is not None and not isinstance(variables, dict):
+        return "variables must be an object"
+    if nesting(variables) > MAX_NESTING:
+        return f"variables nest more than {MAX_NESTING} levels deep"
+    found = operations(query)
+    if isinstance(found, GraphQLError):
+        return None
+    if name is None and len(found) > 1:
+        return "Must provide operation name if query contains multiple operations."
+    chosen = [kind for op_name, kind in found if name is None or op_name == name]
+    if over_http and chosen and chosen[0] is OperationType.SUBSCRIPTION:
+        return SUBSCRIPTIONS_OVER_HTTP
+    return None

@@ -1,0 +1,86 @@
+"""POST /graphql refuses malformed requests as invalid_request before anything
+runs (schema/request_rules.py): each of these was once a 500 or ran the wrong
+operation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+async def _post(caller: Caller, body: bytes) -> tuple[int, dict[str, Any]]:
+    headers = {**caller.headers(), "Content-Type": "application/json"}
+    r = await caller.client.post("/graphql", content=body, headers=headers)
+    return r.status_code, r.json()
+
+
+def _refused(status: int, answer: dict[str, Any], words: str) -> None:
+    assert status == 400, answer
+    [error] = answer["errors"]
+    assert error["extensions"] == {"code": "invalid_request"}, error
+    assert words in error["message"], error
+
+
+@pytest.mark.parametrize(
+    "body", [b'"x"', b"null", b"5", b"true", b"1.5", b'[{"query": "{ me { name } }"}]']
+)
+async def test_a_body_that_is_not_an_object_is_400(human: Caller, body: bytes) -> None:
+    _refused(*(await _post(human, body)), "must be a JSON object")
+
+
+@pytest.mark.parametrize("levels", [33, 400, 900])
+async def test_deeply_nested_variables_are_400(human: Caller, levels: int) -> None:
+    body = {"query": "{ me { name } }", "variables": {"a": _deep(levels)}}
+    _refused(*(await _post(human, json.dumps(body).encode())), "nest more than 32")
+
+
+async def test_variables_nested_within_the_limit_are_fine(human: Caller) -> None:
+    body = {"query": "{ me { name } }", "variables": {"a": _deep(31)}}
+    assert await _post(human, json.dumps(body).encode()) == (
+        200,
+        {"data": {"me": {"name": "alice"}}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("query", 5, "query must be a string"),
+        ("variables", [1], "variables must be an object"),
+        ("operationName", 7, "operationName must be a string"),
+    ],
+)
+async def test_fields_of_the_wrong_type_are_400(
+    human: Caller, field: str, value: object, words: str
+) -> None:
+    body = {"query": "{ me { name } }", field: value}
+    _refused(*(await _post(human, json.dumps(body).encode())), words)
+
+
+async def test_a_subscription_over_http_is_400_not_a_fault(human: Caller, project: str) -> None:
+    body = {"query": 'subscription { projectEvents(projectId: "demo") { sequence } }'}
+    _refused(*(await _post(human, json.dumps(body).encode())), "over WebSocket")
+
+
+async def test_several_operations_need_an_operation_name(human: Caller, project: str) -> None:
+    """GraphQL's GetOperation: Strawberry alone ran the first operation (here a
+    mutation that created a project)."""
+    query = (
+        'mutation M { projectCreate(input: {idempotencyKey: "k", id: "multi", name: "x"})'
+        " { project { restId } } } query Q { me { name } }"
+    )
+    _refused(*(await _post(human, json.dumps({"query": query}).encode())), "operation name")
+    assert (await human.get("/api/v1/projects/multi")).status_code == 404
+    named = json.dumps({"query": query, "operationName": "Q"}).encode()
+    assert await _post(human, named) == (200, {"data": {"me": {"name": "alice"}}})
