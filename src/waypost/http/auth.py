@@ -66,7 +66,7 @@ class Gate:
                 audience = "metrics" if path == "/metrics" else "api"
                 actor = await self._authenticate(scope, audience)
                 if is_graphql:
-                    receive = await _buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
+                    _, receive = await buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
                 return
@@ -145,8 +145,9 @@ def _with_security_headers(message: Message) -> Message:
     return {**message, "headers": [*headers, *extra]} if extra else message
 
 
-async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
-    """Read the whole (small) body first, refusing more than `limit` bytes."""
+async def buffer_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes, Receive]:
+    """Read the whole (small) body first, refusing more than `limit` bytes: the
+    body, and a `receive` that hands it on to the app as if unread."""
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
@@ -175,4 +176,4 @@ async def _buffer_body(scope: Scope, receive: Receive, limit: int) -> Receive:
         delivered = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    return replay
+    return body, replay

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -18,8 +19,13 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.types import INVALID_REQUEST, PARSE_ERROR
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
+from waypost.errors import WaypostError
+from waypost.http.auth import buffer_body
+from waypost.http.decoding import parse_json
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.server import Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
@@ -45,6 +51,15 @@ class _QuietClosedStreams(logging.Filter):
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
 # the SDK logs every request at INFO; Waypost's own log says what matters
 logging.getLogger("mcp").setLevel(logging.WARNING)
+
+
+async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
+    """A JSON-RPC error with no request id (the request could not be read)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
+    payload = body.encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
 
 
 def _actor(scope: Scope) -> Actor:
@@ -97,6 +112,19 @@ class McpEndpoint:
             await holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] == "POST":
+            # the SDK parses with json.loads: a body nested a few thousand
+            # levels deep raised RecursionError (a 500), and duplicate keys,
+            # NaN or integers past 64 bits passed. The REST parser goes first.
+            try:
+                body, receive = await buffer_body(scope, receive, BODY_LIMIT)
+                parse_json(body)
+            except ClientDisconnect:
+                return
+            except WaypostError as error:
+                status, code = (413, INVALID_REQUEST) if error.status == 413 else (400, PARSE_ERROR)
+                await _json_rpc_error(send, status, code, error.message)
+                return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions
         identity = AccessToken(

@@ -1,0 +1,51 @@
+"""POST /mcp bodies pass the REST JSON parser before the MCP SDK reads them:
+a deeply nested body was a 500 (RecursionError in the SDK's json.loads), and
+duplicate keys, NaN and integers past 64 bits were accepted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import Caller
+
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def _call(arguments: str) -> bytes:
+    return (
+        '{"jsonrpc": "2.0", "id": 1, "method": "tools/call",'
+        f' "params": {{"name": "digest", "arguments": {arguments}}}}}'
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ('{"x": ' + "[" * 5000 + "]" * 5000 + "}", "nests too deeply"),
+        ('{"project": "a", "project": "b"}', "duplicate key"),
+        ('{"limit": NaN}', "NaN"),
+        ('{"expected_revision": 99999999999999999999999}', "64-bit"),
+        ('{"project": "a"', "complete JSON document"),
+    ],
+)
+async def test_a_body_the_rest_parser_refuses_is_a_json_rpc_parse_error(
+    human: Caller, arguments: str, words: str
+) -> None:
+    r = await human.client.post(
+        "/mcp", content=_call(arguments), headers={**human.headers(), **HEADERS}
+    )
+    assert r.status_code == 400, r.text
+    answer = r.json()
+    assert answer["jsonrpc"] == "2.0" and answer["id"] is None
+    assert answer["error"]["code"] == -32700, answer
+    assert words in answer["error"]["message"], answer
+    assert r.headers["cache-control"] == "no-store"
+
+
+async def test_a_body_over_the_limit_is_413(human: Caller) -> None:
+    body = _call(json.dumps({"x": "y" * (300 * 1024)}))
+    r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})
+    assert r.status_code == 413, r.text
+    assert r.json()["error"]["code"] == -32600
