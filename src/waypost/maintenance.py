@@ -137,10 +137,14 @@ def _histories(conn: sqlite3.Connection, check: Check) -> None:
 
 def _receipts(conn: sqlite3.Connection, check: Check) -> None:
     """A stored receipt records a mutation that committed with its event: the
-    same transaction wrote an event by the same principal at the same instant."""
+    same transaction wrote an event by the same principal at the same instant,
+    in the project log or (a review outcome, recorded on the public listener)
+    the lifecycle log."""
     rows = conn.execute(
         "SELECT r.principal_id, r.key, r.created_at FROM receipts r WHERE NOT EXISTS ("
         " SELECT 1 FROM events e WHERE e.actor_id = r.principal_id AND e.at = r.created_at)"
+        " AND NOT EXISTS (SELECT 1 FROM lifecycle_events l"
+        "  WHERE l.actor = r.principal_id AND l.at = r.created_at)"
     )
     for row in rows:
         check.add(f"receipt of {row['principal_id']} at {row['created_at']} has no event")

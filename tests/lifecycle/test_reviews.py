@@ -3,6 +3,7 @@ recorded by named human reviewers on the public listener."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -12,6 +13,7 @@ import pytest
 
 from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
 from tests.lifecycle.test_requests import refused
+from waypost.maintenance import verify
 
 M = "/v1/decisions/adr.payments-retry"
 
@@ -161,6 +163,20 @@ async def test_outcomes_progress_from_not_requested_to_decided(
     ]
     types = [e["type"] for e in (await reviewer.get(f"{M}/events")).json()["events"]]
     assert types[-2:] == ["review.requested", "outcome.recorded"]
+
+
+async def test_admin_verify_finds_the_outcomes_receipt_and_its_lifecycle_event(
+    registered: Member, reviewer: Member, lifecycle: Lifecycle
+) -> None:
+    """The outcome route's receipt sits with the public ones, its event in the
+    lifecycle log: `admin verify` once reported it as a receipt with no event."""
+    request_id = await request_review(registered, reviewer.id)
+    r = await reviewer.api.post(
+        f"/api/v1/reviews/{request_id}/outcome", {"disposition": "accepted", "rationale": "ok"}
+    )
+    assert r.status_code == 201, r.text
+    report = await asyncio.to_thread(verify, lifecycle.service.db_path)
+    assert report["checks"]["receipts"] == {"ok": True, "problems": 0, "shown": []}, report
 
 
 async def test_only_named_human_reviewers_record_outcomes(
