@@ -23,10 +23,16 @@ async def test_an_unknown_path_under_the_api_is_the_404_envelope(human: Caller) 
         assert r.json()["error"]["code"] == "not_found"
 
 
-async def test_a_trailing_slash_redirects_to_the_route_as_before(human: Caller) -> None:
-    r = await human.client.get("/api/v1/me/", headers=human.headers(), follow_redirects=False)
-    assert r.status_code == 307
-    assert r.headers["location"].endswith("/api/v1/me")
+async def test_a_trailing_slash_is_the_404_envelope_not_a_redirect(human: Caller) -> None:
+    """Starlette's 307 named the client's own Host header in `Location`, and a
+    client following it re-sent a POST: a trailing slash is an unknown route."""
+    for method, path in [("GET", "/api/v1/me/"), ("POST", "/api/v1/projects/")]:
+        r = await human.client.request(
+            method, path, headers={**human.headers("k"), "Host": "elsewhere.example"}
+        )
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["code"] == "not_found"
+        assert "location" not in r.headers
 
 
 async def test_path_parameters_are_whole_segments_and_reach_the_handler(

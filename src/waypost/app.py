@@ -89,6 +89,9 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         lifespan=lifespan,
         exception_handlers={404: http_error, 405: http_error},
     )
+    # a trailing slash is an unknown route (404 in the envelope, as docs/api.md
+    # says), never a 307 whose Location comes from the client's Host header
+    app.router.redirect_slashes = False
     if rt is not None:
         app.state.runtime = rt
     app.add_middleware(Gate, runtime=lambda: app.state.runtime, graphiql=settings.graphiql)

@@ -93,8 +93,19 @@ async def test_unknown_route_is_404_and_wrong_method_405(author: Member) -> None
     refused(await author.get("/v1/nothing"), 404, "not_found")
     r = await author.client.delete(URL, headers=author.headers())
     refused(r, 405, "method_not_allowed")
+    # RFC 9110: a 405 names what is allowed
+    assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD", "POST"}
     r = await author.client.put(f"{URL}/x/revisions", headers=author.headers())
     refused(r, 405, "method_not_allowed")
+    assert r.headers["allow"] == "POST"
+
+
+async def test_a_trailing_slash_is_404_never_a_redirect(author: Member) -> None:
+    # Starlette's 307 put the client's own Host header in Location
+    for path in (f"{URL}/", f"{URL}/x/events/", f"{URL}/x//"):
+        r = await author.client.get(path, headers={**author.headers(), "Host": "evil.example"})
+        refused(r, 404, "not_found")
+        assert "location" not in r.headers
 
 
 # -- 415 / 413 / 400 on the envelope of a POST ---------------------------------

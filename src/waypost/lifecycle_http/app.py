@@ -28,7 +28,7 @@ def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return status_response(exc.status_code)
+        return status_response(exc.status_code, exc.headers)
 
     # the cursor key lives in this process only: a restart invalidates every cursor
     signer = CursorSigner()
@@ -36,6 +36,9 @@ def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
         routes=make_routes(rt, signer),
         exception_handlers={404: http_error, 405: http_error},
     )
+    # a trailing slash is an unknown route (404), never a redirect whose
+    # Location comes from the client's Host header
+    app.router.redirect_slashes = False
     app.state.runtime = rt
     app.add_middleware(Authenticate, verifier=verifier)
     return app

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 
 from starlette.responses import Response
 
@@ -88,8 +89,10 @@ def error_response(error: WaypostError) -> Response:
     return json_bytes(json.dumps({"error": code}), status, headers)
 
 
-def status_response(status: int) -> Response:
-    return json_bytes(json.dumps({"error": GENERAL.get(status, "internal")}), status)
+def status_response(status: int, headers: Mapping[str, str] | None = None) -> Response:
+    """A routing refusal (404, 405 with its `Allow` header) in the envelope."""
+    body = json.dumps({"error": GENERAL.get(status, "internal")})
+    return json_bytes(body, status, dict(headers or {}))
 
 
 def internal_error(exc: BaseException) -> Response:

@@ -130,9 +130,10 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         q = rules.query(request, VersionQuery)
         checks.check_digest(digest, "digest")
         doc = await queries.get_document(rt, _caller(request), memo_id, digest, q.version)
-        return Response(
-            doc.content, 200, media_type=doc.media_type, headers={"Cache-Control": "no-store"}
-        )
+        # the stored media type exactly: Starlette's media_type would add a
+        # charset to text/* that the bytes may not have
+        headers = {"Cache-Control": "no-store", "Content-Type": doc.media_type}
+        return Response(doc.content, 200, headers=headers)
 
     decision = "/v1/decisions/{id}"
     routes = [
