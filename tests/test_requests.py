@@ -538,3 +538,48 @@ async def test_a_lone_surrogate_in_a_graphql_string_is_refused(human: Caller, pr
     # the GraphQL parser refuses the escape before any resolver runs
     assert data["data"] is None, data
     assert [e["extensions"]["code"] for e in data["errors"]] == ["invalid_request"], data
+
+
+# -- headers that take one value ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["Idempotency-Key", "Content-Type", "Authorization"])
+async def test_a_single_valued_header_sent_twice_is_400_naming_it(
+    human: Caller, project: str, name: str
+) -> None:
+    """Taking the first of two Idempotency-Keys stored the receipt under one
+    key while the client (or a proxy that merged them) meant the other."""
+    values = {
+        "Idempotency-Key": ["dup-a", "dup-b"],
+        "Content-Type": ["application/json", "text/plain"],
+        "Authorization": [f"Bearer {human.token}", "Bearer wp_other"],
+    }[name]
+    base = {**human.headers("dup-a"), "Content-Type": "application/json"}
+    headers = [(k, v) for k, v in base.items() if k.lower() != name.lower()]
+    headers += [(name, value) for value in values]
+    r = await human.client.post(
+        "/api/v1/projects", content=b'{"id": "dup", "name": "Dup"}', headers=headers
+    )
+    assert_error(r, 400, "invalid_request", name)
+    assert (await human.get("/api/v1/projects/dup")).status_code == 404
+
+
+async def test_a_session_header_sent_twice_is_400(service: Service) -> None:
+    agent = await service.principal("agent")
+    headers = [*agent.headers().items(), ("Waypost-Session", "a"), ("Waypost-Session", "b")]
+    r = await agent.client.get("/api/v1/me", headers=headers)
+    assert_error(r, 400, "invalid_request", "Waypost-Session")
+
+
+async def test_graphql_refuses_two_content_types(human: Caller) -> None:
+    headers = [
+        *human.headers().items(),
+        ("Content-Type", "application/json"),
+        ("Content-Type", "text/plain"),
+    ]
+    r = await human.client.post(
+        "/graphql", content=b'{"query": "{ me { name } }"}', headers=headers
+    )
+    assert r.status_code == 400
+    [error] = r.json()["errors"]
+    assert error["extensions"] == {"code": "invalid_request", "field": "Content-Type"}

@@ -5,10 +5,23 @@ from __future__ import annotations
 
 from starlette.types import Scope
 
+from waypost.errors import InvalidRequest
+
 
 def header(scope: Scope, name: bytes) -> str | None:
-    """The first value of header `name` (lower-case bytes, as ASGI gives them)."""
+    """The value of header `name` (lower-case bytes, as ASGI gives them).
+
+    Every header read this way takes one value (a token, a session, a key,
+    a media type, a length): sent twice it is ambiguous, and taking the
+    first would, for example, store a receipt under one idempotency key
+    while a proxy that merged the two sent another. So it is refused as
+    `400 invalid_request` naming the header, as the lifecycle listener does.
+    """
+    found: str | None = None
     for key, value in scope["headers"]:
         if key == name:
-            return str(value.decode("latin-1"))
-    return None
+            if found is not None:
+                title = name.decode("latin-1").title()
+                raise InvalidRequest.field(title, f"send one {title} header, not several")
+            found = str(value.decode("latin-1"))
+    return found

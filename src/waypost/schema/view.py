@@ -21,6 +21,7 @@ from strawberry.types import ExecutionResult
 from waypost import console
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import is_json_media_type, parse_json
+from waypost.http.headers import header
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
 from waypost.schema import fastpath, request_rules, schema
@@ -83,7 +84,13 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
             await response(scope, receive, send)
             return
-        if not is_json_media_type(request.headers.get("content-type")):
+        try:
+            media_type = header(scope, b"content-type")
+        except WaypostError as error:
+            response = http_error(error.status, error.code, error.message, error.details)
+            await response(scope, receive, send)
+            return
+        if not is_json_media_type(media_type):
             response = http_error(
                 415,
                 "unsupported_media_type",
