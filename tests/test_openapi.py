@@ -87,6 +87,17 @@ async def test_every_route_is_listed_with_its_request_schema(
         assert names == set(route.query.__struct_fields__)  # type: ignore[attr-defined]
 
 
+async def test_the_event_stream_is_listed_though_it_is_no_table_route(
+    document: dict[str, Any],
+) -> None:
+    from waypost.live import sse
+
+    op = document["paths"][sse.PATH]["get"]
+    assert "text/event-stream" in op["responses"]["200"]["content"]
+    params = {(p["in"], p["name"]) for p in op["parameters"]}
+    assert {("path", "project"), ("query", "after"), ("header", "Last-Event-ID")} <= params
+
+
 async def test_every_reference_resolves(document: dict[str, Any]) -> None:
     for ref in refs(document):
         assert resolve(document, ref) is not None, ref

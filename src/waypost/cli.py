@@ -304,7 +304,7 @@ def project_create(db_path: Path, project_id: str, name: str) -> None:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
         owner = access_store.first_human_row(conn)
         if owner is None:
-            raise click.ClickException("create a human principal first")
+            raise click.ClickException("no_human: create a human principal first")
         project = projects.insert_project(conn, body, owner["id"], "human", at)
         events.append(
             conn,

@@ -39,18 +39,22 @@ HISTORIES = (
 
 
 class BackupError(Exception):
-    pass
+    """A refused backup or verify, with a code as the CLI prints it (`code: message`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
 
 
 def backup(source: Path, target: Path) -> dict[str, Any]:
     """Copy `source` into the new file `target` (mode 0600) and check the copy."""
     if not source.exists():
-        raise BackupError(f"no database at {source}")
+        raise BackupError("not_found", f"no database at {source}")
     try:
         # O_EXCL: never overwrite an earlier backup by mistake
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError as exc:
-        raise BackupError(f"{target} exists; choose a new file") from exc
+        raise BackupError("target_exists", f"{target} exists; choose a new file") from exc
     os.close(fd)
     src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=5)
     dst = sqlite3.connect(target)
@@ -210,7 +214,7 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
 def verify(path: Path) -> dict[str, Any]:
     """Every check's result; `ok` only when all pass. Changes nothing."""
     if not path.exists():
-        raise BackupError(f"no database at {path}")
+        raise BackupError("not_found", f"no database at {path}")
     conn = sqlite3.connect(path, isolation_level=None, timeout=5)
     conn.row_factory = sqlite3.Row
     try:

@@ -128,6 +128,34 @@ def _state_constraints(schemas: dict[str, Any]) -> None:
             schema["minProperties"] = 2
 
 
+# The one route outside the route tables: a stream, not a JSON answer
+# (live/sse.py; docs/api.md, "Live updates").
+STREAM_PATH = "/api/v1/projects/{project}/events/stream"
+STREAM_OPERATION: dict[str, Any] = {
+    "operationId": "event_stream",
+    "summary": "The project's events as Server-Sent Events, oldest first, then live.",
+    "tags": ["events"],
+    "parameters": [
+        {"name": "project", "in": "path", "required": True, "schema": {"type": "string"}},
+        {"name": "after", "in": "query", "required": False,
+         "schema": {"type": "integer", "minimum": 0}},
+        {"name": "Last-Event-ID", "in": "header", "required": False,
+         "description": "Resume after this event sequence (wins over `after`).",
+         "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}},
+        SESSION_HEADER,
+    ],
+    "responses": {
+        "200": {"description": "an event stream", "content": {"text/event-stream": {}}},
+        **{
+            status: {"$ref": "#/components/responses/Error", "description": codes}
+            for status, codes in {"400": "invalid_request", "401": "unauthenticated",
+                                  "403": "forbidden", "404": "not_found",
+                                  "429": "too_many_streams"}.items()
+        },
+    },
+}  # fmt: skip
+
+
 def build(tables: list[RouteTable]) -> dict[str, Any]:
     routes = [r for t in tables for r in t.routes]
     models = {m for r in routes for m in (r.body, r.query) if m is not None}
@@ -138,6 +166,7 @@ def build(tables: list[RouteTable]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
+    paths[STREAM_PATH] = {"get": STREAM_OPERATION}
     return {
         "openapi": "3.1.0",
         "info": {"title": "Waypost REST API", "version": __version__},
