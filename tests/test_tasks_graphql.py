@@ -282,7 +282,7 @@ async def test_task_submit_returns_lessons_as_knowledge_objects(
     agent = await service.agent()
     ids = {"projectId": "demo", "taskId": task["id"]}
     await mutate(agent, "taskClaim", ids, "task { restId }")
-    lesson = {"kind": "lesson", "title": "Retry the flaky step", "body": "It passes on retry."}
+    lesson = {"kind": "LESSON", "title": "Retry the flaky step", "body": "It passes on retry."}
     submitted = await mutate(
         agent, "taskSubmit", {**ids, "summary": "done", "lessons": [lesson]},
         "submission { restId } lessons { title provenance { sourceTaskId } }",
@@ -291,3 +291,35 @@ async def test_task_submit_returns_lessons_as_knowledge_objects(
     assert submitted["lessons"] == [
         {"title": "Retry the flaky step", "provenance": {"sourceTaskId": task["id"]}}
     ]
+
+
+async def test_task_submit_lessons_are_a_typed_camel_case_input(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Service contract section 13: input fields camelCase, enum values UPPER_CASE,
+    also inside a submission's lessons (once JSON in the REST snake_case shape)."""
+    task = await make_task(human)
+    agent = await service.agent()
+    ids = {"projectId": "demo", "taskId": task["id"]}
+    await mutate(agent, "taskClaim", ids, "task { restId }")
+    query = (
+        "mutation($input: TaskSubmitInput!) { taskSubmit(input: $input)"
+        " { userErrors { code field } } }"
+    )
+    for lesson in (
+        {"kind": "lesson", "title": "t", "body": "b"},
+        {"kind": "LESSON", "title": "t", "body": "b", "share_across_projects": True},
+        {"kind": "LESSON", "title": "t", "body": "b", "provenance": {"sourceTaskId": "x"}},
+    ):
+        body = {"idempotencyKey": "k1", **ids, "summary": "s", "lessons": [lesson]}
+        data = await agent.gql(query, {"input": body})
+        assert data["errors"][0]["extensions"]["code"] == "invalid_request", (lesson, data)
+    lesson = {
+        "kind": "FACT", "title": "t", "body": "b",
+        "scope": {"taskIds": ["task_missing"]}, "provenance": {"sourceUri": "https://x.example"},
+    }  # fmt: skip
+    refused = await mutate(
+        agent, "taskSubmit", {**ids, "summary": "done", "lessons": [lesson]}, "task { restId }"
+    )
+    [error] = refused["userErrors"]
+    assert error["field"] == "lessons[0].scope.taskIds[0]", error

@@ -375,6 +375,32 @@ class KnowledgeCreateInput:
     share_across_projects: bool | None = strawberry.UNSET
 
 
+@strawberry.input(
+    description="A lesson's provenance: the submission pins its source task and submission."
+)
+class LessonProvenanceInput:
+    summary: str | None = strawberry.UNSET
+    source_uri: str | None = strawberry.UNSET
+
+
+@strawberry.input(
+    description="A lesson recorded with a submission: the fields of KnowledgeCreateInput"
+    " but idempotencyKey and projectId (the submission's), with a provenance that cannot"
+    " name a source task or submission (the server pins both)."
+)
+class SubmissionLessonInput:
+    kind: KnowledgeKind
+    title: str
+    body: str
+    status: KnowledgeStatus | None = strawberry.UNSET
+    scope: KnowledgeScopeInput | None = strawberry.UNSET
+    tags: list[str] | None = strawberry.UNSET
+    applicability: str | None = strawberry.UNSET
+    provenance: LessonProvenanceInput | None = strawberry.UNSET
+    collection: KnowledgeCollection | None = strawberry.UNSET
+    share_across_projects: bool | None = strawberry.UNSET
+
+
 @strawberry.input(description="The complete new content; kind and collection never change.")
 class KnowledgeCorrectInput:
     idempotency_key: str

@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import strawberry
-from strawberry.scalars import JSON
 
 from waypost.http.decoding import convert
 from waypost.resolvers.core.receipts import Outcome
@@ -19,7 +18,7 @@ from waypost.resolvers.tasks import leases, publication
 from waypost.resolvers.tasks import operations as tasks
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
-from waypost.schema.knowledge import Knowledge
+from waypost.schema.knowledge import Knowledge, SubmissionLessonInput
 from waypost.schema.tasks import (
     Lease,
     PublicationOutcome,
@@ -80,16 +79,13 @@ class TaskCheckpointInput:
     note: str
 
 
-@strawberry.input(
-    description="`lessons`: up to 50 SubmissionLessonInput objects in the REST (snake_case)"
-    " shape of the knowledge create body, without provenance.sourceTaskId/sourceSubmissionId."
-)
+@strawberry.input(description="`lessons`: up to 50, each recorded as a knowledge record.")
 class TaskSubmitInput:
     idempotency_key: str
     project_id: str
     task_id: str
     summary: str
-    lessons: list[JSON] | None = strawberry.UNSET
+    lessons: list[SubmissionLessonInput] | None = strawberry.UNSET
 
 
 @strawberry.input
