@@ -27,6 +27,7 @@ from pydantic import AnyUrl
 from waypost import __version__
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
+from waypost.mcp_server.arguments import ArgumentChecker
 from waypost.mcp_server.backend import Backend
 from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
@@ -169,17 +170,22 @@ def build_server(
     )
     listed = tool_list()
     by_name = {t.name: t for t in tools.ROUTE_TOOLS if t.available}
+    checker = ArgumentChecker({t.name: t.inputSchema for t in listed})
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
         return listed
 
-    @server.call_tool()
+    # the arguments are checked here, not by the SDK: its refusals have no REST code
+    @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = server.request_context
         state = ctx.lifespan_context
         backend = backend_for(ctx)
         project = arguments.get("project")
+        refused = checker.refusal(name, arguments)
+        if refused is not None:
+            return _error(explain(refused, project if isinstance(project, str) else None))
         try:
             if name == "decision_wait":
                 result = await _decision_wait(backend, state, arguments)

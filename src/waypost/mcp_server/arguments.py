@@ -1,0 +1,96 @@
+"""A tool call's arguments checked against the tool's input schema, refused as
+the REST route would refuse them: `invalid_request` naming the argument.
+
+The MCP SDK can check arguments itself, but its refusal is jsonschema's text
+(`Input validation error: 5 is not of type 'string'`): no REST code, Python
+reprs. Agents read one error format from every tool (advice.py), so the
+check runs here, with the same schema (schemas.py, the REST body's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError, best_match
+
+from waypost.mcp_server.calls import ApiError
+
+
+class ArgumentChecker:
+    """One compiled validator per tool schema."""
+
+    def __init__(self, schemas: dict[str, dict[str, Any]]) -> None:
+        self._validators = {
+            name: jsonschema.validators.validator_for(schema)(schema)
+            for name, schema in schemas.items()
+        }
+
+    def refusal(self, tool: str, arguments: dict[str, Any]) -> ApiError | None:
+        """`invalid_request` for the first problem with `arguments`, or None."""
+        validator = self._validators.get(tool)
+        if validator is None:
+            return None
+        error = best_match(validator.iter_errors(arguments))
+        if error is None:
+            return None
+        field, message = _explain(error)
+        return ApiError("invalid_request", message, {"field": field}, 400)
+
+
+def _path(parts: Iterable[str | int]) -> str:
+    """`lessons[0].title`, the REST `details.field` form."""
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else part)
+    return text
+
+
+def _explain(error: ValidationError) -> tuple[str, str]:
+    """(field, message) in the service's words, never jsonschema's reprs."""
+    where = _path(error.absolute_path)
+    kind, instance = error.validator, error.instance
+    value: Any = error.validator_value
+    if kind == "required" and isinstance(instance, dict):
+        missing = next((n for n in value if n not in instance), "")
+        field = f"{where}.{missing}" if where else str(missing)
+        return field, f"{field} is required"
+    if kind == "additionalProperties" and isinstance(instance, dict):
+        schema = error.schema if isinstance(error.schema, dict) else {}
+        known = set(schema.get("properties", {}))
+        unknown = sorted(k for k in instance if k not in known)
+        name = unknown[0] if unknown else ""
+        field = f"{where}.{name}" if where else name
+        return field, f"unknown argument {field}"
+    if kind in ("anyOf", "oneOf") and error.context:
+        # an optional argument is `T or null`: say what the closest branch wants
+        if all(e.validator == "type" for e in error.context):
+            kinds = " or ".join(str(e.validator_value) for e in error.context)
+            return where, f"{where or 'the arguments'} must be of type {kinds}"
+        closest = best_match(e for e in error.context if e.validator != "type")
+        if closest is not None:
+            return _explain(closest)
+    label = where or "the arguments"
+    return where, f"{label} {_constraint(str(kind), value)}"
+
+
+def _constraint(kind: str, value: Any) -> str:
+    """What a failed JSON Schema keyword asks for, in words."""
+    match kind:
+        case "type":
+            return f"must be of type {value}"
+        case "enum":
+            return "must be one of " + ", ".join(str(v) for v in value)
+        case "pattern":
+            return f"must match the pattern {value}"
+        case "minLength" | "maxLength":
+            bound = "at least" if kind == "minLength" else "at most"
+            return f"must be {bound} {value} characters long"
+        case "minimum" | "maximum":
+            return f"must be {'at least' if kind == 'minimum' else 'at most'} {value}"
+        case "minItems" | "maxItems":
+            return f"must hold {'at least' if kind == 'minItems' else 'at most'} {value} items"
+        case "uniqueItems":
+            return "must not repeat an item"
+    return f"is not valid ({kind})"
