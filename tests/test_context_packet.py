@@ -247,6 +247,12 @@ async def test_search_past_the_time_limit_answers_honestly(
     assert packet["truncated"] is True and packet["instructions_complete"] is True
     assert packet["policy"]["revision"] == 1
     assert any("time limit" in a and "scope filter" in a for a in packet["next_actions"])
+    # a policy over the budget as well: both pieces of advice (section 14)
+    await set_policy(human, rules="Never skip review. " * 200)
+    packet = await context(human, "zebra", budget=1024)
+    assert packet["items"] == [] and packet["instructions_complete"] is False
+    assert "Increase budget" in packet["next_actions"][0]
+    assert "time limit" in packet["next_actions"][1] and len(packet["next_actions"]) == 2
     service.rt.settings = settings
     assert len((await context(human, "zebra", limit=100, budget=131072))["items"]) == 62
 

@@ -73,7 +73,9 @@ async def apply(caller: Caller, clock: MovableClock, model: Model, op: tuple[Any
     stale = op[2]
     expected = current["revision"] + (1 if stale else 0)
     if op[0] == "correct":
-        body = correction(current, expected_revision=expected, title=op[3], tags=[op[3][:64]])
+        # a tag takes no control characters (a title may)
+        tag = "".join(c for c in op[3] if c >= " " and c != "\x7f")[:64] or "tag"
+        body = correction(current, expected_revision=expected, title=op[3], tags=[tag])
         r = await caller.patch(kpath(PROJECT, record_id), body)
         if stale:
             assert r.status_code == 409 and r.json()["error"]["code"] == "revision_conflict"

@@ -95,6 +95,11 @@ def next_actions(
 ) -> list[str]:
     """Concrete advice whenever the packet is empty or incomplete."""
     actions: list[str] = []
+    timed_out = (
+        f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
+        " ranking, so no text matches are included: use more specific terms (more or"
+        f" rarer words) or {SCOPE_FILTERS}."
+    )
     if filled.stopped_by == "policy":
         if filled.used <= BUDGET_MAX:
             actions.append(
@@ -108,13 +113,10 @@ def next_actions(
                 f" ({BUDGET_MAX}); read it whole from the policy route and ask for items with"
                 f" a budget of {BUDGET_MAX}."
             )
-        return actions
+        # section 14: a search ended by its limit always says so, whatever else stopped
+        return [*actions, timed_out] if snap.timed_out else actions
     if snap.timed_out:
-        actions.append(
-            f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
-            " ranking, so no text matches are included: use more specific terms (more or"
-            f" rarer words) or {SCOPE_FILTERS}."
-        )
+        actions.append(timed_out)
     if filled.stopped_by == "limit":
         actions.append(
             f"More items matched than limit={query.limit}: raise limit (up to 100), or"

@@ -38,7 +38,18 @@ STATUSES: tuple[str, ...] = ("observed", "validated", "deprecated", "superseded"
 
 RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}(?![\s\S])")]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]
-Tag = Annotated[str, msgspec.Meta(min_length=1, max_length=TAG_MAX_CHARS)]
+# No control characters: a tag is a label, and the search index reads the
+# stored JSON list, where a newline would be the two characters "\n" and glue
+# an "n" to the next word (acceptance criteria, which may span lines, are
+# indexed as text instead: migration 0016).
+Tag = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=TAG_MAX_CHARS,
+        pattern=r"^[^\x00-\x1f\x7f]*(?![\s\S])",
+    ),
+]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
 ScopeValue = Annotated[str, msgspec.Meta(min_length=1, max_length=SCOPE_VALUE_MAX_CHARS)]
 ScopeValues = Annotated[list[ScopeValue], msgspec.Meta(max_length=SCOPE_ENTRIES_MAX)]
