@@ -333,13 +333,23 @@ def insert_outcome(
     rationale: str,
     at: str,
 ) -> bool:
-    """False when this reviewer already recorded an outcome on the request."""
-    cur = conn.execute(
+    """False when this reviewer already recorded an outcome on the request.
+
+    Looked up first (one writer: nothing can come in between): an insert of
+    a taken key is refused by the table's history trigger (migration 0017),
+    before any `ON CONFLICT DO NOTHING` could apply."""
+    taken = conn.execute(
+        "SELECT 1 FROM lifecycle_outcomes WHERE request_id = ? AND reviewer = ?",
+        (request_id, reviewer),
+    ).fetchone()
+    if taken is not None:
+        return False
+    conn.execute(
         "INSERT INTO lifecycle_outcomes (request_id, reviewer, disposition, rationale, at)"
-        " VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+        " VALUES (?, ?, ?, ?, ?)",
         (request_id, reviewer, disposition, rationale, at),
     )
-    return cur.rowcount == 1
+    return True
 
 
 def outcomes(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> list[Row]:
