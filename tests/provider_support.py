@@ -10,6 +10,7 @@ hold requests inside the provider until it releases them.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import socket
 import threading
@@ -100,6 +101,11 @@ class Provider:
             await _respond(send, 200, b" " * (256 * 1024 + 1))
         elif mode == "raw":
             await _respond(send, 200, self.raw)
+        elif mode == "gzip_bomb":
+            # 64 MiB of spaces in 64 KiB of gzip: decoded, it would pass the limit
+            # a thousand times over inside one network read
+            bomb = gzip.compress(b" " * (64 * 1024 * 1024), compresslevel=9)
+            await _respond(send, 200, bomb, [(b"content-encoding", b"gzip")])
         else:
             await _respond(send, 200, json.dumps(self.scorer(body["documents"])).encode())
 

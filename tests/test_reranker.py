@@ -206,6 +206,18 @@ async def test_a_response_over_256_kib_is_too_large(
     assert await rerank_of(human) == (fts, "too_large")
 
 
+async def test_the_body_is_counted_as_sent_never_decompressed(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """The client asks for no content coding, and counts the bytes as they
+    arrive: a compressed answer (a 64 KiB gzip of 64 MiB) is never expanded
+    in memory, and is no JSON of scores."""
+    fts = await three_records(human)
+    provider.mode = "gzip_bomb"
+    assert await rerank_of(human) == (fts, "bad_scores")
+    assert provider.headers[-1]["accept-encoding"] == "identity"
+
+
 @pytest.mark.parametrize("mode", ["slow_headers", "drip"])
 async def test_three_seconds_in_total_is_a_timeout(
     provider: Provider, human: Caller, project: str, mode: str

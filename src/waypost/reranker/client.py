@@ -4,8 +4,9 @@
 success is `200` with `{"scores": [{"id", "score"}]}`, exactly one score from
 0 through 3 for each document. Anything else raises `ProviderFailure` with
 the reason the context response reports. The response body is read in
-chunks and abandoned as soon as it passes the size limit, so a huge or
-endless answer costs at most that much memory.
+chunks as sent (no content coding asked for, none decoded) and abandoned as
+soon as it passes the size limit, so a huge or endless answer costs at most
+that much memory.
 """
 
 from __future__ import annotations
@@ -80,7 +81,14 @@ async def score(
 
 
 async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str, Any]) -> bytes:
-    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+    # no content coding: a compressed body could expand past the limit inside
+    # one read, before any count saw it; a provider that compresses anyway
+    # is read as sent (aiter_raw), so its bytes are what is counted
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "Accept": "application/json",
+        "Accept-Encoding": "identity",
+    }
     async with client.stream("POST", url, json=payload, headers=headers) as response:
         if response.status_code != 200:
             raise ProviderFailure("bad_status")
@@ -88,7 +96,7 @@ async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str
         if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
             raise ProviderFailure("too_large")
         body = bytearray()
-        async for chunk in response.aiter_bytes():
+        async for chunk in response.aiter_raw():
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
                 raise ProviderFailure("too_large")
