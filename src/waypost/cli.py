@@ -134,8 +134,14 @@ def serve(
         metrics=metrics,
     )
     from waypost import serving
+    from waypost.storage.db import DatabaseUnusable
+    from waypost.storage.migrate import MigrationError
 
-    serving.run(settings)
+    try:
+        serving.run(settings)
+    except (DatabaseUnusable, MigrationError) as error:
+        # a clear refusal to start, not a traceback (docs/operations.md)
+        raise click.ClickException(f"database_unusable: {error}") from error
 
 
 @main.command("mcp")
@@ -165,7 +171,10 @@ def admin() -> None:
 
 
 def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
-    conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
+    try:
+        conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
+    except (sqlite3.Error, OSError) as error:
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     try:
         migrate(conn)
         at = format_time(SystemClock().now())
@@ -173,7 +182,9 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
     except MigrationError as error:
-        raise click.ClickException(str(error)) from error
+        raise click.ClickException(f"database_unusable: {error}") from error
+    except sqlite3.Error as error:
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     finally:
         conn.close()
 
@@ -191,11 +202,16 @@ def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
 @db_option
 def admin_migrate(db_path: Path) -> None:
     """Create or upgrade the database."""
-    conn = connect_sync(db_path)
+    try:
+        conn = connect_sync(db_path)
+    except (sqlite3.Error, OSError) as error:
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     try:
         applied = migrate(conn)
     except MigrationError as error:
-        raise click.ClickException(str(error)) from error
+        raise click.ClickException(f"database_unusable: {error}") from error
+    except sqlite3.Error as error:
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     finally:
         conn.close()
     _print({"applied": applied})
@@ -266,8 +282,10 @@ def admin_backup(db_path: Path, target: Path) -> None:
 
     try:
         _print(backup(db_path, target))
-    except (BackupError, sqlite3.Error) as error:
+    except BackupError as error:
         raise click.ClickException(str(error)) from error
+    except (sqlite3.Error, OSError) as error:
+        raise click.ClickException(f"backup_failed: {error}") from error
 
 
 @admin.command("verify")
@@ -278,8 +296,10 @@ def admin_verify(db_path: Path) -> None:
 
     try:
         report = verify(db_path)
-    except (BackupError, sqlite3.Error) as error:
+    except BackupError as error:
         raise click.ClickException(str(error)) from error
+    except sqlite3.Error as error:
+        raise click.ClickException(f"verify_failed: {db_path}: {error}") from error
     _print(report)
     if not report["ok"]:
         sys.exit(1)

@@ -31,6 +31,38 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in text or "busy" in text
 
 
+# Storage conditions that refuse a write without anything being wrong with
+# the request: the disk is full, the file or its directory went read-only,
+# the device failed a read or write. Nothing was committed, and the same
+# request may succeed once an operator has acted: 503 with Retry-After.
+_STORAGE_REFUSALS = {
+    sqlite3.SQLITE_FULL: "the database's disk is full",
+    sqlite3.SQLITE_READONLY: "the database is read-only",
+    sqlite3.SQLITE_IOERR: "the database's storage failed a read or write",
+}
+STORAGE_RETRY_AFTER = 30  # seconds: an operator has to act first
+
+
+def storage_refusal(exc: BaseException) -> str | None:
+    """What stopped a write, when SQLite says it was the storage (else None)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(exc, sqlite3.Error) or code is None:
+        return None
+    return _STORAGE_REFUSALS.get(code & 0xFF)
+
+
+def check_writable(conn: sqlite3.Connection) -> None:
+    """Raise if writes to this database would fail: SQLite opens a file it may
+    not write read-only without a word (and BEGIN IMMEDIATE still succeeds),
+    so the service would start, answer reads and refuse every write."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # a write statement that changes nothing: it needs a writable file
+        conn.execute("DELETE FROM schema_migrations WHERE 0")
+    finally:
+        conn.execute("ROLLBACK")
+
+
 def create_private(path: Path) -> None:
     """Create the database file mode 0600 if it does not exist yet.
 

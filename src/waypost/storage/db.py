@@ -30,17 +30,22 @@ from pathlib import Path
 from typing import TypeVar
 
 from waypost.errors import Unavailable
-from waypost.storage.connection import ConnectionHook, connect, is_busy
+from waypost.storage.connection import ConnectionHook, check_writable, connect, is_busy
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
-__all__ = ["Database", "connect_sync", "run_read", "run_write"]
+__all__ = ["Database", "DatabaseUnusable", "connect_sync", "run_read", "run_write"]
 
 log = logging.getLogger("waypost.storage")
 T = TypeVar("T")
 UnitOfWork = Callable[[sqlite3.Connection], T]
 CommitListener = Callable[[], None]
+
+
+class DatabaseUnusable(RuntimeError):
+    """The database cannot be opened, migrated or written: `serve` refuses to
+    start (with this message) rather than answer reads and fail every write."""
 
 
 def connect_sync(
@@ -111,9 +116,13 @@ class Database:
         await asyncio.to_thread(self._open)
 
     def _open(self) -> None:
-        conn = connect(self.path, self._busy_timeout_ms, self._hooks)
+        try:
+            conn = connect(self.path, self._busy_timeout_ms, self._hooks)
+        except (sqlite3.Error, OSError) as exc:
+            raise DatabaseUnusable(f"{self.path}: {exc}") from exc
         try:
             migrate(conn)
+            check_writable(conn)
             readers = [
                 connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
                 for _ in range(self._reader_count)
@@ -121,6 +130,9 @@ class Database:
             point = connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
             # never waits: a lock held elsewhere sends the read to the pool
             point.execute("PRAGMA busy_timeout = 0")
+        except (sqlite3.Error, OSError) as exc:
+            conn.close()
+            raise DatabaseUnusable(f"{self.path}: {exc}") from exc
         except BaseException:
             conn.close()
             raise

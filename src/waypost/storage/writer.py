@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import Unavailable
-from waypost.storage.connection import is_busy
+from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, storage_refusal
 
 log = logging.getLogger("waypost.storage")
 
@@ -331,9 +331,20 @@ class Writer:
 
 
 def _for_caller(exc: BaseException) -> BaseException:
-    """What the caller sees: SQLite's busy as 503, a non-Exception wrapped."""
+    """What the caller sees: SQLite's busy as 503, a full or read-only disk as
+    503 too (nothing was committed; log says why), a non-Exception wrapped."""
     if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
         error = Unavailable(BUSY_MESSAGE, retry_after=1)
+        error.__cause__ = exc
+        return error
+    refused = storage_refusal(exc)
+    if refused is not None:
+        # the cause, once per refused write (a failed COMMIT also logged its own)
+        log.warning("a write was refused with 503, nothing committed: %s", exc)
+        error = Unavailable(
+            f"{refused}: the write was not committed; retry later",
+            retry_after=STORAGE_RETRY_AFTER,
+        )
         error.__cause__ = exc
         return error
     if not isinstance(exc, Exception):

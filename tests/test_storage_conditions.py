@@ -1,0 +1,141 @@
+"""What the store does when the disk, not the request, is the problem: a full
+disk refuses writes with 503 and Retry-After (nothing committed, nothing
+lost), a database that cannot be written or opened stops `serve` at start
+with a clear message, and the admin tools say what is wrong without a
+traceback."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.test_cli import run
+from waypost.storage.connection import STORAGE_RETRY_AFTER, check_writable, storage_refusal
+from waypost.storage.db import Database, DatabaseUnusable
+from waypost.storage.migrate import migrate
+
+
+async def test_a_full_disk_refuses_writes_with_503_and_keeps_everything(
+    service: Service, human: Caller, project: str
+) -> None:
+    kept = await human.post(
+        "/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "kept", "body": "b"}
+    )
+    assert kept.status_code == 201
+    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    # SQLite answers SQLITE_FULL ("database or disk is full") past max_page_count,
+    # exactly as when the filesystem runs out of space
+    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
+    r = await human.post("/api/v1/projects/demo/knowledge", big)
+    assert r.status_code == 503, r.text
+    assert r.headers["retry-after"] == str(STORAGE_RETRY_AFTER)
+    assert r.json()["error"]["code"] == "unavailable"
+    assert "disk is full" in r.json()["error"]["message"]
+    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    # nothing of the refused write, and its key is free: the retry runs afresh
+    retried = await human.post(
+        "/api/v1/projects/demo/knowledge", big, key=r.request.headers["idempotency-key"]
+    )
+    assert retried.status_code == 201 and "idempotent-replayed" not in retried.headers
+    titles = [
+        k["title"] for k in (await human.get("/api/v1/projects/demo/knowledge")).json()["items"]
+    ]
+    assert sorted(titles) == ["big", "kept"]
+
+
+def test_a_database_that_cannot_be_written_is_named_read_only(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None)
+    migrate(conn)
+    check_writable(conn)  # writable: nothing raised, nothing written
+    conn.execute("PRAGMA query_only = ON")  # what SQLite does with a read-only file
+    with pytest.raises(sqlite3.OperationalError) as raised:
+        check_writable(conn)
+    assert storage_refusal(raised.value) == "the database is read-only"
+    assert not conn.in_transaction
+    conn.close()
+
+
+async def test_the_store_refuses_to_open_a_database_it_cannot_write(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn)
+    conn.close()
+    db = Database(path, hooks=[lambda c: c.execute("PRAGMA query_only = ON")])
+    with pytest.raises(DatabaseUnusable, match="readonly"):
+        await db.open()
+
+
+@pytest.mark.parametrize("contents", [b"not a database, just text " * 100, None])
+def test_serve_refuses_to_start_with_a_message_not_a_traceback(
+    tmp_path: Path, contents: bytes | None
+) -> None:
+    path = tmp_path / "w.db"
+    if contents is None:
+        path = tmp_path / "missing" / "w.db"  # its directory does not exist
+    else:
+        path.write_bytes(contents)
+    # a process of its own: `serve` configures the process's logging
+    result = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(path), "--port", "0",
+         "--lifecycle-port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: database_unusable:"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_admin_commands_name_an_unusable_database(tmp_path: Path) -> None:
+    garbage = tmp_path / "g.db"
+    garbage.write_bytes(b"not a database, just text " * 100)
+    for args in (["admin", "migrate"], ["admin", "principal", "list"]):
+        result = run(*args, "--db", str(garbage))
+        assert result.exit_code == 1, args
+        assert result.stderr.startswith("Error: database_unusable:"), result.stderr
+    result = run("admin", "backup", "--db", str(garbage), "--to", str(tmp_path / "no" / "b.db"))
+    assert result.exit_code == 1 and result.stderr.startswith("Error: cannot_create:")
+
+
+def test_a_backup_of_a_damaged_database_exits_1_and_keeps_the_copy(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute("CREATE TABLE filler (x TEXT)")
+    conn.execute("CREATE INDEX filler_x ON filler (x)")
+    conn.executemany(
+        "INSERT INTO filler VALUES (?)", [(f"{i:05d}" + "y" * 200,) for i in range(500)]
+    )
+    conn.commit()
+    conn.close()
+    # one byte of one row changed on disk: the index no longer matches the table;
+    # everything still reads, so the copy is made and integrity_check finds it
+    data = bytearray(db.read_bytes())
+    data[data.find(b"00042yyyy")] = ord("9")
+    db.write_bytes(bytes(data))
+    target = tmp_path / "b.db"
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: corrupt:"), result.stderr
+    assert target.exists()
+
+
+async def test_verify_checks_a_read_only_database_through_a_copy(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FTS5's integrity-check is a write statement: on read-only media it
+    failed, and verify reported damage that was not there."""
+    from waypost import maintenance
+
+    await human.post("/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "t", "body": "b"})
+    monkeypatch.setattr(maintenance, "_writable", lambda path: False)  # as on read-only media
+    report = maintenance.verify(service.db_path)
+    assert report["ok"] is True, report
+    assert report["checked_a_copy"] == "the database is read-only"
+    assert report["checks"]["full_text"]["ok"]
