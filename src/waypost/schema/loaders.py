@@ -11,6 +11,7 @@ from it.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -65,6 +66,22 @@ def generations_sync(
     return decision_views.history_pages(conn, keys)
 
 
+class SharedLoader(DataLoader[K, V]):
+    """A DataLoader whose loads can be abandoned one by one.
+
+    Every `load` of one key hands out the same future. When graphql-core
+    cancels the task of one field (a sibling's error ends its parent), that
+    task's await cancelled the shared future too, and every other field
+    waiting on the same key failed with CancelledError (a 500; seen once in
+    tests/test_graphql_fastpath.py's generated queries). Each caller now
+    awaits a shield of the future, so cancelling one leaves the others, and
+    the batch, alone.
+    """
+
+    def load(self, key: K) -> Awaitable[V]:
+        return asyncio.shield(super().load(key))
+
+
 class Loaders:
     """One request's loaders (see the module docstring)."""
 
@@ -99,7 +116,7 @@ class Loaders:
 
     @staticmethod
     def _make(batch: Callable[[Sequence[K]], Awaitable[list[V]]]) -> DataLoader[K, V]:
-        return DataLoader(load_fn=batch)
+        return SharedLoader(load_fn=batch)
 
     async def _read(self, fn: Callable[[sqlite3.Connection], V]) -> V:
         return await self.rt.db.read(fn)
