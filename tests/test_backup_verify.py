@@ -128,9 +128,12 @@ async def test_verify_finds_tampering(
     # a revision counter ahead of its history, a receipt without its event,
     # and a full-text index that missed an edit
     conn.execute("UPDATE tasks SET revision = revision + 5 WHERE id = ?", (task_id,))
-    conn.execute(
-        "INSERT INTO receipts VALUES ('prn_x', 'k', 'f', 200, '{}', '2026-01-01T00:00:00.000Z')"
-    )
+    # (two receipts at one instant: each is counted)
+    for key in ("k", "k2"):
+        conn.execute(
+            "INSERT INTO receipts VALUES ('prn_x', ?, 'f', 200, '{}', '2026-01-01T00:00:00.000Z')",
+            (key,),
+        )
     conn.execute("DROP TRIGGER tasks_fts_update")
     conn.execute("UPDATE tasks SET title = 'changed behind the index' WHERE id = ?", (task_id,))
     # and a task whose open decision blocks it, marked open around the triggers
@@ -141,7 +144,7 @@ async def test_verify_finds_tampering(
     assert report["ok"] is False
     checks = report["checks"]
     assert checks["history"]["problems"] == 1 and task_id in checks["history"]["shown"][0]
-    assert checks["receipts"]["problems"] == 1
+    assert checks["receipts"]["problems"] == 2
     assert checks["full_text"]["problems"] == 1
     assert checks["gate_state"]["shown"] == [
         f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked"

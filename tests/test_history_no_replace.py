@@ -70,3 +70,33 @@ async def test_insert_or_replace_of_a_history_row_is_refused(
         assert dict(conn.execute(f"SELECT * FROM {table} WHERE {key}").fetchone()) == row
     finally:
         conn.close()
+
+
+async def test_a_replace_through_the_hidden_rowid_is_refused(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Tables with a TEXT key keep a rowid: a REPLACE naming a taken rowid with a
+    new id rewrote the row past 0017's id check (migration 0018)."""
+    from tests.tasks_support import claimed_by_agent, submit
+
+    task, agent = await claimed_by_agent(service, human)
+    await submit(agent, task["id"])
+    await open_decision(human, (await make_task(human, "Other"))["id"])
+    conn = sqlite3.connect(service.db_path, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    try:
+        for table in ("submissions", "decisions"):
+            row = dict(conn.execute(f"SELECT rowid AS rid, * FROM {table} LIMIT 1").fetchone())
+            rid = row.pop("rid")
+            forged = {**row, "id": "forged_id"}
+            names = ", ".join(["rowid", *forged])
+            marks = ", ".join("?" for _ in range(len(forged) + 1))
+            with pytest.raises(sqlite3.IntegrityError, match="immutable"):
+                conn.execute(
+                    f"INSERT OR REPLACE INTO {table} ({names}) VALUES ({marks})",
+                    [rid, *forged.values()],
+                )
+            kept = dict(conn.execute(f"SELECT * FROM {table} WHERE rowid = ?", (rid,)).fetchone())
+            assert kept == row, table
+    finally:
+        conn.close()

@@ -228,3 +228,19 @@ async def test_a_malformed_frame_closes_the_socket_with_4400(
         with pytest.raises(ConnectionClosed) as closed:
             await client.receive()
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400
+
+
+async def test_a_subscribe_reusing_a_running_id_closes_with_4409(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The request checks must not answer for an id that is still running:
+    graphql-transport-ws closes the socket (Strawberry's 4409)."""
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(EVENTS, {"after": 0})
+        await client.ws.send(
+            json.dumps({"id": op, "type": "subscribe", "payload": {"query": "{ me { name }"}})
+        )
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                await client.receive()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4409

@@ -30,6 +30,6 @@ async def _one_consumer_cancelled(loader: DataLoader[int, int]) -> str:
 
 
 async def test_cancelling_one_load_leaves_the_others_of_the_same_key() -> None:
+    # (Strawberry's own DataLoader, 0.341, hands every load of a key the same
+    # future: there one cancel failed every waiter)
     assert await _one_consumer_cancelled(SharedLoader(load_fn=_double)) == "got 42"
-    # the plain DataLoader shares one future: one cancel failed every waiter
-    assert await _one_consumer_cancelled(DataLoader(load_fn=_double)) == "cancelled"

@@ -50,3 +50,12 @@ def test_valid_arguments_pass() -> None:
         CHECKER.refusal("knowledge_search", {"project": "demo", "q": "retry", "limit": 5}) is None
     )
     assert CHECKER.refusal("no_such_tool", {"x": 1}) is None  # the call answers "unknown tool"
+
+
+def test_a_whole_float_reaches_the_query_string_as_an_integer() -> None:
+    """JSON Schema's integer takes 2.0, which many clients send; the REST query
+    string takes decimal digits only."""
+    from waypost.mcp_server.server import _query_text
+
+    assert CHECKER.refusal("knowledge_search", {"project": "demo", "limit": 2.0}) is None
+    assert [_query_text(v) for v in (2.0, 2, True, "x")] == ["2", "2", "true", "x"]

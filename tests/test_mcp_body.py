@@ -49,3 +49,19 @@ async def test_a_body_over_the_limit_is_413(human: Caller) -> None:
     r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})
     assert r.status_code == 413, r.text
     assert r.json()["error"]["code"] == -32600
+    assert r.json()["error"]["message"].startswith("MCP bodies are limited to")
+
+
+async def test_another_media_type_is_left_to_the_sdk_and_two_are_refused(human: Caller) -> None:
+    r = await human.client.post(
+        "/mcp",
+        content=b"not json",
+        headers={**human.headers(), **HEADERS, "Content-Type": "text/plain"},
+    )
+    # the SDK's own answer about the media type, not our parse error
+    assert r.status_code == 400 and "Invalid Content-Type" in r.text, r.text
+    headers = [*human.headers().items(), ("Accept", HEADERS["Accept"]),
+               ("Content-Type", "application/json"), ("Content-Type", "text/plain")]  # fmt: skip
+    r = await human.client.post("/mcp", content=_call("{}"), headers=headers)
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == "send one Content-Type header, not several"

@@ -145,12 +145,15 @@ def _with_security_headers(message: Message) -> Message:
     return {**message, "headers": [*headers, *extra]} if extra else message
 
 
-async def buffer_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes, Receive]:
-    """Read the whole (small) body first, refusing more than `limit` bytes: the
-    body, and a `receive` that hands it on to the app as if unread."""
+async def buffer_body(
+    scope: Scope, receive: Receive, limit: int, what: str = "GraphQL request bodies"
+) -> tuple[bytes, Receive]:
+    """Read the whole (small) body first, refusing more than `limit` bytes (of
+    `what`, for the message): the body, and a `receive` that hands it on to
+    the app as if unread."""
     declared = header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
+        raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
     chunks: list[bytes] = []
     seen = 0
     while True:
@@ -162,7 +165,7 @@ async def buffer_body(scope: Scope, receive: Receive, limit: int) -> tuple[bytes
         chunk = message.get("body", b"")
         seen += len(chunk)
         if seen > limit:
-            raise PayloadTooLarge(f"GraphQL request bodies are limited to {limit} bytes")
+            raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
         chunks.append(chunk)
         if not message.get("more_body", False):
             break

@@ -25,7 +25,8 @@ from starlette.types import Receive, Scope, Send
 
 from waypost.errors import WaypostError
 from waypost.http.auth import buffer_body
-from waypost.http.decoding import parse_json
+from waypost.http.decoding import is_json_media_type, parse_json
+from waypost.http.headers import header
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.server import Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
@@ -115,15 +116,18 @@ class McpEndpoint:
         if scope["method"] == "POST":
             # the SDK parses with json.loads: a body nested a few thousand
             # levels deep raised RecursionError (a 500), and duplicate keys,
-            # NaN or integers past 64 bits passed. The REST parser goes first.
+            # NaN or integers past 64 bits passed. The REST parser goes first
+            # (another media type is left to the SDK, which refuses it itself).
+            code = INVALID_REQUEST  # the request, until its body is read
             try:
-                body, receive = await buffer_body(scope, receive, BODY_LIMIT)
-                parse_json(body)
+                if is_json_media_type(header(scope, b"content-type")):
+                    body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
+                    code = PARSE_ERROR
+                    parse_json(body)
             except ClientDisconnect:
                 return
             except WaypostError as error:
-                status, code = (413, INVALID_REQUEST) if error.status == 413 else (400, PARSE_ERROR)
-                await _json_rpc_error(send, status, code, error.message)
+                await _json_rpc_error(send, error.status, code, error.message)
                 return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions

@@ -70,6 +70,10 @@ def derived_key(state: McpState, request_id: Any) -> str:
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        # JSON Schema's integer takes 2.0 (many clients send whole floats);
+        # the query string wants the decimal digits the REST route parses
+        return str(int(value))
     return str(value)
 
 

@@ -30,7 +30,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from waypost.clock import format_time
-from waypost.errors import Unauthenticated, WaypostError
+from waypost.errors import Unauthenticated, Unavailable, WaypostError
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
@@ -62,6 +62,12 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
     return await rt.db.read(check), token
 
 
+def _unavailable(error: Unavailable) -> dict[str, Any]:
+    """A GraphQL error for a store that cannot answer now, as over HTTP."""
+    extensions = {"code": error.code, "retryAfter": error.retry_after}
+    return {"message": error.message, "extensions": extensions}
+
+
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
 
@@ -77,6 +83,11 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         if not self.connection_init_received:
             try:
                 actor, token = await authenticate(self.context.rt, message.get("payload"))
+            except Unavailable:
+                # the store could not answer: 1013 "try again later", not a bad token
+                self.connection_init_received = True
+                await self.websocket.close(code=1013, reason="Try again later")
+                return
             except WaypostError:
                 # also a session that is not live: the socket gets no caller at all
                 self.connection_init_received = True
@@ -97,11 +108,19 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         if not isinstance(payload, dict) or not isinstance(operation_id, str):
             await self.handle_invalid_message("subscribe needs an id and a payload object")
             return
-        if self.connection_acknowledged:
+        # an id still running, or a socket not yet acknowledged: Strawberry
+        # closes it (4409, 4401) before anything of ours could answer for it
+        if self.connection_acknowledged and operation_id not in self.operations:
             try:
                 # the token (and session) named at connection_init, checked again:
                 # a revocation ends what the socket may run at once
                 await authenticate(self.context.rt, self._init_payload)
+            except Unavailable as busy:
+                # the store, not the caller: this operation fails, the socket stays
+                await self.send_message(
+                    {"id": operation_id, "type": "error", "payload": [_unavailable(busy)]}
+                )
+                return
             except WaypostError:
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
