@@ -379,6 +379,81 @@ def test_knowledge_revisions_and_policy_history_on_a_phone(
     _shot(page, "console-phone-decision.png", tmp_path)
 
 
+def test_long_conditions_and_options_wrap_on_a_phone(tab: Tab, world: World) -> None:
+    """A condition is read before it is vouched for: a runbook URL once made the
+    page scroll sideways and cut the confirm box's label off at 360 px."""
+    url = ("https://runbooks.example.internal/database/migrations/"
+           "0042-orders-table-lock-window/rollback-procedure-with-verification-steps")  # fmt: skip
+    decision_id = world.open_decision(
+        world.agent, question="Apply the lock-window migration?", task_ids=[world.tasks["orders"]],
+        conditions=[f"rollback steps followed from {url}", "x" * 300],
+        options=["Proceed with " + "the-long-option-" * 12, "Stop"],
+    )  # fmt: skip
+    page = tab.page
+    page.set_viewport_size({"width": 360, "height": 740})
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Every generation").wait_for()
+    _accessible_and_narrow(page)
+    label = page.get_by_text(f"rollback steps followed from {url}").first
+    box = label.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 360, box
+
+
+def test_a_token_revoked_while_the_inbox_is_open_signs_out(tab: Tab, world: World) -> None:
+    """The inbox refreshes by itself: the refresh that finds the token refused
+    signs out with the message, as a page load does (docs/console.md)."""
+    bob = admin_principal(world.served, "human", "Bob")
+    page = tab.page
+    tab.sign_in(bob.token)
+    listed = _admin_json(world, "token", "list", "--principal", bob.principal_id)
+    _admin_json(world, "token", "revoke", "--token-id", listed[0]["token_id"])
+    world.open_decision(world.agent, question="Anything new?", task_ids=[world.tasks["docs"]])
+    page.get_by_text("Your token is no longer accepted").wait_for(timeout=20000)
+    assert page.locator("#nav").is_hidden()
+    assert page.evaluate("() => sessionStorage.getItem('waypost.token')") is None
+
+
+def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
+    """docs/console.md: keyboard focus stays where it was across refreshes (it
+    fell to <body> from the h1, and jumped to the first link with the same
+    address, in another section)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    assert page.evaluate("() => document.activeElement.tagName") == "H1"
+    first = world.open_decision(
+        world.agent, question="First refresh?", task_ids=[world.tasks["docs"]]
+    )
+    page.locator(f"[data-decision='{first}']").wait_for(timeout=20000)
+    assert page.evaluate("() => document.activeElement.tagName") == "H1"
+    # a link inside one card of one section keeps the focus through the next refresh
+    card = page.locator(f"[data-decision='{first}']").first
+    card.locator("a").first.focus()
+    before = page.evaluate("() => document.activeElement.outerHTML")
+    second = world.open_decision(
+        world.agent, question="Second refresh?", task_ids=[world.tasks["docs"]]
+    )
+    page.locator(f"[data-decision='{second}']").wait_for(timeout=20000)
+    assert page.evaluate("() => document.activeElement.outerHTML") == before
+    inside = page.evaluate(
+        "() => document.activeElement.closest('[data-decision]')?.dataset.decision"
+    )
+    assert inside == first
+
+
+def _admin_json(world: World, *args: str) -> Any:
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", *args,
+         "--db", str(world.served.clock.parent / "waypost.db")],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return json.loads(out.stdout)
+
+
 def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
     page = tab.page
     page.goto(tab.origin + "/graphql")

@@ -4,6 +4,19 @@
 const TOKEN_KEY = "waypost.token";
 
 export class Unauthenticated extends Error {}
+
+// Called once the stored token is refused (revoked, expired, removed), from
+// whatever asked: a page, a form or a background refresh all sign out the
+// same way, with the same message (main.js sets it).
+let onRefused = () => {};
+export function whenRefused(handler) {
+  onRefused = handler;
+}
+
+function refused(message, checkingACandidate) {
+  if (!checkingACandidate) onRefused();
+  return new Unauthenticated(message);
+}
 export class RequestFailed extends Error {
   constructor(message, code) {
     super(message);
@@ -27,7 +40,9 @@ export function forgetToken() {
 // first message, with extensions.code); a 401 becomes Unauthenticated.
 export async function gql(query, variables = {}, tokenOverride = null) {
   const bearer = tokenOverride || token();
-  if (!bearer) throw new Unauthenticated("not signed in");
+  // the sign-in form checks a candidate token: its refusal is the form's to show
+  const candidate = Boolean(tokenOverride);
+  if (!bearer) throw refused("not signed in", candidate);
   let response;
   try {
     response = await fetch("/graphql", {
@@ -40,7 +55,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   } catch (error) {
     throw new RequestFailed("The service cannot be reached. Is it running?", "network");
   }
-  if (response.status === 401) throw new Unauthenticated("token refused");
+  if (response.status === 401) throw refused("token refused", candidate);
   let body;
   try {
     body = await response.json();
@@ -50,7 +65,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   if (body.errors && body.errors.length) {
     const first = body.errors[0];
     const code = (first.extensions && first.extensions.code) || "error";
-    if (code === "unauthenticated") throw new Unauthenticated(first.message);
+    if (code === "unauthenticated") throw refused(first.message, candidate);
     throw new RequestFailed(first.message, code);
   }
   return body.data;

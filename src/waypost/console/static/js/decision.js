@@ -9,6 +9,10 @@ import {
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, REOPEN_DECISION } from "./queries.js";
 
+// The service's limit on an answer's or a reopen's rationale (characters):
+// the form stops there instead of sending what would be refused.
+const RATIONALE_MAX = 16384;
+
 const JUDGED = [
   ["Title", (r) => r.title],
   ["Description", (r) => r.description],
@@ -105,7 +109,7 @@ function renderAsked(project) {
       row("Reversible", d.reversible ? "yes: unanswered for 24 hours, the recommendation applies" : "no"),
       row("Asked", who ? `${who.name} (${lower(who.kind)}), ` : "", ago(c.at)),
       row("Pinned policy", `revision ${c.policyRevision}`),
-      c.reopenRationale ? row("Reopened because", c.reopenRationale) : null,
+      c.reopenRationale ? row("Reopened because", h("span", { class: "prose" }, c.reopenRationale)) : null,
       c.answer ? row("Answer", describeAnswer(c.answer)) : null,
     ));
 }
@@ -122,6 +126,7 @@ function renderAnswerForm(project, onChanged) {
   const rationaleId = nextId("rationale");
   const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
   const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
+    maxlength: String(RATIONALE_MAX),
     "aria-describedby": `${rationaleId}-hint` });
   const confirms = [
     ...d.current.conditions.map((c) => [`Condition: ${c}`, c]),
@@ -229,7 +234,7 @@ function renderReopen(project, onChanged, prominent) {
   const key = newKey(`reopen-${d.restId}-g${d.generation}`);
   const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
   const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
-  const rationale = h("textarea", { id: ids.r, rows: "3", required: true });
+  const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxlength: String(RATIONALE_MAX) });
   const env = h("input", { id: ids.e, type: "text", value: d.current.environment });
   const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
   conds.value = d.current.conditions.join("\n");
@@ -340,7 +345,7 @@ function renderHistory(project) {
       h("h3", {}, `Generation ${g.generation}`, g.generation === d.generation ? " (current)" : ""),
       h("p", { class: "muted" }, g.generation === 1 ? "Opened by " : "Reopened by ",
         g.actor ? `${g.actor.name} (${lower(g.actor.kind)})` : "unknown", ", ", ago(g.at)),
-      g.reopenRationale ? h("p", {}, h("span", { class: "label" }, "Why: "), g.reopenRationale) : null,
+      g.reopenRationale ? h("p", { class: "prose" }, h("span", { class: "label" }, "Why: "), g.reopenRationale) : null,
       h("p", {}, `Environment ${g.environment}; conditions: ${g.conditions.join("; ") || "none"}; `,
         `policy revision ${g.policyRevision}; tasks: `,
         g.affected.map((a) => `${a.taskId} r${a.pinnedRevision}`).join(", "),
@@ -351,7 +356,7 @@ function renderHistory(project) {
 function renderAnswer(a) {
   return h("div", { class: "answer-record" },
     h("p", {}, describeAnswer(a)),
-    h("p", {}, h("span", { class: "label" }, "Rationale: "), a.rationale),
+    h("p", { class: "prose" }, h("span", { class: "label" }, "Rationale: "), a.rationale),
     h("p", { class: "muted" }, a.conditionsConfirmed ? "Conditions and environment confirmed." : "Conditions not confirmed.",
       a.actorSessionId ? ` Session ${a.actorSessionId}.` : ""),
     a.timedOut ? h("p", {}, "Applied by the sweep: the recommendation after 24 hours unanswered.") : null,

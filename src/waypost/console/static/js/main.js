@@ -1,6 +1,6 @@
 // The console's shell: sign in and out, hash routes, and the live inbox.
 
-import { forgetToken, gql, saveToken, token, Unauthenticated } from "./api.js";
+import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
 import { announce, enc, h, notice } from "./dom.js";
 import { loadInbox, renderInbox } from "./inbox.js";
@@ -124,15 +124,49 @@ async function refreshInbox(focus) {
   const signature = JSON.stringify(projects);
   if (!focus && signature === inboxSignature) return;
   inboxSignature = signature;
-  // a background refresh keeps the keyboard focus where it was
-  const active = document.activeElement;
-  const activeHref = active && active.getAttribute ? active.getAttribute("href") : null;
+  // a background refresh keeps the keyboard focus, and the page, where they were
+  const place = focus ? null : focusPlace(document.activeElement);
+  const scrolled = window.scrollY;
   show(renderInbox(projects), focus);
-  if (!focus && activeHref) {
-    const again = main.querySelector(`a[href="${CSS.escape(activeHref)}"]`);
-    if (again) again.focus();
+  if (!focus) {
+    window.scrollTo(0, scrolled);
+    refocus(place);
   }
   return projects;
+}
+
+// Where the keyboard focus is, in terms that survive a re-render: the h1, or
+// a control by its section (one project's group), its card and its text.
+function focusPlace(el) {
+  if (!el || !main.contains(el) || el === main) return null;
+  if (el.matches("h1")) return { heading: true };
+  const section = el.closest("section[aria-labelledby]");
+  const card = el.closest("[data-decision], [data-task]");
+  return {
+    section: section ? section.getAttribute("aria-labelledby") : null,
+    card: card ? card.dataset.decision || card.dataset.task : null,
+    href: el.getAttribute("href"),
+    text: el.textContent,
+  };
+}
+
+function refocus(place) {
+  if (!place) return;
+  const heading = main.querySelector("h1");
+  if (place.heading) {
+    if (heading) heading.focus({ preventScroll: true });
+    return;
+  }
+  const section = place.section
+    && main.querySelector(`section[aria-labelledby="${CSS.escape(place.section)}"]`);
+  const key = place.card && CSS.escape(place.card);
+  const card = key && (section || main).querySelector(`[data-decision="${key}"], [data-task="${key}"]`);
+  const scope = card || section || main;
+  const same = [...scope.querySelectorAll("a[href], button")].find((e) =>
+    e.getAttribute("href") === place.href && e.textContent === place.text);
+  // the card left (answered elsewhere): its section's first control, else the h1
+  const target = same || (scope !== main ? scope.querySelector("a[href], button") : null) || heading;
+  if (target) target.focus({ preventScroll: true });
 }
 
 async function pickProject(kind) {
@@ -211,8 +245,15 @@ async function showDecision(project, id, banner) {
   if (decisionLive.stopped) decisionLive.start(decisionSubscription(id), token());
 }
 
+const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";
+
 async function start() {
   document.getElementById("sign-out").addEventListener("click", () => signOut(null));
+  // any request that finds the stored token refused signs out, a background
+  // refresh or a form as much as a page load (docs/console.md)
+  whenRefused(() => {
+    if (me !== null) signOut(REFUSED);
+  });
   window.addEventListener("hashchange", route);
   if (token()) {
     try {
