@@ -111,27 +111,24 @@ function pendingCard(project, d) {
   );
 }
 
-export function inboxReason(project, d) {
+export function inboxReason(d) {
   if (d.status === "EXPIRED") {
     return ["Expired ", d.current.expiresAt ? ago(d.current.expiresAt) : "", ": its answer no longer applies."];
   }
-  const moved = d.current.affected.filter((a) => a.currentRevision !== a.pinnedRevision);
-  const reasons = moved.map((a) =>
-    `task "${a.task ? a.task.title : a.taskId}" was edited (revision ${a.pinnedRevision} → ${a.currentRevision})`);
-  if (project.policy.revision !== d.current.policyRevision) {
-    reasons.push(`the policy moved from revision ${d.current.policyRevision} to ${project.policy.revision}`);
-  }
+  // The inbox does not read revisions: a revision number that moved may be a
+  // priority edit or a lease-length change, which stale nothing, so it names
+  // no revision here; the decision's page shows exactly what was judged.
   return [
-    "Stale: what it judged changed after it was asked: ",
-    reasons.length ? reasons.join("; ") : "a judged field or the rules",
-    ". Its page shows the diff.",
+    "Stale: what it judged changed after it was asked (a task's title,",
+    " description, acceptance criteria or kind, or the project's rules).",
+    " Its page shows exactly what changed.",
   ];
 }
 
 function reopenCard(project, d) {
   return h("article", { class: "card card-warn", dataset: { decision: d.restId } },
     h("h4", {}, decisionLink(project, d), " ", badge(lower(d.status), d.status)),
-    h("p", { class: "reason" }, ...inboxReason(project, d)),
+    h("p", { class: "reason" }, ...inboxReason(d)),
     d.current.answer
       ? h("p", { class: "muted" }, `Was answered ${lower(d.current.answer.disposition)}: "${d.current.answer.answer}".`)
       : null,
