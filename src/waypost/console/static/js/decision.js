@@ -211,13 +211,17 @@ function cap(word) {
 }
 
 // A refusal: conflicts reload the page and say what happened; anything else
-// is shown by the form.
-async function refused(error, onChanged, errorBox, focusTarget) {
+// is shown by the form. `what` is the user's action ("answer" or "reopening").
+async function refused(error, onChanged, errorBox, focusTarget, what = "answer") {
+  const yours = `Your ${what} was not recorded`;
   const conflicts = {
-    generation_conflict: "Someone reopened this decision while you were reading it. Your answer was not recorded; the new question is below.",
-    already_answered: "Someone else answered first. Your answer was not recorded; their answer is below.",
-    stale: "What this decision judged changed while you were reading it. Your answer was not recorded.",
-    expired: "This decision expired while you were reading it. Your answer was not recorded.",
+    generation_conflict: `Someone reopened this decision while you were reading it. ${yours}; the new question is below.`,
+    already_answered: `Someone else answered first. ${yours}; their answer is below.`,
+    stale: `What this decision judged changed while you were reading it. ${yours}.`,
+    expired: `This decision expired while you were reading it. ${yours}.`,
+    // this page's key, sent again with another button after a reply was lost:
+    // the first request may well have been recorded, so show what is there now
+    idempotency_key_reused: "An earlier attempt from this page may have been recorded (its reply was lost). The decision is shown as it is now; check it before trying again.",
   };
   const text = conflicts[error.code] || conflicts[error.reason];
   if (text) {
@@ -225,7 +229,12 @@ async function refused(error, onChanged, errorBox, focusTarget) {
     await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text));
     return;
   }
-  errorBox.append(notice("error", `${error.message}${error.reason ? ` (${error.reason})` : ""}`));
+  // the form's own words for a field the API names in its own
+  const fieldWords = {
+    expiresAt: "Set an expiry in the future, or tick \"No expiry\".",
+  };
+  const said = (error.code === "invalid_request" && fieldWords[error.field]) || error.message;
+  errorBox.append(notice("error", `${said}${error.reason ? ` (${error.reason})` : ""}`));
   if (focusTarget) focusTarget.focus();
 }
 
@@ -263,7 +272,7 @@ function renderReopen(project, onChanged, prominent) {
     try {
       const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
       if (payload.userErrors.length) {
-        await refused(payload.userErrors[0], onChanged, errorBox, rationale);
+        await refused(payload.userErrors[0], onChanged, errorBox, rationale, "reopening");
       } else {
         announce("Reopened.");
         await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
