@@ -444,6 +444,40 @@ def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: Worl
     assert inside == first
 
 
+def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World) -> None:
+    """The reply to an answer is lost on the way back; the user presses another
+    button. The page's key makes that a different request, refused: the page
+    says the first may have been recorded and shows the decision as it is."""
+    decision_id = world.open_decision(
+        world.agent, question="Ship the hotfix tonight?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.get_by_label("Why (required)").fill("Tonight is too late.")
+
+    lost = []
+
+    def lose_the_reply(route: Any) -> None:
+        body = route.request.post_data or ""
+        if "decisionAnswer" in body and not lost:
+            route.fetch()  # the service records it...
+            lost.append(body)
+            route.abort()  # ...and the browser never hears back
+        else:
+            route.continue_()
+
+    page.route("**/graphql", lose_the_reply)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("The service cannot be reached").wait_for()
+    page.get_by_role("button", name="Deny: Stop").click()
+    page.locator("main").get_by_text("may have been recorded").wait_for()
+    page.unroute("**/graphql")
+    answer = world.decision(decision_id)["current"]["answer"]
+    assert (answer["disposition"], answer["answer"]) == ("deny", "Proceed")
+
+
 def _admin_json(world: World, *args: str) -> Any:
     import json
     import subprocess
