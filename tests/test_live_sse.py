@@ -84,6 +84,21 @@ async def test_last_event_id_wins_over_after(service: Service, human: Caller, pr
     assert int(event.id or 0) == seqs[-1]
 
 
+async def test_an_empty_last_event_id_is_no_position(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A client may send back an id the server reset to empty: `after` then holds."""
+    for i in range(2):
+        await new_task(human, f"t{i}")
+    seqs = [e["sequence"] for e in await rest_events(human)]
+    async with (
+        running(service) as base,
+        stream(base, human, headers={"Last-Event-ID": ""}, after=seqs[-2]) as (_, evs),
+    ):
+        event = await next_data_event(evs)
+    assert int(event.id or 0) == seqs[-1]
+
+
 async def test_keep_alive_comments_while_quiet(
     service: Service, human: Caller, project: str
 ) -> None:

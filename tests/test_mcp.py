@@ -4,6 +4,7 @@ a real `waypost serve`: Streamable HTTP at /mcp, and `waypost mcp` over stdio.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import subprocess
@@ -361,3 +362,29 @@ def test_an_mcp_session_belongs_to_the_principal_that_opened_it(waypost: Waypost
                    "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
         assert httpx.post(f"{waypost.url}/mcp", json=ping, headers=headers).status_code == status
     httpx.delete(f"{waypost.url}/mcp", headers={**headers})
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
+    waypost: Waypost, transport: str
+) -> None:
+    """A wait counts as one of the token's 16 streams (docs/mcp.md): past the
+    cap it is refused with that code, never `internal` (over /mcp it was an
+    internal error with a logged traceback; over stdio "cannot wait")."""
+    project = waypost.project(f"capped-{transport}")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", f"capped-{transport}")
+    stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+    async with contextlib.AsyncExitStack() as held, httpx.AsyncClient(timeout=30) as client:
+        for _ in range(16):
+            r = await held.enter_async_context(
+                client.stream("GET", stream, headers={"Authorization": f"Bearer {agent}"})
+            )
+            assert r.status_code == 200
+        async with session(transport, waypost.url, agent) as s:
+            decision = await call(
+                s, "decision_open", project=project, task_ids=[task_id], question="Go?",
+                options=["Yes", "No"], rationale="r", required_actor="human", environment="e",
+            )  # fmt: skip
+            message = await refused(s, "decision_wait", project=project, decision_id=decision["id"])
+    assert message.startswith("too_many_streams:"), message

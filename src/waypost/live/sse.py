@@ -31,7 +31,8 @@ PATH = "/api/v1/projects/{project}/events/stream"
 
 
 def _position(value: str | None, name: str) -> int | None:
-    if value is None:
+    # empty is no position: an SSE client may send back an id the server reset
+    if value is None or value == "":
         return None
     if not value.isascii() or not value.isdigit() or len(value) > 18:
         raise InvalidRequest.field(name, f"{name} must be an event sequence (0 or more)")

@@ -25,6 +25,7 @@ from mcp.shared.context import RequestContext
 from pydantic import AnyUrl
 
 from waypost import __version__
+from waypost.errors import WaypostError
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
@@ -199,6 +200,11 @@ def build_server(
                 return _error(f"unknown tool {name!r}; list_tools names the tools")
         except ApiError as error:
             return _error(explain(error, str(project) if project else None))
+        except WaypostError as error:
+            # refused in process, outside any route: the stream caps of a wait
+            # (too_many_streams), a busy store; the same REST format
+            refusal = ApiError(error.code, error.message, error.details, error.status)
+            return _error(explain(refusal, str(project) if project else None))
         except Exception:
             # a fault of ours: the log gets the traceback, the agent a plain answer
             log.exception("MCP tool %s failed", name)

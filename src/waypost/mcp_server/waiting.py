@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -84,39 +85,78 @@ async def hub_waker(rt: Runtime, project: str, token_id: str) -> AsyncIterator[W
         yield _ListenerWaker(listener, rt.now)
 
 
+# Reconnecting after the stream ended (a restart of `serve` ends it first):
+# the first try at once, then doubling up to the cap, while the wait lasts.
+RECONNECT_FIRST, RECONNECT_CAP = 0.25, 5.0
+
+
+def _stream_refusal(status: int, body: bytes) -> ApiError:
+    """What the stream's refusal says, with its REST code when it sent one
+    (`too_many_streams`: the token's 16 streams are open)."""
+    try:
+        error = json.loads(body)["error"]
+        details = error.get("details") or {}
+        return ApiError(str(error["code"]), str(error["message"]), details, status)
+    except (ValueError, KeyError, TypeError):
+        return ApiError(
+            "unavailable",
+            f"the event stream answered HTTP {status}; this Waypost cannot wait for"
+            " decisions (use decision_get)",
+            {},
+            503,
+        )
+
+
 @contextlib.asynccontextmanager
 async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator[Waker]:
-    """Woken by each event on the project's event stream (GET .../events/stream)."""
+    """Woken by each event on the project's event stream (GET .../events/stream).
+
+    The stream is opened again whenever it ends (a graceful restart of `serve`
+    ends every stream first), and each reopening wakes the waiter too: what
+    committed in the gap is then read like any change. Only the first opening
+    can refuse the wait; later refusals (a revoked token) stop reconnecting."""
     waker = _EventWaker(lambda: datetime.now(UTC))
     opened: asyncio.Future[ApiError | None] = asyncio.get_running_loop().create_future()
     url = f"/api/v1/projects/{quote(project, safe='')}/events/stream"
 
+    async def listen() -> bool:
+        """One stream until it ends: False once it is refused for good."""
+        async with client.stream(
+            "GET", url, headers={"Accept": "text/event-stream"}, timeout=httpx.Timeout(None)
+        ) as response:
+            if response.status_code != 200:
+                refusal = _stream_refusal(response.status_code, await response.aread())
+                if not opened.done():
+                    opened.set_result(refusal)
+                    return False
+                # the caps are momentary; anything else (401, 404) is final
+                return refusal.code in ("too_many_streams", "unavailable")
+            if opened.done():
+                waker.event.set()  # reopened: read what may have committed meanwhile
+            else:
+                opened.set_result(None)
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    waker.event.set()
+        return True
+
     async def pump() -> None:
-        try:
-            async with client.stream(
-                "GET", url, headers={"Accept": "text/event-stream"}, timeout=httpx.Timeout(None)
-            ) as response:
-                if response.status_code != 200:
-                    await response.aread()
+        delay = RECONNECT_FIRST
+        while True:
+            try:
+                if not await listen():
+                    return
+                delay = RECONNECT_FIRST
+            except httpx.HTTPError:
+                if not opened.done():
                     opened.set_result(
-                        ApiError(
-                            "unavailable",
-                            f"the event stream answered HTTP {response.status_code}; this "
-                            "Waypost cannot wait for decisions (use decision_get)",
-                            {},
-                            503,
-                        )
+                        ApiError("unavailable", "cannot open the event stream", {}, 503)
                     )
                     return
-                opened.set_result(None)
-                async for line in response.aiter_lines():
-                    if line.startswith("data:"):
-                        waker.event.set()
-        except httpx.HTTPError:
-            if not opened.done():
-                opened.set_result(ApiError("unavailable", "cannot open the event stream", {}, 503))
-        # a stream that ends wakes the waiter, which re-reads; its bound still holds
-        waker.event.set()
+            # a stream that ends wakes the waiter, which re-reads; its bound still holds
+            waker.event.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, RECONNECT_CAP)
 
     task = asyncio.create_task(pump())
     try:

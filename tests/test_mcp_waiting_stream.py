@@ -1,0 +1,54 @@
+"""The stdio server's decision_wait listens to the project's event stream
+(mcp_server/waiting.py `stream_waker`); a graceful restart of `serve` ends
+every stream first, and the waker once stopped listening there, so an answer
+given after the restart went unseen until the wait's own bound."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from waypost.mcp_server import waiting
+from waypost.mcp_server.calls import ApiError
+
+
+async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(waiting, "RECONNECT_FIRST", 0.01)
+    opened: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        opened.append(len(opened))
+        if len(opened) == 2:
+            return httpx.Response(
+                503, json={"error": {"code": "unavailable", "message": "restarting", "details": {}}}
+            )
+        # the first stream ends at once (the server stopping); later ones stay quiet
+        body = b": stream open\n\n" if len(opened) == 1 else b": stream open\n\n: keep-alive\n\n"
+        return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
+    async with waiting.stream_waker(client, "demo") as waker:
+        started = asyncio.get_running_loop().time()
+        for _ in range(3):  # the end, the refused reopening, the reopening
+            await waker.wait(5)
+        waited = asyncio.get_running_loop().time() - started
+    await client.aclose()
+    assert len(opened) >= 3, opened
+    assert waited < 2, waited  # woken by the stream's ends and reopening, never the bound
+
+
+async def test_a_first_refusal_keeps_its_rest_code() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        error = {"code": "too_many_streams", "message": "16 streams are open", "details": {}}
+        return httpx.Response(429, json={"error": error})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
+    with pytest.raises(ApiError) as refused:
+        async with waiting.stream_waker(client, "demo"):
+            pass
+    await client.aclose()
+    assert (refused.value.code, refused.value.status) == ("too_many_streams", 429)
