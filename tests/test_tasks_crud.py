@@ -168,6 +168,10 @@ async def test_patch_with_unchanged_values_writes_no_revision(human: Caller, pro
     task = await make_task(human, "same")
     r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "same"})
     assert r.status_code == 200 and r.json()["revision"] == 1
+    events = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+    [logged] = [e for e in events if e["type"] == "task.updated"]
+    # logged with an edit's keys: nothing changed, nothing judged
+    assert logged["data"] == {"revision": 1, "changed_fields": [], "judged_change": False}
 
 
 async def test_patch_creating_a_cycle_is_400_on_depends_on(human: Caller, project: str) -> None:

@@ -264,7 +264,8 @@ async def update(
             _refuse_judged_edit_while_publishing(tx.conn, row)
         if not changed:
             # Nothing differs: no new revision, but the accepted call is still logged.
-            unchanged = {"revision": row["revision"], "changed_fields": []}
+            # the same keys as an edit's event, so a reader needs no special case
+            unchanged = {"revision": row["revision"], "changed_fields": [], "judged_change": False}
             tx.event(project_id, "task.updated", "task", task_id, unchanged)
             return 200, task_json(tx.conn, row, tx.now)
         revision = row["revision"] + 1
