@@ -52,10 +52,18 @@ def test_valid_arguments_pass() -> None:
     assert CHECKER.refusal("no_such_tool", {"x": 1}) is None  # the call answers "unknown tool"
 
 
-def test_a_whole_float_reaches_the_query_string_as_an_integer() -> None:
+def test_whole_floats_reach_the_route_as_integers() -> None:
     """JSON Schema's integer takes 2.0, which many clients send; the REST query
-    string takes decimal digits only."""
-    from waypost.mcp_server.server import _query_text
+    string takes decimal digits only and the REST body strict integers."""
+    from waypost.mcp_server.server import _query_text, _whole_numbers
 
     assert CHECKER.refusal("knowledge_search", {"project": "demo", "limit": 2.0}) is None
-    assert [_query_text(v) for v in (2.0, 2, True, "x")] == ["2", "2", "true", "x"]
+    args = {"expected_revision": 3.0, "lessons": [{"n": 1.0}], "ratio": 0.5, "flag": True}
+    assert _whole_numbers(args) == {
+        "expected_revision": 3,
+        "lessons": [{"n": 1}],
+        "ratio": 0.5,
+        "flag": True,
+    }
+    assert type(_whole_numbers(args)["expected_revision"]) is int
+    assert [_query_text(v) for v in (2, True, "x")] == ["2", "true", "x"]

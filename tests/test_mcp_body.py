@@ -44,6 +44,17 @@ async def test_a_body_the_rest_parser_refuses_is_a_json_rpc_parse_error(
     assert r.headers["cache-control"] == "no-store"
 
 
+async def test_every_media_type_the_sdk_reads_as_json_passes_the_parser(human: Caller) -> None:
+    """The SDK reads any `application/json; ...` as JSON: such a body must not
+    skip the REST parser (a body nested 5,000 levels was its 500 again)."""
+    deep = _call('{"x": ' + "[" * 5000 + "]" * 5000 + "}")
+    for media in ("application/json; foo=bar", "Application/JSON; charset=latin-1"):
+        headers = {**human.headers(), **HEADERS, "Content-Type": media}
+        r = await human.client.post("/mcp", content=deep, headers=headers)
+        assert r.status_code == 400, (media, r.text)
+        assert r.json()["error"]["code"] == -32700
+
+
 async def test_a_body_over_the_limit_is_413(human: Caller) -> None:
     body = _call(json.dumps({"x": "y" * (300 * 1024)}))
     r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})

@@ -26,7 +26,7 @@ async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
             return httpx.Response(
                 503, json={"error": {"code": "unavailable", "message": "restarting", "details": {}}}
             )
-        # the first stream ends at once (the server stopping); later ones stay quiet
+        # the first stream ends at once (the server stopping), and so does the third
         body = b": stream open\n\n" if len(opened) == 1 else b": stream open\n\n: keep-alive\n\n"
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
@@ -52,3 +52,43 @@ async def test_a_first_refusal_keeps_its_rest_code() -> None:
             pass
     await client.aclose()
     assert (refused.value.code, refused.value.status) == ("too_many_streams", 429)
+
+
+async def test_refused_reopenings_back_off_and_do_not_wake_the_waiter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The token's streams taken during a restart, or a proxy answering 502:
+    each retry waits longer, and only a stream that ran wakes the waiter."""
+    monkeypatch.setattr(waiting, "RECONNECT_FIRST", 0.05)
+    monkeypatch.setattr(waiting, "RECONNECT_CAP", 0.4)
+    opened: list[int] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        opened.append(1)
+        if len(opened) == 1:
+            return httpx.Response(200, content=b": stream open\n\n")  # ends at once
+        error = {"code": "too_many_streams", "message": "16 streams are open", "details": {}}
+        return httpx.Response(429, json={"error": error})
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
+    async with waiting.stream_waker(client, "demo") as waker:
+        await waker.wait(1)  # the first stream's end
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await waker.wait(1.2)  # nothing wakes it: the refusals are not changes
+        assert loop.time() - started >= 1.1
+    await client.aclose()
+    # 0.05, 0.1, 0.2, 0.4, 0.4 ... seconds apart: a handful, not one every 50 ms
+    assert 3 <= len(opened) <= 8, len(opened)
+
+
+async def test_an_error_body_of_another_shape_refuses_the_wait_at_once() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(502, json={"error": "Bad Gateway"})  # a proxy's own shape
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
+    with pytest.raises(ApiError) as refused:
+        async with asyncio.timeout(2), waiting.stream_waker(client, "demo"):
+            pass
+    await client.aclose()
+    assert refused.value.code == "unavailable" and "HTTP 502" in refused.value.message

@@ -25,7 +25,7 @@ from starlette.types import Receive, Scope, Send
 
 from waypost.errors import WaypostError
 from waypost.http.auth import buffer_body
-from waypost.http.decoding import is_json_media_type, parse_json
+from waypost.http.decoding import parse_json
 from waypost.http.headers import header
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.server import Context, build_server
@@ -52,6 +52,13 @@ class _QuietClosedStreams(logging.Filter):
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
 # the SDK logs every request at INFO; Waypost's own log says what matters
 logging.getLogger("mcp").setLevel(logging.WARNING)
+
+
+def _sdk_reads_as_json(media_type: str | None) -> bool:
+    """Whether the SDK would parse this body as JSON: it looks at the part
+    before the first `;` only (`application/json; foo=bar` too), so every such
+    body must pass our parser first, not only the strict REST media types."""
+    return (media_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
 async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
@@ -120,7 +127,7 @@ class McpEndpoint:
             # (another media type is left to the SDK, which refuses it itself).
             code = INVALID_REQUEST  # the request, until its body is read
             try:
-                if is_json_media_type(header(scope, b"content-type")):
+                if _sdk_reads_as_json(header(scope, b"content-type")):
                     body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
                     code = PARSE_ERROR
                     parse_json(body)

@@ -68,13 +68,22 @@ def derived_key(state: McpState, request_id: Any) -> str:
     return f"mcp-{state.id}-r{part}"
 
 
+def _whole_numbers(value: Any) -> Any:
+    """Whole floats as integers, all through the arguments: JSON Schema's
+    integer takes 2.0 (many clients send floats), the REST body's strict
+    decoding does not; a float field takes the integer as it is."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    return value
+
+
 def _query_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, float) and value.is_integer():
-        # JSON Schema's integer takes 2.0 (many clients send whole floats);
-        # the query string wants the decimal digits the REST route parses
-        return str(int(value))
     return str(value)
 
 
@@ -191,6 +200,7 @@ def build_server(
         refused = checker.refusal(name, arguments)
         if refused is not None:
             return _error(explain(refused, project if isinstance(project, str) else None))
+        arguments = _whole_numbers(arguments)
         try:
             if name == "decision_wait":
                 result = await _decision_wait(backend, state, arguments)

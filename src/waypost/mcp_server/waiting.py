@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
@@ -26,6 +27,8 @@ from waypost.live import hub_for
 from waypost.live.hub import Listener
 from waypost.mcp_server.calls import ApiError
 from waypost.runtime import Runtime
+
+log = logging.getLogger("waypost.mcp")
 
 SETTLED = {
     "allowed": "answered",
@@ -97,7 +100,7 @@ def _stream_refusal(status: int, body: bytes) -> ApiError:
         error = json.loads(body)["error"]
         details = error.get("details") or {}
         return ApiError(str(error["code"]), str(error["message"]), details, status)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         return ApiError(
             "unavailable",
             f"the event stream answered HTTP {status}; this Waypost cannot wait for"
@@ -119,8 +122,9 @@ async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator
     opened: asyncio.Future[ApiError | None] = asyncio.get_running_loop().create_future()
     url = f"/api/v1/projects/{quote(project, safe='')}/events/stream"
 
-    async def listen() -> bool:
-        """One stream until it ends: False once it is refused for good."""
+    async def listen() -> str:
+        """One attempt: "ran" (a stream was open until it ended), "refused"
+        (momentarily: a cap, a stopping server) or "final" (stop trying)."""
         async with client.stream(
             "GET", url, headers={"Accept": "text/event-stream"}, timeout=httpx.Timeout(None)
         ) as response:
@@ -128,9 +132,10 @@ async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator
                 refusal = _stream_refusal(response.status_code, await response.aread())
                 if not opened.done():
                     opened.set_result(refusal)
-                    return False
+                    return "final"
                 # the caps are momentary; anything else (401, 404) is final
-                return refusal.code in ("too_many_streams", "unavailable")
+                momentary = refusal.code in ("too_many_streams", "unavailable")
+                return "refused" if momentary else "final"
             if opened.done():
                 waker.event.set()  # reopened: read what may have committed meanwhile
             else:
@@ -138,23 +143,33 @@ async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator
             async for line in response.aiter_lines():
                 if line.startswith("data:"):
                     waker.event.set()
-        return True
+        return "ran"
 
     async def pump() -> None:
         delay = RECONNECT_FIRST
         while True:
+            began = time.monotonic()
             try:
-                if not await listen():
-                    return
-                delay = RECONNECT_FIRST
+                outcome = await listen()
             except httpx.HTTPError:
-                if not opened.done():
-                    opened.set_result(
-                        ApiError("unavailable", "cannot open the event stream", {}, 503)
-                    )
-                    return
-            # a stream that ends wakes the waiter, which re-reads; its bound still holds
-            waker.event.set()
+                outcome = "refused"
+            except Exception:
+                # whatever else ends the stream must not leave the wait unresolved
+                log.exception("the event stream of %s failed", project)
+                outcome = "final"
+            lasted = time.monotonic() - began
+            if not opened.done():
+                opened.set_result(ApiError("unavailable", "cannot open the event stream", {}, 503))
+                return
+            if outcome == "final":
+                waker.event.set()  # the waiter re-reads once more; its bound still holds
+                return
+            if outcome == "ran":
+                waker.event.set()  # a stream that ends wakes the waiter, which re-reads
+            # a stream that had been up a while starts the delays afresh; a
+            # refusal, a failure or a stream that ended at once waits longer
+            if outcome == "ran" and lasted >= RECONNECT_CAP:
+                delay = RECONNECT_FIRST
             await asyncio.sleep(delay)
             delay = min(delay * 2, RECONNECT_CAP)
 
