@@ -478,6 +478,25 @@ def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World
     assert (answer["disposition"], answer["answer"]) == ("deny", "Proceed")
 
 
+def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
+    """A refresh that cannot reach the service shows that the page may be out
+    of date (it failed silently before), and the notice goes once one works."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    mode = "socket" if _offers_subscriptions(world) else "poll"
+    page.locator(f"html[data-live={mode}]").wait_for(state="attached")
+    status = page.locator("#live-status")
+    assert status.is_hidden()
+    page.route("**/graphql", lambda route: route.abort())  # the service unreachable
+    world.open_decision(world.agent, question="Seen while down?", task_ids=[world.tasks["docs"]])
+    status.wait_for(state="visible", timeout=20000)
+    assert "may be out of date" in status.inner_text()
+    page.unroute("**/graphql")
+    back = world.open_decision(world.agent, question="Seen again?", task_ids=[world.tasks["docs"]])
+    page.locator(f"[data-decision='{back}']").wait_for(timeout=70000)
+    assert status.is_hidden()
+
+
 def _admin_json(world: World, *args: str) -> Any:
     import json
     import subprocess

@@ -41,6 +41,7 @@ export class Live {
       socket.close(1000);
     }
     this.setMode("poll");
+    showPaused(false);
   }
 
   // shown on the page (data-live on <html>) so people and tests can tell
@@ -73,8 +74,11 @@ export class Live {
   async run() {
     try {
       await this.refresh();
+      showPaused(false);
       return true;
     } catch (error) {
+      // said on the page: what it shows may be out of date until a refresh works
+      if (!this.stopped) showPaused(true);
       return false;
     }
   }
@@ -152,6 +156,13 @@ export class Live {
       this.schedule(POLL_MS);
     }
   }
+}
+
+// The page-wide notice that refreshes are failing (index.html #live-status).
+function showPaused(paused) {
+  const status = document.getElementById("live-status");
+  if (status) status.hidden = !paused;
+  document.documentElement.dataset.livePaused = paused ? "true" : "false";
 }
 
 export function projectSubscriptions(projectIds) {
