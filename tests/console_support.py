@@ -142,14 +142,19 @@ class Rest:
         return r.json()
 
 
-def admin_principal(served: Served, kind: str, name: str) -> Rest:
-    """A principal made with the admin command, as an operator would."""
+def admin_json(served: Served, *args: str) -> Any:
+    """What an admin command prints, run on the served database as an operator would."""
     out = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", "principal", "create", "--kind", kind,
-         "--name", name, "--db", str(served.clock.parent / "waypost.db")],
+        [sys.executable, "-m", "waypost.cli", "admin", *args,
+         "--db", str(served.clock.parent / "waypost.db")],
         check=True, capture_output=True, text=True,
     )  # fmt: skip
     import json
 
-    created = json.loads(out.stdout)
+    return json.loads(out.stdout)
+
+
+def admin_principal(served: Served, kind: str, name: str) -> Rest:
+    """A principal made with the admin command."""
+    created = admin_json(served, "principal", "create", "--kind", kind, "--name", name)
     return Rest(served.url, created["token"], created["principal_id"])

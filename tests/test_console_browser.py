@@ -20,7 +20,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.console_support import Rest, Served, admin_principal, chromium_path, serve
+from tests.console_support import (
+    Rest,
+    Served,
+    admin_json,
+    admin_principal,
+    chromium_path,
+    serve,
+)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -409,8 +416,8 @@ def test_a_token_revoked_while_the_inbox_is_open_signs_out(tab: Tab, world: Worl
     bob = admin_principal(world.served, "human", "Bob")
     page = tab.page
     tab.sign_in(bob.token)
-    listed = _admin_json(world, "token", "list", "--principal", bob.principal_id)
-    _admin_json(world, "token", "revoke", "--token-id", listed[0]["token_id"])
+    listed = admin_json(world.served, "token", "list", "--principal", bob.principal_id)
+    admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
     world.open_decision(world.agent, question="Anything new?", task_ids=[world.tasks["docs"]])
     page.get_by_text("Your token is no longer accepted").wait_for(timeout=20000)
     assert page.locator("#nav").is_hidden()
@@ -495,19 +502,6 @@ def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
     back = world.open_decision(world.agent, question="Seen again?", task_ids=[world.tasks["docs"]])
     page.locator(f"[data-decision='{back}']").wait_for(timeout=70000)
     assert status.is_hidden()
-
-
-def _admin_json(world: World, *args: str) -> Any:
-    import json
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", *args,
-         "--db", str(world.served.clock.parent / "waypost.db")],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    return json.loads(out.stdout)
 
 
 def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:

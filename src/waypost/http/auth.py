@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from starlette.requests import ClientDisconnect
@@ -27,7 +27,10 @@ GRAPHQL_BODY_LIMIT = 64 * 1024
 SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
 
 
-async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]]) -> None:
+async def send_json(
+    send: Send, status: int, body: Any, extra: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """A whole JSON answer written straight to ASGI `send` (no app or route yet)."""
     payload = json.dumps(body).encode()
     headers = [
         (b"content-type", b"application/json"),
@@ -134,7 +137,7 @@ class Gate:
             }
         else:
             body = error.to_json()
-        await _send_json(send, error.status, body, extra)
+        await send_json(send, error.status, body, extra)
 
 
 def _with_security_headers(message: Message) -> Message:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -24,7 +23,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from waypost.errors import WaypostError
-from waypost.http.auth import buffer_body
+from waypost.http.auth import buffer_body, send_json
 from waypost.http.decoding import parse_json
 from waypost.http.headers import header
 from waypost.mcp_server.backend import Backend, LocalBackend
@@ -63,11 +62,8 @@ def _sdk_reads_as_json(media_type: str | None) -> bool:
 
 async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
     """A JSON-RPC error with no request id (the request could not be read)."""
-    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
-    payload = body.encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    await send_json(send, status, body)
 
 
 def _actor(scope: Scope) -> Actor:
