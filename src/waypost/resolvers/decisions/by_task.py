@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
-from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions import lists_store
 from waypost.resolvers.decisions.views import load_decisions
 
 # (task id, limit, cursor, backward)
@@ -34,7 +34,7 @@ def pages_sync(
         else:
             at, last = ("", "") if backward else _TOP
         start = (str(at), str(last))
-        rows = store.by_task_rows(conn, task_ids, start, size + 1, backward)
+        rows = lists_store.by_task_rows(conn, task_ids, start, size + 1, backward)
         for row in rows:
             rows_by_key.setdefault((row["task_id"], size, cursor, backward), []).append(row)
     found = load_decisions(
@@ -57,5 +57,5 @@ def pages_sync(
 
 def counts_sync(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
     """How many decisions ever affected each task (`Task.decisions.totalCount`)."""
-    found = store.counts_by_task(conn, task_ids)
+    found = lists_store.counts_by_task(conn, task_ids)
     return {i: found.get(i, 0) for i in task_ids}

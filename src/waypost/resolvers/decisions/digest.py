@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final
 
 from waypost.clock import format_time
-from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions import lists_store
 from waypost.resolvers.decisions.timeouts import TIMEOUT
 from waypost.resolvers.decisions.views import load_decisions
 from waypost.resolvers.projects.operations import require_project
@@ -37,12 +37,12 @@ def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dic
     require_project(conn, project_id)
     at = format_time(now)
     n = DIGEST_LIMIT + 1
-    pending = store.unanswered_ids(conn, project_id, n)
+    pending = lists_store.unanswered_ids(conn, project_id, n)
     since = format_time(now - TIMED_OUT_WINDOW)
-    timed_out = store.timed_out_since_ids(conn, project_id, since, n)
+    timed_out = lists_store.timed_out_since_ids(conn, project_id, since, n)
     # Due ones (the sweep has not run yet) count as timing out soon too.
     cutoff = format_time(now + SOON_WINDOW - TIMEOUT)
-    soon = store.timing_out_ids(conn, project_id, at, cutoff, n)
+    soon = lists_store.timing_out_ids(conn, project_id, at, cutoff, n)
     lists = {
         "pending_decisions": pending[:DIGEST_LIMIT],
         "proceeded_by_timeout": timed_out[:DIGEST_LIMIT],

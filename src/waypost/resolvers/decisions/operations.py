@@ -16,7 +16,7 @@ from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions import lists_store, store
 from waypost.resolvers.decisions.models import DecisionCreate, StatusFilter
 from waypost.resolvers.decisions.pins import (
     ensure_no_publication,
@@ -170,7 +170,7 @@ def list_sync(
         decode_cursor(cursor, str, str) if cursor else (("\uffff", "") if backward else ("", ""))
     )
     start = (str(after[0]), str(after[1]))
-    rows = store.list_page_rows(conn, project_id, now_at, status, start, size + 1, backward)
+    rows = lists_store.list_page_rows(conn, project_id, now_at, status, start, size + 1, backward)
     page = Page.from_rows(
         rows,
         size,
@@ -191,7 +191,7 @@ def count_sync(
 ) -> int:
     """How many decisions the list holds, optionally of one status (`totalCount`)."""
     _check_status(status)
-    return store.count_of_status(conn, project_id, now_at, status)
+    return lists_store.count_of_status(conn, project_id, now_at, status)
 
 
 async def list_decisions(
@@ -246,5 +246,5 @@ def unresolved_sync(
 
     For the context packet, which places these before any text match.
     """
-    ids = store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
+    ids = lists_store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
     return decisions_in_order(conn, ids, now_at)

@@ -1,6 +1,7 @@
-"""Decision rows: generations and their pins, answers, the gate's blocked set,
-the batch loaders behind the decision JSON, the sweep's and the digest's
-queries (all of this domain's SQL but the status function itself, status.py).
+"""Decision rows: generations and their pins, answers, the gate's blocked set
+and the sweep's queries. The lists and the digest read through
+lists_store.py, the decision JSON's batch loaders through views_store.py, and
+the status function itself lives in status.py.
 
 Plain functions over one `sqlite3.Connection`, called inside a unit of work;
 the rules (validation, authority, the order of checks, errors) stay in the
@@ -19,16 +20,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from waypost.pagination import keyset
 from waypost.resolvers.decisions.status import STATUS_SQL
-
-
-def _ids(values: Iterable[Any]) -> str:
-    return json.dumps(list(values), separators=(",", ":"))
-
 
 # ---------------------------------------------------------------- the gate
 
@@ -248,8 +243,6 @@ MAY_TIME_OUT: Final = (
     "s.reversible = 1 AND s.disposition IS NULL"
     " AND NOT (s.required_actor = 'human' AND s.opened_by_kind = 'agent')"
 )
-# When the sweep will answer a `decision_current` row `s` (24 hours after it opened).
-_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
 
 
 def due_for_timeout(
@@ -275,243 +268,3 @@ def insert_timeout_answers(
         [(d["decision_id"], d["generation"], d["recommendation"], rationale,
           d["opened_by"], at) for d in due],
     )  # fmt: skip
-
-
-# ---------------------------------------------------------------- lists and the digest
-
-
-def unresolved_ids(
-    conn: sqlite3.Connection,
-    project_id: str,
-    now_at: str,
-    statuses: Sequence[str],
-    task_id: str | None,
-    count: int,
-) -> list[str]:
-    """Decisions of one of `statuses`, oldest first, affecting `task_id` in their
-    current generation (or all of the project's when it is None)."""
-    rows = conn.execute(
-        "SELECT s.decision_id FROM decision_current s"
-        " WHERE s.project_id = :project"
-        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
-        "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
-        "  AND x.task_id = :task))"
-        f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
-        " ORDER BY s.created_at, s.decision_id LIMIT :n",
-        {"project": project_id, "task": task_id, "statuses": json.dumps(list(statuses)),
-         "now": now_at, "n": count},
-    ).fetchall()  # fmt: skip
-    return [r["decision_id"] for r in rows]
-
-
-def list_page_rows(
-    conn: sqlite3.Connection,
-    project_id: str,
-    now_at: str,
-    status: str | None,
-    after: tuple[str, str],
-    count: int,
-    backward: bool = False,
-) -> list[sqlite3.Row]:
-    """Up to `count` of the project's decisions (decision_id, created_at) past
-    (created_at, id) `after` in creation order, optionally of one status;
-    backward (GraphQL `last`): those before it, in reverse order."""
-    cmp, order = keyset(False, backward)
-    return conn.execute(
-        "SELECT s.decision_id, s.created_at FROM decision_current s"
-        f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
-        f" AND (:status IS NULL OR {STATUS_SQL} = :status)"
-        f" ORDER BY s.created_at {order}, s.decision_id {order} LIMIT :n",
-        {"project": project_id, "at": after[0], "id": after[1], "status": status,
-         "now": now_at, "n": count},
-    ).fetchall()  # fmt: skip
-
-
-def count_of_status(
-    conn: sqlite3.Connection, project_id: str, now_at: str, status: str | None
-) -> int:
-    """How many of the project's decisions have `status` (all of them for None)."""
-    row = conn.execute(
-        "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
-        f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
-        {"project": project_id, "status": status, "now": now_at},
-    ).fetchone()
-    return int(row[0])
-
-
-def by_task_rows(
-    conn: sqlite3.Connection,
-    task_ids: Sequence[str],
-    after: tuple[str, str],
-    count: int,
-    backward: bool,
-) -> list[sqlite3.Row]:
-    """For each task, up to `count` decisions that ever affected it (any
-    generation) as (task_id, id, created_at), newest first past `after`
-    (backward: oldest first)."""
-    cmp, order = keyset(True, backward)
-    return conn.execute(
-        "SELECT task_id, id, created_at FROM ("
-        " SELECT t.value AS task_id, d.id, d.created_at, ROW_NUMBER() OVER"
-        f"  (PARTITION BY t.value ORDER BY d.created_at {order}, d.id {order}) AS n"
-        " FROM json_each(:tasks) t JOIN decisions d ON d.id IN"
-        "  (SELECT a.decision_id FROM decision_affected a WHERE a.task_id = t.value)"
-        f" WHERE (d.created_at, d.id) {cmp} (:at, :last)"
-        ") WHERE n <= :n ORDER BY task_id, n",
-        {"tasks": json.dumps(sorted(set(task_ids))), "at": after[0], "last": after[1],
-         "n": count},
-    ).fetchall()  # fmt: skip
-
-
-def counts_by_task(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
-    """How many decisions ever affected each task that any affected."""
-    rows = conn.execute(
-        "SELECT task_id, count(DISTINCT decision_id) FROM decision_affected"
-        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
-        (json.dumps(sorted(set(task_ids))),),
-    ).fetchall()
-    return {r[0]: int(r[1]) for r in rows}
-
-
-def unanswered_ids(conn: sqlite3.Connection, project_id: str, count: int) -> list[str]:
-    """Decisions whose current generation has no answer, oldest first."""
-    rows = conn.execute(
-        "SELECT s.decision_id FROM decision_current s"
-        " WHERE s.project_id = :project AND s.disposition IS NULL"
-        " ORDER BY s.created_at, s.decision_id LIMIT :n",
-        {"project": project_id, "n": count},
-    ).fetchall()
-    return [r["decision_id"] for r in rows]
-
-
-def timed_out_since_ids(
-    conn: sqlite3.Connection, project_id: str, since: str, count: int
-) -> list[str]:
-    """Decisions the sweep answered at or after `since`, latest first."""
-    rows = conn.execute(
-        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
-        " JOIN decisions d ON d.id = a.decision_id"
-        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
-        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
-        {"project": project_id, "since": since, "n": count},
-    ).fetchall()
-    return [r["id"] for r in rows]
-
-
-def timing_out_ids(
-    conn: sqlite3.Connection, project_id: str, now_at: str, cutoff: str, count: int
-) -> list[str]:
-    """Pending decisions the sweep will answer (opened at or before `cutoff`) before
-    they expire, in the order it will answer them."""
-    rows = conn.execute(
-        f"SELECT s.decision_id FROM decision_current s WHERE s.project_id = :project"
-        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
-        f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
-        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
-        {"project": project_id, "now": now_at, "cutoff": cutoff, "n": count},
-    ).fetchall()
-    return [r["decision_id"] for r in rows]
-
-
-# ---------------------------------------------------------------- batch loaders
-
-GenKey = tuple[str, int]  # (decision id, generation)
-
-
-def decision_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
-    """Decisions by id with their current generation's disposition, expiry and
-    `stale` flag (the inputs of their status)."""
-    return conn.execute(
-        "SELECT d.*, s.disposition, s.expires_at, s.stale FROM json_each(?) k"
-        " JOIN decisions d ON d.id = k.value"
-        " JOIN decision_current s ON s.decision_id = d.id",
-        (_ids(ids),),
-    ).fetchall()
-
-
-def generation_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sqlite3.Row]:
-    """Generations by key, each with its answer's columns prefixed `a_` (NULL when none)."""
-    return conn.execute(
-        "SELECT g.*, a.disposition AS a_disposition, a.answer AS a_answer,"
-        " a.rationale AS a_rationale, a.conditions_confirmed AS a_conditions_confirmed,"
-        " a.actor_id AS a_actor_id, a.actor_session_id AS a_actor_session_id,"
-        " a.relayed AS a_relayed, a.relay_prompt AS a_relay_prompt,"
-        " a.relay_response AS a_relay_response, a.authorized_by AS a_authorized_by,"
-        " a.relay_policy_revision AS a_relay_policy_revision, a.timed_out AS a_timed_out,"
-        " a.at AS a_at"
-        " FROM json_each(?) k"
-        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
-        "  AND g.generation = json_extract(k.value, '$[1]')"
-        " LEFT JOIN decision_answers a ON a.decision_id = g.decision_id"
-        "  AND a.generation = g.generation",
-        (_ids([list(k) for k in keys]),),
-    ).fetchall()
-
-
-_GENERATION_COLUMNS: Final = frozenset({
-    "decision_id", "generation", "policy_revision", "environment", "conditions", "expires_at",
-    "reopen_rationale", "actor_id", "actor_session_id", "at",
-})  # fmt: skip
-_ANSWER_COLUMNS: Final = frozenset({
-    "disposition", "answer", "rationale", "conditions_confirmed", "actor_id", "actor_session_id",
-    "relayed", "relay_prompt", "relay_response", "authorized_by", "relay_policy_revision",
-    "timed_out", "at",
-})  # fmt: skip
-
-
-def generation_columns(
-    conn: sqlite3.Connection,
-    keys: Sequence[GenKey],
-    columns: Sequence[str],
-    answer_columns: Sequence[str],
-) -> list[tuple[Any, ...]]:
-    """Generations by key as plain tuples: `columns` of the generation, then
-    `answer_columns` of its answer (NULL when none; no join when none are
-    asked). `generation_rows` with only the columns a reader shows: each
-    column read costs about as much as the look-up of the row."""
-    if set(columns) - _GENERATION_COLUMNS or set(answer_columns) - _ANSWER_COLUMNS:
-        raise ValueError(f"not a generation column: {columns} {answer_columns}")
-    selected = ", ".join([*(f"g.{c}" for c in columns), *(f"a.{c}" for c in answer_columns)])
-    join = (
-        " LEFT JOIN decision_answers a ON a.decision_id = g.decision_id"
-        " AND a.generation = g.generation"
-        if answer_columns
-        else ""
-    )
-    cursor = conn.cursor()
-    cursor.row_factory = None
-    rows: list[tuple[Any, ...]] = cursor.execute(
-        f"SELECT {selected} FROM json_each(?) k"
-        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
-        f"  AND g.generation = json_extract(k.value, '$[1]'){join}",
-        (_ids([list(k) for k in keys]),),
-    ).fetchall()
-    return rows
-
-
-def affected_rows(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> list[sqlite3.Row]:
-    """The pins of each generation, in listed order."""
-    return conn.execute(
-        "SELECT x.decision_id, x.generation, x.task_id, x.task_revision FROM json_each(?) k"
-        " JOIN decision_affected x ON x.decision_id = json_extract(k.value, '$[0]')"
-        "  AND x.generation = json_extract(k.value, '$[1]')"
-        " ORDER BY x.decision_id, x.generation, x.position",
-        (_ids([list(k) for k in keys]),),
-    ).fetchall()
-
-
-def generation_pages(
-    conn: sqlite3.Connection, specs: Sequence[tuple[str, int, int]]
-) -> list[sqlite3.Row]:
-    """For each (decision id, before, limit) spec, numbered `k` by its position,
-    up to limit + 1 generations below `before`, newest first."""
-    return conn.execute(
-        "SELECT k, decision_id, generation FROM ("
-        " SELECT k.key AS k, g.decision_id, g.generation, json_extract(k.value, '$[2]') AS lim,"
-        "  ROW_NUMBER() OVER (PARTITION BY k.key ORDER BY g.generation DESC) AS n"
-        " FROM json_each(?) k"
-        " JOIN decision_generations g ON g.decision_id = json_extract(k.value, '$[0]')"
-        "  AND g.generation < json_extract(k.value, '$[1]')"
-        ") WHERE n <= lim + 1 ORDER BY k, generation DESC",
-        (_ids([list(s) for s in specs]),),
-    ).fetchall()

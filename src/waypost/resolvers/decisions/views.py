@@ -16,9 +16,9 @@ from typing import Any
 
 from waypost.errors import NotFound
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
-from waypost.resolvers.decisions import store
+from waypost.resolvers.decisions import views_store
 from waypost.resolvers.decisions.status import decision_status, work_allowed
-from waypost.resolvers.decisions.store import GenKey
+from waypost.resolvers.decisions.views_store import GenKey
 
 # The answer's fields, in the order of `generation_rows`' `a_` columns.
 _ANSWER_FIELDS = (
@@ -67,7 +67,7 @@ def load_generations(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> dict[G
     """
     if not keys:
         return {}
-    rows = store.generation_rows(conn, keys)
+    rows = views_store.generation_rows(conn, keys)
     affected = _affected(conn, keys)
     result: dict[GenKey, Any] = {}
     if not rows:
@@ -100,7 +100,7 @@ def load_generations(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> dict[G
 def _affected(conn: sqlite3.Connection, keys: Sequence[GenKey]) -> dict[GenKey, list[Any]]:
     """The affected tasks of each generation, in the asker's order."""
     affected: dict[GenKey, list[dict[str, Any]]] = {}
-    for decision_id, generation, task_id, task_revision in store.affected_rows(conn, keys):
+    for decision_id, generation, task_id, task_revision in views_store.affected_rows(conn, keys):
         affected.setdefault((decision_id, generation), []).append(
             {"task_id": task_id, "task_revision": task_revision}
         )
@@ -139,7 +139,7 @@ def load_generations_showing(
         if "relay" in answer_shown:
             wanted += ["relayed", "relay_prompt", "relay_response"]
         answer_columns = list(dict.fromkeys(["disposition", *wanted]))
-    rows = store.generation_columns(conn, keys, columns, answer_columns)
+    rows = views_store.generation_columns(conn, keys, columns, answer_columns)
     affected = _affected(conn, keys) if "affected" in shown else None
     n = len(columns)
     result: dict[GenKey, Any] = {}
@@ -175,7 +175,7 @@ def load_decisions(
     """Decision objects by id, with their current generation and computed status."""
     if not ids:
         return {}
-    rows = store.decision_rows(conn, ids)
+    rows = views_store.decision_rows(conn, ids)
     current = load_generations(conn, [(r["id"], r["generation"]) for r in rows])
     result: dict[str, dict[str, Any]] = {}
     for r in rows:
@@ -236,7 +236,7 @@ def history_pages(
         return []
     limits = [check_limit(n) for _, _, n in requests]
     specs = [(d, _before(c), n) for (d, c, _), n in zip(requests, limits, strict=True)]
-    rows = store.generation_pages(conn, specs)
+    rows = views_store.generation_pages(conn, specs)
     per_request: list[list[GenKey]] = [[] for _ in specs]
     for r in rows:
         per_request[r["k"]].append((r["decision_id"], r["generation"]))

@@ -1,0 +1,153 @@
+"""The SQL of the decision lists, the per-task lists and the digest's queries.
+
+Plain functions over one `sqlite3.Connection`, as in store.py; statuses come
+from `STATUS_SQL` over a `decision_current` row `s`, so a list agrees with
+the gate about what is pending, stale or expired at `:now`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Final
+
+from waypost.pagination import keyset
+from waypost.resolvers.decisions.status import STATUS_SQL
+from waypost.resolvers.decisions.store import MAY_TIME_OUT
+
+# When the sweep will answer a `decision_current` row `s` (24 hours after it opened).
+_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
+
+
+def unresolved_ids(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    statuses: Sequence[str],
+    task_id: str | None,
+    count: int,
+) -> list[str]:
+    """Decisions of one of `statuses`, oldest first, affecting `task_id` in their
+    current generation (or all of the project's when it is None)."""
+    rows = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project"
+        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
+        "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
+        "  AND x.task_id = :task))"
+        f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        {"project": project_id, "task": task_id, "statuses": json.dumps(list(statuses)),
+         "now": now_at, "n": count},
+    ).fetchall()  # fmt: skip
+    return [r["decision_id"] for r in rows]
+
+
+def list_page_rows(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    status: str | None,
+    after: tuple[str, str],
+    count: int,
+    backward: bool = False,
+) -> list[sqlite3.Row]:
+    """Up to `count` of the project's decisions (decision_id, created_at) past
+    (created_at, id) `after` in creation order, optionally of one status;
+    backward (GraphQL `last`): those before it, in reverse order."""
+    cmp, order = keyset(False, backward)
+    return conn.execute(
+        "SELECT s.decision_id, s.created_at FROM decision_current s"
+        f" WHERE s.project_id = :project AND (s.created_at, s.decision_id) {cmp} (:at, :id)"
+        f" AND (:status IS NULL OR {STATUS_SQL} = :status)"
+        f" ORDER BY s.created_at {order}, s.decision_id {order} LIMIT :n",
+        {"project": project_id, "at": after[0], "id": after[1], "status": status,
+         "now": now_at, "n": count},
+    ).fetchall()  # fmt: skip
+
+
+def count_of_status(
+    conn: sqlite3.Connection, project_id: str, now_at: str, status: str | None
+) -> int:
+    """How many of the project's decisions have `status` (all of them for None)."""
+    row = conn.execute(
+        "SELECT count(*) FROM decision_current s WHERE s.project_id = :project"
+        f" AND (:status IS NULL OR {STATUS_SQL} = :status)",
+        {"project": project_id, "status": status, "now": now_at},
+    ).fetchone()
+    return int(row[0])
+
+
+def by_task_rows(
+    conn: sqlite3.Connection,
+    task_ids: Sequence[str],
+    after: tuple[str, str],
+    count: int,
+    backward: bool,
+) -> list[sqlite3.Row]:
+    """For each task, up to `count` decisions that ever affected it (any
+    generation) as (task_id, id, created_at), newest first past `after`
+    (backward: oldest first)."""
+    cmp, order = keyset(True, backward)
+    return conn.execute(
+        "SELECT task_id, id, created_at FROM ("
+        " SELECT t.value AS task_id, d.id, d.created_at, ROW_NUMBER() OVER"
+        f"  (PARTITION BY t.value ORDER BY d.created_at {order}, d.id {order}) AS n"
+        " FROM json_each(:tasks) t JOIN decisions d ON d.id IN"
+        "  (SELECT a.decision_id FROM decision_affected a WHERE a.task_id = t.value)"
+        f" WHERE (d.created_at, d.id) {cmp} (:at, :last)"
+        ") WHERE n <= :n ORDER BY task_id, n",
+        {"tasks": json.dumps(sorted(set(task_ids))), "at": after[0], "last": after[1],
+         "n": count},
+    ).fetchall()  # fmt: skip
+
+
+def counts_by_task(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
+    """How many decisions ever affected each task that any affected."""
+    rows = conn.execute(
+        "SELECT task_id, count(DISTINCT decision_id) FROM decision_affected"
+        " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
+        (json.dumps(sorted(set(task_ids))),),
+    ).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def unanswered_ids(conn: sqlite3.Connection, project_id: str, count: int) -> list[str]:
+    """Decisions whose current generation has no answer, oldest first."""
+    rows = conn.execute(
+        "SELECT s.decision_id FROM decision_current s"
+        " WHERE s.project_id = :project AND s.disposition IS NULL"
+        " ORDER BY s.created_at, s.decision_id LIMIT :n",
+        {"project": project_id, "n": count},
+    ).fetchall()
+    return [r["decision_id"] for r in rows]
+
+
+def timed_out_since_ids(
+    conn: sqlite3.Connection, project_id: str, since: str, count: int
+) -> list[str]:
+    """Decisions the sweep answered at or after `since`, latest first."""
+    rows = conn.execute(
+        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
+        " JOIN decisions d ON d.id = a.decision_id"
+        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
+        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
+        {"project": project_id, "since": since, "n": count},
+    ).fetchall()
+    return [r["id"] for r in rows]
+
+
+def timing_out_ids(
+    conn: sqlite3.Connection, project_id: str, now_at: str, cutoff: str, count: int
+) -> list[str]:
+    """Pending decisions the sweep will answer (opened at or before `cutoff`) before
+    they expire, in the order it will answer them."""
+    rows = conn.execute(
+        f"SELECT s.decision_id FROM decision_current s WHERE s.project_id = :project"
+        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
+        f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
+        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
+        {"project": project_id, "now": now_at, "cutoff": cutoff, "n": count},
+    ).fetchall()
+    return [r["decision_id"] for r in rows]
