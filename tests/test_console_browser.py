@@ -526,3 +526,59 @@ def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
             continue
     answer.wait_for()
     assert any(u.endswith("/graphiql/graphiql.min.js") for u in tab.requests)
+
+
+def test_histories_longer_than_a_page_show_every_revision(tab: Tab, world: World) -> None:
+    """The record and policy pages asked for the newest 100 revisions and
+    stopped there: revision 6 of 105 read as "The first revision."."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "long", "name": "Long history"}, 201)
+    base = "/api/v1/projects/long/knowledge"
+    made = alice.send("POST", base, {"kind": "fact", "title": "Edit 1", "body": "b"}, 201)
+    correction = {"body": "b", "status": "observed", "tags": [], "applicability": "",
+                  "scope": made["scope"], "provenance": {"summary": "", "source_uri": None,
+                  "source_task_id": None, "source_submission_id": None}}  # fmt: skip
+    for revision in range(1, 105):
+        title = f"Edit {revision + 1}"
+        alice.send("PATCH", f"{base}/{made['id']}",
+                   {**correction, "expected_revision": revision, "title": title})  # fmt: skip
+    for revision in range(1, 103):
+        alice.send("PATCH", "/api/v1/projects/long/policy",
+                   {"expected_revision": revision, "rules": f"Rule {revision}"})  # fmt: skip
+
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/long/k/{made['id']}")
+    page.get_by_role("heading", name="Revision 105 (current)").wait_for()
+    page.get_by_role("heading", name="Revision 1", exact=True).wait_for()
+    assert page.locator("ol.history > li").count() == 105
+    assert page.get_by_text("The first revision.").count() == 1
+
+    page.goto(f"{tab.origin}/console#/p/long/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page.get_by_label("From").select_option("1")
+    assert "+ Rule 102" in page.locator("pre.diff").first.inner_text()
+
+
+def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
+    """Read through another project, the "Superseded by" link pointed at the
+    reader's project, where the (project-only) replacement is not found."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "src", "name": "Source"}, 201)
+    base = "/api/v1/projects/src/knowledge"
+    new = alice.send("POST", base, {"kind": "fact", "title": "Use the new runner", "body": ""}, 201)
+    shared = {"collection": "shared", "share_across_projects": True}
+    old_text = {"kind": "fact", "title": "Use the old runner", "body": ""}
+    old = alice.send("POST", base, {**old_text, **shared}, 201)
+    alice.send("PATCH", f"{base}/{old['id']}", {
+        "expected_revision": 1, "title": old["title"], "body": "", "status": "superseded",
+        "superseded_by_id": new["id"], "tags": [], "applicability": "", "scope": old["scope"],
+        "provenance": {"summary": "", "source_uri": None, "source_task_id": None,
+                       "source_submission_id": None}})  # fmt: skip
+
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/k/{old['id']}")
+    page.get_by_role("heading", name="Use the old runner").wait_for()
+    page.get_by_role("link", name=new["id"]).click()
+    page.get_by_role("heading", name="Use the new runner").wait_for()

@@ -157,7 +157,10 @@ FIELDS_BY_NAME = {
     "sourceUri": "A URI the record came from.",
     "sourceTaskId": "REST id of the task it came from.",
     "sourceSubmissionId": "REST id of the submission it came from.",
-    "collection": "PROJECT, or SHARED to let other projects read it.",
+    "collection": (
+        "PROJECT, or SHARED to offer it to other projects' lists, search and context: a"
+        " relevance choice, not an access grant (every principal can read every project)."
+    ),
     "shareAcrossProjects": "Whether other projects' context packets may include it.",
     "useful": "Whether the record helped.",
     "comment": "An optional comment.",

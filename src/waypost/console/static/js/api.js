@@ -71,6 +71,22 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   return body.data;
 }
 
+// Every node of a connection whose first page `conn` came with a larger
+// answer: `page(cursor)` fetches the same connection after `cursor`, until no
+// page is left or `enough(nodes)` says the caller has what it came for.
+// Histories run newest first, so the pages that follow hold older revisions.
+export async function allNodes(conn, page, enough = () => false) {
+  const nodes = conn.edges.map((e) => e.node);
+  let info = conn.pageInfo;
+  while (info.hasNextPage && !enough(nodes)) {
+    const next = await page(info.endCursor);
+    if (!next) break;
+    nodes.push(...next.edges.map((e) => e.node));
+    info = next.pageInfo;
+  }
+  return nodes;
+}
+
 // A mutation's payload: its userErrors are returned, not thrown, so that each
 // page can say what a refusal means there (a conflict, a missing field...).
 export async function mutate(query, input, field) {

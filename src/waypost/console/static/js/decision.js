@@ -2,12 +2,12 @@
 // answer (or reopen) form. The page fills in the idempotency key and the
 // expected generation itself.
 
-import { gql, mutate } from "./api.js";
+import { allNodes, gql, mutate } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
   ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when,
 } from "./dom.js";
-import { ANSWER_DECISION, DECISION, REOPEN_DECISION } from "./queries.js";
+import { ANSWER_DECISION, DECISION, POLICY, REOPEN_DECISION } from "./queries.js";
 
 // The service's limit on an answer's or a reopen's rationale (characters):
 // the form stops there instead of sending what would be refused.
@@ -23,6 +23,13 @@ const JUDGED = [
 export async function loadDecision(projectId, decisionId) {
   const data = await gql(DECISION, { project: projectId, id: decisionId });
   if (!data.project || !data.project.decision) return null;
+  // the pinned policy revision may be older than the newest page of history
+  const pinned = data.project.decision.current.policyRevision;
+  const history = await allNodes(data.project.policyHistory, async (after) => {
+    const more = await gql(POLICY, { project: projectId, after });
+    return more.project && more.project.policyHistory;
+  }, (nodes) => nodes.some((r) => r.revision <= pinned));
+  data.project.policyHistory = { edges: history.map((node) => ({ node })) };
   return data.project;
 }
 

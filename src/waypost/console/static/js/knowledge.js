@@ -1,7 +1,7 @@
 // The knowledge browser: filters, a record's revisions with the feedback each
 // revision received, and every correction as a diff against the one before.
 
-import { gql } from "./api.js";
+import { allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
 import { ago, badge, enc, h, link, lower, nextId } from "./dom.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
@@ -111,7 +111,10 @@ export async function renderKnowledgeItem(projectId, id) {
   const data = await gql(KNOWLEDGE_ITEM, { project: projectId, id });
   const k = data.project && data.project.knowledgeItem;
   if (!k) return [h("h1", { tabindex: "-1" }, "No such record"), h("p", {}, link("#/", "Back to the inbox"))];
-  const revs = k.revisions.edges.map((e) => e.node);
+  const revs = await allNodes(k.revisions, async (after) => {
+    const more = await gql(KNOWLEDGE_ITEM, { project: projectId, id, after });
+    return more.project && more.project.knowledgeItem && more.project.knowledgeItem.revisions;
+  });
   return [
     h("p", {}, link(`#/p/${enc(projectId)}/knowledge`, "← Knowledge")),
     h("h1", { tabindex: "-1" }, k.title),
@@ -122,7 +125,7 @@ export async function renderKnowledgeItem(projectId, id) {
       h("p", { class: "prose" }, k.body),
       k.applicability ? h("p", {}, h("span", { class: "label" }, "Applies when: "), k.applicability) : null,
       k.supersededById ? h("p", {}, "Superseded by ",
-        link(`#/p/${enc(projectId)}/k/${enc(k.supersededById)}`, k.supersededById)) : null),
+        link(`#/p/${enc(k.projectId)}/k/${enc(k.supersededById)}`, k.supersededById)) : null),
     h("section", { "aria-labelledby": "k-revs" }, h("h2", { id: "k-revs" }, "Revisions and corrections"),
       h("ol", { class: "plain history", reversed: true }, revs.map((r, i) => {
         const previous = revs[i + 1];

@@ -1,6 +1,6 @@
 // The policy's history: every immutable revision, and the diff between any two.
 
-import { gql } from "./api.js";
+import { allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
 import { ago, enc, h, link, lower, nextId } from "./dom.js";
 import { POLICY } from "./queries.js";
@@ -17,7 +17,10 @@ const FIELDS = [
 export async function renderPolicy(projectId) {
   const data = await gql(POLICY, { project: projectId });
   if (!data.project) return [h("h1", { tabindex: "-1" }, "No such project"), h("p", {}, link("#/", "Back to the inbox"))];
-  const revs = data.project.policyHistory.edges.map((e) => e.node);
+  const revs = await allNodes(data.project.policyHistory, async (after) => {
+    const more = await gql(POLICY, { project: projectId, after });
+    return more.project && more.project.policyHistory;
+  });
   const byRevision = new Map(revs.map((r) => [r.revision, r]));
   const fromId = nextId("from");
   const toId = nextId("to");

@@ -50,7 +50,10 @@ query Decision($project: String!, $id: String!) {
   project(id: $project) {
     restId name
     policy { revision rules }
-    policyHistory(first: 100) { edges { node { revision rules at actor { name } } } }
+    policyHistory(first: 100) {
+      pageInfo { hasNextPage endCursor }
+      edges { node { revision rules at actor { name } } }
+    }
     decision(id: $id) {
       restId question options rationale status workAllowed requiredActor recommendation
       reversible generation createdAt
@@ -118,7 +121,7 @@ query Knowledge($project: String!, $kind: KnowledgeKind, $status: KnowledgeStatu
 }`;
 
 export const KNOWLEDGE_ITEM = `
-query KnowledgeItem($project: String!, $id: String!) {
+query KnowledgeItem($project: String!, $id: String!, $after: String) {
   project(id: $project) {
     restId
     knowledgeItem(id: $id) {
@@ -127,7 +130,7 @@ query KnowledgeItem($project: String!, $id: String!) {
       scope { taskIds components environments versions }
       provenance { summary sourceUri sourceTaskId recordedAt actor { name kind } }
       feedbackTotals { useful notUseful }
-      revisions(first: 100) { edges { node {
+      revisions(first: 100, after: $after) { pageInfo { hasNextPage endCursor } edges { node {
         revision title body status tags applicability supersededById
         scope { taskIds components environments versions }
         provenance { summary sourceUri sourceTaskId recordedAt actor { name kind } }
@@ -138,11 +141,11 @@ query KnowledgeItem($project: String!, $id: String!) {
 }`;
 
 export const POLICY = `
-query Policy($project: String!) {
+query Policy($project: String!, $after: String) {
   project(id: $project) {
     restId name
     policy { revision }
-    policyHistory(first: 100) { edges { node {
+    policyHistory(first: 100, after: $after) { pageInfo { hasNextPage endCursor } edges { node {
       revision rules agentRuleEditing allowRelayedHumanAnswers integrationOwnerId
       leaseSeconds reviewMode actorKind at provenance actor { name kind }
     } } }
