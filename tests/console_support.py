@@ -109,7 +109,7 @@ def serve(tmp: Path, *extra: str) -> Iterator[Served]:
     try:
         served.wait_for(r"created human principal 'admin'")
         served.admin_token = served.wait_for(r"^\s+(wp_\S+)$").group(1)
-        served.wait_for(r"Uvicorn running on")
+        served.wait_for(r"listening on http://")
         yield served
     finally:
         served.stop()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -191,6 +192,55 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
     env = {"TYPESAFE_API_KEY": "  k  ", "TYPESAFE_URL": "http://plain.example"}
     result = run("serve", "--db", db, env=env)
     assert result.exit_code == 2 and "https://" in result.output
+
+
+# Settings `serve` cannot run with: refused at start with one line naming
+# them, not a traceback, and never a server that fails each request later.
+@pytest.mark.parametrize(
+    ("env", "args", "says"),
+    [
+        ({"TYPESAFE_MAX_CONCURRENCY": "abc"}, [], "TYPESAFE_MAX_CONCURRENCY must be a whole"),
+        ({"TYPESAFE_MAX_CONCURRENCY": "0"}, [], "TYPESAFE_MAX_CONCURRENCY must be a whole"),
+        ({"TYPESAFE_CIRCUIT_OPEN_SECONDS": "inf"}, [], "TYPESAFE_CIRCUIT_OPEN_SECONDS must be"),
+        ({"TYPESAFE_CIRCUIT_OPEN_SECONDS": "nan"}, [], "TYPESAFE_CIRCUIT_OPEN_SECONDS must be"),
+        ({"TYPESAFE_API_KEY": "cl\u00e9"}, [], "visible ASCII"),
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://[::1"}, [], "not a valid URL"),
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTP://x.example"}, [], "https://"),
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_CA_BUNDLE": "/nonexistent.pem"}, [], "PEM"),
+        ({}, ["--sweep-interval", "0"], "seconds above 0"),
+        ({}, ["--sweep-interval", "nan"], "seconds above 0"),
+        ({}, ["--port", "70000"], "--port"),
+        ({}, ["--port", "9000", "--lifecycle-port", "9000"], "must differ"),
+    ],
+)
+def test_serve_refuses_settings_it_cannot_run_with(
+    db: str, env: dict[str, str], args: list[str], says: str
+) -> None:
+    result = run("serve", "--db", db, *args, env=env)
+    assert result.exit_code == 2 and says in result.output, result.output
+    assert not Path(db).exists()
+
+
+def test_serve_takes_an_upper_case_https_scheme(db: str, tmp_path: Path) -> None:
+    """URL schemes are case-insensitive; only a clock file that is not there
+    stops this start (and that one before the database is touched)."""
+    env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTPS://x.example/v1/rerank",
+           "WAYPOST_CLOCK_FILE": str(tmp_path / "no-clock")}  # fmt: skip
+    result = run("serve", "--db", db, env=env)
+    assert result.exit_code == 1, result.output
+    assert "Error: clock_unavailable:" in result.output and not Path(db).exists()
+
+
+def test_serve_refuses_a_busy_port_before_opening_the_database(db: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        for args in (["--port", port], ["--port", "0", "--lifecycle-port", port]):
+            result = run("serve", "--db", db, *args)
+            assert result.exit_code == 1, result.output
+            assert f"Error: cannot_listen: 127.0.0.1:{port}:" in result.output
+            assert not Path(db).exists()  # nor any admin token printed
 
 
 def test_serve_help_lists_every_option() -> None:

@@ -42,7 +42,7 @@ def served(tmp_path: Path) -> tuple[Server, str]:
     server = start(tmp_path / "waypost.db", clock)
     server.wait_for(r"created human principal 'admin'")
     token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
-    server.wait_for(r"Uvicorn running on")
+    server.wait_for(r"listening on http://")
     return server, token
 
 

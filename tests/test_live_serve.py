@@ -25,7 +25,7 @@ async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> No
     try:
         srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"Uvicorn running on")
+        srv.wait_for(r"listening on http://")
         headers = {"Authorization": f"Bearer {token}"}
         async with httpx.AsyncClient(base_url=srv.url, timeout=30) as client:
             r = await client.post(

@@ -47,7 +47,7 @@ def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
     try:
         srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"Uvicorn running on")
+        srv.wait_for(r"listening on http://")
         yield Waypost(srv, token)
     finally:
         srv.stop()

@@ -188,7 +188,7 @@ def test_serve_writes_json_lines_and_the_first_token_outside_the_log(tmp_path: P
     server.pump.start()
     try:
         token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
-        server.wait_for(r"Uvicorn running on")
+        server.wait_for(r"listening on http://")
         r = httpx.get(f"{server.url}/api/v1/me", headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 200
         line = server.wait_for(r'"logger": "waypost.access"')

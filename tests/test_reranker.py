@@ -242,6 +242,21 @@ async def test_nothing_listening_is_a_connect_error(
         assert await rerank_of(human) == (fts, "connect_error")
 
 
+@pytest.mark.parametrize("change", [{"api_key": "cl\u00e9-key"}, {"url": "https://[::1/rerank"}])
+async def test_a_request_httpx_cannot_build_is_a_connect_error_not_a_500(
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings, change: dict[str, str]
+) -> None:
+    """`serve` refuses such settings at start; a runtime built with them
+    anyway keeps the FTS order (it answered 500 to every packet)."""
+    rerank = dataclasses.replace(rerank_settings, **change)
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
+    async with serving(settings, clock) as svc:
+        human = await svc.principal("human")
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+        fts = await three_records(human)
+        assert await rerank_of(human) == (fts, "connect_error")
+
+
 async def test_an_untrusted_certificate_is_a_connect_error(
     tmp_path: Path, clock: MovableClock, provider: Provider, rerank_settings: RerankSettings
 ) -> None:

@@ -46,7 +46,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     try:
         server.wait_for(r"created human principal 'admin'")
         token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
-        server.wait_for(r"Uvicorn running on")
+        server.wait_for(r"listening on http://")
         # a project to act on, so that project routes also reach their handlers
         r = httpx.post(
             f"{server.url}/api/v1/projects",

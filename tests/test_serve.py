@@ -109,7 +109,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     try:
         srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"Uvicorn running on")
+        srv.wait_for(r"listening on http://")
         yield srv, token
     finally:
         srv.stop()
@@ -252,14 +252,14 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
     first = start(tmp_path / "waypost.db", clock)
     try:
         token = first.wait_for(r"^\s+(wp_\S+)$").group(1)
-        first.wait_for(r"Uvicorn running on")
+        first.wait_for(r"listening on http://")
     finally:
         # uvicorn shuts down gracefully on SIGTERM, then re-raises the signal
         assert first.stop() in (0, -signal.SIGTERM)
     first.wait_for(r"Application shutdown complete", timeout=5)
     second = start(tmp_path / "waypost.db", clock)
     try:
-        second.wait_for(r"Uvicorn running on")
+        second.wait_for(r"listening on http://")
         assert not any("shown once" in line or "wp_" in line for line in second.seen)
         r = httpx.get(f"{second.url}/api/v1/me", headers=auth(token))
         assert r.status_code == 200
@@ -275,7 +275,7 @@ def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
     first = start(tmp_path / "waypost.db", clock)
     try:
         token = first.wait_for(r"^\s+(wp_\S+)$").group(1)
-        first.wait_for(r"Uvicorn running on")
+        first.wait_for(r"listening on http://")
         headers = {**auth(token), "Idempotency-Key": "crash-project"}
         r = httpx.post(
             f"{first.url}/api/v1/projects", json={"id": "crash", "name": "C"}, headers=headers
@@ -293,7 +293,7 @@ def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
         first.stop()
     second = start(tmp_path / "waypost.db", clock)
     try:
-        second.wait_for(r"Uvicorn running on")
+        second.wait_for(r"listening on http://")
         r = httpx.get(f"{second.url}/api/v1/projects/crash/policy", headers=auth(token))
         assert r.json()["revision"] == 21 and r.json()["rules"] == "rule 20"
         events = httpx.get(
@@ -318,7 +318,7 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
     srv = start(tmp_path / "waypost.db", clock, lifecycle_port=lifecycle_port)
     try:
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{lifecycle_port}")
+        srv.wait_for(rf"listening on http://127.0.0.1:{lifecycle_port} \(lifecycle\)")
         r = httpx.get(f"http://127.0.0.1:{lifecycle_port}/v1/anything")
         # authentication runs before routing (tests/lifecycle/test_listener.py goes further)
         assert r.status_code == 401 and r.json() == {"error": "unauthenticated"}
@@ -351,7 +351,7 @@ def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path
         try:
             if not token:
                 token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-            srv.wait_for(r"Uvicorn running on")
+            srv.wait_for(r"listening on http://")
             clients = [
                 httpx.Client(base_url=srv.url, headers=auth(token), timeout=10) for _ in range(16)
             ]

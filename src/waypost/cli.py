@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sqlite3
 import sys
@@ -13,12 +14,18 @@ from typing import Any, TypeVar
 
 import click
 
-from waypost.clock import SystemClock, format_time
+from waypost.clock import FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import operations as projects
 from waypost.runtime import CONNECTION_HOOKS
-from waypost.settings import LifecycleSettings, RerankSettings, Settings, default_db_path
+from waypost.settings import (
+    LifecycleSettings,
+    RerankSettings,
+    SettingError,
+    Settings,
+    default_db_path,
+)
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import MigrationError, migrate
 
@@ -43,13 +50,23 @@ def main(ctx: click.Context) -> None:
         ctx.invoke(serve)
 
 
+def _seconds_above_zero(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # 0 or less would sweep in a busy loop; nan or inf would never sweep
+    if not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value} is not a finite number of seconds above 0")
+    return value
+
+
 @main.command()
 @db_option
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="0 picks a free port.")  # fmt: skip
 @click.option("--lifecycle-host", default="127.0.0.1", show_default=True)
-@click.option("--lifecycle-port", default=8081, show_default=True, type=int)
+@click.option("--lifecycle-port", default=8081, show_default=True, type=click.IntRange(0, 65535),
+              help="0 disables the lifecycle listener.")  # fmt: skip
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
+              callback=_seconds_above_zero,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
 @click.option("--lifecycle-auth", type=click.Choice(["waypost", "tokenreview"]),
@@ -100,9 +117,22 @@ def serve(
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if clock_file:
         log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
-    rerank = RerankSettings.from_environ()
-    if rerank.enabled and not rerank.url.startswith("https://"):
-        raise click.UsageError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
+        try:
+            FileClock(Path(clock_file)).now()  # start-up needs "now" (the admin's created_at)
+        except WaypostError as error:
+            raise click.ClickException(
+                f"clock_unavailable: {clock_file}: {error.message}"
+            ) from error
+    from waypost.reranker.client import check_settings
+
+    try:
+        rerank = RerankSettings.from_environ()
+        if rerank.enabled:
+            check_settings(rerank)
+    except SettingError as error:
+        raise click.UsageError(str(error)) from error
+    if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
+        raise click.UsageError("--port and --lifecycle-port must differ on one host")
     if not rerank.enabled:
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
     if lifecycle_auth == "tokenreview" and not (k8s_api and k8s_ca):
@@ -142,6 +172,8 @@ def serve(
     except (DatabaseUnusable, MigrationError) as error:
         # a clear refusal to start, not a traceback (docs/operations.md)
         raise click.ClickException(f"database_unusable: {error}") from error
+    except serving.CannotListen as error:
+        raise click.ClickException(f"cannot_listen: {error}") from error
 
 
 @main.command("mcp")

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -57,6 +58,42 @@ def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
+class CannotListen(Exception):
+    """A listener's address cannot be bound (busy, not local, not resolvable)."""
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """Listening sockets for every address `host` resolves to, as asyncio's
+    `create_server` (uvicorn's own binding) would make them."""
+    try:
+        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as error:
+        raise CannotListen(f"{host}:{port}: {error}") from error
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+            sock.listen(2048)  # uvicorn's default backlog
+            sock.setblocking(False)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        raise CannotListen(f"{host}:{port}: {error.strerror or error}") from error
+    return sockets
+
+
+def _announce(name: str, sockets: list[socket.socket]) -> None:
+    for sock in sockets:
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        log.info("listening on http://%s:%d (%s)", shown, port, name)
+
+
 def run(settings: Settings, loop: str = "auto", http: str = "auto") -> None:
     """Serve until SIGINT/SIGTERM. `loop`: auto|uvloop|asyncio; `http`:
     auto|httptools|h11 (auto takes httptools when installed, as uvicorn does)."""
@@ -65,6 +102,21 @@ def run(settings: Settings, loop: str = "auto", http: str = "auto") -> None:
 
 
 async def serve_forever(settings: Settings, http: str = "auto") -> None:
+    # Both addresses are bound before the database opens: a busy or foreign
+    # address is one clear refusal (CannotListen), not a traceback printed
+    # after the admin token.
+    listeners = [bind(settings.host, settings.port)]
+    try:
+        if settings.lifecycle_port:
+            listeners.append(bind(settings.lifecycle_host, settings.lifecycle_port))
+        await _serve(settings, http, listeners)
+    finally:
+        for sockets in listeners:
+            for sock in sockets:
+                sock.close()
+
+
+async def _serve(settings: Settings, http: str, listeners: list[list[socket.socket]]) -> None:
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
@@ -88,7 +140,12 @@ async def serve_forever(settings: Settings, http: str = "auto") -> None:
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop, sig)
-        tasks = [asyncio.create_task(server.serve()) for server in servers]
+        for name, sockets in zip(("public", "lifecycle"), listeners, strict=False):
+            _announce(name, sockets)
+        tasks = [
+            asyncio.create_task(server.serve(sockets=sockets))
+            for server, sockets in zip(servers, listeners, strict=True)
+        ]
         try:
             # one listener ending (stopped, or failed to bind) ends the other
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,37 @@ DEFAULT_TYPESAFE_URL = "https://api.typesafe.example/v1/rerank"
 
 def default_db_path() -> str:
     return os.environ.get("WAYPOST_DB") or DEFAULT_DB
+
+
+class SettingError(ValueError):
+    """A setting `serve` cannot run with; the message names it and says why."""
+
+
+def _positive_int(env: dict[str, str], name: str, default: int) -> int:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SettingError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return value
+
+
+def _positive_seconds(env: dict[str, str], name: str, default: float) -> float:
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    # nan or inf would leave an opened circuit open for good
+    if not (math.isfinite(value) and value > 0):
+        raise SettingError(f"{name} must be a finite number of seconds above 0, not {raw!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -30,6 +62,8 @@ class RerankSettings:
 
     @classmethod
     def from_environ(cls, environ: dict[str, str] | None = None) -> RerankSettings:
+        """The settings from the environment; `SettingError` for a value that
+        cannot be used (checked whether or not a key is set)."""
         env = dict(os.environ if environ is None else environ)
         key = (env.get("TYPESAFE_API_KEY") or "").strip() or None
         ca = env.get("TYPESAFE_CA_BUNDLE")
@@ -37,8 +71,8 @@ class RerankSettings:
             api_key=key,
             url=env.get("TYPESAFE_URL") or DEFAULT_TYPESAFE_URL,
             ca_bundle=Path(ca) if ca else None,
-            max_concurrency=int(env.get("TYPESAFE_MAX_CONCURRENCY") or 4),
-            circuit_open_seconds=float(env.get("TYPESAFE_CIRCUIT_OPEN_SECONDS") or 60),
+            max_concurrency=_positive_int(env, "TYPESAFE_MAX_CONCURRENCY", 4),
+            circuit_open_seconds=_positive_seconds(env, "TYPESAFE_CIRCUIT_OPEN_SECONDS", 60.0),
         )
 
 

@@ -80,7 +80,7 @@ def test_the_real_lifecycle_listener(
     port = free_port()
     srv = start(db, clock, port, "--lifecycle-webhook", hook_url)
     try:
-        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{port}")
+        srv.wait_for(rf"listening on http://127.0.0.1:{port} ")
         base = f"http://127.0.0.1:{port}"
         person = admin(db, "principal", "create", "--kind", "human", "--name", "ann")
         pid = person["principal_id"]
@@ -199,7 +199,7 @@ def test_the_docs_example_works_as_printed(tmp_path: Path) -> None:
     port = free_port()
     srv = start(db, clock, port)
     try:
-        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{port}")
+        srv.wait_for(rf"listening on http://127.0.0.1:{port} ")
         env = {
             **os.environ,
             "LIFECYCLE_URL": f"http://127.0.0.1:{port}",

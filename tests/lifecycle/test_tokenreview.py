@@ -232,7 +232,7 @@ def test_serve_selects_tokenreview_with_its_flags(
         str(ca_file),
     )
     try:
-        srv.wait_for(rf"Uvicorn running on http://127.0.0.1:{port}")
+        srv.wait_for(rf"listening on http://127.0.0.1:{port} ")
         subprocess.run(
             [
                 sys.executable,

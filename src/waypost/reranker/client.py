@@ -21,6 +21,8 @@ from typing import Any
 import certifi
 import httpx
 
+from waypost.settings import RerankSettings, SettingError
+
 MAX_RESPONSE_BYTES = 256 * 1024
 CONNECT_TIMEOUT = 1.0
 TOTAL_TIMEOUT = 3.0
@@ -33,6 +35,33 @@ class ProviderFailure(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def is_https(url: str) -> bool:
+    return url[:8].lower() == "https://"
+
+
+def check_settings(settings: RerankSettings) -> None:
+    """`SettingError` for a provider setting no request could be sent with:
+    `serve` refuses it at start instead of failing every context request."""
+    try:
+        url = httpx.URL(settings.url)
+    except httpx.InvalidURL as error:
+        raise SettingError(f"TYPESAFE_URL is not a valid URL ({error})") from error
+    if url.scheme != "https" or not url.host:
+        raise SettingError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
+    key = settings.api_key or ""
+    # the key travels in a header: visible ASCII only (no spaces, no line breaks)
+    if not all("!" <= c <= "~" for c in key):
+        raise SettingError("TYPESAFE_API_KEY may hold visible ASCII characters only")
+    if settings.ca_bundle is not None:
+        try:
+            ssl.create_default_context().load_verify_locations(cafile=str(settings.ca_bundle))
+        except (OSError, ssl.SSLError) as error:
+            raise SettingError(
+                f"TYPESAFE_CA_BUNDLE {settings.ca_bundle} is not a readable PEM file of"
+                f" certificates ({error})"
+            ) from error
 
 
 def make_client(ca_bundle: Path | None, max_connections: int) -> httpx.AsyncClient:
@@ -64,7 +93,7 @@ async def score(
     total_timeout: float = TOTAL_TIMEOUT,
 ) -> dict[str, float]:
     """Scores by document id, or ProviderFailure."""
-    if not url.startswith("https://"):
+    if not is_https(url):
         # serve refuses such a URL at start; this keeps the rule where the data leaves
         raise ProviderFailure("connect_error")
     try:
@@ -76,6 +105,10 @@ async def score(
         raise ProviderFailure("timeout") from exc
     except httpx.TransportError as exc:
         # refused or reset connections, TLS failures, broken responses
+        raise ProviderFailure("connect_error") from exc
+    except (httpx.InvalidURL, ValueError) as exc:
+        # a request httpx cannot build (a URL or key serve would refuse at
+        # start): a failure like any other, never an error of the packet
         raise ProviderFailure("connect_error") from exc
     return parse_scores(body, [d["id"] for d in documents])
 
