@@ -4,7 +4,9 @@ changes that write no event of their own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
 
@@ -13,9 +15,10 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Caller, Service
-from tests.decisions_support import edit_task, new_task, open_decision, send_answer
+from tests.decisions_support import edit_task, new_task, open_decision, reopen, send_answer
 from tests.live_support import GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
+from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 
@@ -79,6 +82,34 @@ async def test_decision_changed_follows_answers_and_status_changes_made_elsewher
         await edit_task(human, task, title="A different question now")
         stale = (await _next(client, op))["decisionChanged"]
         assert stale["status"] == "STALE"
+
+
+async def test_decision_changed_yields_every_state_a_late_read_finds_in_one_batch(
+    service: Service, human: Caller, project: str
+) -> None:
+    """An answer, a reopen and a second answer committed before the stream
+    reads again (one batch): each state is yielded in turn, not only the last
+    one (the answer in between was lost)."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    actor = await service.rt.db.read(lambda conn: principals.authenticate(conn, human.token, "api"))
+    changes = decision_changes(service.rt, actor, human.token, decision["id"])
+    async with aclosing(changes):
+        first = await anext(changes)
+        assert (first["status"], first["generation"]) == ("pending", 1)
+        # the generator is paused: everything below reaches it as one batch
+        assert (await send_answer(human, decision["id"], disposition="allow")).status_code == 200
+        assert (await reopen(human, decision["id"], 1)).status_code == 200
+        denied = await send_answer(human, decision["id"], generation=2, disposition="deny")
+        assert denied.status_code == 200
+        await edit_task(human, task, title="A different question now")
+        async with asyncio.timeout(10):  # a lost state would wait for ever
+            seen = [await anext(changes) for _ in range(4)]
+    states = [(d["generation"], d["status"], d["current"]["answer"] and d["current"]["answer"]
+               ["disposition"]) for d in seen]  # fmt: skip
+    assert states == [(1, "allowed", "allow"), (2, "pending", None), (2, "denied", "deny"),
+                      (2, "stale", "deny")]  # fmt: skip
+    assert all(d["work_allowed"] is (d["status"] == "allowed") for d in seen)
 
 
 async def test_decision_changed_reports_expiry_when_time_passes(

@@ -13,7 +13,8 @@ from waypost.clock import format_time
 from waypost.errors import NotFound
 from waypost.live import hub_for
 from waypost.resolvers.access import principals
-from waypost.resolvers.decisions.views import load_decisions
+from waypost.resolvers.decisions.status import decision_status, work_allowed
+from waypost.resolvers.decisions.views import load_decisions, load_generations
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
@@ -92,6 +93,61 @@ async def load_decision(rt: Runtime, decision_id: str) -> dict[str, Any] | None:
     return found.get(decision_id)
 
 
+# The events that change a decision's generation or answer. Each states what
+# the decision became (and a reopen, what it was just before), so a batch
+# holding several of them (an answer and a reopen committed together, or read
+# late by a busy subscriber) still yields every state in turn, not the last.
+_CHANGES = ("decision.answered", "decision.timed_out", "decision.reopened")
+
+
+def _steps(batch: list[Event], decision_id: str) -> list[tuple[int, str | None, bool]]:
+    """(generation, status or None for its answer's, with its answer) per state."""
+    steps: list[tuple[int, str | None, bool]] = []
+    for event in batch:
+        if event["subject_id"] != decision_id or event["type"] not in _CHANGES:
+            continue
+        generation = event["data"]["generation"]
+        if event["type"] == "decision.reopened":
+            steps.append((generation - 1, event["data"]["previous_status"], True))
+            steps.append((generation, "pending", False))
+        else:
+            steps.append((generation, None, True))
+    return steps
+
+
+async def load_changes(
+    rt: Runtime, decision_id: str, batch: list[Event]
+) -> list[dict[str, Any]] | None:
+    """The decision as each change event of `batch` left it, then as it is now
+    (which adds what no event of its own states: stale, expired); None when it
+    is gone. Generations and answers are immutable, so the earlier states are
+    rebuilt from them, each generation with its answer only once answered."""
+    now_at = format_time(rt.now())
+    steps = _steps(batch, decision_id)
+    keys = sorted({(decision_id, generation) for generation, _, _ in steps})
+
+    def read(conn: Any) -> tuple[dict[str, Any] | None, dict[Any, Any]]:
+        found = load_decisions(conn, [decision_id], now_at).get(decision_id)
+        return found, load_generations(conn, keys)
+
+    found, generations = await rt.db.read(read)
+    if found is None:
+        return None
+    states = []
+    for generation, status, answered in steps:
+        current = generations.get((decision_id, generation))
+        if current is None:
+            continue
+        current = {**current, "answer": current["answer"] if answered else None}
+        if status is None:
+            answer = current["answer"]
+            status = decision_status(answer and answer["disposition"], None, now_at, False)
+        states.append({**found, "generation": generation, "current": current,
+                       "status": status, "work_allowed": work_allowed(status)})  # fmt: skip
+    states.append(found)
+    return states
+
+
 def _state(decision: dict[str, Any]) -> tuple[Any, ...]:
     current = decision["current"]
     answer = current["answer"]
@@ -106,26 +162,32 @@ async def decision_changes(
     edit of an affected task or of the rules, expired when time passes) are
     found by reading the decision again after every event of its project and
     at least every `poll_seconds`. Ends as `project_events` does."""
-    decision = await load_decision(rt, decision_id)
-    if decision is None:
+    known = await load_decision(rt, decision_id)
+    if known is None:
         raise NotFound("no such decision", {"decision_id": decision_id})
-    yield decision
-    last = _state(decision)
     hub = hub_for(rt)
     limits = hub.limits
-    async with hub.listen(decision["project_id"], actor.token_id, None) as listener:
+    async with hub.listen(known["project_id"], actor.token_id, None) as listener:
+        # read once the listener is in place: a change committed between the
+        # two is in this state or in the listener's first batch, never lost
+        decision = await load_decision(rt, decision_id)
+        if decision is None:
+            return
+        yield decision
+        last = _state(decision)
         checked = time.monotonic()
         while True:
             # any event of the project, or a quiet interval: look again
-            await listener.next_batch(limits.poll_seconds)
+            batch = await listener.next_batch(limits.poll_seconds)
             if time.monotonic() - checked >= limits.recheck_seconds:
                 if not await still_valid(rt, token):
                     return
                 checked = time.monotonic()
-            found = await load_decision(rt, decision_id)
-            if found is None:
+            states = await load_changes(rt, decision_id, batch)
+            if states is None:
                 return
-            state = _state(found)
-            if state != last:
-                last = state
-                yield found
+            for found in states:
+                state = _state(found)
+                if state != last:
+                    last = state
+                    yield found
