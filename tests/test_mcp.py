@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 
-from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session
+from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session, text
 from tests.test_serve import START, start
 
 pytestmark = pytest.mark.slow
@@ -388,3 +390,71 @@ async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
             )  # fmt: skip
             message = await refused(s, "decision_wait", project=project, decision_id=decision["id"])
     assert message.startswith("too_many_streams:"), message
+    assert "16 open streams" in message and "unexpected server fault" not in message
+
+
+async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_running(
+    tmp_path: Path,
+) -> None:
+    """The SDK client's open GET /mcp stream kept uvicorn waiting for ever, and
+    the running decision_wait answered `internal` with a logged traceback."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"listening on http://")
+        waypost = Waypost(srv, token)
+        project = waypost.project("stopping")
+        task_id = waypost.task(project)
+        agent = waypost.principal("agent", "stopper")
+        client = contextlib.AsyncExitStack()
+        try:
+            s = await client.enter_async_context(session("http", waypost.url, agent))
+            decision = await call(
+                s, "decision_open", project=project, task_ids=[task_id], question="Go?",
+                options=["Yes", "No"], rationale="r", required_actor="human", environment="e",
+            )  # fmt: skip
+            arguments = {"project": project, "decision_id": decision["id"], "timeout_seconds": 120}
+            waiting = asyncio.create_task(s.call_tool("decision_wait", arguments))
+            await asyncio.sleep(1.0)  # the wait is listening
+            began = time.monotonic()
+            srv.process.send_signal(signal.SIGTERM)
+            result = await asyncio.wait_for(waiting, 15)
+            status = await asyncio.to_thread(srv.process.wait, 15)
+            seconds = time.monotonic() - began
+        finally:
+            with contextlib.suppress(Exception):  # the client meets a server that went away
+                await client.aclose()
+    finally:
+        srv.stop()
+    assert result.isError and text(result).startswith("unavailable:"), text(result)
+    assert status == 0 and seconds < 10
+    while not srv.lines.empty():
+        srv.seen.append(srv.lines.get())
+    logged = "\n".join(srv.seen)
+    assert " ERROR " not in logged and "Traceback" not in logged, logged
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_wait_after_the_kept_session_ended_elsewhere_goes_on_without_it(
+    waypost: Waypost, transport: str
+) -> None:
+    """decision_wait read with the ended session and answered `session_not_live`
+    on every call, while its advice said that calling again would do."""
+    project = waypost.project(f"ended-{transport}")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", f"ended-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        claimed = await call(s, "task_claim", project=project)
+        ended = waypost.rest(
+            "POST", f"/api/v1/sessions/{claimed['lease']['session_id']}/end", token=agent
+        )
+        assert ended.status_code == 200, ended.text
+        question = {"question": "Go?", "options": ["Yes", "No"], "rationale": "r",
+                    "required_actor": "human", "task_ids": [task_id],
+                    "environment": "e"}  # fmt: skip
+        decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", question).json()
+        waited = await call(s, "decision_wait", project=project, decision_id=decision["id"],
+                            timeout_seconds=1)  # fmt: skip
+    assert waited["outcome"] == "timeout" and waited["decision"]["status"] == "pending"

@@ -79,9 +79,17 @@ class Runtime:
     metrics: Metrics = field(default_factory=Metrics)
     # the live event fan-out, made on first use by `waypost.live.hub_for`
     hub: Hub | None = None
+    # set when the server begins to stop: what holds a connection open (event
+    # streams, MCP sessions) ends, or the server would wait for it for ever
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def now(self) -> datetime:
         return self.clock.now()
+
+    def begin_stop(self) -> None:
+        self.stopping.set()
+        if self.hub is not None:
+            self.hub.stop()
 
 
 def make_clock(settings: Settings) -> Clock:

@@ -131,8 +131,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:
-            if rt.hub is not None:
-                rt.hub.stop()  # ends open event streams, which would hold up the exit
+            rt.begin_stop()  # ends open streams and MCP sessions, which would hold up the exit
             for server in servers:
                 # a second signal while stopping: stop waiting for open connections
                 server.force_exit = server.should_exit and sig == signal.SIGINT

@@ -73,6 +73,19 @@ def _next_step(error: ApiError, project: str | None) -> str:
         return "That idempotency_key was used for a different call; use a new key."
     if code == "idempotency_in_flight":
         return "The same call is still running; call again in a moment to get its result."
+    if code == "publication_in_progress":
+        return (
+            "A task this touches is being published under someone's publication authority. "
+            "Wait until its holder finalizes (task_get shows `publication`), then call again."
+        )
+    if code == "too_many_streams":
+        return (
+            "This token already has its 16 open streams and waits (other decision_wait "
+            "calls, event streams, subscriptions). Let one end, or wait with a shorter "
+            "timeout_seconds, then call again."
+        )
+    if code == "unsupported_media_type":
+        return "Send the arguments as JSON (application/json)."
     if code == "unavailable":
         return "Waypost is busy or unreachable; retry in a few seconds."
     if code == "unauthenticated":

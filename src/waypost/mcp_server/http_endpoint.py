@@ -37,6 +37,9 @@ from waypost.runtime import Actor, Runtime
 IDLE_SECONDS = 15 * 60
 # the REST body limit plus room for the JSON-RPC envelope
 BODY_LIMIT = 256 * 1024 + 16 * 1024
+# Once the server stops, calls in flight get this long to answer (a
+# decision_wait answers `unavailable` at once) before every MCP session ends.
+STOP_GRACE_SECONDS = 0.5
 
 
 class _QuietClosedStreams(logging.Filter):
@@ -97,11 +100,19 @@ class McpEndpoint:
         do), and a task group must not be.
         """
         started, stop = asyncio.Event(), asyncio.Event()
+        stopping = self._runtime().stopping
 
         async def hold() -> None:
             async with self.manager.run():
                 started.set()
-                await stop.wait()
+                # the app's end, or the server stopping: an open session (its
+                # GET stream) would keep uvicorn waiting for the connection
+                ends = [asyncio.create_task(stop.wait()), asyncio.create_task(stopping.wait())]
+                await asyncio.wait(ends, return_when=asyncio.FIRST_COMPLETED)
+                for end in ends:
+                    end.cancel()
+                if stopping.is_set():
+                    await asyncio.sleep(STOP_GRACE_SECONDS)
 
         holder = asyncio.create_task(hold())
         waiter = asyncio.create_task(started.wait())

@@ -12,10 +12,10 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from hashlib import sha256
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import mcp.types as types
@@ -34,6 +34,8 @@ from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
 
+T = TypeVar("T")
+
 log = logging.getLogger("waypost.mcp")
 INSTRUCTIONS = (
     "Waypost coordinates AI agents and humans on shared projects. Before acting on a "
@@ -43,8 +45,9 @@ INSTRUCTIONS = (
     "`decision_wait`; never work around a pending decision. Mutating tools take an optional "
     "`idempotency_key`: reuse it to retry a call safely."
 )
-RESOURCE_URI = re.compile(r"^waypost://projects/([a-z0-9][a-z0-9-]{0,62})/(policy|digest)$")
-KEY_SAFE = re.compile(r"^[!-~]{1,64}$")
+# used with fullmatch: `$` would also match before a final line break
+RESOURCE_URI = re.compile(r"waypost://projects/([a-z0-9][a-z0-9-]{0,62})/(policy|digest)")
+KEY_SAFE = re.compile(r"[!-~]{1,64}")
 PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
 
 
@@ -64,7 +67,7 @@ def derived_key(state: McpState, request_id: Any) -> str:
     """The key of a call sent without one: MCP session + JSON-RPC request id, so a
     transport's resend of the same request replays instead of writing twice."""
     text = str(request_id)
-    part = text if KEY_SAFE.match(text) else sha256(text.encode()).hexdigest()[:32]
+    part = text if KEY_SAFE.fullmatch(text) else sha256(text.encode()).hexdigest()[:32]
     return f"mcp-{state.id}-r{part}"
 
 
@@ -102,29 +105,36 @@ async def _route_call(
     body = args if tool.mutating else None
     query = None if tool.mutating else {k: _query_text(v) for k, v in args.items() if v is not None}
 
-    for attempt in (1, 2):
+    async def call() -> Any:
         session = await state.agent.ensure(backend) if tool.needs_session else None
-        session = session or state.agent.session_id
-        try:
-            reply = await backend.call(
-                tool.method, tool.path, params, query=query, body=body,
-                idempotency_key=key, session_id=session,
-            )  # fmt: skip
-        except ApiError as error:
-            if attempt == 1 and session and error.details.get("reason") == "session_not_live":
-                # the kept session ended behind our back: start another, once
-                state.agent.forget(session)
-                continue
-            raise
+        reply = await backend.call(
+            tool.method, tool.path, params, query=query, body=body,
+            idempotency_key=key, session_id=session or state.agent.session_id,
+        )  # fmt: skip
         return reply.body
-    raise AssertionError("unreachable")
+
+    return await _once_more_if_session_ended(state, call)
+
+
+async def _once_more_if_session_ended(state: McpState, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, and once more when the agent session this MCP session kept
+    ended behind its back (ended elsewhere, expired): the second call starts
+    another session where the tool needs one, and reads go without one."""
+    try:
+        return await call()
+    except ApiError as error:
+        session = state.agent.session_id
+        if session and error.details.get("reason") == "session_not_live":
+            state.agent.forget(session)
+            return await call()
+        raise
 
 
 async def _decision_wait(backend: Backend, state: McpState, args: dict[str, Any]) -> Any:
     project, decision_id = str(args["project"]), str(args["decision_id"])
     timeout = float(args.get("timeout_seconds", tools.WAIT_TIMEOUT_DEFAULT))
 
-    async def read() -> dict[str, Any]:
+    async def read_once() -> dict[str, Any]:
         reply = await backend.call(
             "GET",
             tools.DECISION,
@@ -133,6 +143,9 @@ async def _decision_wait(backend: Backend, state: McpState, args: dict[str, Any]
         )
         decision: dict[str, Any] = reply.body
         return decision
+
+    async def read() -> dict[str, Any]:
+        return await _once_more_if_session_ended(state, read_once)
 
     return await wait_for_decision(backend.changes(project), read, timeout)
 
@@ -259,7 +272,7 @@ def build_server(
 
     @server.read_resource()
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
-        match = RESOURCE_URI.match(str(uri))
+        match = RESOURCE_URI.fullmatch(str(uri))
         if match is None:
             raise ValueError(
                 f"unknown resource {uri}; use waypost://projects/{{project}}/policy or /digest"

@@ -23,8 +23,9 @@ from urllib.parse import quote
 import httpx
 
 from waypost.clock import parse_time
+from waypost.errors import Unavailable
 from waypost.live import hub_for
-from waypost.live.hub import Listener
+from waypost.live.hub import Listener, StreamEnded
 from waypost.mcp_server.calls import ApiError
 from waypost.runtime import Runtime
 
@@ -73,7 +74,11 @@ class _ListenerWaker:
         self._now = now
 
     async def wait(self, timeout: float) -> None:
-        await self._listener.next_batch(timeout)
+        try:
+            await self._listener.next_batch(timeout)
+        except StreamEnded as ended:
+            # a planned stop, not a fault: the agent calls again once it is back
+            raise Unavailable("the server is stopping; call decision_wait again") from ended
 
     def seconds_until(self, instant: str) -> float:
         delta: float = (parse_time(instant) - self._now()).total_seconds()
