@@ -150,6 +150,13 @@ async def test_unknown_records_and_limits_are_errors(
         assert message["id"] == op
         assert message["payload"]["errors"][0]["extensions"]["code"] == "not_found"
         assert (await client.receive()) == {"id": op, "type": "complete"}
+        # a negative position, refused as by the SSE route (it streamed from 1)
+        op = await client.subscribe(EVENTS, {"after": -5})
+        message = await asyncio.wait_for(client.receive(), 10)
+        assert message["id"] == op
+        error = message["payload"]["errors"][0]["extensions"]
+        assert error["code"] == "invalid_request" and error["field"] == "after", error
+        assert (await client.receive()) == {"id": op, "type": "complete"}
         # the query limits of section 12 apply: 31 aliases is one too many
         fields = " ".join(f"a{i}: type" for i in range(31))
         op = await client.subscribe(

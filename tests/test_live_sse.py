@@ -172,6 +172,11 @@ async def test_bad_positions_and_unknown_projects_are_refused(
         assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"
         r = await client.get(STREAM, headers={**human.headers(), "Last-Event-ID": "-1"})
         assert r.status_code == 400
+        # unknown or repeated parameters, as on every REST route (they were ignored)
+        for query in ("foo=1", "after=1&after=5"):
+            r = await asyncio.wait_for(client.get(f"{STREAM}?{query}", headers=human.headers()), 10)
+            assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_request"
+            assert r.json()["error"]["details"]["field"] in ("foo", "after")
         r = await client.get("/api/v1/projects/nope/events/stream", headers=human.headers())
         assert r.status_code == 404
         r = await client.get(STREAM)

@@ -19,15 +19,22 @@ from contextlib import AsyncExitStack
 from typing import Any
 from weakref import WeakKeyDictionary
 
+import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
+from waypost.http.decoding import decode_query
 from waypost.live import Hub, SlowConsumer, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import HEADERS, error_response
 
 PATH = "/api/v1/projects/{project}/events/stream"
+
+
+class _StreamQuery(msgspec.Struct, forbid_unknown_fields=True):
+    # text: `_position` reads it (an empty value is no position)
+    after: str | None = None
 
 
 def _position(value: str | None, name: str) -> int | None:
@@ -96,7 +103,9 @@ async def event_stream(request: Request) -> Response:
     token = request.headers.get("authorization", "").partition(" ")[2].strip()
     stack = AsyncExitStack()
     try:
-        after = _position(request.query_params.get("after"), "after")
+        # unknown or repeated parameters are refused, as on every REST route
+        query = decode_query(request.query_params.multi_items(), _StreamQuery)
+        after = _position(query.after, "after")
         resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
         await check_project(rt, project_id)
         events = project_event_batches(

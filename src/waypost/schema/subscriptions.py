@@ -9,7 +9,7 @@ from typing import TypeVar
 import strawberry
 from graphql import GraphQLError
 
-from waypost.errors import WaypostError
+from waypost.errors import InvalidRequest, WaypostError
 from waypost.live import StreamEnded
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, decision_changes, project_events
 from waypost.schema.context import Info
@@ -50,6 +50,9 @@ class Subscription:
         ctx = info.context
 
         async def items() -> AsyncIterator[Event]:
+            if after is not None and after < 0:
+                # as the SSE route and the events connection refuse it
+                raise InvalidRequest.field("after", "after must be an event sequence (0 or more)")
             await check_project(ctx.rt, project_id)
             async for item in project_events(ctx.rt, ctx.actor, ctx.token, project_id, after):
                 if item is not OPENED and item is not KEEPALIVE:
