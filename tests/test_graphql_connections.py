@@ -226,3 +226,15 @@ async def test_the_dashboard_query_in_the_docs_runs_as_printed(human: Caller, pr
     generations = decisions["nodes"][0]["generations"]["nodes"]
     assert [g["generation"] for g in generations] == [2, 1]
     assert generations[0]["affected"][0]["task"]["restId"] == task
+
+
+async def test_errors_come_in_document_order(human: Caller, project: str) -> None:
+    """One refusal under each item of a list: listed by path, as the items
+    come (batched loaders failed them in no fixed order; 1, 0, 2 was seen)."""
+    for n in range(6):
+        await new_task(human, f"Task {n}")
+    query = """{ project(id: "demo") { tasks(first: 6) { nodes {
+        project { decisions(after: "bad") { totalCount } } } } } }"""
+    for _ in range(5):
+        errors = (await human.gql(query))["errors"]
+        assert [e["path"][3] for e in errors] == list(range(6))

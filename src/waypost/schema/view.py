@@ -190,8 +190,18 @@ class WaypostGraphQL(GraphQL[Context, None]):
     ) -> GraphQLHTTPResponse:
         data: GraphQLHTTPResponse = {"data": result.data}
         if result.errors:
-            data["errors"] = [shape_error(e) for e in result.errors]
+            # in document order: graphql-core lists errors as their resolvers
+            # fail, and batched loaders fail list items in no fixed order
+            errors = sorted(result.errors, key=_document_order)
+            data["errors"] = [shape_error(e) for e in errors]
         return data
+
+
+def _document_order(error: GraphQLError) -> tuple[Any, ...]:
+    """Sort key: path (list indexes before names, in order), then location."""
+    path = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in error.path or ())
+    where = tuple((at.line, at.column) for at in error.locations or ())
+    return (path, where)
 
 
 def graphql_view(graphiql: bool) -> WaypostGraphQL:
