@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +183,32 @@ def test_admin_grant_sets_and_replaces_the_one_tenant_role(tmp_path: Path) -> No
         ],
     )
     assert bad.exit_code != 0
+
+
+async def test_an_attempt_is_bounded_as_a_whole_not_per_read(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A receiver that answers a byte at a time, never pausing long enough for
+    httpx's per-read timeout, held the attempt (and every later event) open."""
+    await make_events(author, 0)
+
+    async def trickle() -> AsyncIterator[bytes]:
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            yield b" "
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=trickle())
+
+    rt = lifecycle.service.rt
+    began = time.monotonic()
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook), timeout=10) as client:
+        assert await deliver_once(rt, client, HOOK, seconds=0.5) is False
+    assert time.monotonic() - began < 3
+    row = await rt.db.read(
+        lambda c: c.execute(
+            "SELECT state, attempts, last_error FROM lifecycle_deliveries"
+        ).fetchone()
+    )
+    assert (row["state"], row["attempts"]) == ("pending", 1)
+    assert row["last_error"] == "no answer within 0.5 seconds"

@@ -28,6 +28,11 @@ from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.lifecycle")
 
+# One attempt, whole: httpx's own timeout bounds each read, so a receiver
+# trickling a byte every few seconds kept an attempt (and every later event)
+# waiting for minutes.
+ATTEMPT_SECONDS = 10.0
+
 
 @dataclass(frozen=True)
 class Backoff:
@@ -59,27 +64,38 @@ def list_deliveries(
     return [delivery_json(r) for r in store.deliveries(conn, state, limit)]
 
 
-async def _post(client: httpx.AsyncClient, url: str, row: sqlite3.Row) -> str | None:
+async def _post(
+    client: httpx.AsyncClient, url: str, row: sqlite3.Row, seconds: float = ATTEMPT_SECONDS
+) -> str | None:
     """None when delivered, else a short reason kept on the delivery."""
     payload = json.dumps(store.event_json(row), separators=(",", ":"), ensure_ascii=False)
     try:
-        response = await client.post(
-            url,
-            content=payload.encode(),
-            headers={"Content-Type": "application/json", "Waypost-Delivery": str(row["sequence"])},
-        )
+        async with asyncio.timeout(seconds):
+            response = await client.post(
+                url,
+                content=payload.encode(),
+                headers={
+                    "Content-Type": "application/json",
+                    "Waypost-Delivery": str(row["sequence"]),
+                },
+            )
+    except TimeoutError:
+        return f"no answer within {seconds:g} seconds"
     except httpx.HTTPError as exc:
         return type(exc).__name__
     return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
-async def deliver_once(rt: Runtime, client: httpx.AsyncClient, url: str) -> bool | None:
-    """Try the oldest pending delivery: True delivered, False failed, None nothing to do."""
+async def deliver_once(
+    rt: Runtime, client: httpx.AsyncClient, url: str, seconds: float = ATTEMPT_SECONDS
+) -> bool | None:
+    """Try the oldest pending delivery (one attempt of at most `seconds`):
+    True delivered, False failed, None nothing to do."""
     rows = await rt.db.read(lambda conn: store.deliveries(conn, "pending", 1))
     if not rows:
         return None
     row = rows[0]
-    error = await _post(client, url, row)
+    error = await _post(client, url, row, seconds)
     at = format_time(rt.now())
     sequence = int(row["sequence"])
     if error is None:
