@@ -48,6 +48,16 @@ async def test_the_same_key_with_another_request_is_409_and_writes_nothing(
     assert [await lifecycle.count(t) for t in TABLES] == counts
 
 
+async def test_a_reused_key_meets_the_policy_first(author: Member, lifecycle: Lifecycle) -> None:
+    """Every handled command invokes the policy: a caller that lost the right
+    heard 409 for another body under its old key, and 403 for the same body."""
+    await author.post("/v1/decisions", {"memo": memo()}, key="k1")
+    await lifecycle.grant(author.id, "acme", "reader")
+    for body in ({"memo": memo()}, {"memo": memo("other")}):
+        r = await author.post("/v1/decisions", body, key="k1")
+        assert (r.status_code, r.json()) == (403, {"error": "policy_denied"})
+
+
 async def test_revise_appends_version_two_and_both_versions_stay_readable(
     author: Member,
 ) -> None:

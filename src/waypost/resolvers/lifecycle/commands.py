@@ -121,18 +121,20 @@ def _run(
 ) -> Receipt:
     authz.recheck_identity(conn, req.caller)
     previous = store.receipt(conn, req.caller.id, req.key)
-    if previous is not None:
-        if previous["fingerprint"] != req.fingerprint:
-            raise IdempotencyKeyConflict("this idempotency key was used for another request")
+    if previous is not None and previous["fingerprint"] == req.fingerprint:
         # a replay is a request like any other: the caller must still hold the right
         grant = authz.authorize(conn, req.caller, Action(previous["action"]))
         if grant.tenant != previous["tenant"]:
             raise authz.denied()
         return Receipt(previous["body"], replayed=True)
+    # every handled command meets the policy first, a reused key included: a
+    # caller without the right hears `policy_denied`, whatever its key
     if new:
         grant, current = authz.authorize(conn, req.caller, action), None
     else:
         grant, current = authz.authorize_memo(conn, req.caller, action, memo_id)
+    if previous is not None:
+        raise IdempotencyKeyConflict("this idempotency key was used for another request")
     body = unit(Tx(conn, at, grant, current))
     text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
     store.insert_receipt(
