@@ -251,6 +251,20 @@ async def test_secret_markers_anywhere_in_the_memo_are_400(author: Member, secre
     refused(await author.register(memo(tags=[secret[:64]])), 400, "secret_marker_detected")
 
 
+async def test_a_revision_summary_and_an_audience_are_checked_for_secrets_too(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    """Both are stored and sent to the webhook; both passed unchecked."""
+    assert (await author.register(memo())).status_code == 200
+    counts = [await lifecycle.count(t) for t in TABLES]
+    revised = {"memo": memo(version=2), "expected_version": 1, "summary": "ghp_" + "a" * 36}
+    at = "/v1/decisions/adr.payments-retry"
+    refused(await author.post(f"{at}/revisions", revised), 400, "secret_marker_detected")
+    audience = {"version": 1, "audience": {"subjects": ["token=abcdefghijk"], "groups": []}}
+    refused(await author.post(f"{at}/publications", audience), 400, "secret_marker_detected")
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
 async def test_near_misses_of_secret_markers_pass(author: Member) -> None:
     text = "password=short sk-short AKIAlower ghp_tooShort token: x"
     assert (await author.register(memo(context=text))).status_code == 200

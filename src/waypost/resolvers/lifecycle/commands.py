@@ -199,6 +199,8 @@ async def revise(rt: Runtime, req: Request, memo_id: str, body: ReviseBody) -> R
         raise checks.refuse(
             "invalid_request", "memo.version must be expected_version + 1", "memo.version"
         )
+    # stored, and sent to the webhook: checked as every other text the memo carries
+    checks.check_no_secrets([body.summary], "summary")
     supplied = documents.check_documents(memo, body.documents)
     text = memo_json(memo)
 
@@ -298,6 +300,7 @@ async def publish(rt: Runtime, req: Request, memo_id: str, body: PublicationBody
     if not audience.subjects and not audience.groups:
         raise checks.refuse("invalid_request", "name at least one subject or group", "audience")
     data = {"audience": msgspec.to_builtins(audience)}
+    checks.check_no_secrets(checks.strings(data), "audience")
 
     def unit(tx: Tx) -> dict[str, Any]:
         memo_at(tx.conn, tx.grant.tenant, memo_id, body.version)
