@@ -265,6 +265,21 @@ async def test_a_revision_summary_and_an_audience_are_checked_for_secrets_too(
     assert [await lifecycle.count(t) for t in TABLES] == counts
 
 
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"options": [{"id": "a", "title": "A"}, {"id": "b", "title": "B"}]},  # no summary
+        {"recommendation": {"option_id": "a"}},  # no rationale
+    ],
+)
+async def test_an_options_summary_and_a_recommendations_rationale_are_required(
+    author: Member, field: dict[str, Any]
+) -> None:
+    """The model gives defaults to six named fields only (they defaulted to "")."""
+    r = await author.register(memo(**field))
+    refused(r, 400, "invalid_request")
+
+
 async def test_near_misses_of_secret_markers_pass(author: Member) -> None:
     text = "password=short sk-short AKIAlower ghp_tooShort token: x"
     assert (await author.register(memo(context=text))).status_code == 200
@@ -273,7 +288,7 @@ async def test_near_misses_of_secret_markers_pass(author: Member) -> None:
 @pytest.mark.parametrize(
     "field",
     [
-        {"options": [{"id": "a", "title": "A"}, {"id": "a", "title": "B"}]},
+        {"options": [{"id": "a", "title": "A", "summary": ""}] * 2},
         {"highlights": [{"id": "h", "packet_id": "p0", "locator": "", "text": ""}] * 2},
     ],
 )

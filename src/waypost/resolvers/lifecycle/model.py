@@ -33,12 +33,12 @@ class _Closed(msgspec.Struct, forbid_unknown_fields=True):
 class Option(_Closed):
     id: Id
     title: Title
-    summary: Text = ""
+    summary: Text
 
 
 class Recommendation(_Closed):
     option_id: Id
-    rationale: Text = ""
+    rationale: Text
 
 
 class PacketEntry(_Closed):
