@@ -169,6 +169,21 @@ async def test_unknown_records_and_limits_are_errors(
     assert message["payload"][0]["extensions"]["code"] == "invalid_request"
 
 
+async def test_a_subscribe_over_the_body_limit_is_refused_for_its_operation(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The 64 KiB of a POST /graphql body bound a subscribe frame too (a 5 MB
+    document was accepted); the socket stays open for the next one."""
+    padded = 'subscription { projectEvents(projectId: "demo") { sequence } }' + " " * 70_000
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(padded)
+        message = await asyncio.wait_for(client.receive(), 10)
+        assert message["id"] == op and message["type"] == "error", message
+        assert message["payload"][0]["extensions"]["code"] == "payload_too_large"
+        op = await client.subscribe(EVENTS, {"after": 0})
+        assert (await _next(client, op))["projectEvents"]["sequence"] >= 1
+
+
 async def test_decision_required_names_what_to_wait_on(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -40,9 +40,13 @@ def _config(app: Any, host: str, port: int, http: str) -> uvicorn.Config:
     # log_config=None: uvicorn's loggers propagate to the root handler that
     # `serve` set up (text or JSON); its own access log stays off, the
     # request lines come from waypost.observe
+    # ws_max_size: a WebSocket frame of 1 MiB at most (uvicorn's default is
+    # 16 MiB); a subscribe frame over the 64 KiB of a GraphQL body is refused
+    # for its operation (schema/websocket.py), a larger one closes the socket
     return uvicorn.Config(
-        app, host=host, port=port, http=http, log_level="info", access_log=False, log_config=None
-    )
+        app, host=host, port=port, http=http, log_level="info", access_log=False,
+        log_config=None, ws_max_size=1024 * 1024,
+    )  # fmt: skip
 
 
 def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:

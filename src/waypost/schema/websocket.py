@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from graphql import GraphQLError
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -31,6 +32,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 
 from waypost.clock import format_time
 from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
@@ -66,6 +68,14 @@ def _unavailable(error: Unavailable) -> dict[str, Any]:
     """A GraphQL error for a store that cannot answer now, as over HTTP."""
     extensions = {"code": error.code, "retryAfter": error.retry_after}
     return {"message": error.message, "extensions": extensions}
+
+
+def _size_refusal(payload: object) -> dict[str, Any] | None:
+    """The body limit of POST /graphql, for the same document and variables."""
+    if len(msgspec.json.encode(payload)) <= GRAPHQL_BODY_LIMIT:
+        return None
+    message = f"a GraphQL document and its variables are limited to {GRAPHQL_BODY_LIMIT} bytes"
+    return {"message": message, "extensions": {"code": "payload_too_large"}}
 
 
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
@@ -123,6 +133,11 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 return
             except WaypostError:
                 await self.websocket.close(code=4401, reason="Unauthorized")
+                return
+            too_large = _size_refusal(payload)
+            if too_large is not None:
+                error_frame = {"id": operation_id, "type": "error", "payload": [too_large]}
+                await self.send_message(error_frame)
                 return
             why = request_rules.refusal(payload, over_http=False)
             # a syntax error too: Strawberry's stream would only log it
