@@ -8,8 +8,10 @@ import pytest
 
 from tests.conftest import Caller, Service
 from waypost.mcp_server.backend import LocalBackend
+from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.server import McpState, derived_key
 from waypost.mcp_server.sessions import AgentSession
+from waypost.mcp_server.tools import PROJECT
 from waypost.resolvers.access import principals
 from waypost.resolvers.core.receipts import check_key
 from waypost.runtime import Actor
@@ -65,3 +67,21 @@ def test_derived_keys_are_valid_keys_and_differ_per_request(request_id: object) 
     check_key(key)
     assert key != derived_key(state, f"{request_id}x")
     assert key != derived_key(McpState("other", None), request_id)  # type: ignore[arg-type]
+
+
+async def test_a_body_over_the_rest_limit_is_payload_too_large(
+    service: Service, human: Caller, project: str
+) -> None:
+    """/mcp took 262 KB of arguments (its JSON-RPC envelope limit) that the
+    REST route, and `waypost mcp` over it, refuse with 413."""
+    backend = LocalBackend(service.rt, await actor_of(service, human))
+    lesson = {"kind": "lesson", "title": "t", "body": "x" * 65_536}
+    body = {"kind": "fact", "title": "Big", "body": "y", "tags": ["a" * 64] * 32,
+            "lessons": [lesson] * 4}  # fmt: skip
+    with pytest.raises(ApiError) as refused:
+        await backend.call("POST", PROJECT + "/knowledge", {"project": project}, body=body)
+    assert (refused.value.code, refused.value.status) == ("payload_too_large", 413)
+    rows = await service.rt.db.read(
+        lambda c: c.execute("SELECT count(*) FROM knowledge").fetchone()
+    )
+    assert rows[0] == 0

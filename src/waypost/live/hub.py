@@ -68,8 +68,9 @@ class LiveLimits:
     # grows with them (100 streams: 100 ms; one stream: 1 ms).
     coalesce_per_listener: float = 0.001
     coalesce_max: float = 0.1
-    # streams send a comment this often, and re-check their token this often
-    keepalive_seconds: float = 15.0
+    # streams send a comment this often (the contract: at least every 15
+    # seconds; a wake comes a few milliseconds late), and re-check their token
+    keepalive_seconds: float = 14.0
     recheck_seconds: float = 15.0
 
 

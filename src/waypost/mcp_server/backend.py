@@ -15,17 +15,18 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 import httpx
+import msgspec
 
 from waypost import rest
 from waypost.clock import format_time
-from waypost.errors import WaypostError
+from waypost.errors import PayloadTooLarge, WaypostError
 from waypost.http.decoding import convert, decode_query
 from waypost.mcp_server.calls import ApiError, Reply
 from waypost.mcp_server.waiting import Waker, hub_waker, stream_waker
 from waypost.pagination import Page
 from waypost.resolvers.access import sessions
 from waypost.resolvers.core.receipts import Idempotency, Outcome
-from waypost.rest.routing import Call, RestRoute, _Empty, _NoQuery
+from waypost.rest.routing import BODY_LIMIT, Call, RestRoute, _Empty, _NoQuery
 from waypost.runtime import Actor, Runtime
 
 
@@ -90,6 +91,10 @@ class LocalBackend:
             idem: Idempotency | None = None
             if route.is_mutation:
                 value = body if body is not None else {}
+                # the REST body limit, measured on the body REST would get (over
+                # stdio the HTTP request itself meets it)
+                if len(msgspec.json.encode(value)) > BODY_LIMIT:
+                    raise PayloadTooLarge(f"request bodies are limited to {BODY_LIMIT} bytes")
                 decoded_body = convert(value, route.body or _Empty)
                 # the same operation text as REST: a key means the same request on both
                 idem = Idempotency.for_request(

@@ -26,6 +26,7 @@ from pydantic import AnyUrl
 
 from waypost import __version__
 from waypost.errors import WaypostError
+from waypost.http.decoding import INT64_MAX, INT64_MIN
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
@@ -75,7 +76,8 @@ def _whole_numbers(value: Any) -> Any:
     """Whole floats as integers, all through the arguments: JSON Schema's
     integer takes 2.0 (many clients send floats), the REST body's strict
     decoding does not; a float field takes the integer as it is."""
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and INT64_MIN <= value <= INT64_MAX:
+        # beyond 64 bits it stays a float, which the REST decoding refuses
         return int(value)
     if isinstance(value, list):
         return [_whole_numbers(v) for v in value]
