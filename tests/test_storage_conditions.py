@@ -6,6 +6,7 @@ traceback."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -124,6 +125,35 @@ def test_a_backup_of_a_damaged_database_exits_1_and_keeps_the_copy(tmp_path: Pat
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: corrupt:"), result.stderr
     assert target.exists()
+
+
+def test_a_database_too_damaged_to_read_through_is_reported_not_failed(tmp_path: Path) -> None:
+    """A broken b-tree page made verify stop with `verify_failed` (no report)
+    and backup with `backup_failed`; now the report says what broke, and the
+    backup is `corrupt`, both exit 1."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    found = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'principals'")
+    root = found.fetchone()[0]
+    conn.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + 64] = b"\xff" * 64  # the page header: not a b-tree page any more
+    db.write_bytes(bytes(data))
+
+    result = run("admin", "verify", "--db", str(db))
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["checks"]["integrity"]["ok"] is False
+    assert "could not run" in report["checks"]["integrity"]["shown"][0]
+    target = tmp_path / "b.db"
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: corrupt:"), result.stderr
+    assert not target.exists()
 
 
 async def test_verify_checks_a_read_only_database_through_a_copy(

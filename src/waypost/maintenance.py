@@ -72,11 +72,16 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
         dst.execute("PRAGMA journal_mode = DELETE")
         check = dst.execute("PRAGMA integrity_check").fetchone()[0]
         pages = dst.execute("PRAGMA page_count").fetchone()[0]
-    except BaseException:
+    except BaseException as exc:
         dst.close()
         # the copy and the journal files a failed copy may leave beside it
         for leftover in [target, *(Path(f"{target}-{s}") for s in ("journal", "wal", "shm"))]:
             leftover.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            # malformed, not a database: SQLite could not even read it through
+            raise BackupError(
+                "corrupt", f"the source database cannot be read through ({exc}); no copy made"
+            ) from exc
         raise
     finally:
         src.close()
@@ -264,6 +269,8 @@ def _writable(path: Path) -> bool:
         if storage_refusal(exc) is None:
             raise
         return False
+    except sqlite3.DatabaseError:
+        return True  # damaged: the checks run on it as it is and report what fails
     finally:
         conn.close()
     return True
@@ -276,7 +283,11 @@ def _verify(path: Path) -> dict[str, Any]:
         results = {}
         for name, run in CHECKS:
             check = Check(name)
-            run(conn, check)
+            try:
+                run(conn, check)
+            except sqlite3.DatabaseError as exc:
+                # a damaged file fails the checks it breaks; the report goes on
+                check.add(f"the check could not run: {exc}")
             results[name] = check.to_json()
     finally:
         conn.close()
