@@ -23,7 +23,8 @@ from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 
 EVENTS = """subscription ($after: Int) {
-  projectEvents(projectId: "demo", after: $after) { sequence type subjectId actor { name } } }"""
+  projectEvents(projectId: "demo", after: $after) {
+    sequence projectId type subjectId actor { name } } }"""
 CHANGED = """subscription ($id: ID!) {
   decisionChanged(id: $id) { restId status generation current { answer { disposition } } } }"""
 
@@ -61,6 +62,7 @@ async def test_project_events_replay_then_follow_in_order(
     assert [g["sequence"] for g in got] == [e["sequence"] for e in expected]
     assert [g["type"] for g in got] == [e["type"] for e in expected]
     assert got[-1]["actor"] == {"name": "alice"}
+    assert {g["projectId"] for g in got} == {"demo"}  # section 10's project_id
 
 
 async def test_decision_changed_follows_answers_and_status_changes_made_elsewhere(

@@ -112,6 +112,7 @@ class PolicyRevision:
 @strawberry.type
 class Event:
     sequence: int
+    project_id: str
     type: str
     subject_type: str
     subject_id: str
@@ -130,6 +131,7 @@ class Event:
     def from_json(cls, d: dict[str, Any]) -> Event:
         return cls(
             sequence=d["sequence"],
+            project_id=d["project_id"],
             type=d["type"],
             subject_type=d["subject_type"],
             subject_id=d["subject_id"],
