@@ -96,7 +96,17 @@ async def test_longer_chains_cost_their_text_not_their_paths(human: Caller) -> N
 async def test_aliases_multiplied_by_a_fragment_dag_are_refused(human: Caller) -> None:
     data = (await gql(human, fragment_chain(22, aliased=True))).json()
     assert data["data"] is None and codes(data) == ["invalid_request"]
-    assert "aliases found. Allowed: 30" in data["errors"][0]["message"]
+    assert "aliases found in 'Chain'. Allowed: 30" in data["errors"][0]["message"]
+
+
+async def test_aliases_count_per_operation_as_depth_and_nodes_do(human: Caller) -> None:
+    """Two operations of 20 aliases each were refused as 40, whichever ran."""
+    fields = " ".join(f"a{i}: me {{ name }}" for i in range(20))
+    query = f"query A {{ {fields} }} query B {{ {fields} }}"
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": query, "operationName": "A"})  # fmt: skip
+    assert r.status_code == 200 and "errors" not in r.json(), r.text
+    assert r.json()["data"]["a19"] == {"name": "alice"}
 
 
 async def test_repeated_fields_hit_the_validation_complexity_limit(human: Caller) -> None:

@@ -201,7 +201,6 @@ def check_limits(
     """
     measurer = _Measurer(schema, document, variables or {})
     errors: list[GraphQLError] = []
-    aliases = 0
     for op in document.definitions:
         if not isinstance(op, OperationDefinitionNode):
             continue
@@ -221,9 +220,10 @@ def check_limits(
                 " connections, summed over all paths)"
             )
             errors.append(GraphQLError(msg, [op]))
-        aliases += m.aliases
-    if aliases > MAX_ALIASES:
-        errors.append(GraphQLError(f"{aliases} aliases found. Allowed: {MAX_ALIASES}"))
+        # per operation, as depth and nodes: only one of them runs
+        if m.aliases > MAX_ALIASES:
+            msg = f"{m.aliases} aliases found in '{name}'. Allowed: {MAX_ALIASES}"
+            errors.append(GraphQLError(msg, [op]))
     return errors
 
 
