@@ -248,3 +248,14 @@ def test_serve_help_lists_every_option() -> None:
     for option in ("--db", "--host", "--port", "--lifecycle-host", "--lifecycle-port",
                    "--sweep-interval", "--graphiql / --no-graphiql"):  # fmt: skip
         assert option in text
+
+
+def test_an_empty_host_binds_every_interface_as_uvicorn_did() -> None:
+    from waypost.serving import bind
+
+    sockets = bind("", 0)
+    try:
+        assert {s.getsockname()[0] for s in sockets} & {"0.0.0.0", "::"}
+    finally:
+        for sock in sockets:
+            sock.close()

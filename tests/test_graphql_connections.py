@@ -238,3 +238,8 @@ async def test_errors_come_in_document_order(human: Caller, project: str) -> Non
     for _ in range(5):
         errors = (await human.gql(query))["errors"]
         assert [e["path"][3] for e in errors] == list(range(6))
+    # fields by where they stand, not by their names
+    errors = (await human.gql('{ zz: node(id: "bad1") { id } aa: node(id: "bad2") { id } }'))[
+        "errors"
+    ]
+    assert [e["path"][0] for e in errors] == ["zz", "aa"], errors

@@ -5,6 +5,7 @@ changes that write no event of their own."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from contextlib import aclosing
 from datetime import timedelta
@@ -18,6 +19,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, reopen, send_answer
 from tests.live_support import GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
+from waypost.live import streams
 from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
@@ -112,6 +114,64 @@ async def test_decision_changed_yields_every_state_a_late_read_finds_in_one_batc
     assert states == [(1, "allowed", "allow"), (2, "pending", None), (2, "denied", "deny"),
                       (2, "stale", "deny")]  # fmt: skip
     assert all(d["work_allowed"] is (d["status"] == "allowed") for d in seen)
+
+
+async def _states(changes: Any, seconds: float = 1.5) -> list[tuple[int, str]]:
+    """What the stream yields within `seconds` (it never ends by itself)."""
+    seen = []
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            while True:
+                found = await anext(changes)
+                seen.append((found["generation"], found["status"]))
+    return seen
+
+
+@pytest.mark.parametrize("commits_during", ["the first read", "a batch's read"])
+async def test_decision_changed_never_replays_what_a_read_already_showed(
+    service: Service,
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    commits_during: str,
+) -> None:
+    """Changes that commit while the stream reads are in that read's state; the
+    next batch replayed them (an old generation's ALLOWED after the new
+    PENDING, as a reviewer showed)."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    actor = await service.rt.db.read(lambda conn: principals.authenticate(conn, human.token, "api"))
+    original = streams.load_changes
+    reads = 0
+
+    async def allow() -> None:
+        assert (await send_answer(human, decision["id"], disposition="allow")).status_code == 200
+
+    async def racing(rt: Any, decision_id: str, batch: Any, seen: int) -> Any:
+        nonlocal reads
+        reads += 1
+        if commits_during == "the first read" and reads == 1:
+            assert (
+                await send_answer(human, decision["id"], disposition="allow")
+            ).status_code == 200
+            assert (await reopen(human, decision["id"], 1)).status_code == 200
+        if commits_during == "a batch's read" and reads == 2:
+            assert (await reopen(human, decision["id"], 1)).status_code == 200
+        return await original(rt, decision_id, batch, seen)
+
+    monkeypatch.setattr(streams, "load_changes", racing)
+    changes = decision_changes(service.rt, actor, human.token, decision["id"])
+    async with aclosing(changes):
+        first = await anext(changes)
+        if commits_during == "a batch's read":
+            assert (first["generation"], first["status"]) == (1, "pending")
+            assert (
+                await send_answer(human, decision["id"], disposition="allow")
+            ).status_code == 200
+            assert await _states(changes) == [(1, "allowed"), (2, "pending")]
+        else:
+            assert (first["generation"], first["status"]) == (2, "pending")
+            assert await _states(changes) == []
 
 
 async def test_decision_changed_reports_expiry_when_time_passes(

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import Caller, Service
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.calls import ApiError
-from waypost.mcp_server.server import McpState, derived_key
+from waypost.mcp_server.server import McpState, _once_more_if_session_ended, derived_key
 from waypost.mcp_server.sessions import AgentSession
 from waypost.mcp_server.tools import PROJECT
 from waypost.resolvers.access import principals
@@ -85,3 +85,33 @@ async def test_a_body_over_the_rest_limit_is_payload_too_large(
         lambda c: c.execute("SELECT count(*) FROM knowledge").fetchone()
     )
     assert rows[0] == 0
+
+
+async def test_a_retry_forgets_only_the_session_its_own_call_sent() -> None:
+    """Two calls sent with one ended session: the first to fail retried and
+    started another session; the second then forgot that live one (its
+    claims lost their keeper), not the ended one it had sent."""
+    async with anyio.create_task_group() as tasks:
+        agent = AgentSession("mcp-1", tasks)
+        agent.session_id = "ses_ended"
+        state = McpState("mcp-1", agent)
+        answered = anyio.Event()
+        sent: list[str | None] = []
+
+        async def kept() -> str | None:
+            return agent.session_id
+
+        async def slow(session: str | None) -> str:
+            sent.append(session)
+            if session == "ses_ended":
+                await answered.wait()
+                raise ApiError("forbidden", "ended", {"reason": "session_not_live"}, 403)
+            return "done"
+
+        tasks.start_soon(_once_more_if_session_ended, state, kept, slow)
+        await anyio.sleep(0.01)  # sent with the ended session, waiting for its answer
+        agent.session_id = "ses_live"  # meanwhile another call's retry started this one
+        answered.set()
+        await anyio.sleep(0.01)
+    assert agent.session_id == "ses_live"
+    assert sent == ["ses_ended", "ses_live"]

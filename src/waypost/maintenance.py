@@ -285,6 +285,8 @@ def _verify(path: Path) -> dict[str, Any]:
             check = Check(name)
             try:
                 run(conn, check)
+            except sqlite3.OperationalError:
+                raise  # busy, locked, I/O: not a finding about the file (verify_failed)
             except sqlite3.DatabaseError as exc:
                 # a damaged file fails the checks it breaks; the report goes on
                 check.add(f"the check could not run: {exc}")

@@ -70,7 +70,10 @@ def bind(host: str, port: int) -> list[socket.socket]:
     """Listening sockets for every address `host` resolves to, as asyncio's
     `create_server` (uvicorn's own binding) would make them."""
     try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        # "" is every interface, as for asyncio's create_server (None here)
+        found = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
     except (socket.gaierror, UnicodeError) as error:
         raise CannotListen(f"{host}:{port}: {error}") from error
     sockets: list[socket.socket] = []

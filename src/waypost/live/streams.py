@@ -116,21 +116,28 @@ def _steps(batch: list[Event], decision_id: str) -> list[tuple[int, str | None, 
 
 
 async def load_changes(
-    rt: Runtime, decision_id: str, batch: list[Event]
-) -> list[dict[str, Any]] | None:
-    """The decision as each change event of `batch` left it, then as it is now
-    (which adds what no event of its own states: stale, expired); None when it
-    is gone. Generations and answers are immutable, so the earlier states are
-    rebuilt from them, each generation with its answer only once answered."""
+    rt: Runtime, decision_id: str, batch: list[Event], seen: int
+) -> tuple[list[dict[str, Any]], int] | None:
+    """The decision as each change event of `batch` after sequence `seen` left
+    it, then as it is now (which adds what no event of its own states: stale,
+    expired), with the project's last event sequence that read includes;
+    None when the decision is gone.
+
+    Generations and answers are immutable, so the earlier states are rebuilt
+    from them, each generation with its answer only once answered. An event at
+    or before `seen` is already in a state yielded before (it committed before
+    that read), and is never rebuilt again."""
     now_at = format_time(rt.now())
-    steps = _steps(batch, decision_id)
+    steps = _steps([e for e in batch if e["sequence"] > seen], decision_id)
     keys = sorted({(decision_id, generation) for generation, _, _ in steps})
 
-    def read(conn: Any) -> tuple[dict[str, Any] | None, dict[Any, Any]]:
+    def read(conn: Any) -> tuple[dict[str, Any] | None, dict[Any, Any], int]:
         found = load_decisions(conn, [decision_id], now_at).get(decision_id)
-        return found, load_generations(conn, keys)
+        if found is None:
+            return None, {}, seen
+        return found, load_generations(conn, keys), _last_sequence(conn, found["project_id"])
 
-    found, generations = await rt.db.read(read)
+    found, generations, through = await rt.db.read(read)
     if found is None:
         return None
     states = []
@@ -145,7 +152,14 @@ async def load_changes(
         states.append({**found, "generation": generation, "current": current,
                        "status": status, "work_allowed": work_allowed(status)})  # fmt: skip
     states.append(found)
-    return states
+    return states, through
+
+
+def _last_sequence(conn: Any, project_id: str) -> int:
+    row = conn.execute(
+        "SELECT max(sequence) FROM events WHERE project_id = ?", (project_id,)
+    ).fetchone()
+    return int(row[0] or 0)
 
 
 def _state(decision: dict[str, Any]) -> tuple[Any, ...]:
@@ -170,9 +184,11 @@ async def decision_changes(
     async with hub.listen(known["project_id"], actor.token_id, None) as listener:
         # read once the listener is in place: a change committed between the
         # two is in this state or in the listener's first batch, never lost
-        decision = await load_decision(rt, decision_id)
-        if decision is None:
+        # (and `seen` keeps the batch from replaying what this read holds)
+        first = await load_changes(rt, decision_id, [], 0)
+        if first is None:
             return
+        (decision,), seen = first
         yield decision
         last = _state(decision)
         checked = time.monotonic()
@@ -183,11 +199,13 @@ async def decision_changes(
                 if not await still_valid(rt, token):
                     return
                 checked = time.monotonic()
-            states = await load_changes(rt, decision_id, batch)
-            if states is None:
+            changes = await load_changes(rt, decision_id, batch, seen)
+            if changes is None:
                 return
+            states, seen = changes
             for found in states:
                 state = _state(found)
-                if state != last:
+                # never back to an older generation, never the same state twice
+                if state != last and found["generation"] >= last[0]:
                     last = state
                     yield found

@@ -107,28 +107,37 @@ async def _route_call(
     body = args if tool.mutating else None
     query = None if tool.mutating else {k: _query_text(v) for k, v in args.items() if v is not None}
 
-    async def call() -> Any:
+    async def session_for() -> str | None:
         session = await state.agent.ensure(backend) if tool.needs_session else None
+        return session or state.agent.session_id
+
+    async def call(session: str | None) -> Any:
         reply = await backend.call(
             tool.method, tool.path, params, query=query, body=body,
-            idempotency_key=key, session_id=session or state.agent.session_id,
+            idempotency_key=key, session_id=session,
         )  # fmt: skip
         return reply.body
 
-    return await _once_more_if_session_ended(state, call)
+    return await _once_more_if_session_ended(state, session_for, call)
 
 
-async def _once_more_if_session_ended(state: McpState, call: Callable[[], Awaitable[T]]) -> T:
-    """`call()`, and once more when the agent session this MCP session kept
-    ended behind its back (ended elsewhere, expired): the second call starts
-    another session where the tool needs one, and reads go without one."""
+async def _once_more_if_session_ended(
+    state: McpState,
+    session_for: Callable[[], Awaitable[str | None]],
+    call: Callable[[str | None], Awaitable[T]],
+) -> T:
+    """`call(session)`, and once more when the kept agent session it was sent
+    with ended behind its back (ended elsewhere, expired): the second call
+    starts another session where the tool needs one, and reads go without.
+    Only the session this call sent is forgotten: a concurrent call may have
+    started a live one meanwhile."""
+    session = await session_for()
     try:
-        return await call()
+        return await call(session)
     except ApiError as error:
-        session = state.agent.session_id
         if session and error.details.get("reason") == "session_not_live":
             state.agent.forget(session)
-            return await call()
+            return await call(await session_for())
         raise
 
 
@@ -136,18 +145,19 @@ async def _decision_wait(backend: Backend, state: McpState, args: dict[str, Any]
     project, decision_id = str(args["project"]), str(args["decision_id"])
     timeout = float(args.get("timeout_seconds", tools.WAIT_TIMEOUT_DEFAULT))
 
-    async def read_once() -> dict[str, Any]:
+    async def kept_session() -> str | None:
+        return state.agent.session_id
+
+    async def read_once(session: str | None) -> dict[str, Any]:
         reply = await backend.call(
-            "GET",
-            tools.DECISION,
-            {"project": project, "decision": decision_id},
-            session_id=state.agent.session_id,
-        )
+            "GET", tools.DECISION, {"project": project, "decision": decision_id},
+            session_id=session,
+        )  # fmt: skip
         decision: dict[str, Any] = reply.body
         return decision
 
     async def read() -> dict[str, Any]:
-        return await _once_more_if_session_ended(state, read_once)
+        return await _once_more_if_session_ended(state, kept_session, read_once)
 
     return await wait_for_decision(backend.changes(project), read, timeout)
 

@@ -198,10 +198,11 @@ class WaypostGraphQL(GraphQL[Context, None]):
 
 
 def _document_order(error: GraphQLError) -> tuple[Any, ...]:
-    """Sort key: path (list indexes before names, in order), then location."""
-    path = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in error.path or ())
+    """Sort key: where the field stands in the document, then its path (the
+    items of one list field share a location: by their index)."""
     where = tuple((at.line, at.column) for at in error.locations or ())
-    return (path, where)
+    path = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in error.path or ())
+    return (where, path)
 
 
 def graphql_view(graphiql: bool) -> WaypostGraphQL:
