@@ -47,7 +47,7 @@ def codes(data: dict[str, Any]) -> list[str]:
 
 
 def gid(type_name: str, rest_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode()
+    return base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode().rstrip("=")
 
 
 # -- queries -------------------------------------------------------------------

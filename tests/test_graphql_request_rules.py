@@ -5,6 +5,7 @@ operation."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -59,6 +60,7 @@ async def test_variables_nested_within_the_limit_are_fine(human: Caller) -> None
         ("query", 5, "query must be a string"),
         ("variables", [1], "variables must be an object"),
         ("operationName", 7, "operationName must be a string"),
+        ("variable", {"a": 1}, "unknown field 'variable'"),  # misspelt: it was ignored
     ],
 )
 async def test_fields_of_the_wrong_type_are_400(
@@ -84,3 +86,22 @@ async def test_several_operations_need_an_operation_name(human: Caller, project:
     assert (await human.get("/api/v1/projects/multi")).status_code == 404
     named = json.dumps({"query": query, "operationName": "Q"}).encode()
     assert await _post(human, named) == (200, {"data": {"me": {"name": "alice"}}})
+
+
+async def test_the_four_request_parameters_are_accepted(human: Caller) -> None:
+    body = {"query": "query Me { me { name } }", "variables": {}, "operationName": "Me",
+            "extensions": {}}  # fmt: skip
+    assert await _post(human, json.dumps(body).encode()) == (
+        200,
+        {"data": {"me": {"name": "alice"}}},
+    )
+
+
+async def test_global_ids_keep_to_the_id_alphabet(human: Caller) -> None:
+    """Section 2: ids are 1-64 of A-Za-z0-9_- (base64 padding added `=`)."""
+    found = (await human.gql("{ me { id } }"))["data"]["me"]["id"]
+    assert re.fullmatch(r"[A-Za-z0-9_-]{1,64}", found), found
+    again = await human.gql(
+        "query ($id: ID!) { node(id: $id) { id } }", {"id": found + "=" * (-len(found) % 4)}
+    )
+    assert again["data"]["node"]["id"] == found  # a padded id from before still resolves

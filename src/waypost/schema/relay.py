@@ -42,7 +42,9 @@ DATETIME_SCALAR = strawberry.scalar(
 
 
 def global_id(type_name: str, rest_id: str) -> strawberry.ID:
-    return strawberry.ID(base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode())
+    # unpadded: ids keep to A-Za-z0-9_- (section 2); padded ones still parse
+    encoded = base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode()
+    return strawberry.ID(encoded.rstrip("="))
 
 
 def parse_global_id(value: str) -> tuple[str, str]:

@@ -67,10 +67,19 @@ def operations(query: str) -> list[tuple[str | None, OperationType]] | GraphQLEr
     return found
 
 
+# the GraphQL-over-HTTP request parameters
+REQUEST_FIELDS = frozenset({"query", "operationName", "variables", "extensions"})
+
+
 def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
     """Why this request (an HTTP body or a WebSocket `subscribe` payload) is
     refused before execution, or None. A syntax error is not refused here:
     the pipeline reports it with its location."""
+    unknown = sorted(set(request) - REQUEST_FIELDS)
+    if unknown:
+        # strict as every REST body: a misspelt `variable` must not be ignored
+        allowed = ", ".join(sorted(REQUEST_FIELDS))
+        return f"unknown field {unknown[0]!r} in the request (it takes {allowed})"
     query, name = request.get("query"), request.get("operationName")
     variables = request.get("variables")
     if not isinstance(query, str):
