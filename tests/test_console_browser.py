@@ -582,3 +582,58 @@ def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: 
     page.get_by_role("heading", name="Use the old runner").wait_for()
     page.get_by_role("link", name=new["id"]).click()
     page.get_by_role("heading", name="Use the new runner").wait_for()
+
+
+def test_the_skip_link_moves_focus_without_leaving_the_page(tab: Tab, world: World) -> None:
+    """Its href "#main" was read as a route: "Not found", on every page."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page.locator("a.skip").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.activeElement.id") == "main"
+    assert page.evaluate("() => location.hash") == "#/p/demo/policy"
+    assert page.get_by_role("heading", name="Not found").count() == 0
+
+
+def test_a_decision_opened_from_another_decision_watches_its_own(tab: Tab, world: World) -> None:
+    """The page kept the first decision's subscription: an answer to the
+    second showed only at the once-a-minute safety poll."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    first = world.open_decision(world.agent, question="First?", task_ids=[world.tasks["docs"]])
+    second = world.open_decision(world.agent, question="Second?", task_ids=[world.tasks["docs"]])
+    page.goto(f"{tab.origin}/console#/p/demo/d/{first}")
+    page.get_by_role("heading", name="First?").wait_for()
+    page.evaluate(f"() => {{ location.hash = '#/p/demo/d/{second}'; }}")
+    page.get_by_role("heading", name="Second?").wait_for()
+    time.sleep(1.5)  # the subscription in place
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{second}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not now."})  # fmt: skip
+    page.locator("#changed-elsewhere").wait_for(timeout=10000)
+
+
+def test_a_page_that_could_not_load_tries_again_by_itself(tab: Tab, world: World) -> None:
+    """It stayed on "cannot be reached" until someone clicked a link."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.route("**/graphql", lambda route: route.abort())  # the service unreachable
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    page.locator("main").get_by_text("tries again by itself").wait_for()
+    page.unroute("**/graphql")
+    page.get_by_role("heading", name="Compare two revisions").wait_for(timeout=20000)
+
+
+def test_every_generation_of_a_decision_reopened_past_a_page(tab: Tab, world: World) -> None:
+    decision = world.open_decision(world.agent, question="Again?", task_ids=[world.tasks["docs"]])
+    path = f"/api/v1/projects/demo/decisions/{decision}/reopen"
+    for generation in range(1, 106):
+        world.alice.send("POST", path, {"expected_generation": generation, "rationale": "Again."})
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_role("heading", name="Every generation").wait_for()
+    page.get_by_role("heading", name="Generation 1", exact=True).wait_for()
+    assert page.locator("ol.history > li").count() == 106

@@ -7,7 +7,7 @@ import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
   ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when,
 } from "./dom.js";
-import { ANSWER_DECISION, DECISION, POLICY, REOPEN_DECISION } from "./queries.js";
+import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 
 // The service's limit on an answer's or a reopen's rationale (characters):
 // the form stops there instead of sending what would be refused.
@@ -30,6 +30,12 @@ export async function loadDecision(projectId, decisionId) {
     return more.project && more.project.policyHistory;
   }, (nodes) => nodes.some((r) => r.revision <= pinned));
   data.project.policyHistory = { edges: history.map((node) => ({ node })) };
+  // every generation, as the page promises, a page of 100 at a time
+  const generations = await allNodes(data.project.decision.generations, async (after) => {
+    const more = await gql(DECISION_GENERATIONS, { project: projectId, id: decisionId, after });
+    return more.project && more.project.decision && more.project.decision.generations;
+  });
+  data.project.decision.generations = { edges: generations.map((node) => ({ node })) };
   return data.project;
 }
 

@@ -25,6 +25,9 @@ export class Live {
     this.stop();
     this.stopped = false;
     this.delay = POLL_MS;
+    this.subscriptions = subscriptions;
+    this.token = token;
+    this.socketWorked = false;
     document.addEventListener("visibilitychange", this.onVisibility);
     this.trySocket(subscriptions, token);
     this.schedule(this.delay);
@@ -46,6 +49,7 @@ export class Live {
 
   // shown on the page (data-live on <html>) so people and tests can tell
   setMode(mode) {
+    if (mode === "socket") this.socketWorked = true;
     this.mode = mode;
     document.documentElement.dataset.live = mode;
   }
@@ -69,6 +73,11 @@ export class Live {
     const ok = await this.run();
     this.delay = ok ? POLL_MS : Math.min(this.delay * 2, MAX_BACKOFF_MS);
     this.schedule(this.delay);
+    // the socket had worked and went (the service restarted): once the
+    // service answers again, subscribe again instead of polling for good
+    if (ok && this.socketWorked && !this.socket && !this.stopped) {
+      this.trySocket(this.subscriptions, this.token);
+    }
   }
 
   async run() {

@@ -182,7 +182,12 @@ async function pickProject(kind) {
       : h("p", {}, "No projects yet.")]);
 }
 
+// A page that could not reach the service loads again by itself, backing off
+// to once a minute (as the live refreshes do), until it can.
+const reload = { timer: null, delay: 2000 };
+
 async function route() {
+  clearTimeout(reload.timer);
   if (!token()) {
     signOut(null);
     return;
@@ -220,9 +225,17 @@ async function route() {
       signOut("Your token is no longer accepted (revoked?). Sign in again.");
       return;
     }
+    const unreachable = error.code === "network";
     show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
+      unreachable ? h("p", { class: "muted" }, "This page tries again by itself.") : null,
       h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+    if (unreachable) {
+      reload.timer = setTimeout(route, reload.delay);
+      reload.delay = Math.min(reload.delay * 2, 60000);
+    }
+    return;
   }
+  reload.delay = 2000;
 }
 
 async function showDecision(project, id, banner) {
@@ -241,7 +254,10 @@ async function showDecision(project, id, banner) {
     }
   };
   show(renderDecision(data, banner, onChanged));
+  const previous = watched;
   watched = { project, id, version: versionOf(data.decision) };
+  // another decision's page (a pasted link, Back): its own subscription
+  if (previous && previous.id !== id) decisionLive.stop();
   if (decisionLive.stopped) decisionLive.start(decisionSubscription(id), token());
 }
 
@@ -249,6 +265,11 @@ const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";
 
 async function start() {
   document.getElementById("sign-out").addEventListener("click", () => signOut(null));
+  // "#main" would be read as a route ("Not found"): move the focus instead
+  document.querySelector("a.skip").addEventListener("click", (event) => {
+    event.preventDefault();
+    main.focus();
+  });
   // any request that finds the stored token refused signs out, a background
   // refresh or a form as much as a page load (docs/console.md)
   whenRefused(() => {

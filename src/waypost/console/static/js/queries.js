@@ -45,6 +45,18 @@ fragment Answer on DecisionAnswer {
   actor { name kind } authorizedBy { name }
 }`;
 
+const GENERATIONS = `
+fragment Generations on DecisionGenerationConnection {
+  pageInfo { hasNextPage endCursor }
+  edges { node {
+    generation policyRevision environment conditions expiresAt reopenRationale at
+    actor { name kind }
+    answer { ...Answer }
+    affected { taskId pinnedRevision }
+  } }
+}
+${ANSWER}`;
+
 export const DECISION = `
 query Decision($project: String!, $id: String!) {
   project(id: $project) {
@@ -73,16 +85,18 @@ query Decision($project: String!, $id: String!) {
           }
         }
       }
-      generations(first: 100) { edges { node {
-        generation policyRevision environment conditions expiresAt reopenRationale at
-        actor { name kind }
-        answer { ...Answer }
-        affected { taskId pinnedRevision }
-      } } }
+      generations(first: 100) { ...Generations }
     }
   }
 }
-${ANSWER}`;
+${GENERATIONS}`;
+
+// the older generations of a decision reopened more than 100 times
+export const DECISION_GENERATIONS = `
+query DecisionGenerations($project: String!, $id: String!, $after: String) {
+  project(id: $project) { decision(id: $id) { generations(first: 100, after: $after) { ...Generations } } }
+}
+${GENERATIONS}`;
 
 export const ANSWER_DECISION = `
 mutation Answer($input: DecisionAnswerInput!) {
