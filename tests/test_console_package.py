@@ -60,7 +60,11 @@ async def test_console_routes_and_their_narrow_exception(service: Service) -> No
     assert "connect-src 'self' ws://waypost.test wss://waypost.test" in csp
     assert page.headers["x-frame-options"] == "DENY"
     assert (await client.get("/console/static/js/main.js")).status_code == 200
-    assert (await client.get("/console/static/nothing.js")).status_code == 404
+    missing = await client.get("/console/static/nothing.js")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    # a file that is not there carries the page's headers too (it had none)
+    assert missing.headers["x-frame-options"] == "DENY"
+    assert missing.headers["content-security-policy"] == csp
     assert (await client.get("/", follow_redirects=False)).headers["location"] == "/console"
     # GraphiQL is off here: its files are not public, and GET /graphql executes nothing
     assert (await client.get("/graphiql/init.js")).status_code == 401

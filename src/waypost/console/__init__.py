@@ -13,11 +13,14 @@ import re
 from importlib.resources import files
 from pathlib import Path
 
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from waypost.rest.responses import json_response
 
 PACKAGE = Path(str(files("waypost.console")))
 STATIC = PACKAGE / "static"
@@ -84,7 +87,13 @@ class WithSecurityHeaders:
                 message = {**message, "headers": [*message.get("headers", []), *extra]}
             await send(message)
 
-        await self.app(scope, receive, wrapped)
+        try:
+            await self.app(scope, receive, wrapped)
+        except HTTPException as exc:
+            # a file that is not there: the service's usual 404, with these
+            # headers too (the app's handler would answer it without them)
+            body = {"error": {"code": "not_found", "message": "no such file", "details": {}}}
+            await json_response(body, exc.status_code)(scope, receive, wrapped)
 
 
 async def _index(request: Request) -> Response:

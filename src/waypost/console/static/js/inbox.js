@@ -113,7 +113,8 @@ function pendingCard(project, d) {
 
 export function inboxReason(d) {
   if (d.status === "EXPIRED") {
-    return ["Expired ", d.current.expiresAt ? ago(d.current.expiresAt) : "", ": its answer no longer applies."];
+    const what = d.current.answer ? "its answer no longer applies" : "it can no longer be answered";
+    return ["Expired ", d.current.expiresAt ? ago(d.current.expiresAt) : "", `: ${what}.`];
   }
   // The inbox does not read revisions: a revision number that moved may be a
   // priority edit or a lease-length change, which stale nothing, so it names
