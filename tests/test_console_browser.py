@@ -637,3 +637,30 @@ def test_every_generation_of_a_decision_reopened_past_a_page(tab: Tab, world: Wo
     page.get_by_role("heading", name="Every generation").wait_for()
     page.get_by_role("heading", name="Generation 1", exact=True).wait_for()
     assert page.locator("ol.history > li").count() == 106
+
+
+def test_the_keyboard_lands_where_the_next_step_is(tab: Tab, world: World) -> None:
+    """ "Load more" on the last page hid itself with the focus on it (focus
+    fell to <body>), and a refused expiry put the focus in the rationale."""
+    world.alice.send("POST", "/api/v1/projects", {"id": "many", "name": "Many"}, 201)
+    for n in range(27):
+        world.alice.send("POST", "/api/v1/projects/many/knowledge",
+                         {"kind": "fact", "title": f"Fact {n:02d}", "body": "b"}, 201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/many/knowledge")
+    page.get_by_role("button", name="Load more").click()
+    page.get_by_role("link", name="Fact 00").wait_for()
+    assert page.evaluate("() => document.activeElement.textContent") == "Fact 01"
+
+    decision = world.open_decision(world.agent, question="Expire?", task_ids=[world.tasks["docs"]])
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision}/answer", {
+        "expected_generation": 1, "disposition": "defer", "answer": "Stop",
+        "rationale": "Later."})  # fmt: skip
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_text("Reopen to ask again").click()
+    page.get_by_label("Why reopen (required)").fill("Ask again.")
+    page.get_by_label("New expiry (your local time)").fill("2020-01-01T00:00")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    page.locator("main").get_by_text("Set an expiry in the future").wait_for()
+    assert page.evaluate("() => document.activeElement.type") == "datetime-local"

@@ -285,7 +285,10 @@ function renderReopen(project, onChanged, prominent) {
     try {
       const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
       if (payload.userErrors.length) {
-        await refused(payload.userErrors[0], onChanged, errorBox, rationale, "reopening");
+        const refusal = payload.userErrors[0];
+        // the field the refusal names, so the keyboard lands where the fix goes
+        const at = refusal.field === "expiresAt" ? expires : rationale;
+        await refused(refusal, onChanged, errorBox, at, "reopening");
       } else {
         announce("Reopened.");
         await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));

@@ -27,7 +27,7 @@ export async function renderKnowledgeList(projectId, query) {
   };
   const list = h("ul", { class: "cards" });
   const more = h("button", { type: "button", class: "btn" }, "Load more");
-  const counter = h("p", { class: "muted", "aria-live": "polite" });
+  const counter = h("p", { class: "muted", "aria-live": "polite", tabindex: "-1" });
   let after = null;
   let shown = 0;
   let projectName = projectId;
@@ -53,10 +53,17 @@ export async function renderKnowledgeList(projectId, query) {
   }
   more.addEventListener("click", async () => {
     more.disabled = true;
+    const firstNew = list.children.length;
     try {
       await page();
     } finally {
       more.disabled = false;
+    }
+    // the last page hides the button, which had the focus: the keyboard
+    // goes on at the first record it brought (or the count), not at <body>
+    if (more.hidden) {
+      const arrived = list.children[firstNew];
+      (arrived ? arrived.querySelector("a") : counter).focus();
     }
   });
   await page();
