@@ -229,17 +229,26 @@ async def test_three_seconds_in_total_is_a_timeout(
     assert 2.9 < time.monotonic() - started < 4.5
 
 
-async def test_nothing_listening_is_a_connect_error(
-    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
-) -> None:
-    url = f"https://127.0.0.1:{closed_port()}/rerank"
-    rerank = dataclasses.replace(rerank_settings, url=url)
+async def fts_and_rerank_with(
+    tmp_path: Path, clock: MovableClock, rerank: RerankSettings
+) -> tuple[list[str], tuple[list[str], str]]:
+    """A service reranking with `rerank`: the FTS order of three records, and
+    the packet's (order, reason)."""
     settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
     async with serving(settings, clock) as svc:
         human = await svc.principal("human")
         await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
         fts = await three_records(human)
-        assert await rerank_of(human) == (fts, "connect_error")
+        return fts, await rerank_of(human)
+
+
+async def test_nothing_listening_is_a_connect_error(
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+) -> None:
+    url = f"https://127.0.0.1:{closed_port()}/rerank"
+    rerank = dataclasses.replace(rerank_settings, url=url)
+    fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert packet == (fts, "connect_error")
 
 
 @pytest.mark.parametrize("change", [{"api_key": "cl\u00e9-key"}, {"url": "https://[::1/rerank"}])
@@ -249,24 +258,16 @@ async def test_a_request_httpx_cannot_build_is_a_connect_error_not_a_500(
     """`serve` refuses such settings at start; a runtime built with them
     anyway keeps the FTS order (it answered 500 to every packet)."""
     rerank = dataclasses.replace(rerank_settings, **change)
-    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
-    async with serving(settings, clock) as svc:
-        human = await svc.principal("human")
-        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
-        fts = await three_records(human)
-        assert await rerank_of(human) == (fts, "connect_error")
+    fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert packet == (fts, "connect_error")
 
 
 async def test_an_untrusted_certificate_is_a_connect_error(
     tmp_path: Path, clock: MovableClock, provider: Provider, rerank_settings: RerankSettings
 ) -> None:
     rerank = dataclasses.replace(rerank_settings, ca_bundle=None)  # public CAs only
-    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600, rerank=rerank)
-    async with serving(settings, clock) as svc:
-        human = await svc.principal("human")
-        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
-        fts = await three_records(human)
-        assert await rerank_of(human) == (fts, "connect_error")
+    fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert packet == (fts, "connect_error")
     assert provider.calls == 0  # the handshake failed before any request
 
 
