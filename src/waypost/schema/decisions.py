@@ -17,7 +17,6 @@ import strawberry
 from waypost.http.decoding import convert
 from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.resolvers.decisions import answers as decision_answers
-from waypost.resolvers.decisions import digest
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import reopen as decision_reopen
 from waypost.runtime import Actor, Runtime
@@ -374,7 +373,7 @@ class ProjectDecisionFields:
 
     @strawberry.field
     async def digest(self, info: Info) -> Digest:
-        return Digest.from_json(await digest.digest(info.context.rt, self.rest_id))
+        return Digest.from_json(await info.context.loaders.digest.load(self.rest_id))
 
 
 # --- mutations ------------------------------------------------------------------

@@ -23,6 +23,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from graphql import (
+    ExecutionResult,
     GraphQLEnumType,
     GraphQLError,
     GraphQLField,
@@ -37,7 +38,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
 from waypost.errors import Unavailable, WaypostError
-from waypost.schema import fastpath
+from waypost.schema import budget, fastpath
 
 log = logging.getLogger("waypost.graphql")
 MASKED = {"code": "internal"}
@@ -94,6 +95,9 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
 
 
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
+    # objects completed so far, against the execution limit (schema/budget.py)
+    objects = 0
+
     def execute_operation(self, serially: bool | None = None) -> Any:
         # a query of plain data is answered by the fast path (schema/fastpath/);
         # everything else, and anything it hands back, runs here as before
@@ -105,7 +109,11 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     async def _fast_or_normal(
         self, fast: Awaitable[dict[str, Any] | None], serially: bool | None
     ) -> Any:
-        data = await fast
+        try:
+            data = await fast
+        except budget.ObjectsExceeded:
+            self.objects = budget.MAX_OBJECTS + 1
+            return self.finish(self.build_response(None))
         if data is not None:
             return self.finish(self.build_response(data))
         result = super().execute_operation(serially)
@@ -119,6 +127,10 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         path: Path,
         position_context: Any,
     ) -> Any:
+        if self.objects > budget.MAX_OBJECTS:
+            # past the limit nothing more runs or raises (an error per field
+            # in flight cost as much as the fields): the answer is one error
+            return None
         node = field_details_list[0].node
         field_def = self.schema.get_field(parent_type, node.name.value)
         attribute = _plain_attribute(field_def) if field_def is not None else ""
@@ -134,6 +146,36 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         return super().execute_field(
             parent_type, source, field_details_list, path, position_context
         )
+
+    def execute_fields(
+        self,
+        parent_type: GraphQLObjectType,
+        source_value: Any,
+        path: Path | None,
+        grouped_field_set: Any,
+        position_context: Any,
+    ) -> Any:
+        # every object of the result passes here once, whichever path completes it
+        self.objects += 1
+        if self.objects > budget.MAX_OBJECTS:
+            return {}  # build_response answers with the error, whatever data was made
+        return super().execute_fields(
+            parent_type, source_value, path, grouped_field_set, position_context
+        )
+
+    def build_per_event_executor(self, payload: Any) -> Any:
+        # a copy of this executor answers each subscription event: each
+        # event's result is a result of its own, with the whole limit
+        executor = super().build_per_event_executor(payload)
+        if isinstance(executor, PlainFieldExecutor):
+            executor.objects = 0
+        return executor
+
+    def build_response(self, data: dict[str, Any] | None) -> Any:
+        if self.objects > budget.MAX_OBJECTS:
+            # one error, no data: the fields cut short are not holes to show
+            return ExecutionResult(None, [budget.exceeded_error()])
+        return super().build_response(data)
 
     def handle_field_error(
         self,

@@ -20,9 +20,10 @@ from typing import Any, TypeVar, cast
 from strawberry.dataloader import DataLoader
 
 from waypost.clock import format_time
+from waypost.errors import WaypostError
 from waypost.pagination import Page
 from waypost.resolvers.access import store as access_store
-from waypost.resolvers.decisions import by_task
+from waypost.resolvers.decisions import by_task, digest
 from waypost.resolvers.decisions import views as decision_views
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.knowledge.store import feedback_totals
@@ -96,6 +97,7 @@ class Loaders:
         self.generations = self._make(self._generations)
         self.task_decisions = self._make(self._task_decisions)
         self.task_decision_counts = self._make(self._task_decision_counts)
+        self.digest = self._make(self._digests)
         self.knowledge = self._make(self._knowledge)
         self.knowledge_feedback = self._make(self._knowledge_feedback)
         self.knowledge_revisions = self._make(self._knowledge_revisions)
@@ -160,6 +162,23 @@ class Loaders:
     async def _task_decision_counts(self, ids: Sequence[str]) -> list[int]:
         found = await self._read(lambda c: by_task.counts_sync(c, ids))
         return [found[i] for i in ids]
+
+    async def _digests(self, ids: Sequence[str]) -> list[Json]:
+        # once per project per request: a query may reach the same project's
+        # digest through every task it lists (each digest is up to 800 items)
+        now = self.rt.now()
+
+        def each(c: sqlite3.Connection) -> list[Json | WaypostError]:
+            found: list[Json | WaypostError] = []
+            for project_id in ids:
+                try:
+                    found.append(digest.digest_sync(c, project_id, now))
+                except WaypostError as error:
+                    found.append(error)
+            return found
+
+        # the DataLoader raises an error item in the load that asked for it
+        return cast(list[Json], await self._read(each))
 
     async def _knowledge(self, ids: Sequence[str]) -> list[Json | None]:
         found = await self._read(lambda c: knowledge.get_many_sync(c, ids))

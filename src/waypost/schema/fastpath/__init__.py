@@ -32,6 +32,7 @@ from graphql.execution.executor import Executor
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.runtime import Runtime
+from waypost.schema.budget import ObjectsExceeded
 from waypost.schema.fastpath import known
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
@@ -42,7 +43,8 @@ log = logging.getLogger("waypost.graphql")
 
 def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     """The operation's `data` by the fast path (an awaitable: None when it
-    fell back at run time), or None when it does not apply at all."""
+    fell back at run time), or None when it does not apply at all. The
+    awaitable raises `budget.ObjectsExceeded` for a result past the limit."""
     rt = getattr(executor.context_value, "rt", None)
     middleware = executor.middleware_manager
     # field middleware (none in this schema) must see every field: keep its path
@@ -70,8 +72,12 @@ async def _learn(
 
 async def answer_known(rt: Runtime, entry: known.Known) -> dict[str, Any] | None:
     """The `data` of a request the pipeline answered before (known.py), or None
-    when the fast path falls back this time (the pipeline then answers)."""
-    return await _run(rt, entry.plan)
+    when the fast path falls back this time or the result is past the
+    execution limit (the pipeline then answers, and renders that error)."""
+    try:
+        return await _run(rt, entry.plan)
+    except ObjectsExceeded:
+        return None
 
 
 async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
@@ -83,6 +89,8 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
             return None  # an answer graphql-core renders (a refused argument, ...)
+        except ObjectsExceeded:
+            raise  # answered as it is: the normal path would only stop later
         except Exception:
             # a fault of the fast path itself: the normal path still answers
             # (and meets any fault of the store again, and reports it)
@@ -91,6 +99,8 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
 
     try:
         data: dict[str, Any] | None = await rt.db.read(unit)
+    except ObjectsExceeded:
+        raise
     except Exception:  # a busy or closed store: the normal path answers as it does
         data = None
     return data

@@ -30,6 +30,8 @@ class Reads:
     now_at: str
     # every (type name, field name) the operation selects (plan.SelectionPlan)
     selected: frozenset[tuple[str, str]] = frozenset()
+    # objects completed so far (schema/budget.py counts them against MAX_OBJECTS)
+    objects: int = 0
     # kind -> id -> record (None: no such record), like the DataLoaders' caches:
     # a record referenced many times is read once per request
     _records: dict[str, dict[str, Json | None]] = field(default_factory=dict)

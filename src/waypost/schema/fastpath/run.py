@@ -23,6 +23,7 @@ from graphql import (
     GraphQLScalarType,
 )
 
+from waypost.schema import budget
 from waypost.schema.fastpath.plan import SelectionPlan
 from waypost.schema.fastpath.reads import Fallback, Reads
 
@@ -36,6 +37,9 @@ def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[
         # would check its arguments, `first: 0` under a missing project, and
         # refuse what graphql-core never looks at)
         return []
+    reads.objects += len(parents)
+    if reads.objects > budget.MAX_OBJECTS:
+        raise budget.ObjectsExceeded
     results: list[dict[str, Any]] = [{} for _ in parents]
     for field in plan.fields:
         values = field.resolve(reads, parents, field.args)

@@ -1,0 +1,142 @@
+"""The execution limit (schema/budget.py): a result holds at most MAX_OBJECTS
+objects, counted the same way by graphql-core's path and by the fast path;
+past it the answer is one error and no data. And a project's digest is read
+once per request however many references reach it.
+
+The limit is lowered here so that a handful of records reaches it; the
+counting is the same at any value."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from tests.conftest import Caller
+from tests.decisions_support import new_task, open_decision
+from tests.fastpath_support import both
+from waypost.resolvers.decisions import digest
+from waypost.schema import budget
+from waypost.schema.fastpath import known
+from waypost.schema.limits import CACHED_QUERIES
+from waypost.schema.memo import Memo
+
+# root, project, connection, and per decision: itself, `current`, one
+# `affected` entry, its task and the task's project (5 each)
+NESTED = """query { project(id: "demo") { decisions(first: 10) { nodes {
+  restId current { affected { task { title project { name } } } } } } } }"""
+
+
+def objects_for(decisions: int) -> int:
+    return 3 + 5 * decisions
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    with mock.patch.object(known, "KNOWN", Memo(CACHED_QUERIES)):
+        yield
+
+
+def limited(limit: int) -> Any:
+    return mock.patch.object(budget, "MAX_OBJECTS", limit)
+
+
+def over_the_limit(body: bytes) -> bool:
+    answer = json.loads(body)
+    if answer.get("data") is not None:
+        return False
+    [error] = answer["errors"]
+    assert error["extensions"] == {"code": "invalid_request"}
+    assert f"execution limit of {budget.MAX_OBJECTS:,} objects" in error["message"]
+    return True
+
+
+async def two_decisions(human: Caller) -> None:
+    for title in ("Back up", "Migrate"):
+        await open_decision(human, [await new_task(human, title)])
+
+
+async def test_a_result_at_the_limit_answers_and_one_past_it_is_one_error(
+    human: Caller, project: str
+) -> None:
+    await two_decisions(human)
+    with limited(objects_for(2)):
+        at = await both(human, NESTED)
+    assert at.answered  # the fast path counted it
+    assert at.fast == at.slow
+    assert len(json.loads(at.fast)["data"]["project"]["decisions"]["nodes"]) == 2
+    with limited(objects_for(2) - 1):
+        past = await both(human, NESTED)
+        # graphql-core's path stops at the same object, and says the same
+        assert over_the_limit(past.fast) and past.fast == past.slow
+
+
+async def test_graphql_core_counts_every_object_it_completes(human: Caller, project: str) -> None:
+    """`me` is not on the fast path, so this whole query runs on graphql-core;
+    `me` is one object more."""
+    await two_decisions(human)
+    query = "query { me { name } " + NESTED.removeprefix("query {")
+    with limited(objects_for(2) + 1):
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+        assert r.status_code == 200 and json.loads(r.content)["data"]["me"]["name"] == "alice"
+    with limited(objects_for(2)):
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+        assert r.status_code == 200 and over_the_limit(r.content)
+
+
+async def test_a_known_query_whose_result_grew_past_the_limit_is_refused(
+    human: Caller, project: str
+) -> None:
+    """A request answered before is answered without the pipeline
+    (fastpath/known.py); its result may grow past the limit since."""
+    await two_decisions(human)
+    with limited(objects_for(2)):
+        for _ in range(2):  # learned, then answered as known
+            r = await human.client.post("/graphql", json={"query": NESTED}, headers=human.headers())
+            assert json.loads(r.content)["data"]["project"]["decisions"]["nodes"]
+        await open_decision(human, [await new_task(human, "Announce")])
+        r = await human.client.post("/graphql", json={"query": NESTED}, headers=human.headers())
+        assert r.status_code == 200 and over_the_limit(r.content)
+
+
+async def test_lists_without_first_nesting_through_references_are_stopped(
+    human: Caller, project: str
+) -> None:
+    """The digest's lists have no `first`, so the node limit cannot see this
+    query grow with the square of the pending decisions: the execution limit does."""
+    for n in range(4):
+        await open_decision(human, [await new_task(human, f"task {n}")])
+    query = """query { project(id: "demo") { digest { pendingDecisions { current { affected {
+      task { project { digest { pendingDecisions { restId } } } } } } } } } }"""
+    # root, project, digest, 4 x (decision, current, affected, task, project,
+    # digest, 4 decisions) = 3 + 4 x 10
+    with limited(43):
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+        assert len(json.loads(r.content)["data"]["project"]["digest"]["pendingDecisions"]) == 4
+    await open_decision(human, [await new_task(human, "task 4")])  # 3 + 5 x 11 = 58
+    with limited(43):
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+        assert r.status_code == 200 and over_the_limit(r.content)
+
+
+async def test_a_digest_is_read_once_per_project_per_request(human: Caller, project: str) -> None:
+    for n in range(3):
+        await open_decision(human, [await new_task(human, f"task {n}")])
+    query = """query { project(id: "demo") { digest { pendingDecisions { restId } }
+      tasks(first: 10) { nodes { project { digest { pendingDecisions { restId } } } } } } }"""
+    real = digest.digest_sync
+    calls: list[str] = []
+
+    def counted(conn: Any, project_id: str, now: Any) -> Any:
+        calls.append(project_id)
+        return real(conn, project_id, now)
+
+    with mock.patch.object(digest, "digest_sync", counted):
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+    data = json.loads(r.content)["data"]["project"]
+    assert len(data["tasks"]["nodes"]) == 3
+    assert all(t["project"]["digest"] == data["digest"] for t in data["tasks"]["nodes"])
+    assert calls == ["demo"]
