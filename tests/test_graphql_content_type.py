@@ -60,3 +60,15 @@ async def test_rest_refuses_the_same_media_types(human: Caller, content_type: st
     )
     assert r.status_code == 415
     assert r.json()["error"]["code"] == "unsupported_media_type"
+
+
+@pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND"])
+async def test_other_methods_are_405_in_graphql_shape(human: Caller, method: str) -> None:
+    """Only POST executes; GET and HEAD serve the GraphiQL page when it is on.
+    Any other method is 405, with GraphQL's error shape (contract 13)."""
+    headers = {**human.headers(), "Content-Type": "application/json"}
+    r = await human.client.request(method, "/graphql", content=BODY, headers=headers)
+    assert r.status_code == 405, r.text
+    if method != "HEAD":  # a HEAD answer has no body
+        assert r.json()["errors"][0]["extensions"] == {"code": "method_not_allowed"}
+        assert r.headers["allow"] == "GET, HEAD, POST"

@@ -327,3 +327,29 @@ async def test_commit_listeners_run_on_the_loop_after_each_committed_write(
     await service.rt.db.write(lambda c: principals.create_principal(c, "human", "two", at))
     await asyncio.sleep(0)
     assert seen == [1]
+
+
+async def test_searches_leave_one_reader_to_every_other_read(tmp_path: Path) -> None:
+    """Slow searches take at most all readers but one (Database.search)."""
+    db = Database(tmp_path / "s.db", readers=3)
+    await db.open()
+    release = threading.Event()
+    running: list[int] = []
+
+    def slow_search(conn: sqlite3.Connection) -> int:
+        running.append(1)
+        release.wait(10)
+        return int(conn.execute("SELECT 1").fetchone()[0])
+
+    try:
+        searches = [asyncio.create_task(db.search(slow_search)) for _ in range(4)]
+        while len(running) < 2:
+            await asyncio.sleep(0.01)
+        # two readers hold searches; the third still answers a plain read at once
+        plain = await asyncio.wait_for(db.read(lambda c: c.execute("SELECT 2").fetchone()[0]), 2)
+        assert plain == 2 and len(running) == 2
+        release.set()
+        assert await asyncio.gather(*searches) == [1, 1, 1, 1]
+    finally:
+        release.set()
+        await db.close()

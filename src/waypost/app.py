@@ -78,7 +78,7 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         Route("/healthz", healthz),
         *([Route("/metrics", metrics)] if settings.metrics else []),
         Route("/api/v1/openapi.json", openapi_document),
-        Route("/graphql", graphql, methods=["GET", "POST"]),
+        Route("/graphql", graphql),  # every method: the view answers 405 itself
         WebSocketRoute("/graphql", graphql),  # subscriptions (graphql-transport-ws)
         Route(sse.PATH, sse.event_stream, methods=["GET"]),
         rest.routing.RestRoutes(rest.TABLES),

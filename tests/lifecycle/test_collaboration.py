@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from tests.conftest import MovableClock
 from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
 from tests.lifecycle.test_requests import refused
+from waypost.resolvers.lifecycle.queries import fts_query
 
 M = "/v1/decisions/adr.payments-retry"
 
@@ -240,3 +242,26 @@ async def test_search_shows_only_the_callers_tenant(lifecycle: Lifecycle, author
 async def test_search_limits(author: Member) -> None:
     for bad in [{"limit": 0}, {"limit": 101}, {"q": "x" * 201}]:
         refused(await author.get("/v1/decisions", **bad), 400, "invalid_request")
+
+
+def test_a_term_given_twice_is_searched_once() -> None:
+    assert fts_query("mu mu Mu\x00mu") == '"mu" "Mu"'
+    assert fts_query(" \x00 ") is None
+
+
+async def test_a_search_past_its_time_limit_is_503(lifecycle: Lifecycle, author: Member) -> None:
+    for n in range(40):
+        r = await author.register(memo(f"z{n}", context="zebra crossing " * 300))
+        assert r.status_code == 200
+    rt = lifecycle.service.rt
+    settings = rt.settings
+    assert settings is not None
+    rt.settings = dataclasses.replace(settings, search_time_limit_ms=0)
+    try:
+        r = await author.get("/v1/decisions", q="zebra crossing")
+        refused(r, 503, "unavailable")
+        assert r.headers["retry-after"] == "1"
+    finally:
+        rt.settings = settings
+    r = await author.get("/v1/decisions", q="zebra crossing", limit=100)
+    assert r.status_code == 200 and len(r.json()["items"]) == 40

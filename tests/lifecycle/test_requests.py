@@ -123,6 +123,24 @@ async def test_a_declared_length_over_256_kib_is_413(author: Member) -> None:
     refused(await author.post(URL, raw), 413, "payload_too_large")
 
 
+@pytest.mark.parametrize("declared", ["1000000000000", str(2**63), "9" * 5000])
+async def test_a_declared_length_of_any_size_past_256_kib_is_413(
+    author: Member, declared: str
+) -> None:
+    raw = json.dumps({"memo": memo()}).encode()
+    r = await author.post(URL, raw, headers={"Content-Length": declared})
+    refused(r, 413, "payload_too_large")
+
+
+async def test_leading_zeros_and_non_ascii_digits_in_the_declared_length(author: Member) -> None:
+    raw = json.dumps({"memo": memo()}).encode()
+    padded = str(len(raw)).rjust(16, "0")  # 16 characters, still the body's length
+    assert (await author.post(URL, raw, headers={"Content-Length": padded})).status_code == 200
+    # "²" is a digit to str.isdigit(), not to HTTP (nor to int())
+    h = {"Content-Length": "\u00b2".encode("latin-1")}
+    refused(await author.post(URL, raw, headers=h), 400, "length_required")  # type: ignore[dict-item]
+
+
 async def test_a_body_without_declared_length_is_400(author: Member) -> None:
     async def chunks() -> Any:
         yield json.dumps({"memo": memo()}).encode()

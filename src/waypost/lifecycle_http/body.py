@@ -31,9 +31,12 @@ async def read_body(request: Request) -> bytes:
     if media is None or media.strip().lower() != "application/json":
         raise UnsupportedMediaType("Content-Type must be application/json")
     declared = _one(request, "content-length")
-    if declared is None or not declared.isdigit() or len(declared) > 12:
+    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+    if declared is None or not (declared.isascii() and declared.isdigit()):
         raise checks.refuse("length_required", "a Content-Length is required", "Content-Length")
-    length = int(declared)
+    digits = declared.lstrip("0") or "0"
+    # a number of 13 digits or more is far past the limit: never int() it whole
+    length = int(digits) if len(digits) <= 12 else BODY_LIMIT + 1
     if length > BODY_LIMIT:
         raise PayloadTooLarge(f"request bodies are limited to {BODY_LIMIT} bytes")
     chunks: list[bytes] = []

@@ -74,7 +74,13 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         request = Request(scope=scope, receive=receive)
         response: Response
-        if request.method == "GET":
+        if request.method not in ("GET", "HEAD", "POST"):
+            # the route takes every method so that this 405 is in GraphQL's shape
+            response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
+            response.headers["Allow"] = "GET, HEAD, POST"
+            await response(scope, receive, send)
+            return
+        if request.method in ("GET", "HEAD"):
             # GET never executes anything: it serves the GraphiQL page when enabled
             # (the gate lets it through without a token); queries are POSTs.
             if self.graphql_ide and "query" not in request.query_params:

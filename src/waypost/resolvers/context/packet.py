@@ -142,7 +142,7 @@ async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, 
     match = escape_fts(search_terms(query.q))
     now = rt.now()
     limit_ms = rt.settings.search_time_limit_ms if rt.settings else 1000
-    snap = await rt.db.read(lambda c: read_sync(c, project_id, query, match, now, limit_ms))
+    snap = await rt.db.search(lambda c: read_sync(c, project_id, query, match, now, limit_ms))
     if snap.timed_out:
         log.info("context search ended by its time limit of %s ms", limit_ms)
     filled = fill(snap.policy, [*snap.decisions, *snap.matches], query.limit, query.budget)

@@ -237,13 +237,15 @@ def _match(q: KnowledgeListQuery) -> str | None:
 async def list_knowledge(
     rt: Runtime, project_id: str, q: KnowledgeListQuery, backward: bool = False
 ) -> Page[dict[str, Any]]:
-    return await rt.db.read(lambda conn: list_sync(conn, project_id, q, backward))
+    read = rt.db.read if q.q is None else rt.db.search
+    return await read(lambda conn: list_sync(conn, project_id, q, backward))
 
 
 async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
     """How many records the list with these filters holds (GraphQL `totalCount`)."""
     match = _match(q)
-    return await rt.db.read(lambda conn: count_rows(conn, project_id, q, match))
+    read = rt.db.read if match is None else rt.db.search
+    return await read(lambda conn: count_rows(conn, project_id, q, match))
 
 
 def insert_submission_lessons(

@@ -124,7 +124,8 @@ async def list_tasks(
     backward: bool = False,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
-    return await rt.db.read(
+    read = rt.db.read if q is None else rt.db.search
+    return await read(
         lambda conn: list_tasks_sync(
             conn,
             project_id,
@@ -148,7 +149,8 @@ async def count_tasks(
     q: str | None = None,
 ) -> int:
     now = rt.now()
-    return await rt.db.read(
+    read = rt.db.read if q is None else rt.db.search
+    return await read(
         lambda conn: count_tasks_sync(conn, project_id, now, status=status, ready=ready, q=q)
     )
 
