@@ -15,9 +15,10 @@ from unittest import mock
 
 import pytest
 
-from tests.conftest import Caller
-from tests.decisions_support import new_task, open_decision
+from tests.conftest import Caller, Service
+from tests.decisions_support import edit_task, new_task, open_decision
 from tests.fastpath_support import both
+from tests.live_support import graphql_ws, running
 from waypost.resolvers.decisions import digest
 from waypost.schema import budget
 from waypost.schema.fastpath import known
@@ -140,3 +141,58 @@ async def test_a_digest_is_read_once_per_project_per_request(human: Caller, proj
     assert len(data["tasks"]["nodes"]) == 3
     assert all(t["project"]["digest"] == data["digest"] for t in data["tasks"]["nodes"])
     assert calls == ["demo"]
+
+
+OPEN_TWO = """mutation ($t: [String!]!) {
+  a: decisionOpen(input: {idempotencyKey: "k1", projectId: "demo", question: "Q1?",
+      options: ["Yes", "No"], rationale: "r", requiredActor: HUMAN, taskIds: $t,
+      environment: "prod"})
+    { decision { restId project { digest { pendingDecisions { restId } } } } }
+  b: decisionOpen(input: {idempotencyKey: "k2", projectId: "demo", question: "Q2?",
+      options: ["Yes", "No"], rationale: "r", requiredActor: HUMAN, taskIds: $t,
+      environment: "prod"})
+    { decision { restId project { digest { pendingDecisions { restId } } } } }
+}"""
+
+
+async def test_each_root_mutation_reads_what_the_ones_before_it_wrote(
+    human: Caller, project: str
+) -> None:
+    """Loaders are fresh for each root mutation, and the object limit does not
+    apply to mutations: stopping one would skip the writes after it."""
+    t = await new_task(human, "t")
+    with limited(3):
+        r = await human.client.post(
+            "/graphql", json={"query": OPEN_TWO, "variables": {"t": [t]}}, headers=human.headers()
+        )
+    data = json.loads(r.content)["data"]
+    a, b = data["a"]["decision"], data["b"]["decision"]
+    assert [d["restId"] for d in a["project"]["digest"]["pendingDecisions"]] == [a["restId"]]
+    assert {d["restId"] for d in b["project"]["digest"]["pendingDecisions"]} == {
+        a["restId"],
+        b["restId"],
+    }
+
+
+async def test_a_subscription_event_reads_the_records_afresh(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A WebSocket keeps one context for its whole life: each event gets
+    loaders of its own (a task's title was the first event's for ever)."""
+    t = await new_task(human, "old title")
+    d = await open_decision(human, [t])
+    query = "subscription ($id: ID!) { decisionChanged(id: $id) { affected { task { title } } } }"
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(query, {"id": d["id"]})
+
+        async def title() -> str:
+            while True:
+                m = await client.receive()
+                if m.get("id") == op:
+                    return str(
+                        m["payload"]["data"]["decisionChanged"]["affected"][0]["task"]["title"]
+                    )
+
+        assert await title() == "old title"
+        await edit_task(human, t, title="new title")
+        assert await title() == "new title"

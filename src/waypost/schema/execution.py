@@ -32,6 +32,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    OperationType,
 )
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
@@ -39,6 +40,8 @@ from strawberry.types.field import StrawberryField
 
 from waypost.errors import Unavailable, WaypostError
 from waypost.schema import budget, fastpath
+from waypost.schema.context import Context
+from waypost.schema.loaders import Loaders
 
 log = logging.getLogger("waypost.graphql")
 MASKED = {"code": "internal"}
@@ -94,11 +97,24 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
                         extensions=MASKED)  # fmt: skip
 
 
+_UNCOUNTED = -(2**62)
+
+
+def _fresh_loaders(context: Any) -> None:
+    if isinstance(context, Context):
+        context.loaders = Loaders(context.rt)
+
+
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     # objects completed so far, against the execution limit (schema/budget.py)
     objects = 0
 
     def execute_operation(self, serially: bool | None = None) -> Any:
+        # loaders for this execution alone: a WebSocket keeps one context for
+        # all its operations and events, whose reads must not be cached across
+        _fresh_loaders(self.context_value)
+        if self.operation.operation == OperationType.MUTATION:
+            self.objects = _UNCOUNTED  # see execute_fields
         # a query of plain data is answered by the fast path (schema/fastpath/);
         # everything else, and anything it hands back, runs here as before
         fast = fastpath.answer(self)
@@ -127,6 +143,9 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         path: Path,
         position_context: Any,
     ) -> Any:
+        if parent_type is self.schema.mutation_type:
+            # each root mutation reads what the ones before it wrote
+            _fresh_loaders(self.context_value)
         if self.objects > budget.MAX_OBJECTS:
             # past the limit nothing more runs or raises (an error per field
             # in flight cost as much as the fields): the answer is one error
@@ -155,7 +174,14 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         grouped_field_set: Any,
         position_context: Any,
     ) -> Any:
-        # every object of the result passes here once, whichever path completes it
+        # every object of the result passes here once, whichever path completes it;
+        # a mutation's answer is not limited: its root fields run one after
+        # another and write, so stopping one would skip writes after others
+        # were committed, and answer none of them
+        if self.objects < 0:
+            return super().execute_fields(
+                parent_type, source_value, path, grouped_field_set, position_context
+            )
         self.objects += 1
         if self.objects > budget.MAX_OBJECTS:
             return {}  # build_response answers with the error, whatever data was made
