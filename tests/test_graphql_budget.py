@@ -51,7 +51,7 @@ def over_the_limit(body: bytes) -> bool:
         return False
     [error] = answer["errors"]
     assert error["extensions"] == {"code": "invalid_request"}
-    assert f"execution limit of {budget.MAX_OBJECTS:,} objects" in error["message"]
+    assert f"execution limits of {budget.MAX_OBJECTS:,} objects and" in error["message"]
     return True
 
 
@@ -73,6 +73,29 @@ async def test_a_result_at_the_limit_answers_and_one_past_it_is_one_error(
         past = await both(human, NESTED)
         # graphql-core's path stops at the same object, and says the same
         assert over_the_limit(past.fast) and past.fast == past.slow
+
+
+async def test_text_past_its_limit_is_one_error_on_both_paths(human: Caller, project: str) -> None:
+    """Few objects can still make a huge result: characters of text are
+    counted too (budget.MAX_TEXT), the same way on both paths."""
+    description = "A long description. " * 10
+    for title in ("Back up", "Migrate"):
+        await new_task(human, title, description=description)
+    query = 'query { project(id: "demo") { tasks(first: 10) { nodes { description } } } }'
+    with mock.patch.object(budget, "MAX_TEXT", 2 * len(description)):
+        at = await both(human, query)
+    assert at.answered and at.fast == at.slow
+    assert len(json.loads(at.fast)["data"]["project"]["tasks"]["nodes"]) == 2
+    with mock.patch.object(budget, "MAX_TEXT", 2 * len(description) - 1):
+        past = await both(human, query)
+        assert over_the_limit(past.fast) and past.fast == past.slow
+        # and on graphql-core's own path (`me` is not on the fast path)
+        r = await human.client.post(
+            "/graphql",
+            json={"query": "query { me { kind } " + query.removeprefix("query {")},
+            headers=human.headers(),
+        )
+        assert over_the_limit(r.content)
 
 
 async def test_graphql_core_counts_every_object_it_completes(human: Caller, project: str) -> None:

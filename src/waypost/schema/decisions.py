@@ -149,7 +149,7 @@ async def prefetch_affected(info: Info, generations: list[DecisionGeneration]) -
         return
     found = await info.context.loaders.task.load_many([a.task_id for a in entries])
     for entry, task in zip(entries, found, strict=True):
-        entry.loaded = info.context.loaders.task_object(task, Task.from_json)
+        entry.loaded = info.context.loaders.shared_object(task, Task.from_json)
 
 
 @strawberry.type(description="One immutable cycle of a decision: its pins and its answer.")
@@ -373,7 +373,12 @@ class ProjectDecisionFields:
 
     @strawberry.field
     async def digest(self, info: Info) -> Digest:
-        return Digest.from_json(await info.context.loaders.digest.load(self.rest_id))
+        loaders = info.context.loaders
+        # one object per digest read: its lists hold up to 800 objects, and a
+        # query may reach the digest through every task it lists
+        found = loaders.shared_object(await loaders.digest.load(self.rest_id), Digest.from_json)
+        assert found is not None
+        return found
 
 
 # --- mutations ------------------------------------------------------------------

@@ -106,8 +106,10 @@ def _fresh_loaders(context: Any) -> None:
 
 
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
-    # objects completed so far, against the execution limit (schema/budget.py)
+    # objects and characters of text completed so far, against the execution
+    # limits (schema/budget.py)
     objects = 0
+    text = 0
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
@@ -189,12 +191,22 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             parent_type, source_value, path, grouped_field_set, position_context
         )
 
+    def complete_leaf_value(self, return_type: Any, result: Any) -> Any:  # type: ignore[override]
+        return self._counted(super().complete_leaf_value(return_type, result))
+
+    def _counted(self, leaf: Any) -> Any:
+        if type(leaf) is str and self.objects >= 0:  # mutations are not limited
+            self.text += len(leaf)
+            if self.text > budget.MAX_TEXT:
+                self.objects = budget.MAX_OBJECTS + 1  # past the limits: see execute_field
+        return leaf
+
     def build_per_event_executor(self, payload: Any) -> Any:
         # a copy of this executor answers each subscription event: each
         # event's result is a result of its own, with the whole limit
         executor = super().build_per_event_executor(payload)
         if isinstance(executor, PlainFieldExecutor):
-            executor.objects = 0
+            executor.objects = executor.text = 0
         return executor
 
     def build_response(self, data: dict[str, Any] | None) -> Any:
@@ -226,7 +238,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if value is None:
             return None
         if isinstance(t, GraphQLScalarType | GraphQLEnumType):
-            return t.serialize(value)
+            return self._counted(t.serialize(value))
         if isinstance(t, GraphQLList):
             item = t.of_type
             return self._gather(

@@ -105,8 +105,8 @@ class Loaders:
         self._histories: dict[str, DataLoader[Any, Any]] = {}
         self._history_counts: dict[str, DataLoader[Any, Any]] = {}
 
-    def task_object(self, found: Json | None, make: Callable[[Json], V]) -> V | None:
-        """One schema object per loaded record per request (built once, however
+    def shared_object(self, found: Json | None, make: Callable[[Json], V]) -> V | None:
+        """One schema object per loaded record per operation (built once, however
         many entries reference it)."""
         if found is None:
             return None

@@ -32,6 +32,7 @@ class Reads:
     selected: frozenset[tuple[str, str]] = frozenset()
     # objects completed so far (schema/budget.py counts them against MAX_OBJECTS)
     objects: int = 0
+    text: int = 0  # characters of the result's strings (budget.MAX_TEXT)
     # kind -> id -> record (None: no such record), like the DataLoaders' caches:
     # a record referenced many times is read once per request
     _records: dict[str, dict[str, Json | None]] = field(default_factory=dict)

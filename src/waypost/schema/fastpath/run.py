@@ -89,6 +89,10 @@ def _complete(
         kinds = _SCALARS.get(t.name)
         if kinds is None or not set(map(type, values)) <= kinds:
             raise Fallback  # let the scalar's own serialize decide (or refuse)
+        if t.name in _TEXT:
+            reads.text += sum(map(budget.text_of, values))
+            if reads.text > budget.MAX_TEXT:
+                raise budget.ObjectsExceeded
         if t.name == "Int":
             ints = [v for v in values if v is not None]
             if ints and not (min(ints) >= _INT_MIN and max(ints) <= _INT_MAX):
@@ -102,6 +106,7 @@ def _complete(
 # else goes to the scalar's own serialize on the normal path.
 # Checked by exact type (a bool is no Int, a str subclass may serialize otherwise).
 _NONE = type(None)
+_TEXT = frozenset({"String", "ID", "DateTime"})
 _SCALARS: dict[str, set[type]] = {
     "String": {str, _NONE},
     "ID": {str, _NONE},
