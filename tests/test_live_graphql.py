@@ -127,7 +127,9 @@ async def _states(changes: Any, seconds: float = 1.5) -> list[tuple[int, str]]:
     return seen
 
 
-@pytest.mark.parametrize("commits_during", ["the first read", "a batch's read"])
+@pytest.mark.parametrize(
+    "commits_during", ["the first read", "a batch's read", "a batch's read, twice"]
+)
 async def test_decision_changed_never_replays_what_a_read_already_showed(
     service: Service,
     human: Caller,
@@ -147,7 +149,7 @@ async def test_decision_changed_never_replays_what_a_read_already_showed(
     async def allow() -> None:
         assert (await send_answer(human, decision["id"], disposition="allow")).status_code == 200
 
-    async def racing(rt: Any, decision_id: str, batch: Any, seen: int) -> Any:
+    async def racing(rt: Any, decision_id: str, seen: int | None) -> Any:
         nonlocal reads
         reads += 1
         if commits_during == "the first read" and reads == 1:
@@ -155,20 +157,27 @@ async def test_decision_changed_never_replays_what_a_read_already_showed(
                 await send_answer(human, decision["id"], disposition="allow")
             ).status_code == 200
             assert (await reopen(human, decision["id"], 1)).status_code == 200
-        if commits_during == "a batch's read" and reads == 2:
+        if commits_during.startswith("a batch's read") and reads == 2:
             assert (await reopen(human, decision["id"], 1)).status_code == 200
-        return await original(rt, decision_id, batch, seen)
+            if commits_during.endswith("twice"):
+                # a state no event of the batch in hand holds: it was lost
+                denied = await send_answer(human, decision["id"], generation=2, disposition="deny")
+                assert denied.status_code == 200
+        return await original(rt, decision_id, seen)
 
     monkeypatch.setattr(streams, "load_changes", racing)
     changes = decision_changes(service.rt, actor, human.token, decision["id"])
     async with aclosing(changes):
         first = await anext(changes)
-        if commits_during == "a batch's read":
+        if commits_during.startswith("a batch's read"):
             assert (first["generation"], first["status"]) == (1, "pending")
             assert (
                 await send_answer(human, decision["id"], disposition="allow")
             ).status_code == 200
-            assert await _states(changes) == [(1, "allowed"), (2, "pending")]
+            expected = [(1, "allowed"), (2, "pending")]
+            if commits_during.endswith("twice"):
+                expected.append((2, "denied"))
+            assert await _states(changes) == expected
         else:
             assert (first["generation"], first["status"]) == (2, "pending")
             assert await _states(changes) == []

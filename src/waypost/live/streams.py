@@ -13,6 +13,8 @@ from waypost.clock import format_time
 from waypost.errors import NotFound
 from waypost.live import hub_for
 from waypost.resolvers.access import principals
+from waypost.resolvers.core import store as core_store
+from waypost.resolvers.core.events import event_json
 from waypost.resolvers.decisions.status import decision_status, work_allowed
 from waypost.resolvers.decisions.views import load_decisions, load_generations
 from waypost.resolvers.projects.operations import require_project
@@ -116,28 +118,36 @@ def _steps(batch: list[Event], decision_id: str) -> list[tuple[int, str | None, 
 
 
 async def load_changes(
-    rt: Runtime, decision_id: str, batch: list[Event], seen: int
+    rt: Runtime, decision_id: str, seen: int | None
 ) -> tuple[list[dict[str, Any]], int] | None:
-    """The decision as each change event of `batch` after sequence `seen` left
+    """The decision as each of its change events after sequence `seen` left
     it, then as it is now (which adds what no event of its own states: stale,
     expired), with the project's last event sequence that read includes;
-    None when the decision is gone.
+    None when the decision is gone. `seen` None: as it is now only.
 
+    The change events are read in the same snapshot as the decision, not
+    taken from the batch that woke the stream: a batch may not yet hold an
+    event that the read already sees, and its state was then lost (answer,
+    reopen and answer again reached a loaded subscriber as only the last).
     Generations and answers are immutable, so the earlier states are rebuilt
     from them, each generation with its answer only once answered. An event at
     or before `seen` is already in a state yielded before (it committed before
     that read), and is never rebuilt again."""
     now_at = format_time(rt.now())
-    steps = _steps([e for e in batch if e["sequence"] > seen], decision_id)
-    keys = sorted({(decision_id, generation) for generation, _, _ in steps})
 
-    def read(conn: Any) -> tuple[dict[str, Any] | None, dict[Any, Any], int]:
+    def read(conn: Any) -> tuple[dict[str, Any] | None, list[Any], dict[Any, Any], int]:
         found = load_decisions(conn, [decision_id], now_at).get(decision_id)
         if found is None:
-            return None, {}, seen
-        return found, load_generations(conn, keys), _last_sequence(conn, found["project_id"])
+            return None, [], {}, 0
+        project_id = found["project_id"]
+        steps = []
+        if seen is not None:
+            rows = core_store.subject_event_rows(conn, project_id, seen, decision_id, _CHANGES)
+            steps = _steps([event_json(r) for r in rows], decision_id)
+        keys = sorted({(decision_id, generation) for generation, _, _ in steps})
+        return found, steps, load_generations(conn, keys), _last_sequence(conn, project_id)
 
-    found, generations, through = await rt.db.read(read)
+    found, steps, generations, through = await rt.db.read(read)
     if found is None:
         return None
     states = []
@@ -185,7 +195,7 @@ async def decision_changes(
         # read once the listener is in place: a change committed between the
         # two is in this state or in the listener's first batch, never lost
         # (and `seen` keeps the batch from replaying what this read holds)
-        first = await load_changes(rt, decision_id, [], 0)
+        first = await load_changes(rt, decision_id, None)
         if first is None:
             return
         (decision,), seen = first
@@ -193,13 +203,14 @@ async def decision_changes(
         last = _state(decision)
         checked = time.monotonic()
         while True:
-            # any event of the project, or a quiet interval: look again
-            batch = await listener.next_batch(limits.poll_seconds)
+            # any event of the project, or a quiet interval: look again (the
+            # read finds the events itself, in its own snapshot)
+            await listener.next_batch(limits.poll_seconds)
             if time.monotonic() - checked >= limits.recheck_seconds:
                 if not await still_valid(rt, token):
                     return
                 checked = time.monotonic()
-            changes = await load_changes(rt, decision_id, batch, seen)
+            changes = await load_changes(rt, decision_id, seen)
             if changes is None:
                 return
             states, seen = changes

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -77,6 +78,19 @@ def event_rows_after(
     return conn.execute(
         "SELECT * FROM events WHERE project_id = ? AND sequence > ? ORDER BY sequence LIMIT ?",
         (project_id, after, count),
+    ).fetchall()
+
+
+def subject_event_rows(
+    conn: sqlite3.Connection, project_id: str, after: int, subject_id: str, types: Sequence[str]
+) -> list[sqlite3.Row]:
+    """The project's events after sequence `after` about `subject_id` of these
+    types, oldest first (a decision's changes since a stream last read it)."""
+    marks = ", ".join("?" * len(types))
+    return conn.execute(
+        "SELECT * FROM events WHERE project_id = ? AND sequence > ? AND subject_id = ?"
+        f" AND type IN ({marks}) ORDER BY sequence",
+        (project_id, after, subject_id, *types),
     ).fetchall()
 
 
