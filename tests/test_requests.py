@@ -583,3 +583,21 @@ async def test_graphql_refuses_two_content_types(human: Caller) -> None:
     assert r.status_code == 400
     [error] = r.json()["errors"]
     assert error["extensions"] == {"code": "invalid_request", "field": "Content-Type"}
+
+
+async def test_spaces_around_a_header_value_are_not_part_of_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    """RFC 9110 5.5: `Idempotency-Key: k ` is the key `k` (httptools, which
+    `serve` runs, hands the spaces over; h11 drops them)."""
+    body = b'{"expected_revision": 1, "rules": "x"}'
+    sent = []
+    for key in (b"k-spaced \t", b" k-spaced"):
+        headers = {**human.headers(), "Idempotency-Key": key, "Content-Type": "application/json "}
+        sent.append(await human.client.patch(POLICY, content=body, headers=headers))
+    assert [r.status_code for r in sent] == [200, 200], sent[0].text
+    assert sent[1].headers.get("idempotent-replayed") == "true"
+    agent = await service.agent()
+    assert agent.session_id is not None
+    headers = {**agent.headers(), "Waypost-Session": f"{agent.session_id}  "}
+    assert (await agent.client.get("/api/v1/me", headers=headers)).status_code == 200

@@ -380,3 +380,11 @@ async def test_no_refusal_writes_anything(author: Member, lifecycle: Lifecycle) 
     await author.register(memo(question="no"))
     await author.register(memo(context="token=abcdefghijk"))
     assert [await lifecycle.count(t) for t in TABLES] == [0] * len(TABLES)
+
+
+async def test_spaces_around_a_header_value_are_not_part_of_it(author: Member) -> None:
+    raw = json.dumps({"memo": memo()}).encode()
+    h = {"Content-Length": f"{len(raw)} \t", "Idempotency-Key": " spaced-key "}
+    assert (await author.post(URL, raw, headers=h)).status_code == 200
+    replay = await author.post(URL, raw, key="spaced-key")
+    assert replay.status_code == 200 and replay.headers["idempotent-replayed"] == "true"

@@ -16,6 +16,9 @@ def header(scope: Scope, name: bytes) -> str | None:
     first would, for example, store a receipt under one idempotency key
     while a proxy that merged the two sent another. So it is refused as
     `400 invalid_request` naming the header, as the lifecycle listener does.
+
+    Spaces and tabs around the value are not part of it (RFC 9110, 5.5).
+    h11 drops them; httptools, which `serve` uses, hands them over.
     """
     found: str | None = None
     for key, value in scope["headers"]:
@@ -23,5 +26,5 @@ def header(scope: Scope, name: bytes) -> str | None:
             if found is not None:
                 title = name.decode("latin-1").title()
                 raise InvalidRequest.field(title, f"send one {title} header, not several")
-            found = str(value.decode("latin-1"))
+            found = str(value.decode("latin-1")).strip(" \t")
     return found

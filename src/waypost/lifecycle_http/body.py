@@ -23,7 +23,8 @@ def _one(request: Request, name: str) -> str | None:
     values = request.headers.getlist(name)
     if len(values) > 1:
         raise checks.refuse("invalid_request", f"{name} appears twice", name)
-    return values[0] if values else None
+    # spaces and tabs around a value are not part of it (RFC 9110, 5.5)
+    return values[0].strip(" \t") if values else None
 
 
 async def read_body(request: Request) -> bytes:
