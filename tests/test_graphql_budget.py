@@ -25,14 +25,16 @@ from waypost.schema.fastpath import known
 from waypost.schema.limits import CACHED_QUERIES
 from waypost.schema.memo import Memo
 
-# root, project, connection, and per decision: itself, `current`, one
-# `affected` entry, its task and the task's project (5 each)
+# Objects: root, project, connection, and per decision itself, `current`,
+# one `affected` entry, its task and the task's project (5 each). Fields of
+# an object type, counted as they start: `project`, `decisions`, `nodes`, and
+# per decision `current`, `affected`, `task` and `project` (4 each).
 NESTED = """query { project(id: "demo") { decisions(first: 10) { nodes {
   restId current { affected { task { title project { name } } } } } } } }"""
 
 
 def objects_for(decisions: int) -> int:
-    return 3 + 5 * decisions
+    return 3 + 5 * decisions + 3 + 4 * decisions
 
 
 @pytest.fixture(autouse=True)
@@ -100,13 +102,13 @@ async def test_text_past_its_limit_is_one_error_on_both_paths(human: Caller, pro
 
 async def test_graphql_core_counts_every_object_it_completes(human: Caller, project: str) -> None:
     """`me` is not on the fast path, so this whole query runs on graphql-core;
-    `me` is one object more."""
+    `me` is one field and one object more."""
     await two_decisions(human)
     query = "query { me { name } " + NESTED.removeprefix("query {")
-    with limited(objects_for(2) + 1):
+    with limited(objects_for(2) + 2):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and json.loads(r.content)["data"]["me"]["name"] == "alice"
-    with limited(objects_for(2)):
+    with limited(objects_for(2) + 1):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and over_the_limit(r.content)
 
@@ -135,13 +137,15 @@ async def test_lists_without_first_nesting_through_references_are_stopped(
         await open_decision(human, [await new_task(human, f"task {n}")])
     query = """query { project(id: "demo") { digest { pendingDecisions { current { affected {
       task { project { digest { pendingDecisions { restId } } } } } } } } } }"""
-    # root, project, digest, 4 x (decision, current, affected, task, project,
-    # digest, 4 decisions) = 3 + 4 x 10
-    with limited(43):
+    # objects: root, project, digest, 4 x (decision, current, affected, task,
+    # project, digest, 4 decisions) = 3 + 4 x 10; fields: project, digest,
+    # pendingDecisions, 4 x (current, affected, task, project, digest,
+    # pendingDecisions) = 3 + 4 x 6
+    with limited(70):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert len(json.loads(r.content)["data"]["project"]["digest"]["pendingDecisions"]) == 4
-    await open_decision(human, [await new_task(human, "task 4")])  # 3 + 5 x 11 = 58
-    with limited(43):
+    await open_decision(human, [await new_task(human, "task 4")])  # 58 + 33
+    with limited(70):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and over_the_limit(r.content)
 

@@ -10,19 +10,30 @@ decisions: 90,000 objects, 4 MB, 4.7 s). Counting those lists at their
 worst case before execution would refuse the console's own inbox query, so
 the limit is counted as the result is built instead: every object completed
 (by graphql-core, `execution.py`, or by the fast path, `fastpath/run.py`)
-counts one, and the operation stops at the first object past the limit.
-Its answer is then one error and no data: a partial result would look like
-a complete one with holes.
+counts one, and so does every field of an object type, once per parent,
+when it starts. The fields count at their start because graphql-core starts
+the fields of a whole level before their values complete: counting only
+completed objects, 28 aliased `digest` fields under 10,000 projects had
+started 280,000 resolvers (10.8 s) before the count reached the limit. Past
+the limit no field starts, and the answer is one error and no data: a
+partial result would look like a complete one with holes.
 """
 
 from __future__ import annotations
 
-from graphql import GraphQLError
+from graphql import (
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLList,
+    GraphQLNonNull,
+    GraphQLObjectType,
+    GraphQLOutputType,
+    GraphQLUnionType,
+)
 
-# The node limit's figure: a query within it that selects one object per
-# node stays within this too. Measured at 49,603 objects (1.2 MB): the fast
-# path answers in about 0.45 s on a reader thread, graphql-core's path in
-# about 1.8 s on the event loop (docs/graphql.md, "Limits").
+# The node limit's figure. At the limit (a 647 KB result) the fast path
+# answered in 0.33 s on a reader thread, graphql-core's path in 2.03 s on the
+# event loop (docs/graphql.md, "Limits").
 MAX_OBJECTS = 50_000
 # Characters of text (strings) in one result. Objects alone do not bound a
 # result's size: 20 tasks of 64 KiB descriptions reached through `dependsOn`
@@ -34,6 +45,13 @@ MAX_TEXT = 32 * 1024 * 1024
 
 class ObjectsExceeded(Exception):
     """The operation's result passed MAX_OBJECTS objects or MAX_TEXT characters."""
+
+
+def holds_objects(t: GraphQLOutputType) -> bool:
+    """Whether a field of this type counts when it starts (see the module)."""
+    while isinstance(t, GraphQLNonNull | GraphQLList):
+        t = t.of_type
+    return isinstance(t, GraphQLObjectType | GraphQLInterfaceType | GraphQLUnionType)
 
 
 def text_of(value: object) -> int:

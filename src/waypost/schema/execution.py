@@ -154,6 +154,10 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             return None
         node = field_details_list[0].node
         field_def = self.schema.get_field(parent_type, node.name.value)
+        if field_def is not None and self.objects >= 0 and budget.holds_objects(field_def.type):
+            self.objects += 1  # a field that will hold objects counts as it starts
+            if self.objects > budget.MAX_OBJECTS:
+                return None
         attribute = _plain_attribute(field_def) if field_def is not None else ""
         # field middleware (none in this schema) would see every field: keep its path
         middleware = self.middleware_manager
