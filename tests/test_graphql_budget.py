@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision
 from tests.fastpath_support import both
 from tests.live_support import graphql_ws, running
+from tests.test_graphql_fastpath import documents, world
 from waypost.resolvers.decisions import digest
 from waypost.schema import budget
+from waypost.schema.execution import PlainFieldExecutor
 from waypost.schema.fastpath import known
 from waypost.schema.limits import CACHED_QUERIES
 from waypost.schema.memo import Memo
@@ -223,3 +227,38 @@ async def test_a_subscription_event_reads_the_records_afresh(
         assert await title() == "old title"
         await edit_task(human, t, title="new title")
         assert await title() == "new title"
+
+
+def test_both_paths_draw_the_line_at_the_same_place(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """For generated dashboard queries, at one below, at and one above the
+    count graphql-core reaches, both paths answer the same bytes."""
+    counts: list[int] = []
+    real = PlainFieldExecutor.build_response
+
+    def noted(self: PlainFieldExecutor, data: Any) -> Any:
+        counts.append(self.objects)
+        return real(self, data)
+
+    with (
+        world(migrated_template, tmp_path / "w.db") as (loop, human, seeded),
+        mock.patch.object(PlainFieldExecutor, "build_response", noted),
+    ):
+        task_ids = [*seeded["tasks"], seeded["elsewhere"], "task_nope"]
+
+        @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(documents(task_ids))
+        def check(document: tuple[str, dict[str, Any]]) -> None:
+            query, variables = document
+            counts.clear()
+            loop.run_until_complete(both(human, query, variables))
+            if not counts:
+                return  # refused before execution
+            reached = counts[-1]  # graphql-core's run is the last
+            for limit in (reached - 1, reached, reached + 1):
+                with limited(max(limit, 1)):
+                    answers = loop.run_until_complete(both(human, query, variables))
+                assert answers.fast == answers.slow, (limit, query, variables)
+
+        check()
