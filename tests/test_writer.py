@@ -27,6 +27,7 @@ from waypost.resolvers.core.receipts import PURGE_BATCH
 from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import Settings
 from waypost.storage.db import Database, connect_sync
+from waypost.storage.writer import Writer
 
 AT = "2026-11-29T18:00:00.000Z"
 
@@ -383,3 +384,27 @@ async def test_the_runtime_reports_group_commits_in_its_metrics(service: Service
     text = service.rt.metrics.render().decode()
     assert "waypost_commit_seconds_count" in text
     assert "waypost_writer_queue_depth 0.0" in text
+
+
+async def test_a_stop_that_arrives_while_a_batch_runs_ends_the_writer(tmp_path: Path) -> None:
+    """The batch takes the queued units when it runs dry, and took the stop
+    marker with them: the thread then waited for a unit for ever, and
+    `stop()` (the server's shutdown) for the thread."""
+    conn = sqlite3.connect(tmp_path / "s.db", isolation_level=None, check_same_thread=False)
+    conn.execute("CREATE TABLE t (x)")
+    writer = Writer(conn, 5000)
+    running = threading.Event()
+
+    def slow(c: sqlite3.Connection) -> str:
+        c.execute("INSERT INTO t VALUES (1)")
+        running.set()
+        time.sleep(0.3)
+        return "done"
+
+    unit = asyncio.ensure_future(writer.submit(slow, transaction=True))
+    await asyncio.to_thread(running.wait, 5)
+    stopper = threading.Thread(target=writer.stop, daemon=True)
+    stopper.start()  # while the unit runs: the marker waits in the queue
+    assert await unit == "done"
+    await asyncio.to_thread(stopper.join, 5)
+    assert not stopper.is_alive(), "stop() never returned"

@@ -110,6 +110,7 @@ class Writer:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._current_timeout_ms = busy_timeout_ms
         self._stopping = False
+        self._stop_taken = False  # the writer thread took the stop marker
         # (units committed, seconds of the COMMIT), called on this thread (metrics)
         self.batch_observer: Callable[[int, float], None] | None = None
         # held while queueing, so that nothing is queued behind the stop marker
@@ -146,31 +147,35 @@ class Writer:
 
     def _loop(self) -> None:
         pending: deque[_Unit] = deque()
-        stop = False
-        while not (stop and not pending):
+        while not (self._stop_taken and not pending):
             if not pending:
                 item = self._queue.get()
                 if item is _STOP:
                     break
                 pending.append(item)
-            stop = self._take_waiting(pending) or stop
+            self._take_waiting(pending)
             try:
                 self._step(pending)
             except BaseException:  # never let the thread die with callers waiting
                 log.exception("writer step failed")
         self._conn.close()
 
-    def _take_waiting(self, pending: deque[_Unit]) -> bool:
-        """Move every unit already queued into `pending` (bounded); True on stop."""
+    def _take_waiting(self, pending: deque[_Unit]) -> None:
+        """Move every unit already queued into `pending` (bounded).
+
+        The stop marker, when it comes out, is noted on the writer itself:
+        a batch takes more units here too, and a marker it took and dropped
+        left the thread waiting for the next unit for ever, and `stop()`
+        (so the server's shutdown) waiting for the thread."""
         while len(pending) < self._max_units:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
-                return False
+                return
             if item is _STOP:
-                return True
+                self._stop_taken = True
+                return
             pending.append(item)
-        return False
 
     def _step(self, pending: deque[_Unit]) -> None:
         # units whose callers went away before their turn are not run
