@@ -8,6 +8,7 @@ counting is the same at any value."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -262,3 +263,20 @@ def test_both_paths_draw_the_line_at_the_same_place(
                 assert answers.fast == answers.slow, (limit, query, variables)
 
         check()
+
+
+async def test_serve_sets_the_object_limit(service: Service, human: Caller, project: str) -> None:
+    """`serve --graphql-max-objects N` (Settings.graphql_max_objects)."""
+    await two_decisions(human)
+    settings = service.rt.settings
+    assert settings is not None
+    for limit, refused in ((objects_for(2), False), (objects_for(2) - 1, True)):
+        service.rt.settings = dataclasses.replace(settings, graphql_max_objects=limit)
+        try:
+            r = await human.client.post("/graphql", json={"query": NESTED}, headers=human.headers())
+        finally:
+            service.rt.settings = settings
+        answer = json.loads(r.content)
+        assert (answer["data"] is None) is refused, answer
+        if refused:
+            assert f"limits of {limit:,} objects" in answer["errors"][0]["message"]

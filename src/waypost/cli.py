@@ -86,6 +86,9 @@ def _seconds_above_zero(ctx: click.Context, param: click.Parameter, value: float
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a context packet's full-text search.")  # fmt: skip
+@click.option("--graphql-max-objects", default=50_000, show_default=True,
+              type=click.IntRange(1, 10_000_000),
+              help="Objects and object fields one GraphQL result may count.")  # fmt: skip
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Log lines as text or one JSON object each.")  # fmt: skip
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
@@ -106,6 +109,7 @@ def serve(
     k8s_token_file: Path | None = None,
     lifecycle_webhook: str | None = None,
     search_time_limit_ms: int = 1000,
+    graphql_max_objects: int = 50_000,
     log_format: str = "text",
     access_log: bool = True,
     metrics: bool = False,
@@ -159,6 +163,7 @@ def serve(
             webhook=lifecycle_webhook,
         ),
         search_time_limit_ms=search_time_limit_ms,
+        graphql_max_objects=graphql_max_objects,
         log_format=log_format,
         access_log=access_log,
         metrics=metrics,

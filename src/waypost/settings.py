@@ -105,6 +105,9 @@ class Settings:
     busy_timeout_ms: int = 5000
     # How long a context packet's full-text search may run (docs/context.md).
     search_time_limit_ms: int = 1000
+    # Objects (and object fields) one GraphQL query's result may count
+    # (docs/graphql.md, "Limits"); None: the built-in schema.budget.MAX_OBJECTS.
+    graphql_max_objects: int | None = None
     # Operators' view (docs/operations.md): one line per request; "text" or
     # "json" lines; GET /metrics (a token of audience `metrics`) when enabled.
     access_log: bool = True

@@ -59,9 +59,16 @@ def text_of(value: object) -> int:
     return len(value) if type(value) is str else 0
 
 
-def exceeded_error() -> GraphQLError:
+def max_objects(rt: object) -> int:
+    """The object limit `serve` was started with, else MAX_OBJECTS."""
+    settings = getattr(rt, "settings", None)
+    configured = getattr(settings, "graphql_max_objects", None)
+    return MAX_OBJECTS if configured is None else int(configured)
+
+
+def exceeded_error(limit: int) -> GraphQLError:
     return GraphQLError(
-        f"The result exceeds the execution limits of {MAX_OBJECTS:,} objects and"
+        f"The result exceeds the execution limits of {limit:,} objects and"
         f" {MAX_TEXT:,} characters of text: select fewer nested lists, references and"
         " long text fields, or page through them in several requests.",
         extensions={"code": "invalid_request"},  # as the other limits (limits.py)

@@ -110,11 +110,13 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     # limits (schema/budget.py)
     objects = 0
     text = 0
+    max_objects = budget.MAX_OBJECTS  # `serve --graphql-max-objects` (execute_operation)
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
         # all its operations and events, whose reads must not be cached across
         _fresh_loaders(self.context_value)
+        self.max_objects = budget.max_objects(getattr(self.context_value, "rt", None))
         if self.operation.operation == OperationType.MUTATION:
             self.objects = _UNCOUNTED  # see execute_fields
         # a query of plain data is answered by the fast path (schema/fastpath/);
@@ -130,7 +132,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         try:
             data = await fast
         except budget.ObjectsExceeded:
-            self.objects = budget.MAX_OBJECTS + 1
+            self.objects = self.max_objects + 1
             return self.finish(self.build_response(None))
         if data is not None:
             return self.finish(self.build_response(data))
@@ -148,7 +150,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if parent_type is self.schema.mutation_type:
             # each root mutation reads what the ones before it wrote
             _fresh_loaders(self.context_value)
-        if self.objects > budget.MAX_OBJECTS:
+        if self.objects > self.max_objects:
             # past the limit nothing more runs or raises (an error per field
             # in flight cost as much as the fields): the answer is one error
             return None
@@ -156,7 +158,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         field_def = self.schema.get_field(parent_type, node.name.value)
         if field_def is not None and self.objects >= 0 and budget.holds_objects(field_def.type):
             self.objects += 1  # a field that will hold objects counts as it starts
-            if self.objects > budget.MAX_OBJECTS:
+            if self.objects > self.max_objects:
                 return None
         attribute = _plain_attribute(field_def) if field_def is not None else ""
         # field middleware (none in this schema) would see every field: keep its path
@@ -189,7 +191,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
                 parent_type, source_value, path, grouped_field_set, position_context
             )
         self.objects += 1
-        if self.objects > budget.MAX_OBJECTS:
+        if self.objects > self.max_objects:
             return {}  # build_response answers with the error, whatever data was made
         return super().execute_fields(
             parent_type, source_value, path, grouped_field_set, position_context
@@ -202,7 +204,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if type(leaf) is str and self.objects >= 0:  # mutations are not limited
             self.text += len(leaf)
             if self.text > budget.MAX_TEXT:
-                self.objects = budget.MAX_OBJECTS + 1  # past the limits: see execute_field
+                self.objects = self.max_objects + 1  # past the limits: see execute_field
         return leaf
 
     def build_per_event_executor(self, payload: Any) -> Any:
@@ -214,9 +216,9 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         return executor
 
     def build_response(self, data: dict[str, Any] | None) -> Any:
-        if self.objects > budget.MAX_OBJECTS:
+        if self.objects > self.max_objects:
             # one error, no data: the fields cut short are not holes to show
-            return ExecutionResult(None, [budget.exceeded_error()])
+            return ExecutionResult(None, [budget.exceeded_error(self.max_objects)])
         return super().build_response(data)
 
     def handle_field_error(

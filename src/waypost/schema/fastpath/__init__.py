@@ -32,6 +32,7 @@ from graphql.execution.executor import Executor
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.runtime import Runtime
+from waypost.schema import budget
 from waypost.schema.budget import ObjectsExceeded
 from waypost.schema.fastpath import known
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
@@ -82,10 +83,12 @@ async def answer_known(rt: Runtime, entry: known.Known) -> dict[str, Any] | None
 
 async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
     now = rt.now()
+    limit = budget.max_objects(rt)
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
             reads = Reads(conn, now, format_time(now), plan.selected)
+            reads.max_objects = limit
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
             return None  # an answer graphql-core renders (a refused argument, ...)

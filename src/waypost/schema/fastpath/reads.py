@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from waypost.pagination import Page
+from waypost.schema import budget
 
 Json = dict[str, Any]
 
@@ -32,6 +33,7 @@ class Reads:
     selected: frozenset[tuple[str, str]] = frozenset()
     # objects completed so far (schema/budget.py counts them against MAX_OBJECTS)
     objects: int = 0
+    max_objects: int = budget.MAX_OBJECTS  # the limit `objects` counts against
     text: int = 0  # characters of the result's strings (budget.MAX_TEXT)
     # kind -> id -> record (None: no such record), like the DataLoaders' caches:
     # a record referenced many times is read once per request

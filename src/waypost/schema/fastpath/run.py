@@ -38,13 +38,13 @@ def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[
         # refuse what graphql-core never looks at)
         return []
     reads.objects += len(parents)
-    if reads.objects > budget.MAX_OBJECTS:
+    if reads.objects > reads.max_objects:
         raise budget.ObjectsExceeded
     results: list[dict[str, Any]] = [{} for _ in parents]
     for field in plan.fields:
         if field.sub is not None:  # a field of an object type counts as it starts
             reads.objects += len(parents)
-            if reads.objects > budget.MAX_OBJECTS:
+            if reads.objects > reads.max_objects:
                 raise budget.ObjectsExceeded
         values = field.resolve(reads, parents, field.args)
         done = _complete(reads, field.type, field.sub, values)
