@@ -664,3 +664,39 @@ def test_the_keyboard_lands_where_the_next_step_is(tab: Tab, world: World) -> No
     page.get_by_role("button", name="Reopen", exact=True).click()
     page.locator("main").get_by_text("Set an expiry in the future").wait_for()
     assert page.evaluate("() => document.activeElement.type") == "datetime-local"
+
+
+def test_an_inbox_too_large_for_one_query_loads_project_by_project(
+    browser: Any, tmp_path: Path
+) -> None:
+    """Past the service's object limit (here 50) the whole inbox is refused as
+    one query (two projects of one decision count 78); the console then asks
+    for it project by project (37 each), and shows all of it."""
+    with serve(tmp_path, "--graphql-max-objects", "50") as served:
+        alice = admin_principal(served, "human", "Alice")
+        for name in ("north", "south"):
+            alice.send("POST", "/api/v1/projects", {"id": name, "name": name.title()}, 201)
+            task = alice.send(
+                "POST", f"/api/v1/projects/{name}/tasks", {"title": f"Ship {name}"}, 201
+            )
+            alice.send("POST", f"/api/v1/projects/{name}/decisions", {
+                "question": f"Ship the {name} build now?", "options": ["Ship", "Hold"],
+                "rationale": "r", "required_actor": "human", "task_ids": [task["id"]],
+                "environment": "production"}, 201)  # fmt: skip
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(r.post_data or "") if r.method == "POST" else None)
+        try:
+            page.goto(served.url + "/")
+            page.get_by_label("API token").fill(alice.token)
+            page.get_by_role("button", name="Sign in").click()
+            page.get_by_role("heading", name="Inbox", level=1).wait_for()
+            for name in ("north", "south"):
+                awaiting = page.locator("[data-group=awaiting]")
+                awaiting.get_by_text(f"Ship the {name} build now?").wait_for()
+            asked = [s for s in sent if "query InboxProject(" in s]
+            assert len(asked) == 2, sent
+        finally:
+            context.close()

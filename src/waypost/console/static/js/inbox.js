@@ -1,16 +1,45 @@
 // The inbox: per project, what awaits a human first, then what will time
 // out soon, what proceeded by timeout, and the blocked tasks.
 
-import { gql } from "./api.js";
+import { gql, RequestFailed } from "./api.js";
 import { ago, badge, enc, h, learnServerNow, link, lower, when } from "./dom.js";
-import { INBOX } from "./queries.js";
+import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
 
 const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
 
+// Set once the whole inbox was too large for one query: from then on this tab
+// asks project by project (asking again would cost the service the refusal).
+let byProject = false;
+
 export async function loadInbox() {
-  const data = await gql(INBOX);
-  const projects = data.projects.edges.map((e) => e.node);
+  let projects = null;
+  if (!byProject) {
+    try {
+      projects = (await gql(INBOX)).projects.edges.map((e) => e.node);
+    } catch (error) {
+      if (!tooLarge(error)) throw error;
+      byProject = true;
+    }
+  }
+  if (projects === null) projects = await loadProjectByProject();
   if (projects.length) learnServerNow(projects[0].digest.generatedAt);
+  return projects;
+}
+
+function tooLarge(error) {
+  return error instanceof RequestFailed && error.code === "invalid_request" &&
+    error.message.includes("execution limits");
+}
+
+// One request per project, in turn: each within the limit on its own (a
+// project too large even alone still fails, and the page says so).
+async function loadProjectByProject() {
+  const ids = (await gql(INBOX_PROJECT_IDS)).projects.edges.map((e) => e.node.restId);
+  const projects = [];
+  for (const id of ids) {
+    const data = await gql(INBOX_ONE_PROJECT, { id });
+    if (data.project) projects.push(data.project);
+  }
   return projects;
 }
 

@@ -14,29 +14,36 @@ fragment Card on Decision {
   }
 }`;
 
-export const INBOX = `
-query Inbox {
-  projects(first: 50) {
-    edges { node {
-      restId name
-      policy { revision }
-      digest {
-        generatedAt readyTaskCount
-        pendingDecisions { ...Card }
-        timingOutSoon { ...Card }
-        proceededByTimeout { ...Card }
-        blockedTasks {
-          restId title status priority
-          blockedBy { decisionIds decisions { ... on Decision { restId question } } dependencies { restId title } }
-        }
-        truncated { pendingDecisions timingOutSoon proceededByTimeout blockedTasks }
-      }
-      stale: decisions(status: STALE, first: 50) { edges { node { ...Card } } }
-      expired: decisions(status: EXPIRED, first: 50) { edges { node { ...Card } } }
-    } }
+const INBOX_PROJECT = `
+fragment InboxProject on Project {
+  restId name
+  policy { revision }
+  digest {
+    generatedAt readyTaskCount
+    pendingDecisions { ...Card }
+    timingOutSoon { ...Card }
+    proceededByTimeout { ...Card }
+    blockedTasks {
+      restId title status priority
+      blockedBy { decisionIds decisions { ... on Decision { restId question } } dependencies { restId title } }
+    }
+    truncated { pendingDecisions timingOutSoon proceededByTimeout blockedTasks }
   }
+  stale: decisions(status: STALE, first: 50) { edges { node { ...Card } } }
+  expired: decisions(status: EXPIRED, first: 50) { edges { node { ...Card } } }
 }
 ${DECISION_CARD}`;
+
+export const INBOX = `
+query Inbox { projects(first: 50) { edges { node { ...InboxProject } } } }
+${INBOX_PROJECT}`;
+
+// the same, one project at a time: for an inbox too large for one query
+// (the service's execution limit, docs/graphql.md)
+export const INBOX_PROJECT_IDS = `query InboxProjects { projects(first: 50) { edges { node { restId } } } }`;
+export const INBOX_ONE_PROJECT = `
+query InboxProject($id: String!) { project(id: $id) { ...InboxProject } }
+${INBOX_PROJECT}`;
 
 const ANSWER = `
 fragment Answer on DecisionAnswer {
