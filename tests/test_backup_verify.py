@@ -11,6 +11,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.knowledge_support import correction, create
 from tests.tasks_support import claimed_by_agent, make_task, open_decision, set_policy, submit
@@ -152,3 +154,57 @@ async def test_verify_finds_tampering(
     assert checks["integrity"]["ok"] and checks["events"]["ok"]
     code, _ = verify_cli(copy)
     assert code == 1
+
+
+async def test_paths_with_uri_characters_are_the_files_they_name(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """`#`, `?` and `%` in a path: read through a URI, `prod#1.db` was the
+    (new, empty) file `prod` and `prod%41.db` the file `prodA.db`."""
+    await populate(service, human)
+    for name in ("prod#1.db", "prod%41.db", "what?.db"):
+        source = tmp_path / name
+        backup(service.db_path, source)
+        copy = backup(source, tmp_path / f"copy-of-{name}")
+        assert copy["pages"] == backup(service.db_path, tmp_path / f"again-{name}")["pages"]
+        assert verify(source)["ok"] is True
+    assert not (tmp_path / "prod").exists() and not (tmp_path / "prodA.db").exists()
+
+
+def test_a_backup_cut_short_leaves_nothing_under_its_name(tmp_path: Path, monkeypatch: Any) -> None:
+    from waypost import maintenance
+
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).execute("CREATE TABLE t (x)").connection.close()
+
+    def interrupted(src: Path, partial: Path) -> Any:
+        partial.write_bytes(b"half a copy")
+        raise KeyboardInterrupt  # as SIGINT or SIGTERM would, in the middle
+
+    monkeypatch.setattr(maintenance, "_copy", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        backup(source, tmp_path / "nightly.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:
+    """The full-text check writes (rolled back): a lock held by a live
+    service's writer is not a problem of the file (`verify_failed`). Under 16
+    writers it was reported as one (`tasks_fts: database is locked`)."""
+    from waypost import maintenance
+    from waypost.storage.migrate import migrate
+
+    db = tmp_path / "locked.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    migrate(holder)
+    checker = sqlite3.connect(db, isolation_level=None, timeout=0.1)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        check = maintenance.Check("full_text")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            maintenance._fts(checker, check)
+        assert not check.problems
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        checker.close()

@@ -259,3 +259,19 @@ def test_an_empty_host_binds_every_interface_as_uvicorn_did() -> None:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_serve_on_a_damaged_database_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """Pages past the header overwritten: the file opens and migrates, and
+    the first write (the admin's bootstrap) finds the damage."""
+    db = tmp_path / "damaged.db"
+    ok("admin", "migrate", "--db", str(db))
+    ok("admin", "principal", "create", "--db", str(db), "--kind", "human", "--name", "admin")
+    with db.open("r+b") as f:
+        f.seek(3 * 4096)
+        f.write(bytes(range(256)) * 64)  # four pages of garbage
+    result = CliRunner().invoke(main, ["serve", "--db", str(db), "--port", "0",
+                                       "--lifecycle-port", "0"])  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "database_unusable" in result.output and "malformed" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service, serving
+from waypost.observe import logs
 from waypost.observe.logs import FIELDS, JsonFormatter, TextFormatter
 from waypost.resolvers.access import principals
 from waypost.settings import Settings
@@ -83,6 +84,25 @@ def test_formatters_write_one_line_per_record() -> None:
     assert data["time"].endswith("Z") and data["level"] == "INFO"
     text = TextFormatter().format(record)
     assert "\n" not in text and "request_id=req_x status=200 principal_id=-" in text
+
+
+def test_a_websocket_handshake_line_never_holds_its_query_string(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """uvicorn's own line for a WebSocket handshake names the path with its
+    query string, where a client may have put a token."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        logs.configure("text")
+        logging.getLogger("uvicorn.error").info(
+            '%s - "WebSocket %s" [accepted]', "127.0.0.1:5000", "/graphql?token=wp_secret"
+        )
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    line = capsys.readouterr().err
+    assert '"WebSocket /graphql" [accepted]' in line and "wp_secret" not in line
 
 
 # -- metrics ---------------------------------------------------------------------------------

@@ -353,3 +353,21 @@ async def test_searches_leave_one_reader_to_every_other_read(tmp_path: Path) -> 
     finally:
         release.set()
         await db.close()
+
+
+async def test_a_database_from_a_newer_build_is_refused(tmp_path: Path) -> None:
+    """A migration recorded that this build does not have: a newer Waypost
+    wrote the file. The first write on the unknown schema was a 500."""
+    path = tmp_path / "future.db"
+    conn = connect_sync(path)
+    migrate(conn)
+    conn.execute(
+        "INSERT INTO schema_migrations VALUES ('9999_from_the_future.sql', 'x', '2027-01-01')"
+    )
+    with pytest.raises(MigrationError, match=r"9999_from_the_future\.sql"):
+        migrate(conn)
+    conn.close()
+    db = Database(path)
+    with pytest.raises(MigrationError, match="newer Waypost"):
+        await db.open()
+    await db.close()

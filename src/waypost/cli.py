@@ -177,6 +177,10 @@ def serve(
     except (DatabaseUnusable, MigrationError) as error:
         # a clear refusal to start, not a traceback (docs/operations.md)
         raise click.ClickException(f"database_unusable: {error}") from error
+    except sqlite3.DatabaseError as error:
+        # a file that opened and migrated but fails on its first write (damaged
+        # pages past the header): the same refusal
+        raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except serving.CannotListen as error:
         raise click.ClickException(f"cannot_listen: {error}") from error
 

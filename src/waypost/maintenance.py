@@ -51,19 +51,54 @@ class BackupError(Exception):
 def backup(source: Path, target: Path) -> dict[str, Any]:
     """Copy `source` into the new file `target` (mode 0600) and check the copy.
 
-    A copy that fails `integrity_check` is kept for inspection, but refused
-    (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
+    The copy is written under a temporary name beside `target` and takes
+    `target`'s name only once complete: a copy cut short (SIGTERM, SIGKILL,
+    a full disk) left a file under the backup's name that opened as an empty
+    database. A copy that fails `integrity_check` is kept for inspection, but
+    refused (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
     if not source.exists():
         raise BackupError("not_found", f"no database at {source}")
+    if os.path.lexists(target):
+        raise BackupError("target_exists", f"{target} exists; choose a new file")
+    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
-        # O_EXCL: never overwrite an earlier backup by mistake
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError as exc:
-        raise BackupError("target_exists", f"{target} exists; choose a new file") from exc
+        # O_EXCL: never overwrite a file by mistake
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as exc:
         raise BackupError("cannot_create", f"{target}: {exc.strerror or exc}") from exc
     os.close(fd)
-    src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=5)
+    try:
+        found = _copy(source, partial)
+        _take_name(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    check, pages = found
+    if check != "ok":
+        raise BackupError(
+            "corrupt",
+            f"the copy fails integrity_check ({check.splitlines()[0]}); it is kept at"
+            f" {target} for inspection: the source database is damaged",
+        )
+    return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
+            "integrity": check}  # fmt: skip
+
+
+def _take_name(partial: Path, target: Path) -> None:
+    """Give the finished copy `target`'s name, never over a file made meanwhile."""
+    try:
+        os.link(partial, target)  # fails if `target` exists, where rename would replace it
+    except FileExistsError as exc:
+        raise BackupError("target_exists", f"{target} exists; choose a new file") from exc
+    except OSError:
+        # a file system without hard links: rename, having looked once more
+        if os.path.lexists(target):
+            raise BackupError("target_exists", f"{target} exists; choose a new file") from None
+        os.rename(partial, target)
+
+
+def _copy(source: Path, target: Path) -> tuple[str, int]:
+    """One snapshot of `source` into `target`; its integrity_check and page count."""
+    src = _read_only(source)
     dst = sqlite3.connect(target)
     try:
         # pages=-1: the whole database in one step, so from one snapshot
@@ -86,14 +121,7 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
     finally:
         src.close()
     dst.close()
-    if check != "ok":
-        raise BackupError(
-            "corrupt",
-            f"the copy fails integrity_check ({check.splitlines()[0]}); it is kept at"
-            f" {target} for inspection: the source database is damaged",
-        )
-    return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
-            "integrity": check}  # fmt: skip
+    return check, pages
 
 
 @dataclass
@@ -131,6 +159,8 @@ def _fts(conn: sqlite3.Connection, check: Check) -> None:
         conn.execute("BEGIN")
         try:
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.OperationalError:
+            raise  # busy or locked (a live database): no finding about the file
         except sqlite3.DatabaseError as exc:
             check.add(f"{table}: {exc}")
         finally:
@@ -250,7 +280,7 @@ def verify(path: Path) -> dict[str, Any]:
         return _verify(path)
     with tempfile.TemporaryDirectory(prefix="waypost-verify-") as scratch:
         copy = Path(scratch) / "copy.db"
-        src = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        src = _read_only(path)
         dst = sqlite3.connect(copy)
         try:
             src.backup(dst, pages=-1)
@@ -258,6 +288,13 @@ def verify(path: Path) -> dict[str, Any]:
             src.close()
             dst.close()
         return {**_verify(copy), "checked_a_copy": "the database is read-only"}
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened read-only. Through a URI, whose path is percent-encoded
+    here: `prod#1.db` was read as the file `prod` (a new, empty one), and
+    `prod%41.db` as `prodA.db`."""
+    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
 
 
 def _writable(path: Path) -> bool:

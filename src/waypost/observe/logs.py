@@ -52,10 +52,26 @@ class TextFormatter(logging.Formatter):
         return line
 
 
+class NoQueryStrings(logging.Filter):
+    """uvicorn logs each WebSocket handshake with its path and query string
+    (`"WebSocket /graphql?token=..." [accepted]`): a client may put a token
+    there, and a line never holds one. The query string is cut off."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if '"WebSocket %s"' in str(record.msg) and isinstance(record.args, tuple):
+            record.args = tuple(
+                a.partition("?")[0] if i == 1 and isinstance(a, str) else a
+                for i, a in enumerate(record.args)
+            )
+        return True
+
+
 def configure(log_format: str, level: int = logging.INFO) -> None:
     """Root handler on standard error; uvicorn's loggers propagate into it."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    # on the handler: it sees the records of every logger (uvicorn's included)
+    handler.addFilter(NoQueryStrings())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

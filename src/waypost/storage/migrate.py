@@ -44,7 +44,10 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied.
 
     A recorded migration whose file changed is refused: history must not be
-    rewritten under a live database.
+    rewritten under a live database. So is a database that records a
+    migration this build does not have: a newer build wrote it, and this one
+    would run on a schema it does not know (its first write failed with a
+    500).
     """
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
@@ -53,8 +56,15 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     applied = {
         row[0]: row[1] for row in conn.execute("SELECT name, checksum FROM schema_migrations")
     }
+    known = available()
+    unknown = sorted(set(applied) - {m.name for m in known})
+    if unknown:
+        raise MigrationError(
+            f"the database records migrations this build does not have ({', '.join(unknown)}):"
+            " it was written by a newer Waypost; run that version, or restore a backup"
+        )
     done: list[str] = []
-    for migration in available():
+    for migration in known:
         if migration.name in applied:
             if applied[migration.name] != migration.checksum:
                 raise MigrationError(f"migration {migration.name} changed after it was applied")
