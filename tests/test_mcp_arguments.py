@@ -71,3 +71,63 @@ def test_whole_floats_reach_the_route_as_integers() -> None:
     assert type(_whole_numbers({"expected_revision": 1e300})["expected_revision"]) is float
     assert type(_whole_numbers({"n": float(2**62)})["n"]) is int
     assert [_query_text(v) for v in (2, True, "x")] == ["2", "true", "x"]
+
+
+@pytest.mark.parametrize("argument", ["project", "idempotency_key"])
+def test_a_trailing_newline_is_no_part_of_an_id(argument: str) -> None:
+    """jsonschema matches patterns with re.search, whose `$` also matches
+    before a final newline: "demo\\n" passed and reached Waypost as another
+    project (over stdio a key with a newline broke the HTTP request)."""
+    arguments = {"project": "demo", "kind": "fact", "title": "t", "body": "b"}
+    arguments[argument] = "demo\n"
+    refused = CHECKER.refusal("knowledge_record", arguments)
+    assert refused is not None and refused.details["field"] == argument
+
+
+def test_a_huge_array_of_the_wrong_type_is_judged_by_its_first_errors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every error of every item was built before the best was chosen: 2 s
+    on the event loop for 130,000 integers in a list of strings."""
+    from waypost.mcp_server import arguments as module
+
+    seen: list[int] = []
+    real = module.best_match
+
+    def counting(errors: Any) -> Any:
+        found = list(errors)
+        seen.append(len(found))
+        return real(iter(found))
+
+    monkeypatch.setattr(module, "best_match", counting)
+    refused = CHECKER.refusal("knowledge_record", {"project": "demo", "kind": "fact",
+                              "title": "t", "body": "b", "tags": list(range(130_000))})  # fmt: skip
+    assert refused is not None and refused.details["field"].startswith("tags")
+    assert seen == [module.FIRST_ERRORS]
+
+
+def test_request_ids_5_and_quoted_5_derive_two_keys() -> None:
+    """JSON-RPC ids 5 and "5" are two requests; their derived idempotency
+    keys were equal, so the second replayed the first."""
+    from types import SimpleNamespace
+
+    from waypost.mcp_server.server import derived_key
+
+    state: Any = SimpleNamespace(id="s1")
+    keys = {derived_key(state, rid) for rid in (5, "5", 5.5, "x" * 100)}
+    assert len(keys) == 4
+    assert derived_key(state, 5) == derived_key(state, 5)  # a resend still replays
+
+
+def test_what_a_client_sent_wrong_is_a_short_warning() -> None:
+    """The SDK logs a client's unusable message as an ERROR holding all of it."""
+    import logging
+
+    from waypost.mcp_server.http_endpoint import _ClientFaultsAsWarnings
+
+    message = "Received exception from stream: " + "x" * 250_000
+    record = logging.LogRecord(
+        "mcp.server.lowlevel.server", logging.ERROR, __file__, 1, message, None, None
+    )
+    assert _ClientFaultsAsWarnings().filter(record)
+    assert record.levelname == "WARNING" and len(record.getMessage()) < 300

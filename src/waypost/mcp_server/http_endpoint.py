@@ -51,7 +51,25 @@ class _QuietClosedStreams(logging.Filter):
         return not isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError)
 
 
+class _ClientFaultsAsWarnings(logging.Filter):
+    """The SDK logs what a client sent that it could not use (a JSON-RPC
+    response to a request never made, ...) as an ERROR holding the whole
+    payload: a client's mistake, not a fault of the service, and a way for
+    any client to write lines of 250,000 characters. A short WARNING instead."""
+
+    PREFIX = "Received exception from stream: "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = str(record.msg)
+        if record.levelno == logging.ERROR and message.startswith(self.PREFIX):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg = message[: len(self.PREFIX) + 200]
+            record.args = None
+        return True
+
+
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
+logging.getLogger("mcp.server.lowlevel.server").addFilter(_ClientFaultsAsWarnings())
 # the SDK logs every request at INFO; Waypost's own log says what matters
 logging.getLogger("mcp").setLevel(logging.WARNING)
 

@@ -16,11 +16,16 @@ import msgspec
 from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.resolvers.knowledge.models import SubmissionLessonInput
 
-ID_PATTERN = "^[A-Za-z0-9_-]{1,64}$"
-SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}$"
+# `(?![\s\S])`, not `$`: jsonschema matches with Python's re.search, whose
+# `$` also matches before a final newline ("demo\n" passed as a slug and
+# reached Waypost as another project); the lookahead means the same in
+# ECMA-262, which clients validate with
+END = "(?![\\s\\S])"
+ID_PATTERN = "^[A-Za-z0-9_-]{1,64}" + END
+SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}" + END
 IDEMPOTENCY_KEY: dict[str, Any] = {
     "type": "string",
-    "pattern": f"^[!-~]{{1,{KEY_MAX}}}$",
+    "pattern": f"^[!-~]{{1,{KEY_MAX}}}" + END,
     "description": (
         "Optional. The same key with the same arguments replays the first result instead of"
         " writing twice. Without one, the server derives a key from the MCP session and the"

@@ -67,7 +67,8 @@ BackendFor = Callable[[Context], Backend]
 def derived_key(state: McpState, request_id: Any) -> str:
     """The key of a call sent without one: MCP session + JSON-RPC request id, so a
     transport's resend of the same request replays instead of writing twice."""
-    text = str(request_id)
+    # by its JSON form: the ids 5 and "5" are two requests (JSON-RPC 2.0)
+    text = json.dumps(request_id)
     part = text if KEY_SAFE.fullmatch(text) else sha256(text.encode()).hexdigest()[:32]
     return f"mcp-{state.id}-r{part}"
 
