@@ -207,12 +207,15 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://[::1"}, [], "not a valid URL"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTP://x.example"}, [], "https://"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_CA_BUNDLE": "/nonexistent.pem"}, [], "PEM"),
-        ({}, ["--sweep-interval", "0"], "seconds above 0"),
-        ({}, ["--sweep-interval", "nan"], "seconds above 0"),
+        ({}, ["--sweep-interval", "0"], "seconds of at least 0.1"),
+        ({}, ["--sweep-interval", "0.000001"], "seconds of at least 0.1"),
+        ({}, ["--sweep-interval", "nan"], "seconds of at least 0.1"),
         ({}, ["--port", "70000"], "--port"),
         ({}, ["--port", "9000", "--lifecycle-port", "9000"], "must differ"),
+        ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://k8s.example",
+              "--k8s-ca", __file__], "not a PEM CA bundle"),  # a file, but Python
     ],
-)
+)  # fmt: skip
 def test_serve_refuses_settings_it_cannot_run_with(
     db: str, env: dict[str, str], args: list[str], says: str
 ) -> None:

@@ -408,3 +408,23 @@ async def test_a_stop_that_arrives_while_a_batch_runs_ends_the_writer(tmp_path: 
     assert await unit == "done"
     await asyncio.to_thread(stopper.join, 5)
     assert not stopper.is_alive(), "stop() never returned"
+
+
+def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """docs/operations.md: a full disk answers each write 503 with one
+    warning; ERROR lines are faults. A full disk's failed COMMITs were ERRORs."""
+    from waypost.storage.writer import _log_failure
+
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
+    corrupt = sqlite3.DatabaseError("database disk image is malformed")
+    corrupt.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, "waypost"):
+        _log_failure("COMMIT failed: %r", full)
+        _log_failure("COMMIT failed: %r", corrupt)
+    assert [(r.levelname, "full" in r.getMessage()) for r in caplog.records] == [
+        ("WARNING", True),
+        ("ERROR", False),
+    ]

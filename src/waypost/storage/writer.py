@@ -228,7 +228,7 @@ class Writer:
             self._set_busy_timeout(self._busy_timeout)
 
     def _fail_all(self, pending: deque[_Unit], exc: BaseException) -> None:
-        log.error("the writer could not start a transaction: %s", exc)
+        _log_failure("the writer could not start a transaction: %s", exc)
         while pending:
             unit = pending.popleft()
             _answer(unit.loop, [(unit, None, _for_caller(exc))])
@@ -301,7 +301,7 @@ class Writer:
         try:
             conn.execute("COMMIT")
         except BaseException as exc:
-            log.error("COMMIT failed: %r", exc)
+            _log_failure("COMMIT failed: %r", exc)
             if conn.in_transaction:
                 try:
                     conn.execute("ROLLBACK")
@@ -357,3 +357,11 @@ def _for_caller(exc: BaseException) -> BaseException:
         wrapped.__cause__ = exc
         return wrapped
     return exc
+
+
+def _log_failure(message: str, exc: BaseException) -> None:
+    """A full disk, read-only or failing storage, or a lock held elsewhere is a
+    condition each refused caller hears of (503), not a fault of the service:
+    a WARNING. Anything else is a fault: an ERROR."""
+    expected = isinstance(exc, sqlite3.Error) and (storage_refusal(exc) is not None or is_busy(exc))
+    log.log(logging.WARNING if expected else logging.ERROR, message, exc)
