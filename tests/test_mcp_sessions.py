@@ -4,6 +4,7 @@ ended; and the idempotency keys derived for calls sent without one."""
 from __future__ import annotations
 
 import anyio
+import httpx
 import pytest
 
 from tests.conftest import Caller, Service
@@ -115,3 +116,31 @@ async def test_a_retry_forgets_only_the_session_its_own_call_sent() -> None:
         await anyio.sleep(0.01)
     assert agent.session_id == "ses_live"
     assert sent == ["ses_ended", "ses_live"]
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-03-26", "capabilities": {},
+    "clientInfo": {"name": "flood", "version": "1"}}}  # fmt: skip
+
+
+async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> None:
+    """The SDK caps sessions for the whole server only: one agent's token
+    filled all 10,000 and every other principal was refused."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    agent, other = await service.agent(), await service.agent("other")
+
+    async def initialize(caller: Caller) -> httpx.Response:
+        headers = {**caller.headers(session=False), "Accept": "application/json, text/event-stream"}
+        return await caller.client.post("/mcp", json=INITIALIZE, headers=headers)
+
+    opened = [await initialize(agent) for _ in range(SESSIONS_PER_PRINCIPAL)]
+    assert all(r.status_code == 200 for r in opened)
+    refused = await initialize(agent)
+    assert refused.status_code == 429 and "at most 16" in refused.json()["error"]["message"]
+    assert (await initialize(other)).status_code == 200  # another principal is not held up
+    first = opened[0].headers["mcp-session-id"]
+    headers = {**agent.headers(session=False), "Mcp-Session-Id": first}
+    closed = await agent.client.delete("/mcp", headers=headers)
+    assert closed.status_code == 200
+    assert (await initialize(agent)).status_code == 200

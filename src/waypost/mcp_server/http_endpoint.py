@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -20,7 +21,7 @@ from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import INVALID_REQUEST, PARSE_ERROR
 from starlette.requests import ClientDisconnect
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import WaypostError
 from waypost.http.auth import buffer_body, send_json
@@ -37,6 +38,11 @@ from waypost.runtime import Actor, Runtime
 IDLE_SECONDS = 15 * 60
 # the REST body limit plus room for the JSON-RPC envelope
 BODY_LIMIT = 256 * 1024 + 16 * 1024
+# MCP sessions one principal may hold open (as streams per token): the SDK
+# caps sessions only for the whole server (10,000), so one agent's token
+# filled them all in a minute (and 700 MB), and every other principal was
+# refused for the idle timeout.
+SESSIONS_PER_PRINCIPAL = 16
 # Once the server stops, calls in flight get this long to answer (a
 # decision_wait answers `unavailable` at once) before every MCP session ends.
 STOP_GRACE_SECONDS = 0.5
@@ -103,6 +109,9 @@ class McpEndpoint:
         self.manager = StreamableHTTPSessionManager(
             app=self.server, session_idle_timeout=IDLE_SECONDS, max_request_body_size=BODY_LIMIT
         )
+        # principal -> its sessions' ids -> when a request of each last ended
+        # (the SDK's own table is private: this one ages them as it does)
+        self._sessions: dict[str, dict[str, float]] = {}
 
     def _backend_for(self, ctx: Context) -> Backend:
         # a tool call over Streamable HTTP always carries its HTTP request
@@ -167,4 +176,43 @@ class McpEndpoint:
             token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
         )
         scope_with_user: dict[str, Any] = {**scope, "user": AuthenticatedUser(identity)}
-        await self.manager.handle_request(scope_with_user, receive, send)
+        live = self._live(actor.principal_id)
+        session_id = header(scope, b"mcp-session-id")
+        if session_id is None and scope["method"] == "POST":
+            if len(live) >= SESSIONS_PER_PRINCIPAL:
+                await _json_rpc_error(
+                    send, 429, INVALID_REQUEST,
+                    f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
+                    " open: close one (DELETE /mcp with its Mcp-Session-Id) or let one idle out",
+                )  # fmt: skip
+                return
+            send = _noting_new_session(send, live)
+        try:
+            await self.manager.handle_request(scope_with_user, receive, send)
+        finally:
+            if session_id is not None and session_id in live:
+                if scope["method"] == "DELETE":
+                    del live[session_id]
+                else:
+                    live[session_id] = time.monotonic()
+
+    def _live(self, principal_id: str) -> dict[str, float]:
+        """The principal's sessions not idle past the SDK's idle timeout."""
+        live = self._sessions.setdefault(principal_id, {})
+        cutoff = time.monotonic() - IDLE_SECONDS
+        for gone in [s for s, seen in live.items() if seen < cutoff]:
+            del live[gone]
+        return live
+
+
+def _noting_new_session(send: Send, live: dict[str, float]) -> Send:
+    """`send`, noting the session id the SDK answers an initialize with."""
+
+    async def noting(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            for key, value in message.get("headers", ()):
+                if key.lower() == b"mcp-session-id":
+                    live[value.decode("latin-1")] = time.monotonic()
+        await send(message)
+
+    return noting
