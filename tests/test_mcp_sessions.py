@@ -144,3 +144,32 @@ async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> 
     closed = await agent.client.delete("/mcp", headers=headers)
     assert closed.status_code == 200
     assert (await initialize(agent)).status_code == 200
+
+
+async def test_a_wait_ends_when_its_token_is_revoked(service: Service, human: Caller) -> None:
+    """Like every stream (section 14), looked at every `recheck_seconds`: a
+    wait ran on to its bound and answered what it read after the revocation."""
+    from tests.live_support import QUICK
+    from waypost.live import hub_for
+    from waypost.mcp_server.waiting import wait_for_decision
+
+    hub_for(service.rt, QUICK)  # a recheck every 0.3 s
+    r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    assert r.status_code == 201
+    agent = await service.agent()
+    backend = LocalBackend(service.rt, await actor_of(service, agent))
+
+    async def pending() -> dict[str, str]:
+        return {"status": "pending"}
+
+    async def revoke_soon() -> None:
+        await anyio.sleep(0.1)
+        token_id = backend.actor.token_id
+        at = service.clock.iso()
+        await service.rt.db.write(lambda c: principals.revoke_token(c, token_id, at))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(revoke_soon)
+        with anyio.fail_after(5), pytest.raises(ApiError) as ended:
+            await wait_for_decision(backend.changes("demo"), pending, 60)
+    assert (ended.value.code, ended.value.status) == ("unauthenticated", 401)

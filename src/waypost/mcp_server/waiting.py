@@ -27,6 +27,7 @@ from waypost.errors import Unavailable
 from waypost.live import hub_for
 from waypost.live.hub import Listener, StreamEnded
 from waypost.mcp_server.calls import ApiError
+from waypost.resolvers.access.store import token_revocation
 from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.mcp")
@@ -67,18 +68,33 @@ class _EventWaker:
 
 
 class _ListenerWaker:
-    """Woken by the hub when events of the project have committed."""
+    """Woken by the hub when events of the project have committed.
 
-    def __init__(self, listener: Listener, now: Any) -> None:
+    Like every stream, a wait ends once its token is revoked, looked at every
+    `recheck_seconds` (section 14): a wait ran on to its bound, up to 240 s,
+    and answered with what it read after the revocation."""
+
+    def __init__(self, rt: Runtime, listener: Listener, token_id: str) -> None:
+        self._rt = rt
         self._listener = listener
-        self._now = now
+        self._token_id = token_id
+        self._recheck = hub_for(rt).limits.recheck_seconds
+        self._checked = time.monotonic()
+        self._now = rt.now
 
     async def wait(self, timeout: float) -> None:
+        due = self._checked + self._recheck - time.monotonic()
         try:
-            await self._listener.next_batch(timeout)
+            await self._listener.next_batch(max(0.0, min(timeout, due)))
         except StreamEnded as ended:
             # a planned stop, not a fault: the agent calls again once it is back
             raise Unavailable("the server is stopping; call decision_wait again") from ended
+        if time.monotonic() - self._checked >= self._recheck:
+            token_id = self._token_id
+            row = await self._rt.db.read_point(lambda c: token_revocation(c, token_id))
+            if row is None or row["revoked_at"] is not None:
+                raise ApiError("unauthenticated", "the token was revoked", {}, 401)
+            self._checked = time.monotonic()
 
     def seconds_until(self, instant: str) -> float:
         delta: float = (parse_time(instant) - self._now()).total_seconds()
@@ -90,7 +106,7 @@ async def hub_waker(rt: Runtime, project: str, token_id: str) -> AsyncIterator[W
     """Woken by each committed event of `project` (the live hub that feeds the
     SSE stream and GraphQL subscriptions), counted against the token's streams."""
     async with hub_for(rt).listen(project, token_id, None) as listener:
-        yield _ListenerWaker(listener, rt.now)
+        yield _ListenerWaker(rt, listener, token_id)
 
 
 # Reconnecting after the stream ended (a restart of `serve` ends it first):
