@@ -458,3 +458,17 @@ async def test_a_wait_after_the_kept_session_ended_elsewhere_goes_on_without_it(
         waited = await call(s, "decision_wait", project=project, decision_id=decision["id"],
                             timeout_seconds=1)  # fmt: skip
     assert waited["outcome"] == "timeout" and waited["decision"]["status"] == "pending"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_unknown_tool_is_refused_in_the_rest_form(
+    waypost: Waypost, transport: str
+) -> None:
+    """docs/mcp.md: every error text starts with the REST code and ends with
+    the REST envelope; an unknown tool's was a bare sentence."""
+    agent = waypost.principal("agent", f"lost-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        message = await refused(s, "no_such_tool")
+    assert message.startswith("not_found: no such tool"), message
+    envelope = json.loads(message.splitlines()[-1])
+    assert envelope["error"]["details"] == {"tool": "no_such_tool"}

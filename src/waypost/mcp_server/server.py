@@ -233,7 +233,10 @@ def build_server(
             elif name in by_name:
                 result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
             else:
-                return _error(f"unknown tool {name!r}; list_tools names the tools")
+                # the same form as every refusal: the code first, the envelope last
+                unknown = ApiError("not_found", "no such tool; list_tools names the tools",
+                                   {"tool": name}, 404)  # fmt: skip
+                return _error(explain(unknown))
         except ApiError as error:
             return _error(explain(error, str(project) if project else None))
         except WaypostError as error:
