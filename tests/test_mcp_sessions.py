@@ -173,3 +173,28 @@ async def test_a_wait_ends_when_its_token_is_revoked(service: Service, human: Ca
         with anyio.fail_after(5), pytest.raises(ApiError) as ended:
             await wait_for_decision(backend.changes("demo"), pending, 60)
     assert (ended.value.code, ended.value.status) == ("unauthenticated", 401)
+
+
+async def test_the_session_is_kept_with_the_latest_token(service: Service) -> None:
+    """An agent rotates its token inside one MCP session, then revokes the old
+    one: the heartbeat went on with the first token and lost the session."""
+    agent = await service.agent()
+    first = await actor_of(service, agent)
+    at = service.clock.iso()
+    issued = await service.rt.db.write(
+        lambda c: principals.issue_token(c, first.principal_id, "api", at)
+    )
+    second = await service.rt.db.read(lambda c: principals.authenticate(c, issued["token"], "api"))
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m3", tasks, heartbeat_seconds=0.05)
+        session_id = await keeper.ensure(LocalBackend(service.rt, first))
+        assert await keeper.ensure(LocalBackend(service.rt, second)) == session_id
+        await service.rt.db.write(lambda c: principals.revoke_token(c, first.token_id, at))
+        before = await session_row(service, session_id)
+        service.clock.advance(minutes=10)
+        with anyio.fail_after(5):
+            while (await session_row(service, session_id))["expires_at"] == before["expires_at"]:
+                await anyio.sleep(0.05)
+        assert keeper.session_id == session_id
+        await keeper.close()
+        tasks.cancel_scope.cancel()

@@ -42,6 +42,10 @@ class AgentSession:
         """The live session id, starting one for an agent; None for a human."""
         async with self._lock:
             if self.session_id is not None:
+                # the latest call's token keeps the session: an agent that
+                # rotates its token mid-session (any of its tokens may use it)
+                # and revokes the old one lost the session at the next beat
+                self._backend = backend
                 return self.session_id
             if await backend.principal_kind() != "agent":
                 return None
