@@ -200,6 +200,23 @@ async def test_a_consumer_that_falls_behind_the_window_is_dropped(
     assert caught.value.details["after"] == listener.last
 
 
+async def test_a_listener_without_after_starts_with_the_next_new_event(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Section 14: without `after`, a stream starts with the next new event.
+    It started where the hub had read the log to, and an event committed just
+    before it opened (not yet read by the hub) was its first."""
+    hub = hub_for(service.rt)
+    async with hub.listen("demo", "tok", None):
+        pass  # the hub is following the log
+    await new_task(human, "committed before the stream opened")
+    async with hub.listen("demo", "tok", None) as listener:
+        assert await listener.next_batch(0.2) == []
+        await new_task(human, "after")
+        [event] = await listener.next_batch(5)
+    assert event["data"]["title"] == "after"
+
+
 def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> None:
     """Sequences are unique in one database only: two runtimes in one process
     (tests, an embedding) must not write each other's cached frames."""

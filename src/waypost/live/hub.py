@@ -200,6 +200,12 @@ class Hub:
         """A listener on `project_id` starting after sequence `after` (None: the
         live tail), counted against `token_id`'s cap while the block runs."""
         await self.start()
+        if after is None:
+            # the log's end now, not where the follower has read it to: an event
+            # committed just before the stream opened is not a new one (section
+            # 14), and was its first. Read before the caps are checked: from
+            # there to the count below nothing may yield to another listen.
+            after = max(self.position, await self.db.read_point(events.last_sequence))
         if self._count >= self.limits.total:
             raise TooManyStreams(
                 f"at most {self.limits.total} streams may be open on this server",
@@ -215,7 +221,7 @@ class Hub:
             # from here on every event of the project above `position` reaches
             # the window (the follower reads everything above `position`)
             window = self._windows[project_id] = _Window(floor=self.position)
-        listener = Listener(self, project_id, token_id, self.position if after is None else after)
+        listener = Listener(self, project_id, token_id, after)
         window.listeners.add(listener)
         self._count += 1
         self._per_token[token_id] = self._per_token.get(token_id, 0) + 1
