@@ -247,3 +247,36 @@ async def test_writer_metrics_count_group_commits(metered: Service) -> None:
     assert 1 <= float(found["waypost_commit_batch_size_count"]) <= 23
     assert found["waypost_commit_seconds_count"] == found["waypost_commit_batch_size_count"]
     assert "waypost_writer_queue_depth 0.0" in text
+
+
+async def test_early_refusals_and_closed_operations_are_counted(metered: Service) -> None:
+    """docs/operations.md lists `type="subscription"` and `outcome="refused"`.
+    A request refused before Strawberry's pipeline ran was never counted, nor
+    an operation that ends by being closed, as a subscription's does (the
+    client's `complete`, a closed socket): nothing came back past the yield."""
+    from tests.live_support import graphql_ws, running
+
+    human = await metered.principal("human", "ops")
+    two = {"query": "query A { me { name } } query B { me { name } }"}
+    r = await human.client.post("/graphql", json=two, headers=human.headers())
+    assert r.status_code == 400
+
+    def count(kind: str, outcome: str) -> float:
+        found = metered.rt.metrics.registry.get_sample_value(
+            "waypost_graphql_operations_total", {"type": kind, "outcome": outcome}
+        )
+        return found or 0.0
+
+    assert count("unknown", "refused") == 1
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    events = 'subscription { projectEvents(projectId: "demo", after: 0) { sequence } }'
+    async with running(metered) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(events)
+        first = json.loads(await asyncio.wait_for(client.ws.recv(), 10))
+        assert first["id"] == op and first["type"] == "next", first
+        await client.ws.send(json.dumps({"id": op, "type": "complete"}))
+        for _ in range(100):  # the stream's end reaches the observer soon after
+            if count("subscription", "ok"):
+                break
+            await asyncio.sleep(0.02)
+    assert count("subscription", "ok") == 1

@@ -21,7 +21,15 @@ class GraphQLObserver(SchemaExtension):
         yield
 
     def on_operation(self) -> Iterator[None]:
-        yield
+        # finally: a subscription's operation lasts as long as its stream, and
+        # a stream ends by being closed (the client's `complete`, a closed
+        # socket), which does not come back here past the yield
+        try:
+            yield
+        finally:
+            self._observe()
+
+    def _observe(self) -> None:
         ctx = self.execution_context
         note_graphql_operation(ctx.operation_name)
         metrics = getattr(getattr(ctx.context, "rt", None), "metrics", None)

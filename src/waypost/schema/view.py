@@ -121,6 +121,11 @@ class WaypostGraphQL(GraphQL[Context, None]):
             else "the body must be a JSON object (batched requests are not supported)"
         )
         if why is not None:
+            # refused before Strawberry's pipeline (and its observer) runs:
+            # counted here, or the operations metric never saw it
+            request.app.state.runtime.metrics.graphql.labels(
+                type="unknown", outcome="refused"
+            ).inc()
             response = http_error(400, "invalid_request", why, {})
             await response(scope, receive, send)
             return
