@@ -371,3 +371,21 @@ async def test_a_database_from_a_newer_build_is_refused(tmp_path: Path) -> None:
     with pytest.raises(MigrationError, match="newer Waypost"):
         await db.open()
     await db.close()
+
+
+def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
+    """A mistyped --db naming another application's SQLite file: `admin
+    migrate` added every Waypost table to it."""
+    from tests.test_cli import run
+
+    path = tmp_path / "inventory.db"
+    other = sqlite3.connect(path)
+    other.execute("CREATE TABLE items (sku TEXT)")
+    other.commit()
+    other.close()
+    result = run("admin", "migrate", "--db", str(path))
+    assert result.exit_code == 1 and "not a Waypost database" in result.output, result.output
+    check = sqlite3.connect(path)
+    names = [r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    check.close()
+    assert names == ["items"]

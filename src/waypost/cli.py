@@ -262,7 +262,7 @@ def admin_migrate(db_path: Path) -> None:
     try:
         applied = migrate(conn)
     except MigrationError as error:
-        raise click.ClickException(f"database_unusable: {error}") from error
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     except sqlite3.Error as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     finally:

@@ -44,11 +44,24 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply every migration not yet recorded; returns the names applied.
 
     A recorded migration whose file changed is refused: history must not be
-    rewritten under a live database. So is a database that records a
+    rewritten under a live database. So is a file with tables of its own and
+    no schema_migrations (another application's), and a database that records a
     migration this build does not have: a newer build wrote it, and this one
     would run on a schema it does not know (its first write failed with a
     500).
     """
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if tables and "schema_migrations" not in tables:
+        # another application's file (a mistyped --db): never add our tables to it
+        raise MigrationError(
+            "the file holds tables but no schema_migrations: it is not a Waypost database;"
+            " point --db at a Waypost database or at a new file"
+        )
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
