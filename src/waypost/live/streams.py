@@ -102,12 +102,11 @@ async def load_decision(rt: Runtime, decision_id: str) -> dict[str, Any] | None:
 _CHANGES = ("decision.answered", "decision.timed_out", "decision.reopened")
 
 
-def _steps(batch: list[Event], decision_id: str) -> list[tuple[int, str | None, bool]]:
-    """(generation, status or None for its answer's, with its answer) per state."""
+def _steps(changes: list[Event]) -> list[tuple[int, str | None, bool]]:
+    """(generation, status or None for its answer's, with its answer) per state,
+    from one decision's change events (`_CHANGES`), oldest first."""
     steps: list[tuple[int, str | None, bool]] = []
-    for event in batch:
-        if event["subject_id"] != decision_id or event["type"] not in _CHANGES:
-            continue
+    for event in changes:
         generation = event["data"]["generation"]
         if event["type"] == "decision.reopened":
             steps.append((generation - 1, event["data"]["previous_status"], True))
@@ -143,9 +142,10 @@ async def load_changes(
         steps = []
         if seen is not None:
             rows = core_store.subject_event_rows(conn, project_id, seen, decision_id, _CHANGES)
-            steps = _steps([event_json(r) for r in rows], decision_id)
+            steps = _steps([event_json(r) for r in rows])
         keys = sorted({(decision_id, generation) for generation, _, _ in steps})
-        return found, steps, load_generations(conn, keys), _last_sequence(conn, project_id)
+        through = core_store.last_project_sequence(conn, project_id)
+        return found, steps, load_generations(conn, keys), through
 
     found, steps, generations, through = await rt.db.read(read)
     if found is None:
@@ -163,13 +163,6 @@ async def load_changes(
                        "status": status, "work_allowed": work_allowed(status)})  # fmt: skip
     states.append(found)
     return states, through
-
-
-def _last_sequence(conn: Any, project_id: str) -> int:
-    row = conn.execute(
-        "SELECT max(sequence) FROM events WHERE project_id = ?", (project_id,)
-    ).fetchone()
-    return int(row[0] or 0)
 
 
 def _state(decision: dict[str, Any]) -> tuple[Any, ...]:

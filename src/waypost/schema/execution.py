@@ -97,9 +97,6 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
                         extensions=MASKED)  # fmt: skip
 
 
-_UNCOUNTED = -(2**62)
-
-
 def _fresh_loaders(context: Any) -> None:
     if isinstance(context, Context):
         context.loaders = Loaders(context.rt)
@@ -111,14 +108,16 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     objects = 0
     text = 0
     max_objects = budget.MAX_OBJECTS  # `serve --graphql-max-objects` (execute_operation)
+    # a mutation's answer is not limited: its root fields run one after another
+    # and write, so stopping one would skip writes after others were committed
+    limited = True
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
         # all its operations and events, whose reads must not be cached across
         _fresh_loaders(self.context_value)
         self.max_objects = budget.max_objects(getattr(self.context_value, "rt", None))
-        if self.operation.operation == OperationType.MUTATION:
-            self.objects = _UNCOUNTED  # see execute_fields
+        self.limited = self.operation.operation != OperationType.MUTATION
         # a query of plain data is answered by the fast path (schema/fastpath/);
         # everything else, and anything it hands back, runs here as before
         fast = fastpath.answer(self)
@@ -156,7 +155,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             return None
         node = field_details_list[0].node
         field_def = self.schema.get_field(parent_type, node.name.value)
-        if field_def is not None and self.objects >= 0 and budget.holds_objects(field_def.type):
+        if field_def is not None and self.limited and budget.holds_objects(field_def.type):
             self.objects += 1  # a field that will hold objects counts as it starts
             if self.objects > self.max_objects:
                 return None
@@ -182,17 +181,11 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         grouped_field_set: Any,
         position_context: Any,
     ) -> Any:
-        # every object of the result passes here once, whichever path completes it;
-        # a mutation's answer is not limited: its root fields run one after
-        # another and write, so stopping one would skip writes after others
-        # were committed, and answer none of them
-        if self.objects < 0:
-            return super().execute_fields(
-                parent_type, source_value, path, grouped_field_set, position_context
-            )
-        self.objects += 1
-        if self.objects > self.max_objects:
-            return {}  # build_response answers with the error, whatever data was made
+        # every object of the result passes here once, whichever path completes it
+        if self.limited:
+            self.objects += 1
+            if self.objects > self.max_objects:
+                return {}  # build_response answers with the error, whatever data was made
         return super().execute_fields(
             parent_type, source_value, path, grouped_field_set, position_context
         )
@@ -201,7 +194,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         return self._counted(super().complete_leaf_value(return_type, result))
 
     def _counted(self, leaf: Any) -> Any:
-        if type(leaf) is str and self.objects >= 0:  # mutations are not limited
+        if type(leaf) is str and self.limited:
             self.text += len(leaf)
             if self.text > budget.MAX_TEXT:
                 self.objects = self.max_objects + 1  # past the limits: see execute_field

@@ -94,6 +94,14 @@ def subject_event_rows(
     ).fetchall()
 
 
+def last_project_sequence(conn: sqlite3.Connection, project_id: str) -> int:
+    """The project's newest event's sequence (0 for none)."""
+    row = conn.execute(
+        "SELECT max(sequence) FROM events WHERE project_id = ?", (project_id,)
+    ).fetchone()
+    return int(row[0] or 0)
+
+
 def event_rows_before(
     conn: sqlite3.Connection, project_id: str, before: int, count: int
 ) -> list[sqlite3.Row]:

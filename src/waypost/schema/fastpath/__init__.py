@@ -87,8 +87,7 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
-            reads = Reads(conn, now, format_time(now), plan.selected)
-            reads.max_objects = limit
+            reads = Reads(conn, now, format_time(now), plan.selected, max_objects=limit)
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
             return None  # an answer graphql-core renders (a refused argument, ...)
