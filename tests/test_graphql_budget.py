@@ -234,7 +234,9 @@ def test_both_paths_draw_the_line_at_the_same_place(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     """For generated dashboard queries, at one below, at and one above the
-    count graphql-core reaches, both paths answer the same bytes."""
+    count graphql-core reaches, both paths answer the same bytes. Queries that
+    meet a field error are left out: with the limit as well, which answer
+    comes depends on which the path meets first (docs/graphql.md, "Limits")."""
     counts: list[int] = []
     real = PlainFieldExecutor.build_response
 
@@ -253,9 +255,9 @@ def test_both_paths_draw_the_line_at_the_same_place(
         def check(document: tuple[str, dict[str, Any]]) -> None:
             query, variables = document
             counts.clear()
-            loop.run_until_complete(both(human, query, variables))
-            if not counts:
-                return  # refused before execution
+            unlimited = loop.run_until_complete(both(human, query, variables))
+            if not counts or b'"errors"' in unlimited.slow:
+                return  # refused before execution, or a field error (above)
             reached = counts[-1]  # graphql-core's run is the last
             for limit in (reached - 1, reached, reached + 1):
                 with limited(max(limit, 1)):
