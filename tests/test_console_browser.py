@@ -275,6 +275,28 @@ def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> Non
     tab.page.locator(f"[data-decision='{decision_id}']").wait_for(state="detached", timeout=20000)
 
 
+def test_a_project_created_after_the_inbox_loaded_is_watched_too(tab: Tab, world: World) -> None:
+    if not _offers_subscriptions(world):
+        pytest.skip("the poll watches every project anyway")
+    tab.sign_in(world.alice.token)
+    tab.page.locator("html[data-live=socket]").wait_for(state="attached")
+    world.alice.send("POST", "/api/v1/projects", {"id": "late", "name": "Late project"}, 201)
+    # an event of a watched project refreshes the page, which learns of "late"
+    world.alice.send("POST", "/api/v1/projects/demo/knowledge", {
+        "kind": "fact", "title": "The inbox refreshes", "body": "On any event."}, 201)  # fmt: skip
+    tab.page.locator("section[aria-labelledby]", has_text="Late project").wait_for(timeout=20000)
+    # from then on a decision in "late" shows by itself, long before the
+    # minute-long safety poll would find it
+    task = world.alice.send("POST", "/api/v1/projects/late/tasks", {
+        "title": "Ship it", "description": "Ship, then report.",
+        "acceptance_criteria": ["shipped"]}, 201)  # fmt: skip
+    made = world.alice.send("POST", "/api/v1/projects/late/decisions", {
+        "question": "Ship the late project?", "rationale": "Needs a human's judgement.",
+        "required_actor": "human", "environment": "staging", "options": ["Ship", "Wait"],
+        "task_ids": [task["id"]]}, 201)  # fmt: skip
+    tab.page.locator(f"[data-decision='{made['id']}']").wait_for(timeout=20000)
+
+
 def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:
     page = tab.page
     tab.sign_in(world.alice.token)

@@ -33,6 +33,19 @@ export class Live {
     this.schedule(this.delay);
   }
 
+  // What to watch changed (a project appeared since the page loaded): the
+  // socket subscribes to the new set; the poll needs no change.
+  follow(subscriptions) {
+    if (this.stopped || JSON.stringify(subscriptions) === JSON.stringify(this.subscriptions)) return;
+    this.subscriptions = subscriptions;
+    const old = this.socket;
+    if (old) {
+      this.socket = null; // its close event is then no fall back to the poll
+      old.close(1000);
+    }
+    this.trySocket(subscriptions, this.token);
+  }
+
   stop() {
     this.stopped = true;
     clearTimeout(this.timer);
@@ -144,6 +157,9 @@ export class Live {
           if (this.socket === socket && socket.readyState === WebSocket.OPEN) {
             this.setMode("socket");
             this.schedule(MAX_BACKOFF_MS);
+            // a subscription starts at the next new event: read once more what
+            // changed between the page's last read and the subscriptions
+            refreshSoon();
           }
         }, 1500);
       }

@@ -14,7 +14,9 @@ let me = null;
 let inboxSignature = "";
 const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
-  await refreshInbox(false);
+  const projects = await refreshInbox(false);
+  // a project created since the page loaded is watched from now on
+  if (projects) live.follow(projectSubscriptions(projects.map((p) => p.restId)));
 });
 // On a decision's page: when it changes elsewhere, say so and offer the new
 // state (never re-render under someone who is typing an answer).
