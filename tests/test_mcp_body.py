@@ -76,3 +76,27 @@ async def test_another_media_type_is_left_to_the_sdk_and_two_are_refused(human: 
     r = await human.client.post("/mcp", content=_call("{}"), headers=headers)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["message"] == "send one Content-Type header, not several"
+
+
+async def test_an_unknown_method_is_method_not_found_with_its_id(human: Caller) -> None:
+    """The SDK read any method name it does not know as malformed parameters
+    (-32602 "Invalid request parameters"); JSON-RPC's code is -32601."""
+    for request_id in (7, "seven"):
+        body = {"jsonrpc": "2.0", "id": request_id, "method": "no/such", "params": {}}
+        r = await human.client.post("/mcp", json=body, headers={**human.headers(), **HEADERS})
+        assert r.status_code == 200, r.text
+        error = {"code": -32601, "message": "Method not found: no/such"}
+        assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": error}
+    # a method the SDK knows still reaches it (here: its refusal of a missing session)
+    body = {"jsonrpc": "2.0", "id": 8, "method": "resources/list"}
+    r = await human.client.post("/mcp", json=body, headers={**human.headers(), **HEADERS})
+    assert r.status_code == 400 and "session" in r.text.lower(), r.text
+
+
+async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
+    r = await human.client.post("/mcp", json=batch, headers={**human.headers(), **HEADERS})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == -32600 and "one JSON-RPC message per request" in error["message"]
+    assert "validation" not in r.text.lower(), r.text

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import typing
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -19,7 +20,7 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.types import INVALID_REQUEST, PARSE_ERROR
+from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
@@ -87,10 +88,47 @@ def _sdk_reads_as_json(media_type: str | None) -> bool:
     return (media_type or "").split(";", 1)[0].strip().lower() == "application/json"
 
 
-async def _json_rpc_error(send: Send, status: int, code: int, message: str) -> None:
-    """A JSON-RPC error with no request id (the request could not be read)."""
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+async def _json_rpc_error(
+    send: Send, status: int, code: int, message: str, request_id: str | int | None = None
+) -> None:
+    """A JSON-RPC error (with no request id when the request could not be read)."""
+    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
     await send_json(send, status, body)
+
+
+# every request method the SDK knows (it answers "method not found" itself for
+# those without a handler); it reads any other name as a malformed request
+REQUEST_METHODS = frozenset(
+    method
+    for model in typing.get_args(ClientRequest.model_fields["root"].annotation)
+    for method in typing.get_args(model.model_fields["method"].annotation)
+)
+
+
+async def _refused_message(send: Send, message: Any) -> bool:
+    """Answer what the SDK would answer with pydantic's text or a wrong code
+    (a batch: -32602 and four validation errors; an unknown method: -32602
+    "Invalid request parameters"); True when answered here."""
+    if isinstance(message, list):
+        await _json_rpc_error(
+            send, 400, INVALID_REQUEST,
+            "send one JSON-RPC message per request: MCP's Streamable HTTP has no batches",
+        )  # fmt: skip
+        return True
+    if not isinstance(message, dict) or "result" in message or "error" in message:
+        return False
+    request_id, method = message.get("id"), message.get("method")
+    if (
+        isinstance(request_id, str | int)
+        and not isinstance(request_id, bool)
+        and isinstance(method, str)
+        and method not in REQUEST_METHODS
+    ):
+        await _json_rpc_error(
+            send, 200, METHOD_NOT_FOUND, f"Method not found: {method[:100]}", request_id
+        )
+        return True
+    return False
 
 
 def _actor(scope: Scope) -> Actor:
@@ -164,7 +202,8 @@ class McpEndpoint:
                 if _sdk_reads_as_json(header(scope, b"content-type")):
                     body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
                     code = PARSE_ERROR
-                    parse_json(body)
+                    if await _refused_message(send, parse_json(body)):
+                        return
             except ClientDisconnect:
                 return
             except WaypostError as error:
