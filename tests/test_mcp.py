@@ -32,11 +32,12 @@ ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
-    "decision_open", "decision_get", "decision_wait", "digest",
+    "task_recover", "decision_open", "decision_get", "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
     "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
-    "task_checkpoint", "task_renew", "task_submit", "task_release", "decision_open",
+    "task_checkpoint", "task_renew", "task_submit", "task_release", "task_recover",
+    "decision_open",
 }  # fmt: skip
 
 
@@ -472,3 +473,35 @@ async def test_an_unknown_tool_is_refused_in_the_rest_form(
     assert message.startswith("not_found: no such tool"), message
     envelope = json.loads(message.splitlines()[-1])
     assert envelope["error"]["details"] == {"tool": "no_such_tool"}
+
+
+async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:
+    """A lease belongs to the session that claimed it: an agent whose MCP
+    session closed (a restarted client, the idle close) had no way back to
+    its task over MCP, and the refusal pointed at `recover`, which no tool was."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"listening on http://")
+        waypost = Waypost(srv, token)
+        project = waypost.project("lapsed")
+        task_id = waypost.task(project)
+        agent = waypost.principal("agent", "restarted")
+        async with session("http", waypost.url, agent) as s:
+            first = await call(s, "task_claim", project=project)
+            await call(s, "task_checkpoint", project=project, task_id=task_id, note="halfway")
+        clock.write_text("2026-11-29T18:16:00.000Z")  # past the 900-second lease
+        async with session("http", waypost.url, agent) as s:
+            message = await refused(s, "task_claim", project=project, task_id=task_id)
+            assert message.startswith("state_conflict") and "task_recover" in message, message
+            taken = await call(s, "task_recover", project=project, task_id=task_id)
+            done = await call(s, "task_submit", project=project, task_id=task_id,
+                              summary="Finished after a restart.")  # fmt: skip
+    finally:
+        srv.stop()
+    assert taken["previous_lease"]["session_id"] == first["lease"]["session_id"]
+    assert taken["lease"]["session_id"] != first["lease"]["session_id"]
+    assert [c["note"] for c in taken["checkpoints"]] == ["halfway"]
+    assert done["task"]["status"] == "submitted"

@@ -44,6 +44,11 @@ def _next_step(error: ApiError, project: str | None) -> str:
         current = d.get("current_generation")
         hint = f" The current generation is {current}." if current is not None else ""
         return f"The decision was reopened since you read it.{hint} Call decision_get and retry."
+    if reason == "lease_expired":
+        return (
+            "The lease on this task expired, so nobody holds it. Call task_recover with "
+            "this task_id to take it over (you get its latest checkpoints), then go on."
+        )
     if code == "lease_conflict":
         return (
             "Another principal or session holds this task's lease. Claim other work with "
@@ -57,11 +62,15 @@ def _next_step(error: ApiError, project: str | None) -> str:
     if code == "not_found":
         return "Check the project and ids (context and knowledge_search list what exists)."
     if code == "state_conflict":
-        return "The record is not in a state that allows this. Read it again (context or *_get)."
+        return (
+            "The record is not in a state that allows this. Read it again (context, digest "
+            "or decision_get)."
+        )
     if code == "forbidden" and reason in ("session_required", "session_not_live"):
         return (
             "The Waypost agent session this MCP session kept has ended. Call the tool again: "
-            "a new session starts, but leases held by the old one are gone (claim again)."
+            "a new session starts; leases held by the old one stay with it until they "
+            "expire, then task_recover takes them over."
         )
     if code == "forbidden":
         return "Policy or authority rules refuse this for you; ask a human or open a decision."

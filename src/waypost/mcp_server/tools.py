@@ -132,6 +132,12 @@ ROUTE_TOOLS: list[RouteTool] = [
         "knowledge record pinned to this task and submission). Ends your lease.",
     ),
     _task("task_release", "release", "Give a task you hold back: it is open again for others."),
+    _task(
+        "task_recover",
+        "recover",
+        "Take over a task whose lease expired (anyone's, yours from an earlier session "
+        "included): a fresh lease for you, the lapsed lease and its latest checkpoints.",
+    ),
     RouteTool(
         "decision_open",
         "Ask a narrow, structured question that gates the listed tasks until answered "
