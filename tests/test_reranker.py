@@ -146,6 +146,7 @@ BAD_SCORES = [
     "duplicate",
     "unknown",
     "nan",
+    "huge",
 ]
 
 
@@ -167,6 +168,11 @@ def bad_body(kind: str | bytes, ids_: list[str]) -> bytes:
         scores[-1] = {"id": ids_[0], "score": 2}
     elif kind == "unknown":
         scores[0]["id"] = "kn_other"
+    elif kind == "huge":
+        # a whole number past any float: math.isfinite() raised OverflowError (a 500)
+        return b'{"scores": [%s]}' % b", ".join(
+            b'{"id": "%s", "score": %s}' % (i.encode(), b"9" * 400) for i in ids_
+        )
     elif kind == "nan":
         return b'{"scores": [%s]}' % b", ".join(
             b'{"id": "%s", "score": NaN}' % i.encode() for i in ids_
@@ -381,6 +387,21 @@ async def test_a_failed_probe_opens_a_fresh_window(
     assert (await rerank_of(human))[1] == "bad_status"  # the probe
     assert (await rerank_of(human))[1] == "circuit_open"
     assert provider.calls == 4
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"
+
+
+async def test_a_probe_answered_with_a_score_past_any_float_opens_a_fresh_window(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """Such a probe answered 500 and left the circuit half open for good."""
+    fts = await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode, provider.raw = "raw", bad_body("huge", fts)
+    assert await rerank_of(human) == (fts, "bad_scores")  # the probe
+    assert reranker(service).breaker.state == "open"
     await asyncio.sleep(WINDOW + 0.05)
     provider.mode = "scores"
     assert (await rerank_of(human))[1] == "applied"

@@ -86,6 +86,13 @@ class Reranker:
             self.breaker.failed(ticket)
             _log("failed", failure.reason, count, started)
             return items, failure.reason
+        except Exception:
+            # a fault of ours (no failure the contract names): the packet
+            # still keeps its FTS order, and a probe still settles the circuit
+            log.exception("rerank failed unexpectedly")
+            self.breaker.failed(ticket)
+            _log("failed", "connect_error", count, started)
+            return items, "connect_error"
         except asyncio.CancelledError:
             # the client went away: only a probe's cancellation counts (it
             # must not leave the circuit half open for ever)

@@ -103,7 +103,7 @@ async def score(
         raise ProviderFailure("timeout") from exc
     except httpx.TimeoutException as exc:
         raise ProviderFailure("timeout") from exc
-    except httpx.TransportError as exc:
+    except httpx.RequestError as exc:
         # refused or reset connections, TLS failures, broken responses
         raise ProviderFailure("connect_error") from exc
     except (httpx.InvalidURL, ValueError) as exc:
@@ -161,4 +161,6 @@ def parse_scores(body: bytes, ids: list[str]) -> dict[str, float]:
 def _valid_score(value: Any) -> bool:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return False
-    return math.isfinite(value) and 0 <= value <= MAX_SCORE
+    # a whole number is compared as it is: math.isfinite() of one past any
+    # float (400 digits of JSON) raises OverflowError
+    return (isinstance(value, int) or math.isfinite(value)) and 0 <= value <= MAX_SCORE
