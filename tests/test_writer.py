@@ -160,6 +160,27 @@ async def test_a_unit_that_loses_the_transaction_fails_alone_and_the_others_stil
     assert names == ["before"]  # ran again once, committed once
 
 
+async def test_a_unit_that_ends_the_transaction_and_returns_still_gets_an_answer(
+    service: Service,
+) -> None:
+    """A unit that lost the transaction without raising made the writer's own
+    RELEASE fail outside any handler: no caller of its batch was ever answered."""
+
+    def swallows(conn: sqlite3.Connection) -> str:
+        principals.create_principal(conn, "agent", "swallowed", AT)
+        conn.execute("ROLLBACK")  # as SQLite does on disk full, and the unit carries on
+        return "swallowed"
+
+    results = await asyncio.wait_for(
+        queue_behind(service.rt.db, [recorded("first"), swallows, recorded("last")]), 10
+    )
+    assert results[0] == "first" and results[2] == "last"
+    assert isinstance(results[1], sqlite3.Error), results[1]
+    seen = await service.rt.db.read(left_behind)
+    assert {"first", "last"} <= seen["principals"] and "swallowed" not in seen["principals"]
+    assert await asyncio.wait_for(service.rt.db.write(recorded("next")), 10) == "next"
+
+
 async def test_nobody_is_answered_before_the_commit(service: Service) -> None:
     """A caller resumes only once its unit is visible to another connection."""
     path = service.db_path

@@ -246,9 +246,12 @@ class Writer:
             unit = pending.popleft()
             if unit.future.cancelled():
                 continue
-            conn.execute("SAVEPOINT unit")
             try:
+                # the savepoint's own statements fail too when a unit ended
+                # the transaction and returned: its caller is answered as well
+                conn.execute("SAVEPOINT unit")
                 result = unit.fn(conn)
+                conn.execute("RELEASE unit")
             except BaseException as exc:
                 if not self._undo_unit():
                     # SQLite rolled the whole transaction back: what ran before
@@ -260,7 +263,6 @@ class Writer:
                     return
                 failed.append((unit, exc))
             else:
-                conn.execute("RELEASE unit")
                 done.append((unit, result))
             if not pending:
                 self._take_waiting(pending)
