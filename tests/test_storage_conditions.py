@@ -16,7 +16,12 @@ import pytest
 
 from tests.conftest import Caller, Service
 from tests.test_cli import run
-from waypost.storage.connection import STORAGE_RETRY_AFTER, check_writable, storage_refusal
+from waypost.storage.connection import (
+    STORAGE_RETRY_AFTER,
+    check_writable,
+    rollback_if_open,
+    storage_refusal,
+)
 from waypost.storage.db import Database, DatabaseUnusable
 from waypost.storage.migrate import migrate
 
@@ -169,3 +174,24 @@ async def test_verify_checks_a_read_only_database_through_a_copy(
     assert report["ok"] is True, report
     assert report["checked_a_copy"] == "the database is read-only"
     assert report["checks"]["full_text"]["ok"]
+
+
+def test_a_transaction_sqlite_already_ended_is_not_rolled_back_again(tmp_path: Path) -> None:
+    """A full disk ends the transaction inside SQLite: a ROLLBACK after it
+    raised "cannot rollback - no transaction is active" over the real cause."""
+    conn = sqlite3.connect(tmp_path / "full.db", isolation_level=None)
+    conn.execute("CREATE TABLE t (x)")
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+    with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO t VALUES (?)", ("x" * 100_000,))
+        finally:
+            rollback_if_open(conn)
+    assert not conn.in_transaction
+    conn.execute("BEGIN IMMEDIATE")  # a transaction still open is rolled back
+    conn.execute("INSERT INTO t VALUES (1)")
+    rollback_if_open(conn)
+    assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
+    conn.close()

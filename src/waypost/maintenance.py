@@ -26,7 +26,7 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
-from waypost.storage.connection import check_writable, storage_refusal
+from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -164,7 +164,7 @@ def _fts(conn: sqlite3.Connection, check: Check) -> None:
         except sqlite3.DatabaseError as exc:
             check.add(f"{table}: {exc}")
         finally:
-            conn.execute("ROLLBACK")
+            rollback_if_open(conn)
 
 
 def _histories(conn: sqlite3.Connection, check: Check) -> None:
@@ -254,7 +254,7 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
                             f" {'open' if derived else 'blocked'}"
                         )
     finally:
-        conn.execute("ROLLBACK")
+        rollback_if_open(conn)
 
 
 CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [

@@ -51,6 +51,14 @@ def storage_refusal(exc: BaseException) -> str | None:
     return _STORAGE_REFUSALS.get(code & 0xFF)
 
 
+def rollback_if_open(conn: sqlite3.Connection) -> None:
+    """ROLLBACK, unless SQLite already ended the transaction itself (disk
+    full, an I/O error): a ROLLBACK then raises "no transaction is active",
+    which would replace the error that says why."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def check_writable(conn: sqlite3.Connection) -> None:
     """Raise if writes to this database would fail: SQLite opens a file it may
     not write read-only without a word (and BEGIN IMMEDIATE still succeeds),
@@ -60,7 +68,7 @@ def check_writable(conn: sqlite3.Connection) -> None:
         # a write statement that changes nothing: it needs a writable file
         conn.execute("DELETE FROM schema_migrations WHERE 0")
     finally:
-        conn.execute("ROLLBACK")
+        rollback_if_open(conn)
 
 
 def create_private(path: Path) -> None:
