@@ -108,6 +108,25 @@ def test_a_websocket_handshake_line_never_holds_its_query_string(
     assert '"WebSocket /graphql" [accepted]' in line and "wp_secret" not in line
 
 
+def test_outbound_requests_log_no_line_of_their_own() -> None:
+    """A reranker attempt logs one line (waypost.reranker); httpx added a
+    second, at INFO, for the request it sent."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    loggers = [logging.getLogger(n) for n in ("httpx", "httpcore")]
+    levels = [logger.level for logger in loggers]
+    try:
+        logs.configure("text")
+        assert root.isEnabledFor(logging.INFO)
+        assert not any(logger.isEnabledFor(logging.INFO) for logger in loggers)
+        assert all(logger.isEnabledFor(logging.WARNING) for logger in loggers)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+        for logger, was in zip(loggers, levels, strict=True):
+            logger.setLevel(was)
+
+
 # -- metrics ---------------------------------------------------------------------------------
 
 

@@ -75,3 +75,8 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+    # httpx logs every request it sends at INFO (a second line beside the
+    # reranker's one line per attempt, with the provider's URL); its
+    # warnings and errors still come through
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(level, logging.WARNING))
