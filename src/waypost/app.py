@@ -1,4 +1,4 @@
-"""The public ASGI application: REST shim, GraphQL and /healthz behind the gate."""
+"""The public ASGI application: REST shim, GraphQL and /healthz behind bearer authentication."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from starlette.routing import Route, WebSocketRoute
 
 from waypost import console, rest
 from waypost.clock import Clock
-from waypost.http.auth import Gate
+from waypost.http.auth import BearerAuthentication
 from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
@@ -94,7 +94,9 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
     app.router.redirect_slashes = False
     if rt is not None:
         app.state.runtime = rt
-    app.add_middleware(Gate, runtime=lambda: app.state.runtime, graphiql=settings.graphiql)
+    app.add_middleware(
+        BearerAuthentication, runtime=lambda: app.state.runtime, graphiql=settings.graphiql
+    )
     # outermost: request id, one log line and the request metrics
     app.add_middleware(
         RequestObserver,

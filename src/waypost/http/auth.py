@@ -42,7 +42,7 @@ async def send_json(
     await send({"type": "http.response.body", "body": payload})
 
 
-class Gate:
+class BearerAuthentication:
     def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime], graphiql: bool) -> None:
         self.app = app
         self.runtime = runtime

@@ -1,4 +1,4 @@
-"""Reading a request's headers straight from its ASGI scope (the gate and the
+"""Reading a request's headers straight from its ASGI scope (authentication and the
 REST shim run before, or without, a Starlette `Request`)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A Starlette app of its own, on its own listener: its routes, its
 authentication layer and its `{"error": "code"}` envelope. Nothing of the
-public app (its Gate, REST envelope or GraphQL) is part of it, and the public
+public app (its bearer authentication, REST envelope or GraphQL) is part of it, and the public
 app mounts none of these routes.
 """
 

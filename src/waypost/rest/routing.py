@@ -165,7 +165,7 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
         await _answer(send, *error_parts(error))
         return
     except ClientDisconnect:
-        raise  # the gate ends the request quietly: the client is gone
+        raise  # authentication ends the request quietly: the client is gone
     except Exception as exc:
         log_internal(exc)
         await _answer(send, 500, INTERNAL_ERROR)

@@ -82,7 +82,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         if request.method in ("GET", "HEAD"):
             # GET never executes anything: it serves the GraphiQL page when enabled
-            # (the gate lets it through without a token); queries are POSTs.
+            # (authentication lets it through without a token); queries are POSTs.
             if self.graphql_ide and "query" not in request.query_params:
                 # our own page and vendored files: GraphiQL without a CDN
                 response = console.graphiql_page(request)
