@@ -291,7 +291,7 @@ def datasette_http(path: Path, queries: list[str]) -> Row | None:
 def plan(path: Path) -> list[str]:
     """EXPLAIN QUERY PLAN of the packet's two statements over knowledge: the
     window (ranks from the index) and the read of the window's content rows."""
-    from waypost.resolvers.context import ranking
+    from waypost.resolvers.context import ranking_store as ranking
 
     params = {"match": '"zzzz"', "w": 168, "rids": "[1, 2]", "project": "bench",
               "task_id": None, "component": None, "environment": None, "version": None}  # fmt: skip

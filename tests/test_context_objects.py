@@ -12,7 +12,7 @@ import msgspec
 
 from tests.conftest import copy_database
 from waypost.resolvers.access import principals
-from waypost.resolvers.context.objects import knowledge_objects
+from waypost.resolvers.context.store import knowledge_objects
 from waypost.resolvers.knowledge.store import knowledge_json
 from waypost.resolvers.projects.models import ProjectCreate
 from waypost.resolvers.projects.operations import insert_project

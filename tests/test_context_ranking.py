@@ -16,7 +16,7 @@ import pytest
 from bench.corpus import INSERT_KNOWLEDGE
 from tests.conftest import copy_database
 from waypost.resolvers.access import principals
-from waypost.resolvers.context import ranking
+from waypost.resolvers.context import ranking_store as ranking
 from waypost.resolvers.context.search import SCOPE_SQL, Scope, escape_fts
 from waypost.resolvers.projects.models import ProjectCreate
 from waypost.resolvers.projects.operations import insert_project

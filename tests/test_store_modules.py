@@ -12,7 +12,9 @@ from pathlib import Path
 import waypost.resolvers
 
 RESOLVERS = Path(waypost.resolvers.__file__).parent
-DOMAINS = ("core", "access", "projects", "tasks", "knowledge", "decisions")
+DOMAINS = (
+    "core", "access", "projects", "tasks", "knowledge", "decisions", "context", "lifecycle",
+)  # fmt: skip
 RUNS_SQL = re.compile(r"\.(execute|executemany|executescript)\(")
 
 

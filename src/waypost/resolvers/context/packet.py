@@ -18,11 +18,11 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.budget import Fill, fill
-from waypost.resolvers.context.objects import knowledge_objects
 from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_terms
-from waypost.resolvers.context.ranking import Hit, ranked
+from waypost.resolvers.context.ranking_store import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
 from waypost.resolvers.context.search import time_limit as search_time_limit
+from waypost.resolvers.context.store import knowledge_objects, task_rows, tasks_project
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import present_tasks
@@ -50,9 +50,7 @@ def _load(
     task_ids = [h.id for h in hits if h.type == "task"]
     objects: dict[tuple[str, str], dict[str, Any]] = {}
     if task_ids:
-        marks = ", ".join("?" for _ in task_ids)
-        rows = conn.execute(f"SELECT * FROM tasks WHERE id IN ({marks})", task_ids).fetchall()
-        for task in present_tasks(conn, project_id, rows, now):
+        for task in present_tasks(conn, project_id, task_rows(conn, task_ids), now):
             objects[("task", task["id"])] = task
     knowledge = knowledge_objects(conn, [h.id for h in hits if h.type == "knowledge"])
     for knowledge_id, obj in knowledge.items():
@@ -70,12 +68,8 @@ def read_sync(
 ) -> Snapshot:
     project = require_project(conn, project_id)
     policy = {"revision": project["policy_revision"], "rules": project["rules"]}
-    if query.task_id is not None:
-        found = conn.execute(
-            "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (query.task_id, project_id)
-        ).fetchone()
-        if found is None:
-            raise InvalidRequest.field("task_id", "task_id names no task of this project")
+    if query.task_id is not None and tasks_project(conn, query.task_id) != project_id:
+        raise InvalidRequest.field("task_id", "task_id names no task of this project")
     # One more than the limit of each kind tells whether anything was left out.
     decisions = [
         {"type": "decision", **d}

@@ -1,4 +1,6 @@
-"""The matched knowledge records as packet items, built by SQLite in one statement.
+"""The context domain's SQL besides the ranked search (ranking_store.py): the
+matched tasks' rows, and the matched knowledge records as packet items,
+built by SQLite in one statement.
 
 A packet carries up to 100 full knowledge objects. Shaping them in Python
 (`knowledge_store.knowledge_json`) parses five JSON lists per record and
@@ -39,6 +41,21 @@ _KNOWLEDGE_OBJECT = """json_object(
   'share_across_projects', json(CASE WHEN share_across_projects THEN 'true' ELSE 'false' END),
   'superseded_by_id', superseded_by_id, 'revision', revision,
   'created_at', created_at, 'updated_at', updated_at)"""
+
+
+def task_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
+    """The stored rows of the tasks `ids` (whatever their project)."""
+    marks = ", ".join("?" for _ in ids)
+    rows: list[sqlite3.Row] = conn.execute(
+        f"SELECT * FROM tasks WHERE id IN ({marks})", list(ids)
+    ).fetchall()
+    return rows
+
+
+def tasks_project(conn: sqlite3.Connection, task_id: str) -> str | None:
+    """The project of task `task_id` (None for no such task)."""
+    row = conn.execute("SELECT project_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def knowledge_objects(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

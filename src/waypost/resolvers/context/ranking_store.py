@@ -1,4 +1,5 @@
-"""The ranked search of the packet: the best matches of each table, ranking less.
+"""The ranked search of the packet (its SQL and how it runs): the best matches
+of each table, ranking less.
 
 Ranking is what costs: BM25 for one matching row takes about 40 times as
 long as finding it, and a common word matches most rows. There are two
