@@ -7,6 +7,7 @@ BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed-dev
 PORT ?= 8080
+LIFECYCLE_PORT ?= 8081
 WAYPOST_DB ?= ./waypost.db
 
 .PHONY: run test lint types unit browser schema bench clean
@@ -24,7 +25,7 @@ $(STAMP): pyproject.toml | $(BIN)/pip
 	touch $(RUNTIME) $(STAMP)
 
 run: $(RUNTIME)
-	$(BIN)/waypost serve --port $(PORT) --db $(WAYPOST_DB)
+	$(BIN)/waypost serve --port $(PORT) --lifecycle-port $(LIFECYCLE_PORT) --db $(WAYPOST_DB)
 
 test: lint types unit
 

@@ -457,9 +457,10 @@ async def test_malformed_http_requests_get_graphql_shaped_errors(
 async def test_get_is_refused_when_graphiql_is_off(human: Caller) -> None:
     for params in ({"query": "{ me { name } }"}, {}):
         r = await human.client.get("/graphql", params=params, headers=human.headers())
-        assert r.status_code == 405
+        assert r.status_code == 405 and r.headers["allow"] == "POST"
         assert r.json()["errors"][0]["extensions"]["code"] == "method_not_allowed"
     assert (await human.client.get("/graphql")).status_code == 401
+    assert (await human.client.head("/graphql")).status_code == 401
 
 
 @pytest.fixture
@@ -479,6 +480,9 @@ async def test_graphiql_page_is_served_without_a_token_when_enabled(
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "graphiql" in r.text.lower()
     assert r.headers["cache-control"] == "no-store"
+    # HEAD answers as GET does (it was 401 without a token)
+    head = await graphiql.head("/graphql", headers={"Accept": "text/html"})
+    assert head.status_code == 200 and head.headers["content-type"].startswith("text/html")
 
 
 async def test_graphiql_does_not_open_queries_to_callers_without_a_token(

@@ -31,7 +31,7 @@ async def send_json(
     send: Send, status: int, body: Any, extra: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
     """A whole JSON answer written straight to ASGI `send` (no app or route yet)."""
-    payload = json.dumps(body).encode()
+    payload = json.dumps(body, separators=(",", ":")).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(payload)).encode()),
@@ -59,7 +59,7 @@ class BearerAuthentication:
         # console's static pages (GET only; they hold no data, only code)
         public = (
             path == "/healthz"
-            or (is_graphql and self.graphiql and scope["method"] == "GET")
+            or (is_graphql and self.graphiql and scope["method"] in ("GET", "HEAD"))
             or console.is_public(scope["method"], path, self.graphiql)
         )
         if not public:

@@ -74,20 +74,22 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         request = Request(scope=scope, receive=receive)
         response: Response
-        if request.method not in ("GET", "HEAD", "POST"):
-            # the route takes every method so that this 405 is in GraphQL's shape
-            response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
-            response.headers["Allow"] = "GET, HEAD, POST"
-            await response(scope, receive, send)
-            return
-        if request.method in ("GET", "HEAD"):
-            # GET never executes anything: it serves the GraphiQL page when enabled
-            # (authentication lets it through without a token); queries are POSTs.
-            if self.graphql_ide and "query" not in request.query_params:
+        # GET (and HEAD) never executes anything: it serves the GraphiQL page
+        # when enabled (authentication lets it through without a token)
+        allowed = "GET, HEAD, POST" if self.graphql_ide else "POST"
+        if request.method != "POST":
+            if request.method in ("GET", "HEAD") and allowed != "POST":
                 # our own page and vendored files: GraphiQL without a CDN
-                response = console.graphiql_page(request)
+                response = (
+                    console.graphiql_page(request)
+                    if "query" not in request.query_params
+                    else http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
+                )
             else:
+                # the route takes every method so that this 405 is in GraphQL's shape
                 response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
+            if response.status_code == 405:
+                response.headers["Allow"] = allowed
             await response(scope, receive, send)
             return
         try:
