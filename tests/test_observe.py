@@ -76,6 +76,21 @@ async def test_refusals_are_logged_without_a_principal(
     assert "wp_secret" not in json.dumps(access_lines(caplog))
 
 
+async def test_a_refused_session_is_logged_with_its_tokens_principal(
+    service: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The token was accepted, the session it names was not: the line names
+    who asked (it said `principal_id=-`, as for a refused token)."""
+    agent = await service.agent("ender")
+    ended = await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
+    assert ended.status_code == 200, ended.text
+    caplog.set_level(logging.INFO, logger="waypost.access")
+    r = await agent.get("/api/v1/me")
+    assert r.status_code == 403, r.text
+    [line] = access_lines(caplog)
+    assert line["status"] == 403 and line["principal_id"] == agent.principal_id
+
+
 def test_formatters_write_one_line_per_record() -> None:
     record = logging.LogRecord("waypost.access", logging.INFO, __file__, 1, "request", (), None)
     setattr(record, FIELDS, {"request_id": "req_x", "status": 200, "principal_id": None})

@@ -116,6 +116,8 @@ class BearerAuthentication:
 
         def check(conn: Any) -> Actor:
             actor = principals.authenticate(conn, token.strip(), audience)
+            # for the request's log line, even when the session is refused
+            scope.setdefault("state", {})["principal_id"] = actor.principal_id
             if session_id is not None:
                 actor = sessions.enter_session(conn, actor, session_id, at)
             return actor

@@ -94,8 +94,9 @@ class RequestObserver:
             line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             route = scope.get("route")
             line.route = getattr(route, "path", None)
-            actor = (scope.get("state") or {}).get("actor")
-            line.principal_id = getattr(actor, "principal_id", None)
+            state = scope.get("state") or {}
+            # the token's principal, also when its named session was refused
+            line.principal_id = state.get("principal_id")
             self._finish(line)
 
     def _finish(self, line: RequestLine) -> None:
