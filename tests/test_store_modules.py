@@ -33,3 +33,20 @@ def test_only_store_modules_run_sql() -> None:
 
 def test_every_domain_has_a_store_module() -> None:
     assert [d for d in DOMAINS if not (RESOLVERS / d / "store.py").is_file()] == []
+
+
+SOURCE = RESOLVERS.parent
+# the packages that serve requests: they call a domain's operations, never its store
+TRANSPORTS = ("schema", "rest", "mcp_server", "lifecycle_http", "live", "http", "console")
+STORE_IMPORT = re.compile(
+    r"^\s*from waypost\.resolvers\.\w+(\.\w*store\b| import .*\b\w*store\b)", re.MULTILINE
+)
+
+
+def test_transports_reach_the_store_only_through_operations() -> None:
+    found = []
+    for package in TRANSPORTS:
+        for module in sorted((SOURCE / package).rglob("*.py")):
+            for match in STORE_IMPORT.finditer(module.read_text()):
+                found.append(f"{module.relative_to(SOURCE)}: {match.group(0).strip()}")
+    assert found == [], "call the domain's operations instead:\n" + "\n".join(found)

@@ -13,8 +13,7 @@ from waypost.clock import format_time
 from waypost.errors import NotFound
 from waypost.live import hub_for
 from waypost.resolvers.access import principals
-from waypost.resolvers.core import store as core_store
-from waypost.resolvers.core.events import event_json
+from waypost.resolvers.core import events
 from waypost.resolvers.decisions.status import decision_status, work_allowed
 from waypost.resolvers.decisions.views import load_decisions, load_generations
 from waypost.resolvers.projects.operations import require_project
@@ -141,10 +140,9 @@ async def load_changes(
         project_id = found["project_id"]
         steps = []
         if seen is not None:
-            rows = core_store.subject_event_rows(conn, project_id, seen, decision_id, _CHANGES)
-            steps = _steps([event_json(r) for r in rows])
+            steps = _steps(events.subject_events(conn, project_id, seen, decision_id, _CHANGES))
         keys = sorted({(decision_id, generation) for generation, _, _ in steps})
-        through = core_store.last_project_sequence(conn, project_id)
+        through = events.last_project_sequence(conn, project_id)
         return found, steps, load_generations(conn, keys), through
 
     found, steps, generations, through = await rt.db.read(read)

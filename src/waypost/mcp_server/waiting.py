@@ -27,7 +27,7 @@ from waypost.errors import Unavailable
 from waypost.live import hub_for
 from waypost.live.hub import Listener, StreamEnded
 from waypost.mcp_server.calls import ApiError
-from waypost.resolvers.access.store import token_revocation
+from waypost.resolvers.access.principals import token_revoked
 from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.mcp")
@@ -91,8 +91,7 @@ class _ListenerWaker:
             raise Unavailable("the server is stopping; call decision_wait again") from ended
         if time.monotonic() - self._checked >= self._recheck:
             token_id = self._token_id
-            row = await self._rt.db.read_point(lambda c: token_revocation(c, token_id))
-            if row is None or row["revoked_at"] is not None:
+            if await self._rt.db.read_point(lambda c: token_revoked(c, token_id)):
                 raise ApiError("unauthenticated", "the token was revoked", {}, 401)
             self._checked = time.monotonic()
 

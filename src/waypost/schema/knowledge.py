@@ -22,7 +22,7 @@ from waypost.resolvers.knowledge.models import (
     KnowledgeCreate,
     KnowledgeListQuery,
 )
-from waypost.resolvers.knowledge.store import visible_to
+from waypost.resolvers.knowledge.operations import visible_to
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.principals import Principal, load_principal

@@ -22,12 +22,13 @@ from strawberry.dataloader import DataLoader
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.pagination import Page
-from waypost.resolvers.access import store as access_store
+from waypost.resolvers.access import principals as access
 from waypost.resolvers.decisions import by_task, digest
 from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.knowledge import feedback
 from waypost.resolvers.knowledge import operations as knowledge
-from waypost.resolvers.knowledge.store import feedback_totals
-from waypost.resolvers.projects import store as project_store
+from waypost.resolvers.projects import operations as projects
+from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.runtime import Runtime
 
@@ -42,13 +43,11 @@ Json = dict[str, Any]
 
 
 def principals_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Json | None]:
-    found = access_store.principals_by_ids(conn, ids)
-    return [found.get(i) for i in ids]
+    return access.principals_by_ids(conn, ids)
 
 
 def projects_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Json | None]:
-    rows = project_store.projects_by_ids(conn, ids)
-    return [project_store.project_json(r) if (r := rows.get(i)) else None for i in ids]
+    return projects.projects_by_ids(conn, ids)
 
 
 def tasks_sync(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> list[Json | None]:
@@ -135,8 +134,7 @@ class Loaders:
         return await self._read(lambda c: projects_sync(c, ids))
 
     async def _policies(self, ids: Sequence[str]) -> list[Json | None]:
-        rows = await self._read(lambda c: project_store.projects_by_ids(c, ids))
-        return [project_store.policy_json(r) if (r := rows.get(i)) else None for i in ids]
+        return await self._read(lambda c: policy.policies_by_ids(c, ids))
 
     async def _tasks(self, ids: Sequence[str]) -> list[Json | None]:
         now = self.rt.now()
@@ -185,8 +183,7 @@ class Loaders:
         return [found.get(i) for i in ids]
 
     async def _knowledge_feedback(self, ids: Sequence[str]) -> list[dict[str, int]]:
-        found = await self._read(lambda c: feedback_totals(c, ids))
-        return [found[i] for i in ids]
+        return await self._read(lambda c: feedback.totals_sync(c, ids))
 
     async def _knowledge_revisions(
         self, keys: Sequence[tuple[str, str | None, int | None]]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.errors import InvalidRequest, NotFound, Unauthenticated
@@ -125,3 +126,15 @@ def bootstrap_admin(conn: sqlite3.Connection, at: str) -> dict[str, Any] | None:
     if has_principals(conn):
         return None
     return create_principal(conn, "human", "admin", at)
+
+
+def principals_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any] | None]:
+    """The principals of `ids` in that order (None for an unknown id)."""
+    found = store.principals_by_ids(conn, ids)
+    return [found.get(i) for i in ids]
+
+
+def token_revoked(conn: sqlite3.Connection, token_id: str) -> bool:
+    """Whether the token is revoked or gone (a stream re-checks its token)."""
+    row = store.token_revocation(conn, token_id)
+    return row is None or row["revoked_at"] is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.pagination import check_limit
@@ -111,3 +112,16 @@ def events_after_any_project(
 def last_sequence(conn: sqlite3.Connection) -> int:
     """The newest event's sequence (0 for an empty log)."""
     return store.last_event_sequence(conn)
+
+
+def subject_events(
+    conn: sqlite3.Connection, project_id: str, after: int, subject_id: str, types: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The project's events after `after` about `subject_id` of these types, oldest first."""
+    rows = store.subject_event_rows(conn, project_id, after, subject_id, types)
+    return [event_json(r) for r in rows]
+
+
+def last_project_sequence(conn: sqlite3.Connection, project_id: str) -> int:
+    """The project's newest event's sequence (0 for none)."""
+    return store.last_project_sequence(conn, project_id)

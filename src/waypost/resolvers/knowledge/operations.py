@@ -50,6 +50,9 @@ from waypost.resolvers.knowledge.store import (
     revision_rows,
     visible_row,
 )
+
+# the visibility rule, for the transports (a record read by id elsewhere)
+from waypost.resolvers.knowledge.store import visible_to as visible_to
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 

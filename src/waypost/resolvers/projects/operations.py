@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.errors import Forbidden, NotFound, StateConflict
@@ -78,3 +79,9 @@ async def list_projects(
 
 async def count_projects(rt: Runtime) -> int:
     return await rt.db.read(store.count_projects)
+
+
+def projects_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any] | None]:
+    """The projects of `ids` in that order (None for an unknown id)."""
+    rows = store.projects_by_ids(conn, ids)
+    return [project_json(r) if (r := rows.get(i)) else None for i in ids]

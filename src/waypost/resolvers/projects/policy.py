@@ -8,6 +8,7 @@ relay switch or the integration owner.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, RevisionConflict
@@ -130,3 +131,9 @@ async def history(
     rt: Runtime, project_id: str, cursor: str | None, limit: int | None, backward: bool = False
 ) -> Page[dict[str, Any]]:
     return await rt.db.read(lambda conn: history_sync(conn, project_id, cursor, limit, backward))
+
+
+def policies_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any] | None]:
+    """The current policy of each project of `ids` (None for an unknown id)."""
+    rows = store.projects_by_ids(conn, ids)
+    return [store.policy_json(r) if (r := rows.get(i)) else None for i in ids]
