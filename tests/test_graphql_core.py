@@ -154,7 +154,23 @@ async def test_malformed_policy_history_cursor_is_invalid_request(
         '{ project(id: "demo") { policyHistory(after: "!!") { edges { cursor } } } }'
     )
     assert codes(data) == ["invalid_request"]
-    assert data["errors"][0]["extensions"]["field"] == "cursor"
+    # the argument that carried it (REST's `cursor` named no argument here)
+    assert data["errors"][0]["extensions"]["field"] == "after"
+
+
+@pytest.mark.parametrize("connection", ["tasks", "knowledge", "decisions", "policyHistory"])
+@pytest.mark.parametrize("argument", ["after", "before"])
+async def test_a_malformed_cursor_names_its_argument(
+    human: Caller, project: str, connection: str, argument: str
+) -> None:
+    size = "first" if argument == "after" else "last"
+    data = await human.gql(
+        f'query ($c: String) {{ project(id: "demo") {{ {connection}({size}: 2, {argument}: $c)'
+        " { totalCount } } }",
+        {"c": "!!"},
+    )
+    assert codes(data) == ["invalid_request"], data
+    assert data["errors"][0]["extensions"]["field"] == argument
 
 
 async def test_unknown_project_is_null(human: Caller) -> None:

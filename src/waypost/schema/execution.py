@@ -86,6 +86,8 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
     original = exc.original_error if isinstance(exc, GraphQLError) else exc
     if isinstance(original, WaypostError):
         extensions: dict[str, Any] = {"code": original.code, **original.details}
+        if extensions.get("field") == "cursor":
+            extensions["field"] = _cursor_argument(nodes)
         if isinstance(original, Unavailable):
             extensions["retryAfter"] = original.retry_after
         return GraphQLError(original.message, nodes, path=path, original_error=original,
@@ -95,6 +97,25 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
     log.error("unhandled GraphQL error", exc_info=original)
     return GraphQLError("Unexpected error.", nodes, path=path, original_error=original,
                         extensions=MASKED)  # fmt: skip
+
+
+def _cursor_argument(nodes: list[Any]) -> str:
+    """The connection argument that carried a cursor the resolver refused:
+    REST's `cursor` is `after` or `before` here. The error may surface on a
+    parent field (a connection read with its parent), so the field's whole
+    selection is searched; "cursor" stays when that does not tell."""
+    given: set[str] = set()
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        given |= {a.name.value for a in getattr(node, "arguments", None) or ()} & {
+            "after",
+            "before",
+        }
+        selection = getattr(node, "selection_set", None)
+        if selection is not None:
+            pending.extend(selection.selections)
+    return given.pop() if len(given) == 1 else "cursor"
 
 
 def _fresh_loaders(context: Any) -> None:

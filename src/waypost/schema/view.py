@@ -40,9 +40,13 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
     formatted = error.formatted
     if isinstance(original, WaypostError):
         formatted["message"] = original.message
-        formatted["extensions"] = {"code": original.code, **original.details}
-        if isinstance(original, Unavailable):
-            formatted["extensions"]["retryAfter"] = original.retry_after
+        if error.extensions and "code" in error.extensions:
+            # shaped where it arose (execution.shaped_error), which knows the field
+            formatted["extensions"] = dict(error.extensions)
+        else:
+            formatted["extensions"] = {"code": original.code, **original.details}
+            if isinstance(original, Unavailable):
+                formatted["extensions"]["retryAfter"] = original.retry_after
     elif original is None or isinstance(original, GraphQLError):
         # parse and validation errors, the query limits among them, and
         # variables that do not coerce to their declared types
