@@ -193,3 +193,16 @@ def test_node_limit_counts_defaults_and_fragments_once_each() -> None:
     query = query.replace("...P " * 3, "...P " * 5)
     [error] = check_limits(schema._schema, parse(query))
     assert "50,100 nodes" in error.message
+
+
+async def test_a_first_past_graphqls_int_is_refused_as_no_int(human: Caller) -> None:
+    """2**31 is no GraphQL Int: it was refused as past the node limit
+    ("it may return 2,147,483,648 ..."), with no field named."""
+    data = (await gql(human, "{ projects(first: 2147483648) { totalCount } }")).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "node limit" not in data["errors"][0]["message"]
+    assert "2147483648" in data["errors"][0]["message"]
+    query = "query ($n: Int) { projects(first: $n) { totalCount } }"
+    data = (await gql(human, query, {"n": 2**31})).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "node limit" not in data["errors"][0]["message"]

@@ -53,6 +53,9 @@ MAX_TOKENS = 5000
 MAX_NODES = 50_000
 # A connection without `first`/`last` returns this many items (relay.first_to_limit).
 DEFAULT_PAGE = 50
+# GraphQL's Int is 32 bits: a `first` past it is no Int at all, and
+# graphql-core's validation refuses it by name; the node limit leaves it out.
+INT_RANGE = range(-(2**31), 2**31)
 # Selection sets entered along one path, fragments included. Far above any
 # real query (the standard introspection query nests 12); it keeps the
 # measuring pass's recursion bounded for documents that nest introspection
@@ -169,7 +172,9 @@ class _Measurer:
             for name in ("first", "last")
             if name in given
         ]
-        numbers = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
+        numbers = [
+            s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s in INT_RANGE
+        ]
         if numbers:
             return max(0, *numbers)
         for name in ("first", "last"):
