@@ -78,19 +78,45 @@ async def test_another_media_type_is_left_to_the_sdk_and_two_are_refused(human: 
     assert r.json()["error"]["message"] == "send one Content-Type header, not several"
 
 
+async def _initialized(human: Caller) -> str:
+    """A live MCP session of `human` (its Mcp-Session-Id)."""
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **HEADERS})
+    assert r.status_code == 200, r.text
+    session_id = r.headers["mcp-session-id"]
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    assert (await human.client.post("/mcp", json=done, headers=headers)).status_code == 202
+    return session_id
+
+
 async def test_an_unknown_method_is_method_not_found_with_its_id(human: Caller) -> None:
     """The SDK read any method name it does not know as malformed parameters
     (-32602 "Invalid request parameters"); JSON-RPC's code is -32601."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
     for request_id in (7, "seven"):
         body = {"jsonrpc": "2.0", "id": request_id, "method": "no/such", "params": {}}
-        r = await human.client.post("/mcp", json=body, headers={**human.headers(), **HEADERS})
+        r = await human.client.post("/mcp", json=body, headers=headers)
         assert r.status_code == 200, r.text
         error = {"code": -32601, "message": "Method not found: no/such"}
         assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": error}
-    # a method the SDK knows still reaches it (here: its refusal of a missing session)
-    body = {"jsonrpc": "2.0", "id": 8, "method": "resources/list"}
+
+
+async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
+    human: Caller,
+) -> None:
+    """The session and headers are checked first, as for any method: an
+    unknown or missing session is the SDK's 404 or 400 (a 404 is a client's
+    signal to initialize again), not a -32601 that hides it."""
+    body = {"jsonrpc": "2.0", "id": 8, "method": "no/such"}
     r = await human.client.post("/mcp", json=body, headers={**human.headers(), **HEADERS})
     assert r.status_code == 400 and "session" in r.text.lower(), r.text
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": "0" * 32}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 404, r.text
 
 
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:

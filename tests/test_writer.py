@@ -160,24 +160,39 @@ async def test_a_unit_that_loses_the_transaction_fails_alone_and_the_others_stil
     assert names == ["before"]  # ran again once, committed once
 
 
-async def test_a_unit_that_ends_the_transaction_and_returns_still_gets_an_answer(
-    service: Service,
+@pytest.mark.parametrize("ending", ["ROLLBACK", "COMMIT"])
+async def test_a_unit_that_ends_the_transaction_itself_never_doubles_a_write(
+    service: Service, ending: str
 ) -> None:
-    """A unit that lost the transaction without raising made the writer's own
-    RELEASE fail outside any handler: no caller of its batch was ever answered."""
+    """A unit that ended the writer's transaction and returned (a COMMIT, or
+    a ROLLBACK after an error it swallowed) made the writer's own RELEASE fail
+    outside any handler: no caller of its batch was ever answered. Whether
+    the units before it were committed is then unknown, so none runs twice:
+    they are answered 503 (a retry with the same idempotency key replays what
+    was committed), and the units after it run in a fresh transaction."""
 
-    def swallows(conn: sqlite3.Connection) -> str:
-        principals.create_principal(conn, "agent", "swallowed", AT)
-        conn.execute("ROLLBACK")  # as SQLite does on disk full, and the unit carries on
-        return "swallowed"
+    def ends(conn: sqlite3.Connection) -> str:
+        principals.create_principal(conn, "agent", "ender", AT)
+        conn.execute(ending)
+        return "ender"
 
-    results = await asyncio.wait_for(
-        queue_behind(service.rt.db, [recorded("first"), swallows, recorded("last")]), 10
+    db = service.rt.db
+    held = Held()
+    holder = asyncio.create_task(db.write(held))  # the batch's first unit
+    await asyncio.to_thread(held.entered.wait, 10)
+    tasks = [asyncio.create_task(db.write(u)) for u in (recorded("first"), ends, recorded("last"))]
+    await asyncio.sleep(0)  # every write is queued behind the holder
+    held.release.set()
+    outcomes = await asyncio.wait_for(asyncio.gather(holder, *tasks, return_exceptions=True), 10)
+    results = outcomes[1:]
+    assert isinstance(outcomes[0], Unavailable), outcomes[0]
+    assert isinstance(results[0], Unavailable), results[0]
+    assert isinstance(results[1], RuntimeError) and "ended" in str(results[1]), results[1]
+    assert results[2] == "last"
+    names = await service.rt.db.read(
+        lambda c: [r[0] for r in c.execute("SELECT name FROM principals WHERE name = 'first'")]
     )
-    assert results[0] == "first" and results[2] == "last"
-    assert isinstance(results[1], sqlite3.Error), results[1]
-    seen = await service.rt.db.read(left_behind)
-    assert {"first", "last"} <= seen["principals"] and "swallowed" not in seen["principals"]
+    assert names == (["first"] if ending == "COMMIT" else [])  # never twice
     assert await asyncio.wait_for(service.rt.db.write(recorded("next")), 10) == "next"
 
 

@@ -105,30 +105,38 @@ REQUEST_METHODS = frozenset(
 )
 
 
-async def _refused_message(send: Send, message: Any) -> bool:
-    """Answer what the SDK would answer with pydantic's text or a wrong code
-    (a batch: -32602 and four validation errors; an unknown method: -32602
-    "Invalid request parameters"); True when answered here."""
-    if isinstance(message, list):
-        await _json_rpc_error(
-            send, 400, INVALID_REQUEST,
-            "send one JSON-RPC message per request: MCP's Streamable HTTP has no batches",
-        )  # fmt: skip
-        return True
-    if not isinstance(message, dict) or "result" in message or "error" in message:
+async def _refuse_batch(send: Send, message: Any) -> bool:
+    """A batch, refused in one sentence: the SDK answered -32602 with four
+    pydantic validation errors. True when answered here."""
+    if not isinstance(message, list):
         return False
+    await _json_rpc_error(
+        send, 400, INVALID_REQUEST,
+        "send one JSON-RPC message per request: this server takes no batches",
+    )  # fmt: skip
+    return True
+
+
+def _unknown_method(message: Any, scope: Scope) -> tuple[str | int, str] | None:
+    """(id, method) of a well-formed request naming a method MCP does not
+    have, which the SDK answers -32602 "Invalid request parameters"; None for
+    anything else, left to the SDK (and its checks of the session and the
+    headers). Only asked for a request in one of the caller's live sessions."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return None
     request_id, method = message.get("id"), message.get("method")
+    accept = (header(scope, b"accept") or "").lower()
     if (
         isinstance(request_id, str | int)
         and not isinstance(request_id, bool)
         and isinstance(method, str)
         and method not in REQUEST_METHODS
+        and "result" not in message
+        and "error" not in message
+        and ("application/json" in accept or "*/*" in accept)
     ):
-        await _json_rpc_error(
-            send, 200, METHOD_NOT_FOUND, f"Method not found: {method[:100]}", request_id
-        )
-        return True
-    return False
+        return request_id, method
+    return None
 
 
 def _actor(scope: Scope) -> Actor:
@@ -192,6 +200,7 @@ class McpEndpoint:
             await holder
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        message: Any = None  # a POST's JSON-RPC message, once read
         if scope["method"] == "POST":
             # the SDK parses with json.loads: a body nested a few thousand
             # levels deep raised RecursionError (a 500), and duplicate keys,
@@ -202,7 +211,8 @@ class McpEndpoint:
                 if _sdk_reads_as_json(header(scope, b"content-type")):
                     body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
                     code = PARSE_ERROR
-                    if await _refused_message(send, parse_json(body)):
+                    message = parse_json(body)
+                    if await _refuse_batch(send, message):
                         return
             except ClientDisconnect:
                 return
@@ -217,6 +227,13 @@ class McpEndpoint:
         scope_with_user: dict[str, Any] = {**scope, "user": AuthenticatedUser(identity)}
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
+        unknown = _unknown_method(message, scope) if session_id in live else None
+        if unknown is not None:
+            request_id, method = unknown
+            await _json_rpc_error(
+                send, 200, METHOD_NOT_FOUND, f"Method not found: {method[:100]}", request_id
+            )
+            return
         if session_id is None and scope["method"] == "POST":
             if len(live) >= SESSIONS_PER_PRINCIPAL:
                 await _json_rpc_error(

@@ -50,6 +50,10 @@ _TIMEOUT_SLACK_MS = 50
 _GRACE = 0.02
 
 
+class UnitEndedTransaction(RuntimeError):
+    """A unit of work ended the writer's transaction itself (a bug of the unit)."""
+
+
 @dataclass
 class _Unit:
     fn: Callable[[sqlite3.Connection], Any]
@@ -247,11 +251,24 @@ class Writer:
             if unit.future.cancelled():
                 continue
             try:
-                # the savepoint's own statements fail too when a unit ended
-                # the transaction and returned: its caller is answered as well
                 conn.execute("SAVEPOINT unit")
                 result = unit.fn(conn)
+                if not conn.in_transaction:
+                    raise UnitEndedTransaction(
+                        "a unit of work ended the writer's transaction itself"
+                    )
                 conn.execute("RELEASE unit")
+            except UnitEndedTransaction as exc:
+                # A fault of the unit's code (a COMMIT, or a ROLLBACK after an
+                # error it swallowed): whether what ran before it was committed
+                # is unknown, so it runs no second time. Its callers get a 503
+                # and retry with their idempotency keys: a committed write
+                # replays, a lost one runs anew.
+                log.error("%s (%r)", exc, unit.fn)
+                failed.append((unit, exc))
+                retry = Unavailable("the write could not be completed; retry", retry_after=1)
+                self._reply(failed + [(u, retry) for u, _ in done], [])
+                return
             except BaseException as exc:
                 if not self._undo_unit():
                     # SQLite rolled the whole transaction back: what ran before
