@@ -6,6 +6,7 @@ functions, so a second engine could stand behind the same operations
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -38,15 +39,45 @@ def test_every_domain_has_a_store_module() -> None:
 SOURCE = RESOLVERS.parent
 # the packages that serve requests: they call a domain's operations, never its store
 TRANSPORTS = ("schema", "rest", "mcp_server", "lifecycle_http", "live", "http", "console")
-STORE_IMPORT = re.compile(
-    r"^\s*from waypost\.resolvers\.\w+(\.\w*store\b| import .*\b\w*store\b)", re.MULTILINE
-)
+
+
+def _store_imports(module: Path) -> list[str]:
+    """The store modules of `waypost.resolvers` that `module` imports, in any form."""
+    found = []
+    for node in ast.walk(ast.parse(module.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        found += [
+            n for n in names
+            if n.startswith("waypost.resolvers.") and n.rsplit(".", 1)[-1].endswith("store")
+        ]  # fmt: skip
+    return found
 
 
 def test_transports_reach_the_store_only_through_operations() -> None:
-    found = []
-    for package in TRANSPORTS:
-        for module in sorted((SOURCE / package).rglob("*.py")):
-            for match in STORE_IMPORT.finditer(module.read_text()):
-                found.append(f"{module.relative_to(SOURCE)}: {match.group(0).strip()}")
+    found = [
+        f"{module.relative_to(SOURCE)}: {name}"
+        for package in TRANSPORTS
+        for module in sorted((SOURCE / package).rglob("*.py"))
+        for name in _store_imports(module)
+    ]
     assert found == [], "call the domain's operations instead:\n" + "\n".join(found)
+
+
+def test_the_store_import_check_sees_every_form(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import waypost.resolvers.tasks.store\n"
+        "from waypost.resolvers.access import (\n    principals,\n    store,\n)\n"
+        "from waypost.resolvers.tasks.ready_store import X\n"
+        "from waypost.resolvers.tasks import stored_gate\n"
+    )
+    assert _store_imports(module) == [
+        "waypost.resolvers.tasks.store",
+        "waypost.resolvers.access.store",
+        "waypost.resolvers.tasks.ready_store",
+    ]

@@ -51,8 +51,10 @@ def _next_step(error: ApiError, project: str | None) -> str:
         )
     if code == "lease_conflict":
         return (
-            "Another principal or session holds this task's lease. Claim other work with "
-            "task_claim (no task_id), or call context to see what is ready."
+            "Another principal or session holds this task's lease (an earlier session of "
+            "yours counts as another). Claim other work with task_claim (no task_id), or "
+            "call context to see what is ready; once that lease expires, task_recover "
+            "takes the task over."
         )
     if code == "not_found" and reason == "nothing_ready":
         return (

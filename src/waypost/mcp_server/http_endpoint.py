@@ -1,6 +1,6 @@
 """Streamable HTTP at /mcp on the public listener.
 
-The public app's gate (waypost.http.auth) has already authenticated the
+The public app's bearer authentication (waypost.http.auth) has already checked the
 bearer token when a request gets here; tools run as that actor, in process.
 An MCP session belongs to the principal that opened it: the SDK's session
 manager refuses its id to anyone else (it compares `scope["user"]`).

@@ -1,8 +1,8 @@
 """GraphQL query limits, checked in time linear in the document's size.
 
 Service contract sections 12 and 14: depth 16 (introspection fields ignored),
-30 aliases counted through fragments, 5,000 tokens, a 64 KiB body (the HTTP
-gate), and GitHub's node limit: for every path of nested connections the
+30 aliases counted through fragments, 5,000 tokens, a 64 KiB body (read by
+bearer authentication), and GitHub's node limit: for every path of nested connections the
 product of their `first`/`last`, summed over all paths, at most 50,000.
 
 Why not Strawberry's depth and alias rules: they walk every path through the

@@ -9,7 +9,7 @@ specific terms") relies on. A term made only of punctuation holds no token;
 FTS5 then drops it from the AND (alone, it matches nothing).
 
 Ranking (BM25, with the item id then its type as the tie-break) is in
-`ranking.py`; the lists' `q` filter (`matching_rowids`) does not rank.
+`ranking_store.py`; the lists' `q` filter (`matching_rowids`) does not rank.
 """
 
 from __future__ import annotations

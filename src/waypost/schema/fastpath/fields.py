@@ -11,7 +11,7 @@ count), except tasks by id: those come from `tasks.stored_gate`, the same
 task JSON with `ready` read from the stored gate state and `blocked_by`
 derived from the history only when `blockedBy` is selected (a dashboard
 asks every task whether it is ready, rarely why not). The caller's
-authority is the gate's (authentication) for all of them. Fields with their
+authority is bearer authentication's for all of them. Fields with their
 own authority rules (`Session`, `mySession`), anything that writes, and
 anything not listed take graphql-core's path.
 The getters mirror the types' `from_json` (JSON key -> field); the
