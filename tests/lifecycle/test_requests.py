@@ -113,7 +113,9 @@ async def test_a_trailing_slash_is_404_never_a_redirect(author: Member) -> None:
 
 async def test_content_type_must_be_exactly_application_json(author: Member) -> None:
     body = {"memo": memo()}
-    for ctype in ["text/plain", "application/json; charset=utf-8", "application/jsonx", ""]:
+    # "exactly": the contract's words (section 13 repeats them), case included
+    for ctype in ["text/plain", "application/json; charset=utf-8", "application/jsonx", "",
+                  "Application/JSON", "APPLICATION/JSON"]:  # fmt: skip
         r = await author.post(URL, body, headers={"Content-Type": ctype})
         refused(r, 415, "unsupported_media_type")
 

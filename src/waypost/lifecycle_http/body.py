@@ -29,7 +29,9 @@ def _one(request: Request, name: str) -> str | None:
 
 async def read_body(request: Request) -> bytes:
     media = _one(request, "content-type")
-    if media is None or media.strip().lower() != "application/json":
+    # exactly, as the contract says (case included); spaces around a header
+    # value are not part of it (RFC 9110, 5.5) and `_one` has trimmed them
+    if media != "application/json":
         raise UnsupportedMediaType("Content-Type must be application/json")
     declared = _one(request, "content-length")
     # ASCII digits only: str.isdigit() also takes "²", which int() refuses
