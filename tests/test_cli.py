@@ -149,6 +149,20 @@ async def test_project_create_prints_the_project_with_policy_revision_1(db: str)
     assert [e["type"] for e in events] == ["project.created"]
 
 
+def test_project_create_is_by_the_first_human_whatever_the_clocks_said(db: str) -> None:
+    """`serve` under a simulated clock stamped the admin later than a human
+    the admin command made on the machine's clock: the later one became the
+    creator."""
+    first = ok("admin", "principal", "create", "--kind", "human", "--name", "a", "--db", db)
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE principals SET created_at = '2099-01-01T00:00:00.000Z'")
+    conn.close()
+    ok("admin", "principal", "create", "--kind", "human", "--name", "b", "--db", db)
+    data = ok("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
+    assert data["created_by"] == first["principal_id"]
+
+
 def test_project_create_duplicate_fails_with_state_conflict(db: str) -> None:
     ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
     ok("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)

@@ -51,9 +51,12 @@ def principal_exists(conn: sqlite3.Connection, principal_id: str) -> bool:
 
 
 def first_human_row(conn: sqlite3.Connection) -> sqlite3.Row | None:
-    """The human principal created first (the admin of a fresh database)."""
+    """The human principal created first (the admin of a fresh database):
+    first inserted, not earliest stamped, since `serve` may have stamped it
+    with a simulated clock (`WAYPOST_CLOCK_FILE`) and the admin commands use
+    the machine's."""
     row: sqlite3.Row | None = conn.execute(
-        "SELECT id FROM principals WHERE kind = 'human' ORDER BY created_at, id LIMIT 1"
+        "SELECT id FROM principals WHERE kind = 'human' ORDER BY rowid LIMIT 1"
     ).fetchone()
     return row
 
