@@ -214,3 +214,44 @@ async def test_an_outcome_follows_public_conventions(registered: Member, reviewe
         headers={"Authorization": f"Bearer {reviewer.token}", "Idempotency-Key": "z"},
     )
     assert lifecycle_token.status_code == 401
+
+
+OUTCOME_MUTATION = """mutation ($input: ReviewOutcomeInput!) {
+  reviewOutcome(input: $input) {
+    outcome { requestId reviewerId disposition rationale at memoId version eventId }
+    userErrors { code field message reason }
+    replayed
+  }
+}"""
+
+
+async def test_graphql_records_an_outcome_by_the_same_rules(
+    lifecycle: Lifecycle, registered: Member, reviewer: Member
+) -> None:
+    """Section 12: every REST mutation has a GraphQL mutation with the same rules."""
+    request_id = await request_review(registered, reviewer.id)
+
+    async def record(who: Member, key: str, **fields: Any) -> dict[str, Any]:
+        data = await who.api.gql(OUTCOME_MUTATION, {"input": {
+            "idempotencyKey": key, "requestId": request_id, "disposition": "ACCEPTED",
+            "rationale": "sound", **fields}})  # fmt: skip
+        assert "errors" not in data, data
+        payload: dict[str, Any] = data["data"]["reviewOutcome"]
+        return payload
+
+    other = await lifecycle.member("reviewer")
+    refused = await record(other, "g0")  # a human, but not named
+    assert refused["outcome"] is None
+    assert refused["userErrors"][0]["reason"] == "not_a_reviewer"
+    first = await record(reviewer, "g1")
+    assert first["userErrors"] == [] and first["replayed"] is False
+    outcome = first["outcome"]
+    assert (outcome["requestId"], outcome["reviewerId"], outcome["disposition"]) == (
+        request_id, reviewer.id, "ACCEPTED")  # fmt: skip
+    assert (outcome["memoId"], outcome["version"]) == (M.rsplit("/", 1)[-1], 1)
+    again = await record(reviewer, "g1")
+    assert again["replayed"] is True and again["outcome"] == outcome
+    twice = await record(reviewer, "g2", disposition="REJECTED")
+    assert twice["userErrors"][0]["code"] == "state_conflict"
+    state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
+    assert [o["disposition"] for o in state["outcomes"]] == ["accepted"]

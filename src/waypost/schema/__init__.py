@@ -23,13 +23,21 @@ from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
 from waypost.schema.relay import DATETIME_SCALAR, DateTime
+from waypost.schema.reviews import ReviewMutations
 from waypost.schema.subscriptions import Subscription
 from waypost.schema.task_mutations import TaskMutations
 
 Query = merge_types("Query", (PrincipalQueries, ProjectQueries, NodeQueries))
 Mutation = merge_types(
     "Mutation",
-    (PrincipalMutations, ProjectMutations, KnowledgeMutations, TaskMutations, DecisionMutations),
+    (
+        PrincipalMutations,
+        ProjectMutations,
+        KnowledgeMutations,
+        TaskMutations,
+        DecisionMutations,
+        ReviewMutations,
+    ),
 )
 
 
