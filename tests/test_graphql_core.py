@@ -171,6 +171,8 @@ async def test_a_malformed_cursor_names_its_argument(
     )
     assert codes(data) == ["invalid_request"], data
     assert data["errors"][0]["extensions"]["field"] == argument
+    # placed on the connection that refused it, not on the project it bubbled to
+    assert data["errors"][0]["path"] == ["project", connection]
 
 
 async def test_unknown_project_is_null(human: Caller) -> None:

@@ -83,6 +83,11 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
     """A field's error with `extensions.code`: business errors keep their code
     and details; anything unexpected is masked (logged here, with its cause).
     Located (nodes and path), so graphql-core keeps it as it is."""
+    if isinstance(exc, GraphQLError) and exc.path is not None and "code" in (exc.extensions or {}):
+        # shaped where it arose, in a non-null child, and bubbling up to the
+        # nearest nullable parent: it keeps the child's place (it was
+        # re-placed on the parent, `path: ["project"]` for a bad `tasks` argument)
+        return exc
     original = exc.original_error if isinstance(exc, GraphQLError) else exc
     if isinstance(original, WaypostError):
         extensions: dict[str, Any] = {"code": original.code, **original.details}
