@@ -24,6 +24,8 @@ from typing import Any
 import httpx
 import pytest
 
+from waypost.maintenance import verify
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 START = "2026-11-29T18:00:00.000Z"
@@ -418,3 +420,6 @@ def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path
     assert acknowledged - projects == set()
     assert acknowledged - created == set()
     assert acknowledged - keys == set()
+    # and the operator's own check agrees: history, receipts, events, gate state
+    report = verify(Path(db))
+    assert report["ok"] is True, report
