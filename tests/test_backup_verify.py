@@ -208,3 +208,23 @@ def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:
         holder.execute("ROLLBACK")
         holder.close()
         checker.close()
+
+
+async def test_verify_finds_a_history_row_written_without_its_event(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """Every history row is written with an event in its transaction; one
+    that has none was written around the service."""
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (at,) = conn.execute("SELECT at FROM task_revisions ORDER BY at DESC LIMIT 1").fetchone()
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE at = ?", (at,))
+    conn.close()
+    report = verify(copy)
+    events = report["checks"]["events"]
+    assert report["ok"] is False and events["problems"] >= 1, report
+    assert any(s.startswith("task_revisions: a row of project demo written at " + at)
+               for s in events["shown"]), events  # fmt: skip

@@ -85,6 +85,7 @@ async def test_a_refused_session_is_logged_with_its_tokens_principal(
     ended = await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
     assert ended.status_code == 200, ended.text
     caplog.set_level(logging.INFO, logger="waypost.access")
+    caplog.clear()  # other tests may have left the logger at INFO already
     r = await agent.get("/api/v1/me")
     assert r.status_code == 403, r.text
     [line] = access_lines(caplog)

@@ -211,13 +211,38 @@ def _receipts(conn: sqlite3.Connection, check: Check) -> None:
         )
 
 
+# Each history table, the instant its rows were written at, and the way to the
+# project of their record.
+HISTORY_WRITES = (
+    ("policy_revisions", "h.project_id", "h.at", ""),
+    ("task_revisions", "r.project_id", "h.at", "JOIN tasks r ON r.id = h.task_id"),
+    ("knowledge_revisions", "r.project_id", "h.provenance_recorded_at",
+     "JOIN knowledge r ON r.id = h.knowledge_id"),
+    ("decision_generations", "r.project_id", "h.at", "JOIN decisions r ON r.id = h.decision_id"),
+)  # fmt: skip
+
+
 def _events(conn: sqlite3.Connection, check: Check) -> None:
+    """Every event's project exists, and every history row was written with an
+    event: the same transaction wrote one in its record's project at the same
+    instant (a history row with none was written around the service)."""
     rows = conn.execute(
         "SELECT e.sequence, e.project_id FROM events e WHERE e.project_id IS NOT NULL"
         " AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = e.project_id)"
     )
     for row in rows:
         check.add(f"event {row['sequence']} names a missing project {row['project_id']}")
+    for history, project, at, join in HISTORY_WRITES:
+        # one set difference, as for the receipts (no index on the events' time)
+        missing = conn.execute(
+            f"SELECT {project} AS project_id, {at} AS at FROM {history} h {join}"
+            " EXCEPT SELECT project_id, at FROM events ORDER BY 1, 2"
+        )
+        for row in missing:
+            check.add(
+                f"{history}: a row of project {row['project_id']} written at {row['at']}"
+                " has no event"
+            )
 
 
 # How many tasks one look-up of the decisions' history covers.
