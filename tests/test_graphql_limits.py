@@ -4,10 +4,12 @@ fields, deep nesting; the depth, alias and node limits (service contract 14)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 import httpx
+import pytest
 from graphql import parse, specified_rules
 
 from tests.conftest import Caller, Service
@@ -206,3 +208,16 @@ async def test_a_first_past_graphqls_int_is_refused_as_no_int(human: Caller) -> 
     data = (await gql(human, query, {"n": 2**31})).json()
     assert data["data"] is None and codes(data) == ["invalid_request"]
     assert "node limit" not in data["errors"][0]["message"]
+
+
+async def test_a_first_of_five_thousand_digits_is_refused_not_a_fault(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """int() refuses 4,300 digits or more: in the node limit that was a 500
+    ("Unexpected error.", with a logged traceback), and in graphql-core's
+    literal check it was masked as one."""
+    query = "{ projects(first: " + "9" * 5000 + ") { totalCount } }"
+    with caplog.at_level(logging.ERROR):
+        data = (await gql(human, query)).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"], data
+    assert "unhandled" not in caplog.text

@@ -117,6 +117,12 @@ async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
     headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": "0" * 32}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 404, r.text
+    # in a live session, the SDK's header checks still come first
+    live = {**human.headers(), **HEADERS, "Mcp-Session-Id": await _initialized(human)}
+    for name, value, status in [("Accept", "*/*", 406), ("Accept", "application/json", 406),
+                                ("Mcp-Protocol-Version", "1999-01-01", 400)]:  # fmt: skip
+        r = await human.client.post("/mcp", json=body, headers={**live, name: value})
+        assert r.status_code == status, (name, value, r.status_code, r.text)
 
 
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:

@@ -26,6 +26,7 @@ from waypost.resolvers.core import events, sweep
 from waypost.resolvers.core.receipts import PURGE_BATCH
 from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import Settings
+from waypost.storage import writer
 from waypost.storage.db import Database, connect_sync
 from waypost.storage.writer import Writer
 
@@ -130,70 +131,121 @@ async def test_a_batch_commits_once_for_all_its_units(patient: Database) -> None
         await queue_behind(patient, [recorded(f"u{i}") for i in range(10)])
     finally:
         await patient.set_trace(None)
-    assert statements.count("COMMIT") == 1
-    assert statements.count("SAVEPOINT unit") == 11  # the holder and ten units
+    assert statements.count(writer._COMMIT) == 1
+    assert statements.count(writer._SAVEPOINT) == 11  # the holder and ten units
+
+
+def fills_the_disk(swallow: bool) -> Callable[[sqlite3.Connection], str]:
+    """A unit under which SQLite itself rolls the whole transaction back, as
+    on a full disk (here: past `max_page_count`), raising or swallowing it."""
+
+    def unit(conn: sqlite3.Connection) -> str:
+        principals.create_principal(conn, "agent", "lost", AT)
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count = {pages + 1}")
+        try:
+            conn.execute("CREATE TABLE filler (x)")
+            conn.execute("INSERT INTO filler VALUES (?)", ("x" * 200_000,))
+        except sqlite3.OperationalError:
+            if not swallow:
+                raise
+        finally:
+            conn.execute("PRAGMA max_page_count = 1073741823")
+        return "lost"
+
+    return unit
+
+
+async def queue_all(db: Database, units: list[Callable[[sqlite3.Connection], Any]]) -> list[Any]:
+    """`queue_behind`, with the holder's own outcome first."""
+    held = Held()
+    holder = asyncio.create_task(db.write(held))
+    await asyncio.to_thread(held.entered.wait, 10)
+    tasks = [asyncio.create_task(db.write(u)) for u in units]
+    await asyncio.sleep(0)  # every write is queued behind the holder
+    held.release.set()
+    return await asyncio.wait_for(asyncio.gather(holder, *tasks, return_exceptions=True), 10)
+
+
+async def names_of(db: Database, name: str) -> list[str]:
+    return await db.read(
+        lambda c: [r[0] for r in c.execute("SELECT name FROM principals WHERE name = ?", (name,))]
+    )
 
 
 async def test_a_unit_that_loses_the_transaction_fails_alone_and_the_others_still_commit(
-    service: Service, caplog: pytest.LogCaptureFixture
+    patient: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """When SQLite rolls the whole transaction back under a unit (disk full, an
-    I/O error; here the unit does it itself), the units before it in the batch
-    run again: they were never acknowledged, so nothing is lost or doubled."""
-
-    def loses(conn: sqlite3.Connection) -> None:
-        principals.create_principal(conn, "agent", "lost", AT)
-        conn.execute("ROLLBACK")
-        raise sqlite3.OperationalError("disk I/O error")
-
+    """When SQLite rolls the whole transaction back under a unit (a full
+    disk, an I/O error), the units before it in the batch run again: they
+    were never acknowledged, so nothing is lost or doubled."""
     with caplog.at_level(logging.ERROR, "waypost"):
-        results = await queue_behind(service.rt.db, [recorded("before"), loses, recorded("after")])
-    assert results[0] == "before" and results[2] == "after"
-    assert isinstance(results[1], sqlite3.OperationalError)
-    assert "disk I/O error" in caplog.text  # the cause, not "no transaction is active"
+        outcomes = await queue_all(patient, [recorded("before"), fills_the_disk(False),
+                                             recorded("after")])  # fmt: skip
+    held, before, lost, after = outcomes
+    assert held is None and before == "before" and after == "after", outcomes
+    # a full disk is the storage's condition: 503 to its caller (contract 14)
+    assert isinstance(lost, Unavailable) and "disk is full" in str(lost), lost
+    assert "full" in caplog.text  # the cause, not "no transaction is active"
     assert "no transaction is active" not in caplog.text
-    seen = await service.rt.db.read(left_behind)
-    assert {"before", "after"} <= seen["principals"] and "lost" not in seen["principals"]
-    names = await service.rt.db.read(
-        lambda c: [r[0] for r in c.execute("SELECT name FROM principals WHERE name='before'")]
-    )
-    assert names == ["before"]  # ran again once, committed once
+    assert await names_of(patient, "before") == ["before"]  # ran again once, committed once
+    assert await names_of(patient, "lost") == []
 
 
-@pytest.mark.parametrize("ending", ["ROLLBACK", "COMMIT"])
-async def test_a_unit_that_ends_the_transaction_itself_never_doubles_a_write(
-    service: Service, ending: str
+async def test_a_unit_that_swallows_a_lost_transaction_never_doubles_a_write(
+    patient: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A unit that ended the writer's transaction and returned (a COMMIT, or
-    a ROLLBACK after an error it swallowed) made the writer's own RELEASE fail
-    outside any handler: no caller of its batch was ever answered. Whether
-    the units before it were committed is then unknown, so none runs twice:
-    they are answered 503 (a retry with the same idempotency key replays what
-    was committed), and the units after it run in a fresh transaction."""
+    """A unit that returns although SQLite ended the transaction under it:
+    the writer's own RELEASE failed outside any handler, and no caller of the
+    batch was ever answered. Whether the units before it are committed is
+    then unknown to the writer, so none runs again: they are answered 503 (a
+    retry with the same idempotency key replays or runs anew), and the units
+    after it run in a fresh transaction."""
+    with caplog.at_level(logging.ERROR, "waypost"):
+        outcomes = await queue_all(patient, [recorded("first"), fills_the_disk(True),
+                                             recorded("last")])  # fmt: skip
+    held, first, lost, last = outcomes
+    assert isinstance(held, Unavailable) and isinstance(first, Unavailable), outcomes
+    assert isinstance(lost, RuntimeError) and "ended" in str(lost), lost
+    assert last == "last"
+    assert await names_of(patient, "first") == []  # rolled back by SQLite, never run twice
+    assert await asyncio.wait_for(patient.write(recorded("next")), 10) == "next"
+
+
+@pytest.mark.parametrize(
+    "statement", ["COMMIT", "ROLLBACK", "BEGIN", "RELEASE unit", "ROLLBACK TO unit", "END"]
+)
+async def test_a_unit_cannot_end_or_release_the_writers_transaction(
+    patient: Database, statement: str
+) -> None:
+    """A unit's COMMIT committed what ran before it in the batch (which could
+    then run twice); now the writer refuses it, and the unit fails alone."""
 
     def ends(conn: sqlite3.Connection) -> str:
         principals.create_principal(conn, "agent", "ender", AT)
-        conn.execute(ending)
+        conn.execute(statement)
         return "ender"
 
-    db = service.rt.db
-    held = Held()
-    holder = asyncio.create_task(db.write(held))  # the batch's first unit
-    await asyncio.to_thread(held.entered.wait, 10)
-    tasks = [asyncio.create_task(db.write(u)) for u in (recorded("first"), ends, recorded("last"))]
-    await asyncio.sleep(0)  # every write is queued behind the holder
-    held.release.set()
-    outcomes = await asyncio.wait_for(asyncio.gather(holder, *tasks, return_exceptions=True), 10)
-    results = outcomes[1:]
-    assert isinstance(outcomes[0], Unavailable), outcomes[0]
-    assert isinstance(results[0], Unavailable), results[0]
-    assert isinstance(results[1], RuntimeError) and "ended" in str(results[1]), results[1]
-    assert results[2] == "last"
-    names = await service.rt.db.read(
-        lambda c: [r[0] for r in c.execute("SELECT name FROM principals WHERE name = 'first'")]
-    )
-    assert names == (["first"] if ending == "COMMIT" else [])  # never twice
-    assert await asyncio.wait_for(service.rt.db.write(recorded("next")), 10) == "next"
+    outcomes = await queue_all(patient, [recorded("first"), ends, recorded("last")])
+    held, first, ender, last = outcomes
+    assert held is None and first == "first" and last == "last", outcomes
+    assert isinstance(ender, sqlite3.DatabaseError) and "not authorized" in str(ender), ender
+    assert await names_of(patient, "first") == ["first"]
+    assert await names_of(patient, "ender") == []
+
+
+async def test_a_unit_keeps_savepoints_of_its_own(patient: Database) -> None:
+    def nested(conn: sqlite3.Connection) -> str:
+        conn.execute("SAVEPOINT mine")
+        principals.create_principal(conn, "agent", "undone", AT)
+        conn.execute("ROLLBACK TO mine")
+        conn.execute("RELEASE mine")
+        principals.create_principal(conn, "agent", "kept", AT)
+        return "ok"
+
+    assert await patient.write(nested) == "ok"
+    assert await names_of(patient, "kept") == ["kept"]
+    assert await names_of(patient, "undone") == []
 
 
 async def test_nobody_is_answered_before_the_commit(service: Service) -> None:

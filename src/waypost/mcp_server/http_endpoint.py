@@ -20,6 +20,7 @@ import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
 from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
@@ -125,7 +126,6 @@ def _unknown_method(message: Any, scope: Scope) -> tuple[str | int, str] | None:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         return None
     request_id, method = message.get("id"), message.get("method")
-    accept = (header(scope, b"accept") or "").lower()
     if (
         isinstance(request_id, str | int)
         and not isinstance(request_id, bool)
@@ -133,10 +133,23 @@ def _unknown_method(message: Any, scope: Scope) -> tuple[str | int, str] | None:
         and method not in REQUEST_METHODS
         and "result" not in message
         and "error" not in message
-        and ("application/json" in accept or "*/*" in accept)
+        and _sdk_would_serve(scope)
     ):
         return request_id, method
     return None
+
+
+def _sdk_would_serve(scope: Scope) -> bool:
+    """The SDK's own checks of a POST's headers, as it makes them: an Accept
+    naming both JSON and the event stream (by prefix; `*/*` is not enough),
+    and a protocol version it supports when one is named."""
+    accepted = [t.strip() for t in (header(scope, b"accept") or "").split(",")]
+    version = header(scope, b"mcp-protocol-version")
+    return (
+        any(t.startswith("application/json") for t in accepted)
+        and any(t.startswith("text/event-stream") for t in accepted)
+        and (version is None or version in SUPPORTED_PROTOCOL_VERSIONS)
+    )
 
 
 def _actor(scope: Scope) -> Actor:

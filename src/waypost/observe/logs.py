@@ -79,4 +79,5 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     # reranker's one line per attempt, with the provider's URL); its
     # warnings and errors still come through
     for name in ("httpx", "httpcore"):
-        logging.getLogger(name).setLevel(logging.WARNING if level >= logging.INFO else level)
+        quiet = level if level < logging.INFO else max(level, logging.WARNING)
+        logging.getLogger(name).setLevel(quiet)

@@ -106,9 +106,9 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
 
 def _cursor_argument(nodes: list[Any]) -> str:
     """The connection argument that carried a cursor the resolver refused:
-    REST's `cursor` is `after` or `before` here. The error may surface on a
-    parent field (a connection read with its parent), so the field's whole
-    selection is searched; "cursor" stays when that does not tell."""
+    REST's `cursor` is `after` or `before` here. The field's whole selection
+    is searched (a field that reads a connection for its parent names the
+    argument below it); "cursor" stays when that does not tell."""
     given: set[str] = set()
     pending = list(nodes)
     while pending:

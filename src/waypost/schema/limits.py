@@ -186,7 +186,8 @@ class _Measurer:
 
 def _literal(value: Any, variables: dict[str, Any], defaults: dict[str, Any]) -> Any:
     if isinstance(value, IntValueNode):
-        return int(value.value)
+        # past 32 bits it is no Int anyway; int() of 4,300 digits or more raises
+        return int(value.value) if len(value.value) <= 11 else None
     if isinstance(value, VariableNode):
         name = value.name.value
         return variables[name] if name in variables else defaults.get(name)

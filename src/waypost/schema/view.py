@@ -47,9 +47,15 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
             formatted["extensions"] = {"code": original.code, **original.details}
             if isinstance(original, Unavailable):
                 formatted["extensions"]["retryAfter"] = original.retry_after
-    elif original is None or isinstance(original, GraphQLError):
+    elif (
+        original is None
+        or isinstance(original, GraphQLError)
+        or (error.path is None and isinstance(original, ValueError))
+    ):
         # parse and validation errors, the query limits among them, and
-        # variables that do not coerce to their declared types
+        # variables that do not coerce to their declared types; a literal
+        # that will not parse (an Int of 5,000 digits: int() refuses it) is
+        # one too, raised before anything runs
         formatted["extensions"] = {"code": "invalid_request"}
     else:
         if error.extensions != MASKED:  # the executor logs the faults it masks

@@ -50,6 +50,21 @@ _TIMEOUT_SLACK_MS = 50
 _GRACE = 0.02
 
 
+# The writer's own statements of the batch transaction. While a unit runs, an
+# authorizer refuses any statement that would begin, end or release that
+# transaction (`_guard`): a unit that tried committed what ran before it, or
+# made it run twice. SQLite consults an authorizer only when it prepares a
+# statement, and the connection keeps prepared statements by their text, so
+# these carry a comment that keeps them apart from any text a unit sends: a
+# unit's `COMMIT` is prepared (and refused) on its own.
+_BEGIN = "BEGIN IMMEDIATE /* writer */"
+_SAVEPOINT = "SAVEPOINT unit /* writer */"
+_RELEASE = "RELEASE unit /* writer */"
+_ROLLBACK_TO = "ROLLBACK TO unit /* writer */"
+_COMMIT = "COMMIT /* writer */"
+_ROLLBACK = "ROLLBACK /* writer */"
+
+
 class UnitEndedTransaction(RuntimeError):
     """A unit of work ended the writer's transaction itself (a bug of the unit)."""
 
@@ -107,6 +122,8 @@ class Writer:
         max_seconds: float = 0.01,
     ) -> None:
         self._conn = conn
+        self._in_unit = False  # a unit of a batch runs (read by `_guard`)
+        conn.set_authorizer(self._guard)
         self._busy_timeout = busy_timeout_ms / 1000
         self._on_commit = on_commit
         self._max_units = max_units
@@ -148,6 +165,17 @@ class Writer:
         self._thread.join()
 
     # -- the writer thread ----------------------------------------------------------
+
+    def _guard(self, action: int, arg1: str | None, arg2: str | None, *_: str | None) -> int:
+        """The authorizer: while a unit runs, no BEGIN, COMMIT, ROLLBACK, nor
+        a savepoint operation on the writer's `unit` (a unit's own savepoints
+        of other names are fine)."""
+        if self._in_unit and (
+            action == sqlite3.SQLITE_TRANSACTION
+            or (action == sqlite3.SQLITE_SAVEPOINT and arg2 == "unit")
+        ):
+            return sqlite3.SQLITE_DENY
+        return sqlite3.SQLITE_OK
 
     def _loop(self) -> None:
         pending: deque[_Unit] = deque()
@@ -213,7 +241,7 @@ class Writer:
         elsewhere past it, answer 503 to every unit whose budget is spent."""
         self._set_busy_timeout(pending[0].deadline - time.monotonic())
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(_BEGIN)
             return True
         except sqlite3.OperationalError as exc:
             if not is_busy(exc):
@@ -251,13 +279,17 @@ class Writer:
             if unit.future.cancelled():
                 continue
             try:
-                conn.execute("SAVEPOINT unit")
-                result = unit.fn(conn)
+                conn.execute(_SAVEPOINT)
+                self._in_unit = True
+                try:
+                    result = unit.fn(conn)
+                finally:
+                    self._in_unit = False
                 if not conn.in_transaction:
                     raise UnitEndedTransaction(
                         "a unit of work ended the writer's transaction itself"
                     )
-                conn.execute("RELEASE unit")
+                conn.execute(_RELEASE)
             except UnitEndedTransaction as exc:
                 # A fault of the unit's code (a COMMIT, or a ROLLBACK after an
                 # error it swallowed): whether what ran before it was committed
@@ -291,13 +323,13 @@ class Writer:
         if not conn.in_transaction:
             return False
         try:
-            conn.execute("ROLLBACK TO unit")
-            conn.execute("RELEASE unit")
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
             return True
         except sqlite3.Error:
             log.exception("rollback to the unit's savepoint failed")
             if conn.in_transaction:
-                conn.execute("ROLLBACK")
+                conn.execute(_ROLLBACK)
             return False
 
     def _requeue(self, pending: deque[_Unit], done: list[tuple[_Unit, Any]]) -> None:
@@ -318,12 +350,12 @@ class Writer:
         conn = self._conn
         started = time.perf_counter()
         try:
-            conn.execute("COMMIT")
+            conn.execute(_COMMIT)
         except BaseException as exc:
             _log_failure("COMMIT failed: %r", exc)
             if conn.in_transaction:
                 try:
-                    conn.execute("ROLLBACK")
+                    conn.execute(_ROLLBACK)
                 except sqlite3.Error:
                     log.exception("ROLLBACK after a failed COMMIT failed")
             self._reply(failed + [(unit, exc) for unit, _ in done], [])
