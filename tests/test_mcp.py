@@ -41,12 +41,12 @@ MUTATING = {
 }  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
-    tmp = tmp_path_factory.mktemp("mcp")
-    clock = tmp / "clock"
+@contextlib.contextmanager
+def own_waypost(directory: Path) -> Iterator[Waypost]:
+    """`waypost serve` on a database of its own, its clock file at START."""
+    clock = directory / "clock"
     clock.write_text(START)
-    srv = start(tmp / "waypost.db", clock)
+    srv = start(directory / "waypost.db", clock)
     try:
         srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
@@ -54,6 +54,12 @@ def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
         yield Waypost(srv, token)
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
+    with own_waypost(tmp_path_factory.mktemp("mcp")) as running:
+        yield running
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -399,13 +405,8 @@ async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_ru
 ) -> None:
     """The SDK client's open GET /mcp stream kept uvicorn waiting for ever, and
     the running decision_wait answered `internal` with a logged traceback."""
-    clock = tmp_path / "clock"
-    clock.write_text(START)
-    srv = start(tmp_path / "waypost.db", clock)
-    try:
-        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"listening on http://")
-        waypost = Waypost(srv, token)
+    with own_waypost(tmp_path) as waypost:
+        srv = waypost.server
         project = waypost.project("stopping")
         task_id = waypost.task(project)
         agent = waypost.principal("agent", "stopper")
@@ -427,8 +428,6 @@ async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_ru
         finally:
             with contextlib.suppress(Exception):  # the client meets a server that went away
                 await client.aclose()
-    finally:
-        srv.stop()
     assert result.isError and text(result).startswith("unavailable:"), text(result)
     assert status == 0 and seconds < 10
     while not srv.lines.empty():
@@ -479,28 +478,20 @@ async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) ->
     """A lease belongs to the session that claimed it: an agent whose MCP
     session closed (a restarted client, the idle close) had no way back to
     its task over MCP, and the refusal pointed at `recover`, which no tool was."""
-    clock = tmp_path / "clock"
-    clock.write_text(START)
-    srv = start(tmp_path / "waypost.db", clock)
-    try:
-        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"listening on http://")
-        waypost = Waypost(srv, token)
+    with own_waypost(tmp_path) as waypost:
         project = waypost.project("lapsed")
         task_id = waypost.task(project)
         agent = waypost.principal("agent", "restarted")
         async with session("http", waypost.url, agent) as s:
             first = await call(s, "task_claim", project=project)
             await call(s, "task_checkpoint", project=project, task_id=task_id, note="halfway")
-        clock.write_text("2026-11-29T18:16:00.000Z")  # past the 900-second lease
+        waypost.server.clock.write_text("2026-11-29T18:16:00.000Z")  # past the 900-s lease
         async with session("http", waypost.url, agent) as s:
             message = await refused(s, "task_claim", project=project, task_id=task_id)
             assert message.startswith("state_conflict") and "task_recover" in message, message
             taken = await call(s, "task_recover", project=project, task_id=task_id)
             done = await call(s, "task_submit", project=project, task_id=task_id,
                               summary="Finished after a restart.")  # fmt: skip
-    finally:
-        srv.stop()
     assert taken["previous_lease"]["session_id"] == first["lease"]["session_id"]
     assert taken["lease"]["session_id"] != first["lease"]["session_id"]
     assert [c["note"] for c in taken["checkpoints"]] == ["halfway"]

@@ -113,10 +113,8 @@ def _cursor_argument(nodes: list[Any]) -> str:
     pending = list(nodes)
     while pending:
         node = pending.pop()
-        given |= {a.name.value for a in getattr(node, "arguments", None) or ()} & {
-            "after",
-            "before",
-        }
+        names = (a.name.value for a in getattr(node, "arguments", None) or ())
+        given.update(name for name in names if name in ("after", "before"))
         selection = getattr(node, "selection_set", None)
         if selection is not None:
             pending.extend(selection.selections)

@@ -86,20 +86,19 @@ class WaypostGraphQL(GraphQL[Context, None]):
         response: Response
         # GET (and HEAD) never executes anything: it serves the GraphiQL page
         # when enabled (authentication lets it through without a token)
-        allowed = "GET, HEAD, POST" if self.graphql_ide else "POST"
         if request.method != "POST":
-            if request.method in ("GET", "HEAD") and allowed != "POST":
+            page = (
+                self.graphql_ide
+                and request.method in ("GET", "HEAD")
+                and "query" not in request.query_params
+            )
+            if page:
                 # our own page and vendored files: GraphiQL without a CDN
-                response = (
-                    console.graphiql_page(request)
-                    if "query" not in request.query_params
-                    else http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
-                )
+                response = console.graphiql_page(request)
             else:
                 # the route takes every method so that this 405 is in GraphQL's shape
                 response = http_error(405, "method_not_allowed", "GraphQL takes POST requests", {})
-            if response.status_code == 405:
-                response.headers["Allow"] = allowed
+                response.headers["Allow"] = "GET, HEAD, POST" if self.graphql_ide else "POST"
             await response(scope, receive, send)
             return
         try:

@@ -66,7 +66,13 @@ _ROLLBACK = "ROLLBACK /* writer */"
 
 
 class UnitEndedTransaction(RuntimeError):
-    """A unit of work ended the writer's transaction itself (a bug of the unit)."""
+    """A unit of work returned although the writer's transaction had ended
+    under it (SQLite ended it on an error the unit swallowed)."""
+
+
+def _retry_later() -> Unavailable:
+    """The answer to a unit whose outcome the writer cannot vouch for."""
+    return Unavailable("the write could not be completed; retry", retry_after=1)
 
 
 @dataclass
@@ -291,15 +297,14 @@ class Writer:
                     )
                 conn.execute(_RELEASE)
             except UnitEndedTransaction as exc:
-                # A fault of the unit's code (a COMMIT, or a ROLLBACK after an
-                # error it swallowed): whether what ran before it was committed
-                # is unknown, so it runs no second time. Its callers get a 503
-                # and retry with their idempotency keys: a committed write
-                # replays, a lost one runs anew.
+                # A fault of the unit's code (it swallowed the error on which
+                # SQLite ended the transaction; `_guard` refuses its own
+                # COMMIT or ROLLBACK): the writer cannot vouch for what ran
+                # before it, so none of it runs a second time. Its callers get
+                # a 503 and retry with their idempotency keys.
                 log.error("%s (%r)", exc, unit.fn)
                 failed.append((unit, exc))
-                retry = Unavailable("the write could not be completed; retry", retry_after=1)
-                self._reply(failed + [(u, retry) for u, _ in done], [])
+                self._reply(failed + [(u, _retry_later()) for u, _ in done], [])
                 return
             except BaseException as exc:
                 if not self._undo_unit():
@@ -335,8 +340,7 @@ class Writer:
     def _requeue(self, pending: deque[_Unit], done: list[tuple[_Unit, Any]]) -> None:
         for unit, _ in reversed(done):
             if unit.retried:
-                error = Unavailable("the write could not be completed; retry", retry_after=1)
-                _answer(unit.loop, [(unit, None, error)])
+                _answer(unit.loop, [(unit, None, _retry_later())])
             else:
                 unit.retried = True
                 pending.appendleft(unit)
