@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import strawberry
 from graphql import GraphQLError
-from strawberry.extensions import MaxTokensLimiter, ParserCache
 from strawberry.schema.config import StrawberryConfig
 from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
@@ -16,9 +15,10 @@ from strawberry.types import ExecutionContext
 from waypost.observe.graphql import GraphQLObserver
 from waypost.schema.decisions import DecisionMutations
 from waypost.schema.descriptions import describe
+from waypost.schema.documents import ParsedDocument
 from waypost.schema.execution import PlainFieldExecutor
 from waypost.schema.knowledge import KnowledgeMutations
-from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS, QueryLimits
+from waypost.schema.limits import QueryLimits
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
@@ -56,10 +56,11 @@ schema = WaypostSchema(
     execution_context_class=PlainFieldExecutor,
     config=StrawberryConfig(scalar_map={DateTime: DATETIME_SCALAR}),
     # factories: Strawberry builds fresh extensions for each request;
-    # QueryLimits replaces the validation step (limits, then graphql-core's rules)
+    # ParsedDocument replaces the parsing step (one memo, heavy documents off
+    # the loop) and QueryLimits the validation step (limits, then
+    # graphql-core's rules)
     extensions=[
-        lambda: MaxTokensLimiter(max_token_count=MAX_TOKENS),
-        lambda: ParserCache(maxsize=CACHED_QUERIES),
+        ParsedDocument,
         QueryLimits,
         GraphQLObserver,
     ],

@@ -18,7 +18,6 @@ worker thread, so a slow document never holds up other requests.
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
 from waypost.schema.memo import Memo, variables_key
+from waypost.schema.offload import off_loop
 
 MAX_DEPTH = 16
 MAX_ALIASES = 30
@@ -300,7 +300,7 @@ class QueryLimits(SchemaExtension):
             key = ctx.query
             cached = _RESULTS.get(key) if key is not None else None
             if cached is None:
-                found = await asyncio.to_thread(validate_document, schema, document, rules)
+                found = await off_loop(validate_document, schema, document, rules)
                 cached = _explain_abort(found)
                 if key is not None:
                     _RESULTS.put(key, cached)

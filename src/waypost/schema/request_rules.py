@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from graphql import GraphQLError, OperationDefinitionNode, OperationType, parse
+from graphql import GraphQLError, OperationDefinitionNode, OperationType
 
-from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS
-from waypost.schema.memo import Memo
+from waypost.schema.documents import parsed
 
 # Deeper than any input object of the schema needs (they nest a few levels);
 # far below what a recursive walk of the value could take.
@@ -24,10 +23,6 @@ MAX_NESTING = 32
 SUBSCRIPTIONS_OVER_HTTP = (
     "subscriptions run over WebSocket (graphql-transport-ws on /graphql), not over HTTP"
 )
-
-# query text -> the types of its operations by name (None: anonymous), or the
-# syntax error the pipeline will report itself
-_OPERATIONS: Memo[list[tuple[str | None, OperationType]] | GraphQLError] = Memo(CACHED_QUERIES)
 
 
 def nesting(value: object) -> int:
@@ -49,29 +44,23 @@ def nesting(value: object) -> int:
     return deepest
 
 
-def operations(query: str) -> list[tuple[str | None, OperationType]] | GraphQLError:
+async def operations(query: str) -> list[tuple[str | None, OperationType]] | GraphQLError:
     """The (name, type) of each operation of `query`, or its syntax error."""
-    found = _OPERATIONS.get(query)
-    if found is None:
-        try:
-            document = parse(query, max_tokens=MAX_TOKENS)
-        except GraphQLError as error:
-            found = error
-        else:
-            found = [
-                (d.name.value if d.name else None, d.operation)
-                for d in document.definitions
-                if isinstance(d, OperationDefinitionNode)
-            ]
-        _OPERATIONS.put(query, found)
-    return found
+    document = await parsed(query)
+    if isinstance(document, GraphQLError):
+        return document
+    return [
+        (d.name.value if d.name else None, d.operation)
+        for d in document.definitions
+        if isinstance(d, OperationDefinitionNode)
+    ]
 
 
 # the GraphQL-over-HTTP request parameters
 REQUEST_FIELDS = frozenset({"query", "operationName", "variables", "extensions"})
 
 
-def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
+async def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
     """Why this request (an HTTP body or a WebSocket `subscribe` payload) is
     refused before execution, or None. A syntax error is not refused here:
     the pipeline reports it with its location."""
@@ -90,7 +79,7 @@ def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
         return "variables must be an object"
     if nesting(variables) > MAX_NESTING:
         return f"variables nest more than {MAX_NESTING} levels deep"
-    found = operations(query)
+    found = await operations(query)
     if isinstance(found, GraphQLError):
         return None
     if name is None and len(found) > 1:

@@ -127,7 +127,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
             await response(scope, receive, send)
             return
         why = (
-            request_rules.refusal(body, over_http=True)
+            await request_rules.refusal(body, over_http=True)
             if isinstance(body, dict)
             else "the body must be a JSON object (batched requests are not supported)"
         )

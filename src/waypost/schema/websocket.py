@@ -139,9 +139,9 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 error_frame = {"id": operation_id, "type": "error", "payload": [too_large]}
                 await self.send_message(error_frame)
                 return
-            why = request_rules.refusal(payload, over_http=False)
+            why = await request_rules.refusal(payload, over_http=False)
             # a syntax error too: Strawberry's stream would only log it
-            found = request_rules.operations(payload["query"]) if why is None else None
+            found = await request_rules.operations(payload["query"]) if why is None else None
             if why is not None or isinstance(found, GraphQLError):
                 error = found if isinstance(found, GraphQLError) else GraphQLError(why or "")
                 await self.send_message(

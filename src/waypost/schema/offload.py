@@ -1,0 +1,37 @@
+"""CPU-bound GraphQL document work, on a worker thread, one piece at a time.
+
+Parsing and validating a large document is pure Python holding the GIL. On
+the event loop it stalls every request; on one thread per request, a few
+dozen at once starve the loop of the GIL. One at a time on one thread, the
+loop competes with a single thread and gets the GIL back within the switch
+interval (schema/documents.py tells the whole story).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+# One gate per event loop: an asyncio.Semaphore belongs to the loop that
+# first waits on it, and tests run many loops in one process.
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _gate() -> asyncio.Semaphore:
+    loop = asyncio.get_running_loop()
+    gate = _GATES.get(loop)
+    if gate is None:
+        gate = _GATES[loop] = asyncio.Semaphore(1)
+    return gate
+
+
+async def off_loop(work: Callable[..., T], *args: object) -> T:
+    """Run CPU-bound document work on a worker thread, one at a time."""
+    async with _gate():
+        return await asyncio.to_thread(work, *args)
