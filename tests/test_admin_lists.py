@@ -33,6 +33,7 @@ async def test_the_token_of_principal_create_can_be_revoked_by_its_id(db: str) -
 
 
 def test_principal_list_shows_every_principal_oldest_first(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
     assert listed("admin", "principal", "list", "--db", db) == []
     a = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
     b = ok("admin", "principal", "create", "--kind", "agent", "--name", "bot", "--db", db)
@@ -68,5 +69,25 @@ def test_token_list_shows_metadata_never_a_token_or_hash(db: str) -> None:
 
 
 def test_token_list_of_an_unknown_principal_is_not_found(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
     result = run("admin", "token", "list", "--principal", "prn_nope", "--db", db)
     assert result.exit_code == 1 and "not_found" in result.stderr
+    assert "no such principal" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("principal", "list"),
+        ("token", "list"),
+        ("lifecycle", "deliveries"),
+    ],
+)
+def test_a_list_of_a_missing_database_is_refused_and_creates_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    mistyped = tmp_path / "wayposst.db"
+    result = run("admin", *command, "--db", str(mistyped))
+    assert result.exit_code == 1
+    assert f"not_found: no database at {mistyped}" in result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -243,7 +243,12 @@ def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
 
 
 def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """A read-only unit of work (after migrating, like every admin command)."""
+    """A read-only unit of work (after migrating, like every admin command).
+    A list of a database that does not exist is refused, as `verify` and
+    `backup` refuse it: opening it would create an empty one, and a
+    mistyped `--db` would answer `[]` instead of saying so."""
+    if not db_path.exists():
+        raise click.ClickException(f"not_found: no database at {db_path}")
     return _write(db_path, lambda conn, at: fn(conn))
 
 
@@ -430,7 +435,7 @@ def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
     from waypost.resolvers.lifecycle import delivery
 
     chosen = None if state == "all" else state
-    rows = _write(db_path, lambda c, at: delivery.list_deliveries(c, chosen, limit))
+    rows = _read(db_path, lambda c: delivery.list_deliveries(c, chosen, limit))
     click.echo(json.dumps(rows))
 
 
