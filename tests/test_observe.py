@@ -13,8 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from tests.conftest import Caller, MovableClock, Service, serving
+from tests.live_support import graphql_ws, running
 from waypost.observe import logs
 from waypost.observe.logs import FIELDS, JsonFormatter, TextFormatter
 from waypost.resolvers.access import principals
@@ -90,6 +93,32 @@ async def test_a_refused_session_is_logged_with_its_tokens_principal(
     assert r.status_code == 403, r.text
     [line] = access_lines(caplog)
     assert line["status"] == 403 and line["principal_id"] == agent.principal_id
+
+
+async def test_a_websocket_gets_one_access_line_when_it_closes(
+    service: Service, human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Accepted: 101, its caller, its X-Request-Id; refused before it was
+    accepted (no such route): 403. The sockets wrote no line before."""
+    caplog.set_level(logging.INFO, logger="waypost.access")
+    async with running(service) as base:
+        caplog.clear()
+        async with graphql_ws(base, human.token) as client:
+            request_id = client.ws.response.headers["x-request-id"]
+        with pytest.raises(InvalidStatus) as refused:
+            async with connect(base.replace("http://", "ws://") + "/nowhere"):
+                pass
+        assert refused.value.response.status_code == 403
+        for _ in range(100):  # each line is written once the server has closed its side
+            sockets = [x for x in access_lines(caplog) if x["status"] in (101, 403)]
+            if len(sockets) == 2:
+                break
+            await asyncio.sleep(0.05)
+    accepted, denied = sorted(sockets, key=lambda x: x["status"])
+    assert accepted["request_id"] == request_id
+    assert (accepted["method"], accepted["route"]) == ("GET", "/graphql")
+    assert accepted["principal_id"] == human.principal_id
+    assert (denied["route"], denied["principal_id"]) == (None, None)
 
 
 def test_formatters_write_one_line_per_record() -> None:

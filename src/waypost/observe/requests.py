@@ -5,6 +5,11 @@ each request an id (answered as `X-Request-Id`), times it, and once the
 response is done writes one line to `waypost.access` and counts it. The line
 names the route template (`/api/v1/projects/{project}/tasks`), never the raw
 path, and holds no token, body or header value.
+
+A WebSocket connection gets one line too, when it closes: status 101 once
+accepted (the close code is the protocol's business), or the status of its
+refusal, and the time it stayed open. It is not counted in the request
+metrics: a connection's lifetime is no request's latency.
 """
 
 from __future__ import annotations
@@ -52,6 +57,14 @@ class RequestLine:
 _current: ContextVar[RequestLine | None] = ContextVar("waypost_request_line", default=None)
 
 
+def note_principal(principal_id: str) -> None:
+    """Record the caller a WebSocket named in its first message (an HTTP
+    request's caller is read from the scope its authentication sets)."""
+    line = _current.get()
+    if line is not None:
+        line.principal_id = principal_id
+
+
 def note_graphql_operation(name: str | None) -> None:
     """Record the GraphQL operation name on this request's line (client-chosen
     text, so only a valid GraphQL name is kept)."""
@@ -69,6 +82,9 @@ class RequestObserver:
         self.access_log = access_log
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -98,6 +114,38 @@ class RequestObserver:
             # the token's principal, also when its named session was refused
             line.principal_id = state.get("principal_id")
             self._finish(line)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # the upgrade is a GET; a socket closed before it was accepted was
+        # refused (ASGI servers answer that with 403)
+        line = RequestLine(request_id=new_id("req"), method="GET")
+        token = _current.set(line)
+        header = (b"x-request-id", line.request_id.encode())
+        started = time.perf_counter()
+
+        async def observed_send(message: Message) -> None:
+            kind = message["type"]
+            if kind == "websocket.accept":
+                line.status = 101
+                message = {**message, "headers": [*message.get("headers", []), header]}
+            elif kind == "websocket.http.response.start":
+                line.status = message["status"]
+            elif kind == "websocket.close" and line.status == CLIENT_CLOSED:
+                line.status = 403
+            await send(message)
+
+        try:
+            await self.app(scope, receive, observed_send)
+        except BaseException:
+            if line.status == CLIENT_CLOSED:
+                line.status = 500
+            raise
+        finally:
+            _current.reset(token)
+            line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+            line.route = getattr(scope.get("route"), "path", None)
+            if self.access_log:
+                ACCESS.info("websocket", extra={FIELDS: line.fields()})
 
     def _finish(self, line: RequestLine) -> None:
         metrics = self.metrics()

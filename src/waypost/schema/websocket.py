@@ -33,6 +33,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from waypost.clock import format_time
 from waypost.errors import Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
+from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
@@ -104,6 +105,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
             self.context.actor, self.context.token = actor, token
+            note_principal(actor.principal_id)
             self._init_payload = message.get("payload")
         await super().handle_connection_init(message)
 
