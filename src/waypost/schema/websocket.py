@@ -17,10 +17,12 @@ syntax error answers an `error` message for that operation id.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import msgspec
 from graphql import GraphQLError
+from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
@@ -38,6 +40,8 @@ from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
 from waypost.schema.context import Context
+
+log = logging.getLogger("waypost.graphql")
 
 # the context of a socket before connection_init names its caller; nothing
 # runs with it (Strawberry refuses operations before the acknowledgement)
@@ -89,6 +93,15 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             for error in message.get("payload") or []:
                 error.setdefault("extensions", {}).setdefault("code", "invalid_request")
         await super().send_message(message)
+
+    async def handle_task_exception(self, error: Exception) -> None:
+        """Strawberry logs any fault of an operation's task as an ERROR with a
+        traceback; a client that went away while an event was being sent to
+        it (a closed console tab) is no fault of the service (section 14)."""
+        if isinstance(error, WebSocketDisconnected):
+            log.debug("a subscriber went away while an event was sent to it")
+            return
+        await super().handle_task_exception(error)
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         if not self.connection_init_received:
