@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml | $(BIN)/pip
 	touch $(RUNTIME) $(STAMP)
 
 run: $(RUNTIME)
-	$(BIN)/waypost serve --port $(PORT) --lifecycle-port $(LIFECYCLE_PORT) --db $(WAYPOST_DB)
+	$(BIN)/waypost serve --port $(PORT) --lifecycle-port $(LIFECYCLE_PORT) --db "$(WAYPOST_DB)"
 
 test: lint types unit
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,26 @@ def test_a_list_of_a_missing_database_is_refused_and_creates_nothing(
     assert result.exit_code == 1
     assert f"not_found: no database at {mistyped}" in result.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_lists_read_while_another_process_holds_the_write_lock(db: str) -> None:
+    """They only read: a writer holding the lock (a stuck import, another
+    service) must not make them wait out the busy timeout and fail."""
+    made = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")
+        holder.execute("UPDATE principals SET name = name")
+        assert [p["id"] for p in listed("admin", "principal", "list", "--db", db)] == [
+            made["principal_id"]
+        ]
+        assert [t["token_id"] for t in listed("admin", "token", "list", "--db", db)] == [
+            made["token_id"]
+        ]
+        assert listed("admin", "lifecycle", "deliveries", "--db", db) == []
+        # a write still waits for the lock, and says so
+        refused = run("admin", "principal", "create", "--kind", "agent", "--name", "b", "--db", db)
+        assert refused.exit_code == 1 and "unavailable" in refused.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

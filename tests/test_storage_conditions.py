@@ -77,14 +77,19 @@ async def test_the_store_refuses_to_open_a_database_it_cannot_write(tmp_path: Pa
         await db.open()
 
 
-@pytest.mark.parametrize("contents", [b"not a database, just text " * 100, None])
+@pytest.mark.parametrize("contents", [b"not a database, just text " * 100, None, "foreign"])
 def test_serve_refuses_to_start_with_a_message_not_a_traceback(
-    tmp_path: Path, contents: bytes | None
+    tmp_path: Path, contents: bytes | str | None
 ) -> None:
     path = tmp_path / "w.db"
     if contents is None:
         path = tmp_path / "missing" / "w.db"  # its directory does not exist
+    elif contents == "foreign":  # another application's database: a migration refusal
+        other = sqlite3.connect(path)
+        other.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY)")
+        other.close()
     else:
+        assert isinstance(contents, bytes)
         path.write_bytes(contents)
     # a process of its own: `serve` configures the process's logging
     result = subprocess.run(
@@ -94,7 +99,7 @@ def test_serve_refuses_to_start_with_a_message_not_a_traceback(
     )  # fmt: skip
     assert result.returncode == 1
     last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("Error: database_unusable:"), result.stderr
+    assert last.startswith(f"Error: database_unusable: {path}: "), result.stderr
     assert "Traceback" not in result.stderr
 
 

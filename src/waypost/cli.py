@@ -27,7 +27,7 @@ from waypost.settings import (
     Settings,
     default_db_path,
 )
-from waypost.storage.db import connect_sync, run_write
+from waypost.storage.db import connect_sync, run_read, run_write
 from waypost.storage.migrate import MigrationError, migrate
 
 T = TypeVar("T")
@@ -186,9 +186,12 @@ def serve(
 
     try:
         serving.run(settings)
-    except (DatabaseUnusable, MigrationError) as error:
-        # a clear refusal to start, not a traceback (docs/operations.md)
+    except DatabaseUnusable as error:
+        # a clear refusal to start, not a traceback (docs/operations.md); it
+        # names the file itself
         raise click.ClickException(f"database_unusable: {error}") from error
+    except MigrationError as error:
+        raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except sqlite3.DatabaseError as error:
         # a file that opened and migrated but fails on its first write (damaged
         # pages past the header): the same refusal
@@ -224,14 +227,23 @@ def admin() -> None:
 
 
 def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
+    """A unit of work in one BEGIN IMMEDIATE transaction, after migrating."""
+    return _unit(db_path, lambda conn: run_write(conn, lambda c: fn(c, _now())))
+
+
+def _now() -> str:
+    return format_time(SystemClock().now())
+
+
+def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:
+    """Open, migrate, run; every failure becomes `Error: code: message`."""
     try:
         conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
     except (sqlite3.Error, OSError) as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     try:
         migrate(conn)
-        at = format_time(SystemClock().now())
-        return run_write(conn, lambda c: fn(c, at))
+        return run(conn)
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
     except MigrationError as error:
@@ -246,10 +258,12 @@ def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     """A read-only unit of work (after migrating, like every admin command).
     A list of a database that does not exist is refused, as `verify` and
     `backup` refuse it: opening it would create an empty one, and a
-    mistyped `--db` would answer `[]` instead of saying so."""
+    mistyped `--db` would answer `[]` instead of saying so. It reads in a
+    read transaction, so another process holding the write lock (a stuck
+    writer, a long import) does not stop an operator from listing tokens."""
     if not db_path.exists():
         raise click.ClickException(f"not_found: no database at {db_path}")
-    return _write(db_path, lambda conn, at: fn(conn))
+    return _unit(db_path, lambda conn: run_read(conn, fn))
 
 
 def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
