@@ -12,8 +12,10 @@ that much memory.
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import json
 import math
+import re
 import ssl
 from pathlib import Path
 from typing import Any
@@ -41,6 +43,19 @@ def is_https(url: str) -> bool:
     return url[:8].lower() == "https://"
 
 
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*\.?\Z")
+
+
+def _usable_host(host: str) -> bool:
+    """A DNS name (in its ASCII form: IDNs arrive as punycode) or an IP address."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return len(host) <= 253 and _HOST_NAME.match(host) is not None
+    return True
+
+
 def check_settings(settings: RerankSettings) -> None:
     """`SettingError` for a provider setting no request could be sent with:
     `serve` refuses it at start instead of failing every context request."""
@@ -50,6 +65,12 @@ def check_settings(settings: RerankSettings) -> None:
         raise SettingError(f"TYPESAFE_URL is not a valid URL ({error})") from error
     if url.scheme != "https" or not url.host:
         raise SettingError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
+    # httpx parses a port past 65535 and a host with spaces (percent-encoded);
+    # neither could ever be connected to
+    if url.port is not None and not 1 <= url.port <= 65535:
+        raise SettingError(f"TYPESAFE_URL has no usable port ({url.port}: 1 to 65535)")
+    if not _usable_host(url.raw_host.decode("ascii", "replace")):
+        raise SettingError(f"TYPESAFE_URL has no usable host name ({url.host!r})")
     key = settings.api_key or ""
     # the key travels in a header: visible ASCII only (no spaces, no line breaks)
     if not all("!" <= c <= "~" for c in key):
