@@ -45,6 +45,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
 from waypost.schema.memo import Memo, variables_key
+from waypost.schema.mutation_paging import paging_refusals
 from waypost.schema.offload import off_loop
 
 MAX_DEPTH = 16
@@ -292,7 +293,9 @@ class QueryLimits(SchemaExtension):
         if within is not None and _WITHIN.get(within):
             errors = []
         else:
-            errors = check_limits(schema, document, ctx.variables)
+            errors = check_limits(schema, document, ctx.variables) or paging_refusals(
+                schema, document, ctx.variables
+            )
             if not errors and within is not None:
                 _WITHIN.put(within, True)
         if not errors:

@@ -1,0 +1,149 @@
+"""Paging arguments in a mutation's selection, checked before the mutation runs.
+
+A connection refuses a bad `first`, `last`, `after` or `before` when it is
+resolved. In a query that costs nothing; in a mutation the connection is
+resolved after the write has committed (and its idempotency receipt been
+stored), so the refusal nulled `data` and the answer read as a refused
+request while the write stood: a client that fixed its selection and
+retried with a new key wrote twice. So a mutation's selection is checked
+here, with the rules every connection applies (`relay.window`) and the
+shapes the service's cursors take, and a mutation that would meet such a
+refusal is not run at all.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from graphql import (
+    DocumentNode,
+    FieldNode,
+    FragmentDefinitionNode,
+    FragmentSpreadNode,
+    GraphQLError,
+    GraphQLInterfaceType,
+    GraphQLNamedType,
+    GraphQLObjectType,
+    GraphQLSchema,
+    InlineFragmentNode,
+    IntValueNode,
+    OperationDefinitionNode,
+    OperationType,
+    SelectionSetNode,
+    StringValueNode,
+    VariableNode,
+    get_named_type,
+)
+
+from waypost.errors import InvalidRequest
+from waypost.pagination import decode_cursor
+from waypost.schema.relay import window
+
+PAGING = ("first", "after", "last", "before")
+# the parts of every cursor the service makes (pagination.encode_cursor)
+_CURSOR_SHAPES: tuple[tuple[type, ...], ...] = ((int,), (str,), (str, str))
+
+
+def _is_cursor(text: str) -> bool:
+    """Could the service have made this cursor for some connection? The event
+    connection's cursor is a sequence number; the others are encoded parts."""
+    for shape in _CURSOR_SHAPES:
+        try:
+            decode_cursor(text, *shape)
+        except InvalidRequest:
+            continue
+        return True
+    try:
+        sequence = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return type(sequence) is int and 0 <= sequence < 2**63
+
+
+def _value(node: Any, variables: dict[str, Any]) -> Any:
+    """A literal or a variable's value; None for anything else (graphql-core's
+    rules refuse values of the wrong type by themselves)."""
+    if isinstance(node, IntValueNode):
+        return int(node.value) if len(node.value) <= 11 else None
+    if isinstance(node, StringValueNode):
+        return node.value
+    if isinstance(node, VariableNode):
+        return variables.get(node.name.value)
+    return None
+
+
+def _with_defaults(op: OperationDefinitionNode, variables: dict[str, Any]) -> dict[str, Any]:
+    """The request's variables, and the operation's defaults for those it left out."""
+    defaults = {
+        v.variable.name.value: _value(v.default_value, {})
+        for v in op.variable_definitions or ()
+        if v.default_value is not None
+    }
+    return {**defaults, **variables}
+
+
+class _Walk:
+    def __init__(self, schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any]):
+        self.schema = schema
+        self.variables = variables
+        self.fragments = {
+            d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
+        }
+        self.seen: set[str] = set()
+        self.refusals: list[GraphQLError] = []
+
+    def selections(self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None) -> None:
+        for selection in selection_set.selections:
+            if isinstance(selection, FieldNode):
+                self.field(selection, parent)
+            elif isinstance(selection, FragmentSpreadNode):
+                name = selection.name.value
+                fragment = self.fragments.get(name)
+                if fragment is not None and name not in self.seen:
+                    self.seen.add(name)
+                    inner = self.schema.get_type(fragment.type_condition.name.value)
+                    self.selections(fragment.selection_set, inner)
+            elif isinstance(selection, InlineFragmentNode):
+                cond = selection.type_condition
+                inner = self.schema.get_type(cond.name.value) if cond else parent
+                self.selections(selection.selection_set, inner)
+
+    def field(self, node: FieldNode, parent: GraphQLNamedType | None) -> None:
+        if node.selection_set is None or not isinstance(
+            parent, GraphQLObjectType | GraphQLInterfaceType
+        ):
+            return
+        definition = parent.fields.get(node.name.value)
+        if definition is None:
+            return
+        if "first" in definition.args:
+            self.check(node)
+        self.selections(node.selection_set, get_named_type(definition.type))
+
+    def check(self, node: FieldNode) -> None:
+        given = {a.name.value: _value(a.value, self.variables) for a in node.arguments or ()}
+        first, after, last, before = (given.get(name) for name in PAGING)
+        if not all(n is None or (type(n) is int) for n in (first, last)) or not all(
+            c is None or isinstance(c, str) for c in (after, before)
+        ):
+            return  # not an Int or a String: graphql-core's rules refuse it
+        try:
+            w = window(first, after, last, before)
+            if w.cursor is not None and not _is_cursor(w.cursor):
+                raise InvalidRequest.field("before" if w.backward else "after", "malformed cursor")
+        except InvalidRequest as refusal:
+            self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
+
+
+def paging_refusals(
+    schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any] | None
+) -> list[GraphQLError]:
+    """Why the mutations of `document` would meet a paging refusal, if they would."""
+    refusals: list[GraphQLError] = []
+    for op in document.definitions:
+        if isinstance(op, OperationDefinitionNode) and op.operation is OperationType.MUTATION:
+            walk = _Walk(schema, document, _with_defaults(op, variables or {}))
+            walk.selections(op.selection_set, schema.mutation_type)
+            refusals += walk.refusals
+    return refusals

@@ -1,0 +1,84 @@
+"""A mutation whose selection would meet a paging refusal is refused before
+it runs (schema/mutation_paging.py): the refusal used to come after the
+write had committed, so the answer read as refused while the write stood."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller
+
+CREATE = """mutation ($key: String!, $n: Int, $after: String) {
+  taskCreate(input: {idempotencyKey: $key, projectId: "demo", title: "paged"}) {
+    task { id revisions(first: $n, after: $after) { totalCount } }
+    userErrors { code }
+  }
+}"""
+
+
+async def titles(human: Caller) -> list[str]:
+    listed = (await human.get("/api/v1/projects/demo/tasks")).json()["items"]
+    return [t["title"] for t in listed]
+
+
+async def send(human: Caller, query: str, **variables: Any) -> dict[str, Any]:
+    r = await human.client.post(
+        "/graphql", json={"query": query, "variables": variables}, headers=human.headers()
+    )
+    assert r.status_code == 200, r.text
+    answer: dict[str, Any] = r.json()
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("variables", "field", "says"),
+    [
+        ({"n": 0}, "first", "limit must be from 1 to 100"),
+        ({"n": 101}, "first", "limit must be from 1 to 100"),
+        ({"n": 5, "after": "garbage"}, "after", "malformed cursor"),
+    ],
+)
+async def test_a_refused_paging_argument_refuses_the_mutation_and_writes_nothing(
+    human: Caller, project: str, variables: dict[str, Any], field: str, says: str
+) -> None:
+    answer = await send(human, CREATE, key="k1", **variables)
+    assert answer["data"] is None
+    [error] = answer["errors"]
+    assert error["extensions"] == {"code": "invalid_request", "field": field}
+    assert error["message"] == says
+    assert await titles(human) == []
+    # nothing was stored under the key: the corrected request creates the task
+    fixed = await send(human, CREATE, key="k1", n=5)
+    assert fixed["data"]["taskCreate"]["task"]["revisions"] == {"totalCount": 1}
+    assert await titles(human) == ["paged"]
+
+
+async def test_literals_defaults_and_fragments_are_checked_too(human: Caller, project: str) -> None:
+    literal = CREATE.replace("first: $n,", "first: $n, last: 2,")
+    answer = await send(human, literal, key="k2", n=3)
+    assert answer["errors"][0]["extensions"] == {"code": "invalid_request", "field": "last"}
+    defaulted = CREATE.replace("$n: Int,", "$n: Int = 0,")
+    answer = await send(human, defaulted, key="k3")
+    assert answer["errors"][0]["extensions"] == {"code": "invalid_request", "field": "first"}
+    spread = """mutation ($key: String!) {
+      taskCreate(input: {idempotencyKey: $key, projectId: "demo", title: "paged"}) {
+        task { ...Paged } } }
+    fragment Paged on Task { revisions(first: 1, before: "zz") { totalCount } }"""
+    answer = await send(human, spread, key="k4")
+    assert answer["errors"][0]["extensions"] == {"code": "invalid_request", "field": "before"}
+    assert await titles(human) == []
+
+
+async def test_a_cursor_the_service_made_passes(human: Caller, project: str) -> None:
+    first = await send(human, CREATE, key="k5", n=1)
+    task_id = first["data"]["taskCreate"]["task"]["id"]
+    query = """query ($id: ID!) { node(id: $id) { ... on Task {
+      revisions(first: 1) { edges { cursor } } } } }"""
+    cursor = (await send(human, query, id=task_id))["data"]["node"]["revisions"]["edges"][0][
+        "cursor"
+    ]
+    again = await send(human, CREATE, key="k6", n=1, after=cursor)
+    assert again["data"]["taskCreate"]["task"]["revisions"] == {"totalCount": 1}
+    assert await titles(human) == ["paged", "paged"]
