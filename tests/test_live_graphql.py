@@ -396,3 +396,38 @@ async def test_a_subscriber_gone_mid_send_is_no_error_and_other_faults_still_are
     caplog.clear()
     await handler.handle_task_exception(RuntimeError("a real fault"))
     assert [r.levelno for r in caplog.records] == [logging.ERROR]
+
+
+@pytest.mark.parametrize("key", ["Waypost-Session", "waypost-session", "WAYPOST-SESSION"])
+@pytest.mark.parametrize("named", ["ended", 5, ["ses_x"]])
+async def test_connection_init_reads_the_session_header_in_any_case_and_form(
+    service: Service, key: str, named: object
+) -> None:
+    """A session named in connection_init that is not live, under any casing
+    of its header name or in a form no header could carry, closes the socket
+    (4401) as over HTTP it answers 403: it was read only as `Waypost-Session`,
+    and a non-string value was dropped, so the socket ran without it."""
+    agent = await service.agent("ws-agent")
+    assert (await agent.post(f"/api/v1/sessions/{agent.session_id}/end")).status_code == 200
+    payload = {"authorization": f"Bearer {agent.token}", key: agent.session_id}
+    if named != "ended":
+        payload[key] = named
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+async def test_connection_init_with_a_live_session_in_lowercase_is_acknowledged(
+    service: Service,
+) -> None:
+    agent = await service.agent("ws-live")
+    payload = {"authorization": f"Bearer {agent.token}", "waypost-session": agent.session_id}
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"

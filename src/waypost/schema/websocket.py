@@ -33,7 +33,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from waypost.clock import format_time
-from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
@@ -52,12 +52,18 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
     """(caller, token) from a connection_init payload, or Unauthenticated."""
     if not isinstance(payload, dict):
         raise Unauthenticated("unauthenticated")
-    header = payload.get("Authorization") or payload.get("authorization")
+    # header names, as over HTTP, in any case
+    headers = {str(k).lower(): v for k, v in payload.items()}
+    header = headers.get("authorization")
     scheme, _, token = header.partition(" ") if isinstance(header, str) else ("", "", "")
     token = token.strip()
     if scheme.lower() != "bearer" or not token:
         raise Unauthenticated("unauthenticated")
-    session_id = payload.get("Waypost-Session")
+    session_id = headers.get("waypost-session")
+    if session_id is not None and not isinstance(session_id, str):
+        # a session named in a form no header could carry is not ignored:
+        # the caller meant to act in it
+        raise Forbidden.reason("session_not_live", "Waypost-Session must be a string")
     at = format_time(rt.now())
 
     def check(conn: Any) -> Actor:
