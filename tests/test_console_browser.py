@@ -548,6 +548,15 @@ def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
             continue
     answer.wait_for()
     assert any(u.endswith("/graphiql/graphiql.min.js") for u in tab.requests)
+    # GraphiQL's history holds the headers the query ran with, the token
+    # among them: never in localStorage (it outlived the tab and sign-out)
+    stored = "JSON.stringify(Object.assign({}, window.%s))"
+    assert world.alice.token not in page.evaluate(stored % "localStorage")
+    assert world.alice.token in page.evaluate(stored % "sessionStorage")
+    page.goto(tab.origin + "/console")
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API token").wait_for()
+    assert world.alice.token not in page.evaluate(stored % "sessionStorage")
 
 
 def test_histories_longer_than_a_page_show_every_revision(tab: Tab, world: World) -> None:

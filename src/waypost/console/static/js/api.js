@@ -32,8 +32,11 @@ export function saveToken(value) {
   sessionStorage.setItem(TOKEN_KEY, value);
 }
 
+// Signing out forgets everything this tab kept: the token, and GraphiQL's
+// history and tabs (graphiql/init.js), which hold the headers, token
+// included, that each query ran with.
 export function forgetToken() {
-  sessionStorage.removeItem(TOKEN_KEY);
+  sessionStorage.clear();
 }
 
 // Runs one GraphQL document. Top-level errors become a RequestFailed (their
