@@ -731,3 +731,15 @@ def test_an_inbox_too_large_for_one_query_loads_project_by_project(
             assert len(asked) == 2, sent
         finally:
             context.close()
+
+
+def test_an_error_page_shows_its_message_and_no_stray_text(tab: Tab, world: World) -> None:
+    """A part left out of the page (the retry hint, for errors other than
+    the network's) was rendered as the text "null"."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(tab.origin + "/console#/p/nope/knowledge")
+    page.get_by_role("heading", name="Something went wrong").wait_for()
+    text = page.locator("main").inner_text()
+    assert "Back to the inbox" in text
+    assert "null" not in text.split()

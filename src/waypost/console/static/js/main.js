@@ -40,7 +40,8 @@ function versionOf(d) {
 }
 
 function show(parts, focus = true) {
-  main.replaceChildren(...parts);
+  // a part left out by a condition is null: replaceChildren would show "null"
+  main.replaceChildren(...parts.filter((part) => part !== null));
   if (focus) {
     const heading = main.querySelector("h1");
     (heading || main).focus();
