@@ -743,3 +743,40 @@ def test_an_error_page_shows_its_message_and_no_stray_text(tab: Tab, world: Worl
     text = page.locator("main").inner_text()
     assert "Back to the inbox" in text
     assert "null" not in text.split()
+
+
+def test_an_inbox_of_many_projects_shows_every_one_and_polls(browser: Any, tmp_path: Path) -> None:
+    """52 projects: the inbox stopped at the first 50 without a word, and
+    subscribed to every project while a token holds 16 streams, so the
+    service refused the 17th and the page reconnected every few seconds."""
+    with serve(tmp_path, "--sweep-interval", "60") as served:
+        alice = admin_principal(served, "human", "Alice")
+        agent = admin_principal(served, "agent", "builder")
+        for n in range(52):
+            alice.send("POST", "/api/v1/projects", {"id": f"p{n:02d}", "name": f"P {n}"}, 201)
+
+        def ask(project: str, question: str) -> str:
+            task = alice.send("POST", f"/api/v1/projects/{project}/tasks", {"title": "t"}, 201)
+            body = {"question": question, "rationale": "r", "required_actor": "human",
+                    "environment": "staging", "options": ["Yes", "No"],
+                    "task_ids": [task["id"]]}  # fmt: skip
+            return str(agent.send("POST", f"/api/v1/projects/{project}/decisions", body, 201)["id"])
+
+        last = ask("p51", "Asked in the last project?")
+        context = browser.new_context(viewport={"width": 1000, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        sockets: list[str] = []
+        page.on("websocket", lambda ws: sockets.append(ws.url))
+        try:
+            tab = Tab(page, served.url, [], [])
+            tab.sign_in(alice.token)
+            page.locator(f"[data-decision='{last}']").wait_for()
+            assert page.locator("section.project").count() == 52
+            # a decision opened elsewhere still shows, through the poll
+            later = ask("p00", "Seen through the poll?")
+            page.locator(f"[data-decision='{later}']").wait_for(timeout=20000)
+            assert page.evaluate("document.documentElement.dataset.live") == "poll"
+            assert sockets == []
+        finally:
+            context.close()

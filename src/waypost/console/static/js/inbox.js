@@ -1,7 +1,7 @@
 // The inbox: per project, what awaits a human first, then what will time
 // out soon, what proceeded by timeout, and the blocked tasks.
 
-import { gql, RequestFailed } from "./api.js";
+import { allNodes, gql, RequestFailed } from "./api.js";
 import { ago, badge, enc, h, learnServerNow, link, lower, when } from "./dom.js";
 import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
 
@@ -15,7 +15,7 @@ export async function loadInbox() {
   let projects = null;
   if (!byProject) {
     try {
-      projects = (await gql(INBOX)).projects.edges.map((e) => e.node);
+      projects = await everyProject(INBOX);
     } catch (error) {
       if (!tooLarge(error)) throw error;
       byProject = true;
@@ -26,6 +26,13 @@ export async function loadInbox() {
   return projects;
 }
 
+// Every project, page after page: an inbox that stopped at the first page
+// left the rest out without a word.
+export async function everyProject(document) {
+  const first = (await gql(document)).projects;
+  return allNodes(first, async (after) => (await gql(document, { after })).projects);
+}
+
 function tooLarge(error) {
   return error instanceof RequestFailed && error.code === "invalid_request" &&
     error.message.includes("execution limits");
@@ -34,7 +41,7 @@ function tooLarge(error) {
 // One request per project, in turn: each within the limit on its own (a
 // project too large even alone still fails, and the page says so).
 async function loadProjectByProject() {
-  const ids = (await gql(INBOX_PROJECT_IDS)).projects.edges.map((e) => e.node.restId);
+  const ids = (await everyProject(INBOX_PROJECT_IDS)).map((p) => p.restId);
   const projects = [];
   for (const id of ids) {
     const data = await gql(INBOX_ONE_PROJECT, { id });

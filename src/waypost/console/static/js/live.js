@@ -5,6 +5,11 @@
 
 const POLL_MS = 4000;
 const MAX_BACKOFF_MS = 60000;
+// A token may hold 16 streams at once (docs/graphql.md), one per subscribed
+// project. An inbox of more projects than this polls instead, which leaves
+// room for a second tab and a decision's page; subscribing to every project
+// had the service refuse the 17th and the page reconnect every few seconds.
+export const SOCKET_PROJECTS = 8;
 
 export class Live {
   constructor(refresh) {
@@ -28,6 +33,7 @@ export class Live {
     this.subscriptions = subscriptions;
     this.token = token;
     this.socketWorked = false;
+    this.refusedAt = 0;
     document.addEventListener("visibilitychange", this.onVisibility);
     this.trySocket(subscriptions, token);
     this.schedule(this.delay);
@@ -38,12 +44,19 @@ export class Live {
   follow(subscriptions) {
     if (this.stopped || JSON.stringify(subscriptions) === JSON.stringify(this.subscriptions)) return;
     this.subscriptions = subscriptions;
+    this.refusedAt = 0;
     const old = this.socket;
     if (old) {
       this.socket = null; // its close event is then no fall back to the poll
       old.close(1000);
     }
     this.trySocket(subscriptions, this.token);
+    if (!this.socket && this.mode === "socket") {
+      // nothing to subscribe to any more (too many projects): the poll again
+      this.setMode("poll");
+      this.delay = POLL_MS;
+      this.schedule(POLL_MS);
+    }
   }
 
   stop() {
@@ -88,7 +101,9 @@ export class Live {
     this.schedule(this.delay);
     // the socket had worked and went (the service restarted): once the
     // service answers again, subscribe again instead of polling for good
-    if (ok && this.socketWorked && !this.socket && !this.stopped) {
+    // (a socket the service refused, too many streams, waits a while)
+    const refusedLately = Date.now() - this.refusedAt < MAX_BACKOFF_MS;
+    if (ok && this.socketWorked && !this.socket && !this.stopped && !refusedLately) {
       this.trySocket(this.subscriptions, this.token);
     }
   }
@@ -144,6 +159,8 @@ export class Live {
         }
         refreshSoon();
       } else if (message.type === "error" || message.type === "complete") {
+        // the service refused or ended a subscription (too many streams)
+        this.refusedAt = Date.now();
         this.fallBack(socket);
       } else if (message.type === "ping") {
         socket.send(JSON.stringify({ type: "pong" }));
@@ -191,6 +208,7 @@ function showPaused(paused) {
 }
 
 export function projectSubscriptions(projectIds) {
+  if (projectIds.length > SOCKET_PROJECTS) return [];
   return projectIds.map((projectId) => ({
     query: "subscription Events($projectId: ID!) { projectEvents(projectId: $projectId) { sequence } }",
     variables: { projectId },

@@ -3,7 +3,7 @@
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
 import { announce, enc, h, notice } from "./dom.js";
-import { loadInbox, renderInbox } from "./inbox.js";
+import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
 import { renderPolicy } from "./policy.js";
@@ -173,8 +173,7 @@ function refocus(place) {
 }
 
 async function pickProject(kind) {
-  const data = await gql(PROJECTS);
-  const projects = data.projects.edges.map((e) => e.node);
+  const projects = await everyProject(PROJECTS);
   if (projects.length === 1) {
     location.replace(`#/p/${enc(projects[0].restId)}/${kind}`);
     return;

@@ -34,13 +34,19 @@ fragment InboxProject on Project {
 }
 ${DECISION_CARD}`;
 
+// every project: the console walks the pages (api.js allNodes)
+const PAGE_INFO = "pageInfo { hasNextPage endCursor }";
+
 export const INBOX = `
-query Inbox { projects(first: 50) { edges { node { ...InboxProject } } } }
+query Inbox($after: String) {
+  projects(first: 50, after: $after) { ${PAGE_INFO} edges { node { ...InboxProject } } }
+}
 ${INBOX_PROJECT}`;
 
 // the same, one project at a time: for an inbox too large for one query
 // (the service's execution limit, docs/graphql.md)
-export const INBOX_PROJECT_IDS = `query InboxProjects { projects(first: 50) { edges { node { restId } } } }`;
+export const INBOX_PROJECT_IDS = `query InboxProjects($after: String) {
+  projects(first: 100, after: $after) { ${PAGE_INFO} edges { node { restId } } } }`;
 export const INBOX_ONE_PROJECT = `
 query InboxProject($id: String!) { project(id: $id) { ...InboxProject } }
 ${INBOX_PROJECT}`;
@@ -123,7 +129,8 @@ mutation Reopen($input: DecisionReopenInput!) {
   }
 }`;
 
-export const PROJECTS = `query Projects { projects(first: 100) { edges { node { restId name } } } }`;
+export const PROJECTS = `query Projects($after: String) {
+  projects(first: 100, after: $after) { ${PAGE_INFO} edges { node { restId name } } } }`;
 
 export const KNOWLEDGE_LIST = `
 query Knowledge($project: String!, $kind: KnowledgeKind, $status: KnowledgeStatus,
