@@ -24,6 +24,7 @@ from waypost.schema.principals import PrincipalMutations, PrincipalQueries
 from waypost.schema.projects import ProjectMutations, ProjectQueries
 from waypost.schema.relay import DATETIME_SCALAR, DateTime
 from waypost.schema.reviews import ReviewMutations
+from waypost.schema.snapshot import QuerySnapshot
 from waypost.schema.subscriptions import Subscription
 from waypost.schema.task_mutations import TaskMutations
 
@@ -62,6 +63,7 @@ schema = WaypostSchema(
     extensions=[
         ParsedDocument,
         QueryLimits,
+        QuerySnapshot,
         GraphQLObserver,
     ],
 )

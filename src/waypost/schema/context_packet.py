@@ -123,7 +123,11 @@ class ProjectContextFields:
         }  # fmt: skip
         try:
             query = convert(raw, ContextQuery)
-            built = await packet.build(info.context.rt, self.rest_id, query)
+            rt = info.context.rt
+            # not in the query's pinned snapshot: the packet closes its read
+            # transaction before it calls the reranking provider
+            with rt.db.unpinned():
+                built = await packet.build(rt, self.rest_id, query)
         except InvalidRequest as error:
             field = error.details.get("field")
             if isinstance(field, str):

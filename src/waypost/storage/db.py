@@ -26,6 +26,7 @@ about 100 µs, so a unit of work never awaits statement by statement.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -33,9 +34,11 @@ from pathlib import Path
 from typing import TypeVar
 
 from waypost.errors import Unavailable
+from waypost.storage import snapshots
 from waypost.storage.connection import ConnectionHook, check_writable, connect, is_busy
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
+from waypost.storage.snapshots import PinnedSnapshots
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
 __all__ = ["Database", "DatabaseUnusable", "connect_sync", "run_read", "run_write"]
@@ -108,6 +111,7 @@ class Database:
         self._batch_bounds = (batch_units, batch_seconds)
         self._writer: Writer | None = None
         self._readers: ReaderPool | None = None
+        self._snapshots: PinnedSnapshots | None = None
         self._point: sqlite3.Connection | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
@@ -131,6 +135,10 @@ class Database:
                 connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
                 for _ in range(self._reader_count)
             ]
+            pinned = [
+                connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
+                for _ in range(self._reader_count)
+            ]
             point = connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
             # never waits: a lock held elsewhere sends the read to the pool
             point.execute("PRAGMA busy_timeout = 0")
@@ -142,6 +150,7 @@ class Database:
             raise
         self._point = point
         self._readers = ReaderPool(readers)
+        self._snapshots = PinnedSnapshots(pinned)
         assert self._loop is not None
         units, seconds = self._batch_bounds
         self._writer = Writer(
@@ -155,13 +164,16 @@ class Database:
     async def close(self) -> None:
         """Finish the queued writes and running reads, then close every connection."""
         writer, readers, point = self._writer, self._readers, self._point
-        self._writer = self._readers = self._point = None
+        snapshots = self._snapshots
+        self._writer = self._readers = self._point = self._snapshots = None
         if point is not None:
             point.close()
         if writer is not None:
             await asyncio.to_thread(writer.stop)
         if readers is not None:
             await asyncio.to_thread(readers.close)
+        if snapshots is not None:
+            await asyncio.to_thread(snapshots.close)
 
     # -- units of work --------------------------------------------------------------
 
@@ -174,10 +186,28 @@ class Database:
         return result
 
     async def read(self, fn: UnitOfWork[T]) -> T:
-        """Run one read-only unit of work on a free reader, in one snapshot."""
+        """Run one read-only unit of work on a free reader, in one snapshot
+        (inside `pinned()`, the request's one snapshot)."""
         if self._readers is None:
             raise Unavailable("the database is not open")
+        pin = snapshots.current(self)
+        if pin is not None:
+            return await pin.read(fn)
         return await self._readers.read(fn)
+
+    def pinned(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Every read inside this block (its tasks included) sees one snapshot:
+        the database as of the block's first read (storage/snapshots.py)."""
+        if self._snapshots is None:
+            raise Unavailable("the database is not open")
+        return snapshots.pinned(self, self._snapshots)
+
+    @staticmethod
+    def unpinned() -> contextlib.AbstractContextManager[None]:
+        """Reads inside this block each see their own snapshot, also inside
+        `pinned()`: for a unit that must not keep a read transaction open
+        while it waits on something else (the reranking provider)."""
+        return snapshots.unpinned()
 
     async def search(self, fn: UnitOfWork[T]) -> T:
         """`read` for a unit that may run long (a full-text search: up to the
@@ -248,5 +278,6 @@ class Database:
             conn.set_trace_callback(callback)
 
         await self._writer.submit(trace, transaction=False)
-        for conn in self._readers.connections:
+        pinned = self._snapshots.connections if self._snapshots is not None else []
+        for conn in [*self._readers.connections, *pinned]:
             conn.set_trace_callback(callback)

@@ -1,0 +1,161 @@
+"""One snapshot for every read of a request: `Database.pinned()`.
+
+A read unit of work sees one snapshot, but a GraphQL query on graphql-core's
+path reads in many units: each DataLoader batch, each root list, one after
+another as the levels of the answer resolve. With writes committing in
+between, one answer mixed moments: a task listed as blocked by a decision
+the same answer showed as allowed (15-25% of answers under six concurrent
+writers). A pinned request instead reads every unit on one connection inside
+one read transaction, opened by its first read and closed when the request
+ends; so the whole answer is the database as of one commit.
+
+The pinned connections are their own small set, each with its own thread,
+apart from the reader pool: a request holds its connection for as long as it
+runs, and the pool's connections must stay free for every other read (a
+thread blocked waiting for a connection, while the holders of the
+connections wait for a thread, would be a deadlock). A request that finds
+every pinned connection taken waits for one; reads outside pinned requests
+never do.
+
+Nothing is pinned by default: the GraphQL schema pins its queries
+(`schema/snapshot.py`), never its mutations, whose answers must see their own
+writes. A unit that must not hold a read transaction open (a context packet,
+which calls the reranking provider in between) runs `unpinned()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextvars import ContextVar
+from typing import TypeVar
+
+from waypost.errors import Unavailable
+from waypost.storage.connection import is_busy
+
+T = TypeVar("T")
+
+
+class _Slot:
+    """A read-only connection and the one thread that uses it."""
+
+    def __init__(self, conn: sqlite3.Connection, index: int) -> None:
+        self.conn = conn
+        self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"waypost-pinned{index}")
+
+    def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn` inside the slot's read transaction, begun by the first unit."""
+        try:
+            if not self.conn.in_transaction:
+                self.conn.execute("BEGIN")
+            return fn(self.conn)
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                raise Unavailable("the database is busy; retry shortly", retry_after=1) from exc
+            raise
+
+    def end(self) -> None:
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
+
+
+class PinnedSnapshots:
+    """The connections pinned requests read on (see the module docstring)."""
+
+    def __init__(self, connections: Sequence[sqlite3.Connection]) -> None:
+        self._slots = [_Slot(conn, i) for i, conn in enumerate(connections)]
+        self._free: asyncio.LifoQueue[_Slot] = asyncio.LifoQueue()
+        for slot in self._slots:
+            self._free.put_nowait(slot)
+        self._closed = False
+
+    @property
+    def connections(self) -> list[sqlite3.Connection]:
+        return [slot.conn for slot in self._slots]
+
+    async def take(self) -> _Slot:
+        if self._closed:
+            raise Unavailable("the database is not open")
+        return await self._free.get()
+
+    async def give_back(self, slot: _Slot) -> None:
+        """End the slot's transaction, whatever became of the request, and free it."""
+        loop = asyncio.get_running_loop()
+        try:
+            await asyncio.shield(loop.run_in_executor(slot.thread, slot.end))
+        finally:
+            self._free.put_nowait(slot)
+
+    def close(self) -> None:
+        """Wait for running reads, then close every connection (blocks)."""
+        self._closed = True
+        for slot in self._slots:
+            slot.thread.shutdown(wait=True)
+            slot.conn.close()
+
+
+class PinnedRead:
+    """One request's snapshot: every read on one slot, one at a time."""
+
+    def __init__(self, snapshots: PinnedSnapshots) -> None:
+        self._snapshots = snapshots
+        self._slot: _Slot | None = None
+        self._ended = False
+        self._lock = asyncio.Lock()
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        async with self._lock:  # a request's loaders may dispatch together
+            if self._ended:
+                # a task of the request still reading after its end (its
+                # context kept the pin): a slot of its own, at once given back
+                slot = await self._snapshots.take()
+                try:
+                    return await loop.run_in_executor(slot.thread, slot.run, fn)
+                finally:
+                    await self._snapshots.give_back(slot)
+            if self._slot is None:
+                self._slot = await self._snapshots.take()
+            return await loop.run_in_executor(self._slot.thread, self._slot.run, fn)
+
+    async def end(self) -> None:
+        self._ended = True
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            await self._snapshots.give_back(slot)
+
+
+# The pinned read of the running request (contextvars follow its tasks).
+_CURRENT: ContextVar[tuple[object, PinnedRead] | None] = ContextVar(
+    "waypost_pinned_read", default=None
+)
+
+
+def current(owner: object) -> PinnedRead | None:
+    """The request's pinned read on `owner` (a Database), if it pins one."""
+    found = _CURRENT.get()
+    return found[1] if found is not None and found[0] is owner else None
+
+
+@contextlib.asynccontextmanager
+async def pinned(owner: object, snapshots: PinnedSnapshots) -> AsyncIterator[None]:
+    pin = PinnedRead(snapshots)
+    token = _CURRENT.set((owner, pin))
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+        await pin.end()
+
+
+@contextlib.contextmanager
+def unpinned() -> Iterator[None]:
+    """Reads in this block use the reader pool, each its own snapshot."""
+    token = _CURRENT.set(None)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)

@@ -1,0 +1,74 @@
+"""A GraphQL query reads one snapshot (storage/snapshots.py, schema/snapshot.py).
+
+graphql-core resolves a query level by level, each DataLoader batch a read of
+its own; a write that commits between two of them made one answer mix two
+moments (a task blocked by a decision the same answer showed as allowed).
+These tests commit a write exactly there: inside the batch that reads the
+decisions, after the tasks were read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller
+from tests.decisions_support import answer, new_task, open_decision
+from waypost.schema.loaders import Loaders
+
+QUERY = """query ($task: String!) { project(id: "demo") { task(id: $task) {
+  ready
+  blockedBy { decisionIds decisions { ... on Decision { restId status } } }
+  checkpoints(first: 1) { totalCount }
+} } }"""
+
+
+async def test_a_write_between_two_reads_of_a_query_is_not_half_seen(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = await new_task(human)
+    decision = (await open_decision(human, [task]))["id"]
+    read_decisions = Loaders._decisions
+    answered: list[str] = []
+
+    async def answer_first(self: Loaders, ids: Sequence[str]) -> list[Any]:
+        if not answered:  # another client's answer commits mid-query
+            answered.append((await answer(human, decision))["status"])
+        return await read_decisions(self, ids)
+
+    monkeypatch.setattr(Loaders, "_decisions", answer_first)
+    got = (await human.gql(QUERY, {"task": task}))["data"]
+    assert answered == ["allowed"]
+    found = got["project"]["task"]
+    # as of the query's first read: still blocked, by a decision still pending
+    assert found["ready"] is False
+    assert found["blockedBy"]["decisionIds"] == [decision]
+    assert found["blockedBy"]["decisions"] == [{"restId": decision, "status": "PENDING"}]
+    # and the next query sees the answer
+    monkeypatch.undo()
+    after = (await human.gql(QUERY, {"task": task}))["data"]["project"]["task"]
+    assert after["ready"] is True and after["blockedBy"]["decisionIds"] == []
+
+
+async def test_a_mutation_answer_sees_its_own_write(human: Caller, project: str) -> None:
+    """Mutations are not pinned: their payload is read after their write."""
+    made = await human.gql(
+        """mutation { taskCreate(input: {idempotencyKey: "snap-1", projectId: "demo",
+          title: "seen"}) { task { title revisions(first: 5) { totalCount } } } }"""
+    )
+    assert made["data"]["taskCreate"]["task"] == {"title": "seen", "revisions": {"totalCount": 1}}
+
+
+async def test_pinned_reads_give_their_connection_back(human: Caller, project: str) -> None:
+    """Every query ends its read transaction and frees its connection: more
+    queries than there are pinned connections, one after another and at
+    once, all answer."""
+    task = await new_task(human)
+    for _ in range(8):
+        found = (await human.gql(QUERY, {"task": task}))["data"]["project"]["task"]
+        assert found["ready"] is True
+    answers = await asyncio.gather(*(human.gql(QUERY, {"task": task}) for _ in range(12)))
+    assert all(a["data"]["project"]["task"]["ready"] is True for a in answers)
