@@ -158,6 +158,12 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
             for server in servers:
                 server.should_exit = True
             await asyncio.gather(*tasks, return_exceptions=True)
+            for server in servers:
+                if server.force_exit and server.started:
+                    # a forced quit skips uvicorn's lifespan shutdown: the
+                    # lifespan task was then cancelled at exit and logged
+                    # a traceback as an ERROR, for no fault
+                    await asyncio.wait_for(server.lifespan.shutdown(), 5)
             for task in done:
                 task.result()  # a startup failure exits non-zero
         finally:

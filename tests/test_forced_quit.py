@@ -1,0 +1,51 @@
+"""A second SIGINT while `serve` drains (a forced quit) ends it without an
+ERROR: uvicorn skips the lifespan's shutdown then, and the lifespan task,
+cancelled at exit, logged a traceback at ERROR level, which operators are
+told to alert on (docs/operations.md)."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.console_support import Rest, serve
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
+        holder = sqlite3.connect(tmp_path / "waypost.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process's write lock
+        answers: list[int] = []
+
+        def write() -> None:  # waits for the lock while the service stops
+            body = {"kind": "fact", "title": "queued", "body": "b"}
+            r = httpx.post(served.url + "/api/v1/projects/demo/knowledge", json=body,
+                           headers=admin.headers(True), timeout=30)  # fmt: skip
+            answers.append(r.status_code)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(0.5)
+        served.process.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        served.process.send_signal(signal.SIGINT)  # the operator's second Ctrl-C
+        assert served.process.wait(timeout=30) == 0
+        writer.join(timeout=30)
+        holder.execute("ROLLBACK")
+        holder.close()
+        lines = []
+        while not served.lines.empty():
+            lines.append(served.lines.get_nowait())
+    assert answers == [503]  # the queued write was answered, not dropped
+    assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []
+    assert any("Application shutdown complete" in x for x in lines)
