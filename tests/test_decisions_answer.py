@@ -83,6 +83,8 @@ async def test_deny_and_defer_are_durable_answers_that_keep_work_blocked(
         ({"expected_generation": 0}, "expected_generation"),
         ({"expected_generation": True}, "expected_generation"),
         ({"relay": {"prompt": "x"}}, "relay.response"),
+        ({"relay": {"prompt": " ", "response": "Yes, go."}}, "relay.prompt"),
+        ({"relay": {"prompt": "Run it?", "response": "\n\t "}}, "relay.response"),
     ],
 )
 async def test_answer_refuses_invalid_bodies_naming_the_field(

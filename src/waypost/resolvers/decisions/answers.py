@@ -45,6 +45,10 @@ def _validate(body: DecisionAnswer, decision: sqlite3.Row) -> None:
         )
     if body.relay is not None and decision["required_actor"] != "human":
         raise InvalidRequest.field("relay", "only a human-required decision takes a relay")
+    if body.relay is not None:
+        # the human's words are the evidence of a relayed answer: blank is none
+        require_text(body.relay.prompt, "relay.prompt")
+        require_text(body.relay.response, "relay.response")
 
 
 def _authorize(
