@@ -298,9 +298,12 @@ async def test_a_connection_hook_runs_once_per_connection_not_per_call(tmp_path:
             await db.write(lambda c: c.execute("SELECT 1"))
             await db.read(lambda c: c.execute("SELECT 1"))
             await db.read_point(lambda c: c.execute("SELECT 1"))
+            async with db.pinned():
+                await db.read(lambda c: c.execute("SELECT 1"))
     finally:
         await db.close()
-    assert len(opened) == 4  # the writer, two readers and the loop's point reader
+    # the writer, two readers, two for pinned reads and the loop's point reader
+    assert len(opened) == 6
 
 
 # -- a lock held by another process ---------------------------------------------
