@@ -99,6 +99,20 @@ async def test_non_finite_number_is_refused_naming_the_field(
     assert_error(r, 400, "invalid_request", "expected_revision")
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": 1e' + b"9" * 200_000 + b"}",
+        b'{"' + b"k" * 50_000 + b'": 1, "' + b"k" * 50_000 + b'": 2}',
+    ],
+)
+def test_a_refusal_quotes_at_most_a_few_characters_of_the_body(raw: bytes) -> None:
+    """A number of 200,000 digits was echoed whole in the 400's message."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(raw)
+    assert len(caught.value.message) < 80, caught.value.message[:100]
+
+
 def test_non_finite_number_deep_in_a_document_is_named() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_json(b'{"a": [1, {"b": NaN}]}')

@@ -95,6 +95,12 @@ def _find_refused(value: Any) -> tuple[str, _Refused] | None:
     return None
 
 
+def _clip(text: str, most: int = 40) -> str:
+    """Client text quoted in an error, at most `most` characters: a refusal
+    names what it refused, it does not echo a 200 KB number back."""
+    return text if len(text) <= most else text[:most] + "..."
+
+
 def parse_json(raw: bytes) -> Any:
     """Parse a JSON document strictly; errors are 400 invalid_request naming the field.
 
@@ -113,7 +119,7 @@ def parse_json(raw: bytes) -> Any:
         seen: dict[str, Any] = {}
         for key, value in items:
             if key in seen:
-                return mark(f"duplicate key {key!r}", key)
+                return mark(f"duplicate key {_clip(key)!r}", key)
             seen[key] = value
         return seen
 
@@ -122,7 +128,7 @@ def parse_json(raw: bytes) -> Any:
 
     def number(text: str) -> Any:
         value = float(text)
-        return value if math.isfinite(value) else mark(f"{text} is out of range")
+        return value if math.isfinite(value) else mark(f"{_clip(text)} is out of range")
 
     def integer(text: str) -> Any:
         # the length test first: int() of a huge literal is itself refused by Python
