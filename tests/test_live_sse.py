@@ -226,3 +226,21 @@ def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> No
     assert b"task.created" in _encoded_for(first).chunk([event])
     assert b"knowledge.created" in _encoded_for(second).chunk([other])
     assert _encoded_for(first) is _encoded_for(first)
+
+
+@pytest.mark.parametrize(
+    ("after", "status"), [("9223372036854775807", 200), ("9223372036854775808", 400)]
+)
+async def test_the_stream_takes_the_positions_the_event_list_takes(
+    service: Service, human: Caller, project: str, after: str, status: int
+) -> None:
+    """The list took any sequence up to 2^63-1; the stream refused 19 digits."""
+    listed = await human.get("/api/v1/projects/demo/events", after=after)
+    assert listed.status_code == status, listed.text
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        for headers, params in (({}, {"after": after}), ({"Last-Event-ID": after}, {})):
+            request = client.stream(
+                "GET", STREAM, params=params, headers={**human.headers(), **headers}
+            )
+            async with request as r:
+                assert r.status_code == status

@@ -41,7 +41,8 @@ def _position(value: str | None, name: str) -> int | None:
     # empty is no position: an SSE client may send back an id the server reset
     if value is None or value == "":
         return None
-    if not value.isascii() or not value.isdigit() or len(value) > 18:
+    # the REST list's range: up to SQLite's (and the sequence's) largest integer
+    if not value.isascii() or not value.isdigit() or len(value) > 19 or int(value) >= 2**63:
         raise InvalidRequest.field(name, f"{name} must be an event sequence (0 or more)")
     return int(value)
 
