@@ -81,6 +81,13 @@ class WithSecurityHeaders:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         extra = security_headers(_host(scope), self.fonts)
+        # Whole files only: the pages are small, and Starlette answers a
+        # malformed or unsatisfiable Range in plain text, outside the one
+        # error envelope of every route
+        headers = scope.get("headers", [])
+        if any(key in (b"range", b"if-range") for key, _ in headers):
+            kept = [(k, v) for k, v in headers if k not in (b"range", b"if-range")]
+            scope = {**scope, "headers": kept}
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
