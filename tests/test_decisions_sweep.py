@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import (
@@ -236,3 +238,28 @@ async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> 
                 await asyncio.sleep(0.02)
             assert found["status"] == "allowed"
             assert found["current"]["answer"]["at"] == "2026-11-30T18:00:00.000Z"
+
+
+async def test_the_sweep_reads_the_time_under_the_writer_lock(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its time was read before its write waited for the writer: a decision
+    that came due while the write queued was left for the next sweep, and
+    one that expired meanwhile could be answered as of before its expiry.
+    Writes read the time under the lock, and the sweep now does too."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task], recommendation="Proceed", reversible=True)
+    service.clock.advance(hours=23, minutes=59, seconds=59)
+    monkeypatch.setattr(sweep, "STEPS", [("decisions_timed_out", sweep.answer_timed_out)])
+    release = threading.Event()
+    busy = asyncio.create_task(service.rt.db.write(lambda c: release.wait(10)))
+    await asyncio.sleep(0.05)  # the writer is busy with that unit
+    sweeping = asyncio.create_task(sweep.run_once(service.rt))
+    await asyncio.sleep(0.05)  # the sweep's write is queued
+    service.clock.advance(seconds=2)  # the decision comes due meanwhile
+    release.set()
+    await busy
+    assert (await sweeping)["decisions_timed_out"] == 1
+    found = await get_decision(human, decision["id"])
+    assert found["status"] == "allowed"
+    assert found["current"]["answer"]["at"] == "2026-11-30T18:00:01.000Z"

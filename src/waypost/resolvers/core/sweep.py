@@ -36,23 +36,26 @@ STEPS: list[tuple[str, Step]] = [("receipts_purged", Batched(purge_receipts, PUR
 STEPS.append(("decisions_timed_out", answer_timed_out))
 
 
-def _apply(step: Step, now: datetime, conn: sqlite3.Connection) -> Any:
-    return step(conn, now)
+def _apply(step: Step, rt: Runtime, conn: sqlite3.Connection) -> Any:
+    # the time is read under the writer lock, as every write reads it: read
+    # before the unit waited its turn, a decision that came due meanwhile was
+    # left for the next sweep, and one that expired could be answered as of
+    # before its expiry
+    return step(conn, rt.now())
 
 
 async def run_once(rt: Runtime) -> dict[str, Any]:
     """One pass, each step in its own writer transaction (a batched step in several)."""
     report: dict[str, Any] = {}
     for name, step in STEPS:
-        now = rt.now()
         if isinstance(step, Batched):
             total = 0
             for _ in range(step.max_rounds):
-                done = int(await rt.db.write(partial(_apply, step, now)))
+                done = int(await rt.db.write(partial(_apply, step, rt)))
                 total += done
                 if done < step.limit:
                     break
             report[name] = total
         else:
-            report[name] = await rt.db.write(partial(_apply, step, now))
+            report[name] = await rt.db.write(partial(_apply, step, rt))
     return report
