@@ -146,6 +146,27 @@ async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> 
     assert (await initialize(agent)).status_code == 200
 
 
+async def test_requests_the_sdk_refuses_take_no_session_place(service: Service) -> None:
+    """The SDK answers a refused request without a session (a call before
+    initialize, an initialize with a bad Accept) with a session id it then
+    drops; counting those, sixteen mistakes shut the principal out of new
+    sessions until the 15-minute idle close."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    agent = await service.agent()
+    both = {**agent.headers(session=False), "Accept": "application/json, text/event-stream"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    for _ in range(SESSIONS_PER_PRINCIPAL):
+        early = await agent.client.post("/mcp", json=call, headers=both)
+        assert early.status_code == 400
+        json_only = {**both, "Accept": "application/json"}
+        assert (
+            await agent.client.post("/mcp", json=INITIALIZE, headers=json_only)
+        ).status_code == 406
+    opened = await agent.client.post("/mcp", json=INITIALIZE, headers=both)
+    assert opened.status_code == 200, opened.text
+
+
 async def test_a_wait_ends_when_its_token_is_revoked(service: Service, human: Caller) -> None:
     """Like every stream (section 14), looked at every `recheck_seconds`: a
     wait ran on to its bound and answered what it read after the revocation."""

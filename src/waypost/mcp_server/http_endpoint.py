@@ -275,10 +275,14 @@ class McpEndpoint:
 
 
 def _noting_new_session(send: Send, live: dict[str, float]) -> Send:
-    """`send`, noting the session id the SDK answers an initialize with."""
+    """`send`, noting the session id the SDK answers a successful initialize
+    with. The SDK puts a session id on its refusals too (a request other than
+    initialize without a session, a bad `Accept`: 400, 406), then drops that
+    session: counted, sixteen such mistakes shut the principal out of new
+    sessions for the idle timeout."""
 
     async def noting(message: Message) -> None:
-        if message["type"] == "http.response.start":
+        if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
             for key, value in message.get("headers", ()):
                 if key.lower() == b"mcp-session-id":
                     live[value.decode("latin-1")] = time.monotonic()
