@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
+import anyio
 import httpx
 import pytest
 
+from tests.conftest import Caller, Service
+from tests.live_support import running
+from waypost.live import hub_for
 from waypost.mcp_server import waiting
 from waypost.mcp_server.calls import ApiError
 
@@ -92,3 +96,31 @@ async def test_an_error_body_of_another_shape_refuses_the_wait_at_once() -> None
             pass
     await client.aclose()
     assert refused.value.code == "unavailable" and "HTTP 502" in refused.value.message
+
+
+async def test_a_wait_cancelled_by_the_sdk_closes_its_stream(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The MCP SDK cancels a request (`notifications/cancelled`) by cancelling
+    its anyio scope. Leaving the waker then returned before its event stream
+    closed: the connection stayed open and held one of the token's 16 stream
+    slots until `waypost mcp` exited."""
+    hub = hub_for(service.rt)
+    async with running(service) as base:
+        client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
+        async with client:
+            with anyio.CancelScope() as scope:
+                async with waiting.stream_waker(client, "demo") as waker:
+                    for _ in range(100):  # the service has the stream open
+                        if hub.open_count() == 1:
+                            break
+                        await asyncio.sleep(0.02)
+                    assert hub.open_count() == 1
+                    asyncio.get_running_loop().call_later(0.1, scope.cancel)
+                    await waker.wait(30)
+            assert scope.cancelled_caught
+            for _ in range(100):  # the client closed it, while still open itself
+                if hub.open_count() == 0:
+                    break
+                await asyncio.sleep(0.02)
+            assert hub.open_count() == 0

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 from urllib.parse import quote
 
+import anyio
 import httpx
 
 from waypost.clock import parse_time
@@ -201,7 +202,10 @@ async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator
         yield waker
     finally:
         task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
+        # shielded: inside a cancelled anyio scope (the MCP SDK cancelling a
+        # request) an unshielded await returned at once, before the stream
+        # closed, and its connection held one of the token's stream slots
+        with anyio.move_on_after(5, shield=True), contextlib.suppress(asyncio.CancelledError):
             await task
 
 
