@@ -131,3 +131,38 @@ def test_what_a_client_sent_wrong_is_a_short_warning() -> None:
     )
     assert _ClientFaultsAsWarnings().filter(record)
     assert record.levelname == "WARNING" and len(record.getMessage()) < 300
+
+
+def _array_properties(node: Any, found: list[tuple[str, dict[str, Any]]]) -> None:
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if isinstance(prop, dict) and prop.get("type") == "array":
+                found.append((name, prop))
+        for value in node.values():
+            _array_properties(value, found)
+    elif isinstance(node, list):
+        for value in node:
+            _array_properties(value, found)
+
+
+def test_tool_schemas_say_unique_where_the_rest_document_does() -> None:
+    """The REST document marks tags, scope values, options and task ids as
+    `uniqueItems`; the tools' schemas left it out, though both refuse repeats."""
+    from waypost import rest
+    from waypost.rest import openapi
+
+    rest_arrays: list[tuple[str, dict[str, Any]]] = []
+    _array_properties(openapi.build(rest.TABLES)["components"], rest_arrays)
+    unique = {name for name, prop in rest_arrays if prop.get("uniqueItems")}
+    assert {"tags", "options", "task_ids", "components"} <= unique
+    tool_arrays: list[tuple[str, dict[str, Any]]] = []
+    for tool in tool_list():
+        _array_properties(tool.inputSchema, tool_arrays)
+    named = [(name, prop) for name, prop in tool_arrays if name in unique]
+    assert {name for name, _ in named} >= {"tags", "options", "task_ids", "components"}
+    assert all(prop.get("uniqueItems") is True for _, prop in named), named
+    refused = CHECKER.refusal(
+        "knowledge_record",
+        {"project": "demo", "kind": "fact", "title": "t", "body": "b", "tags": ["a", "a"]},
+    )
+    assert refused is not None and refused.details["field"] == "tags"

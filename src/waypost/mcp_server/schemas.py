@@ -15,6 +15,7 @@ import msgspec
 
 from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.resolvers.knowledge.models import SubmissionLessonInput
+from waypost.rest.openapi import UNIQUE_ARRAYS
 
 # `(?![\s\S])`, not `$`: jsonschema matches with Python's re.search, whose
 # `$` also matches before a final newline ("demo\n" passed as a slug and
@@ -51,6 +52,20 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
+def _unique_arrays(node: Any) -> None:
+    """`uniqueItems` where the REST document states it (rest/openapi.py: the
+    resolvers refuse duplicate options, tags, scope values, ...), at any depth."""
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if name in UNIQUE_ARRAYS and isinstance(prop, dict) and prop.get("type") == "array":
+                prop["uniqueItems"] = True
+        for value in node.values():
+            _unique_arrays(value)
+    elif isinstance(node, list):
+        for value in node:
+            _unique_arrays(value)
+
+
 def model_schema(model: type) -> dict[str, Any]:
     """The model's JSON Schema with every `$ref` resolved in place."""
     raw = msgspec.json.schema(model)
@@ -61,6 +76,7 @@ def model_schema(model: type) -> dict[str, Any]:
     for (owner, field), item_model in _FIELD_MODELS.items():
         if model.__name__ == owner:
             schema["properties"][field]["items"] = model_schema(item_model)
+    _unique_arrays(schema)
     return schema
 
 
