@@ -20,6 +20,7 @@ import httpx
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.shared.exceptions import McpError
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 
@@ -310,6 +311,12 @@ async def test_resources_are_each_projects_policy_and_digest(waypost: Waypost) -
         read = await s.read_resource(f"waypost://projects/{project}/digest")  # type: ignore[arg-type]
         digest = json.loads(read.contents[0].text)
         assert digest["project_id"] == project and digest["ready_task_count"] == 0
+        # a read that fails carries the JSON-RPC code the MCP specification
+        # suggests (it was 0): -32002 for a resource that is not there
+        for uri in ("waypost://projects/nope/policy", "waypost://elsewhere/x"):
+            with pytest.raises(McpError) as failed:
+                await s.read_resource(uri)  # type: ignore[arg-type]
+            assert failed.value.error.code == -32002, failed.value.error
 
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "mcp.md"

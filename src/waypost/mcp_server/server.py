@@ -22,6 +22,7 @@ import mcp.types as types
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.context import RequestContext
+from mcp.shared.exceptions import McpError
 from pydantic import AnyUrl
 
 from waypost import __version__
@@ -50,6 +51,14 @@ INSTRUCTIONS = (
 RESOURCE_URI = re.compile(r"waypost://projects/([a-z0-9][a-z0-9-]{0,62})/(policy|digest)")
 KEY_SAFE = re.compile(r"[!-~]{1,64}")
 PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
+# JSON-RPC codes of a failed resource read, as the MCP specification suggests
+# (a plain exception became code 0)
+RESOURCE_NOT_FOUND = -32002
+_RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid_request": types.INVALID_PARAMS}
+
+
+def _resource_error(code: int, message: str) -> McpError:
+    return McpError(types.ErrorData(code=code, message=message))
 
 
 @dataclass
@@ -290,18 +299,20 @@ def build_server(
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
         match = RESOURCE_URI.fullmatch(str(uri))
         if match is None:
-            raise ValueError(
-                f"unknown resource {uri}; use waypost://projects/{{project}}/policy or /digest"
+            raise _resource_error(
+                RESOURCE_NOT_FOUND,
+                f"unknown resource {uri}; use waypost://projects/{{project}}/policy or /digest",
             )
         project, what = match.groups()
         backend = backend_for(server.request_context)
         try:
             reply = await backend.call("GET", f"{tools.PROJECT}/{what}", {"project": project})
         except ApiError as error:
-            raise ValueError(explain(error, project)) from None
+            code = _RESOURCE_CODES.get(error.code, types.INTERNAL_ERROR)
+            raise _resource_error(code, explain(error, project)) from None
         except Exception:
             log.exception("MCP resource %s failed", uri)
-            raise ValueError("internal: internal error") from None
+            raise _resource_error(types.INTERNAL_ERROR, "internal: internal error") from None
         text = json.dumps(reply.body, ensure_ascii=False, separators=(",", ":"))
         return [ReadResourceContents(content=text, mime_type="application/json")]
 
