@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 import pytest
-from graphql import DocumentNode, parse
+from graphql import DocumentNode, GraphQLError, parse
 
 from tests.conftest import Caller
 from waypost.schema import documents, limits
@@ -115,3 +115,7 @@ async def test_a_syntax_error_in_a_long_document_is_answered_with_its_location(
         assert error["message"].startswith("Syntax Error")
         assert error["locations"] == [{"line": 2, "column": len(query.splitlines()[1])}]
         assert error["extensions"]["code"] == "invalid_request"
+    # the memo's error is never raised itself: each raise would chain that
+    # request's frames (its whole execution context) onto its traceback
+    cached = documents._DOCUMENTS.get(query)
+    assert isinstance(cached, GraphQLError) and cached.__traceback__ is None

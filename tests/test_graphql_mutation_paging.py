@@ -82,3 +82,23 @@ async def test_a_cursor_the_service_made_passes(human: Caller, project: str) -> 
     again = await send(human, CREATE, key="k6", n=1, after=cursor)
     assert again["data"]["taskCreate"]["task"]["revisions"] == {"totalCount": 1}
     assert await titles(human) == ["paged", "paged"]
+
+
+async def test_fields_that_never_run_and_other_operations_are_not_checked(
+    human: Caller, project: str
+) -> None:
+    skipped = CREATE.replace(
+        "revisions(first: $n, after: $after)",
+        "revisions(first: $n, after: $after) @include(if: false)",
+    )
+    answer = await send(human, skipped, key="k7", n=0)
+    assert "errors" not in answer, answer
+    assert set(answer["data"]["taskCreate"]["task"]) == {"id"}
+    # the request runs `Mine`; the document's other (broken) mutation is no business of it
+    both = CREATE.replace("mutation (", "mutation Broken(") + " query Mine { me { name } }"
+    r = await human.client.post(
+        "/graphql",
+        json={"query": both, "operationName": "Mine", "variables": {"key": "k8", "n": 0}},
+        headers=human.headers(),
+    )
+    assert r.json()["data"]["me"]["name"]

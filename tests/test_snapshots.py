@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
 
+from waypost.errors import Unavailable
 from waypost.storage.db import Database
 
 
@@ -36,11 +38,11 @@ async def test_reads_of_a_pinned_block_see_one_snapshot(db: Database) -> None:
         first = await db.read(count)
         await insert(db, 2)  # commits between two reads of the block
         again = await db.read(count)
-        with db.unpinned():
+        async with db.unpinned():  # also ends the block's snapshot
             fresh = await db.read(count)
         # its tasks too (a context variable follows them)
         in_task = await asyncio.create_task(db.read(count))
-    assert (first, again, in_task, fresh) == (1, 1, 1, 2)
+    assert (first, again, fresh, in_task) == (1, 1, 2, 2)
     assert await db.read(count) == 2  # after the block: the latest commit
 
 
@@ -99,3 +101,101 @@ async def test_more_blocks_than_connections_wait_their_turn(db: Database) -> Non
 
     assert await asyncio.gather(*(block() for _ in range(6))) == [1] * 6
     assert most == 2  # as many at once as there are pinned connections
+
+
+async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
+    db: Database,
+) -> None:
+    """A task of the request (a DataLoader batch graphql-core stopped waiting
+    for) got its slot after the request had ended and kept it: every pinned
+    connection leaked this way, and then every GraphQL query hung."""
+    await insert(db, 1)
+    release = threading.Event()
+    holders_in = asyncio.Event()
+    inside = 0
+
+    def hold(conn: sqlite3.Connection) -> int:
+        release.wait(10)
+        return count(conn)
+
+    async def holder() -> int:
+        nonlocal inside
+        async with db.pinned():
+            inside += 1
+            if inside == 2:
+                holders_in.set()
+            return await db.read(hold)
+
+    holders = [asyncio.create_task(holder()) for _ in range(2)]  # every pinned connection
+    await holders_in.wait()
+    await asyncio.sleep(0.05)
+    async with db.pinned():
+        stray = asyncio.create_task(db.read(count))  # waits for a connection
+        await asyncio.sleep(0.05)
+    # the request has ended; the stray read gets a connection only now
+    release.set()
+    assert await asyncio.gather(*holders) == [1, 1]
+    assert await stray == 1
+
+    both_read = asyncio.Barrier(2)
+
+    async def pinned_count() -> int:
+        async with db.pinned():
+            found = await db.read(count)
+            await both_read.wait()  # each holds its connection until both have one
+            return found
+
+    # both connections are free again
+    assert await asyncio.wait_for(asyncio.gather(pinned_count(), pinned_count()), 5) == [1, 1]
+
+
+async def test_unpinned_ends_the_pinned_snapshot_at_once(db: Database) -> None:
+    """The context packet calls the reranking provider in `unpinned()`: the
+    query's read transaction must not stay open meanwhile."""
+    await insert(db, 1)
+    async with db.pinned():
+        assert await db.read(count) == 1
+        async with db.unpinned():
+            # both pinned connections are free: another block holds each
+            both_read = asyncio.Barrier(2)
+
+            async def other() -> int:
+                async with db.pinned():
+                    found = await db.read(count)
+                    await both_read.wait()
+                    return found
+
+            assert await asyncio.wait_for(asyncio.gather(other(), other()), 5) == [1, 1]
+        await insert(db, 2)
+        assert await db.read(count) == 2  # a new snapshot after it
+
+
+async def test_a_pinned_read_waiting_when_the_database_closes_is_unavailable(
+    tmp_path: Path,
+) -> None:
+    """A forced quit closes the database under running requests: a read that
+    then got a connection answered a masked RuntimeError (a logged ERROR)."""
+    db = Database(tmp_path / "c.db", readers=1)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE kv (k INTEGER PRIMARY KEY)"))
+    release = threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> int:
+        release.wait(10)
+        return count(conn)
+
+    async def pinned_read(fn: Callable[[sqlite3.Connection], int]) -> int:
+        async with db.pinned():
+            return await db.read(fn)
+
+    holder = asyncio.create_task(pinned_read(hold))
+    await asyncio.sleep(0.05)
+    waiter = asyncio.create_task(pinned_read(count))  # the one connection is taken
+    await asyncio.sleep(0.05)
+    closing = asyncio.create_task(db.close())
+    await asyncio.sleep(0.05)
+    release.set()
+    await closing
+    assert await holder == 0  # the running read finished before the close
+    with pytest.raises(Unavailable):
+        await waiter

@@ -124,9 +124,10 @@ class ProjectContextFields:
         try:
             query = convert(raw, ContextQuery)
             rt = info.context.rt
-            # not in the query's pinned snapshot: the packet closes its read
-            # transaction before it calls the reranking provider
-            with rt.db.unpinned():
+            # not in the query's pinned snapshot, which ends here: no read
+            # transaction stays open while the packet calls the reranking
+            # provider (the query's later reads see a newer snapshot)
+            async with rt.db.unpinned():
                 built = await packet.build(rt, self.rest_id, query)
         except InvalidRequest as error:
             field = error.details.get("field")

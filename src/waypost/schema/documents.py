@@ -36,7 +36,8 @@ def _parse(query: str) -> DocumentNode | GraphQLError:
     try:
         return parse(query, max_tokens=MAX_TOKENS)
     except GraphQLError as error:
-        return error
+        # kept in the memo: without the parser's frames (and its tokens)
+        return error.with_traceback(None)
 
 
 async def parsed(query: str) -> DocumentNode | GraphQLError:
@@ -59,6 +60,13 @@ class ParsedDocument(SchemaExtension):
         if ctx.query is not None:
             found = await parsed(ctx.query)
             if isinstance(found, GraphQLError):
-                raise found
+                # a copy: raising the memo's own error would chain every
+                # request's frames onto its traceback, kept while it is cached
+                raise GraphQLError(
+                    found.message,
+                    source=found.source,
+                    positions=found.positions,
+                    extensions=found.extensions,
+                )
             ctx.graphql_document = found
         yield

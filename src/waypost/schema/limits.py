@@ -293,9 +293,7 @@ class QueryLimits(SchemaExtension):
         if within is not None and _WITHIN.get(within):
             errors = []
         else:
-            errors = check_limits(schema, document, ctx.variables) or paging_refusals(
-                schema, document, ctx.variables
-            )
+            errors = check_limits(schema, document, ctx.variables)
             if not errors and within is not None:
                 _WITHIN.put(within, True)
         if not errors:
@@ -308,5 +306,10 @@ class QueryLimits(SchemaExtension):
                 if key is not None:
                     _RESULTS.put(key, cached)
             errors = cached
+        if not errors:
+            # a valid document only (its arguments have their types); not
+            # memoized with the limits: it depends on the operation's name
+            # too, and walks a mutation's selection only
+            errors = paging_refusals(schema, document, ctx.variables, ctx.operation_name)
         ctx.pre_execution_errors = errors
         yield

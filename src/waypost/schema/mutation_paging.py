@@ -17,6 +17,7 @@ import json
 from typing import Any
 
 from graphql import (
+    BooleanValueNode,
     DocumentNode,
     FieldNode,
     FragmentDefinitionNode,
@@ -30,6 +31,7 @@ from graphql import (
     IntValueNode,
     OperationDefinitionNode,
     OperationType,
+    SelectionNode,
     SelectionSetNode,
     StringValueNode,
     VariableNode,
@@ -66,7 +68,7 @@ def _value(node: Any, variables: dict[str, Any]) -> Any:
     rules refuse values of the wrong type by themselves)."""
     if isinstance(node, IntValueNode):
         return int(node.value) if len(node.value) <= 11 else None
-    if isinstance(node, StringValueNode):
+    if isinstance(node, StringValueNode | BooleanValueNode):
         return node.value
     if isinstance(node, VariableNode):
         return variables.get(node.name.value)
@@ -93,13 +95,31 @@ class _Walk:
         self.seen: set[str] = set()
         self.refusals: list[GraphQLError] = []
 
+    def skipped(self, node: SelectionNode) -> bool:
+        """`@skip(if: true)` or `@include(if: false)`: graphql-core never runs it."""
+        for directive in node.directives or ():
+            name = directive.name.value
+            if name not in ("skip", "include"):
+                continue
+            given = {
+                a.name.value: _value(a.value, self.variables) for a in directive.arguments or ()
+            }
+            condition = given.get("if")
+            if type(condition) is bool and condition == (name == "skip"):
+                return True
+        return False
+
     def selections(self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None) -> None:
         for selection in selection_set.selections:
+            if self.skipped(selection):
+                continue
             if isinstance(selection, FieldNode):
                 self.field(selection, parent)
             elif isinstance(selection, FragmentSpreadNode):
                 name = selection.name.value
                 fragment = self.fragments.get(name)
+                # each fragment once per operation: its fields' arguments
+                # depend on nothing else
                 if fragment is not None and name not in self.seen:
                     self.seen.add(name)
                     inner = self.schema.get_type(fragment.type_condition.name.value)
@@ -137,13 +157,23 @@ class _Walk:
 
 
 def paging_refusals(
-    schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any] | None
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    variables: dict[str, Any] | None,
+    operation_name: str | None,
 ) -> list[GraphQLError]:
-    """Why the mutations of `document` would meet a paging refusal, if they would."""
-    refusals: list[GraphQLError] = []
+    """Why the operation the request runs, when it is a mutation, would meet a
+    paging refusal, if it would. Another operation of the document is no
+    business of this request (the request rules already refused a document of
+    several operations that names none)."""
     for op in document.definitions:
-        if isinstance(op, OperationDefinitionNode) and op.operation is OperationType.MUTATION:
-            walk = _Walk(schema, document, _with_defaults(op, variables or {}))
-            walk.selections(op.selection_set, schema.mutation_type)
-            refusals += walk.refusals
-    return refusals
+        if not isinstance(op, OperationDefinitionNode):
+            continue
+        if operation_name is not None and (op.name is None or op.name.value != operation_name):
+            continue
+        if op.operation is not OperationType.MUTATION:
+            return []
+        walk = _Walk(schema, document, _with_defaults(op, variables or {}))
+        walk.selections(op.selection_set, schema.mutation_type)
+        return walk.refusals
+    return []

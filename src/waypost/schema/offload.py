@@ -32,6 +32,23 @@ def _gate() -> asyncio.Semaphore:
 
 
 async def off_loop(work: Callable[..., T], *args: object) -> T:
-    """Run CPU-bound document work on a worker thread, one at a time."""
-    async with _gate():
-        return await asyncio.to_thread(work, *args)
+    """Run CPU-bound document work on a worker thread, one at a time.
+
+    The gate is given back when the thread's work ends, not when its caller
+    stops waiting: a cancelled request (a WebSocket `complete`) must not let
+    a second piece of work start beside the first."""
+    gate = _gate()
+    await gate.acquire()
+    try:
+        running = asyncio.ensure_future(asyncio.to_thread(work, *args))
+    except BaseException:
+        gate.release()
+        raise
+
+    def finished(task: asyncio.Future[T]) -> None:
+        gate.release()
+        if not task.cancelled():
+            task.exception()  # seen here too: a caller that left never reads it
+
+    running.add_done_callback(finished)
+    return await asyncio.shield(running)

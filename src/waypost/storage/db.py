@@ -203,10 +203,11 @@ class Database:
         return snapshots.pinned(self, self._snapshots)
 
     @staticmethod
-    def unpinned() -> contextlib.AbstractContextManager[None]:
+    def unpinned() -> contextlib.AbstractAsyncContextManager[None]:
         """Reads inside this block each see their own snapshot, also inside
-        `pinned()`: for a unit that must not keep a read transaction open
-        while it waits on something else (the reranking provider)."""
+        `pinned()`, whose snapshot ends here: for a unit that must not keep a
+        read transaction open while it waits on something else (the
+        reranking provider)."""
         return snapshots.unpinned()
 
     async def search(self, fn: UnitOfWork[T]) -> T:

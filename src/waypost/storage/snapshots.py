@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import TypeVar
@@ -79,13 +79,30 @@ class PinnedSnapshots:
     async def take(self) -> _Slot:
         if self._closed:
             raise Unavailable("the database is not open")
-        return await self._free.get()
+        slot = await self._free.get()
+        if self._closed:
+            self._free.put_nowait(slot)
+            raise Unavailable("the database is not open")
+        return slot
+
+    async def run(self, slot: _Slot, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(slot.thread, slot.run, fn)
+        except RuntimeError:
+            if self._closed:  # its thread was shut down: the database closed
+                raise Unavailable("the database is not open") from None
+            raise
 
     async def give_back(self, slot: _Slot) -> None:
         """End the slot's transaction, whatever became of the request, and free it."""
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.shield(loop.run_in_executor(slot.thread, slot.end))
+            if not self._closed:  # closing ends every transaction anyway
+                await asyncio.shield(loop.run_in_executor(slot.thread, slot.end))
+        except RuntimeError:
+            if not self._closed:
+                raise
         finally:
             self._free.put_nowait(slot)
 
@@ -98,7 +115,12 @@ class PinnedSnapshots:
 
 
 class PinnedRead:
-    """One request's snapshot: every read on one slot, one at a time."""
+    """One request's snapshot: every read on one slot, one at a time.
+
+    A request's tasks may outlive it (a DataLoader batch graphql-core no
+    longer waits for, once a sibling field failed): a read that comes, or
+    gets its slot, after the request ended reads on a slot of its own and
+    gives it back at once, so no slot is ever left taken."""
 
     def __init__(self, snapshots: PinnedSnapshots) -> None:
         self._snapshots = snapshots
@@ -107,25 +129,27 @@ class PinnedRead:
         self._lock = asyncio.Lock()
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        loop = asyncio.get_running_loop()
         async with self._lock:  # a request's loaders may dispatch together
-            if self._ended:
-                # a task of the request still reading after its end (its
-                # context kept the pin): a slot of its own, at once given back
+            slot = self._slot
+            if slot is None:
                 slot = await self._snapshots.take()
-                try:
-                    return await loop.run_in_executor(slot.thread, slot.run, fn)
-                finally:
-                    await self._snapshots.give_back(slot)
-            if self._slot is None:
-                self._slot = await self._snapshots.take()
-            return await loop.run_in_executor(self._slot.thread, self._slot.run, fn)
+                if self._ended:  # before this read, or while it waited for a slot
+                    try:
+                        return await self._snapshots.run(slot, fn)
+                    finally:
+                        await self._snapshots.give_back(slot)
+                self._slot = slot
+            return await self._snapshots.run(slot, fn)
 
-    async def end(self) -> None:
-        self._ended = True
+    async def release(self) -> None:
+        """End the snapshot now and free its slot; a later read begins another."""
         slot, self._slot = self._slot, None
         if slot is not None:
             await self._snapshots.give_back(slot)
+
+    async def end(self) -> None:
+        self._ended = True
+        await self.release()
 
 
 # The pinned read of the running request (contextvars follow its tasks).
@@ -151,9 +175,15 @@ async def pinned(owner: object, snapshots: PinnedSnapshots) -> AsyncIterator[Non
         await pin.end()
 
 
-@contextlib.contextmanager
-def unpinned() -> Iterator[None]:
-    """Reads in this block use the reader pool, each its own snapshot."""
+@contextlib.asynccontextmanager
+async def unpinned() -> AsyncIterator[None]:
+    """Reads in this block use the reader pool, each its own snapshot; and
+    the request's pinned snapshot, if any, ends here (its transaction must
+    not stay open while the block waits on something else); the request's
+    later reads begin another."""
+    found = _CURRENT.get()
+    if found is not None:
+        await found[1].release()
     token = _CURRENT.set(None)
     try:
         yield
