@@ -171,8 +171,10 @@ async def pinned(owner: object, snapshots: PinnedSnapshots) -> AsyncIterator[Non
     try:
         yield
     finally:
-        _CURRENT.reset(token)
-        await pin.end()
+        try:
+            await pin.end()  # first: nothing below may leave the slot taken
+        finally:
+            _CURRENT.reset(token)
 
 
 @contextlib.asynccontextmanager
