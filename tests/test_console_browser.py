@@ -9,6 +9,7 @@ working tree alone).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -295,6 +296,75 @@ def test_a_project_created_after_the_inbox_loaded_is_watched_too(tab: Tab, world
         "required_actor": "human", "environment": "staging", "options": ["Ship", "Wait"],
         "task_ids": [task["id"]]}, 201)  # fmt: skip
     tab.page.locator(f"[data-decision='{made['id']}']").wait_for(timeout=20000)
+
+
+def test_the_socket_returns_soon_after_the_service_ends_it(tab: Tab, world: World) -> None:
+    """A restarting service ends each subscription (`complete`) and closes the
+    socket. That is no refusal: the page polls and subscribes again once a
+    poll works (it counted `complete` as a refusal and waited a minute)."""
+    if not _offers_subscriptions(world):
+        pytest.skip("no subscriptions to end")
+    page = tab.page
+    sockets: list[Any] = []
+
+    def relay(ws: Any) -> None:
+        ws.connect_to_server()  # messages pass through both ways
+        sockets.append(ws)
+
+    page.route_web_socket("**/graphql", relay)
+    tab.sign_in(world.alice.token)
+    page.locator("html[data-live=socket]").wait_for(state="attached")
+    assert len(sockets) == 1
+    sockets[0].send(json.dumps({"id": "s0", "type": "complete"}))
+    sockets[0].close(code=1001, reason="server restart")
+    page.locator("html[data-live=poll]").wait_for(state="attached")
+    page.locator("html[data-live=socket]").wait_for(state="attached", timeout=30000)
+    assert len(sockets) == 2
+
+
+def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World) -> None:
+    """A subscription the service refuses (`next` with errors, as for the
+    17th stream of a token) is not taken as live: the page polls."""
+    if not _offers_subscriptions(world):
+        pytest.skip("no subscriptions to refuse")
+    page = tab.page
+    sockets: list[Any] = []
+
+    def refuse(ws: Any) -> None:
+        sockets.append(ws)
+
+        def answer(message: str | bytes) -> None:
+            kind = json.loads(message)["type"]
+            if kind == "connection_init":
+                ws.send(json.dumps({"type": "connection_ack"}))
+            elif kind == "subscribe":
+                ident = json.loads(message)["id"]
+                ws.send(
+                    json.dumps(
+                        {
+                            "id": ident,
+                            "type": "next",
+                            "payload": {
+                                "errors": [
+                                    {
+                                        "message": "too many streams",
+                                        "extensions": {"code": "too_many_streams"},
+                                    }
+                                ]
+                            },
+                        }
+                    )
+                )
+                # (the service then sends `complete`; the refusal alone must do)
+
+        ws.on_message(answer)
+
+    page.route_web_socket("**/graphql", refuse)
+    tab.sign_in(world.alice.token)
+    page.wait_for_function("() => document.documentElement.dataset.live === 'poll'")
+    time.sleep(2.5)  # past the 1.5 s after the ack in which a refusal still counts
+    assert page.evaluate("document.documentElement.dataset.live") == "poll"
+    assert len(sockets) == 1
 
 
 def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:

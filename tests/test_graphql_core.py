@@ -503,6 +503,18 @@ async def test_graphiql_page_is_served_without_a_token_when_enabled(
     assert head.status_code == 200 and head.headers["content-type"].startswith("text/html")
 
 
+@pytest.mark.parametrize("range_header", ["bytes=5-2", "bytes=x", "bytes=99999999-", "bytes=0-3"])
+async def test_a_range_on_the_graphiql_page_is_ignored(
+    graphiql: httpx.AsyncClient, range_header: str
+) -> None:
+    """The page answered a malformed or unsatisfiable Range in plain text (400,
+    416), outside the error envelope, and a valid one with a piece of itself."""
+    whole = await graphiql.get("/graphql", headers={"Accept": "text/html"})
+    r = await graphiql.get("/graphql", headers={"Accept": "text/html", "Range": range_header})
+    assert r.status_code == 200 and r.content == whole.content
+    assert "content-range" not in r.headers and r.headers["x-frame-options"] == "DENY"
+
+
 async def test_graphiql_does_not_open_queries_to_callers_without_a_token(
     graphiql: httpx.AsyncClient,
 ) -> None:

@@ -113,6 +113,22 @@ def test_a_refusal_quotes_at_most_a_few_characters_of_the_body(raw: bytes) -> No
     assert len(caught.value.message) < 80, caught.value.message[:100]
 
 
+async def test_a_long_unknown_key_is_named_in_a_few_characters(human: Caller, project: str) -> None:
+    """A 120 KB unknown key came back whole, twice: in the message and as the
+    field; so did one under a refused value."""
+    key = "k" * 120_000
+    for raw in (f'{{"expected_revision": 1, "{key}": 1}}', f'{{"{key}": {{"a": NaN}}}}'):
+        r = await raw_patch(human, raw.encode())
+        error = r.json()["error"]
+        assert (r.status_code, error["code"]) == (400, "invalid_request")
+        assert error["details"]["field"].startswith("k" * 40 + "...")
+        assert len(r.content) < 400, r.content[:200]
+    key = "k" * 20_000  # (httpx takes URLs up to 64 KB)
+    r = await human.client.get(f"/api/v1/projects/{project}/tasks?{key}=1&{key}=2",
+                               headers=human.headers())  # fmt: skip
+    assert r.status_code == 400 and len(r.content) < 400, r.content[:200]
+
+
 def test_non_finite_number_deep_in_a_document_is_named() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_json(b'{"a": [1, {"b": NaN}]}')

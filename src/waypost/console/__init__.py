@@ -9,13 +9,14 @@ this origin (and its WebSocket), and may not be framed.
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib.resources import files
 from pathlib import Path
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -111,9 +112,17 @@ async def _to_console(request: Request) -> Response:
     return RedirectResponse(CONSOLE_PREFIX, status_code=302)
 
 
+@functools.cache
+def _graphiql_html() -> bytes:
+    return (GRAPHIQL / "index.html").read_bytes()
+
+
 def graphiql_page(request: Request) -> Response:
-    """GET /graphql with --graphiql: GraphiQL from the package's vendored files."""
-    response = FileResponse(GRAPHIQL / "index.html", media_type="text/html; charset=utf-8")
+    """GET /graphql with --graphiql: GraphiQL from the package's vendored files.
+
+    The page's bytes, not a `FileResponse`: that would honour Range, and answer
+    a malformed one in plain text, outside the error envelope."""
+    response = HTMLResponse(_graphiql_html())
     for key, value in security_headers(request.headers.get("host"), fonts=True):
         response.headers[key.decode()] = value.decode()
     return response

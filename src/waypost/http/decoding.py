@@ -73,7 +73,7 @@ def _join(path: str, key: str | int) -> str:
         return f"{path}[{key}]"
     # The path goes back in the error body, which must be UTF-8: a lone
     # surrogate in a key (any refusal can be nested under one) is escaped.
-    key = key.encode("utf-8", "backslashreplace").decode()
+    key = _clip(key.encode("utf-8", "backslashreplace").decode())
     return f"{path}.{key}" if path else key
 
 
@@ -187,7 +187,9 @@ def field_of(error: msgspec.ValidationError) -> tuple[str, str]:
     for pattern in (_UNKNOWN, _MISSING):
         named = pattern.match(message)
         if named:
-            name = named.group("name")
+            # the name is the client's key (an unknown one may be 100 KB long)
+            name = _clip(named.group("name"))
+            message = message[: named.start("name")] + name + message[named.end("name") :]
             path = f"{path}.{name}" if path else name
     return path, message
 
@@ -239,7 +241,7 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     values: dict[str, str] = {}
     for key, value in items:
         if key in values:
-            raise InvalidRequest.field(key, f"duplicate query parameter {key!r}")
+            raise InvalidRequest.field(_clip(key), f"duplicate query parameter {_clip(key)!r}")
         values[key] = value
     if values.get("cursor") == "":
         del values["cursor"]

@@ -152,15 +152,23 @@ export class Live {
         subscriptions.forEach((payload, index) => {
           socket.send(JSON.stringify({ id: `s${index}`, type: "subscribe", payload }));
         });
+      } else if (message.type === "error" || (message.type === "next" && message.payload?.errors)) {
+        // the service refused a subscription (too many streams): the poll,
+        // and a new socket after a while (a refused `next` still shows that
+        // the service has subscriptions; an `error` may mean it has none)
+        this.refusedAt = Date.now();
+        if (message.type === "next") this.socketWorked = true;
+        this.fallBack(socket);
       } else if (message.type === "next") {
         if (this.mode !== "socket") {
           this.setMode("socket");
           this.schedule(MAX_BACKOFF_MS);
         }
         refreshSoon();
-      } else if (message.type === "error" || message.type === "complete") {
-        // the service refused or ended a subscription (too many streams)
-        this.refusedAt = Date.now();
+      } else if (message.type === "complete") {
+        // the service ended a subscription without refusing it (it is
+        // stopping, or the token went): the poll, and a new socket as soon as
+        // a refresh works again
         this.fallBack(socket);
       } else if (message.type === "ping") {
         socket.send(JSON.stringify({ type: "pong" }));
