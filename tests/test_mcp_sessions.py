@@ -3,6 +3,8 @@ ended; and the idempotency keys derived for calls sent without one."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import httpx
 import pytest
@@ -163,6 +165,28 @@ async def test_requests_the_sdk_refuses_take_no_session_place(service: Service) 
         assert (
             await agent.client.post("/mcp", json=INITIALIZE, headers=json_only)
         ).status_code == 406
+    opened = await agent.client.post("/mcp", json=INITIALIZE, headers=both)
+    assert opened.status_code == 200, opened.text
+
+
+async def test_an_initialize_with_bad_params_takes_no_session_place(service: Service) -> None:
+    """The SDK answered it 200 with an error and kept the session it opened
+    until the idle timeout: sixteen bad initializes shut the principal out."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    agent = await service.agent()
+    both = {**agent.headers(session=False), "Accept": "application/json, text/event-stream"}
+    wrong: list[dict[str, Any]] = [
+        {**INITIALIZE, "params": {}},
+        {**INITIALIZE, "params": {**INITIALIZE["params"], "clientInfo": {"version": "1"}}},
+        {key: value for key, value in INITIALIZE.items() if key != "params"},
+    ]
+    for n in range(SESSIONS_PER_PRINCIPAL):
+        r = await agent.client.post("/mcp", json=wrong[n % 3], headers=both)
+        assert r.status_code == 400 and "mcp-session-id" not in r.headers, r.text
+        error = r.json()["error"]
+        assert error["code"] == -32602 and error["message"].startswith("Invalid params: ")
+        assert r.json()["id"] == 1
     opened = await agent.client.post("/mcp", json=INITIALIZE, headers=both)
     assert opened.status_code == 200, opened.text
 

@@ -21,7 +21,15 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ClientRequest,
+    InitializeRequest,
+)
+from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
@@ -116,6 +124,26 @@ async def _refuse_batch(send: Send, message: Any) -> bool:
         "send one JSON-RPC message per request: this server takes no batches",
     )  # fmt: skip
     return True
+
+
+def _bad_initialize(message: Any) -> tuple[str | int | None, str] | None:
+    """(id, what is wrong) of an initialize request whose params MCP refuses.
+
+    The SDK answers it with a 200 and an error, and keeps the session it
+    opened for it until the idle timeout: sixteen such mistakes shut the
+    principal out of new sessions. None for anything else."""
+    if not isinstance(message, dict) or message.get("method") != "initialize":
+        return None
+    try:
+        InitializeRequest.model_validate(message)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])[:100]
+        request_id = message.get("id")
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            request_id = None
+        return request_id, f"Invalid params: {where}: {first['msg'][:100]}"
+    return None
 
 
 def _unknown_method(message: Any, scope: Scope) -> tuple[str | int, str] | None:
@@ -254,6 +282,10 @@ class McpEndpoint:
                     f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
                     " open: close one (DELETE /mcp with its Mcp-Session-Id) or let one idle out",
                 )  # fmt: skip
+                return
+            bad = _bad_initialize(message)
+            if bad is not None:
+                await _json_rpc_error(send, 400, INVALID_PARAMS, bad[1], bad[0])
                 return
             send = _noting_new_session(send, live)
         try:
