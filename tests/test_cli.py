@@ -241,14 +241,19 @@ def test_serve_refuses_settings_it_cannot_run_with(
     assert not Path(db).exists()
 
 
-def test_serve_takes_an_upper_case_https_scheme(db: str, tmp_path: Path) -> None:
-    """URL schemes are case-insensitive; only a clock file that is not there
-    stops this start (and that one before the database is touched)."""
-    env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTPS://x.example/v1/rerank",
-           "WAYPOST_CLOCK_FILE": str(tmp_path / "no-clock")}  # fmt: skip
-    result = run("serve", "--db", db, env=env)
+@pytest.mark.parametrize("url", ["HTTPS://x.example/v1/rerank", "https://type_safe:8443/v1/rerank"])
+def test_serve_takes_an_upper_case_scheme_and_a_container_name(db: str, url: str) -> None:
+    """URL schemes are case-insensitive, and a container's name may hold an
+    underscore (it was refused as no host name). The settings pass: only the
+    busy port, looked at after them, stops this start."""
+    env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": url}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run("serve", "--db", db, "--port", port, env=env)
     assert result.exit_code == 1, result.output
-    assert "Error: clock_unavailable:" in result.output and not Path(db).exists()
+    assert "Error: cannot_listen:" in result.output and not Path(db).exists()
 
 
 def test_serve_refuses_a_busy_port_before_opening_the_database(db: str) -> None:

@@ -43,7 +43,9 @@ def is_https(url: str) -> bool:
     return url[:8].lower() == "https://"
 
 
-_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+# letters, digits and inner hyphens, as DNS has them, and underscores too: a
+# resolver takes them, and Docker and Compose name containers with them
+_LABEL = r"[A-Za-z0-9_]([A-Za-z0-9_-]*[A-Za-z0-9_])?"
 _HOST_NAME = re.compile(rf"{_LABEL}(\.{_LABEL})*\.?\Z")
 
 
