@@ -629,6 +629,34 @@ def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
     assert world.alice.token not in page.evaluate(stored % "sessionStorage")
 
 
+def test_graphiql_state_outlives_a_signed_out_console_but_not_a_sign_out(
+    tab: Tab, world: World
+) -> None:
+    """Opening the console without a token cleared the tab's storage, and with
+    it the GraphiQL history of a token pasted in by hand; and what an older
+    GraphiQL kept in localStorage stayed there for good."""
+    page = tab.page
+    # set from a page of the origin that runs no script (GraphiQL itself
+    # would save its own query over this one)
+    page.goto(tab.origin + "/console/static/console.css")
+    page.evaluate("""() => {
+        sessionStorage.setItem('graphiql:query', '{ me { name } }');
+        localStorage.setItem('graphiql:tabState', 'Bearer wp_old');
+        localStorage.setItem('another:key', 'kept');
+    }""")  # fmt: skip
+    page.goto(tab.origin + "/console")
+    page.get_by_label("API token").wait_for()
+    assert page.evaluate("() => sessionStorage.getItem('graphiql:query')") == "{ me { name } }"
+    page.goto(tab.origin + "/graphql")
+    page.locator(".graphiql-container").wait_for()
+    assert page.evaluate("() => localStorage.getItem('graphiql:tabState')") is None
+    assert page.evaluate("() => localStorage.getItem('another:key')") == "kept"
+    tab.sign_in(world.alice.token)
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API token").wait_for()
+    assert page.evaluate("() => sessionStorage.getItem('graphiql:query')") is None
+
+
 def test_histories_longer_than_a_page_show_every_revision(tab: Tab, world: World) -> None:
     """The record and policy pages asked for the newest 100 revisions and
     stopped there: revision 6 of 105 read as "The first revision."."""

@@ -12,6 +12,11 @@
   try {
     storage = window.sessionStorage;
     token = storage.getItem("waypost.token");
+    // what earlier versions let GraphiQL keep in localStorage (its
+    // "graphiql:" keys: history and tabs, with their headers) goes
+    Object.keys(window.localStorage).forEach(function (key) {
+      if (key.indexOf("graphiql:") === 0) window.localStorage.removeItem(key);
+    });
   } catch (error) {
     token = null;
   }

@@ -109,11 +109,14 @@ function signedIn(principal) {
   document.getElementById("nav").hidden = false;
 }
 
-function signOut(message) {
+// `forget`: the tab's storage goes too (a sign-out, a refused token). A page
+// opened without a token has nothing of the console's to forget, and keeps
+// what GraphiQL holds there for a token pasted in by hand.
+function signOut(message, forget = true) {
   live.stop();
   decisionLive.stop();
   watched = null;
-  forgetToken();
+  if (forget) forgetToken();
   me = null;
   inboxSignature = "";
   document.getElementById("who").hidden = true;
@@ -191,7 +194,7 @@ const reload = { timer: null, delay: 2000 };
 async function route() {
   clearTimeout(reload.timer);
   if (!token()) {
-    signOut(null);
+    signOut(null, false);
     return;
   }
   const r = currentRoute();
