@@ -56,6 +56,21 @@ async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
 
 
+async def test_a_token_named_twice_in_connection_init_closes_the_socket(
+    service: Service, human: Caller
+) -> None:
+    """`Authorization` and `authorization` both: the last one was taken, as
+    if the other had not been sent; over HTTP a header sent twice is refused."""
+    payload = {"Authorization": "Bearer wp_nope", "authorization": f"Bearer {human.token}"}
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
 async def test_project_events_replay_then_follow_in_order(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -3,10 +3,10 @@
 
 The token travels in the `connection_init` payload as
 `{"Authorization": "Bearer wp_..."}` (optionally with `"Waypost-Session"`, as
-the HTTP header would carry it); a missing or bad one closes the socket with
-code 4401 before anything runs. Strawberry itself closes a socket that sends
-`subscribe` before `connection_init` (4401) or a second `connection_init`
-(4429).
+the HTTP header would carry it); a missing or bad one, or one named twice
+in different cases, closes the socket with code 4401 before anything runs.
+Strawberry itself closes a socket that sends `subscribe` before
+`connection_init` (4401) or a second `connection_init` (4429).
 
 Every `subscribe` checks the token again, so a token revoked while its
 socket is open runs nothing more on it (close 4401), and its payload passes
@@ -52,8 +52,15 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
     """(caller, token) from a connection_init payload, or Unauthenticated."""
     if not isinstance(payload, dict):
         raise Unauthenticated("unauthenticated")
-    # header names, as over HTTP, in any case
-    headers = {str(k).lower(): v for k, v in payload.items()}
+    # header names, as over HTTP, in any case; and as over HTTP a header
+    # named twice (`Authorization` and `authorization`) is ambiguous: which
+    # token or session was meant is not guessed
+    headers: dict[str, object] = {}
+    for key, value in payload.items():
+        name = str(key).lower()
+        if name in headers and name in ("authorization", "waypost-session"):
+            raise Unauthenticated(f"{name} is named twice in the connection_init payload")
+        headers[name] = value
     header = headers.get("authorization")
     scheme, _, token = header.partition(" ") if isinstance(header, str) else ("", "", "")
     token = token.strip()
