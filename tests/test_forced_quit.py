@@ -49,3 +49,24 @@ def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
     assert answers == [503]  # the queued write was answered, not dropped
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []
     assert any("Application shutdown complete" in x for x in lines)
+
+
+def test_a_second_signal_during_the_lifespan_shutdown_runs_it_once(tmp_path: Path) -> None:
+    """uvicorn had begun the lifespan's shutdown itself when the second
+    SIGINT came; `serve` then ran it a second time ("Waiting for application
+    shutdown." twice)."""
+    with serve(tmp_path) as served:
+        served.process.send_signal(signal.SIGINT)
+        lines: list[str] = []
+        deadline = time.monotonic() + 20
+        while not any("Waiting for application shutdown" in x for x in lines):
+            assert time.monotonic() < deadline, lines
+            lines.append(served.lines.get(timeout=20))
+        # the MCP endpoint's half-second grace keeps the shutdown going meanwhile
+        served.process.send_signal(signal.SIGINT)
+        assert served.process.wait(timeout=30) == 0
+        time.sleep(0.2)
+        while not served.lines.empty():
+            lines.append(served.lines.get_nowait())
+    assert sum("Waiting for application shutdown" in x for x in lines) == 1, lines
+    assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []

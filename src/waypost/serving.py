@@ -16,11 +16,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import uvicorn
+from uvicorn.lifespan.on import LifespanOn
 
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
+LIFESPAN_SHUTDOWN_SECONDS = 5
 
 
 class _Server(uvicorn.Server):
@@ -34,6 +36,23 @@ class _Server(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+async def _finish_lifespan(server: _Server) -> None:
+    """The lifespan's shutdown, when a forced quit made uvicorn skip it: the
+    lifespan task was then cancelled at exit and logged a traceback as an
+    ERROR, for no fault. Not again when uvicorn had already begun it (the
+    second signal came during it), and never holding the exit for long."""
+    lifespan = server.lifespan
+    if not (server.force_exit and server.started) or not isinstance(lifespan, LifespanOn):
+        return
+    if lifespan.shutdown_event.is_set():
+        return
+    try:
+        await asyncio.wait_for(lifespan.shutdown(), LIFESPAN_SHUTDOWN_SECONDS)
+    except TimeoutError:
+        log.warning("the application's shutdown took over %d s; exiting without it",
+                    LIFESPAN_SHUTDOWN_SECONDS)  # fmt: skip
 
 
 def _config(app: Any, host: str, port: int, http: str) -> uvicorn.Config:
@@ -159,11 +178,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
                 server.should_exit = True
             await asyncio.gather(*tasks, return_exceptions=True)
             for server in servers:
-                if server.force_exit and server.started:
-                    # a forced quit skips uvicorn's lifespan shutdown: the
-                    # lifespan task was then cancelled at exit and logged
-                    # a traceback as an ERROR, for no fault
-                    await asyncio.wait_for(server.lifespan.shutdown(), 5)
+                await _finish_lifespan(server)
             for task in done:
                 task.result()  # a startup failure exits non-zero
         finally:
