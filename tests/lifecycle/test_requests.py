@@ -326,6 +326,23 @@ async def test_duplicate_packet_ids_are_400(author: Member) -> None:
     refused(await author.register(m, [document(b"one"), document(b"two")]), 400, "duplicate_id")
 
 
+async def test_two_packet_entries_may_cite_one_document(author: Member) -> None:
+    """Ids must be unique, digests need not be: one source cited by two
+    entries was refused as `duplicate_id` though no id repeated."""
+    from tests.lifecycle.support import document, packet_entry
+
+    m = memo(packet=[packet_entry("p1", b"one"), packet_entry("p2", b"one")])
+    r = await author.register(m, [document(b"one")])
+    assert r.status_code == 200, r.text
+    got = await author.get(f"/v1/decisions/{m['id']}")
+    assert [e["id"] for e in got.json()["packet"]] == ["p1", "p2"]
+    # as two media types, the same bytes are refused
+    m = memo("adr.two-types", packet=[packet_entry("p1", b"two"),
+                                      packet_entry("p2", b"two", "text/plain")])  # fmt: skip
+    r = await author.register(m, [document(b"two")])
+    refused(r, 400, "invalid_request")
+
+
 @pytest.mark.parametrize("bad", ["has space", "x" * 257, "a/b", "é", ""])
 async def test_memo_id_syntax_in_the_body(author: Member, bad: str) -> None:
     refused(await author.register(memo(bad)), 400, "invalid_request")

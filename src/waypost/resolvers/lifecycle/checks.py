@@ -90,9 +90,16 @@ def check_memo(memo: Memo, builtins: Any) -> None:
     _unique([o.id for o in memo.options], "memo.options")
     _unique([p.id for p in memo.packet], "memo.packet")
     _unique([h.id for h in memo.highlights], "memo.highlights")
-    # one digest, one document: two entries naming it could not both hold
-    # their own media type for the same bytes
-    _unique([p.digest for p in memo.packet], "memo.packet.digest")
+    # one digest, one document: two entries may cite the same bytes (the
+    # model asks only their ids to differ), but not as two media types
+    media_types: dict[str, str] = {}
+    for i, entry in enumerate(memo.packet):
+        if media_types.setdefault(entry.digest, entry.media_type) != entry.media_type:
+            raise refuse(
+                "invalid_request",
+                "entries citing one digest name one media type",
+                f"memo.packet[{i}].media_type",
+            )
     if memo.recommendation is not None and memo.recommendation.option_id not in {
         o.id for o in memo.options
     }:
