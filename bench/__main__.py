@@ -161,6 +161,11 @@ def main() -> None:
     )
     parser.add_argument("--store-n", type=int, default=300, help="sequential samples (300)")
     parser.add_argument(
+        "--fsync-delay-us", type=int, default=0,
+        help="store suite: make each server's fsync this much slower, as on a slower disk"
+        " (needs a C compiler; bench/disk.py)",
+    )  # fmt: skip
+    parser.add_argument(
         "--before-src", type=Path, default=None,
         help="another checkout to measure beside this one in the store suite",
     )  # fmt: skip
@@ -197,8 +202,9 @@ def main() -> None:
         if args.suite in ("all", "store"):
             print("\n== store (bench/store.py)")
             store.run_suite(
-                directory, args.store_rounds, args.store_seconds, args.store_n, args.before_src
-            )
+                directory, args.store_rounds, args.store_seconds, args.store_n, args.before_src,
+                args.fsync_delay_us,
+            )  # fmt: skip
         if args.suite == "graphql":
             print(f"\n== GraphQL dashboard vs REST (n<={args.workflow_n} per row)")
             asyncio.run(graphql_bench.run_suite(directory, args.workflow_n, args.budget))

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import httpx
 
+from bench import disk
+
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = 16
 BODY = {
@@ -152,11 +154,11 @@ def wait_ready(proc: Process, path: str = "/healthz", timeout: float = 60) -> No
 
 @contextmanager
 def servers(
-    directory: Path, variants: list[tuple[str, str]], before: Path | None
+    directory: Path, variants: list[tuple[str, str]], before: Path | None, disk: dict[str, str]
 ) -> Iterator[list[Target]]:
     procs: list[Process] = []
     targets: list[Target] = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **disk}
     env.pop("WAYPOST_CLOCK_FILE", None)
     try:
         for loop, http in variants:
@@ -287,7 +289,22 @@ async def measure(targets: list[Target], rounds: int, seconds: float, n: int) ->
 
 
 def run_suite(
-    directory: Path, rounds: int, seconds: float, n: int, before: Path | None = None
+    directory: Path,
+    rounds: int,
+    seconds: float,
+    n: int,
+    before: Path | None = None,
+    fsync_delay_us: int = 0,
 ) -> None:
-    with servers(directory, variants(), before) as targets:
+    # what a commit per request costs on this disk decides how much group
+    # commit can win back: said first, so the ratios below can be read
+    plain = {**os.environ}
+    print(f"one INSERT + COMMIT (WAL, synchronous=FULL) on this disk: p50"
+          f" {disk.commit_ms(directory, plain):.2f}ms")  # fmt: skip
+    slower: dict[str, str] = {}
+    if fsync_delay_us:
+        slower = disk.slow_fsync_env(directory, fsync_delay_us)
+        print(f"every server's fsync made {fsync_delay_us}us slower (bench/slow_fsync.c):"
+              f" p50 {disk.commit_ms(directory, {**plain, **slower}):.2f}ms")  # fmt: skip
+    with servers(directory, variants(), before, slower) as targets:
         asyncio.run(measure(targets, rounds, seconds, n))
