@@ -54,10 +54,29 @@ async def test_a_request_while_the_clock_file_is_unreadable_is_503_not_500(
                 lambda c: principals.create_principal(c, "human", "h", "2026-11-29T18:00:00.000Z")
             )
             path.write_text("not a time")
-            r = await client.get("/api/v1/me", headers={"Authorization": f"Bearer {made['token']}"})
+            headers = {"Authorization": f"Bearer {made['token']}"}
+            r = await client.get("/api/v1/me", headers=headers)
+            graphql = await client.post("/graphql", json={"query": "{ me { name } }"},
+                                        headers=headers)  # fmt: skip
     assert r.status_code == 503, r.text
     assert r.headers["retry-after"] == "1"
     assert r.json()["error"]["code"] == "unavailable"
+    # over GraphQL, refused while authenticating: `retryAfter` too, as later refusals have
+    assert graphql.status_code == 503 and graphql.headers["retry-after"] == "1"
+    assert graphql.json()["errors"][0]["extensions"] == {"code": "unavailable", "retryAfter": 1}
+
+
+@pytest.mark.parametrize("content", ["9999-12-31T23:59:00.000Z", "0001-01-01T00:00:00.000Z"])
+def test_a_file_clock_near_the_ends_of_the_calendar_is_unavailable(
+    tmp_path: Path, content: str
+) -> None:
+    """The service adds days to now (a lease, the digest's week): at these
+    instants a claim, a session or the digest answered 500 (OverflowError)."""
+    path = tmp_path / "clock"
+    path.write_text(content)
+    with pytest.raises(Unavailable) as refused:
+        FileClock(path).now()
+    assert "0002 to 9998" in refused.value.message
 
 
 def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
@@ -74,6 +93,9 @@ def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
         "20261129T180000Z",  # basic format
         "0001-01-01T00:00:00+01:00",  # before year 1 in UTC
         "9999-12-31T23:59:59-01:00",  # after year 9999 in UTC
+        "2026-12-01T00:00:00+05:60",  # minutes of an offset past 59 (read as +06:00)
+        "2026-12-01T00:00:00-00:99",  # (read as -01:39)
+        "2026-12-01T00:00:00+25:00",
     ],
 )
 def test_parse_time_accepts_only_rfc3339_that_fits_in_utc(text: str) -> None:

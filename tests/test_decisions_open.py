@@ -388,7 +388,13 @@ async def test_the_database_lets_a_decision_move_to_its_next_generation(
 
 @pytest.mark.parametrize(
     "expires_at",
-    ["2027-01-01T00:00:00.000+99:99", "2027-01-01T00:00:00+24:00", "2027-13-01T00:00:00Z"],
+    [
+        "2027-01-01T00:00:00.000+99:99",
+        "2027-01-01T00:00:00+24:00",
+        "2027-13-01T00:00:00Z",
+        "2027-01-01T00:00:00+05:60",
+        "2027-01-01T00:00:00-00:99",
+    ],  # (read as +06:00, -01:39)
 )
 async def test_an_out_of_range_time_field_is_400_in_the_services_words(
     human: Caller, project: str, expires_at: str

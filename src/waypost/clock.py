@@ -31,18 +31,30 @@ class FileClock:
 
     def now(self) -> datetime:
         try:
-            return parse_time(self.path.read_text().strip())
+            moment = parse_time(self.path.read_text().strip())
         except (OSError, ValueError) as exc:
             # a missing or half-written file is a passing condition of the
             # simulation, not a fault of the request: retry shortly
             raise Unavailable("the clock file holds no valid instant", retry_after=1) from exc
+        if not CLOCK_EARLIEST <= moment <= CLOCK_LATEST:
+            # the service adds and subtracts days from now (leases, the digest's
+            # week, receipts' two days): near year 1 or 9999 that overflowed
+            raise Unavailable(
+                "the clock file's instant is outside the years 0002 to 9998", retry_after=1
+            )
+        return moment
 
 
 # RFC 3339 date-time: `T` between date and time, and an explicit offset. Python's
 # own parser also takes week dates, a space or a missing offset; those are refused.
 _RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
+    r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-](?P<oh>\d{2}):(?P<om>\d{2}))",
+    re.ASCII,
 )
+# The instants a file clock may hold: a year of room on each side of what
+# datetime can represent, for the durations the service computes from now.
+CLOCK_EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
+CLOCK_LATEST = datetime(9998, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
 
 
 def format_time(moment: datetime) -> str:
@@ -58,8 +70,13 @@ def format_time(moment: datetime) -> str:
 def parse_time(text: str) -> datetime:
     """Parse an RFC 3339 instant with an explicit offset; raises ValueError otherwise
     (also for instants that do not fit in UTC, near year 1 or 9999)."""
-    if not _RFC3339.fullmatch(text):
+    matched = _RFC3339.fullmatch(text)
+    if not matched:
         raise ValueError("expected an RFC 3339 time with an offset")
+    # the offset's hours 00-23 and minutes 00-59: Python's parser read
+    # `+05:60` as six hours and `-00:99` as 1 h 39 min
+    if matched["oh"] is not None and (int(matched["oh"]) > 23 or int(matched["om"]) > 59):
+        raise ValueError("a date, time or offset field is out of range")
     try:
         return datetime.fromisoformat(text.upper()).astimezone(UTC)
     except OverflowError as exc:

@@ -132,11 +132,11 @@ class BearerAuthentication:
         if isinstance(error, Unavailable):
             extra.append((b"retry-after", str(error.retry_after).encode()))
         if graphql:
-            body: Any = {
-                "errors": [
-                    {"message": error.message, "extensions": {"code": error.code, **error.details}}
-                ]
-            }
+            extensions: dict[str, Any] = {"code": error.code, **error.details}
+            if isinstance(error, Unavailable):
+                # as a GraphQL 503 raised later carries it (docs/graphql.md)
+                extensions["retryAfter"] = error.retry_after
+            body: Any = {"errors": [{"message": error.message, "extensions": extensions}]}
         else:
             body = error.to_json()
         await send_json(send, error.status, body, extra)
