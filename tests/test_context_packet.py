@@ -257,6 +257,37 @@ async def test_search_past_the_time_limit_answers_honestly(
     assert len((await context(human, "zebra", limit=100, budget=131072))["items"]) == 62
 
 
+async def test_a_list_filter_past_the_time_limit_is_refused_naming_q(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The lists' `q` filter ran with no time limit: a filter of many common
+    words read every match of every project for seconds, on a search reader
+    that context packets then waited for (27 s in the audit)."""
+    for n in range(30):
+        await task(human, f"zebra task {n}", description="zebra " * 40)
+        await knowledge(human, f"zebra record {n}", body="zebra " * 40)
+    lists = [f"/api/v1/projects/{project}/tasks", f"/api/v1/projects/{project}/knowledge"]
+    for path in lists:
+        assert len((await human.get(path, q="zebra", limit=100)).json()["items"]) == 30
+    settings = service.rt.settings
+    assert settings is not None
+    service.rt.settings = dataclasses.replace(settings, search_time_limit_ms=0)
+    try:
+        for path in lists:
+            r = await human.get(path, q="zebra", limit=100)
+            assert r.status_code == 400, r.text
+            error = r.json()["error"]
+            assert (error["code"], error["details"]["field"]) == ("invalid_request", "q")
+            assert "time limit" in error["message"]
+        query = f'{{ project(id: "{project}") {{ tasks(q: "zebra") {{ totalCount }} }} }}'
+        answer = await human.gql(query)
+        assert answer["errors"][0]["extensions"]["code"] == "invalid_request", answer
+        # without q, nothing to bound
+        assert (await human.get(lists[0], limit=100)).status_code == 200
+    finally:
+        service.rt.settings = settings
+
+
 @pytest.mark.parametrize(
     ("params", "field"),
     [

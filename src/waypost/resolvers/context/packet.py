@@ -22,6 +22,7 @@ from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_te
 from waypost.resolvers.context.ranking_store import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
 from waypost.resolvers.context.search import time_limit as search_time_limit
+from waypost.resolvers.context.search import time_limit_ms as search_time_limit_ms
 from waypost.resolvers.context.store import knowledge_objects, task_rows, tasks_project
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
@@ -135,7 +136,7 @@ async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, 
     """The context packet of section 8 for `query`."""
     match = escape_fts(search_terms(query.q))
     now = rt.now()
-    limit_ms = rt.settings.search_time_limit_ms if rt.settings else 1000
+    limit_ms = search_time_limit_ms(rt)
     snap = await rt.db.search(lambda c: read_sync(c, project_id, query, match, now, limit_ms))
     if snap.timed_out:
         log.info("context search ended by its time limit of %s ms", limit_ms)

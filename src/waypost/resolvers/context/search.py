@@ -16,9 +16,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from waypost.errors import InvalidRequest
+
+if TYPE_CHECKING:
+    from waypost.runtime import Runtime
+
+T = TypeVar("T")
 
 # How many SQLite virtual-machine steps run between two looks at the clock.
 # Datasette uses the same figure: often enough to stop within a millisecond or
@@ -83,6 +91,32 @@ SCOPE_SQL = " AND ".join(
     f" (SELECT 1 FROM json_each(k.{column}) WHERE value = :{param})))"
     for column, param in _DIMENSIONS
 )
+
+
+def time_limit_ms(rt: Runtime) -> int:
+    """`serve --search-time-limit-ms` (1,000 ms by default)."""
+    return rt.settings.search_time_limit_ms if rt.settings else 1000
+
+
+async def filtered_read(rt: Runtime, read: Callable[[sqlite3.Connection], T]) -> T:
+    """A list read with a `q` filter: on a search reader, under the search
+    time limit. Past it the list is refused (a page cut short would look
+    complete): `400 invalid_request` naming `q`. Without the limit one filter
+    of many common words read every match of every project for seconds,
+    holding a search reader that context packets wait for."""
+    limit_ms = time_limit_ms(rt)
+
+    def bounded(conn: sqlite3.Connection) -> T:
+        try:
+            with time_limit(conn, limit_ms):
+                return read(conn)
+        except SearchTimedOut:
+            raise InvalidRequest.field(
+                "q", f"the q filter ran past the search time limit ({limit_ms} ms):"
+                " use fewer or more specific terms",
+            ) from None  # fmt: skip
+
+    return await rt.db.search(bounded)
 
 
 def matching_rowids(table: str, param: str = "?") -> str:

@@ -21,7 +21,7 @@ from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.http.decoding import convert
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts
+from waypost.resolvers.context.search import escape_fts, filtered_read
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -240,15 +240,20 @@ def _match(q: KnowledgeListQuery) -> str | None:
 async def list_knowledge(
     rt: Runtime, project_id: str, q: KnowledgeListQuery, backward: bool = False
 ) -> Page[dict[str, Any]]:
-    read = rt.db.read if q.q is None else rt.db.search
-    return await read(lambda conn: list_sync(conn, project_id, q, backward))
+    def read(conn: sqlite3.Connection) -> Page[dict[str, Any]]:
+        return list_sync(conn, project_id, q, backward)
+
+    return await (rt.db.read(read) if q.q is None else filtered_read(rt, read))
 
 
 async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
     """How many records the list with these filters holds (GraphQL `totalCount`)."""
     match = _match(q)
-    read = rt.db.read if match is None else rt.db.search
-    return await read(lambda conn: count_rows(conn, project_id, q, match))
+
+    def read(conn: sqlite3.Connection) -> int:
+        return count_rows(conn, project_id, q, match)
+
+    return await (rt.db.read(read) if match is None else filtered_read(rt, read))
 
 
 def insert_submission_lessons(

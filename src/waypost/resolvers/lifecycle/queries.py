@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import NotFound, Unavailable
-from waypost.resolvers.context.search import SearchTimedOut, time_limit
+from waypost.resolvers.context.search import SearchTimedOut, time_limit, time_limit_ms
 from waypost.resolvers.lifecycle import authz, store
 from waypost.resolvers.lifecycle.authz import Action, Caller
 from waypost.resolvers.lifecycle.cursors import CursorSigner, invalid
@@ -135,7 +135,7 @@ async def search(
             next_cursor = signer.sign(binding, [last["updated_at"], last["id"]], now)
         return {"items": items, "next_cursor": next_cursor}
 
-    limit_ms = rt.settings.search_time_limit_ms if rt.settings else 1000
+    limit_ms = time_limit_ms(rt)
     return await rt.db.search(read)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts
+from waypost.resolvers.context.search import escape_fts, filtered_read
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.operations import require_task, tasks_by_ids
@@ -124,9 +124,9 @@ async def list_tasks(
     backward: bool = False,
 ) -> Page[dict[str, Any]]:
     now = rt.now()
-    read = rt.db.read if q is None else rt.db.search
-    return await read(
-        lambda conn: list_tasks_sync(
+
+    def read(conn: sqlite3.Connection) -> Page[dict[str, Any]]:
+        return list_tasks_sync(
             conn,
             project_id,
             now,
@@ -137,7 +137,8 @@ async def list_tasks(
             q=q,
             backward=backward,
         )
-    )
+
+    return await (rt.db.read(read) if q is None else filtered_read(rt, read))
 
 
 async def count_tasks(
@@ -149,10 +150,11 @@ async def count_tasks(
     q: str | None = None,
 ) -> int:
     now = rt.now()
-    read = rt.db.read if q is None else rt.db.search
-    return await read(
-        lambda conn: count_tasks_sync(conn, project_id, now, status=status, ready=ready, q=q)
-    )
+
+    def read(conn: sqlite3.Connection) -> int:
+        return count_tasks_sync(conn, project_id, now, status=status, ready=ready, q=q)
+
+    return await (rt.db.read(read) if q is None else filtered_read(rt, read))
 
 
 @dataclass(frozen=True)

@@ -178,9 +178,13 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
 def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.tasks`: the resolver's window check and `task_reads.list_tasks_sync`
     (what `task_reads.list_tasks` runs), its count only when selected."""
+    ready, q = a.get("ready"), a.get("q")
+    if q is not None:
+        # a text filter runs on a search reader under the search time limit
+        # (`task_reads.list_tasks`), not on this request's plain reader
+        raise Fallback
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     status = a["status"].value if a.get("status") is not None else None
-    ready, q = a.get("ready"), a.get("q")
 
     def counter(project_id: str) -> Callable[[Reads], int]:
         return lambda r: task_reads.count_tasks_sync(
