@@ -127,6 +127,27 @@ async def test_review_request_option_rules(registered: Member, options: dict[str
     assert r.json()["error"] in {"invalid_request", "approval_not_accepted"}
 
 
+async def test_a_version_takes_a_bounded_number_of_review_requests(
+    registered: Member, reviewer: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request of a version comes back in one answer (the contract has
+    no pages), each with the packet: 10,000 requests made one answer of
+    495 MB. The bound is where they are made."""
+    from waypost.resolvers.lifecycle import reviews
+
+    monkeypatch.setattr(reviews, "MAX_REVIEW_REQUESTS_PER_VERSION", 3)
+    for _ in range(3):
+        await request_review(registered, reviewer.id)
+    r = await registered.post(f"{M}/review-requests", request_body(reviewer.id))
+    refused(r, 409, "review_request_limit")
+    listed = (await registered.get(f"{M}/review-requests", version=1)).json()["items"]
+    assert len(listed) == 3
+    # a new version starts again
+    await registered.revise(memo(version=2, packet=[]), expected=1)
+    r = await registered.post(f"{M}/review-requests", request_body(reviewer.id, version=2))
+    assert r.status_code == 200, r.text
+
+
 async def request_review(author: Member, *reviewers: str) -> str:
     r = await author.post(f"{M}/review-requests", request_body(*reviewers))
     assert r.status_code == 200, r.text

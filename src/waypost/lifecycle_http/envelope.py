@@ -53,6 +53,7 @@ SPECIFIC = {
         "media_type_conflict",
         "idempotency_key_reused",
         "idempotency_in_flight",
+        "review_request_limit",
     },
 }
 CODES = frozenset(GENERAL.values()) | SPECIFIC[400] | SPECIFIC[409] | {"internal"}

@@ -26,6 +26,11 @@ from waypost.resolvers.lifecycle.model import OutcomeBody, ReviewRequestBody
 from waypost.runtime import Actor, Runtime
 
 REVIEWER_ROLES = ("reviewer", "author")
+# **Choice** (docs/lifecycle.md): the contract lists every request of a version
+# in one answer, so the requests of a version are bounded where they are made;
+# each receipt carries the packet, up to about 50 KB (10,000 requests made one
+# answer of 495 MB).
+MAX_REVIEW_REQUESTS_PER_VERSION = 100
 
 
 def new_request_id() -> str:
@@ -54,6 +59,12 @@ async def request_review(
         if body.version != tx.current:
             raise StateConflict(
                 "review requests name the current version", {"reason": "version_conflict"}
+            )
+        made = store.review_request_count(tx.conn, tenant, memo_id, body.version)
+        if made >= MAX_REVIEW_REQUESTS_PER_VERSION:
+            raise StateConflict(
+                f"a version takes at most {MAX_REVIEW_REQUESTS_PER_VERSION} review requests",
+                {"reason": "review_request_limit"},
             )
         memo = memo_at(tx.conn, tenant, memo_id, body.version)
         allowed = store.tenant_members(tx.conn, tenant, REVIEWER_ROLES)

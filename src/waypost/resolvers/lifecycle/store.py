@@ -317,6 +317,15 @@ def review_request(conn: sqlite3.Connection, request_id: str) -> Row | None:
     return row
 
 
+def review_request_count(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> int:
+    found: int = conn.execute(
+        "SELECT count(*) FROM lifecycle_review_requests WHERE tenant = ? AND memo_id = ?"
+        " AND version = ?",
+        (tenant, memo_id, version),
+    ).fetchone()[0]
+    return found
+
+
 def review_requests(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> list[Row]:
     return conn.execute(
         "SELECT * FROM lifecycle_review_requests WHERE tenant = ? AND memo_id = ?"
