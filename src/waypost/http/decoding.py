@@ -20,9 +20,13 @@ from waypost.errors import InvalidRequest
 
 T = TypeVar("T")
 _PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
-_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>[^`]*)`")
+# the name up to the message's last backtick: a key may hold backticks itself
+_UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>.*)`\Z", re.DOTALL)
 _END_OF_TEXT = re.compile(r"\(\?!\[\\+s\\+S\]\)")
-_MISSING = re.compile(r"^Object missing required field `(?P<name>[^`]*)`")
+_MISSING = re.compile(r"^Object missing required field `(?P<name>.*)`\Z", re.DOTALL)
+# a refusal's message at most: msgspec quotes the value it refused whole
+# ("Invalid enum value '...'"), which may be 100 KB of the client's text
+MESSAGE_MOST = 200
 
 
 # SQLite stores 64-bit integers; a larger JSON integer could never be stored
@@ -201,7 +205,7 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
     except msgspec.ValidationError as exc:
         path, message = field_of(exc)
         # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
-        message = _END_OF_TEXT.sub("$", message)
+        message = _clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
         raise InvalidRequest(message, {"field": path}) from exc
 
 
