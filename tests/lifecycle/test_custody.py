@@ -30,6 +30,19 @@ async def test_documents_are_stored_and_served_with_their_media_type(author: Mem
     assert r.headers["x-content-type-options"] == "nosniff"
 
 
+async def test_an_html_document_is_served_as_a_sandboxed_download(author: Member) -> None:
+    """Served as its media type and nothing more, an author's text/html
+    document ran its scripts on the listener's origin in a browser."""
+    page = b"<script>alert(1)</script>"
+    m = memo(packet=[packet_entry("p0", page, "text/html")])
+    assert (await author.register(m, [document(page, "text/html")])).status_code == 200
+    r = await author.get(f"{M}/documents/{digest(page)}")
+    assert r.status_code == 200 and r.content == page
+    assert r.headers["content-type"] == "text/html"
+    assert r.headers["content-disposition"] == "attachment"
+    assert r.headers["content-security-policy"] == "sandbox; default-src 'none'"
+
+
 async def test_a_digest_that_does_not_match_the_bytes_is_400(author: Member) -> None:
     m, _ = with_docs(memo(), b"real")
     forged = {**document(b"other"), "digest": digest(b"real")}

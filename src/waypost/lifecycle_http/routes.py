@@ -131,8 +131,15 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         checks.check_digest(digest, "digest")
         doc = await queries.get_document(rt, _caller(request), memo_id, digest, q.version)
         # the stored media type exactly: Starlette's media_type would add a
-        # charset to text/* that the bytes may not have
-        headers = {"Cache-Control": "no-store", "Content-Type": doc.media_type}
+        # charset to text/* that the bytes may not have. An author's bytes
+        # are never a live page of this origin: a text/html document opened
+        # in a browser ran its scripts here; now it is a download, sandboxed
+        headers = {
+            "Cache-Control": "no-store",
+            "Content-Type": doc.media_type,
+            "Content-Disposition": "attachment",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+        }
         return Response(doc.content, 200, headers=headers)
 
     decision = "/v1/decisions/{id}"
