@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from bench import context, fanout, store, workflow
+from bench import context, disk, fanout, store, workflow
 from bench import graphql as graphql_bench
 from bench.timing import Result, measure, report
 from waypost.app import create_app
@@ -108,27 +108,9 @@ async def service_round_trips(directory: Path, n: int) -> list[Result]:
             ]
 
 
-def commit_cost(directory: Path, synchronous: str, n: int) -> Result:
-    """One small INSERT per committed transaction on a raw WAL connection."""
-    path = directory / f"raw-{synchronous.lower()}.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
-    conn.execute("CREATE TABLE t (x INTEGER)")
-    samples = []
-    for i in range(n):
-        start = time.perf_counter()
-        conn.execute("BEGIN IMMEDIATE")
-        conn.execute("INSERT INTO t VALUES (?)", (i,))
-        conn.execute("COMMIT")
-        samples.append(time.perf_counter() - start)
-    conn.close()
-    return Result(f"raw SQLite commit, WAL synchronous={synchronous}", samples)
-
-
 def mutation_suite(directory: Path, n: int) -> None:
     results = asyncio.run(service_round_trips(directory, n))
-    raw = [commit_cost(directory, mode, n) for mode in ("FULL", "NORMAL")]
+    raw = [disk.commit_cost(directory, mode, n) for mode in ("FULL", "NORMAL")]
     get = next(r for r in results if r.name == "GET policy")
     print()
     report([*results, *raw], get)

@@ -12,40 +12,45 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-SHIM = Path(__file__).resolve().parent / "slow_fsync.c"
+from bench.timing import Result
 
-_PROBE = """
-import sqlite3, sys, time
-conn = sqlite3.connect(sys.argv[1], isolation_level=None)
-conn.execute("PRAGMA journal_mode=WAL")
-conn.execute("PRAGMA synchronous=FULL")
-conn.execute("CREATE TABLE IF NOT EXISTS probe (n INTEGER)")
-costs = []
-for n in range(200):
-    started = time.perf_counter()
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("INSERT INTO probe VALUES (?)", (n,))
-    conn.execute("COMMIT")
-    costs.append(time.perf_counter() - started)
-costs.sort()
-print(costs[len(costs) // 2] * 1000)
-"""
+ROOT = Path(__file__).resolve().parent.parent
+SHIM = ROOT / "bench" / "slow_fsync.c"
+
+
+def commit_cost(directory: Path, synchronous: str, n: int) -> Result:
+    """One small INSERT per committed transaction on a raw WAL connection."""
+    path = directory / f"raw-{synchronous.lower()}.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+    samples = []
+    for i in range(n):
+        start = time.perf_counter()
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("INSERT INTO t VALUES (?)", (i,))
+        conn.execute("COMMIT")
+        samples.append(time.perf_counter() - start)
+    conn.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return Result(f"raw SQLite commit, WAL synchronous={synchronous}", samples)
 
 
 def commit_ms(directory: Path, env: dict[str, str]) -> float:
-    """The p50 of one INSERT and COMMIT (WAL, synchronous=FULL) in `directory`,
-    in a process started with `env` (so a preloaded shim counts)."""
-    db = directory / "commit-probe.db"
+    """The p50 of `commit_cost` with synchronous=FULL in `directory`, in a
+    process started with `env` (so that a preloaded shim counts)."""
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE, str(db)], env=env, check=True, capture_output=True,
-        text=True,
+        [sys.executable, "-m", "bench.disk", str(directory)], cwd=ROOT, env=env, check=True,
+        capture_output=True, text=True,
     )  # fmt: skip
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
     return float(out.stdout)
 
 
@@ -60,3 +65,8 @@ def slow_fsync_env(directory: Path, delay_us: int) -> dict[str, str]:
     )
     preload = " ".join(p for p in (os.environ.get("LD_PRELOAD"), str(library)) if p)
     return {"LD_PRELOAD": preload, "WAYPOST_FSYNC_DELAY_US": str(delay_us)}
+
+
+if __name__ == "__main__":
+    # `python -m bench.disk DIR`: the p50 of one durable commit in DIR, in ms
+    print(commit_cost(Path(sys.argv[1]), "FULL", 200).median * 1000)

@@ -43,17 +43,23 @@ async def _next(client: GraphQLWS, op: str) -> dict[str, Any]:
     return payload["data"]
 
 
-@pytest.mark.parametrize("payload", [{}, {"Authorization": "Bearer wp_nope"}, {"Authorization": 7}])
-async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
-    service: Service, project: str, payload: dict[str, Any]
-) -> None:
+async def close_code_after_init(service: Service, payload: Any) -> int:
+    """The code the service closes a socket with after this connection_init."""
     async with running(service) as base:
         url = base.replace("http://", "ws://") + "/graphql"
         async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
             await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
             with pytest.raises(ConnectionClosed) as closed:
                 await ws.recv()
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert closed.value.rcvd is not None
+    return closed.value.rcvd.code
+
+
+@pytest.mark.parametrize("payload", [{}, {"Authorization": "Bearer wp_nope"}, {"Authorization": 7}])
+async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
+    service: Service, project: str, payload: dict[str, Any]
+) -> None:
+    assert await close_code_after_init(service, payload) == 4401
 
 
 async def test_a_token_named_twice_in_connection_init_closes_the_socket(
@@ -62,13 +68,7 @@ async def test_a_token_named_twice_in_connection_init_closes_the_socket(
     """`Authorization` and `authorization` both: the last one was taken, as
     if the other had not been sent; over HTTP a header sent twice is refused."""
     payload = {"Authorization": "Bearer wp_nope", "authorization": f"Bearer {human.token}"}
-    async with running(service) as base:
-        url = base.replace("http://", "ws://") + "/graphql"
-        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
-            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
-            with pytest.raises(ConnectionClosed) as closed:
-                await ws.recv()
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert await close_code_after_init(service, payload) == 4401
 
 
 async def test_project_events_replay_then_follow_in_order(
@@ -427,13 +427,7 @@ async def test_connection_init_reads_the_session_header_in_any_case_and_form(
     payload = {"authorization": f"Bearer {agent.token}", key: agent.session_id}
     if named != "ended":
         payload[key] = named
-    async with running(service) as base:
-        url = base.replace("http://", "ws://") + "/graphql"
-        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
-            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
-            with pytest.raises(ConnectionClosed) as closed:
-                await ws.recv()
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+    assert await close_code_after_init(service, payload) == 4401
 
 
 async def test_connection_init_with_a_live_session_in_lowercase_is_acknowledged(
