@@ -524,6 +524,18 @@ async def test_graphiql_does_not_open_queries_to_callers_without_a_token(
     assert r.status_code == 401
 
 
+async def test_a_refused_variable_is_not_echoed_whole(human: Caller, project: str) -> None:
+    """graphql-core quotes the value it refuses: a 60,000-character enum
+    variable came back whole in the error's message."""
+    value = "k" * 60_000
+    query = 'query($s: TaskStatus) { project(id: "demo") { tasks(status: $s) { totalCount } } }'
+    r = await post(human, {"query": query, "variables": {"s": value}})
+    error = r.json()["errors"][0]
+    assert error["extensions"]["code"] == "invalid_request"
+    assert len(error["message"]) <= 203 and error["message"].endswith("...")
+    assert len(r.content) < 1000
+
+
 async def test_unexpected_fault_is_masked(
     human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -362,8 +362,10 @@ def test_any_selection_answers_as_graphql_core_does(
             query, variables = document
             result = loop.run_until_complete(both(human, query, variables))
             assert result.fast == result.slow, query
-            # without an error and without backward generations, the fast path answered
-            if b'"errors"' not in result.fast and "last:" not in query:
+            # without an error, backward generations or a text filter (`q` runs on
+            # the search readers under the time limit, through graphql-core), the
+            # fast path answered
+            if b'"errors"' not in result.fast and "last:" not in query and "q:" not in query:
                 assert result.answered, query
             answered.append(result.answered)
 

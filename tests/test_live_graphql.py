@@ -259,6 +259,21 @@ async def test_unknown_records_and_limits_are_errors(
     assert message["payload"][0]["extensions"]["code"] == "invalid_request"
 
 
+async def test_a_refused_subscribe_does_not_echo_a_long_name_whole(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Validation quotes the name it refuses: as over HTTP, at most 200
+    characters of it come back."""
+    name = "k" * 60_000
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(
+            f'subscription {{ projectEvents(projectId: "demo") {{ {name} }} }}'
+        )
+        message = await asyncio.wait_for(client.receive(), 10)
+    assert message["id"] == op and message["type"] == "error", str(message)[:300]
+    assert len(message["payload"][0]["message"]) <= 203
+
+
 async def test_a_subscribe_over_the_body_limit_is_refused_for_its_operation(
     service: Service, human: Caller, project: str
 ) -> None:

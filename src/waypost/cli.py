@@ -92,7 +92,8 @@ def _sweep_seconds(ctx: click.Context, param: click.Parameter, value: float) -> 
               help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
-              help="Time limit of a context packet's full-text search.")  # fmt: skip
+              help="Time limit of a full-text search (a context packet's, a list's q"
+                   " filter, a lifecycle search).")  # fmt: skip
 @click.option("--graphql-max-objects", default=50_000, show_default=True,
               type=click.IntRange(1, 10_000_000),
               help="Objects and object fields one GraphQL result may count.")  # fmt: skip

@@ -77,7 +77,7 @@ def _join(path: str, key: str | int) -> str:
         return f"{path}[{key}]"
     # The path goes back in the error body, which must be UTF-8: a lone
     # surrogate in a key (any refusal can be nested under one) is escaped.
-    key = _clip(key.encode("utf-8", "backslashreplace").decode())
+    key = clip(key.encode("utf-8", "backslashreplace").decode())
     return f"{path}.{key}" if path else key
 
 
@@ -99,7 +99,7 @@ def _find_refused(value: Any) -> tuple[str, _Refused] | None:
     return None
 
 
-def _clip(text: str, most: int = 40) -> str:
+def clip(text: str, most: int = 40) -> str:
     """Client text quoted in an error, at most `most` characters: a refusal
     names what it refused, it does not echo a 200 KB number back."""
     return text if len(text) <= most else text[:most] + "..."
@@ -123,7 +123,7 @@ def parse_json(raw: bytes) -> Any:
         seen: dict[str, Any] = {}
         for key, value in items:
             if key in seen:
-                return mark(f"duplicate key {_clip(key)!r}", key)
+                return mark(f"duplicate key {clip(key)!r}", key)
             seen[key] = value
         return seen
 
@@ -132,7 +132,7 @@ def parse_json(raw: bytes) -> Any:
 
     def number(text: str) -> Any:
         value = float(text)
-        return value if math.isfinite(value) else mark(f"{_clip(text)} is out of range")
+        return value if math.isfinite(value) else mark(f"{clip(text)} is out of range")
 
     def integer(text: str) -> Any:
         # the length test first: int() of a huge literal is itself refused by Python
@@ -192,7 +192,7 @@ def field_of(error: msgspec.ValidationError) -> tuple[str, str]:
         named = pattern.match(message)
         if named:
             # the name is the client's key (an unknown one may be 100 KB long)
-            name = _clip(named.group("name"))
+            name = clip(named.group("name"))
             message = message[: named.start("name")] + name + message[named.end("name") :]
             path = f"{path}.{name}" if path else name
     return path, message
@@ -205,7 +205,7 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
     except msgspec.ValidationError as exc:
         path, message = field_of(exc)
         # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
-        message = _clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
+        message = clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
         raise InvalidRequest(message, {"field": path}) from exc
 
 
@@ -245,7 +245,7 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     values: dict[str, str] = {}
     for key, value in items:
         if key in values:
-            raise InvalidRequest.field(_clip(key), f"duplicate query parameter {_clip(key)!r}")
+            raise InvalidRequest.field(clip(key), f"duplicate query parameter {clip(key)!r}")
         values[key] = value
     if values.get("cursor") == "":
         del values["cursor"]

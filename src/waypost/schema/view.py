@@ -20,7 +20,7 @@ from strawberry.types import ExecutionResult
 
 from waypost import console
 from waypost.errors import Unavailable, WaypostError
-from waypost.http.decoding import is_json_media_type, parse_json
+from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.http.headers import header
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
@@ -55,7 +55,9 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
         # parse and validation errors, the query limits among them, and
         # variables that do not coerce to their declared types; a literal
         # that will not parse (an Int of 5,000 digits: int() refuses it) is
-        # one too, raised before anything runs
+        # one too, raised before anything runs. graphql-core quotes a refused
+        # value whole ("Value 'kkk...' does not exist"): 60 KB came back
+        formatted["message"] = clip(formatted["message"], MESSAGE_MOST)
         formatted["extensions"] = {"code": "invalid_request"}
     else:
         if error.extensions != MASKED:  # the executor logs the faults it masks

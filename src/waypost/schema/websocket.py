@@ -35,6 +35,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 from waypost.clock import format_time
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
+from waypost.http.decoding import MESSAGE_MOST, clip
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
@@ -105,6 +106,9 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         if message.get("type") == "error":
             for error in message.get("payload") or []:
                 error.setdefault("extensions", {}).setdefault("code", "invalid_request")
+                # as over HTTP (view.shape_error): a refused value is not echoed whole
+                if isinstance(error.get("message"), str):
+                    error["message"] = clip(error["message"], MESSAGE_MOST)
         await super().send_message(message)
 
     async def handle_task_exception(self, error: Exception) -> None:
