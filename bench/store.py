@@ -154,11 +154,11 @@ def wait_ready(proc: Process, path: str = "/healthz", timeout: float = 60) -> No
 
 @contextmanager
 def servers(
-    directory: Path, variants: list[tuple[str, str]], before: Path | None, disk: dict[str, str]
+    directory: Path, variants: list[tuple[str, str]], before: Path | None, extra_env: dict[str, str]
 ) -> Iterator[list[Target]]:
     procs: list[Process] = []
     targets: list[Target] = []
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **disk}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **extra_env}
     env.pop("WAYPOST_CLOCK_FILE", None)
     try:
         for loop, http in variants:

@@ -245,7 +245,8 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     values: dict[str, str] = {}
     for key, value in items:
         if key in values:
-            raise InvalidRequest.field(clip(key), f"duplicate query parameter {clip(key)!r}")
+            named = clip(key)
+            raise InvalidRequest.field(named, f"duplicate query parameter {named!r}")
         values[key] = value
     if values.get("cursor") == "":
         del values["cursor"]
