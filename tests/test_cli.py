@@ -227,6 +227,9 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
         ({}, ["--sweep-interval", "0"], "seconds of at least 0.1"),
         ({}, ["--sweep-interval", "0.000001"], "seconds of at least 0.1"),
         ({}, ["--sweep-interval", "nan"], "seconds of at least 0.1"),
+        ({}, ["--request-read-timeout", "nan"], "seconds from 0.1 to 3600"),
+        ({}, ["--request-read-timeout", "0.01"], "seconds from 0.1 to 3600"),
+        ({}, ["--request-read-timeout", "inf"], "seconds from 0.1 to 3600"),
         ({}, ["--port", "70000"], "--port"),
         ({}, ["--port", "9000", "--lifecycle-port", "9000"], "must differ"),
         ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://k8s.example",
@@ -271,7 +274,8 @@ def test_serve_refuses_a_busy_port_before_opening_the_database(db: str) -> None:
 def test_serve_help_lists_every_option() -> None:
     text = run("serve", "--help").output
     for option in ("--db", "--host", "--port", "--lifecycle-host", "--lifecycle-port",
-                   "--sweep-interval", "--graphiql / --no-graphiql"):  # fmt: skip
+                   "--sweep-interval", "--request-read-timeout",
+                   "--graphiql / --no-graphiql"):  # fmt: skip
         assert option in text
 
 

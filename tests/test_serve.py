@@ -337,6 +337,49 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
     assert sum("Finished server process" in line for line in srv.seen) == 2
 
 
+def received_until_closed(sock: socket.socket) -> bytes:
+    sock.settimeout(10)  # a server that never closes fails the test
+    received = b""
+    while chunk := sock.recv(4096):
+        received += chunk
+    return received
+
+
+def test_both_listeners_close_a_client_that_never_finishes_its_request(tmp_path: Path) -> None:
+    """`--request-read-timeout`: a connection that sends nothing, and one whose
+    body stops short, are closed unanswered, on either listener, and the
+    service goes on serving without an ERROR line."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    lifecycle_port = free_port()
+    srv = start(tmp_path / "waypost.db", clock, lifecycle_port, "--request-read-timeout", "0.5")
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(rf"listening on http://127.0.0.1:{lifecycle_port} \(lifecycle\)")
+        public_port = int(srv.url.rsplit(":", 1)[1])
+        short_body = (
+            f"POST /api/v1/projects HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+            'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":'
+        ).encode()
+        for port in (public_port, lifecycle_port):
+            with socket.create_connection(("127.0.0.1", port)) as idle:
+                assert received_until_closed(idle) == b""
+            with socket.create_connection(("127.0.0.1", port)) as slow:
+                slow.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+                assert received_until_closed(slow) == b""
+        with socket.create_connection(("127.0.0.1", public_port)) as slow:
+            slow.sendall(short_body)  # the lifecycle listener would refuse its token first
+            assert received_until_closed(slow) == b""
+        assert httpx.get(f"{srv.url}/api/v1/me", headers=auth(token)).status_code == 200
+        assert httpx.get(f"{srv.url}/api/v1/projects", headers=auth(token)).json()["items"] == []
+    finally:
+        status = srv.stop()
+    assert status == 0
+    while not srv.lines.empty():
+        srv.seen.append(srv.lines.get())
+    assert not any("ERROR" in line or "Traceback" in line for line in srv.seen), srv.seen
+
+
 def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path) -> None:
     """16 keep-alive clients create projects while `serve` is killed with
     SIGKILL ten times, at different moments of the flow: every 201 a client

@@ -64,6 +64,18 @@ def _sweep_seconds(ctx: click.Context, param: click.Parameter, value: float) -> 
     return value
 
 
+MIN_READ_TIMEOUT, MAX_READ_TIMEOUT = 0.1, 3600.0
+
+
+def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    # nan passes click's FloatRange, and would never close anything
+    if not (math.isfinite(value) and MIN_READ_TIMEOUT <= value <= MAX_READ_TIMEOUT):
+        raise click.BadParameter(
+            f"{value} is not a number of seconds from {MIN_READ_TIMEOUT} to {MAX_READ_TIMEOUT:g}"
+        )
+    return value
+
+
 @main.command()
 @db_option
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -90,6 +102,11 @@ def _sweep_seconds(ctx: click.Context, param: click.Parameter, value: float) -> 
                    "(default: the in-cluster service-account token).")  # fmt: skip
 @click.option("--lifecycle-webhook", default=None,
               help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
+@click.option("--request-read-timeout", default=30.0, show_default=True, type=float,
+              callback=_read_timeout_seconds,
+              help="Seconds a client has to send a whole request (line, headers, body)"
+                   " once its connection opens or its last response ends; else it is"
+                   " closed.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a full-text search (a context packet's, a list's q"
@@ -116,6 +133,7 @@ def serve(
     k8s_ca: Path | None = None,
     k8s_token_file: Path | None = None,
     lifecycle_webhook: str | None = None,
+    request_read_timeout: float = 30.0,
     search_time_limit_ms: int = 1000,
     graphql_max_objects: int = 50_000,
     log_format: str = "text",
@@ -175,6 +193,7 @@ def serve(
             k8s_token_file=k8s_token_file,
             webhook=lifecycle_webhook,
         ),
+        request_read_timeout=request_read_timeout,
         search_time_limit_ms=search_time_limit_ms,
         graphql_max_objects=graphql_max_objects,
         log_format=log_format,

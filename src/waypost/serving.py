@@ -18,6 +18,7 @@ from typing import Any
 import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 
+from waypost.http.slow_clients import with_request_deadline
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
@@ -55,7 +56,7 @@ async def _finish_lifespan(server: _Server) -> None:
                     LIFESPAN_SHUTDOWN_SECONDS)  # fmt: skip
 
 
-def _config(app: Any, host: str, port: int, http: str) -> uvicorn.Config:
+def _config(app: Any, host: str, port: int, http: type[asyncio.Protocol]) -> uvicorn.Config:
     # log_config=None: uvicorn's loggers propagate to the root handler that
     # `serve` set up (text or JSON); its own access log stays off, the
     # request lines come from waypost.observe
@@ -149,11 +150,12 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
 
     async with open_runtime(settings) as rt:
         await start_delivery(rt, settings.lifecycle)
-        servers = [_Server(_config(create_app(rt), settings.host, settings.port, http))]
+        protocol = with_request_deadline(http, settings.request_read_timeout)
+        servers = [_Server(_config(create_app(rt), settings.host, settings.port, protocol))]
         if settings.lifecycle_port:
             lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
             port = settings.lifecycle_port
-            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, http)))
+            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, protocol)))
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:

@@ -103,6 +103,9 @@ class Settings:
     readers: int = 3
     # How long a writer waits for SQLite's lock held by another process.
     busy_timeout_ms: int = 5000
+    # How long a client may take to send a whole request once its connection
+    # opens or its previous response ends (http/slow_clients.py).
+    request_read_timeout: float = 30.0
     # How long a context packet's full-text search may run (docs/context.md).
     search_time_limit_ms: int = 1000
     # Objects (and object fields) one GraphQL query's result may count
