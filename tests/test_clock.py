@@ -96,6 +96,7 @@ def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
         "2026-12-01T00:00:00+05:60",  # minutes of an offset past 59 (read as +06:00)
         "2026-12-01T00:00:00-00:99",  # (read as -01:39)
         "2026-12-01T00:00:00+25:00",
+        "2016-12-31T23:59:60Z",  # a leap second (RFC 3339 allows it; docs/api.md)
     ],
 )
 def test_parse_time_accepts_only_rfc3339_that_fits_in_utc(text: str) -> None:
