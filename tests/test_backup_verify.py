@@ -52,7 +52,8 @@ async def test_verify_is_clean_while_the_service_runs(
     assert code == 0, report
     assert report["ok"] is True
     assert set(report["checks"]) == {
-        "integrity", "foreign_keys", "full_text", "history", "receipts", "events", "gate_state"
+        "migrations", "integrity", "foreign_keys", "full_text", "history", "receipts", "events",
+        "gate_state",
     }  # fmt: skip
     assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
 
@@ -185,6 +186,37 @@ def test_a_backup_cut_short_leaves_nothing_under_its_name(tmp_path: Path, monkey
     with pytest.raises(KeyboardInterrupt):
         backup(source, tmp_path / "nightly.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        ("UPDATE schema_migrations SET checksum = 'x' WHERE name = '0003_knowledge.sql'",
+         "migration 0003_knowledge.sql changed after it was applied"),
+        ("INSERT INTO schema_migrations VALUES ('0099_future.sql', 'x', '2027-01-01')",
+         "this build does not have (0099_future.sql)"),
+        ("DELETE FROM schema_migrations WHERE name = '0019_decisions_reversible_index.sql'", None),
+    ],
+)  # fmt: skip
+def test_verify_reports_what_serve_would_refuse_in_the_schema(
+    tmp_path: Path, edit: str, says: str | None
+) -> None:
+    """`admin verify` then start: verify passed on files `serve` refuses (an
+    edited migration, a newer build's). A migration not applied yet is no
+    finding: `serve` applies it."""
+    from waypost.storage.migrate import migrate
+
+    db = tmp_path / "w.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn)
+    conn.execute(edit)
+    conn.close()
+    code, report = verify_cli(db)
+    found = report["checks"]["migrations"]
+    if says is None:
+        assert code == 0 and found == {"ok": True, "problems": 0, "shown": []}, report
+    else:
+        assert code == 1 and found["problems"] == 1 and says in found["shown"][0], report
 
 
 def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:

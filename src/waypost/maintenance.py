@@ -27,6 +27,7 @@ from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
 from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
+from waypost.storage.migrate import available, recorded, refusals
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -282,7 +283,22 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
         rollback_if_open(conn)
 
 
+def _migrations(conn: sqlite3.Connection, check: Check) -> None:
+    """This build can run on the file: `serve` would not refuse its schema
+    (a newer build's migrations, an edited one). Migrations not applied yet
+    are no finding: `serve` applies them at start."""
+    has_table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if has_table is None:
+        check.add("no schema_migrations table: not a Waypost database")
+        return
+    for refusal in refusals(recorded(conn), available()):
+        check.add(refusal)
+
+
 CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
+    ("migrations", _migrations),
     ("integrity", _integrity),
     ("foreign_keys", _foreign_keys),
     ("full_text", _fts),

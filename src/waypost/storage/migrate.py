@@ -22,22 +22,68 @@ class MigrationError(RuntimeError):
     pass
 
 
+# Texts of a shipped migration that were later edited in place, by checksum.
+# A file that recorded one of them was migrated by an earlier build and is
+# accepted: `0004_decisions.sql` gained the `decisions_reversible` index
+# (1f7398b), then a comment changed (b33e347); migration 0019 adds that index
+# where it is missing. Never edit a shipped migration again: add a numbered
+# one (tests/test_migrations_pinned.py fails otherwise).
+EARLIER_TEXTS: dict[str, frozenset[str]] = {
+    "0004_decisions.sql": frozenset({
+        "070e8caf210bb8c11254fff1083552371724c7173d7add9f720aeb03934de808",
+        "05ee6c968f1c0f5107526c5e70487d46d14c1ff67fb130293b0b72254f6c7bd9",
+    }),
+}  # fmt: skip
+
+
+def _same(migration: Migration, recorded: str) -> bool:
+    """The recorded checksum is this migration's text, today's or an accepted earlier one."""
+    return recorded == migration.checksum or recorded in EARLIER_TEXTS.get(
+        migration.name, frozenset()
+    )
+
+
 def available() -> list[Migration]:
     folder = resources.files("waypost.storage").joinpath("migrations")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [Migration(f.name, f.read_text(encoding="utf-8")) for f in files]
 
 
-def _recorded(conn: sqlite3.Connection, migration: Migration) -> str | None:
+def _recorded_checksum(conn: sqlite3.Connection, migration: Migration) -> str | None:
     """The recorded checksum of `migration`, refusing one that differs."""
     row = conn.execute(
         "SELECT checksum FROM schema_migrations WHERE name = ?", (migration.name,)
     ).fetchone()
     if row is None:
         return None
-    if row[0] != migration.checksum:
+    if not _same(migration, row[0]):
         raise MigrationError(f"migration {migration.name} changed after it was applied")
     return str(row[0])
+
+
+def recorded(conn: sqlite3.Connection) -> dict[str, str]:
+    """The migrations a database records as applied: name -> checksum."""
+    rows = conn.execute("SELECT name, checksum FROM schema_migrations")
+    return {row[0]: row[1] for row in rows}
+
+
+def refusals(applied: dict[str, str], known: list[Migration]) -> list[str]:
+    """Why this build cannot run on a database that recorded `applied`: the
+    migrations it does not have (a newer build's), then those whose text
+    changed. Empty when it can (`admin verify` reports these too)."""
+    found: list[str] = []
+    unknown = sorted(set(applied) - {m.name for m in known})
+    if unknown:
+        found.append(
+            f"the database records migrations this build does not have ({', '.join(unknown)}):"
+            " it was written by a newer Waypost; run that version, or restore a backup"
+        )
+    found += [
+        f"migration {m.name} changed after it was applied"
+        for m in known
+        if m.name in applied and not _same(m, applied[m.name])
+    ]
+    return found
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:
@@ -66,21 +112,14 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
     )
-    applied = {
-        row[0]: row[1] for row in conn.execute("SELECT name, checksum FROM schema_migrations")
-    }
+    applied = recorded(conn)
     known = available()
-    unknown = sorted(set(applied) - {m.name for m in known})
-    if unknown:
-        raise MigrationError(
-            f"the database records migrations this build does not have ({', '.join(unknown)}):"
-            " it was written by a newer Waypost; run that version, or restore a backup"
-        )
+    found = refusals(applied, known)
+    if found:
+        raise MigrationError(found[0])
     done: list[str] = []
     for migration in known:
         if migration.name in applied:
-            if applied[migration.name] != migration.checksum:
-                raise MigrationError(f"migration {migration.name} changed after it was applied")
             continue
         # executescript commits any open transaction first, so the transaction is
         # part of the script: DDL and its record commit together or not at all.
@@ -98,7 +137,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         except sqlite3.Error:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            if _recorded(conn, migration) is None:
+            if _recorded_checksum(conn, migration) is None:
                 raise
             continue  # applied meanwhile by another process, with this checksum
         done.append(migration.name)

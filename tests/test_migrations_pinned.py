@@ -1,0 +1,100 @@
+"""Shipped migrations never change, and files migrated by earlier builds open.
+
+A database records each migration's checksum, and a build refuses a file
+whose recorded text differs from its own (storage/migrate.py). Editing a
+shipped migration therefore strands every database it was applied to: that
+happened once, to 0004_decisions.sql, whose earlier texts are now accepted
+(`EARLIER_TEXTS`) and whose missing index migration 0019 adds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from waypost.storage import migrate as migrations
+from waypost.storage.db import connect_sync
+from waypost.storage.migrate import EARLIER_TEXTS, Migration, MigrationError, available, migrate
+
+# Every shipped migration's checksum (its first 32 hex digits). A change
+# here means a shipped migration was edited: add a new numbered migration
+# instead (a file that applied the old text would be refused).
+SHIPPED = {
+    "0001_core.sql": "11ce4eef82ac591c8090cf6592a0f76f",
+    "0002_tasks.sql": "6a63562beb69c1e13da072cd3e620fc5",
+    "0003_knowledge.sql": "9db0e5ac89606a6ff7900c2f876b7af0",
+    "0004_decisions.sql": "5479ac2fc7ed46e9115a7efab2e71026",
+    "0010_lifecycle.sql": "55e4b9d9f0e4d43dbcbbea67e8b21e46",
+    "0010_lifecycle_search.sql": "bc25c836c8f8601a99b6d6c917e32a92",
+    "0013_metrics_audience.sql": "7670a992a6a0b6c3f3e951ae9a8bfddc",
+    "0014_gate_holds.sql": "97445735e203be905127a4624cde6b43",
+    "0015_gate_blocked_index.sql": "fe7f6e335beb2fd64048977aa89d2df8",
+    "0016_task_search_text.sql": "dcda6ff1a8f0ca3508903ce9a13afa7e",
+    "0017_history_no_replace.sql": "8b871740b045cc2056e3c06d4a1c9759",
+    "0018_history_no_replace_rowid.sql": "9cc88d4772d3a54f497406f172088662",
+    "0019_decisions_reversible_index.sql": "2181dc2b64e0e660573e43881a17aa8e",
+}
+
+_INDEX_LINES = (
+    "-- the sweep and the digest look only at reversible decisions\n"
+    "CREATE INDEX decisions_reversible ON decisions (id) WHERE reversible = 1;\n"
+)
+
+
+def earlier_0004_texts() -> list[str]:
+    """0004_decisions.sql as 862d468 shipped it, then as 1f7398b did."""
+    today = next(m.sql for m in available() if m.name == "0004_decisions.sql")
+    with_index = today.replace("resolvers/decisions/status.py", "resolvers/decision_status.py")
+    assert _INDEX_LINES in with_index
+    return [with_index.replace(_INDEX_LINES, ""), with_index]
+
+
+def schema(conn: sqlite3.Connection) -> list[tuple[str, str, str | None]]:
+    rows = conn.execute("SELECT type, name, sql FROM sqlite_master ORDER BY type, name")
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def test_no_shipped_migration_changed() -> None:
+    shipped = {m.name: m.checksum[:32] for m in available()}
+    changed = sorted(name for name in SHIPPED if shipped.get(name) != SHIPPED[name])
+    assert not changed, f"shipped migrations edited (add a new one instead): {changed}"
+    assert set(shipped) - set(SHIPPED) == set(), "pin the new migration's checksum in SHIPPED"
+
+
+def test_the_accepted_earlier_texts_are_those_of_0004() -> None:
+    checksums = {hashlib.sha256(t.encode()).hexdigest() for t in earlier_0004_texts()}
+    assert checksums == EARLIER_TEXTS["0004_decisions.sql"]
+
+
+@pytest.mark.parametrize("text", [0, 1], ids=["862d468", "1f7398b"])
+def test_a_file_migrated_by_an_earlier_build_opens_with_todays_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: int
+) -> None:
+    old = tmp_path / "old.db"
+    conn = connect_sync(old)
+    first_four = [*available()[:3], Migration("0004_decisions.sql", earlier_0004_texts()[text])]
+    with monkeypatch.context() as patched:
+        patched.setattr(migrations, "available", lambda: first_four)
+        migrate(conn)
+    applied = migrate(conn)  # today's build on that file
+    assert applied == [m.name for m in available()[4:]]
+    fresh = connect_sync(tmp_path / "fresh.db")
+    migrate(fresh)
+    assert schema(conn) == schema(fresh)  # the index 0004 lacked included
+    conn.close()
+    fresh.close()
+
+
+def test_an_unknown_text_of_0004_is_still_refused(tmp_path: Path) -> None:
+    conn = connect_sync(tmp_path / "m.db")
+    migrate(conn)
+    conn.execute(
+        "UPDATE schema_migrations SET checksum = ? WHERE name = '0004_decisions.sql'",
+        (hashlib.sha256(b"something else").hexdigest(),),
+    )
+    with pytest.raises(MigrationError, match=r"0004_decisions\.sql changed"):
+        migrate(conn)
+    conn.close()
