@@ -267,7 +267,7 @@ def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
     except MigrationError as error:
-        raise click.ClickException(f"database_unusable: {error}") from error
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     except sqlite3.Error as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     finally:
