@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 
 from tests.conftest import Caller, MovableClock, Service
-from waypost.resolvers.core import sweep
+from waypost.resolvers.core import store, sweep
+from waypost.resolvers.core.receipts import Idempotency
 
 POLICY = "/api/v1/projects/demo/policy"
 GQL_UPDATE = """
@@ -105,6 +106,38 @@ async def test_replay_of_an_action_with_empty_body_or_empty_object(service: Serv
     again = await agent.post("/api/v1/sessions", {}, key="s-1")
     assert first.status_code == again.status_code == 201
     assert again.json()["id"] == first.json()["id"]
+
+
+async def test_a_body_refused_since_its_request_ran_replays_its_answer(
+    service: Service, human: Caller
+) -> None:
+    """An upgrade that tightens validation, between a create and its retry
+    (the answer lost in the restart): the retry gets the stored answer, not
+    `400`. The receipt is written as an earlier build would have written it,
+    for a body this build refuses (a name over its 200 characters)."""
+    earlier = {"id": "legacy", "name": "n" * 300}
+    stored = {"id": "legacy", "name": "n" * 300, "note": "as an earlier build answered"}
+    idem = Idempotency.for_request("up-1", operation="POST /api/v1/projects", body=earlier)
+    conn = sqlite3.connect(service.db_path)
+    with conn:
+        store.insert_receipt(
+            conn, (human.principal_id, "up-1"), idem.fingerprint, (201, stored),
+            "2026-11-29T18:00:00.000Z",
+        )  # fmt: skip
+    conn.close()
+    retry = await human.post("/api/v1/projects", earlier, key="up-1")
+    assert retry.status_code == 201 and retry.json() == stored
+    assert retry.headers["idempotent-replayed"] == "true"
+    # the same body under another key, or another refused body under this key:
+    # refused for what it is
+    other_key = await human.post("/api/v1/projects", earlier, key="up-2")
+    assert other_key.status_code == 400 and other_key.json()["error"]["details"]["field"] == "name"
+    changed = await human.post("/api/v1/projects", {**earlier, "id": "other"}, key="up-1")
+    assert changed.status_code == 400 and changed.json()["error"]["details"]["field"] == "name"
+    # another principal's retry of that body is not this principal's request
+    agent = await service.principal("agent")
+    foreign = await agent.post("/api/v1/projects", earlier, key="up-1")
+    assert foreign.status_code in (400, 403) and "idempotent-replayed" not in foreign.headers
 
 
 # -- key reuse ------------------------------------------------------------------------

@@ -17,11 +17,11 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
-from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
+from waypost.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType, WaypostError
 from waypost.http.decoding import convert, decode_query, is_json_media_type, parse_json
 from waypost.http.headers import header
 from waypost.pagination import Page
-from waypost.resolvers.core.receipts import Idempotency, Outcome
+from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer
 from waypost.rest.responses import (
     INTERNAL_ERROR,
     encode_json,
@@ -130,13 +130,36 @@ async def _decode(
             raise UnsupportedMediaType("Content-Type must be application/json")
         raw = await read_body(scope, receive)
     value = parse_json(raw) if raw.strip() else {}
-    body: Any = convert(value, route.body or _Empty)
-    idem = Idempotency.for_request(
-        header(scope, b"idempotency-key"),
-        operation=f"{route.method} {scope['path']}",
-        body=value,
-    )
-    return query, body, idem
+    operation = f"{route.method} {scope['path']}"
+    key = header(scope, b"idempotency-key")
+    try:
+        body: Any = convert(value, route.body or _Empty)
+    except InvalidRequest:
+        earlier = await _earlier_answer(scope, key, operation, value)
+        if earlier is not None:
+            raise _Answered(earlier) from None
+        raise
+    return query, body, Idempotency.for_request(key, operation=operation, body=value)
+
+
+class _Answered(Exception):
+    """A body this build refuses, of a request that ran before: its stored answer."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        self.outcome = outcome
+
+
+async def _earlier_answer(
+    scope: Scope, key: str | None, operation: str, value: Any
+) -> Outcome | None:
+    actor: Actor | None = scope["state"].get("actor")
+    if actor is None or key is None:
+        return None
+    try:
+        idem = Idempotency.for_request(key, operation=operation, body=value)
+    except InvalidRequest:
+        return None  # the key itself is refused: the body's refusal stands
+    return await stored_answer(scope["app"].state.runtime, actor, idem)
 
 
 async def _answer(
@@ -148,19 +171,26 @@ async def _answer(
     await send({"type": "http.response.body", "body": payload})
 
 
+async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Any:
+    try:
+        query, body, idem = await _decode(route, scope, receive)
+    except _Answered as answered:
+        return answered.outcome
+    call = Call(
+        rt=scope["app"].state.runtime,
+        actor=scope["state"]["actor"],
+        params=scope["path_params"],
+        query=query,
+        body=body,
+        idem=idem,
+    )
+    return await route.handler(call)
+
+
 async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
     """One REST call: decode, run the handler, answer JSON (errors as the envelope)."""
     try:
-        query, body, idem = await _decode(route, scope, receive)
-        call = Call(
-            rt=scope["app"].state.runtime,
-            actor=scope["state"]["actor"],
-            params=scope["path_params"],
-            query=query,
-            body=body,
-            idem=idem,
-        )
-        result = await route.handler(call)
+        result = await _result(route, scope, receive)
     except WaypostError as error:
         await _answer(send, *error_parts(error))
         return

@@ -137,6 +137,24 @@ def _run(
     return Outcome(status, body)
 
 
+async def stored_answer(rt: Runtime, actor: Actor, idem: Idempotency) -> Outcome | None:
+    """The stored answer of exactly this request, if it has run.
+
+    For a retry this build refuses before it could reach `run_mutation`: an
+    upgrade that tightened validation (a field now required) would otherwise
+    tell a client whose answer was lost in the restart that its committed
+    write was invalid. A different request under the key is not answered
+    here: its own refusal stands."""
+
+    def lookup(conn: sqlite3.Connection) -> Outcome | None:
+        row = store.receipt_row(conn, actor.principal_id, idem.key)
+        if row is None or row["fingerprint"] != idem.fingerprint:
+            return None
+        return Outcome(row["status"], json.loads(row["body"]), replayed=True)
+
+    return await rt.db.read_point(lookup)
+
+
 def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
     """Re-check, under the writer lock, what authentication checked before it."""
     token = access_store.token_revocation(conn, actor.token_id)
