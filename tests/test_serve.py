@@ -4,6 +4,7 @@ run exactly as printed."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import queue
@@ -23,6 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from waypost.maintenance import verify
 
@@ -313,6 +316,11 @@ def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
         second.stop()
 
 
+async def websocket_handshake(url: str) -> None:
+    async with connect(url, open_timeout=10):
+        pass
+
+
 def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path) -> None:
     clock = tmp_path / "clock"
     clock.write_text(START)
@@ -328,12 +336,17 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
         assert r.headers["x-content-type-options"] == "nosniff"
         # the public listener runs beside it, over the same database
         assert httpx.get(f"{srv.url}/api/v1/me", headers=auth(token)).status_code == 200
+        # no WebSocket here: refused before the handshake (it was a 500)
+        with pytest.raises(InvalidStatus) as refused:
+            asyncio.run(websocket_handshake(f"ws://127.0.0.1:{lifecycle_port}/v1/decisions"))
+        assert refused.value.response.status_code == 403
     finally:
         status = srv.stop()
     assert status == 0  # SIGTERM stops both listeners, and the process exits cleanly
     while not srv.lines.empty():
         srv.seen.append(srv.lines.get())
     assert not any("not part of this build" in line for line in srv.seen)
+    assert not any("ERROR" in line for line in srv.seen), srv.seen
     assert sum("Finished server process" in line for line in srv.seen) == 2
 
 

@@ -38,9 +38,14 @@ class Authenticate:
         self.verifier = verifier
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan passes; websockets have no route here
-            if scope["type"] == "lifespan":
-                await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            # no WebSocket route here: refused before the handshake (uvicorn
+            # answers 403, as the public listener does for a path it lacks);
+            # returning without a word was a 500 and an ERROR line
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if scope["type"] != "http":  # lifespan passes
+            await self.app(scope, receive, send)
             return
         send = _with_security_headers(send)
         try:
