@@ -164,6 +164,23 @@ async def test_streams_per_token_are_capped(service: Service, human: Caller, pro
         assert hub_for(service.rt).open_count() == 3
 
 
+async def test_a_head_request_gets_the_head_and_holds_no_stream(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A HEAD ran the stream (without its body) and never ended: each held one
+    of the token's streams, until GETs were refused as too many."""
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        for _ in range(5):  # more than the 3 streams QUICK allows a token
+            r = await asyncio.wait_for(client.head(STREAM, headers=human.headers()), 10)
+            assert r.status_code == 200 and r.content == b""
+            assert r.headers["content-type"].startswith("text/event-stream")
+        r = await client.head("/api/v1/projects/nope/events/stream", headers=human.headers())
+        assert r.status_code == 404
+        assert hub_for(service.rt).open_count() == 0
+    async with running(service) as base, stream(base, human) as (r, evs):
+        assert r.status_code == 200 and (await anext(evs)).comments == ["stream open"]
+
+
 async def test_bad_positions_and_unknown_projects_are_refused(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -97,6 +97,9 @@ def _encoded_for(hub: Hub) -> _Encoded:
     return encoded
 
 
+_STREAM_HEADERS = {**HEADERS, "X-Accel-Buffering": "no"}
+
+
 async def event_stream(request: Request) -> Response:
     rt = request.app.state.runtime
     actor = request.state.actor
@@ -109,6 +112,10 @@ async def event_stream(request: Request) -> Response:
         after = _position(query.after, "after")
         resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
         await check_project(rt, project_id)
+        if request.method == "HEAD":
+            # the head of the answer a GET would get, and done: a stream run
+            # for a HEAD sent nothing and never ended, holding a stream slot
+            return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
         events = project_event_batches(
             rt, actor, token, project_id, resumed if resumed is not None else after
         )
@@ -143,5 +150,4 @@ async def event_stream(request: Request) -> Response:
                 payload = json.dumps(error.to_json()["error"], separators=(",", ":"))
                 yield f"event: error\ndata: {payload}\n\n".encode()
 
-    headers = {**HEADERS, "X-Accel-Buffering": "no"}
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    return StreamingResponse(body(), media_type="text/event-stream", headers=_STREAM_HEADERS)
