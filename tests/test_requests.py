@@ -296,6 +296,24 @@ async def test_body_without_content_type_is_415(human: Caller, project: str) -> 
     assert_error(r, 415, "unsupported_media_type")
 
 
+async def test_chunks_that_add_up_to_no_body_need_no_content_type(service: Service) -> None:
+    """Only a body needs a type: chunked with no chunks was refused 415."""
+    agent = await service.principal("agent")
+
+    async def chunks(*parts: bytes) -> AsyncIterator[bytes]:
+        for part in parts:
+            yield part
+
+    def post(key: str, *parts: bytes) -> Any:
+        headers = agent.headers(key)
+        return agent.client.post("/api/v1/sessions", content=chunks(*parts), headers=headers)
+
+    empty = await post("e")
+    assert empty.status_code == 201, empty.text
+    assert empty.request.headers["transfer-encoding"] == "chunked"
+    assert_error(await post("f", b"{}"), 415, "unsupported_media_type")
+
+
 @pytest.mark.parametrize(
     "content_type", ["application/json; charset=utf-8", "Application/JSON", "application/json"]
 )

@@ -125,10 +125,14 @@ async def _decode(
     if not route.is_mutation:
         return query, None, None
     raw = b""
-    if header(scope, b"content-length") not in (None, "0") or header(scope, b"transfer-encoding"):
-        if not is_json_media_type(header(scope, b"content-type")):
+    chunked = header(scope, b"transfer-encoding") is not None
+    if header(scope, b"content-length") not in (None, "0") or chunked:
+        json_body = is_json_media_type(header(scope, b"content-type"))
+        if not (json_body or chunked):  # a declared length: a body is coming
             raise UnsupportedMediaType("Content-Type must be application/json")
         raw = await read_body(scope, receive)
+        if raw and not json_body:  # chunks may add up to no body, which needs no type
+            raise UnsupportedMediaType("Content-Type must be application/json")
     value = parse_json(raw) if raw.strip() else {}
     operation = f"{route.method} {scope['path']}"
     key = header(scope, b"idempotency-key")
