@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from contextlib import aclosing
@@ -84,6 +85,27 @@ async def test_project_events_replay_then_follow_in_order(
     assert [g["type"] for g in got] == [e["type"] for e in expected]
     assert got[-1]["actor"] == {"name": "alice"}
     assert {g["projectId"] for g in got} == {"demo"}  # section 10's project_id
+
+
+async def test_a_subscription_keeps_nothing_of_the_events_it_delivered(
+    service: Service, human: Caller, project: str
+) -> None:
+    """graphql-core's memo of collected sub-fields (here `actor { name }`),
+    shared by every event's copy of the executor, kept one entry per event
+    while the subscription lasted: 1.5 KB per event per subscriber."""
+
+    def collected_alive() -> int:
+        gc.collect()
+        return sum(type(o).__name__ == "CollectedFields" for o in gc.get_objects())
+
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+        op = await client.subscribe(EVENTS, {"after": log[-1]["sequence"]})
+        before = collected_alive()
+        for n in range(60):
+            await new_task(human, f"task {n}")
+            assert (await _next(client, op))["projectEvents"]["actor"] == {"name": "alice"}
+        assert collected_alive() - before < 10
 
 
 async def test_decision_changed_follows_answers_and_status_changes_made_elsewhere(

@@ -34,6 +34,7 @@ from graphql import (
     GraphQLScalarType,
     OperationType,
 )
+from graphql.execution.collect_fields import collect_subfields
 from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
@@ -224,13 +225,37 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
                 self.objects = self.max_objects + 1  # past the limits: see execute_field
         return leaf
 
+    # the sub-fields memo of a subscription event's executor (collect_subfields)
+    _event_subfields: dict[Any, Any] | None = None
+
     def build_per_event_executor(self, payload: Any) -> Any:
         # a copy of this executor answers each subscription event: each
         # event's result is a result of its own, with the whole limit
         executor = super().build_per_event_executor(payload)
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
+            executor._event_subfields = {}
         return executor
+
+    def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: Any) -> Any:
+        """graphql-core's memo of collected sub-fields, per event for a
+        subscription: its own memo is shared by every event's copy of the
+        executor and keyed by field lists made anew for each event, so it kept
+        one entry per event for as long as the subscription lasted (1.5 KB per
+        event per subscriber, never freed until it ended)."""
+        memo = self._event_subfields
+        if memo is None:
+            return super().collect_subfields(return_type, field_details_list)
+        # keyed as graphql-core keys it: by the list's identity, kept alive
+        key = (return_type, id(field_details_list))
+        found = memo.get(key)
+        if found is None:
+            collected = collect_subfields(
+                self.schema, self.fragments, self.variable_values, self.operation,
+                return_type, field_details_list, self.hide_suggestions,
+            )  # fmt: skip
+            found = memo[key] = (field_details_list, collected)
+        return found[1]
 
     def build_response(self, data: dict[str, Any] | None) -> Any:
         if self.objects > self.max_objects:
