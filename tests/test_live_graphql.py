@@ -269,6 +269,13 @@ async def test_unknown_records_and_limits_are_errors(
         error = message["payload"]["errors"][0]["extensions"]
         assert error["code"] == "invalid_request" and error["field"] == "after", error
         assert (await client.receive()) == {"id": op, "type": "complete"}
+        # a position past the log's end (a restored database), as by the SSE route
+        op = await client.subscribe(EVENTS, {"after": 10**9})
+        message = await asyncio.wait_for(client.receive(), 10)
+        error = message["payload"]["errors"][0]["extensions"]
+        assert error["code"] == "invalid_request" and error["field"] == "after", error
+        assert error["last_sequence"] == 1, error  # the project's creation
+        assert (await client.receive()) == {"id": op, "type": "complete"}
         # the query limits of section 12 apply: 31 aliases is one too many
         fields = " ".join(f"a{i}: type" for i in range(31))
         op = await client.subscribe(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -251,7 +252,8 @@ def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> No
 async def test_the_stream_takes_the_positions_the_event_list_takes(
     service: Service, human: Caller, project: str, after: str, status: int
 ) -> None:
-    """The list took any sequence up to 2^63-1; the stream refused 19 digits."""
+    """The list took any sequence up to 2^63-1; the stream refused 19 digits.
+    It now reads them, and refuses 2^63-1 for what it is: past the log's end."""
     listed = await human.get("/api/v1/projects/demo/events", after=after)
     assert listed.status_code == status, listed.text
     async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
@@ -260,4 +262,31 @@ async def test_the_stream_takes_the_positions_the_event_list_takes(
                 "GET", STREAM, params=params, headers={**human.headers(), **headers}
             )
             async with request as r:
-                assert r.status_code == status
+                assert r.status_code == 400
+                refusal = json.loads(await r.aread())["error"]
+                past_the_end = "past the end of the event log" in refusal["message"]
+                assert past_the_end == (status == 200), refusal
+
+
+async def test_a_position_past_the_end_of_the_log_is_refused_with_the_end(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A database restored from an earlier backup gives its sequences again: a
+    client resuming past the restored log's end skipped every new event up to
+    its old position, silently. Refused, naming the end to read again from."""
+    last = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"][-1]
+    end = last["sequence"]
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        for headers, params, name in (
+            ({}, {"after": end + 50}, "after"),
+            ({"Last-Event-ID": str(end + 1)}, {"after": 0}, "Last-Event-ID"),  # it wins
+        ):
+            asked = client.get(STREAM, params=params, headers={**human.headers(), **headers})
+            r = await asyncio.wait_for(asked, 10)  # a stream opened instead never ends
+            assert r.status_code == 400
+            details = r.json()["error"]["details"]
+            assert details == {"field": name, "last_sequence": end}
+        assert hub_for(service.rt).open_count() == 0
+    async with running(service) as base, stream(base, human, after=end) as (r, evs):
+        assert r.status_code == 200  # the end itself: the next new event comes next
+        assert (await anext(evs)).comments == ["stream open"]

@@ -32,7 +32,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from waypost.errors import WaypostError
+from waypost.errors import InvalidRequest, WaypostError
 from waypost.resolvers.core import events
 from waypost.storage.db import Database
 
@@ -195,17 +195,29 @@ class Hub:
 
     @contextlib.asynccontextmanager
     async def listen(
-        self, project_id: str, token_id: str, after: int | None
+        self, project_id: str, token_id: str, after: int | None, after_name: str = "after"
     ) -> AsyncIterator[Listener]:
         """A listener on `project_id` starting after sequence `after` (None: the
-        live tail), counted against `token_id`'s cap while the block runs."""
+        live tail), counted against `token_id`'s cap while the block runs.
+        A position past the log's end (named `after_name` in the refusal) is
+        refused: no event of this log has it, so the client read another log
+        (this database restored from an earlier backup) and resuming from it
+        would skip every event up to it without a word."""
         await self.start()
+        # the log's end now, not where the follower has read it to: an event
+        # committed just before the stream opened is not a new one (section
+        # 14), and was its first. Read before the caps are checked: from
+        # there to the count below nothing may yield to another listen.
+        last = max(self.position, await self.db.read_point(events.last_sequence))
         if after is None:
-            # the log's end now, not where the follower has read it to: an event
-            # committed just before the stream opened is not a new one (section
-            # 14), and was its first. Read before the caps are checked: from
-            # there to the count below nothing may yield to another listen.
-            after = max(self.position, await self.db.read_point(events.last_sequence))
+            after = last
+        elif after > last:
+            raise InvalidRequest(
+                f"{after_name} {after} is past the end of the event log ({last}): the"
+                " database was restored from an earlier backup, or the position is not"
+                f" from this service; read the log again from 0 or from {last}",
+                {"field": after_name, "last_sequence": last},
+            )
         if self._count >= self.limits.total:
             raise TooManyStreams(
                 f"at most {self.limits.total} streams may be open on this server",

@@ -116,9 +116,10 @@ async def event_stream(request: Request) -> Response:
             # the head of the answer a GET would get, and done: a stream run
             # for a HEAD sent nothing and never ended, holding a stream slot
             return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
-        events = project_event_batches(
-            rt, actor, token, project_id, resumed if resumed is not None else after
-        )
+        if resumed is not None:
+            events = project_event_batches(rt, actor, token, project_id, resumed, "Last-Event-ID")
+        else:
+            events = project_event_batches(rt, actor, token, project_id, after)
         stack.push_async_callback(events.aclose)
         # the first item (OPENED) comes once the listener is in place: a refusal
         # (too many streams) is still an ordinary JSON error, before the stream

@@ -41,7 +41,12 @@ async def still_valid(rt: Runtime, token: str) -> bool:
 
 
 async def project_event_batches(
-    rt: Runtime, actor: Actor, token: str, project_id: str, after: int | None
+    rt: Runtime,
+    actor: Actor,
+    token: str,
+    project_id: str,
+    after: int | None,
+    after_name: str = "after",
 ) -> AsyncGenerator[list[Event] | Event, None]:
     """Events of `project_id` after `after` (None: from the next new one), in
     sequence order, each once, as the lists the hub hands out on each wake
@@ -55,7 +60,7 @@ async def project_event_batches(
     """
     hub = hub_for(rt)
     limits = hub.limits
-    async with hub.listen(project_id, actor.token_id, after) as listener:
+    async with hub.listen(project_id, actor.token_id, after, after_name) as listener:
         yield OPENED
         checked = kept = time.monotonic()
         while True:
