@@ -35,6 +35,17 @@ async def test_a_trailing_slash_is_the_404_envelope_not_a_redirect(human: Caller
         assert "location" not in r.headers
 
 
+async def test_an_encoded_slash_is_no_segment_boundary(human: Caller, project: str) -> None:
+    """`demo%2Fpolicy` was decoded before matching and answered the policy:
+    a rule a front proxy keeps by path (on `.../policy`) was not applied."""
+    for path in (f"/api/v1/projects/{project}%2Fpolicy", f"/api/v1/projects/{project}%2fpolicy"):
+        r = await human.client.get(path, headers=human.headers())
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["code"] == "not_found"
+    r = await human.client.get(f"/api/v1/projects/{project}/policy", headers=human.headers())
+    assert r.status_code == 200
+
+
 async def test_path_parameters_are_whole_segments_and_reach_the_handler(
     human: Caller, project: str
 ) -> None:
