@@ -15,7 +15,7 @@ import uvicorn
 from websockets.asyncio.client import connect
 
 from tests.live_support import _Server, free_port
-from waypost.http.slow_clients import HEAD_MOST, with_request_deadline
+from waypost.http.slow_clients import BODY_MOST, HEAD_MOST, with_request_deadline
 
 DEADLINE = 0.3
 PARSERS = ["h11", "httptools"]
@@ -31,6 +31,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.close"})
         return
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/big":  # an answer larger than any socket buffer
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 64 * 1024 * 1024})
         return
     if scope["path"] == "/early":  # answers before the body has arrived
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -50,6 +54,9 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     await send({"type": "http.response.body", "body": answer})
 
 
+SERVERS: dict[int, uvicorn.Server] = {}  # by port, while listening
+
+
 @contextlib.asynccontextmanager
 async def listening(http: str, deadline: float = DEADLINE) -> AsyncIterator[int]:
     port = free_port()
@@ -61,9 +68,11 @@ async def listening(http: str, deadline: float = DEADLINE) -> AsyncIterator[int]
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)
+    SERVERS[port] = server
     try:
         yield port
     finally:
+        del SERVERS[port]
         server.should_exit = True
         await asyncio.wait_for(task, 10)
 
@@ -237,4 +246,64 @@ async def test_a_websocket_upgrade_with_a_body_is_refused(http: str, length: byt
             + b"\r\n\r\n"
         )
         assert (await everything(reader)).startswith(b"HTTP/1.1 400 ")
+        await hang_up(writer)
+
+
+async def connections_left(port: int) -> int:
+    """The server's open connections once they stop changing (at most 10 s)."""
+    connections = SERVERS[port].server_state.connections
+    for _ in range(1000):
+        if not connections:
+            break
+        await asyncio.sleep(0.01)
+    return len(connections)
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_a_client_that_never_reads_its_answer_is_closed(http: str) -> None:
+    """It held the connection, and a graceful stop, for as long as it liked."""
+    async with listening(http) as port:
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")  # and never read
+        assert await connections_left(port) == 0
+        writer.transport.abort()
+
+
+@pytest.mark.parametrize("answered_first", [True, False], ids=["answered", "reading"])
+async def test_a_body_and_its_trailers_are_bounded(answered_first: bool) -> None:
+    """httptools keeps every trailer field of a chunked body, even once the
+    app has answered (860 MB in 2 s from one connection without a token)."""
+    async with listening("httptools", deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        path = b"/early" if answered_first else b"/"
+        writer.write(b"POST %s HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" % path)
+        writer.write(b"2\r\nhi\r\n0\r\n")  # the last chunk: trailer fields follow
+        answer = asyncio.create_task(received(reader))
+        sent = 0
+        with contextlib.suppress(ConnectionError):
+            while sent < 4 * BODY_MOST and not answer.done():
+                writer.write(b"X-T: " + b"a" * 4090 + b"\r\n")
+                await writer.drain()
+                sent += 4096
+                await asyncio.sleep(0)
+        got = await answer
+        assert sent < 2 * BODY_MOST  # closed near the bound, long before the end
+        assert got.startswith(b"HTTP/1.1 204 ") if answered_first else got == b""
+        await hang_up(writer)
+
+
+async def test_a_long_head_pipelined_behind_a_response_waits_for_it() -> None:
+    """The 431 was written into the middle of the response in progress."""
+    async with listening("httptools", deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST /?wait=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+        await asyncio.sleep(0.2)  # its answer is being made
+        head = b"GET / HTTP/1.1\r\nX-Big: " + b"a" * (HEAD_MOST + 1024)  # never ends
+        for at in range(0, len(head), 16384):
+            writer.write(head[at : at + 16384])
+            await writer.drain()
+        answer = await received(reader)
+        first, _, rest = answer.partition(b"echo:hi")
+        assert first.startswith(b"HTTP/1.1 200 ") and b"431" not in first
+        assert rest == b"" or rest.startswith(b"HTTP/1.1 431 ")
         await hang_up(writer)

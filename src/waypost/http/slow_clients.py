@@ -21,8 +21,22 @@ these additions:
   bytes is answered `431` and the connection closed: as soon as that much
   has arrived without the head's end, or when a head that came in one read
   is over it. (h11 refuses an incomplete head over 16 KiB itself.)
+- **A bound on the rest of a request** (httptools): its body and a chunked
+  body's trailer section, `BODY_MOST` bytes in all, past which the
+  connection is closed. No route takes a body near that size (each refuses
+  its own limit first), but httptools keeps every trailer field, at the
+  same growing cost as a header, even after the app has answered.
 - **No WebSocket upgrade with a body**: the WebSocket protocol that takes
   over would wait for ever for a handshake behind it; `400` instead.
+- **A client must read its answers**: one that has left the server unable
+  to write to it for `seconds` is closed (it held the connection, and a
+  graceful stop of `serve`, for as long as it liked).
+
+Nothing here cuts a response in progress: a bound reached by a request
+pipelined behind one stops reading until that response is complete.
+These classes use uvicorn's protocol attributes (`cycle`, `headers`, `url`,
+`app`, the parser callbacks), so `pyproject.toml` pins uvicorn's minor
+version; tests/test_slow_clients.py runs them on both parsers.
 """
 
 from __future__ import annotations
@@ -36,6 +50,9 @@ from uvicorn.importer import import_from_string
 # The request line and headers of one request, at most (a bearer token, a
 # session, an idempotency key and a browser's headers take a few KiB).
 HEAD_MOST = 64 * 1024
+# A request's body and trailers, at most: past the largest body any route
+# takes (272 KiB, MCP) with room for chunk framing.
+BODY_MOST = 1024 * 1024
 _HEAD_MESSAGE = b"The request line and headers are limited to 64 KiB."
 _HEAD_TOO_LARGE = (
     b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
@@ -63,41 +80,42 @@ def _has_body(headers: Any) -> bool:
 
 
 def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol named `http` (auto|httptools|h11), closing a
-    connection whose next request has not arrived whole within `seconds`
-    (and, under httptools, refusing a head over `HEAD_MOST` bytes)."""
+    """uvicorn's HTTP protocol named `http` (auto|httptools|h11) with the
+    bounds above: `seconds` for a request to arrive and for a client to
+    take its answer; under httptools, `HEAD_MOST` and `BODY_MOST`."""
     base = import_from_string(HTTP_PROTOCOLS[http])
-    parses_heads_itself = hasattr(base, "on_headers_complete")  # httptools' callbacks
+    counts_bytes = hasattr(base, "on_headers_complete")  # httptools' parser callbacks
 
     class RequestDeadline(base):  # type: ignore[misc, valid-type]
         app: Any  # uvicorn's: the ASGI app each new request is served with
-        _deadline: asyncio.TimerHandle | None = None
+        _deadline: asyncio.TimerHandle | None = None  # for the next request to arrive
+        _stalled: asyncio.TimerHandle | None = None  # for the client to read again
         # a request answered while the next one is pipelined behind it (httptools)
         _earlier: Any = None
-        # bytes received since the current request head began, while it is open
-        _head_open = True
-        _head_bytes = 0
+        # bytes of the current request so far: of its head while `_in_head`,
+        # else of its body and trailers
+        _in_head = True
+        _bytes = 0
+        _refuse_after_response = False
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
             self._watch()
 
         def data_received(self, data: bytes) -> None:
-            if parses_heads_itself and self._head_open:
-                self._head_bytes += len(data)
+            if counts_bytes:
+                self._bytes += len(data)
             super().data_received(data)
             if self.transport.get_protocol() is not self:
                 self._disarm()  # a WebSocket took over
-            elif self._head_bytes > HEAD_MOST:
-                self._disarm()
-                self.transport.write(_HEAD_TOO_LARGE)
-                self.transport.close()
+            elif self._bytes > (HEAD_MOST if self._in_head else BODY_MOST):
+                self._refuse()
             else:
                 self._watch()
 
         # httptools' parser callbacks (h11 calls neither: it parses one request at a time)
         def on_headers_complete(self) -> None:
-            self._head_open, self._head_bytes = False, 0
+            self._in_head, self._bytes = False, 0
             earlier = self.cycle
             # a head that arrived whole in one read is measured here
             size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
@@ -116,10 +134,13 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
-            self._head_open, self._head_bytes = True, 0
+            self._in_head, self._bytes = True, 0
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            if self._refuse_after_response:
+                self._close_refused()
+                return
             self._disarm()  # the next request's time starts now
             self._watch()
 
@@ -130,9 +151,49 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
                 return
             super().handle_websocket_upgrade(*event)
 
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if self._stalled is None:
+                # abort: a close would wait for the buffer to drain, which
+                # is what the client does not let happen
+                self._stalled = self.loop.call_later(seconds, self.transport.abort)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._unstall()
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._unstall()
             super().connection_lost(exc)
+
+        def _answering(self) -> bool:
+            """A response is in progress on this connection."""
+            return any(
+                c is not None and not c.response_complete and c is not self._refused_cycle()
+                for c in (self._earlier, self.cycle)
+            )
+
+        def _refused_cycle(self) -> Any:
+            # the current request when it is the one over a bound: its own
+            # answer is not one to wait for (the app may be waiting for it)
+            return None if self._in_head else self.cycle
+
+        def _refuse(self) -> None:
+            """A bound is passed: close, with a 431 for a head; after the
+            response in progress, if any, reading nothing more meanwhile."""
+            self._disarm()
+            if self._answering():
+                self._refuse_after_response = True
+                self.transport.pause_reading()
+            else:
+                self._close_refused()
+
+        def _close_refused(self) -> None:
+            if not self.transport.is_closing():
+                if self._in_head:
+                    self.transport.write(_HEAD_TOO_LARGE)
+                self.transport.close()
 
         def _awaiting_request(self) -> bool:
             if self._earlier is not None and not self._earlier.response_complete:
@@ -152,6 +213,11 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
+
+        def _unstall(self) -> None:
+            if self._stalled is not None:
+                self._stalled.cancel()
+                self._stalled = None
 
         def _expire(self) -> None:
             self._deadline = None
