@@ -437,9 +437,7 @@ async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_ru
                 await client.aclose()
     assert result.isError and text(result).startswith("unavailable:"), text(result)
     assert status == 0 and seconds < 10
-    while not srv.lines.empty():
-        srv.seen.append(srv.lines.get())
-    logged = "\n".join(srv.seen)
+    logged = "\n".join(srv.logged())
     assert " ERROR " not in logged and "Traceback" not in logged, logged
 
 

@@ -64,6 +64,12 @@ class Server:
             if match:
                 return match
 
+    def logged(self) -> list[str]:
+        """Every stderr line so far (once stopped: all of them)."""
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return self.seen
+
     def stop(self) -> int:
         """SIGTERM, as a process manager would; returns the exit status."""
         if self.process.poll() is None:
@@ -343,11 +349,10 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
     finally:
         status = srv.stop()
     assert status == 0  # SIGTERM stops both listeners, and the process exits cleanly
-    while not srv.lines.empty():
-        srv.seen.append(srv.lines.get())
-    assert not any("not part of this build" in line for line in srv.seen)
-    assert not any("ERROR" in line for line in srv.seen), srv.seen
-    assert sum("Finished server process" in line for line in srv.seen) == 2
+    logged = srv.logged()
+    assert not any("not part of this build" in line for line in logged)
+    assert not any("ERROR" in line for line in logged), logged
+    assert sum("Finished server process" in line for line in logged) == 2
 
 
 def received_until_closed(sock: socket.socket) -> bytes:
@@ -388,9 +393,8 @@ def test_both_listeners_close_a_client_that_never_finishes_its_request(tmp_path:
     finally:
         status = srv.stop()
     assert status == 0
-    while not srv.lines.empty():
-        srv.seen.append(srv.lines.get())
-    assert not any("ERROR" in line or "Traceback" in line for line in srv.seen), srv.seen
+    logged = srv.logged()
+    assert not any("ERROR" in line or "Traceback" in line for line in logged), logged
 
 
 def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path) -> None:

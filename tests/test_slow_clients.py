@@ -82,6 +82,16 @@ async def everything(reader: asyncio.StreamReader) -> bytes:
     return await asyncio.wait_for(reader.read(), 10)
 
 
+async def exchange(port: int, request: bytes = b"") -> bytes:
+    """Send `request` on a new connection (nothing when empty); what comes
+    back until the server closes."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request)
+    answer = await everything(reader)
+    await hang_up(writer)
+    return answer
+
+
 async def received(reader: asyncio.StreamReader) -> bytes:
     """What arrives until the server closes, kept when the close is an error
     (a reset while the client was still writing)."""
@@ -101,9 +111,7 @@ async def hang_up(writer: asyncio.StreamWriter) -> None:
 @pytest.mark.parametrize("http", PARSERS)
 async def test_a_connection_that_sends_nothing_is_closed(http: str) -> None:
     async with listening(http) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        assert await everything(reader) == b""
-        await hang_up(writer)
+        assert await exchange(port) == b""
 
 
 @pytest.mark.parametrize("http", PARSERS)
@@ -128,25 +136,19 @@ async def test_a_trickled_head_is_closed_before_it_is_whole(http: str) -> None:
 @pytest.mark.parametrize("http", PARSERS)
 async def test_a_body_short_of_its_length_is_closed_unanswered(http: str) -> None:
     async with listening(http) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
-        assert await everything(reader) == b""
-        await hang_up(writer)
+        short = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"
+        assert await exchange(port, short) == b""
 
 
 @pytest.mark.parametrize("http", PARSERS)
 async def test_a_whole_request_is_answered_however_long_it_takes(http: str) -> None:
+    slow = (
+        b"POST /?wait=%g HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+        b"Connection: close\r\n\r\nhi" % (DEADLINE * 4)
+    )
     async with listening(http) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        wait = DEADLINE * 4
-        writer.write(
-            b"POST /?wait=%g HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
-            b"Connection: close\r\n\r\nhi" % wait
-        )
-        answer = await everything(reader)
-        assert answer.startswith(b"HTTP/1.1 200 ")
-        assert answer.endswith(b"\r\n\r\necho:hi")
-        await hang_up(writer)
+        answer = await exchange(port, slow)
+        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\necho:hi")
 
 
 @pytest.mark.parametrize("http", PARSERS)
@@ -237,16 +239,12 @@ async def test_a_request_head_is_bounded(pieces: int) -> None:
 @pytest.mark.parametrize("length", [b"Content-Length: 5", b"Transfer-Encoding: chunked"])
 async def test_a_websocket_upgrade_with_a_body_is_refused(http: str, length: bytes) -> None:
     """The WebSocket protocol that took over waited for ever for it."""
+    upgrade = (
+        b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+    )
     async with listening(http, deadline=60) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(
-            b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
-            + length
-            + b"\r\n\r\n"
-        )
-        assert (await everything(reader)).startswith(b"HTTP/1.1 400 ")
-        await hang_up(writer)
+        assert (await exchange(port, upgrade + length + b"\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
 
 
 async def connections_left(port: int) -> int:

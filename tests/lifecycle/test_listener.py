@@ -175,9 +175,8 @@ def test_the_real_lifecycle_listener(
     finally:
         status = srv.stop()
     assert status == 0
-    while not srv.lines.empty():
-        srv.seen.append(srv.lines.get())
-    assert not any("Traceback" in line or " ERROR " in line for line in srv.seen), srv.seen
+    logged = srv.logged()
+    assert not any("Traceback" in line or " ERROR " in line for line in logged), logged
 
 
 def doc_blocks() -> list[str]:
