@@ -28,9 +28,10 @@ these additions:
   same growing cost as a header, even after the app has answered.
 - **No WebSocket upgrade with a body**: the WebSocket protocol that takes
   over would wait for ever for a handshake behind it; `400` instead.
-- **A client must read its answers**: one that has left the server unable
-  to write to it for `seconds` is closed (it held the connection, and a
-  graceful stop of `serve`, for as long as it liked).
+- **A client must read its answers**: one that takes nothing of what waits
+  for it for `seconds` while the server cannot write more is disconnected
+  (it held the connection, and a graceful stop of `serve`, for as long as it
+  liked). A slow link is no stall: any progress counts.
 
 Nothing here cuts a response in progress: a bound reached by a request
 pipelined behind one stops reading until that response is complete.
@@ -154,9 +155,7 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
         def pause_writing(self) -> None:
             super().pause_writing()
             if self._stalled is None:
-                # abort: a close would wait for the buffer to drain, which
-                # is what the client does not let happen
-                self._stalled = self.loop.call_later(seconds, self.transport.abort)
+                self._check_reading(self.transport.get_write_buffer_size())
 
         def resume_writing(self) -> None:
             super().resume_writing()
@@ -213,6 +212,22 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
             if self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
+
+        def _check_reading(self, unsent: int) -> None:
+            """While writing is paused: every `seconds`, the client must have
+            taken some of what waits for it (a slow link still does)."""
+
+            def check() -> None:
+                now_unsent = self.transport.get_write_buffer_size()
+                if now_unsent >= unsent:
+                    # abort: a close would wait for the buffer to drain,
+                    # which is what the client does not let happen
+                    self._stalled = None
+                    self.transport.abort()
+                else:
+                    self._check_reading(now_unsent)
+
+            self._stalled = self.loop.call_later(seconds, check)
 
         def _unstall(self) -> None:
             if self._stalled is not None:
