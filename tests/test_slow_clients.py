@@ -21,6 +21,15 @@ DEADLINE = 0.3
 PARSERS = ["h11", "httptools"]
 
 
+# set when /stream saw its client leave (made by the test, in its own loop)
+STREAM_ENDED: list[asyncio.Event] = []
+
+
+async def receive_until_disconnect(receive: Any) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Echoes a request's body (after `?wait` seconds); a WebSocket echoes a message."""
     if scope["type"] == "websocket":
@@ -31,6 +40,15 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.close"})
         return
     if scope["type"] != "http":
+        return
+    if scope["path"] == "/stream":  # a chunk every 50 ms until the client leaves
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        left = asyncio.create_task(receive_until_disconnect(receive))
+        while not left.done():
+            await send({"type": "http.response.body", "body": b"tick\n", "more_body": True})
+            await asyncio.wait([left], timeout=0.05)
+        for ended in STREAM_ENDED:
+            ended.set()
         return
     if scope["path"] == "/big":  # an answer larger than any socket buffer
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -327,3 +345,17 @@ async def test_a_long_head_pipelined_behind_a_response_waits_for_it() -> None:
         assert first.startswith(b"HTTP/1.1 200 ") and b"431" not in first
         assert rest == b"" or rest.startswith(b"HTTP/1.1 431 ")
         await hang_up(writer)
+
+
+async def test_a_stream_with_a_request_pipelined_behind_it_hears_its_client_leave() -> None:
+    """uvicorn (httptools) told only the newest request of a closed
+    connection: the stream before it ran on, holding its slot, until a write
+    failed with an ERROR traceback."""
+    ended = asyncio.Event()
+    STREAM_ENDED[:] = [ended]
+    async with listening("httptools", deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"tick" in await asyncio.wait_for(reader.readuntil(b"tick\n"), 10)
+        writer.transport.abort()
+        await asyncio.wait_for(ended.wait(), 5)

@@ -34,7 +34,9 @@ these additions:
   liked). A slow link is no stall: any progress counts.
 
 Nothing here cuts a response in progress: a bound reached by a request
-pipelined behind one stops reading until that response is complete.
+pipelined behind one stops reading until that response is complete. And
+when the client leaves, that response hears it too (uvicorn tells only the
+newest request of the connection).
 These classes use uvicorn's protocol attributes (`cycle`, `headers`, `url`,
 `app`, the parser callbacks), so `pyproject.toml` pins uvicorn's minor
 version; tests/test_slow_clients.py runs them on both parsers.
@@ -164,6 +166,13 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             self._unstall()
+            # uvicorn tells only the newest request that its client left; one
+            # still answered with another pipelined behind it (an event
+            # stream) went on until its next write failed with an ERROR
+            earlier = self._earlier
+            if earlier is not None and not earlier.response_complete:
+                earlier.disconnected = True
+                earlier.message_event.set()
             super().connection_lost(exc)
 
         def _answering(self) -> bool:
