@@ -176,16 +176,12 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
         def _answering(self) -> bool:
-            """A response is in progress on this connection."""
-            return any(
-                c is not None and not c.response_complete and c is not self._refused_cycle()
-                for c in (self._earlier, self.cycle)
-            )
-
-        def _refused_cycle(self) -> Any:
-            # the current request when it is the one over a bound: its own
-            # answer is not one to wait for (the app may be waiting for it)
-            return None if self._in_head else self.cycle
+            """A response to an earlier request is in progress. While a head
+            arrives, `cycle` is still the previous request's; once it is in,
+            `cycle` is the request over the bound, whose own answer is not
+            one to wait for (the app may be waiting for its body)."""
+            cycles = (self._earlier, self.cycle) if self._in_head else (self._earlier,)
+            return any(c is not None and not c.response_complete for c in cycles)
 
         def _refuse(self) -> None:
             """A bound is passed: close, with a 431 for a head; after the

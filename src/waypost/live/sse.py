@@ -116,10 +116,9 @@ async def event_stream(request: Request) -> Response:
             # the head of the answer a GET would get, and done: a stream run
             # for a HEAD sent nothing and never ended, holding a stream slot
             return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
-        if resumed is not None:
-            events = project_event_batches(rt, actor, token, project_id, resumed, "Last-Event-ID")
-        else:
-            events = project_event_batches(rt, actor, token, project_id, after)
+        # Last-Event-ID wins; a refusal of the position names the one used
+        position, name = (after, "after") if resumed is None else (resumed, "Last-Event-ID")
+        events = project_event_batches(rt, actor, token, project_id, position, name)
         stack.push_async_callback(events.aclose)
         # the first item (OPENED) comes once the listener is in place: a refusal
         # (too many streams) is still an ordinary JSON error, before the stream
