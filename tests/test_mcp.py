@@ -407,6 +407,63 @@ async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
     assert "16 open streams" in message and "unexpected server fault" not in message
 
 
+async def _streams_admitted(client: httpx.AsyncClient, url: str, token: str) -> int:
+    """How many of 16 event streams opened at once the token is given."""
+    async with contextlib.AsyncExitStack() as held:
+        admitted = 0
+        for _ in range(16):
+            r = await held.enter_async_context(
+                client.stream("GET", url, headers={"Authorization": f"Bearer {token}"})
+            )
+            admitted += r.status_code == 200
+        return admitted
+
+
+async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
+    waypost: Waypost,
+) -> None:
+    """The SDK runs a call on after its POST's client has gone: a dropped
+    decision_wait held one of the token's 16 streams to its bound (240 s)."""
+    project = waypost.project("left-waiting")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", "leaver")
+    question = {"question": "Go?", "options": ["Yes", "No"], "rationale": "r",
+                "required_actor": "human", "task_ids": [task_id], "environment": "e"}  # fmt: skip
+    decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", question).json()
+    stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {agent}"}  # fmt: skip
+    wait = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "decision_wait", "arguments": {
+            "project": project, "decision_id": decision["id"],
+            "timeout_seconds": 240}}}  # fmt: skip
+
+    async def admitted_becomes(client: httpx.AsyncClient, count: int) -> None:
+        while await _streams_admitted(client, stream, agent) != count:
+            await asyncio.sleep(0.1)
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        r = await client.post(f"{waypost.url}/mcp", json=hello, headers=headers)
+        assert r.status_code == 200, r.text
+        headers |= {"Mcp-Session-Id": r.headers["mcp-session-id"],
+                    "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post(f"{waypost.url}/mcp", json=ready, headers=headers)).is_success
+        async with (
+            httpx.AsyncClient(timeout=30) as caller,
+            caller.stream("POST", f"{waypost.url}/mcp", json=wait, headers=headers) as waiting,
+        ):
+            assert waiting.status_code == 200
+            # the wait holds one of the token's streams while it runs
+            await asyncio.wait_for(admitted_becomes(client, 15), 10)
+        # the response left unread: its connection is closed
+        await asyncio.wait_for(admitted_becomes(client, 16), 10)
+        await client.delete(f"{waypost.url}/mcp", headers=headers)
+
+
 async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_running(
     tmp_path: Path,
 ) -> None:

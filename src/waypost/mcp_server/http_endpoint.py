@@ -38,7 +38,7 @@ from waypost.http.auth import buffer_body, send_json
 from waypost.http.decoding import parse_json
 from waypost.http.headers import header
 from waypost.mcp_server.backend import Backend, LocalBackend
-from waypost.mcp_server.server import Context, build_server
+from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
 from waypost.runtime import Actor, Runtime
 
@@ -265,7 +265,11 @@ class McpEndpoint:
         identity = AccessToken(
             token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
         )
-        scope_with_user: dict[str, Any] = {**scope, "user": AuthenticatedUser(identity)}
+        gone = asyncio.Event()
+        scope_with_user: dict[str, Any] = {
+            **scope, "user": AuthenticatedUser(identity), CLIENT_GONE: gone
+        }  # fmt: skip
+        receive = _noting_disconnect(receive, gone)
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
         unknown = _unknown_method(message, scope) if session_id in live else None
@@ -304,6 +308,19 @@ class McpEndpoint:
         for gone in [s for s, seen in live.items() if seen < cutoff]:
             del live[gone]
         return live
+
+
+def _noting_disconnect(receive: Receive, gone: asyncio.Event) -> Receive:
+    """`receive`, setting `gone` when it tells that the client has gone (the
+    SDK's event-stream response listens for that while a call runs)."""
+
+    async def noting() -> Message:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+        return message
+
+    return noting
 
 
 def _noting_new_session(send: Send, live: dict[str, float]) -> Send:

@@ -7,6 +7,7 @@ state: an id for derived idempotency keys and the agent session it keeps.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -54,6 +55,10 @@ PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
 # JSON-RPC codes of a failed resource read, as the MCP specification suggests
 # (a plain exception became code 0)
 RESOURCE_NOT_FOUND = -32002
+# The key, in an HTTP request's ASGI scope, of the asyncio.Event set once its
+# client has gone (http_endpoint.py sets both): a decision_wait whose caller
+# left stops at once instead of holding one of the token's streams to its bound.
+CLIENT_GONE = "waypost.mcp.client_gone"
 _RESOURCE_CODES = {"not_found": RESOURCE_NOT_FOUND, "invalid_request": types.INVALID_PARAMS}
 
 
@@ -172,6 +177,41 @@ async def _decision_wait(backend: Backend, state: McpState, args: dict[str, Any]
     return await wait_for_decision(backend.changes(project), read, timeout)
 
 
+class ClientLeft(Exception):
+    """The HTTP client of a call went away before its answer."""
+
+
+def _client_gone(ctx: Context) -> asyncio.Event | None:
+    """Set once the call's HTTP client has gone; None over stdio, where the
+    client's going ends the process."""
+    gone = ctx.request.scope.get(CLIENT_GONE) if ctx.request is not None else None
+    return gone if isinstance(gone, asyncio.Event) else None
+
+
+async def _unless_client_leaves(work: Awaitable[T], gone: asyncio.Event | None) -> T:
+    """`work`'s result, or ClientLeft once `gone` is set, `work` cancelled.
+
+    The SDK runs a call on in its session after its POST's client has gone,
+    to the end: a decision_wait held one of the token's 16 streams (and a
+    task) for up to its 240-second bound for an answer nobody would read."""
+    if gone is None:
+        return await work
+    # a cancel scope, not a task group: the work's own errors (a refusal of
+    # the wait) must reach the caller as they are, not in an ExceptionGroup
+    with anyio.CancelScope() as scope:
+
+        async def watch() -> None:
+            await gone.wait()
+            scope.cancel()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            return await work
+        finally:
+            watcher.cancel()
+    raise ClientLeft  # reached only when `watch` cancelled the work
+
+
 def _result(body: Any) -> types.CallToolResult:
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     structured = body if isinstance(body, dict) else {"result": body}
@@ -238,7 +278,8 @@ def build_server(
         arguments = _whole_numbers(arguments)
         try:
             if name == "decision_wait":
-                result = await _decision_wait(backend, state, arguments)
+                wait = _decision_wait(backend, state, arguments)
+                result = await _unless_client_leaves(wait, _client_gone(ctx))
             elif name in by_name:
                 result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
             else:
@@ -248,6 +289,8 @@ def build_server(
                 return _error(explain(unknown))
         except ApiError as error:
             return _error(explain(error, str(project) if project else None))
+        except ClientLeft:
+            return _error("cancelled: the client went away before the answer")
         except WaypostError as error:
             # refused in process, outside any route: the stream caps of a wait
             # (too_many_streams), a busy store; the same REST format
