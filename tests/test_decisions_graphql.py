@@ -308,3 +308,39 @@ async def test_dashboard_of_fifty_decisions_runs_a_bounded_number_of_statements(
     assert all(len(e["node"]["affected"]) == 2 for e in edges)
     assert many == few, (few, many)
     assert many <= 40
+
+
+async def test_time_inputs_are_datetime_and_still_checked_as_rest_checks_them(
+    human: Caller, project: str
+) -> None:
+    """Section 14: times are the DateTime scalar; the two `expiresAt` inputs
+    were typed String. The scalar takes the string and the resolver still
+    answers a malformed one with a userError naming the field."""
+    for name in ("DecisionOpenInput", "DecisionReopenInput"):
+        typed = await human.gql(
+            "query ($n: String!) { __type(name: $n) { inputFields { name type { name } } } }",
+            {"n": name},
+        )
+        fields = {f["name"]: f["type"]["name"] for f in typed["data"]["__type"]["inputFields"]}
+        assert fields["expiresAt"] == "DateTime", name
+    task = await new_task(human)
+    later = "2026-12-31T00:00:00.000Z"
+    with_expiry = OPEN.replace("environment conditions", "environment conditions expiresAt")
+    opened = await human.gql(with_expiry, {"input": open_input([task], expiresAt=later)})
+    assert opened["data"]["decisionOpen"]["decision"]["current"]["expiresAt"] == later
+    for bad, field in (("next tuesday", "expiresAt"), ("2026-12-31T00:00:00", "expiresAt")):
+        r = await human.gql(OPEN, {"input": open_input([task], expiresAt=bad)})
+        errors = r["data"]["decisionOpen"]["userErrors"]
+        assert [(e["code"], e["field"]) for e in errors] == [("invalid_request", field)], r
+    # a literal in the document parses as the variable does
+    literal = await human.gql(
+        'mutation ($t: String!) { decisionOpen(input: {idempotencyKey: "lit-1", projectId: "demo",'
+        ' question: "Go?", options: ["Yes", "No"], rationale: "r", requiredActor: HUMAN,'
+        f' taskIds: [$t], environment: "e", expiresAt: "{later}"}})'
+        " { decision { current { expiresAt } } userErrors { code } } }",
+        {"t": task},
+    )
+    assert literal["data"]["decisionOpen"]["decision"]["current"]["expiresAt"] == later
+    wrong = await human.gql(OPEN, {"input": open_input([task], expiresAt=5)})
+    assert "data" not in wrong or wrong["data"] is None, wrong
+    assert "DateTime" in wrong["errors"][0]["message"]

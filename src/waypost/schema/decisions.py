@@ -395,7 +395,7 @@ class DecisionOpenInput:
     task_ids: list[str]
     environment: str
     conditions: list[str] | None = strawberry.UNSET
-    expires_at: str | None = strawberry.UNSET
+    expires_at: DateTime | None = strawberry.UNSET
     recommendation: str | None = strawberry.UNSET
     reversible: bool | None = strawberry.UNSET
 
@@ -428,7 +428,7 @@ class DecisionReopenInput:
     rationale: str
     environment: str | None = strawberry.UNSET
     conditions: list[str] | None = strawberry.UNSET
-    expires_at: str | None = strawberry.UNSET
+    expires_at: DateTime | None = strawberry.UNSET
 
 
 @strawberry.type
