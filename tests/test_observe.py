@@ -74,7 +74,9 @@ async def test_refusals_are_logged_without_a_principal(
     r = await service.client.get("/no/such/route/wp_secret")
     [first, second] = access_lines(caplog)
     assert first["status"] == 401 and first["principal_id"] is None
-    assert first["route"] is None  # refused before routing
+    # refused before routing, still named by the route it would have reached
+    # (it was null, and "unmatched" in the metrics, like an unknown path)
+    assert first["route"] == "/api/v1/me"
     assert second["status"] == 401 and second["route"] is None
     assert "wp_secret" not in json.dumps(access_lines(caplog))
 
@@ -213,6 +215,9 @@ async def test_metrics_count_requests_by_route_template_and_graphql_operations(
         assert (await human.get("/api/v1/projects/demo")).status_code == 200
     await human.gql("query Q { me { name } }")
     await human.client.post("/graphql", json={"query": "{ nope }"}, headers=human.headers())
+    stale = {"Authorization": "Bearer wp_stale"}
+    assert (await metered.client.get("/api/v1/projects/demo", headers=stale)).status_code == 401
+    assert (await metered.client.get("/api/v1/nowhere", headers=stale)).status_code == 401
     token = await metrics_token(metered, human.principal_id)
     text = (await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
     assert (
@@ -223,6 +228,12 @@ async def test_metrics_count_requests_by_route_template_and_graphql_operations(
         'waypost_http_request_duration_seconds_count{method="GET",'
         'route="/api/v1/projects/{project}",status="200"} 3.0' in text
     )
+    # refused before routing: counted by the route asked for; no route, "unmatched"
+    assert (
+        'waypost_http_requests_total{method="GET",route="/api/v1/projects/{project}",'
+        'status="401"} 1.0' in text
+    )
+    assert 'waypost_http_requests_total{method="GET",route="unmatched",status="401"} 1.0' in text
     assert 'waypost_graphql_operations_total{outcome="ok",type="query"} 1.0' in text
     # not valid: nothing ran
     assert 'waypost_graphql_operations_total{outcome="refused",type="query"} 1.0' in text

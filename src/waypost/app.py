@@ -102,5 +102,6 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         RequestObserver,
         metrics=lambda: getattr(getattr(app.state, "runtime", None), "metrics", None),
         access_log=settings.access_log,
+        router=app.router,
     )
     return app

@@ -4,7 +4,8 @@
 each request an id (answered as `X-Request-Id`), times it, and once the
 response is done writes one line to `waypost.access` and counts it. The line
 names the route template (`/api/v1/projects/{project}/tasks`), never the raw
-path, and holds no token, body or header value.
+path, also for a request refused before routing, and holds no token, body
+or header value.
 
 A WebSocket connection gets one line too, when it closes: status 101 once
 accepted (the close code is the protocol's business), or the status of its
@@ -21,6 +22,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost.ids import new_id
@@ -73,13 +75,32 @@ def note_graphql_operation(name: str | None) -> None:
         line.operation = name if _GRAPHQL_NAME.match(name) else "(invalid name)"
 
 
+def route_template(router: Router, scope: Scope) -> str | None:
+    """The template of the route `scope` would reach, or None when none
+    matches. For a request refused before routing (401): the log line and
+    the metrics then say which route refused callers were after, which
+    counting them all as "unmatched" hid (a client with a stale token
+    hammering one route looked like a scan of unknown paths)."""
+    for candidate in router.routes:
+        match, child = candidate.matches(scope)
+        if match is not Match.NONE:
+            path: str | None = getattr(child.get("route", candidate), "path", None)
+            return path
+    return None
+
+
 class RequestObserver:
     def __init__(
-        self, app: ASGIApp, metrics: Callable[[], Metrics | None], access_log: bool = True
+        self,
+        app: ASGIApp,
+        metrics: Callable[[], Metrics | None],
+        access_log: bool = True,
+        router: Router | None = None,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.access_log = access_log
+        self.router = router  # to name the route of a request refused before routing
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -110,6 +131,8 @@ class RequestObserver:
             line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             route = scope.get("route")
             line.route = getattr(route, "path", None)
+            if line.route is None and self.router is not None:
+                line.route = route_template(self.router, scope)
             state = scope.get("state") or {}
             # the token's principal, also when its named session was refused
             line.principal_id = state.get("principal_id")
