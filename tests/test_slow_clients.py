@@ -265,6 +265,43 @@ async def test_a_websocket_upgrade_with_a_body_is_refused(http: str, length: byt
         assert (await exchange(port, upgrade + length + b"\r\n\r\n")).startswith(b"HTTP/1.1 400 ")
 
 
+@pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"GET / HTTP/1.1\r\n\r\n", b"400"),  # no Host
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"400"),
+        (b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", b"400"),
+        (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", b"505"),
+    ],
+    ids=["no-host", "two-hosts", "two-hosts-1.0", "http-2.0"],
+)
+async def test_a_head_rfc_9112_refuses_is_refused_and_closed(
+    http: str, head: bytes, status: bytes
+) -> None:
+    """httptools answered each 200: a front proxy routing by one Host while
+    the service read another could turn one request into another's."""
+    if http == "h11" and status == b"505":
+        pytest.skip("h11 takes HTTP/2.0 in a request line; serve runs httptools")
+    async with listening(http, deadline=60) as port:
+        answer = await exchange(port, head)
+    assert answer.split(b" ")[1] == status, answer
+    assert b"echo:" not in answer  # the app never ran
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_heads_rfc_9112_accepts_are_served(http: str) -> None:
+    """HTTP/1.0 needs no Host; one Host, in any case of its name, is one."""
+    async with listening(http, deadline=60) as port:
+        for head in (
+            b"GET / HTTP/1.0\r\n\r\n",
+            b"GET / HTTP/1.1\r\nhOsT: a\r\nConnection: close\r\n\r\n",
+        ):
+            answer = await exchange(port, head)
+            assert answer.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")), answer
+            assert answer.endswith(b"echo:")
+
+
 async def connections_left(port: int) -> int:
     """The server's open connections, waiting (at most 10 s) for none."""
     connections = SERVERS[port].server_state.connections

@@ -26,6 +26,11 @@ these additions:
   connection is closed. No route takes a body near that size (each refuses
   its own limit first), but httptools keeps every trailer field, at the
   same growing cost as a header, even after the app has answered.
+- **A request head as RFC 9112 has it** (httptools): an HTTP version other
+  than 1.1 or 1.0 is answered `505`, an HTTP/1.1 request without a `Host`
+  or any request with two is answered `400`, each closing the connection.
+  (h11 refuses the Host faults itself, but takes `HTTP/2.0`: `serve`
+  runs httptools.)
 - **No WebSocket upgrade with a body**: the WebSocket protocol that takes
   over would wait for ever for a handshake behind it; `400` instead.
 - **A client must read its answers**: one that takes nothing of what waits
@@ -64,15 +69,40 @@ _HEAD_TOO_LARGE = (
 )
 
 
-async def _head_too_large(scope: Any, receive: Any, send: Any) -> None:
-    """The answer to a whole head over `HEAD_MOST` (in place of the app)."""
-    headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
-        (b"content-length", b"%d" % len(_HEAD_MESSAGE)),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 431, "headers": headers})
-    await send({"type": "http.response.body", "body": _HEAD_MESSAGE})
+def _refusal(status: int, message: bytes) -> Any:
+    """An ASGI app answering `status` with `message` and closing the
+    connection, served in place of the app (as uvicorn's own 503 for
+    `limit_concurrency` is)."""
+
+    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+        headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", b"%d" % len(message)),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": message})
+
+    return refuse
+
+
+_head_too_large = _refusal(431, _HEAD_MESSAGE)
+_version_refused = _refusal(505, b"This server speaks HTTP/1.1 and HTTP/1.0.")
+_host_refused = _refusal(400, b"An HTTP/1.1 request carries exactly one Host header.")
+
+
+def _framing_refusal(version: str, headers: Any) -> Any:
+    """The refusal of a request head RFC 9112 says a server must refuse, or
+    None. httptools takes `HTTP/2.0` (or any major version 2) in a request
+    line, an HTTP/1.1 request without a Host and one with two: a front proxy
+    that routes by the first Host while another reads the second is how one
+    request turns into another's."""
+    if version not in ("1.1", "1.0"):
+        return _version_refused
+    hosts = sum(1 for name, _ in headers if name == b"host")
+    if hosts > 1 or (hosts == 0 and version == "1.1"):
+        return _host_refused
+    return None
 
 
 def _has_body(headers: Any) -> bool:
@@ -122,10 +152,15 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
             earlier = self.cycle
             # a head that arrived whole in one read is measured here
             size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
-            if size > HEAD_MOST:
+            refusal = (
+                _head_too_large
+                if size > HEAD_MOST
+                else _framing_refusal(self.parser.get_http_version(), self.headers)
+            )
+            if refusal is not None:
                 # uvicorn serves it with `self.app`, as its own 503 for
                 # `limit_concurrency` does
-                app, self.app = self.app, _head_too_large
+                app, self.app = self.app, refusal
                 try:
                     super().on_headers_complete()
                 finally:
