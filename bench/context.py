@@ -34,6 +34,7 @@ import os
 import shutil
 import socket
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -306,20 +307,31 @@ def plan(path: Path) -> list[str]:
         conn.close()
 
 
+def paired_median(row: Row, base: Row) -> float:
+    """The median, over the queries both rows ran, of one row's time for a
+    query over the base row's time for the same query. Every row runs the
+    same queries in the same order, so sample i of each is query i's."""
+    return statistics.median(r / b for r, b in zip(row.samples, base.samples, strict=False))
+
+
 def report(size: int, rows: list[Row], over_http: Row, rss: float, queries: int) -> None:
     """Percentiles and ratios: `x` against the bare query in-process (rows[0]),
-    `xH` against the bare query over HTTP."""
+    `xH` against the bare query over HTTP; `q x`: the median of the per-query
+    ratios to the bare query in-process (the p50 of each row falls where the
+    cost of a query climbs steeply, so their quotient swings between runs;
+    this one does not: docs/context.md)."""
     print(f"\n  {size} knowledge + {size // 10} tasks, {queries} queries of 1-3 words")
     base = rows[0]
     print(f"  {'':48} {'p50':>9} {'p90':>9} {'p99':>9} {'p50 x':>6} {'p99 x':>6}"
-          f" {'p50 xH':>6} {'p99 xH':>6} {'limited':>8} {'errors':>6} {'n':>4}")  # fmt: skip
+          f" {'p50 xH':>6} {'p99 xH':>6} {'q x':>6} {'limited':>8}"
+          f" {'errors':>6} {'n':>4}")  # fmt: skip
     for r in rows:
         print(
             f"  {r.name:48} {r.pct(0.5) * 1e3:7.2f}ms {r.pct(0.9) * 1e3:7.1f}ms"
             f" {r.pct(0.99) * 1e3:7.1f}ms {r.pct(0.5) / base.pct(0.5):6.1f}"
             f" {r.pct(0.99) / base.pct(0.99):6.1f} {r.pct(0.5) / over_http.pct(0.5):6.1f}"
-            f" {r.pct(0.99) / over_http.pct(0.99):6.1f} {r.limited / len(r.samples):7.1%}"
-            f" {r.errors:6d} {len(r.samples):4d}"
+            f" {r.pct(0.99) / over_http.pct(0.99):6.1f} {paired_median(r, base):6.1f}"
+            f" {r.limited / len(r.samples):7.1%} {r.errors:6d} {len(r.samples):4d}"
         )
     print(f"  serve peak RSS {rss:.0f} MB")
 

@@ -1,0 +1,21 @@
+"""The context bench's paired ratio (bench/context.py), on known samples."""
+
+from __future__ import annotations
+
+from bench.context import Row, paired_median
+
+
+def test_the_paired_median_compares_each_query_with_itself() -> None:
+    """Query i of one row against query i of the base row: a row faster on
+    the cheap query and slower on the costly one has a median ratio the
+    quotient of the two p50s does not show (0.3 here)."""
+    base = Row("bare", samples=[1.0, 10.0, 100.0])
+    row = Row("packet", samples=[3.0, 1.0, 200.0])
+    assert row.pct(0.5) / base.pct(0.5) == 0.3
+    assert paired_median(row, base) == 2.0
+
+
+def test_a_row_cut_short_is_paired_over_the_queries_it_ran() -> None:
+    base = Row("bare", samples=[1.0, 2.0, 4.0, 8.0])
+    prefix = Row("datasette", samples=[10.0, 40.0])
+    assert paired_median(prefix, base) == 15.0
