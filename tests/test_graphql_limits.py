@@ -181,6 +181,41 @@ async def test_over_the_node_limit_is_refused_before_any_resolver(
     assert "55,500" in data["errors"][0]["message"]
 
 
+async def test_a_page_size_sent_as_a_float_counts_as_its_int(human: Caller) -> None:
+    """graphql-core runs `$n: Int` sent as 500.0 as 500: the limit counted
+    the default 50 for it and the query ran."""
+    data = (await gql(human, NESTED_CONNECTIONS, {"n": 500.0, "m": 100.0})).json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "55,500" in data["errors"][0]["message"]
+
+
+SHARED_FRAGMENT = """query A($n: Int = 1) { ...F } query B($n: Int = 100) { ...F }
+fragment F on Query { projects(first: $n) { nodes {
+  tasks(first: $n) { nodes { revisions(first: $n) { nodes { revision } } } } } } }"""
+
+
+def test_a_fragment_spread_by_two_operations_is_measured_for_each() -> None:
+    """Its figures were kept from the first operation measured (`$n` = 1)
+    and reused for B, whose `$n` of 100 makes 1,010,100 nodes."""
+    document = parse(SHARED_FRAGMENT)
+    assert check_limits(schema._schema, document, operation_name="A") == []
+    [error] = check_limits(schema._schema, document, operation_name="B")
+    assert "1,010,100 nodes" in error.message
+
+
+async def test_only_the_operation_that_runs_is_measured(human: Caller) -> None:
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": SHARED_FRAGMENT, "operationName": "B"})  # fmt: skip
+    assert r.json()["data"] is None and "1,010,100 nodes" in r.json()["errors"][0]["message"]
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": SHARED_FRAGMENT, "operationName": "A"})  # fmt: skip
+    assert "errors" not in r.json(), r.text
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": SHARED_FRAGMENT})  # fmt: skip
+    assert r.json().get("data") is None
+    assert "operation name" in r.json()["errors"][0]["message"]
+
+
 def test_node_limit_counts_defaults_and_fragments_once_each() -> None:
     # a connection without first/last returns up to 50; a fragment spread twice
     # counts twice (its figures are reused, not re-walked)

@@ -47,6 +47,7 @@ from strawberry.schema.schema import validate_document
 from waypost.schema.memo import Memo, variables_key
 from waypost.schema.mutation_paging import paging_refusals
 from waypost.schema.offload import off_loop
+from waypost.schema.operation import coerced_variables, selected_operation
 
 MAX_DEPTH = 16
 MAX_ALIASES = 30
@@ -87,14 +88,18 @@ class Measure:
 
 
 class _Measurer:
-    """One pass over a document; each fragment is measured once."""
+    """One pass over one operation; each fragment is measured once.
+
+    Once per operation, not per document: a fragment's figures depend on the
+    operation's variables (its `first: $n`), so one operation's figures are
+    no other's (two operations with other defaults for `$n` shared them, and
+    the second ran past the node limit)."""
 
     def __init__(
         self, schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any]
     ) -> None:
         self.schema = schema
-        self.variables = variables
-        self.defaults: dict[str, Any] = {}
+        self.variables = variables  # coerced, with the operation's defaults
         self.fragments = {
             d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
         }
@@ -102,11 +107,6 @@ class _Measurer:
         self.in_progress: set[str] = set()
 
     def operation(self, op: OperationDefinitionNode) -> Measure:
-        self.defaults = {
-            v.variable.name.value: _literal(v.default_value, {}, {})
-            for v in op.variable_definitions or ()
-            if v.default_value is not None
-        }
         root = self.schema.get_root_type(op.operation)
         return self.selections(op.selection_set, root, 0)
 
@@ -169,9 +169,7 @@ class _Measurer:
         """The items a connection may return: `last`, else `first`, else its default."""
         given = {a.name.value: a.value for a in node.arguments or ()}
         sizes = [
-            _literal(given[name], self.variables, self.defaults)
-            for name in ("first", "last")
-            if name in given
+            _literal(given[name], self.variables) for name in ("first", "last") if name in given
         ]
         numbers = [
             s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s in INT_RANGE
@@ -185,13 +183,12 @@ class _Measurer:
         return DEFAULT_PAGE
 
 
-def _literal(value: Any, variables: dict[str, Any], defaults: dict[str, Any]) -> Any:
+def _literal(value: Any, variables: dict[str, Any]) -> Any:
     if isinstance(value, IntValueNode):
         # past 32 bits it is no Int anyway; int() of 4,300 digits or more raises
         return int(value.value) if len(value.value) <= 11 else None
     if isinstance(value, VariableNode):
-        name = value.name.value
-        return variables[name] if name in variables else defaults.get(name)
+        return variables.get(value.name.value)
     return None
 
 
@@ -200,37 +197,44 @@ def _operation_name(op: OperationDefinitionNode) -> str:
 
 
 def check_limits(
-    schema: GraphQLSchema, document: DocumentNode, variables: dict[str, Any] | None = None
+    schema: GraphQLSchema,
+    document: DocumentNode,
+    variables: dict[str, Any] | None = None,
+    operation_name: str | None = None,
 ) -> list[GraphQLError]:
-    """Depth, aliases (through fragments), nesting and the node limit of `document`.
+    """Depth, aliases (through fragments), nesting and the node limit of the
+    operation the request runs (`operation_name`; another operation of the
+    document never runs), with its variables as execution will see them.
 
     Time linear in the document: each fragment's figures are computed once.
     """
-    measurer = _Measurer(schema, document, variables or {})
+    op = selected_operation(document, operation_name)
+    if isinstance(op, GraphQLError):
+        return [op]  # nothing runs: graphql-core would refuse it the same way
+    name = _operation_name(op)
+    measurer = _Measurer(schema, document, coerced_variables(schema, op, variables))
+    try:
+        m = measurer.operation(op)
+    except _TooDeep:
+        return [
+            GraphQLError(f"'{name}' nests selections more than {MAX_NESTING} levels deep", [op])
+        ]
     errors: list[GraphQLError] = []
-    for op in document.definitions:
-        if not isinstance(op, OperationDefinitionNode):
-            continue
-        name = _operation_name(op)
-        try:
-            m = measurer.operation(op)
-        except _TooDeep:
-            msg = f"'{name}' nests selections more than {MAX_NESTING} levels deep"
-            return [GraphQLError(msg, [op])]
-        if m.depth > MAX_DEPTH:
-            msg = f"'{name}' exceeds maximum operation depth of {MAX_DEPTH}"
-            errors.append(GraphQLError(msg, [op]))
-        if m.nodes > MAX_NODES:
-            msg = (
-                f"'{name}' exceeds the node limit: it may return {m.nodes:,} nodes, the limit"
-                f" is {MAX_NODES:,} (the product of first/last along each path of nested"
-                " connections, summed over all paths)"
-            )
-            errors.append(GraphQLError(msg, [op]))
-        # per operation, as depth and nodes: only one of them runs
-        if m.aliases > MAX_ALIASES:
-            msg = f"{m.aliases} aliases found in '{name}'. Allowed: {MAX_ALIASES}"
-            errors.append(GraphQLError(msg, [op]))
+    if m.depth > MAX_DEPTH:
+        errors.append(
+            GraphQLError(f"'{name}' exceeds maximum operation depth of {MAX_DEPTH}", [op])
+        )
+    if m.nodes > MAX_NODES:
+        msg = (
+            f"'{name}' exceeds the node limit: it may return {m.nodes:,} nodes, the limit"
+            f" is {MAX_NODES:,} (the product of first/last along each path of nested"
+            " connections, summed over all paths)"
+        )
+        errors.append(GraphQLError(msg, [op]))
+    if m.aliases > MAX_ALIASES:
+        errors.append(
+            GraphQLError(f"{m.aliases} aliases found in '{name}'. Allowed: {MAX_ALIASES}", [op])
+        )
     return errors
 
 
@@ -258,8 +262,9 @@ class _ValidationResults:
 
 
 _RESULTS = _ValidationResults(CACHED_QUERIES)
-# (query text, variables) of requests found within the limits: the limits
-# depend on nothing else, so the same dashboard query is measured once
+# (query text, variables, operation name) of requests found within the
+# limits: the limits depend on nothing else, so the same dashboard query is
+# measured once
 _WITHIN: Memo[bool] = Memo(CACHED_QUERIES)
 
 
@@ -289,11 +294,15 @@ class QueryLimits(SchemaExtension):
         assert document is not None
         schema = ctx.schema._schema
         variables = variables_key(ctx.variables)
-        within = None if ctx.query is None or variables is None else (ctx.query, variables)
+        within = (
+            None
+            if ctx.query is None or variables is None
+            else (ctx.query, variables, ctx.operation_name)
+        )
         if within is not None and _WITHIN.get(within):
             errors = []
         else:
-            errors = check_limits(schema, document, ctx.variables)
+            errors = check_limits(schema, document, ctx.variables, ctx.operation_name)
             if not errors and within is not None:
                 _WITHIN.put(within, True)
         if not errors:

@@ -29,7 +29,6 @@ from graphql import (
     GraphQLSchema,
     InlineFragmentNode,
     IntValueNode,
-    OperationDefinitionNode,
     OperationType,
     SelectionNode,
     SelectionSetNode,
@@ -40,6 +39,7 @@ from graphql import (
 
 from waypost.errors import InvalidRequest
 from waypost.pagination import decode_cursor
+from waypost.schema.operation import coerced_variables, selected_operation
 from waypost.schema.relay import window
 
 PAGING = ("first", "after", "last", "before")
@@ -73,16 +73,6 @@ def _value(node: Any, variables: dict[str, Any]) -> Any:
     if isinstance(node, VariableNode):
         return variables.get(node.name.value)
     return None
-
-
-def _with_defaults(op: OperationDefinitionNode, variables: dict[str, Any]) -> dict[str, Any]:
-    """The request's variables, and the operation's defaults for those it left out."""
-    defaults = {
-        v.variable.name.value: _value(v.default_value, {})
-        for v in op.variable_definitions or ()
-        if v.default_value is not None
-    }
-    return {**defaults, **variables}
 
 
 class _Walk:
@@ -166,14 +156,11 @@ def paging_refusals(
     paging refusal, if it would. Another operation of the document is no
     business of this request (the request rules already refused a document of
     several operations that names none)."""
-    for op in document.definitions:
-        if not isinstance(op, OperationDefinitionNode):
-            continue
-        if operation_name is not None and (op.name is None or op.name.value != operation_name):
-            continue
-        if op.operation is not OperationType.MUTATION:
-            return []
-        walk = _Walk(schema, document, _with_defaults(op, variables or {}))
-        walk.selections(op.selection_set, schema.mutation_type)
-        return walk.refusals
-    return []
+    op = selected_operation(document, operation_name)
+    if isinstance(op, GraphQLError) or op.operation is not OperationType.MUTATION:
+        return []
+    # coerced as execution will: a `first` sent as 0.0 is the Int 0, refused
+    # here (it passed, and the write committed before the refusal)
+    walk = _Walk(schema, document, coerced_variables(schema, op, variables))
+    walk.selections(op.selection_set, schema.mutation_type)
+    return walk.refusals
