@@ -4,6 +4,12 @@ The key is made when the lifecycle app is composed and lives only in that
 process's memory, so a restart invalidates every cursor. A cursor that was
 altered, belongs to another caller, tenant or query, or has expired is
 `400 invalid_cursor`.
+
+The cursor carries a digest of its binding, not the binding: a tenant name
+of 256 characters and a query of 200, each non-ASCII character escaped in
+the JSON, made a cursor of over 4,000 characters, past what the search
+route takes back (its next page was out of reach), and the cursor showed
+the caller's id and tenant to whoever held it.
 """
 
 from __future__ import annotations
@@ -40,10 +46,17 @@ class CursorSigner:
     def _mac(self, payload: bytes) -> bytes:
         return hmac.new(self._key, payload, hashlib.sha256).digest()
 
+    def _bound_to(self, binding: dict[str, str]) -> str:
+        """A fixed-size digest of the binding (keyed: it tells nothing of it)."""
+        text = json.dumps(binding, separators=(",", ":"), sort_keys=True).encode()
+        return _b64(self._mac(b"binding:" + text)[:16])
+
     def sign(self, binding: dict[str, str], position: list[str], now: datetime) -> str:
         expires = int((now + LIFETIME).timestamp() * 1000)
         payload = json.dumps(
-            {"b": binding, "p": position, "x": expires}, separators=(",", ":"), sort_keys=True
+            {"b": self._bound_to(binding), "p": position, "x": expires},
+            separators=(",", ":"),
+            sort_keys=True,
         ).encode()
         return f"{_b64(payload)}.{_b64(self._mac(payload))}"
 
@@ -57,7 +70,7 @@ class CursorSigner:
         if not dot or not hmac.compare_digest(self._mac(payload), signature):
             raise invalid()
         data: Any = json.loads(payload)
-        if data["b"] != binding or data["x"] <= int(now.timestamp() * 1000):
+        if data["b"] != self._bound_to(binding) or data["x"] <= int(now.timestamp() * 1000):
             raise invalid()
         position: list[str] = data["p"]
         return position
