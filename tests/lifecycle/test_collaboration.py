@@ -70,12 +70,32 @@ async def test_sources_name_https_uris_and_packet_digests_of_that_version(
     for bad in [
         {**ok, "uri": "http://example.org"},
         {**ok, "digest": digest(b"elsewhere")},
-        {**ok, "title": ""},
+        {**ok, "title": "t" * 201},
         {**ok, "note": "n" * 2001},
+        # no host, control characters, characters no URI holds: they were taken
+        {**ok, "uri": "https:///"},
+        {**ok, "uri": "https://@/"},
+        {**ok, "uri": "https://ex\u0001ample.com"},
+        {**ok, "uri": "https://a\u0000b"},
+        {**ok, "uri": "https://a/<script>"},
+        {**ok, "uri": "https://a b"},
+        {**ok, "uri": "https://[::1/"},
     ]:
         r = await registered.post(f"{M}/sources", {"version": 1, "source": bad})
         refused(r, 400, "invalid_request")
     assert (await events(registered))[-1]["type"] == "source.added"
+    # the model bounds a title by 200 only; a scheme is case-insensitive (it was
+    # refused); a host may be an IPv6 literal or non-ASCII, as an IRI's
+    for good in [
+        {"title": ""},
+        {"title": "t", "uri": "HTTPS://example.com/"},
+        {"title": "t", "uri": "https://[::1]:8443/x?q=1#f"},
+        {"title": "t", "uri": "https://例え.jp/パス"},
+    ]:
+        r = await registered.post(f"{M}/sources", {"version": 1, "source": good})
+        assert r.status_code == 200, (good, r.text)
+        stored = {k: v for k, v in (await events(registered))[-1]["data"].items() if v is not None}
+        assert stored == good
 
 
 async def test_evaluations_score_an_option_of_that_version(registered: Member) -> None:
@@ -87,10 +107,16 @@ async def test_evaluations_score_an_option_of_that_version(registered: Member) -
         {**ok, "score": 3},
         {**ok, "score": True},
         {**ok, "score": 1.0},
+        {**ok, "criterion": "c" * 201},
     ]:
         r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": bad})
         refused(r, 400, "invalid_request")
     assert (await events(registered))[-1]["data"] == ok
+    # "criterion": ≤ 200 in the model, no lower bound (an empty one was refused)
+    unnamed = {**ok, "criterion": ""}
+    r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": unnamed})
+    assert r.status_code == 200, r.text
+    assert (await events(registered))[-1]["data"] == unnamed
 
 
 async def test_publications_need_both_lists_and_one_entry(registered: Member) -> None:

@@ -8,7 +8,9 @@ that turns request bytes into these.
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -22,6 +24,9 @@ Digest = Annotated[str, msgspec.Meta(pattern=DIGEST_PATTERN)]
 MediaType = Annotated[str, msgspec.Meta(pattern=MEDIA_TYPE_PATTERN)]
 Version = Annotated[int, msgspec.Meta(ge=1)]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
+# the model gives source titles and criteria an upper bound only ("≤ 200"),
+# where it wants text it says so ("text": 1-8,000)
+UpTo200 = Annotated[str, msgspec.Meta(max_length=200)]
 Text = Annotated[str, msgspec.Meta(max_length=20_000)]
 Label = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
 
@@ -102,11 +107,35 @@ class CommentBody(_Closed):
     body: CommentText
 
 
+# What an https URI may hold (RFC 3986's characters, and any non-ASCII one
+# but C1 controls, as an IRI does): no space, control character, DEL or
+# `<>"{}|\^``.
+_URI_TEXT = re.compile(r"[!#-;=?-\[\]_a-z~\u00a0-\U0010ffff]{1,2048}")
+
+
+def is_https_uri(text: str) -> bool:
+    """An absolute https URI with a host: the scheme in any case (RFC 3986
+    says it is case-insensitive); `https:///` names no host."""
+    if _URI_TEXT.fullmatch(text) is None:
+        return False
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname
+    except ValueError:  # a malformed [IPv6] host
+        return False
+    return parts.scheme.lower() == "https" and bool(host)
+
+
 class Source(_Closed):
-    title: Title
-    uri: Annotated[str, msgspec.Meta(pattern=r"^https://[^\s]{1,2040}(?![\s\S])")] | None = None
+    title: UpTo200
+    uri: Annotated[str, msgspec.Meta(max_length=2_048)] | None = None
     digest: Digest | None = None
     note: Annotated[str, msgspec.Meta(max_length=2_000)] | None = None
+
+    def __post_init__(self) -> None:
+        # msgspec turns this into the body's validation error
+        if self.uri is not None and not is_https_uri(self.uri):
+            raise ValueError("source.uri must be an https URI with a host")
 
 
 class SourceBody(_Closed):
@@ -116,7 +145,7 @@ class SourceBody(_Closed):
 
 class Evaluation(_Closed):
     option_id: Id
-    criterion: Title
+    criterion: UpTo200
     score: Annotated[int, msgspec.Meta(ge=-2, le=2)]
     rationale: Annotated[str, msgspec.Meta(max_length=4_000)]
 
