@@ -454,6 +454,39 @@ async def test_repeated_query_parameter_is_400(human: Caller, project: str) -> N
     assert_error(r, 400, "invalid_request", "limit")
 
 
+@pytest.mark.parametrize(
+    ("path", "field"),
+    [
+        ("/api/v1/projects/demo/knowledge?q=%FF%FE", "q"),
+        ("/api/v1/projects/demo/tasks?q=ok&cursor=%C3", "cursor"),
+        ("/api/v1/projects/demo/context?q=%ED%A0%80", "q"),  # an encoded surrogate
+        ("/api/v1/projects/demo/events/stream?after=%FF", "after"),
+        ("/api/v1/projects?%FF=1", "\ufffd"),
+    ],
+)
+async def test_a_query_parameter_that_is_not_utf_8_is_400_naming_it(
+    human: Caller, project: str, path: str, field: str
+) -> None:
+    """It was decoded with U+FFFD in place of the bad bytes: a search for
+    text nobody sent, answered as if it had been."""
+    r = await human.client.get(path, headers=human.headers())
+    assert_error(r, 400, "invalid_request", field)
+    assert "UTF-8" in r.json()["error"]["message"]
+
+
+async def test_percent_encoded_utf_8_in_a_query_is_read_as_sent(
+    human: Caller, project: str
+) -> None:
+    created = await human.post(
+        "/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "中文 title", "body": "b"}
+    )
+    assert created.status_code == 201, created.text
+    r = await human.client.get("/api/v1/projects/demo/knowledge?q=%E4%B8%AD%E6%96%87",
+                               headers=human.headers())  # fmt: skip
+    assert r.status_code == 200, r.text
+    assert [k["title"] for k in r.json()["items"]] == ["中文 title"]
+
+
 # -- one envelope, common headers, routes ----------------------------------------------
 
 

@@ -407,3 +407,9 @@ async def test_spaces_around_a_header_value_are_not_part_of_it(author: Member) -
     assert (await author.post(URL, raw, headers=h)).status_code == 200
     replay = await author.post(URL, raw, key="spaced-key")
     assert replay.status_code == 200 and replay.headers["idempotent-replayed"] == "true"
+
+
+async def test_a_query_parameter_that_is_not_utf_8_is_refused(author: Member) -> None:
+    """`q=%FF` searched for U+FFFD; now it is refused like any bad parameter."""
+    r = await author.client.get("/v1/decisions?q=%FF", headers=author.headers())
+    refused(r, 400, "invalid_request")

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
+from urllib.parse import parse_qsl
 
 import msgspec
 
@@ -232,6 +233,26 @@ def _integer_fields(model: type) -> frozenset[str]:
                 names.add(f.encode_name)
         found = _INTEGER_FIELDS[model] = frozenset(names)
     return found
+
+
+def query_items(query_string: bytes) -> list[tuple[str, str]]:
+    """The query string's name-value pairs, percent-decoded as UTF-8.
+
+    A name or value whose decoded bytes are not UTF-8 is refused, naming it:
+    `parse_qsl` and Starlette put U+FFFD in their place, so `q=%FF%FE`
+    searched for text nobody sent and answered as if it had."""
+    if not query_string:
+        return []
+    pairs = parse_qsl(
+        query_string.decode("latin-1"), keep_blank_values=True, errors="surrogateescape"
+    )
+    for name, value in pairs:
+        if _LONE_SURROGATE.search(name) or _LONE_SURROGATE.search(value):
+            named = clip(_LONE_SURROGATE.sub("\ufffd", name))
+            raise InvalidRequest.field(
+                named, f"query parameter {named!r} is not UTF-8 once percent-decoded"
+            )
+    return pairs
 
 
 def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:

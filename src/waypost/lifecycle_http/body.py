@@ -12,7 +12,7 @@ from typing import TypeVar
 from starlette.requests import ClientDisconnect, Request
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType
-from waypost.http.decoding import decode_query
+from waypost.http.decoding import decode_query, query_items
 from waypost.resolvers.lifecycle import checks
 
 T = TypeVar("T")
@@ -58,7 +58,7 @@ async def read_body(request: Request) -> bytes:
 
 
 def query(request: Request, model: type[T]) -> T:
-    return decode_query(request.query_params.multi_items(), model)
+    return decode_query(query_items(request.scope["query_string"]), model)
 
 
 def path_id(request: Request, name: str = "id") -> str:

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
-from waypost.http.decoding import decode_query
+from waypost.http.decoding import decode_query, query_items
 from waypost.live import Hub, SlowConsumer, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import HEADERS, error_response
@@ -108,7 +108,7 @@ async def event_stream(request: Request) -> Response:
     stack = AsyncExitStack()
     try:
         # unknown or repeated parameters are refused, as on every REST route
-        query = decode_query(request.query_params.multi_items(), _StreamQuery)
+        query = decode_query(query_items(request.scope["query_string"]), _StreamQuery)
         after = _position(query.after, "after")
         resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
         await check_project(rt, project_id)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import msgspec
 from starlette.exceptions import HTTPException
@@ -18,7 +17,13 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
 from waypost.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType, WaypostError
-from waypost.http.decoding import convert, decode_query, is_json_media_type, parse_json
+from waypost.http.decoding import (
+    convert,
+    decode_query,
+    is_json_media_type,
+    parse_json,
+    query_items,
+)
 from waypost.http.headers import header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer
@@ -116,12 +121,7 @@ async def read_body(scope: Scope, receive: Receive, limit: int = BODY_LIMIT) -> 
 async def _decode(
     route: RestRoute, scope: Scope, receive: Receive
 ) -> tuple[Any, Any, Idempotency | None]:
-    # most mutations carry no query string: skip parsing an empty one
-    query_string: bytes = scope["query_string"]
-    items = (
-        parse_qsl(query_string.decode("latin-1"), keep_blank_values=True) if query_string else []
-    )
-    query: Any = decode_query(items, route.query or _NoQuery)
+    query: Any = decode_query(query_items(scope["query_string"]), route.query or _NoQuery)
     if not route.is_mutation:
         return query, None, None
     raw = b""
