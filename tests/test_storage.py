@@ -140,6 +140,31 @@ async def test_write_lock_held_past_the_busy_timeout_is_unavailable_over_graphql
     assert error["extensions"] == {"code": "unavailable", "retryAfter": 1}
 
 
+async def test_an_unavailable_graphql_answer_carries_retry_after_as_rest_does(
+    impatient: Service,
+) -> None:
+    """The answer stays 200 (a GraphQL result); the header lets an HTTP
+    client's retry logic wait as it does for REST's 503 (it had none)."""
+    human = await impatient.principal("human")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    mutation = (
+        'mutation { policyUpdate(input: {idempotencyKey: "h", projectId: "demo",'
+        ' expectedRevision: 1, rules: "x"}) { policy { revision } } }'
+    )
+    other = hold_write_lock(impatient.db_path)
+    try:
+        busy = await human.client.post(
+            "/graphql", json={"query": mutation}, headers=human.headers()
+        )
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert busy.status_code == 200 and busy.headers["retry-after"] == "1"
+    done = await human.client.post("/graphql", json={"query": mutation}, headers=human.headers())
+    assert done.json()["data"]["policyUpdate"]["policy"] == {"revision": 2}
+    assert "retry-after" not in done.headers
+
+
 async def test_a_short_lock_is_waited_out_within_the_busy_timeout(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -148,6 +148,11 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         try:
             response = await self.run(request)
+            retry_after = getattr(request.state, "retry_after", None)
+            if retry_after is not None:
+                # the answer stays 200 (it is a GraphQL result), but an HTTP
+                # client's retry logic reads the header, as on REST's 503
+                response.headers["Retry-After"] = str(retry_after)
         except WaypostError as error:
             response = http_error(error.status, error.code, error.message, error.details)
         except HTTPException as exc:
@@ -217,7 +222,15 @@ class WaypostGraphQL(GraphQL[Context, None]):
             # in document order: graphql-core lists errors as their resolvers
             # fail, and batched loaders fail list items in no fixed order
             errors = sorted(result.errors, key=_document_order)
-            data["errors"] = [shape_error(e) for e in errors]
+            shaped = [shape_error(e) for e in errors]
+            data["errors"] = list[object](shaped)
+            waits = [
+                e["extensions"]["retryAfter"]
+                for e in shaped
+                if "retryAfter" in e.get("extensions", {})
+            ]
+            if waits and not isinstance(request, WebSocket):
+                request.state.retry_after = max(waits)
         return data
 
 
