@@ -878,3 +878,45 @@ def test_an_inbox_of_many_projects_shows_every_one_and_polls(browser: Any, tmp_p
             assert sockets == []
         finally:
             context.close()
+
+
+def test_a_link_with_a_broken_escape_is_not_found(tab: Tab, world: World) -> None:
+    """decodeURIComponent threw: a fresh tab stayed on "Loading..." for ever,
+    one signed in kept the previous page, and the script failed."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(tab.origin + "/console#/p/demo/d/%E0%A4%A")
+    page.get_by_role("heading", name="Not found", level=1).wait_for()
+    # the tab fixture asserts that no script failed
+
+
+def test_a_token_the_browser_cannot_send_is_not_accepted(tab: Tab, world: World) -> None:
+    """A header holds no such characters: fetch refused it and the form said
+    "The service cannot be reached"."""
+    page = tab.page
+    page.goto(tab.origin + "/")
+    page.get_by_label("API token").fill("wp_ü日本🚀")
+    page.get_by_role("button", name="Sign in").click()
+    page.locator("main").get_by_text("That token was not accepted").wait_for()
+    assert "cannot be reached" not in page.locator("main").inner_text()
+
+
+def test_a_reopen_refused_for_a_field_names_it_and_focuses_it(tab: Tab, world: World) -> None:
+    """The raw validator text came back ("Expected `str` of length <= 1000")
+    and the keyboard went to "Why reopen" whatever the field."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Tag release 9"}, 201)
+    decision = world.open_decision(world.agent, question="Tag it now?", task_ids=[made["id"]])
+    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
+                     {"expected_revision": 1, "title": "Tag release 10"})  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    page.get_by_label("Why reopen (required)").fill("Release 10 replaces 9.")
+    page.get_by_label("Conditions").fill("fine\n" + "x" * 1001)
+    page.get_by_role("button", name="Reopen").click()
+    page.locator("main").get_by_text("Conditions: at most 50 lines").wait_for()
+    assert "Expected" not in page.locator(".form-error").inner_text()
+    assert page.evaluate("() => document.activeElement.tagName") == "TEXTAREA"
+    assert page.evaluate("() => document.activeElement.labels[0].textContent") == "Conditions"
+    assert world.decision(decision)["status"] == "stale"

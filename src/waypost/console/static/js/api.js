@@ -46,6 +46,9 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   // the sign-in form checks a candidate token: its refusal is the form's to show
   const candidate = Boolean(tokenOverride);
   if (!bearer) throw refused("not signed in", candidate);
+  // every token the service makes is printable ASCII; the browser will not
+  // send anything else in a header, and its refusal read as "cannot be reached"
+  if (!/^[\x21-\x7e]+$/.test(bearer)) throw refused("token refused", candidate);
   let response;
   try {
     response = await fetch("/graphql", {

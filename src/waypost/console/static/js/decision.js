@@ -12,6 +12,10 @@ import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISIO
 // The service's limit on an answer's or a reopen's rationale (characters):
 // the form stops there instead of sending what would be refused.
 const RATIONALE_MAX = 16384;
+// the API's bounds (resolvers/decisions/models.py), said in the form's words
+const ENVIRONMENT_MAX = 200;
+const CONDITIONS_MAX = 50;
+const CONDITION_MAX = 1000;
 
 const JUDGED = [
   ["Title", (r) => r.title],
@@ -242,11 +246,15 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer")
     await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text));
     return;
   }
-  // the form's own words for a field the API names in its own
+  // the form's own words for a field the API names in its own (`conditions[3]`
+  // is the fourth line of Conditions)
+  const field = String(error.field || "").replace(/\[\d+\]$/, "");
   const fieldWords = {
     expiresAt: "Set an expiry in the future, or tick \"No expiry\".",
+    environment: `Environment: give 1 to ${ENVIRONMENT_MAX} characters.`,
+    conditions: `Conditions: at most ${CONDITIONS_MAX} lines of at most ${CONDITION_MAX} characters each.`,
   };
-  const said = (error.code === "invalid_request" && fieldWords[error.field]) || error.message;
+  const said = (error.code === "invalid_request" && fieldWords[field]) || error.message;
   errorBox.append(notice("error", `${said}${error.reason ? ` (${error.reason})` : ""}`));
   if (focusTarget) focusTarget.focus();
 }
@@ -257,7 +265,8 @@ function renderReopen(project, onChanged, prominent) {
   const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
   const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
   const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxlength: String(RATIONALE_MAX) });
-  const env = h("input", { id: ids.e, type: "text", value: d.current.environment });
+  const env = h("input", { id: ids.e, type: "text", value: d.current.environment,
+    maxlength: String(ENVIRONMENT_MAX) });
   const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
   conds.value = d.current.conditions.join("\n");
   const expires = h("input", { id: ids.x, type: "datetime-local", "aria-describedby": `${ids.x}-hint` });
@@ -287,7 +296,8 @@ function renderReopen(project, onChanged, prominent) {
       if (payload.userErrors.length) {
         const refusal = payload.userErrors[0];
         // the field the refusal names, so the keyboard lands where the fix goes
-        const at = refusal.field === "expiresAt" ? expires : rationale;
+        const named = String(refusal.field || "").replace(/\[\d+\]$/, "");
+        const at = { expiresAt: expires, environment: env, conditions: conds }[named] || rationale;
         await refused(refusal, onChanged, errorBox, at, "reopening");
       } else {
         announce("Reopened.");

@@ -50,7 +50,16 @@ function show(parts, focus = true) {
 
 function currentRoute() {
   const [path, search] = (location.hash.replace(/^#/, "") || "/").split("?");
-  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  // a link with a broken percent-escape is a page that does not exist
+  // (decodeURIComponent threw, and the page stayed on "Loading..." for ever)
+  const parts = path.split("/").filter(Boolean).map((part) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      return null;
+    }
+  });
+  if (parts.includes(null)) return { name: "unknown" };
   if (!parts.length) return { name: "inbox" };
   if (parts[0] === "knowledge" || parts[0] === "policy") return { name: `${parts[0]}-pick` };
   if (parts[0] === "p" && parts.length >= 3) {
