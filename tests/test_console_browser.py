@@ -920,3 +920,24 @@ def test_a_reopen_refused_for_a_field_names_it_and_focuses_it(tab: Tab, world: W
     assert page.evaluate("() => document.activeElement.tagName") == "TEXTAREA"
     assert page.evaluate("() => document.activeElement.labels[0].textContent") == "Conditions"
     assert world.decision(decision)["status"] == "stale"
+
+
+def test_filters_the_service_refuses_are_said_beside_the_form(tab: Tab, world: World) -> None:
+    """The whole page was replaced by "Something went wrong" (the tag's
+    refusal in the validator's words), and the filter form was lost."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    for query, says in (
+        ("tag=" + "t" * 65, "Tag: at most 64 characters."),
+        ("q=" + "+".join(["word"] * 33), "Words: at most 1,024 bytes and 32 words"),
+    ):
+        page.goto(f"{tab.origin}/console#/p/demo/knowledge?{query}")
+        page.locator("main").get_by_text(says).wait_for()
+        assert page.get_by_role("heading", name="Something went wrong").count() == 0
+        assert page.get_by_role("button", name="Filter").is_visible()
+    # the form still works: a fixed filter lists again
+    page.get_by_label("Words").fill("")
+    page.get_by_label("Tag").fill("")
+    page.get_by_role("button", name="Filter").click()
+    page.locator("main").get_by_text("These filters were refused").wait_for(state="detached")
+    page.locator("main").get_by_text("No record matches these filters.").wait_for()

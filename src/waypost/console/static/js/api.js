@@ -18,9 +18,10 @@ function refused(message, checkingACandidate) {
   return new Unauthenticated(message);
 }
 export class RequestFailed extends Error {
-  constructor(message, code) {
+  constructor(message, code, field = null) {
     super(message);
     this.code = code;
+    this.field = field; // the argument a refusal names (extensions.field)
   }
 }
 
@@ -72,7 +73,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
     const first = body.errors[0];
     const code = (first.extensions && first.extensions.code) || "error";
     if (code === "unauthenticated") throw refused(first.message, candidate);
-    throw new RequestFailed(first.message, code);
+    throw new RequestFailed(first.message, code, (first.extensions && first.extensions.field) || null);
   }
   return body.data;
 }

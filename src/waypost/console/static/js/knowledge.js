@@ -1,12 +1,18 @@
 // The knowledge browser: filters, a record's revisions with the feedback each
 // revision received, and every correction as a diff against the one before.
 
-import { allNodes, gql } from "./api.js";
+import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, badge, enc, h, link, lower, nextId } from "./dom.js";
+import { ago, badge, enc, h, link, lower, nextId, notice } from "./dom.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
 const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
+// the API's bounds on the two text filters (docs/knowledge.md), in the form's words
+const TAG_MAX = 64;
+const FILTER_WORDS = {
+  q: "Words: at most 1,024 bytes and 32 words, without NUL characters.",
+  tag: `Tag: at most ${TAG_MAX} characters.`,
+};
 const STATUSES = ["OBSERVED", "VALIDATED", "DEPRECATED", "SUPERSEDED"];
 
 function select(id, label, values, chosen) {
@@ -66,7 +72,17 @@ export async function renderKnowledgeList(projectId, query) {
       (arrived ? arrived.querySelector("a") : counter).focus();
     }
   });
-  await page();
+  // filters the service refuses (a tag too long, words past the search's
+  // bounds) are said beside the form, which stays: the whole page was
+  // replaced by "Something went wrong"
+  let refusal = null;
+  try {
+    await page();
+  } catch (error) {
+    if (!(error instanceof RequestFailed && error.code === "invalid_request")) throw error;
+    more.hidden = true;
+    refusal = notice("error", `These filters were refused. ${FILTER_WORDS[error.field] || error.message}`);
+  }
 
   const tagId = nextId("tag");
   const textId = nextId("text");
@@ -90,7 +106,7 @@ export async function renderKnowledgeList(projectId, query) {
   select("kind", "Kind", KINDS, filters.kind),
   select("status", "Status", STATUSES, filters.status),
   h("div", { class: "field field-inline" }, h("label", { for: tagId }, "Tag"),
-    h("input", { id: tagId, type: "text", value: filters.tag || "" })),
+    h("input", { id: tagId, type: "text", value: filters.tag || "", maxlength: String(TAG_MAX) })),
   h("div", { class: "check" }, h("input", { id: sharedId, type: "checkbox", checked: filters.shared }),
     h("label", { for: sharedId }, "Include records shared by other projects")),
   h("button", { type: "submit", class: "btn" }, "Filter"));
@@ -98,7 +114,7 @@ export async function renderKnowledgeList(projectId, query) {
   return [h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, `Knowledge · ${projectName}`),
     h("p", { class: "muted" }, "Advisory records: lessons, facts, rejected approaches and checkpoints. Only the policy's rules bind."),
-    form, counter, list, more];
+    form, refusal, counter, list, more];
 }
 
 const CONTENT = [
