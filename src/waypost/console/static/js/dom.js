@@ -66,9 +66,14 @@ export function describeSpan(ms) {
 }
 
 // <time> with the absolute instant in its attribute and title, relative text.
+// The server's now is learned from a reply that took a moment to arrive, so
+// serverNow() runs a little behind: an answer recorded just now read "in less
+// than a minute". Within that margin an instant is taken as just past.
+const LEARNED_LATE_MS = 5000;
+
 export function ago(iso) {
   const ms = serverNow() - Date.parse(iso);
-  const text = ms >= 0 ? `${describeSpan(ms)} ago` : `in ${describeSpan(ms)}`;
+  const text = ms > -LEARNED_LATE_MS ? `${describeSpan(Math.max(ms, 0))} ago` : `in ${describeSpan(ms)}`;
   return h("time", { datetime: iso, title: formatAbsolute(iso) }, text);
 }
 
