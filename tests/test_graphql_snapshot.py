@@ -72,3 +72,22 @@ async def test_pinned_reads_give_their_connection_back(human: Caller, project: s
         assert found["ready"] is True
     answers = await asyncio.gather(*(human.gql(QUERY, {"task": task}) for _ in range(12)))
     assert all(a["data"]["project"]["task"]["ready"] is True for a in answers)
+
+
+async def test_concurrent_queries_with_a_packet_and_a_search_all_answer(
+    human: Caller, project: str
+) -> None:
+    """`context` ends its query's snapshot (it must not hold one across the
+    reranker); a sibling `tasks(q:)` then took a place in the search lane and
+    waited for a snapshot, while the queries holding every snapshot waited
+    for a place: 8 such queries at once hung every GraphQL query for good."""
+    for i in range(30):
+        made = await human.post("/api/v1/projects/demo/tasks", {"title": f"alpha {i}"})
+        assert made.status_code == 201, made.text
+    query = """query { project(id: "demo") { context(q: "alpha") { truncated }
+      tasks(first: 5, q: "alpha") { totalCount } } }"""
+    answers = await asyncio.wait_for(asyncio.gather(*[human.gql(query) for _ in range(8)]), 30)
+    for reply in answers:
+        assert "errors" not in reply, reply
+        assert reply["data"]["project"]["tasks"]["totalCount"] == 30
+    assert (await asyncio.wait_for(human.gql("{ me { name } }"), 10))["data"]["me"]

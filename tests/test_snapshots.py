@@ -199,3 +199,35 @@ async def test_a_pinned_read_waiting_when_the_database_closes_is_unavailable(
     assert await holder == 0  # the running read finished before the close
     with pytest.raises(Unavailable):
         await waiter
+
+
+async def test_pinned_searches_never_wait_on_each_other_for_slots_and_permits(
+    db: Database,
+) -> None:
+    """A search took a permit of the search lane, then waited for a pinned
+    slot; the requests holding every slot then waited for a permit: every
+    GraphQL query and search hung for good (8 concurrent dashboard queries
+    with `context` and `tasks(q:)` did it), and SIGTERM could not stop serve.
+    A pinned search reads on its request's own slot, never the reader pool
+    the lane protects, so it takes no permit."""
+    go = asyncio.Event()
+    holding: list[int] = []
+
+    async def holds_a_slot_then_searches() -> int:
+        async with db.pinned():
+            await db.read(count)  # takes one of the two slots
+            holding.append(1)
+            await go.wait()
+            return await db.search(count)
+
+    async def searches_first() -> int:
+        async with db.pinned():
+            return await db.search(count)  # the lane's one permit, then a slot
+
+    holders = [asyncio.create_task(holds_a_slot_then_searches()) for _ in range(2)]
+    while len(holding) < 2:
+        await asyncio.sleep(0.01)
+    waiting = asyncio.create_task(searches_first())
+    await asyncio.sleep(0.1)  # it holds the permit (before: and waits for a slot)
+    go.set()
+    assert await asyncio.wait_for(asyncio.gather(*holders, waiting), 5) == [0, 0, 0]

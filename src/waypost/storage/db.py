@@ -216,9 +216,22 @@ class Database:
         one another beyond all readers but one, so every other read still
         finds a reader: fifteen 1-second context searches at once left a
         plain project read without an answer for over 5 s when they could
-        take all three."""
+        take all three.
+
+        Inside `pinned()` a search reads on the request's own slot, not the
+        reader pool, so it takes no place in that lane: taking one and then
+        waiting for a slot, while the requests holding every slot waited for
+        a place, hung every GraphQL query and search for good."""
+        pin = snapshots.current(self)
+        if pin is not None:
+            return await pin.read(fn)
         async with self._searches:
-            return await self.read(fn)
+            return await self._readers_read(fn)
+
+    async def _readers_read(self, fn: UnitOfWork[T]) -> T:
+        if self._readers is None:
+            raise Unavailable("the database is not open")
+        return await self._readers.read(fn)
 
     async def read_point(self, fn: UnitOfWork[T]) -> T:
         """Run a small read-only unit of work (a few lookups by key, nothing that
