@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from tests.conftest import Caller
+from tests.conftest import Caller, MovableClock
 from tests.decisions_support import answer, new_task, open_decision
+from waypost.clock import format_time
 from waypost.schema.loaders import Loaders
 
 QUERY = """query ($task: String!) { project(id: "demo") { task(id: $task) {
@@ -51,6 +53,35 @@ async def test_a_write_between_two_reads_of_a_query_is_not_half_seen(
     monkeypatch.undo()
     after = (await human.gql(QUERY, {"task": task}))["data"]["project"]["task"]
     assert after["ready"] is True and after["blockedBy"]["decisionIds"] == []
+
+
+async def test_a_query_is_judged_at_one_instant(
+    human: Caller, project: str, clock: MovableClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its lists and loaders each read the clock: near an allow's expiry one
+    answer showed the task ready and its only decision expired. Here the
+    clock passes the expiry between the task's read and the decisions'."""
+    task = await new_task(human)
+    later = format_time(clock.now() + timedelta(minutes=30))
+    decision = (await open_decision(human, [task], expires_at=later))["id"]
+    await answer(human, decision)
+    read_decisions = Loaders._task_decisions
+
+    async def an_hour_later(self: Loaders, keys: Sequence[Any]) -> list[Any]:
+        clock.advance(hours=1)  # mid-query: the allow has expired by the clock
+        return await read_decisions(self, keys)
+
+    monkeypatch.setattr(Loaders, "_task_decisions", an_hour_later)
+    query = """query ($task: String!) { project(id: "demo") { task(id: $task) {
+      ready lease { expiresAt }
+      decisions(first: 5) { nodes { restId status } } } } }"""
+    found = (await human.gql(query, {"task": task}))["data"]["project"]["task"]
+    assert found["decisions"]["nodes"] == [{"restId": decision, "status": "ALLOWED"}]
+    assert found["ready"] is True
+    monkeypatch.undo()
+    after = (await human.gql(query, {"task": task}))["data"]["project"]["task"]
+    assert after["decisions"]["nodes"] == [{"restId": decision, "status": "EXPIRED"}]
+    assert after["ready"] is False
 
 
 async def test_a_mutation_answer_sees_its_own_write(human: Caller, project: str) -> None:

@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import logging
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -63,6 +64,12 @@ class Actor:
         return self.kind == "agent"
 
 
+# (runtime, instant) while a block pins its now (contextvars follow its tasks)
+_PINNED_NOW: ContextVar[tuple[object, datetime] | None] = ContextVar(
+    "waypost_pinned_now", default=None
+)
+
+
 @dataclass
 class Runtime:
     db: Database
@@ -84,7 +91,24 @@ class Runtime:
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     def now(self) -> datetime:
+        """The service's now; inside `pinned_now()`, the block's one instant."""
+        pinned = _PINNED_NOW.get()
+        if pinned is not None and pinned[0] is self:
+            return pinned[1]
         return self.clock.now()
+
+    @contextlib.contextmanager
+    def pinned_now(self) -> Iterator[None]:
+        """`now()` is one instant for the whole block (its tasks included): a
+        GraphQL query's answer, read from one snapshot, is judged at one
+        moment too. Its lists and loaders each read the clock, so near a
+        decision's expiry one answer showed a task ready and its only
+        decision expired."""
+        token = _PINNED_NOW.set((self, self.clock.now()))
+        try:
+            yield
+        finally:
+            _PINNED_NOW.reset(token)
 
     def begin_stop(self) -> None:
         self.stopping.set()
