@@ -407,6 +407,56 @@ async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
     assert "16 open streams" in message and "unexpected server fault" not in message
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("context", {"q": "x" * 70_000}, "q"),
+        ("knowledge_search", {"cursor": "c" * 65_400}, "cursor"),
+        ("knowledge_search", {"q": "é" * 20_000}, "q"),
+    ],
+    ids=["long-q", "long-cursor", "long-unicode-q"],
+)
+async def test_a_query_argument_too_long_for_a_url_is_invalid_request_by_name(
+    waypost: Waypost, transport: str, tool: str, arguments: dict[str, Any], field: str
+) -> None:
+    """Over stdio the tool puts it in a URL: httpx refused the URL (not an
+    HTTPError, so `internal` with a traceback), or the server's HTTP layer
+    answered 431 without JSON (`unavailable`, retry: never mends)."""
+    name = f"long-{transport}-{tool}-{field}-{len(str(arguments))}".replace("_", "-")
+    project = waypost.project(name)
+    agent = waypost.principal("agent", name)
+    async with session(transport, waypost.url, agent) as s:
+        message = await refused(s, tool, project=project, **arguments)
+    assert message.startswith("invalid_request:"), message
+    assert field in message and "internal" not in message
+
+
+async def test_resources_listed_with_a_revoked_token_fail_with_a_json_rpc_code(
+    waypost: Waypost,
+) -> None:
+    """Over stdio `resources/list` raised a plain exception: JSON-RPC code 0
+    and the bare message "unauthenticated", where a resource read and every
+    tool answer in the REST form."""
+    out = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", "principal", "create",
+         "--db", str(waypost.server.db), "--kind", "agent", "--name", "lister-revoked"],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    made = json.loads(out.stdout)
+    async with session("stdio", waypost.url, made["token"]) as s:
+        assert (await s.list_resources()).resources is not None
+        subprocess.run(
+            [sys.executable, "-m", "waypost.cli", "admin", "token", "revoke",
+             "--token-id", made["token_id"], "--db", str(waypost.server.db)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        with pytest.raises(McpError) as failed:
+            await s.list_resources()
+    assert failed.value.error.code != 0
+    assert failed.value.error.message.startswith("unauthenticated:")
+
+
 async def _streams_admitted(client: httpx.AsyncClient, url: str, token: str) -> int:
     """How many of 16 event streams opened at once the token is given."""
     async with contextlib.AsyncExitStack() as held:

@@ -10,6 +10,7 @@ import pytest
 
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
+from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.server import tool_list
 
 CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
@@ -166,3 +167,23 @@ def test_tool_schemas_say_unique_where_the_rest_document_does() -> None:
         {"project": "demo", "kind": "fact", "title": "t", "body": "b", "tags": ["a", "a"]},
     )
     assert refused is not None and refused.details["field"] == "tags"
+
+
+def test_advice_names_only_tools_that_exist_and_the_step_that_works() -> None:
+    """A refusal said "task_get shows `publication`" (no such tool), and a
+    shared record's correction said "ask a human" where the same call in
+    its source project is the way."""
+    names = {t.name for t in tool_list()}
+    held = ApiError("publication_in_progress", "publication authority is held", {}, 409)
+    said = explain(held, "demo")
+    assert "task_get" not in said and "publication" in said
+    for word in ("context", "digest", "decision_get"):
+        assert word not in said or word in names
+    shared = ApiError(
+        "forbidden",
+        "a shared record is corrected through its source project",
+        {"reason": "source_project_only", "project_id": "billing"},
+        403,
+    )
+    said = explain(shared, "demo")
+    assert "project='billing'" in said and "ask a human" not in said

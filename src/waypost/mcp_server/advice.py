@@ -74,6 +74,11 @@ def _next_step(error: ApiError, project: str | None) -> str:
             "a new session starts; leases held by the old one stay with it until they "
             "expire, then task_recover takes them over."
         )
+    if code == "forbidden" and reason == "source_project_only" and d.get("project_id"):
+        return (
+            "The record is shared from another project: call the same tool with "
+            f"project='{d['project_id']}' (its source project) to correct it."
+        )
     if code == "forbidden":
         return "Policy or authority rules refuse this for you; ask a human or open a decision."
     if code == "invalid_request":
@@ -87,7 +92,8 @@ def _next_step(error: ApiError, project: str | None) -> str:
     if code == "publication_in_progress":
         return (
             "A task this touches is being published under someone's publication authority. "
-            "Wait until its holder finalizes (task_get shows `publication`), then call again."
+            "Wait until its holder finalizes it (the task's `publication` names the holder; "
+            "context shows it for a task your q matches), then call again."
         )
     if code == "too_many_streams":
         return (

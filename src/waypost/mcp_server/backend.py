@@ -162,6 +162,10 @@ class HttpBackend:
                 json=(body if body is not None else {}) if mutating else None,
                 headers=headers,
             )
+        except httpx.InvalidURL:
+            # not an HTTPError: a query argument too long for any URL (REST
+            # refuses it by name; here it never left, and answered `internal`)
+            raise _too_long_for_a_url(query) from None
         except httpx.HTTPError as exc:
             raise ApiError(
                 "unavailable",
@@ -172,6 +176,10 @@ class HttpBackend:
         try:
             data = response.json()
         except ValueError:
+            if response.status_code in (414, 431):
+                # the HTTP layer refused the request line or head as too
+                # long: the call's fault, which no retry mends
+                raise _too_long_for_a_url(query) from None
             raise ApiError(
                 "unavailable", f"Waypost answered HTTP {response.status_code} without JSON", {}, 503
             ) from None
@@ -185,3 +193,15 @@ class HttpBackend:
             )
         replayed = response.headers.get("idempotent-replayed") == "true"
         return Reply(response.status_code, data, replayed)
+
+
+def _too_long_for_a_url(query: dict[str, str] | None) -> ApiError:
+    """The refusal of a call whose query arguments no request line holds,
+    naming the longest of them."""
+    longest = max((query or {}).items(), key=lambda item: len(item[1]), default=("", ""))[0]
+    return ApiError(
+        "invalid_request",
+        f"{longest or 'an argument'} is too long to send: shorten it",
+        {"field": longest} if longest else {},
+        400,
+    )

@@ -309,7 +309,13 @@ def build_server(
         cursor: str | None = None
         for _ in range(PROJECT_PAGES):
             query = {"limit": "200", **({"cursor": cursor} if cursor else {})}
-            page = (await backend.call("GET", "/api/v1/projects", {}, query=query)).body
+            try:
+                reply = await backend.call("GET", "/api/v1/projects", {}, query=query)
+            except ApiError as error:
+                # a plain exception became JSON-RPC code 0 with a bare message
+                code = _RESOURCE_CODES.get(error.code, types.INTERNAL_ERROR)
+                raise _resource_error(code, explain(error)) from None
+            page = reply.body
             for project in page["items"]:
                 pid = project["id"]
                 for what, about in (("policy", "binding policy"), ("digest", "digest")):
