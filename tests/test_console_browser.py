@@ -965,3 +965,32 @@ def test_an_answer_given_just_now_reads_as_past(tab: Tab, world: World) -> None:
     page.locator("main").get_by_text("Your answer is recorded").wait_for()
     text = page.locator("main").inner_text()
     assert "less than a minute ago" in text and "in less than a minute" not in text
+
+
+def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: World) -> None:
+    """55 answered decisions gone stale showed as "(50)" with no word of the
+    rest, and a task blocked by 21 decisions named 20 as if that were all."""
+    alice, agent = world.alice, world.agent
+    alice.send("POST", "/api/v1/projects", {"id": "crowd", "name": "Crowd"}, 201)
+    base = {"rationale": "r", "required_actor": "human", "environment": "e",
+            "options": ["Go", "Stop"]}  # fmt: skip
+    answer = {"expected_generation": 1, "disposition": "deny", "answer": "Stop",
+              "rationale": "Not now."}  # fmt: skip
+    for i in range(55):
+        task = alice.send("POST", "/api/v1/projects/crowd/tasks", {"title": f"t{i}"}, 201)["id"]
+        made = agent.send("POST", "/api/v1/projects/crowd/decisions",
+                          {**base, "question": f"Stale {i}?", "task_ids": [task]}, 201)  # fmt: skip
+        alice.send("POST", f"/api/v1/projects/crowd/decisions/{made['id']}/answer", answer)
+        alice.send("PATCH", f"/api/v1/projects/crowd/tasks/{task}",
+                   {"expected_revision": 1, "title": f"t{i} edited"})  # fmt: skip
+    crowded = alice.send("POST", "/api/v1/projects/crowd/tasks", {"title": "Crowded"}, 201)["id"]
+    for i in range(21):
+        agent.send("POST", "/api/v1/projects/crowd/decisions",
+                   {**base, "question": f"Block {i}?", "task_ids": [crowded]}, 201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    reopen = page.locator("section[aria-labelledby=proj-crowd] [data-group=reopen]")
+    reopen.get_by_text("50 of 55 are listed.").wait_for()
+    assert "(50+)" in reopen.inner_text()
+    card = page.locator(f"[data-task='{crowded}']")
+    assert "and more" in card.inner_text()

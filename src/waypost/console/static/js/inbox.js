@@ -92,9 +92,13 @@ function renderProject(project) {
     "Awaiting an answer", awaiting, (d) => pendingCard(project, d),
     "Nothing awaits an answer.", digest.truncated.pendingDecisions, `awaiting-${project.restId}`));
   if (needReopen.length) {
+    // the first 50 stale and the first 50 expired (with the digest's): say
+    // so when there are more
+    const total = project.stale.totalCount + project.expired.totalCount;
     section.append(group(
       "Stale or expired: reopen before answering", needReopen, (d) => reopenCard(project, d),
-      "", false, `reopen-${project.restId}`));
+      "", needReopen.length < total && `${needReopen.length} of ${total} are listed.`,
+      `reopen-${project.restId}`));
   }
   section.append(group(
     "Timing out soon", digest.timingOutSoon, (d) => timingOutCard(project, d),
@@ -110,13 +114,15 @@ function renderProject(project) {
   return section;
 }
 
+// `truncated`: true (a digest list: its first 200), or what to say of a cut
 function group(title, items, render, empty, truncated, id) {
   const list = h("ul", { class: "cards" });
   for (const item of items) list.append(h("li", {}, render(item)));
+  const note = truncated === true ? "Only the first 200 are listed." : truncated;
   return h("section", { class: "group", "aria-labelledby": id, dataset: { group: id.split("-")[0] } },
-    h("h3", { id }, title, " ", h("span", { class: "count" }, `(${items.length})`)),
+    h("h3", { id }, title, " ", h("span", { class: "count" }, `(${items.length}${note ? "+" : ""})`)),
     items.length ? list : h("p", { class: "muted" }, empty),
-    truncated ? h("p", { class: "muted" }, "Only the first 200 are listed.") : null);
+    note ? h("p", { class: "muted" }, note) : null);
 }
 
 function decisionLink(project, d) {
@@ -203,7 +209,9 @@ function blockedCard(project, t) {
         ...t.blockedBy.decisionIds.flatMap((id, i) => {
           const found = t.blockedBy.decisions.find((x) => x && x.restId === id);
           return [i ? "; " : "", link(`#/p/${enc(project.restId)}/d/${enc(id)}`, found ? found.question : id)];
-        }))
+        }),
+        // the service names at most 20 of a task's blockers
+        t.blockedBy.decisionsTruncated ? "; and more (the project's decisions list them all)" : "")
       : null,
     t.blockedBy.dependencies.length
       ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))

@@ -25,12 +25,12 @@ fragment InboxProject on Project {
     proceededByTimeout { ...Card }
     blockedTasks {
       restId title status priority
-      blockedBy { decisionIds decisions { ... on Decision { restId question } } dependencies { restId title } }
+      blockedBy { decisionIds decisionsTruncated decisions { ... on Decision { restId question } } dependencies { restId title } }
     }
     truncated { pendingDecisions timingOutSoon proceededByTimeout blockedTasks }
   }
-  stale: decisions(status: STALE, first: 50) { edges { node { ...Card } } }
-  expired: decisions(status: EXPIRED, first: 50) { edges { node { ...Card } } }
+  stale: decisions(status: STALE, first: 50) { totalCount edges { node { ...Card } } }
+  expired: decisions(status: EXPIRED, first: 50) { totalCount edges { node { ...Card } } }
 }
 ${DECISION_CARD}`;
 
