@@ -16,6 +16,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -994,3 +995,30 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     assert "(50+)" in reopen.inner_text()
     card = page.locator(f"[data-task='{crowded}']")
     assert "and more" in card.inner_text()
+
+
+def test_how_long_ago_follows_the_services_clock_not_the_browsers(
+    browser: Any, world: World
+) -> None:
+    """The page learned the service's now from the inbox only: a decision
+    opened from a link in a browser whose clock ran 3 hours fast said it was
+    asked "3 h ago" (and a reversible one's timeout seemed 3 hours nearer).
+    Every GraphQL answer now carries the service's now (`Waypost-Now`)."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Skewed"}, 201)
+    decision = world.open_decision(world.agent, question="Asked just now?", task_ids=[made["id"]])
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    try:
+        page.clock.set_system_time(datetime.now(UTC) + timedelta(hours=3))
+        page.goto(f"{world.served.url}/console#/p/demo/d/{decision}")
+        page.get_by_label("API token").fill(world.alice.token)
+        page.get_by_role("button", name="Sign in").click()
+        page.get_by_role("heading", name="Asked just now?").wait_for()
+        asked = page.locator("main").inner_text()
+        assert "builder-7 (agent), less than a minute ago" in asked, asked
+    finally:
+        context.close()
+    r = httpx.post(world.served.url + "/graphql", headers=world.alice.headers(),
+                   json={"query": "{ me { name } }"})  # fmt: skip
+    assert r.headers["waypost-now"].endswith("Z")

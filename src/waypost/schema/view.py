@@ -19,6 +19,7 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
 from waypost import console
+from waypost.clock import format_time
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.http.headers import header
@@ -144,10 +145,12 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return
         known_answer = await self._known_answer(request, body)
         if known_answer is not None:
+            _say_now(known_answer, request)
             await known_answer(scope, receive, send)
             return
         try:
             response = await self.run(request)
+            _say_now(response, request)
             retry_after = getattr(request.state, "retry_after", None)
             if retry_after is not None:
                 # the answer stays 200 (it is a GraphQL result), but an HTTP
@@ -232,6 +235,13 @@ class WaypostGraphQL(GraphQL[Context, None]):
             if waits and not isinstance(request, WebSocket):
                 request.state.retry_after = max(waits)
         return data
+
+
+def _say_now(response: Response, request: Request) -> None:
+    """`Waypost-Now`: the service's clock (which may be simulated) as the
+    answer was made, so a page can say "how long ago" by it and not by a
+    browser's clock that may be hours off."""
+    response.headers["Waypost-Now"] = format_time(request.app.state.runtime.now())
 
 
 def _document_order(error: GraphQLError) -> tuple[Any, ...]:

@@ -1,6 +1,8 @@
 // The console's only channel to the service: POST /graphql with the bearer
 // token kept in this tab's sessionStorage. No cookies, no other endpoint.
 
+import { learnServerNow } from "./dom.js";
+
 const TOKEN_KEY = "waypost.token";
 
 export class Unauthenticated extends Error {}
@@ -51,6 +53,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   // send anything else in a header, and its refusal read as "cannot be reached"
   if (!/^[\x21-\x7e]+$/.test(bearer)) throw refused("token refused", candidate);
   let response;
+  const sent = Date.now();
   try {
     response = await fetch("/graphql", {
       method: "POST",
@@ -62,6 +65,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   } catch (error) {
     throw new RequestFailed("The service cannot be reached. Is it running?", "network");
   }
+  learnServerNow(response.headers.get("Waypost-Now"), sent, Date.now());
   if (response.status === 401) throw refused("token refused", candidate);
   let body;
   try {

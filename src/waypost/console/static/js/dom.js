@@ -35,12 +35,13 @@ export function nextId(prefix = "f") {
   return `${prefix}-${uid}`;
 }
 
-// The server's "now" (its clock may be simulated): learned from the digest's
-// generatedAt, used for "how long ago" so it agrees with the service.
+// The server's "now" (its clock may be simulated, the browser's may be hours
+// off): every GraphQL answer says it (`Waypost-Now`), read as of the middle
+// of the exchange; used for "how long ago" so it agrees with the service.
 let serverOffsetMs = 0;
-export function learnServerNow(iso) {
-  const t = Date.parse(iso);
-  if (!Number.isNaN(t)) serverOffsetMs = t - Date.now();
+export function learnServerNow(iso, sent, received) {
+  const t = Date.parse(iso || "");
+  if (!Number.isNaN(t)) serverOffsetMs = t - (sent + received) / 2;
 }
 export function serverNow() {
   return Date.now() + serverOffsetMs;

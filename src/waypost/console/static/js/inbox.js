@@ -2,7 +2,7 @@
 // out soon, what proceeded by timeout, and the blocked tasks.
 
 import { allNodes, gql, RequestFailed } from "./api.js";
-import { ago, badge, enc, h, learnServerNow, link, lower, when } from "./dom.js";
+import { ago, badge, enc, h, link, lower, when } from "./dom.js";
 import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
 
 const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
@@ -22,7 +22,6 @@ export async function loadInbox() {
     }
   }
   if (projects === null) projects = await loadProjectByProject();
-  if (projects.length) learnServerNow(projects[0].digest.generatedAt);
   return projects;
 }
 
