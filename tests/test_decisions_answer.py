@@ -151,6 +151,17 @@ async def test_agent_answer_needs_a_live_session(
     assert error(r)[:2] == (403, "forbidden") and error(r)[2]["reason"] == "session_required"
 
 
+async def test_an_agent_without_a_session_is_told_a_human_must_answer(
+    service: Service, human: Caller, project: str
+) -> None:
+    """It was told "needs a live session", which no session would mend."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task], required_actor="human")
+    agent = await service.principal("agent", "sessionless-answerer")
+    r = await send_answer(agent, decision["id"])
+    assert error(r)[:2] == (403, "forbidden") and error(r)[2]["reason"] == "human_required"
+
+
 async def test_agent_answer_from_an_ended_session_is_refused(
     service: Service, human: Caller, project: str
 ) -> None:

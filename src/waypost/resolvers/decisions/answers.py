@@ -58,7 +58,13 @@ def _authorize(
     decision: sqlite3.Row,
     body: DecisionAnswer,
 ) -> tuple[int, str] | None:
-    """Who may answer; for a relay, the grant (policy revision, human) it rests on."""
+    """Who may answer; for a relay, the grant (policy revision, human) it rests on.
+
+    A human-required decision refuses an agent's own answer before anything
+    else: "needs a live session" told an agent without one that a session
+    would help, when no session would."""
+    if body.relay is None and decision["required_actor"] == "human" and not actor.is_human:
+        raise Forbidden.reason("human_required", "this decision must be answered by a human")
     require_session(actor)
     if body.relay is not None:
         if not actor.is_agent:
@@ -70,8 +76,6 @@ def _authorize(
                 "relay_disabled", "this project's policy does not allow relayed human answers"
             )
         return relay_grant(conn, project["id"])
-    if decision["required_actor"] == "human" and not actor.is_human:
-        raise Forbidden.reason("human_required", "this decision must be answered by a human")
     return None
 
 
