@@ -226,12 +226,7 @@ class Database:
         if pin is not None:
             return await pin.read(fn)
         async with self._searches:
-            return await self._readers_read(fn)
-
-    async def _readers_read(self, fn: UnitOfWork[T]) -> T:
-        if self._readers is None:
-            raise Unavailable("the database is not open")
-        return await self._readers.read(fn)
+            return await self.read(fn)  # not pinned: on the reader pool
 
     async def read_point(self, fn: UnitOfWork[T]) -> T:
         """Run a small read-only unit of work (a few lookups by key, nothing that
