@@ -67,9 +67,10 @@ export function describeSpan(ms) {
 }
 
 // <time> with the absolute instant in its attribute and title, relative text.
-// The server's now is learned from a reply that took a moment to arrive, so
-// serverNow() runs a little behind: an answer recorded just now read "in less
-// than a minute". Within that margin an instant is taken as just past.
+// serverNow() is an estimate (`Waypost-Now` read as of the middle of its
+// exchange) and may run a little behind the instant an answer was stamped:
+// an answer recorded just now read "in less than a minute". Within that
+// margin an instant is taken as just past.
 const LEARNED_LATE_MS = 5000;
 
 export function ago(iso) {
