@@ -24,6 +24,7 @@ from tests.decisions_support import (
 from waypost.app import create_app
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import sweep
+from waypost.resolvers.decisions import timeouts
 from waypost.settings import Settings
 
 
@@ -263,3 +264,21 @@ async def test_the_sweep_reads_the_time_under_the_writer_lock(
     found = await get_decision(human, decision["id"])
     assert found["status"] == "allowed"
     assert found["current"]["answer"]["at"] == "2026-11-30T18:00:01.000Z"
+
+
+async def test_one_pass_answers_a_backlog_larger_than_one_batch(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Each unit answers at most BATCH decisions; the pass used to stop there,
+    so decision BATCH + 1 waited another --sweep-interval (5 minutes by
+    default) after it came due. The pass now runs units until fewer are due."""
+    task = await new_task(human)
+    opened = [
+        await open_decision(human, [task], recommendation="Proceed", reversible=True)
+        for _ in range(timeouts.BATCH + 1)
+    ]
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == timeouts.BATCH + 1
+    last = await get_decision(human, opened[-1]["id"])
+    assert last["status"] == "allowed" and last["current"]["answer"]["timed_out"] is True
+    assert await run_sweep(service) == 0

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from waypost.resolvers.core.receipts import PURGE_BATCH, purge_receipts
+from waypost.resolvers.decisions.timeouts import BATCH as TIMEOUT_BATCH
 from waypost.resolvers.decisions.timeouts import answer_timed_out
 from waypost.runtime import Runtime
 
@@ -33,7 +34,9 @@ class Batched:
 
 
 STEPS: list[tuple[str, Step]] = [("receipts_purged", Batched(purge_receipts, PURGE_BATCH))]
-STEPS.append(("decisions_timed_out", answer_timed_out))
+# batched too: a backlog (a day of reversible decisions, a clock moved on) is
+# answered within one pass, not 500 per --sweep-interval
+STEPS.append(("decisions_timed_out", Batched(answer_timed_out, TIMEOUT_BATCH)))
 
 
 def _apply(step: Step, rt: Runtime, conn: sqlite3.Connection) -> Any:

@@ -19,8 +19,9 @@ from waypost.resolvers.core import events
 from waypost.resolvers.decisions import store
 
 TIMEOUT: Final = timedelta(hours=24)
-# How many decisions one pass answers at most; the next pass takes the rest, so
-# the writer lock is never held for long.
+# How many decisions one unit of work answers at most; the sweep runs it again,
+# each time its own transaction, until fewer are due, so the writer lock is
+# never held for long and a backlog is still answered within one pass.
 BATCH: Final = 500
 TIMEOUT_RATIONALE: Final = (
     "No answer within 24 hours: the service applied the recommendation of this reversible decision."
@@ -28,7 +29,7 @@ TIMEOUT_RATIONALE: Final = (
 
 
 def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
-    """One sweep step: answer every due decision (up to BATCH); returns how many."""
+    """One unit of the sweep's step: answer due decisions (up to BATCH); returns how many."""
     at = format_time(now)
     # Only pending ones (never stale or expired) that may time out (store.MAY_TIME_OUT).
     due = store.due_for_timeout(conn, format_time(now - TIMEOUT), at, BATCH)
