@@ -235,6 +235,18 @@ async def test_a_retried_mutating_call_does_not_write_twice(
         # a different request id is a different call
         other = await call(s, "knowledge_record", **args)
         assert other["id"] != first["id"]
+        # the same request id with other arguments: the advice names the request
+        # id, not a key this call never sent
+        changed = {**message, "params": {"name": "knowledge_record",
+                                         "arguments": {**args, "title": "Twice"}}}  # fmt: skip
+        reused = await _raw_request(s, changed)
+        text = reused["content"][0]["text"]
+        assert reused["isError"] and text.startswith("idempotency_key_reused:")
+        assert "request id" in text and "use a new key" not in text
+        own = await s.call_tool(
+            "knowledge_record", {**args, "title": "Twice", "idempotency_key": "lesson-1"}
+        )
+        assert own.isError and "use a new key" in own.content[0].text  # type: ignore[union-attr]
     assert len(waypost.events(project, "knowledge.created")) == 3
 
 

@@ -19,7 +19,7 @@ def _decisions(details: dict[str, Any]) -> str:
     return ", ".join(ids) + more
 
 
-def _next_step(error: ApiError, project: str | None) -> str:
+def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     d = error.details
     reason = d.get("reason")
     code = error.code
@@ -85,6 +85,14 @@ def _next_step(error: ApiError, project: str | None) -> str:
         field = d.get("field")
         at = f" (argument `{field}`)" if field else ""
         return f"Fix the argument{at} and call again."
+    if code == "idempotency_key_reused" and not own_key:
+        # the key was derived from the MCP session and the JSON-RPC request id
+        return (
+            "Your client sent this JSON-RPC request id before in this MCP session, with "
+            "other arguments; a call without idempotency_key is keyed by the session and "
+            "the request id. Send the call under a new request id, or pass an "
+            "idempotency_key of your own."
+        )
     if code == "idempotency_key_reused":
         return "That idempotency_key was used for a different call; use a new key."
     if code == "idempotency_in_flight":
@@ -112,9 +120,11 @@ def _next_step(error: ApiError, project: str | None) -> str:
     return "An unexpected server fault; retry later."
 
 
-def explain(error: ApiError, project: str | None = None) -> str:
+def explain(error: ApiError, project: str | None = None, own_key: bool = True) -> str:
+    """The refusal as an agent reads it; `own_key` is False when the call sent no
+    idempotency_key (the server derived one), so that the advice fits."""
     envelope = {"error": {"code": error.code, "message": error.message, "details": error.details}}
     return (
-        f"{error.code}: {error.message}. {_next_step(error, project)}\n"
+        f"{error.code}: {error.message}. {_next_step(error, project, own_key)}\n"
         f"{json.dumps(envelope, separators=(',', ':'))}"
     )

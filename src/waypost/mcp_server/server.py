@@ -288,7 +288,8 @@ def build_server(
                                    {"tool": name}, 404)  # fmt: skip
                 return _error(explain(unknown))
         except ApiError as error:
-            return _error(explain(error, str(project) if project else None))
+            own_key = "idempotency_key" in arguments
+            return _error(explain(error, str(project) if project else None, own_key))
         except ClientLeft:
             return _error("cancelled: the client went away before the answer")
         except WaypostError as error:
