@@ -440,6 +440,23 @@ async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit:
     assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")
 
 
+async def test_an_integer_parameter_with_leading_zeros_is_the_number_it_writes(
+    human: Caller, project: str
+) -> None:
+    """`limit=01` is decimal digits, as docs/api.md says an integer parameter is;
+    it was refused in the decoder's words ("Expected `int | null`, got `str`")."""
+    for name in ("second", "third"):
+        await human.post("/api/v1/projects", {"id": name, "name": name}, key=f"p-{name}")
+    padded = await human.get("/api/v1/projects", limit="002")
+    assert padded.status_code == 200, padded.text
+    assert padded.json() == (await human.get("/api/v1/projects", limit="2")).json()
+    assert len(padded.json()["items"]) == 2
+    events = await human.get(f"{BASE}/events", after="00", limit="0001")
+    assert events.status_code == 200, events.text
+    assert len(events.json()["items"]) == 1
+    assert_error(await human.get("/api/v1/projects", limit="000"), 400, "invalid_request", "limit")
+
+
 async def test_unknown_query_parameter_is_400(human: Caller, project: str) -> None:
     r = await human.get("/api/v1/projects", sort="name")
     assert_error(r, 400, "invalid_request", "sort")

@@ -275,6 +275,8 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
         text = values[key]
         if not _DECIMAL_INTEGER.fullmatch(text) or not INT64_MIN <= int(text) <= INT64_MAX:
             raise InvalidRequest.field(key, f"{key} must be a decimal integer")
+        # "007" is decimal digits too; msgspec's conversion refuses leading zeros
+        values[key] = str(int(text))
     return convert(values, model, strict=False)
 
 
