@@ -15,11 +15,17 @@ import strawberry
 from waypost.errors import InvalidRequest
 from waypost.http.decoding import convert
 from waypost.resolvers.context import packet
-from waypost.resolvers.context.params import BUDGET_DEFAULT, LIMIT_DEFAULT, ContextQuery
+from waypost.resolvers.context.params import (
+    BUDGET_DEFAULT,
+    LIMIT_DEFAULT,
+    ContextQuery,
+    search_terms,
+)
 from waypost.schema.context import Info
 from waypost.schema.decisions import Decision
 from waypost.schema.errors import camel_path
 from waypost.schema.knowledge import Knowledge
+from waypost.schema.mutation_arguments import checked_before_mutations
 from waypost.schema.tasks import Task
 
 
@@ -80,6 +86,35 @@ class ContextPacket:
         )
 
 
+def _query(raw: dict[str, Any]) -> ContextQuery:
+    """The arguments as the REST route's query, refused as the route refuses them."""
+    query = convert(raw, ContextQuery)
+    search_terms(query.q)
+    return query
+
+
+@checked_before_mutations("Project", "context")
+def _check(arguments: dict[str, Any]) -> None:
+    """Refusals that need no data, before a mutation whose selection holds the packet."""
+    raw = {
+        "q": arguments["q"], "limit": arguments["limit"], "budget": arguments["budget"],
+        "include_shared": arguments["includeShared"], "task_id": arguments["taskId"],
+        "component": arguments["component"], "environment": arguments["environment"],
+        "version": arguments["version"],
+    }  # fmt: skip
+    try:
+        _query(raw)
+    except InvalidRequest as error:
+        _graphql_field_name(error)
+        raise
+
+
+def _graphql_field_name(error: InvalidRequest) -> None:
+    field = error.details.get("field")
+    if isinstance(field, str):
+        error.details["field"] = camel_path(field)
+
+
 def _item(item: dict[str, Any]) -> Decision | Task | Knowledge:
     body = {k: v for k, v in item.items() if k != "type"}
     if item["type"] == "decision":
@@ -122,7 +157,7 @@ class ProjectContextFields:
             "version": version,
         }  # fmt: skip
         try:
-            query = convert(raw, ContextQuery)
+            query = _query(raw)
             rt = info.context.rt
             # not in the query's pinned snapshot, which ends here: no read
             # transaction stays open while the packet calls the reranking
@@ -130,8 +165,6 @@ class ProjectContextFields:
             async with rt.db.unpinned():
                 built = await packet.build(rt, self.rest_id, query)
         except InvalidRequest as error:
-            field = error.details.get("field")
-            if isinstance(field, str):
-                error.details["field"] = camel_path(field)
+            _graphql_field_name(error)
             raise
         return ContextPacket.from_json(built)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 
 from waypost.http.decoding import convert
+from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.knowledge import feedback as knowledge_feedback
 from waypost.resolvers.knowledge import operations as knowledge
@@ -25,6 +26,7 @@ from waypost.resolvers.knowledge.models import (
 from waypost.resolvers.knowledge.operations import visible_to
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
+from waypost.schema.mutation_arguments import checked_before_mutations
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import (
     NODE_RESOLVERS,
@@ -308,13 +310,7 @@ class ProjectKnowledgeFields:
         q: str | None = None,
     ) -> Connection[Knowledge]:
         w = window(first, after, last, before)
-        # through the REST query model, so the same bounds apply (e.g. tag length)
-        query = convert(
-            {"q": q, "kind": kind.value if kind else None,
-             "status": status.value if status else None, "tag": tag,
-             "include_shared": include_shared, "cursor": w.cursor, "limit": w.limit},
-            KnowledgeListQuery,
-        )  # fmt: skip
+        query = _list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
         rt, project_id = info.context.rt, self.rest_id
         page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
         return Connection.of(
@@ -329,6 +325,33 @@ class ProjectKnowledgeFields:
         if found is None or not visible_to(found, self.rest_id):
             return None
         return Knowledge.from_json(found)
+
+
+def _list_query(
+    q: str | None,
+    kind: KnowledgeKind | None,
+    status: KnowledgeStatus | None,
+    tag: str | None,
+    include_shared: bool,
+    cursor: str | None = None,
+    limit: int | None = None,
+) -> KnowledgeListQuery:
+    # through the REST query model, so the same bounds apply (e.g. tag length)
+    return convert(
+        {"q": q, "kind": kind.value if kind else None,
+         "status": status.value if status else None, "tag": tag,
+         "include_shared": include_shared, "cursor": cursor, "limit": limit},
+        KnowledgeListQuery,
+    )  # fmt: skip
+
+
+@checked_before_mutations("Project", "knowledge")
+def _check_list(arguments: dict[str, Any]) -> None:
+    """The list's refusals that need no data, before a mutation whose selection holds it
+    (kind and status are enums, which GraphQL itself checks)."""
+    query = _list_query(arguments["q"], None, None, arguments["tag"], arguments["includeShared"])
+    if query.q is not None:
+        search_terms(query.q)
 
 
 @strawberry.input

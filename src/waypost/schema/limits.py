@@ -45,7 +45,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
 from waypost.schema.memo import Memo, variables_key
-from waypost.schema.mutation_paging import paging_refusals
+from waypost.schema.mutation_arguments import argument_refusals
 from waypost.schema.offload import off_loop
 from waypost.schema.operation import coerced_variables, selected_operation
 
@@ -319,6 +319,6 @@ class QueryLimits(SchemaExtension):
             # a valid document only (its arguments have their types); not
             # memoized with the limits: it depends on the operation's name
             # too, and walks a mutation's selection only
-            errors = paging_refusals(schema, document, ctx.variables, ctx.operation_name)
+            errors = argument_refusals(schema, document, ctx.variables, ctx.operation_name)
         ctx.pre_execution_errors = errors
         yield

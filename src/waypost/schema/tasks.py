@@ -16,8 +16,10 @@ import strawberry
 
 from waypost.clock import format_time
 from waypost.pagination import Page
+from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.context import Info
+from waypost.schema.mutation_arguments import checked_before_mutations
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import (
     NODE_RESOLVERS,
@@ -381,6 +383,14 @@ async def _value(value: int) -> int:
 
 
 NODE_RESOLVERS["Task"] = load_task
+
+
+@checked_before_mutations("Project", "tasks")
+def _check_list(arguments: dict[str, Any]) -> None:
+    """The list's one refusal that needs no data (`q`), before a mutation whose
+    selection holds it; list_tasks makes the same check when it runs."""
+    if arguments["q"] is not None:
+        search_terms(arguments["q"])
 
 
 @strawberry.type

@@ -1,19 +1,23 @@
-"""Paging arguments in a mutation's selection, checked before the mutation runs.
+"""Arguments in a mutation's selection, checked before the mutation runs.
 
 A connection refuses a bad `first`, `last`, `after` or `before` when it is
-resolved. In a query that costs nothing; in a mutation the connection is
-resolved after the write has committed (and its idempotency receipt been
-stored), so the refusal nulled `data` and the answer read as a refused
-request while the write stood: a client that fixed its selection and
-retried with a new key wrote twice. So a mutation's selection is checked
-here, with the rules every connection applies (`relay.window`) and the
-shapes the service's cursors take, and a mutation that would meet such a
-refusal is not run at all.
+resolved, and a search field a bad `q` (or a context packet a `limit` out of
+bounds). In a query that costs nothing; in a mutation the field is resolved
+after the write has committed (and its idempotency receipt been stored), so
+the refusal nulled part of the answer, which read as refused while the write
+stood: a client that fixed its selection and retried with a new key wrote
+twice. So a mutation's selection is checked here, with the rules every
+connection applies (`relay.window`), the shapes the service's cursors take,
+and the checks fields register with `checked_before_mutations` (the same
+functions their resolvers call), and a mutation that would meet such a
+refusal is not run at all. Refusals that depend on stored data (a `taskId`
+of another project) still come when the field is resolved.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from graphql import (
@@ -33,6 +37,7 @@ from graphql import (
     SelectionNode,
     SelectionSetNode,
     StringValueNode,
+    Undefined,
     VariableNode,
     get_named_type,
 )
@@ -43,6 +48,24 @@ from waypost.schema.operation import coerced_variables, selected_operation
 from waypost.schema.relay import window
 
 PAGING = ("first", "after", "last", "before")
+# A field's check of its arguments (by their GraphQL names; an argument left
+# out has its default): raises InvalidRequest as the resolver would.
+ArgumentCheck = Callable[[dict[str, Any]], None]
+_CHECKS: dict[tuple[str, str], ArgumentCheck] = {}
+
+
+def checked_before_mutations(
+    type_name: str, field: str
+) -> Callable[[ArgumentCheck], ArgumentCheck]:
+    """Register `check` for `type_name.field` wherever it sits in a mutation's selection."""
+
+    def register(check: ArgumentCheck) -> ArgumentCheck:
+        _CHECKS[(type_name, field)] = check
+        return check
+
+    return register
+
+
 # the parts of every cursor the service makes (pagination.encode_cursor)
 _CURSOR_SHAPES: tuple[tuple[type, ...], ...] = ((int,), (str,), (str, str))
 
@@ -129,7 +152,31 @@ class _Walk:
             return
         if "first" in definition.args:
             self.check(node)
+        registered = _CHECKS.get((parent.name, node.name.value))
+        if registered is not None:
+            self.check_arguments(node, definition.args, registered)
         self.selections(node.selection_set, get_named_type(definition.type))
+
+    def check_arguments(
+        self, node: FieldNode, defined: dict[str, Any], check: ArgumentCheck
+    ) -> None:
+        given = {a.name.value: a.value for a in node.arguments or ()}
+        values: dict[str, Any] = {}
+        for name, argument in defined.items():
+            value_node = given.get(name)
+            # left out, or a variable left out: the default, as execution takes it
+            absent = value_node is None or (
+                isinstance(value_node, VariableNode) and value_node.name.value not in self.variables
+            )
+            if absent:
+                default = argument.default_value
+                values[name] = None if default is Undefined else default
+            else:
+                values[name] = _value(value_node, self.variables)
+        try:
+            check(values)
+        except InvalidRequest as refusal:
+            self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
 
     def check(self, node: FieldNode) -> None:
         given = {a.name.value: _value(a.value, self.variables) for a in node.arguments or ()}
@@ -146,14 +193,14 @@ class _Walk:
             self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
 
 
-def paging_refusals(
+def argument_refusals(
     schema: GraphQLSchema,
     document: DocumentNode,
     variables: dict[str, Any] | None,
     operation_name: str | None,
 ) -> list[GraphQLError]:
     """Why the operation the request runs, when it is a mutation, would meet a
-    paging refusal, if it would. Another operation of the document is no
+    refusal of an argument in its selection, if it would. Another operation of the document is no
     business of this request (the request rules already refused a document of
     several operations that names none)."""
     op = selected_operation(document, operation_name)

@@ -1,6 +1,7 @@
-"""A mutation whose selection would meet a paging refusal is refused before
-it runs (schema/mutation_paging.py): the refusal used to come after the
-write had committed, so the answer read as refused while the write stood."""
+"""A mutation whose selection would meet a paging refusal, or a refusal of a
+search field's arguments, is refused before it runs
+(schema/mutation_arguments.py): the refusal used to come after the write had
+committed, so the answer read as refused while the write stood."""
 
 from __future__ import annotations
 
@@ -106,3 +107,56 @@ async def test_fields_that_never_run_and_other_operations_are_not_checked(
         headers=human.headers(),
     )
     assert r.json()["data"]["me"]["name"]
+
+
+PACKET = "context(q: $q, limit: $limit) { truncated }"
+TYPES = {"q": "String!", "limit": "Int", "tag": "String"}
+
+
+def nested(selection: str) -> str:
+    """A task create whose payload selects `selection` on the task's project,
+    declaring the variables the selection uses (GraphQL refuses unused ones)."""
+    declared = "".join(f", ${n}: {t}" for n, t in TYPES.items() if f"${n}" in selection)
+    return (
+        f"mutation ($key: String!{declared}) {{"
+        ' taskCreate(input: {idempotencyKey: $key, projectId: "demo", title: "searched"}) {'
+        f" task {{ project {{ {selection} }} }} userErrors {{ code }} }} }}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("selection", "variables", "field"),
+    [
+        ("tasks(q: $q) { totalCount }", {"q": ""}, "q"),
+        ("tasks(q: $q) { totalCount }", {"q": "a\u0000b"}, "q"),
+        ("knowledge(q: $q) { totalCount }", {"q": "   "}, "q"),
+        ("knowledge(q: $q) { totalCount }", {"q": " ".join(["w"] * 33)}, "q"),
+        ("knowledge(q: $q, tag: $tag) { totalCount }", {"q": "ok", "tag": "t" * 201}, "tag"),
+        (PACKET, {"q": "ok", "limit": 0}, "limit"),
+        (PACKET, {"q": "x" * 1025}, "q"),
+        ("context(q: $q, budget: 5) { truncated }", {"q": "ok"}, "budget"),
+        ('context(q: $q, component: "") { truncated }', {"q": "ok"}, "component"),
+    ],
+)
+async def test_a_refused_search_argument_refuses_the_mutation_and_writes_nothing(
+    human: Caller, project: str, selection: str, variables: dict[str, Any], field: str
+) -> None:
+    """`tasks(q: "")` under a mutation's payload wrote the task, then answered
+    `project: null` with a top-level error: a retry with a new key wrote twice."""
+    answer = await send(human, nested(selection), key="k1", **variables)
+    assert answer["data"] is None, answer
+    [error] = answer["errors"]
+    assert error["extensions"] == {"code": "invalid_request", "field": field}
+    assert await titles(human) == []
+
+
+async def test_search_arguments_that_pass_and_defaults_run_the_mutation(
+    human: Caller, project: str
+) -> None:
+    selection = "tasks(q: $q) { totalCount } knowledge(q: $q) { totalCount } " + PACKET
+    # $limit left out: the argument's default (20), as execution takes it
+    answer = await send(human, nested(selection), key="k1", q="searched")
+    assert "errors" not in answer, answer
+    found = answer["data"]["taskCreate"]["task"]["project"]
+    assert found["tasks"] == {"totalCount": 1} and found["context"] == {"truncated": False}
+    assert await titles(human) == ["searched"]
