@@ -141,5 +141,6 @@ async def test_policy_patch_schema_carries_the_validation_limits(document: dict[
         "type": "integer",
         "minimum": 30,
         "maximum": 86400,
+        "description": "An integer written without a fraction or exponent.",
     }
     assert set(schema["properties"]["review_mode"]["enum"]) == {"none", "human", "any"}

@@ -1,12 +1,14 @@
 """The OpenAPI document states what the server enforces where JSON Schema
 can say it: distinct options, dependencies, tags and scope values; at least
-one field in a PATCH; integer revisions."""
+one field in a PATCH; integers within 64 bits; RFC 3339 expiries; searches
+with a term; the model of each submitted lesson."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tests.conftest import Caller
+from tests.decisions_support import decision_body
 from tests.tasks_support import make_task
 from waypost import rest
 from waypost.rest import openapi
@@ -50,3 +52,51 @@ async def test_the_server_refuses_what_the_document_rules_out(human: Caller, pro
                 "environment": "prod"}  # fmt: skip
     r = await human.post(f"{path}/decisions", decision)
     assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "options[1]"
+
+
+def test_body_integers_stay_within_64_bits_and_say_they_take_no_fraction() -> None:
+    """JSON Schema's integer admits 1.0 and any size; the strict decoder refuses
+    both ("integer out of the 64-bit range")."""
+    for name, field in (("PolicyPatch", "expected_revision"), ("TaskCreate", "priority"),
+                        ("DecisionAnswer", "expected_generation")):  # fmt: skip
+        prop = SCHEMAS[name]["properties"][field]
+        assert prop["maximum"] <= 2**63 - 1 and prop["minimum"] >= -(2**63)
+        assert "fraction" in prop["description"]
+
+
+def test_expiries_are_date_times_and_searches_need_a_term() -> None:
+    for name in ("DecisionCreate", "DecisionReopen"):
+        [text] = [
+            b for b in SCHEMAS[name]["properties"]["expires_at"]["anyOf"] if b["type"] != "null"
+        ]
+        assert text["format"] == "date-time"
+    assert SCHEMAS["ContextQuery"]["properties"]["q"]["pattern"] == "\\S"
+    for name in ("TaskListQuery", "KnowledgeListQuery"):
+        [text] = [b for b in SCHEMAS[name]["properties"]["q"]["anyOf"] if b["type"] != "null"]
+        assert text["minLength"] == 1 and text["maxLength"] == 1024
+
+
+def test_each_submitted_lesson_has_the_lesson_model() -> None:
+    """`lessons` was an array of any objects; the submit refuses all but lessons."""
+    items = SCHEMAS["SubmitBody"]["properties"]["lessons"]["items"]
+    assert items == {"$ref": "#/components/schemas/SubmissionLessonInput"}
+    assert {"kind", "title", "body"} <= set(SCHEMAS["SubmissionLessonInput"]["required"])
+
+
+async def test_the_documented_bounds_are_the_servers(human: Caller, project: str) -> None:
+    """What the document now says is what the server does at the edges."""
+    task = await make_task(human)
+    r = await human.patch(
+        f"/api/v1/projects/{project}/tasks/{task['id']}",
+        {"expected_revision": 2**63, "title": "x"},
+        key="big",
+    )
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "expected_revision"
+    blank = await human.get(f"/api/v1/projects/{project}/tasks", q="   ")
+    assert blank.status_code == 400 and blank.json()["error"]["details"]["field"] == "q"
+    r = await human.post(
+        f"/api/v1/projects/{project}/decisions",
+        decision_body([task["id"]], expires_at="tomorrow"),
+        key="when",
+    )
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "expires_at"

@@ -14,8 +14,7 @@ from typing import Any
 import msgspec
 
 from waypost.resolvers.core.receipts import KEY_MAX
-from waypost.resolvers.knowledge.models import SubmissionLessonInput
-from waypost.rest.openapi import UNIQUE_ARRAYS
+from waypost.rest.openapi import ITEM_MODELS, UNIQUE_ARRAYS
 
 # `(?![\s\S])`, not `$`: jsonschema matches with Python's re.search, whose
 # `$` also matches before a final newline ("demo\n" passed as a slug and
@@ -33,10 +32,6 @@ IDEMPOTENCY_KEY: dict[str, Any] = {
         " request id, so a transport retry of the same request replays."
     ),
 }
-
-# Fields whose REST model accepts a loose type and checks it later: the
-# schema says what is really accepted.
-_FIELD_MODELS: dict[tuple[str, str], type] = {("SubmitBody", "lessons"): SubmissionLessonInput}
 
 
 def _inline(node: Any, defs: dict[str, Any]) -> Any:
@@ -73,7 +68,7 @@ def model_schema(model: type) -> dict[str, Any]:
     schema: dict[str, Any] = _inline(raw, defs)
     schema.pop("$defs", None)
     schema.pop("title", None)
-    for (owner, field), item_model in _FIELD_MODELS.items():
+    for (owner, field), item_model in ITEM_MODELS.items():
         if model.__name__ == owner:
             schema["properties"][field]["items"] = model_schema(item_model)
     _unique_arrays(schema)

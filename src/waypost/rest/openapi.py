@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from waypost import __version__
+from waypost.resolvers.knowledge.models import SubmissionLessonInput
 from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
 from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
 from waypost.rest.routing import RestRoute, RouteTable
@@ -34,6 +35,7 @@ SESSION_HEADER: dict[str, Any] = {
     "description": "The caller's live agent session this request acts in.",
     "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
 }
+INT64_MAX = 2**63 - 1
 REPLAYED_HEADER: dict[str, Any] = {
     "description": "`true` when the response is the stored receipt of an earlier request.",
     "schema": {"type": "string", "enum": ["true"]},
@@ -109,23 +111,48 @@ PATCH_FIELDS: dict[str, tuple[str, ...]] = {
     PolicyPatch.__name__: POLICY_FIELDS,
     TaskPatch.__name__: (*CONTENT_FIELDS, "status"),
 }
-# Revisions and generations are integers written as such (`2`, never `2.0`):
-# the strict decoder refuses a fraction or exponent.
-COUNTERS = ("expected_revision", "expected_generation", "generation", "revision")
+# Fields whose REST model accepts a loose type and checks it later (inside
+# the write): the schema says what is really accepted (the MCP tools too).
+ITEM_MODELS: dict[tuple[str, str], type] = {("SubmitBody", "lessons"): SubmissionLessonInput}
+# Body integers are written as such (`2`, never `2.0`, which JSON Schema's
+# integer admits): the strict decoder refuses a fraction or exponent, and
+# anything past 64 bits.
+INTEGER_NOTE = "An integer written without a fraction or exponent."
+# Times the server parses as RFC 3339 with an offset.
+DATE_TIMES = ("expires_at",)
+# Full-text `q` parameters: at least one term (not blank), 1,024 bytes at most.
+SEARCH_TEXT: dict[str, Any] = {"minLength": 1, "maxLength": 1024, "pattern": "\\S"}
 
 
-def _state_constraints(schemas: dict[str, Any]) -> None:
+def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
+    """The property's schema, or each branch of its `anyOf` (`T | None`)."""
+    return [b for b in prop.get("anyOf", [prop]) if isinstance(b, dict)]
+
+
+def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:
     for name, schema in schemas.items():
         properties = schema.get("properties", {})
         for prop_name, prop in properties.items():
             if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
                 prop["uniqueItems"] = True
-            if prop_name in COUNTERS and prop.get("type") == "integer":
-                prop.setdefault("description", "An integer written without a fraction or exponent.")
+            for branch in _alternatives(prop):
+                if branch.get("type") == "integer":
+                    branch.setdefault("maximum", INT64_MAX)
+                    branch.setdefault("minimum", -INT64_MAX - 1)
+                    if name not in queries:
+                        prop.setdefault("description", INTEGER_NOTE)
+                if branch.get("type") == "string" and prop_name in DATE_TIMES:
+                    branch["format"] = "date-time"
+                if branch.get("type") == "string" and prop_name == "q" and name in queries:
+                    branch.update(SEARCH_TEXT)
         fields = PATCH_FIELDS.get(name)
         if fields:
             schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]
             schema["minProperties"] = 2
+    for (owner, field), item_model in ITEM_MODELS.items():
+        if owner in schemas:
+            ref = f"#/components/schemas/{item_model.__name__}"
+            schemas[owner]["properties"][field]["items"] = {"$ref": ref}
 
 
 # The one route outside the route tables: a stream, not a JSON answer
@@ -140,8 +167,9 @@ STREAM_OPERATION: dict[str, Any] = {
         {"name": "after", "in": "query", "required": False,
          "schema": {"type": "integer", "minimum": 0}},
         {"name": "Last-Event-ID", "in": "header", "required": False,
-         "description": "Resume after this event sequence (wins over `after`).",
-         "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"}},
+         "description": "Resume after this event sequence (wins over `after`); empty is"
+                        " no header.",
+         "schema": {"type": "string", "pattern": "^([0-9]{1,18})?$"}},
         SESSION_HEADER,
     ],
     "responses": {
@@ -159,10 +187,11 @@ STREAM_OPERATION: dict[str, Any] = {
 def build(tables: list[RouteTable]) -> dict[str, Any]:
     routes = [r for t in tables for r in t.routes]
     models = {m for r in routes for m in (r.body, r.query) if m is not None}
+    models |= set(ITEM_MODELS.values())
     _, schemas = msgspec.json.schema_components(
         sorted(models, key=lambda m: m.__name__), ref_template="#/components/schemas/{name}"
     )
-    _state_constraints(schemas)
+    _state_constraints(schemas, {r.query.__name__ for r in routes if r.query is not None})
     paths: dict[str, Any] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
