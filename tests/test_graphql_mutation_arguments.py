@@ -110,7 +110,7 @@ async def test_fields_that_never_run_and_other_operations_are_not_checked(
 
 
 PACKET = "context(q: $q, limit: $limit) { truncated }"
-TYPES = {"q": "String!", "limit": "Int", "tag": "String"}
+TYPES = {"q": "String!", "limit": "Int", "tag": "String", "shared": "Boolean"}
 
 
 def nested(selection: str) -> str:
@@ -136,6 +136,9 @@ def nested(selection: str) -> str:
         (PACKET, {"q": "x" * 1025}, "q"),
         ("context(q: $q, budget: 5) { truncated }", {"q": "ok"}, "budget"),
         ('context(q: $q, component: "") { truncated }', {"q": "ok"}, "component"),
+        # an explicit null where the argument is non-null with a default
+        ("knowledge(includeShared: $shared) { totalCount }", {"shared": None}, "includeShared"),
+        (PACKET, {"q": "ok", "limit": None}, "limit"),
     ],
 )
 async def test_a_refused_search_argument_refuses_the_mutation_and_writes_nothing(
