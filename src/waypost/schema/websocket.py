@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 from graphql import GraphQLError
+from starlette import websockets as starlette_ws
 from strawberry.http.exceptions import WebSocketDisconnected
 from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
@@ -114,8 +115,17 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     async def handle_task_exception(self, error: Exception) -> None:
         """Strawberry logs any fault of an operation's task as an ERROR with a
         traceback; a client that went away while an event was being sent to
-        it (a closed console tab) is no fault of the service (section 14)."""
-        if isinstance(error, WebSocketDisconnected):
+        it (a closed console tab) is no fault of the service (section 14).
+
+        Strawberry turns the first failed send into its own
+        WebSocketDisconnected; a socket's other subscriptions then meet
+        Starlette's (sending after the close), which is not that class."""
+        gone = (
+            WebSocketDisconnected,
+            starlette_ws.WebSocketDisconnected,
+            starlette_ws.WebSocketDisconnect,
+        )
+        if isinstance(error, gone):
             log.debug("a subscriber went away while an event was sent to it")
             return
         await super().handle_task_exception(error)
