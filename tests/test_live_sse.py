@@ -163,6 +163,11 @@ async def test_streams_per_token_are_capped(service: Service, human: Caller, pro
         assert refused.status_code == 429
         assert refused.json()["error"]["code"] == "too_many_streams"
         assert hub_for(service.rt).open_count() == 3
+        # a HEAD gets the status a GET would (it answered 200 past the cap)
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            head = await asyncio.wait_for(client.head(STREAM, headers=human.headers()), 10)
+        assert head.status_code == 429
+        assert hub_for(service.rt).open_count() == 3
 
 
 async def test_a_head_request_gets_the_head_and_holds_no_stream(
@@ -286,7 +291,51 @@ async def test_a_position_past_the_end_of_the_log_is_refused_with_the_end(
             assert r.status_code == 400
             details = r.json()["error"]["details"]
             assert details == {"field": name, "last_sequence": end}
+            # a HEAD after the same checks (it answered 200)
+            head = client.head(STREAM, params=params, headers={**human.headers(), **headers})
+            assert (await asyncio.wait_for(head, 10)).status_code == 400
         assert hub_for(service.rt).open_count() == 0
     async with running(service) as base, stream(base, human, after=end) as (r, evs):
         assert r.status_code == 200  # the end itself: the next new event comes next
         assert (await anext(evs)).comments == ["stream open"]
+
+
+async def test_last_event_id_is_read_without_the_spaces_around_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`Last-Event-ID: 5 ` was refused as no event sequence while a leading
+    space passed (the HTTP parser strips that one): spaces and tabs around a
+    header's value are not part of it (RFC 9110, 5.5)."""
+    await new_task(human, "one")
+    await new_task(human, "two")
+    seqs = [e["sequence"] for e in await rest_events(human)]
+    async with running(service) as base:
+        host, port = base.removeprefix("http://").split(":")
+        for padded in (f"{seqs[-2]} ", f"{seqs[-2]}\t", f" {seqs[-2]} \t"):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            try:
+                writer.write(
+                    f"GET {STREAM} HTTP/1.1\r\nHost: {host}\r\n"
+                    f"Authorization: Bearer {human.token}\r\nLast-Event-ID: {padded}\r\n\r\n"
+                    .encode()
+                )  # fmt: skip
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+                assert head.startswith(b"HTTP/1.1 200"), (padded, head)
+                # the replay starts after the position: the last event comes first
+                seen = b""
+                while f"id: {seqs[-1]}".encode() not in seen:
+                    seen += await asyncio.wait_for(reader.read(65536), 10)
+                assert f"id: {seqs[-2]}\n".encode() not in seen
+            finally:
+                writer.close()
+
+
+async def test_an_empty_after_is_refused_as_on_the_event_list(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`?after=` started at the live tail, silently skipping every event before
+    it; the event list refuses it, and so does the stream now. (An empty
+    Last-Event-ID is still no position: a client may send back a reset id.)"""
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        r = await asyncio.wait_for(client.get(f"{STREAM}?after=", headers=human.headers()), 10)
+        assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"

@@ -33,13 +33,12 @@ PATH = "/api/v1/projects/{project}/events/stream"
 
 
 class _StreamQuery(msgspec.Struct, forbid_unknown_fields=True):
-    # text: `_position` reads it (an empty value is no position)
+    # text: `_position` reads it
     after: str | None = None
 
 
 def _position(value: str | None, name: str) -> int | None:
-    # empty is no position: an SSE client may send back an id the server reset
-    if value is None or value == "":
+    if value is None:
         return None
     # the REST list's range: up to SQLite's (and the sequence's) largest integer
     if not value.isascii() or not value.isdigit() or len(value) > 19 or int(value) >= 2**63:
@@ -110,19 +109,25 @@ async def event_stream(request: Request) -> Response:
         # unknown or repeated parameters are refused, as on every REST route
         query = decode_query(query_items(request.scope["query_string"]), _StreamQuery)
         after = _position(query.after, "after")
-        resumed = _position(request.headers.get("last-event-id"), "Last-Event-ID")
+        # Spaces and tabs around a header's value are not part of it (RFC 9110,
+        # 5.5); an empty one is no position: an SSE client may send back an id
+        # the server reset
+        last_id = (request.headers.get("last-event-id") or "").strip(" \t")
+        resumed = _position(last_id or None, "Last-Event-ID")
         await check_project(rt, project_id)
-        if request.method == "HEAD":
-            # the head of the answer a GET would get, and done: a stream run
-            # for a HEAD sent nothing and never ended, holding a stream slot
-            return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
         # Last-Event-ID wins; a refusal of the position names the one used
         position, name = (after, "after") if resumed is None else (resumed, "Last-Event-ID")
         events = project_event_batches(rt, actor, token, project_id, position, name)
         stack.push_async_callback(events.aclose)
         # the first item (OPENED) comes once the listener is in place: a refusal
-        # (too many streams) is still an ordinary JSON error, before the stream
+        # (a position past the end, too many streams) is still an ordinary JSON
+        # error, before the stream
         first = await anext(events)
+        if request.method == "HEAD":
+            # the head of the answer a GET would get, after the same checks, and
+            # done: the stream's slot is given back at once
+            await stack.aclose()
+            return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
         encoded = _encoded_for(hub_for(rt))
     except WaypostError as error:
         await stack.aclose()
