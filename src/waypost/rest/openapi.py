@@ -11,6 +11,7 @@ from waypost import __version__
 from waypost.resolvers.knowledge.models import SubmissionLessonInput
 from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
 from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
+from waypost.rest import response_schemas
 from waypost.rest.routing import RestRoute, RouteTable
 
 _PARAM = re.compile(r"{(\w+)}")
@@ -52,6 +53,12 @@ def _query_parameters(model: type, schemas: dict[str, Any]) -> list[dict[str, An
     ]
 
 
+def _success_body(route: RestRoute) -> dict[str, Any]:
+    """The success body's schema (rest/response_schemas.py), by operationId."""
+    name = response_schemas.RESPONSES.get(route.handler.__name__)
+    return {} if name is None else {"schema": {"$ref": f"#/components/schemas/{name}"}}
+
+
 def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
     params: list[dict[str, Any]] = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
@@ -69,7 +76,10 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
             }
         )
     params.append(SESSION_HEADER)
-    success: dict[str, Any] = {"description": "success", "content": {"application/json": {}}}
+    success: dict[str, Any] = {
+        "description": "success",
+        "content": {"application/json": _success_body(route)},
+    }
     if route.is_mutation:
         success["headers"] = {"Idempotent-Replayed": REPLAYED_HEADER}
     responses: dict[str, Any] = {str(route.status): success}
@@ -192,6 +202,11 @@ def build(tables: list[RouteTable]) -> dict[str, Any]:
         sorted(models, key=lambda m: m.__name__), ref_template="#/components/schemas/{name}"
     )
     _state_constraints(schemas, {r.query.__name__ for r in routes if r.query is not None})
+    answers = response_schemas.components()
+    clash = set(schemas) & set(answers)
+    if clash:  # a request model named like a response shape would replace it
+        raise RuntimeError(f"request and response schemas share names: {sorted(clash)}")
+    schemas.update(answers)
     paths: dict[str, Any] = {}
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route, schemas)
