@@ -252,6 +252,12 @@ async def test_metrics_are_off_by_default(service: Service, human: Caller) -> No
     token = await metrics_token(service, human.principal_id)
     r = await service.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})
     assert r.status_code == 404
+    # the route does not exist for an api token either (it got 401, as if the
+    # route were there and the token of the wrong kind)
+    r = await service.client.get("/metrics", headers=human.headers())
+    assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
+    r = await service.client.get("/metrics")
+    assert r.status_code == 401
 
 
 # -- a real `waypost serve --log-format json` ------------------------------------------------

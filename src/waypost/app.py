@@ -95,7 +95,10 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
     if rt is not None:
         app.state.runtime = rt
     app.add_middleware(
-        BearerAuthentication, runtime=lambda: app.state.runtime, graphiql=settings.graphiql
+        BearerAuthentication,
+        runtime=lambda: app.state.runtime,
+        graphiql=settings.graphiql,
+        metrics=settings.metrics,
     )
     # outermost: request id, one log line and the request metrics
     app.add_middleware(

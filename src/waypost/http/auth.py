@@ -43,10 +43,13 @@ async def send_json(
 
 
 class BearerAuthentication:
-    def __init__(self, app: ASGIApp, runtime: Callable[[], Runtime], graphiql: bool) -> None:
+    def __init__(
+        self, app: ASGIApp, runtime: Callable[[], Runtime], graphiql: bool, metrics: bool = False
+    ) -> None:
         self.app = app
         self.runtime = runtime
         self.graphiql = graphiql
+        self.metrics = metrics  # `serve --metrics`: the /metrics route exists
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,7 +69,11 @@ class BearerAuthentication:
             try:
                 # /metrics takes a token of its own audience, so a scraper's
                 # credential opens nothing else (and an api token not it)
-                audience = "metrics" if path == "/metrics" else "api"
+                # Without --metrics the route does not exist: either token gets
+                # the 404 (an api token was refused as not a metrics one)
+                audience: str | tuple[str, ...] = "api"
+                if path == "/metrics":
+                    audience = "metrics" if self.metrics else ("api", "metrics")
                 actor = await self._authenticate(scope, audience)
                 if is_graphql:
                     _, receive = await buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
@@ -105,7 +112,7 @@ class BearerAuthentication:
             log.exception("unhandled error")
             await self._refuse(send, WaypostError("internal error"), is_graphql)
 
-    async def _authenticate(self, scope: Scope, audience: str) -> Actor:
+    async def _authenticate(self, scope: Scope, audience: str | tuple[str, ...]) -> Actor:
         authorization = header(scope, b"authorization") or ""
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():

@@ -94,8 +94,9 @@ def revoke_token(conn: sqlite3.Connection, token_id: str, at: str) -> None:
         raise NotFound("no such token", {"field": "token_id"})
 
 
-def authenticate(conn: sqlite3.Connection, token: str, audience: str) -> Actor:
-    """The principal a bearer token names, or Unauthenticated (same for every failure).
+def authenticate(conn: sqlite3.Connection, token: str, audience: str | tuple[str, ...]) -> Actor:
+    """The principal a bearer token names, or Unauthenticated (same for every failure);
+    the token's audience must be `audience` (or one of them).
 
     The lookup is by SHA-256, so the secret itself is never compared byte by byte
     against stored data; the final digest comparison is constant-time as well.
@@ -106,7 +107,7 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str) -> Actor:
         row is None
         or not hmac.compare_digest(bytes(row["sha256"]), digest)
         or row["revoked_at"] is not None
-        or row["audience"] != audience
+        or row["audience"] not in ((audience,) if isinstance(audience, str) else audience)
     ):
         raise Unauthenticated("unauthenticated")
     return Actor(row["id"], row["kind"], row["name"], row["token_id"])
