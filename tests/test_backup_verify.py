@@ -260,3 +260,119 @@ async def test_verify_finds_a_history_row_written_without_its_event(
     assert report["ok"] is False and events["problems"] >= 1, report
     assert any(s.startswith("task_revisions: a row of project demo written at " + at)
                for s in events["shown"]), events  # fmt: skip
+
+
+def test_the_full_text_check_waits_its_turn_behind_a_busy_writer(tmp_path: Path) -> None:
+    """Under ordinary write traffic `admin verify` of a live database failed
+    within a second ("database is locked"): the check's deferred transaction
+    read a snapshot while it waited for the write lock, the writer's commit
+    made that snapshot stale, and a stale snapshot is refused the lock at
+    once. It now takes the lock first, then reads."""
+    import threading
+
+    from waypost import maintenance
+    from waypost.storage.migrate import migrate
+
+    db = tmp_path / "busy.db"
+    holder = sqlite3.connect(db, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode = WAL")
+    migrate(holder)
+    holder.execute("CREATE TABLE scratch (x)")
+    checker = sqlite3.connect(db, isolation_level=None, timeout=5, check_same_thread=False)
+    check = maintenance.Check("full_text")
+    failed: list[BaseException] = []
+
+    def run_check() -> None:
+        try:
+            maintenance._fts(checker, check)
+        except BaseException as exc:  # reported by the assertion below
+            failed.append(exc)
+
+    holder.execute("BEGIN IMMEDIATE")  # the service's writer, mid-batch
+    holder.execute("INSERT INTO scratch VALUES (1)")
+    checking = threading.Thread(target=run_check)
+    checking.start()
+    checking.join(0.3)  # the check waits for the lock meanwhile
+    holder.execute("COMMIT")
+    checking.join(10)
+    holder.close()
+    checker.close()
+    assert not checking.is_alive()
+    assert failed == [] and not check.problems, failed
+
+
+def test_verify_reports_another_applications_file_and_passes_an_empty_one(
+    tmp_path: Path,
+) -> None:
+    """Another application's SQLite file ended in `verify_failed: no such table`
+    with no report (its write probe needed Waypost's table); a 0-byte file,
+    which `serve` opens and migrates, did the same."""
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE foo (a)")
+    conn.close()
+    code, report = verify_cli(foreign)
+    assert code == 1 and report["ok"] is False
+    assert "not a Waypost database" in report["checks"]["migrations"]["shown"][0]
+    assert report["checks"]["integrity"]["ok"] is True
+    assert report["checks"]["history"]["shown"] == ["not run: not a Waypost database"]
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    code, report = verify_cli(empty)
+    assert code == 0 and report["ok"] is True, report
+    assert "serve creates the schema" in report["note"]
+
+
+@pytest.mark.parametrize("command", [["verify"], ["token", "list"], ["principal", "list"]])
+def test_a_path_that_cannot_be_looked_at_is_one_line_not_a_traceback(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`Path.exists()` raises for a name too long (or a directory this user may
+    not search), and the read-only commands let it escape as a traceback."""
+    db = tmp_path / ("n" * 300 + ".db")
+    result = run("admin", *command, "--db", str(db))
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: database_unusable:"), result.output
+    assert "Traceback" not in result.output
+
+
+def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
+    """SIGTERM (a cron job stopped, a container shutting down) killed the copy
+    outright, leaving `<name>.partial-PID` and its journal; Ctrl-C cleaned up.
+    The copy is slowed down here so that the signal lands in the middle."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).execute("CREATE TABLE t (x)").connection.close()
+    script = (
+        "import sys, time\n"
+        "from waypost import maintenance\n"
+        "from waypost.cli import main\n"
+        "copy = maintenance._copy\n"
+        "def slow(src, partial):\n"
+        "    partial.write_bytes(b'half a copy')\n"
+        "    time.sleep(30)\n"
+        "    return copy(src, partial)\n"
+        "maintenance._copy = slow\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["admin", "backup", "--db", str(source), "--to", str(tmp_path / "nightly.db")]
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not any(p.name.startswith("nightly.db.partial") for p in tmp_path.iterdir()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert code == 128 + signal.SIGTERM
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]

@@ -4,6 +4,7 @@ documented JSON shapes; every command takes --db (env WAYPOST_DB)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import sqlite3
@@ -307,3 +308,21 @@ def test_serve_on_a_damaged_database_is_one_line_not_a_traceback(tmp_path: Path)
     assert result.exit_code == 1, result.output
     assert "database_unusable" in result.output and "malformed" in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_a_database_file_it_may_not_read_is_database_unusable_not_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """click's own readability check answered exit 2 and a usage message;
+    docs/operations.md promises `Error: database_unusable: <file>: <reason>`,
+    exit 1. (Root reads any file, so the denial is simulated where click asks.)"""
+    db = tmp_path / "locked-away.db"
+    ok("admin", "migrate", "--db", str(db))
+    real_access = os.access
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: False if str(p) == str(db) else real_access(p, mode, **kw),
+    )
+    result = run("admin", "token", "list", "--db", str(db))
+    assert result.exit_code != 2 and "is not readable" not in result.output, result.output

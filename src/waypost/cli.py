@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import signal
 import sqlite3
 import ssl
 import sys
@@ -36,7 +37,9 @@ log = logging.getLogger("waypost")
 db_option = click.option(
     "--db",
     "db_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    # readable=False: a file it cannot open is `database_unusable` (exit 1), as
+    # docs/operations.md says, not click's usage error (exit 2)
+    type=click.Path(dir_okay=False, readable=False, path_type=Path),
     default=default_db_path,
     show_default="env WAYPOST_DB, else ./waypost.db",
     help="SQLite database file.",
@@ -281,7 +284,13 @@ def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     mistyped `--db` would answer `[]` instead of saying so. It reads in a
     read transaction, so another process holding the write lock (a stuck
     writer, a long import) does not stop an operator from listing tokens."""
-    if not db_path.exists():
+    from waypost.maintenance import BackupError, present
+
+    try:
+        found = present(db_path)
+    except BackupError as error:
+        raise click.ClickException(str(error)) from error
+    if not found:
         raise click.ClickException(f"not_found: no database at {db_path}")
     return _unit(db_path, lambda conn: run_read(conn, fn))
 
@@ -372,12 +381,21 @@ def admin_backup(db_path: Path, target: Path) -> None:
     """Copy the database through SQLite's online backup API; safe while serve runs."""
     from waypost.maintenance import BackupError, backup
 
+    def terminated(signum: int, frame: object) -> None:
+        # SIGTERM (a stopped cron job, a container shutting down) ends the copy
+        # as Ctrl-C does, through its cleanup: it used to leave the partial
+        # copy and its journal behind
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, terminated)
     try:
         _print(backup(db_path, target))
     except BackupError as error:
         raise click.ClickException(str(error)) from error
     except (sqlite3.Error, OSError) as error:
         raise click.ClickException(f"backup_failed: {error}") from error
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @admin.command("verify")

@@ -49,6 +49,16 @@ class BackupError(Exception):
         self.code = code
 
 
+def present(path: Path) -> bool:
+    """Whether a file is at `path`; a path that cannot even be looked at (a
+    directory this user may not search, a name too long) is `database_unusable`,
+    said in one line, not a traceback."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
+
+
 def backup(source: Path, target: Path) -> dict[str, Any]:
     """Copy `source` into the new file `target` (mode 0600) and check the copy.
 
@@ -57,7 +67,7 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
     a full disk) left a file under the backup's name that opened as an empty
     database. A copy that fails `integrity_check` is kept for inspection, but
     refused (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
-    if not source.exists():
+    if not present(source):
         raise BackupError("not_found", f"no database at {source}")
     if os.path.lexists(target):
         raise BackupError("target_exists", f"{target} exists; choose a new file")
@@ -155,9 +165,12 @@ def _fts(conn: sqlite3.Connection, check: Check) -> None:
     """FTS5's own check of each index against its content table (rank 1).
 
     It is written as an INSERT, so it runs in a transaction that is rolled
-    back: nothing changes."""
+    back: nothing changes. The transaction takes the write lock first
+    (IMMEDIATE), waiting out the busy timeout for it: a deferred one read a
+    snapshot, and once `serve` committed after it, its write was refused at
+    once ("database is locked") instead of waiting its turn."""
     for table in FTS_TABLES:
-        conn.execute("BEGIN")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
         except sqlite3.OperationalError:
@@ -287,15 +300,26 @@ def _migrations(conn: sqlite3.Connection, check: Check) -> None:
     """This build can run on the file: `serve` would not refuse its schema
     (a newer build's migrations, an edited one). Migrations not applied yet
     are no finding: `serve` applies them at start."""
-    has_table = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
-    ).fetchone()
-    if has_table is None:
+    kind = _kind(conn)
+    if kind == "empty":
+        return  # a new file: `serve` creates the schema when it starts
+    if kind == "foreign":
         check.add("no schema_migrations table: not a Waypost database")
         return
     for refusal in refusals(recorded(conn), available()):
         check.add(refusal)
 
+
+def _kind(conn: sqlite3.Connection) -> str:
+    """ "waypost", "empty" (no tables at all) or "foreign" (another application's)."""
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "schema_migrations" in names:
+        return "waypost"
+    return "empty" if not names else "foreign"
+
+
+# The checks that hold for any SQLite file; the others read Waypost's tables.
+ANY_FILE = ("migrations", "integrity", "foreign_keys")
 
 CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("migrations", _migrations),
@@ -315,7 +339,7 @@ def verify(path: Path) -> dict[str, Any]:
     FTS5's integrity-check is a write statement (rolled back), so a database
     this process may not write (a backup on read-only media) is checked
     through a private copy made with the backup API; the report says so."""
-    if not path.exists():
+    if not present(path):
         raise BackupError("not_found", f"no database at {path}")
     if _writable(path):
         return _verify(path)
@@ -344,6 +368,8 @@ def _writable(path: Path) -> bool:
     try:
         check_writable(conn)
     except sqlite3.OperationalError as exc:
+        if str(exc).startswith("no such table"):
+            return True  # no schema_migrations: the report says what the file is
         if storage_refusal(exc) is None:
             raise
         return False
@@ -358,9 +384,22 @@ def _verify(path: Path) -> dict[str, Any]:
     conn = sqlite3.connect(path, isolation_level=None, timeout=5)
     conn.row_factory = sqlite3.Row
     try:
+        try:
+            kind = _kind(conn)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError:
+            kind = "waypost"  # damaged: the checks run on it and report what fails
         results = {}
         for name, run in CHECKS:
             check = Check(name)
+            if kind != "waypost" and name not in ANY_FILE:
+                # Waypost's tables are not there to check: an empty file has
+                # nothing to find; another application's file is no Waypost one
+                if kind == "foreign":
+                    check.add("not run: not a Waypost database")
+                results[name] = check.to_json()
+                continue
             try:
                 run(conn, check)
             except sqlite3.OperationalError:
@@ -371,4 +410,7 @@ def _verify(path: Path) -> dict[str, Any]:
             results[name] = check.to_json()
     finally:
         conn.close()
-    return {"ok": all(r["ok"] for r in results.values()), "checks": results}
+    report: dict[str, Any] = {"ok": all(r["ok"] for r in results.values()), "checks": results}
+    if kind == "empty":
+        report["note"] = "an empty database: serve creates the schema when it starts"
+    return report
