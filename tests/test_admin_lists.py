@@ -115,3 +115,40 @@ def test_the_lists_read_while_another_process_holds_the_write_lock(db: str) -> N
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["principal", "list"], ["token", "list"], ["lifecycle", "deliveries"]],
+)
+def test_a_list_leaves_a_backup_as_it_was(tmp_path: Path, command: list[str]) -> None:
+    """Listing tokens in a backup (as the restore steps say to) migrated it and
+    switched it to WAL: the file changed and `-wal`/`-shm` appeared beside
+    it, and a backup this user may not write could not be listed at all."""
+    live = str(tmp_path / "live.db")
+    ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", live)
+    backup = tmp_path / "backup.db"
+    ok("admin", "backup", "--db", live, "--to", str(backup))
+    before = hashlib.sha256(backup.read_bytes()).hexdigest()
+    result = run("admin", *command, "--db", str(backup))
+    assert result.exit_code == 0, result.output
+    assert hashlib.sha256(backup.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("backup")) == [
+        "backup.db"
+    ]
+
+
+def test_a_list_of_a_file_that_needs_migrating_still_migrates_it(tmp_path: Path) -> None:
+    """Only a file with every migration is read as it is; an older one is
+    migrated first, as before (the lists read this build's schema)."""
+    db = str(tmp_path / "old.db")
+    ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    conn = sqlite3.connect(db)
+    conn.execute("DELETE FROM schema_migrations WHERE name = '0019_decisions_reversible_index.sql'")
+    conn.commit()
+    conn.close()
+    assert [p["name"] for p in listed("admin", "principal", "list", "--db", db)] == ["ann"]
+    conn = sqlite3.connect(db)
+    names = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    conn.close()
+    assert "0019_decisions_reversible_index.sql" in names

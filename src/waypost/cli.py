@@ -292,7 +292,45 @@ def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
         raise click.ClickException(str(error)) from error
     if not found:
         raise click.ClickException(f"not_found: no database at {db_path}")
-    return _unit(db_path, lambda conn: run_read(conn, fn))
+    conn = _current_read_only(db_path)
+    if conn is None:
+        return _unit(db_path, lambda conn: run_read(conn, fn))
+    try:
+        return run_read(conn, fn)
+    except WaypostError as error:
+        raise click.ClickException(f"{error.code}: {error.message}") from error
+    except sqlite3.Error as error:
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
+    finally:
+        conn.close()
+
+
+def _current_read_only(db_path: Path) -> sqlite3.Connection | None:
+    """The file opened read-only, when it has every migration of this build
+    and nothing this build refuses: a list then changes nothing (listing a
+    backup turned it into a WAL database, and failed on one this user may
+    not write). None when it needs migrating or cannot be opened so: the
+    list then opens it as every admin command does."""
+    from waypost.maintenance import open_read_only
+    from waypost.storage.migrate import available, recorded, refusals
+
+    try:
+        conn = open_read_only(db_path)
+    except sqlite3.Error:
+        return None
+    try:
+        conn.isolation_level = None  # run_read's BEGIN and ROLLBACK are explicit
+        conn.row_factory = sqlite3.Row
+        applied, known = recorded(conn), available()
+        if refusals(applied, known) or {m.name for m in known} - applied.keys():
+            conn.close()
+            return None
+        for hook in CONNECTION_HOOKS:
+            hook(conn)
+    except sqlite3.Error:
+        conn.close()
+        return None
+    return conn
 
 
 def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:

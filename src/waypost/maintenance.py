@@ -109,7 +109,7 @@ def _take_name(partial: Path, target: Path) -> None:
 
 def _copy(source: Path, target: Path) -> tuple[str, int]:
     """One snapshot of `source` into `target`; its integrity_check and page count."""
-    src = _read_only(source)
+    src = open_read_only(source)
     dst = sqlite3.connect(target)
     try:
         # pages=-1: the whole database in one step, so from one snapshot
@@ -345,7 +345,7 @@ def verify(path: Path) -> dict[str, Any]:
         return _verify(path)
     with tempfile.TemporaryDirectory(prefix="waypost-verify-") as scratch:
         copy = Path(scratch) / "copy.db"
-        src = _read_only(path)
+        src = open_read_only(path)
         dst = sqlite3.connect(copy)
         try:
             src.backup(dst, pages=-1)
@@ -355,7 +355,7 @@ def verify(path: Path) -> dict[str, Any]:
         return {**_verify(copy), "checked_a_copy": "the database is read-only"}
 
 
-def _read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: Path) -> sqlite3.Connection:
     """`path` opened read-only. Through a URI, whose path is percent-encoded
     here: `prod#1.db` was read as the file `prod` (a new, empty one), and
     `prod%41.db` as `prodA.db`."""
