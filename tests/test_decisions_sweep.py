@@ -282,3 +282,18 @@ async def test_one_pass_answers_a_backlog_larger_than_one_batch(
     last = await get_decision(human, opened[-1]["id"])
     assert last["status"] == "allowed" and last["current"]["answer"]["timed_out"] is True
     assert await run_sweep(service) == 0
+
+
+async def test_a_pass_that_reaches_its_round_cap_says_so(
+    service: Service, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batched step that still finds a full batch after its last round stops
+    (the next pass goes on), and the log says so instead of nothing."""
+    always_full = sweep.Batched(lambda conn, now: 3, limit=3, max_rounds=2)
+    monkeypatch.setattr(sweep, "STEPS", [("endless", always_full)])
+    with caplog.at_level("WARNING", logger="waypost.sweep"):
+        report = await sweep.run_once(service.rt)
+    assert report == {"endless": 6}
+    assert [r.getMessage() for r in caplog.records] == [
+        "sweep: endless stopped after 2 rounds; the next pass goes on"
+    ]

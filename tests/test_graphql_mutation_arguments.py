@@ -163,3 +163,43 @@ async def test_search_arguments_that_pass_and_defaults_run_the_mutation(
     found = answer["data"]["taskCreate"]["task"]["project"]
     assert found["tasks"] == {"totalCount": 1} and found["context"] == {"truncated": False}
     assert await titles(human) == ["searched"]
+
+
+def test_every_registered_check_names_a_field_of_the_schema_and_reads_its_arguments() -> None:
+    """A check is found by its type's and field's names: a renamed type would
+    silently skip it, a renamed argument raise KeyError before execution."""
+    from graphql import Undefined
+
+    from waypost.errors import InvalidRequest
+    from waypost.schema import schema
+    from waypost.schema.mutation_arguments import CHECKS
+
+    assert CHECKS, "the search fields register their checks when the schema is built"
+    for (type_name, field_name), check in CHECKS.items():
+        parent = schema._schema.get_type(type_name)
+        assert parent is not None, type_name
+        field = parent.fields[field_name]  # type: ignore[union-attr]
+        arguments = {
+            name: (None if arg.default_value is Undefined else arg.default_value)
+            for name, arg in field.args.items()
+        }
+        if "q" in arguments:
+            arguments["q"] = "fine words"
+        try:
+            check(arguments)
+        except InvalidRequest as refusal:  # a refusal is fine; a KeyError is not
+            raise AssertionError(f"{type_name}.{field_name}: {refusal}") from refusal
+
+
+async def test_a_variable_that_does_not_coerce_is_refused_in_its_own_words(
+    human: Caller, project: str
+) -> None:
+    """A variable that did not coerce left every variable out of the check,
+    which then refused `q` as null: the client was sent after the wrong
+    argument. Execution's own refusal of the variable comes now."""
+    query = nested("context(q: $q, limit: $limit) { truncated }")
+    answer = await send(human, query, key="k1", q="ok", limit="x")
+    [error] = answer["errors"]
+    assert "$limit" in error["message"], error
+    assert error.get("extensions", {}).get("field") != "q"
+    assert await titles(human) == []

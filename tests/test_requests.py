@@ -455,6 +455,15 @@ async def test_an_integer_parameter_with_leading_zeros_is_the_number_it_writes(
     assert events.status_code == 200, events.text
     assert len(events.json()["items"]) == 1
     assert_error(await human.get("/api/v1/projects", limit="000"), 400, "invalid_request", "limit")
+    # however many zeros lead (the length is judged without them)
+    long_padded = await human.get("/api/v1/projects", limit="0" * 40 + "2")
+    assert long_padded.json() == padded.json()
+    for refused in ("-", "", "0" * 40, "00-1", "0x1", "٣"):
+        r = await human.get("/api/v1/projects", limit=refused)
+        assert_error(r, 400, "invalid_request", "limit")
+    for refused in ("", "-", "+1"):  # `after` may be 0: these are still no number
+        r = await human.get(f"{BASE}/events", after=refused)
+        assert_error(r, 400, "invalid_request", "after")
 
 
 async def test_unknown_query_parameter_is_400(human: Caller, project: str) -> None:

@@ -272,10 +272,12 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     if values.get("cursor") == "":
         del values["cursor"]
     for key in _integer_fields(model) & values.keys():
-        text = values[key]
+        # "007" is decimal digits too (msgspec's conversion refuses leading
+        # zeros); they are dropped before the length is judged
+        sign, digits = ("-", values[key][1:]) if values[key][:1] == "-" else ("", values[key])
+        text = sign + (digits.lstrip("0") or "0") if digits.isascii() and digits.isdigit() else ""
         if not _DECIMAL_INTEGER.fullmatch(text) or not INT64_MIN <= int(text) <= INT64_MAX:
             raise InvalidRequest.field(key, f"{key} must be a decimal integer")
-        # "007" is decimal digits too; msgspec's conversion refuses leading zeros
         values[key] = str(int(text))
     return convert(values, model, strict=False)
 

@@ -130,8 +130,11 @@ ITEM_MODELS: dict[tuple[str, str], type] = {("SubmitBody", "lessons"): Submissio
 INTEGER_NOTE = "An integer written without a fraction or exponent."
 # Times the server parses as RFC 3339 with an offset.
 DATE_TIMES = ("expires_at",)
-# Full-text `q` parameters: at least one term (not blank), 1,024 bytes at most.
-SEARCH_TEXT: dict[str, Any] = {"minLength": 1, "maxLength": 1024, "pattern": "\\S"}
+# Full-text `q` parameters: 1,024 bytes at most, so 1-1,024 characters. (That
+# it holds a term is not said as a pattern: the server splits terms as Python
+# does, whose whitespace is not ECMA-262's, so `\S` would refuse `\ufeff`,
+# which the server takes.)
+SEARCH_TEXT: dict[str, Any] = {"minLength": 1, "maxLength": 1024}
 
 
 def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
@@ -175,11 +178,11 @@ STREAM_OPERATION: dict[str, Any] = {
     "parameters": [
         {"name": "project", "in": "path", "required": True, "schema": {"type": "string"}},
         {"name": "after", "in": "query", "required": False,
-         "schema": {"type": "integer", "minimum": 0}},
+         "schema": {"type": "integer", "minimum": 0, "maximum": INT64_MAX}},
         {"name": "Last-Event-ID", "in": "header", "required": False,
          "description": "Resume after this event sequence (wins over `after`); empty is"
                         " no header.",
-         "schema": {"type": "string", "pattern": "^([0-9]{1,18})?$"}},
+         "schema": {"type": "string", "pattern": "^([0-9]{1,19})?$"}},
         SESSION_HEADER,
     ],
     "responses": {

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.errors import InvalidRequest
 from waypost.http.decoding import convert
 from waypost.resolvers.context import packet
 from waypost.resolvers.context.params import (
@@ -23,9 +22,9 @@ from waypost.resolvers.context.params import (
 )
 from waypost.schema.context import Info
 from waypost.schema.decisions import Decision
-from waypost.schema.errors import camel_path
+from waypost.schema.errors import graphql_field_names
 from waypost.schema.knowledge import Knowledge
-from waypost.schema.mutation_arguments import checked_before_mutations
+from waypost.schema.mutation_arguments import checked_before_mutations, python_names
 from waypost.schema.tasks import Task
 
 
@@ -96,23 +95,8 @@ def _query(raw: dict[str, Any]) -> ContextQuery:
 @checked_before_mutations("Project", "context")
 def _check(arguments: dict[str, Any]) -> None:
     """Refusals that need no data, before a mutation whose selection holds the packet."""
-    raw = {
-        "q": arguments["q"], "limit": arguments["limit"], "budget": arguments["budget"],
-        "include_shared": arguments["includeShared"], "task_id": arguments["taskId"],
-        "component": arguments["component"], "environment": arguments["environment"],
-        "version": arguments["version"],
-    }  # fmt: skip
-    try:
-        _query(raw)
-    except InvalidRequest as error:
-        _graphql_field_name(error)
-        raise
-
-
-def _graphql_field_name(error: InvalidRequest) -> None:
-    field = error.details.get("field")
-    if isinstance(field, str):
-        error.details["field"] = camel_path(field)
+    with graphql_field_names():
+        _query(python_names(arguments))
 
 
 def _item(item: dict[str, Any]) -> Decision | Task | Knowledge:
@@ -156,7 +140,7 @@ class ProjectContextFields:
             "task_id": task_id, "component": component, "environment": environment,
             "version": version,
         }  # fmt: skip
-        try:
+        with graphql_field_names():
             query = _query(raw)
             rt = info.context.rt
             # not in the query's pinned snapshot, which ends here: no read
@@ -164,7 +148,4 @@ class ProjectContextFields:
             # provider (the query's later reads see a newer snapshot)
             async with rt.db.unpinned():
                 built = await packet.build(rt, self.rest_id, query)
-        except InvalidRequest as error:
-            _graphql_field_name(error)
-            raise
         return ContextPacket.from_json(built)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import strawberry
 
-from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.errors import InvalidRequest, Unauthenticated, Unavailable, WaypostError
 from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
 
@@ -71,6 +72,19 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
                 wait_on=[f'decisionChanged(id: "{d}")' for d in blocking] if blocking else None,
             )
         ]
+
+
+@contextlib.contextmanager
+def graphql_field_names() -> Iterator[None]:
+    """An InvalidRequest raised inside names its field as GraphQL names it
+    (`task_id` -> `taskId`), for refusals made by the REST request models."""
+    try:
+        yield
+    except InvalidRequest as error:
+        field = error.details.get("field")
+        if isinstance(field, str):
+            error.details["field"] = camel_path(field)
+        raise
 
 
 def camel_path(path: str) -> str:

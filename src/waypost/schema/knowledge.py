@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.errors import InvalidRequest
 from waypost.http.decoding import convert
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.core.receipts import Outcome
@@ -26,7 +25,7 @@ from waypost.resolvers.knowledge.models import (
 )
 from waypost.resolvers.knowledge.operations import visible_to
 from waypost.schema.context import Info
-from waypost.schema.errors import UserError, camel_path, mutate, split_input
+from waypost.schema.errors import UserError, graphql_field_names, mutate, split_input
 from waypost.schema.mutation_arguments import checked_before_mutations
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import (
@@ -350,17 +349,12 @@ def _list_query(
 def _check_list(arguments: dict[str, Any]) -> None:
     """The list's refusals that need no data, before a mutation whose selection holds it
     (kind and status are enums, which GraphQL itself checks)."""
-    try:
+    with graphql_field_names():  # an explicit null includeShared is `includeShared`
         query = _list_query(
             arguments["q"], None, None, arguments["tag"], arguments["includeShared"]
         )
         if query.q is not None:
             search_terms(query.q)
-    except InvalidRequest as error:
-        field = error.details.get("field")
-        if isinstance(field, str):
-            error.details["field"] = camel_path(field)  # an explicit null includeShared
-        raise
 
 
 @strawberry.input

@@ -212,7 +212,7 @@ def check_limits(
     if isinstance(op, GraphQLError):
         return [op]  # nothing runs: graphql-core would refuse it the same way
     name = _operation_name(op)
-    measurer = _Measurer(schema, document, coerced_variables(schema, op, variables))
+    measurer = _Measurer(schema, document, coerced_variables(schema, op, variables) or {})
     try:
         m = measurer.operation(op)
     except _TooDeep:

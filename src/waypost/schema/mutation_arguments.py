@@ -17,6 +17,7 @@ of another project) still come when the field is resolved.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -51,19 +52,25 @@ PAGING = ("first", "after", "last", "before")
 # A field's check of its arguments (by their GraphQL names; an argument left
 # out has its default): raises InvalidRequest as the resolver would.
 ArgumentCheck = Callable[[dict[str, Any]], None]
-_CHECKS: dict[tuple[str, str], ArgumentCheck] = {}
+CHECKS: dict[tuple[str, str], ArgumentCheck] = {}
 
 
 def checked_before_mutations(
     type_name: str, field: str
 ) -> Callable[[ArgumentCheck], ArgumentCheck]:
-    """Register `check` for `type_name.field` wherever it sits in a mutation's selection."""
+    """Register `check` for `type_name.field` wherever it sits in a mutation's
+    selection (a test holds every registration to the schema's names)."""
 
     def register(check: ArgumentCheck) -> ArgumentCheck:
-        _CHECKS[(type_name, field)] = check
+        CHECKS[(type_name, field)] = check
         return check
 
     return register
+
+
+def python_names(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments under the Python names of the REST models (`taskId` -> `task_id`)."""
+    return {re.sub(r"(?<!^)([A-Z])", r"_\1", k).lower(): v for k, v in arguments.items()}
 
 
 # the parts of every cursor the service makes (pagination.encode_cursor)
@@ -152,7 +159,7 @@ class _Walk:
             return
         if "first" in definition.args:
             self.check(node)
-        registered = _CHECKS.get((parent.name, node.name.value))
+        registered = CHECKS.get((parent.name, node.name.value))
         if registered is not None:
             self.check_arguments(node, definition.args, registered)
         self.selections(node.selection_set, get_named_type(definition.type))
@@ -200,14 +207,17 @@ def argument_refusals(
     operation_name: str | None,
 ) -> list[GraphQLError]:
     """Why the operation the request runs, when it is a mutation, would meet a
-    refusal of an argument in its selection, if it would. Another operation of the document is no
-    business of this request (the request rules already refused a document of
-    several operations that names none)."""
+    refusal of an argument in its selection, if it would. Another operation of
+    the document is no business of this request (the request rules already
+    refused a document of several operations that names none)."""
     op = selected_operation(document, operation_name)
     if isinstance(op, GraphQLError) or op.operation is not OperationType.MUTATION:
         return []
     # coerced as execution will: a `first` sent as 0.0 is the Int 0, refused
     # here (it passed, and the write committed before the refusal)
-    walk = _Walk(schema, document, coerced_variables(schema, op, variables))
+    coerced = coerced_variables(schema, op, variables)
+    if coerced is None:
+        return []  # execution refuses the variables themselves, by name
+    walk = _Walk(schema, document, coerced)
     walk.selections(op.selection_set, schema.mutation_type)
     return walk.refusals

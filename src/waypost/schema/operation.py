@@ -36,13 +36,15 @@ def selected_operation(
 
 def coerced_variables(
     schema: GraphQLSchema, op: OperationDefinitionNode, variables: dict[str, Any] | None
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
     """The operation's variables as execution will see them: coerced to their
-    types, defaults filled in. Values that do not coerce are left out
-    (execution refuses them by name before anything runs)."""
+    types, defaults filled in. None when any of them does not coerce (or a
+    required one is missing): execution then refuses the request by name
+    before anything runs, and a check that judged the variables it has
+    would refuse it in words about another argument."""
     found: Any = get_variable_values(schema, op.variable_definitions or (), variables or {})
     if isinstance(found, list):  # the errors execution will answer with
-        return {}
+        return None
     # graphql-core 3.3 answers VariableValues (the values in `coerced`), 3.2 a dict
     coerced = getattr(found, "coerced", found)
     return dict(coerced) if isinstance(coerced, dict) else {}

@@ -98,6 +98,17 @@ def _size_refusal(payload: object) -> dict[str, Any] | None:
     return {"message": message, "extensions": {"code": "payload_too_large"}}
 
 
+# What a send to a client that went away raises: Strawberry's own class, and
+# Starlette's. Starlette's WebSocketDisconnected (a RuntimeError) is not in
+# every release pyproject.toml admits (0.40 has none: a send after the close
+# raised a plain RuntimeError there, which stays a fault here)
+_CLIENT_GONE: tuple[type[BaseException], ...] = (
+    WebSocketDisconnected,
+    starlette_ws.WebSocketDisconnect,
+    *((gone,) if (gone := getattr(starlette_ws, "WebSocketDisconnected", None)) else ()),
+)
+
+
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
 
@@ -120,12 +131,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         Strawberry turns the first failed send into its own
         WebSocketDisconnected; a socket's other subscriptions then meet
         Starlette's (sending after the close), which is not that class."""
-        gone = (
-            WebSocketDisconnected,
-            starlette_ws.WebSocketDisconnected,
-            starlette_ws.WebSocketDisconnect,
-        )
-        if isinstance(error, gone):
+        if isinstance(error, _CLIENT_GONE):
             log.debug("a subscriber went away while an event was sent to it")
             return
         await super().handle_task_exception(error)

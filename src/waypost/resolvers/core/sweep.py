@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from waypost.resolvers.core.receipts import PURGE_BATCH, purge_receipts
 from waypost.resolvers.decisions.timeouts import BATCH as TIMEOUT_BATCH
 from waypost.resolvers.decisions.timeouts import answer_timed_out
 from waypost.runtime import Runtime
+
+log = logging.getLogger("waypost.sweep")
 
 # Each step takes the writer connection and the service time, and returns what
 # it did for the log. Domains append their steps (decision timeouts, ...).
@@ -58,6 +61,9 @@ async def run_once(rt: Runtime) -> dict[str, Any]:
                 total += done
                 if done < step.limit:
                     break
+            else:
+                log.warning("sweep: %s stopped after %s rounds; the next pass goes on", name,
+                            step.max_rounds)  # fmt: skip
             report[name] = total
         else:
             report[name] = await rt.db.write(partial(_apply, step, rt))
