@@ -243,3 +243,79 @@ async def test_errors_come_in_document_order(human: Caller, project: str) -> Non
         "errors"
     ]
     assert [e["path"][0] for e in errors] == ["zz", "aa"], errors
+
+
+HISTORY = "totalCount nodes { %s } pageInfo { hasNextPage hasPreviousPage }"
+
+
+def _consistent(history: dict[str, Any], field: str, expected: list[int]) -> None:
+    assert [n[field] for n in history["nodes"]] == expected, history
+    assert history["totalCount"] == len(expected)
+
+
+async def test_a_replayed_payload_shows_its_history_as_of_the_record_it_answers(
+    human: Caller, project: str
+) -> None:
+    """A replay answers with the record as it was (revision 1), but its
+    `revisions` loaded the live history: `totalCount: 1` over two nodes, and
+    `last: 2` one node. The history is now the record's own, as it was."""
+    from tests.decisions_support import decision_path
+    from tests.knowledge_support import correction
+
+    def sel(connection: str, field: str) -> str:
+        """The connection twice: forward and backward."""
+        return (
+            f"first: {connection}(first: 5) {{ {HISTORY % field} }}"
+            f" last: {connection}(last: 5) {{ {HISTORY % field} }}"
+        )
+
+    create_task = (
+        'mutation { taskCreate(input: {idempotencyKey: "t1", projectId: "demo", title: "Old"})'
+        f" {{ replayed task {{ restId revision {sel('revisions', 'revision')} }} }} }}"
+    )
+    first = (await human.gql(create_task))["data"]["taskCreate"]
+    task_id = first["task"]["restId"]
+    edited = await human.patch(
+        f"/api/v1/projects/demo/tasks/{task_id}", {"expected_revision": 1, "title": "New"}
+    )
+    assert edited.status_code == 200, edited.text
+    again = (await human.gql(create_task))["data"]["taskCreate"]
+    assert again["replayed"] is True and again["task"]["revision"] == 1
+    for alias in ("first", "last"):
+        _consistent(again["task"][alias], "revision", [1])
+        assert not again["task"][alias]["pageInfo"]["hasNextPage"]
+
+    create_knowledge = (
+        'mutation { knowledgeCreate(input: {idempotencyKey: "k1", projectId: "demo",'
+        ' kind: LESSON, title: "Old", body: "b", status: OBSERVED,'
+        ' provenance: {summary: "s"}})'
+        f" {{ replayed knowledge {{ restId revision {sel('revisions', 'revision')} }} }} }}"
+    )
+    made = (await human.gql(create_knowledge))["data"]["knowledgeCreate"]
+    knowledge_id = made["knowledge"]["restId"]
+    record = (await human.get(f"/api/v1/projects/demo/knowledge/{knowledge_id}")).json()
+    fixed = await human.patch(
+        f"/api/v1/projects/demo/knowledge/{knowledge_id}", correction(record, title="New")
+    )
+    assert fixed.status_code == 200, fixed.text
+    again = (await human.gql(create_knowledge))["data"]["knowledgeCreate"]
+    assert again["replayed"] is True
+    for alias in ("first", "last"):
+        _consistent(again["knowledge"][alias], "revision", [1])
+
+    open_q = (
+        'mutation { decisionOpen(input: {idempotencyKey: "d1", projectId: "demo",'
+        ' question: "Go?", options: ["A", "B"], rationale: "r", requiredActor: HUMAN,'
+        f' taskIds: ["{task_id}"], environment: "e"}})'
+        f" {{ replayed decision {{ restId generation {sel('generations', 'generation')} }} }} }}"
+    )
+    opened = (await human.gql(open_q))["data"]["decisionOpen"]
+    reopened = await human.post(
+        decision_path(opened["decision"]["restId"], "reopen"),
+        {"expected_generation": 1, "rationale": "again"},
+    )
+    assert reopened.status_code == 200, reopened.text
+    again = (await human.gql(open_q))["data"]["decisionOpen"]
+    assert again["replayed"] is True and again["decision"]["generation"] == 1
+    for alias in ("first", "last"):
+        _consistent(again["decision"][alias], "generation", [1])

@@ -231,7 +231,7 @@ class Decision(Node):
         before: str | None = None,
     ) -> Connection[DecisionGeneration]:
         page = await position_page(
-            info.context.loaders.generations, self.rest_id, self.generation,
+            info.context.loaders.generations.load, self.rest_id, self.generation,
             window(first, after, last, before),
         )  # fmt: skip
         # generations are numbered 1..n: the current one is their count

@@ -214,7 +214,7 @@ class Knowledge(Node, KnowledgeContent):
         before: str | None = None,
     ) -> Connection[KnowledgeRevision]:
         page = await position_page(
-            info.context.loaders.knowledge_revisions, self.rest_id, self.revision,
+            info.context.loaders.knowledge_revisions.load, self.rest_id, self.revision,
             window(first, after, last, before),
         )  # fmt: skip
         # revisions are numbered 1..n: the record's revision is their count

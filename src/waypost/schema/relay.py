@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any, Generic, NewType, TypeVar
 
 import strawberry
-from strawberry.dataloader import DataLoader
 
 from waypost.errors import InvalidRequest
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
@@ -148,15 +147,28 @@ def first_to_limit(first: int | None) -> int:
     return check_limit(first, maximum=100, field_name="first")
 
 
+ForwardPages = Callable[[tuple[str, str | None, int]], Awaitable[Page[Any]]]
+
+
+def _position(cursor: str) -> int:
+    """The history position a cursor of `position_page` names."""
+    return int(str(decode_cursor(cursor, int)[0]))
+
+
 async def position_page(
-    loader: DataLoader[tuple[str, str | None, int | None], Page[Any]],
+    load: ForwardPages,
     record_id: str,
     total: int,
     w: Window,
 ) -> Page[Any]:
     """A page of a newest-first history whose positions are exactly 1..total
-    (decision generations, knowledge revisions), through its loader of forward
-    pages `(record id, after cursor, limit)`.
+    (decision generations, knowledge and task revisions), through its loader
+    of forward pages `(record id, after cursor, limit)`.
+
+    `total` is the record's own revision (generation): the history as of the
+    record read, never past it. A replayed mutation answers with the record
+    as it was, and its `revisions` showed the newer ones too, under a
+    `totalCount` of the old count, while `last` stopped at the old count.
 
     Backward, the items before `before` (position p) in list order are the
     newer positions p+1..total; the last `n` of them are the forward page that
@@ -164,7 +176,15 @@ async def position_page(
     loader and one statement shape.
     """
     if not w.backward:
-        page = await loader.load((record_id, w.cursor, w.limit))
+        page = await load((record_id, w.cursor, w.limit))
+        if page.cursors and _position(page.cursors[0]) > total:
+            # The history has newer positions than the record read (a replayed
+            # mutation's payload, or one a later write overtook; a record and
+            # its history read in one snapshot always agree): the page again,
+            # from the record's own position down. Only then, so that every
+            # record's first page shares one statement.
+            start = total + 1 if w.cursor is None else min(total + 1, _position(w.cursor))
+            page = await load((record_id, encode_cursor(start), w.limit))
         # as every forward page: `after` names a position, so items precede it
         return Page(page.items, page.cursors, page.has_next, w.cursor is not None)
     p = 0
@@ -173,5 +193,5 @@ async def position_page(
     top = min(total, p + w.limit)
     if top <= p:
         return Page([], [], w.cursor is not None, top < total)
-    page = await loader.load((record_id, encode_cursor(top + 1), top - p))
+    page = await load((record_id, encode_cursor(top + 1), top - p))
     return Page(page.items, page.cursors, w.cursor is not None, top < total)

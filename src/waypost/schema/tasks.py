@@ -28,6 +28,7 @@ from waypost.schema.relay import (
     Node,
     Window,
     global_id,
+    position_page,
     window,
 )
 
@@ -280,8 +281,14 @@ class Task(Node):
         last: int | None = None,
         before: str | None = None,
     ) -> Connection[TaskRevision]:
+        loader = info.context.loaders.history(task_reads.REVISIONS)
+
+        def forward(key: tuple[str, str | None, int]) -> Awaitable[Page[dict[str, Any]]]:
+            task_id, cursor, limit = key
+            return loader.load((task_id, limit, cursor, False))
+
         w = window(first, after, last, before)
-        page = await load_history(info, task_reads.REVISIONS, self.rest_id, w)
+        page = await position_page(forward, self.rest_id, self.revision, w)
         # revisions are numbered 1..n: the task's revision is their count
         return Connection.of(page, TaskRevision.from_json, lambda: _value(self.revision))
 
