@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from graphql import get_introspection_query
 
 from bench.graphql import DASHBOARD
@@ -319,3 +320,54 @@ async def test_a_replayed_payload_shows_its_history_as_of_the_record_it_answers(
     assert again["replayed"] is True and again["decision"]["generation"] == 1
     for alias in ("first", "last"):
         _consistent(again["decision"][alias], "generation", [1])
+
+
+@pytest.mark.parametrize("connection", ["revisions", "checkpoints", "submissions", "decisions"])
+@pytest.mark.parametrize("direction", ["after", "before"])
+async def test_a_malformed_cursor_fails_its_own_field_only(
+    human: Caller, project: str, connection: str, direction: str
+) -> None:
+    """Tasks' histories load in one batch per request: a bad cursor in one
+    task's field failed the batch, so a sibling that sent no cursor came back
+    null too, with an error naming `cursor` (and `Task.decisions` named
+    `after/before`)."""
+    good, bad = await new_task(human, "good"), await new_task(human, "bad")
+    size = "first" if direction == "after" else "last"
+    query = (
+        '{ project(id: "demo") {'
+        f' a: task(id: "{good}") {{ {connection}({size}: 2) {{ totalCount }} }}'
+        f' b: task(id: "{bad}") {{ {connection}({size}: 2, {direction}: "x") {{ totalCount }} }}'
+        " } }"
+    )
+    data = await human.gql(query)
+    assert data["data"]["project"]["a"] is not None, data
+    assert data["data"]["project"]["a"][connection]["totalCount"] >= 0
+    [error] = data["errors"]
+    assert error["path"][:2] == ["project", "b"]
+    assert error["extensions"] == {"code": "invalid_request", "field": direction}
+
+
+async def test_event_cursors_are_read_as_rest_reads_after(human: Caller, project: str) -> None:
+    """`events(after:)` read its cursor as JSON: " 5" passed and "05" was
+    refused, the other way round from REST's `?after=`."""
+    for i in range(3):
+        await new_task(human, f"E{i}")
+    query = '{ project(id: "demo") { events(first: 10, after: %s) { nodes { sequence } } } }'
+    plain = await human.gql(query % '"1"')
+    padded = await human.gql(query % '"001"')
+    assert "errors" not in padded and padded["data"] == plain["data"]
+    rest = (await human.get("/api/v1/projects/demo/events", after="001")).json()
+    assert [e["sequence"] for e in rest["items"]] == [
+        n["sequence"] for n in plain["data"]["project"]["events"]["nodes"]
+    ]
+    for refused in ('" 1"', '"1 "', '"-1"', '"1.0"', '"[1]"'):
+        data = await human.gql(query % refused)
+        assert data["errors"][0]["extensions"] == {"code": "invalid_request", "field": "after"}
+
+
+def test_the_node_argument_is_described_as_a_global_id() -> None:
+    from waypost.schema import schema
+
+    argument = schema._schema.query_type.fields["node"].args["id"]  # type: ignore[union-attr]
+    assert "global id" in (argument.description or "")
+    assert "REST id" not in (argument.description or "")

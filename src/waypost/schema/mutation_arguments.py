@@ -16,7 +16,6 @@ of another project) still come when the field is resolved.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any
@@ -46,7 +45,7 @@ from graphql import (
 from waypost.errors import InvalidRequest
 from waypost.pagination import decode_cursor
 from waypost.schema.operation import coerced_variables, selected_operation
-from waypost.schema.relay import window
+from waypost.schema.relay import event_sequence, window
 
 PAGING = ("first", "after", "last", "before")
 # A field's check of its arguments (by their GraphQL names; an argument left
@@ -86,11 +85,7 @@ def _is_cursor(text: str) -> bool:
         except InvalidRequest:
             continue
         return True
-    try:
-        sequence = json.loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return type(sequence) is int and 0 <= sequence < 2**63
+    return event_sequence(text) is not None
 
 
 def _value(node: Any, variables: dict[str, Any]) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import strawberry
 
 from waypost.schema.context import Info
@@ -11,7 +13,14 @@ from waypost.schema.relay import NODE_RESOLVERS, Node, parse_global_id
 @strawberry.type
 class NodeQueries:
     @strawberry.field(description="Any record by its global id; null when there is none.")
-    async def node(self, info: Info, id: strawberry.ID) -> Node | None:
+    async def node(
+        self,
+        info: Info,
+        id: Annotated[
+            strawberry.ID,
+            strawberry.argument(description="The record's global id (`Type:rest-id`, base64)."),
+        ],
+    ) -> Node | None:
         type_name, rest_id = parse_global_id(id)
         resolver = NODE_RESOLVERS.get(type_name)
         if resolver is None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any
 
 import strawberry
@@ -22,7 +21,15 @@ from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
 from waypost.schema.principals import Principal, load_principal
-from waypost.schema.relay import NODE_RESOLVERS, Connection, DateTime, Node, global_id, window
+from waypost.schema.relay import (
+    NODE_RESOLVERS,
+    Connection,
+    DateTime,
+    Node,
+    event_sequence,
+    global_id,
+    window,
+)
 from waypost.schema.tasks import ProjectTaskFields
 
 
@@ -223,13 +230,10 @@ class Project(
 def _sequence_cursor(cursor: str | None, name: str) -> int | None:
     if cursor is None:
         return None
-    try:
-        value = json.loads(cursor)
-    except (ValueError, RecursionError):
-        value = None
-    if type(value) is not int or not 0 <= value < 2**63:
+    sequence = event_sequence(cursor)
+    if sequence is None:
         raise InvalidRequest.field(name, "malformed cursor")
-    return value
+    return sequence
 
 
 async def load_project(info: Info, project_id: str) -> Project | None:

@@ -155,6 +155,26 @@ def _position(cursor: str) -> int:
     return int(str(decode_cursor(cursor, int)[0]))
 
 
+def event_sequence(cursor: str) -> int | None:
+    """The event sequence an `events` cursor names, read as REST reads `?after=`
+    (decimal digits, leading zeros allowed, nothing around them); None when
+    it names none. It was read as JSON, which took " 5" and refused "05",
+    each the other way round from REST."""
+    digits = cursor.lstrip("0") or "0"
+    if not (cursor.isascii() and cursor.isdigit()) or len(digits) > 19 or int(digits) >= 2**63:
+        return None
+    return int(digits)
+
+
+def check_cursor(w: Window, *parts: type) -> None:
+    """Refuse a malformed cursor in the field that carries it, naming `after` or
+    `before`, before its page joins a batched load: a bad cursor in one field
+    failed the whole batch, nulling sibling connections (another task's,
+    another project's) that sent none, under the name `cursor`."""
+    if w.cursor is not None:
+        decode_cursor(w.cursor, *parts, field_name="before" if w.backward else "after")
+
+
 async def position_page(
     load: ForwardPages,
     record_id: str,
@@ -175,6 +195,7 @@ async def position_page(
     starts after position min(total, p+n) + 1, so both directions share one
     loader and one statement shape.
     """
+    check_cursor(w, int)
     if not w.backward:
         page = await load((record_id, w.cursor, w.limit))
         if page.cursors and _position(page.cursors[0]) > total:

@@ -27,6 +27,7 @@ from waypost.schema.relay import (
     DateTime,
     Node,
     Window,
+    check_cursor,
     global_id,
     position_page,
     window,
@@ -335,6 +336,7 @@ class Task(Node):
         from waypost.schema.decisions import Decision
 
         w = window(first, after, last, before)
+        check_cursor(w, str, str)
         loaders = info.context.loaders
         page = await loaders.task_decisions.load((self.rest_id, w.limit, w.cursor, w.backward))
         return Connection.of(
@@ -381,6 +383,7 @@ async def load_history(
     info: Info, history: task_reads.History, task_id: str, w: Window
 ) -> Page[dict[str, Any]]:
     """A page of a task's history, batched per request across tasks."""
+    check_cursor(w, int)
     key = (task_id, w.limit, w.cursor, w.backward)
     return await info.context.loaders.history(history).load(key)
 

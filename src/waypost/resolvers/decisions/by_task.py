@@ -30,7 +30,7 @@ def pages_sync(
     rows_by_key: dict[ByTaskKey, list[sqlite3.Row]] = {}
     for (size, cursor, backward), task_ids in groups.items():
         if cursor:
-            at, last = decode_cursor(cursor, str, str, field_name="after/before")
+            at, last = decode_cursor(cursor, str, str, field_name="before" if backward else "after")
         else:
             at, last = ("", "") if backward else _TOP
         start = (str(at), str(last))
