@@ -278,8 +278,9 @@ def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:
 
 
 def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """A read-only unit of work (after migrating, like every admin command).
-    A list of a database that does not exist is refused, as `verify` and
+    """A read-only unit of work: on the file as it is when its schema is
+    current (`_current_read_only`), else after migrating it, like every
+    admin command. A list of a database that does not exist is refused, as `verify` and
     `backup` refuse it: opening it would create an empty one, and a
     mistyped `--db` would answer `[]` instead of saying so. It reads in a
     read transaction, so another process holding the write lock (a stuck
