@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -10,7 +11,7 @@ import signal
 import sqlite3
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -258,31 +259,36 @@ def _now() -> str:
     return format_time(SystemClock().now())
 
 
-def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:
-    """Open, migrate, run; every failure becomes `Error: code: message`."""
+@contextlib.contextmanager
+def _in_one_line(db_path: Path) -> Iterator[None]:
+    """Every failure inside as `Error: code: message`: a refusal by its code,
+    anything the file or SQLite says as `database_unusable`."""
     try:
-        conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
-    except (sqlite3.Error, OSError) as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    try:
-        migrate(conn)
-        return run(conn)
+        yield
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
-    except MigrationError as error:
+    except (MigrationError, sqlite3.Error, OSError) as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    except sqlite3.Error as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    finally:
-        conn.close()
+
+
+def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:
+    """Open, migrate, run; every failure becomes `Error: code: message`."""
+    with _in_one_line(db_path):
+        conn = connect_sync(db_path, hooks=CONNECTION_HOOKS)
+    with _in_one_line(db_path):
+        try:
+            migrate(conn)
+            return run(conn)
+        finally:
+            conn.close()
 
 
 def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     """A read-only unit of work: on the file as it is when its schema is
     current (`_current_read_only`), else after migrating it, like every
-    admin command. A list of a database that does not exist is refused, as `verify` and
-    `backup` refuse it: opening it would create an empty one, and a
-    mistyped `--db` would answer `[]` instead of saying so. It reads in a
+    admin command. A list of a database that does not exist is refused, as
+    `verify` and `backup` refuse it: opening it would create an empty one,
+    and a mistyped `--db` would answer `[]` instead of saying so. It reads in a
     read transaction, so another process holding the write lock (a stuck
     writer, a long import) does not stop an operator from listing tokens."""
     from waypost.maintenance import BackupError, present
@@ -296,14 +302,11 @@ def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     conn = _current_read_only(db_path)
     if conn is None:
         return _unit(db_path, lambda conn: run_read(conn, fn))
-    try:
-        return run_read(conn, fn)
-    except WaypostError as error:
-        raise click.ClickException(f"{error.code}: {error.message}") from error
-    except sqlite3.Error as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    finally:
-        conn.close()
+    with _in_one_line(db_path):
+        try:
+            return run_read(conn, fn)
+        finally:
+            conn.close()
 
 
 def _current_read_only(db_path: Path) -> sqlite3.Connection | None:
@@ -342,18 +345,13 @@ def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
 @db_option
 def admin_migrate(db_path: Path) -> None:
     """Create or upgrade the database."""
-    try:
+    with _in_one_line(db_path):
         conn = connect_sync(db_path)
-    except (sqlite3.Error, OSError) as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    try:
-        applied = migrate(conn)
-    except MigrationError as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    except sqlite3.Error as error:
-        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
-    finally:
-        conn.close()
+    with _in_one_line(db_path):
+        try:
+            applied = migrate(conn)
+        finally:
+            conn.close()
     _print({"applied": applied})
 
 

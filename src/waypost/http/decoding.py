@@ -214,7 +214,18 @@ def decode_body(raw: bytes, model: type[T]) -> T:
     return convert(parse_json(raw), model)
 
 
-_DECIMAL_INTEGER = re.compile(r"-?[0-9]{1,19}")
+def decimal_integer(text: str, signed: bool = True) -> int | None:
+    """The 64-bit integer `text` writes in decimal digits (leading zeros
+    allowed, a `-` first when `signed`), else None: no spaces, `+`, fraction
+    or exponent, and nothing past 64 bits ever reaches a statement."""
+    sign, digits = ("-", text[1:]) if signed and text[:1] == "-" else ("", text)
+    if not (digits.isascii() and digits.isdigit()):
+        return None
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > 19:
+        return None
+    value = int(sign + digits)
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 _INTEGER_FIELDS: dict[type, frozenset[str]] = {}
@@ -272,13 +283,11 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     if values.get("cursor") == "":
         del values["cursor"]
     for key in _integer_fields(model) & values.keys():
-        # "007" is decimal digits too (msgspec's conversion refuses leading
-        # zeros); they are dropped before the length is judged
-        sign, digits = ("-", values[key][1:]) if values[key][:1] == "-" else ("", values[key])
-        text = sign + (digits.lstrip("0") or "0") if digits.isascii() and digits.isdigit() else ""
-        if not _DECIMAL_INTEGER.fullmatch(text) or not INT64_MIN <= int(text) <= INT64_MAX:
+        number = decimal_integer(values[key])
+        if number is None:
             raise InvalidRequest.field(key, f"{key} must be a decimal integer")
-        values[key] = str(int(text))
+        # "007" is decimal digits too; msgspec's conversion refuses leading zeros
+        values[key] = str(number)
     return convert(values, model, strict=False)
 
 

@@ -10,6 +10,7 @@ from typing import Any, Generic, NewType, TypeVar
 import strawberry
 
 from waypost.errors import InvalidRequest
+from waypost.http.decoding import decimal_integer
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 
 T = TypeVar("T")
@@ -160,10 +161,7 @@ def event_sequence(cursor: str) -> int | None:
     (decimal digits, leading zeros allowed, nothing around them); None when
     it names none. It was read as JSON, which took " 5" and refused "05",
     each the other way round from REST."""
-    digits = cursor.lstrip("0") or "0"
-    if not (cursor.isascii() and cursor.isdigit()) or len(digits) > 19 or int(digits) >= 2**63:
-        return None
-    return int(digits)
+    return decimal_integer(cursor, signed=False)
 
 
 def check_cursor(w: Window, *parts: type) -> None:
