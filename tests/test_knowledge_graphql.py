@@ -6,6 +6,7 @@ from typing import Any
 
 from tests.conftest import Caller, Service
 from tests.knowledge_support import correction, create, kpath, make_project, make_task
+from waypost.schema.relay import global_id
 
 CREATE = """
 mutation($input: KnowledgeCreateInput!) {
@@ -264,3 +265,62 @@ async def test_a_page_of_records_costs_a_fixed_number_of_reads_and_statements(
 
     small, large = await cost_for(2), await cost_for(9)
     assert small == large
+
+
+async def test_a_project_only_replacement_is_null_through_another_project(
+    human: Caller, project: str
+) -> None:
+    """A shared record may name a project-only replacement of its own project;
+    through another project that replacement is unreadable (REST: 404), so
+    every GraphQL path to it from there is null: the list, its revisions,
+    `knowledgeItem`, the context packet, a feedback payload."""
+    source = await make_project(human, "source")
+    hidden = await create(human, source, kind="fact", title="heron plan", body="internal only")
+    shared = await create(
+        human, source, title="heron approach", collection="shared", share_across_projects=True
+    )
+    r = await human.patch(
+        kpath(source, shared["id"]),
+        correction(shared, status="superseded", superseded_by_id=hidden["id"]),
+    )
+    assert r.status_code == 200, r.text
+    assert (await human.get(kpath(project, hidden["id"]))).status_code == 404
+    replaced = "supersededById supersededBy { restId body }"
+    query = f"""query($p: String!, $id: String!) {{ project(id: $p) {{
+      knowledge(includeShared: true, q: "heron") {{ nodes {{ restId {replaced}
+        revisions {{ nodes {{ revision {replaced} }} }} }} }}
+      knowledgeItem(id: $id) {{ {replaced} }}
+      context(q: "heron", includeShared: true) {{
+        items {{ ... on Knowledge {{ restId {replaced} }} }} }}
+    }} }}"""
+
+    async def seen_from(p: str) -> dict[str, Any]:
+        data = await human.gql(query, {"p": p, "id": shared["id"]})
+        assert "errors" not in data, data
+        return dict(data["data"]["project"])
+
+    there = await seen_from(project)
+    [listed] = there["knowledge"]["nodes"]
+    assert listed["supersededById"] == hidden["id"] and listed["supersededBy"] is None
+    newest = listed["revisions"]["nodes"][0]
+    assert newest["revision"] == 2 and newest["supersededBy"] is None
+    assert there["knowledgeItem"]["supersededBy"] is None
+    [packed] = [i for i in there["context"]["items"] if i]
+    assert packed["restId"] == shared["id"] and packed["supersededBy"] is None
+
+    home = await seen_from(source)
+    seen = home["knowledgeItem"]["supersededBy"]
+    assert seen == {"restId": hidden["id"], "body": "internal only"}
+    by_id = await human.gql(
+        "query($id: ID!) { node(id: $id) { ... on Knowledge { supersededBy { restId } } } }",
+        {"id": global_id("Knowledge", shared["id"])},
+    )
+    assert by_id["data"]["node"] == {"supersededBy": {"restId": hidden["id"]}}
+
+    given = await human.gql(
+        FEEDBACK.replace("knowledge { restId }", "knowledge { restId supersededBy { restId } }"),
+        {"input": {"idempotencyKey": "f1", "projectId": project, "id": shared["id"],
+                   "expectedRevision": 2, "useful": True}},
+    )  # fmt: skip
+    feedback = given["data"]["knowledgeFeedback"]["feedback"]
+    assert feedback["knowledge"] == {"restId": shared["id"], "supersededBy": None}

@@ -74,10 +74,10 @@ class ContextPacket:
     rerank: ContextRerank = strawberry.field(description="What the reranker did.")
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> ContextPacket:
+    def from_json(cls, d: dict[str, Any], project_id: str) -> ContextPacket:
         return cls(
             policy=ContextPolicy(revision=d["policy"]["revision"], rules=d["policy"]["rules"]),
-            items=[_item(i) for i in d["items"]],
+            items=[_item(i, project_id) for i in d["items"]],
             instructions_complete=d["instructions_complete"],
             truncated=d["truncated"],
             next_actions=list(d["next_actions"]),
@@ -99,13 +99,13 @@ def _check(arguments: dict[str, Any]) -> None:
         _query(python_names(arguments))
 
 
-def _item(item: dict[str, Any]) -> Decision | Task | Knowledge:
+def _item(item: dict[str, Any], project_id: str) -> Decision | Task | Knowledge:
     body = {k: v for k, v in item.items() if k != "type"}
     if item["type"] == "decision":
         return Decision.from_json(body)
     if item["type"] == "task":
         return Task.from_json(body)
-    return Knowledge.from_json(body)
+    return Knowledge.from_json(body, viewed_from=project_id)
 
 
 @strawberry.type
@@ -148,4 +148,4 @@ class ProjectContextFields:
             # provider (the query's later reads see a newer snapshot)
             async with rt.db.unpinned():
                 built = await packet.build(rt, self.rest_id, query)
-        return ContextPacket.from_json(built)
+        return ContextPacket.from_json(built, self.rest_id)

@@ -139,12 +139,20 @@ class KnowledgeContent:
     applicability: str
     provenance: KnowledgeProvenance
     superseded_by_id: str | None
+    # The project this object was reached through (a list, `knowledgeItem`, a
+    # packet), or None when by id alone (`node`). A shared record may name a
+    # project-only replacement: through another project that replacement is
+    # as unreadable as it is by REST (404), so `supersededBy` is null there.
+    viewed_from: strawberry.Private[str | None] = None
 
-    @strawberry.field(description="The replacement record, when superseded.")
+    @strawberry.field(
+        description="The replacement record, when superseded; null when the project this"
+        " record was reached through cannot read it (a project-only record of another project)."
+    )
     async def superseded_by(self, info: Info) -> Knowledge | None:
         if self.superseded_by_id is None:
             return None
-        return await load_knowledge(info, self.superseded_by_id)
+        return await load_knowledge(info, self.superseded_by_id, self.viewed_from)
 
 
 def _content(d: dict[str, Any]) -> dict[str, Any]:
@@ -168,11 +176,12 @@ class KnowledgeRevision(KnowledgeContent):
     feedback: FeedbackTotals = strawberry.field(description="Feedback bound to this revision.")
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> KnowledgeRevision:
+    def from_json(cls, d: dict[str, Any], viewed_from: str | None = None) -> KnowledgeRevision:
         return cls(
             knowledge_id=d["knowledge_id"],
             revision=d["revision"],
             feedback=FeedbackTotals(**d["feedback"]),
+            viewed_from=viewed_from,
             **_content(d),
         )
 
@@ -218,10 +227,14 @@ class Knowledge(Node, KnowledgeContent):
             window(first, after, last, before),
         )  # fmt: skip
         # revisions are numbered 1..n: the record's revision is their count
-        return Connection.of(page, KnowledgeRevision.from_json, lambda: _value(self.revision))
+        return Connection.of(
+            page,
+            lambda d: KnowledgeRevision.from_json(d, self.viewed_from),
+            lambda: _value(self.revision),
+        )
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> Knowledge:
+    def from_json(cls, d: dict[str, Any], viewed_from: str | None = None) -> Knowledge:
         return cls(
             id=global_id("Knowledge", d["id"]),
             rest_id=d["id"],
@@ -232,21 +245,31 @@ class Knowledge(Node, KnowledgeContent):
             revision=d["revision"],
             created_at=d["created_at"],
             updated_at=d["updated_at"],
+            viewed_from=viewed_from,
             **_content(d),
         )
 
 
-async def load_knowledge(info: Info, knowledge_id: str) -> Knowledge | None:
-    """A record by REST id, whatever its project, batched per request."""
+async def load_knowledge(
+    info: Info, knowledge_id: str, viewed_from: str | None = None
+) -> Knowledge | None:
+    """A record by REST id, batched per request: whatever its project when
+    `viewed_from` is None, else only one readable through that project."""
     found = await info.context.loaders.knowledge.load(knowledge_id)
-    return Knowledge.from_json(found) if found else None
+    if found is None or (viewed_from is not None and not visible_to(found, viewed_from)):
+        return None
+    return Knowledge.from_json(found, viewed_from)
+
+
+async def _load_by_id(info: Info, knowledge_id: str) -> Knowledge | None:
+    return await load_knowledge(info, knowledge_id)
 
 
 async def _value(value: int) -> int:
     return value
 
 
-NODE_RESOLVERS["Knowledge"] = load_knowledge
+NODE_RESOLVERS["Knowledge"] = _load_by_id
 
 
 @strawberry.type(description="Usefulness feedback, bound to one revision.")
@@ -260,17 +283,18 @@ class KnowledgeFeedback:
     actor_id: str
     actor_session_id: str | None
     at: DateTime
+    viewed_from: strawberry.Private[str | None] = None  # as on KnowledgeContent
 
     @strawberry.field
     async def knowledge(self, info: Info) -> Knowledge | None:
-        return await load_knowledge(info, self.knowledge_id)
+        return await load_knowledge(info, self.knowledge_id, self.viewed_from)
 
     @strawberry.field
     async def actor(self, info: Info) -> Principal | None:
         return await load_principal(info, self.actor_id)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> KnowledgeFeedback:
+    def from_json(cls, d: dict[str, Any], viewed_from: str | None = None) -> KnowledgeFeedback:
         return cls(
             rest_id=d["id"],
             knowledge_id=d["knowledge_id"],
@@ -281,6 +305,7 @@ class KnowledgeFeedback:
             actor_id=d["actor_id"],
             actor_session_id=d["actor_session_id"],
             at=d["at"],
+            viewed_from=viewed_from,
         )
 
 
@@ -314,17 +339,16 @@ class ProjectKnowledgeFields:
         rt, project_id = info.context.rt, self.rest_id
         page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
         return Connection.of(
-            page, Knowledge.from_json, lambda: knowledge.count_knowledge(rt, project_id, query)
+            page,
+            lambda d: Knowledge.from_json(d, project_id),
+            lambda: knowledge.count_knowledge(rt, project_id, query),
         )
 
     @strawberry.field(
         description="A record by REST id: this project's, or one shared by another project."
     )
     async def knowledge_item(self, info: Info, id: str) -> Knowledge | None:
-        found = await info.context.loaders.knowledge.load(id)
-        if found is None or not visible_to(found, self.rest_id):
-            return None
-        return Knowledge.from_json(found)
+        return await load_knowledge(info, id, self.rest_id)
 
 
 def _list_query(
@@ -468,8 +492,10 @@ class KnowledgeFeedbackPayload:
 
 
 def _payload(outcome: Outcome | None, errors: list[UserError]) -> KnowledgePayload:
+    # create and correct work through the record's own project only
+    found = Knowledge.from_json(outcome.body, outcome.body["project_id"]) if outcome else None
     return KnowledgePayload(
-        knowledge=Knowledge.from_json(outcome.body) if outcome else None,
+        knowledge=found,
         user_errors=errors,
         replayed=bool(outcome and outcome.replayed),
     )
@@ -513,8 +539,9 @@ class KnowledgeMutations:
             )
 
         outcome, errors = await mutate(run)
+        given = KnowledgeFeedback.from_json(outcome.body, input.project_id) if outcome else None
         return KnowledgeFeedbackPayload(
-            feedback=KnowledgeFeedback.from_json(outcome.body) if outcome else None,
+            feedback=given,
             user_errors=errors,
             replayed=bool(outcome and outcome.replayed),
         )
