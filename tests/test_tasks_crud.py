@@ -174,6 +174,20 @@ async def test_patch_with_unchanged_values_writes_no_revision(human: Caller, pro
     assert logged["data"] == {"revision": 1, "changed_fields": [], "judged_change": False}
 
 
+async def test_an_agent_sending_the_unchanged_status_changes_nothing(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Changing `status` is for humans; the status a task already has is an
+    unchanged value like any other (docs/tasks.md)."""
+    agent = await service.agent()
+    task = await make_task(human, "same")
+    same = await agent.patch(task_path(task["id"]), {"expected_revision": 1, "status": "open"})
+    assert same.status_code == 200 and same.json()["revision"] == 1
+    cancel = {"expected_revision": 1, "status": "cancelled"}
+    r = await agent.patch(task_path(task["id"]), cancel)
+    assert error(r) == (403, "forbidden", {"reason": "humans_only", "field": "status"})
+
+
 async def test_patch_creating_a_cycle_is_400_on_depends_on(human: Caller, project: str) -> None:
     a = await make_task(human, "a")
     b = await make_task(human, "b", depends_on=[a["id"]])
