@@ -316,6 +316,24 @@ async def test_agent_may_change_nothing_but_rules_even_when_delegated(
     assert (await agent.get(POLICY)).json()["revision"] == 2
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"integration_owner": "prn_nobody"},  # would say whether a principal exists
+        {"rules": "x" * (64 * 1024 + 1)},
+        {"rules": "r", "provenance": "p" * (4 * 1024 + 1)},
+    ],
+)
+async def test_an_agents_authority_is_checked_before_the_values_it_sends(
+    service: Service, change: dict[str, Any], project: str
+) -> None:
+    agent = await service.agent()
+    r = await agent.patch(POLICY, {"expected_revision": 1, **change})
+    assert r.status_code == 403, r.text
+    reason = "agent_rules_only" if "integration_owner" in change else "agent_rule_editing_off"
+    assert r.json()["error"]["details"]["reason"] == reason
+
+
 async def test_agent_cannot_switch_delegation_on_for_itself(service: Service, project: str) -> None:
     agent = await service.agent()
     r = await agent.patch(POLICY, {"expected_revision": 1, "agent_rule_editing": True})

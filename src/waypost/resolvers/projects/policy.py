@@ -37,8 +37,9 @@ PROVENANCE_MAX_BYTES = 4 * 1024
 
 
 def _validate(conn: sqlite3.Connection, patch: PolicyPatch, changes: dict[str, Any]) -> None:
-    if not changes:
-        raise InvalidRequest.field("", "the patch names no policy field to change")
+    """The values' own rules, checked once the actor may change those fields
+    (an agent refused its field learns nothing of its values, e.g. whether a
+    principal exists)."""
     if "rules" in changes and len(changes["rules"].encode()) > RULES_MAX_BYTES:
         raise InvalidRequest.field("rules", "rules may hold at most 64 KiB")
     if isinstance(patch.provenance, str) and len(patch.provenance.encode()) > PROVENANCE_MAX_BYTES:
@@ -69,8 +70,10 @@ async def update(
 
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         project = require_project(tx.conn, project_id)
-        _validate(tx.conn, patch, changes)
+        if not changes:
+            raise InvalidRequest.field("", "the patch names no policy field to change")
         _authorize(actor, project, changes)
+        _validate(tx.conn, patch, changes)
         if patch.expected_revision != project["policy_revision"]:
             raise RevisionConflict(
                 "the policy changed since that revision",
