@@ -472,6 +472,7 @@ def test_knowledge_revisions_and_policy_history_on_a_phone(
     page.get_by_role("heading", name="Compare two revisions").wait_for()
     _accessible_and_narrow(page)
     assert "+ Ask a human before migrations." in page.locator("pre.diff").first.inner_text()
+    assert "(human)" in page.locator("main").inner_text()  # who wrote each revision
     page.get_by_label("From").select_option("1")
     compared = page.locator("pre.diff").first.inner_text()
     assert "+ Deploy on weekdays." in compared and "+ Ask a human before migrations." in compared

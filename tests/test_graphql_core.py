@@ -65,8 +65,11 @@ async def test_me_is_the_caller(human: Caller) -> None:
 
 async def test_my_session_is_the_agents_live_session(service: Service) -> None:
     agent = await service.agent()
-    data = await agent.gql("{ me { kind } mySession { restId } }")
-    assert data["data"] == {"me": {"kind": "AGENT"}, "mySession": {"restId": agent.session_id}}
+    data = await agent.gql("{ me { kind } mySession { restId principal { restId } } }")
+    assert data["data"] == {
+        "me": {"kind": "AGENT"},
+        "mySession": {"restId": agent.session_id, "principal": {"restId": agent.principal_id}},
+    }
 
 
 async def test_projects_is_a_relay_connection_with_rest_cursors(human: Caller) -> None:
@@ -85,12 +88,16 @@ async def test_projects_is_a_relay_connection_with_rest_cursors(human: Caller) -
 
 
 async def test_project_exposes_policy_history_and_events(human: Caller, project: str) -> None:
-    await human.patch("/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "two"})
+    await human.patch(
+        "/api/v1/projects/demo/policy",
+        {"expected_revision": 1, "rules": "two", "integration_owner": human.principal_id},
+    )
     data = await human.gql(
         """{ project(id: "demo") {
             id restId name createdBy { restId }
             policy { revision rules updatedBy { restId } }
-            policyHistory(first: 1) { edges { node { revision rules actor { restId } } }
+            policyHistory(first: 1) { edges { node { revision rules actor { restId }
+                                                     actorKind integrationOwner { restId } } }
                                       pageInfo { hasNextPage } }
             events { edges { cursor node { sequence type data } } pageInfo { hasNextPage } }
         } }"""
@@ -104,7 +111,15 @@ async def test_project_exposes_policy_history_and_events(human: Caller, project:
         "updatedBy": {"restId": human.principal_id},
     }
     assert p["policyHistory"]["edges"] == [
-        {"node": {"revision": 2, "rules": "two", "actor": {"restId": human.principal_id}}}
+        {
+            "node": {
+                "revision": 2,
+                "rules": "two",
+                "actor": {"restId": human.principal_id},
+                "actorKind": "HUMAN",
+                "integrationOwner": {"restId": human.principal_id},
+            }
+        }
     ]
     assert p["policyHistory"]["pageInfo"]["hasNextPage"] is True
     assert [e["node"]["type"] for e in p["events"]["edges"]] == [

@@ -55,6 +55,10 @@ class Session(Node):
             ended_at=d.get("ended_at"),
         )
 
+    @strawberry.field(description="The agent whose session it is.")
+    async def principal(self, info: Info) -> Principal | None:
+        return await load_principal(info, self.principal_id)
+
 
 async def load_principal(info: Info, principal_id: str) -> Principal | None:
     """A principal by REST id, batched per request."""

@@ -20,7 +20,7 @@ from waypost.schema.context_packet import ProjectContextFields
 from waypost.schema.decisions import ProjectDecisionFields
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import ProjectKnowledgeFields
-from waypost.schema.principals import Principal, load_principal
+from waypost.schema.principals import Principal, PrincipalKind, load_principal
 from waypost.schema.relay import (
     NODE_RESOLVERS,
     Connection,
@@ -89,7 +89,7 @@ class PolicyRevision:
     lease_seconds: int
     review_mode: ReviewMode
     actor_id: str
-    actor_kind: str
+    actor_kind: PrincipalKind
     actor_session_id: str | None
     at: DateTime
     provenance: str
@@ -97,6 +97,12 @@ class PolicyRevision:
     @strawberry.field
     async def actor(self, info: Info) -> Principal | None:
         return await load_principal(info, self.actor_id)
+
+    @strawberry.field(description="The integration owner this revision named, if any.")
+    async def integration_owner(self, info: Info) -> Principal | None:
+        if self.integration_owner_id is None:
+            return None
+        return await load_principal(info, self.integration_owner_id)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PolicyRevision:
@@ -109,7 +115,7 @@ class PolicyRevision:
             lease_seconds=d["lease_seconds"],
             review_mode=ReviewMode(d["review_mode"]),
             actor_id=d["actor_id"],
-            actor_kind=d["actor_kind"],
+            actor_kind=PrincipalKind(d["actor_kind"]),
             actor_session_id=d["actor_session_id"],
             at=d["at"],
             provenance=d["provenance"],

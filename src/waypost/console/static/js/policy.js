@@ -52,7 +52,7 @@ export async function renderPolicy(projectId) {
     h("section", { "aria-labelledby": "revs-h" }, h("h2", { id: "revs-h" }, "Every revision"),
       h("ol", { class: "plain history", reversed: true }, revs.map((r) => h("li", {},
         h("h3", {}, `Revision ${r.revision}`),
-        h("p", { class: "muted" }, `By ${r.actor ? r.actor.name : r.actorKind} (${r.actorKind}), `, ago(r.at),
+        h("p", { class: "muted" }, `By ${r.actor ? r.actor.name : r.actorId} (${r.actorKind.toLowerCase()}), `, ago(r.at),
           r.provenance ? ` · ${r.provenance}` : ""),
         h("pre", { class: "rules" }, r.rules || "(no rules)"))))),
   ];

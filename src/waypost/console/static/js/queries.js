@@ -175,7 +175,7 @@ query Policy($project: String!, $after: String) {
     policy { revision }
     policyHistory(first: 100, after: $after) { pageInfo { hasNextPage endCursor } edges { node {
       revision rules agentRuleEditing allowRelayedHumanAnswers integrationOwnerId
-      leaseSeconds reviewMode actorKind at provenance actor { name kind }
+      leaseSeconds reviewMode actorId actorKind at provenance actor { name kind }
     } } }
   }
 }`;
