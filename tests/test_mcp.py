@@ -593,9 +593,12 @@ async def test_an_unknown_tool_is_refused_in_the_rest_form(
     agent = waypost.principal("agent", f"lost-{transport}")
     async with session(transport, waypost.url, agent) as s:
         message = await refused(s, "no_such_tool")
+        long = await refused(s, "n" * 5000)
     assert message.startswith("not_found: no such tool"), message
     envelope = json.loads(message.splitlines()[-1])
     assert envelope["error"]["details"] == {"tool": "no_such_tool"}
+    # a refusal names what it refused; it does not echo a long name back
+    assert json.loads(long.splitlines()[-1])["error"]["details"] == {"tool": "n" * 40 + "..."}
 
 
 async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:
@@ -620,3 +623,54 @@ async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) ->
     assert taken["lease"]["session_id"] != first["lease"]["session_id"]
     assert [c["note"] for c in taken["checkpoints"]] == ["halfway"]
     assert done["task"]["status"] == "submitted"
+
+
+async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: Waypost) -> None:
+    """The SDK's stdio transport answered every such line with a log
+    notification ("Internal Server Error"), let duplicate keys and invalid
+    UTF-8 through, and took a request whose id is null for a notification;
+    the line's sender waited for ever. Each line now gets what `POST /mcp`
+    answers (or nothing, for a blank line)."""
+    agent = waypost.principal("agent", "stdio-lines")
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url,
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "WAYPOST_TOKEN": agent, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+
+    async def answer(line: bytes) -> dict[str, Any]:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(line + b"\n")
+        await process.stdin.drain()
+        got: dict[str, Any] = json.loads(await asyncio.wait_for(process.stdout.readline(), 30))
+        return got
+
+    hello = {"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    try:
+        process.stdin.write(b"\n   \n")  # blank lines: no answer (the next line's comes first)
+        assert (await answer(json.dumps(hello).encode()))["id"] == 10
+        cases = [
+            (b"{not json", None, -32700),
+            (b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "\xff"}', None, -32700),
+            (b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}', None, -32700),
+            (b'{"jsonrpc": "2.0", "id": 5, "params": {"s": "\\ud800"}}', None, -32700),
+            (b'"str"', None, -32600),
+            (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', None, -32600),
+            (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
+            (b'{"jsonrpc": "1.0", "id": 6, "method": "tools/list"}', 6, -32600),
+            (b'{"jsonrpc": "2.0", "id": 7, "method": "no/such"}', 7, -32601),
+        ]
+        for line, request_id, code in cases:
+            got = await answer(line)
+            assert got["id"] == request_id and got["error"]["code"] == code, (line, got)
+            assert "Internal Server Error" not in got["error"]["message"], got
+        # and the session still serves
+        listed = await answer(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
+        assert listed["id"] == 8 and listed["result"]["tools"]
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)

@@ -63,14 +63,17 @@ async def test_a_body_over_the_limit_is_413(human: Caller) -> None:
     assert r.json()["error"]["message"].startswith("MCP bodies are limited to")
 
 
-async def test_another_media_type_is_left_to_the_sdk_and_two_are_refused(human: Caller) -> None:
+async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> None:
+    """As on the REST routes and /graphql (contract, sections 2 and 14); the
+    SDK answered a plain-text 400."""
     r = await human.client.post(
         "/mcp",
         content=b"not json",
         headers={**human.headers(), **HEADERS, "Content-Type": "text/plain"},
     )
-    # the SDK's own answer about the media type, not our parse error
-    assert r.status_code == 400 and "Invalid Content-Type" in r.text, r.text
+    assert r.status_code == 415, r.text
+    assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "send the message as application/json"}}  # fmt: skip
     headers = [*human.headers().items(), ("Accept", HEADERS["Accept"]),
                ("Content-Type", "application/json"), ("Content-Type", "text/plain")]  # fmt: skip
     r = await human.client.post("/mcp", content=_call("{}"), headers=headers)
@@ -132,3 +135,53 @@ async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
     error = r.json()["error"]
     assert error["code"] == -32600 and "one JSON-RPC message per request" in error["message"]
     assert "validation" not in r.text.lower(), r.text
+
+
+@pytest.mark.parametrize(
+    ("message", "answer_id", "words"),
+    [
+        ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None, "id must be"),
+        ({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, None, "id must be"),
+        ({"jsonrpc": "2.0", "id": 1.5, "method": "tools/list"}, None, "id must be"),
+        ({"jsonrpc": "2.0", "id": {"a": 1}, "method": "tools/list"}, None, "id must be"),
+        ({"jsonrpc": "1.0", "id": 3, "method": "tools/list"}, 3, 'jsonrpc must be "2.0"'),
+        ({"id": 3, "method": "tools/list"}, 3, 'jsonrpc must be "2.0"'),
+        ({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": [1]}, 3, "params"),
+        ({"jsonrpc": "2.0", "id": 3, "method": 7}, 3, "method must be a string"),
+        ({"jsonrpc": "2.0", "id": 3}, 3, "needs a method"),
+        ("x", None, "a JSON-RPC message is a JSON object"),
+    ],
+)
+async def test_a_message_that_is_not_json_rpc_is_invalid_request_with_its_id(
+    human: Caller, message: object, answer_id: object, words: str
+) -> None:
+    """The SDK took a request whose id is null, true or 1.5 for a notification
+    (202, the tool never ran, the client waited for ever), and answered other
+    malformed envelopes with pydantic's report under the id "server-error"."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    r = await human.client.post("/mcp", json=message, headers=headers)
+    assert r.status_code == 400, r.text
+    answer = r.json()
+    assert answer["id"] == answer_id and answer["error"]["code"] == -32600, answer
+    assert words in answer["error"]["message"] and "pydantic" not in r.text, answer
+
+
+async def test_the_sdks_own_errors_answer_with_a_null_id_and_the_services_headers(
+    human: Caller,
+) -> None:
+    body = {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}
+    unknown = {**human.headers(), **HEADERS, "Mcp-Session-Id": "0" * 32}
+    r = await human.client.post("/mcp", json=body, headers=unknown)
+    assert r.status_code == 404, r.text
+    assert r.json()["id"] is None and "server-error" not in r.text
+    assert int(r.headers["content-length"]) == len(r.content)
+    assert r.headers["cache-control"] == "no-store"
+    # an answer as an event stream carries them too (the SDK said no-cache)
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **HEADERS})
+    assert r.headers["content-type"].startswith("text/event-stream"), r.headers
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-content-type-options"] == "nosniff"

@@ -133,6 +133,19 @@ def test_formatters_write_one_line_per_record() -> None:
     assert "\n" not in text and "request_id=req_x status=200 principal_id=-" in text
 
 
+def test_a_message_a_library_logs_whole_is_cut() -> None:
+    """The MCP SDK logged a tool name of 260,000 characters whole, in one line."""
+    name = "N" * 260_000
+    record = logging.LogRecord(
+        "mcp", logging.WARNING, __file__, 1, "Tool %r not listed", (name,), None
+    )
+    for line in (
+        TextFormatter().format(record),
+        json.loads(JsonFormatter().format(record))["message"],
+    ):
+        assert len(line) < 2_200 and line.endswith("(260018 characters, cut)"), line[-80:]
+
+
 def test_a_websocket_handshake_line_never_holds_its_query_string(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -108,10 +108,12 @@ async def test_named_claim_of_task_held_by_another_is_lease_conflict(
     r = await second.post(f"{BASE}/claims", {"task_id": task["id"]})
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
-    # the same agent in another session is another holder too
+    assert r.json()["error"]["message"] == "another principal holds this task"
+    # the same agent in another session is another holder too, and told so
     await first.start_session()
     r = await first.post(f"{BASE}/claims", {"task_id": task["id"]})
     assert error(r)[:2] == (409, "lease_conflict")
+    assert r.json()["error"]["message"] == "another session of yours holds this task"
 
 
 async def test_named_claim_of_a_task_the_caller_holds_is_state_conflict(

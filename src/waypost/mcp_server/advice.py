@@ -61,6 +61,8 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             "No task is ready to claim. Call digest to see pending decisions and blocked "
             "tasks, or decision_wait on a pending decision that blocks the work."
         )
+    if code == "not_found" and "tool" in d:
+        return "Call list_tools for the tools this server has."
     if code == "not_found":
         return "Check the project and ids (context and knowledge_search list what exists)."
     if code == "state_conflict":

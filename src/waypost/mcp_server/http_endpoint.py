@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-import typing
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -21,23 +21,22 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    ClientRequest,
-    InitializeRequest,
-)
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, InitializeRequest
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
-from waypost.errors import WaypostError
+from waypost.errors import UnsupportedMediaType, WaypostError
 from waypost.http.auth import buffer_body, send_json
-from waypost.http.decoding import parse_json
 from waypost.http.headers import header
 from waypost.mcp_server.backend import Backend, LocalBackend
+from waypost.mcp_server.envelope import (
+    MESSAGE_LIMIT,
+    Refusal,
+    envelope_refusal,
+    read_message,
+    unknown_method,
+)
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
 from waypost.runtime import Actor, Runtime
@@ -46,8 +45,7 @@ from waypost.runtime import Actor, Runtime
 # is closed, which ends its agent session: as long as a Waypost session lives
 # without a heartbeat, so an abandoned client holds nothing longer than that.
 IDLE_SECONDS = 15 * 60
-# the REST body limit plus room for the JSON-RPC envelope
-BODY_LIMIT = 256 * 1024 + 16 * 1024
+BODY_LIMIT = MESSAGE_LIMIT
 # MCP sessions one principal may hold open (as streams per token): the SDK
 # caps sessions only for the whole server (10,000), so one agent's token
 # filled them all in a minute (and 700 MB), and every other principal was
@@ -101,29 +99,7 @@ async def _json_rpc_error(
     send: Send, status: int, code: int, message: str, request_id: str | int | None = None
 ) -> None:
     """A JSON-RPC error (with no request id when the request could not be read)."""
-    body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-    await send_json(send, status, body)
-
-
-# every request method the SDK knows (it answers "method not found" itself for
-# those without a handler); it reads any other name as a malformed request
-REQUEST_METHODS = frozenset(
-    method
-    for model in typing.get_args(ClientRequest.model_fields["root"].annotation)
-    for method in typing.get_args(model.model_fields["method"].annotation)
-)
-
-
-async def _refuse_batch(send: Send, message: Any) -> bool:
-    """A batch, refused in one sentence: the SDK answered -32602 with four
-    pydantic validation errors. True when answered here."""
-    if not isinstance(message, list):
-        return False
-    await _json_rpc_error(
-        send, 400, INVALID_REQUEST,
-        "send one JSON-RPC message per request: this server takes no batches",
-    )  # fmt: skip
-    return True
+    await send_json(send, status, Refusal(request_id, code, message).as_json())
 
 
 def _bad_initialize(message: Any) -> tuple[str | int | None, str] | None:
@@ -146,25 +122,14 @@ def _bad_initialize(message: Any) -> tuple[str | int | None, str] | None:
     return None
 
 
-def _unknown_method(message: Any, scope: Scope) -> tuple[str | int, str] | None:
-    """(id, method) of a well-formed request naming a method MCP does not
-    have, which the SDK answers -32602 "Invalid request parameters"; None for
-    anything else, left to the SDK (and its checks of the session and the
-    headers). Only asked for a request in one of the caller's live sessions."""
-    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+def _unknown_method(message: Any, scope: Scope) -> Refusal | None:
+    """`-32601` for a request naming a method MCP does not have; None for
+    anything else, left to the SDK (and to its checks of the session and the
+    headers, which come first). Only asked for a request in one of the
+    caller's live sessions."""
+    if not isinstance(message, dict) or not _sdk_would_serve(scope):
         return None
-    request_id, method = message.get("id"), message.get("method")
-    if (
-        isinstance(request_id, str | int)
-        and not isinstance(request_id, bool)
-        and isinstance(method, str)
-        and method not in REQUEST_METHODS
-        and "result" not in message
-        and "error" not in message
-        and _sdk_would_serve(scope)
-    ):
-        return request_id, method
-    return None
+    return unknown_method(message)
 
 
 def _sdk_would_serve(scope: Scope) -> bool:
@@ -242,23 +207,25 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read
+        send = _service_headers(send)
         if scope["method"] == "POST":
             # the SDK parses with json.loads: a body nested a few thousand
             # levels deep raised RecursionError (a 500), and duplicate keys,
-            # NaN or integers past 64 bits passed. The REST parser goes first
-            # (another media type is left to the SDK, which refuses it itself).
-            code = INVALID_REQUEST  # the request, until its body is read
+            # NaN or integers past 64 bits passed. The REST parser goes first,
+            # then the envelope's own rules (mcp_server/envelope.py).
             try:
-                if _sdk_reads_as_json(header(scope, b"content-type")):
-                    body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
-                    code = PARSE_ERROR
-                    message = parse_json(body)
-                    if await _refuse_batch(send, message):
-                        return
+                if not _sdk_reads_as_json(header(scope, b"content-type")):
+                    raise UnsupportedMediaType("send the message as application/json")
+                body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
             except ClientDisconnect:
                 return
             except WaypostError as error:
-                await _json_rpc_error(send, error.status, code, error.message)
+                await _json_rpc_error(send, error.status, INVALID_REQUEST, error.message)
+                return
+            message = read_message(body)
+            refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
+            if refusal is not None:
+                await send_json(send, 400, refusal.as_json())
                 return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions
@@ -274,10 +241,7 @@ class McpEndpoint:
         session_id = header(scope, b"mcp-session-id")
         unknown = _unknown_method(message, scope) if session_id in live else None
         if unknown is not None:
-            request_id, method = unknown
-            await _json_rpc_error(
-                send, 200, METHOD_NOT_FOUND, f"Method not found: {method[:100]}", request_id
-            )
+            await send_json(send, 200, unknown.as_json())
             return
         if session_id is None and scope["method"] == "POST":
             if len(live) >= SESSIONS_PER_PRINCIPAL:
@@ -308,6 +272,59 @@ class McpEndpoint:
         for gone in [s for s, seen in live.items() if seen < cutoff]:
             del live[gone]
         return live
+
+
+# what the SDK puts in the id of the errors it answers itself (a missing or
+# unknown session, a bad Accept, a method it does not serve): JSON-RPC's null
+_SDK_ERROR_ID = "server-error"
+
+
+def _service_headers(send: Send) -> Send:
+    """`send`, with what every answer of the service carries (Cache-Control:
+    no-store, X-Content-Type-Options: nosniff; the SDK's event streams said
+    `no-cache, no-transform`), and JSON-RPC's `"id": null` in the errors the
+    SDK answers itself, whose id is otherwise the string "server-error"."""
+    held: list[Message] = []
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            headers = [
+                (k, v) for k, v in message.get("headers", ())
+                if k.lower() not in (b"cache-control", b"x-content-type-options")
+            ]  # fmt: skip
+            headers += [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
+            message = {**message, "headers": headers}
+            if message["status"] >= 400:
+                held.append(message)  # until its body says whose error it is
+                return
+        elif message["type"] == "http.response.body" and held:
+            held.append(message)
+            if message.get("more_body", False):
+                return
+            start, *parts = held
+            held.clear()
+            for part in _with_null_error_id(start, parts):
+                await send(part)
+            return
+        await send(message)
+
+    return sending
+
+
+def _with_null_error_id(start: Message, parts: list[Message]) -> list[Message]:
+    """An error answer's messages, its `"id": "server-error"` made `null`."""
+    body = b"".join(part.get("body", b"") for part in parts)
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return [start, *parts]
+    if not isinstance(data, dict) or data.get("id") != _SDK_ERROR_ID:
+        return [start, *parts]
+    data["id"] = None
+    rewritten = json.dumps(data, separators=(",", ":")).encode()
+    headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+    headers.append((b"content-length", str(len(rewritten)).encode()))
+    return [{**start, "headers": headers}, {"type": "http.response.body", "body": rewritten}]
 
 
 def _noting_disconnect(receive: Receive, gone: asyncio.Event) -> Receive:

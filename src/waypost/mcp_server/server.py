@@ -28,7 +28,7 @@ from pydantic import AnyUrl
 
 from waypost import __version__
 from waypost.errors import WaypostError
-from waypost.http.decoding import INT64_MAX, INT64_MIN
+from waypost.http.decoding import INT64_MAX, INT64_MIN, clip
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
@@ -285,7 +285,7 @@ def build_server(
             else:
                 # the same form as every refusal: the code first, the envelope last
                 unknown = ApiError("not_found", "no such tool; list_tools names the tools",
-                                   {"tool": name}, 404)  # fmt: skip
+                                   {"tool": clip(name)}, 404)  # fmt: skip
                 return _error(explain(unknown))
         except ApiError as error:
             own_key = "idempotency_key" in arguments

@@ -3,18 +3,41 @@
 The tools are backed by the REST API of a running Waypost (`--url`), with the
 token from WAYPOST_TOKEN. The MCP session is the process: it ends (and so
 does the agent session it kept) when the client closes standard input.
+
+The transport is this module's, not the SDK's `stdio_server`: that one read
+lines with `json.loads` leniency (duplicate keys, NaN), turned invalid UTF-8
+into U+FFFD, took a request whose id is null for a notification, and answered
+every line it could not use with a log notification ("Internal Server Error")
+instead of the JSON-RPC error the line's sender waits for. Each line here is
+held to the rules `POST /mcp` holds a body to (`envelope.py`) and a refused
+one is answered in JSON-RPC's own terms; the SDK sees only well-formed
+messages.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import sys
+from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import httpx
-from mcp.server.stdio import stdio_server
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+from mcp.types import INVALID_REQUEST, JSONRPCMessage
+from pydantic import ValidationError
 
 from waypost import __version__
 from waypost.mcp_server.backend import HttpBackend
+from waypost.mcp_server.envelope import (
+    MESSAGE_LIMIT,
+    Refusal,
+    envelope_refusal,
+    read_message,
+    unknown_method,
+)
 from waypost.mcp_server.server import build_server
 
 
@@ -35,13 +58,78 @@ async def check_token(client: httpx.AsyncClient) -> None:
         raise TokenRefused(f"{client.base_url} refused the token in WAYPOST_TOKEN (401)")
 
 
+def message_of_line(line: bytes) -> JSONRPCMessage | Refusal:
+    """One line as the message for the SDK, or the refusal to answer instead."""
+    if len(line) > MESSAGE_LIMIT:
+        return Refusal(None, INVALID_REQUEST, f"MCP messages are limited to {MESSAGE_LIMIT} bytes")
+    message: Any = read_message(line)
+    if isinstance(message, Refusal):
+        return message
+    refusal = envelope_refusal(message) or unknown_method(message)
+    if refusal is not None:
+        return refusal
+    try:
+        return JSONRPCMessage.model_validate(message)
+    except ValidationError:  # envelope_refusal holds it to what the model takes
+        return Refusal(message.get("id"), INVALID_REQUEST, "not an MCP message")
+
+
+ServerReads = MemoryObjectReceiveStream[SessionMessage | Exception]
+ServerWrites = MemoryObjectSendStream[SessionMessage]
+
+
+@contextlib.asynccontextmanager
+async def checked_stdio(
+    stdin: anyio.AsyncFile[bytes] | None = None,
+    stdout: anyio.AsyncFile[bytes] | None = None,
+) -> AsyncIterator[tuple[ServerReads, ServerWrites]]:
+    """The server's (read, write) streams over newline-delimited JSON-RPC on
+    standard input and output (bytes: the UTF-8 check is the parser's)."""
+    given = stdin or anyio.wrap_file(sys.stdin.buffer)
+    taken = stdout or anyio.wrap_file(sys.stdout.buffer)
+    to_server: MemoryObjectSendStream[SessionMessage | Exception]
+    server_reads: ServerReads
+    to_server, server_reads = anyio.create_memory_object_stream(0)
+    server_writes: ServerWrites
+    from_server: MemoryObjectReceiveStream[SessionMessage]
+    server_writes, from_server = anyio.create_memory_object_stream(0)
+    one_line_at_a_time = anyio.Lock()
+
+    async def write_line(data: bytes) -> None:
+        async with one_line_at_a_time:
+            await taken.write(data + b"\n")
+            await taken.flush()
+
+    async def read_lines() -> None:
+        async with to_server:
+            async for line in given:
+                if not line.strip():  # a blank line is no message
+                    continue
+                found = message_of_line(line.rstrip(b"\r\n"))
+                if isinstance(found, Refusal):
+                    await write_line(json.dumps(found.as_json()).encode())
+                else:
+                    await to_server.send(SessionMessage(found))
+
+    async def write_messages() -> None:
+        async with from_server:
+            async for sent in from_server:
+                text = sent.message.model_dump_json(by_alias=True, exclude_none=True)
+                await write_line(text.encode())
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(read_lines)
+        tasks.start_soon(write_messages)
+        yield server_reads, server_writes
+
+
 async def serve_stdio(url: str, token: str) -> None:
     headers = {"Authorization": f"Bearer {token}", "User-Agent": f"waypost-mcp/{__version__}"}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30.0) as client:
         await check_token(client)
         backend = HttpBackend(client)
         server = build_server(lambda ctx: backend)
-        async with stdio_server() as (read, write):
+        async with checked_stdio() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
 

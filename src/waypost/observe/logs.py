@@ -16,6 +16,17 @@ from typing import Any
 ACCESS = logging.getLogger("waypost.access")
 # the attribute of a LogRecord that carries a request line's fields
 FIELDS = "waypost_fields"
+# A message longer than this is cut: a library may log what a client sent
+# (the MCP SDK logs a tool name it does not know, or a message it could not
+# read, whole), and no client writes lines of 250,000 characters to the log.
+MESSAGE_MAX = 2000
+
+
+def message_of(record: logging.LogRecord) -> str:
+    message = record.getMessage()
+    if len(message) <= MESSAGE_MAX:
+        return message
+    return f"{message[:MESSAGE_MAX]}... ({len(message)} characters, cut)"
 
 
 def _time(record: logging.LogRecord) -> str:
@@ -31,7 +42,7 @@ class JsonFormatter(logging.Formatter):
             "time": _time(record),
             "level": record.levelname,
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": message_of(record),
         }
         data.update(getattr(record, FIELDS, None) or {})
         if record.exc_info:
@@ -43,7 +54,7 @@ class TextFormatter(logging.Formatter):
     """`time LEVEL logger message key=value ...`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{_time(record)} {record.levelname} {record.name} {record.getMessage()}"
+        line = f"{_time(record)} {record.levelname} {record.name} {message_of(record)}"
         fields = getattr(record, FIELDS, None)
         if fields:
             line += " " + " ".join(f"{k}={'-' if v is None else v}" for k, v in fields.items())

@@ -108,8 +108,11 @@ def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
             )
         if _holds(tx.actor, row):
             raise StateConflict("you already hold this task", {"reason": "already_claimed"})
+        # the lease names its session too: your own other session holds it alike
+        yours = row["lease_owner_id"] == tx.actor.principal_id
+        whose = "another session of yours" if yours else "another principal"
         raise LeaseConflict(
-            "another principal holds this task",
+            f"{whose} holds this task",
             {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
         )
     ready = readiness_of(tx.conn, row["project_id"], row, tx.now)

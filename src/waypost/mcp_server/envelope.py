@@ -1,0 +1,103 @@
+"""What a JSON-RPC message must be before the MCP SDK reads it, on both transports.
+
+The SDK validates each message with pydantic and, on a failure, answers with
+the whole validation report and the id `"server-error"` (over HTTP) or a log
+notification saying "Internal Server Error" (over stdio); a message whose `id`
+is `null`, `true` or `1.5` it reads as a notification and never answers.
+JSON-RPC 2.0 says what each deserves: `-32700` for text that is not JSON,
+`-32600` (with `"id": null` when the id cannot be trusted) for anything that
+is not one request, notification or response, `-32601` for a method that
+does not exist. Both transports refuse here first, in the same words.
+"""
+
+from __future__ import annotations
+
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
+
+from waypost.errors import WaypostError
+from waypost.http.decoding import parse_json
+
+RequestId = str | int
+# one message: the REST body limit plus room for the JSON-RPC envelope
+MESSAGE_LIMIT = 256 * 1024 + 16 * 1024
+
+# every request method the SDK knows (it answers "method not found" itself for
+# those without a handler); it reads any other name as a malformed request
+REQUEST_METHODS = frozenset(
+    method
+    for model in typing.get_args(ClientRequest.model_fields["root"].annotation)
+    for method in typing.get_args(model.model_fields["method"].annotation)
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A JSON-RPC error to answer instead of handing the message on."""
+
+    request_id: RequestId | None
+    code: int
+    message: str
+
+    def as_json(self) -> dict[str, Any]:
+        error = {"code": self.code, "message": self.message}
+        return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
+
+
+def is_request_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def read_message(raw: bytes) -> Any:
+    """The message parsed strictly (the REST parser: no duplicate keys, NaN,
+    integers past 64 bits, invalid UTF-8 or lone surrogates); a `Refusal`
+    (`-32700`) when it is not JSON."""
+    try:
+        return parse_json(raw)
+    except WaypostError as error:
+        return Refusal(None, PARSE_ERROR, error.message)
+
+
+def envelope_refusal(message: Any) -> Refusal | None:
+    """Why `message` is not one JSON-RPC 2.0 request, notification or
+    response; None when it is one."""
+    if isinstance(message, list):
+        return Refusal(
+            None, INVALID_REQUEST,
+            "send one JSON-RPC message per request: this server takes no batches",
+        )  # fmt: skip
+    if not isinstance(message, dict):
+        return Refusal(None, INVALID_REQUEST, "a JSON-RPC message is a JSON object")
+    if "id" in message and not is_request_id(message["id"]):
+        return Refusal(None, INVALID_REQUEST, "id must be a string or an integer")
+    request_id = message.get("id")
+    if message.get("jsonrpc") != "2.0":
+        return Refusal(request_id, INVALID_REQUEST, 'jsonrpc must be "2.0"')
+    answers = "result" in message or "error" in message
+    if "method" in message:
+        if answers:
+            return Refusal(request_id, INVALID_REQUEST, "a request holds no result or error")
+        if not isinstance(message["method"], str):
+            return Refusal(request_id, INVALID_REQUEST, "method must be a string")
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return Refusal(request_id, INVALID_REQUEST, "params must be an object")
+        return None
+    if answers:
+        if request_id is None:
+            return Refusal(None, INVALID_REQUEST, "a response needs the id of its request")
+        return None
+    return Refusal(request_id, INVALID_REQUEST, "a message needs a method, a result or an error")
+
+
+def unknown_method(message: dict[str, Any]) -> Refusal | None:
+    """`-32601` for a request (it has an id) naming a method MCP does not
+    have, which the SDK would answer `-32602` "Invalid request parameters".
+    Only for a message `envelope_refusal` passed."""
+    method, request_id = message.get("method"), message.get("id")
+    if isinstance(method, str) and is_request_id(request_id) and method not in REQUEST_METHODS:
+        return Refusal(request_id, METHOD_NOT_FOUND, f"Method not found: {method[:100]}")
+    return None
