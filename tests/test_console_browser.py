@@ -1023,3 +1023,48 @@ def test_how_long_ago_follows_the_services_clock_not_the_browsers(
     r = httpx.post(world.served.url + "/graphql", headers=world.alice.headers(),
                    json={"query": "{ me { name } }"})  # fmt: skip
     assert r.headers["waypost-now"].endswith("Z")
+
+
+def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
+    tab: Tab, world: World
+) -> None:
+    """A condition holding a newline showed as two lines of the box, and an
+    environment's newline was dropped by its input: a reopen that touched
+    neither sent both, rewritten. And a decision staled by a rules edit that
+    was later undone said "A pin changed" beside "The rules text is the same"."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "pins", "name": "Pins"}, 201)
+    made = alice.send("POST", "/api/v1/projects/pins/tasks", {"title": "Rotate certificates"}, 201)
+    asked = alice.send("POST", "/api/v1/projects/pins/decisions", {
+        "question": "Rotate them tonight?", "options": ["Proceed", "Stop"],
+        "rationale": "Needs a human.", "required_actor": "human", "task_ids": [made["id"]],
+        "environment": "prod\neu-west", "conditions": ["line1\nline2", "  padded  "],
+    }, 201)  # fmt: skip
+    pinned = asked["current"]["policy_revision"]
+    policy = alice.get("/api/v1/projects/pins/policy")
+    for revision, rules in (
+        (policy["revision"], "temporary"),
+        (policy["revision"] + 1, policy["rules"]),
+    ):
+        alice.send(
+            "PATCH", "/api/v1/projects/pins/policy", {"expected_revision": revision, "rules": rules}
+        )
+    path = f"/api/v1/projects/pins/decisions/{asked['id']}"
+    assert alice.get(path)["status"] == "stale"
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/pins/d/{asked['id']}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    reasons = page.locator(".reason-box").inner_text()
+    assert (
+        f"rules changed since policy revision {pinned}: at revision {pinned + 1}, {pinned + 2}"
+        in reasons
+    )
+    assert "reads as it did then" in reasons and "A pin changed" not in reasons
+    assert "edited since" in page.locator("section[aria-labelledby=policy-h]").inner_text()
+    page.get_by_label("Why reopen (required)").fill("Ask again under the same rules.")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+    current = alice.get(path)["current"]
+    assert current["conditions"] == ["line1\nline2", "  padded  "]
+    assert current["environment"] == "prod\neu-west"

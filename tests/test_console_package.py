@@ -67,7 +67,14 @@ async def test_console_routes_and_their_narrow_exception(service: Service) -> No
     # a file that is not there carries the page's headers too (it had none)
     assert missing.headers["x-frame-options"] == "DENY"
     assert missing.headers["content-security-policy"] == csp
-    assert (await client.get("/", follow_redirects=False)).headers["location"] == "/console"
+    # as do the redirect to the console and a path under it that is no page
+    to_console = await client.get("/", follow_redirects=False)
+    assert to_console.headers["location"] == "/console"
+    nowhere = await client.get("/console/nope")
+    assert nowhere.status_code == 404 and nowhere.json()["error"]["code"] == "not_found"
+    for answer in (to_console, nowhere):
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert answer.headers["content-security-policy"] == csp
     # GraphiQL is off here: its files are not public, and GET /graphql executes nothing
     assert (await client.get("/graphiql/init.js")).status_code == 401
     assert (await client.get("/graphql")).status_code == 401

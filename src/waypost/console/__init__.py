@@ -112,6 +112,13 @@ async def _to_console(request: Request) -> Response:
     return RedirectResponse(CONSOLE_PREFIX, status_code=302)
 
 
+async def _no_such_page(request: Request) -> Response:
+    """A path under /console that is no page or file: the service's usual 404,
+    with the console's headers (the app's own answer carries none)."""
+    body = {"error": {"code": "not_found", "message": "no such route", "details": {}}}
+    return json_response(body, 404)
+
+
 @functools.cache
 def _graphiql_html() -> bytes:
     return (GRAPHIQL / "index.html").read_bytes()
@@ -131,10 +138,16 @@ def graphiql_page(request: Request) -> Response:
 def routes(graphiql: bool) -> list[BaseRoute]:
     page = WithSecurityHeaders(request_response(_index))
     found: list[BaseRoute] = [
-        Route("/", _to_console, methods=["GET", "HEAD"]),
+        Route("/", WithSecurityHeaders(request_response(_to_console)), methods=["GET", "HEAD"]),
         Route(CONSOLE_PREFIX, page, methods=["GET", "HEAD"]),
         Route(CONSOLE_PREFIX + "/", page, methods=["GET", "HEAD"]),
         Mount(CONSOLE_PREFIX + "/static", app=WithSecurityHeaders(StaticFiles(directory=STATIC))),
+        # last: whatever else lies under /console
+        Route(
+            CONSOLE_PREFIX + "/{rest:path}",
+            WithSecurityHeaders(request_response(_no_such_page)),
+            methods=["GET", "HEAD"],
+        ),
     ]
     if graphiql:
         vendored = WithSecurityHeaders(StaticFiles(directory=GRAPHIQL), fonts=True)

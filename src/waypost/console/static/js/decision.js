@@ -61,10 +61,12 @@ export function staleReasons(project) {
         `between revision ${a.pinnedRevision} and ${a.currentRevision}.`));
     }
   }
-  const pinned = rulesAt(project, d.current.policyRevision);
-  if (pinned !== null && pinned !== project.policy.rules) {
-    reasons.push(h("li", {}, `The project's rules changed since policy revision ${d.current.policyRevision} `,
-      `(now ${project.policy.revision}).`));
+  const edits = rulesEditsSince(project, d.current.policyRevision);
+  if (edits.length) {
+    const back = rulesAt(project, d.current.policyRevision) === project.policy.rules
+      ? " The text reads as it did then, but the answer was given before those edits." : "";
+    reasons.push(h("li", {}, `The project's rules changed since policy revision ${d.current.policyRevision}: `,
+      `at revision ${edits.join(", ")} (now ${project.policy.revision}).${back}`));
   }
   return reasons;
 }
@@ -72,6 +74,15 @@ export function staleReasons(project) {
 function rulesAt(project, revision) {
   const found = project.policyHistory.edges.find((e) => e.node.revision === revision);
   return found ? found.node.rules : null;
+}
+
+// The policy revisions after `pinned` that changed the rules text (what makes
+// an answer stale, even when a later edit puts the old text back).
+function rulesEditsSince(project, pinned) {
+  const revisions = project.policyHistory.edges.map((e) => e.node).filter((r) => r.revision >= pinned);
+  const byNumber = new Map(revisions.map((r) => [r.revision, r.rules]));
+  return revisions.filter((r) => r.revision > pinned && byNumber.has(r.revision - 1)
+    && byNumber.get(r.revision - 1) !== r.rules).map((r) => r.revision).sort((a, b) => a - b);
 }
 
 export function renderDecision(project, banner, onChanged) {
@@ -118,9 +129,8 @@ function renderAsked(project) {
       row("Rationale", h("span", { class: "prose" }, d.rationale)),
       row("Options", h("ul", { class: "inline-list" }, d.options.map((o) =>
         h("li", {}, o, o === d.recommendation ? h("span", { class: "muted" }, " (recommended)") : null)))),
-      row("Conditions", c.conditions.length
-        ? h("ul", {}, c.conditions.map((x) => h("li", {}, x))) : "none"),
-      row("Environment", c.environment),
+      row("Conditions", conditionList(c.conditions)),
+      row("Environment", h("span", { class: "prose" }, c.environment)),
       row("Expires", c.expiresAt ? [when(c.expiresAt), " (", ago(c.expiresAt), ")"] : "never"),
       row("Who answers", lower(d.requiredActor)),
       row("Reversible", d.reversible ? "yes: unanswered for 24 hours, the recommendation applies" : "no"),
@@ -269,6 +279,10 @@ function renderReopen(project, onChanged, prominent) {
     maxlength: String(ENVIRONMENT_MAX) });
   const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
   conds.value = d.current.conditions.join("\n");
+  // What the boxes showed, not the stored values: an input drops a newline of
+  // the environment, and a condition holding one shows as two lines, so a
+  // comparison with the stored pins sent a change nobody typed.
+  const shown = { environment: env.value, conditions: conds.value };
   const expires = h("input", { id: ids.x, type: "datetime-local", "aria-describedby": `${ids.x}-hint` });
   const noExpiry = h("input", { id: ids.n, type: "checkbox" });
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Reopen");
@@ -285,9 +299,10 @@ function renderReopen(project, onChanged, prominent) {
       idempotencyKey: key, projectId: project.restId, decisionId: d.restId,
       expectedGeneration: d.generation, rationale: rationale.value,
     };
-    if (env.value !== d.current.environment) input.environment = env.value;
-    const list = conds.value.split("\n").map((x) => x.trim()).filter(Boolean);
-    if (list.join("\n") !== d.current.conditions.join("\n")) input.conditions = list;
+    if (env.value !== shown.environment) input.environment = env.value;
+    if (conds.value !== shown.conditions) {
+      input.conditions = conds.value.split("\n").map((x) => x.trim()).filter(Boolean);
+    }
     if (noExpiry.checked) input.expiresAt = null;
     else if (expires.value) input.expiresAt = new Date(expires.value).toISOString();
     button.disabled = true;
@@ -363,8 +378,11 @@ function renderPolicyPin(project) {
   const pinned = rulesAt(project, d.current.policyRevision);
   const body = [h("p", {}, `Pinned to policy revision ${d.current.policyRevision}; the policy is now at revision ${project.policy.revision}. `,
     link(`#/p/${enc(project.restId)}/policy`, "Policy history"))];
+  const edits = rulesEditsSince(project, d.current.policyRevision);
   if (pinned !== null && pinned !== project.policy.rules) {
     body.push(h("p", {}, "The rules text changed since:"), renderDiff("rules", pinned, project.policy.rules));
+  } else if (edits.length) {
+    body.push(h("p", {}, `The rules text reads the same, but it was edited since (at revision ${edits.join(", ")}).`));
   } else if (pinned !== null) {
     body.push(h("p", { class: "muted" }, "The rules text is the same."));
   }
@@ -381,11 +399,18 @@ function renderHistory(project) {
       h("p", { class: "muted" }, g.generation === 1 ? "Opened by " : "Reopened by ",
         g.actor ? `${g.actor.name} (${lower(g.actor.kind)})` : "unknown", ", ", ago(g.at)),
       g.reopenRationale ? h("p", { class: "prose" }, h("span", { class: "label" }, "Why: "), g.reopenRationale) : null,
-      h("p", {}, `Environment ${g.environment}; conditions: ${g.conditions.join("; ") || "none"}; `,
-        `policy revision ${g.policyRevision}; tasks: `,
+      h("p", { class: "prose" }, `Environment: ${g.environment}`),
+      h("div", {}, h("span", { class: "label" }, "Conditions: "), conditionList(g.conditions)),
+      h("p", {}, `Policy revision ${g.policyRevision}; tasks: `,
         g.affected.map((a) => `${a.taskId} r${a.pinnedRevision}`).join(", "),
         g.expiresAt ? ["; expires ", when(g.expiresAt)] : ""),
       g.answer ? renderAnswer(g.answer) : h("p", {}, badge("no answer", "none"))))));
+}
+
+// One item per condition, its own line breaks kept: a condition holding a
+// newline (or a "; ") reads as one condition, not two.
+function conditionList(conditions) {
+  return conditions.length ? h("ul", {}, conditions.map((x) => h("li", { class: "prose" }, x))) : "none";
 }
 
 function renderAnswer(a) {
