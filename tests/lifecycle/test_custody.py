@@ -106,6 +106,13 @@ async def test_secret_markers_in_utf8_documents_are_400(author: Member) -> None:
     refused(await author.register(m, docs), 400, "secret_marker_detected")
 
 
+async def test_a_text_document_with_a_stray_byte_is_scanned_all_the_same(author: Member) -> None:
+    """One byte that is not UTF-8 made the whole document pass unscanned."""
+    data = b"db password=hunter2hunter2\n\xff"
+    m = memo(packet=[packet_entry("p", data, "text/plain")])
+    refused(await author.register(m, [document(data, "text/plain")]), 400, "secret_marker_detected")
+
+
 async def test_binary_documents_are_not_scanned_as_text(author: Member) -> None:
     data = b"\xff\xfepassword=hunter2hunter2"
     m = memo(packet=[packet_entry("p", data, "application/octet-stream")])

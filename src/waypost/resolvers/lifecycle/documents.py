@@ -39,6 +39,18 @@ def _refuse(reason: str, message: str, index: int | None = None) -> Exception:
     return checks.refuse(reason, message, field)
 
 
+def _scanned_text(data: bytes, media_type: str) -> str | None:
+    """The text the secret scan reads: UTF-8 content, and a `text/*` document
+    whatever its bytes (one stray byte past a password made a text file pass
+    unread: its invalid bytes read as U+FFFD here); None for other binaries."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        if media_type.split(";", 1)[0].strip().lower().startswith("text/"):
+            return data.decode("utf-8", errors="replace")
+        return None
+
+
 def check_documents(memo: Memo, documents: list[Document]) -> list[Content]:
     """Decode and verify supplied documents against the memo's packet (no store needed)."""
     if len(documents) > MAX_DOCUMENTS:
@@ -66,10 +78,7 @@ def check_documents(memo: Memo, documents: list[Document]) -> list[Content]:
             raise _refuse("document_orphan", "no packet entry names this document", i)
         if entry.media_type != doc.media_type:
             raise _refuse("document_media_type_mismatch", "media type differs from the packet", i)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
+        text = _scanned_text(data, doc.media_type)
         if text is not None and checks.has_secret(text):
             raise checks.refuse(
                 "secret_marker_detected", "a secret marker was found", f"documents[{i}]"
