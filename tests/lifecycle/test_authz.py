@@ -54,6 +54,22 @@ async def test_a_reader_reads_but_cannot_write_or_comment(
     refused(await reader.post(f"{M}/comments", COMMENT), 403, "policy_denied")
 
 
+async def test_the_policy_comes_before_the_body_and_the_key(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A caller without the right heard what its body or key lacked (400
+    question_check_failed, secret_marker_detected, invalid_idempotency_key):
+    the validators answered anyone. The policy answers first."""
+    await author.register(memo())
+    reader, nobody = await lifecycle.member("reader"), await lifecycle.member(role=None)
+    refused(await reader.post(f"{M}/comments", COMMENT, key=""), 403, "policy_denied")
+    refused(await reader.register(memo("mine", question="no")), 403, "policy_denied")
+    refused(await nobody.register(memo(context="password=abcdefghijk")), 403, "policy_denied")
+    refused(await reader.post(f"{M}/revisions", b"{not json"), 403, "policy_denied")
+    # a caller with the right still hears what its body lacks
+    refused(await author.post(f"{M}/comments", COMMENT, key=""), 400, "invalid_idempotency_key")
+
+
 async def test_a_reviewer_reads_and_comments_only(lifecycle: Lifecycle, author: Member) -> None:
     await author.register(memo())
     reviewer = await lifecycle.member("reviewer")

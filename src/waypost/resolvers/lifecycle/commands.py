@@ -96,6 +96,21 @@ class Receipt:
 Unit = Callable[[Tx], dict[str, Any]]
 
 
+async def admit(rt: Runtime, caller: Caller, action: Action, memo_id: str | None) -> None:
+    """The policy, before a command's body is read or judged: a caller
+    without the right hears `policy_denied`, not what its body or its key
+    lacked (which made the validators an oracle for anyone). `run` checks
+    again inside the write transaction, which decides."""
+
+    def check(conn: sqlite3.Connection) -> None:
+        if memo_id is None:
+            authz.authorize(conn, caller, action)
+        else:
+            authz.authorize_memo(conn, caller, action, memo_id)
+
+    await rt.db.read_point(check)
+
+
 async def run(
     rt: Runtime, req: Request, action: Action, memo_id: str, unit: Unit, *, new: bool = False
 ) -> Receipt:
