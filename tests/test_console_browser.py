@@ -377,7 +377,9 @@ def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: Worl
     assert (
         "Stale" in card.inner_text() and "Its page shows exactly what changed" in card.inner_text()
     )
-    card.get_by_role("link", name="Reopen…").click()
+    # each card's link says which decision it reopens (a list of links read out
+    # of context was "Reopen…" again and again)
+    card.get_by_role("link", name="Reopen… Deploy build 412 to staging?", exact=True).click()
     page.get_by_role("heading", name="Why it is stale").wait_for()
     assert "changed what was judged (title)" in page.locator(".reason-box").inner_text()
     assert page.get_by_role("button", name="Allow: Proceed").count() == 0

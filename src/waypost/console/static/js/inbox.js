@@ -175,7 +175,10 @@ function reopenCard(project, d) {
       ? h("p", { class: "muted" }, `Was answered ${lower(d.current.answer.disposition)}: "${d.current.answer.answer}".`)
       : null,
     blocks(d),
-    h("p", {}, link(`#/p/${enc(project.restId)}/d/${enc(d.restId)}`, "Reopen…")),
+    // every card has one: its name says which decision (a list of links read
+    // out of context gave "Reopen…" again and again); it starts with what shows
+    h("p", {}, h("a", { href: `#/p/${enc(project.restId)}/d/${enc(d.restId)}`,
+      "aria-label": `Reopen… ${d.question}` }, "Reopen…")),
   );
 }
 
