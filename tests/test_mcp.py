@@ -632,12 +632,13 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
     the line's sender waited for ever. Each line now gets what `POST /mcp`
     answers (or nothing, for a blank line)."""
     agent = waypost.principal("agent", "stdio-lines")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "WAYPOST_TOKEN": agent, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    log = waypost.server.db.parent / "stdio-lines.log"
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": agent, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
     assert process.stdin is not None and process.stdout is not None
 
     async def answer(line: bytes) -> dict[str, Any]:
@@ -663,6 +664,9 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
             (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
             (b'{"jsonrpc": "1.0", "id": 6, "method": "tools/list"}', 6, -32600),
             (b'{"jsonrpc": "2.0", "id": 7, "method": "no/such"}', 7, -32601),
+            (b'{"jsonrpc": "2.0", "id": 9, "result": 5}', 9, -32600),
+            (b'{"jsonrpc": "2.0", "id": 9, "error": {"code": "x"}}', 9, -32600),
+            (b'{"jsonrpc": "2.0", "id": 9, "x": "' + b"y" * 300_000 + b'"}', None, -32600),
         ]
         for line, request_id, code in cases:
             got = await answer(line)
@@ -671,6 +675,11 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
         # and the session still serves
         listed = await answer(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
         assert listed["id"] == 8 and listed["result"]["tools"]
+        call = {"jsonrpc": "2.0", "id": 12, "method": "tools/call",
+                "params": {"name": "n" * 10_000, "arguments": {}}}  # fmt: skip
+        assert (await answer(json.dumps(call).encode()))["result"]["isError"] is True
     finally:
         process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)
+    # what the SDK logs of it (the unknown tool's name) is cut, as in `serve`
+    assert max(len(line) for line in log.read_text().splitlines() or [""]) < 2_200

@@ -150,6 +150,14 @@ async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
         ({"jsonrpc": "2.0", "id": 3, "method": 7}, 3, "method must be a string"),
         ({"jsonrpc": "2.0", "id": 3}, 3, "needs a method"),
         ("x", None, "a JSON-RPC message is a JSON object"),
+        ({"jsonrpc": "2.0", "id": 5, "result": 5}, 5, "result must be an object"),
+        ({"jsonrpc": "2.0", "id": 5, "error": {"code": "x"}}, 5, "error must be an object"),
+        # a client's own id of the SDK's placeholder name stands
+        (
+            {"jsonrpc": "2.0", "id": "server-error", "method": "x", "params": [1]},
+            "server-error",
+            "params must be an object",
+        ),
     ],
 )
 async def test_a_message_that_is_not_json_rpc_is_invalid_request_with_its_id(

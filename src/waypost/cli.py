@@ -235,10 +235,14 @@ def mcp_command(url: str) -> None:
     """MCP server over stdio (for clients that launch a process); token from WAYPOST_TOKEN."""
     from waypost.mcp_server.stdio import TokenRefused
     from waypost.mcp_server.stdio import main as serve_mcp
+    from waypost.observe import logs
 
     token = os.environ.get("WAYPOST_TOKEN", "").strip()
     if not token:
         raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
+    # standard error, as `serve` writes it (lines cut at 2,000 characters);
+    # standard output is the protocol's
+    logs.configure("text", logging.WARNING)
     try:
         serve_mcp(url.rstrip("/"), token)
     except TokenRefused as error:

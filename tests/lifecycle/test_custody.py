@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 
+import pytest
+
 from tests.lifecycle.support import (
     TABLES,
     Lifecycle,
@@ -106,11 +108,16 @@ async def test_secret_markers_in_utf8_documents_are_400(author: Member) -> None:
     refused(await author.register(m, docs), 400, "secret_marker_detected")
 
 
-async def test_a_text_document_with_a_stray_byte_is_scanned_all_the_same(author: Member) -> None:
+@pytest.mark.parametrize(
+    "media_type", ["text/plain", "application/json", "application/ld+json", "image/svg+xml"]
+)
+async def test_a_text_document_with_a_stray_byte_is_scanned_all_the_same(
+    author: Member, media_type: str
+) -> None:
     """One byte that is not UTF-8 made the whole document pass unscanned."""
     data = b"db password=hunter2hunter2\n\xff"
-    m = memo(packet=[packet_entry("p", data, "text/plain")])
-    refused(await author.register(m, [document(data, "text/plain")]), 400, "secret_marker_detected")
+    m = memo(packet=[packet_entry("p", data, media_type)])
+    refused(await author.register(m, [document(data, media_type)]), 400, "secret_marker_detected")
 
 
 async def test_binary_documents_are_not_scanned_as_text(author: Member) -> None:

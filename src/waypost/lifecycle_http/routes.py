@@ -20,7 +20,7 @@ from waypost.errors import WaypostError
 from waypost.lifecycle_http import body as rules
 from waypost.lifecycle_http.envelope import error_response, internal_error, json_bytes
 from waypost.resolvers.lifecycle import checks, commands, queries, reviews
-from waypost.resolvers.lifecycle.authz import Action, Caller
+from waypost.resolvers.lifecycle.authz import Caller
 from waypost.resolvers.lifecycle.commands import Receipt
 from waypost.resolvers.lifecycle.cursors import CursorSigner
 from waypost.resolvers.lifecycle.decode import decode
@@ -85,7 +85,9 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         req = commands.Request.make(_caller(request), key, "POST", request.url.path, value)
         return req, parsed
 
-    def on_memo(model: type[Any], command: Command, action: Action) -> Handler:
+    def on_memo(model: type[Any], command: Command) -> Handler:
+        action = commands.NEEDS[command.__name__]
+
         async def handle(request: Request) -> Response:
             memo_id = rules.path_id(request)
             await commands.admit(rt, _caller(request), action, memo_id)
@@ -96,7 +98,7 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         return handle
 
     async def register(request: Request) -> Response:
-        await commands.admit(rt, _caller(request), Action.WRITE, None)
+        await commands.admit(rt, _caller(request), commands.NEEDS["register"], None)
         req, parsed = await mutation(request, RegisterBody)
         return _receipt(await commands.register(rt, req, parsed))
 
@@ -149,20 +151,17 @@ def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
         ("GET", "/v1/decisions", search),
         ("POST", "/v1/decisions", register),
         ("GET", decision, get_memo),
-        ("POST", f"{decision}/revisions", on_memo(ReviseBody, commands.revise, Action.WRITE)),
+        ("POST", f"{decision}/revisions", on_memo(ReviseBody, commands.revise)),
         ("GET", f"{decision}/events", events),
-        ("POST", f"{decision}/comments", on_memo(CommentBody, commands.comment, Action.COMMENT)),
-        ("POST", f"{decision}/sources", on_memo(SourceBody, commands.add_source, Action.WRITE)),
-        ("POST", f"{decision}/evaluations",
-         on_memo(EvaluationBody, commands.add_evaluation, Action.WRITE)),
-        ("POST", f"{decision}/publications",
-         on_memo(PublicationBody, commands.publish, Action.WRITE)),
-        ("POST", f"{decision}/review-requests",
-         on_memo(ReviewRequestBody, reviews.request_review, Action.WRITE)),
+        ("POST", f"{decision}/comments", on_memo(CommentBody, commands.comment)),
+        ("POST", f"{decision}/sources", on_memo(SourceBody, commands.add_source)),
+        ("POST", f"{decision}/evaluations", on_memo(EvaluationBody, commands.add_evaluation)),
+        ("POST", f"{decision}/publications", on_memo(PublicationBody, commands.publish)),
+        ("POST", f"{decision}/review-requests", on_memo(ReviewRequestBody, reviews.request_review)),
         ("GET", f"{decision}/review-requests", list_review_requests),
         ("GET", f"{decision}/outcomes", outcomes),
         ("GET", f"{decision}/documents/{{digest}}", document),
-    ]  # fmt: skip
+    ]
     by_path: dict[str, dict[str, Handler]] = {}
     for method, path, handler in routes:
         by_path.setdefault(path, {})[method] = guarded(handler)

@@ -62,7 +62,7 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             "tasks, or decision_wait on a pending decision that blocks the work."
         )
     if code == "not_found" and "tool" in d:
-        return "Call list_tools for the tools this server has."
+        return "List the tools this server has (the MCP method tools/list)."
     if code == "not_found":
         return "Check the project and ids (context and knowledge_search list what exists)."
     if code == "state_conflict":

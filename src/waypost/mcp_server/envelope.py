@@ -47,8 +47,12 @@ class Refusal:
         return {"jsonrpc": "2.0", "id": self.request_id, "error": error}
 
 
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def is_request_id(value: Any) -> bool:
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return isinstance(value, str) or _is_integer(value)
 
 
 def read_message(raw: bytes) -> Any:
@@ -87,10 +91,28 @@ def envelope_refusal(message: Any) -> Refusal | None:
             return Refusal(request_id, INVALID_REQUEST, "params must be an object")
         return None
     if answers:
-        if request_id is None:
-            return Refusal(None, INVALID_REQUEST, "a response needs the id of its request")
-        return None
+        return _response_refusal(message)
     return Refusal(request_id, INVALID_REQUEST, "a message needs a method, a result or an error")
+
+
+def _response_refusal(message: dict[str, Any]) -> Refusal | None:
+    """A client's response to a request of the server: its id, and a result
+    object or an error object with an integer code and a string message."""
+    request_id = message.get("id")
+    if request_id is None:
+        return Refusal(None, INVALID_REQUEST, "a response needs the id of its request")
+    if "result" in message and "error" in message:
+        return Refusal(request_id, INVALID_REQUEST, "a response holds a result or an error")
+    if "result" in message:
+        if not isinstance(message["result"], dict):
+            return Refusal(request_id, INVALID_REQUEST, "result must be an object")
+        return None
+    error = message["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    if not _is_integer(code) or not isinstance(error.get("message"), str):
+        said = "error must be an object with an integer code and a string message"
+        return Refusal(request_id, INVALID_REQUEST, said)
+    return None
 
 
 def unknown_method(message: dict[str, Any]) -> Refusal | None:

@@ -257,7 +257,7 @@ class McpEndpoint:
                 return
             send = _noting_new_session(send, live)
         try:
-            await self.manager.handle_request(scope_with_user, receive, send)
+            await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
         finally:
             if session_id is not None and session_id in live:
                 if scope["method"] == "DELETE":
@@ -282,9 +282,7 @@ _SDK_ERROR_ID = "server-error"
 def _service_headers(send: Send) -> Send:
     """`send`, with what every answer of the service carries (Cache-Control:
     no-store, X-Content-Type-Options: nosniff; the SDK's event streams said
-    `no-cache, no-transform`), and JSON-RPC's `"id": null` in the errors the
-    SDK answers itself, whose id is otherwise the string "server-error"."""
-    held: list[Message] = []
+    `no-cache, no-transform`)."""
 
     async def sending(message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -294,10 +292,22 @@ def _service_headers(send: Send) -> Send:
             ]  # fmt: skip
             headers += [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
             message = {**message, "headers": headers}
-            if message["status"] >= 400:
-                held.append(message)  # until its body says whose error it is
-                return
-        elif message["type"] == "http.response.body" and held:
+        await send(message)
+
+    return sending
+
+
+def _null_sdk_error_ids(send: Send) -> Send:
+    """`send` for the SDK's answers only: JSON-RPC's `"id": null` in the
+    errors it answers itself, whose id is otherwise the string "server-error"
+    (a client's own id of that name, in the endpoint's refusals, stands)."""
+    held: list[Message] = []
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start" and message["status"] >= 400:
+            held.append(message)  # until its body says whose error it is
+            return
+        if message["type"] == "http.response.body" and held:
             held.append(message)
             if message.get("more_body", False):
                 return

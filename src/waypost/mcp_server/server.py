@@ -284,7 +284,7 @@ def build_server(
                 result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
             else:
                 # the same form as every refusal: the code first, the envelope last
-                unknown = ApiError("not_found", "no such tool; list_tools names the tools",
+                unknown = ApiError("not_found", "no such tool; tools/list names the tools",
                                    {"tool": clip(name)}, 404)  # fmt: skip
                 return _error(explain(unknown))
         except ApiError as error:

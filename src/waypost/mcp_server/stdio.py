@@ -70,8 +70,8 @@ def message_of_line(line: bytes) -> JSONRPCMessage | Refusal:
         return refusal
     try:
         return JSONRPCMessage.model_validate(message)
-    except ValidationError:  # envelope_refusal holds it to what the model takes
-        return Refusal(message.get("id"), INVALID_REQUEST, "not an MCP message")
+    except ValidationError:  # what envelope_refusal lets through, the model should take
+        return Refusal(message.get("id"), INVALID_REQUEST, "not a JSON-RPC message")
 
 
 ServerReads = MemoryObjectReceiveStream[SessionMessage | Exception]

@@ -244,7 +244,9 @@ class TaskMutations:
         return TaskSubmitPayload(
             submission=Submission.from_json(body["submission"]) if body else None,
             task=Task.from_json(body["task"]) if body else None,
-            lessons=[Knowledge.from_json(k) for k in body["lessons"]] if body else [],
+            lessons=[Knowledge.from_json(k, k["project_id"]) for k in body["lessons"]]
+            if body
+            else [],
             user_errors=errors,
             replayed=bool(outcome and outcome.replayed),
         )

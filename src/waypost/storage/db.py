@@ -142,6 +142,11 @@ class Database:
             point = connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
             # never waits: a lock held elsewhere sends the read to the pool
             point.execute("PRAGMA busy_timeout = 0")
+            # Each unit runs in a savepoint, whose journal SQLite otherwise
+            # spills past 64 KiB to a temporary file: opened, unlinked, written
+            # and closed once per batch, half the writer's system time under
+            # load. A batch is bounded (`_batch_bounds`), so is that memory.
+            conn.execute("PRAGMA temp_store = MEMORY")
         except (sqlite3.Error, OSError) as exc:
             conn.close()
             raise DatabaseUnusable(f"{self.path}: {exc}") from exc
@@ -151,11 +156,6 @@ class Database:
         self._point = point
         self._readers = ReaderPool(readers)
         self._snapshots = PinnedSnapshots(pinned)
-        # Each unit runs in a savepoint, whose journal SQLite otherwise spills
-        # past 64 KiB to a temporary file: opened, unlinked, written and closed
-        # once per batch, half the writer's system time under load. A batch
-        # is bounded (`_batch_bounds`), so the journal in memory is too.
-        conn.execute("PRAGMA temp_store = MEMORY")
         assert self._loop is not None
         units, seconds = self._batch_bounds
         self._writer = Writer(

@@ -96,6 +96,20 @@ class Receipt:
 Unit = Callable[[Tx], dict[str, Any]]
 
 
+# What each command needs of the tenant policy, by the command's name: the
+# command asks it in its write transaction (`run`), its route before the body
+# is read (`admit`).
+NEEDS: dict[str, Action] = {
+    "register": Action.WRITE,
+    "revise": Action.WRITE,
+    "comment": Action.COMMENT,
+    "add_source": Action.WRITE,
+    "add_evaluation": Action.WRITE,
+    "publish": Action.WRITE,
+    "request_review": Action.WRITE,
+}
+
+
 async def admit(rt: Runtime, caller: Caller, action: Action, memo_id: str | None) -> None:
     """The policy, before a command's body is read or judged: a caller
     without the right hears `policy_denied`, not what its body or its key
@@ -203,7 +217,7 @@ async def register(rt: Runtime, req: Request, body: RegisterBody) -> Receipt:
         seq = tx.event(memo.id, 1, "memo.registered", {"title": memo.title, "documents": stored})
         return _receipt(seq, memo.id, 1, links=True)
 
-    return await run(rt, req, Action.WRITE, memo.id, unit, new=True)
+    return await run(rt, req, NEEDS["register"], memo.id, unit, new=True)
 
 
 async def revise(rt: Runtime, req: Request, memo_id: str, body: ReviseBody) -> Receipt:
@@ -247,7 +261,7 @@ async def revise(rt: Runtime, req: Request, memo_id: str, body: ReviseBody) -> R
         )
         return _receipt(seq, memo_id, memo.version, links=True)
 
-    return await run(rt, req, Action.WRITE, memo_id, unit)
+    return await run(rt, req, NEEDS["revise"], memo_id, unit)
 
 
 def memo_at(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> dict[str, Any]:
@@ -270,7 +284,7 @@ async def comment(rt: Runtime, req: Request, memo_id: str, body: CommentBody) ->
         seq = tx.event(memo_id, body.version, "comment.added", data)
         return _receipt(seq, memo_id, body.version)
 
-    return await run(rt, req, Action.COMMENT, memo_id, unit)
+    return await run(rt, req, NEEDS["comment"], memo_id, unit)
 
 
 async def add_source(rt: Runtime, req: Request, memo_id: str, body: SourceBody) -> Receipt:
@@ -289,7 +303,7 @@ async def add_source(rt: Runtime, req: Request, memo_id: str, body: SourceBody) 
         seq = tx.event(memo_id, body.version, "source.added", data)
         return _receipt(seq, memo_id, body.version)
 
-    return await run(rt, req, Action.WRITE, memo_id, unit)
+    return await run(rt, req, NEEDS["add_source"], memo_id, unit)
 
 
 async def add_evaluation(rt: Runtime, req: Request, memo_id: str, body: EvaluationBody) -> Receipt:
@@ -307,7 +321,7 @@ async def add_evaluation(rt: Runtime, req: Request, memo_id: str, body: Evaluati
         seq = tx.event(memo_id, body.version, "evaluation.added", data)
         return _receipt(seq, memo_id, body.version)
 
-    return await run(rt, req, Action.WRITE, memo_id, unit)
+    return await run(rt, req, NEEDS["add_evaluation"], memo_id, unit)
 
 
 async def publish(rt: Runtime, req: Request, memo_id: str, body: PublicationBody) -> Receipt:
@@ -322,4 +336,4 @@ async def publish(rt: Runtime, req: Request, memo_id: str, body: PublicationBody
         seq = tx.event(memo_id, body.version, "publication.recorded", data)
         return _receipt(seq, memo_id, body.version)
 
-    return await run(rt, req, Action.WRITE, memo_id, unit)
+    return await run(rt, req, NEEDS["publish"], memo_id, unit)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -39,14 +40,20 @@ def _refuse(reason: str, message: str, index: int | None = None) -> Exception:
     return checks.refuse(reason, message, field)
 
 
+# Media types that are text whatever a stray byte says: `text/*`, JSON, XML
+# and YAML, with their structured-syntax suffixes (`application/ld+json`,
+# `image/svg+xml`).
+_TEXTUAL = re.compile(r"^(text/.+|[a-z]+/([\w.-]+\+)?(json|xml|yaml)|application/x-yaml)$")
+
+
 def _scanned_text(data: bytes, media_type: str) -> str | None:
-    """The text the secret scan reads: UTF-8 content, and a `text/*` document
+    """The text the secret scan reads: UTF-8 content, and a textual document
     whatever its bytes (one stray byte past a password made a text file pass
     unread: its invalid bytes read as U+FFFD here); None for other binaries."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        if media_type.split(";", 1)[0].strip().lower().startswith("text/"):
+        if _TEXTUAL.match(media_type.split(";", 1)[0].strip().lower()):
             return data.decode("utf-8", errors="replace")
         return None
 

@@ -18,8 +18,7 @@ from waypost.clock import format_time, parse_time
 from waypost.errors import Forbidden, NotFound, StateConflict
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.lifecycle import checks, store
-from waypost.resolvers.lifecycle.authz import Action
-from waypost.resolvers.lifecycle.commands import Receipt, Request, memo_at, run
+from waypost.resolvers.lifecycle.commands import NEEDS, Receipt, Request, memo_at, run
 from waypost.resolvers.lifecycle.commands import Tx as LifecycleTx
 from waypost.resolvers.lifecycle.decode import canonical
 from waypost.resolvers.lifecycle.model import OutcomeBody, ReviewRequestBody
@@ -115,7 +114,7 @@ async def request_review(
         )
         return receipt
 
-    return await run(rt, req, Action.WRITE, memo_id, unit)
+    return await run(rt, req, NEEDS["request_review"], memo_id, unit)
 
 
 async def record_outcome(

@@ -167,6 +167,10 @@ export function inboxReason(d) {
   ];
 }
 
+function clipped(text, most) {
+  return text.length <= most ? text : `${text.slice(0, most)}…`;
+}
+
 function reopenCard(project, d) {
   return h("article", { class: "card card-warn", dataset: { decision: d.restId } },
     h("h4", {}, decisionLink(project, d), " ", badge(lower(d.status), d.status)),
@@ -178,7 +182,7 @@ function reopenCard(project, d) {
     // every card has one: its name says which decision (a list of links read
     // out of context gave "Reopen…" again and again); it starts with what shows
     h("p", {}, h("a", { href: `#/p/${enc(project.restId)}/d/${enc(d.restId)}`,
-      "aria-label": `Reopen… ${d.question}` }, "Reopen…")),
+      "aria-label": `Reopen… ${clipped(d.question, 120)}` }, "Reopen…")),
   );
 }
 
