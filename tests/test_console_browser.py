@@ -415,6 +415,9 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
     assert "Wait for the load test." in page.locator("main").inner_text()
     assert page.get_by_role("button", name="Deny: Proceed").count() == 0
     assert world.decision(decision_id)["current"]["answer"]["actor_id"] == world.admin.principal_id
+    # what was typed is kept in the notice, to copy from (it went with the form)
+    page.get_by_text("What you wrote").click()
+    assert "Looks safe." in page.locator(".notice-conflict details").inner_text()
 
 
 def _accessible_and_narrow(page: Any) -> None:

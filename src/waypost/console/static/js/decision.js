@@ -253,7 +253,12 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer")
   const text = conflicts[error.code] || conflicts[error.reason];
   if (text) {
     announce(text);
-    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text));
+    // the page redraws for the new state: what was typed is kept in the
+    // notice, to copy from, not lost with the form
+    const typed = focusTarget && focusTarget.value ? focusTarget.value.trim() : "";
+    const kept = typed ? h("details", { class: "kept" }, h("summary", {}, "What you wrote"),
+      h("p", { class: "prose" }, typed)) : null;
+    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text, kept));
     return;
   }
   // the form's own words for a field the API names in its own (`conditions[3]`
