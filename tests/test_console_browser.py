@@ -844,8 +844,17 @@ def test_an_error_page_shows_its_message_and_no_stray_text(tab: Tab, world: Worl
     the network's) was rendered as the text "null"."""
     page = tab.page
     tab.sign_in(world.alice.token)
-    page.goto(tab.origin + "/console#/p/nope/knowledge")
+    # a project that is not there reads as on its policy page (the knowledge
+    # page said "Something went wrong" and "No project nope.")
+    for path in ("knowledge", "policy"):
+        page.goto(f"{tab.origin}/console#/p/nope/{path}")
+        page.get_by_role("heading", name="No such project").wait_for()
+    # a fault of the service's
+    failing = {"errors": [{"message": "internal error", "extensions": {"code": "internal"}}]}
+    page.route("**/graphql", lambda route: route.fulfill(status=200, json=failing))
+    page.goto(tab.origin + "/console#/p/demo/knowledge")
     page.get_by_role("heading", name="Something went wrong").wait_for()
+    page.unroute("**/graphql")
     text = page.locator("main").inner_text()
     assert "Back to the inbox" in text
     assert "null" not in text.split()

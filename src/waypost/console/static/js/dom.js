@@ -99,6 +99,11 @@ export function announce(text) {
   setTimeout(() => { region.textContent = text; }, 50);
 }
 
+// The page for a project, decision or record that is not there (one wording).
+export function noSuch(what) {
+  return [h("h1", { tabindex: "-1" }, `No such ${what}`), h("p", {}, link("#/", "Back to the inbox"))];
+}
+
 export function notice(kind, ...children) {
   return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, ...children);
 }

@@ -3,7 +3,7 @@
 
 import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, badge, enc, h, link, lower, nextId, notice } from "./dom.js";
+import { ago, badge, enc, h, link, lower, nextId, noSuch, notice } from "./dom.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
 const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
@@ -23,6 +23,8 @@ function select(id, label, values, chosen) {
       values.map((v) => h("option", { value: v, selected: v === chosen }, lower(v)))));
 }
 
+class NoSuchProject extends Error {}
+
 export async function renderKnowledgeList(projectId, query) {
   const filters = {
     kind: KINDS.includes(query.get("kind")) ? query.get("kind") : null,
@@ -40,7 +42,7 @@ export async function renderKnowledgeList(projectId, query) {
 
   async function page() {
     const data = await gql(KNOWLEDGE_LIST, { project: projectId, ...filters, after });
-    if (!data.project) throw new Error(`No project ${projectId}.`);
+    if (!data.project) throw new NoSuchProject();
     projectName = data.project.name;
     const conn = data.project.knowledge;
     for (const { node: k } of conn.edges) {
@@ -79,6 +81,8 @@ export async function renderKnowledgeList(projectId, query) {
   try {
     await page();
   } catch (error) {
+    // the page the policy route shows for a project that is not there
+    if (error instanceof NoSuchProject) return noSuch("project");
     if (!(error instanceof RequestFailed && error.code === "invalid_request")) throw error;
     more.hidden = true;
     refusal = notice("error", `These filters were refused. ${FILTER_WORDS[error.field] || error.message}`);
@@ -133,7 +137,7 @@ const CONTENT = [
 export async function renderKnowledgeItem(projectId, id) {
   const data = await gql(KNOWLEDGE_ITEM, { project: projectId, id });
   const k = data.project && data.project.knowledgeItem;
-  if (!k) return [h("h1", { tabindex: "-1" }, "No such record"), h("p", {}, link("#/", "Back to the inbox"))];
+  if (!k) return noSuch("record");
   const revs = await allNodes(k.revisions, async (after) => {
     const more = await gql(KNOWLEDGE_ITEM, { project: projectId, id, after });
     return more.project && more.project.knowledgeItem && more.project.knowledgeItem.revisions;

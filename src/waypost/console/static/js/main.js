@@ -2,7 +2,7 @@
 
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
-import { announce, enc, h, notice } from "./dom.js";
+import { announce, enc, h, noSuch, notice } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
@@ -255,7 +255,7 @@ async function route() {
 async function showDecision(project, id, banner) {
   const data = await loadDecision(project, id);
   if (!data) {
-    show([h("h1", { tabindex: "-1" }, "No such decision"), h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+    show(noSuch("decision"));
     return;
   }
   document.title = `${data.decision.question} · Waypost console`;

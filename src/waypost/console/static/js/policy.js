@@ -2,7 +2,7 @@
 
 import { allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, enc, h, link, lower, nextId } from "./dom.js";
+import { ago, enc, h, link, lower, nextId, noSuch } from "./dom.js";
 import { POLICY } from "./queries.js";
 
 const FIELDS = [
@@ -16,7 +16,7 @@ const FIELDS = [
 
 export async function renderPolicy(projectId) {
   const data = await gql(POLICY, { project: projectId });
-  if (!data.project) return [h("h1", { tabindex: "-1" }, "No such project"), h("p", {}, link("#/", "Back to the inbox"))];
+  if (!data.project) return noSuch("project");
   const revs = await allNodes(data.project.policyHistory, async (after) => {
     const more = await gql(POLICY, { project: projectId, after });
     return more.project && more.project.policyHistory;
