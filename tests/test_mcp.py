@@ -657,22 +657,36 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
         cases = [
             (b"{not json", None, -32700),
             (b'{"jsonrpc": "2.0", "id": 4, "method": "tools/list", "x": "\xff"}', None, -32700),
-            (b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}', None, -32700),
+            # the id a lenient reading finds, else null (null left the official
+            # client waiting for ever on its call)
+            (b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}', 2, -32700),
+            (b'{"jsonrpc": "2.0", "id": 3, "method": "x", "params": {"n": 1e999}}', 3, -32700),
             (b'{"jsonrpc": "2.0", "id": 5, "params": {"s": "\\ud800"}}', None, -32700),
             (b'"str"', None, -32600),
             (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', None, -32600),
             (b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}', None, -32600),
             (b'{"jsonrpc": "1.0", "id": 6, "method": "tools/list"}', 6, -32600),
             (b'{"jsonrpc": "2.0", "id": 7, "method": "no/such"}', 7, -32601),
-            (b'{"jsonrpc": "2.0", "id": 9, "result": 5}', 9, -32600),
-            (b'{"jsonrpc": "2.0", "id": 9, "error": {"code": "x"}}', 9, -32600),
-            (b'{"jsonrpc": "2.0", "id": 9, "x": "' + b"y" * 300_000 + b'"}', None, -32600),
+            (
+                b'{"jsonrpc": "2.0", "id": 9, "method": "ping", "y": "' + b"y" * 300_000 + b'"}',
+                9,
+                -32600,
+            ),
         ]
         for line, request_id, code in cases:
             got = await answer(line)
             assert got["id"] == request_id and got["error"]["code"] == code, (line, got)
             assert "Internal Server Error" not in got["error"]["message"], got
-        # and the session still serves
+        # a client's responses are not answered (this server asks nothing; an
+        # error would carry an id of the server's numbering, and the SDK said
+        # "Internal Server Error"): the next line's answer comes first
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": 9, "result": 5}\n')
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": null, "error": {"code": -32700}}\n')
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": 999, "result": {}}\n')
+        # and the session still serves; a lone \r ends a line too
+        process.stdin.write(b'{"jsonrpc": "2.0", "id": 14, "method": "ping"}\r')
+        assert (await answer(b'{"jsonrpc": "2.0", "id": 15, "method": "ping"}'))["id"] == 14
+        assert json.loads(await asyncio.wait_for(process.stdout.readline(), 30))["id"] == 15
         listed = await answer(b'{"jsonrpc": "2.0", "id": 8, "method": "tools/list"}')
         assert listed["id"] == 8 and listed["result"]["tools"]
         call = {"jsonrpc": "2.0", "id": 12, "method": "tools/call",
@@ -683,3 +697,32 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
         await asyncio.wait_for(process.wait(), 30)
     # what the SDK logs of it (the unknown tool's name) is cut, as in `serve`
     assert max(len(line) for line in log.read_text().splitlines() or [""]) < 2_200
+
+
+async def test_a_response_to_no_request_is_accepted_and_dropped(waypost: Waypost) -> None:
+    """This server sends no requests: the SDK logged an ERROR for any answer a
+    client sent and put "Internal Server Error" down the session's stream."""
+    agent = waypost.principal("agent", "answers-nothing")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    base = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {agent}"}
+    async with httpx.AsyncClient(base_url=waypost.url, timeout=30) as client:
+        r = await client.post("/mcp", json=hello, headers=base)
+        headers = {**base, "Mcp-Session-Id": r.headers["mcp-session-id"],
+                   "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post("/mcp", json=done, headers=headers)).status_code == 202
+        listen = {**headers, "Accept": "text/event-stream"}
+        async with client.stream("GET", "/mcp", headers=listen) as stream:
+            assert stream.status_code == 200
+            answer = {"jsonrpc": "2.0", "id": 999, "result": {}}
+            r = await client.post("/mcp", json=answer, headers=headers)
+            assert (r.status_code, r.content) == (202, b"")
+            said: list[str] = []
+            lines = stream.aiter_lines()
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    said.append(await asyncio.wait_for(anext(lines), 1.5))
+        await client.delete("/mcp", headers=headers)
+    assert not [line for line in said if "Internal Server Error" in line], said

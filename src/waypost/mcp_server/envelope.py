@@ -12,6 +12,7 @@ does not exist. Both transports refuse here first, in the same words.
 
 from __future__ import annotations
 
+import json
 import typing
 from dataclasses import dataclass
 from typing import Any
@@ -62,7 +63,33 @@ def read_message(raw: bytes) -> Any:
     try:
         return parse_json(raw)
     except WaypostError as error:
-        return Refusal(None, PARSE_ERROR, error.message)
+        return Refusal(request_id_of(raw), PARSE_ERROR, error.message)
+
+
+def request_id_of(raw: bytes) -> RequestId | None:
+    """The id of a request the strict parser refuses (a duplicate key, an
+    integer past 64 bits, NaN, a lone surrogate) or one too long to take, when
+    a lenient reading finds one: its error answered with `"id": null` left the
+    caller (the official client) waiting for ever."""
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if isinstance(message, dict) and "method" in message and is_request_id(message.get("id")):
+        found: RequestId = message["id"]
+        return found
+    return None
+
+
+def is_response(message: Any) -> bool:
+    """A client's answer to a request of the server (never answered back:
+    JSON-RPC replies to requests only, and an error about it would carry an
+    id of the server's numbering, which the client's own requests may use)."""
+    return (
+        isinstance(message, dict)
+        and "method" not in message
+        and ("result" in message or "error" in message)
+    )
 
 
 def envelope_refusal(message: Any) -> Refusal | None:
@@ -75,43 +102,45 @@ def envelope_refusal(message: Any) -> Refusal | None:
         )  # fmt: skip
     if not isinstance(message, dict):
         return Refusal(None, INVALID_REQUEST, "a JSON-RPC message is a JSON object")
+    if is_response(message):
+        return _response_refusal(message)
     if "id" in message and not is_request_id(message["id"]):
         return Refusal(None, INVALID_REQUEST, "id must be a string or an integer")
     request_id = message.get("id")
     if message.get("jsonrpc") != "2.0":
         return Refusal(request_id, INVALID_REQUEST, 'jsonrpc must be "2.0"')
-    answers = "result" in message or "error" in message
-    if "method" in message:
-        if answers:
-            return Refusal(request_id, INVALID_REQUEST, "a request holds no result or error")
-        if not isinstance(message["method"], str):
-            return Refusal(request_id, INVALID_REQUEST, "method must be a string")
-        params = message.get("params")
-        if params is not None and not isinstance(params, dict):
-            return Refusal(request_id, INVALID_REQUEST, "params must be an object")
-        return None
-    if answers:
-        return _response_refusal(message)
-    return Refusal(request_id, INVALID_REQUEST, "a message needs a method, a result or an error")
+    if "method" not in message:
+        said = "a message needs a method, a result or an error"
+        return Refusal(request_id, INVALID_REQUEST, said)
+    if "result" in message or "error" in message:
+        return Refusal(request_id, INVALID_REQUEST, "a request holds no result or error")
+    if not isinstance(message["method"], str):
+        return Refusal(request_id, INVALID_REQUEST, "method must be a string")
+    params = message.get("params")
+    if params is not None and not isinstance(params, dict):
+        return Refusal(request_id, INVALID_REQUEST, "params must be an object")
+    return None
 
 
 def _response_refusal(message: dict[str, Any]) -> Refusal | None:
-    """A client's response to a request of the server: its id, and a result
-    object or an error object with an integer code and a string message."""
-    request_id = message.get("id")
-    if request_id is None:
+    """A response's shape: a string or integer id, `"jsonrpc": "2.0"`, and a
+    result object or an error object with an integer code and a string
+    message. Its refusal carries no id (see `is_response`)."""
+    if not is_request_id(message.get("id")):
         return Refusal(None, INVALID_REQUEST, "a response needs the id of its request")
+    if message.get("jsonrpc") != "2.0":
+        return Refusal(None, INVALID_REQUEST, 'jsonrpc must be "2.0"')
     if "result" in message and "error" in message:
-        return Refusal(request_id, INVALID_REQUEST, "a response holds a result or an error")
+        return Refusal(None, INVALID_REQUEST, "a response holds a result or an error")
     if "result" in message:
         if not isinstance(message["result"], dict):
-            return Refusal(request_id, INVALID_REQUEST, "result must be an object")
+            return Refusal(None, INVALID_REQUEST, "result must be an object")
         return None
     error = message["error"]
     code = error.get("code") if isinstance(error, dict) else None
     if not _is_integer(code) or not isinstance(error.get("message"), str):
         said = "error must be an object with an integer code and a string message"
-        return Refusal(request_id, INVALID_REQUEST, said)
+        return Refusal(None, INVALID_REQUEST, said)
     return None
 
 

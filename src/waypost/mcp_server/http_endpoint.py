@@ -34,6 +34,7 @@ from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
+    is_response,
     read_message,
     unknown_method,
 )
@@ -82,6 +83,7 @@ class _ClientFaultsAsWarnings(logging.Filter):
         return True
 
 
+log = logging.getLogger("waypost.mcp")
 logging.getLogger("mcp.server.streamable_http").addFilter(_QuietClosedStreams())
 logging.getLogger("mcp.server.lowlevel.server").addFilter(_ClientFaultsAsWarnings())
 # the SDK logs every request at INFO; Waypost's own log says what matters
@@ -243,6 +245,12 @@ class McpEndpoint:
         if unknown is not None:
             await send_json(send, 200, unknown.as_json())
             return
+        if session_id in live and is_response(message) and _sdk_would_serve(scope):
+            # this server asks nothing: the SDK logged an ERROR for the answer
+            # and sent "Internal Server Error" down the session's stream
+            log.warning("a response to no request of this server was dropped")
+            await self._accepted(send)
+            return
         if session_id is None and scope["method"] == "POST":
             if len(live) >= SESSIONS_PER_PRINCIPAL:
                 await _json_rpc_error(
@@ -264,6 +272,13 @@ class McpEndpoint:
                     del live[session_id]
                 else:
                     live[session_id] = time.monotonic()
+
+    @staticmethod
+    async def _accepted(send: Send) -> None:
+        """202 with no body, as the SDK answers a notification or a response."""
+        await send({"type": "http.response.start", "status": 202,
+                    "headers": [(b"content-length", b"0")]})  # fmt: skip
+        await send({"type": "http.response.body", "body": b""})
 
     def _live(self, principal_id: str) -> dict[str, float]:
         """The principal's sessions not idle past the SDK's idle timeout."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator
 from typing import Any
@@ -35,10 +36,14 @@ from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
+    is_response,
     read_message,
+    request_id_of,
     unknown_method,
 )
 from waypost.mcp_server.server import build_server
+
+log = logging.getLogger("waypost.mcp")
 
 
 class TokenRefused(Exception):
@@ -58,13 +63,19 @@ async def check_token(client: httpx.AsyncClient) -> None:
         raise TokenRefused(f"{client.base_url} refused the token in WAYPOST_TOKEN (401)")
 
 
-def message_of_line(line: bytes) -> JSONRPCMessage | Refusal:
-    """One line as the message for the SDK, or the refusal to answer instead."""
+def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:
+    """One line as the message for the SDK, the refusal to answer instead, or
+    None for a line left unanswered (a client's response: this server asks
+    nothing, and answering one could echo an id the client's requests use)."""
     if len(line) > MESSAGE_LIMIT:
-        return Refusal(None, INVALID_REQUEST, f"MCP messages are limited to {MESSAGE_LIMIT} bytes")
+        said = f"MCP messages are limited to {MESSAGE_LIMIT} bytes"
+        return Refusal(request_id_of(line), INVALID_REQUEST, said)
     message: Any = read_message(line)
     if isinstance(message, Refusal):
         return message
+    if is_response(message):
+        log.warning("a response to no request of this server was dropped (%.200s)", line)
+        return None
     refusal = envelope_refusal(message) or unknown_method(message)
     if refusal is not None:
         return refusal
@@ -102,14 +113,17 @@ async def checked_stdio(
 
     async def read_lines() -> None:
         async with to_server:
-            async for line in given:
-                if not line.strip():  # a blank line is no message
-                    continue
-                found = message_of_line(line.rstrip(b"\r\n"))
-                if isinstance(found, Refusal):
-                    await write_line(json.dumps(found.as_json()).encode())
-                else:
-                    await to_server.send(SessionMessage(found))
+            async for read in given:
+                # \r, \n and \r\n each end a line, as in the text mode the
+                # SDK's transport read standard input in
+                for line in read.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
+                    if not line.strip():  # a blank line is no message
+                        continue
+                    found = message_of_line(line)
+                    if isinstance(found, Refusal):
+                        await write_line(_compact(found.as_json()))
+                    elif found is not None:
+                        await to_server.send(SessionMessage(found))
 
     async def write_messages() -> None:
         async with from_server:
@@ -121,6 +135,11 @@ async def checked_stdio(
         tasks.start_soon(read_lines)
         tasks.start_soon(write_messages)
         yield server_reads, server_writes
+
+
+def _compact(data: dict[str, Any]) -> bytes:
+    """JSON as the SDK writes its lines: no spaces, UTF-8."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 async def serve_stdio(url: str, token: str) -> None:
