@@ -178,8 +178,12 @@ def serve(
             ssl.create_default_context(cafile=str(k8s_ca))
         except (ssl.SSLError, OSError) as error:
             raise click.UsageError(f"--k8s-ca {k8s_ca}: not a PEM CA bundle ({error})") from None
-    if lifecycle_webhook is not None and not lifecycle_webhook.startswith(("https://", "http://")):
-        raise click.UsageError("--lifecycle-webhook must be an http(s):// URL")
+    if lifecycle_webhook is not None:
+        from waypost.resolvers.lifecycle.delivery import webhook_refusal
+
+        refused = webhook_refusal(lifecycle_webhook)
+        if refused is not None:
+            raise click.UsageError(f"--lifecycle-webhook {refused}")
     settings = Settings(
         db_path=db_path or Path(default_db_path()),
         host=host,

@@ -212,3 +212,39 @@ async def test_an_attempt_is_bounded_as_a_whole_not_per_read(
     )
     assert (row["state"], row["attempts"]) == ("pending", 1)
     assert row["last_error"] == "no answer within 0.5 seconds"
+
+
+async def test_a_receivers_answer_is_read_no_further_than_its_first_64_kib(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A receiver answering 1.5 GB had it read whole into the process both
+    listeners share (3 GB peak, seconds of latency on both): the status
+    decides, and the rest of the body is left unread."""
+    await make_events(author, 0)
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        while True:
+            sent += 1
+            yield b"x" * 1024 * 1024
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=endless())
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        assert await deliver_once(rt, client, HOOK, seconds=5) is True
+    assert sent <= 2
+
+
+def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> None:
+    """Each of these started, then failed every attempt for ever (a bad port
+    with an ERROR traceback each time, never counted as an attempt)."""
+    for url in ("http://127.0.0.1:abc/x", "http://", "http://127.0.0.1:99999/x", "ftp://h/x"):
+        result = CliRunner().invoke(
+            main, ["serve", "--db", str(tmp_path / "w.db"), "--lifecycle-webhook", url]
+        )
+        assert result.exit_code == 2, (url, result.output)
+        assert "--lifecycle-webhook" in result.output
+    assert not (tmp_path / "w.db").exists()

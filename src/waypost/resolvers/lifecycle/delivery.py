@@ -32,6 +32,23 @@ log = logging.getLogger("waypost.lifecycle")
 # trickling a byte every few seconds kept an attempt (and every later event)
 # waiting for minutes.
 ATTEMPT_SECONDS = 10.0
+# What is read of a receiver's answer: its status decides, and a body of
+# gigabytes was read whole into the process both listeners share.
+ANSWER_READ_MAX = 64 * 1024
+
+
+def webhook_refusal(url: str) -> str | None:
+    """Why `url` cannot be a webhook (checked when `serve` starts: an unusable
+    one failed every attempt for ever, each with a traceback); None if fine."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"is not a URL ({exc})"
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        return "must be an http:// or https:// URL with a host"
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        return "has a port outside 1-65535"
+    return None
 
 
 @dataclass(frozen=True)
@@ -69,19 +86,23 @@ async def _post(
 ) -> str | None:
     """None when delivered, else a short reason kept on the delivery."""
     payload = json.dumps(store.event_json(row), separators=(",", ":"), ensure_ascii=False)
+    headers = {"Content-Type": "application/json", "Waypost-Delivery": str(row["sequence"])}
     try:
-        async with asyncio.timeout(seconds):
-            response = await client.post(
-                url,
-                content=payload.encode(),
-                headers={
-                    "Content-Type": "application/json",
-                    "Waypost-Delivery": str(row["sequence"]),
-                },
-            )
+        async with (
+            asyncio.timeout(seconds),
+            client.stream("POST", url, content=payload.encode(), headers=headers) as response,
+        ):
+            # raw: a compressed answer is not inflated (one small chunk of a
+            # gzip bomb inflates to gigabytes); a body already held is read
+            read = 0
+            if not response.is_stream_consumed:
+                async for chunk in response.aiter_raw():
+                    read += len(chunk)
+                    if read >= ANSWER_READ_MAX:
+                        break  # the rest is left unread: the connection closes
     except TimeoutError:
         return f"no answer within {seconds:g} seconds"
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         return type(exc).__name__
     return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
