@@ -847,6 +847,8 @@ def test_an_error_page_shows_its_message_and_no_stray_text(tab: Tab, world: Worl
     # a project that is not there reads as on its policy page (the knowledge
     # page said "Something went wrong" and "No project nope.")
     for path in ("knowledge", "policy"):
+        page.goto(f"{tab.origin}/console#/")  # another page between: the same heading twice
+        page.get_by_role("heading", name="Inbox", exact=True).wait_for()
         page.goto(f"{tab.origin}/console#/p/nope/{path}")
         page.get_by_role("heading", name="No such project").wait_for()
     # a fault of the service's
@@ -858,6 +860,34 @@ def test_an_error_page_shows_its_message_and_no_stray_text(tab: Tab, world: Worl
     text = page.locator("main").inner_text()
     assert "Back to the inbox" in text
     assert "null" not in text.split()
+
+
+def test_a_page_that_loads_late_does_not_replace_the_next_one(tab: Tab, world: World) -> None:
+    """A slow answer for the page left behind replaced the page followed to
+    after it (each page load drew itself when its answer came)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    held: list[Any] = []
+
+    def hold_policy(route: Any) -> None:
+        if "policyHistory" in (route.request.post_data or ""):
+            held.append(route)  # answered only once the next page is drawn
+        else:
+            route.continue_()
+
+    page.route("**/graphql", hold_policy)
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    for _ in range(100):  # route handlers run while Playwright waits, not in time.sleep
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held, "the policy page asked nothing"
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge")
+    page.get_by_role("heading", name="Knowledge · Demo shop").wait_for()
+    held[0].continue_()
+    page.wait_for_timeout(1000)
+    page.unroute("**/graphql")
+    assert page.locator("h1").inner_text() == "Knowledge · Demo shop"
 
 
 def test_an_inbox_of_many_projects_shows_every_one_and_polls(browser: Any, tmp_path: Path) -> None:

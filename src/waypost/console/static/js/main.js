@@ -39,6 +39,14 @@ function versionOf(d) {
   return `${d.generation}/${d.status}/${d.current.answer ? d.current.answer.at : ""}`;
 }
 
+// Each route() is a page of its own: a load that ends after the next page
+// began (a slow answer, a link followed meanwhile) must not replace that page.
+let pageNumber = 0;
+
+function showFor(number, parts, focus = true) {
+  if (number === pageNumber) show(parts, focus);
+}
+
 function show(parts, focus = true) {
   // a part left out by a condition is null: replaceChildren would show "null"
   main.replaceChildren(...parts.filter((part) => part !== null));
@@ -134,15 +142,16 @@ function signOut(message, forget = true) {
   show(signInView(message));
 }
 
-async function refreshInbox(focus) {
+async function refreshInbox(focus, number = pageNumber) {
   const projects = await loadInbox();
+  if (number !== pageNumber) return null;
   const signature = JSON.stringify(projects);
   if (!focus && signature === inboxSignature) return;
   inboxSignature = signature;
   // a background refresh keeps the keyboard focus, and the page, where they were
   const place = focus ? null : focusPlace(document.activeElement);
   const scrolled = window.scrollY;
-  show(renderInbox(projects), focus);
+  showFor(number, renderInbox(projects), focus);
   if (!focus) {
     window.scrollTo(0, scrolled);
     refocus(place);
@@ -184,8 +193,9 @@ function refocus(place) {
   if (target) target.focus({ preventScroll: true });
 }
 
-async function pickProject(kind) {
+async function pickProject(kind, number = pageNumber) {
   const projects = await everyProject(PROJECTS);
+  if (number !== pageNumber) return;
   if (projects.length === 1) {
     location.replace(`#/p/${enc(projects[0].restId)}/${kind}`);
     return;
@@ -201,6 +211,7 @@ async function pickProject(kind) {
 const reload = { timer: null, delay: 2000 };
 
 async function route() {
+  const mine = ++pageNumber;
   clearTimeout(reload.timer);
   if (!token()) {
     signOut(null, false);
@@ -224,13 +235,13 @@ async function route() {
       await pickProject(r.name.replace("-pick", ""));
     } else if (r.name === "knowledge") {
       document.title = "Knowledge · Waypost console";
-      show(await renderKnowledgeList(r.project, r.query));
+      showFor(mine, await renderKnowledgeList(r.project, r.query));
     } else if (r.name === "knowledge-item") {
       document.title = "Knowledge record · Waypost console";
-      show(await renderKnowledgeItem(r.project, r.id));
+      showFor(mine, await renderKnowledgeItem(r.project, r.id));
     } else if (r.name === "policy") {
       document.title = "Policy · Waypost console";
-      show(await renderPolicy(r.project));
+      showFor(mine, await renderPolicy(r.project));
     } else {
       show([h("h1", { tabindex: "-1" }, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
     }
@@ -239,6 +250,7 @@ async function route() {
       signOut("Your token is no longer accepted (revoked?). Sign in again.");
       return;
     }
+    if (mine !== pageNumber) return; // a later page is showing: this one's fault is moot
     const unreachable = error.code === "network";
     show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
       unreachable ? h("p", { class: "muted" }, "This page tries again by itself.") : null,
@@ -252,8 +264,9 @@ async function route() {
   reload.delay = 2000;
 }
 
-async function showDecision(project, id, banner) {
+async function showDecision(project, id, banner, number = pageNumber) {
   const data = await loadDecision(project, id);
+  if (number !== pageNumber) return;
   if (!data) {
     show(noSuch("decision"));
     return;
