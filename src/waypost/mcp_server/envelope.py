@@ -84,7 +84,12 @@ def request_id_of(raw: bytes) -> RequestId | None:
 def is_response(message: Any) -> bool:
     """A client's answer to a request of the server (never answered back:
     JSON-RPC replies to requests only, and an error about it would carry an
-    id of the server's numbering, which the client's own requests may use)."""
+    id of the server's numbering, which the client's own requests may use).
+
+    Both transports drop such answers, because no tool asks the client
+    anything (no ping, sampling, elicitation or roots request: grep for the
+    SDK's `send_ping`, `create_message`, `elicit`, `list_roots`). A tool that
+    starts to ask must let its answers through to the SDK first."""
     return (
         isinstance(message, dict)
         and "method" not in message
