@@ -886,8 +886,21 @@ def test_a_page_that_loads_late_does_not_replace_the_next_one(tab: Tab, world: W
     page.get_by_role("heading", name="Knowledge · Demo shop").wait_for()
     held[0].continue_()
     page.wait_for_timeout(1000)
-    page.unroute("**/graphql")
     assert page.locator("h1").inner_text() == "Knowledge · Demo shop"
+    # nor the sign-in form, when one comes late after signing out
+    held.clear()
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API token").wait_for()
+    held[0].continue_()
+    page.wait_for_timeout(1000)
+    page.unroute("**/graphql")
+    assert page.get_by_label("API token").is_visible()
+    assert page.locator("h1", has_text="Policy").count() == 0
 
 
 def test_an_inbox_of_many_projects_shows_every_one_and_polls(browser: Any, tmp_path: Path) -> None:

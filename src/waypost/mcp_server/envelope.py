@@ -7,7 +7,8 @@ is `null`, `true` or `1.5` it reads as a notification and never answers.
 JSON-RPC 2.0 says what each deserves: `-32700` for text that is not JSON,
 `-32600` (with `"id": null` when the id cannot be trusted) for anything that
 is not one request, notification or response, `-32601` for a method that
-does not exist. Both transports refuse here first, in the same words.
+does not exist. Both transports refuse here first, in the same words (a
+client's response aside: `/mcp` refuses a malformed one, stdio answers none).
 """
 
 from __future__ import annotations
@@ -66,19 +67,41 @@ def read_message(raw: bytes) -> Any:
         return Refusal(request_id_of(raw), PARSE_ERROR, error.message)
 
 
+# A message longer than this is refused without looking for its id.
+_ID_SEARCH_MAX = 4 * MESSAGE_LIMIT
+
+
+class _TwoIds(Exception):
+    pass
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    if sum(1 for key, _ in pairs if key == "id") > 1:
+        raise _TwoIds  # which one the client waits on cannot be told
+    return dict(pairs)
+
+
 def request_id_of(raw: bytes) -> RequestId | None:
-    """The id of a request the strict parser refuses (a duplicate key, an
-    integer past 64 bits, NaN, a lone surrogate) or one too long to take, when
-    a lenient reading finds one: its error answered with `"id": null` left the
-    caller (the official client) waiting for ever."""
-    try:
-        message = json.loads(raw)
-    except (ValueError, RecursionError):
+    """The id of a request the strict parser refuses (an integer past 64
+    bits, NaN, a duplicate key elsewhere) or one too long to take, when a
+    lenient reading finds exactly one: its error answered with `"id": null`
+    left the caller (the official client) waiting for ever. None when there
+    is none, two, or one no answer could carry (a lone surrogate)."""
+    if len(raw) > _ID_SEARCH_MAX:
         return None
-    if isinstance(message, dict) and "method" in message and is_request_id(message.get("id")):
-        found: RequestId = message["id"]
-        return found
-    return None
+    try:
+        message = json.loads(raw, object_pairs_hook=_object)
+    except (ValueError, RecursionError, _TwoIds):
+        return None
+    if not isinstance(message, dict) or "method" not in message:
+        return None
+    found = message.get("id")
+    if isinstance(found, str):
+        try:
+            found.encode()
+        except UnicodeEncodeError:
+            return None
+    return found if is_request_id(found) else None
 
 
 def is_response(message: Any) -> bool:

@@ -138,8 +138,9 @@ async def checked_stdio(
 
 
 def _compact(data: dict[str, Any]) -> bytes:
-    """JSON as the SDK writes its lines: no spaces, UTF-8."""
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    """JSON without spaces, as the SDK writes its lines (ASCII: a refusal may
+    quote a client's lone surrogate, which UTF-8 cannot carry)."""
+    return json.dumps(data, separators=(",", ":")).encode()
 
 
 async def serve_stdio(url: str, token: str) -> None:

@@ -23,7 +23,9 @@ const live = new Live(async () => {
 let watched = null; // {project, id, version}
 const decisionLive = new Live(async () => {
   if (!watched) return;
+  const number = pageNumber;
   const data = await gql(DECISION_VERSION, { project: watched.project, id: watched.id });
+  if (number !== pageNumber || !watched) return; // another page since: not this banner
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version || document.getElementById("changed-elsewhere")) return;
   const { project, id } = watched;
@@ -130,6 +132,7 @@ function signedIn(principal) {
 // opened without a token has nothing of the console's to forget, and keeps
 // what GraphiQL holds there for a token pasted in by hand.
 function signOut(message, forget = true) {
+  pageNumber += 1; // a load still on its way is no longer anyone's page
   live.stop();
   decisionLive.stop();
   watched = null;
@@ -274,7 +277,9 @@ async function showDecision(project, id, banner, number = pageNumber) {
   document.title = `${data.decision.question} · Waypost console`;
   const onChanged = async (newBanner) => {
     try {
-      await showDecision(project, id, newBanner);
+      // this page's number: an answer that returns after a link was followed
+      // must not draw this decision over the page followed to
+      await showDecision(project, id, newBanner, number);
     } catch (error) {
       if (error instanceof Unauthenticated) signOut("Your token is no longer accepted (revoked?). Sign in again.");
       else throw error;
