@@ -34,10 +34,8 @@ from graphql import (
     GraphQLObjectType,
     GraphQLSchema,
     InlineFragmentNode,
-    IntValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
-    VariableNode,
     get_named_type,
 )
 from graphql.validation.rules import overlapping_fields_can_be_merged
@@ -45,7 +43,7 @@ from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
 from waypost.schema.memo import Memo, variables_key
-from waypost.schema.mutation_arguments import argument_refusals
+from waypost.schema.mutation_arguments import argument_refusals, argument_value
 from waypost.schema.offload import off_loop
 from waypost.schema.operation import coerced_variables, selected_operation
 
@@ -169,7 +167,9 @@ class _Measurer:
         """The items a connection may return: `last`, else `first`, else its default."""
         given = {a.name.value: a.value for a in node.arguments or ()}
         sizes = [
-            _literal(given[name], self.variables) for name in ("first", "last") if name in given
+            argument_value(given[name], self.variables)
+            for name in ("first", "last")
+            if name in given
         ]
         numbers = [
             s for s in sizes if isinstance(s, int) and not isinstance(s, bool) and s in INT_RANGE
@@ -181,15 +181,6 @@ class _Measurer:
             if isinstance(default, int) and not isinstance(default, bool):
                 return max(0, default)
         return DEFAULT_PAGE
-
-
-def _literal(value: Any, variables: dict[str, Any]) -> Any:
-    if isinstance(value, IntValueNode):
-        # past 32 bits it is no Int anyway; int() of 4,300 digits or more raises
-        return int(value.value) if len(value.value) <= 11 else None
-    if isinstance(value, VariableNode):
-        return variables.get(value.name.value)
-    return None
 
 
 def _operation_name(op: OperationDefinitionNode) -> str:

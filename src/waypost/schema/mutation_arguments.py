@@ -88,10 +88,11 @@ def _is_cursor(text: str) -> bool:
     return event_sequence(text) is not None
 
 
-def _value(node: Any, variables: dict[str, Any]) -> Any:
+def argument_value(node: Any, variables: dict[str, Any]) -> Any:
     """A literal or a variable's value; None for anything else (graphql-core's
     rules refuse values of the wrong type by themselves)."""
     if isinstance(node, IntValueNode):
+        # past 32 bits it is no Int anyway; int() of 4,300 digits or more raises
         return int(node.value) if len(node.value) <= 11 else None
     if isinstance(node, StringValueNode | BooleanValueNode):
         return node.value
@@ -116,9 +117,8 @@ class _Walk:
             name = directive.name.value
             if name not in ("skip", "include"):
                 continue
-            given = {
-                a.name.value: _value(a.value, self.variables) for a in directive.arguments or ()
-            }
+            values, arguments = self.variables, directive.arguments or ()
+            given = {a.name.value: argument_value(a.value, values) for a in arguments}
             condition = given.get("if")
             if type(condition) is bool and condition == (name == "skip"):
                 return True
@@ -174,14 +174,15 @@ class _Walk:
                 default = argument.default_value
                 values[name] = None if default is Undefined else default
             else:
-                values[name] = _value(value_node, self.variables)
+                values[name] = argument_value(value_node, self.variables)
         try:
             check(values)
         except InvalidRequest as refusal:
             self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
 
     def check(self, node: FieldNode) -> None:
-        given = {a.name.value: _value(a.value, self.variables) for a in node.arguments or ()}
+        values = self.variables
+        given = {a.name.value: argument_value(a.value, values) for a in node.arguments or ()}
         first, after, last, before = (given.get(name) for name in PAGING)
         if not all(n is None or (type(n) is int) for n in (first, last)) or not all(
             c is None or isinstance(c, str) for c in (after, before)
