@@ -253,6 +253,7 @@ async def test_a_question_ending_with_spaces_after_the_mark_passes(author: Membe
     [
         "-----BEGIN RSA PRIVATE KEY-----",
         "-----BEGIN PRIVATE KEY-----",
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----",
         "AKIA" + "ABCDEFGHIJKLMNOP",
         "ghp_" + "a" * 36,
         "gho_" + "B" * 36,

@@ -18,9 +18,11 @@ ID = re.compile(r"[A-Za-z0-9._:-]{1,256}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 # lifecycle-model.md "Secret markers": refused wherever they appear in the memo
-# or in UTF-8 document content.
+# or in UTF-8 document content. Besides PEM's private-key headers, OpenPGP's
+# armor for one (`-----BEGIN PGP PRIVATE KEY BLOCK-----`): not PEM by name,
+# but a private key all the same (a choice beyond the model; docs/lifecycle.md).
 SECRET_MARKERS = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"|AKIA[A-Z0-9]{16}"
     r"|gh[pos]_[A-Za-z0-9]{36}"
     r"|xox[abprs]-"
