@@ -14,7 +14,7 @@ from graphql import parse, specified_rules
 
 from tests.conftest import Caller, Service
 from waypost.schema import schema
-from waypost.schema.limits import MAX_TOKENS, check_limits
+from waypost.schema.limits import MAX_TOKENS, check_limits, fragment_uses
 
 
 def fragment_chain(levels: int, aliased: bool = False) -> str:
@@ -256,3 +256,37 @@ async def test_a_first_of_five_thousand_digits_is_refused_not_a_fault(
         data = (await gql(human, query)).json()
     assert data["data"] is None and codes(data) == ["invalid_request"], data
     assert "unhandled" not in caplog.text
+
+
+def operations_sharing_fragments(operations: int, fragments: int) -> str:
+    """`operations` operations that each spread F, which spreads `fragments` others."""
+    ops = " ".join(f"query Q{i} {{ ...F }}" for i in range(operations))
+    spreads = " ".join(f"...G{j}" for j in range(fragments))
+    defs = " ".join(f"fragment G{j} on Query {{ me {{ name }} }}" for j in range(fragments))
+    return f"{ops} fragment F on Query {{ {spreads} }} {defs}"
+
+
+def test_fragment_uses_count_each_operations_reach_once() -> None:
+    # F and the 24 fragments it spreads, for each of 40 operations
+    assert fragment_uses(parse(operations_sharing_fragments(40, 24))) == 40 * 25
+    # a fragment reached twice by one operation counts once; a cycle ends
+    query = """query A { ...X ...Y } fragment X on Query { ...Y ...Z }
+        fragment Y on Query { ...Z ...X } fragment Z on Query { me { name } }"""
+    assert fragment_uses(parse(query)) == 3
+
+
+async def test_operations_times_fragments_are_bounded_before_validation(human: Caller) -> None:
+    """graphql-core's variable rules walk each operation's fragments: 300
+    operations sharing 200 fragments (15 KB, within the token limit) kept a
+    worker busy for 60-150 ms, where section 14 allows 100 ms for any document."""
+    query = operations_sharing_fragments(300, 200)
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": query, "operationName": "Q0"})  # fmt: skip
+    data = r.json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "reach 60,300 fragments" in data["errors"][0]["message"]
+    # at the limit (40 x 25 = 1,000) the document is validated and runs
+    query = operations_sharing_fragments(40, 24)
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": query, "operationName": "Q7"})  # fmt: skip
+    assert r.json() == {"data": {"me": {"name": "alice"}}}
