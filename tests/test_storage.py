@@ -449,3 +449,30 @@ def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
     names = [r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     check.close()
     assert names == ["items"]
+
+
+async def test_a_retry_is_answered_from_its_receipt_while_another_process_holds_the_lock(
+    impatient: Service,
+) -> None:
+    """A replay reads its receipt beside the writer: it waited in the writer's
+    queue, and behind another process's lock it was refused 503 although its
+    answer was on disk."""
+    human = await impatient.principal("human")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    first = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="k")
+    assert first.status_code == 200
+    other = hold_write_lock(impatient.db_path)
+    try:
+        again = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="k")
+        assert again.status_code == 200, again.text
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.json() == first.json()
+        # the key holding another request is refused as before, the lock held or not
+        other_body = await human.patch(POLICY, {"expected_revision": 1, "rules": "y"}, key="k")
+        assert other_body.status_code == 422
+        # a new key still needs the writer: the lock refuses it
+        new = await human.patch(POLICY, {"expected_revision": 2, "rules": "z"}, key="new")
+        assert new.status_code == 503
+    finally:
+        other.execute("ROLLBACK")
+        other.close()

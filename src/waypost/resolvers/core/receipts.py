@@ -111,6 +111,14 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
     slot = slot_of(actor, idem)
     if slot in rt.inflight:
         raise IdempotencyInFlight("a request with this idempotency key is still running")
+    # A retry is answered from its receipt by a point read on the event loop,
+    # without queueing behind the writer (or waiting out another process's
+    # lock): a receipt is visible only once the COMMIT that holds it is
+    # durable, and it never changes. A key with no receipt goes to the writer,
+    # which looks again and decides.
+    earlier = await rt.db.read_point(lambda conn: _replay(conn, actor, idem))
+    if earlier is not None:
+        return earlier
     rt.inflight.add(slot)
     try:
         return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
@@ -118,17 +126,26 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
         rt.inflight.discard(slot)
 
 
+def _replay(conn: sqlite3.Connection, actor: Actor, idem: Idempotency) -> Outcome | None:
+    """The stored answer under the caller's key (None: the key is new);
+    422 when the key holds a different request."""
+    row = store.receipt_row(conn, actor.principal_id, idem.key)
+    if row is None:
+        return None
+    if row["fingerprint"] != idem.fingerprint:
+        raise IdempotencyKeyReused(
+            "this idempotency key was used for a different request",
+            {"field": "Idempotency-Key"},
+        )
+    return Outcome(row["status"], json.loads(row["body"]), replayed=True)
+
+
 def _run(
     conn: sqlite3.Connection, rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit
 ) -> Outcome:
-    row = store.receipt_row(conn, actor.principal_id, idem.key)
-    if row is not None:
-        if row["fingerprint"] != idem.fingerprint:
-            raise IdempotencyKeyReused(
-                "this idempotency key was used for a different request",
-                {"field": "Idempotency-Key"},
-            )
-        return Outcome(row["status"], json.loads(row["body"]), replayed=True)
+    earlier = _replay(conn, actor, idem)
+    if earlier is not None:
+        return earlier
     now = rt.now()
     recheck_actor(conn, actor, format_time(now))
     tx = Tx(conn, now, actor)
