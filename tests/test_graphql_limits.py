@@ -273,6 +273,11 @@ def test_fragment_uses_count_each_operations_reach_once() -> None:
     query = """query A { ...X ...Y } fragment X on Query { ...Y ...Z }
         fragment Y on Query { ...Z ...X } fragment Z on Query { me { name } }"""
     assert fragment_uses(parse(query)) == 3
+    # B is met inside P before A is finished: its own reach still holds C
+    query = """query One { ...P } query Two { ...B } fragment P on Query { ...A ...B }
+        fragment B on Query { ...A } fragment A on Query { ...C }
+        fragment C on Query { me { name } }"""
+    assert fragment_uses(parse(query)) == 4 + 3
 
 
 async def test_operations_times_fragments_are_bounded_before_validation(human: Caller) -> None:

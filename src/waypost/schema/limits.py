@@ -205,17 +205,20 @@ def fragment_uses(document: DocumentNode) -> int:
     for start in fragments:
         if start in reach:
             continue
-        # depth first without recursion (a chain may be as long as the text allows)
-        stack, entered = [start], {start}
+        # depth first, one child at a time and without recursion (a chain may
+        # be as long as the text allows): a fragment entered but not finished
+        # is on the current path, so meeting it again is a cycle
+        entered = {start}
+        stack = [(start, iter(spreads[start]))]
         while stack:
-            name = stack[-1]
-            waiting = [n for n in spreads[name] if n in fragments and n not in entered]
-            if waiting:
-                stack.extend(n for n in waiting if n not in reach)
-                entered.update(waiting)
-                continue
-            stack.pop()
-            if name not in reach:
+            name, children = stack[-1]
+            for child in children:
+                if child in fragments and child not in reach and child not in entered:
+                    entered.add(child)
+                    stack.append((child, iter(spreads[child])))
+                    break
+            else:
+                stack.pop()
                 found = 0
                 for n in spreads[name]:
                     found |= bit.get(n, 0) | reach.get(n, 0)
@@ -230,17 +233,18 @@ def fragment_uses(document: DocumentNode) -> int:
     return total
 
 
-def _spread_names(selection_set: SelectionSetNode) -> set[str]:
-    """The fragments spread anywhere in `selection_set` (not through them)."""
-    names: set[str] = set()
+def _spread_names(selection_set: SelectionSetNode) -> list[str]:
+    """The fragments spread anywhere in `selection_set` (not through them),
+    each once, in the order the text first spreads them."""
+    names: dict[str, None] = {}
     pending = [selection_set]
     while pending:
         for selection in pending.pop().selections:
             if isinstance(selection, FragmentSpreadNode):
-                names.add(selection.name.value)
+                names[selection.name.value] = None
             elif isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
                 pending.append(selection.selection_set)
-    return names
+    return list(names)
 
 
 def _operation_name(op: OperationDefinitionNode) -> str:
