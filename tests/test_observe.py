@@ -146,6 +146,22 @@ def test_a_message_a_library_logs_whole_is_cut() -> None:
         assert len(line) < 2_200 and line.endswith("(260018 characters, cut)"), line[-80:]
 
 
+def test_a_line_break_or_escape_a_client_sent_cannot_forge_a_text_line() -> None:
+    """The MCP SDK logs an unknown tool's name as sent: a line break in it
+    started a line of the client's choosing, and ANSI escapes reached the
+    operator's terminal raw."""
+    name = "nope\n2026-12-01T17:00:00.000Z ERROR waypost FORGED \x1b[31mred\x1b[0m\r\u2028x"
+    record = logging.LogRecord(
+        "mcp", logging.WARNING, __file__, 1, "Tool '%s' not listed", (name,), None
+    )
+    text = TextFormatter().format(record)
+    assert "\n" not in text and "\x1b" not in text and "\r" not in text and "\u2028" not in text
+    assert text.endswith("Tool 'nope\\n2026-12-01T17:00:00.000Z ERROR waypost FORGED"
+                         " \\x1b[31mred\\x1b[0m\\r\\u2028x' not listed")  # fmt: skip
+    # JSON lines escape them already: the message keeps the text as sent
+    assert json.loads(JsonFormatter().format(record))["message"] == f"Tool '{name}' not listed"
+
+
 def test_a_websocket_handshake_line_never_holds_its_query_string(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

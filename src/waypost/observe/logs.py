@@ -22,11 +22,28 @@ FIELDS = "waypost_fields"
 MESSAGE_MAX = 2000
 
 
+# Control characters a text line shows escaped (`\n`, `\x1b`, ...): a
+# library may log what a client sent (the MCP SDK, a tool name), and a line
+# break in it started a line of the client's choosing (a forged time, level
+# and logger), and an escape sequence reached the operator's terminal. C0,
+# DEL, C1 and the Unicode line and paragraph separators; a tab stays.
+_ESCAPED = {
+    c: ascii(chr(c))[1:-1]
+    for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
+    if c != 0x09
+}
+
+
 def message_of(record: logging.LogRecord) -> str:
     message = record.getMessage()
     if len(message) <= MESSAGE_MAX:
         return message
     return f"{message[:MESSAGE_MAX]}... ({len(message)} characters, cut)"
+
+
+def one_line(text: str) -> str:
+    """`text` with its control characters escaped: one line of a text log."""
+    return text.translate(_ESCAPED)
 
 
 def _time(record: logging.LogRecord) -> str:
@@ -58,6 +75,8 @@ class TextFormatter(logging.Formatter):
         fields = getattr(record, FIELDS, None)
         if fields:
             line += " " + " ".join(f"{k}={'-' if v is None else v}" for k, v in fields.items())
+        line = one_line(line)
+        # a fault's traceback follows on lines of its own (JSON keeps it in a field)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
