@@ -254,6 +254,43 @@ async def test_subscriptions_are_capped_per_token(
     assert got == set(ops) - {refused}
 
 
+async def test_sockets_are_capped_per_token_with_or_without_subscriptions(
+    service: Service, human: Caller, project: str
+) -> None:
+    """An acknowledged socket with no subscription was neither counted nor
+    ever closed: one token opened 20,000 and the process ran out of
+    descriptors. Sockets are capped per token as streams are (QUICK: 3)."""
+    agent = await service.agent()
+    async with running(service) as base, contextlib.AsyncExitStack() as held:
+        url = base.replace("http://", "ws://") + "/graphql"
+        first = contextlib.AsyncExitStack()
+        await first.enter_async_context(graphql_ws(base, human.token))
+        for _ in range(2):
+            await held.enter_async_context(graphql_ws(base, human.token))
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            init = {
+                "type": "connection_init",
+                "payload": {"Authorization": f"Bearer {human.token}"},
+            }
+            await ws.send(json.dumps(init))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        # another token is counted apart
+        async with graphql_ws(base, agent.token) as other:
+            op = await other.subscribe(EVENTS, {"after": 0})  # the project's events so far
+            assert (await other.receive())["id"] == op
+        # a socket that closes frees its place
+        await first.aclose()
+        for _ in range(50):
+            if service.rt.hub is not None and service.rt.hub.socket_count() == 2:
+                break
+            await asyncio.sleep(0.02)
+        async with graphql_ws(base, human.token) as again:
+            op = await again.subscribe(EVENTS, {"after": 0})
+            assert (await again.receive())["id"] == op
+
+
 async def test_unknown_records_and_limits_are_errors(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -15,7 +15,8 @@ Writes by other processes (the admin CLI, a second server on the same file)
 fire no commit hook here: a periodic re-read (`poll_seconds`) covers them.
 
 Resources are bounded: at most `per_token` open listeners per token and
-`total` in all (past that, `TooManyStreams`); the window per project holds at
+`total` in all (past that, `TooManyStreams`), and as many acknowledged
+GraphQL WebSockets (`open_socket`), with or without subscriptions; the window per project holds at
 most `window` events; a listener that had caught up and then falls more than
 the window behind the live tail is dropped (`SlowConsumer`) rather than
 buffered for; it can resume from its last sequence.
@@ -142,6 +143,7 @@ class Hub:
         self._windows: dict[str, _Window] = {}
         self._per_token: dict[str, int] = {}
         self._count = 0
+        self._sockets: dict[str, int] = {}  # acknowledged GraphQL WebSockets per token
         self._dirty = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._starting: asyncio.Future[None] | None = None
@@ -247,6 +249,35 @@ class Hub:
                 del self._per_token[token_id]
             if not window.listeners:
                 del self._windows[project_id]
+
+    def open_socket(self, token_id: str) -> None:
+        """Count one acknowledged GraphQL WebSocket of `token_id`; past
+        `per_token` for the token or `total` in all, `TooManyStreams`.
+
+        A socket holds a descriptor and some 80 KB however idle it is, and a
+        subscription-less one was never closed: one token opened 20,000 and
+        the process ran out of descriptors (both listeners stopped answering)."""
+        if self.socket_count() >= self.limits.total:
+            raise TooManyStreams(
+                f"at most {self.limits.total} GraphQL WebSockets may be open on this server",
+                {"limit": self.limits.total},
+            )
+        if self._sockets.get(token_id, 0) >= self.limits.per_token:
+            raise TooManyStreams(
+                f"at most {self.limits.per_token} GraphQL WebSockets may be open per token",
+                {"limit": self.limits.per_token},
+            )
+        self._sockets[token_id] = self._sockets.get(token_id, 0) + 1
+
+    def close_socket(self, token_id: str) -> None:
+        left = self._sockets.get(token_id, 0) - 1
+        if left > 0:
+            self._sockets[token_id] = left
+        else:
+            self._sockets.pop(token_id, None)
+
+    def socket_count(self) -> int:
+        return sum(self._sockets.values())
 
     def open_count(self, token_id: str | None = None) -> int:
         return self._count if token_id is None else self._per_token.get(token_id, 0)

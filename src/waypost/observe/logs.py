@@ -28,9 +28,7 @@ MESSAGE_MAX = 2000
 # and logger), and an escape sequence reached the operator's terminal. C0,
 # DEL, C1 and the Unicode line and paragraph separators; a tab stays.
 _ESCAPED = {
-    c: ascii(chr(c))[1:-1]
-    for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]
-    if c != 0x09
+    c: ascii(chr(c))[1:-1] for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029] if c != 0x09
 }
 
 

@@ -37,6 +37,7 @@ from waypost.clock import format_time
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.http.decoding import MESSAGE_MOST, clip
+from waypost.live import TooManyStreams, hub_for
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
@@ -111,6 +112,8 @@ _CLIENT_GONE: tuple[type[BaseException], ...] = (
 
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
+    # the token this socket is counted for (Hub.open_socket) once acknowledged
+    _counted: str | None = None
 
     async def send_message(self, message: Any) -> None:
         # parse and validation errors (the query limits among them) carry the
@@ -150,10 +153,27 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 self.connection_init_received = True
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
+            try:
+                hub_for(self.context.rt).open_socket(actor.token_id)
+            except TooManyStreams:
+                # 1008, "policy violation": the socket is refused, the token
+                # is good (4401 would tell the client to ask for another)
+                self.connection_init_received = True
+                await self.websocket.close(code=1008, reason="Too many sockets for this token")
+                return
+            self._counted = actor.token_id
             self.context.actor, self.context.token = actor, token
             note_principal(actor.principal_id)
             self._init_payload = message.get("payload")
         await super().handle_connection_init(message)
+
+    async def shutdown(self) -> None:
+        try:
+            await super().shutdown()
+        finally:
+            if self._counted is not None:
+                hub_for(self.context.rt).close_socket(self._counted)
+                self._counted = None
 
     async def handle_message(self, message: Message) -> None:
         if not isinstance(message, dict):
