@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import resource
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,9 @@ import uvicorn
 from websockets.asyncio.client import connect
 
 from tests.live_support import _Server, free_port
-from waypost.http.slow_clients import BODY_MOST, HEAD_MOST, with_request_deadline
+from waypost import serving
+from waypost.http.slow_clients import BODY_MOST, HEAD_MOST, ConnectionCap, with_request_deadline
+from waypost.settings import Settings
 
 DEADLINE = 0.3
 PARSERS = ["h11", "httptools"]
@@ -76,13 +80,17 @@ SERVERS: dict[int, uvicorn.Server] = {}  # by port, while listening
 
 
 @contextlib.asynccontextmanager
-async def listening(http: str, deadline: float = DEADLINE) -> AsyncIterator[int]:
+async def listening(
+    http: str, deadline: float = DEADLINE, cap: ConnectionCap | None = None
+) -> AsyncIterator[int]:
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, http=with_request_deadline(http, deadline),
+        app, host="127.0.0.1", port=port, http=with_request_deadline(http, deadline, cap),
         log_level="warning", lifespan="off",
     )  # fmt: skip
     server = _Server(config)
+    if cap is not None:
+        cap.servers = [server.server_state]
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)
@@ -396,3 +404,38 @@ async def test_a_stream_with_a_request_pipelined_behind_it_hears_its_client_leav
         assert b"tick" in await asyncio.wait_for(reader.readuntil(b"tick\n"), 10)
         writer.transport.abort()
         await asyncio.wait_for(ended.wait(), 5)
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_connections_past_the_cap_are_closed_at_once_and_the_rest_go_on(
+    http: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Idle connections (no byte sent) are bounded in time, not in number:
+    thousands took the process to its open-file limit, and then nothing
+    (database, log, listeners) had a descriptor left."""
+    cap = ConnectionCap(2)
+    async with listening(http, deadline=30, cap=cap) as port:
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(2)]
+        await asyncio.sleep(0.1)  # both accepted
+        # the third is closed as soon as it is accepted, before it sends anything
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await received(reader) == b""
+        await hang_up(writer)
+        assert "new connections are closed" in caplog.text
+        # one idle connection ends: a request gets through again
+        await hang_up(idle.pop()[1])
+        await asyncio.sleep(0.1)
+        answer = await exchange(port, b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                                      b"Connection: close\r\n\r\nhi")  # fmt: skip
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"echo:hi")
+        for _, writer in idle:
+            await hang_up(writer)
+
+
+def test_the_default_cap_is_the_raised_open_file_limit_less_a_reserve(tmp_path: Path) -> None:
+    cap = serving.connection_cap(Settings(db_path=tmp_path / "w.db"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    assert soft == hard or hard == resource.RLIM_INFINITY  # raised as far as allowed
+    assert cap.most == max(16, soft - serving.RESERVED_FILES)
+    chosen = serving.connection_cap(Settings(db_path=tmp_path / "w.db", max_connections=7))
+    assert chosen.most == 7

@@ -111,6 +111,10 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               help="Seconds a client has to send a whole request (line, headers, body)"
                    " once its connection opens or its last response ends; else it is"
                    " closed.")  # fmt: skip
+@click.option("--max-connections", default=None, type=click.IntRange(1, None),
+              help="Connections both listeners hold open at once; past it a new"
+                   " connection is closed at once. Default: the open-file limit"
+                   " (raised to its hard limit at start) less 128.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a full-text search (a context packet's, a list's q"
@@ -138,6 +142,7 @@ def serve(
     k8s_token_file: Path | None = None,
     lifecycle_webhook: str | None = None,
     request_read_timeout: float = 30.0,
+    max_connections: int | None = None,
     search_time_limit_ms: int = 1000,
     graphql_max_objects: int = 50_000,
     log_format: str = "text",
@@ -202,6 +207,7 @@ def serve(
             webhook=lifecycle_webhook,
         ),
         request_read_timeout=request_read_timeout,
+        max_connections=max_connections,
         search_time_limit_ms=search_time_limit_ms,
         graphql_max_objects=graphql_max_objects,
         log_format=log_format,

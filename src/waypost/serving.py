@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import resource
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -19,7 +20,7 @@ from typing import Any
 import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 
-from waypost.http.slow_clients import with_request_deadline
+from waypost.http.slow_clients import ConnectionCap, with_request_deadline
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
@@ -29,6 +30,33 @@ LIFESPAN_SHUTDOWN_SECONDS = 5
 # A request allocates some thousands of container objects that die young;
 # collected every 700 allocations, they were found and walked again and again.
 GC_YOUNG_THRESHOLD = 10_000
+
+
+# Descriptors kept out of the connection cap's default: the database's
+# connections (each with its -wal and -shm), the listening sockets, the
+# event loop's own, standard streams, outbound HTTP (reranker, webhook,
+# TokenReview), and room to spare.
+RESERVED_FILES = 128
+
+
+def open_file_limit() -> int:
+    """The process's open-file limit, its soft value first raised to the
+    hard one (Go's runtime does the same at start): the usual soft 1,024
+    left `serve` some 900 connections on hosts that allow far more."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+        with contextlib.suppress(ValueError, OSError):  # a hard limit past the kernel's
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+    return soft
+
+
+def connection_cap(settings: Settings) -> ConnectionCap:
+    limit = open_file_limit()
+    if settings.max_connections is not None:
+        return ConnectionCap(settings.max_connections)
+    most = 1_000_000 if limit == resource.RLIM_INFINITY else max(16, limit - RESERVED_FILES)
+    return ConnectionCap(most)
 
 
 @contextlib.contextmanager
@@ -177,12 +205,14 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
 
     async with open_runtime(settings) as rt:
         await start_delivery(rt, settings.lifecycle)
-        protocol = with_request_deadline(http, settings.request_read_timeout)
+        cap = connection_cap(settings)
+        protocol = with_request_deadline(http, settings.request_read_timeout, cap)
         servers = [_Server(_config(create_app(rt), settings.host, settings.port, protocol))]
         if settings.lifecycle_port:
             lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
             port = settings.lifecycle_port
             servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, protocol)))
+        cap.servers = [server.server_state for server in servers]
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:

@@ -106,6 +106,9 @@ class Settings:
     # How long a client may take to send a whole request once its connection
     # opens or its previous response ends (http/slow_clients.py).
     request_read_timeout: float = 30.0
+    # Connections both listeners hold open at once, at most (http/slow_clients.py);
+    # None: the process's open-file limit less `serving.RESERVED_FILES`.
+    max_connections: int | None = None
     # How long a context packet's full-text search may run (docs/context.md).
     search_time_limit_ms: int = 1000
     # Objects (and object fields) one GraphQL query's result may count

@@ -38,6 +38,14 @@ these additions:
   (it held the connection, and a graceful stop of `serve`, for as long as it
   liked). A slow link is no stall: any progress counts.
 
+- **A bound on open connections** (`ConnectionCap`, both listeners
+  together): past it, a connection is closed as soon as it is accepted. The
+  deadlines bound how long each connection lives, not how many there are:
+  plain TCP connections that never send a byte took the process to its
+  open-file limit in 18 seconds, and then the database, the log and both
+  listeners had no descriptor left (`/healthz` failed for 30 seconds after
+  each burst). At the cap, `serve` refuses connections but keeps working.
+
 Nothing here cuts a response in progress: a bound reached by a request
 pipelined behind one stops reading until that response is complete. And
 when the client leaves, that response hears it too (uvicorn tells only the
@@ -50,6 +58,9 @@ version; tests/test_slow_clients.py runs them on both parsers.
 from __future__ import annotations
 
 import asyncio
+import logging
+import math
+import time
 from typing import Any
 
 from uvicorn.config import HTTP_PROTOCOLS
@@ -67,6 +78,37 @@ _HEAD_TOO_LARGE = (
     b"content-type: text/plain; charset=utf-8\r\n"
     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_HEAD_MESSAGE), _HEAD_MESSAGE)
 )
+
+
+log = logging.getLogger("waypost")
+# At most one warning a minute while connections are refused at the cap.
+CAP_WARNING_SECONDS = 60.0
+
+
+class ConnectionCap:
+    """The connections `serve`'s listeners may hold open at once, together
+    (plain HTTP, streams and WebSockets alike)."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        # uvicorn's ServerState of each listener (`connections` is its set of
+        # open connections, WebSockets included), added once they exist
+        self.servers: list[Any] = []
+        self._warned_at = -math.inf
+
+    def full(self) -> bool:
+        """Past the cap, the connection just accepted counted."""
+        return sum(len(server.connections) for server in self.servers) > self.most
+
+    def refused(self) -> None:
+        now = time.monotonic()
+        if now - self._warned_at >= CAP_WARNING_SECONDS:
+            self._warned_at = now
+            log.warning(
+                "%d connections are open, the most `serve` holds (--max-connections):"
+                " new connections are closed until some end",
+                self.most,
+            )
 
 
 def _refusal(status: int, message: bytes) -> Any:
@@ -112,10 +154,13 @@ def _has_body(headers: Any) -> bool:
     return False
 
 
-def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
+def with_request_deadline(
+    http: str, seconds: float, cap: ConnectionCap | None = None
+) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol named `http` (auto|httptools|h11) with the
     bounds above: `seconds` for a request to arrive and for a client to
-    take its answer; under httptools, `HEAD_MOST` and `BODY_MOST`."""
+    take its answer; under httptools, `HEAD_MOST` and `BODY_MOST`; `cap`
+    for the connections open at once."""
     base = import_from_string(HTTP_PROTOCOLS[http])
     counts_bytes = hasattr(base, "on_headers_complete")  # httptools' parser callbacks
 
@@ -133,6 +178,10 @@ def with_request_deadline(http: str, seconds: float) -> type[asyncio.Protocol]:
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            if cap is not None and cap.full():
+                cap.refused()
+                transport.abort()  # its descriptor is free at once; nothing was read
+                return
             self._watch()
 
         def data_received(self, data: bytes) -> None:
