@@ -376,3 +376,34 @@ def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
         proc.stderr.close()
     assert code == 128 + signal.SIGTERM
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+def test_a_file_of_an_earlier_build_is_checked_with_its_migrations_applied_to_a_copy(
+    tmp_path: Path,
+) -> None:
+    """Checking a backup of the build before an upgrade: the checks read
+    today's schema, and on a file without migrations 0010-0019 verify ended
+    `verify_failed: no such table: lifecycle_events`. The file itself is
+    left as it was: `serve` migrates it when it starts."""
+    from waypost.storage.migrate import available
+
+    db = tmp_path / "before-upgrade.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute(
+        "CREATE TABLE schema_migrations ("
+        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    early = [m for m in available() if m.name < "0010"]
+    for migration in early:
+        conn.executescript(migration.sql)
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, '2026-11-30T07:00:00.000Z')",
+            (migration.name, migration.checksum),
+        )
+    conn.close()
+    before = db.read_bytes()
+    code, report = verify_cli(db)
+    assert code == 0 and report["ok"] is True, report
+    later = len(available()) - len(early)
+    assert report["checked_a_copy"].startswith(f"{later} migrations are not applied yet ("), report
+    assert db.read_bytes() == before

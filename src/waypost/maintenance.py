@@ -27,7 +27,7 @@ from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
 from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
-from waypost.storage.migrate import available, recorded, refusals
+from waypost.storage.migrate import available, migrate, recorded, refusals
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -336,23 +336,61 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
 def verify(path: Path) -> dict[str, Any]:
     """Every check's result; `ok` only when all pass. Changes nothing.
 
-    FTS5's integrity-check is a write statement (rolled back), so a database
-    this process may not write (a backup on read-only media) is checked
-    through a private copy made with the backup API; the report says so."""
+    Two cases are checked through a private copy made with the backup API,
+    and the report says why. A database this process may not write (a backup
+    on read-only media): FTS5's integrity-check is a write statement (rolled
+    back). A file of an earlier build, with migrations not applied yet: the
+    checks read today's schema, so they run on the copy once the migrations
+    are applied to it, as `serve` would apply them at start (on the file
+    itself they failed with "no such column", and a sound backup of the
+    build before an upgrade was reported `verify_failed`)."""
     if not present(path):
         raise BackupError("not_found", f"no database at {path}")
-    if _writable(path):
+    pending = _pending_migrations(path)
+    writable = _writable(path)
+    if writable and not pending:
         return _verify(path)
+    reasons = [] if writable else ["the database is read-only"]
+    if pending:
+        reasons.append(
+            f"{len(pending)} migrations are not applied yet ({', '.join(pending)}):"
+            " checked with them applied, as serve applies them at start"
+        )
     with tempfile.TemporaryDirectory(prefix="waypost-verify-") as scratch:
         copy = Path(scratch) / "copy.db"
         src = open_read_only(path)
-        dst = sqlite3.connect(copy)
+        dst = sqlite3.connect(copy, isolation_level=None)
         try:
             src.backup(dst, pages=-1)
+            if pending:
+                migrate(dst)
         finally:
             src.close()
             dst.close()
-        return {**_verify(copy), "checked_a_copy": "the database is read-only"}
+        return {**_verify(copy), "checked_a_copy": "; ".join(reasons)}
+
+
+def _pending_migrations(path: Path) -> list[str]:
+    """The migrations this build would apply to the Waypost file at `path`
+    (none when it records one this build does not know, or an edited one:
+    the migrations check reports that; nor for a file that cannot be read)."""
+    try:
+        conn = open_read_only(path)
+    except sqlite3.Error:
+        return []
+    try:
+        if _kind(conn) != "waypost":
+            return []
+        applied, known = recorded(conn), available()
+        if refusals(applied, known):
+            return []
+        return [m.name for m in known if m.name not in applied]
+    except sqlite3.OperationalError:
+        raise  # busy, locked, I/O: not a finding about the file (verify_failed)
+    except sqlite3.DatabaseError:
+        return []  # damaged: the checks run on it as it is and report what fails
+    finally:
+        conn.close()
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
