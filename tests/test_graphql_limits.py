@@ -14,7 +14,7 @@ from graphql import parse, specified_rules
 
 from tests.conftest import Caller, Service
 from waypost.schema import schema
-from waypost.schema.limits import MAX_TOKENS, check_limits, fragment_uses
+from waypost.schema.limits import MAX_TOKENS, FragmentCycle, check_limits, fragment_uses
 
 
 def fragment_chain(levels: int, aliased: bool = False) -> str:
@@ -269,9 +269,9 @@ def operations_sharing_fragments(operations: int, fragments: int) -> str:
 def test_fragment_uses_count_each_operations_reach_once() -> None:
     # F and the 24 fragments it spreads, for each of 40 operations
     assert fragment_uses(parse(operations_sharing_fragments(40, 24))) == 40 * 25
-    # a fragment reached twice by one operation counts once; a cycle ends
+    # a fragment reached twice by one operation counts once
     query = """query A { ...X ...Y } fragment X on Query { ...Y ...Z }
-        fragment Y on Query { ...Z ...X } fragment Z on Query { me { name } }"""
+        fragment Y on Query { ...Z } fragment Z on Query { me { name } }"""
     assert fragment_uses(parse(query)) == 3
     # B is met inside P before A is finished: its own reach still holds C
     query = """query One { ...P } query Two { ...B } fragment P on Query { ...A ...B }
@@ -295,3 +295,27 @@ async def test_operations_times_fragments_are_bounded_before_validation(human: C
     r = await human.client.post("/graphql", headers=human.headers(),
                                 json={"query": query, "operationName": "Q7"})  # fmt: skip
     assert r.json() == {"data": {"me": {"name": "alice"}}}
+
+
+async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(
+    human: Caller,
+) -> None:
+    """A fragment on a cycle has no reach one pass can count: 300 operations
+    spreading B, where A spreads B and 200 others and B spreads A, counted
+    600 and took the other rules 150 ms. A cycle is invalid anyway."""
+    defs = " ".join(f"fragment G{j} on Query {{ me {{ name }} }}" for j in range(200))
+    spreads = " ".join(f"...G{j}" for j in range(200))
+    ops = " ".join(f"query Q{i} {{ ...B }}" for i in range(300))
+    query = f"{ops} fragment A on Query {{ ...B {spreads} }} fragment B on Query {{ ...A }} {defs}"
+    with pytest.raises(FragmentCycle):
+        fragment_uses(parse(query, max_tokens=MAX_TOKENS))
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": query, "operationName": "Q0"})  # fmt: skip
+    data = r.json()
+    assert data["data"] is None and codes(data) == ["invalid_request"]
+    assert "within itself" in data["errors"][0]["message"]
+    # a fragment spreading itself directly, and a cycle no operation reaches
+    for text in ("query Q { me { name } } fragment S on Query { ...S }",
+                 "query Q { ...S } fragment S on Query { me { name } ...S }"):  # fmt: skip
+        with pytest.raises(FragmentCycle):
+            fragment_uses(parse(text))

@@ -81,6 +81,14 @@ overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = COMPLEXITY_BUDGET
 MAX_FRAGMENT_USES = 1000
 
 
+class FragmentCycle(Exception):
+    """A fragment spreads itself, directly or through other fragments."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
 class _TooDeep(Exception):
     """The document nests past MAX_NESTING (raised out of the recursion)."""
 
@@ -194,8 +202,11 @@ def fragment_uses(document: DocumentNode) -> int:
     """The number of fragments each operation reaches, summed over the operations.
 
     Linear in the document: each fragment's reach is a bit set computed once
-    (the union of the fragments it spreads and theirs); a cycle adds nothing
-    (graphql-core refuses it by name)."""
+    (the union of the fragments it spreads and theirs). A fragment that
+    spreads itself, directly or through others, raises `FragmentCycle`: the
+    document is invalid, and the reach of a fragment on a cycle is not what
+    one pass finds (300 operations spreading a cycle that reaches 200
+    fragments counted 600 and took graphql-core's other rules 150 ms)."""
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
@@ -207,13 +218,15 @@ def fragment_uses(document: DocumentNode) -> int:
             continue
         # depth first, one child at a time and without recursion (a chain may
         # be as long as the text allows): a fragment entered but not finished
-        # is on the current path, so meeting it again is a cycle
+        # is on the current path, so meeting it again closes a cycle
         entered = {start}
         stack = [(start, iter(spreads[start]))]
         while stack:
             name, children = stack[-1]
             for child in children:
-                if child in fragments and child not in reach and child not in entered:
+                if child in fragments and child not in reach:
+                    if child in entered:  # entered, not finished: on the path
+                        raise FragmentCycle(child)
                     entered.add(child)
                     stack.append((child, iter(spreads[child])))
                     break
@@ -263,7 +276,14 @@ def check_limits(
 
     Time linear in the document: each fragment's figures are computed once.
     """
-    uses = fragment_uses(document)
+    try:
+        uses = fragment_uses(document)
+    except FragmentCycle as cycle:
+        # graphql-core's NoFragmentCycles refuses it too, but only after its
+        # other rules have walked the cycle for every operation
+        return [
+            GraphQLError(f"Cannot spread fragment '{cycle.name}' within itself (a fragment cycle).")
+        ]
     if uses > MAX_FRAGMENT_USES:
         msg = (
             f"the document's operations reach {uses:,} fragments in all (each operation"
