@@ -158,8 +158,15 @@ def test_a_line_break_or_escape_a_client_sent_cannot_forge_a_text_line() -> None
     assert "\n" not in text and "\x1b" not in text and "\r" not in text and "\u2028" not in text
     assert text.endswith("Tool 'nope\\n2026-12-01T17:00:00.000Z ERROR waypost FORGED"
                          " \\x1b[31mred\\x1b[0m\\r\\u2028x' not listed")  # fmt: skip
-    # JSON lines escape them already: the message keeps the text as sent
-    assert json.loads(JsonFormatter().format(record))["message"] == f"Tool '{name}' not listed"
+    # a JSON line escapes them (json.dumps left DEL, C1 and U+2028 raw) and
+    # its message reads back as sent
+    name += "\x7f\x9b[2J"
+    record = logging.LogRecord(
+        "mcp", logging.WARNING, __file__, 1, "Tool '%s' not listed", (name,), None
+    )
+    line = JsonFormatter().format(record)
+    assert line.isprintable() and "\\u009b" in line and "\\u2028" in line
+    assert json.loads(line)["message"] == f"Tool '{name}' not listed"
 
 
 def test_a_websocket_handshake_line_never_holds_its_query_string(

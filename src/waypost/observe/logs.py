@@ -32,6 +32,12 @@ _ESCAPED = {
 }
 
 
+# What `json.dumps(ensure_ascii=False)` leaves raw though a terminal or a
+# line-oriented reader takes it as control: DEL, C1 (0x9B is an 8-bit CSI)
+# and the Unicode line and paragraph separators. C0 it escapes itself.
+_JSON_ESCAPED = {c: f"\\u{c:04x}" for c in [*range(0x7F, 0xA0), 0x2028, 0x2029]}
+
+
 def message_of(record: logging.LogRecord) -> str:
     message = record.getMessage()
     if len(message) <= MESSAGE_MAX:
@@ -62,7 +68,7 @@ class JsonFormatter(logging.Formatter):
         data.update(getattr(record, FIELDS, None) or {})
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return json.dumps(data, ensure_ascii=False, default=str).translate(_JSON_ESCAPED)
 
 
 class TextFormatter(logging.Formatter):

@@ -111,16 +111,18 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
     slot = slot_of(actor, idem)
     if slot in rt.inflight:
         raise IdempotencyInFlight("a request with this idempotency key is still running")
-    # A retry is answered from its receipt by a point read on the event loop,
-    # without queueing behind the writer (or waiting out another process's
-    # lock): a receipt is visible only once the COMMIT that holds it is
-    # durable, and it never changes. A key with no receipt goes to the writer,
-    # which looks again and decides.
-    earlier = await rt.db.read_point(lambda conn: _replay(conn, actor, idem))
-    if earlier is not None:
-        return earlier
+    # Held from here: the read below may wait (a busy file), and a second
+    # request with the key meanwhile is in flight, not a replay of nothing yet.
     rt.inflight.add(slot)
     try:
+        # A retry is answered from its receipt by a point read on the event
+        # loop, without queueing behind the writer (or waiting out another
+        # process's lock): a receipt is visible only once the COMMIT that holds
+        # it is durable, and it never changes. A key with no receipt goes to
+        # the writer, which looks again and decides.
+        earlier = await rt.db.read_point(lambda conn: _replay(conn, actor, idem))
+        if earlier is not None:
+            return earlier
         return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
     finally:
         rt.inflight.discard(slot)
