@@ -282,10 +282,11 @@ async def test_sockets_are_capped_per_token_with_or_without_subscriptions(
             assert (await other.receive())["id"] == op
         # a socket that closes frees its place
         await first.aclose()
-        for _ in range(50):
+        for _ in range(500):
             if service.rt.hub is not None and service.rt.hub.socket_count() == 2:
                 break
             await asyncio.sleep(0.02)
+        assert service.rt.hub is not None and service.rt.hub.socket_count() == 2
         async with graphql_ws(base, human.token) as again:
             op = await again.subscribe(EVENTS, {"after": 0})
             assert (await again.receive())["id"] == op
@@ -412,6 +413,27 @@ async def test_a_token_revoked_while_its_socket_is_open_runs_nothing_more(
         with pytest.raises(ConnectionClosed) as closed:
             await client.receive()
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+async def test_an_idle_socket_is_closed_once_its_token_is_revoked(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A socket with no subscription ran nothing that re-checked its token:
+    revoked, it stayed open and counted against the socket caps for ever."""
+    other = await service.principal("human", "bob")
+    async with running(service) as base, graphql_ws(base, other.token) as client:
+        assert service.rt.hub is not None and service.rt.hub.socket_count() == 1
+        actor = await service.rt.db.read(lambda c: principals.authenticate(c, other.token, "api"))
+        at = format_time(service.clock.now())
+        await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        with pytest.raises(ConnectionClosed) as closed:
+            await client.receive(timeout=5)  # QUICK re-checks every 0.3 s
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        for _ in range(100):
+            if service.rt.hub.socket_count() == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert service.rt.hub.socket_count() == 0
 
 
 DEEP: Any = 1

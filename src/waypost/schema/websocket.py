@@ -17,6 +17,8 @@ syntax error answers an `error` message for that operation id.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -114,6 +116,8 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
     # the token this socket is counted for (Hub.open_socket) once acknowledged
     _counted: str | None = None
+    # re-checks that token while the socket is open (`_watch_token`)
+    _token_watch: asyncio.Task[None] | None = None
 
     async def send_message(self, message: Any) -> None:
         # parse and validation errors (the query limits among them) carry the
@@ -153,19 +157,38 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 self.connection_init_received = True
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
+            hub = hub_for(self.context.rt)
             try:
-                hub_for(self.context.rt).open_socket(actor.token_id)
-            except TooManyStreams:
+                hub.open_socket(actor.token_id)
+            except TooManyStreams as full:
                 # 1008, "policy violation": the socket is refused, the token
                 # is good (4401 would tell the client to ask for another)
                 self.connection_init_received = True
-                await self.websocket.close(code=1008, reason="Too many sockets for this token")
+                await self.websocket.close(code=1008, reason=full.message)
                 return
             self._counted = actor.token_id
             self.context.actor, self.context.token = actor, token
             note_principal(actor.principal_id)
             self._init_payload = message.get("payload")
+            self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
         await super().handle_connection_init(message)
+
+    async def _watch_token(self, seconds: float) -> None:
+        """Close the socket once its token is revoked (or its session ends),
+        checked as often as streams check theirs. A socket with no
+        subscription ran nothing that would notice, so it stayed open and
+        counted against the caps for ever."""
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                await authenticate(self.context.rt, self._init_payload)
+            except Unavailable:
+                continue  # the store, not the caller: look again next time
+            except WaypostError:
+                # the client may be leaving at the same moment: nothing to tell it then
+                with contextlib.suppress(*_CLIENT_GONE, RuntimeError):
+                    await self.websocket.close(code=4401, reason="Unauthorized")
+                return
 
     async def shutdown(self) -> None:
         try:
@@ -174,6 +197,11 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             if self._counted is not None:
                 hub_for(self.context.rt).close_socket(self._counted)
                 self._counted = None
+            watch, self._token_watch = self._token_watch, None
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
 
     async def handle_message(self, message: Message) -> None:
         if not isinstance(message, dict):
