@@ -5,6 +5,7 @@ run exactly as printed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import queue
@@ -395,6 +396,45 @@ def test_both_listeners_close_a_client_that_never_finishes_its_request(tmp_path:
     assert status == 0
     logged = srv.logged()
     assert not any("ERROR" in line or "Traceback" in line for line in logged), logged
+
+
+def test_a_full_public_listener_refuses_connections_and_the_lifecycle_one_goes_on(
+    tmp_path: Path,
+) -> None:
+    """`--max-connections`: idle connections no longer take the process to its
+    open-file limit; past the public cap a connection is closed at once, and
+    the lifecycle listener, with a cap of its own, still answers."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    lifecycle_port = free_port()
+    srv = start(tmp_path / "waypost.db", clock, lifecycle_port, "--max-connections", "3")
+    try:
+        srv.wait_for(rf"listening on http://127.0.0.1:{lifecycle_port} \(lifecycle\)")
+        public_port = int(srv.url.rsplit(":", 1)[1])
+        idle = [socket.create_connection(("127.0.0.1", public_port)) for _ in range(3)]
+        try:
+            time.sleep(0.3)  # all three accepted
+            # closed at once, unanswered: an orderly close or a reset
+            with (
+                socket.create_connection(("127.0.0.1", public_port)) as refused,
+                contextlib.suppress(ConnectionResetError, BrokenPipeError),
+            ):
+                refused.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert received_until_closed(refused) == b""
+            r = httpx.get(f"http://127.0.0.1:{lifecycle_port}/v1/anything")
+            assert r.status_code == 401  # answered: its own cap is far from full
+        finally:
+            for sock in idle:
+                sock.close()
+        for _ in range(50):  # the places come back as the idle ones close
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{srv.url}/healthz").status_code == 200:
+                    break
+            time.sleep(0.1)
+        assert httpx.get(f"{srv.url}/healthz").status_code == 200
+        srv.wait_for(r"WARNING waypost 3 connections are open on a listener")
+    finally:
+        assert srv.stop() == 0
 
 
 def test_sixteen_writers_and_ten_kills_lose_no_acknowledged_write(tmp_path: Path) -> None:

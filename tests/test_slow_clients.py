@@ -90,7 +90,7 @@ async def listening(
     )  # fmt: skip
     server = _Server(config)
     if cap is not None:
-        cap.servers = [server.server_state]
+        cap.server = server.server_state
     task = asyncio.create_task(server.serve())
     while not server.started:
         await asyncio.sleep(0.01)
@@ -432,10 +432,18 @@ async def test_connections_past_the_cap_are_closed_at_once_and_the_rest_go_on(
             await hang_up(writer)
 
 
-def test_the_default_cap_is_the_raised_open_file_limit_less_a_reserve(tmp_path: Path) -> None:
-    cap = serving.connection_cap(Settings(db_path=tmp_path / "w.db"))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    assert soft == hard or hard == resource.RLIM_INFINITY  # raised as far as allowed
-    assert cap.most == max(16, soft - serving.RESERVED_FILES)
-    chosen = serving.connection_cap(Settings(db_path=tmp_path / "w.db", max_connections=7))
-    assert chosen.most == 7
+def test_the_default_caps_leave_room_and_the_lifecycle_listener_its_own(tmp_path: Path) -> None:
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        public, lifecycle = serving.connection_caps(Settings(db_path=tmp_path / "w.db"))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        assert soft >= before[0]  # raised when allowed, never lowered
+        assert lifecycle.most == serving.LIFECYCLE_CONNECTIONS
+        # the reserve and the lifecycle listener's share stay out of the public cap
+        assert 16 <= public.most <= serving.PUBLIC_CONNECTIONS_MOST
+        if soft != resource.RLIM_INFINITY and soft > 16 + 128 + 256:
+            assert public.most + lifecycle.most + serving.RESERVED_FILES <= soft
+        chosen, _ = serving.connection_caps(Settings(db_path=tmp_path / "w.db", max_connections=7))
+        assert chosen.most == 7
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)

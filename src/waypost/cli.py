@@ -112,9 +112,10 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
                    " once its connection opens or its last response ends; else it is"
                    " closed.")  # fmt: skip
 @click.option("--max-connections", default=None, type=click.IntRange(1, None),
-              help="Connections both listeners hold open at once; past it a new"
-                   " connection is closed at once. Default: the open-file limit"
-                   " (raised to its hard limit at start) less 128.")  # fmt: skip
+              help="Connections the public listener holds open at once; past it a"
+                   " new connection is closed at once (the lifecycle listener holds 256"
+                   " of its own). Default: the open-file limit (raised to its hard"
+                   " limit at start) less 384, at most 10,000.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a full-text search (a context packet's, a list's q"

@@ -32,11 +32,21 @@ LIFESPAN_SHUTDOWN_SECONDS = 5
 GC_YOUNG_THRESHOLD = 10_000
 
 
-# Descriptors kept out of the connection cap's default: the database's
+# Descriptors kept out of the connection caps' default: the database's
 # connections (each with its -wal and -shm), the listening sockets, the
 # event loop's own, standard streams, outbound HTTP (reranker, webhook,
 # TokenReview), and room to spare.
 RESERVED_FILES = 128
+# The lifecycle listener's own cap: a private adapter's few callers, kept
+# apart so that a flood of the public port never locks it out (nor the
+# public listener's /healthz out of its own share).
+LIFECYCLE_CONNECTIONS = 256
+# The public listener's default cap at most, whatever the open-file limit
+# (a container's hard limit of 1,048,576 would leave memory as the bound:
+# event streams and WebSockets are capped at 1,000 anyway).
+PUBLIC_CONNECTIONS_MOST = 10_000
+# The soft limit asked for where the hard one is unlimited (macOS).
+UNLIMITED_TARGET = 65_536
 
 
 def open_file_limit() -> int:
@@ -44,19 +54,25 @@ def open_file_limit() -> int:
     hard one (Go's runtime does the same at start): the usual soft 1,024
     left `serve` some 900 connections on hosts that allow far more."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
-        with contextlib.suppress(ValueError, OSError):  # a hard limit past the kernel's
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
+    target = UNLIMITED_TARGET if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):  # a limit past the kernel's
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
     return soft
 
 
-def connection_cap(settings: Settings) -> ConnectionCap:
+def connection_caps(settings: Settings) -> tuple[ConnectionCap, ConnectionCap]:
+    """(public, lifecycle): each listener holds its own connections."""
     limit = open_file_limit()
     if settings.max_connections is not None:
-        return ConnectionCap(settings.max_connections)
-    most = 1_000_000 if limit == resource.RLIM_INFINITY else max(16, limit - RESERVED_FILES)
-    return ConnectionCap(most)
+        public = settings.max_connections
+    elif limit == resource.RLIM_INFINITY:
+        public = PUBLIC_CONNECTIONS_MOST
+    else:
+        spare = limit - RESERVED_FILES - LIFECYCLE_CONNECTIONS
+        public = max(16, min(PUBLIC_CONNECTIONS_MOST, spare))
+    return ConnectionCap(public), ConnectionCap(LIFECYCLE_CONNECTIONS)
 
 
 @contextlib.contextmanager
@@ -205,14 +221,17 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
 
     async with open_runtime(settings) as rt:
         await start_delivery(rt, settings.lifecycle)
-        cap = connection_cap(settings)
-        protocol = with_request_deadline(http, settings.request_read_timeout, cap)
-        servers = [_Server(_config(create_app(rt), settings.host, settings.port, protocol))]
+        caps = connection_caps(settings)
+        deadline = settings.request_read_timeout
+        public = with_request_deadline(http, deadline, caps[0])
+        servers = [_Server(_config(create_app(rt), settings.host, settings.port, public))]
         if settings.lifecycle_port:
             lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
+            private = with_request_deadline(http, deadline, caps[1])
             port = settings.lifecycle_port
-            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, protocol)))
-        cap.servers = [server.server_state for server in servers]
+            servers.append(_Server(_config(lifecycle, settings.lifecycle_host, port, private)))
+        for cap, server in zip(caps, servers, strict=False):
+            cap.server = server.server_state
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:

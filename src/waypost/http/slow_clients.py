@@ -38,13 +38,14 @@ these additions:
   (it held the connection, and a graceful stop of `serve`, for as long as it
   liked). A slow link is no stall: any progress counts.
 
-- **A bound on open connections** (`ConnectionCap`, both listeners
-  together): past it, a connection is closed as soon as it is accepted. The
+- **A bound on open connections** (`ConnectionCap`, one per listener):
+  past it, a connection is closed as soon as it is accepted. The
   deadlines bound how long each connection lives, not how many there are:
   plain TCP connections that never send a byte took the process to its
   open-file limit in 18 seconds, and then the database, the log and both
   listeners had no descriptor left (`/healthz` failed for 30 seconds after
-  each burst). At the cap, `serve` refuses connections but keeps working.
+  each burst). At its cap a listener refuses connections; the other
+  listener, the database and the log go on.
 
 Nothing here cuts a response in progress: a bound reached by a request
 pipelined behind one stops reading until that response is complete. And
@@ -86,27 +87,28 @@ CAP_WARNING_SECONDS = 60.0
 
 
 class ConnectionCap:
-    """The connections `serve`'s listeners may hold open at once, together
-    (plain HTTP, streams and WebSockets alike)."""
+    """The connections one listener may hold open at once (plain HTTP,
+    streams and WebSockets alike)."""
 
     def __init__(self, most: int) -> None:
         self.most = most
-        # uvicorn's ServerState of each listener (`connections` is its set of
-        # open connections, WebSockets included), added once they exist
-        self.servers: list[Any] = []
+        # the listener's uvicorn ServerState, set once it exists: its
+        # `connections` is the set of open connections, WebSockets included
+        self.server: Any = None
         self._warned_at = -math.inf
 
     def full(self) -> bool:
         """Past the cap, the connection just accepted counted."""
-        return sum(len(server.connections) for server in self.servers) > self.most
+        return self.server is not None and len(self.server.connections) > self.most
 
     def refused(self) -> None:
         now = time.monotonic()
         if now - self._warned_at >= CAP_WARNING_SECONDS:
             self._warned_at = now
             log.warning(
-                "%d connections are open, the most `serve` holds (--max-connections):"
-                " new connections are closed until some end",
+                "%d connections are open on a listener, the most it holds"
+                " (--max-connections for the public one): new connections are closed"
+                " until some end",
                 self.most,
             )
 
