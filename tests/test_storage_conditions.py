@@ -200,3 +200,41 @@ def test_a_transaction_sqlite_already_ended_is_not_rolled_back_again(tmp_path: P
     rollback_if_open(conn)
     assert not conn.in_transaction and conn.execute("SELECT count(*) FROM t").fetchone()[0] == 0
     conn.close()
+
+
+def test_a_damaged_file_of_an_earlier_build_gets_a_report(tmp_path: Path) -> None:
+    """Verify applies an earlier build's pending migrations to a copy; one
+    that met a broken page ended in `verify_failed` with no report."""
+    from waypost.storage.migrate import available
+
+    db = tmp_path / "old.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute(
+        "CREATE TABLE schema_migrations ("
+        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    early = [m for m in available() if m.name < "0010"]
+    for migration in early:
+        conn.executescript(migration.sql)
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, '2026-11-30T07:00:00.000Z')",
+            (migration.name, migration.checksum),
+        )
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'tokens'").fetchone()[0]
+    conn.close()
+    data = bytearray(db.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + 64] = b"\xff" * 64  # migration 0013 rebuilds `tokens`: it meets this
+    db.write_bytes(bytes(data))
+
+    result = run("admin", "verify", "--db", str(db))
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    checks = report["checks"]
+    assert "could not be applied to a copy" in checks["migrations"]["shown"][0], report
+    assert checks["integrity"]["ok"] is False
+    assert checks["history"]["shown"][0].startswith("not run: the migrations could not"), report
+    pending = len(available()) - len(early)
+    assert report["checked_a_copy"].startswith(f"{pending} migrations are not applied yet"), report

@@ -27,7 +27,7 @@ from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
 from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
-from waypost.storage.migrate import available, migrate, recorded, refusals
+from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -360,14 +360,21 @@ def verify(path: Path) -> dict[str, Any]:
         copy = Path(scratch) / "copy.db"
         src = open_read_only(path)
         dst = sqlite3.connect(copy, isolation_level=None)
+        unmigrated = None
         try:
             src.backup(dst, pages=-1)
             if pending:
                 migrate(dst)
+        except sqlite3.OperationalError:
+            raise  # busy, locked, I/O: not a finding about the file (verify_failed)
+        except (sqlite3.DatabaseError, MigrationError) as exc:
+            # a damaged file: the migration that met the damage is rolled
+            # back, and the checks that need today's schema cannot run
+            unmigrated = f"the migrations could not be applied to a copy: {exc}"
         finally:
             src.close()
             dst.close()
-        return {**_verify(copy), "checked_a_copy": "; ".join(reasons)}
+        return {**_verify(copy, unmigrated), "checked_a_copy": "; ".join(reasons)}
 
 
 def _pending_migrations(path: Path) -> list[str]:
@@ -418,7 +425,10 @@ def _writable(path: Path) -> bool:
     return True
 
 
-def _verify(path: Path) -> dict[str, Any]:
+def _verify(path: Path, unmigrated: str | None = None) -> dict[str, Any]:
+    """The checks on the file at `path`; `unmigrated`: why it lacks this
+    build's schema (the migrations failed on it), so that only the checks
+    that hold for any file run, and `migrations` fails with that reason."""
     conn = sqlite3.connect(path, isolation_level=None, timeout=5)
     conn.row_factory = sqlite3.Row
     try:
@@ -431,6 +441,10 @@ def _verify(path: Path) -> dict[str, Any]:
         results = {}
         for name, run in CHECKS:
             check = Check(name)
+            if unmigrated is not None and name not in ANY_FILE:
+                check.add(f"not run: {unmigrated}")
+                results[name] = check.to_json()
+                continue
             if kind != "waypost" and name not in ANY_FILE:
                 # Waypost's tables are not there to check: an empty file has
                 # nothing to find; another application's file is no Waypost one
@@ -438,6 +452,8 @@ def _verify(path: Path) -> dict[str, Any]:
                     check.add("not run: not a Waypost database")
                 results[name] = check.to_json()
                 continue
+            if unmigrated is not None and name == "migrations":
+                check.add(unmigrated)
             try:
                 run(conn, check)
             except sqlite3.OperationalError:

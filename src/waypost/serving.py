@@ -26,7 +26,7 @@ from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
 LIFESPAN_SHUTDOWN_SECONDS = 5
-# The young generation's threshold while serving (Python's default is 700).
+# The young generation's threshold while serving (700 by default in 3.11-3.12).
 # A request allocates some thousands of container objects that die young;
 # collected every 700 allocations, they were found and walked again and again.
 GC_YOUNG_THRESHOLD = 10_000
