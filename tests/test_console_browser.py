@@ -697,6 +697,32 @@ def test_histories_longer_than_a_page_show_every_revision(tab: Tab, world: World
     assert "+ Rule 102" in page.locator("pre.diff").first.inner_text()
 
 
+def test_a_one_line_edit_of_long_rules_shows_that_line_in_its_context(
+    tab: Tab, world: World
+) -> None:
+    """Past 1,000 lines the texts' table passed its bound and the diff read
+    every line removed and every line added (9,001 of each, a page 778,880 px
+    tall), on the policy page and on a decision staled by the edit."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "longrules", "name": "Long rules"}, 201)
+    lines = [f"Rule {i}: keep the change log current." for i in range(1500)]
+    edited = [*lines[:700], "Rule 700: ask a human first.", *lines[701:]]
+    for revision, text in enumerate(["\n".join(lines), "\n".join(edited)], start=1):
+        alice.send("PATCH", "/api/v1/projects/longrules/policy",
+                   {"expected_revision": revision, "rules": text})  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/longrules/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page.get_by_label("From").select_option("2")
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "- Rule 700: keep the change log current." in diff
+    assert "+ Rule 700: ask a human first." in diff
+    assert "  Rule 697: keep" in diff and "  Rule 703: keep" in diff  # three lines around it
+    assert "… 697 unchanged lines" in diff and "… 796 unchanged lines" in diff
+    assert len([line for line in diff.splitlines() if line.strip()]) == 2 + 2 * 3 + 2
+
+
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
     """Read through another project, the "Superseded by" link pointed at the
     reader's project, where the (project-only) replacement is not found."""
