@@ -1078,7 +1078,29 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     reopen.get_by_text("50 of 55 are listed.").wait_for()
     assert "(50+)" in reopen.inner_text()
     card = page.locator(f"[data-task='{crowded}']")
-    assert "and more" in card.inner_text()
+    # the console has no list of a project's decisions: the card says where one is
+    assert "and more (GET /api/v1/projects/crowd/decisions lists them all)" in card.inner_text()
+
+
+def test_a_project_summary_says_200_plus_where_the_digest_cut_its_list(
+    tab: Tab, world: World
+) -> None:
+    """With 230 pending decisions the summary read "200 awaiting an answer"
+    beside a group headed "(200+)"."""
+    alice, agent = world.alice, world.agent
+    alice.send("POST", "/api/v1/projects", {"id": "heaps", "name": "Heaps"}, 201)
+    task = alice.send("POST", "/api/v1/projects/heaps/tasks", {"title": "Busy"}, 201)["id"]
+    for i in range(201):
+        agent.send("POST", "/api/v1/projects/heaps/decisions",
+                   {"question": f"Heap {i}?", "options": ["Go", "Stop"], "rationale": "r",
+                    "required_actor": "human", "environment": "e", "task_ids": [task]},
+                   201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    summary = page.locator("section[aria-labelledby=proj-heaps] > p.muted").first
+    summary.get_by_text("200+ awaiting an answer").wait_for()
+    awaiting = page.locator("section[aria-labelledby=proj-heaps] [data-group=awaiting]")
+    assert "(200+)" in awaiting.inner_text()
 
 
 def test_how_long_ago_follows_the_services_clock_not_the_browsers(

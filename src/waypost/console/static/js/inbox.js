@@ -82,7 +82,9 @@ function renderProject(project) {
     h("h2", { id: `proj-${project.restId}` }, project.name, " ",
       h("span", { class: "muted" }, `(${project.restId})`)),
     h("p", { class: "muted" },
-      `${awaiting.length} awaiting an answer · ${digest.blockedTasks.length} blocked task(s) · `,
+      // a digest list holds its first 200: "200+" where it was cut, as the group says
+      `${awaiting.length}${digest.truncated.pendingDecisions ? "+" : ""} awaiting an answer · `,
+      `${digest.blockedTasks.length}${digest.truncated.blockedTasks ? "+" : ""} blocked task(s) · `,
       `${digest.readyTaskCount} ready task(s) · `,
       link(`#/p/${enc(project.restId)}/knowledge`, "knowledge"), " · ",
       link(`#/p/${enc(project.restId)}/policy`, `policy r${project.policy.revision}`)),
@@ -128,9 +130,11 @@ function decisionLink(project, d) {
   return link(`#/p/${enc(project.restId)}/d/${enc(d.restId)}`, d.question);
 }
 
-function blocks(d) {
+// The tasks a decision affects: "Blocks" while it blocks them, "Affects"
+// once it allows work (a decision that proceeded by timeout blocks nothing).
+function blocks(d, label = "Blocks: ") {
   const tasks = d.current.affected.map((a) => (a.task ? a.task.title : a.taskId));
-  return h("p", {}, h("span", { class: "label" }, "Blocks: "), tasks.join(", "));
+  return h("p", {}, h("span", { class: "label" }, label), tasks.join(", "));
 }
 
 function asked(d) {
@@ -203,7 +207,7 @@ function proceededCard(project, d) {
       ? h("p", {}, `Allowed with "${answer.answer}" by timeout `, ago(answer.at),
         answer.actor ? ` (attributed to ${answer.actor.name})` : "")
       : null,
-    blocks(d));
+    blocks(d, "Affects: "));
 }
 
 function blockedCard(project, t) {
@@ -217,7 +221,9 @@ function blockedCard(project, t) {
           return [i ? "; " : "", link(`#/p/${enc(project.restId)}/d/${enc(id)}`, found ? found.question : id)];
         }),
         // the service names at most 20 of a task's blockers
-        t.blockedBy.decisionsTruncated ? "; and more (the project's decisions list them all)" : "")
+        // the console has no list of a project's decisions: say where one is
+        t.blockedBy.decisionsTruncated
+          ? `; and more (GET /api/v1/projects/${project.restId}/decisions lists them all)` : "")
       : null,
     t.blockedBy.dependencies.length
       ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))
