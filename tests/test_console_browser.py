@@ -218,7 +218,9 @@ def test_sign_in_answer_with_a_click_and_the_inbox_empties(
     assert "builder-7 (agent)" in card.inner_text()
     assert "Migrate the orders table" in card.inner_text()
     assert "Publish the docs" in page.locator("[data-group=soon]").inner_text()
-    assert "Rotate the keys" in page.locator("[data-group=proceeded]").inner_text()
+    proceeded = page.locator("[data-group=proceeded]").inner_text()
+    assert "Rotate the keys" in proceeded
+    assert "Affects: " in proceeded and "Blocks: " not in proceeded  # allowed: it blocks nothing
     assert "Deploy build 412" in page.locator("[data-group=reopen]").inner_text()
     _shot(page, "console-inbox.png", tmp_path)
 
@@ -522,6 +524,33 @@ def test_a_token_revoked_while_the_inbox_is_open_signs_out(tab: Tab, world: Worl
     page.get_by_text("Your token is no longer accepted").wait_for(timeout=20000)
     assert page.locator("#nav").is_hidden()
     assert page.evaluate("() => sessionStorage.getItem('waypost.token')") is None
+
+
+def test_a_token_refused_under_a_half_typed_answer_keeps_the_text(tab: Tab, world: World) -> None:
+    """The sign-in page replaced the decision page and the rationale being
+    typed was gone; a conflict notice keeps it, and so does this page now."""
+    erin = admin_principal(world.served, "human", "Erin")
+    decision = world.open_decision(world.agent, question="Rotate the staging keys?",
+                                   task_ids=[world.tasks["docs"]])  # fmt: skip
+    page = tab.page
+    tab.sign_in(erin.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_label("Why (required)").fill("Half of my reasons, typed slowly.")
+    listed = admin_json(world.served, "token", "list", "--principal", erin.principal_id)
+    admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
+    world.open_decision(world.agent, question="Anything else?", task_ids=[world.tasks["docs"]])
+    page.get_by_text("Your token is no longer accepted").wait_for(timeout=20000)
+    kept = page.locator("details.kept")
+    assert kept.get_attribute("open") is not None
+    assert "What you wrote" in kept.inner_text()
+    assert "Half of my reasons, typed slowly." in kept.inner_text()
+    # signing out on purpose keeps nothing on the page for the next person
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_label("Why (required)").fill("Not for the next person.")
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_role("heading", name="Sign in").wait_for()
+    assert page.locator("details.kept").count() == 0
 
 
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:

@@ -82,7 +82,9 @@ function currentRoute() {
   return { name: "unknown" };
 }
 
-function signInView(message) {
+// `kept`: what was typed on the page a refused token took away (an answer's
+// rationale), shown to copy from, as a conflict notice keeps it.
+function signInView(message, kept = []) {
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off",
     spellcheck: "false", required: true, "aria-describedby": "token-hint" });
   const error = h("div", { "aria-live": "assertive" }, message ? notice("error", message) : null);
@@ -118,7 +120,11 @@ function signInView(message) {
       "A human principal's token (wp_…). It stays in this browser tab only and is sent to this Waypost's /graphql."),
     input),
   button, error);
-  return [h("h1", { tabindex: "-1" }, "Sign in"), form];
+  const typed = kept.length
+    ? h("details", { class: "kept", open: true }, h("summary", {}, "What you wrote"),
+      ...kept.map((text) => h("p", { class: "prose" }, text)))
+    : null;
+  return [h("h1", { tabindex: "-1" }, "Sign in"), form, typed];
 }
 
 function signedIn(principal) {
@@ -132,6 +138,9 @@ function signedIn(principal) {
 // opened without a token has nothing of the console's to forget, and keeps
 // what GraphiQL holds there for a token pasted in by hand.
 function signOut(message, forget = true) {
+  // a refused token (not a sign-out asked for) keeps what was being typed:
+  // the page under it goes, and someone may be halfway through an answer
+  const kept = message ? [...main.querySelectorAll("textarea")].map((el) => el.value.trim()).filter(Boolean) : [];
   pageNumber += 1; // a load still on its way is no longer anyone's page
   live.stop();
   decisionLive.stop();
@@ -142,7 +151,7 @@ function signOut(message, forget = true) {
   document.getElementById("who").hidden = true;
   document.getElementById("nav").hidden = true;
   document.title = "Sign in · Waypost console";
-  show(signInView(message));
+  show(signInView(message, kept));
 }
 
 async function refreshInbox(focus, number = pageNumber) {
