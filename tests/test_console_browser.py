@@ -614,6 +614,39 @@ def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World
     assert (answer["disposition"], answer["answer"]) == ("deny", "Proceed")
 
 
+def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
+    tab: Tab, world: World
+) -> None:
+    """A service stopped (SIGSTOP), not gone: the request never ended, the
+    buttons stayed disabled and nothing said why. Now the form says it is
+    sending, and after 30 s that the service did not answer."""
+    decision_id = world.open_decision(
+        world.agent, question="Restart the queue workers?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.get_by_label("Why (required)").fill("Not during the sale.")
+    held: list[Any] = []
+
+    def hold_the_answer(route: Any) -> None:
+        if "decisionAnswer" in (route.request.post_data or ""):
+            held.append(route)  # never answered: the request stays open
+        else:
+            route.continue_()
+
+    page.route("**/graphql", hold_the_answer)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_role("status").get_by_text("Sending…").wait_for()
+    assert page.get_by_role("button", name="Deny: Stop").is_disabled()
+    page.locator("main").get_by_text("did not answer within 30 seconds").wait_for(timeout=45000)
+    assert page.get_by_role("button", name="Deny: Stop").is_enabled()
+    assert page.locator("main .sending").count() == 0
+    page.unroute("**/graphql")
+    assert held and world.decision(decision_id)["current"]["answer"] is None
+
+
 def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
     """A refresh that cannot reach the service shows that the page may be out
     of date (it failed silently before), and the notice goes once one works."""

@@ -42,8 +42,15 @@ export function forgetToken() {
   sessionStorage.clear();
 }
 
+// How long one request may take before the page says the service did not
+// answer (no request of the console's takes long; a service stopped, not
+// gone, held a form's "sending" and the inbox's refresh for ever).
+export const REQUEST_TIMEOUT_MS = 30000;
+
 // Runs one GraphQL document. Top-level errors become a RequestFailed (their
-// first message, with extensions.code); a 401 becomes Unauthenticated.
+// first message, with extensions.code); a 401 becomes Unauthenticated; no
+// answer within REQUEST_TIMEOUT_MS is a RequestFailed of code "network", as
+// an unreachable service is (the page then says so and tries again).
 export async function gql(query, variables = {}, tokenOverride = null) {
   const bearer = tokenOverride || token();
   // the sign-in form checks a candidate token: its refusal is the form's to show
@@ -53,7 +60,9 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   // send anything else in a header, and its refusal read as "cannot be reached"
   if (!/^[\x21-\x7e]+$/.test(bearer)) throw refused("token refused", candidate);
   let response;
+  let body;
   const sent = Date.now();
+  const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
   try {
     response = await fetch("/graphql", {
       method: "POST",
@@ -61,16 +70,18 @@ export async function gql(query, variables = {}, tokenOverride = null) {
       cache: "no-store",
       headers: { "Content-Type": "application/json", Authorization: `Bearer ${bearer}` },
       body: JSON.stringify({ query, variables }),
+      signal,
     });
-  } catch (error) {
-    throw new RequestFailed("The service cannot be reached. Is it running?", "network");
-  }
-  learnServerNow(response.headers.get("Waypost-Now"), sent, Date.now());
-  if (response.status === 401) throw refused("token refused", candidate);
-  let body;
-  try {
+    learnServerNow(response.headers.get("Waypost-Now"), sent, Date.now());
+    if (response.status === 401) throw refused("token refused", candidate);
     body = await response.json();
   } catch (error) {
+    if (error instanceof Unauthenticated) throw error;
+    if (signal.aborted) {
+      throw new RequestFailed(
+        `The service did not answer within ${REQUEST_TIMEOUT_MS / 1000} seconds. Is it running?`, "network");
+    }
+    if (!response) throw new RequestFailed("The service cannot be reached. Is it running?", "network");
     throw new RequestFailed(`The service answered ${response.status} without JSON.`, "internal");
   }
   if (body.errors && body.errors.length) {

@@ -196,6 +196,7 @@ function renderAnswerForm(project, onChanged) {
       return;
     }
     for (const b of buttons) b.disabled = true;
+    errorBox.append(sending());
     try {
       const payload = await mutate(ANSWER_DECISION, {
         idempotencyKey: key,
@@ -215,8 +216,9 @@ function renderAnswerForm(project, onChanged) {
           link("#/", "Back to the inbox")));
       }
     } catch (error) {
-      errorBox.append(notice("error", error.message));
+      errorBox.replaceChildren(notice("error", error.message));
     } finally {
+      errorBox.querySelector(".sending")?.remove();
       for (const b of buttons) b.disabled = false;
     }
   }
@@ -239,6 +241,11 @@ function cap(word) {
 
 // A refusal: conflicts reload the page and say what happened; anything else
 // is shown by the form. `what` is the user's action ("answer" or "reopening").
+// Said while a form's request is on its way (its buttons are disabled meanwhile).
+function sending() {
+  return h("p", { class: "muted sending", role: "status" }, "Sending…");
+}
+
 async function refused(error, onChanged, errorBox, focusTarget, what = "answer") {
   const yours = `Your ${what} was not recorded`;
   const conflicts = {
@@ -311,6 +318,7 @@ function renderReopen(project, onChanged, prominent) {
     if (noExpiry.checked) input.expiresAt = null;
     else if (expires.value) input.expiresAt = new Date(expires.value).toISOString();
     button.disabled = true;
+    errorBox.append(sending());
     try {
       const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
       if (payload.userErrors.length) {
@@ -324,8 +332,9 @@ function renderReopen(project, onChanged, prominent) {
         await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
       }
     } catch (error) {
-      errorBox.append(notice("error", error.message));
+      errorBox.replaceChildren(notice("error", error.message));
     } finally {
+      errorBox.querySelector(".sending")?.remove();
       button.disabled = false;
     }
   }
