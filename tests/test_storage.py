@@ -476,3 +476,20 @@ async def test_a_retry_is_answered_from_its_receipt_while_another_process_holds_
     finally:
         other.execute("ROLLBACK")
         other.close()
+
+
+async def test_the_wal_file_is_cut_back_after_a_burst(service: Service) -> None:
+    """The WAL keeps the size of its largest burst unless SQLite is told a
+    limit: a purge of 50,000 receipts left it at 16-25 MB for good."""
+    wal = Path(f"{service.db_path}-wal")
+
+    def burst(conn: sqlite3.Connection) -> None:
+        conn.execute("CREATE TABLE IF NOT EXISTS ballast (x BLOB)")
+        conn.executemany("INSERT INTO ballast VALUES (?)", [(b"x" * 100_000,)] * 200)
+
+    await service.rt.db.write(burst)  # some 20 MB of WAL, checkpointed at its commit
+    assert wal.stat().st_size > 16 * 1024 * 1024
+    # the next write restarts the checkpointed WAL from its start: cut back then
+    await service.rt.db.write(lambda conn: conn.execute("DELETE FROM ballast"))
+    await service.rt.db.write(lambda conn: conn.execute("DROP TABLE ballast"))
+    assert wal.stat().st_size <= 8 * 1024 * 1024
