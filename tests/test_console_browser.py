@@ -528,7 +528,9 @@ def test_a_token_revoked_while_the_inbox_is_open_signs_out(tab: Tab, world: Worl
 
 def test_a_token_refused_under_a_half_typed_answer_keeps_the_text(tab: Tab, world: World) -> None:
     """The sign-in page replaced the decision page and the rationale being
-    typed was gone; a conflict notice keeps it, and so does this page now."""
+    typed was gone; a conflict notice keeps it, and so does this page now:
+    only what was typed (a reopen form's Conditions box comes filled in), and
+    through a second sign-out for the same refusal."""
     erin = admin_principal(world.served, "human", "Erin")
     decision = world.open_decision(world.agent, question="Rotate the staging keys?",
                                    task_ids=[world.tasks["docs"]])  # fmt: skip
@@ -538,12 +540,34 @@ def test_a_token_refused_under_a_half_typed_answer_keeps_the_text(tab: Tab, worl
     page.get_by_label("Why (required)").fill("Half of my reasons, typed slowly.")
     listed = admin_json(world.served, "token", "list", "--principal", erin.principal_id)
     admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
-    world.open_decision(world.agent, question="Anything else?", task_ids=[world.tasks["docs"]])
-    page.get_by_text("Your token is no longer accepted").wait_for(timeout=20000)
+    page.get_by_role("button", name="Deny: Proceed").click()  # the request that finds it refused
+    page.get_by_text("Your token is no longer accepted").wait_for()
     kept = page.locator("details.kept")
     assert kept.get_attribute("open") is not None
     assert "What you wrote" in kept.inner_text()
     assert "Half of my reasons, typed slowly." in kept.inner_text()
+    page.evaluate("() => { location.hash = '#/'; }")  # the route signs out again: kept still
+    page.wait_for_timeout(500)
+    assert "Half of my reasons, typed slowly." in page.locator("details.kept").inner_text()
+
+    # an answered decision's page: its reopen form comes with the conditions in
+    # a box nobody typed into; nothing of it is "what you wrote"
+    frank = admin_principal(world.served, "human", "Frank")
+    conditioned = world.open_decision(world.agent, question="Open the firewall for the audit?",
+                                      task_ids=[world.tasks["docs"]],
+                                      conditions=["Rollback plan in vault path X"])  # fmt: skip
+    world.alice.send("POST", f"/api/v1/projects/demo/decisions/{conditioned}/answer",
+                     {"expected_generation": 1, "disposition": "deny", "answer": "Stop",
+                      "rationale": "Not this week."})  # fmt: skip
+    tab.sign_in(frank.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{conditioned}")
+    page.get_by_label("Why reopen (required)").wait_for(state="attached")  # in a closed <details>
+    listed = admin_json(world.served, "token", "list", "--principal", frank.principal_id)
+    admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
+    page.evaluate("() => { location.hash = '#/'; }")
+    page.get_by_text("Your token is no longer accepted").wait_for()
+    assert page.locator("details.kept").count() == 0
+
     # signing out on purpose keeps nothing on the page for the next person
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
@@ -769,6 +793,9 @@ def test_a_one_line_edit_of_long_rules_shows_that_line_in_its_context(
     alice.send("POST", "/api/v1/projects", {"id": "longrules", "name": "Long rules"}, 201)
     lines = [f"Rule {i}: keep the change log current." for i in range(1500)]
     edited = [*lines[:700], "Rule 700: ask a human first.", *lines[701:]]
+    # and a second edit far from the first: what lies between the two is past
+    # one table's bound, so lines found once in each text anchor it
+    edited[1400] = "Rule 1400: deploy on weekdays only."
     for revision, text in enumerate(["\n".join(lines), "\n".join(edited)], start=1):
         alice.send("PATCH", "/api/v1/projects/longrules/policy",
                    {"expected_revision": revision, "rules": text})  # fmt: skip
@@ -781,8 +808,10 @@ def test_a_one_line_edit_of_long_rules_shows_that_line_in_its_context(
     assert "- Rule 700: keep the change log current." in diff
     assert "+ Rule 700: ask a human first." in diff
     assert "  Rule 697: keep" in diff and "  Rule 703: keep" in diff  # three lines around it
-    assert "… 697 unchanged lines" in diff and "… 796 unchanged lines" in diff
-    assert len([line for line in diff.splitlines() if line.strip()]) == 2 + 2 * 3 + 2
+    assert "+ Rule 1400: deploy on weekdays only." in diff
+    assert "… 697 unchanged lines" in diff and "… 693 unchanged lines" in diff
+    assert "… 96 unchanged lines" in diff
+    assert len([line for line in diff.splitlines() if line.strip()]) == 3 + 2 * (2 + 2 * 3)
 
 
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
@@ -1141,7 +1170,8 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     assert "(50+)" in reopen.inner_text()
     card = page.locator(f"[data-task='{crowded}']")
     # the console has no list of a project's decisions: the card says where one is
-    assert "and more (GET /api/v1/projects/crowd/decisions lists them all)" in card.inner_text()
+    said = "and more (GET /api/v1/projects/crowd/decisions lists every decision"
+    assert said in card.inner_text()
 
 
 def test_a_project_summary_says_200_plus_where_the_digest_cut_its_list(

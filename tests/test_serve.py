@@ -432,7 +432,7 @@ def test_a_full_public_listener_refuses_connections_and_the_lifecycle_one_goes_o
                     break
             time.sleep(0.1)
         assert httpx.get(f"{srv.url}/healthz").status_code == 200
-        srv.wait_for(r"WARNING waypost 3 connections are open on a listener")
+        srv.wait_for(r"WARNING waypost 3 connections are open on the public listener")
     finally:
         assert srv.stop() == 0
 

@@ -45,8 +45,11 @@ LIFECYCLE_CONNECTIONS = 256
 # (a container's hard limit of 1,048,576 would leave memory as the bound:
 # event streams and WebSockets are capped at 1,000 anyway).
 PUBLIC_CONNECTIONS_MOST = 10_000
-# The soft limit asked for where the hard one is unlimited (macOS).
+# The soft limit asked for where the hard one is unlimited, and the one
+# asked for next when that is refused: macOS takes no more than 10,240
+# (OPEN_MAX) whatever the hard limit says, as Go's runtime knows.
 UNLIMITED_TARGET = 65_536
+OPEN_MAX_FALLBACK = 10_240
 
 
 def open_file_limit() -> int:
@@ -55,10 +58,17 @@ def open_file_limit() -> int:
     left `serve` some 900 connections on hosts that allow far more."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = UNLIMITED_TARGET if hard == resource.RLIM_INFINITY else hard
-    if soft != resource.RLIM_INFINITY and soft < target:
-        with contextlib.suppress(ValueError, OSError):  # a limit past the kernel's
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            soft = target
+    if soft == resource.RLIM_INFINITY:
+        return soft
+    for wanted in (target, min(target, OPEN_MAX_FALLBACK)):
+        if soft >= wanted:
+            break
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):  # past what the kernel allows: try less
+            continue
+        soft = wanted
+        break
     return soft
 
 
@@ -72,7 +82,7 @@ def connection_caps(settings: Settings) -> tuple[ConnectionCap, ConnectionCap]:
     else:
         spare = limit - RESERVED_FILES - LIFECYCLE_CONNECTIONS
         public = max(16, min(PUBLIC_CONNECTIONS_MOST, spare))
-    return ConnectionCap(public), ConnectionCap(LIFECYCLE_CONNECTIONS)
+    return ConnectionCap(public, "public"), ConnectionCap(LIFECYCLE_CONNECTIONS, "lifecycle")
 
 
 @contextlib.contextmanager

@@ -90,8 +90,9 @@ class ConnectionCap:
     """The connections one listener may hold open at once (plain HTTP,
     streams and WebSockets alike)."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int, name: str = "public") -> None:
         self.most = most
+        self.name = name  # the listener's, for the warning
         # the listener's uvicorn ServerState, set once it exists: its
         # `connections` is the set of open connections, WebSockets included
         self.server: Any = None
@@ -106,10 +107,11 @@ class ConnectionCap:
         if now - self._warned_at >= CAP_WARNING_SECONDS:
             self._warned_at = now
             log.warning(
-                "%d connections are open on a listener, the most it holds"
-                " (--max-connections for the public one): new connections are closed"
-                " until some end",
+                "%d connections are open on the %s listener, the most it holds%s:"
+                " new connections are closed until some end",
                 self.most,
+                self.name,
+                " (--max-connections)" if self.name == "public" else "",
             )
 
 

@@ -3,7 +3,10 @@
 // LCS table compares what lies between: an edit of one line in rules of
 // 9,000 (64 KiB) is one small table, where the whole texts' table passed
 // the bound and the diff read "every line removed, every line added".
-// Past the bound the middle alone is shown removed, then added.
+// Where what lies between is still past the bound (edits far apart), lines
+// that occur once in each text anchor it (as patience diff does) and the
+// stretches between anchors are compared the same way; with no anchor at
+// all, that stretch is shown removed, then added.
 
 import { h } from "./dom.js";
 
@@ -13,8 +16,10 @@ const MAX_CELLS = 1_000_000;
 const CONTEXT = 3;
 
 export function diffLines(before, after) {
-  const a = splitLines(before);
-  const b = splitLines(after);
+  return diffArrays(splitLines(before), splitLines(after));
+}
+
+function diffArrays(a, b) {
   let start = 0;
   while (start < a.length && start < b.length && a[start] === b[start]) start += 1;
   let endA = a.length;
@@ -32,17 +37,70 @@ export function diffLines(before, after) {
 }
 
 function middle(a, b) {
-  if (a.length * b.length > MAX_CELLS) {
+  if (a.length * b.length <= MAX_CELLS) return table(a, b);
+  const anchors = uniqueAnchors(a, b);
+  if (!anchors.length) {
     return [...a.map((line) => ["-", line]), ...b.map((line) => ["+", line])];
   }
+  const out = [];
+  let i = 0;
+  let j = 0;
+  for (const [ai, bj] of anchors) {
+    out.push(...diffArrays(a.slice(i, ai), b.slice(j, bj)), [" ", a[ai]]);
+    i = ai + 1;
+    j = bj + 1;
+  }
+  out.push(...diffArrays(a.slice(i), b.slice(j)));
+  return out;
+}
+
+// Pairs [i, j] of lines found exactly once in `a` and once in `b`, equal,
+// the longest run of them in the same order in both (patience sorting).
+function uniqueAnchors(a, b) {
+  const count = (lines) => {
+    const seen = new Map();
+    lines.forEach((line, index) => {
+      const got = seen.get(line);
+      seen.set(line, got === undefined ? index : -1);
+    });
+    return seen;
+  };
+  const inA = count(a);
+  const inB = count(b);
+  const pairs = [];
+  for (const [line, i] of inA) {
+    const j = inB.get(line);
+    if (i >= 0 && j !== undefined && j >= 0) pairs.push([i, j]);
+  }
+  pairs.sort((x, y) => x[0] - y[0]);
+  // longest increasing subsequence of j: `tails[k]` ends the best run of k+1
+  const tails = [];
+  const before = new Array(pairs.length);
+  for (let p = 0; p < pairs.length; p += 1) {
+    let lo = 0;
+    let hi = tails.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (pairs[tails[mid]][1] < pairs[p][1]) lo = mid + 1;
+      else hi = mid;
+    }
+    before[p] = lo > 0 ? tails[lo - 1] : -1;
+    tails[lo] = p;
+  }
+  const run = [];
+  for (let p = tails.length ? tails[tails.length - 1] : -1; p >= 0; p = before[p]) run.push(pairs[p]);
+  return run.reverse();
+}
+
+function table(a, b) {
   const rows = a.length + 1;
   const cols = b.length + 1;
-  const table = new Uint32Array(rows * cols);
+  const cells = new Uint32Array(rows * cols);
   for (let i = a.length - 1; i >= 0; i -= 1) {
     for (let j = b.length - 1; j >= 0; j -= 1) {
-      table[i * cols + j] = a[i] === b[j]
-        ? table[(i + 1) * cols + j + 1] + 1
-        : Math.max(table[(i + 1) * cols + j], table[i * cols + j + 1]);
+      cells[i * cols + j] = a[i] === b[j]
+        ? cells[(i + 1) * cols + j + 1] + 1
+        : Math.max(cells[(i + 1) * cols + j], cells[i * cols + j + 1]);
     }
   }
   const out = [];
@@ -53,7 +111,7 @@ function middle(a, b) {
       out.push([" ", a[i]]);
       i += 1;
       j += 1;
-    } else if (table[(i + 1) * cols + j] >= table[i * cols + j + 1]) {
+    } else if (cells[(i + 1) * cols + j] >= cells[i * cols + j + 1]) {
       out.push(["-", a[i]]);
       i += 1;
     } else {

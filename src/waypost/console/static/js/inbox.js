@@ -223,7 +223,7 @@ function blockedCard(project, t) {
         // the service names at most 20 of a task's blockers
         // the console has no list of a project's decisions: say where one is
         t.blockedBy.decisionsTruncated
-          ? `; and more (GET /api/v1/projects/${project.restId}/decisions lists them all)` : "")
+          ? `; and more (GET /api/v1/projects/${project.restId}/decisions lists every decision of the project)` : "")
       : null,
     t.blockedBy.dependencies.length
       ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))

@@ -11,6 +11,12 @@ import { DECISION_VERSION, ME, PROJECTS } from "./queries.js";
 
 const main = document.getElementById("main");
 let me = null;
+// The sign-in view is on the page (a hash change then leaves it as it is).
+let signInShown = false;
+// What was typed into the page a refused token took away, kept below the
+// sign-in form until someone signs in: a second sign-out for the same refusal
+// (the page's own catch after the request's) must not lose it.
+let keptText = [];
 let inboxSignature = "";
 const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
@@ -129,6 +135,8 @@ function signInView(message, kept = []) {
 
 function signedIn(principal) {
   me = principal;
+  signInShown = false;
+  keptText = [];
   document.getElementById("who-name").textContent = `${principal.name} (${principal.kind.toLowerCase()})`;
   document.getElementById("who").hidden = false;
   document.getElementById("nav").hidden = false;
@@ -139,8 +147,15 @@ function signedIn(principal) {
 // what GraphiQL holds there for a token pasted in by hand.
 function signOut(message, forget = true) {
   // a refused token (not a sign-out asked for) keeps what was being typed:
-  // the page under it goes, and someone may be halfway through an answer
-  const kept = message ? [...main.querySelectorAll("textarea")].map((el) => el.value.trim()).filter(Boolean) : [];
+  // the page under it goes, and someone may be halfway through an answer.
+  // Only boxes typed into (a reopen form's Conditions box comes filled in).
+  if (message) {
+    const typed = [...main.querySelectorAll("textarea[data-typed]")]
+      .map((el) => el.value.trim()).filter(Boolean);
+    if (typed.length) keptText = typed;
+  } else if (forget) {
+    keptText = [];
+  }
   pageNumber += 1; // a load still on its way is no longer anyone's page
   live.stop();
   decisionLive.stop();
@@ -151,7 +166,8 @@ function signOut(message, forget = true) {
   document.getElementById("who").hidden = true;
   document.getElementById("nav").hidden = true;
   document.title = "Sign in · Waypost console";
-  show(signInView(message, kept));
+  show(signInView(message, keptText));
+  signInShown = true;
 }
 
 async function refreshInbox(focus, number = pageNumber) {
@@ -226,7 +242,7 @@ async function route() {
   const mine = ++pageNumber;
   clearTimeout(reload.timer);
   if (!token()) {
-    signOut(null, false);
+    if (!signInShown) signOut(null, false);
     return;
   }
   const r = currentRoute();
@@ -305,6 +321,10 @@ async function showDecision(project, id, banner, number = pageNumber) {
 const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";
 
 async function start() {
+  // a text box typed into: what a refused token's sign-out keeps (signOut)
+  main.addEventListener("input", (event) => {
+    if (event.target instanceof HTMLTextAreaElement) event.target.dataset.typed = "true";
+  });
   document.getElementById("sign-out").addEventListener("click", () => signOut(null));
   // "#main" would be read as a route ("Not found"): move the focus instead
   document.querySelector("a.skip").addEventListener("click", (event) => {
