@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import os
 import shutil
+import sqlite3
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -23,7 +24,7 @@ from waypost.resolvers.access import principals
 from waypost.runtime import Runtime, open_runtime
 from waypost.settings import Settings
 from waypost.storage.db import connect_sync
-from waypost.storage.migrate import migrate
+from waypost.storage.migrate import Migration, available, migrate
 
 _keys = itertools.count()
 
@@ -186,3 +187,23 @@ async def project(human: Caller) -> str:
 
 def utc(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def earlier_builds_file(path: Path, before: str = "0010") -> list[Migration]:
+    """A database as a build with only the migrations named before `before`
+    left it (rollback journal, so a test may edit its pages); returns them."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.execute(
+        "CREATE TABLE schema_migrations ("
+        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
+    )
+    early = [m for m in available() if m.name < before]
+    for migration in early:
+        conn.executescript(migration.sql)
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, '2026-11-30T07:00:00.000Z')",
+            (migration.name, migration.checksum),
+        )
+    conn.close()
+    return early

@@ -385,22 +385,11 @@ def test_a_file_of_an_earlier_build_is_checked_with_its_migrations_applied_to_a_
     today's schema, and on a file without migrations 0010-0019 verify ended
     `verify_failed: no such table: lifecycle_events`. The file itself is
     left as it was: `serve` migrates it when it starts."""
+    from tests.conftest import earlier_builds_file
     from waypost.storage.migrate import available
 
     db = tmp_path / "before-upgrade.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute(
-        "CREATE TABLE schema_migrations ("
-        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    early = [m for m in available() if m.name < "0010"]
-    for migration in early:
-        conn.executescript(migration.sql)
-        conn.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, '2026-11-30T07:00:00.000Z')",
-            (migration.name, migration.checksum),
-        )
-    conn.close()
+    early = earlier_builds_file(db)
     before = db.read_bytes()
     code, report = verify_cli(db)
     assert code == 0 and report["ok"] is True, report

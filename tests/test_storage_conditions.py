@@ -205,22 +205,12 @@ def test_a_transaction_sqlite_already_ended_is_not_rolled_back_again(tmp_path: P
 def test_a_damaged_file_of_an_earlier_build_gets_a_report(tmp_path: Path) -> None:
     """Verify applies an earlier build's pending migrations to a copy; one
     that met a broken page ended in `verify_failed` with no report."""
+    from tests.conftest import earlier_builds_file
     from waypost.storage.migrate import available
 
     db = tmp_path / "old.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = DELETE")
-    conn.execute(
-        "CREATE TABLE schema_migrations ("
-        " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
-    )
-    early = [m for m in available() if m.name < "0010"]
-    for migration in early:
-        conn.executescript(migration.sql)
-        conn.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, '2026-11-30T07:00:00.000Z')",
-            (migration.name, migration.checksum),
-        )
+    early = earlier_builds_file(db)
+    conn = sqlite3.connect(db)
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     root = conn.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'tokens'").fetchone()[0]
     conn.close()
