@@ -200,8 +200,12 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             watch, self._token_watch = self._token_watch, None
             if watch is not None:
                 watch.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await watch
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # a fault of the watch must not cut the socket's clean-up
+                    log.exception("the token watch of a GraphQL WebSocket failed")
 
     async def handle_message(self, message: Message) -> None:
         if not isinstance(message, dict):
