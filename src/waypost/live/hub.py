@@ -220,16 +220,7 @@ class Hub:
                 f" from this service; read the log again from 0 or from {last}",
                 {"field": after_name, "last_sequence": last},
             )
-        if self._count >= self.limits.total:
-            raise TooManyStreams(
-                f"at most {self.limits.total} streams may be open on this server",
-                {"limit": self.limits.total},
-            )
-        if self._per_token.get(token_id, 0) >= self.limits.per_token:
-            raise TooManyStreams(
-                f"at most {self.limits.per_token} streams may be open per token",
-                {"limit": self.limits.per_token},
-            )
+        self._check_room("streams", self._count, self._per_token.get(token_id, 0))
         window = self._windows.get(project_id)
         if window is None:
             # from here on every event of the project above `position` reaches
@@ -257,16 +248,7 @@ class Hub:
         A socket holds a descriptor and some 80 KB however idle it is, and a
         subscription-less one was never closed: one token opened 20,000 and
         the process ran out of descriptors (both listeners stopped answering)."""
-        if self.socket_count() >= self.limits.total:
-            raise TooManyStreams(
-                f"at most {self.limits.total} GraphQL WebSockets may be open on this server",
-                {"limit": self.limits.total},
-            )
-        if self._sockets.get(token_id, 0) >= self.limits.per_token:
-            raise TooManyStreams(
-                f"at most {self.limits.per_token} GraphQL WebSockets may be open per token",
-                {"limit": self.limits.per_token},
-            )
+        self._check_room("GraphQL WebSockets", self.socket_count(), self._sockets.get(token_id, 0))
         self._sockets[token_id] = self._sockets.get(token_id, 0) + 1
 
     def close_socket(self, token_id: str) -> None:
@@ -275,6 +257,20 @@ class Hub:
             self._sockets[token_id] = left
         else:
             self._sockets.pop(token_id, None)
+
+    def _check_room(self, what: str, open_now: int, of_token: int) -> None:
+        """`TooManyStreams` when `open_now` of `what` are at the server's cap,
+        or `of_token` of them at the token's."""
+        if open_now >= self.limits.total:
+            raise TooManyStreams(
+                f"at most {self.limits.total} {what} may be open on this server",
+                {"limit": self.limits.total},
+            )
+        if of_token >= self.limits.per_token:
+            raise TooManyStreams(
+                f"at most {self.limits.per_token} {what} may be open per token",
+                {"limit": self.limits.per_token},
+            )
 
     def socket_count(self) -> int:
         return sum(self._sockets.values())

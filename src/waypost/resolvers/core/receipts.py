@@ -165,13 +165,10 @@ async def stored_answer(rt: Runtime, actor: Actor, idem: Idempotency) -> Outcome
     write was invalid. A different request under the key is not answered
     here: its own refusal stands."""
 
-    def lookup(conn: sqlite3.Connection) -> Outcome | None:
-        row = store.receipt_row(conn, actor.principal_id, idem.key)
-        if row is None or row["fingerprint"] != idem.fingerprint:
-            return None
-        return Outcome(row["status"], json.loads(row["body"]), replayed=True)
-
-    return await rt.db.read_point(lookup)
+    try:
+        return await rt.db.read_point(lambda conn: _replay(conn, actor, idem))
+    except IdempotencyKeyReused:
+        return None
 
 
 def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
