@@ -169,6 +169,21 @@ def test_a_line_break_or_escape_a_client_sent_cannot_forge_a_text_line() -> None
     assert json.loads(line)["message"] == f"Tool '{name}' not listed"
 
 
+def test_a_backslash_a_client_typed_never_reads_as_an_escape() -> None:
+    """A text line wrote a backslash as it was, so a tool name holding the
+    two characters `\\n` read exactly like an escaped line break."""
+
+    def text_of(name: str) -> str:
+        record = logging.LogRecord("mcp", logging.WARNING, __file__, 1, "Tool '%s'", (name,), None)
+        return TextFormatter().format(record)
+
+    typed, broken = text_of("a\\nb"), text_of("a\nb")
+    assert typed != broken
+    assert typed.endswith("Tool 'a\\\\nb'") and broken.endswith("Tool 'a\\nb'")
+    # and an escaped line reads back as sent
+    assert typed.rpartition(" ")[2].encode().decode("unicode_escape") == "'a\\nb'"
+
+
 def test_a_websocket_handshake_line_never_holds_its_query_string(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

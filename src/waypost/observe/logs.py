@@ -26,9 +26,13 @@ MESSAGE_MAX = 2000
 # library may log what a client sent (the MCP SDK, a tool name), and a line
 # break in it started a line of the client's choosing (a forged time, level
 # and logger), and an escape sequence reached the operator's terminal. C0,
-# DEL, C1 and the Unicode line and paragraph separators; a tab stays.
+# DEL, C1 and the Unicode line and paragraph separators; a tab stays. A
+# backslash is doubled, so that `\n` in a line is always an escaped line
+# break and never two characters a client typed.
 _ESCAPED = {
-    c: ascii(chr(c))[1:-1] for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029] if c != 0x09
+    c: ascii(chr(c))[1:-1]
+    for c in [*range(0x20), 0x5C, *range(0x7F, 0xA0), 0x2028, 0x2029]
+    if c != 0x09
 }
 
 
