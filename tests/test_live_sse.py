@@ -51,6 +51,9 @@ async def test_replays_after_then_follows_the_live_tail_in_order(
     async with running(service) as base, stream(base, human, after=0) as (r, evs):
         assert r.status_code == 200
         assert r.headers["content-type"].startswith("text/event-stream")
+        # no proxy on the way may compress or buffer the stream
+        assert r.headers["cache-control"] == "no-store, no-transform"
+        assert r.headers["x-accel-buffering"] == "no"
         for i in range(3):
             await new_task(human, f"live {i}")
         expected = await rest_events(human)

@@ -96,7 +96,15 @@ def _encoded_for(hub: Hub) -> _Encoded:
     return encoded
 
 
-_STREAM_HEADERS = {**HEADERS, "X-Accel-Buffering": "no"}
+# `no-transform` and `X-Accel-Buffering: no`: a compressing or buffering
+# proxy between the service and its subscriber would hold events back until
+# its buffer fills (nginx honours the second; RFC 9111 asks every proxy to
+# honour the first)
+_STREAM_HEADERS = {
+    **HEADERS,
+    "Cache-Control": f"{HEADERS['Cache-Control']}, no-transform",
+    "X-Accel-Buffering": "no",
+}
 
 
 async def event_stream(request: Request) -> Response:
