@@ -663,6 +663,9 @@ def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     page.route("**/graphql", hold_the_answer)
     page.get_by_role("button", name="Deny: Proceed").click()
     page.locator("main").get_by_role("status").get_by_text("Sending…").wait_for()
+    # said politely: in the assertive error region it cut off what a screen
+    # reader was reading
+    assert page.locator("main [aria-live=assertive] .sending").count() == 0
     assert page.get_by_role("button", name="Deny: Stop").is_disabled()
     page.locator("main").get_by_text("did not answer within 30 seconds").wait_for(timeout=45000)
     assert page.get_by_role("button", name="Deny: Stop").is_enabled()

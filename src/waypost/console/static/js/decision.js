@@ -152,6 +152,7 @@ function renderAnswerForm(project, onChanged) {
   const key = newKey(`answer-${d.restId}-g${d.generation}`);
   const rationaleId = nextId("rationale");
   const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  const status = sendingStatus();
   const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
     maxlength: String(RATIONALE_MAX),
     "aria-describedby": `${rationaleId}-hint` });
@@ -196,7 +197,7 @@ function renderAnswerForm(project, onChanged) {
       return;
     }
     for (const b of buttons) b.disabled = true;
-    errorBox.append(sending());
+    status.start();
     try {
       const payload = await mutate(ANSWER_DECISION, {
         idempotencyKey: key,
@@ -218,7 +219,7 @@ function renderAnswerForm(project, onChanged) {
     } catch (error) {
       errorBox.replaceChildren(notice("error", error.message));
     } finally {
-      errorBox.querySelector(".sending")?.remove();
+      status.stop();
       for (const b of buttons) b.disabled = false;
     }
   }
@@ -232,6 +233,7 @@ function renderAnswerForm(project, onChanged) {
     h("fieldset", {}, h("legend", {}, "To allow, confirm what you vouch for"),
       confirms.map((c) => c.node)),
     table,
+    status.box,
     errorBox);
 }
 
@@ -241,9 +243,16 @@ function cap(word) {
 
 // A refusal: conflicts reload the page and say what happened; anything else
 // is shown by the form. `what` is the user's action ("answer" or "reopening").
-// Said while a form's request is on its way (its buttons are disabled meanwhile).
-function sending() {
-  return h("p", { class: "muted sending", role: "status" }, "Sending…");
+// Says "Sending…" while a form's request is on its way (its buttons are
+// disabled meanwhile), in a polite region of its own: in the form's assertive
+// error region, a screen reader broke off whatever it was reading to say it.
+function sendingStatus() {
+  const box = h("div", { class: "form-status", role: "status" });
+  return {
+    box,
+    start: () => box.replaceChildren(h("p", { class: "muted sending" }, "Sending…")),
+    stop: () => box.replaceChildren(),
+  };
 }
 
 async function refused(error, onChanged, errorBox, focusTarget, what = "answer") {
@@ -286,6 +295,7 @@ function renderReopen(project, onChanged, prominent) {
   const key = newKey(`reopen-${d.restId}-g${d.generation}`);
   const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
   const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  const status = sendingStatus();
   const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxlength: String(RATIONALE_MAX) });
   const env = h("input", { id: ids.e, type: "text", value: d.current.environment,
     maxlength: String(ENVIRONMENT_MAX) });
@@ -318,7 +328,7 @@ function renderReopen(project, onChanged, prominent) {
     if (noExpiry.checked) input.expiresAt = null;
     else if (expires.value) input.expiresAt = new Date(expires.value).toISOString();
     button.disabled = true;
-    errorBox.append(sending());
+    status.start();
     try {
       const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
       if (payload.userErrors.length) {
@@ -334,7 +344,7 @@ function renderReopen(project, onChanged, prominent) {
     } catch (error) {
       errorBox.replaceChildren(notice("error", error.message));
     } finally {
-      errorBox.querySelector(".sending")?.remove();
+      status.stop();
       button.disabled = false;
     }
   }
@@ -349,7 +359,7 @@ function renderReopen(project, onChanged, prominent) {
         d.status === "EXPIRED" ? "The old expiry has passed: give a new one, or none."
           : "Leave empty to keep the current expiry."), expires),
     h("div", { class: "check" }, noExpiry, h("label", { for: ids.n }, "No expiry")),
-    button, errorBox);
+    button, status.box, errorBox);
   const heading = h("h2", { id: "reopen-h" }, "Reopen");
   if (prominent) return h("section", { class: "answer", id: "reopen" }, heading, form);
   return h("details", { class: "answer", id: "reopen" },
