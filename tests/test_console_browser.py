@@ -577,6 +577,41 @@ def test_a_token_refused_under_a_half_typed_answer_keeps_the_text(tab: Tab, worl
     assert page.locator("details.kept").count() == 0
 
 
+def test_someone_else_signing_in_starts_at_the_inbox(tab: Tab, world: World) -> None:
+    """Signing in on a tab returned to the page the previous person left
+    open (a decision, with its answer form); the person whose token was
+    refused, signing in again, still comes back to their page."""
+    gina = admin_principal(world.served, "human", "Gina")
+    decision = world.open_decision(world.agent, question="Purge the CDN cache?",
+                                   task_ids=[world.tasks["docs"]])  # fmt: skip
+    page = tab.page
+    heading = page.get_by_role("heading", name="Purge the CDN cache?", level=1)
+
+    def sign_in_here(token: str) -> None:
+        page.get_by_label("API token").fill(token)
+        page.get_by_role("button", name="Sign in").click()
+
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    heading.wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    sign_in_here(gina.token)
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+    assert page.evaluate("() => location.hash") == "#/"
+
+    # Gina's token refused on the decision's page: Gina, signing in again
+    # with a new token, comes back to it
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    heading.wait_for()
+    listed = admin_json(world.served, "token", "list", "--principal", gina.principal_id)
+    admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
+    page.reload()
+    page.get_by_text("Your token is no longer accepted").wait_for()
+    issued = admin_json(world.served, "token", "issue", "--principal", gina.principal_id)
+    sign_in_here(issued["token"])
+    heading.wait_for()
+
+
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
     """docs/console.md: keyboard focus stays where it was across refreshes (it
     fell to <body> from the h1, and jumped to the first link with the same

@@ -17,6 +17,9 @@ let signInShown = false;
 // sign-in form until someone signs in: a second sign-out for the same refusal
 // (the page's own catch after the request's) must not lose it.
 let keptText = [];
+// Who was signed in before the sign-in view: someone else signing in on this
+// tab starts at the inbox, not on the page the previous person left open.
+let previousPrincipal = null;
 let inboxSignature = "";
 const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
@@ -107,6 +110,9 @@ function signInView(message, kept = []) {
     try {
       const data = await gql(ME, {}, value);
       saveToken(value);
+      if (previousPrincipal !== null && previousPrincipal !== data.me.restId) {
+        history.replaceState(null, "", `${location.pathname}${location.search}#/`);
+      }
       signedIn(data.me);
       await route();
     } catch (failure) {
@@ -161,6 +167,7 @@ function signOut(message, forget = true) {
   decisionLive.stop();
   watched = null;
   if (forget) forgetToken();
+  if (me !== null) previousPrincipal = me.restId;
   me = null;
   inboxSignature = "";
   document.getElementById("who").hidden = true;
