@@ -852,6 +852,36 @@ def test_a_one_line_edit_of_long_rules_shows_that_line_in_its_context(
     assert len([line for line in diff.splitlines() if line.strip()]) == 3 + 2 * (2 + 2 * 3)
 
 
+def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: World) -> None:
+    """Rules saved with CRLF, then one line edited with LF endings: every line
+    read removed and added, since each old line held its carriage return.
+    Lines compare without their endings, and the diff says the endings
+    changed; a change of endings alone is that note."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "crlf", "name": "Line endings"}, 201)
+    lines = [f"Rule {i}: keep the change log current." for i in range(20)]
+    edited = [*lines[:10], "Rule 10: ask a human first.", *lines[11:]]
+    texts = ["\r\n".join(lines), "\n".join(edited), "\r\n".join(edited)]
+    for revision, text in enumerate(texts, start=1):
+        alice.send("PATCH", "/api/v1/projects/crlf/policy",
+                   {"expected_revision": revision, "rules": text})  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/crlf/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page.get_by_label("From").select_option("2")
+    page.get_by_label("To", exact=True).select_option("3")
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "(line endings changed: CRLF before, LF after)" in diff
+    assert [line[0] for line in diff.splitlines() if line.startswith(("-", "+"))] == ["-", "+"]
+    assert "- Rule 10: keep" in diff and "+ Rule 10: ask a human first." in diff
+    page.get_by_label("From").select_option("3")
+    page.get_by_label("To", exact=True).select_option("4")
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "(line endings changed: LF before, CRLF after)" in diff
+    assert "… 20 unchanged lines" in diff and "Rule 10" not in diff
+
+
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
     """Read through another project, the "Superseded by" link pointed at the
     reader's project, where the (project-only) replacement is not found."""

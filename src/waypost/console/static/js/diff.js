@@ -156,16 +156,35 @@ export function foldUnchanged(lines) {
   return out;
 }
 
+// A line's ending is not part of it: texts whose endings differ (CRLF
+// against LF) compared every line unequal, and the diff read "every line
+// removed, every line added". renderDiff says when the endings changed.
 function splitLines(text) {
   if (text === null || text === undefined || text === "") return [];
-  return String(text).split("\n");
+  return String(text).split(/\r?\n/);
+}
+
+// "CRLF", "LF", "mixed", or null for a text of one line.
+function lineEndings(text) {
+  const s = String(text ?? "");
+  const crlf = (s.match(/\r\n/g) || []).length;
+  const lf = (s.match(/\n/g) || []).length - crlf;
+  if (crlf && lf) return "mixed";
+  return crlf ? "CRLF" : lf ? "LF" : null;
 }
 
 // One field's diff as a <pre>: "-" lines in <del>, "+" lines in <ins>, the
 // sign kept in the text so the change does not rely on colour alone.
 export function renderDiff(label, before, after) {
-  const lines = foldUnchanged(diffLines(before, after));
+  let lines = foldUnchanged(diffLines(before, after));
   const pre = h("pre", { class: "diff", "aria-label": `Changes to ${label}` });
+  const [endingsBefore, endingsAfter] = [lineEndings(before), lineEndings(after)];
+  if (endingsBefore && endingsAfter && endingsBefore !== endingsAfter) {
+    pre.append(h("span", { class: "same note" },
+      `  (line endings changed: ${endingsBefore} before, ${endingsAfter} after)\n`));
+    // nothing else changed: the text itself is folded away
+    if (lines.every(([sign]) => sign === " ")) lines = [["…", lines.length]];
+  }
   if (!lines.length) pre.append(h("span", { class: "same" }, "  (empty)\n"));
   for (const [sign, text] of lines) {
     if (sign === "…") {
