@@ -241,8 +241,6 @@ function cap(word) {
   return word.charAt(0) + word.slice(1).toLowerCase();
 }
 
-// A refusal: conflicts reload the page and say what happened; anything else
-// is shown by the form. `what` is the user's action ("answer" or "reopening").
 // Says "Sending…" while a form's request is on its way (its buttons are
 // disabled meanwhile), in a polite region of its own: in the form's assertive
 // error region, a screen reader broke off whatever it was reading to say it.
@@ -255,6 +253,8 @@ function sendingStatus() {
   };
 }
 
+// A refusal: conflicts reload the page and say what happened; anything else
+// is shown by the form. `what` is the user's action ("answer" or "reopening").
 async function refused(error, onChanged, errorBox, focusTarget, what = "answer") {
   const yours = `Your ${what} was not recorded`;
   const conflicts = {
