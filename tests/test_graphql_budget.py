@@ -58,7 +58,13 @@ def over_the_limit(body: bytes) -> bool:
         return False
     [error] = answer["errors"]
     assert error["extensions"] == {"code": "invalid_request"}
-    assert f"execution limits of {budget.MAX_OBJECTS:,} objects and" in error["message"]
+    limits = (
+        f"limits of {budget.MAX_OBJECTS:,} objects and",
+        f"limits ({budget.MAX_OBJECTS:,} objects,",
+    )
+    assert error["message"].startswith("The result exceeds the execution")
+    assert any(words in error["message"] for words in limits), error["message"]
+    assert len(error["message"]) <= 200  # as a message is kept (http/decoding.py)
     return True
 
 
@@ -190,13 +196,11 @@ OPEN_TWO = """mutation ($t: [String!]!) {
 async def test_each_root_mutation_reads_what_the_ones_before_it_wrote(
     human: Caller, project: str
 ) -> None:
-    """Loaders are fresh for each root mutation, and the object limit does not
-    apply to mutations: stopping one would skip the writes after it."""
+    """Loaders are fresh for each root mutation."""
     t = await new_task(human, "t")
-    with limited(3):
-        r = await human.client.post(
-            "/graphql", json={"query": OPEN_TWO, "variables": {"t": [t]}}, headers=human.headers()
-        )
+    r = await human.client.post(
+        "/graphql", json={"query": OPEN_TWO, "variables": {"t": [t]}}, headers=human.headers()
+    )
     data = json.loads(r.content)["data"]
     a, b = data["a"]["decision"], data["b"]["decision"]
     assert [d["restId"] for d in a["project"]["digest"]["pendingDecisions"]] == [a["restId"]]
@@ -204,6 +208,60 @@ async def test_each_root_mutation_reads_what_the_ones_before_it_wrote(
         a["restId"],
         b["restId"],
     }
+
+
+async def test_a_mutations_answer_is_limited_and_every_mutation_still_runs(
+    human: Caller, project: str
+) -> None:
+    """A mutation's answer was not limited at all: a replay of one
+    `taskCreate` answered 48 MB of `dependsOn { description }` per alias,
+    writing nothing. Now it is one error past the limit, as a query's is; but
+    the root fields still all run (stopping one would skip the writes after
+    it), and their keys replay what each one did."""
+    t = await new_task(human, "t")
+    with limited(3):
+        r = await human.client.post(
+            "/graphql", json={"query": OPEN_TWO, "variables": {"t": [t]}}, headers=human.headers()
+        )
+        assert over_the_limit(r.content)
+    [error] = json.loads(r.content)["errors"]
+    assert "Every mutation ran: replay the same idempotency keys" in error["message"]
+    # both ran: their keys replay, with a selection within the limit
+    small = OPEN_TWO.replace(
+        "{ decision { restId project { digest { pendingDecisions { restId } } } } }",
+        "{ replayed decision { restId } }",
+    )
+    r = await human.client.post(
+        "/graphql", json={"query": small, "variables": {"t": [t]}}, headers=human.headers()
+    )
+    data = json.loads(r.content)["data"]
+    assert data["a"]["replayed"] and data["b"]["replayed"]
+    listed = (await human.get("/api/v1/projects/demo/decisions")).json()["items"]
+    assert {d["id"] for d in listed} == {data["a"]["decision"]["restId"],
+                                         data["b"]["decision"]["restId"]}  # fmt: skip
+
+
+async def test_a_replayed_mutations_text_is_limited(human: Caller, project: str) -> None:
+    """The audit's case: text reached through a mutation's payload, replayed
+    for free, counted against the text limit as a query's is."""
+    long = "x" * 60_000
+    deps = [await new_task(human, f"dep {i}", description=long) for i in range(4)]
+    query = """mutation ($deps: [String!]!) { taskCreate(input: {idempotencyKey: "big-1",
+        projectId: "demo", title: "m", dependsOn: $deps}) { replayed task {
+        a: dependsOn { description } b: dependsOn { description } } } }"""
+    for replay in (False, True):
+        with mock.patch.object(budget, "MAX_TEXT", 200_000):
+            r = await human.client.post(
+                "/graphql", json={"query": query, "variables": {"deps": deps}},
+                headers=human.headers(),
+            )  # fmt: skip
+        answer = json.loads(r.content)
+        assert answer["data"] is None and len(r.content) < 1_000, replay
+        assert (
+            "Every mutation ran: replay the same idempotency keys" in answer["errors"][0]["message"]
+        )
+    tasks = (await human.get("/api/v1/projects/demo/tasks", limit=100)).json()["items"]
+    assert [x["title"] for x in tasks].count("m") == 1  # written once, replayed once
 
 
 async def test_a_subscription_event_reads_the_records_afresh(

@@ -66,10 +66,21 @@ def max_objects(rt: object) -> int:
     return MAX_OBJECTS if configured is None else int(configured)
 
 
-def exceeded_error(limit: int) -> GraphQLError:
-    return GraphQLError(
-        f"The result exceeds the execution limits of {limit:,} objects and"
-        f" {MAX_TEXT:,} characters of text: select fewer nested lists, references and"
-        " long text fields, or page through them in several requests.",
-        extensions={"code": "invalid_request"},  # as the other limits (limits.py)
-    )
+def exceeded_error(limit: int, mutation: bool = False) -> GraphQLError:
+    if mutation:
+        # its root fields all ran (execution.py): what they wrote is read by
+        # replaying their keys, never by writing again under new ones (and
+        # within the 200 characters a message keeps, http/decoding.py)
+        message = (
+            f"The result exceeds the execution limits ({limit:,} objects, {MAX_TEXT:,}"
+            " characters of text). Every mutation ran: replay the same idempotency keys"
+            " with a smaller selection to read what each did."
+        )
+    else:
+        message = (
+            f"The result exceeds the execution limits of {limit:,} objects and"
+            f" {MAX_TEXT:,} characters of text: select fewer nested lists, references and"
+            " long text fields, or page through them in several requests."
+        )
+    # the code of the other limits (limits.py)
+    return GraphQLError(message, extensions={"code": "invalid_request"})

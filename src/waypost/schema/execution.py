@@ -133,16 +133,18 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     objects = 0
     text = 0
     max_objects = budget.MAX_OBJECTS  # `serve --graphql-max-objects` (execute_operation)
-    # a mutation's answer is not limited: its root fields run one after another
-    # and write, so stopping one would skip writes after others were committed
-    limited = True
+    # A mutation's answer is limited too, but past the limit its root fields
+    # still run, one after another: stopping one would skip writes after
+    # others were committed. (Unlimited, a replay of one `taskCreate` answered
+    # 48 MB of `dependsOn { description }` per alias, writing nothing.)
+    mutation = False
 
     def execute_operation(self, serially: bool | None = None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
         # all its operations and events, whose reads must not be cached across
         _fresh_loaders(self.context_value)
         self.max_objects = budget.max_objects(getattr(self.context_value, "rt", None))
-        self.limited = self.operation.operation != OperationType.MUTATION
+        self.mutation = self.operation.operation == OperationType.MUTATION
         # a query of plain data is answered by the fast path (schema/fastpath/);
         # everything else, and anything it hands back, runs here as before
         fast = fastpath.answer(self)
@@ -171,18 +173,19 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         path: Path,
         position_context: Any,
     ) -> Any:
-        if parent_type is self.schema.mutation_type:
+        root_mutation = parent_type is self.schema.mutation_type
+        if root_mutation:
             # each root mutation reads what the ones before it wrote
             _fresh_loaders(self.context_value)
-        if self.objects > self.max_objects:
+        if self.objects > self.max_objects and not root_mutation:
             # past the limit nothing more runs or raises (an error per field
             # in flight cost as much as the fields): the answer is one error
             return None
         node = field_details_list[0].node
         field_def = self.schema.get_field(parent_type, node.name.value)
-        if field_def is not None and self.limited and budget.holds_objects(field_def.type):
+        if field_def is not None and budget.holds_objects(field_def.type):
             self.objects += 1  # a field that will hold objects counts as it starts
-            if self.objects > self.max_objects:
+            if self.objects > self.max_objects and not root_mutation:
                 return None
         attribute = _plain_attribute(field_def) if field_def is not None else ""
         # field middleware (none in this schema) would see every field: keep its path
@@ -207,10 +210,9 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         position_context: Any,
     ) -> Any:
         # every object of the result passes here once, whichever path completes it
-        if self.limited:
-            self.objects += 1
-            if self.objects > self.max_objects:
-                return {}  # build_response answers with the error, whatever data was made
+        self.objects += 1
+        if self.objects > self.max_objects:
+            return {}  # build_response answers with the error, whatever data was made
         return super().execute_fields(
             parent_type, source_value, path, grouped_field_set, position_context
         )
@@ -219,7 +221,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         return self._counted(super().complete_leaf_value(return_type, result))
 
     def _counted(self, leaf: Any) -> Any:
-        if type(leaf) is str and self.limited:
+        if type(leaf) is str:
             self.text += len(leaf)
             if self.text > budget.MAX_TEXT:
                 self.objects = self.max_objects + 1  # past the limits: see execute_field
@@ -260,7 +262,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     def build_response(self, data: dict[str, Any] | None) -> Any:
         if self.objects > self.max_objects:
             # one error, no data: the fields cut short are not holes to show
-            return ExecutionResult(None, [budget.exceeded_error(self.max_objects)])
+            return ExecutionResult(None, [budget.exceeded_error(self.max_objects, self.mutation)])
         return super().build_response(data)
 
     def handle_field_error(
