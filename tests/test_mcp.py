@@ -247,6 +247,9 @@ async def test_a_retried_mutating_call_does_not_write_twice(
             "knowledge_record", {**args, "title": "Twice", "idempotency_key": "lesson-1"}
         )
         assert own.isError and "use a new key" in own.content[0].text  # type: ignore[union-attr]
+        # the field named as the tool's argument, not REST's header
+        envelope = json.loads(own.content[0].text.splitlines()[-1])  # type: ignore[union-attr]
+        assert envelope["error"]["details"] == {"field": "idempotency_key"}
     assert len(waypost.events(project, "knowledge.created")) == 3
 
 

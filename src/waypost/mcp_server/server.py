@@ -220,6 +220,15 @@ def _result(body: Any) -> types.CallToolResult:
     )
 
 
+def _named_as_arguments(error: ApiError) -> ApiError:
+    """The refusal with its field named as a tool's caller knows it: REST
+    names the key by its header (`Idempotency-Key`), a tool by its argument."""
+    if error.details.get("field") != "Idempotency-Key":
+        return error
+    details = {**error.details, "field": "idempotency_key"}
+    return ApiError(error.code, error.message, details, error.status)
+
+
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
@@ -289,7 +298,8 @@ def build_server(
                 return _error(explain(unknown))
         except ApiError as error:
             own_key = "idempotency_key" in arguments
-            return _error(explain(error, str(project) if project else None, own_key))
+            refusal = _named_as_arguments(error)
+            return _error(explain(refusal, str(project) if project else None, own_key))
         except ClientLeft:
             return _error("cancelled: the client went away before the answer")
         except WaypostError as error:
