@@ -487,6 +487,17 @@ async def test_malformed_http_requests_get_graphql_shaped_errors(
     assert r.headers["cache-control"] == "no-store"
 
 
+@pytest.mark.parametrize("document", ["", "   ", "\n\t,", "# only a comment", "  ,, # and\n"])
+async def test_a_document_with_nothing_in_it_is_400(human: Caller, document: str) -> None:
+    """An empty query was 400 (Strawberry's own check) but one of spaces or
+    a comment only was 200 with a syntax error: both hold no operation."""
+    r = await human.client.post("/graphql", json={"query": document}, headers=human.headers())
+    assert r.status_code == 400
+    [error] = r.json()["errors"]
+    assert error == {"message": "No GraphQL query found in the request",
+                     "extensions": {"code": "invalid_request"}}  # fmt: skip
+
+
 async def test_get_is_refused_when_graphiql_is_off(human: Caller) -> None:
     for params in ({"query": "{ me { name } }"}, {}):
         r = await human.client.get("/graphql", params=params, headers=human.headers())

@@ -13,16 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from graphql import GraphQLError, OperationDefinitionNode, OperationType
+from graphql import GraphQLError, Lexer, OperationDefinitionNode, OperationType, Source, TokenKind
 
 from waypost.schema.documents import parsed
 
 # Deeper than any input object of the schema needs (they nest a few levels);
 # far below what a recursive walk of the value could take.
 MAX_NESTING = 32
+# Strawberry's words for an empty query (its own check refuses only "")
+NO_QUERY = "No GraphQL query found in the request"
 SUBSCRIPTIONS_OVER_HTTP = (
     "subscriptions run over WebSocket (graphql-transport-ws on /graphql), not over HTTP"
 )
+
+
+def _holds_nothing(query: str) -> bool:
+    """Whether the document is only spaces, commas and comments: refused as
+    an empty one is (it was a 200 with a syntax error, where "" was a 400)."""
+    try:
+        return Lexer(Source(query)).advance().kind is TokenKind.EOF
+    except GraphQLError:
+        return False  # the parse reports it, with its location
 
 
 def nesting(value: object) -> int:
@@ -79,6 +90,8 @@ async def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
         return "variables must be an object"
     if nesting(variables) > MAX_NESTING:
         return f"variables nest more than {MAX_NESTING} levels deep"
+    if _holds_nothing(query):
+        return NO_QUERY
     found = await operations(query)
     if isinstance(found, GraphQLError):
         return None
