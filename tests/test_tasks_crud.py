@@ -66,6 +66,40 @@ async def test_create_refuses_bad_input_naming_the_field(
     assert (status, code, details["field"]) == (400, "invalid_request", field)
 
 
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"title": " \t "}, "title"),
+        ({"title": "t", "acceptance_criteria": ["ok", "\n  "]}, "acceptance_criteria[1]"),
+    ],
+)
+async def test_blank_text_is_refused_on_create_and_patch_writing_nothing(
+    human: Caller, project: str, body: dict[str, object], field: str
+) -> None:
+    """A title of spaces was accepted (201, an event), where a knowledge title
+    and a decision's question refuse one."""
+
+    async def events() -> int:
+        return len((await human.get(f"{BASE}/events", limit=200)).json()["items"])
+
+    before = await events()
+    status, code, details = error(await human.post(f"{BASE}/tasks", body))
+    assert (status, code, details["field"]) == (400, "invalid_request", field)
+    task = await make_task(human)
+    patch = {"expected_revision": 1, **body}
+    status, code, details = error(await human.patch(task_path(task["id"]), patch))
+    assert (status, code, details["field"]) == (400, "invalid_request", field)
+    assert await events() == before + 1  # the task made here, nothing else
+    # GraphQL's create is the same operation, naming the field in its own words
+    r = await human.gql(
+        "mutation ($i: TaskCreateInput!) { taskCreate(input: $i) { userErrors { code field } } }",
+        {"i": {"idempotencyKey": "blank", "projectId": "demo", "title": body["title"],
+               "acceptanceCriteria": body.get("acceptance_criteria", [])}},
+    )  # fmt: skip
+    camel = field.replace("acceptance_criteria", "acceptanceCriteria")
+    assert r["data"]["taskCreate"]["userErrors"] == [{"code": "invalid_request", "field": camel}]
+
+
 async def test_create_refuses_duplicate_dependencies(human: Caller, project: str) -> None:
     base = await make_task(human)
     r = await human.post(f"{BASE}/tasks", {"title": "t", "depends_on": [base["id"], base["id"]]})

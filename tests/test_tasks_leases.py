@@ -104,6 +104,19 @@ async def test_renew_after_expiry_is_refused(service: Service, human: Caller, pr
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
 
 
+@pytest.mark.parametrize(("action", "body"), [("checkpoint", {"note": "  "}),
+                                            ("submit", {"summary": "\n\t"})])  # fmt: skip
+async def test_a_blank_note_or_summary_is_refused(
+    service: Service, human: Caller, project: str, action: str, body: dict[str, str]
+) -> None:
+    """A summary of whitespace was accepted (a submission that says nothing),
+    where a decision's rationale refuses one."""
+    task, agent = await claimed_by_agent(service, human)
+    r = await agent.post(task_path(task["id"], action), body)
+    assert r.status_code == 400 and r.json()["error"]["details"] == {"field": next(iter(body))}
+    assert (await agent.get(task_path(task["id"]))).json()["status"] == "claimed"
+
+
 async def test_checkpoint_records_a_note_listed_newest_first(
     service: Service, human: Caller, project: str
 ) -> None:

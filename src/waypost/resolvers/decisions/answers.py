@@ -17,9 +17,9 @@ from typing import Any
 from waypost.errors import Forbidden, InvalidRequest, StateConflict
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.models import DecisionAnswer, Relay
-from waypost.resolvers.decisions.operations import require_text
 from waypost.resolvers.decisions.pins import check_generation, require_state
 from waypost.resolvers.decisions.views import load_decision
 from waypost.resolvers.projects.operations import require_project

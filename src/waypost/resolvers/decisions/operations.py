@@ -16,6 +16,7 @@ from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import lists_store, store
 from waypost.resolvers.decisions.models import DecisionCreate, StatusFilter
 from waypost.resolvers.decisions.pins import (
@@ -45,14 +46,8 @@ __all__ = [
     "load_many",
     "open_decision",
     "open_decision_sync",
-    "require_text",
     "unresolved_sync",
 ]
-
-
-def require_text(value: str, field: str) -> None:
-    if not value.strip():
-        raise InvalidRequest.field(field, "must not be blank")
 
 
 def _validate(body: DecisionCreate) -> None:

@@ -19,9 +19,9 @@ import msgspec
 from waypost.clock import parse_time
 from waypost.errors import Forbidden, InvalidRequest
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.models import DecisionReopen
-from waypost.resolvers.decisions.operations import require_text
 from waypost.resolvers.decisions.pins import (
     check_generation,
     ensure_no_publication,

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from waypost.errors import InvalidRequest
+from waypost.resolvers.core.text import require_text
 
 # Limits fixed by the service contract (section 6).
 TITLE_MAX_CHARS = 200
@@ -251,8 +252,7 @@ def check_correction_status(knowledge_id: str, body: KnowledgeCorrect) -> None:
 
 
 def _check_text(title: str, body: str) -> None:
-    if not title.strip():
-        raise InvalidRequest.field("title", "title must not be blank")
+    require_text(title, "title")
     if len(body.encode("utf-8")) > BODY_MAX_BYTES:
         raise InvalidRequest.field("body", "body may hold at most 64 KiB of UTF-8")
 

@@ -21,6 +21,7 @@ from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
 from waypost.ids import new_id
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_text
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
@@ -188,6 +189,7 @@ async def checkpoint(
     body: CheckpointBody,
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_text(body.note, "note")
         check_bytes("note", body.note)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
@@ -254,6 +256,7 @@ async def submit(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: SubmitBody
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        require_text(body.summary, "summary")
         check_bytes("summary", body.summary)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)

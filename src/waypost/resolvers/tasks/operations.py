@@ -24,6 +24,7 @@ from waypost.errors import (
 )
 from waypost.ids import new_id
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
@@ -145,6 +146,15 @@ def check_bytes(field: str, text: str) -> None:
         raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
 
 
+def check_text_fields(values: dict[str, Any]) -> None:
+    """A title and each acceptance criterion hold text, not only whitespace
+    (as a knowledge title and a decision's question do)."""
+    if "title" in values:
+        require_text(values["title"], "title")
+    for i, criterion in enumerate(values.get("acceptance_criteria", ())):
+        require_text(criterion, f"acceptance_criteria[{i}]")
+
+
 # ---------------------------------------------------------------- create
 
 
@@ -153,6 +163,7 @@ async def create(
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         require_project(tx.conn, project_id)
+        check_text_fields({"title": body.title, "acceptance_criteria": body.acceptance_criteria})
         check_bytes("description", body.description)
         task_id = new_id("task")
         _check_dependencies(tx.conn, project_id, task_id, body.depends_on)
@@ -251,6 +262,8 @@ async def update(
             "status": row["status"],
         }
         changed = [f for f, value in requested.items() if value != current[f]]
+        # what changes only: a record kept from before the rule still takes other edits
+        check_text_fields({f: requested[f] for f in changed})
         if "description" in changed:
             check_bytes("description", requested["description"])
         if "depends_on" in changed:
