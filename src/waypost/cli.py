@@ -20,6 +20,7 @@ import click
 from waypost.clock import FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
+from waypost.resolvers.lifecycle import authz
 from waypost.resolvers.projects import operations as projects
 from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import (
@@ -211,7 +212,6 @@ def serve(
         max_connections=max_connections,
         search_time_limit_ms=search_time_limit_ms,
         graphql_max_objects=graphql_max_objects,
-        log_format=log_format,
         access_log=access_log,
         metrics=metrics,
     )
@@ -377,7 +377,7 @@ def principal_group() -> None:
 
 @principal_group.command("create")
 @db_option
-@click.option("--kind", type=click.Choice(["human", "agent"]), required=True)
+@click.option("--kind", type=click.Choice(principals.KINDS), required=True)
 @click.option("--name", required=True)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
     """Create a principal; prints its api token (once) and the token's id."""
@@ -399,7 +399,7 @@ def token_group() -> None:
 @token_group.command("issue")
 @db_option
 @click.option("--principal", "principal_id", required=True)
-@click.option("--audience", type=click.Choice(["api", "lifecycle", "metrics"]), default="api",
+@click.option("--audience", type=click.Choice(principals.AUDIENCES), default="api",
               show_default=True)  # fmt: skip
 def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
     """Issue a token; it is printed once and only its SHA-256 is kept."""
@@ -514,7 +514,7 @@ def lifecycle_group() -> None:
 @click.option("--principal", "principal_id", required=True,
               help="A principal id, or the username a Kubernetes TokenReview returns.")  # fmt: skip
 @click.option("--tenant", required=True)
-@click.option("--role", type=click.Choice(["reader", "author", "reviewer"]), required=True)
+@click.option("--role", type=click.Choice(authz.ROLES), required=True)
 def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) -> None:
     """Grant a principal its one lifecycle tenant role (replacing any earlier one)."""
     from waypost.resolvers.lifecycle import store as lifecycle_store

@@ -12,7 +12,6 @@ import time
 
 # \Z, not $: in Python `$` also matches before a final newline.
 ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
-PROJECT_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}\Z")
 
 
 class _RandomPool:

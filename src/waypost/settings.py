@@ -117,5 +117,4 @@ class Settings:
     # Operators' view (docs/operations.md): one line per request; "text" or
     # "json" lines; GET /metrics (a token of audience `metrics`) when enabled.
     access_log: bool = True
-    log_format: str = "text"
     metrics: bool = False

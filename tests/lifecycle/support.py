@@ -18,7 +18,6 @@ from waypost.resolvers.access import principals
 from waypost.resolvers.lifecycle import store
 
 _keys = itertools.count()
-DIGEST_OF_NOTHING = "sha256:" + hashlib.sha256(b"").hexdigest()
 
 
 def digest(data: bytes) -> str:

@@ -355,23 +355,3 @@ def _generic_type_description(name: str) -> str | None:
     if name.endswith("Input"):
         return "Input fields in camelCase; an omitted optional field is left unchanged."
     return None
-
-
-def undescribed(schema: GraphQLSchema) -> list[str]:
-    """Every type, field, argument and enum value without a description."""
-    missing: list[str] = []
-    for name, t in schema.type_map.items():
-        if name.startswith("__"):
-            continue
-        if not t.description:
-            missing.append(name)
-        if isinstance(t, GraphQLObjectType | GraphQLInterfaceType | GraphQLInputObjectType):
-            for field_name, f in t.fields.items():
-                if not f.description:
-                    missing.append(f"{name}.{field_name}")
-                for arg_name, arg in getattr(f, "args", {}).items():
-                    if not arg.description:
-                        missing.append(f"{name}.{field_name}({arg_name})")
-        if isinstance(t, GraphQLEnumType):
-            missing += [f"{name}.{v}" for v, d in t.values.items() if not d.description]
-    return missing

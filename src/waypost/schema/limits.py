@@ -42,6 +42,7 @@ from graphql.validation.rules import overlapping_fields_can_be_merged
 from strawberry.extensions import SchemaExtension
 from strawberry.schema.schema import validate_document
 
+from waypost.pagination import DEFAULT_LIMIT
 from waypost.schema.memo import Memo, variables_key
 from waypost.schema.mutation_arguments import argument_refusals, argument_value
 from waypost.schema.offload import off_loop
@@ -51,8 +52,9 @@ MAX_DEPTH = 16
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
 MAX_NODES = 50_000
-# A connection without `first`/`last` returns this many items (relay.first_to_limit).
-DEFAULT_PAGE = 50
+# A connection without `first`/`last` returns this many items (relay.window
+# leaves the count to check_limit, whose default this is).
+DEFAULT_PAGE = DEFAULT_LIMIT
 # GraphQL's Int is 32 bits: a `first` past it is no Int at all, and
 # graphql-core's validation refuses it by name; the node limit leaves it out.
 INT_RANGE = range(-(2**31), 2**31)

@@ -78,12 +78,6 @@ NODE_RESOLVERS["Session"] = load_own_session
 
 
 @strawberry.type
-class Me:
-    principal: Principal
-    session: Session | None
-
-
-@strawberry.type
 class PrincipalQueries:
     @strawberry.field(description="The caller.")
     async def me(self, info: Info) -> Principal:

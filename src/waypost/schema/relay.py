@@ -143,11 +143,6 @@ def window(
     return Window(check_limit(first, maximum=100, field_name="first"), after, False)
 
 
-def first_to_limit(first: int | None) -> int:
-    """Connections take `first` from 1 to 100 (default 50)."""
-    return check_limit(first, maximum=100, field_name="first")
-
-
 ForwardPages = Callable[[tuple[str, str | None, int]], Awaitable[Page[Any]]]
 
 

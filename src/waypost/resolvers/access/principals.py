@@ -15,10 +15,10 @@ from waypost.runtime import Actor
 
 __all__ = [
     "AUDIENCES",
+    "KINDS",
     "authenticate",
     "bootstrap_admin",
     "create_principal",
-    "get_principal",
     "has_principals",
     "issue_token",
     "list_principals",
@@ -28,11 +28,12 @@ __all__ = [
 ]
 
 AUDIENCES = ("api", "lifecycle", "metrics")
+KINDS = ("human", "agent")
 
 
 def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) -> dict[str, Any]:
     """Create a principal and its first `api` token; the token is returned only here."""
-    if kind not in ("human", "agent"):
+    if kind not in KINDS:
         raise InvalidRequest.field("kind", "kind must be human or agent")
     if not 1 <= len(name) <= 200:
         raise InvalidRequest.field("name", "name must be 1-200 characters")
@@ -111,11 +112,6 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str | tuple[str
     ):
         raise Unauthenticated("unauthenticated")
     return Actor(row["id"], row["kind"], row["name"], row["token_id"])
-
-
-def get_principal(conn: sqlite3.Connection, principal_id: str) -> dict[str, Any] | None:
-    row = store.principal_row(conn, principal_id)
-    return principal_json(row) if row else None
 
 
 def has_principals(conn: sqlite3.Connection) -> bool:

@@ -76,10 +76,6 @@ async def record(
     return await run_mutation(rt, actor, idem, unit)
 
 
-async def totals_many(rt: Runtime, ids: Sequence[str]) -> dict[str, dict[str, int]]:
-    return await rt.db.read(lambda conn: feedback_totals(conn, ids))
-
-
 def totals_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, int]]:
     """The feedback totals of `ids`, in that order."""
     found = feedback_totals(conn, ids)

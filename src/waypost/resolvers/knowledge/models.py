@@ -34,8 +34,6 @@ COMMENT_MAX_CHARS = 4096
 Kind = Literal["lesson", "fact", "rejected_approach", "checkpoint"]
 Status = Literal["observed", "validated", "deprecated", "superseded"]
 Collection = Literal["project", "shared"]
-KINDS: tuple[str, ...] = ("lesson", "fact", "rejected_approach", "checkpoint")
-STATUSES: tuple[str, ...] = ("observed", "validated", "deprecated", "superseded")
 
 RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}(?![\s\S])")]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]

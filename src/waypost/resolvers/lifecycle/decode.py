@@ -32,15 +32,6 @@ def decode(raw: bytes, model: type[T]) -> tuple[T, Any]:
     return body, value
 
 
-def decode_memo(value: Any) -> Memo:
-    """A Memo JSON value (as GET returns it) into the model, with all its rules."""
-    checks.check_depth(value)
-    checks.check_refused_names(value)
-    memo = convert(value, Memo)
-    checks.check_memo(memo, msgspec.to_builtins(memo))
-    return memo
-
-
 def canonical(value: Any) -> str:
     """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 (no \\u escapes)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
