@@ -15,9 +15,12 @@ from typing import Final
 from waypost.pagination import keyset
 from waypost.resolvers.decisions.status import STATUS_SQL
 from waypost.resolvers.decisions.store import MAY_TIME_OUT
+from waypost.resolvers.decisions.timeouts import TIMEOUT
 
-# When the sweep will answer a `decision_current` row `s` (24 hours after it opened).
-_TIMEOUT_AT_SQL: Final = "strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+24 hours')"
+# When the sweep will answer a `decision_current` row `s` (TIMEOUT after it opened).
+_TIMEOUT_AT_SQL: Final = (
+    f"strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+{int(TIMEOUT.total_seconds())} seconds')"
+)
 
 
 def unresolved_ids(

@@ -24,7 +24,8 @@ TIMEOUT: Final = timedelta(hours=24)
 # never held for long and a backlog is still answered within one pass.
 BATCH: Final = 500
 TIMEOUT_RATIONALE: Final = (
-    "No answer within 24 hours: the service applied the recommendation of this reversible decision."
+    f"No answer within {TIMEOUT // timedelta(hours=1)} hours: the service applied the"
+    " recommendation of this reversible decision."
 )
 
 
