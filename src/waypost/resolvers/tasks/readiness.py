@@ -9,9 +9,10 @@ it can be released back to `open`, so it is never ready for ordinary claims.
 Everything here works in batch (a constant number of statements for any
 number of tasks), so a list or a GraphQL page never costs one query per task.
 
-The predicate has two forms that must never drift: `readiness` (Python over
-rows, with the reasons the task JSON reports; its decision part is the gate
-itself, derived from the decisions' history by gate.py) and `READY_SQL` (WHERE
+The predicate has two forms that must never drift: `unready_reason` (Python
+over rows, with the reasons the task JSON reports; `readiness` gives it the
+gate itself, derived from the decisions' history by gate.py, and
+stored_gate.py the gate state stored on each task) and `READY_SQL` (WHERE
 terms, so claims, ready lists and the digest skip blocked work inside SQL
 instead of fetching it to test it; it lives in ready_store.py with the queries
 that walk it).
@@ -114,18 +115,25 @@ def readiness(
         subject = row["subject_task_id"]
         decisions = _merge(own, list(blocking.get(subject, []))) if subject else own
         undone = [dep_id for dep_id, status in deps.get(row["id"], []) if status != "done"]
-        if row["status"] != "open":
-            reason: str | None = "not_open"
-        elif row["lease_owner_id"] is not None:
-            reason = "leased"
-        elif undone:
-            reason = "dependencies_not_done"
-        elif decisions:
-            reason = "decision_required"
-        else:
-            reason = None
+        reason = unready_reason(row["status"], row["lease_owner_id"], undone, bool(decisions))
         result[row["id"]] = Readiness(reason is None, reason, decisions, undone)
     return result
+
+
+def unready_reason(
+    status: str, lease_owner_id: str | None, undone: Sequence[str], gate_closed: bool
+) -> str | None:
+    """Why a task is not ready, or None when it is: the predicate in Python,
+    whichever way its decision part (`gate_closed`) was found."""
+    if status != "open":
+        return "not_open"
+    if lease_owner_id is not None:
+        return "leased"
+    if undone:
+        return "dependencies_not_done"
+    if gate_closed:
+        return "decision_required"
+    return None
 
 
 def readiness_of(

@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
-from waypost.resolvers.tasks.readiness import Readiness
+from waypost.resolvers.tasks.readiness import Readiness, unready_reason
 from waypost.resolvers.tasks.store import GATE_OPEN, dependency_map, shown_rows_by_ids
 
 __all__ = ["KEYS", "NOT_SHOWN", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
@@ -117,16 +117,14 @@ def tasks_by_ids(
             gate_open = task.pop(GATE_OPEN)
             lease_owner = task.pop("lease_owner_id")
             undone = [dep_id for dep_id, dep_status in own if dep_status != "done"]
-            # readiness.readiness's predicate, its decision part stored
-            task["ready"] = (
-                bool(gate_open) and task["status"] == "open" and lease_owner is None and not undone
-            )
-            if "blocked_by" not in keys:
-                pass  # (and `undone` may not be the whole list: see `deps`)
-            elif gate_open:
+            # the predicate, its decision part stored
+            reason = unready_reason(task["status"], lease_owner, undone, not gate_open)
+            task["ready"] = reason is None
+            # (without `blocked_by`, `undone` may not be the whole list: see `deps`)
+            if "blocked_by" in keys and gate_open:
                 # open by the stored state: no decision blocks it or its subject
                 task["blocked_by"] = Readiness(False, None, [], undone).blocked_by()
-            else:
+            elif "blocked_by" in keys:
                 task[_UNDONE] = undone
         found[task["id"]] = task
     return found
