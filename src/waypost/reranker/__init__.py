@@ -24,6 +24,7 @@ import httpx
 from waypost.reranker.breaker import Breaker
 from waypost.reranker.client import ProviderFailure, make_client, score
 from waypost.reranker.limiter import Limiter
+from waypost.reranker.reasons import Reason
 from waypost.settings import RerankSettings
 
 log = logging.getLogger("waypost.reranker")
@@ -63,7 +64,7 @@ class Reranker:
 
     async def rerank(
         self, query: str, items: list[dict[str, Any]]
-    ) -> tuple[list[dict[str, Any]], str]:
+    ) -> tuple[list[dict[str, Any]], Reason]:
         """(items, reason): reordered when reason is `applied`, else unchanged."""
         started = time.monotonic()
         positions = [i for i, item in enumerate(items) if item["type"] != "decision"]
@@ -112,8 +113,8 @@ class Reranker:
         return result, "applied"
 
     def _skip(
-        self, items: list[dict[str, Any]], reason: str, count: int, started: float
-    ) -> tuple[list[dict[str, Any]], str]:
+        self, items: list[dict[str, Any]], reason: Reason, count: int, started: float
+    ) -> tuple[list[dict[str, Any]], Reason]:
         _log("skipped", reason, count, started)
         return items, reason
 

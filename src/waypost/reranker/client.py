@@ -23,6 +23,7 @@ from typing import Any
 import certifi
 import httpx
 
+from waypost.reranker.reasons import Reason
 from waypost.settings import RerankSettings, SettingError
 
 MAX_RESPONSE_BYTES = 256 * 1024
@@ -34,9 +35,9 @@ MAX_SCORE = 3
 class ProviderFailure(Exception):
     """The provider call failed; `reason` is one of the section 9 reasons."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: Reason) -> None:
         super().__init__(reason)
-        self.reason = reason
+        self.reason: Reason = reason
 
 
 def is_https(url: str) -> bool:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from waypost.reranker.reasons import REASONS
+
 Schema = dict[str, Any]
 
 
@@ -439,8 +441,7 @@ DIGEST = obj(
 
 # --- the context packet ---------------------------------------------------------
 
-RERANK_REASONS = ("disabled", "applied", "too_few", "too_many", "busy", "circuit_open",
-                  "timeout", "connect_error", "bad_status", "too_large", "bad_scores")  # fmt: skip
+RERANK_REASONS = REASONS
 CONTEXT_ITEMS = {
     "decision": "ContextDecision",
     "task": "ContextTask",

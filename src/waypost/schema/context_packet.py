@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import strawberry
 
 from waypost.http.decoding import convert
+from waypost.reranker.reasons import REASONS
 from waypost.resolvers.context import packet
 from waypost.resolvers.context.params import (
     BUDGET_DEFAULT,
@@ -50,10 +51,7 @@ class ContextPolicy:
 @strawberry.type(description="Whether the provider reordered the items, and why (not).")
 class ContextRerank:
     applied: bool = strawberry.field(description="True when the provider's order was applied.")
-    reason: str = strawberry.field(
-        description="disabled, applied, too_few, too_many, busy, circuit_open, timeout,"
-        " connect_error, bad_status, too_large or bad_scores."
-    )
+    reason: str = strawberry.field(description=f"{', '.join(REASONS[:-1])} or {REASONS[-1]}.")
 
 
 @strawberry.type(description="Policy, open decisions, then ranked matches within limit and budget.")
