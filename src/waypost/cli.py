@@ -479,27 +479,13 @@ def project_group() -> None:
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
     from waypost.http.decoding import convert
-    from waypost.resolvers.access import store as access_store
-    from waypost.resolvers.core import events
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
-        owner = access_store.first_human_row(conn)
-        if owner is None:
+        owner_id = principals.first_human_id(conn)
+        if owner_id is None:
             raise click.ClickException("no_human: create a human principal first")
-        project = projects.insert_project(conn, body, owner["id"], "human", at)
-        events.append(
-            conn,
-            project_id=project_id,
-            type="project.created",
-            subject_type="project",
-            subject_id=project_id,
-            actor_id=owner["id"],
-            actor_session_id=None,
-            at=at,
-            data={"name": name, "via": "admin"},
-        )
-        return project
+        return projects.create_as_admin(conn, body, owner_id, at)
 
     _print(_write(db_path, create))
 
@@ -517,14 +503,11 @@ def lifecycle_group() -> None:
 @click.option("--role", type=click.Choice(authz.ROLES), required=True)
 def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) -> None:
     """Grant a principal its one lifecycle tenant role (replacing any earlier one)."""
-    from waypost.resolvers.lifecycle import store as lifecycle_store
-
     if not 1 <= len(principal_id) <= 256 or not 1 <= len(tenant) <= 256:
         raise click.UsageError("--principal and --tenant are 1-256 characters")
 
     def grant(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
-        lifecycle_store.upsert_grant(conn, principal_id, tenant, role, at)
-        return {"principal_id": principal_id, "tenant": tenant, "role": role, "granted_at": at}
+        return authz.grant(conn, principal_id, tenant, role, at)
 
     _print(_write(db_path, grant))
 

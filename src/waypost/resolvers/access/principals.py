@@ -19,6 +19,7 @@ __all__ = [
     "authenticate",
     "bootstrap_admin",
     "create_principal",
+    "first_human_id",
     "has_principals",
     "issue_token",
     "list_principals",
@@ -116,6 +117,12 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str | tuple[str
 
 def has_principals(conn: sqlite3.Connection) -> bool:
     return store.any_principal(conn)
+
+
+def first_human_id(conn: sqlite3.Connection) -> str | None:
+    """The id of the human principal created first (the admin of a fresh database)."""
+    row = store.first_human_row(conn)
+    return None if row is None else str(row["id"])
 
 
 def bootstrap_admin(conn: sqlite3.Connection, at: str) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from waypost.errors import Forbidden, Unauthenticated
 from waypost.resolvers.lifecycle import store
@@ -58,6 +59,15 @@ class Grant:
 
     def allows(self, action: Action) -> bool:
         return action in ALLOWED[self.role]
+
+
+def grant(
+    conn: sqlite3.Connection, principal_id: str, tenant: str, role: str, at: str
+) -> dict[str, Any]:
+    """Give `principal_id` its one role in `tenant`, replacing any earlier one
+    (`waypost admin lifecycle grant`)."""
+    store.upsert_grant(conn, principal_id, tenant, role, at)
+    return {"principal_id": principal_id, "tenant": tenant, "role": role, "granted_at": at}
 
 
 def denied() -> Forbidden:

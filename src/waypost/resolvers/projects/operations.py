@@ -8,6 +8,7 @@ from typing import Any
 
 from waypost.errors import Forbidden, NotFound, StateConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
+from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.projects import store
 from waypost.resolvers.projects.models import ProjectCreate
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "ProjectCreate",  # the REST route table, GraphQL and the admin CLI decode into it
     "create",
+    "create_as_admin",
     "get",
     "insert_project",
     "list_projects",
@@ -53,6 +55,20 @@ async def create(rt: Runtime, actor: Actor, idem: Idempotency, body: ProjectCrea
         return 201, project
 
     return await run_mutation(rt, actor, idem, unit)
+
+
+def create_as_admin(
+    conn: sqlite3.Connection, body: ProjectCreate, owner_id: str, at: str
+) -> dict[str, Any]:
+    """`waypost admin project create`: the project and its event, written as
+    `owner_id` (a human) in the admin command's own transaction."""
+    project = insert_project(conn, body, owner_id, "human", at)
+    events.append(
+        conn, project_id=body.id, type="project.created", subject_type="project",
+        subject_id=body.id, actor_id=owner_id, actor_session_id=None, at=at,
+        data={"name": body.name, "via": "admin"},
+    )  # fmt: skip
+    return project
 
 
 async def get(rt: Runtime, project_id: str) -> dict[str, Any]:
