@@ -419,7 +419,9 @@ async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
             )  # fmt: skip
             message = await refused(s, "decision_wait", project=project, decision_id=decision["id"])
     assert message.startswith("too_many_streams:"), message
-    assert "16 open streams" in message and "unexpected server fault" not in message
+    # the limit as the service says it; the advice holds no figure of its own
+    assert "at most 16 streams may be open per token" in message
+    assert "as many open streams" in message and "unexpected server fault" not in message
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from waypost.mcp_server.calls import ApiError
+from waypost.rest.routing import BODY_LIMIT
 
 
 def _decisions(details: dict[str, Any]) -> str:
@@ -107,8 +108,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         )
     if code == "too_many_streams":
         return (
-            "This token already has its 16 open streams and waits (other decision_wait "
-            "calls, event streams, subscriptions). Let one end, or wait with a shorter "
+            "This token already has as many open streams and waits as the service allows "
+            "(other decision_wait calls, event streams, subscriptions; the message says "
+            "how many). Let one end, or wait with a shorter "
             "timeout_seconds, then call again."
         )
     if code == "unsupported_media_type":
@@ -118,7 +120,7 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     if code == "unauthenticated":
         return "The token was refused: check WAYPOST_TOKEN or the Authorization header."
     if code == "payload_too_large":
-        return "The arguments are too large (REST bodies are limited to 256 KiB)."
+        return f"The arguments are too large (REST bodies are limited to {BODY_LIMIT // 1024} KiB)."
     return "An unexpected server fault; retry later."
 
 
