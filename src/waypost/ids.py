@@ -10,8 +10,15 @@ import secrets
 import threading
 import time
 
-# \Z, not $: in Python `$` also matches before a final newline.
-ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}\Z")
+# The characters of a record's id and of a project's id (a slug), written
+# once: each place that checks one anchors them in its own dialect.
+ID_CHARS = "[A-Za-z0-9_-]{1,64}"
+SLUG_CHARS = "[a-z0-9][a-z0-9-]{0,62}"
+# The end of a pattern that means the same in Python's re and in JSON Schema
+# (ECMA-262): `$` also matches before a final newline in Python (`\Z` is
+# Python's alone), and jsonschema and msgspec match with Python's re.
+END = r"(?![\s\S])"
+ID_PATTERN = re.compile(f"^{ID_CHARS}{END}")
 
 
 class _RandomPool:

@@ -13,16 +13,16 @@ from typing import Any
 
 import msgspec
 
+from waypost.ids import END, ID_CHARS, SLUG_CHARS
 from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.rest.openapi import ITEM_MODELS, UNIQUE_ARRAYS
 
-# `(?![\s\S])`, not `$`: jsonschema matches with Python's re.search, whose
-# `$` also matches before a final newline ("demo\n" passed as a slug and
-# reached Waypost as another project); the lookahead means the same in
-# ECMA-262, which clients validate with
-END = "(?![\\s\\S])"
-ID_PATTERN = "^[A-Za-z0-9_-]{1,64}" + END
-SLUG_PATTERN = "^[a-z0-9][a-z0-9-]{0,62}" + END
+# ids.END, not `$`: jsonschema matches with Python's re.search, whose `$`
+# also matches before a final newline ("demo\n" passed as a slug and reached
+# Waypost as another project); the lookahead means the same in ECMA-262,
+# which clients validate with
+ID_PATTERN = f"^{ID_CHARS}{END}"
+SLUG_PATTERN = f"^{SLUG_CHARS}{END}"
 IDEMPOTENCY_KEY: dict[str, Any] = {
     "type": "string",
     "pattern": f"^[!-~]{{1,{KEY_MAX}}}" + END,

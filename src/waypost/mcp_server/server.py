@@ -29,6 +29,7 @@ from pydantic import AnyUrl
 from waypost import __version__
 from waypost.errors import WaypostError
 from waypost.http.decoding import INT64_MAX, INT64_MIN, clip
+from waypost.ids import SLUG_CHARS
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
@@ -49,7 +50,7 @@ INSTRUCTIONS = (
     "`idempotency_key`: reuse it to retry a call safely."
 )
 # used with fullmatch: `$` would also match before a final line break
-RESOURCE_URI = re.compile(r"waypost://projects/([a-z0-9][a-z0-9-]{0,62})/(policy|digest)")
+RESOURCE_URI = re.compile(f"waypost://projects/({SLUG_CHARS})/(policy|digest)")
 KEY_SAFE = re.compile(r"[!-~]{1,64}")
 PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
 # JSON-RPC codes of a failed resource read, as the MCP specification suggests

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from waypost import __version__
+from waypost.ids import ID_CHARS
 from waypost.resolvers.knowledge.models import SubmissionLessonInput
 from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
 from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
@@ -34,7 +35,7 @@ SESSION_HEADER: dict[str, Any] = {
     "in": "header",
     "required": False,
     "description": "The caller's live agent session this request acts in.",
-    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+    "schema": {"type": "string", "pattern": f"^{ID_CHARS}$"},
 }
 INT64_MAX = 2**63 - 1
 REPLAYED_HEADER: dict[str, Any] = {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from waypost.ids import ID_CHARS, SLUG_CHARS
 from waypost.reranker.reasons import REASONS
 
 Schema = dict[str, Any]
@@ -89,8 +90,8 @@ TIME: Schema = {
     "format": "date-time",
     "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$",
 }
-ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}
-PROJECT_ID: Schema = {"type": "string", "pattern": "^[a-z0-9][a-z0-9-]{0,62}$"}
+ID: Schema = {"type": "string", "pattern": f"^{ID_CHARS}$"}
+PROJECT_ID: Schema = {"type": "string", "pattern": f"^{SLUG_CHARS}$"}
 # the lifecycle adapter's ids (docs/lifecycle.md, "Request rules")
 LIFECYCLE_ID: Schema = {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,256}$"}
 PRINCIPAL_KIND = enum("human", "agent")

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 import msgspec
 
 from waypost.errors import InvalidRequest
+from waypost.ids import END, ID_CHARS
 from waypost.resolvers.core.text import require_text
 
 # Limits fixed by the service contract (section 6).
@@ -35,7 +36,7 @@ Kind = Literal["lesson", "fact", "rejected_approach", "checkpoint"]
 Status = Literal["observed", "validated", "deprecated", "superseded"]
 Collection = Literal["project", "shared"]
 
-RecordId = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}(?![\s\S])")]
+RecordId = Annotated[str, msgspec.Meta(pattern=f"^{ID_CHARS}{END}")]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]
 # No control characters: a tag is a label, and the search index reads the
 # stored JSON list, where a newline would be the two characters "\n" and glue

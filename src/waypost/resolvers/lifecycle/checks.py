@@ -12,10 +12,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from waypost.errors import InvalidRequest
-from waypost.resolvers.lifecycle.model import Memo
+from waypost.resolvers.lifecycle.model import DIGEST_PATTERN, ID_PATTERN, Memo
 
-ID = re.compile(r"[A-Za-z0-9._:-]{1,256}")
-DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+ID = re.compile(ID_PATTERN)
+DIGEST = re.compile(DIGEST_PATTERN)
 
 # lifecycle-model.md "Secret markers": refused wherever they appear in the memo
 # or in UTF-8 document content. Besides PEM's private-key headers, OpenPGP's

@@ -6,10 +6,12 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from waypost.ids import END, SLUG_CHARS
+
 # msgspec matches with re.search, where `$` also matches before a final newline
 # ("demo\n" would pass); the lookahead ends the match at the true end of the
 # text, in Python and in the JSON Schema the OpenAPI document publishes.
-ProjectId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9-]{0,62}(?![\s\S])")]
+ProjectId = Annotated[str, msgspec.Meta(pattern=f"^{SLUG_CHARS}{END}")]
 ProjectName = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 ReviewMode = Literal["none", "human", "any"]
 

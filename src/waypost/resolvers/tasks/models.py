@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from waypost.ids import END, ID_CHARS
 from waypost.resolvers.knowledge.models import MAX_SUBMISSION_LESSONS
 
 TEXT_MAX_BYTES = 64 * 1024
@@ -21,7 +22,7 @@ Criterion = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
 Criteria = Annotated[list[Criterion], msgspec.Meta(max_length=100)]
 Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}(?![\s\S])")]
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
-TaskRef = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}(?![\s\S])")]
+TaskRef = Annotated[str, msgspec.Meta(pattern=f"^{ID_CHARS}{END}")]
 TaskRefs = Annotated[list[TaskRef], msgspec.Meta(max_length=100)]
 Status = Literal["open", "claimed", "submitted", "done", "cancelled"]
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX_BYTES)]
