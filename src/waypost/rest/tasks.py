@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from waypost.pagination import Page
@@ -10,6 +9,7 @@ from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.tasks import leases, publication
 from waypost.resolvers.tasks import operations as tasks
 from waypost.resolvers.tasks import reads as task_reads
+from waypost.resolvers.tasks.actions import SUMMARIES, TaskAction
 from waypost.rest.queries import ListQuery
 from waypost.rest.routing import Call, RouteTable
 
@@ -78,10 +78,7 @@ async def claim_task(call: Call) -> Outcome:
     return await leases.claim(call.rt, call.actor, call.idem, call.params["project"], call.body)
 
 
-TaskAction = Callable[..., Awaitable[Outcome]]
-
-
-def _task_action(name: str, action: str, run: TaskAction, summary: str, body: Any = None) -> None:
+def _task_action(name: str, action: str, run: TaskAction, body: Any = None) -> None:
     """Register `POST .../tasks/{task}/<action>`: `run(rt, actor, idem, project, task[, body])`.
     `name` is the OpenAPI operationId."""
 
@@ -92,28 +89,20 @@ def _task_action(name: str, action: str, run: TaskAction, summary: str, body: An
         return await run(call.rt, call.actor, call.idem, p["project"], p["task"], *extra)
 
     handler.__name__ = name
-    table.post(f"{TASK}/{action}", body=body, summary=summary)(handler)
+    table.post(f"{TASK}/{action}", body=body, summary=SUMMARIES[action])(handler)
 
 
-# (operationId, path under the task, resolver, body model, summary)
-ACTIONS: list[tuple[str, str, TaskAction, Any, str]] = [
-    ("renew_lease", "renew", leases.renew, None,
-     "Extend the caller's live lease by the policy's lease length from now."),
-    ("checkpoint_task", "checkpoint", leases.checkpoint, leases.CheckpointBody,
-     "Record a progress note on the caller's live lease."),
-    ("release_lease", "release", leases.release, None, "Give the task back: it is open again."),
-    ("recover_lease", "recover", leases.recover, None,
-     "Take over a task whose lease expired; shows the lapsed lease and latest checkpoints."),
-    ("submit_task", "submit", leases.submit, leases.SubmitBody,
-     "Submit the work with a summary and up to 50 lessons; ends the lease."),
-    ("complete_task", "complete", leases.complete, None,
-     "Mark a submitted task done, as the policy's review mode allows."),
-    ("prepare_publication", "publication/prepare", publication.prepare, None,
-     "Take exclusive publication authority (integration owner, or a human when none)."),
-    ("publication_result", "publication/result", publication.result, publication.ResultBody,
-     "Record the external publication outcome (the holder, once)."),
-    ("finalize_publication", "publication/finalize", publication.finalize, None,
-     "Give publication authority back; the task's `publication` is null again."),
-]  # fmt: skip
-for _name, _action, _run, _body, _summary in ACTIONS:
-    _task_action(_name, _action, _run, _summary, _body)
+# (operationId, path under the task, resolver, body model)
+ACTIONS: list[tuple[str, str, TaskAction, Any]] = [
+    ("renew_lease", "renew", leases.renew, None),
+    ("checkpoint_task", "checkpoint", leases.checkpoint, leases.CheckpointBody),
+    ("release_lease", "release", leases.release, None),
+    ("recover_lease", "recover", leases.recover, None),
+    ("submit_task", "submit", leases.submit, leases.SubmitBody),
+    ("complete_task", "complete", leases.complete, None),
+    ("prepare_publication", "publication/prepare", publication.prepare, None),
+    ("publication_result", "publication/result", publication.result, publication.ResultBody),
+    ("finalize_publication", "publication/finalize", publication.finalize, None),
+]
+for _name, _action, _run, _body in ACTIONS:
+    _task_action(_name, _action, _run, _body)

@@ -7,7 +7,6 @@ the REST codes.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import strawberry
@@ -16,6 +15,7 @@ from waypost.http.decoding import convert
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.tasks import leases, publication
 from waypost.resolvers.tasks import operations as tasks
+from waypost.resolvers.tasks.actions import SUMMARIES, TaskAction
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
 from waypost.schema.knowledge import Knowledge, SubmissionLessonInput
@@ -139,10 +139,7 @@ class TaskSubmitPayload:
     replayed: bool
 
 
-Action = Callable[..., Awaitable[Outcome]]
-
-
-async def _action(info: Info, name: str, input: Any, run: Action, model: Any = None) -> Outcome:
+async def _action(info: Info, name: str, input: Any, run: TaskAction, model: Any = None) -> Outcome:
     """Call `run(rt, actor, idem, project, task[, body])` as the REST route does, the
     rest of the input converted to `model` with the same strict rules."""
     idem, body = split_input(name, input)
@@ -198,13 +195,13 @@ class TaskMutations:
 
         return _lease_payload(*await mutate(run))
 
-    @strawberry.mutation(description="Extend the caller's live lease.")
+    @strawberry.mutation(description=SUMMARIES["renew"])
     async def task_renew(self, info: Info, input: TaskActionInput) -> TaskLeasePayload:
         return _lease_payload(
             *await mutate(lambda: _action(info, "taskRenew", input, leases.renew))
         )
 
-    @strawberry.mutation(description="Record a progress note on the caller's live lease.")
+    @strawberry.mutation(description=SUMMARIES["checkpoint"])
     async def task_checkpoint(
         self, info: Info, input: TaskCheckpointInput
     ) -> TaskCheckpointPayload:
@@ -217,13 +214,13 @@ class TaskMutations:
             replayed=bool(outcome and outcome.replayed),
         )
 
-    @strawberry.mutation(description="Give the task back; it is open again.")
+    @strawberry.mutation(description=SUMMARIES["release"])
     async def task_release(self, info: Info, input: TaskActionInput) -> TaskPayload:
         return _task_payload(
             *await mutate(lambda: _action(info, "taskRelease", input, leases.release))
         )
 
-    @strawberry.mutation(description="Take over a task whose lease expired.")
+    @strawberry.mutation(description=SUMMARIES["recover"])
     async def task_recover(self, info: Info, input: TaskActionInput) -> TaskRecoverPayload:
         outcome, errors = await mutate(lambda: _action(info, "taskRecover", input, leases.recover))
         body = outcome.body if outcome else None
@@ -236,7 +233,7 @@ class TaskMutations:
             replayed=bool(outcome and outcome.replayed),
         )
 
-    @strawberry.mutation(description="Submit the work with a summary and up to 50 lessons.")
+    @strawberry.mutation(description=SUMMARIES["submit"])
     async def task_submit(self, info: Info, input: TaskSubmitInput) -> TaskSubmitPayload:
         run, model = leases.submit, leases.SubmitBody
         outcome, errors = await mutate(lambda: _action(info, "taskSubmit", input, run, model))
@@ -251,20 +248,20 @@ class TaskMutations:
             replayed=bool(outcome and outcome.replayed),
         )
 
-    @strawberry.mutation(description="Mark a submitted task done, as the review mode allows.")
+    @strawberry.mutation(description=SUMMARIES["complete"])
     async def task_complete(self, info: Info, input: TaskActionInput) -> TaskPayload:
         return _task_payload(
             *await mutate(lambda: _action(info, "taskComplete", input, leases.complete))
         )
 
-    @strawberry.mutation(description="Take exclusive publication authority for the task.")
+    @strawberry.mutation(description=SUMMARIES["publication/prepare"])
     async def task_publication_prepare(self, info: Info, input: TaskActionInput) -> TaskPayload:
         run = publication.prepare
         return _task_payload(
             *await mutate(lambda: _action(info, "taskPublicationPrepare", input, run))
         )
 
-    @strawberry.mutation(description="Record the external publication outcome (the holder, once).")
+    @strawberry.mutation(description=SUMMARIES["publication/result"])
     async def task_publication_result(
         self, info: Info, input: TaskPublicationResultInput
     ) -> TaskPayload:
@@ -273,7 +270,7 @@ class TaskMutations:
             *await mutate(lambda: _action(info, "taskPublicationResult", input, run, model))
         )
 
-    @strawberry.mutation(description="Give publication authority back.")
+    @strawberry.mutation(description=SUMMARIES["publication/finalize"])
     async def task_publication_finalize(self, info: Info, input: TaskActionInput) -> TaskPayload:
         run = publication.finalize
         return _task_payload(
