@@ -612,6 +612,40 @@ def test_someone_else_signing_in_starts_at_the_inbox(tab: Tab, world: World) -> 
     heading.wait_for()
 
 
+def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
+    tab: Tab, world: World
+) -> None:
+    """A task titled "Archive old logs \u202enow" (RIGHT-TO-LEFT OVERRIDE)
+    showed the console's "(task_x, open)" after it reversed, on the page where
+    a human decides; and an option's "(recommended)" the same way. Record text
+    holding such characters is isolated in a <bdi>; other text is not wrapped."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks",
+                            {"title": "Archive old logs \u202enow"}, 201)  # fmt: skip
+    decision = world.open_decision(
+        world.agent, question="Archive the logs?", task_ids=[made["id"]],
+        options=["Proceed \u202esafely", "Stop"], recommendation="Proceed \u202esafely",
+    )  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    heading = page.locator("li.task h3").filter(has_text="Archive old logs")
+    heading.wait_for()
+    title, label = heading.locator("bdi"), heading.locator("span.muted")
+    assert title.inner_text() == "Archive old logs \u202enow"
+    # the console's words stay whole, to the right of the title
+    assert label.inner_text() == f"({made['id']}, open)"
+    assert (
+        label.bounding_box()["x"] >= title.bounding_box()["x"] + title.bounding_box()["width"] - 1
+    )
+    option = page.locator("table.answer-grid th[scope=row]").filter(has_text="safely")
+    recommended = option.locator("span.muted")
+    assert recommended.inner_text() == " (recommended)"
+    box = option.locator("bdi").bounding_box()
+    assert recommended.bounding_box()["x"] >= box["x"] + box["width"] - 1
+    # text with nothing to turn is not wrapped
+    assert page.locator("h1 bdi").count() == 0
+
+
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
     """docs/console.md: keyboard focus stays where it was across refreshes (it
     fell to <body> from the h1, and jumped to the first link with the same

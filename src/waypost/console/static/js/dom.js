@@ -21,12 +21,32 @@ export function h(tag, attrs = {}, ...children) {
   return el;
 }
 
+// Text that can turn the direction of what follows it: right-to-left letters
+// (Hebrew, Arabic, ...) or a bidi control (U+202E RIGHT-TO-LEFT OVERRIDE and
+// its kin). A task titled "Archive old logs \u202Enow" showed the console's
+// own "(task_x, open)" after it reversed, "(nepo ,x_ksat)", on the page where
+// a human decides. The console's own words hold none of these.
+const DIRECTIONAL = /[\u0590-\u08ff\ufb1d-\ufdff\ufe70-\ufefe\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]|[\u{10800}-\u{10fff}\u{1e800}-\u{1efff}]/u;
+// elements whose content is text only (a <bdi> inside would not show)
+const TEXT_ONLY = new Set(["OPTION", "TEXTAREA", "TITLE"]);
+
 function append(el, children) {
   for (const child of children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
-    else el.append(child instanceof Node ? child : String(child));
+    else if (child instanceof Node) el.append(child);
+    else el.append(isolated(el, String(child)));
   }
+}
+
+// Such text in a <bdi> of its own: what it turns ends where it ends, and the
+// console's words around it keep their order (as record text, it is kept as
+// it was written, within).
+function isolated(el, text) {
+  if (TEXT_ONLY.has(el.tagName) || !DIRECTIONAL.test(text)) return text;
+  const bdi = document.createElement("bdi");
+  bdi.textContent = text;
+  return bdi;
 }
 
 let uid = 0;
