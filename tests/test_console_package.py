@@ -98,3 +98,5 @@ async def test_a_range_on_a_console_file_is_ignored_the_whole_file_comes(
     r = await service.client.get("/console/static/console.css", headers={"Range": range_header})
     assert r.status_code == 200 and r.content == whole.content
     assert r.headers["x-frame-options"] == "DENY"
+    # and no answer offers the ranges it ignores
+    assert "accept-ranges" not in whole.headers and "accept-ranges" not in r.headers

@@ -92,7 +92,10 @@ class WithSecurityHeaders:
 
         async def wrapped(message: Message) -> None:
             if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *extra]}
+                # and no `Accept-Ranges: bytes` (Starlette's), which offered
+                # the ranges that are ignored here
+                kept = [(k, v) for k, v in message.get("headers", []) if k != b"accept-ranges"]
+                message = {**message, "headers": [*kept, *extra]}
             await send(message)
 
         try:
