@@ -116,6 +116,11 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"options": [f"o{i}" for i in range(21)]}, "options"),
         ({"options": ["Proceed", "Stop", "Proceed"]}, "options[2]"),
         ({"options": ["Proceed", ""]}, "options[1]"),
+        ({"options": ["Proceed", " \u200b "]}, "options[1]"),  # shows nothing
+        ({"options": ["Deny", "Deny\u200b", "Allow"]}, "options[1]"),  # shown the same
+        ({"options": ["Caf\u00e9", "Cafe\u0301"]}, "options[1]"),  # composed, decomposed
+        ({"environment": "\u2800"}, "environment"),  # the Braille blank
+        ({"conditions": ["backup taken", "\u202e"]}, "conditions[1]"),
         ({"question": ""}, "question"),
         ({"question": "   "}, "question"),
         ({"rationale": " "}, "rationale"),

@@ -134,6 +134,8 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"title": "x" * 201}, "title"),
     ({"title": ""}, "title"),
     ({"title": "   "}, "title"),
+    ({"title": "\u200b\ufeff\u2060"}, "title"),  # zero-width space, BOM, word joiner
+    ({"title": "\u3164"}, "title"),  # the Hangul filler, drawn blank
     ({"title": 7}, "title"),
     ({"body": "x" * (64 * 1024 + 1)}, "body"),
     ({"body": "é" * (32 * 1024 + 1)}, "body"),  # 64 KiB + 2 bytes of UTF-8
@@ -141,6 +143,13 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"tags": ["ok", "x" * 65]}, "tags[1]"),
     ({"tags": ["ok", ""]}, "tags[1]"),
     ({"tags": ["a", "b", "a"]}, "tags[2]"),
+    ({"tags": ["ok", "  "]}, "tags[1]"),
+    ({"tags": ["caf\u00e9", "cafe\u0301"]}, "tags[1]"),  # composed, decomposed: one tag
+    ({"tags": ["a", "a\u200b"]}, "tags[1]"),
+    ({"tags": ["next\u0085line"]}, "tags[0]"),  # NEL, a C1 control
+    ({"tags": ["csi\u009b2J"]}, "tags[0]"),
+    ({"tags": ["para\u2029graph"]}, "tags[0]"),
+    ({"scope": {"components": ["caf\u00e9", "cafe\u0301"]}}, "scope.components[1]"),
     ({"scope": {"components": _many(101)}}, "scope.components"),
     ({"scope": {"environments": _many(101)}}, "scope.environments"),
     ({"scope": {"versions": _many(101)}}, "scope.versions"),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import tempfile
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,9 +28,18 @@ from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 PROJECT = "prop"
+# letters, digits, punctuation and symbols, less those fonts draw blank: a
+# title or tag needs one of them (docs/knowledge.md, "not blank")
+DRAWN_BLANK = "\u115f\u1160\u3164\uffa0\u2800"
+
+
+def visible(c: str) -> bool:
+    return unicodedata.category(c)[0] in "LNPS" and c not in DRAWN_BLANK
+
+
 titles = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24
-).filter(lambda t: t.strip() != "")
+).filter(lambda t: any(visible(c) for c in t))
 operations = st.one_of(
     st.tuples(st.just("create"), st.booleans()),
     st.tuples(st.just("correct"), st.integers(0, 7), st.booleans(), titles),
@@ -74,7 +84,7 @@ async def apply(caller: Caller, clock: MovableClock, model: Model, op: tuple[Any
     expected = current["revision"] + (1 if stale else 0)
     if op[0] == "correct":
         # a tag takes no control characters (a title may)
-        tag = "".join(c for c in op[3] if c >= " " and c != "\x7f")[:64] or "tag"
+        tag = "".join(c for c in op[3] if visible(c))[:64] or "tag"
         body = correction(current, expected_revision=expected, title=op[3], tags=[tag])
         r = await caller.patch(kpath(PROJECT, record_id), body)
         if stale:

@@ -1,12 +1,54 @@
-"""Text a record must hold: a title, a question, a summary is not blank."""
+"""Text a record must hold: a title, a question, a summary is not blank, and
+the entries of a list a person picks from can be told apart."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from waypost.errors import InvalidRequest
+
+# Characters that show nothing on their own: controls, format characters
+# (zero-width space and joiner, the byte-order mark, bidi controls), separators,
+# combining marks with no letter under them, and the letters fonts draw blank
+# (the Hangul fillers, the Braille blank). A title of U+200B alone passed as
+# "not blank" where one of spaces did not.
+_SHOWS_NOTHING = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
+_DRAWN_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def _visible(ch: str) -> bool:
+    return ch not in _DRAWN_BLANK and unicodedata.category(ch) not in _SHOWS_NOTHING
 
 
 def require_text(value: str, field: str) -> None:
-    """Refuse `value` when it is empty or only whitespace, naming `field`
-    (the models bound lengths; `"   "` passes any minimum length)."""
-    if not value.strip():
+    """Refuse `value` when it shows nothing (empty, whitespace, or only
+    characters that show nothing), naming `field`; the models bound lengths,
+    and `"   "` passes any minimum length."""
+    text = value.strip()
+    if text and _visible(text[0]):
+        return  # the common case, decided by one character
+    if not any(_visible(ch) for ch in text):
         raise InvalidRequest.field(field, f"{field} must not be blank")
+
+
+def shown_as(value: str) -> str:
+    """`value` as a reader sees it: composed (NFC) and without the characters
+    that show nothing inside words (format characters: zero-width space,
+    bidi controls). Two entries of one list with the same `shown_as` look the
+    same to the person who picks one."""
+    composed = unicodedata.normalize("NFC", value)
+    return "".join(ch for ch in composed if unicodedata.category(ch) != "Cf")
+
+
+def require_distinct(values: list[str], field: str) -> None:
+    """Refuse a list with two entries a reader cannot tell apart (`café`
+    composed and decomposed, `Deny` and `Deny` + U+200B), naming the later."""
+    seen: dict[str, str] = {}
+    for index, value in enumerate(values):
+        shown = shown_as(value)
+        if shown in seen:
+            same = "a duplicate of" if seen[shown] == value else "shown the same as"
+            raise InvalidRequest.field(
+                f"{field}[{index}]", f"{field}[{index}] is {same} an earlier entry"
+            )
+        seen[shown] = value

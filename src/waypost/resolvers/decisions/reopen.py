@@ -22,6 +22,7 @@ from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutati
 from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import store
 from waypost.resolvers.decisions.models import DecisionReopen
+from waypost.resolvers.decisions.operations import require_pinned_text
 from waypost.resolvers.decisions.pins import (
     check_generation,
     ensure_no_publication,
@@ -45,6 +46,10 @@ def reopen_sync(
     project = require_project(tx.conn, project_id)
     decision, status = require_state(tx.conn, project_id, decision_id, tx.at)
     require_text(body.rationale, "rationale")
+    require_pinned_text(
+        None if isinstance(body.environment, msgspec.UnsetType) else body.environment,
+        None if isinstance(body.conditions, msgspec.UnsetType) else body.conditions,
+    )
     if tx.actor.is_agent and decision["required_actor"] == "human" and decision["reversible"]:
         # It could then time out on an agent's say-so; only a human may ask it again.
         raise Forbidden.reason(

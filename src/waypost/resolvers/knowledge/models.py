@@ -16,7 +16,7 @@ import msgspec
 
 from waypost.errors import InvalidRequest
 from waypost.ids import END, ID_CHARS
-from waypost.resolvers.core.text import require_text
+from waypost.resolvers.core.text import require_distinct, require_text
 
 # Limits fixed by the service contract (section 6).
 TITLE_MAX_CHARS = 200
@@ -38,16 +38,17 @@ Collection = Literal["project", "shared"]
 
 RecordId = Annotated[str, msgspec.Meta(pattern=f"^{ID_CHARS}{END}")]
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=TITLE_MAX_CHARS)]
-# No control characters: a tag is a label, and the search index reads the
-# stored JSON list, where a newline would be the two characters "\n" and glue
-# an "n" to the next word (acceptance criteria, which may span lines, are
-# indexed as text instead: migration 0016).
+# No control characters (C0, DEL, C1 with NEL and CSI, the line and paragraph
+# separators): a tag is a label, and the search index reads the stored JSON
+# list, where a newline would be the two characters "\n" and glue an "n" to
+# the next word (acceptance criteria, which may span lines, are indexed as
+# text instead: migration 0016).
 Tag = Annotated[
     str,
     msgspec.Meta(
         min_length=1,
         max_length=TAG_MAX_CHARS,
-        pattern=r"^[^\x00-\x1f\x7f]*(?![\s\S])",
+        pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*(?![\s\S])",
     ),
 ]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
@@ -195,8 +196,10 @@ class Content:
         """Check the database-free rules and build the content to store."""
         _check_text(body.title, body.body)
         for name in ("task_ids", "components", "environments", "versions"):
-            _check_unique(getattr(body.scope, name), f"scope.{name}")
-        _check_unique(body.tags, "tags")
+            require_distinct(getattr(body.scope, name), f"scope.{name}")
+        for i, tag in enumerate(body.tags):
+            require_text(tag, f"tags[{i}]")
+        require_distinct(body.tags, "tags")
         prov = body.provenance
         if not isinstance(prov, LessonProvenanceInput):
             source_task_id, source_submission_id = prov.source_task_id, prov.source_submission_id
@@ -254,14 +257,6 @@ def _check_text(title: str, body: str) -> None:
     require_text(title, "title")
     if len(body.encode("utf-8")) > BODY_MAX_BYTES:
         raise InvalidRequest.field("body", "body may hold at most 64 KiB of UTF-8")
-
-
-def _check_unique(values: list[str], field: str) -> None:
-    seen: set[str] = set()
-    for index, value in enumerate(values):
-        if value in seen:
-            raise InvalidRequest.field(f"{field}[{index}]", f"duplicate value {value!r}")
-        seen.add(value)
 
 
 def prefixed(error: InvalidRequest, prefix: str) -> InvalidRequest:

@@ -1,0 +1,38 @@
+"""What counts as blank and what counts as the same entry (resolvers/core/text.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from waypost.errors import InvalidRequest
+from waypost.resolvers.core.text import require_distinct, require_text, shown_as
+
+SHOWS_NOTHING = [
+    "", "   ", "\t\n", "\u00a0", "\u3000",  # whitespace
+    "\u200b", "\ufeff", "\u2060", "\u200d", "\u202e\u202c", "\u200e",  # format characters
+    "\u0301", " \u0301 ",  # a combining mark with no letter under it
+    "\u3164", "\u115f\u1160", "\uffa0", "\u2800",  # letters drawn blank
+    "\x00\x7f", "\u0085",  # controls
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", SHOWS_NOTHING)
+def test_text_that_shows_nothing_is_blank(text: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        require_text(text, "title")
+    assert refused.value.details == {"field": "title"}
+
+
+@pytest.mark.parametrize("text", ["a", " é ", "\u200b日本", "\u05e9", "🚀", "1", "-", "\u202eok"])
+def test_text_with_anything_to_see_is_not(text: str) -> None:
+    require_text(text, "title")
+
+
+def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
+    assert shown_as("Cafe\u0301") == shown_as("Caf\u00e9") == "Caf\u00e9"
+    assert shown_as("De\u200bny\u202e") == "Deny"
+    require_distinct(["Deny", "Allow", "deny", "\uff21llow"], "options")  # these can be told apart
+    for values in (["Deny", "Allow", "Deny"], ["Deny", "Allow", "Deny\u200b"]):
+        with pytest.raises(InvalidRequest) as refused:
+            require_distinct(values, "options")
+        assert refused.value.details == {"field": "options[2]"}
