@@ -1,1 +1,2 @@
-"""What every public request passes: authentication and strict body decoding."""
+"""The HTTP plumbing every listener shares: bearer authentication (the public
+one's), strict decoding and what every answer carries."""

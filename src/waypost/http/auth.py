@@ -7,9 +7,8 @@ request acts in. GraphQL bodies are capped at 64 KiB here.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import ClientDisconnect
@@ -19,27 +18,12 @@ from waypost import console
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
 from waypost.http.headers import header
+from waypost.http.responses import error_headers, send_json, with_security_headers
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 
 log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
-SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
-
-
-async def send_json(
-    send: Send, status: int, body: Any, extra: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """A whole JSON answer written straight to ASGI `send` (no app or route yet)."""
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(payload)).encode()),
-        *SECURITY_HEADERS,
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 class BearerAuthentication:
@@ -95,7 +79,7 @@ class BearerAuthentication:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message = _with_security_headers(message)
+                message = with_security_headers(message)
             await send(message)
 
         try:
@@ -133,11 +117,6 @@ class BearerAuthentication:
 
     @staticmethod
     async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
-        extra: list[tuple[bytes, bytes]] = []
-        if error.status == 401:
-            extra.append((b"www-authenticate", b"Bearer"))
-        if isinstance(error, Unavailable):
-            extra.append((b"retry-after", str(error.retry_after).encode()))
         if graphql:
             extensions: dict[str, Any] = {"code": error.code, **error.details}
             if isinstance(error, Unavailable):
@@ -146,15 +125,7 @@ class BearerAuthentication:
             body: Any = {"errors": [{"message": error.message, "extensions": extensions}]}
         else:
             body = error.to_json()
-        await send_json(send, error.status, body, extra)
-
-
-def _with_security_headers(message: Message) -> Message:
-    """The response start with the common headers a route did not set itself."""
-    headers = message.get("headers", [])
-    names = {k.lower() for k, _ in headers}
-    extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
-    return {**message, "headers": [*headers, *extra]} if extra else message
+        await send_json(send, error.status, body, error_headers(error))
 
 
 async def buffer_body(
