@@ -18,7 +18,12 @@ from waypost import console
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
 from waypost.http.headers import header
-from waypost.http.responses import error_headers, send_json, with_security_headers
+from waypost.http.responses import (
+    error_headers,
+    graphql_error_body,
+    send_json,
+    with_security_headers,
+)
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 
@@ -117,12 +122,13 @@ class BearerAuthentication:
 
     @staticmethod
     async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
+        body: Any
         if graphql:
-            extensions: dict[str, Any] = {"code": error.code, **error.details}
+            details = error.details
             if isinstance(error, Unavailable):
                 # as a GraphQL 503 raised later carries it (docs/graphql.md)
-                extensions["retryAfter"] = error.retry_after
-            body: Any = {"errors": [{"message": error.message, "extensions": extensions}]}
+                details = {**details, "retryAfter": error.retry_after}
+            body = graphql_error_body(error.message, error.code, details)
         else:
             body = error.to_json()
         await send_json(send, error.status, body, error_headers(error))

@@ -3,8 +3,9 @@
 The security headers (`Cache-Control: no-store`, `X-Content-Type-Options:
 nosniff`) written once for REST, GraphQL, MCP, SSE and the lifecycle
 listener; the one `send` wrapper that adds them; the headers an error
-carries (`Retry-After`, `WWW-Authenticate`); and a JSON answer written
-straight to ASGI `send`. Each transport still renders its own error body.
+carries (`Retry-After`, `WWW-Authenticate`); a JSON answer written straight
+to ASGI `send`; and GraphQL's body for a refusal made outside execution.
+Each transport still renders its own error body.
 """
 
 from __future__ import annotations
@@ -81,3 +82,10 @@ async def send_json(
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
+
+
+def graphql_error_body(message: str, code: str, details: Mapping[str, Any]) -> dict[str, Any]:
+    """GraphQL's shape of a refusal made outside execution (before the view,
+    or by the view before Strawberry runs): one error, its code and details
+    in `extensions`."""
+    return {"errors": [{"message": message, "extensions": {"code": code, **details}}]}
