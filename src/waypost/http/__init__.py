@@ -1,2 +1,3 @@
 """The HTTP plumbing every listener shares: bearer authentication (the public
-one's), strict decoding and what every answer carries."""
+one's), reading a body within a limit, strict decoding and what every answer
+carries."""

@@ -16,7 +16,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
 from waypost.clock import format_time
-from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
+from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
 from waypost.http.responses import (
     error_headers,
@@ -65,7 +66,9 @@ class BearerAuthentication:
                     audience = "metrics" if self.metrics else ("api", "metrics")
                 actor = await self._authenticate(scope, audience)
                 if is_graphql:
-                    _, receive = await buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
+                    _, receive = await buffer_body(
+                        scope, receive, GRAPHQL_BODY_LIMIT, "GraphQL request bodies"
+                    )
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
                 return
@@ -132,40 +135,3 @@ class BearerAuthentication:
         else:
             body = error.to_json()
         await send_json(send, error.status, body, error_headers(error))
-
-
-async def buffer_body(
-    scope: Scope, receive: Receive, limit: int, what: str = "GraphQL request bodies"
-) -> tuple[bytes, Receive]:
-    """Read the whole (small) body first, refusing more than `limit` bytes (of
-    `what`, for the message): the body, and a `receive` that hands it on to
-    the app as if unread."""
-    declared = header(scope, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
-    chunks: list[bytes] = []
-    seen = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        seen += len(chunk)
-        if seen > limit:
-            raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if delivered:
-            return await receive()
-        delivered = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return body, replay

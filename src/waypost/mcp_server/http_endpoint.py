@@ -27,7 +27,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import UnsupportedMediaType, WaypostError
-from waypost.http.auth import buffer_body
+from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
 from waypost.http.responses import security_headers_send, send_json
 from waypost.mcp_server.backend import Backend, LocalBackend
