@@ -436,6 +436,16 @@ async def test_body_over_64_kib_is_413_graphql_shaped(human: Caller) -> None:
     assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
 
 
+async def test_a_content_length_that_is_no_number_is_400_graphql_shaped(human: Caller) -> None:
+    # "²" (0xB2) is a digit to str.isdigit(), not to HTTP: int() raised, a 500
+    headers = {**human.headers(), "Content-Type": "application/json"}
+    h = [*((k.encode(), v.encode()) for k, v in headers.items()), (b"content-length", b"\xb2")]
+    r = await human.client.post("/graphql", content=b'{"query": "{ me { name } }"}', headers=h)
+    assert r.status_code == 400, r.text
+    extensions = r.json()["errors"][0]["extensions"]
+    assert extensions == {"code": "invalid_request", "field": "Content-Length"}
+
+
 async def test_streamed_body_over_64_kib_is_413(human: Caller) -> None:
     sent = 0
 

@@ -65,6 +65,16 @@ async def test_a_body_over_the_limit_is_413(human: Caller) -> None:
     assert r.json()["error"]["message"].startswith("MCP bodies are limited to")
 
 
+async def test_a_content_length_that_is_no_number_is_400(human: Caller) -> None:
+    # "²" (0xB2) is a digit to str.isdigit(), not to HTTP: int() raised, a 500
+    headers = {**human.headers(), **HEADERS}
+    h = [*((k.encode(), v.encode()) for k, v in headers.items()), (b"content-length", b"\xb2")]
+    r = await human.client.post("/mcp", content=_call("{}"), headers=h)
+    assert r.status_code == 400, r.text
+    assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+        "code": -32600, "message": "Content-Length must be decimal digits"}}  # fmt: skip
+
+
 async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> None:
     """As on the REST routes and /graphql (contract, sections 2 and 14); the
     SDK answered a plain-text 400."""

@@ -277,6 +277,20 @@ async def test_declared_oversized_body_is_refused_before_it_is_read(
     assert sent == 0
 
 
+async def test_a_content_length_that_is_no_number_is_400_naming_it(
+    human: Caller, project: str
+) -> None:
+    """A `Content-Length` of "²" (a digit to str.isdigit(), not to HTTP) was a
+    500: int() refused it. The HTTP parsers refuse such a header first;
+    behind another server the app does."""
+    headers = {**human.headers("no-number"), "Content-Type": "application/json"}
+    sent = [(k.encode(), v.encode()) for k, v in headers.items()]
+    for value in [b"\xb2", b"-1", b"12abc"]:
+        h = [*sent, (b"content-length", value)]
+        r = await human.client.patch(POLICY, content=b'{"expected_revision": 1}', headers=h)
+        assert_error(r, 400, "invalid_request", "Content-Length")
+
+
 # -- content type ---------------------------------------------------------------
 
 

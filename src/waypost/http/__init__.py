@@ -1,1 +1,3 @@
-"""What every public request passes: authentication and strict body decoding."""
+"""The HTTP plumbing every listener shares: bearer authentication (the public
+one's), reading a body within a limit, strict decoding and what every answer
+carries."""

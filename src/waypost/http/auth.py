@@ -7,9 +7,8 @@ request acts in. GraphQL bodies are capped at 64 KiB here.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import ClientDisconnect
@@ -17,29 +16,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
 from waypost.clock import format_time
-from waypost.errors import PayloadTooLarge, Unauthenticated, Unavailable, WaypostError
+from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
+from waypost.http.responses import (
+    error_headers,
+    graphql_error_body,
+    send_json,
+    with_security_headers,
+)
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 
 log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
-SECURITY_HEADERS = [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
-
-
-async def send_json(
-    send: Send, status: int, body: Any, extra: Sequence[tuple[bytes, bytes]] = ()
-) -> None:
-    """A whole JSON answer written straight to ASGI `send` (no app or route yet)."""
-    payload = json.dumps(body, separators=(",", ":")).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(payload)).encode()),
-        *SECURITY_HEADERS,
-        *extra,
-    ]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 class BearerAuthentication:
@@ -76,7 +66,9 @@ class BearerAuthentication:
                     audience = "metrics" if self.metrics else ("api", "metrics")
                 actor = await self._authenticate(scope, audience)
                 if is_graphql:
-                    _, receive = await buffer_body(scope, receive, GRAPHQL_BODY_LIMIT)
+                    _, receive = await buffer_body(
+                        scope, receive, GRAPHQL_BODY_LIMIT, "GraphQL request bodies"
+                    )
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
                 return
@@ -95,7 +87,7 @@ class BearerAuthentication:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
-                message = _with_security_headers(message)
+                message = with_security_headers(message)
             await send(message)
 
         try:
@@ -133,62 +125,13 @@ class BearerAuthentication:
 
     @staticmethod
     async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
-        extra: list[tuple[bytes, bytes]] = []
-        if error.status == 401:
-            extra.append((b"www-authenticate", b"Bearer"))
-        if isinstance(error, Unavailable):
-            extra.append((b"retry-after", str(error.retry_after).encode()))
+        body: Any
         if graphql:
-            extensions: dict[str, Any] = {"code": error.code, **error.details}
+            details = error.details
             if isinstance(error, Unavailable):
                 # as a GraphQL 503 raised later carries it (docs/graphql.md)
-                extensions["retryAfter"] = error.retry_after
-            body: Any = {"errors": [{"message": error.message, "extensions": extensions}]}
+                details = {**details, "retryAfter": error.retry_after}
+            body = graphql_error_body(error.message, error.code, details)
         else:
             body = error.to_json()
-        await send_json(send, error.status, body, extra)
-
-
-def _with_security_headers(message: Message) -> Message:
-    """The response start with the common headers a route did not set itself."""
-    headers = message.get("headers", [])
-    names = {k.lower() for k, _ in headers}
-    extra = [(k, v) for k, v in SECURITY_HEADERS if k not in names]
-    return {**message, "headers": [*headers, *extra]} if extra else message
-
-
-async def buffer_body(
-    scope: Scope, receive: Receive, limit: int, what: str = "GraphQL request bodies"
-) -> tuple[bytes, Receive]:
-    """Read the whole (small) body first, refusing more than `limit` bytes (of
-    `what`, for the message): the body, and a `receive` that hands it on to
-    the app as if unread."""
-    declared = header(scope, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
-    chunks: list[bytes] = []
-    seen = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        seen += len(chunk)
-        if seen > limit:
-            raise PayloadTooLarge(f"{what} are limited to {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    body = b"".join(chunks)
-    delivered = False
-
-    async def replay() -> Message:
-        nonlocal delivered
-        if delivered:
-            return await receive()
-        delivered = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    return body, replay
+        await send_json(send, error.status, body, error_headers(error))

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from waypost.errors import Unauthenticated, WaypostError
-from waypost.lifecycle_http.envelope import HEADERS, error_response, internal_error
+from waypost.http.responses import security_headers_send
+from waypost.lifecycle_http.envelope import error_response, internal_error
 from waypost.lifecycle_http.verifiers import TokenVerifier
 
 log = logging.getLogger("waypost.lifecycle")
-_SECURITY = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
 
 
 def bearer_token(scope: Scope) -> str:
@@ -47,7 +47,7 @@ class Authenticate:
         if scope["type"] != "http":  # lifespan passes
             await self.app(scope, receive, send)
             return
-        send = _with_security_headers(send)
+        send = security_headers_send(send)
         try:
             caller = await self.verifier.verify(bearer_token(scope))
         except WaypostError as error:
@@ -58,15 +58,3 @@ class Authenticate:
             return
         scope.setdefault("state", {})["caller"] = caller
         await self.app(scope, receive, send)
-
-
-def _with_security_headers(send: Send) -> Send:
-    async def wrapped(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = list(message.get("headers", []))
-            names = {k.lower() for k, _ in headers}
-            headers += [(k, v) for k, v in _SECURITY if k not in names]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return wrapped

@@ -12,6 +12,7 @@ from typing import TypeVar
 from starlette.requests import ClientDisconnect, Request
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType
+from waypost.http.bodies import content_length, receive_body
 from waypost.http.decoding import decode_query, query_items
 from waypost.resolvers.lifecycle import checks
 
@@ -34,27 +35,22 @@ async def read_body(request: Request) -> bytes:
     if media != "application/json":
         raise UnsupportedMediaType("Content-Type must be application/json")
     declared = _one(request, "content-length")
-    # ASCII digits only: str.isdigit() also takes "²", which int() refuses
-    if declared is None or not (declared.isascii() and declared.isdigit()):
+    # decimal ASCII digits only (`content_length`): "²" is no length either
+    length = None if declared is None else content_length(declared)
+    if length is None:
         raise checks.refuse("length_required", "a Content-Length is required", "Content-Length")
-    digits = declared.lstrip("0") or "0"
-    # a number of 13 digits or more is far past the limit: never int() it whole
-    length = int(digits) if len(digits) <= 12 else BODY_LIMIT + 1
     if length > BODY_LIMIT:
         raise PayloadTooLarge(f"request bodies are limited to {BODY_LIMIT} bytes")
-    chunks: list[bytes] = []
-    seen = 0
     try:
-        async for chunk in request.stream():
-            seen += len(chunk)
-            if seen > length:
-                raise checks.refuse("truncated_body", "the body is longer than declared")
-            chunks.append(chunk)
+        body = await receive_body(request.receive, length)
     except ClientDisconnect:
-        seen = -1
-    if seen != length:
+        # gone before the end: short, even of a declared length of 0
+        raise checks.refuse("truncated_body", "the body is shorter than declared") from None
+    if body is None:
+        raise checks.refuse("truncated_body", "the body is longer than declared")
+    if len(body) != length:
         raise checks.refuse("truncated_body", "the body is shorter than declared")
-    return b"".join(chunks)
+    return body
 
 
 def query(request: Request, model: type[T]) -> T:

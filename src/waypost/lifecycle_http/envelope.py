@@ -13,10 +13,10 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from waypost.errors import IdempotencyKeyReused, Unavailable, WaypostError
+from waypost.errors import IdempotencyKeyReused, WaypostError
+from waypost.http.responses import SECURITY_HEADERS, error_headers
 
 log = logging.getLogger("waypost.lifecycle")
-HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 GENERAL = {
     400: "invalid_request",
@@ -63,7 +63,7 @@ def json_bytes(
     text: str | bytes, status: int = 200, headers: dict[str, str] | None = None
 ) -> Response:
     return Response(
-        text, status, headers={**HEADERS, **(headers or {})}, media_type="application/json"
+        text, status, headers={**SECURITY_HEADERS, **(headers or {})}, media_type="application/json"
     )
 
 
@@ -82,12 +82,9 @@ def status_and_code(error: WaypostError) -> tuple[int, str]:
 
 def error_response(error: WaypostError) -> Response:
     status, code = status_and_code(error)
-    headers: dict[str, str] = {}
-    if isinstance(error, Unavailable):
-        headers["Retry-After"] = str(error.retry_after)
-    if status == 401:
-        headers["WWW-Authenticate"] = "Bearer"
-    return json_bytes(json.dumps({"error": code}), status, headers)
+    # status_and_code keeps 401 and 503 as they are: the same headers as
+    # the public listener's
+    return json_bytes(json.dumps({"error": code}), status, error_headers(error))
 
 
 def status_response(status: int, headers: Mapping[str, str] | None = None) -> Response:

@@ -25,9 +25,10 @@ from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.decoding import decode_query, query_items
+from waypost.http.responses import SECURITY_HEADERS
 from waypost.live import Hub, SlowConsumer, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
-from waypost.rest.responses import HEADERS, error_response
+from waypost.rest.responses import error_response
 
 PATH = "/api/v1/projects/{project}/events/stream"
 
@@ -101,8 +102,8 @@ def _encoded_for(hub: Hub) -> _Encoded:
 # its buffer fills (nginx honours the second; RFC 9111 asks every proxy to
 # honour the first)
 _STREAM_HEADERS = {
-    **HEADERS,
-    "Cache-Control": f"{HEADERS['Cache-Control']}, no-transform",
+    **SECURITY_HEADERS,
+    "Cache-Control": f"{SECURITY_HEADERS['Cache-Control']}, no-transform",
     "X-Accel-Buffering": "no",
 }
 

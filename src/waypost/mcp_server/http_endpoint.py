@@ -27,8 +27,9 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import UnsupportedMediaType, WaypostError
-from waypost.http.auth import buffer_body, send_json
+from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
+from waypost.http.responses import security_headers_send, send_json
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
@@ -209,7 +210,9 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read
-        send = _service_headers(send)
+        # what every answer of the service carries, in place of the SDK's own
+        # (its event streams said `Cache-Control: no-cache, no-transform`)
+        send = security_headers_send(send, replace=True)
         if scope["method"] == "POST":
             # the SDK parses with json.loads: a body nested a few thousand
             # levels deep raised RecursionError (a 500), and duplicate keys,
@@ -292,24 +295,6 @@ class McpEndpoint:
 # what the SDK puts in the id of the errors it answers itself (a missing or
 # unknown session, a bad Accept, a method it does not serve): JSON-RPC's null
 _SDK_ERROR_ID = "server-error"
-
-
-def _service_headers(send: Send) -> Send:
-    """`send`, with what every answer of the service carries (Cache-Control:
-    no-store, X-Content-Type-Options: nosniff; the SDK's event streams said
-    `no-cache, no-transform`)."""
-
-    async def sending(message: Message) -> None:
-        if message["type"] == "http.response.start":
-            headers = [
-                (k, v) for k, v in message.get("headers", ())
-                if k.lower() not in (b"cache-control", b"x-content-type-options")
-            ]  # fmt: skip
-            headers += [(b"cache-control", b"no-store"), (b"x-content-type-options", b"nosniff")]
-            message = {**message, "headers": headers}
-        await send(message)
-
-    return sending
 
 
 def _null_sdk_error_ids(send: Send) -> Send:

@@ -8,19 +8,18 @@ from typing import Any
 import msgspec
 from starlette.responses import Response
 
-from waypost.errors import Unavailable, WaypostError
+from waypost.errors import WaypostError
+from waypost.http.responses import SECURITY_HEADERS, error_headers, raw_headers
 
 log = logging.getLogger("waypost.rest")
 _encoder = msgspec.json.Encoder()
-HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
 
 
 def json_headers(length: int, extra: dict[str, str] | None = None) -> list[tuple[bytes, bytes]]:
     """The raw headers of a JSON answer of `length` bytes (the lean REST path):
     those `json_response` sends, without building a Starlette `Response`."""
-    given = {**HEADERS, **(extra or {})}
     return [
-        *((k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in given.items()),
+        *raw_headers({**SECURITY_HEADERS, **(extra or {})}),
         (b"content-length", str(length).encode()),
         (b"content-type", b"application/json"),
     ]
@@ -35,19 +34,13 @@ def json_response(body: Any, status: int = 200, headers: dict[str, str] | None =
         _encoder.encode(body),
         status_code=status,
         media_type="application/json",
-        headers={**HEADERS, **(headers or {})},
+        headers={**SECURITY_HEADERS, **(headers or {})},
     )
 
 
 def error_parts(error: WaypostError) -> tuple[int, dict[str, Any], dict[str, str]]:
     """Status, envelope and headers of a business error, whatever sends it."""
-    headers = {}
-    if isinstance(error, Unavailable):
-        headers["Retry-After"] = str(error.retry_after)
-    if error.status == 401:
-        # also when the writer's re-check finds the token revoked meanwhile
-        headers["WWW-Authenticate"] = "Bearer"
-    return error.status, error.to_json(), headers
+    return error.status, error.to_json(), error_headers(error)
 
 
 def error_response(error: WaypostError) -> Response:

@@ -16,7 +16,8 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
-from waypost.errors import InvalidRequest, PayloadTooLarge, UnsupportedMediaType, WaypostError
+from waypost.errors import InvalidRequest, UnsupportedMediaType, WaypostError
+from waypost.http.bodies import read_body
 from waypost.http.decoding import (
     convert,
     decode_query,
@@ -98,26 +99,6 @@ class RouteTable:
         return self._add("PATCH", path, **options)
 
 
-async def read_body(scope: Scope, receive: Receive, limit: int = BODY_LIMIT) -> bytes:
-    """The request body, refusing more than `limit` bytes without buffering them."""
-    declared = header(scope, b"content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
-    chunks: list[bytes] = []
-    total = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect
-        chunk = message.get("body", b"")
-        total += len(chunk)
-        if total > limit:
-            raise PayloadTooLarge(f"request bodies are limited to {limit} bytes")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
 async def _decode(
     route: RestRoute, scope: Scope, receive: Receive
 ) -> tuple[Any, Any, Idempotency | None]:
@@ -130,7 +111,7 @@ async def _decode(
         json_body = is_json_media_type(header(scope, b"content-type"))
         if not (json_body or chunked):  # a declared length: a body is coming
             raise UnsupportedMediaType("Content-Type must be application/json")
-        raw = await read_body(scope, receive)
+        raw = await read_body(scope, receive, BODY_LIMIT)
         if raw and not json_body:  # chunks may add up to no body, which needs no type
             raise UnsupportedMediaType("Content-Type must be application/json")
     value = parse_json(raw) if raw.strip() else {}

@@ -23,6 +23,7 @@ from waypost.clock import format_time
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.http.headers import header
+from waypost.http.responses import graphql_error_body
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
 from waypost.schema import fastpath, request_rules, schema
@@ -74,8 +75,7 @@ _HTTP_CODES = {400: "invalid_request", 404: "not_found", 405: "method_not_allowe
 
 
 def http_error(status: int, code: str, message: str, details: dict[str, Any]) -> Response:
-    body = {"errors": [{"message": message, "extensions": {"code": code, **details}}]}
-    return json_response(body, status)
+    return json_response(graphql_error_body(message, code, details), status)
 
 
 class WaypostGraphQL(GraphQL[Context, None]):
