@@ -68,7 +68,7 @@ def read_message(raw: bytes) -> Any:
 
 
 # A message longer than this is refused without looking for its id.
-_ID_SEARCH_MAX = 4 * MESSAGE_LIMIT
+ID_SEARCH_MAX = 4 * MESSAGE_LIMIT
 
 
 class _TwoIds(Exception):
@@ -87,7 +87,7 @@ def request_id_of(raw: bytes) -> RequestId | None:
     lenient reading finds exactly one: its error answered with `"id": null`
     left the caller (the official client) waiting for ever. None when there
     is none, two, or one no answer could carry (a lone surrogate)."""
-    if len(raw) > _ID_SEARCH_MAX:
+    if len(raw) > ID_SEARCH_MAX:
         return None
     try:
         message = json.loads(raw, object_pairs_hook=_object)

@@ -26,17 +26,19 @@ from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
-from waypost.errors import UnsupportedMediaType, WaypostError
+from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
 from waypost.http.responses import security_headers_send, send_json
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.envelope import (
+    ID_SEARCH_MAX,
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
     is_response,
     read_message,
+    request_id_of,
     unknown_method,
 )
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
@@ -48,6 +50,7 @@ from waypost.runtime import Actor, Runtime
 # without a heartbeat, so an abandoned client holds nothing longer than that.
 IDLE_SECONDS = 15 * 60
 BODY_LIMIT = MESSAGE_LIMIT
+TOO_LARGE = f"MCP bodies are limited to {BODY_LIMIT} bytes"
 # MCP sessions one principal may hold open (as streams per token): the SDK
 # caps sessions only for the whole server (10,000), so one agent's token
 # filled them all in a minute (and 700 MB), and every other principal was
@@ -221,8 +224,19 @@ class McpEndpoint:
             try:
                 if not _sdk_reads_as_json(header(scope, b"content-type")):
                     raise UnsupportedMediaType("send the message as application/json")
-                body, receive = await buffer_body(scope, receive, BODY_LIMIT, "MCP bodies")
+                # read up to the id search's bound: a message past the limit
+                # is refused with its id where one is found (the official
+                # client waited for ever on a 413 with `"id": null`)
+                body, receive = await buffer_body(scope, receive, ID_SEARCH_MAX, "MCP bodies")
+                if len(body) > BODY_LIMIT:
+                    await _json_rpc_error(
+                        send, 413, INVALID_REQUEST, TOO_LARGE, request_id_of(body)
+                    )
+                    return
             except ClientDisconnect:
+                return
+            except PayloadTooLarge:  # past the search's bound too: no id is looked for
+                await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
                 return
             except WaypostError as error:
                 await _json_rpc_error(send, error.status, INVALID_REQUEST, error.message)
