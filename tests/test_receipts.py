@@ -11,8 +11,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.conftest import Caller, MovableClock, Service
+from waypost.mcp_server.backend import LocalBackend
+from waypost.mcp_server.calls import ApiError
+from waypost.resolvers.access import principals
 from waypost.resolvers.core import store, sweep
 from waypost.resolvers.core.receipts import Idempotency
 
@@ -138,6 +142,29 @@ async def test_a_body_refused_since_its_request_ran_replays_its_answer(
     agent = await service.principal("agent")
     foreign = await agent.post("/api/v1/projects", earlier, key="up-1")
     assert foreign.status_code in (400, 403) and "idempotent-replayed" not in foreign.headers
+
+
+async def test_an_in_process_tool_call_replays_it_too(service: Service, human: Caller) -> None:
+    """The MCP tools run a route in process by the same decoding as REST
+    (rest/routing.call_for); they had a copy of it without this replay, and
+    such a retry through a tool was refused `400`."""
+    earlier = {"id": "legacy", "name": "n" * 300}
+    stored = {"id": "legacy", "name": "n" * 300, "note": "as an earlier build answered"}
+    idem = Idempotency.for_request("up-3", operation="POST /api/v1/projects", body=earlier)
+    conn = sqlite3.connect(service.db_path)
+    with conn:
+        store.insert_receipt(
+            conn, (human.principal_id, "up-3"), idem.fingerprint, (201, stored),
+            "2026-11-29T18:00:00.000Z",
+        )  # fmt: skip
+    conn.close()
+    actor = await service.rt.db.read(lambda c: principals.authenticate(c, human.token, "api"))
+    backend = LocalBackend(service.rt, actor)
+    reply = await backend.call("POST", "/api/v1/projects", {}, body=earlier, idempotency_key="up-3")
+    assert (reply.status, reply.body, reply.replayed) == (201, stored, True)
+    with pytest.raises(ApiError) as refused:
+        await backend.call("POST", "/api/v1/projects", {}, body=earlier, idempotency_key="up-4")
+    assert refused.value.details["field"] == "name"
 
 
 # -- key reuse ------------------------------------------------------------------------

@@ -20,13 +20,11 @@ import msgspec
 from waypost import rest
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, WaypostError
-from waypost.http.decoding import convert, decode_query
 from waypost.mcp_server.calls import ApiError, Reply
 from waypost.mcp_server.waiting import Waker, hub_waker, stream_waker
-from waypost.pagination import Page
 from waypost.resolvers.access import sessions
-from waypost.resolvers.core.receipts import Idempotency, Outcome
-from waypost.rest.routing import BODY_LIMIT, Call, RestRoute, _Empty, _NoQuery
+from waypost.resolvers.core.receipts import Outcome
+from waypost.rest.routing import BODY_LIMIT, RestRoute, call_for, query_of, rendered
 from waypost.runtime import Actor, Runtime
 
 
@@ -86,29 +84,24 @@ class LocalBackend:
         route = ROUTES[(method, path)]
         try:
             actor = await self._enter(session_id)
-            decoded_query: Any = decode_query(list((query or {}).items()), route.query or _NoQuery)
-            decoded_body: Any = None
-            idem: Idempotency | None = None
+            decoded_query = query_of(route, list((query or {}).items()))
+            value: Any = None
             if route.is_mutation:
                 value = body if body is not None else {}
                 # the REST body limit, measured on the body REST would get (over
                 # stdio the HTTP request itself meets it)
                 if len(msgspec.json.encode(value)) > BODY_LIMIT:
                     raise PayloadTooLarge(f"request bodies are limited to {BODY_LIMIT} bytes")
-                decoded_body = convert(value, route.body or _Empty)
-                # the same operation text as REST: a key means the same request on both
-                idem = Idempotency.for_request(
-                    idempotency_key, operation=f"{method} {path.format(**params)}", body=value
-                )
-            call = Call(self.rt, actor, dict(params), decoded_query, decoded_body, idem)
-            result = await route.handler(call)
+            # the same operation text as REST: a key means the same request on both
+            operation = f"{method} {path.format(**params)}"
+            prepared = await call_for(
+                route, self.rt, actor, dict(params), decoded_query, value, idempotency_key,
+                operation,
+            )  # fmt: skip
+            result = prepared if isinstance(prepared, Outcome) else await route.handler(prepared)
         except WaypostError as error:
             raise ApiError.of(error) from None
-        if isinstance(result, Outcome):
-            return Reply(result.status, result.body, result.replayed)
-        if isinstance(result, Page):
-            return Reply(200, result.to_json())
-        return Reply(200, result)
+        return Reply(*rendered(result))
 
     async def _enter(self, session_id: str | None) -> Actor:
         if session_id is None:

@@ -99,12 +99,61 @@ class RouteTable:
         return self._add("PATCH", path, **options)
 
 
-async def _decode(
-    route: RestRoute, scope: Scope, receive: Receive
-) -> tuple[Any, Any, Idempotency | None]:
-    query: Any = decode_query(query_items(scope["query_string"]), route.query or _NoQuery)
+def query_of(route: RestRoute, items: list[tuple[str, str]]) -> Any:
+    """The query parameters decoded by the route's model (none: `_NoQuery`)."""
+    return decode_query(items, route.query or _NoQuery)
+
+
+async def call_for(
+    route: RestRoute,
+    rt: Runtime,
+    actor: Actor,
+    params: dict[str, str],
+    query: Any,
+    value: Any,
+    key: str | None,
+    operation: str,
+) -> Call | Outcome:
+    """The handler's Call, its body `value` decoded by the route's model,
+    as REST and the MCP tools run in process both run a route; or, when this
+    build refuses a body that ran before under the same key (a rule
+    tightened by an upgrade), the answer stored for it, as a retry expects."""
     if not route.is_mutation:
-        return query, None, None
+        return Call(rt, actor, params, query, None, None)
+    try:
+        body: Any = convert(value, route.body or _Empty)
+    except InvalidRequest:
+        earlier = await _earlier_answer(rt, actor, key, operation, value)
+        if earlier is not None:
+            return earlier
+        raise
+    idem = Idempotency.for_request(key, operation=operation, body=value)
+    return Call(rt, actor, params, query, body, idem)
+
+
+async def _earlier_answer(
+    rt: Runtime, actor: Actor, key: str | None, operation: str, value: Any
+) -> Outcome | None:
+    if key is None:
+        return None
+    try:
+        idem = Idempotency.for_request(key, operation=operation, body=value)
+    except InvalidRequest:
+        return None  # the key itself is refused: the body's refusal stands
+    return await stored_answer(rt, actor, idem)
+
+
+def rendered(result: Result) -> tuple[int, Any, bool]:
+    """(status, JSON body, replayed) of what a handler returned."""
+    if isinstance(result, Outcome):
+        return result.status, result.body, result.replayed
+    if isinstance(result, Page):
+        return 200, result.to_json(), False
+    return 200, result, False
+
+
+async def _body_value(scope: Scope, receive: Receive) -> Any:
+    """A mutation's JSON body (`{}` when there is none), read within BODY_LIMIT."""
     raw = b""
     chunked = header(scope, b"transfer-encoding") is not None
     if header(scope, b"content-length") not in (None, "0") or chunked:
@@ -114,37 +163,7 @@ async def _decode(
         raw = await read_body(scope, receive, BODY_LIMIT)
         if raw and not json_body:  # chunks may add up to no body, which needs no type
             raise UnsupportedMediaType("Content-Type must be application/json")
-    value = parse_json(raw) if raw.strip() else {}
-    operation = f"{route.method} {scope['path']}"
-    key = header(scope, b"idempotency-key")
-    try:
-        body: Any = convert(value, route.body or _Empty)
-    except InvalidRequest:
-        earlier = await _earlier_answer(scope, key, operation, value)
-        if earlier is not None:
-            raise _Answered(earlier) from None
-        raise
-    return query, body, Idempotency.for_request(key, operation=operation, body=value)
-
-
-class _Answered(Exception):
-    """A body this build refuses, of a request that ran before: its stored answer."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        self.outcome = outcome
-
-
-async def _earlier_answer(
-    scope: Scope, key: str | None, operation: str, value: Any
-) -> Outcome | None:
-    actor: Actor | None = scope["state"].get("actor")
-    if actor is None or key is None:
-        return None
-    try:
-        idem = Idempotency.for_request(key, operation=operation, body=value)
-    except InvalidRequest:
-        return None  # the key itself is refused: the body's refusal stands
-    return await stored_answer(scope["app"].state.runtime, actor, idem)
+    return parse_json(raw) if raw.strip() else {}
 
 
 async def _answer(
@@ -156,26 +175,21 @@ async def _answer(
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Any:
-    try:
-        query, body, idem = await _decode(route, scope, receive)
-    except _Answered as answered:
-        return answered.outcome
-    call = Call(
-        rt=scope["app"].state.runtime,
-        actor=scope["state"]["actor"],
-        params=scope["path_params"],
-        query=query,
-        body=body,
-        idem=idem,
-    )
-    return await route.handler(call)
+async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Result:
+    # the query first: its refusal comes before the body is read
+    query = query_of(route, query_items(scope["query_string"]))
+    value = await _body_value(scope, receive) if route.is_mutation else None
+    prepared = await call_for(
+        route, scope["app"].state.runtime, scope["state"]["actor"], scope["path_params"],
+        query, value, header(scope, b"idempotency-key"), f"{route.method} {scope['path']}",
+    )  # fmt: skip
+    return prepared if isinstance(prepared, Outcome) else await route.handler(prepared)
 
 
 async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
     """One REST call: decode, run the handler, answer JSON (errors as the envelope)."""
     try:
-        result = await _result(route, scope, receive)
+        status, body, replayed = rendered(await _result(route, scope, receive))
     except WaypostError as error:
         await _answer(send, *error_parts(error))
         return
@@ -185,13 +199,7 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
         log_internal(exc)
         await _answer(send, 500, INTERNAL_ERROR)
         return
-    if isinstance(result, Outcome):
-        headers = {"Idempotent-Replayed": "true"} if result.replayed else None
-        await _answer(send, result.status, result.body, headers)
-    elif isinstance(result, Page):
-        await _answer(send, 200, result.to_json())
-    else:
-        await _answer(send, 200, result)
+    await _answer(send, status, body, {"Idempotent-Replayed": "true"} if replayed else None)
 
 
 @dataclass(frozen=True)
