@@ -10,6 +10,7 @@ import sqlite3
 import ssl
 import sys
 from pathlib import Path
+from typing import get_args
 
 import click
 
@@ -17,6 +18,7 @@ from waypost.admin_cli import admin, db_option
 from waypost.clock import FileClock
 from waypost.errors import WaypostError
 from waypost.settings import (
+    LifecycleAuth,
     LifecycleSettings,
     RerankSettings,
     SettingError,
@@ -73,7 +75,7 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               callback=_sweep_seconds,
               help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
-@click.option("--lifecycle-auth", type=click.Choice(["waypost", "tokenreview"]),
+@click.option("--lifecycle-auth", type=click.Choice(get_args(LifecycleAuth)),
               default="waypost", show_default=True,
               help="Lifecycle bearer tokens: Waypost tokens of audience lifecycle, or "
                    "Kubernetes TokenReview.")  # fmt: skip
@@ -118,7 +120,7 @@ def serve(
     lifecycle_port: int = 8081,
     sweep_interval: float = 300.0,
     graphiql: bool = False,
-    lifecycle_auth: str = "waypost",
+    lifecycle_auth: LifecycleAuth = "waypost",
     k8s_api: str | None = None,
     k8s_ca: Path | None = None,
     k8s_token_file: Path | None = None,

@@ -6,6 +6,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 DEFAULT_DB = "./waypost.db"
 DEFAULT_TYPESAFE_URL = "https://api.typesafe.example/v1/rerank"
@@ -76,11 +77,14 @@ class RerankSettings:
         )
 
 
+LifecycleAuth = Literal["waypost", "tokenreview"]
+
+
 @dataclass(frozen=True)
 class LifecycleSettings:
     """How the lifecycle listener authenticates, and where its events go."""
 
-    auth: str = "waypost"  # "waypost" (tokens of audience lifecycle) | "tokenreview"
+    auth: LifecycleAuth = "waypost"  # tokens of audience lifecycle, or Kubernetes TokenReview
     k8s_api: str | None = None
     k8s_ca: Path | None = None
     k8s_token_file: Path | None = None
