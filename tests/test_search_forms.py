@@ -53,3 +53,24 @@ async def test_a_query_of_both_forms_and_plain_terms_still_narrows(
     assert both.status_code == other.status_code == 201
     tasks = (await human.get(TASKS, q=nfc("Việt rollback"))).json()["items"]
     assert [t["id"] for t in tasks] == [both.json()["id"]]
+
+
+async def test_a_term_with_no_word_or_a_newer_emoji_beside_an_accented_one(
+    human: Caller, project: str
+) -> None:
+    """The review's cases: a punctuation term with two Unicode forms
+    (U+037E GREEK QUESTION MARK is `;` composed) beside a word matched
+    nothing, and `🤔` (a word to SQLite's Unicode 6.1 tables, a symbol to
+    Python's) was dropped beside an accented word, widening the search."""
+    plan = await human.post(TASKS, {"title": "plan ahead"})
+    thinking = await human.post(TASKS, {"title": nfc("café 🤔 plan")})
+    plain = await human.post(TASKS, {"title": nfc("café plan")})
+    assert plan.status_code == thinking.status_code == plain.status_code == 201
+
+    async def found(q: str) -> set[str]:
+        return {t["id"] for t in (await human.get(TASKS, q=q)).json()["items"]}
+
+    everything = {plan.json()["id"], thinking.json()["id"], plain.json()["id"]}
+    assert await found("plan \u037e") == await found("plan ;") == everything
+    assert await found(nfd("café 🤔")) == {thinking.json()["id"]}
+    assert await found(nfd("café")) == {thinking.json()["id"], plain.json()["id"]}

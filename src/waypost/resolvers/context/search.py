@@ -42,38 +42,25 @@ class SearchTimedOut(Exception):
 def escape_fts(terms: list[str]) -> str:
     """An FTS5 query that matches rows holding every term, whatever the terms hold.
 
-    A term written differently in Unicode's composed (NFC) and decomposed
-    (NFD) forms matches either: the index holds text as it was sent, and the
-    tokenizer folds single accents only, so `Việt`, `한국어` or `データ`
-    typed in one form missed a record written in the other (a macOS client
-    may write NFD). Such a term becomes `("NFC" OR "NFD")`.
+    A query written differently in Unicode's composed (NFC) and decomposed
+    (NFD) forms matches text in either: the index holds text as it was sent,
+    and the tokenizer folds single accents only, so `Việt`, `한국어` or
+    `データ` typed in one form missed a record written in the other (a macOS
+    client may write NFD). The terms as sent, all composed and all
+    decomposed are then ORed, each as before; so the tokenizer itself still
+    drops a term with no word in it (judging words by Python's Unicode
+    tables instead dropped a newer emoji that SQLite's take for a word).
     """
-    variants = [_forms(term) for term in terms]
-    if all(len(forms) == 1 for forms in variants):
-        return " ".join(_phrase(term) for term in terms)
-    # FTS5 takes no implicit AND after a parenthesis: the groups are ANDed
-    # explicitly, the plain terms joined as before after them. An explicit
-    # AND with a phrase that holds no token (punctuation) matches nothing,
-    # where the implicit one drops it: such terms are left out here.
-    groups = ["(" + " OR ".join(map(_phrase, forms)) + ")" for forms in variants if len(forms) > 1]
-    plain = [_phrase(forms[0]) for forms in variants if len(forms) == 1 and _holds_token(forms[0])]
-    return " AND ".join([*groups, *([" ".join(plain)] if plain else [])])
+    forms = [terms, *([unicodedata.normalize(f, t) for t in terms] for f in ("NFC", "NFD"))]
+    distinct = list(dict.fromkeys(" ".join(map(_phrase, form)) for form in forms))
+    if len(distinct) == 1:
+        return distinct[0]
+    # FTS5 takes no implicit AND after a parenthesis, but ORs whole groups
+    return " OR ".join(f"({query})" for query in distinct)
 
 
 def _phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
-
-
-def _forms(term: str) -> list[str]:
-    """The term as sent, composed and decomposed, each once."""
-    return list(dict.fromkeys([term, *(unicodedata.normalize(f, term) for f in ("NFC", "NFD"))]))
-
-
-def _holds_token(term: str) -> bool:
-    """Whether the tokenizer (unicode61) finds a word in `term`: a letter, a
-    digit or a private-use character."""
-    return any(unicodedata.category(ch)[0] in "LN" or unicodedata.category(ch) == "Co"
-               for ch in term)  # fmt: skip
 
 
 @contextmanager
