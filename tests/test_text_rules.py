@@ -32,6 +32,13 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
     assert shown_as("Cafe\u0301") == shown_as("Caf\u00e9") == "Caf\u00e9"
     assert shown_as("De\u200bny\u202e") == "Deny"
     require_distinct(["Deny", "Allow", "deny", "\uff21llow"], "options")  # these can be told apart
+    # joiners shape what is seen: a family emoji, a Persian plural, an Indic conjunct
+    require_distinct(["\U0001f468\u200d\U0001f469", "\U0001f468\U0001f469"], "tags")
+    require_distinct(
+        ["\u0646\u0627\u0645\u0647\u200c\u0647\u0627", "\u0646\u0627\u0645\u0647\u0647\u0627"],
+        "tags",
+    )
+    require_distinct(["\u0915\u094d\u200d\u0937", "\u0915\u094d\u0937"], "tags")
     for values in (["Deny", "Allow", "Deny"], ["Deny", "Allow", "Deny\u200b"]):
         with pytest.raises(InvalidRequest) as refused:
             require_distinct(values, "options")

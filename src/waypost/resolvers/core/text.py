@@ -31,13 +31,20 @@ def require_text(value: str, field: str) -> None:
         raise InvalidRequest.field(field, f"{field} must not be blank")
 
 
+# Format characters that do change what a reader sees: the zero-width
+# non-joiner and joiner shape Persian and Indic letters and join emoji (a
+# Persian plural with U+200C is not the word without it; man, ZWJ, woman is
+# one picture where man, woman is two).
+_SHAPING = frozenset("\u200c\u200d")
+
+
 def shown_as(value: str) -> str:
-    """`value` as a reader sees it: composed (NFC) and without the characters
-    that show nothing inside words (format characters: zero-width space,
-    bidi controls). Two entries of one list with the same `shown_as` look the
-    same to the person who picks one."""
+    """`value` as a reader sees it: composed (NFC) and without the format
+    characters that show nothing (zero-width space, BOM, bidi controls).
+    Two entries of one list with the same `shown_as` look the same to the
+    person who picks one."""
     composed = unicodedata.normalize("NFC", value)
-    return "".join(ch for ch in composed if unicodedata.category(ch) != "Cf")
+    return "".join(ch for ch in composed if ch in _SHAPING or unicodedata.category(ch) != "Cf")
 
 
 def require_distinct(values: list[str], field: str) -> None:
