@@ -144,6 +144,35 @@ async def test_a_body_refused_since_its_request_ran_replays_its_answer(
     assert foreign.status_code in (400, 403) and "idempotent-replayed" not in foreign.headers
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "\u200b", "body": "b"}),
+        ("/api/v1/projects/demo/tasks", {"title": "\u200b"}),
+    ],
+)
+async def test_a_retry_an_operations_own_rule_now_refuses_replays_its_answer(
+    service: Service, human: Caller, project: str, path: str, body: dict[str, str]
+) -> None:
+    """A knowledge record titled U+200B, taken by an earlier build, is refused
+    `400` since "not blank" means showing something; its retry after the
+    upgrade was refused, where a task's replayed: the knowledge rules ran
+    before the key's receipt was looked for."""
+    stored = {"id": "made-earlier", "note": "as an earlier build answered"}
+    idem = Idempotency.for_request("up-5", operation=f"POST {path}", body=body)
+    conn = sqlite3.connect(service.db_path)
+    with conn:
+        store.insert_receipt(
+            conn, (human.principal_id, "up-5"), idem.fingerprint, (201, stored),
+            "2026-11-29T18:00:00.000Z",
+        )  # fmt: skip
+    conn.close()
+    retry = await human.post(path, body, key="up-5")
+    assert retry.status_code == 201 and retry.json() == stored
+    fresh = await human.post(path, body, key="up-6")
+    assert fresh.status_code == 400 and fresh.json()["error"]["details"]["field"] == "title"
+
+
 async def test_an_in_process_tool_call_replays_it_too(service: Service, human: Caller) -> None:
     """The MCP tools run a route in process by the same decoding as REST
     (rest/routing.call_for); they had a copy of it without this replay, and

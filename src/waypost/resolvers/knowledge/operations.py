@@ -76,10 +76,13 @@ async def create(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, body: KnowledgeCreate
 ) -> Outcome:
     """A new record and its revision 1; the server fills actor, session and time."""
-    check_new(body)
-    content = Content.of(body)
 
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        # the rules in the unit, after the key's receipt was looked for: a
+        # retry of a create an earlier build took replays its answer (as a
+        # task's or a decision's does) though a rule has tightened since
+        check_new(body)
+        content = Content.of(body)
         require_project(tx.conn, project_id)
         check_references(tx.conn, project_id, content)
         record = insert_record(tx.conn, project_id, body, content, actor, tx.at)
@@ -107,10 +110,10 @@ async def correct(
     body: KnowledgeCorrect,
 ) -> Outcome:
     """Write the next revision holding the complete new content."""
-    content = Content.of(body)
-    check_correction_status(knowledge_id, body)
 
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
+        content = Content.of(body)  # in the unit, as create's rules are
+        check_correction_status(knowledge_id, body)
         require_project(tx.conn, project_id)
         row = own_row(tx.conn, project_id, knowledge_id)
         check_references(tx.conn, project_id, content)
