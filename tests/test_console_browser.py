@@ -645,6 +645,20 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
     # text with nothing to turn is not wrapped
     assert page.locator("h1 bdi").count() == 0
 
+    # record text inside a sentence of the console's is isolated alone: the
+    # review found a whole "Your answer is recorded: allow "Proceed \u202esafely"."
+    # in one <bdi>, and "by Alice (human)" after an answer reversed
+    page.get_by_label("Why (required)").fill("The logs are archived weekly.")
+    for box in page.locator("fieldset input[type=checkbox]").all():
+        box.check()
+    page.get_by_role("button", name="Allow: Proceed \u202esafely").click()
+    page.get_by_text("Your answer is recorded").wait_for()
+    isolated = page.locator("main bdi").all_inner_texts()
+    assert "Proceed \u202esafely" in isolated
+    # every <bdi> holds record text alone, never the console's words beside it
+    assert all(text.startswith(("Archive", "Proceed")) for text in isolated), isolated
+    assert page.evaluate("() => document.title") == "Archive the logs? · Waypost console"
+
 
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
     """docs/console.md: keyboard focus stays where it was across refreshes (it

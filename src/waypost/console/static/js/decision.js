@@ -5,7 +5,7 @@
 import { allNodes, gql, mutate } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
-  ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when,
+  ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when, words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 
@@ -57,7 +57,7 @@ export function staleReasons(project) {
       && r.judgedChange);
     if (judged.length) {
       const fields = [...new Set(judged.flatMap((r) => r.changedFields))];
-      reasons.push(h("li", {}, `Task "${a.task.title}" changed what was judged (${fields.join(", ")}) `,
+      reasons.push(h("li", {}, words`Task "${a.task.title}" changed what was judged (${fields.join(", ")}) `,
         `between revision ${a.pinnedRevision} and ${a.currentRevision}.`));
     }
   }
@@ -92,7 +92,7 @@ export function renderDecision(project, banner, onChanged) {
     h("h1", { tabindex: "-1" }, d.question),
     h("p", { class: "meta" }, badge(lower(d.status), d.status), " ",
       d.workAllowed ? "Work may go on." : "Work on the affected tasks is blocked.",
-      ` Generation ${d.generation} · project ${project.name}`),
+      words` Generation ${d.generation} · project ${project.name}`),
   ];
   if (banner) parts.push(banner);
   parts.push(renderAsked(project));
@@ -134,7 +134,7 @@ function renderAsked(project) {
       row("Expires", c.expiresAt ? [when(c.expiresAt), " (", ago(c.expiresAt), ")"] : "never"),
       row("Who answers", lower(d.requiredActor)),
       row("Reversible", d.reversible ? "yes: unanswered for 24 hours, the recommendation applies" : "no"),
-      row("Asked", who ? `${who.name} (${lower(who.kind)}), ` : "", ago(c.at)),
+      row("Asked", who ? words`${who.name} (${lower(who.kind)}), ` : "", ago(c.at)),
       row("Pinned policy", `revision ${c.policyRevision}`),
       c.reopenRationale ? row("Reopened because", h("span", { class: "prose" }, c.reopenRationale)) : null,
       c.answer ? row("Answer", describeAnswer(c.answer)) : null,
@@ -142,8 +142,8 @@ function renderAsked(project) {
 }
 
 function describeAnswer(a) {
-  const who = a.actor ? `${a.actor.name} (${lower(a.actor.kind)})` : "unknown";
-  return h("span", {}, badge(lower(a.disposition), a.disposition), ` "${a.answer}" by ${who}, `, ago(a.at),
+  const who = a.actor ? words`${a.actor.name} (${lower(a.actor.kind)})` : "unknown";
+  return h("span", {}, badge(lower(a.disposition), a.disposition), words` "${a.answer}" by ${who}, `, ago(a.at),
     a.timedOut ? " (applied by timeout)" : "", a.relayed ? " (relayed)" : "");
 }
 
@@ -157,8 +157,8 @@ function renderAnswerForm(project, onChanged) {
     maxlength: String(RATIONALE_MAX),
     "aria-describedby": `${rationaleId}-hint` });
   const confirms = [
-    ...d.current.conditions.map((c) => [`Condition: ${c}`, c]),
-    [`Environment: ${d.current.environment}`, null],
+    ...d.current.conditions.map((c) => [words`Condition: ${c}`, c]),
+    [words`Environment: ${d.current.environment}`, null],
   ].map(([text]) => {
     const id = nextId("confirm");
     const box = h("input", { type: "checkbox", id, name: "confirm" });
@@ -213,7 +213,7 @@ function renderAnswerForm(project, onChanged) {
         await refused(payload.userErrors[0], onChanged, errorBox, rationale);
       } else {
         announce("Answer recorded.");
-        await onChanged(notice("ok", `Your answer is recorded: ${lower(disposition)} "${option}". `,
+        await onChanged(notice("ok", words`Your answer is recorded: ${lower(disposition)} "${option}". `,
           link("#/", "Back to the inbox")));
       }
     } catch (error) {
@@ -421,9 +421,9 @@ function renderHistory(project) {
     h("ol", { class: "plain history", reversed: true }, gens.map((g) => h("li", {},
       h("h3", {}, `Generation ${g.generation}`, g.generation === d.generation ? " (current)" : ""),
       h("p", { class: "muted" }, g.generation === 1 ? "Opened by " : "Reopened by ",
-        g.actor ? `${g.actor.name} (${lower(g.actor.kind)})` : "unknown", ", ", ago(g.at)),
+        g.actor ? words`${g.actor.name} (${lower(g.actor.kind)})` : "unknown", ", ", ago(g.at)),
       g.reopenRationale ? h("p", { class: "prose" }, h("span", { class: "label" }, "Why: "), g.reopenRationale) : null,
-      h("p", { class: "prose" }, `Environment: ${g.environment}`),
+      h("p", { class: "prose" }, words`Environment: ${g.environment}`),
       h("div", {}, h("span", { class: "label" }, "Conditions: "), conditionList(g.conditions)),
       h("p", {}, `Policy revision ${g.policyRevision}; tasks: `,
         g.affected.map((a) => `${a.taskId} r${a.pinnedRevision}`).join(", "),
@@ -445,7 +445,7 @@ function renderAnswer(a) {
       a.actorSessionId ? ` Session ${a.actorSessionId}.` : ""),
     a.timedOut ? h("p", {}, "Applied by the sweep: the recommendation after 24 hours unanswered.") : null,
     a.relayed && a.relay ? h("div", { class: "relay" },
-      h("p", {}, `Relayed by the agent, authorized by ${a.authorizedBy ? a.authorizedBy.name : "?"} `,
+      h("p", {}, words`Relayed by the agent, authorized by ${a.authorizedBy ? a.authorizedBy.name : "?"} `,
         `(policy revision ${a.relayPolicyRevision}).`),
       h("p", {}, h("span", { class: "label" }, "Prompt shown: "), h("q", {}, a.relay.prompt)),
       h("p", {}, h("span", { class: "label" }, "Human's response: "), h("q", {}, a.relay.response))) : null);

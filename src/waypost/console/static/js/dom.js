@@ -39,6 +39,31 @@ function append(el, children) {
   }
 }
 
+// A sentence of the console's with record text in it, as a tagged template
+// (words`Task "${title}" changed`): each value becomes a child of its own,
+// so that h() isolates it alone. In one string, the <bdi> held the console's
+// words too, and a U+202E in an answer still reversed "by Alice (human)".
+export function words(strings, ...values) {
+  const parts = [];
+  strings.forEach((text, i) => {
+    if (text) parts.push(text);
+    if (i < values.length) parts.push(values[i]);
+  });
+  return parts;
+}
+
+// Record text for a plain-text place (a tab's title), isolated when it must
+// be by FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE, the <bdi> of text.
+export function isolatedText(text) {
+  return DIRECTIONAL.test(text) ? `\u2068${text}\u2069` : text;
+}
+
+// Fill `el` with children as h() does (record text isolated where it must be).
+export function fill(el, ...children) {
+  el.replaceChildren();
+  append(el, children);
+}
+
 // Such text in a <bdi> of its own: what it turns ends where it ends, and the
 // console's words around it keep their order (as record text, it is kept as
 // it was written, within).

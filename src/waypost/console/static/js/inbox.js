@@ -2,7 +2,7 @@
 // out soon, what proceeded by timeout, and the blocked tasks.
 
 import { allNodes, gql, RequestFailed } from "./api.js";
-import { ago, badge, enc, h, link, lower, when } from "./dom.js";
+import { ago, badge, enc, h, link, lower, when, words } from "./dom.js";
 import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
 
 const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
@@ -139,8 +139,8 @@ function blocks(d, label = "Blocks: ") {
 
 function asked(d) {
   const who = d.current.actor || d.createdBy;
-  const whoText = who ? `${who.name} (${lower(who.kind)})` : "unknown";
-  return h("p", { class: "muted" }, `Asked by ${whoText}, `, ago(d.current.at),
+  const whoText = who ? words`${who.name} (${lower(who.kind)})` : "unknown";
+  return h("p", { class: "muted" }, words`Asked by ${whoText}, `, ago(d.current.at),
     d.generation > 1 ? ` (reopened, generation ${d.generation})` : "");
 }
 
@@ -180,7 +180,7 @@ function reopenCard(project, d) {
     h("h4", {}, decisionLink(project, d), " ", badge(lower(d.status), d.status)),
     h("p", { class: "reason" }, ...inboxReason(d)),
     d.current.answer
-      ? h("p", { class: "muted" }, `Was answered ${lower(d.current.answer.disposition)}: "${d.current.answer.answer}".`)
+      ? h("p", { class: "muted" }, words`Was answered ${lower(d.current.answer.disposition)}: "${d.current.answer.answer}".`)
       : null,
     blocks(d),
     // every card has one: its name says which decision (a list of links read
@@ -204,8 +204,8 @@ function proceededCard(project, d) {
   return h("article", { class: "card", dataset: { decision: d.restId } },
     h("h4", {}, decisionLink(project, d)),
     answer
-      ? h("p", {}, `Allowed with "${answer.answer}" by timeout `, ago(answer.at),
-        answer.actor ? ` (attributed to ${answer.actor.name})` : "")
+      ? h("p", {}, words`Allowed with "${answer.answer}" by timeout `, ago(answer.at),
+        answer.actor ? words` (attributed to ${answer.actor.name})` : "")
       : null,
     blocks(d, "Affects: "));
 }

@@ -3,7 +3,7 @@
 
 import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, badge, enc, h, link, lower, nextId, noSuch, notice } from "./dom.js";
+import { ago, badge, enc, h, link, lower, nextId, noSuch, notice, words } from "./dom.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
 const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
@@ -116,7 +116,7 @@ export async function renderKnowledgeList(projectId, query) {
   h("button", { type: "submit", class: "btn" }, "Filter"));
 
   return [h("p", {}, link("#/", "← Inbox")),
-    h("h1", { tabindex: "-1" }, `Knowledge · ${projectName}`),
+    h("h1", { tabindex: "-1" }, words`Knowledge · ${projectName}`),
     h("p", { class: "muted" }, "Advisory records: lessons, facts, rejected approaches and checkpoints. Only the policy's rules bind."),
     form, refusal, counter, list, more];
 }
@@ -156,7 +156,7 @@ export async function renderKnowledgeItem(projectId, id) {
     h("section", { "aria-labelledby": "k-revs" }, h("h2", { id: "k-revs" }, "Revisions and corrections"),
       h("ol", { class: "plain history", reversed: true }, revs.map((r, i) => {
         const previous = revs[i + 1];
-        const who = r.provenance.actor ? `${r.provenance.actor.name} (${lower(r.provenance.actor.kind)})` : "unknown";
+        const who = r.provenance.actor ? words`${r.provenance.actor.name} (${lower(r.provenance.actor.kind)})` : "unknown";
         return h("li", {},
           h("h3", {}, `Revision ${r.revision}`, r.revision === k.revision ? " (current)" : ""),
           h("p", { class: "muted" }, `${r.revision === 1 ? "Created" : "Corrected"} by ${who}, `, ago(r.provenance.recordedAt),

@@ -2,7 +2,7 @@
 
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
-import { announce, enc, h, noSuch, notice } from "./dom.js";
+import { announce, enc, fill, h, isolatedText, noSuch, notice, words } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
@@ -143,7 +143,7 @@ function signedIn(principal) {
   me = principal;
   signInShown = false;
   keptText = [];
-  document.getElementById("who-name").textContent = `${principal.name} (${principal.kind.toLowerCase()})`;
+  fill(document.getElementById("who-name"), words`${principal.name} (${principal.kind.toLowerCase()})`);
   document.getElementById("who").hidden = false;
   document.getElementById("nav").hidden = false;
 }
@@ -306,7 +306,7 @@ async function showDecision(project, id, banner, number = pageNumber) {
     show(noSuch("decision"));
     return;
   }
-  document.title = `${data.decision.question} · Waypost console`;
+  document.title = `${isolatedText(data.decision.question)} · Waypost console`;
   const onChanged = async (newBanner) => {
     try {
       // this page's number: an answer that returns after a link was followed

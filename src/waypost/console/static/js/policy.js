@@ -2,7 +2,7 @@
 
 import { allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, enc, h, link, lower, nextId, noSuch } from "./dom.js";
+import { ago, enc, h, link, lower, nextId, noSuch, words } from "./dom.js";
 import { POLICY } from "./queries.js";
 
 const FIELDS = [
@@ -41,7 +41,7 @@ export async function renderPolicy(projectId) {
   update();
   return [
     h("p", {}, link("#/", "← Inbox")),
-    h("h1", { tabindex: "-1" }, `Policy · ${data.project.name}`),
+    h("h1", { tabindex: "-1" }, words`Policy · ${data.project.name}`),
     h("p", {}, `Current revision ${data.project.policy.revision}. `,
       link(`#/p/${enc(projectId)}/knowledge`, "Knowledge")),
     h("section", { "aria-labelledby": "compare-h" }, h("h2", { id: "compare-h" }, "Compare two revisions"),
@@ -52,7 +52,7 @@ export async function renderPolicy(projectId) {
     h("section", { "aria-labelledby": "revs-h" }, h("h2", { id: "revs-h" }, "Every revision"),
       h("ol", { class: "plain history", reversed: true }, revs.map((r) => h("li", {},
         h("h3", {}, `Revision ${r.revision}`),
-        h("p", { class: "muted" }, `By ${r.actor ? r.actor.name : r.actorId} (${r.actorKind.toLowerCase()}), `, ago(r.at),
+        h("p", { class: "muted" }, words`By ${r.actor ? r.actor.name : r.actorId} (${r.actorKind.toLowerCase()}), `, ago(r.at),
           r.provenance ? ` · ${r.provenance}` : ""),
         h("pre", { class: "rules" }, r.rules || "(no rules)"))))),
   ];
