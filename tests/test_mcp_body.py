@@ -60,8 +60,13 @@ async def test_every_media_type_the_sdk_reads_as_json_passes_the_parser(human: C
 async def test_a_body_over_the_limit_is_413_with_its_id(human: Caller) -> None:
     """The 413 said `"id": null`, on which the official client waits for
     ever: the id is looked for as a parse error's is (within 1,088 KiB)."""
-    for size, request_id in ((300 * 1024, 1), (1100 * 1024, None)):
-        body = _call(json.dumps({"x": "y" * size}))
+    many = json.dumps({"x": [{}] * 250_000})  # 1 MB of small objects (read by msgspec)
+    for arguments, request_id in (
+        (json.dumps({"x": "y" * (300 * 1024)}), 1),
+        (many, 1),
+        (json.dumps({"x": "y" * (1100 * 1024)}), None),  # past the id search's bound
+    ):
+        body = _call(arguments)
         r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})
         assert r.status_code == 413, r.text
         assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": {

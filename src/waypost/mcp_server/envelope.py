@@ -18,6 +18,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
 
 from waypost.errors import WaypostError
@@ -69,6 +70,25 @@ def read_message(raw: bytes) -> Any:
 
 # A message longer than this is refused without looking for its id.
 ID_SEARCH_MAX = 4 * MESSAGE_LIMIT
+
+
+class _Head(msgspec.Struct):
+    """A request's id and method, every other member skipped unread."""
+
+    id: Any = None
+    method: Any = None
+
+
+def request_id_quickly(raw: bytes) -> RequestId | None:
+    """The id of a request too large to take, read by msgspec (which skips
+    the rest in C: 2 ms for 600 KB where `request_id_of`'s lenient reading
+    held the event loop 136 ms for a 1 MB body of small objects). None when
+    the text is not strict JSON or is no request; of two `id` keys, the last."""
+    try:
+        head = msgspec.json.decode(raw, type=_Head)
+    except msgspec.DecodeError:
+        return None
+    return head.id if head.method is not None and is_request_id(head.id) else None
 
 
 class _TwoIds(Exception):

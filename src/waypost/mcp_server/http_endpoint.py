@@ -38,7 +38,7 @@ from waypost.mcp_server.envelope import (
     envelope_refusal,
     is_response,
     read_message,
-    request_id_of,
+    request_id_quickly,
     unknown_method,
 )
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
@@ -229,9 +229,8 @@ class McpEndpoint:
                 # client waited for ever on a 413 with `"id": null`)
                 body, receive = await buffer_body(scope, receive, ID_SEARCH_MAX, "MCP bodies")
                 if len(body) > BODY_LIMIT:
-                    await _json_rpc_error(
-                        send, 413, INVALID_REQUEST, TOO_LARGE, request_id_of(body)
-                    )
+                    found = request_id_quickly(body)
+                    await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE, found)
                     return
             except ClientDisconnect:
                 return
