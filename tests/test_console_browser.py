@@ -909,7 +909,10 @@ def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: Wor
     alice.send("POST", "/api/v1/projects", {"id": "crlf", "name": "Line endings"}, 201)
     lines = [f"Rule {i}: keep the change log current." for i in range(20)]
     edited = [*lines[:10], "Rule 10: ask a human first.", *lines[11:]]
-    texts = ["\r\n".join(lines), "\n".join(edited), "\r\n".join(edited)]
+    # and two mixed texts, a CRLF moved from one line to another
+    mixed = ["\r\n".join(edited[:10]) + "\n" + "\n".join(edited[10:]),
+             "\n".join(edited[:10]) + "\n" + "\r\n".join(edited[10:])]  # fmt: skip
+    texts = ["\r\n".join(lines), "\n".join(edited), "\r\n".join(edited), *mixed]
     for revision, text in enumerate(texts, start=1):
         alice.send("PATCH", "/api/v1/projects/crlf/policy",
                    {"expected_revision": revision, "rules": text})  # fmt: skip
@@ -928,6 +931,11 @@ def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: Wor
     diff = page.locator("pre.diff").first.inner_text()
     assert "(line endings changed: LF before, CRLF after)" in diff
     assert "… 20 unchanged lines" in diff and "Rule 10" not in diff
+    # mixed before and after: the review found no note and every line unmarked
+    page.get_by_label("From").select_option("5")
+    page.get_by_label("To", exact=True).select_option("6")
+    diff = page.locator("pre.diff").first.inner_text()
+    assert "(line endings changed)" in diff and "… 20 unchanged lines" in diff
 
 
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:

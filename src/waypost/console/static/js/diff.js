@@ -179,12 +179,16 @@ export function renderDiff(label, before, after) {
   let lines = foldUnchanged(diffLines(before, after));
   const pre = h("pre", { class: "diff", "aria-label": `Changes to ${label}` });
   const [endingsBefore, endingsAfter] = [lineEndings(before), lineEndings(after)];
+  const unchanged = lines.every(([sign]) => sign === " ");
   if (endingsBefore && endingsAfter && endingsBefore !== endingsAfter) {
     pre.append(h("span", { class: "same note" },
       `  (line endings changed: ${endingsBefore} before, ${endingsAfter} after)\n`));
-    // nothing else changed: the text itself is folded away
-    if (lines.every(([sign]) => sign === " ")) lines = [["…", lines.length]];
+  } else if (unchanged && String(before ?? "") !== String(after ?? "")) {
+    // mixed endings both sides, some moved: no line differs in words
+    pre.append(h("span", { class: "same note" }, "  (line endings changed)\n"));
   }
+  // nothing else changed: the text itself is folded away
+  if (unchanged && pre.childNodes.length) lines = [["…", lines.length]];
   if (!lines.length) pre.append(h("span", { class: "same" }, "  (empty)\n"));
   for (const [sign, text] of lines) {
     if (sign === "…") {
