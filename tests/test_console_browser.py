@@ -869,26 +869,33 @@ def test_histories_longer_than_a_page_show_every_revision(tab: Tab, world: World
     assert "+ Rule 102" in page.locator("pre.diff").first.inner_text()
 
 
+def _policy_compare(tab: Tab, world: World, project_id: str, rules: list[str]) -> Any:
+    """A new project whose policy rules were `rules` in turn (revisions 2,
+    3, ...), its policy page open at "Compare two revisions"."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": project_id, "name": project_id}, 201)
+    for revision, text in enumerate(rules, start=1):
+        alice.send("PATCH", f"/api/v1/projects/{project_id}/policy",
+                   {"expected_revision": revision, "rules": text})  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/{project_id}/policy")
+    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    return page
+
+
 def test_a_one_line_edit_of_long_rules_shows_that_line_in_its_context(
     tab: Tab, world: World
 ) -> None:
     """Past 1,000 lines the texts' table passed its bound and the diff read
     every line removed and every line added (9,001 of each, a page 778,880 px
     tall), on the policy page and on a decision staled by the edit."""
-    alice = world.alice
-    alice.send("POST", "/api/v1/projects", {"id": "longrules", "name": "Long rules"}, 201)
     lines = [f"Rule {i}: keep the change log current." for i in range(1500)]
     edited = [*lines[:700], "Rule 700: ask a human first.", *lines[701:]]
     # and a second edit far from the first: what lies between the two is past
     # one table's bound, so lines found once in each text anchor it
     edited[1400] = "Rule 1400: deploy on weekdays only."
-    for revision, text in enumerate(["\n".join(lines), "\n".join(edited)], start=1):
-        alice.send("PATCH", "/api/v1/projects/longrules/policy",
-                   {"expected_revision": revision, "rules": text})  # fmt: skip
-    page = tab.page
-    tab.sign_in(alice.token)
-    page.goto(f"{tab.origin}/console#/p/longrules/policy")
-    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page = _policy_compare(tab, world, "longrules", ["\n".join(lines), "\n".join(edited)])
     page.get_by_label("From").select_option("2")
     diff = page.locator("pre.diff").first.inner_text()
     assert "- Rule 700: keep the change log current." in diff
@@ -905,21 +912,13 @@ def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: Wor
     read removed and added, since each old line held its carriage return.
     Lines compare without their endings, and the diff says the endings
     changed; a change of endings alone is that note."""
-    alice = world.alice
-    alice.send("POST", "/api/v1/projects", {"id": "crlf", "name": "Line endings"}, 201)
     lines = [f"Rule {i}: keep the change log current." for i in range(20)]
     edited = [*lines[:10], "Rule 10: ask a human first.", *lines[11:]]
     # and two mixed texts, a CRLF moved from one line to another
     mixed = ["\r\n".join(edited[:10]) + "\n" + "\n".join(edited[10:]),
              "\n".join(edited[:10]) + "\n" + "\r\n".join(edited[10:])]  # fmt: skip
     texts = ["\r\n".join(lines), "\n".join(edited), "\r\n".join(edited), *mixed]
-    for revision, text in enumerate(texts, start=1):
-        alice.send("PATCH", "/api/v1/projects/crlf/policy",
-                   {"expected_revision": revision, "rules": text})  # fmt: skip
-    page = tab.page
-    tab.sign_in(alice.token)
-    page.goto(f"{tab.origin}/console#/p/crlf/policy")
-    page.get_by_role("heading", name="Compare two revisions").wait_for()
+    page = _policy_compare(tab, world, "crlf", texts)
     page.get_by_label("From").select_option("2")
     page.get_by_label("To", exact=True).select_option("3")
     diff = page.locator("pre.diff").first.inner_text()

@@ -44,6 +44,21 @@ def events(service: Service) -> int:
     return count(service, "SELECT count(*) FROM events")
 
 
+def stored_by_an_earlier_build(
+    service: Service, caller: Caller, key: str, operation: str, body: Any, answer: Any
+) -> None:
+    """A receipt for `body` under `key` with `answer` (201), as an earlier
+    build wrote it: for a request this build may refuse."""
+    idem = Idempotency.for_request(key, operation=operation, body=body)
+    conn = sqlite3.connect(service.db_path)
+    with conn:
+        store.insert_receipt(
+            conn, (caller.principal_id, key), idem.fingerprint, (201, answer),
+            "2026-11-29T18:00:00.000Z",
+        )  # fmt: skip
+    conn.close()
+
+
 def receipts(service: Service, principal_id: str) -> int:
     return count(service, "SELECT count(*) FROM receipts WHERE principal_id = ?", principal_id)
 
@@ -121,14 +136,7 @@ async def test_a_body_refused_since_its_request_ran_replays_its_answer(
     for a body this build refuses (a name over its 200 characters)."""
     earlier = {"id": "legacy", "name": "n" * 300}
     stored = {"id": "legacy", "name": "n" * 300, "note": "as an earlier build answered"}
-    idem = Idempotency.for_request("up-1", operation="POST /api/v1/projects", body=earlier)
-    conn = sqlite3.connect(service.db_path)
-    with conn:
-        store.insert_receipt(
-            conn, (human.principal_id, "up-1"), idem.fingerprint, (201, stored),
-            "2026-11-29T18:00:00.000Z",
-        )  # fmt: skip
-    conn.close()
+    stored_by_an_earlier_build(service, human, "up-1", "POST /api/v1/projects", earlier, stored)
     retry = await human.post("/api/v1/projects", earlier, key="up-1")
     assert retry.status_code == 201 and retry.json() == stored
     assert retry.headers["idempotent-replayed"] == "true"
@@ -159,14 +167,7 @@ async def test_a_retry_an_operations_own_rule_now_refuses_replays_its_answer(
     upgrade was refused, where a task's replayed: the knowledge rules ran
     before the key's receipt was looked for."""
     stored = {"id": "made-earlier", "note": "as an earlier build answered"}
-    idem = Idempotency.for_request("up-5", operation=f"POST {path}", body=body)
-    conn = sqlite3.connect(service.db_path)
-    with conn:
-        store.insert_receipt(
-            conn, (human.principal_id, "up-5"), idem.fingerprint, (201, stored),
-            "2026-11-29T18:00:00.000Z",
-        )  # fmt: skip
-    conn.close()
+    stored_by_an_earlier_build(service, human, "up-5", f"POST {path}", body, stored)
     retry = await human.post(path, body, key="up-5")
     assert retry.status_code == 201 and retry.json() == stored
     fresh = await human.post(path, body, key="up-6")
@@ -179,14 +180,7 @@ async def test_an_in_process_tool_call_replays_it_too(service: Service, human: C
     such a retry through a tool was refused `400`."""
     earlier = {"id": "legacy", "name": "n" * 300}
     stored = {"id": "legacy", "name": "n" * 300, "note": "as an earlier build answered"}
-    idem = Idempotency.for_request("up-3", operation="POST /api/v1/projects", body=earlier)
-    conn = sqlite3.connect(service.db_path)
-    with conn:
-        store.insert_receipt(
-            conn, (human.principal_id, "up-3"), idem.fingerprint, (201, stored),
-            "2026-11-29T18:00:00.000Z",
-        )  # fmt: skip
-    conn.close()
+    stored_by_an_earlier_build(service, human, "up-3", "POST /api/v1/projects", earlier, stored)
     actor = await service.rt.db.read(lambda c: principals.authenticate(c, human.token, "api"))
     backend = LocalBackend(service.rt, actor)
     reply = await backend.call("POST", "/api/v1/projects", {}, body=earlier, idempotency_key="up-3")
