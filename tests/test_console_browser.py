@@ -1289,12 +1289,37 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     page = tab.page
     tab.sign_in(alice.token)
     reopen = page.locator("section[aria-labelledby=proj-crowd] [data-group=reopen]")
-    reopen.get_by_text("50 of 55 are listed.").wait_for()
+    reopen.get_by_text("50 of 55 are listed").wait_for()
     assert "(50+)" in reopen.inner_text()
     card = page.locator(f"[data-task='{crowded}']")
-    # the console has no list of a project's decisions: the card says where one is
-    said = "and more (GET /api/v1/projects/crowd/decisions lists every decision"
-    assert said in card.inner_text()
+    assert "and more (the project's decisions)" in card.inner_text()
+
+    # the rest are on the project's decisions page, 25 at a time (it named
+    # an API route where the console had no such page)
+    reopen.get_by_role("link", name="every stale decision").click()
+    page.get_by_role("heading", name="Decisions · Crowd", level=1).wait_for()
+    page.get_by_text("25 decision(s) shown.").wait_for()
+    more = page.get_by_role("button", name="Load more")
+    more.click()
+    page.get_by_text("50 decision(s) shown.").wait_for()
+    more.click()
+    page.get_by_text("55 decision(s) shown.").wait_for()
+    assert more.is_hidden()
+    cards = page.locator("main article.card")
+    assert cards.count() == 55 and "Stale 54?" in cards.last.inner_text()
+    # the first of the last page has the keyboard (the button it pressed is gone)
+    assert page.evaluate("() => document.activeElement.textContent") == "Stale 50?"
+    # every status, the blocked task's card's own link
+    page.go_back()
+    card.get_by_role("link", name="the project's decisions").click()
+    page.get_by_text("25 decision(s) shown.").wait_for()
+    assert page.get_by_label("Status").input_value() == ""
+    page.get_by_label("Status").select_option("PENDING")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_text("21 decision(s) shown.").wait_for()
+    assert "status=PENDING" in page.url
+    page.set_viewport_size({"width": 360, "height": 740})  # a phone, or 200% zoom
+    _accessible_and_narrow(page)
 
 
 def test_a_project_summary_says_200_plus_where_the_digest_cut_its_list(
@@ -1316,6 +1341,11 @@ def test_a_project_summary_says_200_plus_where_the_digest_cut_its_list(
     summary.get_by_text("200+ awaiting an answer").wait_for()
     awaiting = page.locator("section[aria-labelledby=proj-heaps] [data-group=awaiting]")
     assert "(200+)" in awaiting.inner_text()
+    # and the page that lists every one
+    awaiting.get_by_role("link", name="every one awaiting an answer").click()
+    page.get_by_role("heading", name="Decisions · Heaps", level=1).wait_for()
+    assert page.get_by_label("Status").input_value() == "PENDING"
+    page.get_by_text("25 decision(s) shown.").wait_for()
 
 
 def test_how_long_ago_follows_the_services_clock_not_the_browsers(

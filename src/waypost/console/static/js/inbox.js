@@ -86,19 +86,26 @@ function renderProject(project) {
       `${awaiting.length}${digest.truncated.pendingDecisions ? "+" : ""} awaiting an answer · `,
       `${digest.blockedTasks.length}${digest.truncated.blockedTasks ? "+" : ""} blocked task(s) · `,
       `${digest.readyTaskCount} ready task(s) · `,
+      link(`#/p/${enc(project.restId)}/decisions`, "decisions"), " · ",
       link(`#/p/${enc(project.restId)}/knowledge`, "knowledge"), " · ",
       link(`#/p/${enc(project.restId)}/policy`, `policy r${project.policy.revision}`)),
   );
+  const cut = digest.truncated.pendingDecisions
+    ? ["Only the first 200 are listed: ", allDecisions(project, "PENDING", "every one awaiting an answer"), "."]
+    : false;
   section.append(group(
     "Awaiting an answer", awaiting, (d) => pendingCard(project, d),
-    "Nothing awaits an answer.", digest.truncated.pendingDecisions, `awaiting-${project.restId}`));
+    "Nothing awaits an answer.", cut, `awaiting-${project.restId}`));
   if (needReopen.length) {
     // the first 50 stale and the first 50 expired (with the digest's): say
     // so when there are more
     const total = project.stale.totalCount + project.expired.totalCount;
     section.append(group(
       "Stale or expired: reopen before answering", needReopen, (d) => reopenCard(project, d),
-      "", needReopen.length < total && `${needReopen.length} of ${total} are listed.`,
+      "", needReopen.length < total
+        && [`${needReopen.length} of ${total} are listed: `,
+          allDecisions(project, "STALE", "every stale decision"), ", ",
+          allDecisions(project, "EXPIRED", "every expired decision"), "."],
       `reopen-${project.restId}`));
   }
   section.append(group(
@@ -124,6 +131,11 @@ function group(title, items, render, empty, truncated, id) {
     h("h3", { id }, title, " ", h("span", { class: "count" }, `(${items.length}${note ? "+" : ""})`)),
     items.length ? list : h("p", { class: "muted" }, empty),
     note ? h("p", { class: "muted" }, note) : null);
+}
+
+// A link to the project's decisions page, with a status filter or none.
+function allDecisions(project, status, text) {
+  return link(`#/p/${enc(project.restId)}/decisions${status ? `?status=${status}` : ""}`, text);
 }
 
 function decisionLink(project, d) {
@@ -221,9 +233,8 @@ function blockedCard(project, t) {
           return [i ? "; " : "", link(`#/p/${enc(project.restId)}/d/${enc(id)}`, found ? found.question : id)];
         }),
         // the service names at most 20 of a task's blockers
-        // the console has no list of a project's decisions: say where one is
         t.blockedBy.decisionsTruncated
-          ? `; and more (GET /api/v1/projects/${project.restId}/decisions lists every decision of the project)` : "")
+          ? ["; and more (", allDecisions(project, null, "the project's decisions"), ")"] : "")
       : null,
     t.blockedBy.dependencies.length
       ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))

@@ -4,6 +4,7 @@
 import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
 import { ago, badge, enc, h, link, lower, nextId, noSuch, notice, words } from "./dom.js";
+import { pagedList } from "./paged.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
 const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
@@ -33,47 +34,20 @@ export async function renderKnowledgeList(projectId, query) {
     q: query.get("q") || null,
     shared: query.get("shared") === "1",
   };
-  const list = h("ul", { class: "cards" });
-  const more = h("button", { type: "button", class: "btn" }, "Load more");
-  const counter = h("p", { class: "muted", "aria-live": "polite", tabindex: "-1" });
-  let after = null;
-  let shown = 0;
   let projectName = projectId;
-
-  async function page() {
+  const { list, more, counter, page } = pagedList(async (after) => {
     const data = await gql(KNOWLEDGE_LIST, { project: projectId, ...filters, after });
     if (!data.project) throw new NoSuchProject();
     projectName = data.project.name;
-    const conn = data.project.knowledge;
-    for (const { node: k } of conn.edges) {
-      list.append(h("li", {}, h("article", { class: "card" },
-        h("h3", {}, link(`#/p/${enc(projectId)}/k/${enc(k.restId)}`, k.title)),
-        h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
-          ` revision ${k.revision} · updated `, ago(k.updatedAt),
-          k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",
-          ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful}`),
-        k.tags.length ? h("p", { class: "muted" }, `Tags: ${k.tags.join(", ")}`) : null)));
-      shown += 1;
-    }
-    after = conn.pageInfo.endCursor;
-    more.hidden = !conn.pageInfo.hasNextPage;
-    counter.textContent = shown ? `${shown} record(s) shown.` : "No record matches these filters.";
-  }
-  more.addEventListener("click", async () => {
-    more.disabled = true;
-    const firstNew = list.children.length;
-    try {
-      await page();
-    } finally {
-      more.disabled = false;
-    }
-    // the last page hides the button, which had the focus: the keyboard
-    // goes on at the first record it brought (or the count), not at <body>
-    if (more.hidden) {
-      const arrived = list.children[firstNew];
-      (arrived ? arrived.querySelector("a") : counter).focus();
-    }
-  });
+    return data.project.knowledge;
+  }, (k) => h("article", { class: "card" },
+    h("h3", {}, link(`#/p/${enc(projectId)}/k/${enc(k.restId)}`, k.title)),
+    h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
+      ` revision ${k.revision} · updated `, ago(k.updatedAt),
+      k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",
+      ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful}`),
+    k.tags.length ? h("p", { class: "muted" }, words`Tags: ${k.tags.join(", ")}`) : null),
+  (shown) => (shown ? `${shown} record(s) shown.` : "No record matches these filters."));
   // filters the service refuses (a tag too long, words past the search's
   // bounds) are said beside the form, which stays: the whole page was
   // replaced by "Something went wrong"

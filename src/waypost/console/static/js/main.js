@@ -2,6 +2,7 @@
 
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
+import { renderDecisionList } from "./decision-list.js";
 import { announce, enc, fill, h, isolatedText, noSuch, notice, words } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
@@ -67,6 +68,10 @@ function show(parts, focus = true) {
   }
 }
 
+// The sections a project is picked for (one project: straight to its page).
+const PICKED = ["decisions", "knowledge", "policy"];
+const SECTION_TITLES = { decisions: "Decisions", knowledge: "Knowledge", policy: "Policy" };
+
 function currentRoute() {
   const [path, search] = (location.hash.replace(/^#/, "") || "/").split("?");
   // a link with a broken percent-escape is a page that does not exist
@@ -80,11 +85,12 @@ function currentRoute() {
   });
   if (parts.includes(null)) return { name: "unknown" };
   if (!parts.length) return { name: "inbox" };
-  if (parts[0] === "knowledge" || parts[0] === "policy") return { name: `${parts[0]}-pick` };
+  if (PICKED.includes(parts[0]) && parts.length === 1) return { name: `${parts[0]}-pick` };
   if (parts[0] === "p" && parts.length >= 3) {
     const project = parts[1];
     if (parts[2] === "d" && parts[3]) return { name: "decision", project, id: parts[3] };
     if (parts[2] === "knowledge") return { name: "knowledge", project, query: new URLSearchParams(search || "") };
+    if (parts[2] === "decisions") return { name: "decisions", project, query: new URLSearchParams(search || "") };
     if (parts[2] === "k" && parts[3]) return { name: "knowledge-item", project, id: parts[3] };
     if (parts[2] === "policy") return { name: "policy", project };
   }
@@ -235,7 +241,7 @@ async function pickProject(kind, number = pageNumber) {
     location.replace(`#/p/${enc(projects[0].restId)}/${kind}`);
     return;
   }
-  show([h("h1", { tabindex: "-1" }, kind === "policy" ? "Policy" : "Knowledge"),
+  show([h("h1", { tabindex: "-1" }, SECTION_TITLES[kind]),
     projects.length ? h("ul", {}, projects.map((p) => h("li", {},
       h("a", { href: `#/p/${enc(p.restId)}/${kind}` }, p.name, ` (${p.restId})`))))
       : h("p", {}, "No projects yet.")]);
@@ -266,11 +272,14 @@ async function route() {
       if (live.stopped && projects) live.start(projectSubscriptions(projects.map((p) => p.restId)), token());
     } else if (r.name === "decision") {
       await showDecision(r.project, r.id, null);
-    } else if (r.name === "knowledge-pick" || r.name === "policy-pick") {
+    } else if (r.name.endsWith("-pick")) {
       await pickProject(r.name.replace("-pick", ""));
     } else if (r.name === "knowledge") {
       document.title = "Knowledge · Waypost console";
       showFor(mine, await renderKnowledgeList(r.project, r.query));
+    } else if (r.name === "decisions") {
+      document.title = "Decisions · Waypost console";
+      showFor(mine, await renderDecisionList(r.project, r.query));
     } else if (r.name === "knowledge-item") {
       document.title = "Knowledge record · Waypost console";
       showFor(mine, await renderKnowledgeItem(r.project, r.id));

@@ -184,3 +184,17 @@ export const DECISION_VERSION = `
 query DecisionVersion($project: String!, $id: String!) {
   project(id: $project) { decision(id: $id) { generation status current { answer { at } } } }
 }`;
+
+export const DECISION_LIST = `
+query Decisions($project: String!, $status: DecisionStatus, $after: String) {
+  project(id: $project) {
+    restId name
+    decisions(status: $status, first: 25, after: $after) {
+      edges { node {
+        restId question status generation requiredActor reversible createdAt
+        current { at expiresAt answer { disposition answer at } }
+      } }
+      pageInfo { hasNextPage endCursor }
+    }
+  }
+}`;
