@@ -752,6 +752,13 @@ def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     assert page.get_by_role("button", name="Deny: Stop").is_disabled()
     page.locator("main").get_by_text("did not answer within 30 seconds").wait_for(timeout=45000)
     assert page.get_by_role("button", name="Deny: Stop").is_enabled()
+    # the keyboard is back on the button pressed (it fell to <body>, the
+    # button having been disabled), and the refusal is one alert, not an
+    # alert inside an assertive region (read twice)
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == (
+        "Deny: Proceed"
+    )
+    assert page.locator("[aria-live] [role=alert]").count() == 0
     assert page.locator("main .sending").count() == 0
     page.unroute("**/graphql")
     assert held and world.decision(decision_id)["current"]["answer"] is None
@@ -923,6 +930,14 @@ def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: Wor
     page.get_by_label("To", exact=True).select_option("3")
     diff = page.locator("pre.diff").first.inner_text()
     assert "(line endings changed: CRLF before, LF after)" in diff
+    # a named group; and what a screen reader hears on each change is one
+    # sentence, not the whole diff (it was in a live region)
+    assert page.get_by_role("group", name="Changes to Rules").count() == 1
+    assert page.locator("[aria-live] pre, [role=status] pre").count() == 0
+    assert (
+        page.get_by_role("status").filter(has_text="Revision 2 to 3: 1 field(s) differ.").count()
+        == 1
+    )
     assert [line[0] for line in diff.splitlines() if line.startswith(("-", "+"))] == ["-", "+"]
     assert "- Rule 10: keep" in diff and "+ Rule 10: ask a human first." in diff
     page.get_by_label("From").select_option("3")
@@ -1290,6 +1305,12 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     tab.sign_in(alice.token)
     reopen = page.locator("section[aria-labelledby=proj-crowd] [data-group=reopen]")
     reopen.get_by_text("50 of 55 are listed").wait_for()
+    # each group a region of its own name: two projects' "Timing out soon"
+    # were two regions of one name (axe: landmark-unique)
+    names = page.evaluate("""() => [...document.querySelectorAll('section.group')].map((s) =>
+        s.getAttribute('aria-labelledby').split(' ').map((id) =>
+            document.getElementById(id).textContent).join(' · '))""")
+    assert len(names) > 5 and len(set(names)) == len(names), names
     assert "(50+)" in reopen.inner_text()
     card = page.locator(f"[data-task='{crowded}']")
     assert "and more (the project's decisions)" in card.inner_text()
@@ -1307,6 +1328,8 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     assert more.is_hidden()
     cards = page.locator("main article.card")
     assert cards.count() == 55 and "Stale 54?" in cards.last.inner_text()
+    # the cards' headings come right under the page's h1 (axe: heading-order)
+    assert page.get_by_role("heading", name="Stale 0?", level=2).count() == 1
     # the first of the last page has the keyboard (the button it pressed is gone)
     assert page.evaluate("() => document.activeElement.textContent") == "Stale 50?"
     # every status, the blocked task's card's own link

@@ -13,7 +13,7 @@ class NoSuchProject extends Error {}
 function card(projectId, d) {
   const answer = d.current.answer;
   return h("article", { class: "card", dataset: { decision: d.restId } },
-    h("h3", {}, link(`#/p/${enc(projectId)}/d/${enc(d.restId)}`, d.question)),
+    h("h2", {}, link(`#/p/${enc(projectId)}/d/${enc(d.restId)}`, d.question)),
     h("p", { class: "meta" }, badge(lower(d.status), d.status),
       ` generation ${d.generation} · ${lower(d.requiredActor)} answers · asked `, ago(d.current.at),
       d.current.expiresAt ? [" · expires ", ago(d.current.expiresAt)] : ""),

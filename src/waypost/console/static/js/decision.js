@@ -151,7 +151,9 @@ function renderAnswerForm(project, onChanged) {
   const d = project.decision;
   const key = newKey(`answer-${d.restId}-g${d.generation}`);
   const rationaleId = nextId("rationale");
-  const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  // no live region of its own: each refusal in it is a role=alert notice,
+  // and both together had it read twice
+  const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
   const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
     maxlength: String(RATIONALE_MAX),
@@ -184,6 +186,9 @@ function renderAnswerForm(project, onChanged) {
       }))))));
 
   async function submit(disposition, option) {
+    // the button pressed: disabled while the request is on its way, it lost
+    // the keyboard focus to <body> when the request failed
+    const pressed = document.activeElement;
     errorBox.replaceChildren();
     if (!rationale.value.trim()) {
       errorBox.append(notice("error", "Say why (the rationale is required)."));
@@ -221,6 +226,7 @@ function renderAnswerForm(project, onChanged) {
     } finally {
       status.stop();
       for (const b of buttons) b.disabled = false;
+      if (document.activeElement === document.body && buttons.includes(pressed)) pressed.focus();
     }
   }
 
@@ -294,7 +300,9 @@ function renderReopen(project, onChanged, prominent) {
   const d = project.decision;
   const key = newKey(`reopen-${d.restId}-g${d.generation}`);
   const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
-  const errorBox = h("div", { class: "form-error", "aria-live": "assertive" });
+  // no live region of its own: each refusal in it is a role=alert notice,
+  // and both together had it read twice
+  const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
   const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxlength: String(RATIONALE_MAX) });
   const env = h("input", { id: ids.e, type: "text", value: d.current.environment,
@@ -346,6 +354,7 @@ function renderReopen(project, onChanged, prominent) {
     } finally {
       status.stop();
       button.disabled = false;
+      if (document.activeElement === document.body) button.focus();
     }
   }
 

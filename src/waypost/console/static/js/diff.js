@@ -177,7 +177,8 @@ function lineEndings(text) {
 // sign kept in the text so the change does not rely on colour alone.
 export function renderDiff(label, before, after) {
   let lines = foldUnchanged(diffLines(before, after));
-  const pre = h("pre", { class: "diff", "aria-label": `Changes to ${label}` });
+  // a group, so that its label counts (a <pre> has no role to name)
+  const pre = h("pre", { class: "diff", role: "group", "aria-label": `Changes to ${label}` });
   const [endingsBefore, endingsAfter] = [lineEndings(before), lineEndings(after)];
   const unchanged = lines.every(([sign]) => sign === " ");
   if (endingsBefore && endingsAfter && endingsBefore !== endingsAfter) {

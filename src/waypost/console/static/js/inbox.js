@@ -127,7 +127,11 @@ function group(title, items, render, empty, truncated, id) {
   const list = h("ul", { class: "cards" });
   for (const item of items) list.append(h("li", {}, render(item)));
   const note = truncated === true ? "Only the first 200 are listed." : truncated;
-  return h("section", { class: "group", "aria-labelledby": id, dataset: { group: id.split("-")[0] } },
+  // named by its heading and its project's: two projects' "Timing out soon"
+  // were two regions of one name
+  const project = id.slice(id.indexOf("-") + 1);
+  return h("section", { class: "group", "aria-labelledby": `${id} proj-${project}`,
+    dataset: { group: id.split("-")[0] } },
     h("h3", { id }, title, " ", h("span", { class: "count" }, `(${items.length}${note ? "+" : ""})`)),
     items.length ? list : h("p", { class: "muted" }, empty),
     note ? h("p", { class: "muted" }, note) : null);

@@ -41,7 +41,7 @@ export async function renderKnowledgeList(projectId, query) {
     projectName = data.project.name;
     return data.project.knowledge;
   }, (k) => h("article", { class: "card" },
-    h("h3", {}, link(`#/p/${enc(projectId)}/k/${enc(k.restId)}`, k.title)),
+    h("h2", {}, link(`#/p/${enc(projectId)}/k/${enc(k.restId)}`, k.title)),
     h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
       ` revision ${k.revision} · updated `, ago(k.updatedAt),
       k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",

@@ -102,7 +102,8 @@ function currentRoute() {
 function signInView(message, kept = []) {
   const input = h("input", { id: "token", name: "token", type: "password", autocomplete: "off",
     spellcheck: "false", required: true, "aria-describedby": "token-hint" });
-  const error = h("div", { "aria-live": "assertive" }, message ? notice("error", message) : null);
+  // no live region around it: the notice is a role=alert (both, it was read twice)
+  const error = h("div", {}, message ? notice("error", message) : null);
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Sign in");
   const form = h("form", { class: "sign-in", onsubmit: async (event) => {
     event.preventDefault();

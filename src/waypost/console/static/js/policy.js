@@ -29,12 +29,17 @@ export async function renderPolicy(projectId) {
   const latest = revs.length ? revs[0].revision : 1;
   const from = h("select", { id: fromId }, options(revs.length > 1 ? revs[1].revision : latest));
   const to = h("select", { id: toId }, options(latest));
-  const out = h("div", { "aria-live": "polite" });
+  // what changed, said in one short sentence: the whole diff in a live
+  // region was read out again at every press of an arrow key in a select
+  const out = h("div", {});
+  const said = h("p", { class: "visually-hidden", role: "status" });
   const update = () => {
     const a = byRevision.get(Number(from.value));
     const b = byRevision.get(Number(to.value));
     out.replaceChildren(h("h3", {}, `From revision ${from.value} to revision ${to.value}`),
       ...renderFieldDiffs(a, b, FIELDS));
+    const differ = FIELDS.filter(([, pick]) => (a ? pick(a) : "") !== (b ? pick(b) : "")).length;
+    said.textContent = `Revision ${from.value} to ${to.value}: ${differ} field(s) differ.`;
   };
   from.addEventListener("change", update);
   to.addEventListener("change", update);
@@ -48,7 +53,7 @@ export async function renderPolicy(projectId) {
       h("div", { class: "filters" },
         h("div", { class: "field field-inline" }, h("label", { for: fromId }, "From"), from),
         h("div", { class: "field field-inline" }, h("label", { for: toId }, "To"), to)),
-      out),
+      said, out),
     h("section", { "aria-labelledby": "revs-h" }, h("h2", { id: "revs-h" }, "Every revision"),
       h("ol", { class: "plain history", reversed: true }, revs.map((r) => h("li", {},
         h("h3", {}, `Revision ${r.revision}`),
