@@ -471,6 +471,8 @@ def test_knowledge_revisions_and_policy_history_on_a_phone(
     _shot(page, "console-phone-knowledge.png", tmp_path)
     history = page.locator("ol.history").inner_text()
     assert "useful 0, not useful 0" in history and "useful 1, not useful 0" in history
+    # (the review found "Created by Alice, (,human,)": an array in a template)
+    assert "Created by Alice (human), " in history and "Corrected by Alice (human), " in history
     diff = page.locator("pre.diff").first.inner_text()
     assert "- Take the lock at night." in diff
     assert "+ Take the lock on Sunday at 02:00 UTC." in diff and "  Warn support first." in diff
@@ -658,6 +660,14 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
     # every <bdi> holds record text alone, never the console's words beside it
     assert all(text.startswith(("Archive", "Proceed")) for text in isolated), isolated
     assert page.evaluate("() => document.title") == "Archive the logs? · Waypost console"
+    # a question that can turn direction is isolated in the tab's title, its
+    # own isolate characters dropped (a stray U+2069 closed the isolate early)
+    turned = world.open_decision(world.agent, question="Purge \u2069\u202eall logs?",
+                                 task_ids=[made["id"]])  # fmt: skip
+    page.goto(f"{tab.origin}/console#/p/demo/d/{turned}")
+    page.locator("h1 bdi").wait_for()
+    title = page.evaluate("() => document.title")
+    assert title == "\u2068Purge \u202eall logs?\u2069 · Waypost console", ascii(title)
 
 
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
@@ -1321,8 +1331,17 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     page.get_by_role("heading", name="Decisions · Crowd", level=1).wait_for()
     page.get_by_text("25 decision(s) shown.").wait_for()
     more = page.get_by_role("button", name="Load more")
+    # a page that cannot be fetched says so beside the button, which keeps
+    # the keyboard for another try (an uncaught error, focus on <body>)
+    page.route("**/graphql", lambda route: route.abort())
+    more.focus()
+    page.keyboard.press("Enter")
+    page.locator("main [role=alert]").get_by_text("cannot be reached").wait_for()
+    assert page.evaluate("() => document.activeElement.textContent") == "Load more"
+    page.unroute("**/graphql")
     more.click()
     page.get_by_text("50 decision(s) shown.").wait_for()
+    assert page.locator("main [role=alert]").count() == 0
     more.click()
     page.get_by_text("55 decision(s) shown.").wait_for()
     assert more.is_hidden()

@@ -65,6 +65,8 @@ async def test_a_body_over_the_limit_is_413_with_its_id(human: Caller) -> None:
         (json.dumps({"x": "y" * (300 * 1024)}), 1),
         (many, 1),
         (json.dumps({"x": "y" * (1100 * 1024)}), None),  # past the id search's bound
+        # nested past msgspec's depth: the review found a 500
+        ("[" * 50_000 + '"' + "y" * (250 * 1024) + '"' + "]" * 50_000, None),
     ):
         body = _call(arguments)
         r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})

@@ -39,7 +39,12 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
         "tags",
     )
     require_distinct(["\u0915\u094d\u200d\u0937", "\u0915\u094d\u0937"], "tags")
-    for values in (["Deny", "Allow", "Deny"], ["Deny", "Allow", "Deny\u200b"]):
+    for values in (
+        ["Deny", "Allow", "Deny"],
+        ["Deny", "Allow", "Deny\u200b"],
+        ["Deny", "Allow", "Deny\u200d"],  # a joiner beside ASCII shapes nothing
+        ["Allow", "Deny", "Al\u200clow"],
+    ):
         with pytest.raises(InvalidRequest) as refused:
             require_distinct(values, "options")
         assert refused.value.details == {"field": "options[2]"}

@@ -86,7 +86,7 @@ def request_id_quickly(raw: bytes) -> RequestId | None:
     the text is not strict JSON or is no request; of two `id` keys, the last."""
     try:
         head = msgspec.json.decode(raw, type=_Head)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # nested past msgspec's depth
         return None
     return head.id if head.method is not None and is_request_id(head.id) else None
 

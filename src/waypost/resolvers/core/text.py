@@ -44,7 +44,17 @@ def shown_as(value: str) -> str:
     Two entries of one list with the same `shown_as` look the same to the
     person who picks one."""
     composed = unicodedata.normalize("NFC", value)
-    return "".join(ch for ch in composed if ch in _SHAPING or unicodedata.category(ch) != "Cf")
+    return "".join(
+        ch
+        for i, ch in enumerate(composed)
+        if unicodedata.category(ch) != "Cf" or (ch in _SHAPING and _between_shaped(composed, i))
+    )
+
+
+def _between_shaped(text: str, i: int) -> bool:
+    """Whether the joiner at `i` stands between two characters it may shape:
+    beside an ASCII letter (`Deny` + U+200D) it shows nothing at all."""
+    return 0 < i < len(text) - 1 and not (text[i - 1].isascii() or text[i + 1].isascii())
 
 
 def require_distinct(values: list[str], field: str) -> None:

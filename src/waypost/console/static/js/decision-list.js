@@ -21,15 +21,18 @@ function card(projectId, d) {
 }
 
 export async function renderDecisionList(projectId, query) {
-  const status = STATUSES.includes(query.get("status")) ? query.get("status") : null;
+  // as the select shows them too (`pending`), and anything else is no filter
+  const asked = (query.get("status") || "").toUpperCase();
+  const status = STATUSES.includes(asked) ? asked : null;
   let projectName = projectId;
-  const { list, more, counter, page } = pagedList(async (after) => {
+  const { list, more, failure, counter, page } = pagedList(async (after) => {
     const data = await gql(DECISION_LIST, { project: projectId, status, after });
     if (!data.project) throw new NoSuchProject();
     projectName = data.project.name;
     return data.project.decisions;
   }, (d) => card(projectId, d),
-  (shown) => (shown ? `${shown} decision(s) shown.` : "No decision has this status."));
+  (shown) => (shown ? `${shown} decision(s) shown.`
+    : status ? "No decision has this status." : "The project has no decision yet."));
   try {
     await page();
   } catch (error) {
@@ -50,5 +53,5 @@ export async function renderDecisionList(projectId, query) {
   return [h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, words`Decisions · ${projectName}`),
     h("p", { class: "muted" }, "Every decision of the project, oldest first."),
-    form, counter, list, more];
+    form, counter, list, failure, more];
 }

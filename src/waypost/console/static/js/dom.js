@@ -55,7 +55,9 @@ export function words(strings, ...values) {
 // Record text for a plain-text place (a tab's title), isolated when it must
 // be by FIRST STRONG ISOLATE ... POP DIRECTIONAL ISOLATE, the <bdi> of text.
 export function isolatedText(text) {
-  return DIRECTIONAL.test(text) ? `\u2068${text}\u2069` : text;
+  if (!DIRECTIONAL.test(text)) return text;
+  // without isolates of its own: a stray U+2069 closed this one early
+  return `\u2068${text.replace(/[\u2066-\u2069]/g, "")}\u2069`;
 }
 
 // Fill `el` with children as h() does (record text isolated where it must be).

@@ -35,7 +35,7 @@ export async function renderKnowledgeList(projectId, query) {
     shared: query.get("shared") === "1",
   };
   let projectName = projectId;
-  const { list, more, counter, page } = pagedList(async (after) => {
+  const { list, more, failure, counter, page } = pagedList(async (after) => {
     const data = await gql(KNOWLEDGE_LIST, { project: projectId, ...filters, after });
     if (!data.project) throw new NoSuchProject();
     projectName = data.project.name;
@@ -46,7 +46,8 @@ export async function renderKnowledgeList(projectId, query) {
       ` revision ${k.revision} · updated `, ago(k.updatedAt),
       k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",
       ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful}`),
-    k.tags.length ? h("p", { class: "muted" }, words`Tags: ${k.tags.join(", ")}`) : null),
+    // each tag a value of its own (one U+202E would turn the tags after it)
+    k.tags.length ? h("p", { class: "muted" }, "Tags: ", k.tags.flatMap((t, i) => (i ? [", ", t] : [t]))) : null),
   (shown) => (shown ? `${shown} record(s) shown.` : "No record matches these filters."));
   // filters the service refuses (a tag too long, words past the search's
   // bounds) are said beside the form, which stays: the whole page was
@@ -92,7 +93,7 @@ export async function renderKnowledgeList(projectId, query) {
   return [h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, words`Knowledge · ${projectName}`),
     h("p", { class: "muted" }, "Advisory records: lessons, facts, rejected approaches and checkpoints. Only the policy's rules bind."),
-    form, refusal, counter, list, more];
+    form, refusal, counter, list, failure, more];
 }
 
 const CONTENT = [
@@ -133,7 +134,8 @@ export async function renderKnowledgeItem(projectId, id) {
         const who = r.provenance.actor ? words`${r.provenance.actor.name} (${lower(r.provenance.actor.kind)})` : "unknown";
         return h("li", {},
           h("h3", {}, `Revision ${r.revision}`, r.revision === k.revision ? " (current)" : ""),
-          h("p", { class: "muted" }, `${r.revision === 1 ? "Created" : "Corrected"} by ${who}, `, ago(r.provenance.recordedAt),
+          h("p", { class: "muted" }, r.revision === 1 ? "Created" : "Corrected", " by ", who, ", ",
+            ago(r.provenance.recordedAt),
             ` · feedback on this revision: useful ${r.feedback.useful}, not useful ${r.feedback.notUseful}`),
           previous
             ? h("details", { open: i === 0 }, h("summary", {}, `What changed from revision ${previous.revision}`),

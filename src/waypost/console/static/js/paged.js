@@ -2,7 +2,7 @@
 // button while there are more, and a count said politely. Knowledge and the
 // decisions list use it.
 
-import { h } from "./dom.js";
+import { h, notice } from "./dom.js";
 
 // `load(after)` returns a connection page ({edges, pageInfo}); `card(node)`
 // renders one item; `counted(n)` says how many are shown (n may be 0).
@@ -10,6 +10,7 @@ export function pagedList(load, card, counted) {
   const list = h("ul", { class: "cards" });
   const more = h("button", { type: "button", class: "btn" }, "Load more");
   const counter = h("p", { class: "muted", "aria-live": "polite", tabindex: "-1" });
+  const failure = h("div", {});
   let after = null;
   let shown = 0;
 
@@ -25,11 +26,17 @@ export function pagedList(load, card, counted) {
   }
   more.addEventListener("click", async () => {
     more.disabled = true;
+    failure.replaceChildren();
     const firstNew = list.children.length;
     try {
       await page();
+    } catch (error) {
+      // said beside the button, which stays for another try (the failure
+      // was an uncaught page error, the keyboard left on <body>)
+      failure.replaceChildren(notice("error", error.message));
     } finally {
       more.disabled = false;
+      if (document.activeElement === document.body && !more.hidden) more.focus();
     }
     // the last page hides the button, which had the focus: the keyboard
     // goes on at the first item it brought (or the count), not at <body>
@@ -38,5 +45,5 @@ export function pagedList(load, card, counted) {
       (arrived ? arrived.querySelector("a") : counter).focus();
     }
   });
-  return { list, more, counter, page };
+  return { list, more, failure, counter, page };
 }

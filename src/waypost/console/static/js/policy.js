@@ -58,7 +58,7 @@ export async function renderPolicy(projectId) {
       h("ol", { class: "plain history", reversed: true }, revs.map((r) => h("li", {},
         h("h3", {}, `Revision ${r.revision}`),
         h("p", { class: "muted" }, words`By ${r.actor ? r.actor.name : r.actorId} (${r.actorKind.toLowerCase()}), `, ago(r.at),
-          r.provenance ? ` · ${r.provenance}` : ""),
+          r.provenance ? words` · ${r.provenance}` : ""),
         h("pre", { class: "rules" }, r.rules || "(no rules)"))))),
   ];
 }
