@@ -697,18 +697,25 @@ def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: Worl
     assert inside == first
 
 
-def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World) -> None:
-    """The reply to an answer is lost on the way back; the user presses another
-    button. The page's key makes that a different request, refused: the page
-    says the first may have been recorded and shows the decision as it is."""
-    decision_id = world.open_decision(
-        world.agent, question="Ship the hotfix tonight?", task_ids=[world.tasks["docs"]]
-    )
+def _half_answered(tab: Tab, world: World, question: str, why: str) -> tuple[Any, str]:
+    """A new decision an agent asked, open in Alice's tab with its reason typed."""
+    decision_id = world.open_decision(world.agent, question=question,
+                                      task_ids=[world.tasks["docs"]])  # fmt: skip
     page = tab.page
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
     page.get_by_role("heading", name="Answer", exact=True).wait_for()
-    page.get_by_label("Why (required)").fill("Tonight is too late.")
+    page.get_by_label("Why (required)").fill(why)
+    return page, decision_id
+
+
+def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World) -> None:
+    """The reply to an answer is lost on the way back; the user presses another
+    button. The page's key makes that a different request, refused: the page
+    says the first may have been recorded and shows the decision as it is."""
+    page, decision_id = _half_answered(
+        tab, world, "Ship the hotfix tonight?", "Tonight is too late."
+    )
 
     lost = []
 
@@ -737,14 +744,9 @@ def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     """A service stopped (SIGSTOP), not gone: the request never ended, the
     buttons stayed disabled and nothing said why. Now the form says it is
     sending, and after 30 s that the service did not answer."""
-    decision_id = world.open_decision(
-        world.agent, question="Restart the queue workers?", task_ids=[world.tasks["docs"]]
+    page, decision_id = _half_answered(
+        tab, world, "Restart the queue workers?", "Not during the sale."
     )
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
-    page.get_by_label("Why (required)").fill("Not during the sale.")
     held: list[Any] = []
 
     def hold_the_answer(route: Any) -> None:

@@ -51,6 +51,8 @@ def escape_fts(terms: list[str]) -> str:
     drops a term with no word in it (judging words by Python's Unicode
     tables instead dropped a newer emoji that SQLite's take for a word).
     """
+    if all(term.isascii() for term in terms):
+        return " ".join(map(_phrase, terms))  # one form only: most queries
     forms = [terms, *([unicodedata.normalize(f, t) for t in terms] for f in ("NFC", "NFD"))]
     distinct = list(dict.fromkeys(" ".join(map(_phrase, form)) for form in forms))
     if len(distinct) == 1:
