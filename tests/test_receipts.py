@@ -174,6 +174,21 @@ async def test_a_retry_an_operations_own_rule_now_refuses_replays_its_answer(
     assert fresh.status_code == 400 and fresh.json()["error"]["details"]["field"] == "title"
 
 
+async def test_a_retry_of_a_body_holding_nul_replays_its_answer(
+    service: Service, human: Caller, project: str
+) -> None:
+    """NUL in text is refused since it was once stored; a retry of a request
+    an earlier build took with it gets that build's answer."""
+    body = {"kind": "fact", "title": "t", "body": "a\x00b"}
+    stored = {"id": "made-earlier", "note": "as an earlier build answered"}
+    path = "/api/v1/projects/demo/knowledge"
+    stored_by_an_earlier_build(service, human, "nul-1", f"POST {path}", body, stored)
+    retry = await human.post(path, body, key="nul-1")
+    assert retry.status_code == 201 and retry.json() == stored
+    fresh = await human.post(path, body, key="nul-2")
+    assert fresh.status_code == 400 and fresh.json()["error"]["details"]["field"] == "body"
+
+
 async def test_an_in_process_tool_call_replays_it_too(service: Service, human: Caller) -> None:
     """The MCP tools run a route in process by the same decoding as REST
     (rest/routing.call_for); they had a copy of it without this replay, and

@@ -4,6 +4,7 @@ is a 4xx with the one error envelope and the offending field named."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -665,6 +666,76 @@ async def test_a_lone_surrogate_in_a_graphql_string_is_refused(human: Caller, pr
     # the GraphQL parser refuses the escape before any resolver runs
     assert data["data"] is None, data
     assert [e["extensions"]["code"] for e in data["errors"]] == ["invalid_request"], data
+
+
+# -- NUL ---------------------------------------------------------------------------
+
+
+def _written(service: Service) -> tuple[int, int, int]:
+    conn = sqlite3.connect(service.db_path)
+    try:
+        return tuple(  # type: ignore[return-value]
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("events", "knowledge", "tasks")
+        )
+    finally:
+        conn.close()
+
+
+KNOWLEDGE, TASKS = "/api/v1/projects/demo/knowledge", "/api/v1/projects/demo/tasks"
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        (KNOWLEDGE, {"kind": "fact", "title": "t", "body": "a\x00b"}, "body"),
+        (KNOWLEDGE, {"kind": "fact", "title": "t\x00", "body": "b"}, "title"),
+        (TASKS, {"title": "t", "acceptance_criteria": ["ok", "x\x00"]}, "acceptance_criteria[1]"),
+        (TASKS, {"title": "t", "description": "\x00"}, "description"),
+    ],
+)
+async def test_text_holding_nul_is_a_400_naming_its_field_and_writes_nothing(
+    service: Service, human: Caller, project: str, path: str, body: Any, field: str
+) -> None:
+    """NUL (U+0000) ends a string in C and in PostgreSQL's `text`: it was
+    stored, with its event, in any text a body carried."""
+    before = _written(service)
+    r = await human.post(path, body)
+    assert_error(r, 400, "invalid_request", field)
+    assert "NUL" in r.json()["error"]["message"]
+    assert _written(service) == before
+
+
+async def test_a_nul_escape_in_policy_rules_is_refused(human: Caller, project: str) -> None:
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "a\\u0000b"}')
+    assert_error(r, 400, "invalid_request", field="rules")
+    # an escaped backslash before "u0000" is ordinary text
+    r = await raw_patch(human, b'{"expected_revision": 1, "rules": "a\\\\u0000b"}')
+    assert r.status_code == 200 and r.json()["rules"] == "a\\u0000b", r.text
+
+
+@pytest.mark.parametrize("how", ["variables", "inline"])
+async def test_nul_in_a_graphql_input_is_a_user_error_naming_its_field(
+    service: Service, human: Caller, project: str, how: str
+) -> None:
+    before = _written(service)
+    if how == "variables":
+        data = await human.gql(
+            'mutation($b: String!) { knowledgeCreate(input: {idempotencyKey: "n1",'
+            ' projectId: "demo", kind: FACT, title: "t", body: $b, tags: ["ok"]})'
+            " { userErrors { code field } } }",
+            {"b": "a\x00"},
+        )
+        field = "body"
+    else:
+        data = await human.gql(
+            'mutation { taskCreate(input: {idempotencyKey: "n2", projectId: "demo",'
+            ' title: "t", acceptanceCriteria: ["x\\u0000"]}) { userErrors { code field } } }'
+        )
+        field = "acceptanceCriteria[0]"
+    payload = next(iter(data["data"].values()))
+    assert payload["userErrors"] == [{"code": "invalid_request", "field": field}], data
+    assert _written(service) == before
 
 
 # -- headers that take one value ----------------------------------------------------

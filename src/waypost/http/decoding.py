@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -56,16 +56,16 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def _find_lone_surrogate(value: Any) -> str | None:
-    """The JSON path of the first key or string holding a lone surrogate."""
+def _find_text(value: Any, pattern: re.Pattern[str]) -> str | None:
+    """The JSON path of the first key or string `pattern` finds something in."""
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, item = stack.pop()
-        if isinstance(item, str) and _LONE_SURROGATE.search(item):
+        if isinstance(item, str) and pattern.search(item):
             return path
         if isinstance(item, dict):
             for key in item:
-                if _LONE_SURROGATE.search(key):
+                if pattern.search(key):
                     return _join(path, key)
             stack.extend(reversed([(_join(path, k), v) for k, v in item.items()]))
         elif isinstance(item, list):
@@ -167,10 +167,23 @@ def parse_json(raw: bytes) -> Any:
         path, marker = found
         raise InvalidRequest.field(path, marker.message)
     if _SURROGATE_ESCAPE.search(text):
-        lone = _find_lone_surrogate(value)
+        lone = _find_text(value, _LONE_SURROGATE)
         if lone is not None:
             raise InvalidRequest.field(lone, "text must not hold an unpaired surrogate escape")
     return value
+
+
+# NUL ends a string in C, so many a client, tool and database (PostgreSQL's
+# `text` among them) cannot hold it; no text a person writes needs it.
+_NUL = re.compile("\x00")
+
+
+def refuse_nul(value: Any, named: Callable[[str], str] = str) -> None:
+    """Refuse a request whose text holds NUL (U+0000), which no stored text
+    may, naming the first field that does (as `named` spells it)."""
+    path = _find_text(value, _NUL)
+    if path is not None:
+        raise InvalidRequest.field(named(path), f"{named(path)} must not hold NUL (U+0000)")
 
 
 def is_json_media_type(content_type: str | None) -> bool:

@@ -24,6 +24,7 @@ from waypost.http.decoding import (
     is_json_media_type,
     parse_json,
     query_items,
+    refuse_nul,
 )
 from waypost.http.headers import header
 from waypost.pagination import Page
@@ -122,6 +123,7 @@ async def call_for(
         return Call(rt, actor, params, query, None, None)
     try:
         body: Any = convert(value, route.body or _Empty)
+        refuse_nul(value)
     except InvalidRequest:
         earlier = await _earlier_answer(rt, actor, key, operation, value)
         if earlier is not None:

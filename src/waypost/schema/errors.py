@@ -12,6 +12,7 @@ from typing import Any
 import strawberry
 
 from waypost.errors import InvalidRequest, Unauthenticated, Unavailable, WaypostError
+from waypost.http.decoding import refuse_nul
 from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
 
@@ -50,6 +51,7 @@ def split_input(name: str, data: Any) -> tuple[Idempotency, dict[str, Any]]:
     body = input_value(data)
     key = body.pop("idempotency_key", None)
     check_key(key, field="idempotencyKey")
+    refuse_nul(body, named=camel_path)
     return Idempotency.for_request(key, operation=f"graphql {name}", body=body), body
 
 
