@@ -137,15 +137,52 @@ def serve(
     from waypost.observe import logs
 
     logs.configure(log_format)
+    clock_file = _clock_file()
+    rerank = _rerank_settings()
+    if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
+        raise click.UsageError("--port and --lifecycle-port must differ on one host")
+    lifecycle = _lifecycle_settings(
+        lifecycle_auth, k8s_api, k8s_ca, k8s_token_file, lifecycle_webhook
+    )
+    _run(
+        Settings(
+            db_path=db_path or Path(default_db_path()),
+            host=host,
+            port=port,
+            lifecycle_host=lifecycle_host,
+            lifecycle_port=lifecycle_port,
+            sweep_interval=sweep_interval,
+            graphiql=graphiql,
+            clock_file=clock_file,
+            rerank=rerank,
+            lifecycle=lifecycle,
+            request_read_timeout=request_read_timeout,
+            max_connections=max_connections,
+            search_time_limit_ms=search_time_limit_ms,
+            graphql_max_objects=graphql_max_objects,
+            access_log=access_log,
+            metrics=metrics,
+        )
+    )
+
+
+def _clock_file() -> Path | None:
+    """`WAYPOST_CLOCK_FILE`, checked readable now: start-up needs "now" (the
+    admin's created_at)."""
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
-    if clock_file:
-        log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
-        try:
-            FileClock(Path(clock_file)).now()  # start-up needs "now" (the admin's created_at)
-        except WaypostError as error:
-            raise click.ClickException(
-                f"clock_unavailable: {clock_file}: {error.message}"
-            ) from error
+    if not clock_file:
+        return None
+    log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
+    try:
+        FileClock(Path(clock_file)).now()
+    except WaypostError as error:
+        raise click.ClickException(f"clock_unavailable: {clock_file}: {error.message}") from error
+    return Path(clock_file)
+
+
+def _rerank_settings() -> RerankSettings:
+    """The reranker's settings from the environment (only `serve` reads
+    `TYPESAFE_API_KEY`), checked before anything starts."""
     from waypost.reranker.client import check_settings
 
     try:
@@ -154,57 +191,50 @@ def serve(
             check_settings(rerank)
     except SettingError as error:
         raise click.UsageError(str(error)) from error
-    if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
-        raise click.UsageError("--port and --lifecycle-port must differ on one host")
     if not rerank.enabled:
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
-    if lifecycle_auth == "tokenreview" and not (k8s_api and k8s_ca):
+    return rerank
+
+
+def _lifecycle_settings(
+    auth: LifecycleAuth,
+    k8s_api: str | None,
+    k8s_ca: Path | None,
+    k8s_token_file: Path | None,
+    webhook: str | None,
+) -> LifecycleSettings:
+    """The lifecycle listener's options, checked as its verifier and webhook
+    will use them, before anything is created."""
+    if auth == "tokenreview" and not (k8s_api and k8s_ca):
         raise click.UsageError("--lifecycle-auth tokenreview needs --k8s-api and --k8s-ca")
     if k8s_api is not None and not k8s_api.startswith("https://"):
         raise click.UsageError("--k8s-api must be an https:// URL")
-    if lifecycle_auth == "tokenreview" and k8s_ca is not None:
-        try:  # as the verifier will load it, before anything is created
+    if auth == "tokenreview" and k8s_ca is not None:
+        try:
             ssl.create_default_context(cafile=str(k8s_ca))
         except (ssl.SSLError, OSError) as error:
             raise click.UsageError(f"--k8s-ca {k8s_ca}: not a PEM CA bundle ({error})") from None
-    if lifecycle_webhook is not None:
+    if webhook is not None:
         from waypost.resolvers.lifecycle.delivery import webhook_refusal
 
-        refused = webhook_refusal(lifecycle_webhook)
+        refused = webhook_refusal(webhook)
         if refused is not None:
             raise click.UsageError(f"--lifecycle-webhook {refused}")
-    settings = Settings(
-        db_path=db_path or Path(default_db_path()),
-        host=host,
-        port=port,
-        lifecycle_host=lifecycle_host,
-        lifecycle_port=lifecycle_port,
-        sweep_interval=sweep_interval,
-        graphiql=graphiql,
-        clock_file=Path(clock_file) if clock_file else None,
-        rerank=rerank,
-        lifecycle=LifecycleSettings(
-            auth=lifecycle_auth,
-            k8s_api=k8s_api,
-            k8s_ca=k8s_ca,
-            k8s_token_file=k8s_token_file,
-            webhook=lifecycle_webhook,
-        ),
-        request_read_timeout=request_read_timeout,
-        max_connections=max_connections,
-        search_time_limit_ms=search_time_limit_ms,
-        graphql_max_objects=graphql_max_objects,
-        access_log=access_log,
-        metrics=metrics,
+    return LifecycleSettings(
+        auth=auth, k8s_api=k8s_api, k8s_ca=k8s_ca, k8s_token_file=k8s_token_file, webhook=webhook
     )
+
+
+def _run(settings: Settings) -> None:
+    """Serve until stopped; a file or address that cannot be used is a
+    one-line refusal, not a traceback (docs/operations.md)."""
     from waypost import serving
     from waypost.storage.db import DatabaseUnusable
 
     try:
         serving.run(settings)
     except DatabaseUnusable as error:
-        # a clear refusal to start, not a traceback (docs/operations.md); it
-        # names the file itself
+        # it names the file itself
         raise click.ClickException(f"database_unusable: {error}") from error
     except MigrationError as error:
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
