@@ -35,6 +35,20 @@ async def mutate(caller: Caller, name: str, input: dict[str, Any], fields: str) 
     return result
 
 
+async def test_a_refusal_names_its_field_in_graphql_words(human: Caller, project: str) -> None:
+    """The rules are written in REST's words: the message said
+    `acceptance_criteria[1] must not be blank` beside `field: acceptanceCriteria[1]`."""
+    refused = await mutate(
+        human,
+        "taskCreate",
+        {"projectId": "demo", "title": "Parse", "acceptanceCriteria": ["fast", " "]},
+        "task { title }",
+    )
+    (error,) = refused["userErrors"]
+    assert error["field"] == "acceptanceCriteria[1]", error
+    assert error["message"] == "acceptanceCriteria[1] must not be blank", error
+
+
 async def test_task_create_and_query_through_project(human: Caller, project: str) -> None:
     created = await mutate(
         human,

@@ -69,7 +69,7 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
             UserError(
                 code=error.code,
                 field=camel_path(field) if isinstance(field, str) else None,
-                message=error.message,
+                message=in_graphql_words(error.message, field),
                 reason=reason if isinstance(reason, str) else None,
                 wait_on=[f'decisionChanged(id: "{d}")' for d in blocking] if blocking else None,
             )
@@ -86,7 +86,17 @@ def graphql_field_names() -> Iterator[None]:
         field = error.details.get("field")
         if isinstance(field, str):
             error.details["field"] = camel_path(field)
+            error.message = in_graphql_words(error.message, field)
         raise
+
+
+def in_graphql_words(message: str, field: object) -> str:
+    """`message` naming its field as GraphQL does: the rules are written in
+    REST's words ("acceptance_criteria[1] must not be blank") and a client
+    reading `acceptanceCriteria[1]` in `field` should read it in the text too."""
+    if not isinstance(field, str) or "_" not in field:
+        return message
+    return message.replace(field, camel_path(field))
 
 
 def camel_path(path: str) -> str:
