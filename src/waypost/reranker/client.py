@@ -150,7 +150,8 @@ async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str
         if response.status_code != 200:
             raise ProviderFailure("bad_status")
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
+        # ASCII digits only: str.isdigit() also takes "²", which int() refuses
+        if declared.isascii() and declared.isdigit() and int(declared) > MAX_RESPONSE_BYTES:
             raise ProviderFailure("too_large")
         body = bytearray()
         async for chunk in response.aiter_raw():
