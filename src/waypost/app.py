@@ -24,6 +24,7 @@ from waypost.rest.responses import json_response
 from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
 from waypost.settings import Settings
+from waypost.storage.connection import STORAGE_RETRY_AFTER
 
 log = logging.getLogger("waypost")
 
@@ -56,6 +57,12 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
                 yield
 
     async def healthz(request: Request) -> Response:
+        rt: Runtime = request.app.state.runtime
+        if rt.db.files_changed() is not None:
+            # the store answers 503 to everything until a restart: a liveness
+            # probe that restarts the process is what it needs
+            body = {"status": "unavailable", "reason": "database_files_changed"}
+            return json_response(body, 503, {"Retry-After": str(STORAGE_RETRY_AFTER)})
         return json_response({"status": "ok"})
 
     async def openapi_document(request: Request) -> Response:

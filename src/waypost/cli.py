@@ -229,10 +229,18 @@ def _run(settings: Settings) -> None:
     """Serve until stopped; a file or address that cannot be used is a
     one-line refusal, not a traceback (docs/operations.md)."""
     from waypost import serving
-    from waypost.storage.db import DatabaseUnusable
+    from waypost.storage.db import DatabaseUnusable, connections_left_open
 
     try:
         serving.run(settings)
+        if connections_left_open():
+            log.error(
+                "the database's -shm file was replaced while serving: exiting without closing"
+                " the database, so that no checkpoint through this process's stale index drops"
+                " another process's writes (docs/operations.md, 'The database's files')"
+            )
+            logging.shutdown()
+            os._exit(1)
     except DatabaseUnusable as error:
         # it names the file itself
         raise click.ClickException(f"database_unusable: {error}") from error

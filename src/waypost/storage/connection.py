@@ -78,13 +78,34 @@ def create_private(path: Path) -> None:
     `-wal` and `-shm` files it creates later the mode of the database file,
     so creating the file first is what keeps all three owner-only.
     """
-    if str(path) == ":memory:":
+    if str(path) == ":memory:" or path.exists():
         return
+    _refuse_orphaned_wal(path)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise FileNotFoundError(f"the directory {path.parent} does not exist") from None
+        raise
     os.close(fd)
+
+
+def _refuse_orphaned_wal(path: Path) -> None:
+    """Refuse to create a database beside a `-wal` file that holds pages: it
+    is the missing database's latest writes (the file was moved or deleted),
+    and a new database at the path would reset it."""
+    wal = Path(f"{path}-wal")
+    try:
+        size = wal.stat().st_size
+    except FileNotFoundError:
+        return
+    if size > 0:
+        raise FileNotFoundError(
+            f"the file is missing but {wal.name} beside it holds {size:,} bytes of its"
+            " writes: put the database file back (or move the -wal away to start anew)"
+        )
 
 
 def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:

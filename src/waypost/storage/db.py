@@ -36,6 +36,7 @@ from typing import TypeVar
 from waypost.errors import Unavailable
 from waypost.storage import snapshots
 from waypost.storage.connection import ConnectionHook, check_writable, connect, is_busy
+from waypost.storage.files import FileWatch, files_changed_refusal
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
 from waypost.storage.snapshots import PinnedSnapshots
@@ -50,6 +51,17 @@ T = TypeVar("T")
 WAL_SIZE_LIMIT = 8 * 1024 * 1024
 UnitOfWork = Callable[[sqlite3.Connection], T]
 CommitListener = Callable[[], None]
+
+
+# Databases whose connections must not be closed (see Database.close).
+_LEFT_OPEN: list[object] = []
+
+
+def connections_left_open() -> bool:
+    """Whether a closed Database left its connections open, because closing
+    them would drop other processes' writes: the process should then end
+    without closing them (`os._exit`)."""
+    return bool(_LEFT_OPEN)
 
 
 class DatabaseUnusable(RuntimeError):
@@ -116,6 +128,7 @@ class Database:
         self._readers: ReaderPool | None = None
         self._snapshots: PinnedSnapshots | None = None
         self._point: sqlite3.Connection | None = None
+        self._files: FileWatch | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
 
@@ -154,12 +167,15 @@ class Database:
             # of 50,000 rows left it at 16-25 MB, while ordinary load fills
             # 4-7): a checkpoint that restarts it truncates it to this.
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
+            # all three files exist now (WAL mode, connections open)
+            files = None if str(self.path) == ":memory:" else FileWatch(self.path)
         except (sqlite3.Error, OSError) as exc:
             conn.close()
             raise DatabaseUnusable(f"{self.path}: {exc}") from exc
         except BaseException:
             conn.close()
             raise
+        self._files = files
         self._point = point
         self._readers = ReaderPool(readers)
         self._snapshots = PinnedSnapshots(pinned)
@@ -171,6 +187,7 @@ class Database:
             (self._loop, self._committed),
             max_units=units,
             max_seconds=seconds,
+            files_changed=files.check if files is not None else None,
         )
 
     async def close(self) -> None:
@@ -178,6 +195,15 @@ class Database:
         writer, readers, point = self._writer, self._readers, self._point
         snapshots = self._snapshots
         self._writer = self._readers = self._point = self._snapshots = None
+        if self._files is not None and self._files.index_replaced:
+            # The last connection to close checkpoints the WAL through this
+            # process's index, which is no longer the file's: what another
+            # process wrote through its new -shm would be dropped from the
+            # WAL. Nothing more is written here (every unit is refused), so
+            # the connections stay open for the process's exit, which `serve`
+            # takes without closing them (connections_left_open).
+            _LEFT_OPEN.append((writer, readers, point, snapshots))
+            return
         if point is not None:
             point.close()
         if writer is not None:
@@ -202,6 +228,7 @@ class Database:
         (inside `pinned()`, the request's one snapshot)."""
         if self._readers is None:
             raise Unavailable("the database is not open")
+        self._check_files()
         pin = snapshots.current(self)
         if pin is not None:
             return await pin.read(fn)
@@ -234,6 +261,7 @@ class Database:
         reader pool, so it takes no place in that lane: taking one and then
         waiting for a slot, while the requests holding every slot waited for
         a place, hung every GraphQL query and search for good."""
+        self._check_files()
         pin = snapshots.current(self)
         if pin is not None:
             return await pin.read(fn)
@@ -250,6 +278,7 @@ class Database:
         conn = self._point
         if conn is None:
             return await self.read(fn)
+        self._check_files()
         try:
             return fn(conn)
         except sqlite3.OperationalError as exc:
@@ -257,6 +286,16 @@ class Database:
                 raise
             # another process holds the file: wait for it on a pool thread
             return await self.read(fn)
+
+    def files_changed(self) -> str | None:
+        """What changed among the database's files since they were opened
+        (storage/files.py), or None: for /healthz."""
+        return self._files.check() if self._files is not None else None
+
+    def _check_files(self) -> None:
+        files = self._files
+        if files is not None and files.check_now_and_then() is not None:
+            raise files_changed_refusal()
 
     # -- commit listeners -------------------------------------------------------------
 

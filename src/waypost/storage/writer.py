@@ -40,6 +40,7 @@ from typing import Any
 
 from waypost.errors import Unavailable
 from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, storage_refusal
+from waypost.storage.files import files_changed_refusal
 
 log = logging.getLogger("waypost.storage")
 
@@ -126,8 +127,12 @@ class Writer:
         *,
         max_units: int = 64,
         max_seconds: float = 0.01,
+        files_changed: Callable[[], str | None] | None = None,
     ) -> None:
         self._conn = conn
+        # what changed among the database's files since they were opened
+        # (storage/files.py): looked at before every batch
+        self._files_changed = files_changed
         self._in_unit = False  # a unit of a batch runs (read by `_guard`)
         conn.set_authorizer(self._guard)
         self._busy_timeout = busy_timeout_ms / 1000
@@ -224,6 +229,9 @@ class Writer:
         if not pending[0].transaction:
             self._run_bare(pending.popleft())
             return
+        if self._files_changed is not None and self._files_changed() is not None:
+            self._refuse_all(pending)
+            return
         if self._begin(pending):
             self._batch(pending)
 
@@ -264,6 +272,16 @@ class Writer:
             return False
         finally:
             self._set_busy_timeout(self._busy_timeout)
+
+    def _refuse_all(self, pending: deque[_Unit]) -> None:
+        """Answer every waiting unit 503 without running it: the files this
+        connection writes are no longer the ones at the database's path."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        while pending and pending[0].transaction:
+            unit = pending.popleft()
+            by_loop.setdefault(unit.loop, []).append((unit, None, files_changed_refusal()))
+        for loop, replies in by_loop.items():
+            _answer(loop, replies)
 
     def _fail_all(self, pending: deque[_Unit], exc: BaseException) -> None:
         _log_failure("the writer could not start a transaction: %s", exc)

@@ -1,0 +1,101 @@
+"""The database's three files stay the ones the service opened.
+
+SQLite goes on reading and writing the files it opened after they were
+renamed, replaced or deleted under it (its descriptors still point at them),
+while any other process that opens the path gets other files. Deleting the
+`-shm` file under a running `serve` and then running one `admin` write let
+two processes write one WAL with two indexes, which destroyed the database;
+a renamed database left the writes acknowledged since in a `-wal` file that
+the next database created at the path reset; a deleted `-wal` held every
+acknowledged write since in a file no process could open after a crash.
+
+So the writer looks before every batch (three `stat` calls, a few
+microseconds), and reads look at most once a second: once a file is not the
+one opened, the service stops answering from its store (503) until it is
+restarted on a file an operator has put right (docs/operations.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from waypost.errors import Unavailable
+from waypost.storage.connection import STORAGE_RETRY_AFTER
+
+log = logging.getLogger("waypost.storage")
+
+_SUFFIXES = ("", "-wal", "-shm")
+_READ_CHECK_SECONDS = 1.0
+
+
+def _identity(name: str) -> tuple[int, int]:
+    st = os.stat(name)
+    return st.st_dev, st.st_ino
+
+
+def files_changed_refusal() -> Unavailable:
+    """The answer to every read and write once the database's files changed
+    under the service (the paths stay in the log: they are not the client's)."""
+    return Unavailable(
+        "the database's files were changed under the service; an operator must restart it",
+        retry_after=STORAGE_RETRY_AFTER,
+    )
+
+
+class FileWatch:
+    """What the database's files were when they were opened, and whether a
+    path now names another file (or none)."""
+
+    def __init__(self, path: Path) -> None:
+        self._names = [f"{path}{suffix}" for suffix in _SUFFIXES]
+        self._known = [_identity(name) for name in self._names]
+        self._lock = threading.Lock()
+        self._checked_at = time.monotonic()
+        # once set, never cleared: a process that wrote through other files
+        # (a new `-shm`) left this one's view of the WAL stale
+        self.changed: str | None = None
+        # the `-shm` (the WAL's index) is not this process's any more
+        self.index_replaced = False
+
+    def check(self) -> str | None:
+        """What changed (e.g. "/srv/w.db-shm was deleted"), or None; the
+        first change found is logged once and kept."""
+        if self.changed is None:
+            found = self._look()
+            if found is not None:
+                name, what = found
+                with self._lock:
+                    if self.changed is None:
+                        self.changed = f"{name} {what}"
+                        self.index_replaced = name.endswith("-shm")
+                        log.error(
+                            "%s while the service was running: every read and write now"
+                            " answers 503 until serve is restarted (docs/operations.md,"
+                            " 'The database's files')",
+                            self.changed,
+                        )
+        return self.changed
+
+    def check_now_and_then(self) -> str | None:
+        """`check`, at most once a second (for reads, which run on the event
+        loop's thread and the pool's)."""
+        now = time.monotonic()
+        if self.changed is None and now - self._checked_at >= _READ_CHECK_SECONDS:
+            self._checked_at = now
+            return self.check()
+        return self.changed
+
+    def _look(self) -> tuple[str, str] | None:
+        for name, known in zip(self._names, self._known, strict=True):
+            try:
+                if _identity(name) != known:
+                    return name, "was replaced by another file"
+            except FileNotFoundError:
+                return name, "was deleted or moved"
+            except OSError:
+                continue  # unreadable directory: no verdict (the writes will say)
+        return None

@@ -1,0 +1,198 @@
+"""The database's files stay the ones the service opened (storage/files.py).
+
+Deleting the `-shm` file under a running service and then writing from an
+`admin` command destroyed the database; a renamed database left its latest
+acknowledged writes in a `-wal` file that the next start reset. The service
+now stops answering from files that are no longer the ones at its path (503,
+/healthz too), and refuses to start beside an orphaned `-wal`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.test_serve import START, auth, start
+from waypost.errors import Unavailable
+from waypost.storage import files
+from waypost.storage.connection import STORAGE_RETRY_AFTER
+from waypost.storage.db import Database, DatabaseUnusable
+
+KNOWLEDGE = "/api/v1/projects/demo/knowledge"
+
+# another process's write through its own -shm, as an `admin` command makes
+_FOREIGN_WRITE = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA busy_timeout = 5000")
+conn.execute("CREATE TABLE IF NOT EXISTS foreign_note (x TEXT)")
+conn.execute("INSERT INTO foreign_note VALUES ('from another process')")
+conn.close()
+"""
+
+
+def _integrity(path: Path) -> str:
+    conn = sqlite3.connect(path)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _fresh_look(path: Path) -> tuple[str, int, int]:
+    """(integrity, knowledge records, foreign notes) as a new process sees the file."""
+    script = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
+        " t = [r[0] for r in c.execute('SELECT name FROM sqlite_master')];"
+        " print(c.execute('PRAGMA integrity_check').fetchone()[0],"
+        " c.execute('SELECT count(*) FROM knowledge').fetchone()[0],"
+        " c.execute('SELECT count(*) FROM foreign_note').fetchone()[0]"
+        " if 'foreign_note' in t else 0)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(path)], check=True, capture_output=True, text=True
+    ).stdout.split()
+    return out[0], int(out[1]), int(out[2])
+
+
+def test_a_deleted_shm_stops_serve_before_the_file_is_damaged(tmp_path: Path) -> None:
+    """The helper's reproduction: writes under load, `rm w.db-shm`, one write
+    from another process. Before, the service went on writing through its
+    old index beside the other process's new one (the file was destroyed in
+    2 of 3 runs, acknowledged writes lost in the third), and its shutdown
+    checkpointed through the old index, dropping the other process's write."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"listening on http://")
+        with httpx.Client(base_url=srv.url, headers=auth(token)) as client:
+            made = client.post(
+                "/api/v1/projects",
+                json={"id": "demo", "name": "Demo"},
+                headers={"Idempotency-Key": "p"},
+            )
+            assert made.status_code == 201
+            for i in range(20):
+                r = client.post(
+                    KNOWLEDGE,
+                    json={"kind": "fact", "title": f"k{i}", "body": "b"},
+                    headers={"Idempotency-Key": f"k{i}"},
+                )
+                assert r.status_code == 201
+            os.unlink(f"{srv.db}-shm")
+            subprocess.run([sys.executable, "-c", _FOREIGN_WRITE, str(srv.db)], check=True)
+            for i in range(3):
+                r = client.post(
+                    KNOWLEDGE,
+                    json={"kind": "fact", "title": "late", "body": "b"},
+                    headers={"Idempotency-Key": f"late{i}"},
+                )
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["code"] == "unavailable"
+                assert r.headers["retry-after"] == str(STORAGE_RETRY_AFTER)
+                assert str(srv.db) not in r.text  # the path is the log's, not the client's
+            assert client.get(KNOWLEDGE).status_code == 503
+            health = client.get("/healthz")
+            assert health.status_code == 503
+            assert health.json() == {"status": "unavailable", "reason": "database_files_changed"}
+        # what any other process sees meanwhile: everything, intact
+        assert _fresh_look(srv.db) == ("ok", 20, 1)
+    finally:
+        status = srv.stop()
+    assert status == 1  # exits without closing the database (no checkpoint)
+    logged = srv.logged()
+    assert sum("-shm was replaced by another file while the service" in x for x in logged) == 1
+    assert any("exiting without closing the database" in line for line in logged)
+    assert _fresh_look(srv.db) == ("ok", 20, 1)
+
+
+async def test_a_moved_database_is_noticed_by_reads_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(files, "_READ_CHECK_SECONDS", 0.0)
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    try:
+        assert await db.read(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
+        assert db.files_changed() is None
+        path.rename(tmp_path / "moved.db")
+        with pytest.raises(Unavailable):
+            await db.read(lambda c: c.execute("SELECT 1").fetchone()[0])
+        with pytest.raises(Unavailable):
+            await db.read_point(lambda c: c.execute("SELECT 1").fetchone()[0])
+        with pytest.raises(Unavailable):
+            await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+        assert db.files_changed() == f"{path} was deleted or moved"
+    finally:
+        await db.close()
+
+
+async def test_a_replaced_wal_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    try:
+        wal = Path(f"{path}-wal")
+        wal.rename(tmp_path / "old-wal")
+        wal.write_bytes(b"")
+        with pytest.raises(Unavailable):
+            await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+        assert db.files_changed() == f"{wal} was replaced by another file"
+    finally:
+        await db.close()
+
+
+async def test_files_left_alone_keep_the_service_answering(tmp_path: Path) -> None:
+    """A checkpoint truncates the -wal in place; an admin backup reads: neither
+    changes the files' identities."""
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    try:
+        await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+        other = sqlite3.connect(path)
+        other.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        other.close()
+        await db.write(lambda c: c.execute("INSERT INTO t VALUES (1)"))
+        assert db.files_changed() is None
+    finally:
+        await db.close()
+
+
+async def test_start_refuses_to_create_a_database_beside_its_orphaned_wal(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+    wal_copy = Path(f"{path}-wal").read_bytes()
+    await db.close()
+    assert wal_copy  # the last writes, not yet checkpointed into the file
+    path.rename(tmp_path / "moved.db")
+    Path(f"{path}-wal").write_bytes(wal_copy)
+    with pytest.raises(DatabaseUnusable, match=r"w\.db-wal beside it holds"):
+        await Database(path).open()
+    assert not path.exists() and Path(f"{path}-wal").read_bytes() == wal_copy
+    # an empty -wal holds nothing: a new database starts
+    Path(f"{path}-wal").write_bytes(b"")
+    fresh = Database(path)
+    await fresh.open()
+    await fresh.close()
+    assert path.exists()
+
+
+async def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    named = re.escape(f"the directory {tmp_path / 'nope'} does not exist")
+    with pytest.raises(DatabaseUnusable, match=named):
+        await Database(tmp_path / "nope" / "w.db").open()
