@@ -36,6 +36,7 @@ SHIPPED = {
     "0017_history_no_replace.sql": "8b871740b045cc2056e3c06d4a1c9759",
     "0018_history_no_replace_rowid.sql": "9cc88d4772d3a54f497406f172088662",
     "0019_decisions_reversible_index.sql": "2181dc2b64e0e660573e43881a17aa8e",
+    "0020_knowledge_status_index.sql": "aaea8f6fcab20d7f8575f74e8aad408a",
 }
 
 _INDEX_LINES = (

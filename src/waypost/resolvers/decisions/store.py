@@ -103,8 +103,11 @@ def task_revisions(
 ) -> dict[str, int]:
     """The current revision of each of `task_ids` that names a task of the project."""
     rows = conn.execute(
+        # `+t.project_id`: look each task up by its key and then check its
+        # project; a plain `t.project_id = ?` made SQLite walk every task of
+        # the project (6.5 ms of the writer's time at 10,000 tasks)
         "SELECT t.id, t.revision FROM json_each(?) k JOIN tasks t ON t.id = k.value"
-        " WHERE t.project_id = ?",
+        " WHERE +t.project_id = ?",
         (json.dumps(list(task_ids)), project_id),
     ).fetchall()
     return {r["id"]: r["revision"] for r in rows}

@@ -211,14 +211,11 @@ def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sql
     return row
 
 
-def _list_filter(
-    project_id: str, q: KnowledgeListQuery, match: str | None
-) -> tuple[list[str], list[Any]]:
-    """(WHERE terms, arguments) of a knowledge list's filters, without the cursor;
-    `match` is the FTS5 query of `q.q`, already escaped."""
-    own = "k.project_id = ?"
-    where = [f"({own} OR k.collection = 'shared')" if q.include_shared else own]
-    args: list[Any] = [project_id]
+def _list_filter(q: KnowledgeListQuery, match: str | None) -> tuple[list[str], list[Any]]:
+    """(WHERE terms, arguments) of a knowledge list's filters, without the
+    project and the cursor; `match` is the FTS5 query of `q.q`, already escaped."""
+    where: list[str] = []
+    args: list[Any] = []
     for column, value in (("kind", q.kind), ("status", q.status)):
         if value is not None:
             where.append(f"k.{column} = ?")
@@ -232,6 +229,18 @@ def _list_filter(
     return where, args
 
 
+def _sources(project_id: str, q: KnowledgeListQuery) -> list[tuple[str, str]]:
+    """(WHERE term, its argument) of each part of the list: the project's own
+    records, and with `include_shared` the other projects' shared ones. Each
+    part walks an index of its own in list order (`knowledge_by_project`,
+    `knowledge_shared`); one `project_id = ? OR collection = 'shared'` could
+    use neither and sorted every record of the file (70 ms at 100k)."""
+    own = [("k.project_id = ?", project_id)]
+    if not q.include_shared:
+        return own
+    return [*own, ("k.collection = 'shared' AND k.project_id <> ?", project_id)]
+
+
 def list_rows(
     conn: sqlite3.Connection,
     project_id: str,
@@ -243,25 +252,40 @@ def list_rows(
 ) -> list[sqlite3.Row]:
     """Up to `count` records the list's filters keep, newest first (updated_at,
     then id) past `after`; backward (GraphQL `last`): those before it, reversed."""
-    where, args = _list_filter(project_id, q, match)
+    filters, filter_args = _list_filter(q, match)
     cmp, order = keyset(True, backward)
     if after is not None:
-        where.append(f"(k.updated_at {cmp} ? OR (k.updated_at = ? AND k.id {cmp} ?))")
-        args.extend([after[0], after[0], after[1]])
-    return conn.execute(
-        f"SELECT k.* FROM knowledge k WHERE {' AND '.join(where)}"
-        f" ORDER BY k.updated_at {order}, k.id {order} LIMIT ?",
-        (*args, count),
-    ).fetchall()
+        # a row value, which SQLite turns into a range of the index: the
+        # equivalent `a < ? OR (a = ? AND id < ?)` filtered the project's
+        # records one by one up to the cursor (18.6 ms 90,000 records deep)
+        filters.append(f"(k.updated_at, k.id) {cmp} (?, ?)")
+        filter_args.extend(after)
+    ordered = f"ORDER BY updated_at {order}, id {order} LIMIT ?"
+    parts: list[str] = []
+    args: list[Any] = []
+    for source, source_arg in _sources(project_id, q):
+        where = " AND ".join([source, *filters])
+        parts.append(f"SELECT k.* FROM knowledge k WHERE {where} {ordered}")
+        args.extend([source_arg, *filter_args, count])
+    if len(parts) == 1:
+        return conn.execute(parts[0], args).fetchall()
+    # each part's own best `count`, merged
+    merged = " UNION ALL ".join(f"SELECT * FROM ({part})" for part in parts)
+    return conn.execute(f"{merged} {ordered}", (*args, count)).fetchall()
 
 
 def count_rows(
     conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery, match: str | None
 ) -> int:
     """How many records the list's filters keep."""
-    where, args = _list_filter(project_id, q, match)
-    sql = f"SELECT count(*) FROM knowledge k WHERE {' AND '.join(where)}"
-    return int(conn.execute(sql, args).fetchone()[0])
+    filters, filter_args = _list_filter(q, match)
+    counts: list[str] = []
+    args: list[Any] = []
+    for source, source_arg in _sources(project_id, q):
+        where = " AND ".join([source, *filters])
+        counts.append(f"(SELECT count(*) FROM knowledge k WHERE {where})")
+        args.extend([source_arg, *filter_args])
+    return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 
 def check_references(
