@@ -365,6 +365,28 @@ async def test_every_queued_write_answers_503_within_its_own_busy_timeout(
     assert slowest < budget, sorted(round(e, 2) for e, _, _ in answers)
 
 
+async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
+    impatient: Service,
+    locked_by_another_process: Callable[[Path], None],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the access log showed the 503s: nothing said another process
+    held the lock. Now one WARNING says so, not one per refused write."""
+    monkeypatch.setattr(writer, "_conditions", writer._ConditionLog())
+    human: Caller = await impatient.principal("human")
+    locked_by_another_process(impatient.db_path)
+    with caplog.at_level(logging.WARNING, "waypost.storage"):
+        for wave in range(3):
+            answers = await asyncio.gather(
+                *(human.post("/api/v1/projects", {"id": f"p{wave}-{i}", "name": "P"})
+                  for i in range(4))
+            )  # fmt: skip
+            assert {r.status_code for r in answers} == {503}
+    lines = [r.getMessage() for r in caplog.records if "write lock" in r.getMessage()]
+    assert len(lines) == 1 and "held the database's write lock" in lines[0], lines
+
+
 async def test_queued_writes_go_on_once_a_short_lock_is_let_go(impatient: Service) -> None:
     other = sqlite3.connect(impatient.db_path, isolation_level=None, check_same_thread=False)
     other.execute("BEGIN IMMEDIATE")
@@ -502,20 +524,28 @@ async def test_a_stop_that_arrives_while_a_batch_runs_ends_the_writer(tmp_path: 
 
 
 def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """docs/operations.md: a full disk answers each write 503 with one
-    warning; ERROR lines are faults. A full disk's failed COMMITs were ERRORs."""
+    """docs/operations.md: a full disk answers each write 503 with a warning
+    at most every CONDITION_LOG_SECONDS (a line per refused write was 11,500
+    lines in 35 s, on the full disk); ERROR lines are faults, every one. A
+    full disk's failed COMMITs were ERRORs."""
     from waypost.storage.writer import _log_failure
 
+    monkeypatch.setattr(writer, "_conditions", writer._ConditionLog())
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
     corrupt = sqlite3.DatabaseError("database disk image is malformed")
     corrupt.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
     with caplog.at_level(logging.WARNING, "waypost"):
+        for _ in range(5):
+            _log_failure("COMMIT failed: %r", full)
+            _log_failure("COMMIT failed: %r", corrupt)
+        monkeypatch.setattr(writer, "CONDITION_LOG_SECONDS", 0.0)
         _log_failure("COMMIT failed: %r", full)
-        _log_failure("COMMIT failed: %r", corrupt)
     assert [(r.levelname, "full" in r.getMessage()) for r in caplog.records] == [
         ("WARNING", True),
-        ("ERROR", False),
+        *[("ERROR", False)] * 5,
+        ("WARNING", True),
     ]
+    assert caplog.records[-1].getMessage().endswith("(and 4 more like it since the last such line)")

@@ -45,6 +45,9 @@ from waypost.storage.files import files_changed_refusal
 log = logging.getLogger("waypost.storage")
 
 BUSY_MESSAGE = "the database is busy; retry shortly"
+# A condition that refuses writes (a full disk, a lock held elsewhere) is
+# logged at most once per this many seconds, with a count of the rest.
+CONDITION_LOG_SECONDS = 10.0
 # A unit whose budget ends within this much of now is answered with the others
 # rather than after a BEGIN that could wait only a few milliseconds.
 _TIMEOUT_SLACK_MS = 50
@@ -267,6 +270,12 @@ class Writer:
                 unit = pending.popleft()
                 error = Unavailable(BUSY_MESSAGE, retry_after=1)
                 by_loop.setdefault(unit.loop, []).append((unit, None, error))
+            if by_loop:
+                _conditions.warning(
+                    "another connection held the database's write lock past the busy"
+                    " timeout: writes answered 503 (%s)",
+                    exc,
+                )
             for loop, replies in by_loop.items():
                 _answer(loop, replies)
             return False
@@ -417,8 +426,8 @@ def _for_caller(exc: BaseException) -> BaseException:
         return error
     refused = storage_refusal(exc)
     if refused is not None:
-        # the cause, once per refused write (a failed COMMIT also logged its own)
-        log.warning("a write was refused with 503, nothing committed: %s", exc)
+        # the cause (a failed COMMIT also logged its own)
+        _conditions.warning("a write was refused with 503, nothing committed: %s", exc)
         error = Unavailable(
             f"{refused}: the write was not committed; retry later",
             retry_after=STORAGE_RETRY_AFTER,
@@ -432,9 +441,40 @@ def _for_caller(exc: BaseException) -> BaseException:
     return exc
 
 
+class _ConditionLog:
+    """WARNINGs for conditions that refuse many writes in a row: the first
+    line of each kind at once, then at most one per CONDITION_LOG_SECONDS
+    with how many it stands for. A full disk logged a line per refused write
+    and another per failed COMMIT: 11,500 lines in 35 s, on the disk that
+    was full."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def warning(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last.get(message, -CONDITION_LOG_SECONDS) < CONDITION_LOG_SECONDS:
+                self._held[message] = self._held.get(message, 0) + 1
+                return
+            self._last[message] = now
+            held = self._held.pop(message, 0)
+        since = f" (and {held} more like it since the last such line)" if held else ""
+        log.warning(message + "%s", *args, since)
+
+
+_conditions = _ConditionLog()
+
+
 def _log_failure(message: str, exc: BaseException) -> None:
     """A full disk, read-only or failing storage, or a lock held elsewhere is a
     condition each refused caller hears of (503), not a fault of the service:
-    a WARNING. Anything else is a fault: an ERROR."""
+    a WARNING, at most one per CONDITION_LOG_SECONDS. Anything else is a
+    fault: an ERROR, every time."""
     expected = isinstance(exc, sqlite3.Error) and (storage_refusal(exc) is not None or is_busy(exc))
-    log.log(logging.WARNING if expected else logging.ERROR, message, exc)
+    if expected:
+        _conditions.warning(message, exc)
+    else:
+        log.error(message, exc)
