@@ -290,6 +290,7 @@ async def test_metrics_count_requests_by_route_template_and_graphql_operations(
     assert 'waypost_graphql_operations_total{outcome="refused",type="query"} 1.0' in text
     for name in (
         "waypost_writer_queue_depth",
+        "waypost_database_wal_bytes",
         "waypost_commit_batch_size",
         "waypost_commit_seconds",
         "waypost_sweep_runs",
@@ -379,6 +380,13 @@ async def test_writer_metrics_count_group_commits(metered: Service) -> None:
     assert 1 <= float(found["waypost_commit_batch_size_count"]) <= 23
     assert found["waypost_commit_seconds_count"] == found["waypost_commit_batch_size_count"]
     assert "waypost_writer_queue_depth 0.0" in text
+    wal = re.search(r"^waypost_database_wal_bytes ([0-9.e+]+)$", text, re.M)
+    assert (
+        wal is not None
+        and float(wal.group(1))
+        == metered.db_path.with_name(metered.db_path.name + "-wal").stat().st_size
+        > 0
+    )
 
 
 async def test_early_refusals_and_closed_operations_are_counted(metered: Service) -> None:

@@ -135,6 +135,7 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         # the writer's metrics: batch sizes and COMMIT times, queue depth
         db.observe_batches(rt.metrics.observe_commit)
         rt.metrics.set_queue_depth(db.queue_depth)
+        rt.metrics.set_wal_bytes(db.wal_bytes)
         if settings.rerank.enabled:
             rt.reranker = Reranker(settings.rerank)
             rt.resources.push_async_callback(rt.reranker.aclose)

@@ -68,6 +68,12 @@ class Metrics:
         self.queue_depth = Gauge(
             "waypost_writer_queue_depth", "Writes waiting for the writer thread.", registry=r
         )
+        self.wal_bytes = Gauge(
+            "waypost_database_wal_bytes",
+            "Size of the database's -wal file: it grows past 8 MiB only while a"
+            " checkpoint cannot finish (a long read transaction elsewhere).",
+            registry=r,
+        )
         self.batch_size = Histogram(
             "waypost_commit_batch_size",
             "Units of work per group commit.",
@@ -116,6 +122,9 @@ class Metrics:
 
     def set_queue_depth(self, read: Callable[[], float]) -> None:
         self.queue_depth.set_function(read)
+
+    def set_wal_bytes(self, read: Callable[[], float]) -> None:
+        self.wal_bytes.set_function(read)
 
     def reranker_outcome(self, outcome: str) -> None:
         self.reranker.labels(outcome=outcome).inc()

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -324,6 +325,13 @@ class Database:
         if self._writer is None:
             raise Unavailable("the database is not open")
         self._writer.batch_observer = callback
+
+    def wal_bytes(self) -> int:
+        """The -wal file's size now (0 when it is missing)."""
+        try:
+            return os.stat(f"{self.path}-wal").st_size
+        except OSError:
+            return 0
 
     def queue_depth(self) -> int:
         """Writes waiting for the writer thread now (0 when closed)."""
