@@ -20,6 +20,7 @@ from tests.knowledge_support import create, kpath, make_project
 from waypost.resolvers.decisions.store import task_revisions
 from waypost.resolvers.knowledge.models import KnowledgeListQuery
 from waypost.resolvers.knowledge.store import count_rows, list_rows
+from waypost.resolvers.tasks import store as task_store
 
 
 async def _plans(service: Service, call: Any) -> list[str]:
@@ -117,3 +118,15 @@ async def test_a_decisions_tasks_are_looked_up_by_key(
 ) -> None:
     plans = await _plans(service, lambda c: task_revisions(c, project, ["task_a", "task_b"]))
     assert any("SEARCH t USING INDEX sqlite_autoindex_tasks_1 (id=?)" in p for p in plans), plans
+
+
+async def test_a_task_page_past_a_cursor_is_one_range_of_the_index(
+    service: Service, human: Caller, project: str
+) -> None:
+    after = ("2026-11-29T18:00:00.000Z", "task_x")
+    for backward, cmp in ((False, ">"), (True, "<")):
+        plans = await _plans(
+            service,
+            lambda c, b=backward: task_store.list_rows(c, project, after, 51, backward=b),
+        )
+        assert any(f"(created_at,id){cmp}(?,?)" in p for p in plans), plans

@@ -75,9 +75,9 @@ def list_rows(
     cmp, order = keyset(False, backward)
     if after is not None:
         params.update(created=after[0], last=after[1])
-        where.append(
-            f"(t.created_at {cmp} :created OR (t.created_at = :created AND t.id {cmp} :last))"
-        )
+        # a row value: one range of the index over both columns, however
+        # many tasks share a created_at (docs/knowledge.md, "Lists")
+        where.append(f"(t.created_at, t.id) {cmp} (:created, :last)")
     return conn.execute(
         f"SELECT t.* FROM tasks t WHERE {' AND '.join(where)}"
         f" ORDER BY t.created_at {order}, t.id {order} LIMIT {int(count)}",
