@@ -226,6 +226,19 @@ async def test_policy_larger_than_the_budget_returns_it_alone(human: Caller, pro
     assert str(size(packet["policy"])) in packet["next_actions"][0]
 
 
+async def test_a_policy_of_exactly_the_budget_is_complete(human: Caller, project: str) -> None:
+    """The policy fills the budget to the byte: instructions are complete,
+    and no item fits beside it (the `>` of the budget check was untested)."""
+    await task(human, "zebra")
+    await set_policy(human, rules="x" * 900)
+    grown = 1024 - size((await context(human, "zebra", budget=131072))["policy"])
+    await set_policy(human, rules="x" * (900 + grown))
+    packet = await context(human, "zebra", budget=1024)
+    assert size(packet["policy"]) == 1024
+    assert packet["items"] == []
+    assert packet["instructions_complete"] is True and packet["truncated"] is True
+
+
 async def test_empty_result_says_what_to_do(human: Caller, project: str) -> None:
     packet = await context(human, "nothing here")
     assert packet["items"] == [] and packet["truncated"] is False

@@ -383,9 +383,14 @@ async def test_the_database_lets_a_decision_move_to_its_next_generation(
     conn = sqlite3.connect(service.db_path, isolation_level=None)
     try:
         conn.execute("BEGIN")
-        conn.execute(
+        moved = conn.execute(
             "UPDATE decisions SET generation = generation + 1 WHERE id = ?", (decision["id"],)
         )
+        assert moved.rowcount == 1  # no trigger refused it, and it named the decision
+        (generation,) = conn.execute(
+            "SELECT generation FROM decisions WHERE id = ?", (decision["id"],)
+        ).fetchone()
+        assert generation == 2
         conn.execute("ROLLBACK")
     finally:
         conn.close()

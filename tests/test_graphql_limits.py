@@ -14,7 +14,13 @@ from graphql import parse, specified_rules
 
 from tests.conftest import Caller, Service
 from waypost.schema import schema
-from waypost.schema.limits import MAX_TOKENS, FragmentCycle, check_limits, fragment_uses
+from waypost.schema.limits import (
+    MAX_NODES,
+    MAX_TOKENS,
+    FragmentCycle,
+    check_limits,
+    fragment_uses,
+)
 
 
 def fragment_chain(levels: int, aliased: bool = False) -> str:
@@ -230,6 +236,26 @@ def test_node_limit_counts_defaults_and_fragments_once_each() -> None:
     query = query.replace("...P " * 3, "...P " * 5)
     [error] = check_limits(schema._schema, parse(query))
     assert "50,100 nodes" in error.message
+
+
+def test_the_node_limit_is_inclusive() -> None:
+    """Exactly MAX_NODES is allowed, one more is not (only 11,100 and 55,500
+    were tested): projects(first: 1) over events(first: n) is 1 x (1 + n)."""
+    query = (
+        "{ projects(first: 1) { edges { node {"
+        " events(first: %d) { edges { node { type } } } } } } }"
+    )
+    assert check_limits(schema._schema, parse(query % (MAX_NODES - 1))) == []
+    [error] = check_limits(schema._schema, parse(query % MAX_NODES))
+    assert f"{MAX_NODES + 1:,} nodes" in error.message
+
+
+def test_introspection_fields_count_no_depth() -> None:
+    """`__schema` and what is under it count 0 toward the depth limit, as
+    Strawberry's rule did: a client's introspection of deeply wrapped types
+    (18 levels here) is no deep query of the data."""
+    query = "{ __schema { types { fields { type { " + "ofType { " * 14 + "name" + " }" * 18 + " }"
+    assert check_limits(schema._schema, parse(query)) == []
 
 
 async def test_a_first_past_graphqls_int_is_refused_as_no_int(human: Caller) -> None:

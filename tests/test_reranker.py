@@ -130,6 +130,21 @@ async def test_candidate_counts_outside_2_to_40_make_no_call(
     assert provider.calls == 0
 
 
+async def test_candidate_counts_of_2_and_40_are_sent(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """The bounds themselves are inside (only 0, 1 and 41 were tested)."""
+    for n in range(2):
+        await knowledge(human, f"okapi {n}")
+    order, reason = await rerank_of(human, "okapi")
+    assert reason == "applied" and len(order) == 2
+    for n in range(40):
+        await knowledge(human, f"zebra {n}", body="z")
+    order, reason = await rerank_of(human, "zebra", limit=100, budget=131072)
+    assert reason == "applied" and len(order) == 40
+    assert provider.calls == 2 and len(provider.bodies[-1]["documents"]) == 40
+
+
 # --- failures keep the FTS packet ---------------------------------------------
 
 
@@ -426,6 +441,28 @@ async def test_a_cancelled_probe_opens_a_fresh_window(
     provider.hold.set()
     provider.hold = None
     assert (await rerank_of(human))[1] == "circuit_open"
+
+
+async def test_cancelled_ordinary_requests_are_no_failures(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """Clients that went away while the provider worked say nothing about
+    the provider: three of them must not open the circuit (only a probe's
+    cancellation counts)."""
+    await three_records(human)
+    provider.hold = threading.Event()
+    waiting = [await start(human) for _ in range(3)]
+    await asyncio.to_thread(provider.wait_arrivals, 3)
+    for request in waiting:
+        request.cancel()
+    for request in waiting:
+        with pytest.raises(asyncio.CancelledError):
+            await request
+    breaker = reranker(service).breaker
+    assert (breaker.state, breaker.failures) == ("closed", 0)
+    provider.hold.set()
+    provider.hold = None
+    assert (await rerank_of(human))[1] == "applied"
 
 
 async def test_a_probe_without_a_permit_gives_its_reservation_back(

@@ -192,6 +192,21 @@ async def test_patch_with_stale_expected_revision_is_revision_conflict(
     )
 
 
+async def test_patch_with_a_future_expected_revision_is_revision_conflict(
+    human: Caller, project: str
+) -> None:
+    """Only the current revision is expected: one ahead of it is as wrong
+    as one behind (only GraphQL tested it)."""
+    task = await make_task(human)
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "new"})
+    assert error(r) == (
+        409,
+        "revision_conflict",
+        {"expected_revision": 2, "current_revision": 1},
+    )
+    assert (await human.get(task_path(task["id"]))).json()["title"] == task["title"]
+
+
 async def test_patch_without_expected_revision_is_invalid(human: Caller, project: str) -> None:
     task = await make_task(human)
     r = await human.patch(task_path(task["id"]), {"title": "x"})

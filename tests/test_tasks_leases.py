@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from tests.conftest import Caller, Service
@@ -102,6 +104,31 @@ async def test_renew_after_expiry_is_refused(service: Service, human: Caller, pr
     r = await agent.post(task_path(task["id"], "renew"))
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+
+
+async def test_at_the_instant_a_lease_expires_it_has_expired(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`expires_at` is the first instant the lease no longer holds: then its
+    owner can no longer renew it and another agent may recover it; a
+    millisecond before, it is live (no test pinned either edge)."""
+    task, agent = await claimed_by_agent(service, human)
+    other = await service.agent("other")
+    lease = (await agent.get(task_path(task["id"]))).json()["lease"]
+    left = datetime.fromisoformat(lease["expires_at"]) - service.clock.now()
+    service.clock.advance(seconds=left.total_seconds() - 60)
+    for caller in (agent, other):  # both sessions outlive the lease
+        await caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat")
+    service.clock.advance(seconds=60 - 0.001)
+    status, code, details = error(await other.post(task_path(task["id"], "recover")))
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
+    service.clock.advance(seconds=0.001)
+    assert service.clock.iso() == lease["expires_at"]
+    status, code, details = error(await agent.post(task_path(task["id"], "renew")))
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
+    recovered = await other.post(task_path(task["id"], "recover"))
+    assert recovered.status_code == 200, recovered.text
+    assert recovered.json()["lease"]["owner_id"] == other.principal_id
 
 
 @pytest.mark.parametrize(("action", "body"), [("checkpoint", {"note": "  "}),
