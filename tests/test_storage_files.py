@@ -9,6 +9,7 @@ now stops answering from files that are no longer the ones at its path (503,
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sqlite3
@@ -19,8 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import MovableClock, serving
 from tests.test_serve import START, auth, start
 from waypost.errors import Unavailable
+from waypost.settings import Settings
 from waypost.storage import files
 from waypost.storage.connection import STORAGE_RETRY_AFTER
 from waypost.storage.db import Database, DatabaseUnusable
@@ -196,3 +199,50 @@ async def test_a_missing_directory_is_named(tmp_path: Path) -> None:
     named = re.escape(f"the directory {tmp_path / 'nope'} does not exist")
     with pytest.raises(DatabaseUnusable, match=named):
         await Database(tmp_path / "nope" / "w.db").open()
+
+
+async def test_a_damaged_file_answers_503_and_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every request that read a damaged page answered 500 with a traceback
+    in the log ("authentication failed unexpectedly", 542 of them in a
+    probe), and /healthz said ok."""
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=3600)
+    async with serving(settings, MovableClock()) as service:
+        human = await service.principal("human")
+        assert (await human.post("/api/v1/projects", {"id": "demo", "name": "D"})).is_success
+        for i in range(60):
+            made = await human.post(
+                KNOWLEDGE, {"kind": "fact", "title": f"k{i}", "body": "b" * 400}
+            )
+            assert made.status_code == 201
+    conn = sqlite3.connect(settings.db_path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    leaves = [
+        row[0]
+        for row in conn.execute(
+            "SELECT pageno FROM dbstat WHERE name = 'knowledge' AND pagetype = 'leaf'"
+        )
+    ]
+    conn.close()
+    assert len(leaves) > 2
+    with settings.db_path.open("r+b") as f:
+        for page in leaves:
+            f.seek((page - 1) * page_size)
+            f.write(bytes(range(256)) * (page_size // 256))
+    with caplog.at_level(logging.ERROR, logger="waypost.storage"):
+        async with serving(settings, MovableClock()) as service:
+            human = await service.principal("human", "again")
+            for _ in range(3):
+                r = await human.get(KNOWLEDGE)
+                assert r.status_code == 503, r.text
+                assert r.json()["error"]["message"].startswith("the database file is damaged")
+                assert r.headers["retry-after"] == str(STORAGE_RETRY_AFTER)
+            health = await service.client.get("/healthz")
+            assert health.status_code == 503
+            assert health.json() == {"status": "unavailable", "reason": "database_damaged"}
+    damaged = [
+        r for r in caplog.records if "found" in r.getMessage() and "damaged" in r.getMessage()
+    ]
+    assert len(damaged) == 1, [r.getMessage() for r in caplog.records]

@@ -58,10 +58,16 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     async def healthz(request: Request) -> Response:
         rt: Runtime = request.app.state.runtime
-        if rt.db.files_changed() is not None:
-            # the store answers 503 to everything until a restart: a liveness
-            # probe that restarts the process is what it needs
-            body = {"status": "unavailable", "reason": "database_files_changed"}
+        reason = (
+            "database_files_changed"
+            if rt.db.files_changed() is not None
+            else "database_damaged"
+            if rt.db.damage() is not None
+            else None
+        )
+        if reason is not None:
+            # the store answers 503 until a restart (on a restored file)
+            body = {"status": "unavailable", "reason": reason}
             return json_response(body, 503, {"Retry-After": str(STORAGE_RETRY_AFTER)})
         return json_response({"status": "ok"})
 

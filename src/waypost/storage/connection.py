@@ -51,6 +51,17 @@ def storage_refusal(exc: BaseException) -> str | None:
     return _STORAGE_REFUSALS.get(code & 0xFF)
 
 
+def is_damage(exc: BaseException) -> bool:
+    """SQLite found the file damaged (SQLITE_CORRUPT) or no database at all
+    (SQLITE_NOTADB): no request can succeed until an operator restores it."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return (
+        isinstance(exc, sqlite3.DatabaseError)
+        and code is not None
+        and code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    )
+
+
 def rollback_if_open(conn: sqlite3.Connection) -> None:
     """ROLLBACK, unless SQLite already ended the transaction itself (disk
     full, an I/O error): a ROLLBACK then raises "no transaction is active",

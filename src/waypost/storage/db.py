@@ -36,8 +36,14 @@ from typing import TypeVar
 
 from waypost.errors import Unavailable
 from waypost.storage import snapshots
-from waypost.storage.connection import ConnectionHook, check_writable, connect, is_busy
-from waypost.storage.files import FileWatch, files_changed_refusal
+from waypost.storage.connection import (
+    ConnectionHook,
+    check_writable,
+    connect,
+    is_busy,
+    is_damage,
+)
+from waypost.storage.files import FileWatch, damaged_refusal, files_changed_refusal
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
 from waypost.storage.snapshots import PinnedSnapshots
@@ -130,6 +136,7 @@ class Database:
         self._snapshots: PinnedSnapshots | None = None
         self._point: sqlite3.Connection | None = None
         self._files: FileWatch | None = None
+        self._damage: str | None = None  # SQLite's word, the first time it found the file damaged
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
 
@@ -221,7 +228,12 @@ class Database:
         the COMMIT that holds it has returned."""
         if self._writer is None:
             raise Unavailable("the database is not open")
-        result: T = await self._writer.submit(fn, transaction=True)
+        try:
+            result: T = await self._writer.submit(fn, transaction=True)
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise self._damaged(exc) from exc
+            raise
         return result
 
     async def read(self, fn: UnitOfWork[T]) -> T:
@@ -231,9 +243,14 @@ class Database:
             raise Unavailable("the database is not open")
         self._check_files()
         pin = snapshots.current(self)
-        if pin is not None:
-            return await pin.read(fn)
-        return await self._readers.read(fn)
+        try:
+            if pin is not None:
+                return await pin.read(fn)
+            return await self._readers.read(fn)
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise self._damaged(exc) from exc
+            raise
 
     def pinned(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Every read inside this block (its tasks included) sees one snapshot:
@@ -265,7 +282,7 @@ class Database:
         self._check_files()
         pin = snapshots.current(self)
         if pin is not None:
-            return await pin.read(fn)
+            return await self.read(fn)  # on the pin, as read() finds it
         async with self._searches:
             return await self.read(fn)  # not pinned: on the reader pool
 
@@ -287,11 +304,34 @@ class Database:
                 raise
             # another process holds the file: wait for it on a pool thread
             return await self.read(fn)
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise self._damaged(exc) from exc
+            raise
 
     def files_changed(self) -> str | None:
         """What changed among the database's files since they were opened
         (storage/files.py), or None: for /healthz."""
         return self._files.check() if self._files is not None else None
+
+    def damage(self) -> str | None:
+        """SQLite's word for the damage a read or write found in the file
+        (it stays until a restart on a restored file), or None: for /healthz."""
+        return self._damage
+
+    def _damaged(self, exc: sqlite3.DatabaseError) -> Unavailable:
+        """Note damage SQLite found (logged once; each request then answers
+        503, not a 500 with a traceback per request)."""
+        if self._damage is None:
+            self._damage = str(exc)
+            log.error(
+                "SQLite found %s damaged (%s): every request that reads the damage answers"
+                " 503; stop serve and restore the file (docs/operations.md, 'Backups,"
+                " restore and verify')",
+                self.path,
+                exc,
+            )
+        return damaged_refusal()
 
     def _check_files(self) -> None:
         files = self._files

@@ -46,6 +46,14 @@ def files_changed_refusal() -> Unavailable:
     )
 
 
+def damaged_refusal() -> Unavailable:
+    """The answer to a read or write that found the database file damaged."""
+    return Unavailable(
+        "the database file is damaged; an operator must restore it from a backup",
+        retry_after=STORAGE_RETRY_AFTER,
+    )
+
+
 class FileWatch:
     """What the database's files were when they were opened, and whether a
     path now names another file (or none)."""

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import Unavailable
-from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, storage_refusal
+from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, is_damage, storage_refusal
 from waypost.storage.files import files_changed_refusal
 
 log = logging.getLogger("waypost.storage")
@@ -473,7 +473,9 @@ def _log_failure(message: str, exc: BaseException) -> None:
     condition each refused caller hears of (503), not a fault of the service:
     a WARNING, at most one per CONDITION_LOG_SECONDS. Anything else is a
     fault: an ERROR, every time."""
-    expected = isinstance(exc, sqlite3.Error) and (storage_refusal(exc) is not None or is_busy(exc))
+    expected = isinstance(exc, sqlite3.Error) and (
+        storage_refusal(exc) is not None or is_busy(exc) or is_damage(exc)
+    )
     if expected:
         _conditions.warning(message, exc)
     else:
