@@ -535,8 +535,9 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
     monkeypatch.setattr(writer, "_conditions", writer._ConditionLog())
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
-    corrupt = sqlite3.DatabaseError("database disk image is malformed")
-    corrupt.sqlite_errorcode = sqlite3.SQLITE_CORRUPT  # type: ignore[attr-defined]
+    # (a damaged file is a condition too: Database logs its ERROR once)
+    corrupt = sqlite3.InterfaceError("bad parameter or other API misuse")
+    corrupt.sqlite_errorcode = sqlite3.SQLITE_MISUSE  # type: ignore[attr-defined]
     with caplog.at_level(logging.WARNING, "waypost"):
         for _ in range(5):
             _log_failure("COMMIT failed: %r", full)
