@@ -172,6 +172,29 @@ async def test_files_left_alone_keep_the_service_answering(tmp_path: Path) -> No
         await db.close()
 
 
+async def test_a_database_behind_a_symbolic_link_opens_and_stays_unchanged(
+    tmp_path: Path,
+) -> None:
+    """SQLite puts the -wal and -shm beside the file the link points to: the
+    first version of the watch looked beside the link and refused to start."""
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "real" / "w.db")
+    db = Database(link)
+    await db.open()
+    try:
+        await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+        assert await db.read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 0
+        assert db.files_changed() is None
+        link.unlink()
+        link.symlink_to(tmp_path / "real" / "other.db")
+        (tmp_path / "real" / "other.db").write_bytes(b"")
+        with pytest.raises(Unavailable):
+            await db.write(lambda c: c.execute("INSERT INTO t VALUES (1)"))
+    finally:
+        await db.close()
+
+
 async def test_start_refuses_to_create_a_database_beside_its_orphaned_wal(
     tmp_path: Path,
 ) -> None:

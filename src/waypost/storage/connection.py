@@ -107,7 +107,7 @@ def _refuse_orphaned_wal(path: Path) -> None:
     """Refuse to create a database beside a `-wal` file that holds pages: it
     is the missing database's latest writes (the file was moved or deleted),
     and a new database at the path would reset it."""
-    wal = Path(f"{path}-wal")
+    wal = Path(f"{os.path.realpath(path)}-wal")  # SQLite names it after a link's target
     try:
         size = wal.stat().st_size
     except FileNotFoundError:

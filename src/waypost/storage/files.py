@@ -59,7 +59,10 @@ class FileWatch:
     path now names another file (or none)."""
 
     def __init__(self, path: Path) -> None:
-        self._names = [f"{path}{suffix}" for suffix in _SUFFIXES]
+        # SQLite names the -wal and -shm after the file a symbolic link
+        # points to (the link's own name has none)
+        real = os.path.realpath(path)
+        self._names = [str(path), *(f"{real}{suffix}" for suffix in _SUFFIXES[1:])]
         self._known = [_identity(name) for name in self._names]
         self._lock = threading.Lock()
         self._checked_at = time.monotonic()
