@@ -9,6 +9,7 @@ now stops answering from files that are no longer the ones at its path (503,
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -23,7 +24,11 @@ import pytest
 from tests.conftest import MovableClock, serving
 from tests.test_serve import START, auth, start
 from waypost.errors import Unavailable
+from waypost.live import hub as hub_module
+from waypost.live.hub import Hub, LiveLimits
+from waypost.observe.conditions import ConditionLog
 from waypost.settings import Settings
+from waypost.storage import db as db_module
 from waypost.storage import files
 from waypost.storage.connection import STORAGE_RETRY_AFTER
 from waypost.storage.db import Database, DatabaseUnusable
@@ -55,7 +60,7 @@ def _fresh_look(path: Path) -> tuple[str, int, int]:
         "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]);"
         " t = [r[0] for r in c.execute('SELECT name FROM sqlite_master')];"
         " print(c.execute('PRAGMA integrity_check').fetchone()[0],"
-        " c.execute('SELECT count(*) FROM knowledge').fetchone()[0],"
+        " c.execute('SELECT count(*) FROM knowledge').fetchone()[0] if 'knowledge' in t else 0,"
         " c.execute('SELECT count(*) FROM foreign_note').fetchone()[0]"
         " if 'foreign_note' in t else 0)"
     )
@@ -116,6 +121,33 @@ def test_a_deleted_shm_stops_serve_before_the_file_is_damaged(tmp_path: Path) ->
     assert sum("-shm was replaced by another file while the service" in x for x in logged) == 1
     assert any("exiting without closing the database" in line for line in logged)
     assert _fresh_look(srv.db) == ("ok", 20, 1)
+
+
+@pytest.mark.parametrize("removed", [("-shm",), ("-wal", "-shm")])
+async def test_a_stop_before_anything_looked_keeps_another_process_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, removed: tuple[str, ...]
+) -> None:
+    """`rm w.db-shm`, an admin write, then a stop with no read or write in
+    between (an idle service): the close looked only at what an earlier
+    read or write had found, checkpointed through the old index and dropped
+    the other process's write. So did a close after `rm` of the -wal and the
+    -shm, where the -wal was the change found first."""
+    monkeypatch.setattr(db_module, "_LEFT_OPEN", [])
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE note (x)"))
+    for i in range(20):
+        await db.write(lambda c, i=i: c.execute("INSERT INTO note VALUES (?)", (i,)))
+    for suffix in removed:
+        os.unlink(f"{path}{suffix}")
+    subprocess.run([sys.executable, "-c", _FOREIGN_WRITE, str(path)], check=True)
+    await db.close()
+    assert db_module.connections_left_open()
+    # (with the -wal deleted too, what this process wrote is gone with it
+    # whatever it does: that file held it)
+    integrity, _, foreign = _fresh_look(path)
+    assert (integrity, foreign) == ("ok", 1)
 
 
 async def test_a_moved_database_is_noticed_by_reads_alone(
@@ -186,6 +218,7 @@ async def test_a_database_behind_a_symbolic_link_opens_and_stays_unchanged(
         await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
         assert await db.read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 0
         assert db.files_changed() is None
+        assert db.wal_bytes() == os.stat(tmp_path / "real" / "w.db-wal").st_size > 0
         link.unlink()
         link.symlink_to(tmp_path / "real" / "other.db")
         (tmp_path / "real" / "other.db").write_bytes(b"")
@@ -269,3 +302,27 @@ async def test_a_damaged_file_answers_503_and_says_so_once(
         r for r in caplog.records if "found" in r.getMessage() and "damaged" in r.getMessage()
     ]
     assert len(damaged) == 1, [r.getMessage() for r in caplog.records]
+
+
+async def test_the_live_hub_logs_a_refusing_store_once_not_every_second(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub reads the event log's end every poll: once the files changed,
+    each read logged an ERROR with a traceback (one a second, for ever)."""
+    monkeypatch.setattr(hub_module, "_conditions", ConditionLog(hub_module.log))
+    monkeypatch.setattr(files, "_READ_CHECK_SECONDS", 0.0)
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    hub = Hub(db, LiveLimits(poll_seconds=0.05))
+    try:
+        await hub.start()
+        path.rename(tmp_path / "moved.db")
+        with caplog.at_level(logging.WARNING, logger="waypost"):
+            await asyncio.sleep(0.6)  # a dozen polls
+        live = [r for r in caplog.records if r.name == "waypost.live"]
+        assert [r.levelno for r in live] == [logging.WARNING], [r.getMessage() for r in live]
+        assert "files were changed" in live[0].getMessage()
+    finally:
+        hub.stop()
+        await db.close()

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import Caller, MovableClock, Service, copy_database, serving
 from waypost.errors import Unavailable
+from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events, sweep
 from waypost.resolvers.core.receipts import PURGE_BATCH
@@ -373,7 +374,7 @@ async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
 ) -> None:
     """Only the access log showed the 503s: nothing said another process
     held the lock. Now one WARNING says so, not one per refused write."""
-    monkeypatch.setattr(writer, "_conditions", writer._ConditionLog())
+    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
     human: Caller = await impatient.principal("human")
     locked_by_another_process(impatient.db_path)
     with caplog.at_level(logging.WARNING, "waypost.storage"):
@@ -527,12 +528,12 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """docs/operations.md: a full disk answers each write 503 with a warning
-    at most every CONDITION_LOG_SECONDS (a line per refused write was 11,500
+    at most every 10 s (a line per refused write was 11,500
     lines in 35 s, on the full disk); ERROR lines are faults, every one. A
     full disk's failed COMMITs were ERRORs."""
     from waypost.storage.writer import _log_failure
 
-    monkeypatch.setattr(writer, "_conditions", writer._ConditionLog())
+    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
     # (a damaged file is a condition too: Database logs its ERROR once)
@@ -542,7 +543,7 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
         for _ in range(5):
             _log_failure("COMMIT failed: %r", full)
             _log_failure("COMMIT failed: %r", corrupt)
-        monkeypatch.setattr(writer, "CONDITION_LOG_SECONDS", 0.0)
+        writer._conditions.seconds = 0.0
         _log_failure("COMMIT failed: %r", full)
     assert [(r.levelname, "full" in r.getMessage()) for r in caplog.records] == [
         ("WARNING", True),

@@ -33,11 +33,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from waypost.errors import InvalidRequest, WaypostError
+from waypost.errors import InvalidRequest, Unavailable, WaypostError
+from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.core import events
 from waypost.storage.db import Database
 
 log = logging.getLogger("waypost.live")
+_conditions = ConditionLog(log)
 Event = dict[str, Any]
 # events read per statement, by the hub and by a listener catching up
 PAGE = 200
@@ -325,13 +327,19 @@ class Hub:
                     continue
             try:
                 await self._read_new()
-            except Exception:  # a busy or failing read: try again on the next wake
+            except Unavailable as refused:  # busy, or a store an operator must mend
+                _conditions.warning("reading new events: %s", refused.message)
+                await asyncio.sleep(self.limits.poll_seconds)
+            except Exception:  # a failing read: try again on the next wake
                 log.exception("reading new events failed")
                 await asyncio.sleep(self.limits.poll_seconds)
 
     async def _read_position(self) -> int:
         try:
             return max(self.position, await self.db.read(events.last_sequence))
+        except Unavailable as refused:  # read every second: one line per 10 s
+            _conditions.warning("reading the event log's end: %s", refused.message)
+            return self.position
         except Exception:
             log.exception("reading the event log's end failed")
             return self.position

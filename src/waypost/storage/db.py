@@ -203,7 +203,7 @@ class Database:
         writer, readers, point = self._writer, self._readers, self._point
         snapshots = self._snapshots
         self._writer = self._readers = self._point = self._snapshots = None
-        if self._files is not None and self._files.index_replaced:
+        if self._files is not None and self._files.index_replaced():
             # The last connection to close checkpoints the WAL through this
             # process's index, which is no longer the file's: what another
             # process wrote through its new -shm would be dropped from the
@@ -369,7 +369,8 @@ class Database:
     def wal_bytes(self) -> int:
         """The -wal file's size now (0 when it is missing)."""
         try:
-            return os.stat(f"{self.path}-wal").st_size
+            # beside the file a symbolic link points to, as SQLite keeps it
+            return os.stat(f"{os.path.realpath(self.path)}-wal").st_size
         except OSError:
             return 0
 

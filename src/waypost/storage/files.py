@@ -61,16 +61,15 @@ class FileWatch:
     def __init__(self, path: Path) -> None:
         # SQLite names the -wal and -shm after the file a symbolic link
         # points to (the link's own name has none)
+        # (and an absolute name: the working directory may change)
         real = os.path.realpath(path)
-        self._names = [str(path), *(f"{real}{suffix}" for suffix in _SUFFIXES[1:])]
+        self._names = [os.path.abspath(path), *(f"{real}{suffix}" for suffix in _SUFFIXES[1:])]
         self._known = [_identity(name) for name in self._names]
         self._lock = threading.Lock()
         self._checked_at = time.monotonic()
         # once set, never cleared: a process that wrote through other files
         # (a new `-shm`) left this one's view of the WAL stale
         self.changed: str | None = None
-        # the `-shm` (the WAL's index) is not this process's any more
-        self.index_replaced = False
 
     def check(self) -> str | None:
         """What changed (e.g. "/srv/w.db-shm was deleted"), or None; the
@@ -82,7 +81,6 @@ class FileWatch:
                 with self._lock:
                     if self.changed is None:
                         self.changed = f"{name} {what}"
-                        self.index_replaced = name.endswith("-shm")
                         log.error(
                             "%s while the service was running: every read and write now"
                             " answers 503 until serve is restarted (docs/operations.md,"
@@ -99,6 +97,17 @@ class FileWatch:
             self._checked_at = now
             return self.check()
         return self.changed
+
+    def index_replaced(self) -> bool:
+        """Whether the `-shm` path names another file than the one opened: the
+        WAL's index of some other process, which may have written through it
+        (looked at now, whatever change was found first, or none: a stop
+        can come before any read or write looked)."""
+        name, known = self._names[2], self._known[2]
+        try:
+            return _identity(name) != known
+        except OSError:
+            return False  # deleted and not made again: nobody else indexed the WAL
 
     def _look(self) -> tuple[str, str] | None:
         for name, known in zip(self._names, self._known, strict=True):

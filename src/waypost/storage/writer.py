@@ -39,15 +39,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import Unavailable
+from waypost.observe.conditions import ConditionLog
 from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, is_damage, storage_refusal
 from waypost.storage.files import files_changed_refusal
 
 log = logging.getLogger("waypost.storage")
 
 BUSY_MESSAGE = "the database is busy; retry shortly"
-# A condition that refuses writes (a full disk, a lock held elsewhere) is
-# logged at most once per this many seconds, with a count of the rest.
-CONDITION_LOG_SECONDS = 10.0
 # A unit whose budget ends within this much of now is answered with the others
 # rather than after a BEGIN that could wait only a few milliseconds.
 _TIMEOUT_SLACK_MS = 50
@@ -337,7 +335,7 @@ class Writer:
                 if not self._undo_unit():
                     # SQLite rolled the whole transaction back: what ran before
                     # it is gone too; they run again in a fresh transaction
-                    log.error("transaction lost in a unit of work: %r", exc)
+                    _log_failure("transaction lost in a unit of work: %r", exc)
                     failed.append((unit, exc))
                     self._requeue(pending, done)
                     self._reply(failed, [])
@@ -427,7 +425,9 @@ def _for_caller(exc: BaseException) -> BaseException:
     refused = storage_refusal(exc)
     if refused is not None:
         # the cause (a failed COMMIT also logged its own)
-        _conditions.warning("a write was refused with 503, nothing committed: %s", exc)
+        _conditions.warning(
+            "a write was refused with 503, nothing committed: %s", exc, key=f"refused {refused}"
+        )
         error = Unavailable(
             f"{refused}: the write was not committed; retry later",
             retry_after=STORAGE_RETRY_AFTER,
@@ -441,42 +441,19 @@ def _for_caller(exc: BaseException) -> BaseException:
     return exc
 
 
-class _ConditionLog:
-    """WARNINGs for conditions that refuse many writes in a row: the first
-    line of each kind at once, then at most one per CONDITION_LOG_SECONDS
-    with how many it stands for. A full disk logged a line per refused write
-    and another per failed COMMIT: 11,500 lines in 35 s, on the disk that
-    was full."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
-
-    def warning(self, message: str, *args: object) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._last.get(message, -CONDITION_LOG_SECONDS) < CONDITION_LOG_SECONDS:
-                self._held[message] = self._held.get(message, 0) + 1
-                return
-            self._last[message] = now
-            held = self._held.pop(message, 0)
-        since = f" (and {held} more like it since the last such line)" if held else ""
-        log.warning(message + "%s", *args, since)
-
-
-_conditions = _ConditionLog()
+_conditions = ConditionLog(log)
 
 
 def _log_failure(message: str, exc: BaseException) -> None:
     """A full disk, read-only or failing storage, or a lock held elsewhere is a
     condition each refused caller hears of (503), not a fault of the service:
-    a WARNING, at most one per CONDITION_LOG_SECONDS. Anything else is a
-    fault: an ERROR, every time."""
+    a WARNING, at most one every 10 s for each message and condition. Anything
+    else is a fault: an ERROR, every time."""
     expected = isinstance(exc, sqlite3.Error) and (
         storage_refusal(exc) is not None or is_busy(exc) or is_damage(exc)
     )
     if expected:
-        _conditions.warning(message, exc)
+        code = getattr(exc, "sqlite_errorcode", None)
+        _conditions.warning(message, exc, key=f"{message} {code}")
     else:
         log.error(message, exc)
