@@ -16,7 +16,7 @@ import click
 
 from waypost.admin_cli import admin, db_option
 from waypost.clock import FileClock
-from waypost.errors import WaypostError
+from waypost.errors import Unavailable, WaypostError
 from waypost.settings import (
     LifecycleAuth,
     LifecycleSettings,
@@ -252,6 +252,11 @@ def _run(settings: Settings) -> None:
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except serving.CannotListen as error:
         raise click.ClickException(f"cannot_listen: {error}") from error
+    except Unavailable as error:
+        # the start-up's own first write (the admin's bootstrap) found the
+        # file damaged: SQLite's words, as for a file that fails to open
+        cause = error.__cause__ or error.message
+        raise click.ClickException(f"database_unusable: {settings.db_path}: {cause}") from error
 
 
 @main.command("mcp")
