@@ -158,7 +158,15 @@ class Hub:
         arriving meanwhile wait for the same start)."""
         if self._starting is None:
             self._starting = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._starting)
+        starting = self._starting
+        try:
+            await asyncio.shield(starting)
+        except Exception:
+            # a start that failed (a busy store, ...) is tried again by the next
+            # listener: kept, it refused every stream until a restart
+            if self._starting is starting:
+                self._starting = None
+            raise
 
     async def _start(self) -> None:
         self.position = await self.db.read(events.last_sequence)

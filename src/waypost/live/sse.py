@@ -13,6 +13,7 @@ resume with `Last-Event-ID`).
 from __future__ import annotations
 
 import json
+import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -26,11 +27,12 @@ from starlette.responses import Response, StreamingResponse
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.decoding import decode_query, query_items
 from waypost.http.responses import SECURITY_HEADERS
-from waypost.live import Hub, SlowConsumer, StreamEnded, hub_for
+from waypost.live import Hub, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import error_response
 
 PATH = "/api/v1/projects/{project}/events/stream"
+log = logging.getLogger("waypost.live")
 
 
 class _StreamQuery(msgspec.Struct, forbid_unknown_fields=True):
@@ -160,8 +162,15 @@ async def event_stream(request: Request) -> Response:
                     item = await anext(events)
             except (StreamEnded, StopAsyncIteration):
                 return
-            except SlowConsumer as error:
+            except WaypostError as error:
+                # a slow consumer, or a store that refuses reads (503): the
+                # stream ends with its error in an event (the response has
+                # started: it escaped as a traceback and a cut body)
                 payload = json.dumps(error.to_json()["error"], separators=(",", ":"))
+                yield f"event: error\ndata: {payload}\n\n".encode()
+            except Exception:
+                log.exception("event stream failed")
+                payload = '{"code":"internal","message":"internal error","details":{}}'
                 yield f"event: error\ndata: {payload}\n\n".encode()
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=_STREAM_HEADERS)

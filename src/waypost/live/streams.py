@@ -4,13 +4,14 @@ decision's changes computed from them."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
 from waypost.clock import format_time
-from waypost.errors import NotFound
+from waypost.errors import Forbidden, NotFound, Unauthenticated, Unavailable
 from waypost.live import hub_for
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events
@@ -18,6 +19,8 @@ from waypost.resolvers.decisions.status import decision_status, work_allowed
 from waypost.resolvers.decisions.views import load_decisions, load_generations
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
+
+log = logging.getLogger("waypost.live")
 
 Event = dict[str, Any]
 # what `project_events` yields besides events (compared by identity): OPENED
@@ -35,7 +38,14 @@ async def still_valid(rt: Runtime, token: str) -> bool:
     """Whether the stream's token still authenticates (not revoked meanwhile)."""
     try:
         await rt.db.read(lambda conn: principals.authenticate(conn, token, "api"))
+    except (Unauthenticated, Forbidden):
+        return False
+    except Unavailable:
+        return True  # a busy or refusing store says nothing of the token: ask again later
     except Exception:
+        # a fault: logged, and the stream ends as it did (rather than trust a
+        # token nobody could check)
+        log.exception("re-checking a stream's token failed")
         return False
     return True
 

@@ -327,6 +327,10 @@ def build_server(
                 # a plain exception became JSON-RPC code 0 with a bare message
                 code = _RESOURCE_CODES.get(error.code, types.INTERNAL_ERROR)
                 raise _resource_error(code, explain(error)) from None
+            except Exception:
+                # the SDK would send its text (a path, SQL) and log nothing
+                log.exception("MCP resource list failed")
+                raise _resource_error(types.INTERNAL_ERROR, "internal: internal error") from None
             page = reply.body
             for project in page["items"]:
                 pid = project["id"]

@@ -176,7 +176,10 @@ def parse_scores(body: bytes, ids: list[str]) -> dict[str, float]:
         if not isinstance(entry, dict):
             raise ProviderFailure("bad_scores")
         doc_id, value = entry.get("id"), entry.get("score")
-        if doc_id not in wanted or doc_id in scores or not _valid_score(value):
+        # an id that is no string (a list: unhashable) is a bad answer, not a fault
+        if not isinstance(doc_id, str) or doc_id not in wanted or doc_id in scores:
+            raise ProviderFailure("bad_scores")
+        if not _valid_score(value):
             raise ProviderFailure("bad_scores")
         assert isinstance(doc_id, str) and isinstance(value, int | float)
         scores[doc_id] = float(value)

@@ -3,6 +3,7 @@ and a decision's changes, from committed events only (see `waypost.live`)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ from waypost.schema.decisions import Decision
 from waypost.schema.projects import Event
 
 T = TypeVar("T")
+log = logging.getLogger("waypost.live")
 
 
 def _graphql_error(error: WaypostError) -> GraphQLError:
@@ -33,6 +35,11 @@ async def _guarded(items: AsyncIterator[T]) -> AsyncIterator[T]:
         return
     except WaypostError as error:
         raise _graphql_error(error) from error
+    except Exception as fault:
+        # Strawberry would send `str(fault)` to the client (a path, SQL) and
+        # log nothing: the client gets the masked error, the log the cause
+        log.exception("subscription failed")
+        raise GraphQLError("internal error", extensions={"code": "internal"}) from fault
 
 
 @strawberry.type(description="Live updates over WebSocket (`graphql-transport-ws`).")

@@ -35,13 +35,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from waypost.errors import Unavailable
+from waypost.observe.conditions import ConditionLog
 from waypost.storage import snapshots
 from waypost.storage.connection import (
+    STORAGE_RETRY_AFTER,
     ConnectionHook,
     check_writable,
     connect,
     is_busy,
     is_damage,
+    storage_refusal,
 )
 from waypost.storage.files import FileWatch, damaged_refusal, files_changed_refusal
 from waypost.storage.migrate import migrate
@@ -52,6 +55,7 @@ from waypost.storage.writer import BUSY_MESSAGE, Writer
 __all__ = ["Database", "DatabaseUnusable", "connect_sync", "run_read", "run_write"]
 
 log = logging.getLogger("waypost.storage")
+_conditions = ConditionLog(log)
 T = TypeVar("T")
 # Bytes the WAL file is cut back to once a checkpoint restarts it (8 MiB:
 # twice what SQLite's automatic checkpoint of 1,000 pages lets it hold).
@@ -231,9 +235,10 @@ class Database:
         try:
             result: T = await self._writer.submit(fn, transaction=True)
         except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise self._damaged(exc) from exc
-            raise
+            refusal = self._refusal(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
         return result
 
     async def read(self, fn: UnitOfWork[T]) -> T:
@@ -248,9 +253,10 @@ class Database:
                 return await pin.read(fn)
             return await self._readers.read(fn)
         except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise self._damaged(exc) from exc
-            raise
+            refusal = self._refusal(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
 
     def pinned(self) -> contextlib.AbstractAsyncContextManager[None]:
         """Every read inside this block (its tasks included) sees one snapshot:
@@ -299,15 +305,14 @@ class Database:
         self._check_files()
         try:
             return fn(conn)
-        except sqlite3.OperationalError as exc:
-            if not is_busy(exc):
-                raise
-            # another process holds the file: wait for it on a pool thread
-            return await self.read(fn)
         except sqlite3.DatabaseError as exc:
-            if is_damage(exc):
-                raise self._damaged(exc) from exc
-            raise
+            if isinstance(exc, sqlite3.OperationalError) and is_busy(exc):
+                # another process holds the file: wait for it on a pool thread
+                return await self.read(fn)
+            refusal = self._refusal(exc)
+            if refusal is None:
+                raise
+            raise refusal from exc
 
     def files_changed(self) -> str | None:
         """What changed among the database's files since they were opened
@@ -318,6 +323,19 @@ class Database:
         """SQLite's word for the damage a read or write found in the file
         (it stays until a restart on a restored file), or None: for /healthz."""
         return self._damage
+
+    def _refusal(self, exc: sqlite3.DatabaseError) -> Unavailable | None:
+        """The 503 for an error of the store rather than of the request: the
+        file damaged, or its storage full, read-only or failing (a write's
+        are mapped by the writer; a read's here: they answered 500 and
+        logged a traceback per request). None for anything else."""
+        if is_damage(exc):
+            return self._damaged(exc)
+        refused = storage_refusal(exc)
+        if refused is None:
+            return None
+        _conditions.warning("a read was refused with 503: %s", exc, key=f"read {refused}")
+        return Unavailable(f"{refused}; retry later", retry_after=STORAGE_RETRY_AFTER)
 
     def _damaged(self, exc: sqlite3.DatabaseError) -> Unavailable:
         """Note damage SQLite found (logged once; each request then answers

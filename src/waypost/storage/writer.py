@@ -202,7 +202,17 @@ class Writer:
                 self._step(pending)
             except BaseException:  # never let the thread die with callers waiting
                 log.exception("writer step failed")
+                # and never run the same units again: a step that fails the
+                # same way each time spun here (99,266 lines in 2 s) while its
+                # callers waited for ever; they retry with their keys
+                self._answer_all(pending)
         self._conn.close()
+
+    def _answer_all(self, pending: deque[_Unit]) -> None:
+        """Answer every waiting unit 503 (the writer cannot vouch for them)."""
+        while pending:
+            unit = pending.popleft()
+            _answer(unit.loop, [(unit, None, _retry_later())])
 
     def _take_waiting(self, pending: deque[_Unit]) -> None:
         """Move every unit already queued into `pending` (bounded).
@@ -258,7 +268,7 @@ class Writer:
         try:
             self._conn.execute(_BEGIN)
             return True
-        except sqlite3.OperationalError as exc:
+        except sqlite3.Error as exc:  # OperationalError, or DatabaseError (a damaged file)
             if not is_busy(exc):
                 self._fail_all(pending, exc)
                 return False

@@ -93,6 +93,8 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
             return None  # an answer graphql-core renders (a refused argument, ...)
         except ObjectsExceeded:
             raise  # answered as it is: the normal path would only stop later
+        except sqlite3.Error:
+            raise  # the store's (busy, damaged, ...): Database.read maps it, no fault here
         except Exception:
             # a fault of the fast path itself: the normal path still answers
             # (and meets any fault of the store again, and reports it)

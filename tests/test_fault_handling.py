@@ -1,0 +1,197 @@
+"""Broad exception handlers that did the wrong thing (an audit of every one):
+a failed hub start refused every stream until a restart, a subscription sent
+a fault's raw text, an event stream's 503 escaped as a traceback, a store
+error on a read was a 500, the writer retried a failing step for ever, a
+provider id that is no string was a fault, and a busy store ended streams
+as if their token were revoked."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from graphql import GraphQLError
+
+from tests.conftest import Caller, Service
+from waypost.errors import Unauthenticated, Unavailable
+from waypost.live import Hub, sse
+from waypost.live import streams as live_streams
+from waypost.live.streams import OPENED
+from waypost.reranker.client import ProviderFailure, parse_scores
+from waypost.schema.subscriptions import _guarded
+from waypost.storage.connection import STORAGE_RETRY_AFTER
+from waypost.storage.db import Database
+from waypost.storage.writer import Writer
+
+
+async def test_a_failed_hub_start_is_tried_again_by_the_next_listener(
+    service: Service,
+) -> None:
+    db = service.rt.db
+    calls = 0
+
+    class Flaky:
+        """The database, whose first read is refused (a busy store)."""
+
+        async def read(self, fn: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                raise Unavailable("the database is busy; retry shortly", retry_after=1)
+            return await db.read(fn)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(db, name)
+
+    hub = Hub(Flaky())  # type: ignore[arg-type]
+    with pytest.raises(Unavailable):
+        await hub.start()
+    await hub.start()  # kept, the first failure refused this one too
+    assert calls == 2
+    hub.stop()
+
+
+async def test_a_subscription_fault_reaches_the_client_masked_and_the_log_whole(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def failing() -> AsyncIterator[int]:
+        yield 1
+        raise sqlite3.OperationalError("disk I/O error reading /srv/secret/waypost.db")
+
+    items = _guarded(failing())
+    assert await anext(items) == 1
+    with caplog.at_level(logging.ERROR, "waypost"), pytest.raises(GraphQLError) as raised:
+        await anext(items)
+    assert raised.value.message == "internal error"
+    assert raised.value.extensions == {"code": "internal"}
+    assert "secret" in caplog.text  # the cause, for the operator
+
+
+async def test_an_event_stream_ends_with_its_503_in_an_error_event(
+    service: Service,
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The response has started: the 503 escaped as "Exception in ASGI
+    application" and a cut body."""
+
+    async def refusing(*args: Any) -> AsyncIterator[Any]:
+        yield OPENED
+        raise Unavailable("the database is busy; retry shortly", retry_after=1)
+
+    monkeypatch.setattr(sse, "project_event_batches", refusing)
+    with caplog.at_level(logging.ERROR):
+        r = await human.client.get("/api/v1/projects/demo/events/stream", headers=human.headers())
+    assert r.status_code == 200
+    assert r.text.startswith(": stream open\n\n")
+    assert r.text.endswith('event: error\ndata: {"code":"unavailable","message":'
+                           '"the database is busy; retry shortly","details":{}}\n\n')  # fmt: skip
+    assert "Traceback" not in caplog.text and "Exception in ASGI" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [(sqlite3.SQLITE_IOERR, "failed a read or write"), (sqlite3.SQLITE_CORRUPT, "damaged")],
+)
+async def test_a_store_error_on_a_read_is_503(tmp_path: Path, code: int, words: str) -> None:
+    """A read's I/O error answered 500 with a traceback per request."""
+    db = Database(tmp_path / "w.db")
+    await db.open()
+
+    def failing(conn: sqlite3.Connection) -> None:
+        error = sqlite3.OperationalError("disk I/O error")
+        error.sqlite_errorcode = code  # type: ignore[attr-defined]
+        raise error
+
+    try:
+        for read in (db.read, db.read_point):
+            with pytest.raises(Unavailable) as refused:
+                await read(failing)
+            assert words in refused.value.message
+            assert refused.value.retry_after == STORAGE_RETRY_AFTER
+    finally:
+        await db.close()
+
+
+class _FailingBegin:
+    """A writer connection whose BEGIN fails as `error` does."""
+
+    def __init__(self, conn: sqlite3.Connection, error: BaseException) -> None:
+        self._conn, self._error = conn, error
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("BEGIN"):
+            raise self._error
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+def _not_a_database() -> sqlite3.DatabaseError:
+    error = sqlite3.DatabaseError("file is not a database")
+    error.sqlite_errorcode = sqlite3.SQLITE_NOTADB  # type: ignore[attr-defined]
+    return error
+
+
+@pytest.mark.parametrize(
+    ("error", "answered"),
+    [(_not_a_database(), sqlite3.DatabaseError), (RuntimeError("a fault"), Unavailable)],
+)
+async def test_a_step_that_always_fails_answers_its_callers_once(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    error: BaseException,
+    answered: type[BaseException],
+) -> None:
+    """BEGIN raising a DatabaseError (a damaged file) escaped `_begin`, and the
+    writer loop ran the same units again and again: 99,266 log lines in 2 s
+    and callers that waited for ever."""
+    conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None, check_same_thread=False)
+    writer = Writer(_FailingBegin(conn, error), 1000)  # type: ignore[arg-type]
+    try:
+        with caplog.at_level(logging.WARNING, "waypost"):
+            outcome = await asyncio.wait_for(
+                asyncio.gather(
+                    writer.submit(lambda c: None, transaction=True), return_exceptions=True
+                ),
+                timeout=5,
+            )
+            await asyncio.sleep(0.2)  # time for any spin to show in the log
+    finally:
+        await asyncio.to_thread(writer.stop)
+    assert isinstance(outcome[0], answered), outcome
+    assert len(caplog.records) <= 2, [r.getMessage() for r in caplog.records]
+
+
+def test_a_provider_id_that_is_no_string_is_a_bad_answer() -> None:
+    """A list as an id raised TypeError (unhashable): logged as a fault,
+    reported as `connect_error`."""
+    for bad in ([1], {"a": 1}, 7, None):
+        body = b'{"scores": [{"id": %s, "score": 1}, {"id": "b", "score": 2}]}' % (
+            str(bad).replace("'", '"').replace("None", "null").encode()
+        )
+        with pytest.raises(ProviderFailure) as failed:
+            parse_scores(body, ["a", "b"])
+        assert failed.value.reason == "bad_scores"
+
+
+async def test_a_busy_store_does_not_end_a_stream_as_if_its_token_were_revoked(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    raised: list[BaseException] = [Unavailable("busy", retry_after=1)]
+
+    async def read(fn: Any) -> Any:
+        raise raised[0]
+
+    monkeypatch.setattr(service.rt.db, "read", read)
+    assert await live_streams.still_valid(service.rt, "wp_x") is True
+    raised[0] = Unauthenticated("revoked")
+    assert await live_streams.still_valid(service.rt, "wp_x") is False
