@@ -4,6 +4,7 @@ API server (a real TLS server with a trustme CA), composed into the app."""
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -18,8 +19,9 @@ import trustme
 from tests.conftest import Service
 from tests.lifecycle.support import Lifecycle, memo
 from tests.lifecycle.test_requests import refused
-from waypost.lifecycle_http import create_lifecycle_app
+from waypost.lifecycle_http import create_lifecycle_app, verifiers
 from waypost.lifecycle_http.verifiers import TOKENREVIEW_PATH, TokenReviewVerifier
+from waypost.observe.conditions import ConditionLog
 
 SA = "system:serviceaccount:state-hub:lifecycle-client"
 
@@ -164,6 +166,24 @@ async def test_an_upstream_failure_is_503_without_its_diagnostics(
     r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
     refused(r, 503, "unavailable")
     assert "internals" not in r.text
+
+
+async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests(
+    k8s: tuple[Lifecycle, StandIn],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A WARNING per lifecycle request while the API server failed; and an
+    answer without a status object was refused without a word."""
+    monkeypatch.setattr(verifiers, "_conditions", ConditionLog(verifiers.log))
+    lifecycle, state = k8s
+    state.status = 500
+    with caplog.at_level(logging.WARNING, "waypost.lifecycle"):
+        for _ in range(5):
+            r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+            refused(r, 503, "unavailable")
+    lines = [r.getMessage() for r in caplog.records if "TokenReview" in r.getMessage()]
+    assert lines == ["TokenReview answered HTTP 500"], lines
 
 
 async def test_an_unreachable_api_is_503(service: Service, ca: trustme.CA, tmp_path: Path) -> None:

@@ -16,11 +16,14 @@ from typing import Any, Protocol
 import httpx
 
 from waypost.errors import Unauthenticated, Unavailable
+from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
 from waypost.resolvers.lifecycle.authz import Caller
 from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.lifecycle")
+# an identity service that is down refuses every request: a line per 10 s
+_conditions = ConditionLog(log)
 AUDIENCE = "lifecycle"
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
@@ -73,7 +76,7 @@ class TokenReviewVerifier:
         try:
             return {"Authorization": "Bearer " + self.credential_file.read_text().strip()}
         except OSError as exc:
-            log.warning("cannot read the TokenReview credential: %s", exc.strerror)
+            _conditions.warning("cannot read the TokenReview credential: %s", exc.strerror)
             raise Unavailable("identity service unavailable") from exc
 
     async def verify(self, token: str) -> Caller:
@@ -86,14 +89,16 @@ class TokenReviewVerifier:
             response = await self.client.post(self.url, json=review, headers=self._credential())
         except httpx.HTTPError as exc:
             # the upstream's diagnostics go to the log, never to the client
-            log.warning("TokenReview failed: %s", type(exc).__name__)
+            _conditions.warning("TokenReview failed: %s", type(exc).__name__)
             raise Unavailable("identity service unavailable") from exc
         if response.status_code not in (200, 201):
-            log.warning("TokenReview answered HTTP %s", response.status_code)
+            status_code = response.status_code
+            _conditions.warning("TokenReview answered HTTP %s", status_code, key=f"{status_code}")
             raise Unavailable("identity service unavailable")
         try:
             status: Any = response.json()["status"]
         except (ValueError, KeyError, TypeError) as exc:
+            _conditions.warning("TokenReview answered no status object: %s", type(exc).__name__)
             raise Unavailable("identity service unavailable") from exc
         return _caller_of(status)
 
