@@ -23,6 +23,7 @@ from waypost.live import Hub, sse
 from waypost.live import streams as live_streams
 from waypost.live.streams import OPENED
 from waypost.reranker.client import ProviderFailure, parse_scores
+from waypost.schema import fastpath
 from waypost.schema.subscriptions import _guarded
 from waypost.storage.connection import STORAGE_RETRY_AFTER
 from waypost.storage.db import Database
@@ -195,3 +196,102 @@ async def test_a_busy_store_does_not_end_a_stream_as_if_its_token_were_revoked(
     assert await live_streams.still_valid(service.rt, "wp_x") is True
     raised[0] = Unauthenticated("revoked")
     assert await live_streams.still_valid(service.rt, "wp_x") is False
+
+
+class _FailingRollbacks:
+    """A writer connection whose ROLLBACK TO and ROLLBACK fail twice (a device
+    failing for a moment), then work."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn, self.failures = conn, 2
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("ROLLBACK") and self.failures > 0:
+            self.failures -= 1
+            error = sqlite3.OperationalError("disk I/O error")
+            error.sqlite_errorcode = sqlite3.SQLITE_IOERR  # type: ignore[attr-defined]
+            raise error
+        return self._conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+
+async def test_a_failed_rollback_leaves_no_unit_unanswered_and_no_transaction_open(
+    tmp_path: Path,
+) -> None:
+    """The final ROLLBACK of `_undo_unit` raised out of the batch: the units
+    that had run were never answered, the transaction stayed open, and every
+    later write failed ("cannot start a transaction within a transaction")."""
+    raw = sqlite3.connect(tmp_path / "w.db", isolation_level=None, check_same_thread=False)
+    raw.execute("CREATE TABLE t (x)")
+    writer = Writer(_FailingRollbacks(raw), 1000)  # type: ignore[arg-type]
+
+    def ok(conn: sqlite3.Connection) -> str:
+        conn.execute("INSERT INTO t VALUES (1)")
+        return "ok"
+
+    def bad(conn: sqlite3.Connection) -> None:
+        raise ValueError("the unit's own error")
+
+    try:
+        outcomes = await asyncio.wait_for(
+            asyncio.gather(
+                *(writer.submit(fn, transaction=True) for fn in (ok, bad, ok)),
+                return_exceptions=True,
+            ),
+            timeout=5,
+        )
+        assert outcomes[0] == "ok" and outcomes[2] == "ok", outcomes
+        assert isinstance(outcomes[1], ValueError), outcomes
+        assert await asyncio.wait_for(writer.submit(ok, transaction=True), timeout=5) == "ok"
+    finally:
+        await asyncio.to_thread(writer.stop)
+    check = sqlite3.connect(tmp_path / "w.db")
+    assert check.execute("SELECT count(*) FROM t").fetchone()[0] == 3
+    check.close()
+
+
+async def test_a_read_that_tries_to_write_is_a_fault_not_a_read_only_store(
+    tmp_path: Path,
+) -> None:
+    """Readers are query_only: plain SQLITE_READONLY there is a bug of the
+    read, not the storage's condition (no 503 "the database is read-only")."""
+    db = Database(tmp_path / "w.db")
+    await db.open()
+    try:
+        for read in (db.read, db.read_point):
+            with pytest.raises(sqlite3.OperationalError):
+                await read(lambda c: c.execute("CREATE TABLE oops (x)"))
+    finally:
+        await db.close()
+
+
+async def test_a_store_that_needs_an_operator_ends_a_stream_at_its_token_check(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A damaged file or changed files last until a restart: a token revoked
+    meanwhile could not be told, so the stream ends (a busy store does not)."""
+
+    async def read(fn: Any) -> Any:
+        raise Unavailable("the database file is damaged", retry_after=STORAGE_RETRY_AFTER)
+
+    monkeypatch.setattr(service.rt.db, "read", read)
+    assert await live_streams.still_valid(service.rt, "wp_x") is False
+
+
+async def test_a_fast_path_sql_fault_is_logged_and_answered_by_graphql_core(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the store's conditions (busy, damaged, full, ...) pass through
+    the fast path unlogged: an SQL fault of its own is a WARNING, and the
+    ordinary path answers."""
+
+    def broken(*args: Any) -> Any:
+        raise sqlite3.OperationalError("no such column: k.nothing")
+
+    monkeypatch.setattr(fastpath, "execute", broken)
+    with caplog.at_level(logging.WARNING, "waypost"):
+        data = await human.gql('{ project(id: "demo") { name } }')
+    assert data == {"data": {"project": {"name": "Demo"}}}
+    assert "fast path fault" in caplog.text

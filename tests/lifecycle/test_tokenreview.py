@@ -173,8 +173,7 @@ async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests
     caplog: pytest.LogCaptureFixture,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A WARNING per lifecycle request while the API server failed; and an
-    answer without a status object was refused without a word."""
+    """A WARNING per lifecycle request while the API server failed."""
     monkeypatch.setattr(verifiers, "_conditions", ConditionLog(verifiers.log))
     lifecycle, state = k8s
     state.status = 500

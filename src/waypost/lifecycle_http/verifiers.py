@@ -89,7 +89,8 @@ class TokenReviewVerifier:
             response = await self.client.post(self.url, json=review, headers=self._credential())
         except httpx.HTTPError as exc:
             # the upstream's diagnostics go to the log, never to the client
-            _conditions.warning("TokenReview failed: %s", type(exc).__name__)
+            name = type(exc).__name__
+            _conditions.warning("TokenReview failed: %s", name, key=name)
             raise Unavailable("identity service unavailable") from exc
         if response.status_code not in (200, 201):
             status_code = response.status_code

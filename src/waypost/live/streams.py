@@ -40,8 +40,11 @@ async def still_valid(rt: Runtime, token: str) -> bool:
         await rt.db.read(lambda conn: principals.authenticate(conn, token, "api"))
     except (Unauthenticated, Forbidden):
         return False
-    except Unavailable:
-        return True  # a busy or refusing store says nothing of the token: ask again later
+    except Unavailable as refused:
+        # a busy store says nothing of the token: ask again later; a store an
+        # operator must mend (Retry-After 30) ends the stream, as it cannot
+        # tell a token revoked meanwhile
+        return refused.retry_after <= 1
     except Exception:
         # a fault: logged, and the stream ends as it did (rather than trust a
         # token nobody could check)

@@ -332,7 +332,9 @@ class Database:
         if is_damage(exc):
             return self._damaged(exc)
         refused = storage_refusal(exc)
-        if refused is None:
+        # plain SQLITE_READONLY on a read is a read that tried to write (the
+        # readers are query_only): a fault, not the storage's condition
+        if refused is None or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_READONLY:
             return None
         _conditions.warning("a read was refused with 503: %s", exc, key=f"read {refused}")
         return Unavailable(f"{refused}; retry later", retry_after=STORAGE_RETRY_AFTER)

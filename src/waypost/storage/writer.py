@@ -205,6 +205,7 @@ class Writer:
                 # and never run the same units again: a step that fails the
                 # same way each time spun here (99,266 lines in 2 s) while its
                 # callers waited for ever; they retry with their keys
+                self._end_transaction()
                 self._answer_all(pending)
         self._conn.close()
 
@@ -243,6 +244,7 @@ class Writer:
         if self._files_changed is not None and self._files_changed() is not None:
             self._refuse_all(pending)
             return
+        self._end_transaction()  # one a failed ROLLBACK left open
         if self._begin(pending):
             self._batch(pending)
 
@@ -368,9 +370,20 @@ class Writer:
             return True
         except sqlite3.Error:
             log.exception("rollback to the unit's savepoint failed")
-            if conn.in_transaction:
-                conn.execute(_ROLLBACK)
+            self._end_transaction()
             return False
+
+    def _end_transaction(self) -> None:
+        """ROLLBACK whatever is open; never raises. A ROLLBACK that failed
+        (failing storage) escaped the batch, leaving its units unanswered
+        and the transaction open, so that every later BEGIN failed ("cannot
+        start a transaction within a transaction"): the next step tries
+        again (`_step`)."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute(_ROLLBACK)
+            except sqlite3.Error:
+                log.exception("ROLLBACK failed; the next batch tries again")
 
     def _requeue(self, pending: deque[_Unit], done: list[tuple[_Unit, Any]]) -> None:
         for unit, _ in reversed(done):

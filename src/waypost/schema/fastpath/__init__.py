@@ -38,6 +38,7 @@ from waypost.schema.fastpath import known
 from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
 from waypost.schema.fastpath.run import execute
+from waypost.storage.connection import is_busy, is_damage, storage_refusal
 
 log = logging.getLogger("waypost.graphql")
 
@@ -93,8 +94,11 @@ async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
             return None  # an answer graphql-core renders (a refused argument, ...)
         except ObjectsExceeded:
             raise  # answered as it is: the normal path would only stop later
-        except sqlite3.Error:
-            raise  # the store's (busy, damaged, ...): Database.read maps it, no fault here
+        except sqlite3.Error as error:
+            if is_busy(error) or is_damage(error) or storage_refusal(error) is not None:
+                raise  # the store's condition: Database.read maps it, no fault here
+            log.warning("GraphQL fast path fault; answered by graphql-core", exc_info=True)
+            return None
         except Exception:
             # a fault of the fast path itself: the normal path still answers
             # (and meets any fault of the store again, and reports it)
