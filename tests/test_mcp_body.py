@@ -5,10 +5,13 @@ duplicate keys, NaN and integers past 64 bits were accepted."""
 from __future__ import annotations
 
 import json
+import logging
+from typing import Any
 
 import pytest
 
 from tests.conftest import Caller
+from waypost.mcp_server.backend import LocalBackend
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
@@ -216,3 +219,30 @@ async def test_the_sdks_own_errors_answer_with_a_null_id_and_the_services_header
     assert r.headers["content-type"].startswith("text/event-stream"), r.headers
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_a_fault_listing_resources_reaches_the_client_masked(
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`resources/list` caught only the API's own refusals: any other fault
+    went out as its text (a path, SQL) with JSON-RPC code 0, and nothing was
+    logged."""
+
+    async def failing(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("disk I/O error at /srv/secret/waypost.db")
+
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    monkeypatch.setattr(LocalBackend, "call", failing)
+    body = {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": {}}
+    with caplog.at_level(logging.ERROR, "waypost"):
+        r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    # answered as one server-sent event: `data: {...}`
+    (data,) = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    error = json.loads(data)["error"]
+    assert error["code"] == -32603 and error["message"] == "internal: internal error"
+    assert "secret" not in r.text and "secret" in caplog.text
