@@ -58,13 +58,11 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     async def healthz(request: Request) -> Response:
         rt: Runtime = request.app.state.runtime
-        reason = (
-            "database_files_changed"
-            if rt.db.files_changed() is not None
-            else "database_damaged"
-            if rt.db.damage() is not None
-            else None
-        )
+        reason = None
+        if rt.db.files_changed() is not None:
+            reason = "database_files_changed"
+        elif rt.db.damage() is not None:
+            reason = "database_damaged"
         if reason is not None:
             # the store answers 503 until a restart (on a restored file)
             body = {"status": "unavailable", "reason": reason}

@@ -103,11 +103,17 @@ def create_private(path: Path) -> None:
     os.close(fd)
 
 
+def companion(path: Path, suffix: str) -> str:
+    """The name of the database's `-wal` or `-shm` file: SQLite names them
+    after the file a symbolic link points to (the link's own name has none)."""
+    return f"{os.path.realpath(path)}{suffix}"
+
+
 def _refuse_orphaned_wal(path: Path) -> None:
     """Refuse to create a database beside a `-wal` file that holds pages: it
     is the missing database's latest writes (the file was moved or deleted),
     and a new database at the path would reset it."""
-    wal = Path(f"{os.path.realpath(path)}-wal")  # SQLite names it after a link's target
+    wal = Path(companion(path, "-wal"))
     try:
         size = wal.stat().st_size
     except FileNotFoundError:

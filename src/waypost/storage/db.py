@@ -41,12 +41,13 @@ from waypost.storage.connection import (
     STORAGE_RETRY_AFTER,
     ConnectionHook,
     check_writable,
+    companion,
     connect,
     is_busy,
     is_damage,
     storage_refusal,
 )
-from waypost.storage.files import FileWatch, damaged_refusal, files_changed_refusal
+from waypost.storage.files import FileWatch, files_changed_refusal
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
 from waypost.storage.snapshots import PinnedSnapshots
@@ -285,9 +286,7 @@ class Database:
         reader pool, so it takes no place in that lane: taking one and then
         waiting for a slot, while the requests holding every slot waited for
         a place, hung every GraphQL query and search for good."""
-        self._check_files()
-        pin = snapshots.current(self)
-        if pin is not None:
+        if snapshots.current(self) is not None:
             return await self.read(fn)  # on the pin, as read() finds it
         async with self._searches:
             return await self.read(fn)  # not pinned: on the reader pool
@@ -351,7 +350,10 @@ class Database:
                 self.path,
                 exc,
             )
-        return damaged_refusal()
+        return Unavailable(
+            "the database file is damaged; an operator must restore it from a backup",
+            retry_after=STORAGE_RETRY_AFTER,
+        )
 
     def _check_files(self) -> None:
         files = self._files
@@ -389,8 +391,7 @@ class Database:
     def wal_bytes(self) -> int:
         """The -wal file's size now (0 when it is missing)."""
         try:
-            # beside the file a symbolic link points to, as SQLite keeps it
-            return os.stat(f"{os.path.realpath(self.path)}-wal").st_size
+            return os.stat(companion(self.path, "-wal")).st_size
         except OSError:
             return 0
 

@@ -24,11 +24,10 @@ import time
 from pathlib import Path
 
 from waypost.errors import Unavailable
-from waypost.storage.connection import STORAGE_RETRY_AFTER
+from waypost.storage.connection import STORAGE_RETRY_AFTER, companion
 
 log = logging.getLogger("waypost.storage")
 
-_SUFFIXES = ("", "-wal", "-shm")
 _READ_CHECK_SECONDS = 1.0
 
 
@@ -46,24 +45,13 @@ def files_changed_refusal() -> Unavailable:
     )
 
 
-def damaged_refusal() -> Unavailable:
-    """The answer to a read or write that found the database file damaged."""
-    return Unavailable(
-        "the database file is damaged; an operator must restore it from a backup",
-        retry_after=STORAGE_RETRY_AFTER,
-    )
-
-
 class FileWatch:
     """What the database's files were when they were opened, and whether a
     path now names another file (or none)."""
 
     def __init__(self, path: Path) -> None:
-        # SQLite names the -wal and -shm after the file a symbolic link
-        # points to (the link's own name has none)
-        # (and an absolute name: the working directory may change)
-        real = os.path.realpath(path)
-        self._names = [os.path.abspath(path), *(f"{real}{suffix}" for suffix in _SUFFIXES[1:])]
+        # absolute names: the working directory may change
+        self._names = [os.path.abspath(path), companion(path, "-wal"), companion(path, "-shm")]
         self._known = [_identity(name) for name in self._names]
         self._lock = threading.Lock()
         self._checked_at = time.monotonic()
