@@ -130,3 +130,22 @@ async def test_a_task_page_past_a_cursor_is_one_range_of_the_index(
             lambda c, b=backward: task_store.list_rows(c, project, after, 51, backward=b),
         )
         assert any(f"(created_at,id){cmp}(?,?)" in p for p in plans), plans
+
+
+async def test_a_task_list_of_one_status_walks_that_status_alone(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A status few tasks hold used to walk the project's tasks in creation
+    order (4-9 ms for an empty page at 10,000 tasks); the filter and the order
+    are now one range of `tasks_by_status`, forwards, backwards and past a cursor."""
+    after = ("2026-11-29T18:00:00.000Z", "task_x")
+    for cursor in (None, after):
+        for backward in (False, True):
+            plans = await _plans(
+                service,
+                lambda c, a=cursor, b=backward: task_store.list_rows(
+                    c, project, a, 51, status="done", backward=b
+                ),
+            )
+            assert any("tasks_by_status (project_id=? AND status=?" in p for p in plans), plans
+            assert not any("TEMP B-TREE" in p for p in plans), plans
