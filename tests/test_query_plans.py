@@ -149,3 +149,21 @@ async def test_a_task_list_of_one_status_walks_that_status_alone(
             )
             assert any("tasks_by_status (project_id=? AND status=?" in p for p in plans), plans
             assert not any("TEMP B-TREE" in p for p in plans), plans
+
+
+async def test_a_ready_task_list_walks_the_ready_tasks_alone(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`ready=true` walks the index of ready tasks (no blocked, leased or closed
+    one in it): with `tasks_by_status` the planner stepped over every blocked
+    open task for a page. Its count reads `tasks_claimable`'s entries alone."""
+    ready = {"project": project, "now": "2026-11-30T00:00:00.000Z"}
+    plans = await _plans(
+        service,
+        lambda c: task_store.list_rows(c, project, None, 51, ready=True, ready_params=ready),
+    )
+    assert any("tasks_ready_by_created (project_id=?)" in p for p in plans), plans
+    plans = await _plans(
+        service, lambda c: task_store.count_rows(c, project, ready=True, ready_params=ready)
+    )
+    assert any("tasks_claimable (project_id=?)" in p for p in plans), plans

@@ -7,6 +7,8 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from waypost.storage.statistics import complete_statistics
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -95,6 +97,10 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     migration this build does not have: a newer build wrote it, and this one
     would run on a schema it does not know (its first write failed with a
     500).
+
+    When it applies any, the indexes a file's planner statistics leave out
+    are analyzed (storage/statistics.py): a file analyzed before them would
+    otherwise be planned with two kinds of estimate at once.
     """
     tables = {
         row[0]
@@ -141,4 +147,6 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
                 raise
             continue  # applied meanwhile by another process, with this checksum
         done.append(migration.name)
+    if done:
+        complete_statistics(conn)  # the new indexes on a file analyzed before them
     return done

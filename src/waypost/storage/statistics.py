@@ -1,0 +1,63 @@
+"""The query planner's statistics stay whole when a migration adds an index.
+
+Waypost never runs `ANALYZE` itself, so most files have no `sqlite_stat1`
+and SQLite plans every statement with its default estimates, which is what
+the tests check (`tests/test_query_plans.py`). An operator (or a benchmark's
+seeding, `PRAGMA optimize`) may have analyzed the file, though. An index
+added by a later migration then has no statistics while the older ones do,
+and SQLite weighs the two kinds of estimate against each other: on a file
+analyzed before migration 0020, `knowledge_by_status (project_id, status,
+...)` looked ten thousand times more selective for `project_id = ?` than
+`knowledge_by_project`, and every unfiltered knowledge list (and, after 0021,
+every task list) sorted the whole project for one page: 59 ms at 100,000
+records instead of 0.2.
+
+So when `migrate` applies a migration to a file that has statistics, every
+index left without them is analyzed, in one transaction: one pass over each
+such index, once. A file without statistics is left as it is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def unanalyzed_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Indexes `sqlite_stat1` has no row for, when the file has statistics
+    at all (an index with no entries never gets a row: it is listed too)."""
+    has_statistics = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
+    ).fetchone()
+    if has_statistics is None:
+        return []
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'index'"
+        " AND name NOT IN (SELECT idx FROM sqlite_stat1 WHERE idx IS NOT NULL)"
+        " ORDER BY name"
+    ).fetchall()
+    return [str(row[0]) for row in rows]
+
+
+def complete_statistics(conn: sqlite3.Connection) -> list[str]:
+    """Analyze the indexes `unanalyzed_indexes` names; returns their names.
+
+    Best effort: the statistics only steer plans, so a lock held elsewhere
+    (or any other refusal) leaves them as they were rather than failing the
+    start; the next migration tries again.
+    """
+    names = unanalyzed_indexes(conn)
+    if not names:
+        return []
+    analyze = "".join(f"ANALYZE {_quoted(name)};\n" for name in names)
+    try:
+        conn.executescript(f"BEGIN IMMEDIATE;\n{analyze}COMMIT;")
+    except sqlite3.OperationalError:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        return []
+    return names
+
+
+def _quoted(name: str) -> str:
+    """An SQL identifier (index names come from sqlite_master, not from users)."""
+    return '"' + name.replace('"', '""') + '"'
