@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import Forbidden, InvalidRequest, NotFound
@@ -212,33 +213,74 @@ def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sql
 
 
 def _list_filter(q: KnowledgeListQuery, match: str | None) -> tuple[list[str], list[Any]]:
-    """(WHERE terms, arguments) of a knowledge list's filters, without the
-    project and the cursor; `match` is the FTS5 query of `q.q`, already escaped."""
+    """(WHERE terms, arguments) of a knowledge list's filters on the record
+    (the project, the tag and the cursor belong to each part's walk, `_parts`);
+    `match` is the FTS5 query of `q.q`, already escaped."""
     where: list[str] = []
     args: list[Any] = []
     for column, value in (("kind", q.kind), ("status", q.status)):
         if value is not None:
             where.append(f"k.{column} = ?")
             args.append(value)
-    if q.tag is not None:
-        where.append("k.id IN (SELECT knowledge_id FROM knowledge_tags WHERE tag = ?)")
-        args.append(q.tag)
     if match is not None:
         where.append("k." + matching_rowids("knowledge"))
         args.append(match)
     return where, args
 
 
-def _sources(project_id: str, q: KnowledgeListQuery) -> list[tuple[str, str]]:
-    """(WHERE term, its argument) of each part of the list: the project's own
-    records, and with `include_shared` the other projects' shared ones. Each
-    part walks an index of its own in list order (`knowledge_by_project`,
-    `knowledge_shared`); one `project_id = ? OR collection = 'shared'` could
-    use neither and sorted every record of the file (70 ms at 100k)."""
-    own = [("k.project_id = ?", project_id)]
-    if not q.include_shared:
-        return own
-    return [*own, ("k.collection = 'shared' AND k.project_id <> ?", project_id)]
+@dataclass(frozen=True)
+class _Part:
+    """One part of a list, walked in list order: where its rows come from,
+    the WHERE term that picks them (with its arguments), and the two columns
+    of that walk's order (updated_at, id)."""
+
+    source: str
+    where: str
+    args: tuple[Any, ...]
+    order: tuple[str, str] = ("k.updated_at", "k.id")
+
+
+# A tag filter walks the tag's rows (migration 0022), which carry the
+# record's project, status, updated_at and sharing: CROSS JOIN keeps them the
+# outer loop, so a page is one range of an index whatever the tag. (Through
+# `k.id IN (... tag = ?)` SQLite sorted all of a tag's records for a page:
+# 47-205 ms at 100,000 records for tags 5,500-22,000 of them hold.)
+_TAGGED = "knowledge_tags g CROSS JOIN knowledge k ON k.id = g.knowledge_id"
+_TAG_ORDER = ("g.updated_at", "g.knowledge_id")
+_TAG_ROWS = "knowledge_tags g"
+
+
+def _parts(project_id: str, q: KnowledgeListQuery) -> list[_Part]:
+    """The parts of the list: the project's own records, and with
+    `include_shared` the other projects' shared ones. Each walks an index of
+    its own in list order (`knowledge_by_project`, `knowledge_shared`, or
+    their `knowledge_tags_*` twins); one `project_id = ? OR collection =
+    'shared'` could use none and sorted every record of the file (70 ms at
+    100k)."""
+    if q.tag is None:
+        own = _Part("knowledge k", "k.project_id = ?", (project_id,))
+        shared = _Part(
+            "knowledge k", "k.collection = 'shared' AND k.project_id <> ?", (project_id,)
+        )
+    else:
+        # with a status filter, one range of `knowledge_tags_by_status`, so
+        # that a status few of the tag's records hold costs what a page costs
+        if q.status is None:
+            own = _Part(_TAGGED, "g.tag = ? AND g.project_id = ?", (q.tag, project_id), _TAG_ORDER)
+        else:
+            own = _Part(
+                _TAGGED,
+                "g.tag = ? AND g.project_id = ? AND g.status = ?",
+                (q.tag, project_id, q.status),
+                _TAG_ORDER,
+            )
+        shared = _Part(
+            _TAGGED,
+            "g.tag = ? AND g.shared = 1 AND g.project_id <> ?",
+            (q.tag, project_id),
+            _TAG_ORDER,
+        )
+    return [own, shared] if q.include_shared else [own]
 
 
 def list_rows(
@@ -254,24 +296,30 @@ def list_rows(
     then id) past `after`; backward (GraphQL `last`): those before it, reversed."""
     filters, filter_args = _list_filter(q, match)
     cmp, order = keyset(True, backward)
-    if after is not None:
-        # a row value, which SQLite turns into a range of the index: the
-        # equivalent `a < ? OR (a = ? AND id < ?)` filtered the project's
-        # records one by one up to the cursor (18.6 ms 90,000 records deep)
-        filters.append(f"(k.updated_at, k.id) {cmp} (?, ?)")
-        filter_args.extend(after)
-    ordered = f"ORDER BY updated_at {order}, id {order} LIMIT ?"
     parts: list[str] = []
     args: list[Any] = []
-    for source, source_arg in _sources(project_id, q):
-        where = " AND ".join([source, *filters])
-        parts.append(f"SELECT k.* FROM knowledge k WHERE {where} {ordered}")
-        args.extend([source_arg, *filter_args, count])
+    for part in _parts(project_id, q):
+        at, last = part.order
+        where = [part.where, *filters]
+        args.extend([*part.args, *filter_args])
+        if after is not None:
+            # a row value, which SQLite turns into a range of the index: the
+            # equivalent `a < ? OR (a = ? AND id < ?)` filtered the project's
+            # records one by one up to the cursor (18.6 ms 90,000 records deep)
+            where.append(f"({at}, {last}) {cmp} (?, ?)")
+            args.extend(after)
+        parts.append(
+            f"SELECT k.* FROM {part.source} WHERE {' AND '.join(where)}"
+            f" ORDER BY {at} {order}, {last} {order} LIMIT ?"
+        )
+        args.append(count)
     if len(parts) == 1:
         return conn.execute(parts[0], args).fetchall()
     # each part's own best `count`, merged
     merged = " UNION ALL ".join(f"SELECT * FROM ({part})" for part in parts)
-    return conn.execute(f"{merged} {ordered}", (*args, count)).fetchall()
+    return conn.execute(
+        f"{merged} ORDER BY updated_at {order}, id {order} LIMIT ?", (*args, count)
+    ).fetchall()
 
 
 def count_rows(
@@ -281,10 +329,12 @@ def count_rows(
     filters, filter_args = _list_filter(q, match)
     counts: list[str] = []
     args: list[Any] = []
-    for source, source_arg in _sources(project_id, q):
-        where = " AND ".join([source, *filters])
-        counts.append(f"(SELECT count(*) FROM knowledge k WHERE {where})")
-        args.extend([source_arg, *filter_args])
+    for part in _parts(project_id, q):
+        where = " AND ".join([part.where, *filters])
+        # a tag's rows alone hold all a count without other filters needs
+        source = _TAG_ROWS if part.source == _TAGGED and not filters else part.source
+        counts.append(f"(SELECT count(*) FROM {source} WHERE {where})")
+        args.extend([*part.args, *filter_args])
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 
