@@ -26,8 +26,10 @@ from operator import itemgetter
 from typing import Any
 
 from waypost.pagination import decode_cursor, encode_cursor
+from waypost.resolvers.decisions import digest
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
 from waypost.schema import loaders
@@ -217,6 +219,62 @@ def _project_task(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
             for p in parents]  # fmt: skip
 
 
+# --- policy and digest (the console's inbox) ---------------------------------------
+
+
+def _policies(r: Reads, ids: list[str]) -> list[Json | None]:
+    return policy.policies_by_ids(r.conn, ids)
+
+
+def _project_policy(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    found = r.records("policy", [p["id"] for p in parents], _policies)
+    if None in found:
+        raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
+    return found
+
+
+def _digests(r: Reads, ids: list[str]) -> list[Json | None]:
+    # once per project per request, as the loader reads it; a missing project
+    # raises NotFound, which hands the operation to graphql-core
+    return [digest.digest_sync(r.conn, project_id, r.now) for project_id in ids]
+
+
+def _project_digest(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    return r.records("digest", [p["id"] for p in parents], _digests)
+
+
+_register("Policy", {
+    "projectId": key("project_id"),
+    "revision": key("revision"),
+    "rules": key("rules"),
+    "agentRuleEditing": key("agent_rule_editing"),
+    "allowRelayedHumanAnswers": key("allow_relayed_human_answers"),
+    "integrationOwner": ref("principal", _principals, "integration_owner"),
+    "leaseSeconds": key("lease_seconds"),
+    "reviewMode": key("review_mode"),
+    "updatedAt": key("updated_at"),
+    "updatedBy": ref("principal", _principals, "updated_by"),
+})  # fmt: skip
+# The digest's decisions and tasks are the JSON the other fields read (the
+# decision loader's, and tasks with `ready` and `blocked_by` already in them).
+_register("Digest", {
+    "projectId": key("project_id"),
+    "generatedAt": key("generated_at"),
+    "pendingDecisions": key("pending_decisions"),
+    "proceededByTimeout": key("proceeded_by_timeout"),
+    "timingOutSoon": key("timing_out_soon"),
+    "blockedTasks": key("blocked_tasks"),
+    "readyTaskCount": key("ready_task_count"),
+    "truncated": key("truncated"),
+})  # fmt: skip
+_register("DigestTruncated", {
+    "pendingDecisions": key("pending_decisions"),
+    "proceededByTimeout": key("proceeded_by_timeout"),
+    "timingOutSoon": key("timing_out_soon"),
+    "blockedTasks": key("blocked_tasks"),
+})  # fmt: skip
+
+
 _register("Query", {"project": _project_by_id})
 _register("Project", {
     "id": _global_id("Project"),
@@ -228,6 +286,8 @@ _register("Project", {
     "decisions": _project_decisions,
     "tasks": _project_tasks,
     "task": _project_task,
+    "policy": _project_policy,
+    "digest": _project_digest,
 })  # fmt: skip
 _register("Principal", {
     "id": _global_id("Principal"),

@@ -86,9 +86,15 @@ def _complete(
     if isinstance(t, GraphQLEnumType):
         names = _enum_names(t)
         try:
-            return [None if v is None else names[v] for v in values]
+            done = [None if v is None else names[v] for v in values]
         except (KeyError, TypeError):
             raise Fallback from None
+        # an enum's name is text of the result too: graphql-core counts it
+        # (execution.py `_counted`), and both paths must stop at one limit
+        reads.text += sum(map(budget.text_of, done))
+        if reads.text > budget.MAX_TEXT:
+            raise budget.ObjectsExceeded
+        return done
     if isinstance(t, GraphQLScalarType):
         kinds = _SCALARS.get(t.name)
         if kinds is None or not set(map(type, values)) <= kinds:
