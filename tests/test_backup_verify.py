@@ -31,7 +31,7 @@ async def populate(service: Service, human: Caller) -> None:
     )
     assert r.status_code == 200, r.text
     await open_decision(human, other["id"])
-    record = await create(human, "demo")
+    record = await create(human, "demo", tags=["ops", "db"])
     r = await human.patch(
         f"/api/v1/projects/demo/knowledge/{record['id']}", correction(record, title="Better")
     )
@@ -53,7 +53,7 @@ async def test_verify_is_clean_while_the_service_runs(
     assert report["ok"] is True
     assert set(report["checks"]) == {
         "migrations", "integrity", "foreign_keys", "full_text", "history", "receipts", "events",
-        "gate_state",
+        "gate_state", "tag_rows",
     }  # fmt: skip
     assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
 
@@ -142,6 +142,10 @@ async def test_verify_finds_tampering(
     # and a task whose open decision blocks it, marked open around the triggers
     (blocked_id,) = conn.execute("SELECT id FROM tasks WHERE gate_held <> 0").fetchone()
     conn.execute("UPDATE tasks SET gate_held = 0 WHERE id = ?", (blocked_id,))
+    # and a record's tag row that no longer follows it (status changed around the trigger)
+    conn.execute("DROP TRIGGER knowledge_tags_update")
+    (tagged_id,) = conn.execute("SELECT id FROM knowledge WHERE tags <> '[]'").fetchone()
+    conn.execute("UPDATE knowledge SET status = 'deprecated' WHERE id = ?", (tagged_id,))
     conn.close()
     report = verify(copy)
     assert report["ok"] is False
@@ -152,6 +156,12 @@ async def test_verify_finds_tampering(
     assert checks["gate_state"]["shown"] == [
         f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked"
     ]
+    # each of its two tags: the row it should have is missing, the row it has is stale
+    assert sorted(checks["tag_rows"]["shown"]) == sorted(
+        f"knowledge {tagged_id}: tag row {tag!r} {found}"
+        for tag in ("db", "ops")
+        for found in ("missing", "stale")
+    )
     assert checks["integrity"]["ok"] and checks["events"]["ok"]
     code, _ = verify_cli(copy)
     assert code == 1

@@ -296,6 +296,29 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
         rollback_if_open(conn)
 
 
+# What each record's current row says its tag rows are (migration 0022).
+_TAG_ROWS_DERIVED = (
+    "SELECT DISTINCT t.value AS tag, k.id AS knowledge_id, k.project_id, k.status,"
+    " k.updated_at, k.collection = 'shared' AS shared FROM knowledge k, json_each(k.tags) t"
+)
+_TAG_ROWS_STORED = (
+    "SELECT tag, knowledge_id, project_id, status, updated_at, shared FROM knowledge_tags"
+)
+
+
+def _tag_rows(conn: sqlite3.Connection, check: Check) -> None:
+    """The tag rows the `tag` lists walk (kept by triggers) are exactly each
+    record's current tags, with its project, status, updated_at and sharing:
+    a row written around the triggers would drop a record from a list, or
+    list it in the wrong place. Two set differences, one pass each."""
+    for found, query in (
+        ("missing", f"{_TAG_ROWS_DERIVED} EXCEPT {_TAG_ROWS_STORED}"),
+        ("stale", f"{_TAG_ROWS_STORED} EXCEPT {_TAG_ROWS_DERIVED}"),
+    ):
+        for row in conn.execute(f"{query} ORDER BY 2, 1"):
+            check.add(f"knowledge {row['knowledge_id']}: tag row {row['tag']!r} {found}")
+
+
 def _migrations(conn: sqlite3.Connection, check: Check) -> None:
     """This build can run on the file: `serve` would not refuse its schema
     (a newer build's migrations, an edited one). Migrations not applied yet
@@ -330,6 +353,7 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("receipts", _receipts),
     ("events", _events),
     ("gate_state", _gate_state),
+    ("tag_rows", _tag_rows),
 ]
 
 
