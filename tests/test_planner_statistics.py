@@ -1,11 +1,14 @@
 """A migration that adds an index to a file analyzed before it leaves no index
 without statistics (storage/statistics.py).
 
-The file here is migrated up to 0020, holds 300 tasks, is analyzed, and is
-then migrated to today, as a file an operator analyzed would be. Migration
-0021 adds `tasks_by_status`; left without statistics beside analyzed
-indexes, it looked so selective for `project_id = ?` that an unfiltered task
-list sorted the whole project for one page.
+The file here is migrated up to 0020, holds 300 tasks and 300 tagged
+knowledge records, is analyzed, and is then migrated to today, as a file an
+operator analyzed would be. Migration 0021 adds `tasks_by_status`; left
+without statistics beside analyzed indexes, it looked so selective for
+`project_id = ?` that an unfiltered task list sorted the whole project for
+one page. Migration 0022 rebuilds `knowledge_tags`, a `WITHOUT ROWID` table
+whose key has no index name: without a row of its own, the shared part of a
+tag list sorted every row of the tag.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from waypost.resolvers.access.principals import create_principal
+from waypost.resolvers.knowledge.models import KnowledgeListQuery
+from waypost.resolvers.knowledge.store import list_rows as knowledge_rows
 from waypost.resolvers.projects.models import ProjectCreate
 from waypost.resolvers.projects.operations import insert_project
 from waypost.resolvers.tasks import store as task_store
@@ -23,7 +28,7 @@ from waypost.runtime import CONNECTION_HOOKS
 from waypost.storage import migrate as migrations
 from waypost.storage.db import connect_sync, run_write
 from waypost.storage.migrate import available, migrate
-from waypost.storage.statistics import unanalyzed_indexes
+from waypost.storage.statistics import unanalyzed_tables
 
 AT = "2026-11-30T00:00:00.000Z"
 
@@ -55,7 +60,24 @@ def _file_at_0020_with_tasks(path: Path, monkeypatch: pytest.MonkeyPatch) -> sql
             ],
         )  # fmt: skip
 
+    def knowledge(c: sqlite3.Connection) -> None:
+        c.executemany(
+            "INSERT INTO knowledge (id, project_id, kind, collection, share_across_projects,"
+            " title, body, status, scope_task_ids, scope_components, scope_environments,"
+            " scope_versions, tags, applicability, provenance_summary, provenance_actor_id,"
+            " provenance_recorded_at, revision, created_at, updated_at)"
+            " VALUES (?, 'p', 'lesson', ?, ?, ?, '', 'observed', '[]', '[]', '[]', '[]', ?,"
+            " '', 'seeded', ?, ?, 1, ?, ?)",
+            [
+                (f"kn_{i:04d}", "shared" if i % 3 == 0 else "project", int(i % 3 == 0),
+                 f"Record {i}", f'["common", "t{i % 7}"]', human["principal_id"], at, at, at)
+                for i in range(300)
+                for at in [f"2026-11-30T00:01:{i // 10:02d}.{i % 10:03d}Z"]
+            ],
+        )  # fmt: skip
+
     run_write(conn, tasks)
+    run_write(conn, knowledge)
     return conn
 
 
@@ -80,19 +102,19 @@ def test_a_file_analyzed_before_a_new_index_gets_its_statistics(
         applied = migrate(conn)
         assert "0021_task_status_index.sql" in applied
         analyzed = {r[0] for r in conn.execute("SELECT idx FROM sqlite_stat1")}
-        assert "tasks_by_status" in analyzed
-        # what is left has no entries to count (no row of stat1 is written for those)
-        for name in unanalyzed_indexes(conn):
-            table = conn.execute(
-                "SELECT tbl_name FROM sqlite_master WHERE name = ?", (name,)
-            ).fetchone()[0]
-            if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None:
-                assert "WHERE" in (
-                    conn.execute(
-                        "SELECT sql FROM sqlite_master WHERE name = ?", (name,)
-                    ).fetchone()[0]
-                    or ""
-                ), name  # a partial index whose condition no row meets
+        # the new index, the rebuilt table's key (under the table's name) and its indexes
+        assert {"tasks_by_status", "knowledge_tags", "knowledge_tags_by_status"} <= analyzed
+        # what is left has no entries to count (no row of stat1 is written for those):
+        # an empty table, or a partial index whose condition no row meets
+        for table in unanalyzed_tables(conn):
+            if conn.execute(f'SELECT 1 FROM "{table}" LIMIT 1').fetchone() is None:
+                continue
+            for (sql,) in conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ?"
+                " AND name NOT IN (SELECT idx FROM sqlite_stat1 WHERE idx IS NOT NULL)",
+                (table,),
+            ):
+                assert sql is not None and " WHERE " in sql, (table, sql)
     finally:
         conn.close()
     reopened = sqlite3.connect(tmp_path / "analyzed.db")  # plans with the stored statistics
@@ -103,6 +125,17 @@ def test_a_file_analyzed_before_a_new_index_gets_its_statistics(
         assert done == ["SEARCH t USING INDEX tasks_by_status (project_id=? AND status=?)"], done
         rows = task_store.list_rows(reopened, "p", None, 51, status="done")
         assert [r[0] for r in rows] == [f"task_{i:04d}" for i in range(0, 300, 50)]
+        statements: list[str] = []
+        reopened.set_trace_callback(statements.append)
+        tagged = KnowledgeListQuery(tag="common", include_shared=True)
+        page = knowledge_rows(reopened, "other", tagged, None, None, 51)
+        reopened.set_trace_callback(None)
+        assert [r[0] for r in page] == [f"kn_{i:04d}" for i in range(297, 146, -3)]
+        (sql,) = statements
+        plan = [str(row[3]) for row in reopened.execute(f"EXPLAIN QUERY PLAN {sql}")]
+        shared = plan[plan.index("RIGHT") :]  # the other projects' shared records
+        assert any("knowledge_tags_shared (tag=?)" in p for p in shared), plan
+        assert not any("TEMP B-TREE" in p for p in shared[:-1]), plan
     finally:
         reopened.close()
 
@@ -117,7 +150,7 @@ def test_a_file_without_statistics_is_left_without(
             conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'sqlite_stat1'").fetchone()
             is None
         )
-        assert unanalyzed_indexes(conn) == []
+        assert unanalyzed_tables(conn) == []
         assert _plan(conn) == ["SEARCH t USING INDEX tasks_by_created (project_id=?)"]
     finally:
         conn.close()

@@ -13,51 +13,68 @@ every task list) sorted the whole project for one page: 37 ms at 100,000
 records instead of 0.3 (tasks: 2.3 ms at 10,000 instead of 0.24).
 
 So when `migrate` applies a migration to a file that has statistics, every
-index left without them is analyzed, in one transaction: one pass over each
-such index, once. A file without statistics is left as it is.
+table with an index left without them is analyzed, in one transaction, once.
+A file without statistics is left as it is.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 
+log = logging.getLogger("waypost.storage")
 
-def unanalyzed_indexes(conn: sqlite3.Connection) -> list[str]:
-    """Indexes `sqlite_stat1` has no row for, when the file has statistics
-    at all (an index with no entries never gets a row: it is listed too)."""
+
+def unanalyzed_tables(conn: sqlite3.Connection) -> list[str]:
+    """Tables with an index `sqlite_stat1` has no row for, when the file has
+    statistics at all. A `WITHOUT ROWID` table's primary key is the table
+    itself (its row is under the table's name, and `sqlite_master` lists no
+    index for it), so such a table without a row of its own is listed too.
+    (An index with no entries never gets a row: its table is listed again
+    at each migration, and analyzed again, which costs what it holds.)"""
     has_statistics = conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_stat1'"
     ).fetchone()
     if has_statistics is None:
         return []
     rows = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'index'"
+        "SELECT DISTINCT tbl_name FROM sqlite_master WHERE type = 'index'"
         " AND name NOT IN (SELECT idx FROM sqlite_stat1 WHERE idx IS NOT NULL)"
-        " ORDER BY name"
+        " UNION SELECT name FROM sqlite_master WHERE type = 'table'"
+        " AND sql LIKE '%WITHOUT ROWID%'"
+        " AND name NOT IN (SELECT idx FROM sqlite_stat1 WHERE idx IS NOT NULL)"
+        " ORDER BY 1"
     ).fetchall()
     return [str(row[0]) for row in rows]
 
 
 def complete_statistics(conn: sqlite3.Connection) -> list[str]:
-    """Analyze the indexes `unanalyzed_indexes` names; returns their names.
+    """Analyze the tables `unanalyzed_tables` names; returns their names.
 
-    Best effort: the statistics only steer plans, so a lock held elsewhere
-    (or any other refusal) leaves them as they were rather than failing the
-    start; the next migration tries again.
+    A whole table, not the one index: the table's row count lives in the
+    row of each of its indexes, and a `WITHOUT ROWID` table's key has no
+    index name to analyze by. Best effort: the statistics only steer plans,
+    so a lock held elsewhere (or any other refusal) leaves them as they were
+    rather than failing the start, with a warning; the next migration tries
+    again (so does `ANALYZE` run by hand).
     """
-    names = unanalyzed_indexes(conn)
+    names = unanalyzed_tables(conn)
     if not names:
         return []
     analyze = "".join(f"ANALYZE {_quoted(name)};\n" for name in names)
     try:
         conn.executescript(f"BEGIN IMMEDIATE;\n{analyze}COMMIT;")
-    except sqlite3.OperationalError:
+    except sqlite3.OperationalError as error:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        log.warning(
+            "the planner statistics of %s were not completed (%s): plans may be slow"
+            " until ANALYZE runs", ", ".join(names), error,
+        )  # fmt: skip
         return []
     return names
 
 
 def _quoted(name: str) -> str:
-    """An SQL identifier (index names come from sqlite_master, not from users)."""
+    """An SQL identifier (names come from sqlite_master, not from users)."""
     return '"' + name.replace('"', '""') + '"'
