@@ -38,7 +38,7 @@ SHIPPED = {
     "0019_decisions_reversible_index.sql": "2181dc2b64e0e660573e43881a17aa8e",
     "0020_knowledge_status_index.sql": "aaea8f6fcab20d7f8575f74e8aad408a",
     "0021_task_status_index.sql": "8be36a67d196d5e1f3a71fe0701d977d",
-    "0022_knowledge_tags_in_list_order.sql": "9ee44c22fb8d2ed7ab61f9503eeccf53",
+    "0022_knowledge_tags_in_list_order.sql": "1aa8dc8bd4687fc27b29fd22eb6dc8fc",
 }
 
 _INDEX_LINES = (
