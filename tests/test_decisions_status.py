@@ -234,3 +234,41 @@ async def test_unresolved_lists_pending_and_invalidated_decisions_for_a_task_or_
     assert await service.rt.db.read(read(None)) == [pending["id"], stale, expired["id"]]
     assert await service.rt.db.read(read(task)) == [pending["id"], expired["id"]]
     assert await service.rt.db.read(read(other)) == [stale]
+
+
+async def test_a_status_filter_lists_and_counts_exactly_the_decisions_of_that_status(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Every status at once, expiry beside a stale pin and beside each answer:
+    the REST list, and the GraphQL list and `totalCount`, of each status hold
+    exactly the decisions whose own status it is (the expired filter tests
+    the expiry before the pins, lists_store._of_status)."""
+    soon = "2026-11-29T19:00:00.000Z"
+    tasks = [await new_task(human, f"Task {n}") for n in range(4)]
+    made: list[str] = []
+    for expires_at in (None, soon):
+        extra = {"expires_at": expires_at} if expires_at else {}
+        made.append((await open_decision(human, [tasks[0]], **extra))["id"])  # pending
+        made.append(await _allowed(human, [tasks[1]], **extra))
+        for disposition in ("deny", "defer"):
+            decision = await open_decision(human, [tasks[2]], **extra)
+            await send_answer(human, decision["id"], disposition=disposition, answer="Stop")
+            made.append(decision["id"])
+        made.append(await _allowed(human, [tasks[3]], **extra))  # stale, next
+    await edit_task(human, tasks[3], title="Changed")
+    service.clock.advance(hours=2)  # the second five have expired
+    own = {d: (await get_decision(human, d))["status"] for d in made}
+    assert sorted(own.values()) == sorted(
+        ["pending", "allowed", "denied", "deferred", "stale", *["expired"] * 5]
+    )
+    query = """query($s: DecisionStatus) { project(id: "demo") {
+        decisions(status: $s) { totalCount nodes { restId } } } }"""
+    for status in ("pending", "allowed", "denied", "deferred", "stale", "expired"):
+        # in list order: one creation instant (the test clock stands still), then id
+        expected = sorted(d for d in made if own[d] == status)
+        r = await human.get("/api/v1/projects/demo/decisions", status=status)
+        assert r.status_code == 200, r.text
+        assert [i["id"] for i in r.json()["items"]] == expected, status
+        data = (await human.gql(query, {"s": status.upper()}))["data"]["project"]["decisions"]
+        assert data["totalCount"] == len(expected), status
+        assert [n["restId"] for n in data["nodes"]] == expected, status
