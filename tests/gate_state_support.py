@@ -45,11 +45,30 @@ async def gate_views(service: Service, project_id: str = "demo") -> dict[str, tu
     return await service.rt.db.read(read)
 
 
+async def stale_differences(service: Service) -> dict[str, tuple[Any, ...]]:
+    """Decisions whose stored `stale` (migration 0023, what the status filters
+    read) or stored generation differs from what the history derives:
+    decision -> (stored stale, derived stale, stored generation, current)."""
+
+    def read(conn: sqlite3.Connection) -> dict[str, tuple[Any, ...]]:
+        rows = conn.execute(
+            "SELECT h.decision_id, h.stale, s.stale AS derived, h.generation, s.generation AS g"
+            " FROM decision_holds h JOIN decision_current s ON s.decision_id = h.decision_id"
+            " WHERE h.stale IS NOT s.stale OR h.generation IS NOT s.generation"
+        ).fetchall()
+        return {r[0]: tuple(r[1:]) for r in rows}
+
+    return await service.rt.db.read(read)
+
+
 async def assert_gate_exact(service: Service) -> dict[str, bool]:
-    """The stored state agrees with the gate on every task; returns task -> open."""
+    """The stored state agrees with the gate on every task, and each decision's
+    stored `stale` with its pins; returns task -> open."""
     views = await gate_views(service)
     wrong = {task: view for task, view in views.items() if view[0] != view[1]}
     assert not wrong, f"stored gate state (stored, derived) differs: {wrong}"
+    stale = await stale_differences(service)
+    assert not stale, f"stored stale (stored, derived, generations) differs: {stale}"
     return {task: view[0] for task, view in views.items()}
 
 

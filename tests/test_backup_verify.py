@@ -142,6 +142,9 @@ async def test_verify_finds_tampering(
     # and a task whose open decision blocks it, marked open around the triggers
     (blocked_id,) = conn.execute("SELECT id FROM tasks WHERE gate_held <> 0").fetchone()
     conn.execute("UPDATE tasks SET gate_held = 0 WHERE id = ?", (blocked_id,))
+    # and a decision (stale since the rules edit) marked fresh around its pins
+    (decision_id,) = conn.execute("SELECT decision_id FROM decision_holds").fetchone()
+    conn.execute("UPDATE decision_holds SET stale = 0 WHERE decision_id = ?", (decision_id,))
     # and a record's tag row that no longer follows it (status changed around the trigger)
     conn.execute("DROP TRIGGER knowledge_tags_update")
     (tagged_id,) = conn.execute("SELECT id FROM knowledge WHERE tags <> '[]'").fetchone()
@@ -155,7 +158,8 @@ async def test_verify_finds_tampering(
     assert checks["receipts"]["problems"] == 2
     assert checks["full_text"]["problems"] == 1
     assert checks["gate_state"]["shown"] == [
-        f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked"
+        f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked",
+        f"decision {decision_id}: the stored state says not stale, its pins say stale",
     ]
     assert checks["tag_rows"]["shown"] == [
         f"knowledge {tagged_id}: tag row 'db' missing",

@@ -55,6 +55,17 @@ QUERY = """
     } } }
 } } } } }"""
 
+# Each status filter, listed and counted (from the stored state, migration 0023)
+STATUSES = ("pending", "allowed", "denied", "deferred", "expired", "stale")
+FILTERS = (
+    '{ project(id: "demo") { '
+    + " ".join(
+        f"{s}: decisions(status: {s.upper()}, first: 100) {{ totalCount nodes {{ restId }} }}"
+        for s in STATUSES
+    )
+    + " } }"
+)
+
 
 @dataclass
 class Generation:
@@ -306,6 +317,12 @@ class DecisionMachine(RuleBasedStateMachine):
             current = d.generations[-1]
             assert (answer["disposition"].lower() if answer else None) == current.answer
             assert bool(answer and answer["timedOut"]) is current.timed_out
+        filtered = self.run(self.human.gql(FILTERS))["data"]["project"]
+        for status in STATUSES:
+            expected = {d.id for d in self.model.decisions if self.model.status(d) == status}
+            listed = filtered[status]
+            assert {n["restId"] for n in listed["nodes"]} == expected, status
+            assert listed["totalCount"] == len(expected), status
         r = self.run(self.human.get(f"{BASE}/tasks", limit=200))
         for task in r.json()["items"]:
             blocking = self.model.blocking(task["id"])

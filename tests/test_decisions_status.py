@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import sqlite3
 from typing import Any
 
 import pytest
@@ -17,7 +19,12 @@ from tests.decisions_support import (
     set_policy,
 )
 from waypost.resolvers.decisions.operations import unresolved_sync
-from waypost.resolvers.decisions.status import decision_status, work_allowed
+from waypost.resolvers.decisions.status import (
+    STATUS_WHERE,
+    STATUSES,
+    decision_status,
+    work_allowed,
+)
 
 
 async def _allowed(human: Caller, task_ids: list[str], **overrides: Any) -> str:
@@ -206,6 +213,29 @@ def test_status_function_applies_the_contract_order(
     status = decision_status(*args)
     assert status == expected
     assert work_allowed(status) is (expected == "allowed")
+
+
+def test_the_stored_status_conditions_say_what_the_function_says() -> None:
+    """`STATUS_WHERE` (the lists' filters over stored state) against
+    `decision_status`, on every combination of their inputs: exactly one
+    condition holds for each, and it is the function's status."""
+    conn = sqlite3.connect(":memory:")
+    now = "2026-01-01T00:00:00.000Z"
+    expiries = [None, "2025-12-31T23:59:59.999Z", now, "2026-01-01T00:00:00.001Z"]
+    for disposition, expires_at, stale in itertools.product(
+        [None, "allow", "deny", "defer"], expiries, [0, 1]
+    ):
+        held = conn.execute(
+            "SELECT " + ", ".join(f"({where})" for where in STATUS_WHERE.values()) + " FROM"
+            " (SELECT :expires AS expires_at, :stale AS stale) h,"
+            " (SELECT :disposition AS disposition) a",
+            {"expires": expires_at, "stale": stale, "disposition": disposition, "now": now},
+        ).fetchone()
+        matching = [status for status, hit in zip(STATUS_WHERE, held, strict=True) if hit]
+        assert matching == [decision_status(disposition, expires_at, now, stale)], (
+            disposition, expires_at, stale,
+        )  # fmt: skip
+    assert set(STATUS_WHERE) == set(STATUSES)
 
 
 async def test_unresolved_lists_pending_and_invalidated_decisions_for_a_task_or_project(

@@ -267,7 +267,9 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
     """Each task's stored gate state (migration 0014, kept exact by triggers)
     says what the decisions' history says, now: a task is open exactly when
     no decision blocks it or its subject (the claim and the ready lists read
-    the stored state; a row written around the triggers would mislead them)."""
+    the stored state; a row written around the triggers would mislead them).
+    So does each decision's stored `stale` (migration 0023; the status
+    filters of the decision lists read it)."""
     status.install(conn)  # the SQL function the history's gate needs
     now = datetime.now(UTC)
     conn.execute("BEGIN")  # one snapshot for the stored state and the history
@@ -292,6 +294,17 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
                             f" {'open' if r['open'] else 'blocked'}, the decisions' history says"
                             f" {'open' if derived else 'blocked'}"
                         )
+        # each decision's stored `stale` (migration 0023: the status filters read it)
+        for row in conn.execute(
+            "SELECT h.decision_id, h.stale, s.stale AS derived FROM decision_holds h"
+            " JOIN decision_current s ON s.decision_id = h.decision_id"
+            " WHERE h.stale IS NOT s.stale OR h.generation IS NOT s.generation"
+        ):
+            check.add(
+                f"decision {row['decision_id']}: the stored state says"
+                f" {'stale' if row['stale'] else 'not stale'}, its pins say"
+                f" {'stale' if row['derived'] else 'not stale'}"
+            )
     finally:
         rollback_if_open(conn)
 

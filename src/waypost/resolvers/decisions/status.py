@@ -65,3 +65,26 @@ def install(conn: sqlite3.Connection) -> None:
 # The SQL expression of the status over a `decision_current` row aliased `s`,
 # with the service time bound as the named parameter `:now`.
 STATUS_SQL: Final = f"{SQL_FUNCTION}(s.disposition, s.expires_at, :now, s.stale)"
+
+# Each status as an SQL condition over the stored state: `h` the decision's
+# `decision_holds` row (its current generation's expiry and stored `stale`,
+# migration 0023) and `a` that generation's answer (LEFT JOIN, absent when
+# unanswered), `:now` the service time. The same order as `decision_status`
+# (tests/test_decisions_status.py compares the two on every combination of
+# their inputs), without a call into Python or a comparison of pins per
+# decision: the lists' status filters and counts read these.
+_LIVE = "(h.expires_at IS NULL OR h.expires_at > :now) AND "
+STATUS_WHERE: Final[dict[str, str]] = {
+    "expired": "h.expires_at <= :now",
+    "stale": f"{_LIVE}h.stale = 1",
+    "pending": f"{_LIVE}h.stale = 0 AND a.disposition IS NULL",
+    **{
+        status: f"{_LIVE}h.stale = 0 AND a.disposition = '{disposition}'"
+        for disposition, status in _BY_DISPOSITION.items()
+    },
+}
+# What the conditions read, joined to a `decisions` row aliased `d`.
+STATUS_FROM: Final = (
+    " JOIN decision_holds h ON h.decision_id = d.id"
+    " LEFT JOIN decision_answers a ON a.decision_id = d.id AND a.generation = h.generation"
+)
