@@ -39,7 +39,7 @@ SHIPPED = {
     "0020_knowledge_status_index.sql": "aaea8f6fcab20d7f8575f74e8aad408a",
     "0021_task_status_index.sql": "8be36a67d196d5e1f3a71fe0701d977d",
     "0022_knowledge_tags_in_list_order.sql": "1aa8dc8bd4687fc27b29fd22eb6dc8fc",
-    "0023_decision_stale.sql": "82e24b2b426c95b48445f9e1e75198c4",
+    "0023_decision_stale.sql": "2a003710289746887d47da88e39b7359",
 }
 
 _INDEX_LINES = (

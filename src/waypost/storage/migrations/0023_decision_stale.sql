@@ -38,8 +38,7 @@ BEGIN
 END;
 
 -- A judged edit: every current generation pinning an older revision of the
--- task. `decision_id IN (...)` looks each one up by key (a row-value IN
--- walked every decision: 0.21 ms per task edit at 3,200 decisions).
+-- task, each looked up by key.
 CREATE TRIGGER decision_stale_judged_edit AFTER UPDATE OF judged_revision ON tasks
 WHEN new.judged_revision > old.judged_revision
 BEGIN
@@ -51,7 +50,8 @@ BEGIN
 END;
 
 -- A rules edit: every current generation of the project pinned to an older
--- policy revision.
+-- policy revision (a walk of the project's decisions, as 0014's: together
+-- 7.3-12.2 ms of writer time at 3,200 decisions, 3.8-5.3 ms before).
 CREATE TRIGGER decision_stale_rules_edit AFTER UPDATE OF rules_revision ON projects
 WHEN new.rules_revision > old.rules_revision
 BEGIN
