@@ -170,6 +170,32 @@ async def test_verify_finds_tampering(
     assert code == 1
 
 
+async def test_verify_finds_a_decisions_stored_state_changed_around_the_triggers(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """What the decision lists' status filters read: the row, its expiry, its
+    generation (each changed on its own copy)."""
+    await populate(service, human)
+    tampering = {
+        "no stored state": "DELETE FROM decision_holds",
+        "the stored expiry is 2026-01-01T00:00:00.000Z, the current generation's is None": (
+            "UPDATE decision_holds SET expires_at = '2026-01-01T00:00:00.000Z'"
+        ),
+        "the stored state is of generation 7, the current generation is 1": (
+            "UPDATE decision_holds SET generation = 7"
+        ),
+    }
+    for n, (expected, statement) in enumerate(tampering.items()):
+        copy = tmp_path / f"copy{n}.db"
+        backup(service.db_path, copy)
+        conn = sqlite3.connect(copy, isolation_level=None)
+        (decision_id,) = conn.execute("SELECT id FROM decisions").fetchone()
+        conn.execute(statement)
+        conn.close()
+        shown = verify(copy)["checks"]["gate_state"]["shown"]
+        assert shown == [f"decision {decision_id}: {expected}"], statement
+
+
 async def test_paths_with_uri_characters_are_the_files_they_name(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:

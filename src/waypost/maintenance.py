@@ -294,17 +294,17 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
                             f" {'open' if r['open'] else 'blocked'}, the decisions' history says"
                             f" {'open' if derived else 'blocked'}"
                         )
-        # each decision's stored `stale` (migration 0023: the status filters read it)
+        # each decision's stored state (migration 0023: the status filters read
+        # its row, generation, expiry and `stale`)
         for row in conn.execute(
-            "SELECT h.decision_id, h.stale, s.stale AS derived FROM decision_holds h"
-            " JOIN decision_current s ON s.decision_id = h.decision_id"
-            " WHERE h.stale IS NOT s.stale OR h.generation IS NOT s.generation"
+            "SELECT s.decision_id, s.generation, s.expires_at, s.stale, h.decision_id AS stored,"
+            " h.generation AS stored_generation, h.expires_at AS stored_expiry,"
+            " h.stale AS stored_stale"
+            " FROM decision_current s LEFT JOIN decision_holds h ON h.decision_id = s.decision_id"
+            " WHERE h.decision_id IS NULL OR h.generation IS NOT s.generation"
+            " OR h.expires_at IS NOT s.expires_at OR h.stale IS NOT s.stale"
         ):
-            check.add(
-                f"decision {row['decision_id']}: the stored state says"
-                f" {'stale' if row['stale'] else 'not stale'}, its pins say"
-                f" {'stale' if row['derived'] else 'not stale'}"
-            )
+            check.add(f"decision {row['decision_id']}: {_stored_difference(row)}")
     finally:
         rollback_if_open(conn)
 
@@ -336,6 +336,24 @@ def _tag_rows(conn: sqlite3.Connection, check: Check) -> None:
     for found, query in (("missing", _TAG_ROWS_MISSING), ("stale", _TAG_ROWS_STALE)):
         for row in conn.execute(f"{query} ORDER BY 2, 1"):
             check.add(f"knowledge {row['knowledge_id']}: tag row {row['tag']!r} {found}")
+
+
+def _stored_difference(row: sqlite3.Row) -> str:
+    """How a decision's stored state (`decision_holds`) differs from its history."""
+    if row["stored"] is None:
+        return "no stored state"
+    if row["stored_generation"] != row["generation"]:
+        return (
+            f"the stored state is of generation {row['stored_generation']},"
+            f" the current generation is {row['generation']}"
+        )
+    if row["stored_expiry"] != row["expires_at"]:
+        return (
+            f"the stored expiry is {row['stored_expiry']}, the current generation's"
+            f" is {row['expires_at']}"
+        )
+    said = ("not stale", "stale")
+    return f"the stored state says {said[row['stored_stale']]}, its pins say {said[row['stale']]}"
 
 
 def _migrations(conn: sqlite3.Connection, check: Check) -> None:
