@@ -268,8 +268,9 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
     says what the decisions' history says, now: a task is open exactly when
     no decision blocks it or its subject (the claim and the ready lists read
     the stored state; a row written around the triggers would mislead them).
-    So does each decision's stored `stale` (migration 0023; the status
-    filters of the decision lists read it)."""
+    So does each decision's stored state (migration 0023: its row,
+    generation, expiry and `stale`, which the decision lists' status filters
+    read)."""
     status.install(conn)  # the SQL function the history's gate needs
     now = datetime.now(UTC)
     conn.execute("BEGIN")  # one snapshot for the stored state and the history

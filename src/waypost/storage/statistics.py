@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from waypost.storage.connection import rollback_if_open
+
 log = logging.getLogger("waypost.storage")
 
 
@@ -65,8 +67,7 @@ def complete_statistics(conn: sqlite3.Connection) -> list[str]:
     try:
         conn.executescript(f"BEGIN IMMEDIATE;\n{analyze}COMMIT;")
     except sqlite3.OperationalError as error:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        rollback_if_open(conn)
         log.warning(
             "the planner statistics of %s were not completed (%s): plans may be slow"
             " until ANALYZE runs", ", ".join(names), error,

@@ -263,17 +263,13 @@ def _parts(project_id: str, q: KnowledgeListQuery) -> list[_Part]:
             "knowledge k", "k.collection = 'shared' AND k.project_id <> ?", (project_id,)
         )
     else:
-        # with a status filter, one range of `knowledge_tags_by_status`, so
-        # that a status few of the tag's records hold costs what a page costs
-        if q.status is None:
-            own = _Part(_TAGGED, "g.tag = ? AND g.project_id = ?", (q.tag, project_id), _TAG_ORDER)
-        else:
-            own = _Part(
-                _TAGGED,
-                "g.tag = ? AND g.project_id = ? AND g.status = ?",
-                (q.tag, project_id, q.status),
-                _TAG_ORDER,
-            )
+        where = "g.tag = ? AND g.project_id = ?"
+        args: tuple[Any, ...] = (q.tag, project_id)
+        if q.status is not None:
+            # one range of `knowledge_tags_by_status`, so that a status few of
+            # the tag's records hold costs what a page costs
+            where, args = f"{where} AND g.status = ?", (*args, q.status)
+        own = _Part(_TAGGED, where, args, _TAG_ORDER)
         shared = _Part(
             _TAGGED,
             "g.tag = ? AND g.shared = 1 AND g.project_id <> ?",

@@ -91,24 +91,27 @@ def _complete(
             raise Fallback from None
         # an enum's name is text of the result too: graphql-core counts it
         # (execution.py `_counted`), and both paths must stop at one limit
-        reads.text += sum(map(budget.text_of, done))
-        if reads.text > budget.MAX_TEXT:
-            raise budget.ObjectsExceeded
+        _count_text(reads, done)
         return done
     if isinstance(t, GraphQLScalarType):
         kinds = _SCALARS.get(t.name)
         if kinds is None or not set(map(type, values)) <= kinds:
             raise Fallback  # let the scalar's own serialize decide (or refuse)
         if t.name in _TEXT:
-            reads.text += sum(map(budget.text_of, values))
-            if reads.text > budget.MAX_TEXT:
-                raise budget.ObjectsExceeded
+            _count_text(reads, values)
         if t.name == "Int":
             ints = [v for v in values if v is not None]
             if ints and not (min(ints) >= _INT_MIN and max(ints) <= _INT_MAX):
                 raise Fallback  # graphql-core refuses Ints beyond 32 bits
         return values
     raise Fallback
+
+
+def _count_text(reads: Reads, leaves: list[Any]) -> None:
+    """Add completed leaves to the text count, stopping past the limit."""
+    reads.text += sum(map(budget.text_of, leaves))
+    if reads.text > budget.MAX_TEXT:
+        raise budget.ObjectsExceeded
 
 
 # Values these scalars serialize unchanged (graphql-core's serialize_string,
