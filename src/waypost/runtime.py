@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from waypost.cancelling import cancel_and_wait
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.observe.metrics import Metrics
@@ -143,14 +144,8 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
             rt.metrics.set_circuit_state(lambda: CIRCUIT_STATES[breaker.state])
         await _bootstrap(rt)
         sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
-        stack.push_async_callback(_cancel, sweeper)
+        stack.push_async_callback(cancel_and_wait, sweeper)
         yield rt
-
-
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
 
 
 async def _sweep_forever(rt: Runtime, interval: float) -> None:

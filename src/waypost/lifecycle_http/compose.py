@@ -4,11 +4,11 @@ select, and the webhook delivery worker. Both close with the Runtime."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 
 import httpx
 
+from waypost.cancelling import cancel_and_wait
 from waypost.lifecycle_http.verifiers import (
     IN_CLUSTER_TOKEN,
     TokenReviewVerifier,
@@ -44,9 +44,9 @@ async def start_delivery(rt: Runtime, cfg: LifecycleSettings) -> None:
     task = asyncio.create_task(deliver_forever(rt, client, cfg.webhook))
 
     async def stop() -> None:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await client.aclose()
+        try:
+            await cancel_and_wait(task)
+        finally:
+            await client.aclose()
 
     rt.resources.push_async_callback(stop)

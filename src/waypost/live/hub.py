@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from waypost.cancelling import cancel_and_wait
 from waypost.errors import InvalidRequest, Unavailable, WaypostError
 from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.core import events
@@ -192,8 +193,7 @@ class Hub:
         task = self._task
         self.stop()
         if task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     @property
     def closed(self) -> bool:
