@@ -5,6 +5,10 @@ A full disk logged a line per refused write and another per failed COMMIT:
 at once the first time, then at most once per `seconds`, saying how many it
 stands for. Lines are told apart by a key (by default their format string),
 so one condition never hides another.
+
+The lines held back in a window are not left for a next occurrence that may
+never come (the condition cleared): when the window ends, a timer logs the
+last of them with their number, so the log always says how many there were.
 """
 
 from __future__ import annotations
@@ -12,8 +16,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 CONDITION_LOG_SECONDS = 10.0
+
+
+@dataclass
+class _Held:
+    """Lines of one kind held back in the current window: how many, and the last."""
+
+    count: int
+    message: str
+    args: tuple[object, ...]
 
 
 class ConditionLog:
@@ -22,16 +36,49 @@ class ConditionLog:
         self.seconds = seconds
         self._lock = threading.Lock()  # the writer thread and the event loop both log
         self._last: dict[str, float] = {}
-        self._held: dict[str, int] = {}
+        self._held: dict[str, _Held] = {}
+        self._timers: dict[str, threading.Timer] = {}
 
     def warning(self, message: str, *args: object, key: str | None = None) -> None:
         kind = key if key is not None else message
         now = time.monotonic()
         with self._lock:
-            if now - self._last.get(kind, -self.seconds) < self.seconds:
-                self._held[kind] = self._held.get(kind, 0) + 1
+            last = self._last.get(kind)
+            if last is not None and now - last < self.seconds:
+                held = self._held.get(kind)
+                self._held[kind] = _Held(held.count + 1 if held else 1, message, args)
+                if kind not in self._timers:
+                    self._schedule(kind, last + self.seconds - now)
                 return
             self._last[kind] = now
-            held = self._held.pop(kind, 0)
+            held = self._held.pop(kind, None)
+        self._emit(message, args, held.count if held else 0)
+
+    def _schedule(self, kind: str, delay: float) -> None:
+        # a daemon: a timer pending at exit must not hold the process up
+        timer = threading.Timer(max(0.0, delay), self._window_ended, (kind,))
+        timer.daemon = True
+        self._timers[kind] = timer
+        timer.start()
+
+    def _window_ended(self, kind: str) -> None:
+        """Log the lines of `kind` held back in the window that has ended, unless
+        a later line already told of them (it logs their number too)."""
+        now = time.monotonic()
+        with self._lock:
+            del self._timers[kind]
+            held = self._held.get(kind)
+            if held is None:
+                return
+            remaining = self._last[kind] + self.seconds - now
+            if remaining > 0:  # a line logged meanwhile began a new window
+                self._schedule(kind, remaining)
+                return
+            del self._held[kind]
+            self._last[kind] = now
+        # the last line held stands for itself; the others are "more like it"
+        self._emit(held.message, held.args, held.count - 1)
+
+    def _emit(self, message: str, args: tuple[object, ...], held: int) -> None:
         since = f" (and {held} more like it since the last such line)" if held else ""
         self.log.warning(message + "%s", *args, since)
