@@ -443,10 +443,22 @@ def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
     other.execute("CREATE TABLE items (sku TEXT)")
     other.commit()
     other.close()
-    result = run("admin", "migrate", "--db", str(path))
-    assert result.exit_code == 1 and "not a Waypost database" in result.output, result.output
+    before = path.read_bytes()
+    refusing = [
+        ["admin", "migrate", "--db", str(path)],
+        ["admin", "principal", "list", "--db", str(path)],
+        ["serve", "--db", str(path), "--port", "0", "--lifecycle-port", "0"],
+    ]
+    for command in refusing:
+        result = run(*command)
+        assert result.exit_code == 1 and "not a Waypost database" in result.output, result.output
+        # untouched: no table of ours, and not switched to WAL mode (the
+        # switch rewrote the header and left -wal and -shm files beside it)
+        assert path.read_bytes() == before, command
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.db"], command
     check = sqlite3.connect(path)
     names = [r[0] for r in check.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert check.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     check.close()
     assert names == ["items"]
 

@@ -7,6 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 
+from waypost.storage.connection import refuse_foreign
 from waypost.storage.statistics import complete_statistics
 
 
@@ -102,18 +103,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     are analyzed (storage/statistics.py): a file analyzed before them would
     otherwise be planned with two kinds of estimate at once.
     """
-    tables = {
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    }
-    if tables and "schema_migrations" not in tables:
-        # another application's file (a mistyped --db): never add our tables to it
-        raise MigrationError(
-            "the file holds tables but no schema_migrations: it is not a Waypost database;"
-            " point --db at a Waypost database or at a new file"
-        )
+    refuse_foreign(conn)  # another application's file: never add our tables to it
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " name TEXT PRIMARY KEY, checksum TEXT NOT NULL, applied_at TEXT NOT NULL)"
