@@ -450,6 +450,34 @@ async def test_an_empty_cursor_is_the_first_page_on_every_list(human: Caller, pr
         assert empty.json() == first.json(), path
 
 
+async def test_openapi_refuses_parameters_and_healthz_ignores_them(human: Caller) -> None:
+    """docs/api.md: every /api/v1 route refuses an unknown parameter by name
+    (openapi.json answered the document); a probe's query on /healthz is ignored."""
+    assert_error(await human.get("/api/v1/openapi.json", x="1"), 400, "invalid_request", "x")
+    assert (await human.get("/api/v1/openapi.json")).json()["openapi"].startswith("3.1")
+    health = await human.client.get("/healthz", params={"x": "1"})
+    assert health.status_code == 200 and health.json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize("value", ["1", "0", "TRUE", "False", "yes", "", " true"])
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [(f"{BASE}/knowledge", "include_shared"), (f"{BASE}/tasks", "ready"),
+     (f"{BASE}/context", "include_shared")],
+)  # fmt: skip
+async def test_a_boolean_parameter_is_true_or_false_only(
+    human: Caller, project: str, path: str, name: str, value: str
+) -> None:
+    """docs/api.md: a value of the wrong type is 400. msgspec's lax conversion
+    read "1", "0" and "TRUE" as booleans, so `include_shared=1` opted in to
+    other projects' records, an opt-in the contract makes explicit."""
+    also = {"q": "x"} if path.endswith("/context") else {}
+    assert_error(await human.get(path, **also, **{name: value}), 400, "invalid_request", name)
+    for spelled in ("true", "false"):
+        r = await human.get(path, **also, **{name: spelled})
+        assert r.status_code == 200, (spelled, r.text)
+
+
 @pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true", "2.0", "1e1", str(2**63)])
 async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit: str) -> None:
     assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")

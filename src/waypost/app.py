@@ -15,12 +15,15 @@ from starlette.routing import Route, WebSocketRoute
 
 from waypost import console, rest
 from waypost.clock import Clock
+from waypost.errors import InvalidRequest
 from waypost.http.auth import BearerAuthentication
+from waypost.http.decoding import query_items
 from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
-from waypost.rest.responses import json_response
+from waypost.rest.responses import error_response, json_response
+from waypost.rest.routing import refuse_query
 from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
 from waypost.settings import Settings
@@ -70,6 +73,11 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
         return json_response({"status": "ok"})
 
     async def openapi_document(request: Request) -> Response:
+        # no parameters: refused by name, as on every other /api/v1 route
+        try:
+            refuse_query(query_items(request.scope["query_string"]))
+        except InvalidRequest as error:
+            return error_response(error)
         return json_response(openapi.build(rest.TABLES))
 
     async def http_error(request: Request, exc: Exception) -> Response:

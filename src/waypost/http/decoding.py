@@ -241,21 +241,25 @@ def decimal_integer(text: str, signed: bool = True) -> int | None:
     return value if INT64_MIN <= value <= INT64_MAX else None
 
 
-_INTEGER_FIELDS: dict[type, frozenset[str]] = {}
+_TYPED_FIELDS: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
+_BOOLEANS: dict[str, bool] = {"true": True, "false": False}
 
 
-def _integer_fields(model: type) -> frozenset[str]:
-    """The fields of a query model that take an integer (alone or with None)."""
-    found = _INTEGER_FIELDS.get(model)
+def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str]]:
+    """The fields of a query model that take an integer, and those that take a
+    boolean (alone or with None)."""
+    found = _TYPED_FIELDS.get(model)
     if found is None:
         info = msgspec.inspect.type_info(model)
         assert isinstance(info, msgspec.inspect.StructType)
-        names = set()
+        integers, booleans = set(), set()
         for f in info.fields:
             kinds = f.type.types if isinstance(f.type, msgspec.inspect.UnionType) else (f.type,)
             if any(isinstance(k, msgspec.inspect.IntType) for k in kinds):
-                names.add(f.encode_name)
-        found = _INTEGER_FIELDS[model] = frozenset(names)
+                integers.add(f.encode_name)
+            if any(isinstance(k, msgspec.inspect.BoolType) for k in kinds):
+                booleans.add(f.encode_name)
+        found = _TYPED_FIELDS[model] = (frozenset(integers), frozenset(booleans))
     return found
 
 
@@ -285,7 +289,10 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
 
     An integer parameter is decimal digits only: msgspec's lax conversion
     (needed to read "true" or "20" from text) would also take "2.0" or "1e0",
-    and an integer beyond SQLite's 64 bits must never reach a statement.
+    and an integer beyond SQLite's 64 bits must never reach a statement. A
+    boolean is `true` or `false`: the lax conversion also read "1", "0" and
+    "TRUE", so `include_shared=1` opted in to other projects' records though
+    the opt-in is to be explicit and a wrong type refused.
     """
     values: dict[str, str] = {}
     for key, value in items:
@@ -295,13 +302,18 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
         values[key] = value
     if values.get("cursor") == "":
         del values["cursor"]
-    for key in _integer_fields(model) & values.keys():
+    integers, booleans = _typed_fields(model)
+    typed: dict[str, object] = dict(values)
+    for key in integers & values.keys():
         number = decimal_integer(values[key])
         if number is None:
             raise InvalidRequest.field(key, f"{key} must be a decimal integer")
-        # "007" is decimal digits too; msgspec's conversion refuses leading zeros
-        values[key] = str(number)
-    return convert(values, model, strict=False)
+        typed[key] = number  # "007" is decimal digits too; msgspec refuses leading zeros
+    for key in booleans & values.keys():
+        if values[key] not in _BOOLEANS:
+            raise InvalidRequest.field(key, f"{key} must be true or false")
+        typed[key] = _BOOLEANS[values[key]]
+    return convert(typed, model, strict=False)
 
 
 def to_builtins(value: Any) -> Mapping[str, Any]:

@@ -105,6 +105,12 @@ def query_of(route: RestRoute, items: list[tuple[str, str]]) -> Any:
     return decode_query(items, route.query or _NoQuery)
 
 
+def refuse_query(items: list[tuple[str, str]]) -> None:
+    """For a route served beside the tables that takes no parameters
+    (`/api/v1/openapi.json`): refuse any, by name, as the tables' routes do."""
+    decode_query(items, _NoQuery)
+
+
 async def call_for(
     route: RestRoute,
     rt: Runtime,
