@@ -33,9 +33,10 @@ class StandIn:
         self.status = 200
         self.answer: dict[str, Any] = {}
         self.seen: list[tuple[str, dict[str, str], Any]] = []
+        self.revoked: set[str] = set()
 
     def review(self, token: str) -> dict[str, Any]:
-        if token == "good-sa-token":
+        if token == "good-sa-token" and token not in self.revoked:
             return {"authenticated": True, "user": {"username": SA}, "audiences": ["lifecycle"]}
         if token == "other-audience":
             return {"authenticated": True, "user": {"username": SA}, "audiences": ["intake"]}
@@ -128,6 +129,40 @@ async def test_a_reviewed_service_account_acts_under_its_grant(
     assert body["spec"] == {"token": "good-sa-token", "audiences": ["lifecycle"]}
     assert body["kind"] == "TokenReview" and body["apiVersion"] == "authentication.k8s.io/v1"
     assert sent_headers["Authorization"] == "Bearer waypost-own-token"
+
+
+async def test_a_token_revoked_during_the_upload_is_401_and_writes_nothing(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    """lifecycle-http-contract: identity is rechecked before the write. The
+    review at the request's start passed; the token was revoked while the body
+    was still coming, and the command was committed under it."""
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    payload = json.dumps({"memo": memo()}).encode()
+
+    async def slow_upload() -> AsyncIterator[bytes]:
+        yield payload[:10]
+        state.revoked.add("good-sa-token")  # revoked at the API server meanwhile
+        yield payload[10:]
+
+    headers = {
+        **bearer("good-sa-token"),
+        "Idempotency-Key": "k",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(payload)),
+    }
+    r = await lifecycle.client.post("/v1/decisions", content=slow_upload(), headers=headers)
+    refused(r, 401, "unauthenticated")
+    assert len(state.seen) == 2  # reviewed at the start, and again after the upload
+    state.revoked.clear()
+    again = await lifecycle.client.post("/v1/decisions", content=payload, headers=headers)
+    assert again.status_code == 200, again.text
+    assert "Idempotent-Replayed" not in again.headers  # the first stored no receipt
+    events = await lifecycle.client.get(
+        "/v1/decisions/adr.payments-retry/events", headers=bearer("good-sa-token")
+    )
+    assert [e["type"] for e in events.json()["events"]] == ["memo.registered"]
 
 
 async def test_an_unauthenticated_review_is_401(k8s: tuple[Lifecycle, StandIn]) -> None:

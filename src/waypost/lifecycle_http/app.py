@@ -33,7 +33,7 @@ def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
     # the cursor key lives in this process only: a restart invalidates every cursor
     signer = CursorSigner()
     app = Starlette(
-        routes=make_routes(rt, signer),
+        routes=make_routes(rt, signer, verifier),
         exception_handlers={404: http_error, 405: http_error},
     )
     # a trailing slash is an unknown route (404), never a redirect whose

@@ -18,7 +18,9 @@ from starlette.routing import Route
 
 from waypost.errors import WaypostError
 from waypost.lifecycle_http import body as rules
+from waypost.lifecycle_http.auth import bearer_token
 from waypost.lifecycle_http.envelope import error_response, internal_error, json_bytes
+from waypost.lifecycle_http.verifiers import TokenVerifier
 from waypost.resolvers.lifecycle import checks, commands, queries, reviews
 from waypost.resolvers.lifecycle.authz import Caller
 from waypost.resolvers.lifecycle.commands import Receipt
@@ -76,13 +78,17 @@ def guarded(handler: Handler) -> Handler:
 Command = Callable[[Runtime, commands.Request, str, Any], Awaitable[Receipt]]
 
 
-def make_routes(rt: Runtime, signer: CursorSigner) -> list[Route]:
+def make_routes(rt: Runtime, signer: CursorSigner, verifier: TokenVerifier) -> list[Route]:
     async def mutation(request: Request, model: type[Any]) -> tuple[commands.Request, Any]:
         rules.query(request, _NoQuery)
         raw = await rules.read_body(request)
         key = rules.idempotency_key(request)
         parsed, value = decode(raw, model)
-        req = commands.Request.make(_caller(request), key, "POST", request.url.path, value)
+        caller = _caller(request)
+        # the identity again, now that the upload is over (the token may have
+        # been revoked while it went on)
+        await verifier.reconfirm(bearer_token(request.scope), caller)
+        req = commands.Request.make(caller, key, "POST", request.url.path, value)
         return req, parsed
 
     def on_memo(model: type[Any], command: Command) -> Handler:

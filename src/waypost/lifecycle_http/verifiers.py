@@ -30,7 +30,15 @@ TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
 
 
 class TokenVerifier(Protocol):
-    async def verify(self, token: str) -> Caller: ...
+    async def verify(self, token: str) -> Caller:
+        """The caller `token` stands for (401 when it stands for none)."""
+        ...
+
+    async def reconfirm(self, token: str, caller: Caller) -> None:
+        """Once a command's body has been read, just before its write
+        transaction: 401 unless `token` still stands for `caller`. A body
+        uploaded slowly gave a revocation the whole upload to go unseen."""
+        ...
 
 
 class WaypostTokenVerifier:
@@ -42,6 +50,10 @@ class WaypostTokenVerifier:
     async def verify(self, token: str) -> Caller:
         actor = await self.rt.db.read(lambda conn: principals.authenticate(conn, token, AUDIENCE))
         return Caller(actor.principal_id, actor.kind, actor.token_id)
+
+    async def reconfirm(self, token: str, caller: Caller) -> None:
+        """Nothing to ask here: the write transaction itself reads the token's
+        row (`authz.recheck_identity`), which is later and exact."""
 
 
 class TokenReviewVerifier:
@@ -102,6 +114,15 @@ class TokenReviewVerifier:
             _conditions.warning("TokenReview answered no status object: %s", type(exc).__name__)
             raise Unavailable("identity service unavailable") from exc
         return _caller_of(status)
+
+    async def reconfirm(self, token: str, caller: Caller) -> None:
+        """Review the token again. Not inside the write transaction, as the
+        contract would have it: a call to the API server there would hold
+        the one writer (every write of the process) for up to its timeout.
+        Asked after the upload, the review leaves a revocation only the
+        moments of the write itself to go unseen."""
+        if (await self.verify(token)).id != caller.id:
+            raise Unauthenticated("unauthenticated")
 
 
 def _caller_of(status: Any) -> Caller:
