@@ -80,6 +80,13 @@ async def test_sources_name_https_uris_and_packet_digests_of_that_version(
         {**ok, "uri": "https://a/<script>"},
         {**ok, "uri": "https://a b"},
         {**ok, "uri": "https://[::1/"},
+        # a port that is not digits within 0-65535, a `%` not escaping two hex digits
+        {**ok, "uri": "https://example.com:abc/x"},
+        {**ok, "uri": "https://x:-1/"},
+        {**ok, "uri": "https://x:65536/"},
+        {**ok, "uri": "https://[::1]:abc/"},
+        {**ok, "uri": "https://%zz/"},
+        {**ok, "uri": "https://example.com/a%2"},
     ]:
         r = await registered.post(f"{M}/sources", {"version": 1, "source": bad})
         refused(r, 400, "invalid_request")
@@ -91,6 +98,8 @@ async def test_sources_name_https_uris_and_packet_digests_of_that_version(
         {"title": "t", "uri": "HTTPS://example.com/"},
         {"title": "t", "uri": "https://[::1]:8443/x?q=1#f"},
         {"title": "t", "uri": "https://例え.jp/パス"},
+        {"title": "t", "uri": "https://example.com:443/a%2Fb%c3%a9"},
+        {"title": "t", "uri": "https://example.com:/empty-port"},
     ]:
         r = await registered.post(f"{M}/sources", {"version": 1, "source": good})
         assert r.status_code == 200, (good, r.text)

@@ -111,17 +111,22 @@ class CommentBody(_Closed):
 # but C1 controls, as an IRI does): no space, control character, DEL or
 # `<>"{}|\^``.
 _URI_TEXT = re.compile(r"[!#-;=?-\[\]_a-z~\u00a0-\U0010ffff]{1,2048}")
+# a `%` that does not begin an escape of two hex digits (RFC 3986, 2.1)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
 def is_https_uri(text: str) -> bool:
     """An absolute https URI with a host: the scheme in any case (RFC 3986
-    says it is case-insensitive); `https:///` names no host."""
-    if _URI_TEXT.fullmatch(text) is None:
+    says it is case-insensitive); `https:///` names no host; a port is
+    digits within 0-65535 and a `%` begins two hex digits (`https://x:abc/`
+    and `https://%zz/` were taken)."""
+    if _URI_TEXT.fullmatch(text) is None or _BAD_ESCAPE.search(text) is not None:
         return False
     try:
         parts = urlsplit(text)
         host = parts.hostname
-    except ValueError:  # a malformed [IPv6] host
+        parts.port  # noqa: B018 - raises ValueError for a port that is not one
+    except ValueError:  # a malformed [IPv6] host, or port
         return False
     return parts.scheme.lower() == "https" and bool(host)
 
