@@ -531,6 +531,99 @@ async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
         await client.delete(f"{waypost.url}/mcp", headers=headers)
 
 
+async def _open_mcp_session(client: httpx.AsyncClient, url: str, token: str) -> dict[str, str]:
+    """Headers of a new, initialized MCP session of `token`'s principal."""
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {token}"}  # fmt: skip
+    r = await client.post(f"{url}/mcp", json=hello, headers=headers)
+    assert r.status_code == 200, r.text
+    headers |= {"Mcp-Session-Id": r.headers["mcp-session-id"],
+                "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await client.post(f"{url}/mcp", json=ready, headers=headers)).is_success
+    return headers
+
+
+def _wait_outcome(response: httpx.Response) -> tuple[object, str]:
+    """(JSON-RPC id, outcome) of a decision_wait answered as one event-stream message."""
+    assert response.status_code == 200, response.text
+    [data] = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+    message = json.loads(data)
+    outcome = json.loads(message["result"]["content"][0]["text"])["outcome"]
+    return message["id"], outcome
+
+
+async def test_a_request_id_still_running_in_its_session_is_refused_not_lost(
+    waypost: Waypost,
+) -> None:
+    """docs/mcp.md: a proxy re-sends a request with its id. Sent while the
+    first still ran, the SDK filed the second's answer channel over the
+    first's: one of the two was never answered, and `serve` did not stop on
+    SIGTERM while its client waited."""
+    project = waypost.project("same-id")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", "resender")
+    question = {"question": "Go?", "options": ["Yes", "No"], "rationale": "r",
+                "required_actor": "human", "task_ids": [task_id], "environment": "e"}  # fmt: skip
+    decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", question).json()
+    wait = {"jsonrpc": "2.0", "id": "same", "method": "tools/call", "params": {
+        "name": "decision_wait", "arguments": {
+            "project": project, "decision_id": decision["id"], "timeout_seconds": 60}}}  # fmt: skip
+    answer = {"expected_generation": 1, "disposition": "deny", "answer": "No",
+              "rationale": "Not now."}  # fmt: skip
+    async with httpx.AsyncClient(timeout=30) as client:
+        headers = await _open_mcp_session(client, waypost.url, agent)
+        first = asyncio.create_task(client.post(f"{waypost.url}/mcp", json=wait, headers=headers))
+        await asyncio.sleep(1.0)  # the first is waiting for an answer
+        assert not first.done()
+        again = await client.post(f"{waypost.url}/mcp", json=wait, headers=headers)
+        assert again.status_code == 409, again.text
+        assert again.json()["id"] == "same" and "still running" in again.json()["error"]["message"]
+        # the same id as a number is another request: not refused by this rule
+        other = {**wait, "id": 5, "params": {**wait["params"], "arguments": {
+            **wait["params"]["arguments"], "timeout_seconds": 1}}}  # fmt: skip
+        assert (
+            await client.post(f"{waypost.url}/mcp", json=other, headers=headers)
+        ).status_code == 200
+        path = f"/api/v1/projects/{project}/decisions/{decision['id']}/answer"
+        assert waypost.rest("POST", path, answer).status_code == 200
+        answered = await asyncio.wait_for(first, 20)
+        assert _wait_outcome(answered) == ("same", "answered")
+        # once it has answered, the id may be sent again
+        resent = await client.post(f"{waypost.url}/mcp", json=wait, headers=headers)
+        assert _wait_outcome(resent) == ("same", "answered")
+        await client.delete(f"{waypost.url}/mcp", headers=headers)
+
+
+async def test_concurrent_initializes_open_at_most_16_sessions(waypost: Waypost) -> None:
+    """The cap was checked before the SDK answered, and a session counted once
+    it had: 40 initializes sent at once all opened one."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    agent = waypost.principal("agent", "flood")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {agent}"}  # fmt: skip
+    limits = httpx.Limits(max_connections=40)
+    async with httpx.AsyncClient(timeout=30, limits=limits) as client:
+        answers = await asyncio.gather(
+            *[client.post(f"{waypost.url}/mcp", json=hello, headers=headers) for _ in range(40)]
+        )
+        codes = sorted(r.status_code for r in answers)
+        assert codes == [200] * SESSIONS_PER_PRINCIPAL + [429] * (40 - SESSIONS_PER_PRINCIPAL)
+        for r in answers:
+            if r.status_code == 200:
+                session = {**headers, "Mcp-Session-Id": r.headers["mcp-session-id"]}
+                assert (
+                    await client.delete(f"{waypost.url}/mcp", headers=session)
+                ).status_code == 200
+
+
 async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_running(
     tmp_path: Path,
 ) -> None:

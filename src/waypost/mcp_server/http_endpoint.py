@@ -170,6 +170,14 @@ class McpEndpoint:
         # principal -> its sessions' ids -> when a request of each last ended
         # (the SDK's own table is private: this one ages them as it does)
         self._sessions: dict[str, dict[str, float]] = {}
+        # principal -> its initialize requests not yet answered: each may
+        # become a session, so the cap counts them (40 at once all got one)
+        self._opening: dict[str, int] = {}
+        # (session, request id) of the requests running now: the SDK keys a
+        # request's answer by its id, so a second with the same id took the
+        # first's place and one of the two was never answered (nor did the
+        # server stop while its client waited)
+        self._running: set[tuple[str, str]] = set()
 
     def _backend_for(self, ctx: Context) -> Backend:
         # a tool call over Streamable HTTP always carries its HTTP request
@@ -267,8 +275,19 @@ class McpEndpoint:
             log.warning("a response to no request of this server was dropped")
             await self._accepted(send)
             return
-        if session_id is None and scope["method"] == "POST":
-            if len(live) >= SESSIONS_PER_PRINCIPAL:
+        # only in the caller's own sessions (another's id is the SDK's 404)
+        running = _running_key(session_id, message) if session_id in live else None
+        if running is not None and running in self._running:
+            await _json_rpc_error(
+                send, 409, INVALID_REQUEST,
+                "a request with this id is still running in this session: wait for its"
+                " answer (sent again once it has answered, it is answered from its receipt)",
+                message["id"],
+            )  # fmt: skip
+            return
+        opening = session_id is None and scope["method"] == "POST"
+        if opening:
+            if len(live) + self._opening.get(actor.principal_id, 0) >= SESSIONS_PER_PRINCIPAL:
                 await _json_rpc_error(
                     send, 429, INVALID_REQUEST,
                     f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
@@ -280,9 +299,21 @@ class McpEndpoint:
                 await _json_rpc_error(send, 400, INVALID_PARAMS, bad[1], bad[0])
                 return
             send = _noting_new_session(send, live)
+            self._opening[actor.principal_id] = self._opening.get(actor.principal_id, 0) + 1
+        if running is not None:
+            self._running.add(running)
+            send = _on_last_part(send, lambda: self._running.discard(running))
         try:
             await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
         finally:
+            if running is not None:
+                self._running.discard(running)
+            if opening:
+                left = self._opening[actor.principal_id] - 1
+                if left:
+                    self._opening[actor.principal_id] = left
+                else:
+                    del self._opening[actor.principal_id]
             if session_id is not None and session_id in live:
                 if scope["method"] == "DELETE":
                     del live[session_id]
@@ -303,6 +334,17 @@ class McpEndpoint:
         for gone in [s for s, seen in live.items() if seen < cutoff]:
             del live[gone]
         return live
+
+
+def _running_key(session_id: str | None, message: Any) -> tuple[str, str] | None:
+    """(session, id) of a request within a session, the id as JSON so that
+    `5` and `"5"` stay two ids; None for anything else (a notification, a
+    response, a request opening a session)."""
+    if session_id is None or not isinstance(message, dict) or "method" not in message:
+        return None
+    if "id" not in message:
+        return None
+    return session_id, json.dumps(message["id"])
 
 
 # what the SDK puts in the id of the errors it answers itself (a missing or
@@ -348,6 +390,19 @@ def _with_null_error_id(start: Message, parts: list[Message]) -> list[Message]:
     headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
     headers.append((b"content-length", str(len(rewritten)).encode()))
     return [{**start, "headers": headers}, {"type": "http.response.body", "body": rewritten}]
+
+
+def _on_last_part(send: Send, ended: Callable[[], None]) -> Send:
+    """`send`, calling `ended` just before the last part of the response goes
+    out: a client that has read its answer whole may send its id again at
+    once, before the SDK's handler has returned (it was refused 409)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            ended()
+        await send(message)
+
+    return sending
 
 
 def _noting_disconnect(receive: Receive, gone: asyncio.Event) -> Receive:
