@@ -465,6 +465,35 @@ async def test_a_refused_subscribe_answers_an_error_for_its_id(
 
 
 @pytest.mark.parametrize(
+    ("frame", "words"),
+    [
+        ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+         ' "query": "{ me { id } }"}}', "duplicate key"),
+        ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+         ' "variables": {"a": NaN}}}', "NaN"),
+        ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+         ' "variables": {"a": 99999999999999999999}}}', "64"),
+    ],
+)  # fmt: skip
+async def test_a_subscribe_frame_of_refused_json_answers_an_error_for_its_id(
+    service: Service, human: Caller, project: str, frame: str, words: str
+) -> None:
+    """docs/graphql.md: JSON the strict parser refuses in a subscribe payload
+    is refused for its operation, the socket staying open; it closed the
+    socket (4400), ending every other subscription on it."""
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        running_op = await client.subscribe(EVENTS, {"after": 0})
+        assert (await _next(client, running_op))["projectEvents"]["sequence"] >= 1
+        await client.ws.send(frame)
+        message = await asyncio.wait_for(client.receive(), 10)
+        assert message["id"] == "x" and message["type"] == "error", message
+        assert words in message["payload"][0]["message"], message
+        assert message["payload"][0]["extensions"]["code"] == "invalid_request"
+        op = await client.subscribe("{ me { name } }")
+        assert (await _next(client, op)) == {"me": {"name": "alice"}}
+
+
+@pytest.mark.parametrize(
     "frame", ["not json", '"a string"', "5", '{"id": "1", "type": "subscribe", "payload": "x"}']
 )
 async def test_a_malformed_frame_closes_the_socket_with_4400(

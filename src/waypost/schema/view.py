@@ -30,7 +30,7 @@ from waypost.schema import fastpath, request_rules, schema
 from waypost.schema.context import Context
 from waypost.schema.execution import MASKED
 from waypost.schema.fastpath import known
-from waypost.schema.websocket import NOBODY, TransportWS
+from waypost.schema.websocket import NOBODY, TransportWS, refused_subscribe
 
 log = logging.getLogger("waypost.graphql")
 _encoder = msgspec.json.Encoder()
@@ -198,12 +198,17 @@ class WaypostGraphQL(GraphQL[Context, None]):
 
     def decode_json(self, data: str | bytes) -> object:
         """The same strict JSON as REST bodies: no duplicate keys, no NaN. A
-        refusal is a JSONDecodeError, which Strawberry answers as malformed
-        (a WebSocket frame: close 4400); HTTP bodies were checked before."""
+        refused `subscribe` frame is answered for its operation (see
+        `refused_subscribe`); any other refusal is a JSONDecodeError, which
+        Strawberry answers as malformed (a WebSocket frame: close 4400).
+        HTTP bodies were checked before."""
         raw = data.encode() if isinstance(data, str) else data
         try:
             return parse_json(raw)
         except WaypostError as error:
+            frame = refused_subscribe(raw, error.message)
+            if frame is not None:
+                return frame
             raise json.JSONDecodeError(error.message, raw.decode("utf-8", "replace"), 0) from error
 
     async def get_context(

@@ -11,14 +11,16 @@ Strawberry itself closes a socket that sends `subscribe` before
 Every `subscribe` checks the token again, so a token revoked while its
 socket is open runs nothing more on it (close 4401), and its payload passes
 the same request rules as an HTTP body (schema/request_rules.py): a payload
-that is not an object closes the socket (4400); a refused request or a
-syntax error answers an `error` message for that operation id.
+that is not an object closes the socket (4400); a refused request (JSON the
+strict parser refuses included) or a syntax error answers an `error`
+message for that operation id.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from typing import Any
 
@@ -85,6 +87,33 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
         return actor
 
     return await rt.db.read(check), token
+
+
+class RefusedPayload(dict[str, object]):
+    """Stands in for the payload of a `subscribe` frame the strict parser
+    refused (a duplicate key, `NaN`, an integer past 64 bits), so that the
+    refusal is answered for its operation, as docs/graphql.md says, instead
+    of closing the socket (4400) and every other subscription on it."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__()
+        self.why = why
+
+
+def refused_subscribe(raw: bytes, why: str) -> dict[str, object] | None:
+    """The `subscribe` frame `raw` (which the strict parser refused for `why`)
+    with its payload replaced by a RefusedPayload, read leniently for its type
+    and id; None when it is no such frame (then the socket closes, 4400)."""
+    try:
+        frame = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(frame, dict) or frame.get("type") != "subscribe":
+        return None
+    operation_id = frame.get("id")
+    if not isinstance(operation_id, str) or not isinstance(frame.get("payload"), dict):
+        return None
+    return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(why)}
 
 
 def _unavailable(error: Unavailable) -> dict[str, Any]:
@@ -233,6 +262,10 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 return
             except WaypostError:
                 await self.websocket.close(code=4401, reason="Unauthorized")
+                return
+            if isinstance(payload, RefusedPayload):
+                invalid = {"message": payload.why, "extensions": {"code": "invalid_request"}}
+                await self.send_message({"id": operation_id, "type": "error", "payload": [invalid]})
                 return
             too_large = _size_refusal(payload)
             if too_large is not None:
