@@ -486,49 +486,17 @@ async def _streams_admitted(client: httpx.AsyncClient, url: str, token: str) -> 
         return admitted
 
 
-async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
-    waypost: Waypost,
-) -> None:
-    """The SDK runs a call on after its POST's client has gone: a dropped
-    decision_wait held one of the token's 16 streams to its bound (240 s)."""
-    project = waypost.project("left-waiting")
+def _an_agent_and_a_decision(
+    waypost: Waypost, project: str, agent: str
+) -> tuple[str, str, dict[str, Any]]:
+    """(project, a new agent's token, a pending decision on a task of the project)."""
+    waypost.project(project)
     task_id = waypost.task(project)
-    agent = waypost.principal("agent", "leaver")
+    token = waypost.principal("agent", agent)
     question = {"question": "Go?", "options": ["Yes", "No"], "rationale": "r",
                 "required_actor": "human", "task_ids": [task_id], "environment": "e"}  # fmt: skip
     decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", question).json()
-    stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
-    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
-    headers = {"Accept": "application/json, text/event-stream",
-               "Authorization": f"Bearer {agent}"}  # fmt: skip
-    wait = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "decision_wait", "arguments": {
-            "project": project, "decision_id": decision["id"],
-            "timeout_seconds": 240}}}  # fmt: skip
-
-    async def admitted_becomes(client: httpx.AsyncClient, count: int) -> None:
-        while await _streams_admitted(client, stream, agent) != count:
-            await asyncio.sleep(0.1)
-
-    async with httpx.AsyncClient(timeout=30) as client:
-        r = await client.post(f"{waypost.url}/mcp", json=hello, headers=headers)
-        assert r.status_code == 200, r.text
-        headers |= {"Mcp-Session-Id": r.headers["mcp-session-id"],
-                    "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
-        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await client.post(f"{waypost.url}/mcp", json=ready, headers=headers)).is_success
-        async with (
-            httpx.AsyncClient(timeout=30) as caller,
-            caller.stream("POST", f"{waypost.url}/mcp", json=wait, headers=headers) as waiting,
-        ):
-            assert waiting.status_code == 200
-            # the wait holds one of the token's streams while it runs
-            await asyncio.wait_for(admitted_becomes(client, 15), 10)
-        # the response left unread: its connection is closed
-        await asyncio.wait_for(admitted_becomes(client, 16), 10)
-        await client.delete(f"{waypost.url}/mcp", headers=headers)
+    return project, token, decision
 
 
 async def _open_mcp_session(client: httpx.AsyncClient, url: str, token: str) -> dict[str, str]:
@@ -547,6 +515,36 @@ async def _open_mcp_session(client: httpx.AsyncClient, url: str, token: str) -> 
     return headers
 
 
+async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
+    waypost: Waypost,
+) -> None:
+    """The SDK runs a call on after its POST's client has gone: a dropped
+    decision_wait held one of the token's 16 streams to its bound (240 s)."""
+    project, agent, decision = _an_agent_and_a_decision(waypost, "left-waiting", "leaver")
+    stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+    wait = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "decision_wait", "arguments": {
+            "project": project, "decision_id": decision["id"],
+            "timeout_seconds": 240}}}  # fmt: skip
+
+    async def admitted_becomes(client: httpx.AsyncClient, count: int) -> None:
+        while await _streams_admitted(client, stream, agent) != count:
+            await asyncio.sleep(0.1)
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        headers = await _open_mcp_session(client, waypost.url, agent)
+        async with (
+            httpx.AsyncClient(timeout=30) as caller,
+            caller.stream("POST", f"{waypost.url}/mcp", json=wait, headers=headers) as waiting,
+        ):
+            assert waiting.status_code == 200
+            # the wait holds one of the token's streams while it runs
+            await asyncio.wait_for(admitted_becomes(client, 15), 10)
+        # the response left unread: its connection is closed
+        await asyncio.wait_for(admitted_becomes(client, 16), 10)
+        await client.delete(f"{waypost.url}/mcp", headers=headers)
+
+
 def _wait_outcome(response: httpx.Response) -> tuple[object, str]:
     """(JSON-RPC id, outcome) of a decision_wait answered as one event-stream message."""
     assert response.status_code == 200, response.text
@@ -563,12 +561,7 @@ async def test_a_request_id_still_running_in_its_session_is_refused_not_lost(
     first still ran, the SDK filed the second's answer channel over the
     first's: one of the two was never answered, and `serve` did not stop on
     SIGTERM while its client waited."""
-    project = waypost.project("same-id")
-    task_id = waypost.task(project)
-    agent = waypost.principal("agent", "resender")
-    question = {"question": "Go?", "options": ["Yes", "No"], "rationale": "r",
-                "required_actor": "human", "task_ids": [task_id], "environment": "e"}  # fmt: skip
-    decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", question).json()
+    project, agent, decision = _an_agent_and_a_decision(waypost, "same-id", "resender")
     wait = {"jsonrpc": "2.0", "id": "same", "method": "tools/call", "params": {
         "name": "decision_wait", "arguments": {
             "project": project, "decision_id": decision["id"], "timeout_seconds": 60}}}  # fmt: skip
