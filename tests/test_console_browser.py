@@ -1462,3 +1462,118 @@ def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
     current = alice.get(path)["current"]
     assert current["conditions"] == ["line1\nline2", "  padded  "]
     assert current["environment"] == "prod\neu-west"
+
+
+def test_a_second_change_elsewhere_updates_the_notice(tab: Tab, world: World) -> None:
+    """docs/console.md: answered or reopened elsewhere, a notice says so. Once
+    shown, it kept its first words: a deny and then a reopening still read
+    "now denied, generation 1" over a form for the old generation."""
+    decision_id = world.open_decision(
+        world.agent, question="Turn on the new search?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    path = f"/api/v1/projects/demo/decisions/{decision_id}"
+    world.admin.send("POST", f"{path}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not yet."})  # fmt: skip
+    notice = page.locator("#changed-elsewhere")
+    page.locator("main").get_by_text("it is now denied, generation 1").wait_for()
+    world.admin.send("POST", f"{path}/reopen", {"expected_generation": 1, "rationale": "Again."})
+    page.locator("main").get_by_text("it is now pending, generation 2").wait_for()
+    assert notice.count() == 1 and "denied" not in notice.inner_text()
+
+
+def test_a_refresh_that_changes_nothing_leaves_the_inbox_as_it_is(tab: Tab, world: World) -> None:
+    """The digest's `generatedAt` (the service's now) is new on every load:
+    every refresh redrew the inbox, and a selection (a question being copied)
+    was lost every 4 s while polling, every minute with the socket."""
+    decision_id = world.open_decision(
+        world.agent, question="Copy this question?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    card = page.locator(f"[data-decision='{decision_id}']").first
+    card.wait_for()
+    page.evaluate("""(id) => {
+        const el = document.querySelector(`[data-decision='${id}']`);
+        el.dataset.marked = "before";
+        const range = document.createRange();
+        range.selectNodeContents(el.querySelector('a'));
+        getSelection().removeAllRanges();
+        getSelection().addRange(range);
+    }""", decision_id)  # fmt: skip
+    selected = page.evaluate("() => getSelection().toString()")
+    assert selected
+    # the service's clock moves on (the digest's `generatedAt` with it), and
+    # an event the digest does not show makes the inbox load again
+    from waypost.clock import format_time, parse_time
+
+    now = parse_time(world.served.clock.read_text().strip())
+    world.served.clock.write_text(format_time(now + timedelta(seconds=1)))
+    with page.expect_response(lambda r: r.url.endswith("/graphql")):
+        world.alice.send("POST", "/api/v1/projects/demo/knowledge",
+                         {"kind": "fact", "title": "Quiet fact", "body": "b"}, 201)  # fmt: skip
+    page.wait_for_timeout(500)  # the answer is read and compared
+    assert card.get_attribute("data-marked") == "before"
+    assert page.evaluate("() => getSelection().toString()") == selected
+
+
+def test_a_reopen_that_lost_a_race_keeps_every_box_typed_into(tab: Tab, world: World) -> None:
+    """docs/console.md: what you had written stays under "What you wrote". A
+    reopening kept only its reason, not the conditions or environment edited."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Race me"}, 201)
+    decision_id = world.open_decision(
+        world.agent, question="Reopen race?", task_ids=[made["id"]], conditions=["old one"]
+    )
+    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
+                     {"expected_revision": 1, "title": "Race me again"})  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    page.get_by_label("Why reopen (required)").fill("Tighten the conditions.")
+    page.get_by_label("Environment").fill("production")
+    page.get_by_label("Conditions").fill("a fresh backup\nan owner on call")
+    path = f"/api/v1/projects/demo/decisions/{decision_id}/reopen"
+    world.admin.send("POST", path, {"expected_generation": 1, "rationale": "Mine first."})
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    page.locator("main").get_by_text("Someone reopened this decision").wait_for()
+    kept = page.locator(".notice-conflict details.kept")
+    kept.locator("summary").click()
+    text = kept.inner_text()
+    assert "Tighten the conditions." in text and "production" in text, text
+    assert "a fresh backup\nan owner on call" in text, text
+
+
+def test_long_names_wrap_on_a_phone(tab: Tab, world: World) -> None:
+    """docs/console.md: no page scrolls sideways on a phone. A long principal
+    name ran out of the header, and a project name without spaces made the
+    inbox 2,620 px wide."""
+    world.alice.send("POST", "/api/v1/projects",
+                     {"id": "wide", "name": "Longproject" * 14}, 201)  # fmt: skip
+    person = admin_principal(world.served, "human", "alexandra.konstantinopoulou@example.com")
+    page = tab.page
+    page.set_viewport_size({"width": 360, "height": 740})
+    tab.sign_in(person.token)
+    page.get_by_role("heading", name="Longproject" * 14).wait_for()
+    _accessible_and_narrow(page)
+    box = page.locator("#who-name").bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 360, box
+
+
+def test_a_condition_keeps_its_line_breaks_where_it_is_vouched_for(tab: Tab, world: World) -> None:
+    """docs/console.md: conditions show with their own line breaks; the allow
+    tick-box's label ran "Backup taken AND\\nNOT restored yet" into one line."""
+    decision_id = world.open_decision(
+        world.agent, question="Vouch for two lines?", task_ids=[world.tasks["docs"]],
+        conditions=["Backup taken AND\nNOT restored yet"],
+    )  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    label = page.locator("div.check label", has_text="Backup taken AND").first
+    label.wait_for()
+    assert label.inner_text() == "Condition: Backup taken AND\nNOT restored yet"

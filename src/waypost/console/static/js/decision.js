@@ -164,7 +164,8 @@ function renderAnswerForm(project, onChanged) {
   ].map(([text]) => {
     const id = nextId("confirm");
     const box = h("input", { type: "checkbox", id, name: "confirm" });
-    return { box, node: h("div", { class: "check" }, box, h("label", { for: id }, text)) };
+    // `prose`: a condition's own line breaks, here where the person vouches for it
+    return { box, node: h("div", { class: "check" }, box, h("label", { for: id, class: "prose" }, text)) };
   });
   const buttons = [];
   const table = h("table", { class: "answer-grid" },
@@ -215,7 +216,8 @@ function renderAnswerForm(project, onChanged) {
         conditionsConfirmed: disposition === "ALLOW" ? confirmed : false,
       }, "decisionAnswer");
       if (payload.userErrors.length) {
-        await refused(payload.userErrors[0], onChanged, errorBox, rationale);
+        await refused(payload.userErrors[0], onChanged, errorBox, rationale, "answer",
+          [["Rationale", rationale.value]]);
       } else {
         announce("Answer recorded.");
         await onChanged(notice("ok", words`Your answer is recorded: ${lower(disposition)} "${option}". `,
@@ -261,7 +263,9 @@ function sendingStatus() {
 
 // A refusal: conflicts reload the page and say what happened; anything else
 // is shown by the form. `what` is the user's action ("answer" or "reopening").
-async function refused(error, onChanged, errorBox, focusTarget, what = "answer") {
+// `written`: [label, text] of each box the person typed into, kept in a
+// conflict's notice (a reopening's edited conditions and environment too).
+async function refused(error, onChanged, errorBox, focusTarget, what = "answer", written = []) {
   const yours = `Your ${what} was not recorded`;
   const conflicts = {
     generation_conflict: `Someone reopened this decision while you were reading it. ${yours}; the new question is below.`,
@@ -277,9 +281,10 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer")
     announce(text);
     // the page redraws for the new state: what was typed is kept in the
     // notice, to copy from, not lost with the form
-    const typed = focusTarget && focusTarget.value ? focusTarget.value.trim() : "";
-    const kept = typed ? h("details", { class: "kept" }, h("summary", {}, "What you wrote"),
-      h("p", { class: "prose" }, typed)) : null;
+    const typed = written.filter(([, text]) => text.trim());
+    const kept = typed.length ? h("details", { class: "kept" }, h("summary", {}, "What you wrote"),
+      ...typed.map(([label, text]) => h("p", { class: "prose" },
+        typed.length > 1 ? h("strong", {}, `${label}: `) : null, text.trim()))) : null;
     await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text, kept));
     return;
   }
@@ -344,7 +349,11 @@ function renderReopen(project, onChanged, prominent) {
         // the field the refusal names, so the keyboard lands where the fix goes
         const named = String(refusal.field || "").replace(/\[\d+\]$/, "");
         const at = { expiresAt: expires, environment: env, conditions: conds }[named] || rationale;
-        await refused(refusal, onChanged, errorBox, at, "reopening");
+        await refused(refusal, onChanged, errorBox, at, "reopening", [
+          ["Why reopen", rationale.value],
+          ["Environment", env.value !== shown.environment ? env.value : ""],
+          ["Conditions", conds.value !== shown.conditions ? conds.value : ""],
+        ]);
       } else {
         announce("Reopened.");
         await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));

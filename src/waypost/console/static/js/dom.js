@@ -121,9 +121,22 @@ export function describeSpan(ms) {
 const LEARNED_LATE_MS = 5000;
 
 export function ago(iso) {
+  return h("time", { class: "ago", datetime: iso, title: formatAbsolute(iso) }, agoText(iso));
+}
+
+function agoText(iso) {
   const ms = serverNow() - Date.parse(iso);
-  const text = ms > -LEARNED_LATE_MS ? `${describeSpan(Math.max(ms, 0))} ago` : `in ${describeSpan(ms)}`;
-  return h("time", { datetime: iso, title: formatAbsolute(iso) }, text);
+  return ms > -LEARNED_LATE_MS ? `${describeSpan(Math.max(ms, 0))} ago` : `in ${describeSpan(ms)}`;
+}
+
+// Bring every "... ago" under `root` up to the service's clock, in place: a
+// refresh that found nothing else changed leaves the page as it is (a
+// selection, a screen reader's place), but the times still move on.
+export function refreshAgo(root) {
+  for (const time of root.querySelectorAll("time.ago")) {
+    const text = agoText(time.getAttribute("datetime"));
+    if (time.textContent !== text) time.textContent = text;
+  }
 }
 
 export function when(iso) {

@@ -3,7 +3,7 @@
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
-import { announce, enc, fill, h, isolatedText, noSuch, notice, words } from "./dom.js";
+import { announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, words } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
@@ -37,11 +37,25 @@ const decisionLive = new Live(async () => {
   const data = await gql(DECISION_VERSION, { project: watched.project, id: watched.id });
   if (number !== pageNumber || !watched) return; // another page since: not this banner
   const d = data.project && data.project.decision;
-  if (!d || versionOf(d) === watched.version || document.getElementById("changed-elsewhere")) return;
+  if (!d || versionOf(d) === watched.version) return;
+  const version = versionOf(d);
+  const text = `This decision changed elsewhere: it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
+  const shown = document.getElementById("changed-elsewhere");
+  if (shown) {
+    // a later change (a reopening after an answer) is said too, in place:
+    // the notice kept the first one's words while the form went on offering
+    // an answer to the old generation
+    if (shown.dataset.version === version) return;
+    shown.dataset.version = version;
+    shown.querySelector(".changed-text").textContent = text;
+    announce("This decision changed elsewhere again.");
+    return;
+  }
   const { project, id } = watched;
-  const banner = notice("conflict", `This decision changed elsewhere: it is now ${d.status.toLowerCase()}, generation ${d.generation}. `,
+  const banner = notice("conflict", h("span", { class: "changed-text" }, text),
     h("button", { type: "button", class: "btn", onclick: () => showDecision(project, id, null) }, "Show the new state"));
   banner.id = "changed-elsewhere";
+  banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) (heading.nextElementSibling || heading).after(banner);
   announce("This decision changed elsewhere.");
@@ -187,8 +201,13 @@ function signOut(message, forget = true) {
 async function refreshInbox(focus, number = pageNumber) {
   const projects = await loadInbox();
   if (number !== pageNumber) return null;
-  const signature = JSON.stringify(projects);
-  if (!focus && signature === inboxSignature) return;
+  // the digest's `generatedAt` is the service's clock, new on every load: with
+  // it, every refresh redrew the page (a selection lost every 4 s)
+  const signature = JSON.stringify(projects, (key, value) => (key === "generatedAt" ? undefined : value));
+  if (!focus && signature === inboxSignature) {
+    refreshAgo(main);
+    return null;
+  }
   inboxSignature = signature;
   // a background refresh keeps the keyboard focus, and the page, where they were
   const place = focus ? null : focusPlace(document.activeElement);
