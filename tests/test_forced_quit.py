@@ -70,3 +70,35 @@ def test_a_second_signal_during_the_lifespan_shutdown_runs_it_once(tmp_path: Pat
             lines.append(served.lines.get_nowait())
     assert sum("Waiting for application shutdown" in x for x in lines) == 1, lines
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []
+
+
+def test_a_forced_quit_under_a_body_still_arriving_logs_no_error(tmp_path: Path) -> None:
+    """A POST whose body was still arriving at the second SIGINT was cancelled
+    when the loop closed: uvicorn logged "Exception in ASGI application" with
+    a traceback, at ERROR, and answered 500."""
+    import socket
+
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
+        host, port = served.url.removeprefix("http://").split(":")
+        slow = socket.create_connection((host, int(port)), timeout=30)
+        head = (
+            "POST /api/v1/projects/demo/knowledge HTTP/1.1\r\n"
+            f"Host: {host}\r\nAuthorization: Bearer {served.admin_token}\r\n"
+            "Content-Type: application/json\r\nIdempotency-Key: slow-1\r\n"
+            "Content-Length: 200\r\n\r\n{"
+        )
+        slow.sendall(head.encode())  # one byte of the promised 200
+        time.sleep(0.5)
+        served.process.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # draining: it waits for the open request
+        served.process.send_signal(signal.SIGINT)  # the operator's second Ctrl-C
+        assert served.process.wait(timeout=30) == 0
+        answer = slow.recv(65536)
+        slow.close()
+        lines = []
+        while not served.lines.empty():
+            lines.append(served.lines.get_nowait())
+    assert b" 500 " not in answer.split(b"\r\n", 1)[0], answer
+    assert [x for x in lines if " ERROR " in x or "Traceback" in x] == [], lines

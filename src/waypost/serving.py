@@ -26,6 +26,8 @@ from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
 LIFESPAN_SHUTDOWN_SECONDS = 5
+# after a forced quit, how long requests whose connections were closed get to end
+FORCED_REQUEST_SECONDS = 1.0
 # The young generation's threshold while serving (700 by default in 3.11-3.12).
 # A request allocates some thousands of container objects that die young;
 # collected every 700 allocations, they were found and walked again and again.
@@ -137,6 +139,24 @@ async def _finish_lifespan(server: _Server) -> None:
                     LIFESPAN_SHUTDOWN_SECONDS)  # fmt: skip
 
 
+async def _end_forced_requests(server: _Server) -> None:
+    """After a forced quit uvicorn leaves requests running (one whose body is
+    still arriving, say), and asyncio cancels them when the loop closes:
+    uvicorn logged each cancellation as an ERROR with a traceback and
+    answered 500. Their connections are closed instead, so that a request
+    reading its body hears that the client has gone (a quiet end), and they
+    get a moment to end before the database closes."""
+    if not server.force_exit:
+        return
+    for connection in list(server.server_state.connections):
+        transport = getattr(connection, "transport", None)
+        if transport is not None:
+            transport.close()
+    running = list(server.server_state.tasks)
+    if running:
+        await asyncio.wait(running, timeout=FORCED_REQUEST_SECONDS)
+
+
 def _config(app: Any, host: str, port: int, http: type[asyncio.Protocol]) -> uvicorn.Config:
     # log_config=None: uvicorn's loggers propagate to the root handler that
     # `serve` set up (text or JSON); its own access log stays off, the
@@ -225,6 +245,21 @@ async def serve_forever(settings: Settings, http: str = "auto") -> None:
 
 
 async def _serve(settings: Settings, http: str, listeners: list[list[socket.socket]]) -> None:
+    servers: list[_Server] = []
+    try:
+        await _serve_runtime(settings, http, listeners, servers)
+    finally:
+        # once the store has closed (answering what was queued for it, 503)
+        for server in servers:
+            await _end_forced_requests(server)
+
+
+async def _serve_runtime(
+    settings: Settings, http: str, listeners: list[list[socket.socket]], servers: list[_Server]
+) -> None:
+    """Open the runtime and serve its apps; `servers` is filled with the
+    uvicorn servers as they are made (the caller ends their requests after a
+    forced quit, once the runtime has closed)."""
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
@@ -234,7 +269,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         caps = connection_caps(settings)
         deadline = settings.request_read_timeout
         public = with_request_deadline(http, deadline, caps[0])
-        servers = [_Server(_config(create_app(rt), settings.host, settings.port, public))]
+        servers.append(_Server(_config(create_app(rt), settings.host, settings.port, public)))
         if settings.lifecycle_port:
             lifecycle = create_lifecycle_app(rt, await lifecycle_verifier(rt, settings.lifecycle))
             private = with_request_deadline(http, deadline, caps[1])
