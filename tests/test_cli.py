@@ -326,3 +326,27 @@ def test_a_database_file_it_may_not_read_is_database_unusable_not_a_usage_error(
     )
     result = run("admin", "token", "list", "--db", str(db))
     assert result.exit_code != 2 and "is not readable" not in result.output, result.output
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["admin", "principal", "create", "--kind", "human", "--name", "a\udcff"],
+        ["admin", "token", "issue", "--principal", "p\udcff"],
+        ["admin", "token", "revoke", "--token-id", "t\udcff"],
+        ["admin", "token", "list", "--principal", "p\udcff"],
+        ["admin", "project", "create", "--id", "demo", "--name", "n\udcff"],
+        ["admin", "lifecycle", "grant", "--principal", "p", "--tenant", "t\udcff",
+         "--role", "reader"],
+        ["serve", "--lifecycle-webhook", "http://h/x\udcff", "--port", "0"],
+    ],
+)  # fmt: skip
+def test_an_argument_that_is_not_utf8_is_a_usage_error(db: str, args: list[str]) -> None:
+    """Bytes that are not UTF-8 reach Python as surrogate escapes (PEP 383):
+    stored or sent, they failed with a UnicodeEncodeError traceback. A path
+    may hold any bytes; text may not."""
+    command = args if args[0] == "serve" else [*args, "--db", db]
+    result = run(*command)
+    assert result.exit_code == 2, result.output
+    assert "is not UTF-8 text" in result.output
+    assert not Path(db).exists()  # refused before the database was opened

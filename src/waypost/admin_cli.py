@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import click
 
+from waypost.cli_text import TEXT
 from waypost.clock import SystemClock, format_time
 from waypost.errors import WaypostError
 from waypost.resolvers.access import principals
@@ -158,7 +159,7 @@ def principal_group() -> None:
 @principal_group.command("create")
 @db_option
 @click.option("--kind", type=click.Choice(principals.KINDS), required=True)
-@click.option("--name", required=True)
+@click.option("--name", required=True, type=TEXT)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
     """Create a principal; prints its api token (once) and the token's id."""
     _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
@@ -178,7 +179,7 @@ def token_group() -> None:
 
 @token_group.command("issue")
 @db_option
-@click.option("--principal", "principal_id", required=True)
+@click.option("--principal", "principal_id", required=True, type=TEXT)
 @click.option("--audience", type=click.Choice(principals.AUDIENCES), default="api",
               show_default=True)  # fmt: skip
 def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
@@ -188,7 +189,7 @@ def token_issue(db_path: Path, principal_id: str, audience: str) -> None:
 
 @token_group.command("revoke")
 @db_option
-@click.option("--token-id", required=True)
+@click.option("--token-id", required=True, type=TEXT)
 def token_revoke(db_path: Path, token_id: str) -> None:
     """Revoke a token at once."""
     _write(db_path, lambda c, at: principals.revoke_token(c, token_id, at))
@@ -197,7 +198,8 @@ def token_revoke(db_path: Path, token_id: str) -> None:
 
 @token_group.command("list")
 @db_option
-@click.option("--principal", "principal_id", default=None, help="Only this principal's tokens.")
+@click.option("--principal", "principal_id", default=None, type=TEXT,
+              help="Only this principal's tokens.")  # fmt: skip
 def token_list(db_path: Path, principal_id: str | None) -> None:
     """Tokens as a JSON array of {token_id, principal_id, audience, created_at,
     revoked_at}, oldest first; never a token or its hash."""
@@ -254,8 +256,8 @@ def project_group() -> None:
 
 @project_group.command("create")
 @db_option
-@click.option("--id", "project_id", required=True)
-@click.option("--name", required=True)
+@click.option("--id", "project_id", required=True, type=TEXT)
+@click.option("--name", required=True, type=TEXT)
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
     from waypost.http.decoding import convert
@@ -277,9 +279,9 @@ def lifecycle_group() -> None:
 
 @lifecycle_group.command("grant")
 @db_option
-@click.option("--principal", "principal_id", required=True,
+@click.option("--principal", "principal_id", required=True, type=TEXT,
               help="A principal id, or the username a Kubernetes TokenReview returns.")  # fmt: skip
-@click.option("--tenant", required=True)
+@click.option("--tenant", required=True, type=TEXT)
 @click.option("--role", type=click.Choice(authz.ROLES), required=True)
 def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) -> None:
     """Grant a principal its one lifecycle tenant role (replacing any earlier one)."""

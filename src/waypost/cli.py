@@ -15,6 +15,7 @@ from typing import get_args
 import click
 
 from waypost.admin_cli import admin, db_option
+from waypost.cli_text import TEXT
 from waypost.clock import FileClock
 from waypost.errors import Unavailable, WaypostError
 from waypost.settings import (
@@ -65,10 +66,10 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
 
 @main.command()
 @db_option
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, type=TEXT)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535),
               help="0 picks a free port.")  # fmt: skip
-@click.option("--lifecycle-host", default="127.0.0.1", show_default=True)
+@click.option("--lifecycle-host", default="127.0.0.1", show_default=True, type=TEXT)
 @click.option("--lifecycle-port", default=8081, show_default=True, type=click.IntRange(0, 65535),
               help="0 disables the lifecycle listener.")  # fmt: skip
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
@@ -80,14 +81,17 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               help="Lifecycle bearer tokens: Waypost tokens of audience lifecycle, or "
                    "Kubernetes TokenReview.")  # fmt: skip
 @click.option(
-    "--k8s-api", default=None, help="Kubernetes API server URL (https://), for tokenreview."
+    "--k8s-api",
+    default=None,
+    type=TEXT,
+    help="Kubernetes API server URL (https://), for tokenreview.",
 )
 @click.option("--k8s-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               default=None, help="PEM CA bundle of the Kubernetes API server.")  # fmt: skip
 @click.option("--k8s-token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Waypost's own credential for TokenReview calls "
                    "(default: the in-cluster service-account token).")  # fmt: skip
-@click.option("--lifecycle-webhook", default=None,
+@click.option("--lifecycle-webhook", default=None, type=TEXT,
               help="POST each lifecycle event here, in order, with retries.")  # fmt: skip
 @click.option("--request-read-timeout", default=30.0, show_default=True, type=float,
               callback=_read_timeout_seconds,
@@ -262,6 +266,7 @@ def _run(settings: Settings) -> None:
 @main.command("mcp")
 @click.option(
     "--url",
+    type=TEXT,
     default="http://127.0.0.1:8080",
     show_default=True,
     help="Base URL of the running Waypost the tools call.",
