@@ -102,6 +102,21 @@ def test_backup_refuses_an_existing_file_and_a_missing_database(tmp_path: Path) 
     assert result.exit_code == 1 and "no database" in result.stderr
 
 
+def test_backup_refuses_another_applications_file(tmp_path: Path) -> None:
+    """docs/operations.md: admin commands refuse another application's SQLite
+    file; `backup` copied it and reported `integrity: ok`."""
+    other = tmp_path / "inventory.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE items (sku TEXT)")
+    conn.commit()
+    conn.close()
+    target = tmp_path / "b.db"
+    result = run("admin", "backup", "--db", str(other), "--to", str(target))
+    assert result.exit_code == 1, result.output
+    assert "database_unusable" in result.stderr and "not a Waypost database" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inventory.db"]
+
+
 async def test_a_restored_backup_serves_its_records(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
@@ -215,7 +230,7 @@ def test_a_backup_cut_short_leaves_nothing_under_its_name(tmp_path: Path, monkey
     from waypost import maintenance
 
     source = tmp_path / "source.db"
-    sqlite3.connect(source).execute("CREATE TABLE t (x)").connection.close()
+    sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
 
     def interrupted(src: Path, partial: Path) -> Any:
         partial.write_bytes(b"half a copy")
@@ -386,7 +401,7 @@ def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     import time
 
     source = tmp_path / "source.db"
-    sqlite3.connect(source).execute("CREATE TABLE t (x)").connection.close()
+    sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
     script = (
         "import sys, time\n"
         "from waypost import maintenance\n"

@@ -456,6 +456,25 @@ def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umas
         conn.close()
 
 
+def test_a_database_named_by_a_link_to_a_new_file_is_owner_only(
+    tmp_path: Path, open_umask: None
+) -> None:
+    """A --db that is a symbolic link to a file not made yet: the 0600 file
+    was never created (O_EXCL refuses to follow the link), and SQLite made
+    the database, -wal and -shm with the umask's mode."""
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "target.db")
+    conn = connect_sync(link)
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    try:
+        assert link.is_symlink()
+        for name in ("target.db", "target.db-wal", "target.db-shm"):
+            assert mode(tmp_path / name) == 0o600, name
+    finally:
+        conn.close()
+
+
 async def test_batches_are_observable_for_metrics(patient: Database) -> None:
     batches: list[tuple[int, float]] = []
     patient.observe_batches(lambda units, seconds: batches.append((units, seconds)))

@@ -26,7 +26,13 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
-from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
+from waypost.storage.connection import (
+    NotWaypostDatabase,
+    check_writable,
+    refuse_foreign,
+    rollback_if_open,
+    storage_refusal,
+)
 from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
 
 # At most this many problems are listed per check (the count is complete).
@@ -71,6 +77,7 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
         raise BackupError("not_found", f"no database at {source}")
     if os.path.lexists(target):
         raise BackupError("target_exists", f"{target} exists; choose a new file")
+    _refuse_foreign_source(source)
     partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
     try:
         # O_EXCL: never overwrite a file by mistake
@@ -105,6 +112,21 @@ def _take_name(partial: Path, target: Path) -> None:
         if os.path.lexists(target):
             raise BackupError("target_exists", f"{target} exists; choose a new file") from None
         os.rename(partial, target)
+
+
+def _refuse_foreign_source(source: Path) -> None:
+    """Another application's SQLite file is refused, as by every other admin
+    command (it was copied and the backup reported `ok`). A file SQLite cannot
+    read is left to the copy, which says what it found."""
+    conn = open_read_only(source)
+    try:
+        refuse_foreign(conn)
+    except NotWaypostDatabase as exc:
+        raise BackupError("database_unusable", f"{source}: {exc}") from exc
+    except sqlite3.DatabaseError:
+        pass
+    finally:
+        conn.close()
 
 
 def _copy(source: Path, target: Path) -> tuple[str, int]:

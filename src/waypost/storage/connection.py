@@ -92,13 +92,17 @@ def create_private(path: Path) -> None:
     if str(path) == ":memory:" or path.exists():
         return
     _refuse_orphaned_wal(path)
+    # the file a symbolic link names, when the link is there and its file not
+    # yet: O_EXCL refuses to follow the link (EEXIST), which read as "it
+    # exists", and SQLite then created the file with the umask's mode
+    target = Path(os.path.realpath(path))
     try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        fd = os.open(target, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return
     except FileNotFoundError:
-        if not path.parent.is_dir():
-            raise FileNotFoundError(f"the directory {path.parent} does not exist") from None
+        if not target.parent.is_dir():
+            raise FileNotFoundError(f"the directory {target.parent} does not exist") from None
         raise
     os.close(fd)
 
