@@ -583,3 +583,42 @@ async def test_connection_init_with_a_live_session_in_lowercase_is_acknowledged(
         async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
             await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
             assert json.loads(await ws.recv())["type"] == "connection_ack"
+
+
+async def test_request_errors_over_the_socket_carry_code_and_field_as_over_http(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/graphql.md: top-level errors carry `extensions.code` (and a refused
+    argument its `field`), and the rules apply on the socket too. A variable
+    that did not fit its type came back with no extensions at all, a
+    mutation's refused `first: 0` without its field, a NaN in a payload
+    without the variable it was in, and `extensions: []` ran."""
+    mutation = (
+        'mutation { taskCreate(input: {idempotencyKey: "ws-1", projectId: "demo", title: "T"})'
+        " { task { revisions(first: 0) { totalCount } } } }"
+    )
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe("query ($n: Int) { projects(first: $n) { totalCount } }",
+                                    {"n": "x"})  # fmt: skip
+        message = await client.receive()
+        assert message["id"] == op and message["type"] == "next", message
+        assert message["payload"]["errors"][0]["extensions"] == {"code": "invalid_request"}
+        assert (await client.receive()) == {"id": op, "type": "complete"}
+        op = await client.subscribe(mutation)
+        message = await client.receive()
+        assert message["id"] == op and message["type"] == "error", message
+        assert message["payload"][0]["extensions"] == {"code": "invalid_request", "field": "first"}
+        frame = ('{"id": "nan", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+                 ' "variables": {"a": NaN}}}')  # fmt: skip
+        await client.ws.send(frame)
+        message = await client.receive()
+        assert message["id"] == "nan" and message["type"] == "error", message
+        assert message["payload"][0]["extensions"]["field"] == "variables.a", message
+        payload = {"query": "{ me { name } }", "extensions": []}
+        await client.ws.send(json.dumps({"id": "ext", "type": "subscribe", "payload": payload}))
+        message = await client.receive()
+        assert message["id"] == "ext" and message["type"] == "error", message
+        assert "extensions must be an object" in message["payload"][0]["message"]
+    # nothing was written by the refused mutation
+    tasks = await human.get("/api/v1/projects/demo/tasks")
+    assert tasks.json()["items"] == []

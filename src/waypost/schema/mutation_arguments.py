@@ -178,7 +178,7 @@ class _Walk:
         try:
             check(values)
         except InvalidRequest as refusal:
-            self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
+            self.refusals.append(_refused(refusal, node))
 
     def check(self, node: FieldNode) -> None:
         values = self.variables
@@ -193,7 +193,15 @@ class _Walk:
             if w.cursor is not None and not _is_cursor(w.cursor):
                 raise InvalidRequest.field("before" if w.backward else "after", "malformed cursor")
         except InvalidRequest as refusal:
-            self.refusals.append(GraphQLError(refusal.message, [node], original_error=refusal))
+            self.refusals.append(_refused(refusal, node))
+
+
+def _refused(refusal: InvalidRequest, node: FieldNode) -> GraphQLError:
+    """The refusal with its code and field in `extensions`: over HTTP the view
+    shapes it from the original error, but a WebSocket answer is the error as
+    it stands (it came without `extensions.field`)."""
+    extensions = {"code": refusal.code, **refusal.details}
+    return GraphQLError(refusal.message, [node], original_error=refusal, extensions=extensions)
 
 
 def argument_refusals(

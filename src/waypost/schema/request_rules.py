@@ -88,6 +88,10 @@ async def refusal(request: Mapping[str, object], over_http: bool) -> str | None:
         return "operationName must be a string"
     if variables is not None and not isinstance(variables, dict):
         return "variables must be an object"
+    extensions = request.get("extensions")
+    if extensions is not None and not isinstance(extensions, dict):
+        # over HTTP Strawberry refused it first; a WebSocket payload ran
+        return "extensions must be an object"
     if nesting(variables) > MAX_NESTING:
         return f"variables nest more than {MAX_NESTING} levels deep"
     if _holds_nothing(query):

@@ -206,7 +206,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         try:
             return parse_json(raw)
         except WaypostError as error:
-            frame = refused_subscribe(raw, error.message)
+            frame = refused_subscribe(raw, error)
             if frame is not None:
                 return frame
             raise json.JSONDecodeError(error.message, raw.decode("utf-8", "replace"), 0) from error

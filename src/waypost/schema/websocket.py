@@ -95,13 +95,13 @@ class RefusedPayload(dict[str, object]):
     refusal is answered for its operation, as docs/graphql.md says, instead
     of closing the socket (4400) and every other subscription on it."""
 
-    def __init__(self, why: str) -> None:
+    def __init__(self, refusal: WaypostError) -> None:
         super().__init__()
-        self.why = why
+        self.refusal = refusal
 
 
-def refused_subscribe(raw: bytes, why: str) -> dict[str, object] | None:
-    """The `subscribe` frame `raw` (which the strict parser refused for `why`)
+def refused_subscribe(raw: bytes, refusal: WaypostError) -> dict[str, object] | None:
+    """The `subscribe` frame `raw` (which the strict parser refused: `refusal`)
     with its payload replaced by a RefusedPayload, read leniently for its type
     and id; None when it is no such frame (then the socket closes, 4400)."""
     try:
@@ -113,7 +113,7 @@ def refused_subscribe(raw: bytes, why: str) -> dict[str, object] | None:
     operation_id = frame.get("id")
     if not isinstance(operation_id, str) or not isinstance(frame.get("payload"), dict):
         return None
-    return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(why)}
+    return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(refusal)}
 
 
 def _unavailable(error: Unavailable) -> dict[str, Any]:
@@ -150,13 +150,21 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
     async def send_message(self, message: Any) -> None:
         # parse and validation errors (the query limits among them) carry the
-        # same code as over HTTP; field errors are shaped by the executor
-        if message.get("type") == "error":
-            for error in message.get("payload") or []:
-                error.setdefault("extensions", {}).setdefault("code", "invalid_request")
-                # as over HTTP (view.shape_error): a refused value is not echoed whole
-                if isinstance(error.get("message"), str):
-                    error["message"] = clip(error["message"], MESSAGE_MOST)
+        # same code as over HTTP; field errors are shaped by the executor. A
+        # query's or mutation's `next` holds the request's own errors too
+        # (variables that do not fit their types): they had no code at all
+        kind = message.get("type")
+        if kind == "error":
+            errors = message.get("payload") or []
+        elif kind == "next":
+            errors = (message.get("payload") or {}).get("errors") or []
+        else:
+            errors = []
+        for error in errors:
+            error.setdefault("extensions", {}).setdefault("code", "invalid_request")
+            # as over HTTP (view.shape_error): a refused value is not echoed whole
+            if isinstance(error.get("message"), str):
+                error["message"] = clip(error["message"], MESSAGE_MOST)
         await super().send_message(message)
 
     async def handle_task_exception(self, error: Exception) -> None:
@@ -264,7 +272,13 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await self.websocket.close(code=4401, reason="Unauthorized")
                 return
             if isinstance(payload, RefusedPayload):
-                invalid = {"message": payload.why, "extensions": {"code": "invalid_request"}}
+                refusal = payload.refusal
+                extensions = {"code": refusal.code, **refusal.details}
+                # named as in an HTTP body: the frame's `payload.` is not the request's
+                where = extensions.get("field")
+                if isinstance(where, str) and where.startswith("payload."):
+                    extensions["field"] = where.removeprefix("payload.")
+                invalid = {"message": refusal.message, "extensions": extensions}
                 await self.send_message({"id": operation_id, "type": "error", "payload": [invalid]})
                 return
             too_large = _size_refusal(payload)
