@@ -145,6 +145,27 @@ async def test_generations_page_backward_before_a_cursor(human: Caller, project:
     assert not page["pageInfo"]["hasPreviousPage"] and page["pageInfo"]["hasNextPage"]
 
 
+async def test_a_made_up_position_below_one_is_the_oldest_end(human: Caller, project: str) -> None:
+    """docs/api.md: a made-up cursor is read as a position in the list. Before
+    -1 gave one revision where two were asked; before -3 gave none under
+    `hasPreviousPage: true`."""
+    from waypost.pagination import encode_cursor
+
+    task = await new_task(human)
+    for revision in (1, 2):
+        r = await human.patch(f"/api/v1/projects/demo/tasks/{task}",
+                              {"expected_revision": revision, "title": f"T{revision}"})  # fmt: skip
+        assert r.status_code == 200, r.text
+    query = """query ($id: String!, $before: String) { project(id: "demo") { task(id: $id) {
+      revisions(last: 2, before: $before) { nodes { revision }
+        pageInfo { hasPreviousPage } } } } }"""
+    for position in (0, -1, -3, -(2**62)):
+        data = await human.gql(query, {"id": task, "before": encode_cursor(position)})
+        page = data["data"]["project"]["task"]["revisions"]
+        assert [n["revision"] for n in page["nodes"]] == [2, 1], (position, page)
+        assert page["pageInfo"]["hasPreviousPage"] is True
+
+
 async def test_task_decisions_lists_every_decision_newest_first(
     service: Service, human: Caller, project: str
 ) -> None:

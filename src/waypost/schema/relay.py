@@ -203,7 +203,9 @@ async def position_page(
         return Page(page.items, page.cursors, page.has_next, w.cursor is not None)
     p = 0
     if w.cursor is not None:
-        p = int(str(decode_cursor(w.cursor, int, field_name="before")[0]))
+        # a made-up position below 1 is past the list's oldest end, as 0 is
+        # (-1 gave a page shorter than asked, -3 none under hasPreviousPage)
+        p = max(0, int(str(decode_cursor(w.cursor, int, field_name="before")[0])))
     top = min(total, p + w.limit)
     if top <= p:
         return Page([], [], w.cursor is not None, top < total)
