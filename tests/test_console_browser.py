@@ -1228,17 +1228,24 @@ def test_a_token_the_browser_cannot_send_is_not_accepted(tab: Tab, world: World)
     assert "cannot be reached" not in page.locator("main").inner_text()
 
 
+def _stale_in_alices_tab(tab: Tab, world: World, title: str, **asked: Any) -> tuple[Any, str]:
+    """A decision on a new task titled `title`, made stale by an edit of the
+    title, open in Alice's tab at its reopen form."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": title}, 201)
+    decision_id = world.open_decision(world.agent, task_ids=[made["id"]], **asked)
+    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
+                     {"expected_revision": 1, "title": f"{title} (edited)"})  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    return page, decision_id
+
+
 def test_a_reopen_refused_for_a_field_names_it_and_focuses_it(tab: Tab, world: World) -> None:
     """The raw validator text came back ("Expected `str` of length <= 1000")
     and the keyboard went to "Why reopen" whatever the field."""
-    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Tag release 9"}, 201)
-    decision = world.open_decision(world.agent, question="Tag it now?", task_ids=[made["id"]])
-    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
-                     {"expected_revision": 1, "title": "Tag release 10"})  # fmt: skip
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
-    page.get_by_role("heading", name="Why it is stale").wait_for()
+    page, decision = _stale_in_alices_tab(tab, world, "Tag release 9", question="Tag it now?")
     page.get_by_label("Why reopen (required)").fill("Release 10 replaces 9.")
     page.get_by_label("Conditions").fill("fine\n" + "x" * 1001)
     page.get_by_role("button", name="Reopen").click()
@@ -1524,16 +1531,9 @@ def test_a_refresh_that_changes_nothing_leaves_the_inbox_as_it_is(tab: Tab, worl
 def test_a_reopen_that_lost_a_race_keeps_every_box_typed_into(tab: Tab, world: World) -> None:
     """docs/console.md: what you had written stays under "What you wrote". A
     reopening kept only its reason, not the conditions or environment edited."""
-    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Race me"}, 201)
-    decision_id = world.open_decision(
-        world.agent, question="Reopen race?", task_ids=[made["id"]], conditions=["old one"]
+    page, decision_id = _stale_in_alices_tab(
+        tab, world, "Race me", question="Reopen race?", conditions=["old one"]
     )
-    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
-                     {"expected_revision": 1, "title": "Race me again"})  # fmt: skip
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Why it is stale").wait_for()
     page.get_by_label("Why reopen (required)").fill("Tighten the conditions.")
     page.get_by_label("Environment").fill("production")
     page.get_by_label("Conditions").fill("a fresh backup\nan owner on call")
