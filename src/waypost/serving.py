@@ -145,7 +145,8 @@ async def _end_forced_requests(server: _Server) -> None:
     uvicorn logged each cancellation as an ERROR with a traceback and
     answered 500. Their connections are closed instead, so that a request
     reading its body hears that the client has gone (a quiet end), and they
-    get a moment to end before the database closes."""
+    get a moment to end. Called once the store has closed: the writes queued
+    for it were answered (503) over connections still open."""
     if not server.force_exit:
         return
     for connection in list(server.server_state.connections):
