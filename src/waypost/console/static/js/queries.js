@@ -19,7 +19,7 @@ fragment InboxProject on Project {
   restId name
   policy { revision }
   digest {
-    generatedAt readyTaskCount
+    readyTaskCount
     pendingDecisions { ...Card }
     timingOutSoon { ...Card }
     proceededByTimeout { ...Card }
