@@ -66,6 +66,8 @@ class Target:
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
     failures: int = 0
+    pid: int = 0  # the server's process, whose CPU time each round adds up
+    cpu_seconds: float | None = 0.0  # None where /proc cannot tell
 
     def request(self, key: str) -> bytes:
         head = (
@@ -107,9 +109,29 @@ async def load_round(target: Target, seconds: float, tag: str) -> None:
         finally:
             writer.close()
 
+    cpu_before = process_cpu_seconds(target.pid)
     started = time.perf_counter()
     await asyncio.gather(*(client(w) for w in range(CLIENTS)))
     target.seconds += time.perf_counter() - started
+    cpu_after = process_cpu_seconds(target.pid)
+    if cpu_before is None or cpu_after is None or target.cpu_seconds is None:
+        target.cpu_seconds = None
+    else:
+        target.cpu_seconds += cpu_after - cpu_before
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time of a process so far (Linux's /proc), or None.
+
+    Said beside the throughput because on a fast disk both servers are bound
+    by one core (the GIL), so what a create costs in CPU decides the ratio."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    # fields[11] and [12] are utime and stime (fields 14 and 15 of proc(5))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 async def sequential(target: Target, n: int, replay: bool) -> list[float]:
@@ -175,7 +197,7 @@ def servers(
                 )  # fmt: skip
                 procs.append(Process(f"{kind} {label}", proc, port))
                 path = "/api/v1/projects/bench/knowledge" if kind == "waypost" else "/knowledge"
-                targets.append(Target(f"{kind} {label}", port, path))
+                targets.append(Target(f"{kind} {label}", port, path, pid=proc.pid))
         if before is not None:
             port = free_port()
             db = directory / "before.db"
@@ -195,7 +217,7 @@ def servers(
             )  # fmt: skip
             procs.append(Process("waypost before", proc, port))
             targets.append(Target("waypost before (asyncio+h11)", port,
-                                  "/api/v1/projects/bench/knowledge"))  # fmt: skip
+                                  "/api/v1/projects/bench/knowledge", pid=proc.pid))  # fmt: skip
         for proc, target in zip(procs, targets, strict=True):
             if proc.name.startswith("bare"):
                 wait_ready(proc, "/")
@@ -266,11 +288,16 @@ async def measure(targets: list[Target], rounds: int, seconds: float, n: int) ->
             await load_round(t, seconds, f"r{r}")
     print(f"\n{CLIENTS} concurrent keep-alive clients, knowledge create, {rounds} alternated"
           f" rounds of {seconds:.1f}s per server:")  # fmt: skip
-    print(f"{'server':34}  {'ops/s':>7}  {'p50':>8}  {'p99':>8}  {'non-201':>7}")
+    print(f"{'server':34}  {'ops/s':>7}  {'p50':>8}  {'p99':>8}  {'non-201':>7}"
+          f"  {'CPU/create':>10}  {'cores':>5}")  # fmt: skip
     for t in targets:
         ops = len(t.latencies) / t.seconds
+        cpu = "         -      -"
+        if t.cpu_seconds is not None:
+            per_create = t.cpu_seconds / len(t.latencies) * 1e3
+            cpu = f"  {per_create:8.3f}ms  {t.cpu_seconds / t.seconds:5.2f}"
         print(f"{t.name:34}  {ops:7.0f}  {percentile(t.latencies, 0.5) * 1e3:6.1f}ms"
-              f"  {percentile(t.latencies, 0.99) * 1e3:6.1f}ms  {t.failures:7d}")  # fmt: skip
+              f"  {percentile(t.latencies, 0.99) * 1e3:6.1f}ms  {t.failures:7d}{cpu}")  # fmt: skip
     by_name = {t.name: t for t in targets}
     print()
     for t in targets:
