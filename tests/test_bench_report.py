@@ -1,8 +1,13 @@
-"""The context bench's paired ratio (bench/context.py), on known samples."""
+"""The benches' own arithmetic: the context bench's paired ratio
+(bench/context.py) on known samples, the store bench's CPU reading."""
 
 from __future__ import annotations
 
+import os
+import time
+
 from bench.context import Row, paired_median
+from bench.store import process_cpu_seconds
 
 
 def test_the_paired_median_compares_each_query_with_itself() -> None:
@@ -19,3 +24,15 @@ def test_a_row_cut_short_is_paired_over_the_queries_it_ran() -> None:
     base = Row("bare", samples=[1.0, 2.0, 4.0, 8.0])
     prefix = Row("datasette", samples=[10.0, 40.0])
     assert paired_median(prefix, base) == 15.0
+
+
+def test_a_process_cpu_time_grows_with_its_work_and_is_none_when_gone() -> None:
+    """The store bench's CPU per create reads a server's time from /proc."""
+    before = process_cpu_seconds(os.getpid())
+    assert before is not None
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:  # spend CPU this process owns
+        pass
+    after = process_cpu_seconds(os.getpid())
+    assert after is not None and after > before
+    assert process_cpu_seconds(2**22 + 1) is None  # past Linux's largest pid
