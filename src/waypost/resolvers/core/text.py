@@ -14,10 +14,31 @@ from waypost.errors import InvalidRequest
 # "not blank" where one of spaces did not.
 _SHOWS_NOTHING = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"})
 _DRAWN_BLANK = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+# Code points not assigned yet that Unicode reserves as default-ignorable
+# (Default_Ignorable_Code_Point in DerivedCoreProperties.txt): whatever they
+# become, a renderer that does not know them must show nothing. A title of
+# U+2065 alone passed; other unassigned code points (emoji newer than this
+# Python's Unicode tables) are drawn, at least as a box, and pass.
+_RESERVED_IGNORABLE = (
+    range(0x2065, 0x2066),
+    range(0xFFF0, 0xFFF9),
+    range(0xE0000, 0xE0001),
+    range(0xE0002, 0xE0020),
+    range(0xE0080, 0xE0100),
+    range(0xE01F0, 0xE1000),
+)
+
+
+def _reserved_ignorable(ch: str) -> bool:
+    code = ord(ch)
+    return any(code in reserved for reserved in _RESERVED_IGNORABLE)
 
 
 def _visible(ch: str) -> bool:
-    return ch not in _DRAWN_BLANK and unicodedata.category(ch) not in _SHOWS_NOTHING
+    category = unicodedata.category(ch)
+    if category == "Cn":
+        return not _reserved_ignorable(ch)
+    return ch not in _DRAWN_BLANK and category not in _SHOWS_NOTHING
 
 
 def require_text(value: str, field: str) -> None:
@@ -40,14 +61,16 @@ _SHAPING = frozenset("\u200c\u200d")
 
 def shown_as(value: str) -> str:
     """`value` as a reader sees it: composed (NFC) and without the format
-    characters that show nothing (zero-width space, BOM, bidi controls).
+    characters that show nothing (zero-width space, BOM, bidi controls) or
+    the reserved default-ignorable code points.
     Two entries of one list with the same `shown_as` look the same to the
     person who picks one."""
     composed = unicodedata.normalize("NFC", value)
     return "".join(
         ch
         for i, ch in enumerate(composed)
-        if unicodedata.category(ch) != "Cf" or (ch in _SHAPING and _between_shaped(composed, i))
+        if (unicodedata.category(ch) != "Cf" or (ch in _SHAPING and _between_shaped(composed, i)))
+        and not _reserved_ignorable(ch)
     )
 
 
