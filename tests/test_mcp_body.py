@@ -133,6 +133,24 @@ async def test_an_unknown_method_is_method_not_found_with_its_id(human: Caller) 
         assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 
+async def test_a_request_whose_params_mcp_refuses_is_told_which_field(human: Caller) -> None:
+    """The SDK answered "Invalid request parameters" with an empty `data` (and
+    logged its whole validation report); the field is named now, as for a bad
+    initialize and over stdio."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    for params, named in (
+        ({"arguments": {}}, "params.name"),
+        ({"name": "digest", "arguments": [1]}, "params.arguments"),
+    ):
+        body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": params}
+        r = await human.client.post("/mcp", json=body, headers=headers)
+        assert r.status_code == 200, r.text
+        error = r.json()["error"]
+        assert r.json()["id"] == 8 and error["code"] == -32602, r.text
+        assert error["message"].startswith(f"Invalid params: {named}: "), r.text
+
+
 async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
     human: Caller,
 ) -> None:

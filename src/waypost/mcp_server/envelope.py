@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from mcp.types import INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
+from pydantic import BaseModel, ValidationError
 
 from waypost.errors import WaypostError
 from waypost.http.decoding import parse_json
@@ -28,13 +29,15 @@ RequestId = str | int
 # one message: the REST body limit plus room for the JSON-RPC envelope
 MESSAGE_LIMIT = 256 * 1024 + 16 * 1024
 
-# every request method the SDK knows (it answers "method not found" itself for
-# those without a handler); it reads any other name as a malformed request
-REQUEST_METHODS = frozenset(
-    method
+# every request method the SDK knows, with the model it reads its request by
+# (it answers "method not found" itself for those without a handler); it
+# reads any other name as a malformed request
+REQUEST_MODELS: dict[str, type[BaseModel]] = {
+    method: model
     for model in typing.get_args(ClientRequest.model_fields["root"].annotation)
     for method in typing.get_args(model.model_fields["method"].annotation)
-)
+}
+REQUEST_METHODS = frozenset(REQUEST_MODELS)
 
 
 @dataclass(frozen=True)
@@ -201,4 +204,26 @@ def unknown_method(message: dict[str, Any]) -> Refusal | None:
     method, request_id = message.get("method"), message.get("id")
     if isinstance(method, str) and is_request_id(request_id) and method not in REQUEST_METHODS:
         return Refusal(request_id, METHOD_NOT_FOUND, f"Method not found: {method[:100]}")
+    return None
+
+
+def params_refusal(message: dict[str, Any]) -> Refusal | None:
+    """`-32602` naming the first wrong field of a request whose params MCP's
+    schema refuses (`initialize` without `clientInfo`, `tools/call` without
+    `name`): the SDK answered "Invalid request parameters" and nothing more,
+    and logged its whole validation report. None for anything else; only for
+    a message `envelope_refusal` passed. The caller decides whether a
+    message without an id is held to a request's schema (`/mcp` does so for
+    `initialize`, which opens a session whatever its id); its refusal has
+    `"id": null`."""
+    model = REQUEST_MODELS.get(message.get("method"))  # type: ignore[arg-type]
+    if model is None:
+        return None
+    request_id = message.get("id") if is_request_id(message.get("id")) else None
+    try:
+        model.model_validate(message)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])[:100]
+        return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {where}: {first['msg'][:100]}")
     return None

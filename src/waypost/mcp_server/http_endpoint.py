@@ -21,8 +21,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, InitializeRequest
-from pydantic import ValidationError
+from mcp.types import INVALID_REQUEST
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
@@ -36,7 +35,9 @@ from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
+    is_request_id,
     is_response,
+    params_refusal,
     read_message,
     request_id_quickly,
     unknown_method,
@@ -108,34 +109,28 @@ async def _json_rpc_error(
     await send_json(send, status, Refusal(request_id, code, message).as_json())
 
 
-def _bad_initialize(message: Any) -> tuple[str | int | None, str] | None:
-    """(id, what is wrong) of an initialize request whose params MCP refuses.
+def _bad_initialize(message: Any) -> Refusal | None:
+    """The refusal of an initialize request whose params MCP refuses.
 
     The SDK answers it with a 200 and an error, and keeps the session it
     opened for it until the idle timeout: sixteen such mistakes shut the
     principal out of new sessions. None for anything else."""
     if not isinstance(message, dict) or message.get("method") != "initialize":
         return None
-    try:
-        InitializeRequest.model_validate(message)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])[:100]
-        request_id = message.get("id")
-        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
-            request_id = None
-        return request_id, f"Invalid params: {where}: {first['msg'][:100]}"
-    return None
+    return params_refusal(message)
 
 
-def _unknown_method(message: Any, scope: Scope) -> Refusal | None:
-    """`-32601` for a request naming a method MCP does not have; None for
+def _refused_in_session(message: Any, scope: Scope) -> Refusal | None:
+    """`-32601` for a request naming a method MCP does not have, `-32602`
+    naming the field for one whose params MCP's schema refuses; None for
     anything else, left to the SDK (and to its checks of the session and the
     headers, which come first). Only asked for a request in one of the
     caller's live sessions."""
     if not isinstance(message, dict) or not _sdk_would_serve(scope):
         return None
-    return unknown_method(message)
+    if not is_request_id(message.get("id")):
+        return None  # a notification: the SDK's to read
+    return unknown_method(message) or params_refusal(message)
 
 
 def _sdk_would_serve(scope: Scope) -> bool:
@@ -265,9 +260,9 @@ class McpEndpoint:
         receive = _noting_disconnect(receive, gone)
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
-        unknown = _unknown_method(message, scope) if session_id in live else None
-        if unknown is not None:
-            await send_json(send, 200, unknown.as_json())
+        refused = _refused_in_session(message, scope) if session_id in live else None
+        if refused is not None:
+            await send_json(send, 200, refused.as_json())
             return
         if session_id in live and is_response(message) and _sdk_would_serve(scope):
             # this server asks nothing: the SDK logged an ERROR for the answer
@@ -296,7 +291,7 @@ class McpEndpoint:
                 return
             bad = _bad_initialize(message)
             if bad is not None:
-                await _json_rpc_error(send, 400, INVALID_PARAMS, bad[1], bad[0])
+                await send_json(send, 400, bad.as_json())
                 return
             send = _noting_new_session(send, live)
             self._opening[actor.principal_id] = self._opening.get(actor.principal_id, 0) + 1

@@ -183,8 +183,8 @@ class ClientLeft(Exception):
 
 
 def _client_gone(ctx: Context) -> asyncio.Event | None:
-    """Set once the call's HTTP client has gone; None over stdio, where the
-    client's going ends the process."""
+    """Set once the call's HTTP client has gone (None outside `/mcp`: stdio
+    passes `build_server` the end of its input instead)."""
     gone = ctx.request.scope.get(CLIENT_GONE) if ctx.request is not None else None
     return gone if isinstance(gone, asyncio.Event) else None
 
@@ -251,8 +251,14 @@ def tool_list() -> list[types.Tool]:
 
 
 def build_server(
-    backend_for: BackendFor, heartbeat_seconds: float = HEARTBEAT_SECONDS
+    backend_for: BackendFor,
+    heartbeat_seconds: float = HEARTBEAT_SECONDS,
+    client_gone: Callable[[Context], asyncio.Event | None] | None = None,
 ) -> Server[McpState, Any]:
+    """The server; `client_gone(ctx)` is the event set once a call's client
+    has left (by default the one `/mcp` puts in each request's scope)."""
+    gone_for = client_gone or _client_gone
+
     @contextlib.asynccontextmanager
     async def lifespan(_: Server[McpState, Any]) -> AsyncIterator[McpState]:
         async with anyio.create_task_group() as tasks:
@@ -289,7 +295,7 @@ def build_server(
         try:
             if name == "decision_wait":
                 wait = _decision_wait(backend, state, arguments)
-                result = await _unless_client_leaves(wait, _client_gone(ctx))
+                result = await _unless_client_leaves(wait, gone_for(ctx))
             elif name in by_name:
                 result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
             else:

@@ -2,7 +2,11 @@
 
 The tools are backed by the REST API of a running Waypost (`--url`), with the
 token from WAYPOST_TOKEN. The MCP session is the process: it ends (and so
-does the agent session it kept) when the client closes standard input.
+does the agent session it kept) when the client closes standard input, once
+every request read before has been answered (JSON-RPC answers each request:
+a write already on its way commits, and its caller learns so from the
+answer), a `decision_wait` ending at once as over `/mcp` when its client
+leaves.
 
 The transport is this module's, not the SDK's `stdio_server`: that one read
 lines with `json.loads` leniency (duplicate keys, NaN), turned invalid UTF-8
@@ -11,15 +15,20 @@ every line it could not use with a log notification ("Internal Server Error")
 instead of the JSON-RPC error the line's sender waits for. Each line here is
 held to the rules `POST /mcp` holds a body to (`envelope.py`) and a refused
 one is answered in JSON-RPC's own terms; the SDK sees only well-formed
-messages.
+messages. Memory stays bounded whatever a line's length: past the id
+search's bound (`ID_SEARCH_MAX`, as for a body of `/mcp`) a line is refused
+and the rest of it skipped as it arrives.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
+import re
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -27,16 +36,26 @@ import anyio
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, JSONRPCMessage
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    JSONRPCError,
+    JSONRPCMessage,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 from pydantic import ValidationError
 
 from waypost import __version__
 from waypost.mcp_server.backend import HttpBackend
 from waypost.mcp_server.envelope import (
+    ID_SEARCH_MAX,
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
     is_response,
+    params_refusal,
     read_message,
     request_id_of,
     unknown_method,
@@ -44,6 +63,20 @@ from waypost.mcp_server.envelope import (
 from waypost.mcp_server.server import build_server
 
 log = logging.getLogger("waypost.mcp")
+
+READ_CHUNK = 64 * 1024
+# \r, \n and \r\n each end a line, as in the text mode the SDK's transport
+# read standard input in
+LINE_END = re.compile(rb"\r\n|\r|\n")
+# Once standard input has ended, how long the answers of requests still
+# running are waited for. A route call's HTTP requests time out at 30 s and
+# a decision_wait ends at once, so this only bounds a fault of ours.
+DRAIN_SECONDS = 60.0
+# what the SDK answers a request its client cancelled (MCP: no answer at all)
+_SDK_CANCELLED = 0
+# the requests the SDK serves before an `initialize` (it refused any other
+# with an empty "Invalid request parameters")
+_BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 
 
 class TokenRefused(Exception):
@@ -77,6 +110,8 @@ def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:
         log.warning("a response to no request of this server was dropped (%.200s)", line)
         return None
     refusal = envelope_refusal(message) or unknown_method(message)
+    if refusal is None and "id" in message:  # a request: held to MCP's schema
+        refusal = params_refusal(message)
     if refusal is not None:
         return refusal
     try:
@@ -89,13 +124,76 @@ ServerReads = MemoryObjectReceiveStream[SessionMessage | Exception]
 ServerWrites = MemoryObjectSendStream[SessionMessage]
 
 
+async def lines_of(given: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
+    """Each line of `given` (blank ones too). A line past `ID_SEARCH_MAX` is
+    cut there (refused as too long, with no id looked for) and the rest of
+    it skipped as it arrives: a 40 MB line was read whole first."""
+    pending = b""
+    skipping = False  # in the rest of a line already cut
+    while chunk := await given.read1(READ_CHUNK):
+        *complete, pending = LINE_END.split(pending + chunk)
+        for line in complete:
+            if skipping:
+                skipping = False
+                continue
+            yield line
+        if len(pending) > ID_SEARCH_MAX:
+            if not skipping:
+                yield pending[: ID_SEARCH_MAX + 1]
+                skipping = True
+            pending = b""
+    if pending and not skipping:
+        yield pending
+
+
+class _Unanswered:
+    """The requests handed to the SDK and not answered yet, by id (a client
+    may reuse an id while its first request runs: each is answered)."""
+
+    def __init__(self) -> None:
+        self._ids: Counter[Any] = Counter()
+        self._changed = anyio.Condition()
+        self.cancelled: set[Any] = set()  # by the client, still running
+
+    def add(self, request_id: Any) -> None:
+        self._ids[request_id] += 1
+
+    def __contains__(self, request_id: Any) -> bool:
+        return request_id in self._ids
+
+    async def answered(self, request_id: Any) -> None:
+        if request_id not in self._ids:
+            return
+        self._ids[request_id] -= 1
+        if not self._ids[request_id]:
+            del self._ids[request_id]
+            self.cancelled.discard(request_id)
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def drained(self) -> None:
+        async with self._changed:
+            while self._ids:
+                await self._changed.wait()
+
+    def __len__(self) -> int:
+        return sum(self._ids.values())
+
+
 @contextlib.asynccontextmanager
 async def checked_stdio(
     stdin: anyio.AsyncFile[bytes] | None = None,
     stdout: anyio.AsyncFile[bytes] | None = None,
+    input_ended: asyncio.Event | None = None,
 ) -> AsyncIterator[tuple[ServerReads, ServerWrites]]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
-    standard input and output (bytes: the UTF-8 check is the parser's)."""
+    standard input and output (bytes: the UTF-8 check is the parser's).
+
+    At the end of the input `input_ended` is set (a decision_wait then ends)
+    and the SDK's read stream is closed only once every request handed to it
+    has been answered: the SDK cancels the calls still running when its
+    stream ends, so a write piped in with its input closed behind it
+    committed unanswered."""
     given = stdin or anyio.wrap_file(sys.stdin.buffer)
     taken = stdout or anyio.wrap_file(sys.stdout.buffer)
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
@@ -105,29 +203,71 @@ async def checked_stdio(
     from_server: MemoryObjectReceiveStream[SessionMessage]
     server_writes, from_server = anyio.create_memory_object_stream(0)
     one_line_at_a_time = anyio.Lock()
+    unanswered = _Unanswered()
+    output_closed = False
+    initialized = False
 
     async def write_line(data: bytes) -> None:
+        nonlocal output_closed
         async with one_line_at_a_time:
-            await taken.write(data + b"\n")
-            await taken.flush()
+            if output_closed:
+                return
+            try:
+                await taken.write(data + b"\n")
+                await taken.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                # the client stopped reading: what is running still ends
+                # (and commits) as it would, unread
+                output_closed = True
+
+    async def hand_on(message: JSONRPCMessage) -> None:
+        nonlocal initialized
+        root = message.root
+        if isinstance(root, JSONRPCRequest):
+            if not initialized and root.method not in _BEFORE_INITIALIZE:
+                said = "Received request before initialization was complete: send initialize first"
+                await write_line(_compact(Refusal(root.id, INVALID_PARAMS, said).as_json()))
+                return
+            initialized = initialized or root.method == "initialize"
+            unanswered.add(root.id)
+        elif isinstance(root, JSONRPCNotification) and root.method == "notifications/cancelled":
+            cancelled = (root.params or {}).get("requestId")
+            if cancelled in unanswered:
+                unanswered.cancelled.add(cancelled)
+        await to_server.send(SessionMessage(message))
 
     async def read_lines() -> None:
         async with to_server:
-            async for read in given:
-                # \r, \n and \r\n each end a line, as in the text mode the
-                # SDK's transport read standard input in
-                for line in read.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n"):
-                    if not line.strip():  # a blank line is no message
-                        continue
-                    found = message_of_line(line)
-                    if isinstance(found, Refusal):
-                        await write_line(_compact(found.as_json()))
-                    elif found is not None:
-                        await to_server.send(SessionMessage(found))
+            async for line in lines_of(given):
+                if not line.strip():  # a blank line is no message
+                    continue
+                found = message_of_line(line)
+                if isinstance(found, Refusal):
+                    await write_line(_compact(found.as_json()))
+                elif found is not None:
+                    await hand_on(found)
+            if input_ended is not None:
+                input_ended.set()
+            with anyio.move_on_after(DRAIN_SECONDS):
+                await unanswered.drained()
+            if len(unanswered):
+                log.warning("standard input ended; %d requests still unanswered after %.0f s"
+                            " are cancelled", len(unanswered), DRAIN_SECONDS)  # fmt: skip
 
     async def write_messages() -> None:
         async with from_server:
             async for sent in from_server:
+                root = sent.message.root
+                if isinstance(root, JSONRPCResponse | JSONRPCError):
+                    dropped = (
+                        isinstance(root, JSONRPCError)
+                        and root.error.code == _SDK_CANCELLED
+                        and root.id in unanswered.cancelled
+                    )
+                    await unanswered.answered(root.id)
+                    if dropped:
+                        # MCP: a request its client cancelled gets no answer
+                        continue
                 text = sent.message.model_dump_json(by_alias=True, exclude_none=True)
                 await write_line(text.encode())
 
@@ -148,8 +288,11 @@ async def serve_stdio(url: str, token: str) -> None:
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=30.0) as client:
         await check_token(client)
         backend = HttpBackend(client)
-        server = build_server(lambda ctx: backend)
-        async with checked_stdio() as (read, write):
+        # the client's going is the end of the input: a decision_wait then
+        # ends at once, as one over /mcp does when its POST's client leaves
+        input_ended = asyncio.Event()
+        server = build_server(lambda ctx: backend, client_gone=lambda ctx: input_ended)
+        async with checked_stdio(input_ended=input_ended) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
 

@@ -1,0 +1,201 @@
+"""`waypost mcp` over stdio at the edges of its input: the end of it, a line
+of any length, a request MCP's schema refuses, a request its client cancels.
+Each runs the real process against a real `waypost serve`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.mcp_support import Waypost
+from tests.test_mcp import _an_agent_and_a_decision, own_waypost
+
+pytestmark = pytest.mark.slow
+
+HELLO = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+@pytest.fixture(scope="module")
+def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
+    with own_waypost(tmp_path_factory.mktemp("mcp-stdio")) as running:
+        yield running
+
+
+async def _mcp(waypost: Waypost, token: str, log: Path) -> asyncio.subprocess.Process:
+    with log.open("wb") as stderr:
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": token, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+def _call(request_id: int, tool: str, **arguments: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}}  # fmt: skip
+
+
+async def _answer(process: asyncio.subprocess.Process) -> dict[str, Any]:
+    assert process.stdout is not None
+    got: dict[str, Any] = json.loads(await asyncio.wait_for(process.stdout.readline(), 30))
+    return got
+
+
+def _tool_text(answer: dict[str, Any]) -> str:
+    text: str = answer["result"]["content"][0]["text"]
+    return text
+
+
+async def test_every_request_read_before_the_input_ends_is_answered(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """The process ended with its input, cancelling the calls still running: a
+    record piped in with the input closed behind it was written 9 times in 10
+    and answered none, so its client could not tell. Now each is answered (a
+    decision_wait at once, as over /mcp when its client leaves) and then the
+    process ends."""
+    project, agent, decision = _an_agent_and_a_decision(waypost, "piped", "piper")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    record = _call(2, "knowledge_record", project=project, kind="fact",
+                   title="Piped in", body="Written with the input closed behind it.")  # fmt: skip
+    wait = _call(3, "decision_wait", project=project, decision_id=decision["id"],
+                 timeout_seconds=240)  # fmt: skip
+    process.stdin.write(_line(HELLO) + _line(INITIALIZED) + _line(record) + _line(wait))
+    process.stdin.write(_line({"jsonrpc": "2.0", "id": 4, "method": "ping"}))
+    process.stdin.close()
+    out = await asyncio.wait_for(process.stdout.read(), 60)  # the wait's bound is 240 s
+    assert await asyncio.wait_for(process.wait(), 30) == 0
+    answers = {m["id"]: m for m in map(json.loads, out.splitlines())}
+    assert sorted(answers) == [1, 2, 3, 4]
+    written = json.loads(_tool_text(answers[2]))
+    stored = waypost.rest("GET", f"/api/v1/projects/{project}/knowledge/{written['id']}")
+    assert stored.status_code == 200 and stored.json()["title"] == "Piped in"
+    assert answers[3]["result"]["isError"] is True
+    assert "client went away" in _tool_text(answers[3])
+
+
+async def test_a_line_of_any_length_is_refused_in_bounded_memory(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """A 40 MB line was read whole before it was refused (the process's peak
+    memory grew by about twice the line). Past the id search's bound it is
+    cut and the rest skipped as it arrives; the session serves on."""
+    token = waypost.principal("agent", "long-liner")
+    process = await _mcp(waypost, token, tmp_path / "mcp.log")
+    assert process.stdin is not None
+    try:
+        process.stdin.write(_line(HELLO))
+        assert (await _answer(process))["id"] == 1
+        before = _peak_memory_kib(process.pid)
+        head = b'{"jsonrpc": "2.0", "id": 7, "method": "ping", "pad": "'
+        process.stdin.write(head + b"x" * 40_000_000 + b'"}\n')
+        await process.stdin.drain()
+        refused = await _answer(process)
+        # a line past the id search's bound is refused without its id, as
+        # /mcp refuses such a body
+        assert refused["id"] is None and refused["error"]["code"] == -32600, refused
+        assert "limited to" in refused["error"]["message"]
+        grown = _peak_memory_kib(process.pid) - before
+        assert grown < 16 * 1024, f"peak memory grew by {grown} KiB for one 40 MB line"
+        process.stdin.write(_line({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+        assert (await _answer(process))["id"] == 8
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+
+
+def _peak_memory_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM in /proc")
+
+
+async def test_a_request_mcp_refuses_is_answered_with_its_reason(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """The SDK answered each of these "Invalid request parameters" with an
+    empty `data`, and logged its whole validation report (about 6,000
+    characters); `/mcp` named the field of a bad initialize. Both transports
+    now name it, and stdio says a request came before `initialize`."""
+    token = waypost.principal("agent", "mis-sender")
+    log = tmp_path / "mcp.log"
+    process = await _mcp(waypost, token, log)
+    assert process.stdin is not None
+    try:
+        early = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        no_client = {**HELLO, "id": 2, "params": {"protocolVersion": "2025-06-18",
+                                                  "capabilities": {}}}  # fmt: skip
+        nameless = {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"arguments": {}}}  # fmt: skip
+        listed = {**_call(5, "digest"), "params": {"name": "digest", "arguments": [1]}}
+        expected = [
+            (early, "initialize"),
+            (no_client, "params.clientInfo"),
+            ({**HELLO, "id": 3}, None),
+            (nameless, "params.name"),
+            (listed, "params.arguments"),
+        ]
+        for message, named in expected:
+            process.stdin.write(_line(message))
+            got = await _answer(process)
+            assert got["id"] == message["id"], got
+            if named is None:
+                assert "result" in got, got
+            else:
+                assert got["error"]["code"] == -32602 and named in got["error"]["message"], got
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+    assert "Failed to validate request" not in log.read_text()
+
+
+async def test_a_request_its_client_cancelled_gets_no_answer(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """MCP: the receiver of a cancellation should not answer the cancelled
+    request. The SDK answered it `{"code": 0, "message": "Request cancelled"}`."""
+    project, agent, decision = _an_agent_and_a_decision(waypost, "called-off", "canceller")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        assert (await _answer(process))["id"] == 1
+        wait = _call(9, "decision_wait", project=project, decision_id=decision["id"],
+                     timeout_seconds=240)  # fmt: skip
+        process.stdin.write(_line(wait))
+        await asyncio.sleep(0.5)  # the wait is running
+        process.stdin.write(
+            _line(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": 9, "reason": "no longer needed"},
+                }
+            )
+        )
+        await asyncio.sleep(0.5)  # what the SDK answers the cancellation comes first
+        process.stdin.write(_line({"jsonrpc": "2.0", "id": 10, "method": "ping"}))
+        assert (await _answer(process))["id"] == 10
+    finally:
+        process.stdin.close()
+        rest = await asyncio.wait_for(process.stdout.read(), 30)
+        await asyncio.wait_for(process.wait(), 30)
+    # nothing for request 9, not even at the end of the input (where a wait
+    # still running answers that its client went away)
+    assert rest == b""
