@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -64,6 +66,24 @@ def bearer(token: str) -> dict[str, str]:
 )
 async def test_missing_or_unknown_token_is_401(service: Service, headers: dict[str, str]) -> None:
     assert_401(await service.client.get("/api/v1/me", headers=headers))
+
+
+@pytest.mark.parametrize("attached", [b"\xa0", b"\x85"])
+async def test_a_token_with_other_whitespace_attached_is_no_token(
+    service: Service, human: Caller, attached: bytes
+) -> None:
+    """`str.strip()` took NBSP and NEL for spaces: a token with one attached
+    was accepted, on REST, GraphQL and the event stream alike."""
+    token = human.token.encode()
+    for value in (b"Bearer " + token + attached, b"Bearer " + attached + token):
+        assert_401(await service.client.get("/api/v1/me", headers={"Authorization": value}))
+        r = await service.client.post(
+            "/graphql", json={"query": "{ me { name } }"}, headers={"Authorization": value}
+        )
+        assert_gql_401(r)
+    # spaces and tabs around it are trimmed, as around any header's value
+    spaced = {"Authorization": b"Bearer  " + token + b" \t"}
+    assert (await service.client.get("/api/v1/me", headers=spaced)).status_code == 200
 
 
 @pytest.mark.parametrize("headers", [{}, bearer("wp_unknown_token")])
@@ -343,44 +363,109 @@ async def test_start_against_a_database_with_principals_creates_no_admin(
         assert "admin" not in capsys.readouterr().err
 
 
+async def _while_queued(
+    service: Service, caller: Caller, request: Any, meanwhile: Callable[[sqlite3.Connection], None]
+) -> httpx.Response:
+    """`request`'s answer when `meanwhile` commits while it waits for the
+    writer: past the gate (authentication passed), before its own unit."""
+    import asyncio
+    import threading
+
+    release = threading.Event()
+    entered = threading.Event()
+
+    def hold_then_change(conn: sqlite3.Connection) -> None:
+        entered.set()
+        release.wait(10)
+        meanwhile(conn)
+
+    holder = asyncio.create_task(service.rt.db.write(hold_then_change))
+    await asyncio.to_thread(entered.wait, 10)
+    pending = asyncio.create_task(request)
+    try:
+        for _ in range(5000):  # until the request is queued behind the writer
+            if (caller.principal_id, "k") in service.rt.inflight:
+                break
+            await asyncio.sleep(0.001)
+        assert (caller.principal_id, "k") in service.rt.inflight
+    finally:
+        release.set()
+    await holder
+    answer: httpx.Response = await pending
+    return answer
+
+
 async def test_revocation_stops_a_mutation_already_past_the_gate(
     service: Service, human: Caller, project: str
 ) -> None:
     """The writer re-checks the token under its lock: a token revoked while the
     request waited for the writer refuses the write."""
-    import asyncio
-    import threading
-
     token = await issue(service, human.principal_id)
     caller = Caller(service.client, human.principal_id, "human", token["token"])
-    release = threading.Event()
-    entered = threading.Event()
     at = service.clock.iso()
-
-    def hold_then_revoke(conn: sqlite3.Connection) -> None:
-        entered.set()
-        release.wait(10)
-        principals.revoke_token(conn, token["token_id"], at)
-
-    holder = asyncio.create_task(service.rt.db.write(hold_then_revoke))
-    await asyncio.to_thread(entered.wait, 10)
-    pending = asyncio.create_task(
-        caller.patch(
-            "/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "x"}, key="k"
-        )
-    )
-    try:
-        for _ in range(5000):  # until the request is queued behind the writer
-            if (human.principal_id, "k") in service.rt.inflight:
-                break
-            await asyncio.sleep(0.001)
-        assert (human.principal_id, "k") in service.rt.inflight
-    finally:
-        release.set()
-    await holder
-    r = await pending
+    r = await _while_queued(
+        service, caller,
+        caller.patch("/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "x"},
+                     key="k"),
+        lambda conn: principals.revoke_token(conn, token["token_id"], at),
+    )  # fmt: skip
     assert_401(r)
     assert (await human.get("/api/v1/projects/demo/policy")).json()["revision"] == 1
+
+
+POLICY_UPDATE = """mutation ($input: PolicyUpdateInput!) {
+  policyUpdate(input: $input) { policy { revision } userErrors { code reason } } }"""
+KNOWLEDGE_CREATE = """mutation ($input: KnowledgeCreateInput!) {
+  knowledgeCreate(input: $input) { knowledge { id } userErrors { code reason } } }"""
+
+
+async def test_graphql_answers_a_token_revoked_while_queued_as_rest_does(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Refused in the writer, the mutation answered HTTP 200 with the error
+    under its path; the gate answers 401 (docs/graphql.md), and so does this."""
+    token = await issue(service, human.principal_id)
+    caller = Caller(service.client, human.principal_id, "human", token["token"])
+    at = service.clock.iso()
+    variables = {"input": {"idempotencyKey": "k", "projectId": "demo", "expectedRevision": 1,
+                           "rules": "x"}}  # fmt: skip
+    r = await _while_queued(
+        service, caller,
+        service.client.post("/graphql", json={"query": POLICY_UPDATE, "variables": variables},
+                            headers=bearer(token["token"])),
+        lambda conn: principals.revoke_token(conn, token["token_id"], at),
+    )  # fmt: skip
+    assert_gql_401(r)
+    assert r.headers["www-authenticate"] == "Bearer"
+    assert (await human.get("/api/v1/projects/demo/policy")).json()["revision"] == 1
+
+
+async def test_graphql_answers_a_session_ended_while_queued_as_rest_does(
+    service: Service, project: str
+) -> None:
+    """It was a userError; a session refused at the gate is a top-level 403
+    with its reason (docs/graphql.md), and so is this."""
+    from waypost.resolvers.access import store as access_store
+
+    agent = await service.agent("ended-meanwhile")
+    session_id = agent.session_id or ""
+    at = service.clock.iso()
+    body = "Written after its session ended."
+    variables = {"input": {"idempotencyKey": "k", "projectId": "demo", "kind": "FACT",
+                           "title": "Queued", "body": body}}  # fmt: skip
+    r = await _while_queued(
+        service, agent,
+        service.client.post("/graphql", json={"query": KNOWLEDGE_CREATE, "variables": variables},
+                            headers=agent.headers()),
+        lambda conn: access_store.end_session(conn, session_id, at),
+    )  # fmt: skip
+    assert r.status_code == 403, r.text
+    assert r.json() == {"errors": [{"message": "the session is not live", "extensions": {
+        "code": "forbidden", "reason": "session_not_live"}}]}  # fmt: skip
+    listed = await service.client.get(
+        "/api/v1/projects/demo/knowledge", headers=agent.headers(session=False)
+    )
+    assert listed.json()["items"] == []
 
 
 async def test_every_authority_refusal_names_its_reason(service: Service) -> None:

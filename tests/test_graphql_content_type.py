@@ -17,6 +17,7 @@ BODY = b'{"query": "{ me { name } }"}'
         "Application/Json; charset=UTF-8",
         "application/json;charset=utf-8",
         "application/json ; charset = utf-8",
+        'application/json; charset="utf-8"',  # the same value quoted (RFC 9110, 8.3.2)
     ],
 )
 async def test_json_media_types_are_accepted(human: Caller, content_type: str) -> None:
@@ -34,6 +35,8 @@ async def test_json_media_types_are_accepted(human: Caller, content_type: str) -
         "application/json-patch+json",
         "text/html, application/json",
         "application/json; charset=latin-1",
+        'application/json; charset="latin-1"',
+        "application/json; charset=utf-8; v=2",
         "application/graphql",
         "text/plain",
         "multipart/form-data; boundary=x",

@@ -330,7 +330,13 @@ async def test_chunks_that_add_up_to_no_body_need_no_content_type(service: Servi
 
 
 @pytest.mark.parametrize(
-    "content_type", ["application/json; charset=utf-8", "Application/JSON", "application/json"]
+    "content_type",
+    [
+        "application/json; charset=utf-8",
+        "Application/JSON",
+        "application/json",
+        'application/json; charset="UTF-8"',  # the same value quoted (RFC 9110, 8.3.2)
+    ],
 )
 async def test_json_content_type_variants_are_accepted(
     human: Caller, project: str, content_type: str

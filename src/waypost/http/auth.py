@@ -18,7 +18,7 @@ from waypost import console
 from waypost.clock import format_time
 from waypost.errors import Unauthenticated, Unavailable, WaypostError
 from waypost.http.bodies import buffer_body
-from waypost.http.headers import header
+from waypost.http.headers import bearer_token, header
 from waypost.http.responses import (
     error_headers,
     graphql_error_body,
@@ -105,16 +105,15 @@ class BearerAuthentication:
             await self._refuse(send, WaypostError("internal error"), is_graphql)
 
     async def _authenticate(self, scope: Scope, audience: str | tuple[str, ...]) -> Actor:
-        authorization = header(scope, b"authorization") or ""
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(header(scope, b"authorization"))
+        if token is None:
             raise Unauthenticated("unauthenticated")
         session_id = header(scope, b"waypost-session")
         rt = self.runtime()
         at = format_time(rt.now())
 
         def check(conn: Any) -> Actor:
-            actor = principals.authenticate(conn, token.strip(), audience)
+            actor = principals.authenticate(conn, token, audience)
             # for the request's log line, even when the session is refused
             scope.setdefault("state", {})["principal_id"] = actor.principal_id
             if session_id is not None:

@@ -190,10 +190,23 @@ def is_json_media_type(content_type: str | None) -> bool:
     """`application/json`, compared case-insensitively, optionally `; charset=utf-8`.
 
     The one rule for REST and GraphQL bodies (service contract 13 and 14).
+    The charset may be quoted, `charset="utf-8"`: the same value (RFC 9110,
+    8.3.2), which was refused 415.
     """
     kind, _, params = (content_type or "").partition(";")
-    charset = params.strip().lower().replace(" ", "")
-    return kind.strip().lower() == "application/json" and charset in ("", "charset=utf-8")
+    if kind.strip(" \t").lower() != "application/json":
+        return False
+    if not params.strip(" \t"):
+        return True
+    name, _, value = params.partition("=")
+    value = value.strip(" \t")
+    if len(value) >= 2 and value[0] == value[-1] == '"':
+        value = _QUOTED_PAIR.sub(r"\1", value[1:-1])
+    return name.strip(" \t").lower() == "charset" and value.lower() == "utf-8"
+
+
+# a backslash and the character it quotes inside a quoted-string (RFC 9110, 5.6.4)
+_QUOTED_PAIR = re.compile(r"\\(.)")
 
 
 def field_of(error: msgspec.ValidationError) -> tuple[str, str]:

@@ -28,3 +28,18 @@ def header(scope: Scope, name: bytes) -> str | None:
                 raise InvalidRequest.field(title, f"send one {title} header, not several")
             found = str(value.decode("latin-1")).strip(" \t")
     return found
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of `Authorization: Bearer <token>` (the scheme in any case),
+    or None when the value holds none.
+
+    Only spaces and tabs around the token are trimmed (RFC 6750 puts spaces
+    after the scheme; RFC 9110 trims spaces and tabs around a value).
+    `str.strip()` also took NBSP, NEL and U+2003 for space, so a token with
+    one of them attached was accepted; now it is no token of ours (401)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip(" \t")
+    if scheme.lower() != "bearer" or not token:
+        return None
+    return token

@@ -26,6 +26,7 @@ from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.decoding import decode_query, query_items
+from waypost.http.headers import bearer_token
 from waypost.http.responses import SECURITY_HEADERS
 from waypost.live import Hub, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
@@ -114,7 +115,8 @@ async def event_stream(request: Request) -> Response:
     rt = request.app.state.runtime
     actor = request.state.actor
     project_id = request.path_params["project"]
-    token = request.headers.get("authorization", "").partition(" ")[2].strip()
+    # authentication took it: a request gets here with a bearer token
+    token = bearer_token(request.headers.get("authorization")) or ""
     stack = AsyncExitStack()
     try:
         # unknown or repeated parameters are refused, as on every REST route

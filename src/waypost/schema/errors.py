@@ -11,7 +11,7 @@ from typing import Any
 
 import strawberry
 
-from waypost.errors import InvalidRequest, Unauthenticated, Unavailable, WaypostError
+from waypost.errors import Forbidden, InvalidRequest, Unauthenticated, Unavailable, WaypostError
 from waypost.http.decoding import refuse_nul
 from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
@@ -55,13 +55,27 @@ def split_input(name: str, data: Any) -> tuple[Idempotency, dict[str, Any]]:
     return Idempotency.for_request(key, operation=f"graphql {name}", body=body), body
 
 
+def refuses_the_caller(error: BaseException) -> bool:
+    """A refusal of the caller, not of the operation: its token (revoked
+    while the request waited for the writer, which checks it again) or its
+    session (ended meanwhile). At the gate these answer HTTP 401 and 403;
+    met inside a mutation they do too (schema/view.py): they were a 200
+    with the error under the mutation's path, and a userError."""
+    return isinstance(error, Unauthenticated) or (
+        isinstance(error, Forbidden) and error.details.get("reason") == "session_not_live"
+    )
+
+
 async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None, list[UserError]]:
-    """Run a mutation; business errors become userErrors, faults stay top-level."""
+    """Run a mutation; business errors become userErrors, faults and
+    refusals of the caller stay top-level."""
     try:
         return await run(), []
     except (Unauthenticated, Unavailable):
         raise
     except WaypostError as error:
+        if refuses_the_caller(error):
+            raise
         field = error.details.get("field")
         reason = error.details.get("reason")
         blocking = error.details.get("decision_ids") if "wait_on" in error.details else None

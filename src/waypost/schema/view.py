@@ -22,12 +22,13 @@ from waypost import console
 from waypost.clock import format_time
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
-from waypost.http.headers import header
-from waypost.http.responses import graphql_error_body
+from waypost.http.headers import bearer_token, header
+from waypost.http.responses import error_headers, graphql_error_body
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
 from waypost.schema import fastpath, request_rules, schema
 from waypost.schema.context import Context
+from waypost.schema.errors import refuses_the_caller
 from waypost.schema.execution import MASKED
 from waypost.schema.fastpath import known
 from waypost.schema.websocket import NOBODY, TransportWS, refused_subscribe
@@ -158,6 +159,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 response.headers["Retry-After"] = str(retry_after)
         except WaypostError as error:
             response = http_error(error.status, error.code, error.message, error.details)
+            response.headers.update(error_headers(error))
         except HTTPException as exc:
             if exc.reason == "Unsupported content type":
                 response = http_error(415, "unsupported_media_type", exc.reason, {})
@@ -218,7 +220,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         if isinstance(request, WebSocket):
             # the caller is named by connection_init (schema/websocket.py)
             return Context(rt=rt, actor=NOBODY)
-        token = request.headers.get("authorization", "").partition(" ")[2].strip()
+        token = bearer_token(request.headers.get("authorization")) or ""
         key = getattr(request.state, "graphql_known_key", None)
         return Context(rt=rt, actor=request.state.actor, token=token, known_key=key)
 
@@ -226,6 +228,14 @@ class WaypostGraphQL(GraphQL[Context, None]):
         self, request: Request | WebSocket, result: ExecutionResult
     ) -> GraphQLHTTPResponse:
         data: GraphQLHTTPResponse = {"data": result.data}
+        if result.errors and not isinstance(request, WebSocket):
+            for error in result.errors:
+                refusal = error.original_error
+                if refusal is not None and refuses_the_caller(refusal):
+                    # as at the gate: 401 or 403 and nothing else (a mutation
+                    # before it in the document committed; its receipt
+                    # replays it to another token of the principal)
+                    raise refusal
         if result.errors:
             # in document order: graphql-core lists errors as their resolvers
             # fail, and batched loaders fail list items in no fixed order

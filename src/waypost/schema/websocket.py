@@ -41,6 +41,7 @@ from waypost.clock import format_time
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.http.decoding import MESSAGE_MOST, clip
+from waypost.http.headers import bearer_token
 from waypost.live import TooManyStreams, hub_for
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
@@ -69,9 +70,8 @@ async def authenticate(rt: Runtime, payload: object) -> tuple[Actor, str]:
             raise Unauthenticated(f"{name} is named twice in the connection_init payload")
         headers[name] = value
     header = headers.get("authorization")
-    scheme, _, token = header.partition(" ") if isinstance(header, str) else ("", "", "")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    token = bearer_token(header) if isinstance(header, str) else None
+    if token is None:
         raise Unauthenticated("unauthenticated")
     session_id = headers.get("waypost-session")
     if session_id is not None and not isinstance(session_id, str):
