@@ -392,3 +392,23 @@ def test_the_node_argument_is_described_as_a_global_id() -> None:
     argument = schema._schema.query_type.fields["node"].args["id"]  # type: ignore[union-attr]
     assert "global id" in (argument.description or "")
     assert "REST id" not in (argument.description or "")
+
+
+@pytest.mark.parametrize("direction", ["after", "before"])
+async def test_a_malformed_cursor_names_the_argument_given_it_in_a_two_way_query(
+    human: Caller, project: str, direction: str
+) -> None:
+    """A query written for both directions declares `after` and `before` and
+    sends one: the error named `cursor`, for it looked at which arguments
+    the text names, not at which were given a value."""
+    variables = {"f": 2, "a": "x"} if direction == "after" else {"l": 2, "b": "x", "a": ""}
+    for connection in ("projects", 'project(id: "demo") { policyHistory'):
+        closing = "}" * connection.count("{")
+        query = (
+            "query ($f: Int, $a: String, $l: Int, $b: String) {"
+            f" {connection}(first: $f, after: $a, last: $l, before: $b) {{ totalCount }}"
+            f" {closing} }}"
+        )
+        data = await human.gql(query, variables)
+        [error] = data["errors"]
+        assert error["extensions"] == {"code": "invalid_request", "field": direction}, data

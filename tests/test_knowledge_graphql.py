@@ -121,6 +121,11 @@ async def test_knowledge_correct_needs_every_provenance_member(human: Caller, pr
     assert data["data"]["knowledgeCorrect"]["userErrors"] == [
         {"code": "invalid_request", "field": "provenance.sourceUri"}
     ]
+    # and the message names it as the field does (it said `source_uri`)
+    saying = CORRECT.replace("userErrors { code field }", "userErrors { message }")
+    data = await human.gql(saying, {"input": variables})
+    [error] = data["data"]["knowledgeCorrect"]["userErrors"]
+    assert error["message"] == "Object missing required field `sourceUri`", error
     del variables["scope"]["versions"]  # the schema itself requires every scope dimension
     data = await human.gql(CORRECT, {"input": variables})
     assert data["errors"] and data["data"] is None

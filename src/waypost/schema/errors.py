@@ -110,7 +110,11 @@ def in_graphql_words(message: str, field: object) -> str:
     reading `acceptanceCriteria[1]` in `field` should read it in the text too."""
     if not isinstance(field, str) or "_" not in field:
         return message
-    return message.replace(field, camel_path(field))
+    message = message.replace(field, camel_path(field))
+    # the decoder names a missing nested member by its own name, quoted:
+    # "Object missing required field `source_uri`" for provenance.source_uri
+    leaf = re.sub(r"\[\d+\]", "", field.rsplit(".", 1)[-1])
+    return message.replace(f"`{leaf}`", f"`{camel_path(leaf)}`")
 
 
 def camel_path(path: str) -> str:

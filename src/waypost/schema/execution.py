@@ -43,6 +43,7 @@ from waypost.errors import Unavailable, WaypostError
 from waypost.schema import budget, fastpath
 from waypost.schema.context import Context
 from waypost.schema.loaders import Loaders
+from waypost.schema.mutation_arguments import argument_value
 
 log = logging.getLogger("waypost.graphql")
 MASKED = {"code": "internal"}
@@ -80,7 +81,9 @@ def _completable(t: GraphQLOutputType) -> bool:
     return isinstance(t, GraphQLScalarType | GraphQLEnumType | GraphQLObjectType)
 
 
-def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exception:
+def shaped_error(
+    exc: Exception, nodes: list[Any], path: list[str | int], variables: dict[str, Any] | None = None
+) -> Exception:
     """A field's error with `extensions.code`: business errors keep their code
     and details; anything unexpected is masked (logged here, with its cause).
     Located (nodes and path), so graphql-core keeps it as it is."""
@@ -93,7 +96,7 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
     if isinstance(original, WaypostError):
         extensions: dict[str, Any] = {"code": original.code, **original.details}
         if extensions.get("field") == "cursor":
-            extensions["field"] = _cursor_argument(nodes)
+            extensions["field"] = _cursor_argument(nodes, variables or {})
         if isinstance(original, Unavailable):
             extensions["retryAfter"] = original.retry_after
         return GraphQLError(original.message, nodes, path=path, original_error=original,
@@ -105,17 +108,21 @@ def shaped_error(exc: Exception, nodes: list[Any], path: list[str | int]) -> Exc
                         extensions=MASKED)  # fmt: skip
 
 
-def _cursor_argument(nodes: list[Any]) -> str:
+def _cursor_argument(nodes: list[Any], variables: dict[str, Any]) -> str:
     """The connection argument that carried a cursor the resolver refused:
     REST's `cursor` is `after` or `before` here. The field's whole selection
     is searched (a field that reads a connection for its parent names the
-    argument below it); "cursor" stays when that does not tell."""
+    argument below it) for the ones given a cursor, a literal or a variable's
+    value (a query written for both directions declares both, and sends one);
+    "cursor" stays when that does not tell."""
     given: set[str] = set()
     pending = list(nodes)
     while pending:
         node = pending.pop()
-        names = (a.name.value for a in getattr(node, "arguments", None) or ())
-        given.update(name for name in names if name in ("after", "before"))
+        for argument in getattr(node, "arguments", None) or ():
+            name = argument.name.value
+            if name in ("after", "before") and argument_value(argument.value, variables):
+                given.add(name)
         selection = getattr(node, "selection_set", None)
         if selection is not None:
             pending.extend(selection.selections)
@@ -275,7 +282,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         # shaped here, where the error arises, so every transport sends the same
         # `extensions.code` (HTTP reshapes it identically; WebSocket sends it as is)
         nodes = [details.node for details in field_details_list]
-        shaped = shaped_error(raw_error, nodes, path.as_list())
+        shaped = shaped_error(raw_error, nodes, path.as_list(), self.variable_values.coerced)
         super().handle_field_error(shaped, return_type, field_details_list, path)
 
     def _complete(
