@@ -220,6 +220,42 @@ async def test_a_wait_ends_when_its_token_is_revoked(service: Service, human: Ca
     assert (ended.value.code, ended.value.status) == ("unauthenticated", 401)
 
 
+async def test_a_session_stream_ends_when_its_token_is_revoked(service: Service) -> None:
+    """The standalone `GET /mcp` stream ran on after its token was revoked
+    (185 s in an audit), and so its session never idled out; every stream
+    ends within `recheck_seconds` of a revocation (section 14)."""
+    from tests.live_support import running
+
+    agent = await service.agent()
+    actor = await actor_of(service, agent)
+    both = {**agent.headers(session=False), "Accept": "application/json, text/event-stream"}
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        opened = await client.post("/mcp", json=INITIALIZE, headers=both)
+        assert opened.status_code == 200, opened.text
+        headers = {**both, "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                   "Mcp-Protocol-Version": "2025-03-26"}  # fmt: skip
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post("/mcp", json=done, headers=headers)).status_code == 202
+        listen = {**headers, "Accept": "text/event-stream"}
+        async with client.stream("GET", "/mcp", headers=listen) as stream:
+            assert stream.status_code == 200
+            ended = anyio.Event()
+
+            async def read_to_the_end() -> None:
+                async for _ in stream.aiter_bytes():
+                    pass
+                ended.set()
+
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(read_to_the_end)
+                await anyio.sleep(1)  # three rechecks: the token is good, it stays open
+                assert not ended.is_set(), "the stream ended before its token was revoked"
+                at = service.clock.iso()
+                await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+                with anyio.fail_after(5):  # a recheck every 0.3 s
+                    await ended.wait()
+
+
 async def test_the_session_is_kept_with_the_latest_token(service: Service) -> None:
     """An agent rotates its token inside one MCP session, then revokes the old
     one: the heartbeat went on with the first token and lost the session."""

@@ -13,7 +13,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -25,10 +25,11 @@ from mcp.types import INVALID_REQUEST
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
-from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
+from waypost.errors import PayloadTooLarge, Unavailable, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import buffer_body
 from waypost.http.headers import header
 from waypost.http.responses import security_headers_send, send_json
+from waypost.live import hub_for
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
@@ -44,6 +45,7 @@ from waypost.mcp_server.envelope import (
 )
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
+from waypost.resolvers.access.principals import token_revoked
 from waypost.runtime import Actor, Runtime
 
 # An MCP session with no request in flight (and no open stream) for this long
@@ -298,9 +300,22 @@ class McpEndpoint:
         if running is not None:
             self._running.add(running)
             send = _on_last_part(send, lambda: self._running.discard(running))
+        watch: asyncio.Task[None] | None = None
+        if scope["method"] == "GET":
+            # the session's standalone stream: it runs until its client
+            # leaves, so it must end once its token is revoked, as every
+            # stream does; a revoked token's stream stayed open (185 s in an
+            # audit), keeping its session from idling out
+            revoked = asyncio.Event()
+            watch = asyncio.create_task(self._until_revoked(actor, revoked))
+            receive = _gone_once(receive, revoked)
+            send, finish = _finishing(send)
         try:
             await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
         finally:
+            if watch is not None:
+                watch.cancel()
+                await finish()
             if running is not None:
                 self._running.discard(running)
             if opening:
@@ -314,6 +329,21 @@ class McpEndpoint:
                     del live[session_id]
                 else:
                     live[session_id] = time.monotonic()
+
+    async def _until_revoked(self, actor: Actor, revoked: asyncio.Event) -> None:
+        """Set `revoked` once the token is revoked, looked at every
+        `recheck_seconds` (section 14), as the other streams look."""
+        rt = self._runtime()
+        seconds = hub_for(rt).limits.recheck_seconds
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                gone = await rt.db.read_point(lambda conn: token_revoked(conn, actor.token_id))
+            except Unavailable:
+                continue  # the store, not the caller: look again next time
+            if gone:
+                revoked.set()
+                return
 
     @staticmethod
     async def _accepted(send: Send) -> None:
@@ -411,6 +441,50 @@ def _noting_disconnect(receive: Receive, gone: asyncio.Event) -> Receive:
         return message
 
     return noting
+
+
+def _gone_once(receive: Receive, revoked: asyncio.Event) -> Receive:
+    """`receive`, telling the SDK its client has gone once `revoked` is set:
+    its event-stream response ends on that, as on a real disconnect."""
+
+    async def receiving() -> Message:
+        if revoked.is_set():
+            return {"type": "http.disconnect"}
+        message = asyncio.ensure_future(receive())
+        ended = asyncio.ensure_future(revoked.wait())
+        try:
+            await asyncio.wait((message, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # cancelled itself (the server stopping), it leaves neither behind
+            ended.cancel()
+            received = message.done()
+            if not received:
+                message.cancel()
+        return message.result() if received else {"type": "http.disconnect"}
+
+    return receiving
+
+
+def _finishing(send: Send) -> tuple[Send, Callable[[], Awaitable[None]]]:
+    """`send`, and what ends a response the SDK left open: its event stream
+    stops sending at a disconnect, which `_gone_once` reports for a revoked
+    token while the client still reads (uvicorn then cut the connection
+    mid-chunk and logged an ERROR). After a real disconnect the last part is
+    dropped by the server."""
+    state = {"started": False, "ended": False}
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            state["started"] = True
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
+            state["ended"] = True
+        await send(message)
+
+    async def finish() -> None:
+        if state["started"] and not state["ended"]:
+            with contextlib.suppress(OSError):
+                await sending({"type": "http.response.body", "body": b"", "more_body": False})
+
+    return sending, finish
 
 
 def _noting_new_session(send: Send, live: dict[str, float]) -> Send:
