@@ -55,6 +55,16 @@ class Forbidden(WaypostError):
         return cls(message, {"reason": reason})
 
 
+class CallerSessionNotLive(Forbidden):
+    """The session the caller acts in (its `Waypost-Session`) is not live:
+    a refusal of the caller, not of what it asked (GraphQL answers it 403
+    at the top level, where a heartbeat of a session not its own is a
+    userError)."""
+
+    def __init__(self) -> None:
+        super().__init__("the session is not live", {"reason": "session_not_live"})
+
+
 class NotFound(WaypostError):
     code = "not_found"
     status = 404

@@ -127,23 +127,29 @@ ServerWrites = MemoryObjectSendStream[SessionMessage]
 async def lines_of(given: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
     """Each line of `given` (blank ones too). A line past `ID_SEARCH_MAX` is
     cut there (refused as too long, with no id looked for) and the rest of
-    it skipped as it arrives: a 40 MB line was read whole first."""
-    pending = b""
+    it skipped as it arrives: a 40 MB line was read whole first. Each chunk
+    is searched once; a `\r\n` split between two chunks makes one blank
+    line more, which is no message."""
+    parts: list[bytes] = []  # the line so far
+    size = 0
     skipping = False  # in the rest of a line already cut
     while chunk := await given.read1(READ_CHUNK):
-        *complete, pending = LINE_END.split(pending + chunk)
-        for line in complete:
+        *ended, rest = LINE_END.split(chunk)
+        for piece in ended:
             if skipping:
-                skipping = False
-                continue
-            yield line
-        if len(pending) > ID_SEARCH_MAX:
-            if not skipping:
-                yield pending[: ID_SEARCH_MAX + 1]
-                skipping = True
-            pending = b""
-    if pending and not skipping:
-        yield pending
+                skipping = False  # the end of the line already cut
+            else:
+                yield b"".join((*parts, piece))
+            parts, size = [], 0
+        if skipping:
+            continue
+        parts.append(rest)
+        size += len(rest)
+        if size > ID_SEARCH_MAX:
+            yield b"".join(parts)[: ID_SEARCH_MAX + 1]
+            parts, size, skipping = [], 0, True
+    if size and not skipping:
+        yield b"".join(parts)
 
 
 class _Unanswered:

@@ -11,7 +11,13 @@ from typing import Any
 
 import strawberry
 
-from waypost.errors import Forbidden, InvalidRequest, Unauthenticated, Unavailable, WaypostError
+from waypost.errors import (
+    CallerSessionNotLive,
+    InvalidRequest,
+    Unauthenticated,
+    Unavailable,
+    WaypostError,
+)
 from waypost.http.decoding import refuse_nul
 from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
@@ -61,9 +67,7 @@ def refuses_the_caller(error: BaseException) -> bool:
     session (ended meanwhile). At the gate these answer HTTP 401 and 403;
     met inside a mutation they do too (schema/view.py): they were a 200
     with the error under the mutation's path, and a userError."""
-    return isinstance(error, Unauthenticated) or (
-        isinstance(error, Forbidden) and error.details.get("reason") == "session_not_live"
-    )
+    return isinstance(error, Unauthenticated | CallerSessionNotLive)
 
 
 async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None, list[UserError]]:

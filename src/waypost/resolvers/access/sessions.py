@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from waypost.clock import format_time
-from waypost.errors import Forbidden
+from waypost.errors import CallerSessionNotLive, Forbidden
 from waypost.ids import new_id
 from waypost.resolvers.access import store
 from waypost.resolvers.access.store import principal_json, session_json
@@ -17,16 +17,28 @@ from waypost.runtime import Actor, Runtime
 SESSION_LIFETIME = timedelta(minutes=15)
 
 
-def _live_row(conn: sqlite3.Connection, actor: Actor, session_id: str, at: str) -> sqlite3.Row:
+def _own_live_row(
+    conn: sqlite3.Connection, actor: Actor, session_id: str, at: str
+) -> sqlite3.Row | None:
     row = store.own_session_row(conn, actor.principal_id, session_id)
     if row is None or row["ended_at"] is not None or row["expires_at"] <= at:
+        return None
+    return row
+
+
+def _live_row(conn: sqlite3.Connection, actor: Actor, session_id: str, at: str) -> sqlite3.Row:
+    """The session a heartbeat or an end names: what was asked is refused."""
+    row = _own_live_row(conn, actor, session_id, at)
+    if row is None:
         raise Forbidden.reason("session_not_live", "the session is not live")
     return row
 
 
 def enter_session(conn: sqlite3.Connection, actor: Actor, session_id: str, at: str) -> Actor:
-    """The actor acting in `session_id`, which must be the caller's and live."""
-    _live_row(conn, actor, session_id, at)
+    """The actor acting in `session_id`, which must be the caller's and live
+    (else the caller itself is refused)."""
+    if _own_live_row(conn, actor, session_id, at) is None:
+        raise CallerSessionNotLive
     return Actor(actor.principal_id, actor.kind, actor.name, actor.token_id, session_id)
 
 

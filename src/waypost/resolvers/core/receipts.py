@@ -18,7 +18,7 @@ from typing import Any
 
 from waypost.clock import format_time
 from waypost.errors import (
-    Forbidden,
+    CallerSessionNotLive,
     IdempotencyInFlight,
     IdempotencyKeyReused,
     InvalidRequest,
@@ -179,7 +179,7 @@ def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
     if actor.session_id is not None:
         session = access_store.session_liveness(conn, actor.principal_id, actor.session_id)
         if session is None or session["ended_at"] is not None or session["expires_at"] <= at:
-            raise Forbidden.reason("session_not_live", "the session is not live")
+            raise CallerSessionNotLive
 
 
 def purge_receipts(conn: sqlite3.Connection, now: datetime, limit: int = PURGE_BATCH) -> int:
