@@ -180,6 +180,14 @@ async def test_a_request_its_client_cancelled_gets_no_answer(
                      timeout_seconds=240)  # fmt: skip
         process.stdin.write(_line(wait))
         await asyncio.sleep(0.5)  # the wait is running
+        # ids no request can have are ignored, as the SDK ignores them: a
+        # list or an object crashed the process (unhashable), and `true`
+        # (equal to 1) marked another request cancelled
+        for odd in ({"a": 1}, [9], True, 9.0, None):
+            process.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                       "params": {"requestId": odd}}))  # fmt: skip
+        process.stdin.write(_line({"jsonrpc": "2.0", "id": 8, "method": "ping"}))
+        assert (await _answer(process))["id"] == 8
         process.stdin.write(
             _line(
                 {

@@ -38,6 +38,12 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
     assert shown_as("Cafe\u0301") == shown_as("Caf\u00e9") == "Caf\u00e9"
     assert shown_as("De\u200bny\u202e") == "Deny"
     assert shown_as("Deny\u2065\U000e0080") == "Deny"
+    # marks that never show, and a variation selector after a letter
+    assert shown_as("De\u034fny\u17b4\ufe0f\U000e0100") == "Deny"
+    # a variation selector that selects something stays: a text-style and
+    # an emoji-style heart, a keycap, an ideograph's variant
+    for kept in ("\u2764\ufe0f", "1\ufe0f\u20e3", "\u845b\U000e0100"):
+        assert shown_as(kept) == kept
     require_distinct(["Deny", "Allow", "deny", "\uff21llow"], "options")  # these can be told apart
     # joiners shape what is seen: a family emoji, a Persian plural, an Indic conjunct
     require_distinct(["\U0001f468\u200d\U0001f469", "\U0001f468\U0001f469"], "tags")
@@ -50,6 +56,8 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
         ["Deny", "Allow", "Deny"],
         ["Deny", "Allow", "Deny\u200b"],
         ["Deny", "Allow", "Deny\u200d"],  # a joiner beside ASCII shapes nothing
+        ["Deny", "Allow", "Deny\ufe0f"],  # a letter has no variants
+        ["Deny", "Allow", "D\u034feny"],
         ["Allow", "Deny", "Al\u200clow"],
     ):
         with pytest.raises(InvalidRequest) as refused:

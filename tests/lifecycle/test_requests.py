@@ -47,6 +47,19 @@ async def test_an_unknown_or_malformed_token_is_401(lifecycle: Lifecycle) -> Non
         )
 
 
+async def test_a_token_with_other_whitespace_attached_is_401(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """`str.strip()` took NBSP and NEL for spaces, so a token with one
+    attached was trimmed into a good one (the public listener's rule since)."""
+    token = author.token.encode()
+    for value in (b"Bearer " + token + b"\xa0", b"Bearer \x85" + token):
+        r = await lifecycle.client.get(URL, headers={"Authorization": value})
+        refused(r, 401, "unauthenticated")
+    spaced = {"Authorization": b"Bearer  " + token + b" \t"}
+    assert (await lifecycle.client.get(URL, headers=spaced)).status_code == 200
+
+
 async def test_a_revoked_lifecycle_token_is_401(lifecycle: Lifecycle, author: Member) -> None:
     from waypost.resolvers.access import principals
 

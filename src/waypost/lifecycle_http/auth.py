@@ -13,6 +13,7 @@ import logging
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from waypost.errors import Unauthenticated, WaypostError
+from waypost.http.headers import bearer_token as http_bearer_token
 from waypost.http.responses import security_headers_send
 from waypost.lifecycle_http.envelope import error_response, internal_error
 from waypost.lifecycle_http.verifiers import TokenVerifier
@@ -24,10 +25,10 @@ def bearer_token(scope: Scope) -> str:
     values = [v for k, v in scope["headers"] if k == b"authorization"]
     if len(values) != 1:
         raise Unauthenticated("unauthenticated")
-    header: str = values[0].decode("latin-1")
-    scheme, _, token = header.partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token or len(token) > 8192:
+    # the public listener's rule: only spaces and tabs around the token are
+    # trimmed (NBSP or NEL attached made a token of ours here too)
+    token = http_bearer_token(values[0].decode("latin-1"))
+    if token is None or len(token) > 8192:
         raise Unauthenticated("unauthenticated")
     return token
 

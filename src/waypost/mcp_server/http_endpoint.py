@@ -25,11 +25,12 @@ from mcp.types import INVALID_REQUEST
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
-from waypost.errors import PayloadTooLarge, Unavailable, UnsupportedMediaType, WaypostError
+from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import buffer_body
-from waypost.http.headers import header
+from waypost.http.headers import bearer_token, header
 from waypost.http.responses import security_headers_send, send_json
 from waypost.live import hub_for
+from waypost.live.streams import still_valid
 from waypost.mcp_server.backend import Backend, LocalBackend
 from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
@@ -45,7 +46,6 @@ from waypost.mcp_server.envelope import (
 )
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
-from waypost.resolvers.access.principals import token_revoked
 from waypost.runtime import Actor, Runtime
 
 # An MCP session with no request in flight (and no open stream) for this long
@@ -307,7 +307,8 @@ class McpEndpoint:
             # stream does; a revoked token's stream stayed open (185 s in an
             # audit), keeping its session from idling out
             revoked = asyncio.Event()
-            watch = asyncio.create_task(self._until_revoked(actor, revoked))
+            token = bearer_token(header(scope, b"authorization")) or ""
+            watch = asyncio.create_task(self._until_revoked(token, revoked))
             receive = _gone_once(receive, revoked)
             send, finish = _finishing(send)
         try:
@@ -330,18 +331,15 @@ class McpEndpoint:
                 else:
                     live[session_id] = time.monotonic()
 
-    async def _until_revoked(self, actor: Actor, revoked: asyncio.Event) -> None:
-        """Set `revoked` once the token is revoked, looked at every
-        `recheck_seconds` (section 14), as the other streams look."""
+    async def _until_revoked(self, token: str, revoked: asyncio.Event) -> None:
+        """Set `revoked` once the token no longer authenticates, looked at
+        every `recheck_seconds` (section 14) as the other streams look (a
+        store an operator must mend ends it too: it cannot tell)."""
         rt = self._runtime()
         seconds = hub_for(rt).limits.recheck_seconds
         while True:
             await asyncio.sleep(seconds)
-            try:
-                gone = await rt.db.read_point(lambda conn: token_revoked(conn, actor.token_id))
-            except Unavailable:
-                continue  # the store, not the caller: look again next time
-            if gone:
+            if not await still_valid(rt, token):
                 revoked.set()
                 return
 

@@ -54,6 +54,7 @@ from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
     Refusal,
     envelope_refusal,
+    is_request_id,
     is_response,
     params_refusal,
     read_message,
@@ -72,8 +73,9 @@ LINE_END = re.compile(rb"\r\n|\r|\n")
 # running are waited for. A route call's HTTP requests time out at 30 s and
 # a decision_wait ends at once, so this only bounds a fault of ours.
 DRAIN_SECONDS = 60.0
-# what the SDK answers a request its client cancelled (MCP: no answer at all)
-_SDK_CANCELLED = 0
+# what the SDK answers a request its client cancelled (MCP: no answer at
+# all); code 0 alone is also its answer to a handler's exception
+_SDK_CANCELLED = (0, "Request cancelled")
 # the requests the SDK serves before an `initialize` (it refused any other
 # with an empty "Invalid request parameters")
 _BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
@@ -238,7 +240,9 @@ async def checked_stdio(
             unanswered.add(root.id)
         elif isinstance(root, JSONRPCNotification) and root.method == "notifications/cancelled":
             cancelled = (root.params or {}).get("requestId")
-            if cancelled in unanswered:
+            # a string or an integer, as ids are (a list is unhashable, and
+            # `true` equals the id 1): the SDK ignores any other
+            if is_request_id(cancelled) and cancelled in unanswered:
                 unanswered.cancelled.add(cancelled)
         await to_server.send(SessionMessage(message))
 
@@ -267,7 +271,7 @@ async def checked_stdio(
                 if isinstance(root, JSONRPCResponse | JSONRPCError):
                     dropped = (
                         isinstance(root, JSONRPCError)
-                        and root.error.code == _SDK_CANCELLED
+                        and (root.error.code, root.error.message) == _SDK_CANCELLED
                         and root.id in unanswered.cancelled
                     )
                     await unanswered.answered(root.id)

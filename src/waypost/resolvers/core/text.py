@@ -59,19 +59,37 @@ def require_text(value: str, field: str) -> None:
 _SHAPING = frozenset("\u200c\u200d")
 
 
+# Marks that never show: the combining grapheme joiner and the Khmer
+# inherent vowels (default-ignorable, and shaping nothing around them).
+_NEVER_SHOWN = frozenset("\u034f\u17b4\u17b5")
+
+
+def _variation_selector(ch: str) -> bool:
+    code = ord(ch)
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+
+
 def shown_as(value: str) -> str:
     """`value` as a reader sees it: composed (NFC) and without the format
-    characters that show nothing (zero-width space, BOM, bidi controls) or
-    the reserved default-ignorable code points.
+    characters that show nothing (zero-width space, BOM, bidi controls), the
+    reserved default-ignorable code points, the marks that never show, and
+    a variation selector after an ASCII letter (no letter has variants: a
+    digit, an emoji or an ideograph does, and keeps it).
     Two entries of one list with the same `shown_as` look the same to the
     person who picks one."""
     composed = unicodedata.normalize("NFC", value)
-    return "".join(
-        ch
-        for i, ch in enumerate(composed)
-        if (unicodedata.category(ch) != "Cf" or (ch in _SHAPING and _between_shaped(composed, i)))
-        and not _reserved_ignorable(ch)
-    )
+    shown: list[str] = []
+    for i, ch in enumerate(composed):
+        if unicodedata.category(ch) == "Cf":
+            hidden = not (ch in _SHAPING and _between_shaped(composed, i))
+        elif _variation_selector(ch):
+            # of the character shown before it, if any
+            hidden = not shown or (shown[-1].isascii() and shown[-1].isalpha())
+        else:
+            hidden = ch in _NEVER_SHOWN or _reserved_ignorable(ch)
+        if not hidden:
+            shown.append(ch)
+    return "".join(shown)
 
 
 def _between_shaped(text: str, i: int) -> bool:
