@@ -34,6 +34,23 @@ async def test_another_tenants_memo_and_a_missing_memo_answer_alike(
     refused(await outsider.revise(memo(version=2), expected=1), 403, "policy_denied")
 
 
+async def test_a_get_hears_the_policy_before_its_query(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A caller who may not read the memo (or a memo that does not exist)
+    heard what a GET's query or digest lacked (400) where the POST routes
+    answer the policy first; a reader still hears it."""
+    await author.register(memo())
+    outsider = await lifecycle.member("author", tenant="globex")
+    reader = await lifecycle.member("reader")
+    for path in [f"{M}?version=0", f"{M}/outcomes", f"{M}/review-requests?version=x",
+                 f"{M}/events?limit=0", f"{M}/documents/xyz"]:  # fmt: skip
+        refused(await outsider.get(path), 403, "policy_denied")
+        missing = path.replace("adr.payments-retry", "never-registered")
+        refused(await reader.get(missing), 403, "policy_denied")
+        refused(await reader.get(path), 400, "invalid_request")
+
+
 async def test_memo_ids_are_scoped_by_tenant(lifecycle: Lifecycle, author: Member) -> None:
     await author.register(memo())
     other = await lifecycle.member("author", tenant="globex")

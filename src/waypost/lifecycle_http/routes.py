@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from starlette.requests import Request
@@ -22,7 +22,7 @@ from waypost.lifecycle_http.auth import bearer_token
 from waypost.lifecycle_http.envelope import error_response, internal_error, json_bytes
 from waypost.lifecycle_http.verifiers import TokenVerifier
 from waypost.resolvers.lifecycle import checks, commands, queries, reviews
-from waypost.resolvers.lifecycle.authz import Caller
+from waypost.resolvers.lifecycle.authz import Action, Caller
 from waypost.resolvers.lifecycle.commands import Receipt
 from waypost.resolvers.lifecycle.cursors import CursorSigner
 from waypost.resolvers.lifecycle.decode import decode
@@ -46,6 +46,9 @@ Handler = Callable[[Request], Awaitable[Response]]
 
 class _NoQuery(msgspec.Struct, forbid_unknown_fields=True):
     """POST routes take no query parameters."""
+
+
+T = TypeVar("T")
 
 
 def _caller(request: Request) -> Caller:
@@ -112,33 +115,49 @@ def make_routes(rt: Runtime, signer: CursorSigner, verifier: TokenVerifier) -> l
         q = rules.query(request, SearchQuery)
         return _json(await queries.search(rt, signer, _caller(request), q.q, q.cursor, q.limit))
 
+    async def policy_first(request: Request, memo_id: str, check: Callable[[], T]) -> T:
+        """`check()` (a GET's query, a digest), refused only to a caller who
+        may read the memo: to any other, as for a memo that does not exist,
+        `policy_denied` (lifecycle-model.md), the order of the POST routes.
+        The policy is read only when `check` refuses: a good request costs
+        no read more."""
+        try:
+            return check()
+        except WaypostError:
+            await commands.admit(rt, _caller(request), Action.READ, memo_id)
+            raise
+
     async def get_memo(request: Request) -> Response:
         memo_id = rules.path_id(request)
-        q = rules.query(request, VersionQuery)
+        q = await policy_first(request, memo_id, lambda: rules.query(request, VersionQuery))
         return json_bytes(await queries.get_memo(rt, _caller(request), memo_id, q.version))
 
     async def events(request: Request) -> Response:
         memo_id = rules.path_id(request)
-        q = rules.query(request, EventsQuery)
+        q = await policy_first(request, memo_id, lambda: rules.query(request, EventsQuery))
         return _json(await queries.events(rt, _caller(request), memo_id, q.after, q.limit))
 
     async def list_review_requests(request: Request) -> Response:
         memo_id = rules.path_id(request)
-        q = rules.query(request, RequiredVersionQuery)
+        q = await policy_first(request, memo_id, lambda: rules.query(request, RequiredVersionQuery))
         texts = await queries.review_requests(rt, _caller(request), memo_id, q.version)
         # the retained receipts go out as the very bytes first returned
         return json_bytes('{"items":[' + ",".join(texts) + "]}")
 
     async def outcomes(request: Request) -> Response:
         memo_id = rules.path_id(request)
-        q = rules.query(request, RequiredVersionQuery)
+        q = await policy_first(request, memo_id, lambda: rules.query(request, RequiredVersionQuery))
         return _json(await queries.outcomes(rt, _caller(request), memo_id, q.version))
 
     async def document(request: Request) -> Response:
         memo_id = rules.path_id(request)
         digest = str(request.path_params["digest"])
-        q = rules.query(request, VersionQuery)
-        checks.check_digest(digest, "digest")
+
+        def checked() -> VersionQuery:
+            checks.check_digest(digest, "digest")
+            return rules.query(request, VersionQuery)
+
+        q = await policy_first(request, memo_id, checked)
         doc = await queries.get_document(rt, _caller(request), memo_id, digest, q.version)
         # the stored media type exactly: Starlette's media_type would add a
         # charset to text/* that the bytes may not have. An author's bytes
