@@ -225,17 +225,12 @@ async def test_a_session_stream_ends_when_its_token_is_revoked(service: Service)
     (185 s in an audit), and so its session never idled out; every stream
     ends within `recheck_seconds` of a revocation (section 14)."""
     from tests.live_support import running
+    from tests.test_mcp import _open_mcp_session
 
     agent = await service.agent()
     actor = await actor_of(service, agent)
-    both = {**agent.headers(session=False), "Accept": "application/json, text/event-stream"}
     async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
-        opened = await client.post("/mcp", json=INITIALIZE, headers=both)
-        assert opened.status_code == 200, opened.text
-        headers = {**both, "Mcp-Session-Id": opened.headers["mcp-session-id"],
-                   "Mcp-Protocol-Version": "2025-03-26"}  # fmt: skip
-        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await client.post("/mcp", json=done, headers=headers)).status_code == 202
+        headers = await _open_mcp_session(client, base, agent.token)
         listen = {**headers, "Accept": "text/event-stream"}
         async with client.stream("GET", "/mcp", headers=listen) as stream:
             assert stream.status_code == 200
