@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import resource
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,14 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"] == "/big":  # an answer larger than any socket buffer
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"x" * 64 * 1024 * 1024})
+        return
+    if scope["path"] == "/tail":  # an answer a small send buffer cannot hold whole
+        for server in SERVERS.values():
+            for connection in server.server_state.connections:
+                sock = connection.transport.get_extra_info("socket")
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"x" * 48 * 1024})
         return
     if scope["path"] == "/early":  # answers before the body has arrived
         await send({"type": "http.response.start", "status": 204, "headers": []})
@@ -333,6 +342,31 @@ async def test_a_client_that_never_reads_its_answer_is_closed(http: str) -> None
         writer.write(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")  # and never read
         assert await connections_left(port) == 0
         writer.transport.abort()
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_a_client_that_never_reads_the_tail_of_its_answer_is_closed(http: str) -> None:
+    """The check began only once writing paused, past the transport's 64 KiB
+    mark: an answer whose unread rest stayed below it was never checked, and
+    the keep-alive close waited for ever for the client to take it (holding
+    its connection place and a graceful stop: 120 s in an audit)."""
+    async with listening(http) as port:
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(("127.0.0.1", port))
+        try:
+            client.sendall(b"GET /tail HTTP/1.1\r\nHost: x\r\n\r\n")  # and never read
+            connections = SERVERS[port].server_state.connections
+            for _ in range(1000):  # the answer is complete, part of it still unsent
+                cycle = next((c.cycle for c in connections), None)
+                if cycle is not None and cycle.response_complete:
+                    break
+                await asyncio.sleep(0.01)
+            [connection] = connections
+            assert 0 < connection.transport.get_write_buffer_size() < 64 * 1024
+            assert await connections_left(port) == 0
+        finally:
+            client.close()
 
 
 @pytest.mark.parametrize("http", PARSERS)

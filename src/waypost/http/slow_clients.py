@@ -34,9 +34,10 @@ these additions:
 - **No WebSocket upgrade with a body**: the WebSocket protocol that takes
   over would wait for ever for a handshake behind it; `400` instead.
 - **A client must read its answers**: one that takes nothing of what waits
-  for it for `seconds` while the server cannot write more is disconnected
-  (it held the connection, and a graceful stop of `serve`, for as long as it
-  liked). A slow link is no stall: any progress counts.
+  for it for `seconds` while the server cannot write more, or after its
+  answer is complete, is disconnected (it held the connection, and a
+  graceful stop of `serve`, for as long as it liked). A slow link is no
+  stall: any progress counts.
 
 - **A bound on open connections** (`ConnectionCap`, one per listener):
   past it, a connection is closed as soon as it is accepted. The
@@ -234,6 +235,13 @@ def with_request_deadline(
                 return
             self._disarm()  # the next request's time starts now
             self._watch()
+            # an answer whose unread tail stays below the mark that pauses
+            # writing (64 KiB) never started the check below: closed at the
+            # keep-alive or request deadline, the connection waited for ever
+            # for the client to take it (and a graceful stop with it)
+            unsent = self.transport.get_write_buffer_size()
+            if unsent and self._stalled is None:
+                self._check_reading(unsent)
 
         def handle_websocket_upgrade(self, *event: Any) -> None:
             # h11 passes the request event; httptools keeps the headers on self
@@ -312,7 +320,9 @@ def with_request_deadline(
 
             def check() -> None:
                 now_unsent = self.transport.get_write_buffer_size()
-                if now_unsent >= unsent:
+                if not now_unsent:
+                    self._stalled = None  # all taken
+                elif now_unsent >= unsent:
                     # abort: a close would wait for the buffer to drain,
                     # which is what the client does not let happen
                     self._stalled = None
