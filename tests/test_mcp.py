@@ -554,6 +554,31 @@ def _wait_outcome(response: httpx.Response) -> tuple[object, str]:
     return message["id"], outcome
 
 
+async def test_a_body_near_the_transports_bound_gets_its_413(waypost: Waypost) -> None:
+    """The id was looked for in bodies up to 1,088 KiB, past the 1 MiB that
+    `serve`'s transport takes of any request body, which closed the
+    connection under the endpoint still reading: a 1,100,000-byte body got
+    its 413 or no answer at all, by how the reads fell. The id search now
+    ends under 1 MiB, so such a body is refused on its declared length,
+    before any of it need arrive."""
+    agent = waypost.principal("agent", "large-sender")
+    host, port = waypost.url.removeprefix("http://").split(":")
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {agent}\r\n"
+        "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+        "Content-Length: 1100000\r\n\r\n"
+    ).encode()
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        writer.write(head + b'{"jsonrpc": "2.0", "id": 77, "method": "ping", "x": "')
+        answer = await asyncio.wait_for(reader.readuntil(b"}}"), 10)  # the rest never sent
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
+    refusal = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+    assert refusal["id"] is None and refusal["error"]["code"] == -32600, refusal
+
+
 async def test_a_request_id_still_running_in_its_session_is_refused_not_lost(
     waypost: Waypost,
 ) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from waypost.errors import WaypostError
 from waypost.http.decoding import parse_json
+from waypost.http.slow_clients import BODY_MOST
 
 RequestId = str | int
 # one message: the REST body limit plus room for the JSON-RPC envelope
@@ -71,8 +72,12 @@ def read_message(raw: bytes) -> Any:
         return Refusal(request_id_of(raw), PARSE_ERROR, error.message)
 
 
-# A message longer than this is refused without looking for its id.
-ID_SEARCH_MAX = 4 * MESSAGE_LIMIT
+# A message longer than this is refused without looking for its id. Below
+# the transport's bound on any request body (BODY_MOST, 1 MiB, less room for
+# chunk framing): past that the connection is closed, so a body the endpoint
+# was still reading for its id (up to 1,088 KiB, as it was) got no answer at
+# all, or its 413, by how the reads fell.
+ID_SEARCH_MAX = BODY_MOST - 64 * 1024
 
 
 class _Head(msgspec.Struct):
