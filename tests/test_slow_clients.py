@@ -306,6 +306,33 @@ async def test_a_head_rfc_9112_refuses_is_refused_and_closed(
     assert b"echo:" not in answer  # the app never ran
 
 
+UPGRADE = (
+    b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("head", "status"),
+    [
+        (b"GET /ws HTTP/1.1\r\n" + UPGRADE + b"\r\n", b"400"),  # no Host
+        (b"GET /ws HTTP/1.1\r\nHost: a\r\nHost: b\r\n" + UPGRADE + b"\r\n", b"400"),
+        (b"GET /ws HTTP/2.0\r\nHost: a\r\n" + UPGRADE + b"\r\n", b"505"),
+        (
+            b"GET /ws HTTP/1.1\r\nHost: a\r\n" + UPGRADE + b"X: " + b"a" * HEAD_MOST + b"\r\n\r\n",
+            b"431",
+        ),
+    ],
+    ids=["no-host", "two-hosts", "http2", "large"],
+)
+async def test_a_websocket_upgrade_gets_the_head_checks_too(head: bytes, status: bytes) -> None:
+    """uvicorn upgrades without serving the app the checks put in its place:
+    each of these got `101 Switching Protocols`."""
+    async with listening("httptools", deadline=60) as port:
+        answer = await exchange(port, head)
+    assert answer.split(b" ")[1] == status, answer[:100]
+
+
 @pytest.mark.parametrize("http", PARSERS)
 async def test_heads_rfc_9112_accepts_are_served(http: str) -> None:
     """HTTP/1.0 needs no Host; one Host, in any case of its name, is one."""

@@ -75,11 +75,6 @@ HEAD_MOST = 64 * 1024
 # takes (272 KiB, MCP) with room for chunk framing.
 BODY_MOST = 1024 * 1024
 _HEAD_MESSAGE = b"The request line and headers are limited to 64 KiB."
-_HEAD_TOO_LARGE = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: text/plain; charset=utf-8\r\n"
-    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_HEAD_MESSAGE), _HEAD_MESSAGE)
-)
 
 
 log = logging.getLogger("waypost")
@@ -116,29 +111,40 @@ class ConnectionCap:
             )
 
 
-def _refusal(status: int, message: bytes) -> Any:
+class _Refusal:
     """An ASGI app answering `status` with `message` and closing the
     connection, served in place of the app (as uvicorn's own 503 for
-    `limit_concurrency` is)."""
+    `limit_concurrency` is); `raw` is the same answer as bytes, for a
+    WebSocket upgrade request, which uvicorn hands no app."""
 
-    async def refuse(scope: Any, receive: Any, send: Any) -> None:
+    def __init__(self, status: int, reason: str, message: bytes) -> None:
+        self.status, self.message = status, message
+        self.raw = (
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status, reason.encode(), len(message), message)
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         headers = [
             (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", b"%d" % len(message)),
+            (b"content-length", b"%d" % len(self.message)),
             (b"connection", b"close"),
         ]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": message})
-
-    return refuse
+        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.body", "body": self.message})
 
 
-_head_too_large = _refusal(431, _HEAD_MESSAGE)
-_version_refused = _refusal(505, b"This server speaks HTTP/1.1 and HTTP/1.0.")
-_host_refused = _refusal(400, b"An HTTP/1.1 request carries exactly one Host header.")
+_head_too_large = _Refusal(431, "Request Header Fields Too Large", _HEAD_MESSAGE)
+_version_refused = _Refusal(
+    505, "HTTP Version Not Supported", b"This server speaks HTTP/1.1 and HTTP/1.0."
+)
+_host_refused = _Refusal(
+    400, "Bad Request", b"An HTTP/1.1 request carries exactly one Host header."
+)
 
 
-def _framing_refusal(version: str, headers: Any) -> Any:
+def _framing_refusal(version: str, headers: Any) -> _Refusal | None:
     """The refusal of a request head RFC 9112 says a server must refuse, or
     None. httptools takes `HTTP/2.0` (or any major version 2) in a request
     line, an HTTP/1.1 request without a Host and one with two: a front proxy
@@ -180,6 +186,7 @@ def with_request_deadline(
         _in_head = True
         _bytes = 0
         _refuse_after_response = False
+        _head_refusal: _Refusal | None = None  # of the request whose head is in (httptools)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -211,9 +218,11 @@ def with_request_deadline(
                 if size > HEAD_MOST
                 else _framing_refusal(self.parser.get_http_version(), self.headers)
             )
+            self._head_refusal = refusal
             if refusal is not None:
                 # uvicorn serves it with `self.app`, as its own 503 for
-                # `limit_concurrency` does
+                # `limit_concurrency` does (not for an upgrade request: see
+                # handle_websocket_upgrade)
                 app, self.app = self.app, refusal
                 try:
                     super().on_headers_complete()
@@ -244,6 +253,14 @@ def with_request_deadline(
                 self._check_reading(unsent)
 
         def handle_websocket_upgrade(self, *event: Any) -> None:
+            refusal = self._head_refusal
+            if refusal is not None:
+                # uvicorn upgrades without serving `self.app`: a head over
+                # 64 KiB, without a Host or with two, or of HTTP/2.0 was
+                # switched to a WebSocket (101) where any other is refused
+                self.transport.write(refusal.raw)
+                self.transport.close()
+                return
             # h11 passes the request event; httptools keeps the headers on self
             if _has_body(event[0].headers if event else self.headers):
                 self.send_400_response("A WebSocket upgrade request carries no body.")
@@ -292,7 +309,7 @@ def with_request_deadline(
         def _close_refused(self) -> None:
             if not self.transport.is_closing():
                 if self._in_head:
-                    self.transport.write(_HEAD_TOO_LARGE)
+                    self.transport.write(_head_too_large.raw)
                 self.transport.close()
 
         def _awaiting_request(self) -> bool:
