@@ -290,8 +290,14 @@ async def test_a_websocket_upgrade_with_a_body_is_refused(http: str, length: byt
         (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", b"400"),
         (b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", b"400"),
         (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", b"505"),
+        # a coding the server does not decode (a body that was no gzip was stored)
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+            b"2\r\nhi\r\n0\r\n\r\n",
+            b"501",
+        ),
     ],
-    ids=["no-host", "two-hosts", "two-hosts-1.0", "http-2.0"],
+    ids=["no-host", "two-hosts", "two-hosts-1.0", "http-2.0", "gzip"],
 )
 async def test_a_head_rfc_9112_refuses_is_refused_and_closed(
     http: str, head: bytes, status: bytes
@@ -300,6 +306,8 @@ async def test_a_head_rfc_9112_refuses_is_refused_and_closed(
     the service read another could turn one request into another's."""
     if http == "h11" and status == b"505":
         pytest.skip("h11 takes HTTP/2.0 in a request line; serve runs httptools")
+    if http == "h11" and status == b"501":
+        status = b"400"  # h11's own refusal of a coding it does not decode
     async with listening(http, deadline=60) as port:
         answer = await exchange(port, head)
     assert answer.split(b" ")[1] == status, answer

@@ -142,6 +142,9 @@ _version_refused = _Refusal(
 _host_refused = _Refusal(
     400, "Bad Request", b"An HTTP/1.1 request carries exactly one Host header."
 )
+_coding_refused = _Refusal(
+    501, "Not Implemented", b"The only transfer coding this server takes is chunked."
+)
 
 
 def _framing_refusal(version: str, headers: Any) -> _Refusal | None:
@@ -152,6 +155,11 @@ def _framing_refusal(version: str, headers: Any) -> _Refusal | None:
     request turns into another's."""
     if version not in ("1.1", "1.0"):
         return _version_refused
+    # httptools takes `gzip, chunked` and hands the app the gzip undecoded
+    # (a body that was no gzip at all was stored); RFC 9112 says 501
+    codings = [value for name, value in headers if name == b"transfer-encoding"]
+    if any(value.strip(b" \t").lower() != b"chunked" for value in codings):
+        return _coding_refused
     hosts = sum(1 for name, _ in headers if name == b"host")
     if hosts > 1 or (hosts == 0 and version == "1.1"):
         return _host_refused
