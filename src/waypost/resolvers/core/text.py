@@ -80,13 +80,15 @@ def shown_as(value: str) -> str:
     composed = unicodedata.normalize("NFC", value)
     shown: list[str] = []
     for i, ch in enumerate(composed):
-        if unicodedata.category(ch) == "Cf":
+        category = unicodedata.category(ch)
+        if category == "Cf":
             hidden = not (ch in _SHAPING and _between_shaped(composed, i))
         elif _variation_selector(ch):
             # of the character shown before it, if any
             hidden = not shown or (shown[-1].isascii() and shown[-1].isalpha())
         else:
-            hidden = ch in _NEVER_SHOWN or _reserved_ignorable(ch)
+            # the reserved code points are unassigned (Cn): only those are looked up
+            hidden = ch in _NEVER_SHOWN or (category == "Cn" and _reserved_ignorable(ch))
         if not hidden:
             shown.append(ch)
     return "".join(shown)
