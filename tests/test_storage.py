@@ -463,6 +463,33 @@ def test_another_applications_database_is_left_alone(tmp_path: Path) -> None:
     assert names == ["items"]
 
 
+def test_a_newer_builds_file_is_refused_untouched(tmp_path: Path) -> None:
+    """A backup written by a newer Waypost (rollback-journal mode, a migration
+    this build lacks): every command refused it, but only after switching it to
+    WAL mode, which rewrote its header and left -wal and -shm files beside it."""
+    from tests.test_cli import run
+
+    path = tmp_path / "from-a-newer-build.db"
+    conn = connect_sync(path)
+    migrate(conn)
+    conn.execute(
+        "INSERT INTO schema_migrations VALUES ('9999_from_the_future.sql', 'x', '2027-01-01')"
+    )
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    before = path.read_bytes()
+    refusing = [
+        ["admin", "migrate", "--db", str(path)],
+        ["admin", "project", "create", "--db", str(path), "--id", "late", "--name", "Late"],
+        ["serve", "--db", str(path), "--port", "0", "--lifecycle-port", "0"],
+    ]
+    for command in refusing:
+        result = run(*command)
+        assert result.exit_code == 1 and "newer Waypost" in result.output, result.output
+        assert path.read_bytes() == before, command
+        assert [p.name for p in tmp_path.iterdir()] == [path.name], command
+
+
 async def test_a_retry_is_answered_from_its_receipt_while_another_process_holds_the_lock(
     impatient: Service,
 ) -> None:

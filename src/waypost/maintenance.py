@@ -26,14 +26,9 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
-from waypost.storage.connection import (
-    NotWaypostDatabase,
-    check_writable,
-    refuse_foreign,
-    rollback_if_open,
-    storage_refusal,
-)
+from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
 from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
+from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20

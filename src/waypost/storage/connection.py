@@ -14,6 +14,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from waypost.storage.schema_guard import refuse_unrunnable
+
 # Installs what a connection needs beyond the pragmas (SQL functions, ...).
 ConnectionHook = Callable[[sqlite3.Connection], None]
 
@@ -129,33 +131,11 @@ def _refuse_orphaned_wal(path: Path) -> None:
         )
 
 
-class NotWaypostDatabase(sqlite3.DatabaseError):
-    """The file is another application's SQLite database (a mistyped --db)."""
-
-
-def refuse_foreign(conn: sqlite3.Connection) -> None:
-    """Refuse a file with tables of its own and no `schema_migrations`, before
-    anything is changed in it: neither our tables nor WAL mode (the switch
-    rewrites its header and leaves -wal and -shm files beside it, which the
-    other application may not expect)."""
-    tables = {
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-    }
-    if tables and "schema_migrations" not in tables:
-        raise NotWaypostDatabase(
-            "the file holds tables but no schema_migrations: it is not a Waypost database;"
-            " point --db at a Waypost database or at a new file"
-        )
-
-
 def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     """PRAGMAs every connection needs; durability first (see docs/operations.md)."""
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-    refuse_foreign(conn)
+    refuse_unrunnable(conn)  # before WAL mode changes the file
     _enter_wal(conn, busy_timeout_ms)
     conn.execute("PRAGMA synchronous = FULL")
     conn.execute("PRAGMA foreign_keys = ON")

@@ -2,54 +2,24 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from dataclasses import dataclass
-from importlib import resources
 
-from waypost.storage.connection import refuse_foreign
+from waypost.storage.schema_guard import (
+    EARLIER_TEXTS,
+    Migration,
+    MigrationError,
+    available,
+    matches_recorded,
+    recorded,
+    refusals,
+    refuse_foreign,
+)
 from waypost.storage.statistics import complete_statistics
 
-
-@dataclass(frozen=True)
-class Migration:
-    name: str
-    sql: str
-
-    @property
-    def checksum(self) -> str:
-        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
-
-
-class MigrationError(RuntimeError):
-    pass
-
-
-# Texts of a shipped migration that were later edited in place, by checksum.
-# A file that recorded one of them was migrated by an earlier build and is
-# accepted: `0004_decisions.sql` gained the `decisions_reversible` index
-# (1f7398b), then a comment changed (b33e347); migration 0019 adds that index
-# where it is missing. Never edit a shipped migration again: add a numbered
-# one (tests/test_migrations_pinned.py fails otherwise).
-EARLIER_TEXTS: dict[str, frozenset[str]] = {
-    "0004_decisions.sql": frozenset({
-        "070e8caf210bb8c11254fff1083552371724c7173d7add9f720aeb03934de808",
-        "05ee6c968f1c0f5107526c5e70487d46d14c1ff67fb130293b0b72254f6c7bd9",
-    }),
-}  # fmt: skip
-
-
-def _same(migration: Migration, recorded: str) -> bool:
-    """The recorded checksum is this migration's text, today's or an accepted earlier one."""
-    return recorded == migration.checksum or recorded in EARLIER_TEXTS.get(
-        migration.name, frozenset()
-    )
-
-
-def available() -> list[Migration]:
-    folder = resources.files("waypost.storage").joinpath("migrations")
-    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
-    return [Migration(f.name, f.read_text(encoding="utf-8")) for f in files]
+# Importers of the migration names keep one place to import them from.
+__all__ = [
+    "EARLIER_TEXTS", "Migration", "MigrationError", "available", "migrate", "recorded", "refusals",
+]  # fmt: skip
 
 
 def _recorded_checksum(conn: sqlite3.Connection, migration: Migration) -> str | None:
@@ -59,34 +29,9 @@ def _recorded_checksum(conn: sqlite3.Connection, migration: Migration) -> str | 
     ).fetchone()
     if row is None:
         return None
-    if not _same(migration, row[0]):
+    if not matches_recorded(migration, row[0]):
         raise MigrationError(f"migration {migration.name} changed after it was applied")
     return str(row[0])
-
-
-def recorded(conn: sqlite3.Connection) -> dict[str, str]:
-    """The migrations a database records as applied: name -> checksum."""
-    rows = conn.execute("SELECT name, checksum FROM schema_migrations")
-    return {row[0]: row[1] for row in rows}
-
-
-def refusals(applied: dict[str, str], known: list[Migration]) -> list[str]:
-    """Why this build cannot run on a database that recorded `applied`: the
-    migrations it does not have (a newer build's), then those whose text
-    changed. Empty when it can (`admin verify` reports these too)."""
-    found: list[str] = []
-    unknown = sorted(set(applied) - {m.name for m in known})
-    if unknown:
-        found.append(
-            f"the database records migrations this build does not have ({', '.join(unknown)}):"
-            " it was written by a newer Waypost; run that version, or restore a backup"
-        )
-    found += [
-        f"migration {m.name} changed after it was applied"
-        for m in known
-        if m.name in applied and not _same(m, applied[m.name])
-    ]
-    return found
 
 
 def migrate(conn: sqlite3.Connection) -> list[str]:

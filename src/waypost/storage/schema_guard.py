@@ -1,0 +1,117 @@
+"""Which files this build can run on, decided before a connection changes anything.
+
+A file with tables of its own and no `schema_migrations` is another
+application's (a mistyped `--db`); one that records a migration this build
+does not have was written by a newer Waypost; one whose recorded migration
+text differs had its history rewritten. Each is refused when a connection
+opens (storage/connection.py), before WAL mode is set: the switch rewrites
+the file's header and leaves `-wal` and `-shm` files beside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from dataclasses import dataclass
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+# Texts of a shipped migration that were later edited in place, by checksum.
+# A file that recorded one of them was migrated by an earlier build and is
+# accepted: `0004_decisions.sql` gained the `decisions_reversible` index
+# (1f7398b), then a comment changed (b33e347); migration 0019 adds that index
+# where it is missing. Never edit a shipped migration again: add a numbered
+# one (tests/test_migrations_pinned.py fails otherwise).
+EARLIER_TEXTS: dict[str, frozenset[str]] = {
+    "0004_decisions.sql": frozenset({
+        "070e8caf210bb8c11254fff1083552371724c7173d7add9f720aeb03934de808",
+        "05ee6c968f1c0f5107526c5e70487d46d14c1ff67fb130293b0b72254f6c7bd9",
+    }),
+}  # fmt: skip
+
+
+def matches_recorded(migration: Migration, recorded: str) -> bool:
+    """The recorded checksum is this migration's text, today's or an accepted earlier one."""
+    return recorded == migration.checksum or recorded in EARLIER_TEXTS.get(
+        migration.name, frozenset()
+    )
+
+
+def available() -> list[Migration]:
+    folder = resources.files("waypost.storage").joinpath("migrations")
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return [Migration(f.name, f.read_text(encoding="utf-8")) for f in files]
+
+
+def recorded(conn: sqlite3.Connection) -> dict[str, str]:
+    """The migrations a database records as applied: name -> checksum."""
+    rows = conn.execute("SELECT name, checksum FROM schema_migrations")
+    return {row[0]: row[1] for row in rows}
+
+
+def refusals(applied: dict[str, str], known: list[Migration]) -> list[str]:
+    """Why this build cannot run on a database that recorded `applied`: the
+    migrations it does not have (a newer build's), then those whose text
+    changed. Empty when it can (`admin verify` reports these too)."""
+    found: list[str] = []
+    unknown = sorted(set(applied) - {m.name for m in known})
+    if unknown:
+        found.append(
+            f"the database records migrations this build does not have ({', '.join(unknown)}):"
+            " it was written by a newer Waypost; run that version, or restore a backup"
+        )
+    found += [
+        f"migration {m.name} changed after it was applied"
+        for m in known
+        if m.name in applied and not matches_recorded(m, applied[m.name])
+    ]
+    return found
+
+
+class NotWaypostDatabase(sqlite3.DatabaseError):
+    """The file is another application's SQLite database (a mistyped --db)."""
+
+
+def refuse_foreign(conn: sqlite3.Connection) -> None:
+    """Refuse a file with tables of its own and no `schema_migrations`, before
+    anything is changed in it: neither our tables nor WAL mode (the switch
+    rewrites its header and leaves -wal and -shm files beside it, which the
+    other application may not expect)."""
+    tables = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        )
+    }
+    if tables and "schema_migrations" not in tables:
+        raise NotWaypostDatabase(
+            "the file holds tables but no schema_migrations: it is not a Waypost database;"
+            " point --db at a Waypost database or at a new file"
+        )
+
+
+def refuse_unrunnable(conn: sqlite3.Connection) -> None:
+    """Refuse another application's file, or a Waypost file this build
+    cannot run on, before anything is changed in it."""
+    refuse_foreign(conn)
+    has_history = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    ).fetchone()
+    if has_history:
+        found = refusals(recorded(conn), available())
+        if found:
+            raise MigrationError(found[0])
