@@ -110,6 +110,30 @@ async def test_pending_and_invalidated_decisions_come_first(
     assert {d["status"] for d in decisions} == {"stale"}
 
 
+async def test_an_activitys_packet_lists_the_decisions_that_gate_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The gate checks an activity and its subject (section 5): the packet for
+    an activity listed only the activity's own decisions and said "no decision
+    is pending" while its claim answered decision_required."""
+    subject = await task(human, "zebra subject")
+    review = await task(human, "zebra review", subject_task_id=subject["id"])
+    on_subject = await open_decision(human, subject["id"])
+    service.clock.advance(seconds=1)
+    on_both = await open_decision(human, subject["id"], review["id"])
+    service.clock.advance(seconds=1)
+    on_review = await open_decision(human, review["id"])
+    packet = await context(human, "nothingmatchesthis", task_id=review["id"])
+    assert ids(packet) == [on_subject, on_both, on_review]  # oldest first, each once
+    claim = await human.post("/api/v1/projects/demo/claims", {"task_id": review["id"]})
+    assert claim.status_code == 409, claim.text
+    assert set(claim.json()["error"]["details"]["decision_ids"]) == set(ids(packet))
+    # the subject is gated by its own decisions only, not by its activities'
+    assert ids(await context(human, "nothingmatchesthis", task_id=subject["id"])) == [
+        on_subject, on_both
+    ]  # fmt: skip
+
+
 async def test_decisions_come_first_even_without_text_matches(human: Caller, project: str) -> None:
     a = await task(human, "unrelated")
     pending = await open_decision(human, a["id"])

@@ -23,7 +23,7 @@ from waypost.resolvers.context.ranking_store import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.context.search import time_limit_ms as search_time_limit_ms
-from waypost.resolvers.context.store import knowledge_objects, task_rows, tasks_project
+from waypost.resolvers.context.store import gated_tasks, knowledge_objects, task_rows
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.operations import present_tasks
@@ -69,12 +69,15 @@ def read_sync(
 ) -> Snapshot:
     project = require_project(conn, project_id)
     policy = {"revision": project["policy_revision"], "rules": project["rules"]}
-    if query.task_id is not None and tasks_project(conn, query.task_id) != project_id:
-        raise InvalidRequest.field("task_id", "task_id names no task of this project")
+    gated = None
+    if query.task_id is not None:
+        gated = gated_tasks(conn, project_id, query.task_id)
+        if gated is None:
+            raise InvalidRequest.field("task_id", "task_id names no task of this project")
     # One more than the limit of each kind tells whether anything was left out.
     decisions = [
         {"type": "decision", **d}
-        for d in unresolved_sync(conn, project_id, format_time(now), query.task_id, query.limit + 1)
+        for d in unresolved_sync(conn, project_id, format_time(now), gated, query.limit + 1)
     ]
     scope = Scope(query.task_id, query.component, query.environment, query.version)
     try:

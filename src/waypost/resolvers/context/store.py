@@ -52,10 +52,15 @@ def task_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]
     return rows
 
 
-def tasks_project(conn: sqlite3.Connection, task_id: str) -> str | None:
-    """The project of task `task_id` (None for no such task)."""
-    row = conn.execute("SELECT project_id FROM tasks WHERE id = ?", (task_id,)).fetchone()
-    return None if row is None else str(row[0])
+def gated_tasks(conn: sqlite3.Connection, project_id: str, task_id: str) -> list[str] | None:
+    """The tasks whose decisions gate work on `task_id`: itself and, for an
+    activity, its subject (section 5). None when it is no task of the project."""
+    row = conn.execute(
+        "SELECT subject_task_id FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    if row is None:
+        return None
+    return [task_id] if row[0] is None else [task_id, str(row[0])]
 
 
 def knowledge_objects(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -47,21 +47,22 @@ def unresolved_ids(
     project_id: str,
     now_at: str,
     statuses: Sequence[str],
-    task_id: str | None,
+    task_ids: Sequence[str] | None,
     count: int,
 ) -> list[str]:
-    """Decisions of one of `statuses`, oldest first, affecting `task_id` in their
-    current generation (or all of the project's when it is None)."""
+    """Decisions of one of `statuses`, oldest first, affecting any of
+    `task_ids` in their current generation (or all of the project's when it
+    is None); each once."""
     rows = conn.execute(
         "SELECT s.decision_id FROM decision_current s"
         " WHERE s.project_id = :project"
-        " AND (:task IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
+        " AND (:tasks IS NULL OR EXISTS (SELECT 1 FROM decision_affected x"
         "  WHERE x.decision_id = s.decision_id AND x.generation = s.generation"
-        "  AND x.task_id = :task))"
+        "  AND x.task_id IN (SELECT value FROM json_each(:tasks))))"
         f" AND {STATUS_SQL} IN (SELECT value FROM json_each(:statuses))"
         " ORDER BY s.created_at, s.decision_id LIMIT :n",
-        {"project": project_id, "task": task_id, "statuses": json.dumps(list(statuses)),
-         "now": now_at, "n": count},
+        {"project": project_id, "tasks": None if task_ids is None else json.dumps(list(task_ids)),
+         "statuses": json.dumps(list(statuses)), "now": now_at, "n": count},
     ).fetchall()  # fmt: skip
     return [r["decision_id"] for r in rows]
 

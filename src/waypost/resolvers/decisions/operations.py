@@ -9,6 +9,7 @@ answered with a live allow. Generation 1 is written here; answers live in
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 from waypost.clock import format_time
@@ -243,13 +244,14 @@ def unresolved_sync(
     conn: sqlite3.Connection,
     project_id: str,
     now_at: str,
-    task_id: str | None = None,
+    task_ids: Sequence[str] | None = None,
     limit: int = 100,
 ) -> list[dict[str, Any]]:
     """Pending or invalidated (stale, expired) decisions, oldest first: those
-    affecting `task_id` in their current generation, or all of the project's.
+    affecting any of `task_ids` in their current generation, or all of the
+    project's when it is None.
 
     For the context packet, which places these before any text match.
     """
-    ids = lists_store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_id, limit)
+    ids = lists_store.unresolved_ids(conn, project_id, now_at, UNRESOLVED, task_ids, limit)
     return decisions_in_order(conn, ids, now_at)
