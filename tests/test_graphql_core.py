@@ -236,6 +236,17 @@ async def test_malformed_global_id_is_invalid_request(human: Caller) -> None:
     assert codes(data) == ["invalid_request"]
 
 
+async def test_a_tampered_global_id_is_invalid_request(human: Caller, project: str) -> None:
+    """Junk inside a global id was skipped by the decoder, so `node` found the
+    record of the id it was copied from."""
+    query = "query ($id: ID!) { node(id: $id) { id } }"
+    good = gid("Project", "demo")
+    assert (await human.gql(query, {"id": good}))["data"] == {"node": {"id": good}}
+    for tampered in (good[:4] + "$$$$" + good[4:], good + "****", "...." + good):
+        data = await human.gql(query, {"id": tampered})
+        assert codes(data) == ["invalid_request"], (tampered, data)
+
+
 @pytest.mark.parametrize("first", [0, -1, 101])
 async def test_first_outside_1_to_100_is_refused(human: Caller, project: str, first: int) -> None:
     for field in (

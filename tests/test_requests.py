@@ -456,6 +456,45 @@ async def test_an_empty_cursor_is_the_first_page_on_every_list(human: Caller, pr
         assert empty.json() == first.json(), path
 
 
+def tampered_forms(cursor: str) -> list[str]:
+    """A cursor a list made, with characters outside the alphabet that Python's
+    base64 decoder silently skipped (four keep the padding whole)."""
+    return [
+        cursor[:4] + "$$$$" + cursor[4:],
+        cursor + "****",
+        "!!!!" + cursor,
+        cursor[:8] + "...." + cursor[8:],
+        cursor + "=",
+    ]
+
+
+async def test_a_tampered_cursor_is_400_not_the_page_it_was_made_from(
+    human: Caller, project: str
+) -> None:
+    """Section 2: a malformed cursor is 400. Junk the decoder skipped read as
+    the untouched cursor, and the page came back as if nothing was wrong."""
+    for title in ("one", "two", "three"):
+        assert (await human.post(f"{BASE}/tasks", {"title": title})).status_code == 201
+    cursor = (await human.get(f"{BASE}/tasks", limit=1)).json()["next_cursor"]
+    assert (await human.get(f"{BASE}/tasks", limit=1, cursor=cursor)).status_code == 200
+    for tampered in tampered_forms(cursor):
+        r = await human.get(f"{BASE}/tasks", limit=1, cursor=tampered)
+        assert_error(r, 400, "invalid_request", "cursor")
+        query = 'query ($c: String) { project(id: "demo") { tasks(first: 1, after: $c) { pageInfo'
+        query += " { hasNextPage } } } }"
+        errors = (await human.gql(query, {"c": tampered}))["errors"]
+        assert [e["extensions"]["field"] for e in errors] == ["after"], (tampered, errors)
+
+
+async def test_an_empty_cursor_is_an_unknown_parameter_where_nothing_pages_by_it(
+    human: Caller, project: str
+) -> None:
+    """`cursor=` was dropped before the unknown-parameter check on every route:
+    the event log (which pages by `after`) and the digest took it silently."""
+    for path in ("/api/v1/me", f"{BASE}/digest", POLICY, f"{BASE}/events"):
+        assert_error(await human.get(path, cursor=""), 400, "invalid_request", "cursor")
+
+
 async def test_openapi_refuses_parameters_and_healthz_ignores_them(human: Caller) -> None:
     """docs/api.md: every /api/v1 route refuses an unknown parameter by name
     (openapi.json answered the document); a probe's query on /healthz is ignored."""

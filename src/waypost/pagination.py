@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from waypost.b64url import decode_b64url, encode_b64url
 from waypost.errors import InvalidRequest
 
 T = TypeVar("T")
@@ -16,15 +16,13 @@ DEFAULT_LIMIT = 50
 
 
 def encode_cursor(*parts: str | int) -> str:
-    raw = json.dumps(list(parts), separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return encode_b64url(json.dumps(list(parts), separators=(",", ":")).encode())
 
 
 def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tuple[object, ...]:
     """Decode a cursor made by `encode_cursor` whose parts have exactly `types`."""
     try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        parts = json.loads(base64.urlsafe_b64decode(padded.encode("ascii")))
+        parts = json.loads(decode_b64url(cursor))
     except (ValueError, UnicodeError, RecursionError) as exc:
         raise InvalidRequest.field(field_name, "malformed cursor") from exc
     if (

@@ -229,6 +229,13 @@ async def test_a_cursor_is_bound_to_its_caller_tenant_and_query(
         "invalid_cursor",
     )
     refused(await author.get("/v1/decisions", cursor="garbage"), 400, "invalid_cursor")
+    # junk the base64 decoder skipped: the signature still matched
+    for junk in (cursor[:4] + "$$$$" + cursor[4:], cursor + "****"):
+        refused(
+            await author.get("/v1/decisions", limit=1, q="retries", cursor=junk),
+            400,
+            "invalid_cursor",
+        )
     await lifecycle.grant(author.id, "globex", "author")
     refused(
         await author.get("/v1/decisions", limit=1, q="retries", cursor=cursor),

@@ -254,13 +254,13 @@ def decimal_integer(text: str, signed: bool = True) -> int | None:
     return value if INT64_MIN <= value <= INT64_MAX else None
 
 
-_TYPED_FIELDS: dict[type, tuple[frozenset[str], frozenset[str]]] = {}
+_TYPED_FIELDS: dict[type, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
 _BOOLEANS: dict[str, bool] = {"true": True, "false": False}
 
 
-def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str]]:
-    """The fields of a query model that take an integer, and those that take a
-    boolean (alone or with None)."""
+def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The fields of a query model: all of them, those that take an integer,
+    and those that take a boolean (alone or with None)."""
     found = _TYPED_FIELDS.get(model)
     if found is None:
         info = msgspec.inspect.type_info(model)
@@ -272,7 +272,8 @@ def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str]]:
                 integers.add(f.encode_name)
             if any(isinstance(k, msgspec.inspect.BoolType) for k in kinds):
                 booleans.add(f.encode_name)
-        found = _TYPED_FIELDS[model] = (frozenset(integers), frozenset(booleans))
+        names = frozenset(f.encode_name for f in info.fields)
+        found = _TYPED_FIELDS[model] = (names, frozenset(integers), frozenset(booleans))
     return found
 
 
@@ -298,7 +299,8 @@ def query_items(query_string: bytes) -> list[tuple[str, str]]:
 
 def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     """Query parameters into `model`: duplicates and unknown names are refused;
-    an empty `cursor=` is no cursor (the first page), on every list alike.
+    an empty `cursor=` is no cursor (the first page), on every list that
+    takes a cursor (elsewhere it is an unknown parameter, as any other).
 
     An integer parameter is decimal digits only: msgspec's lax conversion
     (needed to read "true" or "20" from text) would also take "2.0" or "1e0",
@@ -313,9 +315,9 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
             named = clip(key)
             raise InvalidRequest.field(named, f"duplicate query parameter {named!r}")
         values[key] = value
-    if values.get("cursor") == "":
-        del values["cursor"]
-    integers, booleans = _typed_fields(model)
+    names, integers, booleans = _typed_fields(model)
+    if values.get("cursor") == "" and "cursor" in names:
+        del values["cursor"]  # a route that pages by something else refuses it by name
     typed: dict[str, object] = dict(values)
     for key in integers & values.keys():
         number = decimal_integer(values[key])

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Generic, NewType, TypeVar
 
 import strawberry
 
+from waypost.b64url import decode_b64url, encode_b64url
 from waypost.errors import InvalidRequest
 from waypost.http.decoding import decimal_integer
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
@@ -43,14 +43,12 @@ DATETIME_SCALAR = strawberry.scalar(
 
 def global_id(type_name: str, rest_id: str) -> strawberry.ID:
     # unpadded: ids keep to A-Za-z0-9_- (section 2); padded ones still parse
-    encoded = base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode()
-    return strawberry.ID(encoded.rstrip("="))
+    return strawberry.ID(encode_b64url(f"{type_name}:{rest_id}".encode()))
 
 
 def parse_global_id(value: str) -> tuple[str, str]:
     try:
-        padded = value + "=" * (-len(value) % 4)
-        type_name, _, rest_id = base64.urlsafe_b64decode(padded).decode().partition(":")
+        type_name, _, rest_id = decode_b64url(value).decode().partition(":")
     except (ValueError, UnicodeError) as exc:
         raise InvalidRequest.field("id", "malformed global id") from exc
     if not type_name or not rest_id:

@@ -14,7 +14,6 @@ the caller's id and tenant to whoever held it.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -22,17 +21,10 @@ import secrets
 from datetime import datetime, timedelta
 from typing import Any
 
+from waypost.b64url import decode_b64url, encode_b64url
 from waypost.resolvers.lifecycle import checks
 
 LIFETIME = timedelta(minutes=5)
-
-
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def invalid() -> Exception:
@@ -49,7 +41,7 @@ class CursorSigner:
     def _bound_to(self, binding: dict[str, str]) -> str:
         """A fixed-size digest of the binding (keyed: it tells nothing of it)."""
         text = json.dumps(binding, separators=(",", ":"), sort_keys=True).encode()
-        return _b64(self._mac(b"binding:" + text)[:16])
+        return encode_b64url(self._mac(b"binding:" + text)[:16])
 
     def sign(self, binding: dict[str, str], position: list[str], now: datetime) -> str:
         expires = int((now + LIFETIME).timestamp() * 1000)
@@ -58,13 +50,13 @@ class CursorSigner:
             separators=(",", ":"),
             sort_keys=True,
         ).encode()
-        return f"{_b64(payload)}.{_b64(self._mac(payload))}"
+        return f"{encode_b64url(payload)}.{encode_b64url(self._mac(payload))}"
 
     def open(self, cursor: str, binding: dict[str, str], now: datetime) -> list[str]:
         """The position a cursor holds, if it is ours, for this binding, and live."""
         body, dot, mac = cursor.partition(".")
         try:
-            payload, signature = _unb64(body), _unb64(mac)
+            payload, signature = decode_b64url(body), decode_b64url(mac)
         except (ValueError, UnicodeError):
             raise invalid() from None
         if not dot or not hmac.compare_digest(self._mac(payload), signature):
