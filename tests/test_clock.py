@@ -79,6 +79,20 @@ def test_a_file_clock_near_the_ends_of_the_calendar_is_unavailable(
     assert "0002 to 9998" in refused.value.message
 
 
+@pytest.mark.parametrize(
+    "content",
+    ["9998-12-31T23:59:59.9999Z", "9999-01-01T00:59:59.9999999+01:00", "0002-01-01T00:00:00Z"],
+)
+def test_every_instant_of_the_years_0002_to_9998_is_a_valid_clock(
+    tmp_path: Path, content: str
+) -> None:
+    """The last tenth of a millisecond of 9998 was refused as outside it: the
+    bound was 23:59:59.999 and the instant was compared before it was cut."""
+    path = tmp_path / "clock"
+    path.write_text(content)
+    assert FileClock(path).now().year in (2, 9998)
+
+
 def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
     early = format_time(parse_time("0999-01-01T00:00:00Z"))
     assert early == "0999-01-01T00:00:00.000Z"

@@ -36,7 +36,7 @@ class FileClock:
             # a missing or half-written file is a passing condition of the
             # simulation, not a fault of the request: retry shortly
             raise Unavailable("the clock file holds no valid instant", retry_after=1) from exc
-        if not CLOCK_EARLIEST <= moment <= CLOCK_LATEST:
+        if not CLOCK_EARLIEST <= moment < CLOCK_END:
             # the service adds and subtracts days from now (leases, the digest's
             # week, receipts' two days): near year 1 or 9999 that overflowed
             raise Unavailable(
@@ -53,8 +53,10 @@ _RFC3339 = re.compile(
 )
 # The instants a file clock may hold: a year of room on each side of what
 # datetime can represent, for the durations the service computes from now.
+# The end is exclusive: an instant is compared before it is cut to
+# milliseconds, so 9998-12-31T23:59:59.9999Z is still year 9998.
 CLOCK_EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
-CLOCK_LATEST = datetime(9998, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)
+CLOCK_END = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def format_time(moment: datetime) -> str:
