@@ -104,3 +104,39 @@ async def test_graphql_context_bounds_name_the_argument(human: Caller, project: 
         (error,) = data["errors"]
         assert error["extensions"]["code"] == "invalid_request", error
         assert error["extensions"]["field"] == field, error
+
+
+async def test_one_operation_runs_at_most_five_searches(human: Caller, project: str) -> None:
+    """Each search is bounded by the time limit, but aliases multiplied them:
+    thirty aliased packets held both places of the search lane for 10 s."""
+    from waypost.schema.searches import MAX_SEARCHES
+
+    t = await task(human, "zebra")
+    fields = [
+        'a0: context(q: "zebra") { items { ... on Task { restId } } }',
+        'a1: tasks(q: "zebra") { nodes { restId } }',
+        'a2: knowledge(q: "zebra") { nodes { restId } }',
+        'a3: context(q: "zebra") { items { ... on Task { restId } } }',
+        'a4: tasks(q: "zebra") { nodes { restId } }',
+        'a5: context(q: "zebra") { items { ... on Task { restId } } }',
+        'a6: knowledge(q: "zebra") { nodes { restId } }',
+        "plain: tasks { nodes { restId } }",  # no q: no search, never refused
+    ]
+    query = '{ project(id: "demo") { ' + " ".join(fields) + " } }"
+    data = await human.gql(query)
+    # a refused search nulls its project, as any refused non-null field does
+    assert data["data"] == {"project": None}
+    # the sixth search is refused (its siblings' work ends with their parent)
+    assert [e["path"][-1] for e in data["errors"]] == ["a5"] and MAX_SEARCHES == 5
+    assert {(e["extensions"]["code"], e["extensions"]["field"]) for e in data["errors"]} == {
+        ("invalid_request", "q")
+    }
+    five = await human.gql('{ project(id: "demo") { ' + " ".join(fields[:5]) + " plain: "
+                           + fields[7].removeprefix("plain: ") + " } }")  # fmt: skip
+    assert "errors" not in five, five
+    answered = five["data"]["project"]
+    assert answered["a0"]["items"] == [{"restId": t["id"]}]
+    assert answered["a4"]["nodes"] == answered["plain"]["nodes"] == [{"restId": t["id"]}]
+    # the count is the operation's: the next request has its own five
+    again = await human.gql('{ project(id: "demo") { ' + " ".join(fields[:5]) + " } }")
+    assert "errors" not in again, again

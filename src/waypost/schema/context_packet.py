@@ -26,6 +26,7 @@ from waypost.schema.decisions import Decision
 from waypost.schema.errors import graphql_field_names
 from waypost.schema.knowledge import Knowledge
 from waypost.schema.mutation_arguments import checked_before_mutations, python_names
+from waypost.schema.searches import start_search
 from waypost.schema.tasks import Task
 
 
@@ -140,6 +141,7 @@ class ProjectContextFields:
         }  # fmt: skip
         with graphql_field_names():
             query = _query(raw)
+            start_search(info.context.loaders)
             rt = info.context.rt
             # not in the query's pinned snapshot, which ends here: no read
             # transaction stays open while the packet calls the reranking

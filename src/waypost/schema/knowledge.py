@@ -37,6 +37,7 @@ from waypost.schema.relay import (
     position_page,
     window,
 )
+from waypost.schema.searches import start_search
 from waypost.schema.tasks import Task, load_task, load_tasks
 
 if TYPE_CHECKING:
@@ -336,6 +337,8 @@ class ProjectKnowledgeFields:
     ) -> Connection[Knowledge]:
         w = window(first, after, last, before)
         query = _list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
+        if q is not None:
+            start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
         page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
         return Connection.of(

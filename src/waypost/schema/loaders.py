@@ -101,6 +101,7 @@ class Loaders:
         self.knowledge_feedback = self._make(self._knowledge_feedback)
         self.knowledge_revisions = self._make(self._knowledge_revisions)
         self._objects: dict[int, Any] = {}
+        self.searches = 0  # full-text searches this operation started (schema/searches.py)
         self._histories: dict[str, DataLoader[Any, Any]] = {}
         self._history_counts: dict[str, DataLoader[Any, Any]] = {}
 

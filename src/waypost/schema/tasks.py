@@ -32,6 +32,7 @@ from waypost.schema.relay import (
     position_page,
     window,
 )
+from waypost.schema.searches import start_search
 
 if TYPE_CHECKING:
     from waypost.schema.decisions import Decision
@@ -425,6 +426,8 @@ class ProjectTaskFields:
         q: str | None = None,
     ) -> Connection[Task]:
         w = window(first, after, last, before)
+        if q is not None:
+            start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
         status_value = status.value if status else None
         page = await task_reads.list_tasks(
