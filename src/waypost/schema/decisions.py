@@ -357,14 +357,24 @@ class ProjectDecisionFields:
         w = window(first, after, last, before)
         rt, project_id = info.context.rt, self.rest_id
         status_value = status.value if status else None
-        page = await decisions.list_decisions(
-            rt, project_id, status_value, w.cursor, w.limit, w.backward
-        )
-        return Connection.of(
-            page,
-            Decision.from_json,
-            lambda: decisions.count_decisions(rt, project_id, status_value),
-        )
+
+        loaders = info.context.loaders
+        key = ("Project.decisions", project_id, status_value, w.cursor, w.limit, w.backward)
+
+        async def read() -> Connection[Decision]:
+            page = await decisions.list_decisions(
+                rt, project_id, status_value, w.cursor, w.limit, w.backward
+            )
+            return Connection.of(
+                page,
+                Decision.from_json,
+                lambda: loaders.once(
+                    (*key, "totalCount"),
+                    lambda: decisions.count_decisions(rt, project_id, status_value),
+                ),
+            )
+
+        return await loaders.once(key, read)
 
     @strawberry.field(description="A decision of this project by REST id.")
     async def decision(self, info: Info, id: str) -> Decision | None:

@@ -430,21 +430,32 @@ class ProjectTaskFields:
             start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
         status_value = status.value if status else None
-        page = await task_reads.list_tasks(
-            rt,
-            project_id,
-            status=status_value,
-            ready=ready,
-            cursor=w.cursor,
-            limit=w.limit,
-            q=q,
-            backward=w.backward,
-        )
+
+        loaders = info.context.loaders
+        key = ("Project.tasks", project_id, status_value, ready, w.cursor, w.limit, w.backward, q)
 
         def count() -> Awaitable[int]:
-            return task_reads.count_tasks(rt, project_id, status=status_value, ready=ready, q=q)
+            return loaders.once(
+                (*key, "totalCount"),
+                lambda: task_reads.count_tasks(
+                    rt, project_id, status=status_value, ready=ready, q=q
+                ),
+            )
 
-        return Connection.of(page, Task.from_json, count)
+        async def read() -> Connection[Task]:
+            page = await task_reads.list_tasks(
+                rt,
+                project_id,
+                status=status_value,
+                ready=ready,
+                cursor=w.cursor,
+                limit=w.limit,
+                q=q,
+                backward=w.backward,
+            )
+            return Connection.of(page, Task.from_json, count)
+
+        return await loaders.once(key, read)
 
     @strawberry.field(description="A task of this project by REST id.")
     async def task(self, info: Info, id: str) -> Task | None:

@@ -59,7 +59,7 @@ class Conn:
     the whole list (read only when `totalCount` is selected, as in the normal
     path). Cursors are made only when `edges` or `pageInfo` ask for them."""
 
-    __slots__ = ("_cursors", "has_next", "has_previous", "items", "total")
+    __slots__ = ("_count", "_counted", "_cursors", "has_next", "has_previous", "items")
 
     def __init__(
         self,
@@ -73,7 +73,15 @@ class Conn:
         self._cursors = cursors
         self.has_next = has_next
         self.has_previous = has_previous
-        self.total = total
+        self._count = total
+        self._counted: int | None = None
+
+    def total(self, r: Reads) -> int:
+        """The whole list's count, read once however many parents share this
+        page (a project's connection reached through each of its tasks)."""
+        if self._counted is None:
+            self._counted = self._count(r)
+        return self._counted
 
     @classmethod
     def of(cls, page: Page[Json], total: Callable[[Reads], int]) -> Conn:
