@@ -291,7 +291,8 @@ async def test_task_page_with_nested_references_costs_a_bounded_number_of_statem
 
 PROJECT_THROUGH_EVERY_TASK = """{ project(id: "demo") { %s tasks(first: 100) { nodes {
   project { decisions(first: 5) { totalCount nodes { restId } }
-            tasks(first: 3) { totalCount nodes { restId } } } } } } }"""
+            tasks(first: 3) { totalCount nodes { restId } }
+            knowledge(first: 2) { totalCount nodes { restId } } } } } } }"""
 
 
 async def test_a_project_reached_through_every_task_reads_its_lists_once(
@@ -320,6 +321,8 @@ async def test_a_project_reached_through_every_task_reads_its_lists_once(
         pages = [s for s in statements if "SELECT d.id AS decision_id" in s]
         counts = [s for s in statements if "SELECT count(*) FROM decisions d" in s]
         assert (len(pages), len(counts)) == (1, 1), (prefix, len(pages), len(counts))
+        knowledge_counts = [s for s in statements if "count(*)" in s and "knowledge" in s]
+        assert len(knowledge_counts) == 1, (prefix, knowledge_counts)
 
 
 async def test_task_submit_returns_lessons_as_knowledge_objects(

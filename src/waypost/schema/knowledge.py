@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, Annotated, Any
 
+import msgspec
 import strawberry
 
 from waypost.http.decoding import convert
@@ -340,12 +341,21 @@ class ProjectKnowledgeFields:
         if q is not None:
             start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
-        page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
-        return Connection.of(
-            page,
-            lambda d: Knowledge.from_json(d, project_id),
-            lambda: knowledge.count_knowledge(rt, project_id, query),
-        )
+        loaders = info.context.loaders
+        # once per operation, as Project.decisions (schema/loaders.py, `once`)
+        key = ("Project.knowledge", project_id, msgspec.json.encode(query), w.backward)
+
+        async def read() -> Connection[Knowledge]:
+            page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
+            return Connection.of(
+                page,
+                lambda d: Knowledge.from_json(d, project_id),
+                lambda: loaders.once(
+                    (*key, "totalCount"), lambda: knowledge.count_knowledge(rt, project_id, query)
+                ),
+            )
+
+        return await loaders.once(key, read)
 
     @strawberry.field(
         description="A record by REST id: this project's, or one shared by another project."
