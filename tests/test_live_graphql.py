@@ -465,6 +465,36 @@ async def test_a_refused_subscribe_answers_an_error_for_its_id(
 
 
 @pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        ({"query": "query A { me { name } }", "operationName": "B"}, "Unknown operation"),
+        ({"query": "query A { me { name } }", "operationName": ""}, "Unknown operation"),
+        ({"query": "query A { me { name } } query C { me { id } }", "operationName": "B"},
+         "Unknown operation"),
+        ({"query": "fragment F on Query { me { name } }"}, "Must provide an operation"),
+    ],
+)  # fmt: skip
+async def test_an_operation_name_that_selects_nothing_ends_only_its_own_operation(
+    service: Service, human: Caller, project: str, payload: dict[str, Any], words: str
+) -> None:
+    """Strawberry closed the whole socket (4400) for it, and every other
+    subscription on it; over HTTP the same request is a 400."""
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        running_op = await client.subscribe(EVENTS, {"after": 0})
+        assert (await _next(client, running_op))["projectEvents"]["sequence"] >= 1
+        await client.ws.send(json.dumps({"id": "x", "type": "subscribe", "payload": payload}))
+        message = await asyncio.wait_for(client.receive(), 10)
+        assert message["id"] == "x" and message["type"] == "error", message
+        assert words in message["payload"][0]["message"], message
+        assert message["payload"][0]["extensions"]["code"] == "invalid_request"
+        # the running subscription still delivers
+        await human.post("/api/v1/projects/demo/tasks", {"title": "after the refusal"})
+        assert (await _next(client, running_op))["projectEvents"]["sequence"] >= 2
+    r = await human.client.post("/graphql", json=payload, headers=human.headers())
+    assert r.status_code == 400, r.text
+
+
+@pytest.mark.parametrize(
     ("frame", "words"),
     [
         ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'

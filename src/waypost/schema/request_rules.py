@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from graphql import GraphQLError, Lexer, OperationDefinitionNode, OperationType, Source, TokenKind
 
 from waypost.schema.documents import parsed
+from waypost.schema.operation import selected_operation
 
 # Deeper than any input object of the schema needs (they nest a few levels);
 # far below what a recursive walk of the value could take.
@@ -65,6 +66,18 @@ async def operations(query: str) -> list[tuple[str | None, OperationType]] | Gra
         for d in document.definitions
         if isinstance(d, OperationDefinitionNode)
     ]
+
+
+async def unrunnable(query: str, operation_name: object) -> GraphQLError | None:
+    """Why no operation of `query` would run: its syntax error, or no
+    operation that `operation_name` selects (none in the document, a name
+    it does not hold, several and no name); None when one would."""
+    document = await parsed(query)
+    if isinstance(document, GraphQLError):
+        return document
+    name = operation_name if isinstance(operation_name, str) else None
+    selected = selected_operation(document, name)
+    return selected if isinstance(selected, GraphQLError) else None
 
 
 # the GraphQL-over-HTTP request parameters

@@ -287,10 +287,16 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await self.send_message(error_frame)
                 return
             why = await request_rules.refusal(payload, over_http=False)
-            # a syntax error too: Strawberry's stream would only log it
-            found = await request_rules.operations(payload["query"]) if why is None else None
-            if why is not None or isinstance(found, GraphQLError):
-                error = found if isinstance(found, GraphQLError) else GraphQLError(why or "")
+            # a syntax error too (Strawberry's stream would only log it), and an
+            # operation name that selects nothing (Strawberry closed the whole
+            # socket, 4400, and every other subscription on it)
+            found = (
+                await request_rules.unrunnable(payload["query"], payload.get("operationName"))
+                if why is None
+                else None
+            )
+            if why is not None or found is not None:
+                error = found if found is not None else GraphQLError(why or "")
                 await self.send_message(
                     {"id": operation_id, "type": "error", "payload": [error.formatted]}
                 )
