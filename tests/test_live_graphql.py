@@ -464,6 +464,34 @@ async def test_a_refused_subscribe_answers_an_error_for_its_id(
         assert (await _next(client, op)) == {"me": {"name": "alice"}}
 
 
+async def test_operations_past_the_sockets_limit_are_told_to_wait(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Strawberry refused them "Subscription limit reached" with
+    `invalid_request`, so a client sending valid queries would not retry."""
+    from waypost.schema import websocket
+
+    monkeypatch.setattr(websocket, "MAX_OPERATIONS", 2)
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        first = await client.subscribe(EVENTS, {"after": 0})
+        await client.subscribe(EVENTS, {"after": 0})
+        await client.ws.send(json.dumps(
+            {"id": "third", "type": "subscribe", "payload": {"query": "{ me { name } }"}}
+        ))  # fmt: skip
+        message = await asyncio.wait_for(client.receive(), 10)
+        while message.get("id") != "third":  # the subscriptions' events come first
+            message = await asyncio.wait_for(client.receive(), 10)
+        assert message["type"] == "error", message
+        assert message["payload"][0]["extensions"] == {"code": "too_many_operations", "most": 2}
+        await client.ws.send(json.dumps({"id": first, "type": "complete"}))
+        op = await client.subscribe("{ me { name } }")
+        message = await client.receive()
+        while message.get("id") != op:  # the other subscription's events
+            message = await client.receive()
+        assert message["type"] == "next", message
+        assert message["payload"] == {"data": {"me": {"name": "alice"}}}
+
+
 @pytest.mark.parametrize(
     ("payload", "words"),
     [

@@ -141,6 +141,11 @@ _CLIENT_GONE: tuple[type[BaseException], ...] = (
 )
 
 
+# Operations one socket runs at once (Strawberry's own default figure, which
+# its check, after ours, would refuse with "Subscription limit reached").
+MAX_OPERATIONS = 100
+
+
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
     # the token this socket is counted for (Hub.open_socket) once acknowledged
@@ -300,5 +305,17 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await self.send_message(
                     {"id": operation_id, "type": "error", "payload": [error.formatted]}
                 )
+                return
+            most = MAX_OPERATIONS
+            if len(self.operations) >= most:
+                # Strawberry's own refusal said "Subscription limit reached" of
+                # any operation and took `invalid_request`: a valid query a
+                # client should send again once another ends
+                crowded = {
+                    "message": f"at most {most} operations run at once on one socket:"
+                    " send this one again once another has completed",
+                    "extensions": {"code": "too_many_operations", "most": most},
+                }
+                await self.send_message({"id": operation_id, "type": "error", "payload": [crowded]})
                 return
         await super().handle_subscribe(message)
