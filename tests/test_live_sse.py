@@ -183,6 +183,8 @@ async def test_a_head_request_gets_the_head_and_holds_no_stream(
             r = await asyncio.wait_for(client.head(STREAM, headers=human.headers()), 10)
             assert r.status_code == 200 and r.content == b""
             assert r.headers["content-type"].startswith("text/event-stream")
+            # the GET's body is endless: no length (it said Content-Length: 0)
+            assert "content-length" not in r.headers, r.headers
         r = await client.head("/api/v1/projects/nope/events/stream", headers=human.headers())
         assert r.status_code == 404
         assert hub_for(service.rt).open_count() == 0
@@ -198,6 +200,11 @@ async def test_bad_positions_and_unknown_projects_are_refused(
         assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"
         r = await client.get(STREAM, headers={**human.headers(), "Last-Event-ID": "-1"})
         assert r.status_code == 400
+        # two positions: which was meant is not guessed (the first one won)
+        twice = [*human.headers().items(), ("Last-Event-ID", "0"), ("Last-Event-ID", "1")]
+        r = await asyncio.wait_for(client.get(STREAM, headers=twice), 10)  # not a stream
+        assert r.status_code == 400, r.text
+        assert r.json()["error"]["details"]["field"] == "Last-Event-Id"
         # unknown or repeated parameters, as on every REST route (they were ignored)
         for query in ("foo=1", "after=1&after=5"):
             r = await asyncio.wait_for(client.get(f"{STREAM}?{query}", headers=human.headers()), 10)

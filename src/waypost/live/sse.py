@@ -26,7 +26,7 @@ from starlette.responses import Response, StreamingResponse
 
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.decoding import decode_query, query_items
-from waypost.http.headers import bearer_token
+from waypost.http.headers import bearer_token, header
 from waypost.http.responses import SECURITY_HEADERS
 from waypost.live import Hub, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
@@ -124,8 +124,9 @@ async def event_stream(request: Request) -> Response:
         after = _position(query.after, "after")
         # Spaces and tabs around a header's value are not part of it (RFC 9110,
         # 5.5); an empty one is no position: an SSE client may send back an id
-        # the server reset
-        last_id = (request.headers.get("last-event-id") or "").strip(" \t")
+        # the server reset. Sent twice it is refused, naming it: which one was
+        # meant decides whether events are skipped or repeated (the first won)
+        last_id = header(request.scope, b"last-event-id") or ""
         resumed = _position(last_id or None, "Last-Event-ID")
         await check_project(rt, project_id)
         # Last-Event-ID wins; a refusal of the position names the one used
@@ -140,7 +141,11 @@ async def event_stream(request: Request) -> Response:
             # the head of the answer a GET would get, after the same checks, and
             # done: the stream's slot is given back at once
             await stack.aclose()
-            return Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
+            head = Response(media_type="text/event-stream", headers=_STREAM_HEADERS)
+            # a GET's body has no length (RFC 9110 section 8.6: a HEAD sends
+            # Content-Length only with the length the GET would have)
+            del head.headers["content-length"]
+            return head
         encoded = _encoded_for(hub_for(rt))
     except WaypostError as error:
         await stack.aclose()
