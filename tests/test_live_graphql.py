@@ -64,6 +64,15 @@ async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
     assert await close_code_after_init(service, payload) == 4401
 
 
+@pytest.mark.parametrize("payload", ["abc", [1], 5])
+async def test_a_connection_init_payload_that_is_no_object_is_malformed(
+    service: Service, project: str, payload: Any
+) -> None:
+    """The protocol's payload is an object or absent: anything else is a
+    malformed message (4400); it was taken for a bad credential (4401)."""
+    assert await close_code_after_init(service, payload) == 4400
+
+
 async def test_a_token_named_twice_in_connection_init_closes_the_socket(
     service: Service, human: Caller
 ) -> None:
@@ -552,8 +561,13 @@ async def test_a_subscribe_frame_of_refused_json_answers_an_error_for_its_id(
 
 
 @pytest.mark.parametrize(
-    "frame", ["not json", '"a string"', "5", '{"id": "1", "type": "subscribe", "payload": "x"}']
-)
+    "frame",
+    [
+        "not json", '"a string"', "5", '{"id": "1", "type": "subscribe", "payload": "x"}',
+        # an empty id names nothing the client could complete (it ran)
+        '{"id": "", "type": "subscribe", "payload": {"query": "{ me { name } }"}}',
+    ],
+)  # fmt: skip
 async def test_a_malformed_frame_closes_the_socket_with_4400(
     service: Service, human: Caller, project: str, frame: str
 ) -> None:

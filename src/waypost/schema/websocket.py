@@ -186,6 +186,13 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         await super().handle_task_exception(error)
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
+        payload = message.get("payload")
+        if not self.connection_init_received and not isinstance(payload, dict | None):
+            # the protocol's payload is an object or absent: anything else is a
+            # malformed message (4400), not a bad credential (it closed 4401)
+            self.connection_init_received = True
+            await self.handle_invalid_message("connection_init's payload must be an object")
+            return
         if not self.connection_init_received:
             try:
                 actor, token = await authenticate(self.context.rt, message.get("payload"))
@@ -257,7 +264,8 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
         payload, operation_id = message.get("payload"), message.get("id")
-        if not isinstance(payload, dict) or not isinstance(operation_id, str):
+        if not isinstance(payload, dict) or not isinstance(operation_id, str) or not operation_id:
+            # an empty id names no operation the client could complete later
             await self.handle_invalid_message("subscribe needs an id and a payload object")
             return
         # an id still running, or a socket not yet acknowledged: Strawberry
