@@ -257,7 +257,8 @@ async def test_unresolved_lists_pending_and_invalidated_decisions_for_a_task_or_
 
     def read(task_id: str | None) -> list[str]:
         def fn(conn: Any) -> list[str]:
-            return [d["id"] for d in unresolved_sync(conn, "demo", now_at, task_id)]
+            tasks = None if task_id is None else [task_id]
+            return [d["id"] for d in unresolved_sync(conn, "demo", now_at, tasks)]
 
         return fn
 

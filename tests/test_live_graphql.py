@@ -473,6 +473,26 @@ async def test_a_refused_subscribe_answers_an_error_for_its_id(
         assert (await _next(client, op)) == {"me": {"name": "alice"}}
 
 
+async def test_operations_running_at_once_on_one_socket_count_their_own_searches(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A socket keeps one context for all its operations; their loaders were
+    kept on it, so an operation started after another replaced the first's,
+    and two queries of three searches each were refused as one of six."""
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        ops = []
+        for words in (("a", "b", "c"), ("d", "e", "f")):
+            fields = " ".join(f'{w}: tasks(q: "{w}x") {{ totalCount }}' for w in words)
+            ops.append(await client.subscribe('{ project(id: "demo") { ' + fields + " } }"))
+        answers: dict[str, dict[str, Any]] = {}
+        while len(answers) < 2:
+            message = await client.receive()
+            if message["type"] == "next":
+                answers[message["id"]] = message["payload"]
+        for op in ops:
+            assert "errors" not in answers[op], answers[op]
+
+
 async def test_operations_past_the_sockets_limit_are_told_to_wait(
     service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -204,7 +204,7 @@ async def test_bad_positions_and_unknown_projects_are_refused(
         twice = [*human.headers().items(), ("Last-Event-ID", "0"), ("Last-Event-ID", "1")]
         r = await asyncio.wait_for(client.get(STREAM, headers=twice), 10)  # not a stream
         assert r.status_code == 400, r.text
-        assert r.json()["error"]["details"]["field"] == "Last-Event-Id"
+        assert r.json()["error"]["details"]["field"] == "Last-Event-ID"  # as a bad value names it
         # unknown or repeated parameters, as on every REST route (they were ignored)
         for query in ("foo=1", "after=1&after=5"):
             r = await asyncio.wait_for(client.get(f"{STREAM}?{query}", headers=human.headers()), 10)

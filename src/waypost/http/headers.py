@@ -8,7 +8,7 @@ from starlette.types import Scope
 from waypost.errors import InvalidRequest
 
 
-def header(scope: Scope, name: bytes) -> str | None:
+def header(scope: Scope, name: bytes, spelled: str | None = None) -> str | None:
     """The value of header `name` (lower-case bytes, as ASGI gives them).
 
     Every header read this way takes one value (a token, a session, a key,
@@ -19,12 +19,13 @@ def header(scope: Scope, name: bytes) -> str | None:
 
     Spaces and tabs around the value are not part of it (RFC 9110, 5.5).
     h11 drops them; httptools, which `serve` uses, hands them over.
+    A refusal names the header as `spelled`, else in title case.
     """
     found: str | None = None
     for key, value in scope["headers"]:
         if key == name:
             if found is not None:
-                title = name.decode("latin-1").title()
+                title = spelled or name.decode("latin-1").title()
                 raise InvalidRequest.field(title, f"send one {title} header, not several")
             found = str(value.decode("latin-1")).strip(" \t")
     return found

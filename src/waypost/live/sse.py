@@ -126,7 +126,7 @@ async def event_stream(request: Request) -> Response:
         # 5.5); an empty one is no position: an SSE client may send back an id
         # the server reset. Sent twice it is refused, naming it: which one was
         # meant decides whether events are skipped or repeated (the first won)
-        last_id = header(request.scope, b"last-event-id") or ""
+        last_id = header(request.scope, b"last-event-id", "Last-Event-ID") or ""
         resumed = _position(last_id or None, "Last-Event-ID")
         await check_project(rt, project_id)
         # Last-Event-ID wins; a refusal of the position names the one used

@@ -42,7 +42,6 @@ from strawberry.types.field import StrawberryField
 from waypost.errors import Unavailable, WaypostError
 from waypost.schema import budget, fastpath
 from waypost.schema.context import Context
-from waypost.schema.loaders import Loaders
 from waypost.schema.mutation_arguments import argument_value
 
 log = logging.getLogger("waypost.graphql")
@@ -131,7 +130,7 @@ def _cursor_argument(nodes: list[Any], variables: dict[str, Any]) -> str:
 
 def _fresh_loaders(context: Any) -> None:
     if isinstance(context, Context):
-        context.loaders = Loaders(context.rt)
+        context.start_operation()
 
 
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):

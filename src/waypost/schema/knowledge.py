@@ -338,14 +338,14 @@ class ProjectKnowledgeFields:
     ) -> Connection[Knowledge]:
         w = window(first, after, last, before)
         query = _list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
-        if q is not None:
-            start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
         loaders = info.context.loaders
         # once per operation, as Project.decisions (schema/loaders.py, `once`)
         key = ("Project.knowledge", project_id, msgspec.json.encode(query), w.backward)
 
         async def read() -> Connection[Knowledge]:
+            if q is not None:
+                start_search(loaders)  # a search this operation has not run yet
             page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
             return Connection.of(
                 page,

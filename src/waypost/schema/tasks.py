@@ -426,8 +426,6 @@ class ProjectTaskFields:
         q: str | None = None,
     ) -> Connection[Task]:
         w = window(first, after, last, before)
-        if q is not None:
-            start_search(info.context.loaders)
         rt, project_id = info.context.rt, self.rest_id
         status_value = status.value if status else None
 
@@ -443,6 +441,8 @@ class ProjectTaskFields:
             )
 
         async def read() -> Connection[Task]:
+            if q is not None:
+                start_search(loaders)  # a search this operation has not run yet
             page = await task_reads.list_tasks(
                 rt,
                 project_id,

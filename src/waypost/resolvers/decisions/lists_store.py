@@ -47,7 +47,7 @@ def unresolved_ids(
     project_id: str,
     now_at: str,
     statuses: Sequence[str],
-    task_ids: Sequence[str] | None,
+    task_ids: list[str] | None,
     count: int,
 ) -> list[str]:
     """Decisions of one of `statuses`, oldest first, affecting any of

@@ -9,7 +9,6 @@ answered with a live allow. Generation 1 is written here; answers live in
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
 from typing import Any
 
 from waypost.clock import format_time
@@ -244,7 +243,7 @@ def unresolved_sync(
     conn: sqlite3.Connection,
     project_id: str,
     now_at: str,
-    task_ids: Sequence[str] | None = None,
+    task_ids: list[str] | None = None,
     limit: int = 100,
 ) -> list[dict[str, Any]]:
     """Pending or invalidated (stale, expired) decisions, oldest first: those
