@@ -186,33 +186,6 @@ async def test_a_whole_request_is_answered_however_long_it_takes(http: str) -> N
         assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\necho:hi")
 
 
-async def exchange_half_closed(port: int, request: bytes) -> bytes:
-    """Send `request`, end the sending side (FIN), read until the server closes."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(request)
-    writer.write_eof()
-    answer = await everything(reader)
-    await hang_up(writer)
-    return answer
-
-
-@pytest.mark.parametrize("http", PARSERS)
-async def test_a_client_that_ends_its_side_after_its_request_is_answered(http: str) -> None:
-    """A half-close after a whole request (`nc -N`, shutdown(SHUT_WR)): the
-    transport was closed at the EOF and the request dropped unanswered."""
-    post = b"POST /?wait=0.1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
-    async with listening(http) as port:
-        answer = await exchange_half_closed(port, post)
-        assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b"\r\n\r\necho:hi")
-        # two pipelined requests: both answered, in order, then the close
-        answer = await exchange_half_closed(port, post.replace(b"hi", b"ab") + post)
-        assert answer.count(b"HTTP/1.1 200 ") == 2, answer
-        assert answer.index(b"echo:ab") < answer.index(b"echo:hi")
-        # a body short of its length can never be whole: closed unanswered
-        short = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789"
-        assert await exchange_half_closed(port, short) == b""
-
-
 @pytest.mark.parametrize("http", PARSERS)
 async def test_the_deadline_starts_again_after_each_response(http: str) -> None:
     async with listening(http) as port:

@@ -195,7 +195,6 @@ def with_request_deadline(
         _bytes = 0
         _refuse_after_response = False
         _head_refusal: _Refusal | None = None  # of the request whose head is in (httptools)
-        _half_closed = False  # the client ended its sending side; it still reads
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
@@ -246,31 +245,10 @@ def with_request_deadline(
             super().on_message_complete()
             self._in_head, self._bytes = True, 0
 
-        def eof_received(self) -> bool | None:
-            """The client ended its sending side (a half-close). A request
-            already whole is still answered, and any pipelined behind it;
-            asyncio closed the transport when this answered false, so the
-            request was dropped unanswered. Anything else ends here."""
-            if self._request_pending():
-                self._half_closed = True
-                self._disarm()  # nothing more can arrive: no deadline to wait on
-                return True  # keep writing; closed once the answers are sent
-            return super().eof_received()  # type: ignore[no-any-return]
-
-        def _request_pending(self) -> bool:
-            """A whole request (or one pipelined behind it) still to be answered."""
-            if getattr(self, "pipeline", None):  # httptools' queue of whole requests
-                return True
-            cycle = self.cycle
-            return cycle is not None and not cycle.response_complete and not cycle.more_body
-
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if self._refuse_after_response:
                 self._close_refused()
-                return
-            if self._half_closed and not self._request_pending():
-                self.transport.close()  # after what is buffered is sent
                 return
             self._disarm()  # the next request's time starts now
             self._watch()
