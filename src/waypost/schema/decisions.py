@@ -358,23 +358,14 @@ class ProjectDecisionFields:
         rt, project_id = info.context.rt, self.rest_id
         status_value = status.value if status else None
 
-        loaders = info.context.loaders
-        key = ("Project.decisions", project_id, status_value, w.cursor, w.limit, w.backward)
-
-        async def read() -> Connection[Decision]:
-            page = await decisions.list_decisions(
+        return await info.context.loaders.connection(
+            ("Project.decisions", project_id, status_value, w.cursor, w.limit, w.backward),
+            lambda: decisions.list_decisions(
                 rt, project_id, status_value, w.cursor, w.limit, w.backward
-            )
-            return Connection.of(
-                page,
-                Decision.from_json,
-                lambda: loaders.once(
-                    (*key, "totalCount"),
-                    lambda: decisions.count_decisions(rt, project_id, status_value),
-                ),
-            )
-
-        return await loaders.once(key, read)
+            ),
+            Decision.from_json,
+            lambda: decisions.count_decisions(rt, project_id, status_value),
+        )
 
     @strawberry.field(description="A decision of this project by REST id.")
     async def decision(self, info: Info, id: str) -> Decision | None:

@@ -14,6 +14,7 @@ import msgspec
 import strawberry
 
 from waypost.http.decoding import convert
+from waypost.pagination import Page
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.knowledge import feedback as knowledge_feedback
@@ -340,22 +341,18 @@ class ProjectKnowledgeFields:
         query = _list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
         rt, project_id = info.context.rt, self.rest_id
         loaders = info.context.loaders
-        # once per operation, as Project.decisions (schema/loaders.py, `once`)
-        key = ("Project.knowledge", project_id, msgspec.json.encode(query), w.backward)
 
-        async def read() -> Connection[Knowledge]:
+        async def page() -> Page[dict[str, Any]]:
             if q is not None:
                 start_search(loaders)  # a search this operation has not run yet
-            page = await knowledge.list_knowledge(rt, project_id, query, w.backward)
-            return Connection.of(
-                page,
-                lambda d: Knowledge.from_json(d, project_id),
-                lambda: loaders.once(
-                    (*key, "totalCount"), lambda: knowledge.count_knowledge(rt, project_id, query)
-                ),
-            )
+            return await knowledge.list_knowledge(rt, project_id, query, w.backward)
 
-        return await loaders.once(key, read)
+        return await loaders.connection(
+            ("Project.knowledge", project_id, msgspec.json.encode(query), w.backward),
+            page,
+            lambda d: Knowledge.from_json(d, project_id),
+            lambda: knowledge.count_knowledge(rt, project_id, query),
+        )
 
     @strawberry.field(
         description="A record by REST id: this project's, or one shared by another project."

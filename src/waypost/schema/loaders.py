@@ -31,6 +31,7 @@ from waypost.resolvers.projects import operations as projects
 from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.runtime import Runtime
+from waypost.schema.relay import Connection
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -127,6 +128,21 @@ class Loaders:
         if found is None:
             found = self._once[key] = asyncio.ensure_future(make())
         return cast(Awaitable[V], asyncio.shield(found))
+
+    async def connection(
+        self,
+        key: tuple[Hashable, ...],
+        page: Callable[[], Awaitable[Page[Json]]],
+        make: Callable[[Json], V],
+        count: Callable[[], Awaitable[int]],
+    ) -> Connection[V]:
+        """A project's connection for one set of arguments (`key`), its page
+        and its `totalCount` each read once per operation (see `once`)."""
+
+        async def read() -> Connection[V]:
+            return Connection.of(await page(), make, lambda: self.once((*key, "totalCount"), count))
+
+        return await self.once(key, read)
 
     @staticmethod
     def _make(batch: Callable[[Sequence[K]], Awaitable[list[V]]]) -> DataLoader[K, V]:

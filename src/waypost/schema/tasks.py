@@ -430,20 +430,11 @@ class ProjectTaskFields:
         status_value = status.value if status else None
 
         loaders = info.context.loaders
-        key = ("Project.tasks", project_id, status_value, ready, w.cursor, w.limit, w.backward, q)
 
-        def count() -> Awaitable[int]:
-            return loaders.once(
-                (*key, "totalCount"),
-                lambda: task_reads.count_tasks(
-                    rt, project_id, status=status_value, ready=ready, q=q
-                ),
-            )
-
-        async def read() -> Connection[Task]:
+        async def page() -> Page[dict[str, Any]]:
             if q is not None:
                 start_search(loaders)  # a search this operation has not run yet
-            page = await task_reads.list_tasks(
+            return await task_reads.list_tasks(
                 rt,
                 project_id,
                 status=status_value,
@@ -453,9 +444,13 @@ class ProjectTaskFields:
                 q=q,
                 backward=w.backward,
             )
-            return Connection.of(page, Task.from_json, count)
 
-        return await loaders.once(key, read)
+        return await loaders.connection(
+            ("Project.tasks", project_id, status_value, ready, w.cursor, w.limit, w.backward, q),
+            page,
+            Task.from_json,
+            lambda: task_reads.count_tasks(rt, project_id, status=status_value, ready=ready, q=q),
+        )
 
     @strawberry.field(description="A task of this project by REST id.")
     async def task(self, info: Info, id: str) -> Task | None:
