@@ -40,7 +40,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
 from waypost.errors import Unavailable, WaypostError
-from waypost.schema import budget, fastpath
+from waypost.schema import budget, fastpath, introspection
 from waypost.schema.context import Context
 from waypost.schema.mutation_arguments import argument_value
 
@@ -151,6 +151,13 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         _fresh_loaders(self.context_value)
         self.max_objects = budget.max_objects(getattr(self.context_value, "rt", None))
         self.mutation = self.operation.operation == OperationType.MUTATION
+        if introspection.only_introspection(self.operation, self.fragments):
+            return introspection.answer(
+                self.operation,
+                self.variable_values.coerced,
+                lambda: super(PlainFieldExecutor, self).execute_operation(serially),
+                lambda: self.objects,
+            )
         # a query of plain data is answered by the fast path (schema/fastpath/);
         # everything else, and anything it hands back, runs here as before
         fast = fastpath.answer(self)

@@ -2,8 +2,9 @@
 
 Service contract sections 12 and 14: depth 16 (introspection fields ignored),
 30 aliases counted through fragments, 5,000 tokens, a 64 KiB body (read by
-bearer authentication), and GitHub's node limit: for every path of nested connections the
-product of their `first`/`last`, summed over all paths, at most 50,000.
+bearer authentication), one `__schema` field (our choice), and GitHub's node
+limit: for every path of nested connections the product of their
+`first`/`last`, summed over all paths, at most 50,000.
 
 Why not Strawberry's depth and alias rules: they walk every path through the
 fragments again, so 22 fragments that each spread the next twice (900 bytes)
@@ -52,6 +53,13 @@ MAX_DEPTH = 16
 MAX_ALIASES = 30
 MAX_TOKENS = 5000
 MAX_NODES = 50_000
+# `__schema` fields per operation. The depth limit ignores introspection, and
+# one `__schema` holds the whole schema (the standard introspection query
+# completes some 5,500 objects on the event loop); aliases multiplied it:
+# thirty aliased copies held the loop for 1.4 s each until the execution limit
+# ended them, and two clients sending them kept other requests waiting for
+# 4-7 s. One is all any introspection client asks for.
+MAX_SCHEMA_FIELDS = 1
 # A connection without `first`/`last` returns this many items (relay.window
 # leaves the count to check_limit, whose default this is).
 DEFAULT_PAGE = DEFAULT_LIMIT
@@ -100,6 +108,9 @@ class Measure:
     depth: int
     aliases: int
     nodes: int
+    # the response keys of `__schema` fields: fields under one key merge into
+    # one (`{ __schema { a } __schema { b } }` runs once), through fragments too
+    schemas: frozenset[str] = frozenset()
 
 
 class _Measurer:
@@ -131,6 +142,7 @@ class _Measurer:
         if level > MAX_NESTING:
             raise _TooDeep
         depth = aliases = nodes = 0
+        schemas: frozenset[str] = frozenset()
         for selection in selection_set.selections:
             if isinstance(selection, FieldNode):
                 m = self.field(selection, parent, level)
@@ -145,12 +157,18 @@ class _Measurer:
             depth = max(depth, m.depth)
             aliases += m.aliases
             nodes += m.nodes
-        return Measure(depth, aliases, nodes)
+            schemas |= m.schemas
+        return Measure(depth, aliases, nodes, schemas)
 
     def field(self, node: FieldNode, parent: GraphQLNamedType | None, level: int) -> Measure:
         own_alias = 1 if node.alias else 0
+        own_schema = (
+            frozenset({(node.alias or node.name).value})
+            if node.name.value == "__schema"
+            else frozenset()
+        )
         if node.selection_set is None:
-            return Measure(0, own_alias, 0)
+            return Measure(0, own_alias, 0, own_schema)
         definition = None
         if isinstance(parent, GraphQLObjectType | GraphQLInterfaceType):
             definition = parent.fields.get(node.name.value)
@@ -163,7 +181,7 @@ class _Measurer:
         if definition is not None and ("first" in definition.args or "last" in definition.args):
             page = self.page_size(node, definition.args)
             nodes = page * (1 + inner.nodes)
-        return Measure(depth, own_alias + inner.aliases, nodes)
+        return Measure(depth, own_alias + inner.aliases, nodes, own_schema | inner.schemas)
 
     def fragment(self, name: str, level: int) -> Measure:
         known = self.memo.get(name)
@@ -320,6 +338,13 @@ def check_limits(
         errors.append(
             GraphQLError(f"{m.aliases} aliases found in '{name}'. Allowed: {MAX_ALIASES}", [op])
         )
+    if len(m.schemas) > MAX_SCHEMA_FIELDS:
+        msg = (
+            f"'{name}' selects __schema under {len(m.schemas)} response keys (aliases);"
+            f" the limit is {MAX_SCHEMA_FIELDS}"
+            " per operation (one holds the whole schema)"
+        )
+        errors.append(GraphQLError(msg, [op]))
     return errors
 
 

@@ -16,28 +16,34 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-# One gate per event loop: an asyncio.Semaphore belongs to the loop that
-# first waits on it, and tests run many loops in one process.
-_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+# One gate per event loop and lane: an asyncio.Semaphore belongs to the loop
+# that first waits on it, and tests run many loops in one process.
+_GATES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
+# Parsing and validating documents (short, bounded work that every new query
+# text waits for) and executing introspection (up to the execution limit's
+# worth) queue in lanes of their own: a run of introspection must not hold
+# up the validation of other clients' queries.
+DOCUMENTS = "documents"
+INTROSPECTION = "introspection"
 
 
-def _gate() -> asyncio.Semaphore:
-    loop = asyncio.get_running_loop()
-    gate = _GATES.get(loop)
+def _gate(lane: str) -> asyncio.Semaphore:
+    gates = _GATES.setdefault(asyncio.get_running_loop(), {})
+    gate = gates.get(lane)
     if gate is None:
-        gate = _GATES[loop] = asyncio.Semaphore(1)
+        gate = gates[lane] = asyncio.Semaphore(1)
     return gate
 
 
-async def off_loop(work: Callable[..., T], *args: object) -> T:
-    """Run CPU-bound document work on a worker thread, one at a time.
+async def off_loop(work: Callable[..., T], *args: object, lane: str = DOCUMENTS) -> T:
+    """Run CPU-bound work on a worker thread, one at a time in its lane.
 
     The gate is given back when the thread's work ends, not when its caller
     stops waiting: a cancelled request (a WebSocket `complete`) must not let
     a second piece of work start beside the first."""
-    gate = _gate()
+    gate = _gate(lane)
     await gate.acquire()
     try:
         running = asyncio.ensure_future(asyncio.to_thread(work, *args))
