@@ -701,20 +701,20 @@ async def test_a_wait_after_the_kept_session_ended_elsewhere_goes_on_without_it(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_an_unknown_tool_is_refused_in_the_rest_form(
-    waypost: Waypost, transport: str
-) -> None:
-    """docs/mcp.md: every error text starts with the REST code and ends with
-    the REST envelope; an unknown tool's was a bare sentence."""
+async def test_an_unknown_tool_is_a_protocol_error(waypost: Waypost, transport: str) -> None:
+    """MCP 2025-06-18, server/tools, "Error Handling": an unknown tool is a
+    protocol error (`-32602`), not a tool's result; it was a `not_found`
+    tool error. The refusal names what it refused, clipped, not echoed."""
     agent = waypost.principal("agent", f"lost-{transport}")
     async with session(transport, waypost.url, agent) as s:
-        message = await refused(s, "no_such_tool")
-        long = await refused(s, "n" * 5000)
-    assert message.startswith("not_found: no such tool"), message
-    envelope = json.loads(message.splitlines()[-1])
-    assert envelope["error"]["details"] == {"tool": "no_such_tool"}
-    # a refusal names what it refused; it does not echo a long name back
-    assert json.loads(long.splitlines()[-1])["error"]["details"] == {"tool": "n" * 40 + "..."}
+        with pytest.raises(McpError) as unknown:
+            await s.call_tool("no_such_tool", {})
+        with pytest.raises(McpError) as long:
+            await s.call_tool("n" * 5000, {})
+        assert (await s.list_tools()).tools  # the session goes on
+    assert unknown.value.error.code == -32602
+    assert unknown.value.error.message.startswith("Unknown tool: no_such_tool")
+    assert long.value.error.message.startswith("Unknown tool: " + "n" * 40 + "...")
 
 
 async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:
@@ -809,7 +809,9 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
         assert listed["id"] == 8 and listed["result"]["tools"]
         call = {"jsonrpc": "2.0", "id": 12, "method": "tools/call",
                 "params": {"name": "n" * 10_000, "arguments": {}}}  # fmt: skip
-        assert (await answer(json.dumps(call).encode()))["result"]["isError"] is True
+        unknown = await answer(json.dumps(call).encode())  # a protocol error, clipped
+        assert unknown["id"] == 12 and unknown["error"]["code"] == -32602, unknown
+        assert len(unknown["error"]["message"]) < 120
     finally:
         process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)

@@ -264,3 +264,55 @@ async def test_a_fault_listing_resources_reaches_the_client_masked(
     error = json.loads(data)["error"]
     assert error["code"] == -32603 and error["message"] == "internal: internal error"
     assert "secret" not in r.text and "secret" in caplog.text
+
+
+@pytest.mark.parametrize("method", ["POST", "GET", "DELETE"])
+@pytest.mark.parametrize(
+    ("name", "spelled"),
+    [
+        ("mcp-session-id", "Mcp-Session-Id"),
+        ("accept", "Accept"),
+        ("mcp-protocol-version", "MCP-Protocol-Version"),
+    ],
+)
+async def test_a_repeated_header_is_a_json_rpc_invalid_request(
+    human: Caller, caplog: pytest.LogCaptureFixture, method: str, name: str, spelled: str
+) -> None:
+    """A repeated Mcp-Session-Id (any made-up ids), or a repeated Accept or
+    MCP-Protocol-Version, was read outside any handler: a 500 and an ERROR
+    traceback for any caller with a token."""
+    session_id = await _initialized(human)
+    given = {"mcp-session-id": session_id, "accept": HEADERS["Accept"],
+             "mcp-protocol-version": "2025-06-18"}  # fmt: skip
+    headers = [(k, v) for k, v in {**human.headers(), **HEADERS, **given}.items()]
+    headers.append((name, given[name]))
+    body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"}) if method == "POST" else None
+    with caplog.at_level(logging.WARNING):
+        r = await human.client.request(method, "/mcp", content=body, headers=headers)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["code"] == -32600 and f"send one {spelled} header" in error["message"]
+    assert r.json()["id"] == (4 if method == "POST" else None)
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
+async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human: Caller) -> None:
+    """MCP 2025-06-18, server/tools: unknown tools are protocol errors (they
+    were a tool result with `isError`); pagination: an invalid cursor SHOULD
+    be -32602 (it was ignored and the whole list answered)."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "n" * 500, "arguments": {}}}  # fmt: skip
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == 5
+    error = r.json()["error"]
+    assert error["code"] == -32602 and error["message"].startswith("Unknown tool: nnn")
+    assert len(error["message"]) < 120  # the name is clipped, not echoed
+    body = {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"cursor": "garbage"}}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.json()["error"]["code"] == -32602 and "Invalid cursor" in r.text
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200 and '"name":"digest"' in r.text.replace(" ", ""), r.text

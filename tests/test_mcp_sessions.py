@@ -274,3 +274,49 @@ async def test_the_session_is_kept_with_the_latest_token(service: Service) -> No
         assert keeper.session_id == session_id
         await keeper.close()
         tasks.cancel_scope.cancel()
+
+
+async def test_any_tool_call_carries_its_token_to_the_sessions_end(
+    service: Service, project: str
+) -> None:
+    """docs/mcp.md: the session is kept with the token of the latest tool
+    call. Only calls that needed the session noted theirs: an agent that
+    claimed with its first token, revoked it and went on reading with its
+    second could not end its session (DELETE /mcp: `unauthenticated`, the
+    session stayed live), and its heartbeat lost the session and the lease."""
+    from tests.live_support import running
+    from tests.test_mcp import _open_mcp_session
+
+    agent = await service.principal("agent", "rotator")
+    first = await actor_of(service, agent)
+    at = service.clock.iso()
+    issued = await service.rt.db.write(
+        lambda c: principals.issue_token(c, first.principal_id, "api", at)
+    )
+
+    def call(request_id: int, name: str) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": name, "arguments": {"project": project}}}  # fmt: skip
+
+    def sessions(conn: Any) -> list[tuple[str, str | None]]:
+        rows = conn.execute(
+            "SELECT id, ended_at FROM sessions WHERE principal_id = ?", (first.principal_id,)
+        ).fetchall()
+        return [(row["id"], row["ended_at"]) for row in rows]
+
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        headers = await _open_mcp_session(client, base, agent.token)
+        # a claim starts the agent session, whatever it finds (nothing is ready)
+        r = await client.post("/mcp", json=call(2, "task_claim"), headers=headers)
+        assert r.status_code == 200 and "nothing_ready" in r.text, r.text
+        [(session_id, ended)] = await service.rt.db.read(sessions)
+        assert ended is None
+        await service.rt.db.write(lambda c: principals.revoke_token(c, first.token_id, at))
+        headers["Authorization"] = f"Bearer {issued['token']}"
+        r = await client.post("/mcp", json=call(3, "policy"), headers=headers)
+        assert r.status_code == 200 and '"isError":false' in r.text.replace(" ", ""), r.text
+        assert (await client.delete("/mcp", headers=headers)).status_code == 200
+        with anyio.fail_after(5):
+            while (await service.rt.db.read(sessions))[0][1] is None:
+                await anyio.sleep(0.05)
+    assert await service.rt.db.read(sessions) == [(session_id, service.clock.iso())]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import typing
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_E
 from pydantic import BaseModel, ValidationError
 
 from waypost.errors import WaypostError
-from waypost.http.decoding import parse_json
+from waypost.http.decoding import clip, parse_json
 from waypost.http.slow_clients import BODY_MOST
 
 RequestId = str | int
@@ -209,6 +210,29 @@ def unknown_method(message: dict[str, Any]) -> Refusal | None:
     method, request_id = message.get("method"), message.get("id")
     if isinstance(method, str) and is_request_id(request_id) and method not in REQUEST_METHODS:
         return Refusal(request_id, METHOD_NOT_FOUND, f"Method not found: {method[:100]}")
+    return None
+
+
+def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusal | None:
+    """`-32602` for `tools/call` naming a tool this server does not have (MCP
+    2025-06-18, server/tools, "Error Handling": unknown tools are protocol
+    errors, not a tool's result), and for `tools/list` given a cursor: the
+    list is one page, so no cursor is one this server gave (pagination:
+    "Invalid cursors SHOULD result in an error with code -32602"; the list
+    was answered in full). None for anything else; only for a request
+    `params_refusal` passed."""
+    request_id, params = message.get("id"), message.get("params")
+    if not is_request_id(request_id) or not isinstance(params, dict):
+        return None
+    method = message.get("method")
+    if method == "tools/call":
+        name = params.get("name")
+        if isinstance(name, str) and name not in tool_names:
+            said = f"Unknown tool: {clip(name)} (tools/list names the tools)"
+            return Refusal(request_id, INVALID_PARAMS, said)
+    if method == "tools/list" and params.get("cursor") is not None:
+        said = "Invalid cursor: tools/list answers every tool on one page; ask without a cursor"
+        return Refusal(request_id, INVALID_PARAMS, said)
     return None
 
 

@@ -36,16 +36,19 @@ from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
     MESSAGE_LIMIT,
     Refusal,
+    RequestId,
     envelope_refusal,
     is_request_id,
     is_response,
     params_refusal,
     read_message,
     request_id_quickly,
+    tool_refusal,
     unknown_method,
 )
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
+from waypost.mcp_server.tools import tool_names
 from waypost.runtime import Actor, Runtime
 
 # An MCP session with no request in flight (and no open stream) for this long
@@ -132,7 +135,7 @@ def _refused_in_session(message: Any, scope: Scope) -> Refusal | None:
         return None
     if not is_request_id(message.get("id")):
         return None  # a notification: the SDK's to read
-    return unknown_method(message) or params_refusal(message)
+    return unknown_method(message) or params_refusal(message) or tool_refusal(message, tool_names())
 
 
 def _sdk_would_serve(scope: Scope) -> bool:
@@ -146,6 +149,34 @@ def _sdk_would_serve(scope: Scope) -> bool:
         and any(t.startswith("text/event-stream") for t in accepted)
         and (version is None or version in SUPPORTED_PROTOCOL_VERSIONS)
     )
+
+
+# Headers that carry one value here, as a refusal spells them (the SDK reads
+# the first of each; this endpoint reads them with `header`, which refuses a
+# repeat)
+_SINGLE_HEADERS = {
+    b"mcp-session-id": "Mcp-Session-Id",
+    b"mcp-protocol-version": "MCP-Protocol-Version",
+    b"accept": "Accept",
+    b"last-event-id": "Last-Event-ID",
+}
+
+
+def _repeated_header(scope: Scope) -> str | None:
+    """What to say of a header sent twice, or None. Read later, a repeat
+    raised outside any handler: a 500 and an ERROR traceback for any caller."""
+    try:
+        for name, spelled in _SINGLE_HEADERS.items():
+            header(scope, name, spelled)
+    except WaypostError as error:
+        return error.message
+    return None
+
+
+def _id_of(message: Any) -> RequestId | None:
+    """The id of a POST's request, when it has one."""
+    found = message.get("id") if isinstance(message, dict) else None
+    return found if is_request_id(found) else None
 
 
 def _actor(scope: Scope) -> Actor:
@@ -250,6 +281,10 @@ class McpEndpoint:
             if refusal is not None:
                 await send_json(send, 400, refusal.as_json())
                 return
+        repeated = _repeated_header(scope)
+        if repeated is not None:
+            await _json_rpc_error(send, 400, INVALID_REQUEST, repeated, _id_of(message))
+            return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions
         identity = AccessToken(

@@ -292,6 +292,7 @@ def build_server(
         if refused is not None:
             return _error(explain(refused, project if isinstance(project, str) else None))
         arguments = _whole_numbers(arguments)
+        state.agent.carry(backend)
         try:
             if name == "decision_wait":
                 wait = _decision_wait(backend, state, arguments)

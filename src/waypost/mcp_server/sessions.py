@@ -38,14 +38,19 @@ class AgentSession:
         """A fresh idempotency key for the keeper's own session calls."""
         return f"mcp-{self.mcp_id}-{purpose}-{next(self._serial)}"
 
+    def carry(self, backend: Backend) -> None:
+        """The latest tool call's token keeps the session (its heartbeats and
+        its end), whatever the tool: an agent may rotate its token inside one
+        MCP session and revoke the old one. Noted only by calls that needed
+        the session, a rotation followed by reads kept the revoked token: the
+        next beat was refused, the session dropped and the agent's lease lost."""
+        self._backend = backend
+
     async def ensure(self, backend: Backend) -> str | None:
         """The live session id, starting one for an agent; None for a human."""
         async with self._lock:
             if self.session_id is not None:
-                # the latest call's token keeps the session: an agent that
-                # rotates its token mid-session (any of its tokens may use it)
-                # and revokes the old one lost the session at the next beat
-                self._backend = backend
+                self._backend = backend  # see `carry`
                 return self.session_id
             if await backend.principal_kind() != "agent":
                 return None

@@ -59,9 +59,11 @@ from waypost.mcp_server.envelope import (
     params_refusal,
     read_message,
     request_id_of,
+    tool_refusal,
     unknown_method,
 )
 from waypost.mcp_server.server import build_server
+from waypost.mcp_server.tools import tool_names
 
 log = logging.getLogger("waypost.mcp")
 
@@ -113,7 +115,7 @@ def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:
         return None
     refusal = envelope_refusal(message) or unknown_method(message)
     if refusal is None and "id" in message:  # a request: held to MCP's schema
-        refusal = params_refusal(message)
+        refusal = params_refusal(message) or tool_refusal(message, tool_names())
     if refusal is not None:
         return refusal
     try:

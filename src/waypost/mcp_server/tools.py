@@ -7,6 +7,7 @@ does not have is left out of the list rather than advertised broken.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -191,3 +192,10 @@ def decision_wait_schema() -> dict[str, Any]:
         "required": ["project", "decision_id"],
         "additionalProperties": False,
     }
+
+
+@functools.cache
+def tool_names() -> frozenset[str]:
+    """Every tool this server lists (a route tool whose route this build has,
+    and `decision_wait`)."""
+    return frozenset(t.name for t in ROUTE_TOOLS if t.available) | {"decision_wait"}
