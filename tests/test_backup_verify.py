@@ -152,6 +152,14 @@ async def test_verify_finds_tampering(
             "INSERT INTO receipts VALUES ('prn_x', ?, 'f', 200, '{}', '2026-01-01T00:00:00.000Z')",
             (key,),
         )
+    # and two receipts whose stored answers a replay cannot send (each has its
+    # event: the first receipts of the populated file)
+    damaged = [
+        row[0]
+        for row in conn.execute("SELECT key FROM receipts WHERE principal_id <> 'prn_x' LIMIT 2")
+    ]
+    conn.execute("UPDATE receipts SET body = '{not json' WHERE key = ?", (damaged[0],))
+    conn.execute("UPDATE receipts SET status = 500 WHERE key = ?", (damaged[1],))
     conn.execute("DROP TRIGGER tasks_fts_update")
     conn.execute("UPDATE tasks SET title = 'changed behind the index' WHERE id = ?", (task_id,))
     # and a task whose open decision blocks it, marked open around the triggers
@@ -170,7 +178,10 @@ async def test_verify_finds_tampering(
     assert report["ok"] is False
     checks = report["checks"]
     assert checks["history"]["problems"] == 1 and task_id in checks["history"]["shown"][0]
-    assert checks["receipts"]["problems"] == 2
+    assert checks["receipts"]["problems"] == 4
+    unsendable = [s for s in checks["receipts"]["shown"] if s.endswith("could not send it)")]
+    assert len(unsendable) == 2
+    assert all(any(repr(key) in s for s in unsendable) for key in damaged)
     assert checks["full_text"]["problems"] == 1
     assert checks["gate_state"]["shown"] == [
         f"task {blocked_id}: the stored gate state says open, the decisions' history says blocked",

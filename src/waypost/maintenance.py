@@ -240,6 +240,18 @@ def _receipts(conn: sqlite3.Connection, check: Check) -> None:
         check.add(
             f"receipt {row['key']!r} of {row['principal_id']} at {row['created_at']} has no event"
         )
+    # and its stored answer is one a replay can send: a 2xx (refusals store
+    # none) whose body is a JSON object. A damaged one passed, and its replay
+    # was a 500 for the service.
+    unusable = conn.execute(
+        "SELECT principal_id, key FROM receipts WHERE status NOT BETWEEN 200 AND 299"
+        " OR NOT json_valid(body) OR json_type(body) <> 'object'"
+    )
+    for row in unusable:
+        check.add(
+            f"receipt {row['key']!r} of {row['principal_id']}: its stored answer is not"
+            " a success with a JSON object (a replay could not send it)"
+        )
 
 
 # Each history table, the instant its rows were written at, and the way to the
