@@ -329,6 +329,34 @@ def test_a_database_file_it_may_not_read_is_database_unusable_not_a_usage_error(
 
 
 @pytest.mark.parametrize(
+    "command",
+    [["admin", "migrate"], ["admin", "verify"], ["admin", "principal", "list"],
+     ["admin", "backup", "--to", "{out}"], ["serve", "--port", "0", "--lifecycle-port", "0"]],
+)  # fmt: skip
+def test_a_directory_as_the_database_is_refused_in_one_line(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """docs/operations.md: a path the commands cannot use is `Error: CODE:
+    PATH: reason`, exit 1, never a usage error; a directory was click's
+    usage error (exit 2), and as `backup --db` SQLite's "disk I/O error"."""
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    args = [a.replace("{out}", str(tmp_path / "copy.db")) for a in command]
+    result = run(*args, "--db", str(folder))
+    assert result.exit_code == 1, result.output
+    assert f": {folder}: " in result.output and "Usage:" not in result.output, result.output
+    assert "disk I/O" not in result.output
+    assert list(folder.iterdir()) == []  # nothing made inside it
+
+
+def test_a_directory_as_the_backup_target_exists(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    ok("admin", "migrate", "--db", str(db))
+    result = run("admin", "backup", "--db", str(db), "--to", str(tmp_path))
+    assert result.exit_code == 1 and f"target_exists: {tmp_path} exists" in result.output
+
+
+@pytest.mark.parametrize(
     "args",
     [
         ["admin", "principal", "create", "--kind", "human", "--name", "a\udcff"],
@@ -350,3 +378,24 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(db: str, args: list[str])
     assert result.exit_code == 2, result.output
     assert "is not UTF-8 text" in result.output
     assert not Path(db).exists()  # refused before the database was opened
+
+
+def test_a_migration_behind_another_process_lock_is_unavailable(tmp_path: Path) -> None:
+    """A file that still needs a migration, locked by another process: the
+    wait ended in `database_unusable: ...: database is locked`, which reads
+    as a damaged file; docs/operations.md says a write that waits out the
+    lock is `Error: unavailable: ...`."""
+    from tests.conftest import earlier_builds_file
+
+    db = tmp_path / "older.db"
+    earlier_builds_file(db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = run("admin", "migrate", "--db", str(db))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: unavailable: the database is busy"), result.output
+    assert ok("admin", "migrate", "--db", str(db))["applied"]  # the lock gone, it migrates

@@ -23,8 +23,10 @@ from waypost.resolvers.lifecycle import authz
 from waypost.resolvers.projects import operations as projects
 from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import default_db_path
+from waypost.storage.connection import is_busy
 from waypost.storage.db import connect_sync, run_read, run_write
 from waypost.storage.migrate import MigrationError, migrate
+from waypost.storage.writer import BUSY_MESSAGE
 
 T = TypeVar("T")
 
@@ -34,7 +36,7 @@ db_option = click.option(
     "db_path",
     # readable=False: a file it cannot open is `database_unusable` (exit 1), as
     # docs/operations.md says, not click's usage error (exit 2)
-    type=click.Path(dir_okay=False, readable=False, path_type=Path),
+    type=click.Path(readable=False, path_type=Path),
     default=default_db_path,
     show_default="env WAYPOST_DB, else ./waypost.db",
     help="SQLite database file.",
@@ -63,6 +65,12 @@ def _in_one_line(db_path: Path) -> Iterator[None]:
         yield
     except WaypostError as error:
         raise click.ClickException(f"{error.code}: {error.message}") from error
+    except sqlite3.OperationalError as error:
+        if is_busy(error):
+            # a migration (or opening) that waited out the busy timeout: the
+            # file is fine, another process holds its lock, as for any write
+            raise click.ClickException(f"unavailable: {BUSY_MESSAGE}") from error
+        raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     except (MigrationError, sqlite3.Error, OSError) as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
 
@@ -209,7 +217,7 @@ def token_list(db_path: Path, principal_id: str | None) -> None:
 @admin.command("backup")
 @db_option
 @click.option("--to", "target", required=True,
-              type=click.Path(dir_okay=False, path_type=Path),
+              type=click.Path(path_type=Path),
               help="The new backup file (refused if it exists).")  # fmt: skip
 def admin_backup(db_path: Path, target: Path) -> None:
     """Copy the database through SQLite's online backup API; safe while serve runs."""

@@ -70,6 +70,8 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
     refused (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
     if not present(source):
         raise BackupError("not_found", f"no database at {source}")
+    if source.is_dir():  # SQLite says only "disk I/O error" of it
+        raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
     if os.path.lexists(target):
         raise BackupError("target_exists", f"{target} exists; choose a new file")
     _refuse_foreign_source(source)
