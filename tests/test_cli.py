@@ -399,3 +399,37 @@ def test_a_migration_behind_another_process_lock_is_unavailable(tmp_path: Path) 
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: unavailable: the database is busy"), result.output
     assert ok("admin", "migrate", "--db", str(db))["applied"]  # the lock gone, it migrates
+
+
+@pytest.mark.parametrize("denied", ["", "-shm"])
+@pytest.mark.parametrize(
+    "command",
+    # (`serve` opens its file through the same `connect`; were the check gone,
+    # it would start and this test would never end)
+    [["admin", "principal", "create", "--kind", "human", "--name", "a"], ["admin", "migrate"]],
+)  # fmt: skip
+def test_a_file_this_user_may_not_write_is_refused_before_sqlite_opens_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, denied: str, command: list[str]
+) -> None:
+    """SQLite opened a read-only file read-only and created its -wal and -shm
+    with the file's mode: the refusal that followed outlived a mended mode,
+    and named the database file, not the -shm that blocked. (Root writes any
+    file, so the denial is simulated where the check asks.)"""
+    db = tmp_path / "w.db"
+    ok("admin", "migrate", "--db", str(db))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]
+    blocked = f"{db}{denied}"
+    if denied:
+        Path(blocked).touch()
+    real_access = os.access
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: False if str(p) == blocked else real_access(p, mode, **kw),
+    )
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run(*command, "--db", str(db))
+    assert result.exit_code == 1, result.output
+    what = "its -shm file" if denied else "the file"
+    assert f"database_unusable: {db}: this user may not write {what}" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created beside it

@@ -109,6 +109,27 @@ def create_private(path: Path) -> None:
     os.close(fd)
 
 
+def refuse_unwritable(path: Path) -> None:
+    """Refuse, before SQLite opens anything, a database file (or a `-wal` or
+    `-shm` beside it) that this user may not write. SQLite opens such a file
+    read-only and creates the missing `-wal` and `-shm` with the file's own
+    mode, read-only too: the refusal that followed then outlived a mended
+    mode (the `-shm` still could not be written, and the message named the
+    database file)."""
+    if str(path) == ":memory:":
+        return
+    for name, what in (
+        (str(path), "the file"),
+        (companion(path, "-wal"), "its -wal file"),
+        (companion(path, "-shm"), "its -shm file"),
+    ):
+        if os.path.exists(name) and not os.access(name, os.W_OK):
+            raise PermissionError(
+                f"this user may not write {what}: give the service's user write access"
+                " to the database file and the -wal and -shm files beside it"
+            )
+
+
 def companion(path: Path, suffix: str) -> str:
     """The name of the database's `-wal` or `-shm` file: SQLite names them
     after the file a symbolic link points to (the link's own name has none)."""
@@ -172,6 +193,7 @@ def connect(
     connections, but they are opened and closed from the event loop's thread.
     """
     create_private(path)
+    refuse_unwritable(path)
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, cached_statements=CACHED_STATEMENTS
     )
