@@ -316,3 +316,34 @@ async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human:
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 200 and '"name":"digest"' in r.text.replace(" ", ""), r.text
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("http://evil.example", False),
+        ("null", False),
+        ("http://localhost.evil.example:8080", False),
+        ("http://localhost:6274", True),
+        ("http://127.0.0.1:6274", True),
+        ("https://[::1]:6274", True),
+        ("http://waypost.test", True),  # this service's own origin
+    ],
+)
+async def test_a_page_of_another_origin_is_refused_403(
+    human: Caller, origin: str, allowed: bool
+) -> None:
+    """MCP 2025-06-18, transports, "Security Warning": servers MUST validate
+    the Origin header and answer 403 when it is present and invalid (DNS
+    rebinding); any Origin was served."""
+    headers = {**human.headers(), **HEADERS, "Origin": origin}
+    body = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    if allowed:
+        assert r.status_code == 200, r.text
+        return
+    assert r.status_code == 403, r.text
+    assert r.json()["id"] == 3 and r.json()["error"]["code"] == -32600
+    assert "may not call this endpoint" in r.json()["error"]["message"]

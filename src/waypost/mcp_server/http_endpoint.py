@@ -159,7 +159,37 @@ _SINGLE_HEADERS = {
     b"mcp-protocol-version": "MCP-Protocol-Version",
     b"accept": "Accept",
     b"last-event-id": "Last-Event-ID",
+    b"origin": "Origin",
+    b"host": "Host",
 }
+# Hosts whose pages may call /mcp from a browser besides this service's own
+# origin: a local MCP client's page (an inspector on another port).
+_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
+
+
+def _origin_refusal(scope: Scope) -> str | None:
+    """What to say of a request whose `Origin` this endpoint refuses, or None.
+
+    MCP (2025-06-18, transports, "Security Warning"): servers MUST validate
+    the Origin header, and answer 403 when it is present and invalid, against
+    DNS rebinding. Clients that are no browser send none. A browser's page
+    may call from this service's own origin (scheme, host and port as the
+    request names them) or from a loopback one; any other (`null` too) is
+    refused. The bearer token is still required of every request."""
+    origin = header(scope, b"origin")
+    if origin is None:
+        return None
+    scheme, sep, rest = origin.partition("://")
+    own = f"{scope.get('scheme', 'http')}://{header(scope, b'host') or ''}"
+    host = rest.rsplit(":", 1)[0] if not rest.endswith("]") else rest
+    if origin.lower() == own.lower() or (
+        sep and scheme.lower() in ("http", "https") and host.lower() in _LOOPBACK_HOSTS
+    ):
+        return None
+    return (
+        f"Origin {origin[:100]} may not call this endpoint: a page may call /mcp only from"
+        " this service's own origin or a loopback one"
+    )
 
 
 def _repeated_header(scope: Scope) -> str | None:
@@ -284,6 +314,10 @@ class McpEndpoint:
         repeated = _repeated_header(scope)
         if repeated is not None:
             await _json_rpc_error(send, 400, INVALID_REQUEST, repeated, _id_of(message))
+            return
+        foreign = _origin_refusal(scope)
+        if foreign is not None:
+            await _json_rpc_error(send, 403, INVALID_REQUEST, foreign, _id_of(message))
             return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions
