@@ -347,3 +347,17 @@ async def test_a_page_of_another_origin_is_refused_403(
     assert r.status_code == 403, r.text
     assert r.json()["id"] == 3 and r.json()["error"]["code"] == -32600
     assert "may not call this endpoint" in r.json()["error"]["message"]
+
+
+async def test_media_types_are_case_insensitive(human: Caller) -> None:
+    """RFC 9110, 8.3.1 (and contract section 14 for /api/v1 and /graphql):
+    `Application/JSON` was 415 and `Accept: Application/JSON,
+    Text/Event-Stream` 406, by the SDK's own comparison."""
+    headers = {**human.headers(), "Content-Type": "Application/JSON",
+               "Accept": "Application/JSON, Text/Event-Stream"}  # fmt: skip
+    body = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await human.client.post("/mcp", content=json.dumps(body), headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.headers["mcp-session-id"]

@@ -203,6 +203,18 @@ def _repeated_header(scope: Scope) -> str | None:
     return None
 
 
+def _media_types_lowered(scope: Scope) -> Scope:
+    """The scope with `Content-Type` and `Accept` in lower case: media types
+    are case-insensitive (RFC 9110, 8.3.1), and /api/v1 and /graphql compare
+    them so; the SDK compares them as sent (`Application/JSON` was 415, an
+    `Accept` of `Application/JSON, Text/Event-Stream` 406)."""
+    headers = scope["headers"]
+    if not any(k in (b"content-type", b"accept") and v != v.lower() for k, v in headers):
+        return scope
+    lowered = [(k, v.lower() if k in (b"content-type", b"accept") else v) for k, v in headers]
+    return {**scope, "headers": lowered}
+
+
 def _id_of(message: Any) -> RequestId | None:
     """The id of a POST's request, when it has one."""
     found = message.get("id") if isinstance(message, dict) else None
@@ -279,6 +291,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read
+        scope = _media_types_lowered(scope)
         # what every answer of the service carries, in place of the SDK's own
         # (its event streams said `Cache-Control: no-cache, no-transform`)
         send = security_headers_send(send, replace=True)
