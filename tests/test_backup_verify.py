@@ -135,6 +135,31 @@ async def test_a_restored_backup_serves_its_records(
         assert r.status_code == 200 and len(r.json()["items"]) == 2
 
 
+async def test_verify_finds_current_text_that_differs_from_its_history(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """An audit rewrote a knowledge record's title and a project's rules in
+    place (the current rows are mutable; their history rows are not): verify
+    said `ok`. The current row repeats its latest history row's text."""
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    assert verify(copy)["ok"] is True
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (knowledge_id,) = conn.execute("SELECT id FROM knowledge LIMIT 1").fetchone()
+    conn.execute("UPDATE knowledge SET title = 'forged' WHERE id = ?", (knowledge_id,))
+    (project_id,) = conn.execute("SELECT id FROM projects LIMIT 1").fetchone()
+    conn.execute("UPDATE projects SET rules = 'forged' WHERE id = ?", (project_id,))
+    conn.close()
+    history = verify(copy)["checks"]["history"]
+    assert sorted(history["shown"]) == [
+        f"knowledge {knowledge_id}: its current title, body differ from its"
+        " knowledge_revisions row revision",
+        f"projects {project_id}: its current rules differ from its policy_revisions row"
+        " policy_revision",
+    ]
+
+
 async def test_verify_finds_tampering(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:

@@ -40,6 +40,15 @@ HISTORIES = (
     ("knowledge", "revision", "knowledge_revisions", "knowledge_id", "revision"),
     ("decisions", "generation", "decision_generations", "decision_id", "generation"),
 )
+# The text a record's current row repeats from its latest history row: an edit
+# of the current row around the history (the triggers dropped) was not found.
+CONTENTS = (
+    ("projects", "policy_revision", "policy_revisions", "project_id", "revision", ("rules",)),
+    ("tasks", "revision", "task_revisions", "task_id", "revision",
+     ("title", "description", "acceptance_criteria")),
+    ("knowledge", "revision", "knowledge_revisions", "knowledge_id", "revision",
+     ("title", "body")),
+)  # fmt: skip
 
 
 class BackupError(Exception):
@@ -220,6 +229,17 @@ def _histories(conn: sqlite3.Connection, check: Check) -> None:
         )
         for (orphan,) in orphans:
             check.add(f"{history} rows for a missing {table} row {orphan}")
+    for table, current, history, key, number, columns in CONTENTS:
+        differs = " OR ".join(f"r.{c} IS NOT h.{c}" for c in columns)
+        rows = conn.execute(
+            f"SELECT r.id FROM {table} r JOIN {history} h"
+            f" ON h.{key} = r.id AND h.{number} = r.{current} WHERE {differs}"
+        )
+        for (record,) in rows:
+            check.add(
+                f"{table} {record}: its current {', '.join(columns)} differ from its"
+                f" {history} row {current}"
+            )
 
 
 def _receipts(conn: sqlite3.Connection, check: Check) -> None:
