@@ -433,3 +433,22 @@ def test_a_file_this_user_may_not_write_is_refused_before_sqlite_opens_it(
     what = "its -shm file" if denied else "the file"
     assert f"database_unusable: {db}: this user may not write {what}" in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created beside it
+
+
+def test_serve_behind_another_process_lock_is_unavailable(tmp_path: Path) -> None:
+    """A start whose migration waited out another process's lock said
+    `database_unusable: ...: database is locked`, which reads as a damaged
+    file; like the admin commands, it is `unavailable`."""
+    from tests.conftest import earlier_builds_file
+
+    db = tmp_path / "older.db"
+    earlier_builds_file(db)
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        result = run("serve", "--db", str(db), "--port", "0", "--lifecycle-port", "0")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 1, result.output
+    assert f"Error: unavailable: {db}: the database is busy" in result.output, result.output

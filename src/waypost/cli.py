@@ -26,7 +26,9 @@ from waypost.settings import (
     Settings,
     default_db_path,
 )
+from waypost.storage.connection import is_busy
 from waypost.storage.migrate import MigrationError
+from waypost.storage.writer import BUSY_MESSAGE
 
 log = logging.getLogger("waypost")
 
@@ -246,21 +248,38 @@ def _run(settings: Settings) -> None:
             logging.shutdown()
             os._exit(1)
     except DatabaseUnusable as error:
+        if _held_elsewhere(error.__cause__):
+            raise click.ClickException(_busy(settings.db_path)) from error
         # it names the file itself
         raise click.ClickException(f"database_unusable: {error}") from error
     except MigrationError as error:
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except sqlite3.DatabaseError as error:
+        if _held_elsewhere(error):
+            raise click.ClickException(_busy(settings.db_path)) from error
         # a file that opened and migrated but fails on its first write (damaged
         # pages past the header): the same refusal
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except serving.CannotListen as error:
         raise click.ClickException(f"cannot_listen: {error}") from error
     except Unavailable as error:
+        if _held_elsewhere(error.__cause__):
+            raise click.ClickException(_busy(settings.db_path)) from error
         # the start-up's own first write (the admin's bootstrap) found the
         # file damaged: SQLite's words, as for a file that fails to open
         cause = error.__cause__ or error.message
         raise click.ClickException(f"database_unusable: {settings.db_path}: {cause}") from error
+
+
+def _held_elsewhere(error: BaseException | None) -> bool:
+    """Whether opening, migrating or the first write waited out the busy
+    timeout on another process's lock: the file is fine (it said
+    `database_unusable: ...: database is locked`, which reads as damage)."""
+    return isinstance(error, sqlite3.OperationalError) and is_busy(error)
+
+
+def _busy(db_path: Path) -> str:
+    return f"unavailable: {db_path}: {BUSY_MESSAGE}"
 
 
 @main.command("mcp")
