@@ -319,24 +319,26 @@ async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human:
 
 
 @pytest.mark.parametrize(
-    ("origin", "allowed"),
+    ("origin", "host", "allowed"),
     [
-        ("http://evil.example", False),
-        ("null", False),
-        ("http://localhost.evil.example:8080", False),
-        ("http://localhost:6274", True),
-        ("http://127.0.0.1:6274", True),
-        ("https://[::1]:6274", True),
-        ("http://waypost.test", True),  # this service's own origin
+        ("http://evil.example", "127.0.0.1:8080", False),
+        ("null", "127.0.0.1:8080", False),
+        ("http://localhost.evil.example:8080", "127.0.0.1:8080", False),
+        # a rebinding: the page's origin and the Host name the attacker's host
+        ("http://evil.example:8080", "evil.example:8080", False),
+        ("http://localhost:6274", "evil.example:8080", False),
+        ("http://localhost:6274", "127.0.0.1:8080", True),
+        ("http://127.0.0.2:6274", "localhost:8080", True),
+        ("https://[::1]:6274", "[::1]:8080", True),
     ],
 )
-async def test_a_page_of_another_origin_is_refused_403(
-    human: Caller, origin: str, allowed: bool
+async def test_a_browser_request_is_served_only_from_loopback_to_loopback(
+    human: Caller, origin: str, host: str, allowed: bool
 ) -> None:
     """MCP 2025-06-18, transports, "Security Warning": servers MUST validate
     the Origin header and answer 403 when it is present and invalid (DNS
     rebinding); any Origin was served."""
-    headers = {**human.headers(), **HEADERS, "Origin": origin}
+    headers = {**human.headers(), **HEADERS, "Origin": origin, "Host": host}
     body = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
 import time
@@ -162,34 +163,6 @@ _SINGLE_HEADERS = {
     b"origin": "Origin",
     b"host": "Host",
 }
-# Hosts whose pages may call /mcp from a browser besides this service's own
-# origin: a local MCP client's page (an inspector on another port).
-_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "[::1]"})
-
-
-def _origin_refusal(scope: Scope) -> str | None:
-    """What to say of a request whose `Origin` this endpoint refuses, or None.
-
-    MCP (2025-06-18, transports, "Security Warning"): servers MUST validate
-    the Origin header, and answer 403 when it is present and invalid, against
-    DNS rebinding. Clients that are no browser send none. A browser's page
-    may call from this service's own origin (scheme, host and port as the
-    request names them) or from a loopback one; any other (`null` too) is
-    refused. The bearer token is still required of every request."""
-    origin = header(scope, b"origin")
-    if origin is None:
-        return None
-    scheme, sep, rest = origin.partition("://")
-    own = f"{scope.get('scheme', 'http')}://{header(scope, b'host') or ''}"
-    host = rest.rsplit(":", 1)[0] if not rest.endswith("]") else rest
-    if origin.lower() == own.lower() or (
-        sep and scheme.lower() in ("http", "https") and host.lower() in _LOOPBACK_HOSTS
-    ):
-        return None
-    return (
-        f"Origin {origin[:100]} may not call this endpoint: a page may call /mcp only from"
-        " this service's own origin or a loopback one"
-    )
 
 
 def _repeated_header(scope: Scope) -> str | None:
@@ -201,6 +174,47 @@ def _repeated_header(scope: Scope) -> str | None:
     except WaypostError as error:
         return error.message
     return None
+
+
+def _loopback(host: str) -> bool:
+    """Whether `host` (a Host header's or an origin's, port and all) names
+    this machine: `localhost`, 127.0.0.0/8 or [::1]."""
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _origin_refusal(scope: Scope) -> str | None:
+    """What to say of a request whose `Origin` this endpoint refuses, or None.
+
+    MCP (2025-06-18, transports, "Security Warning"): servers MUST validate
+    the Origin header, and answer 403 when it is present and invalid, against
+    DNS rebinding. Clients that are no browser send none. A request from a
+    browser is served only when its origin and the host it names are both
+    this machine: in a rebinding, the page's origin and the Host header name
+    the attacker's host, so comparing them with each other proves nothing.
+    (A page of another origin cannot send the bearer token without a CORS
+    preflight, which /mcp never grants: this check is the rest of the way.)"""
+    origin = header(scope, b"origin")
+    if origin is None:
+        return None
+    scheme, sep, rest = origin.partition("://")
+    if (
+        sep
+        and scheme.lower() in ("http", "https")
+        and _loopback(rest)
+        and _loopback(header(scope, b"host") or "")
+    ):
+        return None
+    return (
+        f"Origin {origin[:100]} may not call this endpoint: a browser's request is served"
+        " only from a loopback origin to a loopback host"
+    )
 
 
 def _media_types_lowered(scope: Scope) -> Scope:

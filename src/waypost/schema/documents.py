@@ -7,9 +7,10 @@ arrived, a few dozen such documents at once delayed every other request
 (even `/healthz`) by seconds. So a document is parsed once per text (one
 memo shared by the request rules and Strawberry's pipeline), a long one on a
 worker thread, and that work and all validation run one at a time
-(`off_loop`): the loop then competes for the GIL with one thread only, and
-a heavy document queues behind other heavy documents instead of in front
-of everything. Repeated texts skip all of it (the memos here and in
+(`off_loop`, its documents lane): the loop then competes for the GIL with
+that thread (and the introspection lane's, when one runs), and a heavy
+document queues behind other heavy documents instead of in front of
+everything. Repeated texts skip all of it (the memos here and in
 `limits.py`).
 """
 

@@ -155,6 +155,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             return introspection.answer(
                 self.operation,
                 self.variable_values.coerced,
+                self.max_objects,
                 lambda: super(PlainFieldExecutor, self).execute_operation(serially),
                 lambda: self.objects,
             )

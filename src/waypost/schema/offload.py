@@ -1,10 +1,11 @@
-"""CPU-bound GraphQL document work, on a worker thread, one piece at a time.
+"""CPU-bound GraphQL work, on worker threads, one piece at a time per lane.
 
 Parsing and validating a large document is pure Python holding the GIL. On
 the event loop it stalls every request; on one thread per request, a few
 dozen at once starve the loop of the GIL. One at a time on one thread, the
 loop competes with a single thread and gets the GIL back within the switch
-interval (schema/documents.py tells the whole story).
+interval (schema/documents.py tells the whole story). Two lanes, so at most
+two such threads: documents (parsing, validation) and introspection.
 """
 
 from __future__ import annotations
