@@ -56,9 +56,9 @@ MAX_NODES = 50_000
 # `__schema` fields per operation. The depth limit ignores introspection, and
 # one `__schema` holds the whole schema (the standard introspection query
 # completes some 5,500 objects on the event loop); aliases multiplied it:
-# thirty aliased copies held the loop for 1.4 s each until the execution limit
-# ended them, and two clients sending them kept other requests waiting for
-# 4-7 s. One is all any introspection client asks for.
+# thirty aliased copies ran 1.4 s each until the execution limit ended them,
+# and while two clients sent them another client's new query text waited
+# 1.9 s (docs/graphql.md). One is all any introspection client asks for.
 MAX_SCHEMA_FIELDS = 1
 # A connection without `first`/`last` returns this many items (relay.window
 # leaves the count to check_limit, whose default this is).
