@@ -98,6 +98,16 @@ def test_principal_create_refuses_an_empty_name(db: str) -> None:
     assert result.exit_code == 1 and "invalid_request" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["   ", "ann\nbob", "\x1b[2Jann", "ann\x7f"])
+def test_principal_create_refuses_a_name_that_is_not_one_visible_line(db: str, name: str) -> None:
+    ok("admin", "migrate", "--db", db)
+    result = run("admin", "principal", "create", "--kind", "human", "--name", name, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: invalid_request: --name: name must")
+    result = run("admin", "principal", "list", "--db", db)
+    assert json.loads(result.stdout) == []
+
+
 async def test_token_issue_prints_its_shape_with_audience_api_by_default(db: str) -> None:
     p = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
     data = ok("admin", "token", "issue", "--principal", p["principal_id"], "--db", db)
@@ -178,6 +188,20 @@ def test_project_create_bad_slug_fails_with_invalid_request(db: str) -> None:
     ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
     result = run("admin", "project", "create", "--id", "Ops!", "--name", "Ops", "--db", db)
     assert result.exit_code == 1 and "invalid_request" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [(["--id", "ops", "--name", ""], "--name"), (["--id", "ops", "--name", "a\nb"], "--name"),
+     (["--id", "Ops!", "--name", "Ops"], "--id")],
+)  # fmt: skip
+def test_project_create_refusals_name_the_option_to_change(
+    db: str, args: list[str], option: str
+) -> None:
+    ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    result = run("admin", "project", "create", *args, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: invalid_request: {option}: ")
 
 
 def test_project_create_needs_a_human_principal(db: str) -> None:

@@ -72,6 +72,21 @@ async def test_project_name_must_be_1_to_200_characters(human: Caller, name: str
     assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "name"
 
 
+@pytest.mark.parametrize(
+    "name", ["   ", "\u200b", "Ops\nteam", "Ops\tteam", "\x1b[31mOps", "Ops\u2028"]
+)
+async def test_project_name_is_one_line_that_shows_something(human: Caller, name: str) -> None:
+    r = await human.post("/api/v1/projects", {"id": "p", "name": name})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "name"
+    assert (await human.get("/api/v1/projects/p")).status_code == 404
+
+
+@pytest.mark.parametrize("name", ["José's ops", "运维", "ops 👩\u200d💻"])
+async def test_project_names_in_any_script_are_accepted(human: Caller, name: str) -> None:
+    r = await human.post("/api/v1/projects", {"id": "p", "name": name})
+    assert r.status_code == 201 and r.json()["name"] == name
+
+
 async def test_unknown_project_is_404(human: Caller) -> None:
     for path in (
         "/api/v1/projects/nope",

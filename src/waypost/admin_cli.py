@@ -64,7 +64,9 @@ def _in_one_line(db_path: Path) -> Iterator[None]:
     try:
         yield
     except WaypostError as error:
-        raise click.ClickException(f"{error.code}: {error.message}") from error
+        option = _option_of(error)
+        said = f"{option}: {error.message}" if option else error.message
+        raise click.ClickException(f"{error.code}: {said}") from error
     except sqlite3.OperationalError as error:
         if is_busy(error):
             # a migration (or opening) that waited out the busy timeout: the
@@ -73,6 +75,18 @@ def _in_one_line(db_path: Path) -> Iterator[None]:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
     except (MigrationError, sqlite3.Error, OSError) as error:
         raise click.ClickException(f"database_unusable: {db_path}: {error}") from error
+
+
+def _option_of(error: WaypostError) -> str | None:
+    """The command's option that the refused field came from (`--name` for
+    `name`), so that the operator knows what to change; None when the field
+    is no option of the running command."""
+    field = error.details.get("field")
+    context = click.get_current_context(silent=True)
+    if not isinstance(field, str) or context is None:
+        return None
+    flag = "--" + field.replace("_", "-")
+    return flag if any(flag in param.opts for param in context.command.params) else None
 
 
 def _unit(db_path: Path, run: Callable[[sqlite3.Connection], T]) -> T:

@@ -11,6 +11,7 @@ from waypost.errors import InvalidRequest, NotFound, Unauthenticated
 from waypost.ids import new_id, new_token, token_digest
 from waypost.resolvers.access import store
 from waypost.resolvers.access.store import principal_json
+from waypost.resolvers.core.text import require_name
 from waypost.runtime import Actor
 
 __all__ = [
@@ -38,6 +39,7 @@ def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) ->
         raise InvalidRequest.field("kind", "kind must be human or agent")
     if not 1 <= len(name) <= 200:
         raise InvalidRequest.field("name", "name must be 1-200 characters")
+    require_name(name, "name")
     principal_id = new_id("prn")
     store.insert_principal(conn, principal_id, kind, name, at)
     token = issue_token(conn, principal_id, "api", at)

@@ -52,6 +52,21 @@ def require_text(value: str, field: str) -> None:
         raise InvalidRequest.field(field, f"{field} must not be blank")
 
 
+# Characters that break a name out of its one line, or out of the text around
+# it where a terminal shows it: C0 and C1 controls (newline, tab, ESC, DEL)
+# and the Unicode line and paragraph separators.
+_BREAKS_A_LINE = frozenset({"Cc", "Zl", "Zp"})
+
+
+def require_name(value: str, field: str) -> None:
+    """Refuse a name (of a principal, of a project) that shows nothing or
+    holds a control character: names are one line, printed by `waypost admin`
+    and shown beside every record their owner writes."""
+    require_text(value, field)
+    if any(unicodedata.category(ch) in _BREAKS_A_LINE for ch in value):
+        raise InvalidRequest.field(field, f"{field} must be one line without control characters")
+
+
 # Format characters that do change what a reader sees: the zero-width
 # non-joiner and joiner shape Persian and Indic letters and join emoji (a
 # Persian plural with U+200C is not the word without it; man, ZWJ, woman is

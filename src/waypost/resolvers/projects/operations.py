@@ -10,6 +10,7 @@ from waypost.errors import Forbidden, NotFound, StateConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.text import require_name
 from waypost.resolvers.projects import store
 from waypost.resolvers.projects.models import ProjectCreate
 from waypost.resolvers.projects.store import DEFAULT_POLICY, project_json
@@ -40,6 +41,7 @@ def insert_project(
     conn: sqlite3.Connection, body: ProjectCreate, actor_id: str, actor_kind: str, at: str
 ) -> dict[str, Any]:
     """Insert a project and its policy revision 1 (shared by the API and the admin CLI)."""
+    require_name(body.name, "name")
     if store.project_exists(conn, body.id):
         raise StateConflict("a project with this id exists", {"field": "id", "reason": "exists"})
     store.insert_project(conn, body.id, body.name, actor_id, actor_kind, at)
