@@ -250,6 +250,33 @@ async def test_policy_larger_than_the_budget_returns_it_alone(human: Caller, pro
     assert str(size(packet["policy"])) in packet["next_actions"][0]
 
 
+async def test_a_policy_no_budget_can_hold_points_to_the_routes_that_can(
+    human: Caller, project: str
+) -> None:
+    """64 KiB of quotes take 128 KiB and more in JSON: the advice was to ask
+    again with the largest budget, which answered the same."""
+    await set_policy(human, rules='"' * 65536)
+    await task(human, "zebra")
+    packet = await context(human, "zebra", budget=131072)
+    assert packet["items"] == [] and packet["instructions_complete"] is False
+    [advice] = packet["next_actions"]
+    assert str(size(packet["policy"])) in advice and "budget of" not in advice
+    assert "decisions route" in advice and "knowledge routes with q" in advice
+
+
+async def test_at_the_largest_budget_the_advice_is_not_to_raise_it(
+    human: Caller, project: str
+) -> None:
+    for n in range(3):  # 64,000 bytes each: two fit in the largest budget
+        await knowledge(human, f"zebra {n}", body="é" * 32000)
+    below = await context(human, "zebra", budget=65536)
+    assert len(below["items"]) == 1 and "raise budget" in below["next_actions"][0]
+    largest = await context(human, "zebra", budget=131072)
+    assert len(largest["items"]) == 2 and largest["truncated"] is True
+    [advice] = largest["next_actions"]
+    assert "raise budget" not in advice and "routes with q" in advice
+
+
 async def test_a_policy_of_exactly_the_budget_is_complete(human: Caller, project: str) -> None:
     """The policy fills the budget to the byte: instructions are complete,
     and no item fits beside it (the `>` of the budget check was untested)."""

@@ -106,10 +106,15 @@ def next_actions(
                 " packet as a complete orientation until then."
             )
         else:
+            # no budget can hold an item beside such a policy (64 KiB of rules
+            # that JSON escapes, quotes or control characters, pass 128 KiB):
+            # asking again with the largest budget would answer the same
             actions.append(
                 f"The policy alone takes {filled.used} bytes, more than the largest budget"
-                f" ({BUDGET_MAX}); read it whole from the policy route and ask for items with"
-                f" a budget of {BUDGET_MAX}."
+                f" ({BUDGET_MAX}), so no packet of this project can hold an item: read the"
+                " policy whole from the policy route, the pending decisions from the"
+                " decisions route (status=pending), and the matches from the tasks and"
+                " knowledge routes with q; or have a human shorten the rules."
             )
         # section 14: a search ended by its limit always says so, whatever else stopped
         return [*actions, timed_out] if snap.timed_out else actions
@@ -121,10 +126,15 @@ def next_actions(
             f" narrow the search with more specific terms or {SCOPE_FILTERS}."
         )
     elif filled.stopped_by == "budget":
+        if query.budget < BUDGET_MAX:
+            advice = f"raise budget (up to {BUDGET_MAX}), or narrow"
+        else:
+            # the largest budget already: the next match alone may be larger
+            # than what the policy leaves, and only the lists hold it whole
+            advice = "list the matches whole from the tasks and knowledge routes with q, or narrow"
         actions.append(
-            f"More matching items did not fit the budget of {query.budget} bytes: raise budget"
-            f" (up to {BUDGET_MAX}), or narrow the search with more specific terms or"
-            f" {SCOPE_FILTERS}."
+            f"More matching items did not fit the budget of {query.budget} bytes: {advice}"
+            f" the search with more specific terms or {SCOPE_FILTERS}."
         )
     if not filled.items and not actions:
         hint = "" if query.include_shared else ", or set include_shared=true"
