@@ -74,6 +74,9 @@ def test_expiries_are_date_times_and_searches_need_a_term() -> None:
     for name in ("TaskListQuery", "KnowledgeListQuery"):
         [text] = [b for b in SCHEMAS[name]["properties"]["q"]["anyOf"] if b["type"] != "null"]
         assert text["minLength"] == 1 and text["maxLength"] == 1024
+    for name in ("ContextQuery", "TaskListQuery", "KnowledgeListQuery"):
+        # JSON Schema's length is in characters; the bound is in bytes
+        assert "1,024 bytes of UTF-8" in SCHEMAS[name]["properties"]["q"]["description"]
 
 
 def test_each_submitted_lesson_has_the_lesson_model() -> None:

@@ -136,6 +136,12 @@ DATE_TIMES = ("expires_at",)
 # does, whose whitespace is not ECMA-262's, so `\S` would refuse `\ufeff`,
 # which the server takes.)
 SEARCH_TEXT: dict[str, Any] = {"minLength": 1, "maxLength": 1024}
+# JSON Schema counts characters; the server counts bytes, which the
+# description says (a client that checks only maxLength sends 513 `é`).
+SEARCH_NOTE = (
+    "Full-text terms: at most 1,024 bytes of UTF-8 (maxLength is the character"
+    " bound this implies) and 32 terms, at least one of them not blank."
+)
 
 
 def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
@@ -159,6 +165,7 @@ def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:
                     branch["format"] = "date-time"
                 if branch.get("type") == "string" and prop_name == "q" and name in queries:
                     branch.update(SEARCH_TEXT)
+                    prop.setdefault("description", SEARCH_NOTE)
         fields = PATCH_FIELDS.get(name)
         if fields:
             schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]
