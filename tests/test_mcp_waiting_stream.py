@@ -6,6 +6,9 @@ given after the restart went unseen until the wait's own bound."""
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import anyio
 import httpx
@@ -13,9 +16,12 @@ import pytest
 
 from tests.conftest import Caller, Service
 from tests.live_support import running
+from waypost.clock import parse_time
 from waypost.live import hub_for
 from waypost.mcp_server import waiting
+from waypost.mcp_server.backend import HttpBackend
 from waypost.mcp_server.calls import ApiError
+from waypost.mcp_server.tools import DECISION
 
 
 async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
@@ -35,7 +41,7 @@ async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
         return httpx.Response(200, content=body, headers={"content-type": "text/event-stream"})
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
-    async with waiting.stream_waker(client, "demo") as waker:
+    async with waiting.stream_waker(client, "demo", waiting.ServiceTime().now) as waker:
         started = asyncio.get_running_loop().time()
         for _ in range(3):  # the end, the refused reopening, the reopening
             await waker.wait(5)
@@ -52,7 +58,7 @@ async def test_a_first_refusal_keeps_its_rest_code() -> None:
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
     with pytest.raises(ApiError) as refused:
-        async with waiting.stream_waker(client, "demo"):
+        async with waiting.stream_waker(client, "demo", waiting.ServiceTime().now):
             pass
     await client.aclose()
     assert (refused.value.code, refused.value.status) == ("too_many_streams", 429)
@@ -75,7 +81,7 @@ async def test_refused_reopenings_back_off_and_do_not_wake_the_waiter(
         return httpx.Response(429, json={"error": error})
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
-    async with waiting.stream_waker(client, "demo") as waker:
+    async with waiting.stream_waker(client, "demo", waiting.ServiceTime().now) as waker:
         await waker.wait(1)  # the first stream's end
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -92,7 +98,10 @@ async def test_an_error_body_of_another_shape_refuses_the_wait_at_once() -> None
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(answer), base_url="http://w")
     with pytest.raises(ApiError) as refused:
-        async with asyncio.timeout(2), waiting.stream_waker(client, "demo"):
+        async with (
+            asyncio.timeout(2),
+            waiting.stream_waker(client, "demo", waiting.ServiceTime().now),
+        ):
             pass
     await client.aclose()
     assert refused.value.code == "unavailable" and "HTTP 502" in refused.value.message
@@ -110,7 +119,7 @@ async def test_a_wait_cancelled_by_the_sdk_closes_its_stream(
         client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
         async with client:
             with anyio.CancelScope() as scope:
-                async with waiting.stream_waker(client, "demo") as waker:
+                async with waiting.stream_waker(client, "demo", waiting.ServiceTime().now) as waker:
                     for _ in range(100):  # the service has the stream open
                         if hub.open_count() == 1:
                             break
@@ -124,3 +133,53 @@ async def test_a_wait_cancelled_by_the_sdk_closes_its_stream(
                     break
                 await asyncio.sleep(0.02)
             assert hub.open_count() == 0
+
+
+async def test_an_expiry_is_judged_by_the_services_clock_not_this_machines(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`waypost mcp` judged `expires_at` by its own machine's clock: with the
+    service's clock ahead (another machine, or a simulated clock), a decision
+    that expired was reported only at the wait's bound. REST answers now say
+    the service's time (`Waypost-Now`), and the wait wakes by it."""
+    service.clock.moment = parse_time("2027-06-01T00:00:00.000Z")  # months ahead of the machine
+    task = await human.post("/api/v1/projects/demo/tasks", {"title": "ship"}, key="t")
+    r = await human.post(
+        "/api/v1/projects/demo/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": [task.json()["id"]], "environment": "staging",
+         "expires_at": "2027-06-01T00:00:02.000Z"},
+        key="d",
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    assert r.headers["Waypost-Now"] == "2027-06-01T00:00:00.000Z"
+    decision = r.json()["id"]
+    async with running(service) as base:
+        client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
+        async with client:
+            backend = HttpBackend(client)
+
+            async def read() -> dict[str, Any]:
+                params = {"project": "demo", "decision": decision}
+                body: dict[str, Any] = (await backend.call("GET", DECISION, params)).body
+                return body
+
+            started = time.monotonic()
+            waiting_for = asyncio.create_task(
+                waiting.wait_for_decision(backend.changes("demo"), read, 30)
+            )
+            await asyncio.sleep(0.5)
+            service.clock.advance(seconds=3)  # past the expiry; no event says so
+            answer = await asyncio.wait_for(waiting_for, 10)
+    assert answer["outcome"] == "expired"
+    assert time.monotonic() - started < 6  # woken at the expiry, not at the 30 s bound
+
+
+def test_service_time_moves_on_from_what_the_service_said() -> None:
+    service_time = waiting.ServiceTime()
+    before = service_time.now()
+    assert abs((before - datetime.now(UTC)).total_seconds()) < 1  # nothing said yet
+    service_time.saw("2030-01-01T00:00:00.000Z")
+    service_time.saw("not a time")  # ignored: what was said stands
+    said = service_time.now()
+    assert timedelta(0) <= said - parse_time("2030-01-01T00:00:00.000Z") < timedelta(seconds=1)

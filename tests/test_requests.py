@@ -872,3 +872,14 @@ async def test_spaces_around_a_header_value_are_not_part_of_it(
     assert agent.session_id is not None
     headers = {**agent.headers(), "Waypost-Session": f"{agent.session_id}  "}
     assert (await agent.client.get("/api/v1/me", headers=headers)).status_code == 200
+
+
+async def test_every_rest_answer_says_the_services_time(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`Waypost-Now`, as GraphQL answers carry it: the service's clock (here
+    a test clock days away from the machine's), on answers and refusals."""
+    ok = await human.get(f"/api/v1/projects/{project}")
+    refused = await human.get("/api/v1/projects/nope")
+    assert (ok.status_code, refused.status_code) == (200, 404)
+    assert ok.headers["Waypost-Now"] == refused.headers["Waypost-Now"] == service.clock.iso()

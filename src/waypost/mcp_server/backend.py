@@ -21,7 +21,7 @@ from waypost import rest
 from waypost.clock import format_time
 from waypost.errors import PayloadTooLarge, WaypostError
 from waypost.mcp_server.calls import ApiError, Reply
-from waypost.mcp_server.waiting import Waker, hub_waker, stream_waker
+from waypost.mcp_server.waiting import ServiceTime, Waker, hub_waker, stream_waker
 from waypost.resolvers.access import sessions
 from waypost.resolvers.core.receipts import Outcome
 from waypost.rest.routing import BODY_LIMIT, RestRoute, call_for, query_of, rendered
@@ -119,6 +119,7 @@ class HttpBackend:
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
         self._kind: str | None = None
+        self.service_time = ServiceTime()
 
     async def principal_kind(self) -> str:
         if self._kind is None:
@@ -127,7 +128,7 @@ class HttpBackend:
         return self._kind
 
     def changes(self, project: str) -> contextlib.AbstractAsyncContextManager[Waker]:
-        return stream_waker(self.client, project)
+        return stream_waker(self.client, project, self.service_time.now)
 
     async def call(
         self,
@@ -166,6 +167,7 @@ class HttpBackend:
                 {},
                 503,
             ) from None
+        self.service_time.saw(response.headers.get("waypost-now"))
         try:
             data = response.json()
         except ValueError:

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 from urllib.parse import quote
 
@@ -66,6 +66,33 @@ class _EventWaker:
     def seconds_until(self, instant: str) -> float:
         delta: float = (parse_time(instant) - self._now()).total_seconds()
         return delta
+
+
+class ServiceTime:
+    """The service's now as its last answer said it (`Waypost-Now`), moved on
+    by this process's monotonic clock since: `waypost mcp` judged a
+    decision's `expires_at` by its own machine's clock, so a machine behind
+    the service (or a service on a simulated clock) reported an expiry only
+    at the wait's bound, up to 240 s late. Before any answer, or from a
+    Waypost that does not say its time, this machine's clock."""
+
+    def __init__(self) -> None:
+        self._said: tuple[datetime, float] | None = None
+
+    def saw(self, said: str | None) -> None:
+        if said is None:
+            return
+        try:
+            moment = parse_time(said)
+        except ValueError:
+            return  # not the service's header: keep what it said before
+        self._said = (moment, time.monotonic())
+
+    def now(self) -> datetime:
+        if self._said is None:
+            return datetime.now(UTC)
+        moment, at = self._said
+        return moment + timedelta(seconds=time.monotonic() - at)
 
 
 class _ListenerWaker:
@@ -132,14 +159,17 @@ def _stream_refusal(status: int, body: bytes) -> ApiError:
 
 
 @contextlib.asynccontextmanager
-async def stream_waker(client: httpx.AsyncClient, project: str) -> AsyncIterator[Waker]:
+async def stream_waker(
+    client: httpx.AsyncClient, project: str, now: Callable[[], datetime]
+) -> AsyncIterator[Waker]:
     """Woken by each event on the project's event stream (GET .../events/stream).
 
     The stream is opened again whenever it ends (a graceful restart of `serve`
     ends every stream first), and each reopening wakes the waiter too: what
     committed in the gap is then read like any change. Only the first opening
-    can refuse the wait; later refusals (a revoked token) stop reconnecting."""
-    waker = _EventWaker(lambda: datetime.now(UTC))
+    can refuse the wait; later refusals (a revoked token) stop reconnecting.
+    `now` is the service's clock as this process knows it (`ServiceTime`)."""
+    waker = _EventWaker(now)
     opened: asyncio.Future[ApiError | None] = asyncio.get_running_loop().create_future()
     url = f"/api/v1/projects/{quote(project, safe='')}/events/stream"
 

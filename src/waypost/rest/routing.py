@@ -16,7 +16,8 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
-from waypost.errors import InvalidRequest, UnsupportedMediaType, WaypostError
+from waypost.clock import format_time
+from waypost.errors import InvalidRequest, Unavailable, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import read_body
 from waypost.http.decoding import (
     convert,
@@ -174,11 +175,22 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
     return parse_json(raw) if raw.strip() else {}
 
 
+def _now_header(scope: Scope) -> dict[str, str]:
+    """`Waypost-Now`: the service's clock as the answer was made (as every
+    GraphQL answer says it), so that a client judges an `expires_at` by the
+    service's time, not its own (`waypost mcp`'s decision_wait does). None
+    when the clock file holds no instant: the answer is then the refusal."""
+    try:
+        return {"Waypost-Now": format_time(scope["app"].state.runtime.now())}
+    except Unavailable:
+        return {}
+
+
 async def _answer(
-    send: Send, status: int, body: Any, headers: dict[str, str] | None = None
+    scope: Scope, send: Send, status: int, body: Any, headers: dict[str, str] | None = None
 ) -> None:
     payload = encode_json(body)
-    raw = json_headers(len(payload), headers)
+    raw = json_headers(len(payload), {**_now_header(scope), **(headers or {})})
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})
 
@@ -199,15 +211,16 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
     try:
         status, body, replayed = rendered(await _result(route, scope, receive))
     except WaypostError as error:
-        await _answer(send, *error_parts(error))
+        await _answer(scope, send, *error_parts(error))
         return
     except ClientDisconnect:
         raise  # authentication ends the request quietly: the client is gone
     except Exception as exc:
         log_internal(exc)
-        await _answer(send, 500, INTERNAL_ERROR)
+        await _answer(scope, send, 500, INTERNAL_ERROR)
         return
-    await _answer(send, status, body, {"Idempotent-Replayed": "true"} if replayed else None)
+    replay = {"Idempotent-Replayed": "true"} if replayed else None
+    await _answer(scope, send, status, body, replay)
 
 
 @dataclass(frozen=True)
