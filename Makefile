@@ -36,8 +36,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
+# Two workers, one per core of the machines CI runs on: every test makes its
+# own files and ports, so they run apart (`pytest` alone runs on one).
 unit: $(STAMP) browser
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2
 
 # The console's browser tests drive the OS's Chromium; install it when it is
 # missing and we may (root with apt-get), else those tests skip and say why.
