@@ -444,6 +444,31 @@ async def test_the_service_creates_its_database_files_owner_only(
         assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
 
 
+async def test_serve_says_when_an_older_builds_file_is_open_to_others(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file an older build made 0644 stays so, and SQLite gives the `-wal`
+    and `-shm` it creates the file's mode: they were made 0644, silently."""
+    settings = Settings(db_path=tmp_path / "old.db", sweep_interval=3600)
+    async with serving(settings, MovableClock()):
+        pass
+    assert "open to other users" not in caplog.text  # made by this build: 0600
+    settings.db_path.chmod(0o644)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="waypost"):
+        async with serving(settings, MovableClock()) as made:
+            await made.principal("human")  # a write: the -wal and -shm are there
+    warned = [r.getMessage() for r in caplog.records if "open to other users" in r.getMessage()]
+    assert any(str(settings.db_path) in line and "0644" in line for line in warned), warned
+    assert all("chmod 600" in line for line in warned)
+    for f in tmp_path.glob("old.db*"):
+        f.chmod(0o600)
+    caplog.clear()
+    async with serving(settings, MovableClock()):
+        pass
+    assert "open to other users" not in caplog.text
+
+
 def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umask: None) -> None:
     path = tmp_path / "admin.db"
     conn = connect_sync(path)

@@ -31,7 +31,7 @@ from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
 from waypost.resolvers.decisions import status
 from waypost.settings import Settings
-from waypost.storage.connection import ConnectionHook
+from waypost.storage.connection import ConnectionHook, open_to_others
 from waypost.storage.db import Database
 
 if TYPE_CHECKING:
@@ -131,6 +131,7 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
     async with contextlib.AsyncExitStack() as stack:
         await db.open()
         stack.push_async_callback(db.close)
+        _warn_if_open_to_others(settings)
         rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
         await stack.enter_async_context(rt.resources)
         # the writer's metrics: batch sizes and COMMIT times, queue depth
@@ -146,6 +147,18 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         sweeper = asyncio.create_task(_sweep_forever(rt, settings.sweep_interval))
         stack.push_async_callback(cancel_and_wait, sweeper)
         yield rt
+
+
+def _warn_if_open_to_others(settings: Settings) -> None:
+    """Say at start-up that the database's files are readable by other users
+    (a file an older build made 0644): changing an operator's modes is the
+    operator's call (a backup user in the group may rely on them)."""
+    for name, mode in open_to_others(settings.db_path).items():
+        log.warning(
+            "%s is open to other users (mode %04o): it holds every record and token"
+            " hash; `chmod 600 %s*` while the service is stopped (docs/operations.md"
+            " \"File permissions\")", name, mode, settings.db_path,
+        )  # fmt: skip
 
 
 async def _sweep_forever(rt: Runtime, interval: float) -> None:

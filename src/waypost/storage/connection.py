@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -107,6 +108,25 @@ def create_private(path: Path) -> None:
             raise FileNotFoundError(f"the directory {target.parent} does not exist") from None
         raise
     os.close(fd)
+
+
+def open_to_others(path: Path) -> dict[str, int]:
+    """The database's files (itself, its `-wal`, its `-shm`) that users other
+    than the owner may read or write, with their modes. A file an older
+    build created with the umask's 0644 stays so, and SQLite gives the `-wal`
+    and `-shm` it creates the file's mode: this build created them 0644 too,
+    holding every record and token hash, and said nothing."""
+    if str(path) == ":memory:":
+        return {}
+    shared: dict[str, int] = {}
+    for name in (os.path.realpath(path), companion(path, "-wal"), companion(path, "-shm")):
+        try:
+            mode = stat.S_IMODE(os.stat(name).st_mode)
+        except OSError:
+            continue  # not there (yet): SQLite makes it with the file's mode
+        if mode & 0o077:
+            shared[name] = mode
+    return shared
 
 
 def refuse_unwritable(path: Path) -> None:
