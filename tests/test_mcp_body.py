@@ -271,16 +271,15 @@ async def test_a_fault_listing_resources_reaches_the_client_masked(
     ("name", "spelled"),
     [
         ("mcp-session-id", "Mcp-Session-Id"),
-        ("accept", "Accept"),
         ("mcp-protocol-version", "MCP-Protocol-Version"),
     ],
 )
 async def test_a_repeated_header_is_a_json_rpc_invalid_request(
     human: Caller, caplog: pytest.LogCaptureFixture, method: str, name: str, spelled: str
 ) -> None:
-    """A repeated Mcp-Session-Id (any made-up ids), or a repeated Accept or
-    MCP-Protocol-Version, was read outside any handler: a 500 and an ERROR
-    traceback for any caller with a token."""
+    """A repeated Mcp-Session-Id (any made-up ids) or MCP-Protocol-Version
+    was read outside any handler: a 500 and an ERROR traceback for any
+    caller with a token."""
     session_id = await _initialized(human)
     given = {"mcp-session-id": session_id, "accept": HEADERS["Accept"],
              "mcp-protocol-version": "2025-06-18"}  # fmt: skip
@@ -294,6 +293,25 @@ async def test_a_repeated_header_is_a_json_rpc_invalid_request(
     assert error["code"] == -32600 and f"send one {spelled} header" in error["message"]
     assert r.json()["id"] == (4 if method == "POST" else None)
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
+async def test_accept_on_two_lines_is_one_accept_of_both(human: Caller) -> None:
+    """Accept is a list (RFC 9110, 5.3): JSON on one line and the event
+    stream on another mean both. The SDK read the first line only (406), and
+    then a repeat was refused as if Accept were one value (400)."""
+    session_id = await _initialized(human)
+    headers = [*human.headers().items(), ("Content-Type", "application/json"),
+               ("Accept", "application/json"), ("Accept", "Text/Event-Stream"),
+               ("Mcp-Session-Id", session_id)]  # fmt: skip
+    body = json.dumps({"jsonrpc": "2.0", "id": 6, "method": "ping"})
+    r = await human.client.post("/mcp", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(data) == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    # one of the two is still not enough, on any number of lines
+    headers = [h for h in headers if h[1] != "Text/Event-Stream"] + [("Accept", "*/*")]
+    r = await human.client.post("/mcp", content=body, headers=headers)
+    assert r.status_code == 406, r.text
 
 
 async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human: Caller) -> None:

@@ -158,7 +158,6 @@ def _sdk_would_serve(scope: Scope) -> bool:
 _SINGLE_HEADERS = {
     b"mcp-session-id": "Mcp-Session-Id",
     b"mcp-protocol-version": "MCP-Protocol-Version",
-    b"accept": "Accept",
     b"last-event-id": "Last-Event-ID",
     b"origin": "Origin",
     b"host": "Host",
@@ -218,15 +217,25 @@ def _origin_refusal(scope: Scope) -> str | None:
 
 
 def _media_types_lowered(scope: Scope) -> Scope:
-    """The scope with `Content-Type` and `Accept` in lower case: media types
-    are case-insensitive (RFC 9110, 8.3.1), and /api/v1 and /graphql compare
-    them so; the SDK compares them as sent (`Application/JSON` was 415, an
-    `Accept` of `Application/JSON, Text/Event-Stream` 406)."""
+    """The scope with `Content-Type` and `Accept` in lower case, and its
+    `Accept` lines joined into one.
+
+    Media types are case-insensitive (RFC 9110, 8.3.1), and /api/v1 and
+    /graphql compare them so; the SDK compares them as sent (`Application/JSON`
+    was 415, an `Accept` of `Application/JSON, Text/Event-Stream` 406). Accept
+    is a list: two lines mean what one line of both, comma-separated, means
+    (RFC 9110, 5.3), and the SDK reads the first line only, so a client that
+    sent JSON and the event stream on two lines was refused."""
     headers = scope["headers"]
-    if not any(k in (b"content-type", b"accept") and v != v.lower() for k, v in headers):
+    accepts = [v for k, v in headers if k == b"accept"]
+    if len(accepts) < 2 and not any(
+        k in (b"content-type", b"accept") and v != v.lower() for k, v in headers
+    ):
         return scope
-    lowered = [(k, v.lower() if k in (b"content-type", b"accept") else v) for k, v in headers]
-    return {**scope, "headers": lowered}
+    kept = [(k, v.lower() if k == b"content-type" else v) for k, v in headers if k != b"accept"]
+    if accepts:
+        kept.append((b"accept", b", ".join(accepts).lower()))
+    return {**scope, "headers": kept}
 
 
 def _id_of(message: Any) -> RequestId | None:
