@@ -670,6 +670,60 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
     assert title == "\u2068Purge \u202eall logs?\u2069 · Waypost console", ascii(title)
 
 
+def test_record_text_in_a_list_or_a_diff_line_cannot_reorder_its_neighbours(
+    tab: Tab, world: World
+) -> None:
+    """Lists of record text were joined in one string, so one <bdi> held them
+    all: an option ending in U+202E showed "Options: Wait won kcab lloR ·",
+    a task's title turned the titles after it, and so did a tag in a
+    knowledge diff. A diff's sign shared the line's <bdi>, so a Hebrew line
+    took its sign to its far end. And typed text had no `dir="auto"`."""
+    alice, agent = world.alice, world.agent
+    alice.send("POST", "/api/v1/projects", {"id": "bidi", "name": "Bidi"}, 201)
+    tasks = [alice.send("POST", "/api/v1/projects/bidi/tasks", {"title": title}, 201)["id"]
+             for title in ("Archive old logs \u202e", "Rotate keys")]  # fmt: skip
+    decision = agent.send("POST", "/api/v1/projects/bidi/decisions", {
+        "question": "Roll back the logs?", "rationale": "Needs a human.", "required_actor": "human",
+        "environment": "staging", "options": ["Wait \u202e", "Roll back now"],
+        "task_ids": tasks}, 201)["id"]  # fmt: skip
+    base = "/api/v1/projects/bidi/knowledge"
+    record = {"kind": "fact", "title": "Retention", "body": "שמירה שבוע\nKeep a week",
+              "tags": ["hot\u202e", "cold"]}  # fmt: skip
+    made = alice.send("POST", base, record, 201)
+    alice.send("PATCH", f"{base}/{made['id']}", {
+        "expected_revision": 1, "title": "Retention", "status": "observed",
+        "body": "שמירה חודש\nKeep a week", "tags": ["hot\u202e", "cold", "new"],
+        "applicability": "", "scope": made["scope"],
+        "provenance": {"summary": "", "source_uri": None, "source_task_id": None,
+                       "source_submission_id": None}})  # fmt: skip
+    page = tab.page
+    tab.sign_in(alice.token)
+    try:
+        card = page.locator(f"article[data-decision='{decision}']").first
+        card.wait_for(timeout=20000)
+        options = card.locator("p").filter(has_text="Options:")
+        assert options.locator("bdi").all_inner_texts() == ["Wait \u202e"]
+        assert "Roll back now" in options.inner_text()
+        blocks = card.locator("p").filter(has_text="Blocks:")
+        assert blocks.locator("bdi").all_inner_texts() == ["Archive old logs \u202e"]
+
+        page.goto(f"{tab.origin}/console#/p/bidi/k/{made['id']}")
+        page.get_by_role("heading", name="Revision 2 (current)").wait_for()
+        added = [t.strip() for t in page.locator("pre.diff ins").all_inner_texts()]
+        assert "+ new" in added, added  # a tag a line: the one added, alone
+        removed = page.locator("pre.diff del").filter(has_text="שמירה שבוע")
+        line = removed.locator("bdi")
+        assert line.inner_text() == "שמירה שבוע"  # the sign is not in it
+        assert line.bounding_box()["x"] > removed.bounding_box()["x"]  # the sign comes first
+
+        page.goto(f"{tab.origin}/console#/p/bidi/d/{decision}")
+        assert page.get_by_label("Why (required)").get_attribute("dir") == "auto"
+    finally:  # nothing left pending in the inbox other tests read
+        alice.send("POST", f"/api/v1/projects/bidi/decisions/{decision}/answer", {
+            "expected_generation": 1, "disposition": "deny", "answer": "Roll back now",
+            "rationale": "done", "conditions_confirmed": True})  # fmt: skip
+
+
 def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: World) -> None:
     """docs/console.md: keyboard focus stays where it was across refreshes (it
     fell to <body> from the h1, and jumped to the first link with the same

@@ -197,10 +197,12 @@ export function renderDiff(label, before, after) {
       pre.append(h("span", { class: "same folded" }, `  … ${text} unchanged ${word}\n`));
       continue;
     }
-    const line = `${sign} ${text}\n`;
-    if (sign === "-") pre.append(h("del", {}, line));
-    else if (sign === "+") pre.append(h("ins", {}, line));
-    else pre.append(h("span", { class: "same" }, line));
+    // the sign a child of its own, before the line's text: in one string a
+    // right-to-left line took its sign to its far end, out of the sign column
+    const line = [`${sign} `, text, "\n"];
+    if (sign === "-") pre.append(h("del", {}, ...line));
+    else if (sign === "+") pre.append(h("ins", {}, ...line));
+    else pre.append(h("span", { class: "same" }, ...line));
   }
   return pre;
 }

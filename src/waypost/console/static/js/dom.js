@@ -1,8 +1,16 @@
 // Tiny DOM helpers: every text goes in as a text node or attribute, never as HTML,
 // so nothing a record holds can become markup.
 
+// Where a person types text, its direction follows what is typed: without
+// `dir="auto"` a Hebrew "הבדיקות עברו!" showed its "!" at the start while
+// typed, and at the end once recorded (a record's text is shown isolated).
+const TYPED = new Set(["text", "search"]);
+
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
+  if ((tag === "textarea" || (tag === "input" && TYPED.has(attrs?.type))) && !attrs?.dir) {
+    el.dir = "auto";
+  }
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key.startsWith("on") && typeof value === "function") {
@@ -50,6 +58,13 @@ export function words(strings, ...values) {
     if (i < values.length) parts.push(values[i]);
   });
   return parts;
+}
+
+// Values of a record joined by the console's `separator`, each a child of
+// its own so that h() isolates it alone: joined in one string, one option
+// ending in U+202E turned the options after it ("Options: Wait won kcab lloR").
+export function joined(values, separator) {
+  return values.flatMap((value, i) => (i ? [separator, value] : [value]));
 }
 
 // Record text for a plain-text place (a tab's title), isolated when it must

@@ -2,7 +2,7 @@
 // out soon, what proceeded by timeout, and the blocked tasks.
 
 import { allNodes, gql, RequestFailed } from "./api.js";
-import { ago, badge, enc, h, link, lower, when, words } from "./dom.js";
+import { ago, badge, enc, h, joined, link, lower, when, words } from "./dom.js";
 import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
 
 const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
@@ -150,7 +150,7 @@ function decisionLink(project, d) {
 // once it allows work (a decision that proceeded by timeout blocks nothing).
 function blocks(d, label = "Blocks: ") {
   const tasks = d.current.affected.map((a) => (a.task ? a.task.title : a.taskId));
-  return h("p", {}, h("span", { class: "label" }, label), tasks.join(", "));
+  return h("p", {}, h("span", { class: "label" }, label), joined(tasks, ", "));
 }
 
 function asked(d) {
@@ -163,7 +163,7 @@ function asked(d) {
 function pendingCard(project, d) {
   return h("article", { class: "card", dataset: { decision: d.restId } },
     h("h4", {}, decisionLink(project, d)),
-    h("p", {}, h("span", { class: "label" }, "Options: "), d.options.join(" · ")),
+    h("p", {}, h("span", { class: "label" }, "Options: "), joined(d.options, " · ")),
     asked(d),
     blocks(d),
     h("p", { class: "meta" }, badge(lower(d.requiredActor) + " answers", "actor"),
@@ -241,6 +241,6 @@ function blockedCard(project, t) {
           ? ["; and more (", allDecisions(project, null, "the project's decisions"), ")"] : "")
       : null,
     t.blockedBy.dependencies.length
-      ? h("p", {}, "Depends on: ", t.blockedBy.dependencies.map((x) => x.title).join(", "))
+      ? h("p", {}, "Depends on: ", joined(t.blockedBy.dependencies.map((x) => x.title), ", "))
       : null);
 }

@@ -3,7 +3,7 @@
 
 import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, badge, enc, h, link, lower, nextId, noSuch, notice, words } from "./dom.js";
+import { ago, badge, enc, h, joined, link, lower, nextId, noSuch, notice, words } from "./dom.js";
 import { pagedList } from "./paged.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
@@ -47,7 +47,7 @@ export async function renderKnowledgeList(projectId, query) {
       k.projectId !== projectId ? ` · shared from ${k.projectId}` : "",
       ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful}`),
     // each tag a value of its own (one U+202E would turn the tags after it)
-    k.tags.length ? h("p", { class: "muted" }, "Tags: ", k.tags.flatMap((t, i) => (i ? [", ", t] : [t]))) : null),
+    k.tags.length ? h("p", { class: "muted" }, "Tags: ", joined(k.tags, ", ")) : null),
   (shown) => (shown ? `${shown} record(s) shown.` : "No record matches these filters."));
   // filters the service refuses (a tag too long, words past the search's
   // bounds) are said beside the form, which stays: the whole page was
@@ -100,10 +100,13 @@ const CONTENT = [
   ["Title", (r) => r.title],
   ["Body", (r) => r.body],
   ["Status", (r) => lower(r.status)],
-  ["Tags", (r) => r.tags.join(", ")],
+  // one value a line: a diff line is isolated whole, and one tag ending in
+  // U+202E turned the tags after it on a line of all of them
+  ["Tags", (r) => r.tags.join("\n")],
   ["Applicability", (r) => r.applicability],
   ["Scope", (r) => ["taskIds", "components", "environments", "versions"]
-    .map((dim) => `${dim}: ${r.scope[dim].join(", ") || "any"}`).join("\n")],
+    .flatMap((dim) => (r.scope[dim].length ? r.scope[dim] : ["any"]).map((v) => `${dim}: ${v}`))
+    .join("\n")],
   ["Provenance", (r) => [r.provenance.summary, r.provenance.sourceUri, r.provenance.sourceTaskId]
     .filter(Boolean).join("\n")],
   ["Superseded by", (r) => r.supersededById || ""],
