@@ -220,6 +220,33 @@ async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests
     assert lines == ["TokenReview answered HTTP 500"], lines
 
 
+@pytest.mark.parametrize(
+    "content",
+    ["own-token-\u00e9\n".encode(), b"own-\xff-token", b"own token", b"own-token\ninjected: 1"],
+)
+async def test_a_credential_no_header_can_carry_is_503_and_never_logged(
+    service: Service, api: tuple[str, Path, StandIn], tmp_path: Path,
+    caplog: pytest.LogCaptureFixture, content: bytes,
+) -> None:  # fmt: skip
+    """A credential file with a non-ASCII letter was a 500 and an ERROR
+    traceback (httpx could not encode the header); one not UTF-8 too."""
+    url, ca_file, state = api
+    credential = tmp_path / "sa-token"
+    credential.write_bytes(content)
+    verifier = TokenReviewVerifier(url, ca_file, credential)
+    app = create_lifecycle_app(service.rt, verifier)
+    with caplog.at_level(logging.WARNING):
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://l"
+        ) as c:
+            r = await c.get("/v1/decisions", headers=bearer("good-sa-token"))
+    await verifier.aclose()
+    refused(r, 503, "unavailable")
+    assert state.seen == []  # nothing was sent with it
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+    assert "own" not in caplog.text
+
+
 async def test_an_unreachable_api_is_503(service: Service, ca: trustme.CA, tmp_path: Path) -> None:
     import socket
 

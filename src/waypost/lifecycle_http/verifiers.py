@@ -86,10 +86,19 @@ class TokenReviewVerifier:
         if self.credential_file is None:
             return {}
         try:
-            return {"Authorization": "Bearer " + self.credential_file.read_text().strip()}
+            credential = self.credential_file.read_text().strip()
         except OSError as exc:
             _conditions.warning("cannot read the TokenReview credential: %s", exc.strerror)
             raise Unavailable("identity service unavailable") from exc
+        except UnicodeDecodeError as exc:
+            _conditions.warning("the TokenReview credential file is not UTF-8 text")
+            raise Unavailable("identity service unavailable") from exc
+        if not (credential.isascii() and credential.isprintable()) or " " in credential:
+            # a header carries visible ASCII only: httpx raised UnicodeEncodeError
+            # (a 500) for one with a non-ASCII letter; never the text in the log
+            _conditions.warning("the TokenReview credential holds characters no header can carry")
+            raise Unavailable("identity service unavailable")
+        return {"Authorization": "Bearer " + credential}
 
     async def verify(self, token: str) -> Caller:
         review = {
