@@ -209,6 +209,17 @@ def test_project_create_needs_a_human_principal(db: str) -> None:
     assert result.exit_code == 1 and "human principal" in result.stderr
 
 
+@pytest.mark.parametrize("token", ["wp_secretmark\u00e9", "wp_secretmark\ninjected: 1", "wp_a b"])
+def test_mcp_refuses_a_token_no_header_can_carry_without_quoting_it(token: str) -> None:
+    """A non-ASCII letter in WAYPOST_TOKEN ended in a traceback; a line break
+    in "cannot reach ... (LocalProtocolError)", and the server started."""
+    result = CliRunner().invoke(main, ["mcp"], env={"WAYPOST_TOKEN": token}, input="")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: WAYPOST_TOKEN holds characters no Waypost token has")
+    assert "secretmark" not in result.output and result.exception is not None
+    assert isinstance(result.exception, SystemExit)
+
+
 def test_db_defaults_to_env_waypost_db(tmp_path: Path) -> None:
     path = tmp_path / "from-env.db"
     ok("admin", "migrate", env={"WAYPOST_DB": str(path)})

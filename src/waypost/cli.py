@@ -299,6 +299,13 @@ def mcp_command(url: str) -> None:
     token = os.environ.get("WAYPOST_TOKEN", "").strip()
     if not token:
         raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
+    if not (token.isascii() and token.isprintable()) or " " in token:
+        # a token is visible ASCII: a non-ASCII letter ended in a traceback
+        # (no header can carry it), a line break in "cannot reach" and a start
+        raise click.ClickException(
+            "WAYPOST_TOKEN holds characters no Waypost token has (tokens are visible"
+            " ASCII, without spaces): set it to the token as printed"
+        )
     # standard error, as `serve` writes it (lines cut at 2,000 characters);
     # standard output is the protocol's
     logs.configure("text", logging.WARNING)
