@@ -276,6 +276,9 @@ async def test_a_question_ending_with_spaces_after_the_mark_passes(author: Membe
         "password=hunter2hunter2",
         "secret=abcdefgh",
         "token=12345678",
+        "PASSWORD=hunter2hunter2",
+        "Secret=abcdefgh",
+        "wp_" + "Ab1_-" * 8 + "xyz",
     ],
 )
 async def test_secret_markers_anywhere_in_the_memo_are_400(author: Member, secret: str) -> None:

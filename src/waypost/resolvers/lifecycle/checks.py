@@ -21,13 +21,17 @@ DIGEST = re.compile(DIGEST_PATTERN)
 # or in UTF-8 document content. Besides PEM's private-key headers, OpenPGP's
 # armor for one (`-----BEGIN PGP PRIVATE KEY BLOCK-----`): not PEM by name,
 # but a private key all the same (a choice beyond the model; docs/lifecycle.md).
+# Two more choices: `password=`, `secret=` and `token=` in any letter case
+# (`PASSWORD=` in a pasted .env file passed), and Waypost's own API tokens
+# (`wp_` and the 43 characters of `ids.new_token`).
 SECRET_MARKERS = re.compile(
     r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
     r"|AKIA[A-Z0-9]{16}"
     r"|gh[pos]_[A-Za-z0-9]{36}"
     r"|xox[abprs]-"
     r"|sk-[A-Za-z0-9]{20,}"
-    r"|(?:password|secret|token)=\S{8,}"
+    r"|(?i:password|secret|token)=\S{8,}"
+    r"|wp_[A-Za-z0-9_-]{43}"
 )
 
 
