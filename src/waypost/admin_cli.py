@@ -316,6 +316,24 @@ def lifecycle_grant(db_path: Path, principal_id: str, tenant: str, role: str) ->
     _print(_write(db_path, grant))
 
 
+@lifecycle_group.command("grants")
+@db_option
+@click.option("--tenant", default=None, type=TEXT, help="Only this tenant's grants.")
+def lifecycle_grants(db_path: Path, tenant: str | None) -> None:
+    """Lifecycle grants as a JSON array of {principal_id, tenant, role,
+    granted_at}, by tenant then principal."""
+    _print(_read(db_path, lambda c: authz.grants(c, tenant)))
+
+
+@lifecycle_group.command("revoke")
+@db_option
+@click.option("--principal", "principal_id", required=True, type=TEXT,
+              help="A principal id, or the username a Kubernetes TokenReview returns.")  # fmt: skip
+def lifecycle_revoke(db_path: Path, principal_id: str) -> None:
+    """Take a principal's lifecycle grant away; its next request is refused."""
+    _print(_write(db_path, lambda c, at: authz.revoke(c, principal_id)))
+
+
 @lifecycle_group.command("deliveries")
 @db_option
 @click.option("--state", type=click.Choice(["pending", "delivered", "all"]), default="pending",

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
+from click.testing import CliRunner
 
 from tests.lifecycle.support import TABLES, Lifecycle, Member, memo
 from tests.lifecycle.test_requests import refused
+from waypost.cli import main
 
 M = "/v1/decisions/adr.payments-retry"
 COMMENT = {"version": 1, "body": {"text": "looks right"}}
@@ -142,3 +147,35 @@ async def test_a_token_revoked_before_the_write_is_401(
     with pytest.raises(Unauthenticated):
         await commands.register(lifecycle.service.rt, req, body)
     assert await lifecycle.count("lifecycle_memos") == 0
+
+
+async def test_an_operator_lists_and_revokes_grants_from_the_command_line(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """There was no way to take a grant away: a TokenReview username (no
+    Waypost token to revoke) kept its role until granted another tenant's."""
+    db = str(lifecycle.service.db_path)
+    reader = await lifecycle.member("reader", tenant="zeta")
+    assert (await author.register(memo())).status_code == 200
+
+    def admin(*args: str) -> Any:
+        result = CliRunner().invoke(main, ["admin", "lifecycle", *args, "--db", db])
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, _ = admin("grants")
+    listed = json.loads(out)
+    assert code == 0 and [(g["tenant"], g["role"]) for g in listed] == [
+        ("acme", "author"),
+        ("zeta", "reader"),
+    ]
+    assert {g["principal_id"] for g in listed} == {author.id, reader.id}
+    assert set(listed[0]) == {"principal_id", "tenant", "role", "granted_at"}
+    code, out, _ = admin("grants", "--tenant", "zeta")
+    assert [g["principal_id"] for g in json.loads(out)] == [reader.id]
+
+    code, out, _ = admin("revoke", "--principal", author.id)
+    assert code == 0 and json.loads(out) == {"principal_id": author.id, "revoked": True}
+    refused(await author.get("/v1/decisions/adr.payments-retry"), 403, "policy_denied")
+    code, _, err = admin("revoke", "--principal", author.id)
+    assert code == 1 and err.startswith("Error: not_found: --principal: ")
+    assert [g["tenant"] for g in json.loads(admin("grants")[1])] == ["zeta"]

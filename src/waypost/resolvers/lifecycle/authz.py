@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from waypost.errors import Forbidden, Unauthenticated
+from waypost.errors import Forbidden, NotFound, Unauthenticated
 from waypost.resolvers.lifecycle import store
 
 ROLES = ("reader", "author", "reviewer")
@@ -68,6 +68,21 @@ def grant(
     (`waypost admin lifecycle grant`)."""
     store.upsert_grant(conn, principal_id, tenant, role, at)
     return {"principal_id": principal_id, "tenant": tenant, "role": role, "granted_at": at}
+
+
+def revoke(conn: sqlite3.Connection, principal_id: str) -> dict[str, Any]:
+    """Take `principal_id`'s lifecycle grant away (`waypost admin lifecycle
+    revoke`): its next request is `403 policy_denied`. Without it, the only
+    way to shut out a TokenReview username (no Waypost token to revoke) was
+    a grant of another tenant."""
+    if not store.delete_grant(conn, principal_id):
+        raise NotFound("this principal holds no lifecycle grant", {"field": "principal"})
+    return {"principal_id": principal_id, "revoked": True}
+
+
+def grants(conn: sqlite3.Connection, tenant: str | None) -> list[dict[str, Any]]:
+    """`waypost admin lifecycle grants`: who holds which role where."""
+    return [dict(row) for row in store.grant_rows(conn, tenant)]
 
 
 def denied() -> Forbidden:

@@ -38,6 +38,19 @@ def upsert_grant(
     )
 
 
+def delete_grant(conn: sqlite3.Connection, principal_id: str) -> bool:
+    cursor = conn.execute("DELETE FROM lifecycle_grants WHERE principal_id = ?", (principal_id,))
+    return cursor.rowcount > 0
+
+
+def grant_rows(conn: sqlite3.Connection, tenant: str | None) -> list[Row]:
+    """Every grant, or one tenant's, by tenant then principal."""
+    sql = "SELECT principal_id, tenant, role, granted_at FROM lifecycle_grants"
+    if tenant is None:
+        return conn.execute(f"{sql} ORDER BY tenant, principal_id").fetchall()
+    return conn.execute(f"{sql} WHERE tenant = ? ORDER BY principal_id", (tenant,)).fetchall()
+
+
 def tenant_members(conn: sqlite3.Connection, tenant: str, roles: tuple[str, ...]) -> set[str]:
     marks = ",".join("?" * len(roles))
     rows = conn.execute(
