@@ -70,6 +70,9 @@ async def test_every_route_is_listed_with_its_request_schema(
     params = {(p["in"], p["name"]): p for p in op["parameters"]}
     for name in re.findall(r"{(\w+)}", route.path):
         assert params[("path", name)]["required"] is True
+    assert op["responses"][str(route.status)]["headers"]["Waypost-Now"]["schema"]["format"] == (
+        "date-time"
+    )
     if route.is_mutation:
         assert params[("header", "Idempotency-Key")]["required"] is True
         assert "Idempotent-Replayed" in op["responses"][str(route.status)]["headers"]

@@ -42,6 +42,11 @@ REPLAYED_HEADER: dict[str, Any] = {
     "description": "`true` when the response is the stored receipt of an earlier request.",
     "schema": {"type": "string", "enum": ["true"]},
 }
+NOW_HEADER: dict[str, Any] = {
+    "description": "The service's clock as it answered (it may be simulated): judge an"
+    " `expires_at` or a lease by it, not by the client's clock.",
+    "schema": {"type": "string", "format": "date-time"},
+}
 EMPTY_BODY: dict[str, Any] = {"type": "object", "additionalProperties": False, "maxProperties": 0}
 
 
@@ -81,8 +86,9 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
         "description": "success",
         "content": {"application/json": _success_body(route)},
     }
+    success["headers"] = {"Waypost-Now": NOW_HEADER}
     if route.is_mutation:
-        success["headers"] = {"Idempotent-Replayed": REPLAYED_HEADER}
+        success["headers"]["Idempotent-Replayed"] = REPLAYED_HEADER
     responses: dict[str, Any] = {str(route.status): success}
     for status, codes in ERROR_CODES.items():
         responses[status] = {"$ref": "#/components/responses/Error", "description": codes}
@@ -232,6 +238,7 @@ def build(tables: list[RouteTable]) -> dict[str, Any]:
             "responses": {
                 "Error": {
                     "description": "the error envelope",
+                    "headers": {"Waypost-Now": NOW_HEADER},
                     "content": {
                         "application/json": {
                             "schema": {
