@@ -10,7 +10,6 @@ from tests.conftest import Caller, Service
 from tests.knowledge_support import correction, error_of, kpath, make_project, make_task, raw
 from waypost.errors import InvalidRequest
 from waypost.resolvers.knowledge import operations as knowledge
-from waypost.runtime import Actor
 
 
 def lesson(**fields: Any) -> dict[str, Any]:
@@ -247,18 +246,31 @@ async def test_create_refuses_tasks_and_submissions_of_another_project(
 async def test_the_function_refuses_a_batch_over_50_before_inserting(
     service: Service, human: Caller, project: str
 ) -> None:
-    agent, task_id = await claimed(service, human, project)
-    actor = knowledge_actor(agent)
-    now = service.clock.moment
+    _, task_id = await claimed(service, human, project)
     with pytest.raises(InvalidRequest) as caught:
-        await service.rt.db.write(
-            lambda conn: knowledge.insert_submission_lessons(
-                conn, actor, now, project, task_id, "sub_x", [lesson()] * 51
-            )
-        )
+        knowledge.decode_submission_lessons([lesson()] * 51, task_id, "sub_x")
     assert caught.value.details == {"field": "lessons"}
     assert counts(service)["knowledge"] == 0
 
 
-def knowledge_actor(caller: Caller) -> Actor:
-    return Actor(caller.principal_id, caller.kind, "agent", "tok_unused", caller.session_id)
+@pytest.mark.parametrize(("bad", "field"), [
+    (lesson(bogus=1), "lessons[0].bogus"),
+    (lesson(kind=5), "lessons[0].kind"),
+    (lesson(provenance={"summary": "s", "source_task_id": "tsk_x"}),
+     "lessons[0].provenance.source_task_id"),
+])  # fmt: skip
+async def test_a_malformed_lesson_is_400_whatever_the_tasks_state(
+    service: Service, human: Caller, project: str, bad: Any, field: str
+) -> None:
+    """The lessons were decoded after the task's state was checked: on a task
+    not claimed, a malformed lesson was `409 not_claimed`, which told the
+    caller to fix the task when its body was what was wrong."""
+    task_id = await make_task(human, project, "not claimed")
+    agent = await service.agent()
+    before = counts(service)
+    r = await submit(agent, project, task_id, [bad])
+    assert error_of(r) == (400, "invalid_request", field), r.text
+    assert counts(service) == before
+    # a well-formed body on that task is refused for the task's state, as before
+    r = await submit(agent, project, task_id, [lesson()])
+    assert r.status_code == 409, r.text

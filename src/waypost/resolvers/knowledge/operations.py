@@ -60,6 +60,7 @@ __all__ = [
     "MAX_SUBMISSION_LESSONS",  # the task workflow's submit model reads it here
     "correct",
     "create",
+    "decode_submission_lessons",
     "detail",
     "detail_sync",
     "get_many_sync",
@@ -259,22 +260,14 @@ async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -
     return await (rt.db.read(read) if match is None else filtered_read(rt, read))
 
 
-def insert_submission_lessons(
-    conn: sqlite3.Connection,
-    actor: Actor,
-    now: datetime,
-    project_id: str,
-    task_id: str,
-    submission_id: str,
-    lessons: list[dict[str, Any]],
-) -> list[dict[str, Any]]:
-    """Validate the whole batch, then insert each lesson and its revision 1.
-
-    Runs inside the submission's writer transaction; an error rolls back the
-    submission and every lesson together. Returns flat knowledge objects, with
-    provenance pinned to the task, the submission, the actor, its session and
-    the service time `now`.
-    """
+def decode_submission_lessons(
+    lessons: list[dict[str, Any]], task_id: str, submission_id: str
+) -> list[tuple[SubmissionLessonInput, Content]]:
+    """The whole batch checked as a body is (types, fields, text), with each
+    lesson's provenance pinned to the task and the submission: before the
+    task's state is, so that a malformed lesson is the 400 it is (it was a
+    409 `not_claimed` on a task not claimed, which told the caller to fix
+    the wrong thing)."""
     if not isinstance(lessons, list):
         raise InvalidRequest.field("lessons", "lessons must be an array")
     if len(lessons) > MAX_SUBMISSION_LESSONS:
@@ -290,6 +283,24 @@ def insert_submission_lessons(
         except InvalidRequest as error:
             raise prefixed(error, f"lessons[{index}]") from error
         batch.append((lesson, content))
+    return batch
+
+
+def insert_submission_lessons(
+    conn: sqlite3.Connection,
+    actor: Actor,
+    now: datetime,
+    project_id: str,
+    batch: list[tuple[SubmissionLessonInput, Content]],
+) -> list[dict[str, Any]]:
+    """Insert each lesson of a decoded batch and its revision 1, once every
+    lesson's references are found in the project.
+
+    Runs inside the submission's writer transaction; an error rolls back the
+    submission and every lesson together. Returns flat knowledge objects, with
+    provenance pinned to the task, the submission, the actor, its session and
+    the service time `now`.
+    """
     for index, (_, content) in enumerate(batch):
         # the pinned task and submission are the caller's own; only the
         # lesson's scope references can be wrong

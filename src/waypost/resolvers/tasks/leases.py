@@ -258,18 +258,17 @@ async def submit(
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         require_text(body.summary, "summary")
         check_bytes("summary", body.summary)
+        submission_id = new_id("sub")
+        batch = knowledge.decode_submission_lessons(body.lessons, task_id, submission_id)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
-        submission_id = new_id("sub")
         by = (actor.principal_id, actor.session_id)
         store.insert_submission(
             tx.conn, submission_id, task_id, row["revision"], body.summary, by, tx.at
         )
         store.end_lease(tx.conn, task_id, "submitted", tx.at)
-        lessons = knowledge.insert_submission_lessons(
-            tx.conn, actor, tx.now, project_id, task_id, submission_id, body.lessons
-        )
+        lessons = knowledge.insert_submission_lessons(tx.conn, actor, tx.now, project_id, batch)
         submission = submission_json(store.submission_row(tx.conn, submission_id))
         data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
         tx.event(project_id, "task.submitted", "task", task_id, data)
