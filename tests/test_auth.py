@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import Caller, MovableClock, Service, utc
 from waypost.app import create_app
+from waypost.errors import CallerSessionNotLive
 from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
@@ -256,9 +257,24 @@ async def test_ended_session_is_not_live(service: Service) -> None:
     assert r.status_code == 403
     assert r.json()["error"] == {
         "code": "forbidden",
-        "message": "the session is not live",
+        "message": CallerSessionNotLive().message,
         "details": {"reason": "session_not_live"},
     }
+
+
+async def test_a_new_session_asked_with_an_ended_ones_header_says_to_drop_it(
+    service: Service,
+) -> None:
+    """An agent restarted with its old Waypost-Session header was refused
+    the creation of its new session with "the session is not live" alone."""
+    agent = await service.agent()
+    await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
+    r = await agent.post("/api/v1/sessions")
+    assert r.status_code == 403 and "without that header" in r.json()["error"]["message"]
+    fresh = await service.client.post(
+        "/api/v1/sessions", headers=agent.headers(key="fresh", session=False)
+    )
+    assert fresh.status_code == 201, fresh.text
 
 
 async def test_session_of_another_principal_is_session_not_live(service: Service) -> None:
@@ -460,7 +476,7 @@ async def test_graphql_answers_a_session_ended_while_queued_as_rest_does(
         lambda conn: access_store.end_session(conn, session_id, at),
     )  # fmt: skip
     assert r.status_code == 403, r.text
-    assert r.json() == {"errors": [{"message": "the session is not live", "extensions": {
+    assert r.json() == {"errors": [{"message": CallerSessionNotLive().message, "extensions": {
         "code": "forbidden", "reason": "session_not_live"}}]}  # fmt: skip
     listed = await service.client.get(
         "/api/v1/projects/demo/knowledge", headers=agent.headers(session=False)

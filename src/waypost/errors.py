@@ -62,7 +62,14 @@ class CallerSessionNotLive(Forbidden):
     userError)."""
 
     def __init__(self) -> None:
-        super().__init__("the session is not live", {"reason": "session_not_live"})
+        # the way out in words: an agent restarted with its old header was
+        # refused even its new session's creation, with nothing to say why
+        super().__init__(
+            "the session named by the Waypost-Session header is not live (ended, expired"
+            " or another principal's): start a new one with POST /api/v1/sessions, sent"
+            " without that header, and send its id",
+            {"reason": "session_not_live"},
+        )
 
 
 class NotFound(WaypostError):
