@@ -18,11 +18,18 @@ from tests.decisions_support import (
 )
 
 
-def refused_by(r: Any, decision_ids: list[str], truncated: bool = False) -> bool:
+def refused_by(
+    r: Any, decision_ids: list[str], truncated: bool = False, reopen: list[str] | None = None
+) -> bool:
+    """`decision_required` naming `decision_ids`; `reopen`: those of them
+    stale or expired, which only a reopening lifts."""
     status, code, details = error(r)
     assert (status, code) == (409, "decision_required"), r.text
     wait_on = {"stream": "/api/v1/projects/demo/events/stream", "subscription": "decisionChanged"}
-    assert details == {"decision_ids": decision_ids, "truncated": truncated, "wait_on": wait_on}
+    expected = {"decision_ids": decision_ids, "truncated": truncated, "wait_on": wait_on}
+    if reopen:
+        expected |= {"reason": "reopen_required", "reopen": reopen}
+    assert details == expected
     return True
 
 
@@ -135,8 +142,9 @@ async def test_publication_result_and_finalize_are_refused_once_the_allow_expire
     assert (await human.post(task_path(task, "publication/prepare"))).status_code == 200
     service.clock.advance(hours=1)
     r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
-    assert refused_by(r, [decision["id"]])
-    assert refused_by(await human.post(task_path(task, "publication/finalize")), [decision["id"]])
+    assert refused_by(r, [decision["id"]], reopen=[decision["id"]])
+    finalize = await human.post(task_path(task, "publication/finalize"))
+    assert refused_by(finalize, [decision["id"]], reopen=[decision["id"]])
 
 
 async def test_recover_stays_open_but_the_work_cannot_resume(
@@ -220,8 +228,9 @@ async def test_way_out_an_allow_that_goes_stale_mid_publication_is_reopened_and_
     r = await human.patch(task_path(other), {"expected_revision": 1, "title": "Rescoped"})
     assert r.status_code == 200, r.text
     r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
-    assert refused_by(r, [decision["id"]])
-    assert refused_by(await human.post(task_path(task, "publication/finalize")), [decision["id"]])
+    assert refused_by(r, [decision["id"]], reopen=[decision["id"]])
+    finalize = await human.post(task_path(task, "publication/finalize"))
+    assert refused_by(finalize, [decision["id"]], reopen=[decision["id"]])
     r = await reopen(human, decision["id"], 1)
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "pending"
@@ -259,3 +268,35 @@ async def test_reopening_a_live_allow_while_publication_is_held_stays_refused(
     assert error(r) == (409, "publication_in_progress", {"task_ids": [task]})
     r = await human.post(task_path(task, "publication/result"), {"outcome": "succeeded"})
     assert r.status_code == 200, r.text
+
+
+async def test_a_stale_decision_is_refused_with_reopen_not_wait(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The refusal said "wait for its answer" for a decision no answer can
+    lift (stale, or expired): the wait returned at once, the retry was
+    refused again. It now names the decisions to reopen."""
+    task = await new_task(human)
+    stale = await open_decision(human, [task])
+    await send_answer(human, stale["id"])
+    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
+    assert r.status_code == 200, r.text
+    pending = await open_decision(human, [task], question="And the other one?")
+    agent = await service.agent()
+    r = await claim(agent, task)
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "decision_required", "reopen_required")
+    assert details["decision_ids"] == [stale["id"], pending["id"]]
+    assert details["reopen"] == [stale["id"]]  # the pending one waits for its answer
+    assert "reopen" in r.json()["error"]["message"]
+    answer = await agent.gql(
+        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
+        " userErrors { code reason waitOn } } }",
+        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
+    )
+    assert answer.get("data"), answer
+    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    assert (user_error["code"], user_error["reason"]) == ("decision_required", "reopen_required")
+    assert (await reopen(human, stale["id"], 1)).status_code == 200
+    r = await claim(agent, task)
+    assert refused_by(r, [stale["id"], pending["id"]])  # both pending now: wait for answers

@@ -33,12 +33,13 @@ ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
-    "task_recover", "decision_open", "decision_get", "decision_wait", "digest",
+    "task_recover", "decision_open", "decision_get", "decision_reopen", "decision_wait",
+    "digest",
 }  # fmt: skip
 MUTATING = {
     "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
     "task_checkpoint", "task_renew", "task_submit", "task_release", "task_recover",
-    "decision_open",
+    "decision_open", "decision_reopen",
 }  # fmt: skip
 
 
@@ -195,6 +196,39 @@ async def test_a_claim_behind_a_decision_names_it_and_says_to_wait(
     assert "Traceback" not in message
     envelope = json.loads(message.splitlines()[-1])
     assert envelope["error"]["details"]["decision_ids"] == [decision_id]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_claim_behind_a_stale_decision_says_to_reopen_and_the_agent_can(
+    waypost: Waypost, transport: str
+) -> None:
+    """The refusal said to wait for an answer, decision_wait returned `stale`
+    at once, and no tool could reopen the decision: a dead end."""
+    project = waypost.project(f"stale-{transport}")
+    task_id = waypost.task(project)
+    decisions = f"/api/v1/projects/{project}/decisions"
+    r = waypost.rest("POST", decisions, {
+        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
+        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
+    decision_id = r.json()["id"]
+    answer = {"disposition": "allow", "answer": "Yes", "rationale": "Fine.",
+              "conditions_confirmed": True}  # fmt: skip
+    answer_path = f"{decisions}/{decision_id}/answer"
+    assert waypost.rest("POST", answer_path, {**answer, "expected_generation": 1}).is_success
+    edit = {"expected_revision": 1, "description": "Now with a schema change."}
+    assert waypost.rest("PATCH", f"/api/v1/projects/{project}/tasks/{task_id}", edit).is_success
+    agent = waypost.principal("agent", f"stale-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        message = await refused(s, "task_claim", project=project, task_id=task_id)
+        assert message.startswith("decision_required") and "decision_reopen" in message
+        details = json.loads(message.splitlines()[-1])["error"]["details"]
+        assert details["reopen"] == [decision_id]
+        reopened = await call(s, "decision_reopen", project=project, decision_id=decision_id,
+                              expected_generation=1, rationale="The task changed.")  # fmt: skip
+        assert (reopened["generation"], reopened["status"]) == (2, "pending")
+        assert waypost.rest("POST", answer_path, {**answer, "expected_generation": 2}).is_success
+        claimed = await call(s, "task_claim", project=project, task_id=task_id)
+        assert claimed["task"]["id"] == task_id
 
 
 async def test_a_stale_revision_names_the_current_one(waypost: Waypost) -> None:

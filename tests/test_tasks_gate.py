@@ -20,8 +20,12 @@ from tests.tasks_support import (
 WAIT_ON = {"stream": "/api/v1/projects/demo/events/stream", "subscription": "decisionChanged"}
 
 
-def blocked(decision_id: str) -> tuple[int, str, dict[str, Any]]:
-    details = {"decision_ids": [decision_id], "truncated": False, "wait_on": WAIT_ON}
+def blocked(decision_id: str, stale: bool = False) -> tuple[int, str, dict[str, Any]]:
+    """The refusal of work `decision_id` blocks; `stale`: it only a reopening lifts."""
+    details: dict[str, Any] = {"decision_ids": [decision_id], "truncated": False,
+                               "wait_on": WAIT_ON}  # fmt: skip
+    if stale:
+        details |= {"reason": "reopen_required", "reopen": [decision_id]}
     return 409, "decision_required", details
 
 
@@ -215,9 +219,9 @@ async def test_publication_result_and_finalize_are_gated(human: Caller, project:
     r = await human.patch(task_path(other["id"]), {"expected_revision": 1, "title": "changed"})
     assert r.status_code == 200, r.text
     r = await human.post(task_path(held["id"], "publication/result"), {"outcome": "succeeded"})
-    assert error(r) == blocked(decision)
+    assert error(r) == blocked(decision, stale=True)
     r = await human.post(task_path(held["id"], "publication/finalize"))
-    assert error(r) == blocked(decision)
+    assert error(r) == blocked(decision, stale=True)
 
 
 async def test_complete_of_activity_is_gated_by_the_subject(

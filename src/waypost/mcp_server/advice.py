@@ -25,6 +25,15 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     reason = d.get("reason")
     code = error.code
     where = f"project={project!r}, " if project else ""
+    if code == "decision_required" and d.get("reopen"):
+        stuck = [str(i) for i in d["reopen"]]
+        return (
+            f"Decision(s) {', '.join(stuck)} are stale or expired: no answer can lift them "
+            f"as they stand, and decision_wait returns at once. For each, call decision_get "
+            f"with {where}decision_id, then decision_reopen with its generation as "
+            "expected_generation and a rationale; then decision_wait until it is answered "
+            "and call this tool again. Do not work around the decision."
+        )
     if code == "decision_required":
         ids = [str(i) for i in d.get("decision_ids", [])]
         first = ids[0] if ids else "<id>"

@@ -155,6 +155,17 @@ ROUTE_TOOLS: list[RouteTool] = [
         {"decision_id": ("decision", "decision")},
     ),
     RouteTool(
+        "decision_reopen",
+        "Reopen a decision that is stale (what it judged changed) or expired, so it can be "
+        "answered again: a new generation pinned to the current task revisions and rules, "
+        "with your rationale (and, optionally, a new environment, conditions or expiry). "
+        "Send the generation you read (decision_get) as expected_generation; then call "
+        "decision_wait. The question, options and who answers never change.",
+        "POST",
+        DECISION + "/reopen",
+        {"decision_id": ("decision", "decision")},
+    ),
+    RouteTool(
         "digest",
         "What awaits attention in a project: pending decisions, what proceeded by timeout "
         "or soon will, blocked tasks and the number of ready tasks.",

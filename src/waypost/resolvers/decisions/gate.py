@@ -22,6 +22,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from waypost.clock import format_time
 from waypost.errors import DecisionRequired
@@ -38,6 +39,8 @@ __all__ = [
 ]
 
 MAX_IDS = 20
+# statuses no answer can lift: only a reopening (a new generation) can
+UNANSWERABLE = frozenset({"stale", "expired"})
 
 
 def gate_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
@@ -83,15 +86,30 @@ def ensure_all_resolved(
     """
     blocking = blocking_decisions(conn, project_id, task_ids, now)
     merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
-    if merged:
-        stream = f"/api/v1/projects/{project_id}/events/stream"
+    if not merged:
+        return
+    shown = merged[:MAX_IDS]
+    stream = f"/api/v1/projects/{project_id}/events/stream"
+    details: dict[str, Any] = {
+        "decision_ids": shown,
+        "truncated": len(merged) > MAX_IDS,
+        # where to wait instead of polling (docs/graphql.md, "Waiting")
+        "wait_on": {"stream": stream, "subscription": "decisionChanged"},
+    }
+    status_of = store.statuses(conn, shown, gate_params(conn, project_id, now))
+    reopen = [d for d in shown if status_of.get(d) in UNANSWERABLE]
+    if not reopen:
         raise DecisionRequired(
             "a decision blocks this work: wait for its answer on the event stream"
             f" (GET {stream}) or the GraphQL subscription decisionChanged, then retry",
-            {
-                "decision_ids": merged[:MAX_IDS],
-                "truncated": len(merged) > MAX_IDS,
-                # where to wait instead of polling (docs/graphql.md, "Waiting")
-                "wait_on": {"stream": stream, "subscription": "decisionChanged"},
-            },
+            details,
         )
+    # A stale or expired decision cannot be answered: waiting for its answer
+    # (what the refusal said) returned at once, and the retry was refused again.
+    raise DecisionRequired(
+        f"{len(reopen)} of the decisions that block this work cannot be answered as they"
+        " stand (stale: what they judged changed; or expired): reopen each one"
+        f" (POST /api/v1/projects/{project_id}/decisions/{{id}}/reopen, details.reopen) so"
+        " that it is answered again, wait for the answers, then retry",
+        {**details, "reason": "reopen_required", "reopen": reopen},
+    )

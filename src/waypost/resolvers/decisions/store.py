@@ -82,6 +82,20 @@ def blocking_pairs(
     ).fetchall()
 
 
+def statuses(
+    conn: sqlite3.Connection, decision_ids: Sequence[str], params: Mapping[str, str]
+) -> dict[str, str]:
+    """The status of each of the project's `decision_ids` (the gate's refusal
+    says which need reopening rather than an answer)."""
+    rows = conn.execute(
+        f"SELECT s.decision_id, {STATUS_SQL} AS status FROM decision_current s"
+        " WHERE s.project_id = :project"
+        " AND s.decision_id IN (SELECT value FROM json_each(:ids))",
+        {"ids": json.dumps(list(decision_ids)), **params},
+    ).fetchall()
+    return {r["decision_id"]: r["status"] for r in rows}
+
+
 # ---------------------------------------------------------------- state and pins
 
 
