@@ -187,3 +187,16 @@ def test_advice_names_only_tools_that_exist_and_the_step_that_works() -> None:
     )
     said = explain(shared, "demo")
     assert "project='billing'" in said and "ask a human" not in said
+
+
+def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
+    """The advice said to call digest or decision_wait, which show neither."""
+    names = {t.name for t in tool_list()}
+    lapsed = ApiError(
+        "not_found", "no task is ready to claim, but 1 task(s) hold a lease that expired",
+        {"reason": "nothing_ready", "expired_leases": ["tsk_a"]}, 404,
+    )  # fmt: skip
+    said = explain(lapsed, "demo")
+    assert "task_recover" in names and "task_recover with project='demo', task_id='tsk_a'" in said
+    bare = ApiError("not_found", "no task is ready", {"reason": "nothing_ready"}, 404)
+    assert "task_recover" not in explain(bare, "demo")

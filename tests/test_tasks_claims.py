@@ -53,6 +53,31 @@ async def test_claim_with_nothing_ready_is_404_nothing_ready(
     assert error(r) == (404, "not_found", {"reason": "nothing_ready"})
 
 
+async def test_nothing_ready_names_the_tasks_whose_lease_expired(
+    service: Service, human: Caller, project: str
+) -> None:
+    """An agent that stopped heartbeating left its work claimed: no claim
+    picks it, and the refusal said only "no task is ready"."""
+    await set_policy(human, lease_seconds=60)
+    first, second = await make_task(human, "first"), await make_task(human, "second")
+    gone = await service.agent("gone")
+    await claim(gone, first["id"])
+    await claim(gone, second["id"])
+    other = await service.agent("other")
+    r = await other.post(f"{BASE}/claims", {})
+    assert error(r) == (404, "not_found", {"reason": "nothing_ready"})  # leases still live
+    service.clock.advance(seconds=61)
+    r = await other.post(f"{BASE}/claims", {})
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (404, "not_found", "nothing_ready")
+    assert details["expired_leases"] == sorted([first["id"], second["id"]])
+    assert "recover" in r.json()["error"]["message"]
+    recovered = await other.post(f"{BASE}/tasks/{first['id']}/recover", {})
+    assert recovered.status_code == 200, recovered.text
+    r = await other.post(f"{BASE}/claims", {})
+    assert error(r)[2]["expired_leases"] == [second["id"]]
+
+
 async def test_claim_accepts_an_empty_body(service: Service, human: Caller, project: str) -> None:
     await make_task(human)
     agent = await service.agent()

@@ -189,7 +189,7 @@ async def test_expired_lease_is_shown_and_task_is_not_ready(
     assert body["status"] == "claimed" and body["lease"]["expires_at"] < service.clock.iso()
     assert body["ready"] is False
     r = await human.post(f"{BASE}/claims", {})
-    assert error(r)[2] == {"reason": "nothing_ready"}
+    assert error(r)[2] == {"reason": "nothing_ready", "expired_leases": [task["id"]]}
 
 
 async def test_recover_by_another_principal_then_first_owner_submit_is_refused(

@@ -66,6 +66,13 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             "call context to see what is ready; once that lease expires, task_recover "
             "takes the task over."
         )
+    if code == "not_found" and reason == "nothing_ready" and d.get("expired_leases"):
+        lapsed = [str(i) for i in d["expired_leases"]]
+        return (
+            f"No task is ready to claim, but {', '.join(lapsed)} hold a lease that expired "
+            f"(their holder stopped). Call task_recover with {where}task_id={lapsed[0]!r} to "
+            "take one over with its latest checkpoints."
+        )
     if code == "not_found" and reason == "nothing_ready":
         return (
             "No task is ready to claim. Call digest to see pending decisions and blocked "

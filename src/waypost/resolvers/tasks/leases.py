@@ -134,6 +134,26 @@ def _lease_body(tx: Tx, row: sqlite3.Row) -> dict[str, Any]:
     return {"task": task, "lease": task["lease"]}
 
 
+# At most this many tasks with a lapsed lease are named in a refusal.
+EXPIRED_LEASES_NAMED = 20
+
+
+def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
+    """`nothing_ready`, naming the tasks whose lease lapsed when there are
+    some: only a recovery gives them back, and neither the refusal nor the
+    digest said they were there (an agent that stopped heartbeating left its
+    work where no claim finds it)."""
+    lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED)
+    if not lapsed:
+        return NotFound("no task is ready", {"reason": "nothing_ready"})
+    return NotFound(
+        f"no task is ready to claim, but {len(lapsed)} task(s) hold a lease that expired"
+        f" (details.expired_leases): take one over with POST /api/v1/projects/{project_id}"
+        "/tasks/{id}/recover, which gives its latest checkpoints",
+        {"reason": "nothing_ready", "expired_leases": lapsed},
+    )
+
+
 # ---------------------------------------------------------------- operations
 
 
@@ -150,7 +170,7 @@ async def claim(
             # subject) in this transaction already; no second look needed
             found = next_ready(tx.conn, project_id, tx.now)
             if found is None:
-                raise NotFound("no task is ready", {"reason": "nothing_ready"})
+                raise _nothing_ready(tx, project_id)
             row = found
         else:
             row = require_task(tx.conn, project_id, body.task_id)
