@@ -10,6 +10,7 @@ from tests.conftest import Caller, Service
 from tests.knowledge_support import correction, error_of, kpath, make_project, make_task, raw
 from waypost.errors import InvalidRequest
 from waypost.resolvers.knowledge import operations as knowledge
+from waypost.runtime import Actor
 
 
 def lesson(**fields: Any) -> dict[str, Any]:
@@ -246,9 +247,15 @@ async def test_create_refuses_tasks_and_submissions_of_another_project(
 async def test_the_function_refuses_a_batch_over_50_before_inserting(
     service: Service, human: Caller, project: str
 ) -> None:
-    _, task_id = await claimed(service, human, project)
+    agent, task_id = await claimed(service, human, project)
+    actor = knowledge_actor(agent)
+    now = service.clock.moment
     with pytest.raises(InvalidRequest) as caught:
-        knowledge.decode_submission_lessons([lesson()] * 51, task_id, "sub_x")
+        await service.rt.db.write(
+            lambda conn: knowledge.insert_submission_lessons(
+                conn, actor, now, project, task_id, "sub_x", [lesson()] * 51
+            )
+        )
     assert caught.value.details == {"field": "lessons"}
     assert counts(service)["knowledge"] == 0
 
@@ -274,3 +281,7 @@ async def test_a_malformed_lesson_is_400_whatever_the_tasks_state(
     # a well-formed body on that task is refused for the task's state, as before
     r = await submit(agent, project, task_id, [lesson()])
     assert r.status_code == 409, r.text
+
+
+def knowledge_actor(caller: Caller) -> Actor:
+    return Actor(caller.principal_id, caller.kind, "agent", "tok_unused", caller.session_id)

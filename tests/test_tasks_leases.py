@@ -189,7 +189,8 @@ async def test_expired_lease_is_shown_and_task_is_not_ready(
     assert body["status"] == "claimed" and body["lease"]["expires_at"] < service.clock.iso()
     assert body["ready"] is False
     r = await human.post(f"{BASE}/claims", {})
-    assert error(r)[2] == {"reason": "nothing_ready", "expired_leases": [task["id"]]}
+    assert error(r)[2] == {"reason": "nothing_ready", "expired_leases": [task["id"]],
+                           "expired_leases_truncated": False}  # fmt: skip
 
 
 async def test_recover_by_another_principal_then_first_owner_submit_is_refused(

@@ -66,8 +66,8 @@ class CallerSessionNotLive(Forbidden):
         # refused even its new session's creation, with nothing to say why
         super().__init__(
             "the session named by the Waypost-Session header is not live (ended, expired"
-            " or another principal's): start a new one with POST /api/v1/sessions, sent"
-            " without that header, and send its id",
+            " or another principal's): send the request without that header, or with a"
+            " live session's id (a new session is started without it)",
             {"reason": "session_not_live"},
         )
 

@@ -288,6 +288,13 @@ async def test_secret_markers_anywhere_in_the_memo_are_400(author: Member, secre
     refused(await author.register(memo(tags=[secret[:64]])), 400, "secret_marker_detected")
 
 
+async def test_a_long_wp_identifier_is_no_token(author: Member) -> None:
+    """The marker for Waypost's tokens matched any `wp_` identifier of 43
+    characters or more (WordPress hooks are full of them)."""
+    hook = "wp_ajax_nopriv_woocommerce_checkout_update_order_review"
+    assert (await author.register(memo(context=f"see {hook}"))).status_code == 200
+
+
 async def test_a_revision_summary_and_an_audience_are_checked_for_secrets_too(
     author: Member, lifecycle: Lifecycle
 ) -> None:

@@ -31,8 +31,11 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             f"Decision(s) {', '.join(stuck)} are stale or expired: no answer can lift them "
             f"as they stand, and decision_wait returns at once. For each, call decision_get "
             f"with {where}decision_id, then decision_reopen with its generation as "
-            "expected_generation and a rationale; then decision_wait until it is answered "
-            "and call this tool again. Do not work around the decision."
+            "expected_generation and a rationale (an expired one also needs a new "
+            "expires_at, or null for none); then decision_wait until it is answered and "
+            "call this tool again. If decision_reopen is refused (human_required_reversible: "
+            "a reversible decision that requires a human), a human must reopen it: say so "
+            "to your user. Do not work around the decision."
         )
     if code == "decision_required":
         ids = [str(i) for i in d.get("decision_ids", [])]

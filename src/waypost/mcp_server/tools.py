@@ -158,9 +158,11 @@ ROUTE_TOOLS: list[RouteTool] = [
         "decision_reopen",
         "Reopen a decision that is stale (what it judged changed) or expired, so it can be "
         "answered again: a new generation pinned to the current task revisions and rules, "
-        "with your rationale (and, optionally, a new environment, conditions or expiry). "
-        "Send the generation you read (decision_get) as expected_generation; then call "
-        "decision_wait. The question, options and who answers never change.",
+        "with your rationale (and, optionally, a new environment, conditions or expiry; "
+        "an expired one needs a new expires_at, or null for none). Send the generation you "
+        "read (decision_get) as expected_generation; then call decision_wait. The question, "
+        "options and who answers never change; a reversible decision that requires a human "
+        "only a human reopens.",
         "POST",
         DECISION + "/reopen",
         {"decision_id": ("decision", "decision")},

@@ -238,7 +238,6 @@ def build(tables: list[RouteTable]) -> dict[str, Any]:
             "responses": {
                 "Error": {
                     "description": "the error envelope",
-                    "headers": {"Waypost-Now": NOW_HEADER},
                     "content": {
                         "application/json": {
                             "schema": {

@@ -112,9 +112,10 @@ def next_actions(
             actions.append(
                 f"The policy alone takes {filled.used} bytes, more than the largest budget"
                 f" ({BUDGET_MAX}), so no packet of this project can hold an item: read the"
-                " policy whole from the policy route, the pending decisions from the"
-                " decisions route (status=pending), and the matches from the tasks and"
-                " knowledge routes with q; or have a human shorten the rules."
+                " policy whole from the policy route, the decisions that hold work from"
+                " the decisions route (status=pending, stale or expired), and the matches"
+                " from the tasks and knowledge routes with q; or have a human shorten the"
+                " rules."
             )
         # section 14: a search ended by its limit always says so, whatever else stopped
         return [*actions, timed_out] if snap.timed_out else actions

@@ -88,9 +88,12 @@ def statuses(
     """The status of each of the project's `decision_ids` (the gate's refusal
     says which need reopening rather than an answer)."""
     rows = conn.execute(
-        f"SELECT s.decision_id, {STATUS_SQL} AS status FROM decision_current s"
-        " WHERE s.project_id = :project"
-        " AND s.decision_id IN (SELECT value FROM json_each(:ids))",
+        # from the ids (CROSS JOIN keeps that order): filtered by project
+        # first, SQLite read every decision of the project (45 ms a refusal
+        # at 200,000 decisions, inside the writer)
+        f"SELECT s.decision_id, {STATUS_SQL} AS status FROM json_each(:ids) k"
+        " CROSS JOIN decision_current s ON s.decision_id = k.value"
+        " WHERE s.project_id = :project",
         {"ids": json.dumps(list(decision_ids)), **params},
     ).fetchall()
     return {r["decision_id"]: r["status"] for r in rows}

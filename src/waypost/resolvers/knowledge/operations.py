@@ -291,16 +291,20 @@ def insert_submission_lessons(
     actor: Actor,
     now: datetime,
     project_id: str,
-    batch: list[tuple[SubmissionLessonInput, Content]],
+    task_id: str,
+    submission_id: str,
+    lessons: list[dict[str, Any]],
 ) -> list[dict[str, Any]]:
-    """Insert each lesson of a decoded batch and its revision 1, once every
-    lesson's references are found in the project.
+    """Validate the whole batch (`decode_submission_lessons`, then every
+    lesson's references in the project), then insert each lesson and its
+    revision 1: the call the knowledge-and-decision contract fixes.
 
     Runs inside the submission's writer transaction; an error rolls back the
     submission and every lesson together. Returns flat knowledge objects, with
     provenance pinned to the task, the submission, the actor, its session and
     the service time `now`.
     """
+    batch = decode_submission_lessons(lessons, task_id, submission_id)
     for index, (_, content) in enumerate(batch):
         # the pinned task and submission are the caller's own; only the
         # lesson's scope references can be wrong

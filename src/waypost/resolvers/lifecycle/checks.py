@@ -31,7 +31,8 @@ SECRET_MARKERS = re.compile(
     r"|xox[abprs]-"
     r"|sk-[A-Za-z0-9]{20,}"
     r"|(?i:password|secret|token)=\S{8,}"
-    r"|wp_[A-Za-z0-9_-]{43}"
+    # exactly a token's length: `wp_ajax_nopriv_woocommerce_checkout_...` is none
+    r"|(?<![A-Za-z0-9_-])wp_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"
 )
 
 

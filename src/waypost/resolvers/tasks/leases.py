@@ -143,14 +143,20 @@ def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
     some: only a recovery gives them back, and neither the refusal nor the
     digest said they were there (an agent that stopped heartbeating left its
     work where no claim finds it)."""
-    lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED)
+    lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED + 1)
     if not lapsed:
         return NotFound("no task is ready", {"reason": "nothing_ready"})
+    truncated = len(lapsed) > EXPIRED_LEASES_NAMED
+    count = f"more than {EXPIRED_LEASES_NAMED}" if truncated else str(len(lapsed))
     return NotFound(
-        f"no task is ready to claim, but {len(lapsed)} task(s) hold a lease that expired"
+        f"no task is ready to claim, but {count} task(s) hold a lease that expired"
         f" (details.expired_leases): take one over with POST /api/v1/projects/{project_id}"
         "/tasks/{id}/recover, which gives its latest checkpoints",
-        {"reason": "nothing_ready", "expired_leases": lapsed},
+        {
+            "reason": "nothing_ready",
+            "expired_leases": lapsed[:EXPIRED_LEASES_NAMED],
+            "expired_leases_truncated": truncated,
+        },
     )
 
 
@@ -279,7 +285,11 @@ async def submit(
         require_text(body.summary, "summary")
         check_bytes("summary", body.summary)
         submission_id = new_id("sub")
-        batch = knowledge.decode_submission_lessons(body.lessons, task_id, submission_id)
+        # the lessons' shape and text checked as the body's are, before the
+        # task's state (a malformed lesson was `409 not_claimed` on a task not
+        # claimed); the insert below validates the batch again, as the contract's
+        # function does, which costs microseconds
+        knowledge.decode_submission_lessons(body.lessons, task_id, submission_id)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
         ensure_work_allowed(tx.conn, row, tx.now)
@@ -288,7 +298,9 @@ async def submit(
             tx.conn, submission_id, task_id, row["revision"], body.summary, by, tx.at
         )
         store.end_lease(tx.conn, task_id, "submitted", tx.at)
-        lessons = knowledge.insert_submission_lessons(tx.conn, actor, tx.now, project_id, batch)
+        lessons = knowledge.insert_submission_lessons(
+            tx.conn, actor, tx.now, project_id, task_id, submission_id, body.lessons
+        )
         submission = submission_json(store.submission_row(tx.conn, submission_id))
         data = {"submission_id": submission_id, "lesson_ids": [k["id"] for k in lessons]}
         tx.event(project_id, "task.submitted", "task", task_id, data)
