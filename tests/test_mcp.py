@@ -33,13 +33,13 @@ ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
-    "task_recover", "decision_open", "decision_get", "decision_reopen", "decision_wait",
-    "digest",
+    "task_recover", "decision_open", "decision_get", "decision_answer", "decision_reopen",
+    "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
     "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
     "task_checkpoint", "task_renew", "task_submit", "task_release", "task_recover",
-    "decision_open", "decision_reopen",
+    "decision_open", "decision_answer", "decision_reopen",
 }  # fmt: skip
 
 
@@ -229,6 +229,31 @@ async def test_a_claim_behind_a_stale_decision_says_to_reopen_and_the_agent_can(
         assert waypost.rest("POST", answer_path, {**answer, "expected_generation": 2}).is_success
         claimed = await call(s, "task_claim", project=project, task_id=task_id)
         assert claimed["task"]["id"] == task_id
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_agent_answers_an_agents_decision_and_not_a_humans(
+    waypost: Waypost, transport: str
+) -> None:
+    """No tool answered a decision: one that required an agent's answer
+    could only be answered over REST or GraphQL."""
+    project = waypost.project(f"answer-{transport}")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", f"answerer-{transport}")
+    ask = {"question": "Which index?", "options": ["btree", "hash"], "rationale": "Speed.",
+           "task_ids": [task_id], "environment": "staging"}  # fmt: skip
+    async with session(transport, waypost.url, agent) as s:
+        for_agents = await call(s, "decision_open", project=project, required_actor="agent",
+                                **ask)  # fmt: skip
+        for_humans = await call(s, "decision_open", project=project, required_actor="human",
+                                **ask)  # fmt: skip
+        answer = {"project": project, "expected_generation": 1, "disposition": "allow",
+                  "answer": "btree", "rationale": "Range scans.",
+                  "conditions_confirmed": True}  # fmt: skip
+        answered = await call(s, "decision_answer", decision_id=for_agents["id"], **answer)
+        assert (answered["status"], answered["work_allowed"]) == ("allowed", True)
+        message = await refused(s, "decision_answer", decision_id=for_humans["id"], **answer)
+        assert message.startswith("forbidden") and "Only a human answers" in message
 
 
 async def test_a_stale_revision_names_the_current_one(waypost: Waypost) -> None:

@@ -96,6 +96,16 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             "a new session starts; leases held by the old one stay with it until they "
             "expire, then task_recover takes them over."
         )
+    if code == "forbidden" and reason == "human_required":
+        return (
+            "Only a human answers this decision: tell your user what it asks, and call "
+            "decision_wait until it is answered."
+        )
+    if code == "forbidden" and reason == "human_required_reversible":
+        return (
+            "Only a human reopens a reversible decision that requires a human: tell your "
+            "user, and call decision_wait until it is reopened and answered."
+        )
     if code == "forbidden" and reason == "source_project_only" and d.get("project_id"):
         return (
             "The record is shared from another project: call the same tool with "

@@ -155,6 +155,17 @@ ROUTE_TOOLS: list[RouteTool] = [
         {"decision_id": ("decision", "decision")},
     ),
     RouteTool(
+        "decision_answer",
+        "Answer a decision an agent may answer (required_actor agent or either): one of its "
+        "options exactly, allow, deny or defer, your rationale, and the current generation "
+        "(decision_get) as expected_generation; confirm its conditions. A decision that "
+        "requires a human is a human's to answer (or relay, where the policy allows).",
+        "POST",
+        DECISION + "/answer",
+        {"decision_id": ("decision", "decision")},
+        needs_session=True,
+    ),
+    RouteTool(
         "decision_reopen",
         "Reopen a decision that is stale (what it judged changed) or expired, so it can be "
         "answered again: a new generation pinned to the current task revisions and rules, "
