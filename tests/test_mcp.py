@@ -32,9 +32,9 @@ pytestmark = pytest.mark.slow
 ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
-    "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
-    "task_recover", "decision_open", "decision_get", "decision_answer", "decision_reopen",
-    "decision_wait", "digest",
+    "task_list", "task_get", "task_claim", "task_checkpoint", "task_renew", "task_submit",
+    "task_release", "task_recover", "decision_open", "decision_get", "decision_answer",
+    "decision_reopen", "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
     "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
@@ -252,6 +252,10 @@ async def test_an_agent_answers_an_agents_decision_and_not_a_humans(
                   "conditions_confirmed": True}  # fmt: skip
         answered = await call(s, "decision_answer", decision_id=for_agents["id"], **answer)
         assert (answered["status"], answered["work_allowed"]) == ("allowed", True)
+        task = await call(s, "task_get", project=project, task_id=task_id)
+        assert task["blocked_by"]["decisions"] == [for_humans["id"]] and not task["ready"]
+        listed = await call(s, "task_list", project=project, ready=False)
+        assert [t["id"] for t in listed["items"]] == [task_id]
         message = await refused(s, "decision_answer", decision_id=for_humans["id"], **answer)
         assert message.startswith("forbidden") and "Only a human answers" in message
 

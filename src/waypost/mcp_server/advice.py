@@ -79,7 +79,8 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     if code == "not_found" and reason == "nothing_ready":
         return (
             "No task is ready to claim. Call digest to see pending decisions and blocked "
-            "tasks, or decision_wait on a pending decision that blocks the work."
+            "tasks (task_list lists them all), or decision_wait on a pending decision that "
+            "blocks the work."
         )
     if code == "not_found" and "tool" in d:
         return "List the tools this server has (the MCP method tools/list)."

@@ -108,6 +108,23 @@ ROUTE_TOOLS: list[RouteTool] = [
         PROJECT + "/knowledge",
     ),
     RouteTool(
+        "task_list",
+        "List a project's tasks in creation order, filtered by status (open, claimed, "
+        "submitted, done, cancelled), ready (true: claimable now) and full-text q; page with "
+        "cursor. Each task says whether it is ready, what blocks it, and its lease.",
+        "GET",
+        PROJECT + "/tasks",
+    ),
+    RouteTool(
+        "task_get",
+        "One task: its status, readiness and blockers (decisions, dependencies), lease "
+        "(with expires_at: a lease that expired is recovered with task_recover) and "
+        "publication authority.",
+        "GET",
+        TASK,
+        {"task_id": ("task", "task")},
+    ),
+    RouteTool(
         "task_claim",
         "Claim work: without task_id the highest-priority ready task, else the named one. "
         "Returns the task and your lease. Refused with decision_required when a decision "
