@@ -33,13 +33,13 @@ ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "task_list", "task_get", "task_claim", "task_checkpoint", "task_renew", "task_submit",
-    "task_release", "task_recover", "decision_open", "decision_get", "decision_answer",
-    "decision_reopen", "decision_wait", "digest",
+    "task_release", "task_complete", "task_recover", "decision_open", "decision_get",
+    "decision_answer", "decision_reopen", "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
     "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
     "task_checkpoint", "task_renew", "task_submit", "task_release", "task_recover",
-    "decision_open", "decision_answer", "decision_reopen",
+    "task_complete", "decision_open", "decision_answer", "decision_reopen",
 }  # fmt: skip
 
 
@@ -258,6 +258,24 @@ async def test_an_agent_answers_an_agents_decision_and_not_a_humans(
         assert [t["id"] for t in listed["items"]] == [task_id]
         message = await refused(s, "decision_answer", decision_id=for_humans["id"], **answer)
         assert message.startswith("forbidden") and "Only a human answers" in message
+
+
+async def test_a_reviewing_agent_completes_another_agents_work(waypost: Waypost) -> None:
+    """Under review_mode `any` an agent reviews another's work; no tool completed."""
+    project = waypost.project("review-any")
+    task_id = waypost.task(project)
+    policy = {"expected_revision": 1, "review_mode": "any"}
+    assert waypost.rest("PATCH", f"/api/v1/projects/{project}/policy", policy).is_success
+    worker = waypost.principal("agent", "worker")
+    reviewer = waypost.principal("agent", "reviewer")
+    async with session("http", waypost.url, worker) as s:
+        await call(s, "task_claim", project=project, task_id=task_id)
+        await call(s, "task_submit", project=project, task_id=task_id, summary="Done.")
+        message = await refused(s, "task_complete", project=project, task_id=task_id)
+        assert message.startswith("forbidden")  # not the submitter
+    async with session("http", waypost.url, reviewer) as s:
+        done = await call(s, "task_complete", project=project, task_id=task_id)
+        assert done["status"] == "done", done
 
 
 async def test_a_stale_revision_names_the_current_one(waypost: Waypost) -> None:

@@ -151,6 +151,12 @@ ROUTE_TOOLS: list[RouteTool] = [
     ),
     _task("task_release", "release", "Give a task you hold back: it is open again for others."),
     _task(
+        "task_complete",
+        "complete",
+        "Complete a submitted task as its reviewer, where the policy's review_mode lets you "
+        "(any: any principal but the submitter; none: its owner; human: only a human).",
+    ),
+    _task(
         "task_recover",
         "recover",
         "Take over a task whose lease expired (anyone's, yours from an earlier session "
