@@ -66,11 +66,20 @@ def is_request_id(value: Any) -> bool:
 def read_message(raw: bytes) -> Any:
     """The message parsed strictly (the REST parser: no duplicate keys, NaN,
     integers past 64 bits, invalid UTF-8 or lone surrogates); a `Refusal`
-    (`-32700`) when it is not JSON."""
+    (`-32700`) when it is not JSON.
+
+    A value the parser refuses inside a request's `params` (an argument of
+    2**63, a NaN, a duplicate key) is JSON all the same: it is `-32602`
+    naming the argument, answered as any refused argument is. As a parse
+    error, HTTP 400, it ended the official client's whole /mcp session."""
     try:
         return parse_json(raw)
     except WaypostError as error:
-        return Refusal(request_id_of(raw), PARSE_ERROR, error.message)
+        request_id = request_id_of(raw)
+        field = error.details.get("field")
+        if request_id is not None and isinstance(field, str) and field.startswith("params."):
+            return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {field}: {error.message}")
+        return Refusal(request_id, PARSE_ERROR, error.message)
 
 
 # A message longer than this is refused without looking for its id. Below

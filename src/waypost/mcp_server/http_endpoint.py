@@ -22,7 +22,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import INVALID_REQUEST
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
@@ -345,7 +345,11 @@ class McpEndpoint:
             message = read_message(body)
             refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
             if refusal is not None:
-                await send_json(send, 400, refusal.as_json())
+                # a refused argument of a well-formed request is an answer to
+                # it (200), as the SDK gives one: the official client took a
+                # 400 for the transport failing and dropped the session
+                status = 200 if refusal.code == INVALID_PARAMS else 400
+                await send_json(send, status, refusal.as_json())
                 return
         repeated = _repeated_header(scope)
         if repeated is not None:
