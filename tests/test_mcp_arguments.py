@@ -200,3 +200,32 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
     assert "task_recover" in names and "task_recover with project='demo', task_id='tsk_a'" in said
     bare = ApiError("not_found", "no task is ready", {"reason": "nothing_ready"}, 404)
     assert "task_recover" not in explain(bare, "demo")
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "says", "never"),
+    [
+        # following "ask a human or open a decision" added a blocker to the human's own work
+        ("forbidden", {"reason": "review_mode", "review_mode": "human"}, "Leave it",
+         "open a decision"),
+        # decision_wait returns at once while it is stale: waiting on it was a tight loop
+        ("forbidden", {"reason": "human_required_reversible"}, "do not wait on it in a loop", None),
+        ("forbidden", {"reason": "human_required"}, "decision_reopen first", None),
+        ("state_conflict", {"reason": "stale", "status": "stale"}, "decision_reopen",
+         "Read it again"),
+        ("state_conflict", {"reason": "not_claimed", "status": "cancelled"}, "task_get", "context"),
+        ("lease_conflict", {"reason": "held_by_another", "owner_id": "prn_x",
+                            "expires_at": "2026-12-01T11:15:00.000Z"},
+         "until 2026-12-01T11:15:00.000Z", None),
+    ],
+)  # fmt: skip
+def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(
+    code: str, details: dict[str, str], says: str, never: str | None
+) -> None:
+    """An audit of an agent with only the MCP tools followed each advice."""
+    said = explain(ApiError(code, "refused", details, 409), "demo")
+    assert says in said, said
+    assert never is None or never not in said, said
+    names = {t.name for t in tool_list()}
+    for tool in ("task_get", "task_list", "decision_reopen", "task_claim", "decision_get"):
+        assert tool not in said or tool in names

@@ -49,9 +49,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         current = d.get("current_revision")
         hint = f" The current revision is {current}." if current is not None else ""
         return (
-            f"The record changed since you read it.{hint} Read it again, check that your "
-            "change still makes sense, and retry with expected_revision set to the current "
-            "revision."
+            f"The record changed since you read it.{hint} Read it again (task_get, policy, "
+            "or knowledge_search for a knowledge record), check that your change still "
+            "makes sense, and retry with expected_revision set to the current revision."
         )
     if code == "generation_conflict":
         current = d.get("current_generation")
@@ -63,11 +63,12 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             "this task_id to take it over (you get its latest checkpoints), then go on."
         )
     if code == "lease_conflict":
+        until = f" (until {d['expires_at']})" if d.get("expires_at") else ""
         return (
-            "Another principal or session holds this task's lease (an earlier session of "
-            "yours counts as another). Claim other work with task_claim (no task_id), or "
-            "call context to see what is ready; once that lease expires, task_recover "
-            "takes the task over."
+            f"Another principal or session holds this task's lease{until} (an earlier "
+            "session of yours counts as another). Claim other work with task_claim (no "
+            "task_id), or call task_list with ready=true to see what is ready; once that "
+            "lease expires, task_recover takes the task over."
         )
     if code == "not_found" and reason == "nothing_ready" and d.get("expired_leases"):
         lapsed = [str(i) for i in d["expired_leases"]]
@@ -78,18 +79,30 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         )
     if code == "not_found" and reason == "nothing_ready":
         return (
-            "No task is ready to claim. Call digest to see pending decisions and blocked "
-            "tasks (task_list lists them all), or decision_wait on a pending decision that "
-            "blocks the work."
+            "No task is ready to claim. Call digest to see the decisions that hold work and "
+            "the blocked tasks (task_list lists them all): decision_wait on a pending one; "
+            "a stale or expired one is answered only after decision_reopen."
         )
     if code == "not_found" and "tool" in d:
         return "List the tools this server has (the MCP method tools/list)."
     if code == "not_found":
         return "Check the project and ids (context and knowledge_search list what exists)."
+    if code == "state_conflict" and reason in ("stale", "expired"):
+        return (
+            f"The decision is {reason}: no answer counts until it is reopened. Call "
+            "decision_reopen with its current generation (an expired one with a new "
+            "expires_at, or null), then answer the new generation."
+        )
+    if code == "state_conflict" and reason == "not_claimed":
+        return (
+            "You no longer hold this task (task_get shows its status: released, recovered "
+            "by another, cancelled or done). Stop working on it and claim other work with "
+            "task_claim."
+        )
     if code == "state_conflict":
         return (
-            "The record is not in a state that allows this. Read it again (context, digest "
-            "or decision_get)."
+            "The record is not in a state that allows this. Read it again (task_get, "
+            "decision_get or digest)."
         )
     if code == "forbidden" and reason in ("session_required", "session_not_live"):
         return (
@@ -99,13 +112,21 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         )
     if code == "forbidden" and reason == "human_required":
         return (
-            "Only a human answers this decision: tell your user what it asks, and call "
-            "decision_wait until it is answered."
+            "Only a human answers this decision: tell your user what it asks. If decision_get "
+            "shows it stale or expired, call decision_reopen first (no one can answer it "
+            "until then); once it is pending, decision_wait until it is answered."
         )
     if code == "forbidden" and reason == "human_required_reversible":
         return (
             "Only a human reopens a reversible decision that requires a human: tell your "
-            "user, and call decision_wait until it is reopened and answered."
+            "user. decision_wait returns at once while it is stale or expired, so do not "
+            "wait on it in a loop: claim other work with task_claim meanwhile."
+        )
+    if code == "forbidden" and reason == "review_mode":
+        return (
+            "This project's review_mode does not let you complete this task (human: only a "
+            "human; any: anyone but its submitter; none: its owner). Leave it for its "
+            "reviewer and claim other work; a decision cannot grant this."
         )
     if code == "forbidden" and reason == "source_project_only" and d.get("project_id"):
         return (

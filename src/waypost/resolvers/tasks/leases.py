@@ -83,8 +83,9 @@ def require_owner(tx: Tx, row: sqlite3.Row) -> None:
     if not _holds(tx.actor, row):
         raise LeaseConflict(
             "another principal or session holds the lease",
-            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
-        )
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
+             "expires_at": row["lease_expires_at"]},
+        )  # fmt: skip
 
 
 def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
@@ -114,8 +115,11 @@ def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
         whose = "another session of yours" if yours else "another principal"
         raise LeaseConflict(
             f"{whose} holds this task",
-            {"reason": "held_by_another", "owner_id": row["lease_owner_id"]},
-        )
+            # when it lapses (then `recover` takes the task over): an agent
+            # whose session ended meanwhile could not tell how long to wait
+            {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
+             "expires_at": row["lease_expires_at"]},
+        )  # fmt: skip
     ready = readiness_of(tx.conn, row["project_id"], row, tx.now)
     if ready.reason in ("not_open", "leased"):
         raise StateConflict(
