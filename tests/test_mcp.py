@@ -93,6 +93,12 @@ async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
     opened = tools["decision_open"].inputSchema["properties"]
     assert opened["required_actor"]["enum"] == ["agent", "either", "human"]
     assert opened["options"]["minItems"] == 2 and opened["options"]["maxItems"] == 20
+    # what the REST document states beyond msgspec's schema: an argument of
+    # 2**63 passed the tool's schema and was refused by the service
+    feedback = tools["knowledge_feedback"].inputSchema["properties"]["expected_revision"]
+    assert feedback["maximum"] == 2**63 - 1
+    listed = tools["task_list"].inputSchema["properties"]["q"]
+    assert [b.get("maxLength") for b in listed["anyOf"] if b.get("type") == "string"] == [1024]
     wait = tools["decision_wait"].inputSchema["properties"]["timeout_seconds"]
     assert wait["minimum"] == 1 and wait["maximum"] == 240
     assert "$ref" not in json.dumps([t.inputSchema for t in tools.values()])

@@ -15,7 +15,14 @@ import msgspec
 
 from waypost.ids import END, ID_CHARS, SLUG_CHARS
 from waypost.resolvers.core.receipts import KEY_MAX
-from waypost.rest.openapi import ITEM_MODELS, UNIQUE_ARRAYS
+from waypost.rest.openapi import (
+    DATE_TIMES,
+    INT64_MAX,
+    ITEM_MODELS,
+    SEARCH_NOTE,
+    SEARCH_TEXT,
+    UNIQUE_ARRAYS,
+)
 
 # ids.END, not `$`: jsonschema matches with Python's re.search, whose `$`
 # also matches before a final newline ("demo\n" passed as a slug and reached
@@ -61,6 +68,33 @@ def _unique_arrays(node: Any) -> None:
             _unique_arrays(value)
 
 
+def _rest_bounds(node: Any) -> None:
+    """What the REST document states beyond msgspec's schema (rest/openapi.py),
+    at any depth: integers within 64 bits, expiries as `date-time`, a search
+    `q` of 1-1,024 characters. Without them a tool's schema let through an
+    argument of 2**63 that the service then refused."""
+    if isinstance(node, dict):
+        for name, prop in (node.get("properties") or {}).items():
+            if not isinstance(prop, dict):
+                continue
+            for branch in prop.get("anyOf", [prop]):
+                if not isinstance(branch, dict):
+                    continue
+                if branch.get("type") == "integer":
+                    branch.setdefault("maximum", INT64_MAX)
+                    branch.setdefault("minimum", -INT64_MAX - 1)
+                elif branch.get("type") == "string" and name in DATE_TIMES:
+                    branch["format"] = "date-time"
+                elif branch.get("type") == "string" and name == "q":
+                    branch.update(SEARCH_TEXT)
+                    prop.setdefault("description", SEARCH_NOTE)
+        for value in node.values():
+            _rest_bounds(value)
+    elif isinstance(node, list):
+        for value in node:
+            _rest_bounds(value)
+
+
 def model_schema(model: type) -> dict[str, Any]:
     """The model's JSON Schema with every `$ref` resolved in place."""
     raw = msgspec.json.schema(model)
@@ -72,6 +106,7 @@ def model_schema(model: type) -> dict[str, Any]:
         if model.__name__ == owner:
             schema["properties"][field]["items"] = model_schema(item_model)
     _unique_arrays(schema)
+    _rest_bounds(schema)
     return schema
 
 
