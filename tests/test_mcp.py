@@ -865,8 +865,10 @@ async def test_stdio_answers_each_line_it_cannot_use_in_json_rpc_terms(waypost: 
             (b'{"jsonrpc": "2.0", "id": 1, "id": 2, "method": "tools/list"}', None, -32700),
             # an id no answer could carry (it stopped the process)
             (b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}', None, -32700),
-            # a value the parser refuses inside params: the argument is refused
-            (b'{"jsonrpc": "2.0", "id": 3, "method": "x", "params": {"n": 1e999}}', 3, -32602),
+            # a value the parser refuses inside params: -32602 for a request of
+            # a method this server has, a parse error for any other
+            (b'{"jsonrpc": "2.0", "id": 3, "method": "x", "params": {"n": 1e999}}', 3, -32700),
+            (b'{"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"n": 1e999}}', 8, -32602),
             (b'{"jsonrpc": "2.0", "id": 5, "params": {"s": "\\ud800"}}', None, -32700),
             (b'"str"', None, -32600),
             (b'[{"jsonrpc": "2.0", "id": 3, "method": "tools/list"}]', None, -32600),

@@ -70,6 +70,30 @@ async def test_a_refused_value_in_the_params_is_invalid_params_and_the_session_g
     assert message.startswith(f"Invalid params: {where}") and words in message, message
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
     assert (await human.client.post("/mcp", json=ping, headers=headers)).status_code == 200
+    # outside a live session it is no answer in one (the SDK's 400 for a well-formed call)
+    outside = {**human.headers(), **HEADERS}
+    r = await human.client.post("/mcp", content=_call(arguments), headers=outside)
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32602, r.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"jsonrpc": "1.0", "id": 1, "method": "ping", "params": {"x": NaN}}',
+        '{"jsonrpc": "2.0", "id": 1, "method": "nope", "params": {"x": NaN}}',
+        '{"jsonrpc": "2.0", "id": 1, "method": "ping", "params.x": NaN}',
+    ],
+)
+async def test_a_refused_value_in_what_is_no_request_stays_a_parse_error(
+    human: Caller, text: str
+) -> None:
+    """Only a request of a method this server has, in a well-formed envelope,
+    has its params refused as such (the review found -32602 for a message
+    with `jsonrpc` 1.0, an unknown method, a member named `params.x`)."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    r = await human.client.post("/mcp", content=text.encode(), headers=headers)
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
 
 
 async def test_every_media_type_the_sdk_reads_as_json_passes_the_parser(human: Caller) -> None:

@@ -129,10 +129,11 @@ async def test_named_claim_of_task_held_by_another_is_lease_conflict(
 ) -> None:
     task = await make_task(human)
     first, second = await service.agent("a"), await service.agent("b")
-    await claim(first, task["id"])
+    held = await claim(first, task["id"])
     r = await second.post(f"{BASE}/claims", {"task_id": task["id"]})
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+    assert details["expires_at"] == held["lease"]["expires_at"]
     assert r.json()["error"]["message"] == "another principal holds this task"
     # the same agent in another session is another holder too, and told so
     await first.start_session()

@@ -215,6 +215,7 @@ async def test_recover_by_another_principal_then_first_owner_submit_is_refused(
     r = await first.post(task_path(task["id"], "submit"), {"summary": "late"})
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+    assert details["expires_at"] == body["lease"]["expires_at"]  # when it may be recovered
     assert (await submit(second, task["id"]))["submission"]["actor_id"] == second.principal_id
 
 

@@ -20,6 +20,15 @@ def _decisions(details: dict[str, Any]) -> str:
     return ", ".join(ids) + more
 
 
+# Who reopens a stale or expired decision, and how (an agent may, except a
+# reversible one that requires a human).
+_REOPEN_WHO = (
+    "decision_reopen with its current generation, an expired one with a new expires_at "
+    "or null; if it is reversible and requires a human, only a human reopens it: tell "
+    "your user"
+)
+
+
 def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     d = error.details
     reason = d.get("reason")
@@ -89,15 +98,18 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         return "Check the project and ids (context and knowledge_search list what exists)."
     if code == "state_conflict" and reason in ("stale", "expired"):
         return (
-            f"The decision is {reason}: no answer counts until it is reopened. Call "
-            "decision_reopen with its current generation (an expired one with a new "
-            "expires_at, or null), then answer the new generation."
+            f"The decision is {reason}: no answer counts until it is reopened "
+            f"({_REOPEN_WHO}), then answer the new generation."
+        )
+    if code == "state_conflict" and reason == "not_claimed" and d.get("status") == "open":
+        return (
+            "Nobody holds this task now (it was released): task_claim with its task_id "
+            "takes it, if you are to go on with it."
         )
     if code == "state_conflict" and reason == "not_claimed":
         return (
-            "You no longer hold this task (task_get shows its status: released, recovered "
-            "by another, cancelled or done). Stop working on it and claim other work with "
-            "task_claim."
+            "You no longer hold this task (task_get shows its status: cancelled, submitted "
+            "or done). Stop working on it and claim other work with task_claim."
         )
     if code == "state_conflict":
         return (
@@ -113,14 +125,20 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     if code == "forbidden" and reason == "human_required":
         return (
             "Only a human answers this decision: tell your user what it asks. If decision_get "
-            "shows it stale or expired, call decision_reopen first (no one can answer it "
-            "until then); once it is pending, decision_wait until it is answered."
+            f"shows it stale or expired, it must be reopened first ({_REOPEN_WHO}); once it "
+            "is pending, decision_wait until it is answered."
         )
-    if code == "forbidden" and reason == "human_required_reversible":
+    if code == "forbidden" and reason == "human_required_reversible" and "reopen" in error.message:
         return (
             "Only a human reopens a reversible decision that requires a human: tell your "
             "user. decision_wait returns at once while it is stale or expired, so do not "
             "wait on it in a loop: claim other work with task_claim meanwhile."
+        )
+    if code == "forbidden" and reason == "human_required_reversible":
+        return (
+            "An agent cannot open a reversible decision that requires a human (it would "
+            "time out to its recommendation): open it with reversible false, or ask your "
+            "user to open it."
         )
     if code == "forbidden" and reason == "review_mode":
         return (

@@ -70,16 +70,43 @@ def read_message(raw: bytes) -> Any:
 
     A value the parser refuses inside a request's `params` (an argument of
     2**63, a NaN, a duplicate key) is JSON all the same: it is `-32602`
-    naming the argument, answered as any refused argument is. As a parse
-    error, HTTP 400, it ended the official client's whole /mcp session."""
+    naming the argument, a JSON-RPC error answered in the caller's session.
+    As a parse error, HTTP 400, it ended the official client's whole /mcp
+    session."""
     try:
         return parse_json(raw)
     except WaypostError as error:
         request_id = request_id_of(raw)
         field = error.details.get("field")
-        if request_id is not None and isinstance(field, str) and field.startswith("params."):
+        if (
+            request_id is not None
+            and isinstance(field, str)
+            and field.startswith("params.")
+            and _a_request_but_params(raw)
+        ):
             return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {field}: {error.message}")
         return Refusal(request_id, PARSE_ERROR, error.message)
+
+
+def _a_request_but_params(raw: bytes) -> bool:
+    """Whether `raw`, read leniently, is a request in a well-formed envelope
+    of a method this server has, with a `params` object: only then is a
+    value the strict parser refused there `-32602` (anything else stays a
+    parse error, as before)."""
+    try:
+        message = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+        return False
+    if any(key != "params" and key.startswith("params") for key in message):
+        return False  # a member named `params.x` holds no value inside params
+    envelope = {**message, "params": {}}
+    return (
+        "method" in message
+        and envelope_refusal(envelope) is None
+        and unknown_method(envelope) is None
+    )
 
 
 # A message longer than this is refused without looking for its id. Below

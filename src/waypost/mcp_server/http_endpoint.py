@@ -239,7 +239,9 @@ def _media_types_lowered(scope: Scope) -> Scope:
 
 
 def _id_of(message: Any) -> RequestId | None:
-    """The id of a POST's request, when it has one."""
+    """The id of a POST's request, when it has one (a refused one's too)."""
+    if isinstance(message, Refusal):
+        return message.request_id
     found = message.get("id") if isinstance(message, dict) else None
     return found if is_request_id(found) else None
 
@@ -344,12 +346,8 @@ class McpEndpoint:
                 return
             message = read_message(body)
             refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
-            if refusal is not None:
-                # a refused argument of a well-formed request is an answer to
-                # it (200), as the SDK gives one: the official client took a
-                # 400 for the transport failing and dropped the session
-                status = 200 if refusal.code == INVALID_PARAMS else 400
-                await send_json(send, status, refusal.as_json())
+            if refusal is not None and refusal.code != INVALID_PARAMS:
+                await send_json(send, 400, refusal.as_json())
                 return
         repeated = _repeated_header(scope)
         if repeated is not None:
@@ -371,6 +369,14 @@ class McpEndpoint:
         receive = _noting_disconnect(receive, gone)
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
+        if isinstance(message, Refusal):
+            # a refused argument of a well-formed request, after the checks
+            # of headers and origin: in a live session an answer to it (200),
+            # as the SDK gives one (the official client took a 400 for the
+            # transport failing and dropped the session); outside one, 400
+            status = 200 if session_id in live else 400
+            await send_json(send, status, message.as_json())
+            return
         refused = _refused_in_session(message, scope) if session_id in live else None
         if refused is not None:
             await send_json(send, 200, refused.as_json())
