@@ -18,6 +18,7 @@ from waypost.admin_cli import admin, db_option
 from waypost.cli_text import TEXT
 from waypost.clock import FileClock
 from waypost.errors import Unavailable, WaypostError
+from waypost.ids import visible_ascii
 from waypost.settings import (
     LifecycleAuth,
     LifecycleSettings,
@@ -299,7 +300,7 @@ def mcp_command(url: str) -> None:
     token = os.environ.get("WAYPOST_TOKEN", "").strip()
     if not token:
         raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
-    if not (token.isascii() and token.isprintable()) or " " in token:
+    if not visible_ascii(token):
         # a token is visible ASCII: a non-ASCII letter ended in a traceback
         # (no header can carry it), a line break in "cannot reach" and a start
         raise click.ClickException(

@@ -82,5 +82,12 @@ def new_token() -> str:
     return "wp_" + secrets.token_urlsafe(32)
 
 
+def visible_ascii(text: str) -> bool:
+    """Every character from `!` to `~`: what a header's token or key may
+    hold (tokens, idempotency keys, a TokenReview credential). str methods,
+    not a loop over the characters."""
+    return text.isascii() and text.isprintable() and " " not in text
+
+
 def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()

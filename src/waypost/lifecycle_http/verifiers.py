@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import httpx
 
 from waypost.errors import Unauthenticated, Unavailable
+from waypost.ids import visible_ascii
 from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
 from waypost.resolvers.lifecycle.authz import Caller
@@ -93,7 +94,7 @@ class TokenReviewVerifier:
         except UnicodeDecodeError as exc:
             _conditions.warning("the TokenReview credential file is not UTF-8 text")
             raise Unavailable("identity service unavailable") from exc
-        if not (credential.isascii() and credential.isprintable()) or " " in credential:
+        if not visible_ascii(credential):
             # a header carries visible ASCII only: httpx raised UnicodeEncodeError
             # (a 500) for one with a non-ASCII letter; never the text in the log
             _conditions.warning("the TokenReview credential holds characters no header can carry")

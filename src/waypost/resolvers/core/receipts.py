@@ -24,6 +24,7 @@ from waypost.errors import (
     InvalidRequest,
     Unauthenticated,
 )
+from waypost.ids import visible_ascii
 from waypost.resolvers.access import store as access_store
 from waypost.resolvers.core import events, store
 from waypost.runtime import Actor, Runtime
@@ -57,8 +58,7 @@ class Idempotency:
 def check_key(key: str | None, field: str = "Idempotency-Key") -> None:
     if key is None or key == "":
         raise InvalidRequest.field(field, "an idempotency key is required for every mutation")
-    # "!" to "~" is printable ASCII without the space (str methods, not a loop)
-    if len(key) > KEY_MAX or not (key.isascii() and key.isprintable()) or " " in key:
+    if len(key) > KEY_MAX or not visible_ascii(key):
         raise InvalidRequest.field(field, "idempotency key must be 1-256 characters from ! to ~")
 
 
