@@ -37,9 +37,11 @@ types: $(STAMP)
 	$(BIN)/mypy
 
 # Two workers, one per core of the machines CI runs on: every test makes its
-# own files and ports, so they run apart (`pytest` alone runs on one).
+# own files and ports, so they run apart (`pytest` alone runs on one); the few
+# that share one server and read its log at the end name an xdist_group so
+# that they stay on one worker.
 unit: $(STAMP) browser
-	$(BIN)/pytest -n 2
+	$(BIN)/pytest -n 2 --dist loadgroup
 
 # The console's browser tests drive the OS's Chromium; install it when it is
 # missing and we may (root with apt-get), else those tests skip and say why.

@@ -24,7 +24,9 @@ from tests.test_serve import START, Server, start
 from waypost import rest
 from waypost.rest import openapi
 
-pytestmark = pytest.mark.slow
+# one module-scoped server whose log the last test reads: under `pytest -n 2`
+# the whole module runs on one worker (`--dist loadgroup`, Makefile)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("schemathesis")]
 # generated requests per operation: 40 operations, about 30 s in all
 EXAMPLES = 6
 load_all_checks()
