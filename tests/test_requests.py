@@ -523,6 +523,19 @@ async def test_a_boolean_parameter_is_true_or_false_only(
         assert r.status_code == 200, (spelled, r.text)
 
 
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [(f"{BASE}/tasks", "status"), (f"{BASE}/knowledge", "kind"),
+     (f"{BASE}/knowledge", "status"), (f"{BASE}/decisions", "status")],
+)  # fmt: skip
+async def test_a_filter_of_null_is_refused_not_read_as_no_filter(
+    human: Caller, project: str, path: str, name: str
+) -> None:
+    """msgspec's lax conversion read the text "null" as no value, so
+    `status=null` listed every status to a client that believed it filtered."""
+    assert_error(await human.get(path, **{name: "null"}), 400, "invalid_request", name)
+
+
 @pytest.mark.parametrize("limit", ["0", "201", "-1", "abc", "true", "2.0", "1e1", str(2**63)])
 async def test_limit_outside_1_to_200_is_400(human: Caller, project: str, limit: str) -> None:
     assert_error(await human.get("/api/v1/projects", limit=limit), 400, "invalid_request", "limit")

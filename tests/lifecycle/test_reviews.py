@@ -79,6 +79,18 @@ async def test_the_retained_request_comes_back_byte_for_byte(
     assert (await reviewer.get(f"{M}/review-requests", version=1)).content == listed.content
 
 
+async def test_review_requests_list_in_the_order_they_were_made_whatever_the_clock(
+    registered: Member, reviewer: Member, lifecycle: Lifecycle
+) -> None:
+    """An NTP step back between two requests does not put the second first."""
+    first = await registered.post(f"{M}/review-requests", request_body(reviewer.id))
+    lifecycle.service.clock.advance(minutes=-1)
+    second = await registered.post(f"{M}/review-requests", request_body(registered.id))
+    assert second.json()["envelope"]["requested_at"] < first.json()["envelope"]["requested_at"]
+    listed = await reviewer.get(f"{M}/review-requests", version=1)
+    assert listed.content == b'{"items":[' + first.content + b"," + second.content + b"]}"
+
+
 async def test_review_requests_need_a_version_and_list_nothing_for_other_versions(
     registered: Member, reviewer: Member
 ) -> None:

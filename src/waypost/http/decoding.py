@@ -307,7 +307,9 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     and an integer beyond SQLite's 64 bits must never reach a statement. A
     boolean is `true` or `false`: the lax conversion also read "1", "0" and
     "TRUE", so `include_shared=1` opted in to other projects' records though
-    the opt-in is to be explicit and a wrong type refused.
+    the opt-in is to be explicit and a wrong type refused. With those two
+    converted here, the rest converts strictly: the lax mode also read the
+    text "null" as no value, so `status=null` listed every status.
     """
     values: dict[str, str] = {}
     for key, value in items:
@@ -328,7 +330,7 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
         if values[key] not in _BOOLEANS:
             raise InvalidRequest.field(key, f"{key} must be true or false")
         typed[key] = _BOOLEANS[values[key]]
-    return convert(typed, model, strict=False)
+    return convert(typed, model, strict=True)
 
 
 def to_builtins(value: Any) -> Mapping[str, Any]:

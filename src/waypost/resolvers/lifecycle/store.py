@@ -340,9 +340,11 @@ def review_request_count(conn: sqlite3.Connection, tenant: str, memo_id: str, ve
 
 
 def review_requests(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) -> list[Row]:
+    """In the order they were made: rowid (the table is insert-only), not
+    `requested_at`, which a wall clock stepped back would put out of order."""
     return conn.execute(
         "SELECT * FROM lifecycle_review_requests WHERE tenant = ? AND memo_id = ?"
-        " AND version = ? ORDER BY requested_at, rowid",
+        " AND version = ? ORDER BY rowid",
         (tenant, memo_id, version),
     ).fetchall()
 
