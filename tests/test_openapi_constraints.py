@@ -5,6 +5,7 @@ with a term; the model of each submitted lesson."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tests.conftest import Caller
@@ -103,3 +104,44 @@ async def test_the_documented_bounds_are_the_servers(human: Caller, project: str
         key="when",
     )
     assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "expires_at"
+
+
+def test_text_measured_in_bytes_states_its_character_bound() -> None:
+    """The server refuses rules, policy provenance and knowledge bodies past
+    their byte bounds; the document let any length through."""
+    bounds = {("PolicyPatch", "rules"): 65536, ("PolicyPatch", "provenance"): 4096,
+              ("KnowledgeCreate", "body"): 65536, ("KnowledgeCorrect", "body"): 65536,
+              ("SubmissionLessonInput", "body"): 65536}  # fmt: skip
+    for (model, field), most in bounds.items():
+        prop = SCHEMAS[model]["properties"][field]
+        assert prop["maxLength"] == most and "UTF-8" in prop["description"], (model, field)
+
+
+async def test_the_byte_bounds_and_the_name_pattern_are_the_servers(
+    human: Caller, project: str
+) -> None:
+    """One character past each stated bound is refused naming the field; a
+    name the stated pattern refuses is refused by the server, one it
+    admits is taken."""
+    base = f"/api/v1/projects/{project}"
+    over = {"expected_revision": 1, "rules": "a" * 65537}
+    r = await human.patch(f"{base}/policy", over, key="rules")
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "rules"
+    lesson = {"kind": "lesson", "title": "t", "body": "a" * 65537}
+    r = await human.post(f"{base}/knowledge", lesson, key="body")
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "body"
+    pattern = re.compile(SCHEMAS["ProjectCreate"]["properties"]["name"]["pattern"])
+    cases = (("a\tb", False), ("a\u2028b", False), ("Ünïcode name", True))
+    for i, (name, taken) in enumerate(cases):
+        assert bool(pattern.search(name)) is taken
+        r = await human.post("/api/v1/projects", {"id": "named", "name": name}, key=f"n{i}")
+        assert (r.status_code == 201) is taken, (name, r.text)
+
+
+def test_a_body_of_optional_fields_may_be_left_out() -> None:
+    """A claim without a body is served (`{}` is read); the document said a
+    body was required."""
+    claims = openapi.build(rest.TABLES)["paths"]["/api/v1/projects/{project}/claims"]["post"]
+    assert claims["requestBody"]["required"] is False
+    created = openapi.build(rest.TABLES)["paths"]["/api/v1/projects"]["post"]
+    assert created["requestBody"]["required"] is True

@@ -22,6 +22,7 @@ from waypost.rest.openapi import (
     SEARCH_NOTE,
     SEARCH_TEXT,
     UNIQUE_ARRAYS,
+    state_text_bounds,
 )
 
 # ids.END, not `$`: jsonschema matches with Python's re.search, whose `$`
@@ -107,6 +108,7 @@ def model_schema(model: type) -> dict[str, Any]:
             schema["properties"][field]["items"] = model_schema(item_model)
     _unique_arrays(schema)
     _rest_bounds(schema)
+    state_text_bounds(model.__name__, schema.get("properties", {}))
     return schema
 
 

@@ -9,8 +9,10 @@ import msgspec
 
 from waypost import __version__
 from waypost.ids import ID_CHARS
-from waypost.resolvers.knowledge.models import SubmissionLessonInput
+from waypost.resolvers.core.text import ONE_LINE_PATTERN
+from waypost.resolvers.knowledge.models import BODY_MAX_BYTES, SubmissionLessonInput
 from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
+from waypost.resolvers.projects.policy import PROVENANCE_MAX_BYTES, RULES_MAX_BYTES
 from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
 from waypost.rest import response_schemas
 from waypost.rest.routing import RestRoute, RouteTable
@@ -100,8 +102,10 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
         "responses": responses,
     }
     if route.body is not None:
+        # a body whose every field is optional may be left out (`{}` is read)
+        body_schema = schemas[route.body.__name__]
         op["requestBody"] = {
-            "required": True,
+            "required": bool(body_schema.get("required") or body_schema.get("anyOf")),
             "content": {
                 "application/json": {
                     "schema": {"$ref": f"#/components/schemas/{route.body.__name__}"}
@@ -150,6 +154,37 @@ SEARCH_NOTE = (
 )
 
 
+# Text an operation measures in UTF-8 bytes once the decoder has passed it:
+# maxLength states the character bound those bytes imply, the description
+# the bytes (as for `q`). Names are one line (resolvers/core/text.py).
+BYTE_BOUNDS: dict[tuple[str, str], int] = {
+    ("PolicyPatch", "rules"): RULES_MAX_BYTES,
+    ("PolicyPatch", "provenance"): PROVENANCE_MAX_BYTES,
+    ("KnowledgeCreate", "body"): BODY_MAX_BYTES,
+    ("KnowledgeCorrect", "body"): BODY_MAX_BYTES,
+    ("SubmissionLessonInput", "body"): BODY_MAX_BYTES,
+}
+ONE_LINE_FIELDS = (("ProjectCreate", "name"),)
+
+
+def state_text_bounds(owner: str, properties: dict[str, Any]) -> None:
+    """The byte bounds and one-line names of `owner`'s properties, in place
+    (the REST document's component, an MCP tool's inlined schema)."""
+    for (model, field), most in BYTE_BOUNDS.items():
+        if model == owner and field in properties:
+            for branch in _alternatives(properties[field]):
+                if branch.get("type") == "string":
+                    branch["maxLength"] = most
+            properties[field].setdefault(
+                "description",
+                f"At most {most // 1024} KiB of UTF-8 (maxLength is the character"
+                " bound this implies).",
+            )
+    for model, field in ONE_LINE_FIELDS:
+        if model == owner and field in properties:
+            properties[field]["pattern"] = ONE_LINE_PATTERN
+
+
 def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
     """The property's schema, or each branch of its `anyOf` (`T | None`)."""
     return [b for b in prop.get("anyOf", [prop]) if isinstance(b, dict)]
@@ -172,6 +207,7 @@ def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:
                 if branch.get("type") == "string" and prop_name == "q" and name in queries:
                     branch.update(SEARCH_TEXT)
                     prop.setdefault("description", SEARCH_NOTE)
+        state_text_bounds(name, properties)
         fields = PATCH_FIELDS.get(name)
         if fields:
             schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]

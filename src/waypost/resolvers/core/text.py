@@ -56,6 +56,9 @@ def require_text(value: str, field: str) -> None:
 # it where a terminal shows it: C0 and C1 controls (newline, tab, ESC, DEL)
 # and the Unicode line and paragraph separators.
 _BREAKS_A_LINE = frozenset({"Cc", "Zl", "Zp"})
+# The same set as a JSON Schema pattern (ECMA-262 and Python alike), for the
+# tags the decoder checks and for the names the OpenAPI document describes.
+ONE_LINE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*(?![\s\S])"
 
 
 def require_name(value: str, field: str) -> None:

@@ -16,7 +16,7 @@ import msgspec
 
 from waypost.errors import InvalidRequest
 from waypost.ids import END, ID_CHARS
-from waypost.resolvers.core.text import require_distinct, require_text
+from waypost.resolvers.core.text import ONE_LINE_PATTERN, require_distinct, require_text
 
 # Limits fixed by the service contract (section 6).
 TITLE_MAX_CHARS = 200
@@ -48,7 +48,7 @@ Tag = Annotated[
     msgspec.Meta(
         min_length=1,
         max_length=TAG_MAX_CHARS,
-        pattern=r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029]*(?![\s\S])",
+        pattern=ONE_LINE_PATTERN,
     ),
 ]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
