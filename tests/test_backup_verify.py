@@ -102,6 +102,19 @@ def test_backup_refuses_an_existing_file_and_a_missing_database(tmp_path: Path) 
     assert result.exit_code == 1 and "no database" in result.stderr
 
 
+@pytest.mark.parametrize("name", ["b" * 252 + ".db", "é" * 126 + ".db"])
+def test_a_backup_takes_any_name_the_file_system_takes(tmp_path: Path, name: str) -> None:
+    """A target of 242-255 bytes was refused as "File name too long": the
+    partial copy's name (TARGET.partial-PID) is cut to fit, not the target's."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    assert len(name.encode()) == 255
+    result = run("admin", "backup", "--db", str(db), "--to", str(tmp_path / name))
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / name).stat().st_size > 0
+    assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
+
+
 def test_backup_refuses_another_applications_file(tmp_path: Path) -> None:
     """docs/operations.md: admin commands refuse another application's SQLite
     file; `backup` copied it and reported `integrity: ok`."""

@@ -84,7 +84,7 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
     if os.path.lexists(target):
         raise BackupError("target_exists", f"{target} exists; choose a new file")
     _refuse_foreign_source(source)
-    partial = target.with_name(f"{target.name}.partial-{os.getpid()}")
+    partial = _partial_name(target)
     try:
         # O_EXCL: never overwrite a file by mistake
         fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -105,6 +105,20 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
         )
     return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
             "integrity": check}  # fmt: skip
+
+
+# A file name's bytes on the file systems SQLite files live on (ext4, XFS,
+# btrfs, APFS, NTFS), less the "-journal" SQLite adds to the partial copy's.
+_NAME_BYTES = 255 - len("-journal")
+
+
+def _partial_name(target: Path) -> Path:
+    """`TARGET.partial-PID` beside the target, the target's part cut to fit
+    a file name: a target of 242-255 bytes was refused as "File name too
+    long", though the name the operator chose fits."""
+    suffix = f".partial-{os.getpid()}"
+    room = _NAME_BYTES - len(suffix)
+    return target.with_name(os.fsdecode(os.fsencode(target.name)[:room]) + suffix)
 
 
 def _take_name(partial: Path, target: Path) -> None:
