@@ -40,6 +40,7 @@ SHIPPED = {
     "0021_task_status_index.sql": "8be36a67d196d5e1f3a71fe0701d977d",
     "0022_knowledge_tags_in_list_order.sql": "1aa8dc8bd4687fc27b29fd22eb6dc8fc",
     "0023_decision_stale.sql": "2a003710289746887d47da88e39b7359",
+    "0024_lifecycle_delivery_id.sql": "cf7c3b5d08a17fe1049357d261c1c53a",
 }
 
 _INDEX_LINES = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,14 @@ from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.cli import main
-from waypost.resolvers.lifecycle.delivery import Backoff, deliver_forever, deliver_once
+from waypost.maintenance import backup
+from waypost.resolvers.lifecycle.delivery import (
+    Backoff,
+    deliver_forever,
+    deliver_once,
+    list_deliveries,
+)
+from waypost.resolvers.lifecycle.store import append_event
 
 HOOK = "https://hooks.example/lifecycle"
 M = "/v1/decisions/adr.payments-retry"
@@ -100,6 +108,44 @@ async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Me
         await asyncio.wait_for(got.wait(), 5)
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_a_receiver_deduplicates_by_an_id_a_restore_does_not_hand_out_again(
+    lifecycle: Lifecycle, author: Member, tmp_path: Path
+) -> None:
+    """After a restore, event sequences written since the backup are handed
+    out again: a receiver deduplicating by `Waypost-Delivery` (the sequence)
+    dropped the new events. `Waypost-Delivery-Id` is the delivery's own."""
+    await make_events(author, 1)
+    rt = lifecycle.service.rt
+    backup(lifecycle.service.db_path, tmp_path / "backup.db")
+    await author.post(f"{M}/comments", {"version": 1, "body": {"text": "after the backup"}})
+    seen: dict[str, tuple[str, dict[str, Any]]] = {}
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        seen[request.headers["waypost-delivery-id"]] = (
+            request.headers["waypost-delivery"],
+            json.loads(request.content),
+        )
+        return httpx.Response(204)  # fmt: skip
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        while await deliver_once(rt, client, HOOK):
+            pass
+    assert len(seen) == 3 and all(len(key) == 32 for key in seen)
+    listed = await rt.db.read(lambda c: list_deliveries(c, "delivered", 10))
+    assert {d["delivery_id"] for d in listed} == set(seen)
+    # the restored file's next event takes the number "after the backup" had
+    conn = sqlite3.connect(tmp_path / "backup.db", isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    with conn:
+        reused = append_event(conn, "acme", "adr.other", 1, "memo.registered", "x", "t", {})
+    row = conn.execute(
+        "SELECT delivery_id FROM lifecycle_deliveries WHERE event_sequence = ?", (reused,)
+    ).fetchone()
+    conn.close()
+    assert str(reused) in {sequence for sequence, _ in seen.values()}
+    assert row["delivery_id"] not in seen
 
 
 def test_backoff_doubles_up_to_its_limit() -> None:

@@ -4,9 +4,11 @@ Each event enqueued a pending delivery in its own transaction. The worker
 POSTs them one at a time in sequence order: a delivery that fails (network
 error or a non-2xx answer) is retried with exponential backoff, and no later
 event is sent before it succeeds, so the receiver sees events in order. At
-least once: a receiver deduplicates by the `Waypost-Delivery` header (the
-event's sequence). Without a webhook, deliveries stay pending and
-`waypost admin lifecycle deliveries` lists them.
+least once: a receiver deduplicates by the `Waypost-Delivery-Id` header
+(the delivery's own random id), not by `Waypost-Delivery` (the event's
+sequence), which a restore from a backup hands out again. Without a
+webhook, deliveries stay pending and `waypost admin lifecycle deliveries`
+lists them.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Backoff:
 def delivery_json(row: sqlite3.Row) -> dict[str, Any]:
     return {
         "event": store.event_json(row),
+        "delivery_id": row["delivery_id"],
         "state": row["state"],
         "attempts": row["attempts"],
         "last_error": row["last_error"],
@@ -86,7 +89,11 @@ async def _post(
 ) -> str | None:
     """None when delivered, else a short reason kept on the delivery."""
     payload = json.dumps(store.event_json(row), separators=(",", ":"), ensure_ascii=False)
-    headers = {"Content-Type": "application/json", "Waypost-Delivery": str(row["sequence"])}
+    headers = {
+        "Content-Type": "application/json",
+        "Waypost-Delivery": str(row["sequence"]),
+        "Waypost-Delivery-Id": row["delivery_id"],
+    }
     try:
         async with (
             asyncio.timeout(seconds),

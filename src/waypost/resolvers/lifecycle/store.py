@@ -7,6 +7,7 @@ callers decide what one transaction holds.
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 from typing import Any
 
@@ -216,8 +217,9 @@ def append_event(
     )
     sequence = int(cur.lastrowid or 0)
     conn.execute(
-        "INSERT INTO lifecycle_deliveries (event_sequence, state) VALUES (?, 'pending')",
-        (sequence,),
+        "INSERT INTO lifecycle_deliveries (event_sequence, state, delivery_id)"
+        " VALUES (?, 'pending', ?)",
+        (sequence, secrets.token_hex(16)),  # migration 0024: the receiver's dedupe key
     )
     return sequence
 
