@@ -60,6 +60,7 @@ async def test_console_routes_and_their_narrow_exception(service: Service) -> No
     csp = page.headers["content-security-policy"]
     assert csp.startswith("default-src 'self';") and "frame-ancestors 'none'" in csp
     assert "connect-src 'self' ws://waypost.test wss://waypost.test" in csp
+    assert "data:" not in csp  # section 14: default-src 'self' plus the WebSocket's connect-src
     assert page.headers["x-frame-options"] == "DENY"
     assert (await client.get("/console/static/js/main.js")).status_code == 200
     missing = await client.get("/console/static/nothing.js")

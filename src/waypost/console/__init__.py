@@ -53,9 +53,9 @@ def security_headers(host: str | None, fonts: bool = False) -> list[tuple[bytes,
     csp = (
         "default-src 'self'; "
         f"connect-src {connect}; "
-        "img-src 'self' data:; "
-        # GraphiQL's stylesheet carries its fonts inline, as data: URLs
-        + ("font-src 'self' data:; " if fonts else "")
+        # GraphiQL's stylesheet carries its fonts and icons inline, as data:
+        # URLs; the console's own files need nothing past default-src
+        + ("img-src 'self' data:; font-src 'self' data:; " if fonts else "")
         + "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     )
     return [
