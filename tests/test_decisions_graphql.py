@@ -157,6 +157,32 @@ async def test_mutation_replay_is_flagged(human: Caller, project: str) -> None:
     assert again["replayed"] is True and again["decision"] == first["decision"]
 
 
+OPEN_WITH_HISTORY = """
+mutation Open($input: DecisionOpenInput!) {
+  decisionOpen(input: $input) {
+    decision { status current { generation answer { disposition } }
+               generations(first: 5) { totalCount nodes { generation answer { disposition } } } }
+    replayed
+  }
+}"""
+
+
+async def test_a_replay_shows_its_generation_as_it_was_not_as_answered_since(
+    human: Caller, project: str
+) -> None:
+    """docs/graphql.md: a replay's record is as it was then, and its history
+    connections are as of that record. Its generation 1 showed the answer
+    given since, beside `current.answer: null`."""
+    task = await new_task(human)
+    variables = {"input": open_input([task])}
+    first = (await human.gql(OPEN_WITH_HISTORY, variables))["data"]["decisionOpen"]
+    decision_id = (await human.get("/api/v1/projects/demo/decisions")).json()["items"][0]["id"]
+    assert (await send_answer(human, decision_id)).status_code == 200
+    again = (await human.gql(OPEN_WITH_HISTORY, variables))["data"]["decisionOpen"]
+    assert again["replayed"] is True and again["decision"] == first["decision"]
+    assert again["decision"]["generations"]["nodes"] == [{"generation": 1, "answer": None}]
+
+
 DETAIL = """
 query Detail($id: String!) {
   project(id: "demo") {

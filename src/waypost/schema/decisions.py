@@ -234,10 +234,16 @@ class Decision(Node):
             info.context.loaders.generations.load, self.rest_id, self.generation,
             window(first, after, last, before),
         )  # fmt: skip
-        # generations are numbered 1..n: the current one is their count
-        connection = Connection.of(
-            page, DecisionGeneration.from_json, lambda: _value(self.generation)
-        )
+
+        # generations are numbered 1..n: the current one is their count. This
+        # object's own generation is shown as the object holds it (`current`),
+        # as the fast path does: a replay's record or a subscription's earlier
+        # state has no answer yet, where the row read now may have one.
+        def node(g: dict[str, Any]) -> DecisionGeneration:
+            own = g["generation"] == self.generation
+            return self.current if own else DecisionGeneration.from_json(g)
+
+        connection = Connection.of(page, node, lambda: _value(self.generation))
         if _selects_affected_task(info):
             await prefetch_affected(info, connection.nodes)
         return connection
