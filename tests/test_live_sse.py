@@ -63,6 +63,27 @@ async def test_replays_after_then_follows_the_live_tail_in_order(
     assert [e.json() for e in got] == expected  # the event objects of REST, verbatim
 
 
+async def test_a_title_with_unicode_line_breaks_stays_on_its_data_line(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The stream is read with httpx's `iter_lines` (docs/graphql.md's
+    example), which also breaks lines at NEL, U+2028 and U+2029: a task
+    titled with one reached the reader as half a JSON object."""
+    title = "line\u2028separator\u2029paragraph\x85next"
+    await new_task(human, title)
+    async with (
+        running(service) as base,
+        httpx.AsyncClient(base_url=base, timeout=10) as client,
+        client.stream("GET", STREAM, params={"after": 0}, headers=human.headers()) as r,
+    ):
+        async for line in r.aiter_lines():
+            if line.startswith("data: "):
+                event = json.loads(line[6:])
+                if event["type"] == "task.created":
+                    break
+    assert title in json.dumps(event, ensure_ascii=False)
+
+
 async def test_without_after_starts_with_the_next_new_event(
     service: Service, human: Caller, project: str
 ) -> None:

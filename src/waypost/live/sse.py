@@ -73,6 +73,7 @@ class _Encoded:
         frame = self._frames.get(sequence)
         if frame is None:
             data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+            data = data.translate(_LINE_BREAKS_ESCAPED)
             frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
             self._frames[sequence] = frame
             if len(self._frames) > self.FRAMES_KEPT:
@@ -91,6 +92,14 @@ class _Encoded:
 
 
 _ENCODED: WeakKeyDictionary[Hub, _Encoded] = WeakKeyDictionary()
+
+
+# Characters that JSON leaves raw but many line readers break a line at
+# (Python's str.splitlines, httpx's iter_lines): NEL and the Unicode line
+# and paragraph separators. SSE ends a line at CR and LF only, but a client
+# reading with such a reader (docs/graphql.md's own example) got half a JSON
+# object for a task titled "a\u2028b". Escaped, they are the same JSON value.
+_LINE_BREAKS_ESCAPED = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def _encoded_for(hub: Hub) -> _Encoded:
