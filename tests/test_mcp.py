@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -761,6 +762,44 @@ async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_ru
     assert status == 0 and seconds < 10
     logged = "\n".join(srv.logged())
     assert " ERROR " not in logged and "Traceback" not in logged, logged
+
+
+async def test_a_write_queued_behind_a_lock_when_serve_stops_still_gets_its_answer(
+    tmp_path: Path,
+) -> None:
+    """The MCP sessions ended half a second after SIGTERM: a call still
+    waiting for the write lock then had its stream closed with no answer,
+    and the SDK client waited for ever (331 s in an audit). The call is
+    waited for, as a REST request is, up to the busy timeout and a second."""
+    with own_waypost(tmp_path) as waypost:
+        srv = waypost.server
+        project = waypost.project("draining")
+        agent = waypost.principal("agent", "drainer")
+        lesson = {"project": project, "kind": "lesson", "body": "b"}
+        async with contextlib.AsyncExitStack() as stack:
+            s = await stack.enter_async_context(session("http", waypost.url, agent))
+            await call(s, "knowledge_record", title="first, to start the session", **lesson)
+            lock = sqlite3.connect(tmp_path / "waypost.db", isolation_level=None)
+            lock.execute("BEGIN IMMEDIATE")  # another process's writer, as an operator's
+            try:
+                queued = asyncio.create_task(
+                    s.call_tool("knowledge_record", {"title": "queued", **lesson})
+                )
+                await asyncio.sleep(0.5)  # the call waits for the lock
+                srv.process.send_signal(signal.SIGTERM)
+                await asyncio.sleep(1.0)  # past the half second that ended it
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+            result = await asyncio.wait_for(queued, 15)
+            status = await asyncio.to_thread(srv.process.wait, 15)
+            with contextlib.suppress(Exception):  # the client meets a server that went away
+                await stack.aclose()
+    assert not result.isError, text(result)
+    assert json.loads(text(result))["title"] == "queued"
+    assert status == 0
+    titles = sqlite3.connect(tmp_path / "waypost.db").execute("SELECT title FROM knowledge")
+    assert sorted(t for (t,) in titles) == ["first, to start the session", "queued"]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -51,6 +51,33 @@ async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
     assert waited < 2, waited  # woken by the stream's ends and reopening, never the bound
 
 
+async def test_a_wait_on_a_stalled_service_ends_at_its_bound_and_a_second(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stopped service (SIGSTOP) never sent the stream's headers, and the
+    wait outlived its timeout_seconds until the service came back."""
+    monkeypatch.setattr(waiting, "STALLED_SLACK_SECONDS", 0.2)
+
+    async def stalled(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(3600)
+        raise AssertionError("never answers")
+
+    async def read() -> dict[str, Any]:
+        raise AssertionError("not reached: the stream never opens")
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(stalled), base_url="http://w")
+    began = time.monotonic()
+    with pytest.raises(ApiError) as refused:
+        await waiting.wait_for_decision(
+            waiting.stream_waker(client, "demo", waiting.ServiceTime().now), read, 0.5
+        )
+    seconds = time.monotonic() - began
+    await client.aclose()
+    assert (refused.value.code, refused.value.status) == ("unavailable", 503)
+    assert "call decision_wait again" in refused.value.message
+    assert 0.6 <= seconds < 5, seconds
+
+
 async def test_a_first_refusal_keeps_its_rest_code() -> None:
     def answer(request: httpx.Request) -> httpx.Response:
         error = {"code": "too_many_streams", "message": "16 streams are open", "details": {}}

@@ -63,9 +63,15 @@ TOO_LARGE = f"MCP bodies are limited to {BODY_LIMIT} bytes"
 # filled them all in a minute (and 700 MB), and every other principal was
 # refused for the idle timeout.
 SESSIONS_PER_PRINCIPAL = 16
-# Once the server stops, calls in flight get this long to answer (a
-# decision_wait answers `unavailable` at once) before every MCP session ends.
+# Once the server stops, calls in flight get at least this long to answer (a
+# decision_wait answers `unavailable` at once) before every MCP session ends,
+# and a call still running is waited for up to the busy timeout plus
+# STOP_DRAIN_EXTRA_SECONDS: a write queued behind another process's lock
+# gets its answer (`unavailable` at worst) within the busy timeout and a
+# second, as a REST request does. Ending the sessions at 0.5 s closed such a
+# call's stream with no answer, and the SDK client waited for ever.
 STOP_GRACE_SECONDS = 0.5
+STOP_DRAIN_EXTRA_SECONDS = 2.0
 
 
 class _QuietClosedStreams(logging.Filter):
@@ -300,7 +306,7 @@ class McpEndpoint:
                 for end in ends:
                     end.cancel()
                 if stopping.is_set():
-                    await asyncio.sleep(STOP_GRACE_SECONDS)
+                    await self._calls_answered()
 
         holder = asyncio.create_task(hold())
         waiter = asyncio.create_task(started.wait())
@@ -313,6 +319,16 @@ class McpEndpoint:
         finally:
             stop.set()
             await holder
+
+    async def _calls_answered(self) -> None:
+        """The stop's grace, then until no call is running (bounded)."""
+        settings = self._runtime().settings
+        busy = settings.busy_timeout_ms / 1000 if settings else 0.0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + busy + STOP_DRAIN_EXTRA_SECONDS
+        await asyncio.sleep(STOP_GRACE_SECONDS)
+        while self._running and loop.time() < deadline:
+            await asyncio.sleep(0.05)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read

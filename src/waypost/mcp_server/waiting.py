@@ -43,6 +43,9 @@ SETTLED = {
 # never sleep less than this for a time-based wake (a clock skew between the
 # service and this process must not turn into a busy loop)
 MIN_TIMED_WAKE = 1.0
+# How far past its bound a wait may run for a service that answers slowly
+# before it answers `unavailable` (a healthy service's last read takes ms).
+STALLED_SLACK_SECONDS = 1.0
 
 
 class Waker(Protocol):
@@ -244,7 +247,30 @@ async def wait_for_decision(
     read: Callable[[], Awaitable[dict[str, Any]]],
     timeout: float,
 ) -> dict[str, Any]:
-    """`{"outcome", "decision"}` once `read()` shows a settled decision or time is up."""
+    """`{"outcome", "decision"}` once `read()` shows a settled decision or time is up.
+
+    The bound holds however the service answers: a service that stalls (its
+    process stopped, its host swapping) never sent the event stream's
+    headers, and the wait outlived its `timeout_seconds` until the service
+    came back (90 s in an audit, for a bound of 5). Past the bound and a
+    second, the wait answers `unavailable`."""
+    try:
+        async with asyncio.timeout(timeout + STALLED_SLACK_SECONDS):
+            return await _wait_for_decision(waker_scope, read, timeout)
+    except TimeoutError:
+        raise ApiError(
+            "unavailable",
+            f"the service did not answer within the {timeout:g} seconds of the wait;"
+            " call decision_wait again",
+            {}, 503,
+        ) from None  # fmt: skip
+
+
+async def _wait_for_decision(
+    waker_scope: contextlib.AbstractAsyncContextManager[Waker],
+    read: Callable[[], Awaitable[dict[str, Any]]],
+    timeout: float,
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     # subscribe first, then read: a change committed in between still wakes us
     async with waker_scope as waker:
