@@ -55,6 +55,44 @@ async def test_an_agent_session_is_started_once_heartbeated_and_ended(service: S
     assert (await session_row(service, session_id))["ended_at"] == service.clock.iso()
 
 
+class _Outage(LocalBackend):
+    """The service unreachable for the first `failures` heartbeats."""
+
+    def __init__(self, backend: LocalBackend, failures: int) -> None:
+        super().__init__(backend.rt, backend.actor)
+        self.failures, self.beats = failures, 0
+
+    async def call(self, method: str, path: str, params: dict[str, str], **kw: Any) -> Any:
+        if path.endswith("/heartbeat"):
+            self.beats += 1
+            if self.beats <= self.failures:
+                raise ApiError("unavailable", "ConnectError", {}, 503)
+        return await super().call(method, path, params, **kw)
+
+
+async def test_a_failed_heartbeat_is_tried_again_soon_not_an_interval_later(
+    service: Service,
+) -> None:
+    """Waiting a whole interval after a failure, two short outages over two
+    beats let the session lapse though the service was up nearly throughout."""
+    agent = await service.principal("agent", "outage")
+    backend = _Outage(LocalBackend(service.rt, await actor_of(service, agent)), failures=3)
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m-out", tasks, heartbeat_seconds=0.5, retry_seconds=0.01)
+        session_id = await keeper.ensure(backend)
+        assert session_id is not None
+        first = await session_row(service, session_id)
+        service.clock.advance(minutes=10)
+        # one interval, then three quick retries: at the interval's pace the
+        # fourth beat would come after 2 s
+        with anyio.fail_after(1.5):
+            while (await session_row(service, session_id))["expires_at"] == first["expires_at"]:
+                await anyio.sleep(0.02)
+        assert backend.beats == 4 and keeper.session_id == session_id
+        await keeper.close()
+        tasks.cancel_scope.cancel()
+
+
 async def test_a_human_gets_no_session(service: Service, human: Caller) -> None:
     async with anyio.create_task_group() as tasks:
         keeper = AgentSession("m2", tasks)

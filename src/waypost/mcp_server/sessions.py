@@ -20,11 +20,20 @@ log = logging.getLogger("waypost.mcp")
 
 # A session lives 15 minutes from its latest heartbeat: beat well inside that.
 HEARTBEAT_SECONDS = 300.0
+# After a beat fails (the service restarting, busy), the next comes this
+# soon, doubling up to HEARTBEAT_SECONDS: waiting a whole interval, two
+# short outages that happened to cover two beats let the session lapse
+# (and the agent's leases with it) though the service was up nearly throughout.
+HEARTBEAT_RETRY_SECONDS = 10.0
 
 
 class AgentSession:
     def __init__(
-        self, mcp_id: str, tasks: anyio.abc.TaskGroup, heartbeat_seconds: float = HEARTBEAT_SECONDS
+        self,
+        mcp_id: str,
+        tasks: anyio.abc.TaskGroup,
+        heartbeat_seconds: float = HEARTBEAT_SECONDS,
+        retry_seconds: float = HEARTBEAT_RETRY_SECONDS,
     ) -> None:
         self.mcp_id = mcp_id
         self.session_id: str | None = None
@@ -33,6 +42,7 @@ class AgentSession:
         self._lock = anyio.Lock()
         self._serial = itertools.count(1)
         self._heartbeat_seconds = heartbeat_seconds
+        self._retry_seconds = retry_seconds
 
     def key(self, purpose: str) -> str:
         """A fresh idempotency key for the keeper's own session calls."""
@@ -70,8 +80,9 @@ class AgentSession:
 
     async def _heartbeat(self, session_id: str) -> None:
         path = "/api/v1/sessions/{session_id}/heartbeat"
+        delay, retry = self._heartbeat_seconds, self._retry_seconds
         while True:
-            await anyio.sleep(self._heartbeat_seconds)
+            await anyio.sleep(delay)
             backend = self._backend
             if self.session_id != session_id or backend is None:
                 return
@@ -79,13 +90,15 @@ class AgentSession:
                 await backend.call(
                     "POST", path, {"session_id": session_id}, idempotency_key=self.key("beat")
                 )
+                delay, retry = self._heartbeat_seconds, self._retry_seconds
             except ApiError as error:
                 if error.code in ("forbidden", "unauthenticated"):
                     # ended elsewhere, or the token was revoked: stop keeping it
                     self.forget(session_id)
                     return
-                # busy or unreachable: the next beat tries again, well before expiry
+                # busy or unreachable: try again soon, well before expiry
                 log.warning("heartbeat of session %s failed: %s", session_id, error.code)
+                delay, retry = min(retry, self._heartbeat_seconds), retry * 2
 
     async def close(self) -> None:
         """End the session (the MCP session is closing)."""
