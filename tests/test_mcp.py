@@ -785,7 +785,7 @@ async def test_a_write_queued_behind_a_lock_when_serve_stops_still_gets_its_answ
                 queued = asyncio.create_task(
                     s.call_tool("knowledge_record", {"title": "queued", **lesson})
                 )
-                await asyncio.sleep(0.5)  # the call waits for the lock
+                await asyncio.sleep(1.0)  # the call waits for the lock
                 srv.process.send_signal(signal.SIGTERM)
                 await asyncio.sleep(1.0)  # past the half second that ended it
             finally:

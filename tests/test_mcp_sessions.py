@@ -88,7 +88,7 @@ async def test_a_failed_heartbeat_is_tried_again_soon_not_an_interval_later(
         with anyio.fail_after(1.5):
             while (await session_row(service, session_id))["expires_at"] == first["expires_at"]:
                 await anyio.sleep(0.02)
-        assert backend.beats == 4 and keeper.session_id == session_id
+        assert backend.beats >= 4 and keeper.session_id == session_id
         await keeper.close()
         tasks.cancel_scope.cancel()
 

@@ -51,7 +51,7 @@ async def test_the_stream_is_opened_again_after_it_ends_and_wakes_the_waiter(
     assert waited < 2, waited  # woken by the stream's ends and reopening, never the bound
 
 
-async def test_a_wait_on_a_stalled_service_ends_at_its_bound_and_a_second(
+async def test_a_wait_on_a_stalled_service_ends_soon_after_its_bound(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A stopped service (SIGSTOP) never sent the stream's headers, and the

@@ -111,7 +111,9 @@ def test_text_measured_in_bytes_states_its_character_bound() -> None:
     their byte bounds; the document let any length through."""
     bounds = {("PolicyPatch", "rules"): 65536, ("PolicyPatch", "provenance"): 4096,
               ("KnowledgeCreate", "body"): 65536, ("KnowledgeCorrect", "body"): 65536,
-              ("SubmissionLessonInput", "body"): 65536}  # fmt: skip
+              ("SubmissionLessonInput", "body"): 65536, ("TaskCreate", "description"): 65536,
+              ("TaskPatch", "description"): 65536, ("CheckpointBody", "note"): 65536,
+              ("SubmitBody", "summary"): 65536}  # fmt: skip
     for (model, field), most in bounds.items():
         prop = SCHEMAS[model]["properties"][field]
         assert prop["maxLength"] == most and "UTF-8" in prop["description"], (model, field)

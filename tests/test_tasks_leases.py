@@ -309,6 +309,29 @@ async def test_complete_follows_the_review_mode_read_at_completion(
     assert r.status_code == 200 and r.json()["status"] == "done"
 
 
+async def test_the_latest_submitter_is_the_last_to_submit_whatever_the_clock(
+    service: Service, human: Caller, project: str
+) -> None:
+    """After an NTP step back, the earlier submission (with the later time)
+    was taken as the latest: under review_mode any its submitter was refused
+    and the latest submitter completed its own work."""
+    await set_policy(human, review_mode="any")
+    task = await make_task(human)
+    first, second = await service.agent("first"), await service.agent("second")
+    await claim(first, task["id"])
+    await submit(first, task["id"])
+    current = (await human.get(task_path(task["id"]))).json()
+    reopened = {"expected_revision": current["revision"], "status": "open"}
+    assert (await human.patch(task_path(task["id"]), reopened)).status_code == 200
+    service.clock.advance(minutes=-5)
+    await claim(second, task["id"])
+    await submit(second, task["id"])
+    r = await second.post(task_path(task["id"], "complete"))
+    assert error(r) == (403, "forbidden", {"reason": "review_mode", "review_mode": "any"})
+    r = await first.post(task_path(task["id"], "complete"))
+    assert r.status_code == 200 and r.json()["status"] == "done"
+
+
 async def test_a_human_submitter_completes_its_own_work_under_review_mode_human(
     human: Caller, project: str
 ) -> None:

@@ -44,8 +44,10 @@ SETTLED = {
 # service and this process must not turn into a busy loop)
 MIN_TIMED_WAKE = 1.0
 # How far past its bound a wait may run for a service that answers slowly
-# before it answers `unavailable` (a healthy service's last read takes ms).
-STALLED_SLACK_SECONDS = 1.0
+# before it answers `unavailable`: a healthy service's last read takes
+# milliseconds, a busy one's may take a second or two, and its answer is
+# still worth more than a refusal.
+STALLED_SLACK_SECONDS = 5.0
 
 
 class Waker(Protocol):
@@ -252,8 +254,8 @@ async def wait_for_decision(
     The bound holds however the service answers: a service that stalls (its
     process stopped, its host swapping) never sent the event stream's
     headers, and the wait outlived its `timeout_seconds` until the service
-    came back (90 s in an audit, for a bound of 5). Past the bound and a
-    second, the wait answers `unavailable`."""
+    came back (90 s in an audit, for a bound of 5). Past the bound and
+    STALLED_SLACK_SECONDS, the wait answers `unavailable`."""
     try:
         async with asyncio.timeout(timeout + STALLED_SLACK_SECONDS):
             return await _wait_for_decision(waker_scope, read, timeout)

@@ -13,7 +13,7 @@ from waypost.resolvers.core.text import ONE_LINE_PATTERN
 from waypost.resolvers.knowledge.models import BODY_MAX_BYTES, SubmissionLessonInput
 from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
 from waypost.resolvers.projects.policy import PROVENANCE_MAX_BYTES, RULES_MAX_BYTES
-from waypost.resolvers.tasks.models import CONTENT_FIELDS, TaskPatch
+from waypost.resolvers.tasks.models import CONTENT_FIELDS, TEXT_MAX_BYTES, TaskPatch
 from waypost.rest import response_schemas
 from waypost.rest.routing import RestRoute, RouteTable
 
@@ -163,6 +163,10 @@ BYTE_BOUNDS: dict[tuple[str, str], int] = {
     ("KnowledgeCreate", "body"): BODY_MAX_BYTES,
     ("KnowledgeCorrect", "body"): BODY_MAX_BYTES,
     ("SubmissionLessonInput", "body"): BODY_MAX_BYTES,
+    ("TaskCreate", "description"): TEXT_MAX_BYTES,
+    ("TaskPatch", "description"): TEXT_MAX_BYTES,
+    ("CheckpointBody", "note"): TEXT_MAX_BYTES,
+    ("SubmitBody", "summary"): TEXT_MAX_BYTES,
 }
 ONE_LINE_FIELDS = (("ProjectCreate", "name"),)
 

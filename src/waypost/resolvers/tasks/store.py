@@ -398,8 +398,11 @@ def submission_row(conn: sqlite3.Connection, submission_id: str) -> sqlite3.Row:
 
 
 def latest_submission_row(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
+    """The one made last: by rowid (the table is insert-only), not by `at`,
+    which a wall clock stepped back put first for the wrong submission, and
+    review_mode then judged the wrong submitter."""
     row: sqlite3.Row | None = conn.execute(
-        "SELECT * FROM submissions WHERE task_id = ? ORDER BY at DESC, rowid DESC LIMIT 1",
+        "SELECT * FROM submissions WHERE task_id = ? ORDER BY rowid DESC LIMIT 1",
         (task_id,),
     ).fetchone()
     return row
