@@ -342,6 +342,29 @@ async def test_a_websocket_upgrade_gets_the_head_checks_too(head: bytes, status:
 
 
 @pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /" + b"p" * 9000 + b" HTTP/1.1\r\nHost: a\r\n" + UPGRADE + b"\r\n",
+        b"GET /ws HTTP/1.1\r\nHost: a\r\n" + UPGRADE + b"X: " + b"a" * 9000 + b"\r\n\r\n",
+        b"GET /ws HTTP/1.1\r\nHost: a\r\n" + UPGRADE
+        + b"".join(b"X-%d: 1\r\n" % i for i in range(130)) + b"\r\n",
+    ],
+    ids=["long-line", "long-header", "many-headers"],
+)  # fmt: skip
+async def test_an_upgrade_over_the_websocket_librarys_limits_is_answered_431(
+    http: str, head: bytes
+) -> None:
+    """Under the 64 KiB head limit but over the `websockets` library's (8 KiB
+    a line, 128 headers): its refusal was never sent, and the connection
+    stayed open with no answer past every deadline."""
+    async with listening(http, deadline=0.5) as port:
+        answer = await exchange(port, head)
+    assert answer.startswith(b"HTTP/1.1 431 "), answer[:100]
+    assert answer.endswith(b"and its headers to 128.")
+
+
+@pytest.mark.parametrize("http", PARSERS)
 async def test_heads_rfc_9112_accepts_are_served(http: str) -> None:
     """HTTP/1.0 needs no Host; one Host, in any case of its name, is one."""
     async with listening(http, deadline=60) as port:

@@ -32,7 +32,10 @@ these additions:
   (h11 refuses the Host faults itself, but takes `HTTP/2.0`: `serve`
   runs httptools.)
 - **No WebSocket upgrade with a body**: the WebSocket protocol that takes
-  over would wait for ever for a handshake behind it; `400` instead.
+  over would wait for ever for a handshake behind it; `400` instead. Nor
+  one whose head is over the WebSocket library's limits (a request line or
+  header line over 8 KiB, more than 128 headers): `431` here, where that
+  protocol's own refusal was never sent.
 - **A client must read its answers**: one that takes nothing of what waits
   for it for `seconds` while the server cannot write more, or after its
   answer is complete, is disconnected (it held the connection, and a
@@ -67,6 +70,7 @@ from typing import Any
 
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from websockets.http11 import MAX_LINE_LENGTH, MAX_NUM_HEADERS
 
 # The request line and headers of one request, at most (a bearer token, a
 # session, an idempotency key and a browser's headers take a few KiB).
@@ -145,6 +149,27 @@ _host_refused = _Refusal(
 _coding_refused = _Refusal(
     501, "Not Implemented", b"The only transfer coding this server takes is chunked."
 )
+_upgrade_head_refused = _Refusal(
+    431,
+    "Request Header Fields Too Large",
+    b"A WebSocket upgrade's request line and each header line are limited to %d bytes,"
+    b" and its headers to %d." % (MAX_LINE_LENGTH, MAX_NUM_HEADERS),
+)
+
+
+def _over_websocket_limits(method: bytes, target: bytes, headers: Any) -> bool:
+    """The head uvicorn hands the WebSocket protocol (request line, then each
+    header, as it rebuilds them) is over the `websockets` library's limits.
+    That protocol refuses such a head, but its 414 or 431 was never written:
+    the connection stayed open without an answer past every deadline (which
+    no longer watch it), held a place under the connection cap, and made a
+    graceful stop exit 1 with a traceback (uvicorn's shutdown then sent a
+    500 on a stream already closed)."""
+    if len(method) + len(target) + len(b"  HTTP/1.1\r\n") > MAX_LINE_LENGTH:
+        return True
+    if len(headers) > MAX_NUM_HEADERS:
+        return True
+    return any(len(name) + len(value) + 4 > MAX_LINE_LENGTH for name, value in headers)
 
 
 def _framing_refusal(version: str, headers: Any) -> _Refusal | None:
@@ -272,6 +297,13 @@ def with_request_deadline(
             # h11 passes the request event; httptools keeps the headers on self
             if _has_body(event[0].headers if event else self.headers):
                 self.send_400_response("A WebSocket upgrade request carries no body.")
+                return
+            method = event[0].method if event else self.scope["method"].encode()
+            target = event[0].target if event else self.url
+            headers = self.headers if event else self.scope["headers"]
+            if _over_websocket_limits(method, target, headers):
+                self.transport.write(_upgrade_head_refused.raw)
+                self.transport.close()
                 return
             super().handle_websocket_upgrade(*event)
 
