@@ -389,6 +389,37 @@ async def test_writer_metrics_count_group_commits(metered: Service) -> None:
     )
 
 
+async def test_every_refusal_before_the_operation_is_known_is_counted(metered: Service) -> None:
+    """A body that was no JSON, held a duplicate key or came as text/plain,
+    and a subscribe frame with a syntax error or a duplicate key, were
+    answered without moving `unknown`/`refused` (over HTTP only the request
+    rules' refusals counted)."""
+    from tests.live_support import graphql_ws, running
+
+    human = await metered.principal("human", "refusals")
+
+    def refused() -> float:
+        found = metered.rt.metrics.registry.get_sample_value(
+            "waypost_graphql_operations_total", {"type": "unknown", "outcome": "refused"}
+        )
+        return found or 0.0
+
+    headers = {**human.headers(), "Content-Type": "application/json"}
+    for body, kind in ((b"{bad", "application/json"), (b'{"query": "{ me { name } }", '
+                       b'"query": "x"}', "application/json"), (b"{}", "text/plain")):  # fmt: skip
+        r = await human.client.post("/graphql", content=body,
+                                    headers={**headers, "Content-Type": kind})  # fmt: skip
+        assert r.status_code in (400, 415), r.text
+    assert refused() == 3
+    async with running(metered) as base, graphql_ws(base, human.token) as client:
+        await client.subscribe("subscription { projectEvents(")
+        assert (await client.receive())["type"] == "error"
+        await client.ws.send('{"id": "dup", "type": "subscribe", "payload": '
+                             '{"query": "{ me { name } }", "query": "x"}}')  # fmt: skip
+        assert (await client.receive())["type"] == "error"
+    assert refused() == 5
+
+
 async def test_early_refusals_and_closed_operations_are_counted(metered: Service) -> None:
     """docs/operations.md lists `type="subscription"` and `outcome="refused"`.
     A request refused before Strawberry's pipeline ran was never counted, nor

@@ -126,6 +126,11 @@ class Metrics:
     def set_wal_bytes(self, read: Callable[[], float]) -> None:
         self.wal_bytes.set_function(read)
 
+    def graphql_refused(self) -> None:
+        """A GraphQL request refused before its operation is known (its body,
+        its media type, a limit; over HTTP or as a WebSocket `subscribe`)."""
+        self.graphql.labels(type="unknown", outcome="refused").inc()
+
     def reranker_outcome(self, outcome: str) -> None:
         self.reranker.labels(outcome=outcome).inc()
 

@@ -111,7 +111,9 @@ class WaypostGraphQL(GraphQL[Context, None]):
             response = http_error(error.status, error.code, error.message, error.details)
             await response(scope, receive, send)
             return
+        metrics = scope["app"].state.runtime.metrics
         if not is_json_media_type(media_type):
+            metrics.graphql_refused()
             response = http_error(
                 415,
                 "unsupported_media_type",
@@ -126,7 +128,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
         request = Request(scope=scope, receive=receive)
         try:
             body = parse_json(await request.body())
-        except WaypostError as error:
+        except WaypostError as error:  # not JSON, a duplicate key, over 64 KiB
+            metrics.graphql_refused()
             response = http_error(error.status, error.code, error.message, error.details)
             await response(scope, receive, send)
             return
@@ -138,9 +141,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         if why is not None:
             # refused before Strawberry's pipeline (and its observer) runs:
             # counted here, or the operations metric never saw it
-            request.app.state.runtime.metrics.graphql.labels(
-                type="unknown", outcome="refused"
-            ).inc()
+            metrics.graphql_refused()
             response = http_error(400, "invalid_request", why, {})
             await response(scope, receive, send)
             return

@@ -292,10 +292,12 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 if isinstance(where, str) and where.startswith("payload."):
                     extensions["field"] = where.removeprefix("payload.")
                 invalid = {"message": refusal.message, "extensions": extensions}
+                self.context.rt.metrics.graphql_refused()
                 await self.send_message({"id": operation_id, "type": "error", "payload": [invalid]})
                 return
             too_large = _size_refusal(payload)
             if too_large is not None:
+                self.context.rt.metrics.graphql_refused()
                 error_frame = {"id": operation_id, "type": "error", "payload": [too_large]}
                 await self.send_message(error_frame)
                 return
@@ -310,6 +312,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             )
             if why is not None or found is not None:
                 error = found if found is not None else GraphQLError(why or "")
+                self.context.rt.metrics.graphql_refused()
                 await self.send_message(
                     {"id": operation_id, "type": "error", "payload": [error.formatted]}
                 )
@@ -324,6 +327,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                     " send this one again once another has completed",
                     "extensions": {"code": "too_many_operations", "most": most},
                 }
+                self.context.rt.metrics.graphql_refused()
                 await self.send_message({"id": operation_id, "type": "error", "payload": [crowded]})
                 return
         await super().handle_subscribe(message)
