@@ -294,6 +294,12 @@ async def test_empty_result_says_what_to_do(human: Caller, project: str) -> None
     packet = await context(human, "nothing here")
     assert packet["items"] == [] and packet["truncated"] is False
     assert packet["next_actions"] and "include_shared" in packet["next_actions"][0]
+    # a scope filter is named only when one was sent (an audit was told to
+    # drop one it had not sent)
+    assert "scope filter" not in packet["next_actions"][0]
+    scoped = await context(human, "nothing here", component="api", include_shared="true")
+    [advice] = scoped["next_actions"]
+    assert "drop a scope filter (component)" in advice and "include_shared" not in advice
 
 
 async def test_search_past_the_time_limit_answers_honestly(

@@ -138,10 +138,18 @@ def next_actions(
             f" the search with more specific terms or {SCOPE_FILTERS}."
         )
     if not filled.items and not actions:
-        hint = "" if query.include_shared else ", or set include_shared=true"
+        # only what the request can still change: a filter it did not send
+        # cannot be dropped, an opt-in it made cannot be made again
+        sent = [f for f in ("task_id", "component", "environment", "version")
+                if getattr(query, f) is not None]  # fmt: skip
+        hints = ["try other or fewer search terms"]
+        if sent:
+            hints.append(f"drop a scope filter ({', '.join(sent)})")
+        if not query.include_shared:
+            hints.append("set include_shared=true")
         actions.append(
-            "Nothing matched: try other or fewer search terms, drop a scope filter"
-            f"{hint}; no decision is pending for this scope."
+            f"Nothing matched: {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
+            f"{hints[-1]}; no decision is pending for this scope."
         )
     return actions
 
