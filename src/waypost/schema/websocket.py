@@ -262,6 +262,12 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             return
         await super().handle_message(message)
 
+    async def _refuse(self, operation_id: str, error: dict[str, Any]) -> None:
+        """An `error` frame for an operation refused before it is known to
+        run, counted as the operations metric counts HTTP's early refusals."""
+        self.context.rt.metrics.graphql_refused()
+        await self.send_message({"id": operation_id, "type": "error", "payload": [error]})
+
     async def handle_subscribe(self, message: SubscribeMessage) -> None:
         payload, operation_id = message.get("payload"), message.get("id")
         if not isinstance(payload, dict) or not isinstance(operation_id, str) or not operation_id:
@@ -292,14 +298,11 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 if isinstance(where, str) and where.startswith("payload."):
                     extensions["field"] = where.removeprefix("payload.")
                 invalid = {"message": refusal.message, "extensions": extensions}
-                self.context.rt.metrics.graphql_refused()
-                await self.send_message({"id": operation_id, "type": "error", "payload": [invalid]})
+                await self._refuse(operation_id, invalid)
                 return
             too_large = _size_refusal(payload)
             if too_large is not None:
-                self.context.rt.metrics.graphql_refused()
-                error_frame = {"id": operation_id, "type": "error", "payload": [too_large]}
-                await self.send_message(error_frame)
+                await self._refuse(operation_id, too_large)
                 return
             why = await request_rules.refusal(payload, over_http=False)
             # a syntax error too (Strawberry's stream would only log it), and an
@@ -312,10 +315,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             )
             if why is not None or found is not None:
                 error = found if found is not None else GraphQLError(why or "")
-                self.context.rt.metrics.graphql_refused()
-                await self.send_message(
-                    {"id": operation_id, "type": "error", "payload": [error.formatted]}
-                )
+                await self._refuse(operation_id, dict(error.formatted))
                 return
             most = MAX_OPERATIONS
             if len(self.operations) >= most:
@@ -327,7 +327,6 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                     " send this one again once another has completed",
                     "extensions": {"code": "too_many_operations", "most": most},
                 }
-                self.context.rt.metrics.graphql_refused()
-                await self.send_message({"id": operation_id, "type": "error", "payload": [crowded]})
+                await self._refuse(operation_id, crowded)
                 return
         await super().handle_subscribe(message)
