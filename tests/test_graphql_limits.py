@@ -19,6 +19,7 @@ from waypost.schema.limits import (
     MAX_TOKENS,
     FragmentCycle,
     check_limits,
+    fragment_spreads,
     fragment_uses,
 )
 
@@ -321,6 +322,35 @@ async def test_operations_times_fragments_are_bounded_before_validation(human: C
     r = await human.client.post("/graphql", headers=human.headers(),
                                 json={"query": query, "operationName": "Q7"})  # fmt: skip
     assert r.json() == {"data": {"me": {"name": "alice"}}}
+
+
+async def test_fragment_spreads_past_500_are_refused_before_graphql_cores_rules(
+    human: Caller,
+) -> None:
+    """graphql-core's rules visit every spread written: 2,480 spreads of one
+    fragment (12 KB, within the token limit) took them 93-110 ms, past the
+    100 ms of section 14. Spreads are counted wherever they are written."""
+    fragment = "fragment M on Query { me { name } }"
+    assert fragment_spreads(parse("query { ...M me { ...N } } fragment N on Principal { name }"
+                                  " " + fragment)) == 2  # fmt: skip
+    for count, refused in ((2480, True), (501, True), (500, False)):
+        # half written in the operation, half in a fragment it spreads
+        half = count // 2
+        query = (
+            "query { " + "...M " * (count - half - 1) + "...H }"
+            f" fragment H on Query {{ {'...M ' * half}}} {fragment}"
+        )
+        assert fragment_spreads(parse(query)) == count
+        data = (await gql(human, query)).json()
+        if refused:
+            assert data["data"] is None and codes(data) == ["invalid_request"], data
+            message = data["errors"][0]["message"]
+            assert message == (
+                f"the document spreads fragments {count:,} times; the limit is 500 spreads"
+                " per document"
+            )
+        else:
+            assert data == {"data": {"me": {"name": "alice"}}}
 
 
 async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(

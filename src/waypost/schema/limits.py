@@ -89,6 +89,12 @@ overlapping_fields_can_be_merged.MAX_COMPLEXITY_BUDGET = COMPLEXITY_BUDGET
 # that spreads 200 others (15 KB) took 60-150 ms. One operation reaching
 # every fragment a 5,000-token document can hold stays far below it.
 MAX_FRAGMENT_USES = 1000
+# Fragment spreads written in the document, wherever they stand. graphql-core's
+# rules visit every spread (its variable rules more than once), so a document
+# of nothing but spreads (2,480 of `...A`, 12 KB within the token limit) took
+# its rules 93-110 ms, past the 100 ms section 14 allows; at 500 they take
+# about 20 ms. Real queries spread a fragment per component, tens of them.
+MAX_FRAGMENT_SPREADS = 500
 
 
 class FragmentCycle(Exception):
@@ -218,6 +224,19 @@ class _Measurer:
         return DEFAULT_PAGE
 
 
+def fragment_spreads(document: DocumentNode) -> int:
+    """Every fragment spread written in the document (not through fragments)."""
+    count = 0
+    pending = [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
+    while pending:
+        for selection in pending.pop().selections:
+            if isinstance(selection, FragmentSpreadNode):
+                count += 1
+            elif isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
+                pending.append(selection.selection_set)
+    return count
+
+
 def fragment_uses(document: DocumentNode) -> int:
     """The number of fragments each operation reaches, summed over the operations.
 
@@ -304,6 +323,13 @@ def check_limits(
         return [
             GraphQLError(f"Cannot spread fragment '{cycle.name}' within itself (a fragment cycle).")
         ]
+    spreads = fragment_spreads(document)
+    if spreads > MAX_FRAGMENT_SPREADS:
+        msg = (
+            f"the document spreads fragments {spreads:,} times; the limit is"
+            f" {MAX_FRAGMENT_SPREADS:,} spreads per document"
+        )
+        return [GraphQLError(msg)]
     if uses > MAX_FRAGMENT_USES:
         msg = (
             f"the document's operations reach {uses:,} fragments in all (each operation"
