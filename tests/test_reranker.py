@@ -345,6 +345,32 @@ async def test_the_read_transaction_is_closed_during_the_provider_call(
     assert (await held).json()["rerank"]["reason"] == "applied"
 
 
+CONTEXT_AND_DECISIONS = """{ project(id: "demo") {
+  context(q: "zebra") { rerank { reason } }
+  decisions { nodes { restId } }
+} }"""
+
+
+async def test_a_graphql_query_holds_no_connection_during_the_provider_call(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """One pinned connection here (readers=1): the sibling field `decisions`
+    used to take it while the packet waited on the provider and keep it
+    until the query ended, and every other GraphQL query waited as long."""
+    await three_records(human)
+    provider.hold = hold = threading.Event()
+    held = asyncio.create_task(human.gql(CONTEXT_AND_DECISIONS))
+    await asyncio.to_thread(provider.wait_arrivals, 1)
+    await asyncio.sleep(0.05)  # the sibling field has asked to read by now
+    other = human.gql('{ project(id: "demo") { decisions { nodes { restId } } } }')
+    assert await asyncio.wait_for(other, timeout=5) == {
+        "data": {"project": {"decisions": {"nodes": []}}}
+    }
+    hold.set()
+    answer = (await held)["data"]["project"]
+    assert answer == {"context": {"rerank": {"reason": "applied"}}, "decisions": {"nodes": []}}
+
+
 async def fail_three_times(provider: Provider, human: Caller) -> None:
     provider.mode, provider.status = "status", 503
     for _ in range(3):

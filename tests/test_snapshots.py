@@ -170,6 +170,46 @@ async def test_unpinned_ends_the_pinned_snapshot_at_once(db: Database) -> None:
         assert await db.read(count) == 2  # a new snapshot after it
 
 
+async def test_other_reads_of_the_request_wait_out_an_unpinned_block(db: Database) -> None:
+    """A GraphQL query with `Project.context` and a sibling field: the
+    sibling's read, begun while the packet waited on the reranking provider,
+    held a pinned connection (and a read transaction) until the query ended,
+    so a few such queries stalled every other GraphQL query."""
+    await insert(db, 1)
+    provider_called = asyncio.Event()
+    provider_answers = asyncio.Event()
+
+    async def packet() -> int:
+        async with db.unpinned():
+            found = await db.read(count)
+            provider_called.set()
+            await provider_answers.wait()
+            return found
+
+    both_read = asyncio.Barrier(2)
+
+    async def other() -> int:
+        async with db.pinned():
+            found = await db.read(count)
+            await both_read.wait()  # each holds its connection until both have one
+            return found
+
+    async with db.pinned():
+        assert await db.read(count) == 1
+        building = asyncio.create_task(packet())
+        await provider_called.wait()
+        sibling = asyncio.create_task(db.read(count))  # a sibling field's read
+        await asyncio.sleep(0.05)
+        assert not sibling.done()  # it waits for the block to end
+        # meanwhile no pinned connection is held: two other requests hold both
+        assert await asyncio.wait_for(asyncio.gather(other(), other()), 5) == [1, 1]
+        await insert(db, 2)
+        provider_answers.set()
+        assert await building == 1
+        assert await asyncio.wait_for(sibling, 5) == 2  # a snapshot begun after the block
+        assert await db.read(count) == 2  # and the request's reads share it again
+
+
 async def test_a_pinned_read_waiting_when_the_database_closes_is_unavailable(
     tmp_path: Path,
 ) -> None:

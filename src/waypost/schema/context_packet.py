@@ -145,7 +145,7 @@ class ProjectContextFields:
             rt = info.context.rt
             # not in the query's pinned snapshot, which ends here: no read
             # transaction stays open while the packet calls the reranking
-            # provider (the query's later reads see a newer snapshot)
+            # provider (the query's other reads wait, then see a newer one)
             async with rt.db.unpinned():
                 built = await packet.build(rt, self.rest_id, query)
         return ContextPacket.from_json(built, self.rest_id)

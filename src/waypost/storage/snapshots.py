@@ -20,7 +20,9 @@ never do.
 Nothing is pinned by default: the GraphQL schema pins its queries
 (`schema/snapshot.py`), never its mutations, whose answers must see their own
 writes. A unit that must not hold a read transaction open (a context packet,
-which calls the reranking provider in between) runs `unpinned()`.
+which calls the reranking provider in between) runs `unpinned()`; the
+request's other reads wait until it ends, so none holds a connection open
+meanwhile either.
 """
 
 from __future__ import annotations
@@ -127,19 +129,39 @@ class PinnedRead:
         self._slot: _Slot | None = None
         self._ended = False
         self._lock = asyncio.Lock()
+        # `unpinned()` blocks of this request now running; while any runs,
+        # the request's other reads wait rather than begin a snapshot that
+        # would stay open as long as the block (a reranking provider's call)
+        self._suspensions = 0
+        self._free_to_read = asyncio.Event()
+        self._free_to_read.set()
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         async with self._lock:  # a request's loaders may dispatch together
-            slot = self._slot
-            if slot is None:
+            while (slot := self._slot) is None:
+                await self._free_to_read.wait()
                 slot = await self._snapshots.take()
                 if self._ended:  # before this read, or while it waited for a slot
                     try:
                         return await self._snapshots.run(slot, fn)
                     finally:
                         await self._snapshots.give_back(slot)
+                if self._suspensions:  # a block began while this read waited for a slot
+                    await self._snapshots.give_back(slot)
+                    continue
                 self._slot = slot
             return await self._snapshots.run(slot, fn)
+
+    def suspend(self) -> None:
+        """An `unpinned()` block begins: hold the request's reads that come
+        from outside it until it ends (its caller then ends the snapshot)."""
+        self._suspensions += 1
+        self._free_to_read.clear()
+
+    def resume(self) -> None:
+        self._suspensions -= 1
+        if not self._suspensions:
+            self._free_to_read.set()
 
     async def release(self) -> None:
         """End the snapshot now and free its slot; a later read begins another."""
@@ -149,6 +171,7 @@ class PinnedRead:
 
     async def end(self) -> None:
         self._ended = True
+        self._free_to_read.set()  # a read after the end waits for nothing
         await self.release()
 
 
@@ -181,13 +204,21 @@ async def pinned(owner: object, snapshots: PinnedSnapshots) -> AsyncIterator[Non
 async def unpinned() -> AsyncIterator[None]:
     """Reads in this block use the reader pool, each its own snapshot; and
     the request's pinned snapshot, if any, ends here (its transaction must
-    not stay open while the block waits on something else); the request's
-    later reads begin another."""
+    not stay open while the block waits on something else). The request's
+    other reads (sibling GraphQL fields) wait for the block to end, then
+    begin another snapshot: one begun meanwhile would stay open as long as
+    the block and hold a pinned connection all that time. So the block
+    must never wait for one of those reads."""
     found = _CURRENT.get()
-    if found is not None:
-        await found[1].release()
+    pin = found[1] if found is not None else None
     token = _CURRENT.set(None)
+    if pin is not None:
+        pin.suspend()
     try:
+        if pin is not None:
+            await pin.release()
         yield
     finally:
         _CURRENT.reset(token)
+        if pin is not None:
+            pin.resume()
