@@ -481,6 +481,21 @@ def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umas
         conn.close()
 
 
+async def test_a_database_made_in_an_empty_file_is_owner_only(
+    tmp_path: Path, open_umask: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`touch waypost.db` first (mode 0664 here): SQLite wrote the new
+    database into the empty file and made its -wal and -shm 0664 too."""
+    settings = Settings(db_path=tmp_path / "touched.db", sweep_interval=3600)
+    settings.db_path.touch()
+    assert mode(settings.db_path) & 0o077
+    async with serving(settings, MovableClock()) as made:
+        await made.principal("human")
+        files = [settings.db_path, tmp_path / "touched.db-wal", tmp_path / "touched.db-shm"]
+        assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
+    assert "open to other users" not in caplog.text
+
+
 def test_a_database_named_by_a_link_to_a_new_file_is_owner_only(
     tmp_path: Path, open_umask: None
 ) -> None:

@@ -91,8 +91,15 @@ def create_private(path: Path) -> None:
     SQLite would create it with the process umask (often 0644); it gives the
     `-wal` and `-shm` files it creates later the mode of the database file,
     so creating the file first is what keeps all three owner-only.
+
+    An empty file (`touch waypost.db`, made with the umask's mode) is no
+    database yet: SQLite writes a new one into it, so it is made 0600 too.
+    SQLite made the database and its `-wal` and `-shm` 0644 in it, silently.
     """
-    if str(path) == ":memory:" or path.exists():
+    if str(path) == ":memory:":
+        return
+    if path.exists():
+        _make_empty_file_private(path)
         return
     _refuse_orphaned_wal(path)
     # the file a symbolic link names, when the link is there and its file not
@@ -108,6 +115,17 @@ def create_private(path: Path) -> None:
             raise FileNotFoundError(f"the directory {target.parent} does not exist") from None
         raise
     os.close(fd)
+
+
+def _make_empty_file_private(path: Path) -> None:
+    """chmod 0600 an empty regular file about to become the database (a file
+    that already holds one keeps its mode: `open_to_others`)."""
+    try:
+        found = os.stat(path)
+        if stat.S_ISREG(found.st_mode) and found.st_size == 0 and found.st_mode & 0o077:
+            os.chmod(path, 0o600)
+    except PermissionError:
+        pass  # not its owner: the start-up warning names the mode
 
 
 def open_to_others(path: Path) -> dict[str, int]:
