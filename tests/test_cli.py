@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +311,33 @@ def test_serve_refuses_a_busy_port_before_opening_the_database(db: str) -> None:
             assert result.exit_code == 1, result.output
             assert f"Error: cannot_listen: 127.0.0.1:{port}:" in result.output
             assert not Path(db).exists()  # nor any admin token printed
+
+
+def test_serve_refuses_more_connections_than_its_open_file_limit_allows(db: str) -> None:
+    """Accepted silently, 400 idle connections to the public port took every
+    descriptor (limit 300) and `/healthz` and the lifecycle listener failed."""
+
+    def limit_files() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1000, 1000))
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+
+        def serve(connections: int) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-c", "from waypost.cli import main; main()", "serve",
+                    "--db", db, "--port", port, "--max-connections", str(connections)]  # fmt: skip
+            return subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                  preexec_fn=limit_files)  # fmt: skip
+
+        refused = serve(1000 - 384 + 1)
+        kept = serve(1000 - 384)  # passes that check: the busy port stops it next
+    assert refused.returncode == 2, refused.stderr
+    assert "--max-connections 617: the open-file limit of 1,000" in refused.stderr
+    assert "at most 616 public connections" in refused.stderr
+    assert kept.returncode == 1 and "cannot_listen" in kept.stderr, kept.stderr
+    assert not Path(db).exists()
 
 
 def test_serve_help_lists_every_option() -> None:

@@ -105,7 +105,8 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               help="Connections the public listener holds open at once; past it a"
                    " new connection is closed at once (the lifecycle listener holds 256"
                    " of its own). Default: the open-file limit (raised to its hard"
-                   " limit at start) less 384, at most 10,000.")  # fmt: skip
+                   " limit at start) less 384, at most 10,000; more than that limit"
+                   " less 384 is refused.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a full-text search (a context packet's, a list's q"
@@ -148,6 +149,11 @@ def serve(
     rerank = _rerank_settings()
     if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
         raise click.UsageError("--port and --lifecycle-port must differ on one host")
+    if max_connections is not None:
+        from waypost.serving import max_connections_refusal
+
+        if (refusal := max_connections_refusal(max_connections)) is not None:
+            raise click.UsageError(refusal)
     lifecycle = _lifecycle_settings(
         lifecycle_auth, k8s_api, k8s_ca, k8s_token_file, lifecycle_webhook
     )

@@ -74,16 +74,40 @@ def open_file_limit() -> int:
     return soft
 
 
+def public_connections_room() -> int | None:
+    """Connections the public listener may hold beside the database, the
+    log, outbound HTTP and the lifecycle listener's own (None: no limit)."""
+    limit = open_file_limit()
+    if limit == resource.RLIM_INFINITY:
+        return None
+    return limit - RESERVED_FILES - LIFECYCLE_CONNECTIONS
+
+
+def max_connections_refusal(wanted: int) -> str | None:
+    """Why `--max-connections wanted` cannot be kept, if it cannot: past the
+    room the open-file limit leaves, a flood of the public port took every
+    descriptor, and `/healthz` and the lifecycle listener failed with it."""
+    room = public_connections_room()
+    if room is None or wanted <= room:
+        return None
+    limit = room + RESERVED_FILES + LIFECYCLE_CONNECTIONS
+    return (
+        f"--max-connections {wanted}: the open-file limit of {limit:,} (`ulimit -Hn`) leaves"
+        f" room for at most {max(room, 0):,} public connections beside {RESERVED_FILES}"
+        f" descriptors for the database, the log and outbound HTTP and the lifecycle"
+        f" listener's {LIFECYCLE_CONNECTIONS}; lower --max-connections or raise the limit"
+    )
+
+
 def connection_caps(settings: Settings) -> tuple[ConnectionCap, ConnectionCap]:
     """(public, lifecycle): each listener holds its own connections."""
-    limit = open_file_limit()
+    room = public_connections_room()
     if settings.max_connections is not None:
-        public = settings.max_connections
-    elif limit == resource.RLIM_INFINITY:
+        public = settings.max_connections  # checked against the room by `serve`
+    elif room is None:
         public = PUBLIC_CONNECTIONS_MOST
     else:
-        spare = limit - RESERVED_FILES - LIFECYCLE_CONNECTIONS
-        public = max(16, min(PUBLIC_CONNECTIONS_MOST, spare))
+        public = max(16, min(PUBLIC_CONNECTIONS_MOST, room))
     return ConnectionCap(public, "public"), ConnectionCap(LIFECYCLE_CONNECTIONS, "lifecycle")
 
 
