@@ -6,9 +6,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 RUNTIME := $(VENV)/.installed-runtime
 STAMP := $(VENV)/.installed-dev
-PORT ?= 8080
-LIFECYCLE_PORT ?= 8081
-WAYPOST_DB ?= ./waypost.db
+# Blank counts as unset, from the environment or the command line alike
+# (`PORT= make run` passed `--port` no value, and `--db ""` opened ".").
+override PORT := $(if $(strip $(PORT)),$(PORT),8080)
+override LIFECYCLE_PORT := $(if $(strip $(LIFECYCLE_PORT)),$(LIFECYCLE_PORT),8081)
+override WAYPOST_DB := $(if $(strip $(WAYPOST_DB)),$(WAYPOST_DB),./waypost.db)
 
 .PHONY: run test lint types unit browser schema bench clean
 

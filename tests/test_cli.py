@@ -238,6 +238,45 @@ def test_db_defaults_to_waypost_db_in_the_working_directory(
     assert (tmp_path / "waypost.db").exists()
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_a_blank_db_is_a_usage_error_naming_the_option(
+    blank: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    for args in (["admin", "migrate"], ["serve", "--port", "0"]):
+        result = run(*args, "--db", blank)
+        assert result.exit_code == 2, result.output
+        assert "'--db': names no file (it is blank)" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_blank_waypost_db_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`WAYPOST_DB=' '` made a database file named by a space."""
+    monkeypatch.chdir(tmp_path)
+    ok("admin", "migrate", env={"WAYPOST_DB": " "})
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db") == ["waypost.db"]
+
+
+@pytest.mark.parametrize(
+    "variables",
+    [{"PORT": "", "LIFECYCLE_PORT": " ", "WAYPOST_DB": ""}, {"WAYPOST_DB": "  "}],
+)
+def test_make_run_takes_blank_variables_as_unset(variables: dict[str, str]) -> None:
+    """`PORT= make run` ran `serve --port --lifecycle-port 8081` (a usage
+    error about the wrong option) and `WAYPOST_DB= make run` `--db ""`."""
+    root = Path(__file__).resolve().parent.parent
+    expected = '--port 8080 --lifecycle-port 8081 --db "./waypost.db"'
+    for how in ("environment", "command line"):
+        env = {**os.environ, **variables} if how == "environment" else dict(os.environ)
+        assigned = [] if how == "environment" else [f"{k}={v}" for k, v in variables.items()]
+        shown = subprocess.run(["make", "-n", "run", *assigned], cwd=root, env=env,
+                               capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert shown.stdout.strip().splitlines()[-1].endswith(expected), (how, shown.stdout)
+    shown = subprocess.run(["make", "-n", "run", "PORT=9", "WAYPOST_DB=/a  b.db"], cwd=root,
+                           capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert shown.stdout.strip().endswith('--port 9 --lifecycle-port 8081 --db "/a  b.db"')
+
+
 def test_admin_commands_never_read_typesafe_settings(db: str) -> None:
     env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "http://not-https.example"}
     data = ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db, env=env)

@@ -30,13 +30,25 @@ from waypost.storage.writer import BUSY_MESSAGE
 
 T = TypeVar("T")
 
+
+def _a_file_name(_ctx: click.Context, _param: click.Parameter, value: str) -> Path:
+    """A blank `--db ""` (a Makefile's empty variable) opened "." and was
+    refused as `database_unusable: .`, naming no option."""
+    if not value.strip():
+        raise click.BadParameter(
+            "names no file (it is blank); leave it out for env WAYPOST_DB, else ./waypost.db"
+        )
+    return Path(value)
+
+
 # The file every command opens (`serve` takes it too).
 db_option = click.option(
     "--db",
     "db_path",
     # readable=False: a file it cannot open is `database_unusable` (exit 1), as
     # docs/operations.md says, not click's usage error (exit 2)
-    type=click.Path(readable=False, path_type=Path),
+    type=click.Path(readable=False),
+    callback=_a_file_name,
     default=default_db_path,
     show_default="env WAYPOST_DB, else ./waypost.db",
     help="SQLite database file.",

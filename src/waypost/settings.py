@@ -13,7 +13,10 @@ DEFAULT_TYPESAFE_URL = "https://api.typesafe.example/v1/rerank"
 
 
 def default_db_path() -> str:
-    return os.environ.get("WAYPOST_DB") or DEFAULT_DB
+    """`WAYPOST_DB`, unless unset or blank (`WAYPOST_DB=' '` made a file
+    named by a space)."""
+    named = os.environ.get("WAYPOST_DB", "")
+    return named if named.strip() else DEFAULT_DB
 
 
 class SettingError(ValueError):
