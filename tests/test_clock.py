@@ -22,15 +22,22 @@ def test_file_clock_rereads_the_file_at_every_use(tmp_path: Path) -> None:
     assert format_time(clock.now()) == "2026-11-30T06:15:30.250Z"
 
 
-@pytest.mark.parametrize("content", [None, "", "yesterday", "2026-11-29T18:00:00"])
-def test_file_clock_without_a_valid_instant_is_unavailable(
-    tmp_path: Path, content: str | None
-) -> None:
+@pytest.mark.parametrize(
+    "content", [b"", b"yesterday", b"2026-11-29T18:00:00", b"\xff2026-11-29T18:00:00Z"]
+)
+def test_file_clock_without_a_valid_instant_is_unavailable(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "clock"
-    if content is not None:
-        path.write_text(content)
-    with pytest.raises(Unavailable):
+    path.write_bytes(content)
+    with pytest.raises(Unavailable, match=r"^the clock file holds no valid instant$"):
         FileClock(path).now()
+
+
+def test_a_clock_file_that_cannot_be_read_says_why(tmp_path: Path) -> None:
+    """A missing file, or a directory, "held no valid instant"."""
+    with pytest.raises(Unavailable, match=r"^the clock file cannot be read: No such file"):
+        FileClock(tmp_path / "missing").now()
+    with pytest.raises(Unavailable, match=r"^the clock file cannot be read: Is a directory$"):
+        FileClock(tmp_path).now()
 
 
 def test_parse_time_refuses_an_instant_without_offset() -> None:

@@ -30,11 +30,16 @@ class FileClock:
         self.path = path
 
     def now(self) -> datetime:
+        # a missing or half-written file is a passing condition of the
+        # simulation, not a fault of the request: retry shortly
         try:
-            moment = parse_time(self.path.read_text().strip())
-        except (OSError, ValueError) as exc:
-            # a missing or half-written file is a passing condition of the
-            # simulation, not a fault of the request: retry shortly
+            data = self.path.read_bytes()
+        except OSError as exc:  # said apart: a missing file "held no valid instant"
+            reason = exc.strerror or type(exc).__name__
+            raise Unavailable(f"the clock file cannot be read: {reason}", retry_after=1) from exc
+        try:
+            moment = parse_time(data.decode().strip())
+        except ValueError as exc:  # UnicodeDecodeError too
             raise Unavailable("the clock file holds no valid instant", retry_after=1) from exc
         if not CLOCK_EARLIEST <= moment < CLOCK_END:
             # the service adds and subtracts days from now (leases, the digest's
