@@ -387,6 +387,23 @@ def test_serve_help_lists_every_option() -> None:
         assert option in text
 
 
+def test_serve_warns_of_a_blank_host(db: str) -> None:
+    """Blank (an unset variable in a unit file), the private lifecycle
+    listener listened on every interface with no warning."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])  # busy: the start ends after the warning
+        argv = [sys.executable, "-c", "from waypost.cli import main; main()", "serve",
+                "--db", db, "--port", port, "--lifecycle-host", ""]  # fmt: skip
+        blank = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        argv[-1] = "127.0.0.1"
+        named = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    warning = "WARNING waypost --lifecycle-host is blank: its listener listens on every interface"
+    assert warning in blank.stderr, blank.stderr
+    assert "is blank" not in named.stderr and "cannot_listen" in named.stderr
+
+
 def test_an_empty_host_binds_every_interface_as_uvicorn_did() -> None:
     from waypost.serving import bind
 

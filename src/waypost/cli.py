@@ -149,6 +149,7 @@ def serve(
     rerank = _rerank_settings()
     if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
         raise click.UsageError("--port and --lifecycle-port must differ on one host")
+    _warn_of_blank_hosts(host, lifecycle_host if lifecycle_port else "127.0.0.1")
     if max_connections is not None:
         from waypost.serving import max_connections_refusal
 
@@ -177,6 +178,18 @@ def serve(
             metrics=metrics,
         )
     )
+
+
+def _warn_of_blank_hosts(host: str, lifecycle_host: str) -> None:
+    """A blank host listens on every interface, as uvicorn's does; from an
+    unset variable in a unit file it put the private lifecycle API there with
+    nothing but the "listening on" lines to say so."""
+    for option, value in (("--host", host), ("--lifecycle-host", lifecycle_host)):
+        if not value:
+            log.warning(
+                "%s is blank: its listener listens on every interface, IPv4 and IPv6"
+                " (name an address; 0.0.0.0 if every interface is meant)", option
+            )  # fmt: skip
 
 
 def _clock_file() -> Path | None:
