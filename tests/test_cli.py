@@ -265,16 +265,19 @@ def test_make_run_takes_blank_variables_as_unset(variables: dict[str, str]) -> N
     """`PORT= make run` ran `serve --port --lifecycle-port 8081` (a usage
     error about the wrong option) and `WAYPOST_DB= make run` `--db ""`."""
     root = Path(__file__).resolve().parent.parent
+    # as from a shell, not from the `make test` that runs these tests
+    outside = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+    def make_run(*assigned: str, env: dict[str, str] = outside) -> str:
+        shown = subprocess.run(["make", "--no-print-directory", "-n", "run", *assigned], cwd=root,
+                               env=env, capture_output=True, text=True, timeout=30)  # fmt: skip
+        return shown.stdout.strip().splitlines()[-1]
+
     expected = '--port 8080 --lifecycle-port 8081 --db "./waypost.db"'
-    for how in ("environment", "command line"):
-        env = {**os.environ, **variables} if how == "environment" else dict(os.environ)
-        assigned = [] if how == "environment" else [f"{k}={v}" for k, v in variables.items()]
-        shown = subprocess.run(["make", "-n", "run", *assigned], cwd=root, env=env,
-                               capture_output=True, text=True, timeout=30)  # fmt: skip
-        assert shown.stdout.strip().splitlines()[-1].endswith(expected), (how, shown.stdout)
-    shown = subprocess.run(["make", "-n", "run", "PORT=9", "WAYPOST_DB=/a  b.db"], cwd=root,
-                           capture_output=True, text=True, timeout=30)  # fmt: skip
-    assert shown.stdout.strip().endswith('--port 9 --lifecycle-port 8081 --db "/a  b.db"')
+    assert make_run(env={**outside, **variables}).endswith(expected)
+    assert make_run(*(f"{k}={v}" for k, v in variables.items())).endswith(expected)
+    named = make_run("PORT=9", "WAYPOST_DB=/a  b.db")
+    assert named.endswith('--port 9 --lifecycle-port 8081 --db "/a  b.db"')
 
 
 def test_admin_commands_never_read_typesafe_settings(db: str) -> None:
