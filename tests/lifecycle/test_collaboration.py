@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import unicodedata
 from typing import Any
 
 import pytest
@@ -313,6 +314,18 @@ async def test_search_shows_only_the_callers_tenant(lifecycle: Lifecycle, author
 async def test_search_limits(author: Member) -> None:
     for bad in [{"limit": 0}, {"limit": 101}, {"q": "x" * 201}]:
         refused(await author.get("/v1/decisions", **bad), 400, "invalid_request")
+
+
+async def test_search_finds_text_in_either_unicode_form(author: Member) -> None:
+    """A term sent decomposed (NFD, as a macOS client may) found no memo
+    written composed, and the other way round; the context packet's search
+    matched either form already."""
+    await author.register(memo("nfc", title=unicodedata.normalize("NFC", "Việt データ")))
+    await author.register(memo("nfd", title=unicodedata.normalize("NFD", "한국어 ledger")))
+    for word, expected in (("Việt", ["nfc"]), ("データ", ["nfc"]), ("한국어", ["nfd"])):
+        for form in ("NFC", "NFD"):
+            r = await author.get("/v1/decisions", q=unicodedata.normalize(form, word))
+            assert [i["id"] for i in r.json()["items"]] == expected, (word, form)
 
 
 def test_a_term_given_twice_is_searched_once() -> None:

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.errors import NotFound, Unavailable
-from waypost.resolvers.context.search import SearchTimedOut, time_limit, time_limit_ms
+from waypost.resolvers.context.search import (
+    SearchTimedOut,
+    escape_fts,
+    time_limit,
+    time_limit_ms,
+)
 from waypost.resolvers.lifecycle import authz, store
 from waypost.resolvers.lifecycle.authz import Action, Caller
 from waypost.resolvers.lifecycle.cursors import CursorSigner, invalid
@@ -78,17 +83,20 @@ async def events(
 
 
 def fts_query(q: str | None) -> str | None:
-    """Each whitespace-separated term as a quoted FTS5 string (all must match).
+    """Each whitespace-separated term as a quoted FTS5 string (all must match),
+    in Unicode's composed and decomposed forms alike, as the context packet's
+    search (`escape_fts`): `Việt` sent decomposed (a macOS client) found no
+    memo titled with it composed.
 
     A NUL ends an FTS5 string early ("unterminated string"), so it separates
     terms like whitespace does. A term given twice is searched once: each
     costs a pass over its list in the index, and "mu mu mu ..." (66 times)
     took 4 s where "mu" takes milliseconds.
     """
-    terms = dict.fromkeys((q or "").replace("\x00", " ").split())
+    terms = list(dict.fromkeys((q or "").replace("\x00", " ").split()))
     if not terms:
         return None
-    return " ".join('"' + term.replace('"', '""') + '"' for term in terms)
+    return escape_fts(terms)
 
 
 async def search(
