@@ -26,6 +26,19 @@ async def test_register_answers_a_receipt_and_get_returns_the_memo_with_defaults
     assert got.json() == {**m, "highlights": []}
 
 
+async def test_the_links_of_a_dot_segment_id_lead_to_its_memo(author: Member) -> None:
+    """The id rule allows `.` and `..`; as written into the links, a client
+    resolved them as dot-segments and `/v1/decisions/..?version=1` led to
+    `/v1/?version=1` (404)."""
+    for memo_id in (".", "..", "..."):
+        receipt = (await author.register(memo(memo_id))).json()
+        encoded = "%2E" * len(memo_id) if len(memo_id) < 3 else memo_id
+        assert receipt["resource"] == f"/v1/decisions/{encoded}?version=1"
+        assert receipt["workspace_url"].endswith(f"/decisions/{encoded}?version=1")
+        got = await author.get(receipt["resource"])
+        assert got.status_code == 200 and got.json()["id"] == memo_id, got.text
+
+
 async def test_a_replay_answers_the_same_receipt_and_writes_nothing(
     author: Member, lifecycle: Lifecycle
 ) -> None:

@@ -181,9 +181,17 @@ def _run(
 def _receipt(event_id: int, memo_id: str, version: int, links: bool = False) -> dict[str, Any]:
     body: dict[str, Any] = {"event_id": event_id, "memo_id": memo_id, "version": version}
     if links:
-        body["resource"] = f"/v1/decisions/{memo_id}?version={version}"
-        body["workspace_url"] = f"{WORKSPACE}/{memo_id}?version={version}"
+        segment = _path_segment(memo_id)
+        body["resource"] = f"/v1/decisions/{segment}?version={version}"
+        body["workspace_url"] = f"{WORKSPACE}/{segment}?version={version}"
     return body
+
+
+def _path_segment(memo_id: str) -> str:
+    """The id as a link's path segment. The id rule allows `.` and `..`,
+    which a client resolves as dot-segments (RFC 3986 5.2.4): the link to
+    memo `..` led to `/v1/`. Percent-encoded they stay the memo's own."""
+    return "%2E" * len(memo_id) if memo_id in (".", "..") else memo_id
 
 
 def _revision_fields(summary: str, memo: Any) -> dict[str, str]:
