@@ -35,6 +35,21 @@ def test_patches_need_a_field_besides_the_revision() -> None:
         assert named == set(schema["properties"]) - {"expected_revision", "provenance"}
 
 
+def test_a_new_record_cannot_be_superseded() -> None:
+    """The server refuses a record created `superseded`; the document listed it."""
+    for name in ("KnowledgeCreate", "SubmissionLessonInput"):
+        status = SCHEMAS[name]["properties"]["status"]
+        assert sorted(status["enum"]) == ["deprecated", "observed", "validated"], name
+        assert status["default"] == "observed"
+
+
+async def test_a_record_created_superseded_is_refused(human: Caller, project: str) -> None:
+    body = {"kind": "fact", "title": "t", "body": "b", "status": "superseded"}
+    r = await human.post("/api/v1/projects/demo/knowledge", body)
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "status"
+    assert "superseded_by_id" in r.json()["error"]["message"]
+
+
 def test_revisions_are_integers() -> None:
     for name in ("PolicyPatch", "TaskPatch", "KnowledgeCorrect"):
         prop = SCHEMAS[name]["properties"]["expected_revision"]

@@ -169,11 +169,21 @@ BYTE_BOUNDS: dict[tuple[str, str], int] = {
     ("SubmitBody", "summary"): TEXT_MAX_BYTES,
 }
 ONE_LINE_FIELDS = (("ProjectCreate", "name"),)
+# Values of an enum a check refuses after decoding, with a message saying
+# what to do instead: a record is never created `superseded`
+# (resolvers/knowledge/models.py `check_new`). Listed, a client validating
+# against the document sent a body the server then refused.
+REFUSED_VALUES: dict[tuple[str, str], tuple[str, str]] = {
+    (model, "status"): ("superseded", "Not `superseded`: a record becomes superseded by a"
+                                      " correction naming superseded_by_id.")
+    for model in ("KnowledgeCreate", "SubmissionLessonInput")
+}  # fmt: skip
 
 
 def state_text_bounds(owner: str, properties: dict[str, Any]) -> None:
-    """The byte bounds and one-line names of `owner`'s properties, in place
-    (the REST document's component, an MCP tool's inlined schema)."""
+    """The byte bounds, one-line names and refused enum values of `owner`'s
+    properties, in place (the REST document's component, an MCP tool's
+    inlined schema)."""
     for (model, field), most in BYTE_BOUNDS.items():
         if model == owner and field in properties:
             for branch in _alternatives(properties[field]):
@@ -187,6 +197,11 @@ def state_text_bounds(owner: str, properties: dict[str, Any]) -> None:
     for model, field in ONE_LINE_FIELDS:
         if model == owner and field in properties:
             properties[field]["pattern"] = ONE_LINE_PATTERN
+    for (model, field), (refused, why) in REFUSED_VALUES.items():
+        if model == owner and field in properties:
+            prop = properties[field]
+            prop["enum"] = [value for value in prop["enum"] if value != refused]
+            prop.setdefault("description", why)
 
 
 def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
