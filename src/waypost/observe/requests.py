@@ -146,11 +146,6 @@ class RequestObserver:
         header = (b"x-request-id", line.request_id.encode())
         started = time.perf_counter()
 
-        # the ASGI server's own 403 for a socket closed before it was
-        # accepted carries no header of ours; where the server takes a
-        # denial response (uvicorn does), the 403 is written here instead
-        deny = "websocket.http.response" in (scope.get("extensions") or {})
-
         async def observed_send(message: Message) -> None:
             kind = message["type"]
             if kind == "websocket.accept":
@@ -158,14 +153,8 @@ class RequestObserver:
                 message = {**message, "headers": [*message.get("headers", []), header]}
             elif kind == "websocket.http.response.start":
                 line.status = message["status"]
-                message = {**message, "headers": [*message.get("headers", []), header]}
             elif kind == "websocket.close" and line.status == CLIENT_CLOSED:
                 line.status = 403
-                if deny:
-                    await send({"type": "websocket.http.response.start", "status": 403,
-                                "headers": [(b"content-length", b"0"), header]})  # fmt: skip
-                    await send({"type": "websocket.http.response.body", "body": b""})
-                    return
             await send(message)
 
         try:
