@@ -3,6 +3,10 @@ ended; and the idempotency keys derived for calls sent without one."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -227,6 +231,115 @@ async def test_an_initialize_with_bad_params_takes_no_session_place(service: Ser
         assert r.json()["id"] == 1
     opened = await agent.client.post("/mcp", json=INITIALIZE, headers=both)
     assert opened.status_code == 200, opened.text
+
+
+def _both(caller: Caller) -> dict[str, str]:
+    return {**caller.headers(session=False), "Accept": "application/json, text/event-stream"}
+
+
+async def test_a_session_with_its_stream_open_keeps_its_place(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's idle timer stops while a request of the session is in
+    flight, its GET stream included (the official client keeps one open);
+    this endpoint aged sessions by the end of their requests alone, so after
+    15 minutes such sessions dropped out of the count and four more opened."""
+    from tests.live_support import running
+    from waypost.mcp_server import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 2)
+    monkeypatch.setattr(http_endpoint, "IDLE_SECONDS", 0.3)
+    agent = await service.agent()
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+
+        async def initialize() -> httpx.Response:
+            return await client.post("/mcp", json=INITIALIZE, headers=_both(agent))
+
+        sessions = [(await initialize()).headers["mcp-session-id"] for _ in range(2)]
+        async with contextlib.AsyncExitStack() as streams:
+            for session in sessions:
+                headers = {**agent.headers(session=False), "Accept": "text/event-stream",
+                           "Mcp-Session-Id": session}  # fmt: skip
+                stream = await streams.enter_async_context(
+                    client.stream("GET", "/mcp", headers=headers)
+                )
+                assert stream.status_code == 200
+            await asyncio.sleep(0.6)  # past the idle time, both streams open
+            assert (await initialize()).status_code == 429
+        await asyncio.sleep(0.6)  # streams closed: idle now, and past the idle time
+        assert (await initialize()).status_code == 200
+
+
+async def test_a_delete_the_sdk_refuses_frees_no_place(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DELETE refused for its protocol version left the session open and
+    freed its place all the same: eight such rounds held 24 sessions."""
+    from waypost.mcp_server import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 2)
+    agent = await service.agent()
+
+    async def initialize() -> httpx.Response:
+        return await agent.client.post("/mcp", json=INITIALIZE, headers=_both(agent))
+
+    first = (await initialize()).headers["mcp-session-id"]
+    assert (await initialize()).status_code == 200
+    headers = {**agent.headers(session=False), "Mcp-Session-Id": first}
+    refused = await agent.client.delete(
+        "/mcp", headers={**headers, "MCP-Protocol-Version": "1999-01-01"}
+    )
+    assert refused.status_code == 400
+    assert (await initialize()).status_code == 429
+    assert (await agent.client.delete("/mcp", headers=headers)).status_code == 200
+    assert (await initialize()).status_code == 200
+
+
+async def test_an_answered_initialize_holds_one_place_not_two(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client has its answer before the SDK's handler returns; until
+    then the new session was counted twice (a session and an opening), and
+    the next initialize, sent at once, was refused with one place free (4
+    of 10 runs over HTTP)."""
+    from waypost.mcp_server import http_endpoint
+
+    monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 3)
+    agent = await service.agent()
+    body = json.dumps(INITIALIZE).encode()
+    headers = [(k.lower().encode(), v.encode()) for k, v in _both(agent).items()]
+    headers += [(b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode())]  # fmt: skip
+    statuses: list[int] = []
+
+    async def initialize(on_answer: Callable[[], Awaitable[None]] | None = None) -> None:
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": "/mcp", "raw_path": b"/mcp",
+                 "root_path": "", "query_string": b"", "headers": headers,
+                 "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000)}  # fmt: skip
+        sent = False
+        forever = asyncio.Event()
+
+        async def receive() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await forever.wait()
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+            last = message["type"] == "http.response.body" and not message.get("more_body")
+            if last and on_answer is not None:
+                await on_answer()  # the client has its whole answer: it goes on
+
+        await service.app(scope, receive, send)
+
+    await initialize()
+    await initialize(on_answer=initialize)  # the third, sent once the second is answered
+    assert statuses == [200, 200, 200]
 
 
 async def test_a_wait_ends_when_its_token_is_revoked(service: Service, human: Caller) -> None:

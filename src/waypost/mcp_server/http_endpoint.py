@@ -15,6 +15,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -257,6 +258,30 @@ def _actor(scope: Scope) -> Actor:
     return actor
 
 
+@dataclass
+class _Session:
+    """An MCP session as the SDK's idle timer sees it: idle only while no
+    request of it is in flight (an open GET stream is one), counted from the
+    end of the last. Aged by the end of requests alone, a session whose GET
+    stream stayed open (the official client keeps one) dropped out of the
+    table after 15 minutes though the SDK kept it: the principal's cap and
+    the session's own checks stopped holding."""
+
+    in_flight: int = 0
+    idle_since: float = field(default_factory=time.monotonic)
+
+    def begin(self) -> None:
+        self.in_flight += 1
+
+    def end(self) -> None:
+        self.in_flight -= 1
+        if not self.in_flight:
+            self.idle_since = time.monotonic()
+
+    def idle_before(self, cutoff: float) -> bool:
+        return not self.in_flight and self.idle_since < cutoff
+
+
 class McpEndpoint:
     """The ASGI app mounted at /mcp; `run()` belongs in the app's lifespan."""
 
@@ -268,11 +293,12 @@ class McpEndpoint:
         self.manager = StreamableHTTPSessionManager(
             app=self.server, session_idle_timeout=IDLE_SECONDS, max_request_body_size=BODY_LIMIT
         )
-        # principal -> its sessions' ids -> when a request of each last ended
-        # (the SDK's own table is private: this one ages them as it does)
-        self._sessions: dict[str, dict[str, float]] = {}
+        # principal -> its sessions' ids -> each (the SDK's own table is
+        # private: this one ages them as it does)
+        self._sessions: dict[str, dict[str, _Session]] = {}
         # principal -> its initialize requests not yet answered: each may
-        # become a session, so the cap counts them (40 at once all got one)
+        # become a session, so the cap counts them (40 at once all got one);
+        # one answered with a session counts as that session from then on
         self._opening: dict[str, int] = {}
         # (session, request id) of the requests running now: the SDK keys a
         # request's answer by its id, so a second with the same id took the
@@ -426,8 +452,16 @@ class McpEndpoint:
             if bad is not None:
                 await send_json(send, 400, bad.as_json())
                 return
-            send = _noting_new_session(send, live)
-            self._opening[actor.principal_id] = self._opening.get(actor.principal_id, 0) + 1
+            principal_id = actor.principal_id
+            self._opening[principal_id] = self._opening.get(principal_id, 0) + 1
+            # the opening stops counting as the session starts to: counted
+            # both ways until the SDK's handler returned (after the client
+            # had its answer), the next initialize was refused at 15 sessions
+            opened = _Once(lambda: self._opened(principal_id))
+            send = _noting_new_session(send, live, opened)
+        session = live.get(session_id) if session_id is not None else None
+        answered = _StatusNoted(send)
+        send = answered.send
         if running is not None:
             self._running.add(running)
             send = _on_last_part(send, lambda: self._running.discard(running))
@@ -442,6 +476,8 @@ class McpEndpoint:
             watch = asyncio.create_task(self._until_revoked(token, revoked))
             receive = _gone_once(receive, revoked)
             send, finish = _finishing(send)
+        if session is not None:
+            session.begin()  # in flight: the session is not idle meanwhile
         try:
             await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
         finally:
@@ -451,16 +487,20 @@ class McpEndpoint:
             if running is not None:
                 self._running.discard(running)
             if opening:
-                left = self._opening[actor.principal_id] - 1
-                if left:
-                    self._opening[actor.principal_id] = left
-                else:
-                    del self._opening[actor.principal_id]
-            if session_id is not None and session_id in live:
-                if scope["method"] == "DELETE":
-                    del live[session_id]
-                else:
-                    live[session_id] = time.monotonic()
+                opened()  # a refused or failed initialize's place too
+            if session is not None:
+                session.end()
+                # only a DELETE the SDK carried out ends the session (one it
+                # refused, a bad protocol version, freed a place all the same)
+                if scope["method"] == "DELETE" and 200 <= answered.status < 300:
+                    live.pop(session_id or "", None)
+
+    def _opened(self, principal_id: str) -> None:
+        left = self._opening[principal_id] - 1
+        if left:
+            self._opening[principal_id] = left
+        else:
+            del self._opening[principal_id]
 
     async def _until_revoked(self, token: str, revoked: asyncio.Event) -> None:
         """Set `revoked` once the token no longer authenticates, looked at
@@ -481,11 +521,11 @@ class McpEndpoint:
                     "headers": [(b"content-length", b"0")]})  # fmt: skip
         await send({"type": "http.response.body", "body": b""})
 
-    def _live(self, principal_id: str) -> dict[str, float]:
+    def _live(self, principal_id: str) -> dict[str, _Session]:
         """The principal's sessions not idle past the SDK's idle timeout."""
         live = self._sessions.setdefault(principal_id, {})
         cutoff = time.monotonic() - IDLE_SECONDS
-        for gone in [s for s, seen in live.items() if seen < cutoff]:
+        for gone in [s for s, session in live.items() if session.idle_before(cutoff)]:
             del live[gone]
         return live
 
@@ -616,18 +656,44 @@ def _finishing(send: Send) -> tuple[Send, Callable[[], Awaitable[None]]]:
     return sending, finish
 
 
-def _noting_new_session(send: Send, live: dict[str, float]) -> Send:
+def _noting_new_session(send: Send, live: dict[str, _Session], opened: Callable[[], None]) -> Send:
     """`send`, noting the session id the SDK answers a successful initialize
-    with. The SDK puts a session id on its refusals too (a request other than
-    initialize without a session, a bad `Accept`: 400, 406), then drops that
-    session: counted, sixteen such mistakes shut the principal out of new
-    sessions for the idle timeout."""
+    with (and calling `opened` then). The SDK puts a session id on its
+    refusals too (a request other than initialize without a session, a bad
+    `Accept`: 400, 406), then drops that session: counted, sixteen such
+    mistakes shut the principal out of new sessions for the idle timeout."""
 
     async def noting(message: Message) -> None:
         if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
             for key, value in message.get("headers", ()):
                 if key.lower() == b"mcp-session-id":
-                    live[value.decode("latin-1")] = time.monotonic()
+                    live[value.decode("latin-1")] = _Session()
+                    opened()
         await send(message)
 
     return noting
+
+
+class _Once:
+    """`fn`, run by the first call only."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self._fn: Callable[[], None] | None = fn
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+
+class _StatusNoted:
+    """`send` noting the status of the response it starts (0: none yet)."""
+
+    def __init__(self, send: Send) -> None:
+        self.status = 0
+        self._send = send
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        await self._send(message)
