@@ -560,6 +560,12 @@ async def test_an_operation_name_that_selects_nothing_ends_only_its_own_operatio
          ' "variables": {"a": NaN}}}', "NaN"),
         ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
          ' "variables": {"a": 99999999999999999999}}}', "64"),
+        # past what Python's json reads at all (its int() limit, its
+        # recursion): the frame's id was not found and the socket closed
+        ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+         f' "variables": {{"a": {"1" * 5000}}}}}}}', "64"),
+        ('{"id": "x", "type": "subscribe", "payload": {"query": "{ me { name } }",'
+         f' "variables": {{"a": {"[" * 3000}{"]" * 3000}}}}}}}', "nests too deeply"),
     ],
 )  # fmt: skip
 async def test_a_subscribe_frame_of_refused_json_answers_an_error_for_its_id(
@@ -586,6 +592,8 @@ async def test_a_subscribe_frame_of_refused_json_answers_an_error_for_its_id(
         "not json", '"a string"', "5", '{"id": "1", "type": "subscribe", "payload": "x"}',
         # an empty id names nothing the client could complete (it ran)
         '{"id": "", "type": "subscribe", "payload": {"query": "{ me { name } }"}}',
+        # an id that is no string: a TypeError and an ERROR traceback
+        '{"id": [1], "type": "complete"}', '{"id": {"a": 1}, "type": "complete"}',
     ],
 )  # fmt: skip
 async def test_a_malformed_frame_closes_the_socket_with_4400(

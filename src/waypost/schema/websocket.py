@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Any
 
@@ -32,6 +31,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.handlers import (
     BaseGraphQLTransportWSHandler,
 )
 from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
+    CompleteMessage,
     ConnectionInitMessage,
     Message,
     SubscribeMessage,
@@ -48,6 +48,7 @@ from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
 from waypost.schema.context import Context
+from waypost.schema.frame_top import member_value, top_level
 
 log = logging.getLogger("waypost.graphql")
 
@@ -104,14 +105,11 @@ def refused_subscribe(raw: bytes, refusal: WaypostError) -> dict[str, object] | 
     """The `subscribe` frame `raw` (which the strict parser refused: `refusal`)
     with its payload replaced by a RefusedPayload, read leniently for its type
     and id; None when it is no such frame (then the socket closes, 4400)."""
-    try:
-        frame = json.loads(raw)
-    except (ValueError, RecursionError):
+    members = top_level(raw.decode("utf-8", "replace"))
+    if members is None or member_value(members, "type") != "subscribe":
         return None
-    if not isinstance(frame, dict) or frame.get("type") != "subscribe":
-        return None
-    operation_id = frame.get("id")
-    if not isinstance(operation_id, str) or not isinstance(frame.get("payload"), dict):
+    operation_id = member_value(members, "id")
+    if not isinstance(operation_id, str) or not members.get("payload", "").startswith("{"):
         return None
     return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(refusal)}
 
@@ -261,6 +259,14 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             await self.handle_invalid_message("WebSocket message must be a JSON object")
             return
         await super().handle_message(message)
+
+    async def handle_complete(self, message: CompleteMessage) -> None:
+        # Strawberry looks the id up in a dict: a list or an object raised
+        # TypeError, an ERROR traceback for any client, token or none
+        if not isinstance(message.get("id"), str):
+            await self.handle_invalid_message("complete needs the id of an operation")
+            return
+        await super().handle_complete(message)
 
     async def _refuse(self, operation_id: str, error: dict[str, Any]) -> None:
         """An `error` frame for an operation refused before it is known to
