@@ -87,9 +87,16 @@ class Server:
         return status
 
 
-def start(db: Path, clock: Path, lifecycle_port: int = 0, *extra: str) -> Server:
+def start(
+    db: Path,
+    clock: Path,
+    lifecycle_port: int = 0,
+    *extra: str,
+    env_extra: dict[str, str] | None = None,
+) -> Server:
     port = free_port()
     env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
+    env.update(env_extra or {})
     env.pop("TYPESAFE_API_KEY", None)
     process = subprocess.Popen(
         [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),

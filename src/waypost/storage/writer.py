@@ -410,7 +410,7 @@ class Writer:
                     conn.execute(_ROLLBACK)
                 except sqlite3.Error:
                     log.exception("ROLLBACK after a failed COMMIT failed")
-            self._reply(failed + [(unit, exc) for unit, _ in done], [])
+            self._reply(failed + [(unit, _commit_failure(exc)) for unit, _ in done], [])
             return
         observe = self.batch_observer
         if observe is not None:
@@ -436,6 +436,32 @@ class Writer:
             by_loop.setdefault(listener_loop, [])
         for loop, replies in by_loop.items():
             _answer(loop, replies, listener if committed and loop is listener_loop else None)
+
+
+# What the units of a batch whose COMMIT met an I/O error are told. SQLite
+# writes the commit frame to the WAL before the fsync; when the fsync fails,
+# this process rolls back, but a crash before its next commit leaves the
+# frame for recovery to find, and the write (its receipt and event too) is
+# there after the restart: told "not committed", it was. With the same key
+# the retry runs it once either way (here, the next commit overwrites the
+# frame; after a restart, the receipt answers).
+OUTCOME_UNKNOWN = (
+    "the database's storage failed while committing: the write may have been"
+    " committed; retry it with the same Idempotency-Key, which runs it once either way"
+)
+
+
+def _commit_failure(exc: BaseException) -> BaseException:
+    """What a unit is answered when its batch's COMMIT raised `exc`."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(exc, sqlite3.Error) or code is None or code & 0xFF != sqlite3.SQLITE_IOERR:
+        return exc  # refused before the commit frame was written: nothing committed
+    _conditions.warning(
+        "a write was answered 503, its COMMIT's outcome unknown: %s", exc, key="commit ioerr"
+    )
+    error = Unavailable(OUTCOME_UNKNOWN, retry_after=STORAGE_RETRY_AFTER)
+    error.__cause__ = exc
+    return error
 
 
 def _for_caller(exc: BaseException) -> BaseException:
