@@ -8,17 +8,50 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import Caller
 from waypost.b64url import decode_b64url, encode_b64url
 
 ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
 
 
 @given(st.binary(max_size=64))
-def test_what_the_encoder_writes_decodes_padded_or_not(raw: bytes) -> None:
+def test_what_the_encoder_writes_decodes_and_padded_only_where_asked(raw: bytes) -> None:
     text = encode_b64url(raw)
     assert set(text) <= set(ALPHABET)
     assert decode_b64url(text) == raw
-    assert decode_b64url(text + "=" * (-len(text) % 4)) == raw  # ids from before were padded
+    padded = text + "=" * (-len(text) % 4)
+    assert decode_b64url(padded, padded=True) == raw  # global ids from before were padded
+    if padded != text:  # a cursor is never served padded: it is malformed so
+        with pytest.raises(ValueError):
+            decode_b64url(padded)
+
+
+async def test_a_padded_cursor_is_malformed_over_rest_and_graphql(
+    human: Caller, project: str
+) -> None:
+    """`=` is outside the cursor's alphabet; a padded cursor read as the
+    unpadded one (docs/api.md: a malformed cursor is 400)."""
+    for rules in map(str, range(11)):  # revision 12: a position of two digits
+        revision = (await human.get("/api/v1/projects/demo/policy")).json()["revision"]
+        r = await human.patch("/api/v1/projects/demo/policy",
+                              {"expected_revision": revision, "rules": rules})  # fmt: skip
+        assert r.status_code == 200, r.text
+    page = (await human.get("/api/v1/projects/demo/policy/history", limit=1)).json()
+    cursor = page["next_cursor"]
+    assert (
+        len(cursor) % 4
+        and (
+            await human.get("/api/v1/projects/demo/policy/history", limit=1, cursor=cursor)
+        ).status_code
+        == 200
+    )
+    padded = cursor + "=" * (-len(cursor) % 4)
+    r = await human.get("/api/v1/projects/demo/policy/history", limit=1, cursor=padded)
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "cursor", r.text
+    query = """query($after: String) { project(id: "demo") {
+        policyHistory(first: 1, after: $after) { nodes { revision } } } }"""
+    answer = await human.gql(query, {"after": padded})
+    assert answer["errors"][0]["extensions"]["code"] == "invalid_request", answer
 
 
 @given(

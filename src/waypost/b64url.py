@@ -15,11 +15,14 @@ def encode_b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_b64url(text: str) -> bytes:
-    """The bytes `text` encodes, unpadded or padded as an encoder pads; else ValueError."""
+def decode_b64url(text: str, padded: bool = False) -> bytes:
+    """The bytes `text` encodes, unpadded as `encode_b64url` writes it (or
+    also padded as an encoder pads, with `padded`: global ids, once served
+    padded); else ValueError. A cursor is never served padded, and one with
+    `=` appended read as the cursor itself (docs/api.md: malformed)."""
     unpadded = text.rstrip("=")
     raw = base64.urlsafe_b64decode(unpadded + "=" * (-len(unpadded) % 4))
     written = base64.urlsafe_b64encode(raw).decode()
-    if text != written and text != written.rstrip("="):
+    if text != written.rstrip("=") and not (padded and text == written):
         raise ValueError("not base64url as an encoder writes it")
     return raw

@@ -48,7 +48,7 @@ def global_id(type_name: str, rest_id: str) -> strawberry.ID:
 
 def parse_global_id(value: str) -> tuple[str, str]:
     try:
-        type_name, _, rest_id = decode_b64url(value).decode().partition(":")
+        type_name, _, rest_id = decode_b64url(value, padded=True).decode().partition(":")
     except (ValueError, UnicodeError) as exc:
         raise InvalidRequest.field("id", "malformed global id") from exc
     if not type_name or not rest_id:
