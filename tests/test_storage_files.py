@@ -251,6 +251,24 @@ async def test_start_refuses_to_create_a_database_beside_its_orphaned_wal(
     assert path.exists()
 
 
+def test_a_wal_whose_database_appeared_meanwhile_is_no_orphan(tmp_path: Path) -> None:
+    """Another process made the new file, and filled its -wal, between this
+    one finding no file and looking at the -wal: that -wal was taken for an
+    orphan and the start refused (three connections opening one new file at
+    once, in a full run of the suite)."""
+    from waypost.storage.connection import _refuse_orphaned_wal
+    from waypost.storage.db import connect_sync
+
+    path = tmp_path / "w.db"
+    other = connect_sync(path)  # the other process, its writes still in the -wal
+    other.execute("CREATE TABLE t (x)")
+    try:
+        assert Path(f"{path}-wal").stat().st_size > 0
+        _refuse_orphaned_wal(path)  # its database is there now: nothing to refuse
+    finally:
+        other.close()
+
+
 async def test_a_missing_directory_is_named(tmp_path: Path) -> None:
     named = re.escape(f"the directory {tmp_path / 'nope'} does not exist")
     with pytest.raises(DatabaseUnusable, match=named):
