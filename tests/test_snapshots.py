@@ -32,6 +32,20 @@ async def insert(db: Database, k: int) -> None:
     await db.write(lambda c: c.execute("INSERT INTO kv VALUES (?)", (k,)))
 
 
+async def two_pinned_at_once(db: Database) -> list[int]:
+    """Two pinned blocks' counts, each block holding its connection until
+    both have one: it returns only while both pinned connections are free."""
+    both_read = asyncio.Barrier(2)
+
+    async def pinned_count() -> int:
+        async with db.pinned():
+            found = await db.read(count)
+            await both_read.wait()
+            return found
+
+    return await asyncio.wait_for(asyncio.gather(pinned_count(), pinned_count()), 5)
+
+
 async def test_reads_of_a_pinned_block_see_one_snapshot(db: Database) -> None:
     await insert(db, 1)
     async with db.pinned():
@@ -137,16 +151,7 @@ async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
     assert await asyncio.gather(*holders) == [1, 1]
     assert await stray == 1
 
-    both_read = asyncio.Barrier(2)
-
-    async def pinned_count() -> int:
-        async with db.pinned():
-            found = await db.read(count)
-            await both_read.wait()  # each holds its connection until both have one
-            return found
-
-    # both connections are free again
-    assert await asyncio.wait_for(asyncio.gather(pinned_count(), pinned_count()), 5) == [1, 1]
+    assert await two_pinned_at_once(db) == [1, 1]  # both connections are free again
 
 
 async def test_unpinned_ends_the_pinned_snapshot_at_once(db: Database) -> None:
@@ -157,15 +162,7 @@ async def test_unpinned_ends_the_pinned_snapshot_at_once(db: Database) -> None:
         assert await db.read(count) == 1
         async with db.unpinned():
             # both pinned connections are free: another block holds each
-            both_read = asyncio.Barrier(2)
-
-            async def other() -> int:
-                async with db.pinned():
-                    found = await db.read(count)
-                    await both_read.wait()
-                    return found
-
-            assert await asyncio.wait_for(asyncio.gather(other(), other()), 5) == [1, 1]
+            assert await two_pinned_at_once(db) == [1, 1]
         await insert(db, 2)
         assert await db.read(count) == 2  # a new snapshot after it
 
@@ -186,14 +183,6 @@ async def test_other_reads_of_the_request_wait_out_an_unpinned_block(db: Databas
             await provider_answers.wait()
             return found
 
-    both_read = asyncio.Barrier(2)
-
-    async def other() -> int:
-        async with db.pinned():
-            found = await db.read(count)
-            await both_read.wait()  # each holds its connection until both have one
-            return found
-
     async with db.pinned():
         assert await db.read(count) == 1
         building = asyncio.create_task(packet())
@@ -202,7 +191,7 @@ async def test_other_reads_of_the_request_wait_out_an_unpinned_block(db: Databas
         await asyncio.sleep(0.05)
         assert not sibling.done()  # it waits for the block to end
         # meanwhile no pinned connection is held: two other requests hold both
-        assert await asyncio.wait_for(asyncio.gather(other(), other()), 5) == [1, 1]
+        assert await two_pinned_at_once(db) == [1, 1]
         await insert(db, 2)
         provider_answers.set()
         assert await building == 1
