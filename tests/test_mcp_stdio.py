@@ -5,10 +5,12 @@ Each runs the real process against a real `waypost serve`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +33,12 @@ def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
         yield running
 
 
-async def _mcp(waypost: Waypost, token: str, log: Path) -> asyncio.subprocess.Process:
+async def _mcp(waypost: Waypost | str, token: str, log: Path) -> asyncio.subprocess.Process:
+    """`waypost mcp` for the service `waypost` (or at that URL)."""
+    url = waypost if isinstance(waypost, str) else waypost.url
     with log.open("wb") as stderr:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url,
+            sys.executable, "-m", "waypost.cli", "mcp", "--url", url,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
             env={**os.environ, "WAYPOST_TOKEN": token, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
@@ -207,3 +211,79 @@ async def test_a_request_its_client_cancelled_gets_no_answer(
     # nothing for request 9, not even at the end of the input (where a wait
     # still running answers that its client went away)
     assert rest == b""
+
+
+@pytest.mark.parametrize(
+    "ending", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
+)
+async def test_a_signal_ends_the_process_as_its_input_ending_does(
+    waypost: Waypost, tmp_path: Path, ending: signal.Signals
+) -> None:
+    """SIGTERM and SIGHUP killed the process at once, leaving the agent
+    session it kept live (with its leases' authority) for 15 minutes; after
+    a tool call SIGINT did nothing until a line came in (the cancelled read
+    waited in its thread). Each now ends it as the end of its input does."""
+    project = waypost.project(f"signalled-{ending.name.lower()}")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", f"signalled-{ending.name.lower()}")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None
+    process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+    assert (await _answer(process))["id"] == 1
+    process.stdin.write(_line(_call(2, "task_claim", project=project, task_id=task_id)))
+    claimed = await _answer(process)
+    session_id = claimed["result"]["structuredContent"]["lease"]["session_id"]
+    process.send_signal(ending)
+    assert await asyncio.wait_for(process.wait(), 15) == 0
+    beat = waypost.rest("POST", f"/api/v1/sessions/{session_id}/heartbeat", {}, token=agent)
+    assert beat.status_code == 403, beat.text
+    assert beat.json()["error"]["details"]["reason"] == "session_not_live"
+    process.stdin.close()
+
+
+async def test_a_second_signal_ends_the_process_at_once(tmp_path: Path) -> None:
+    """The first signal waits for the answers of the calls on their way (up
+    to 60 s); a second one does not."""
+    async with _a_service_that_never_answers_a_call() as url:
+        process = await _mcp(url, "wp_any", tmp_path / "mcp.log")
+        assert process.stdin is not None
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        assert (await _answer(process))["id"] == 1
+        process.stdin.write(_line(_call(2, "policy", project="stalled")))
+        await asyncio.sleep(0.5)  # the call is on its way
+        process.send_signal(signal.SIGTERM)
+        with pytest.raises(TimeoutError):  # the call is waited for
+            await asyncio.wait_for(asyncio.shield(process.wait()), 2)
+        process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(process.wait(), 10)
+    assert "ending at once" in (tmp_path / "mcp.log").read_text()
+
+
+@contextlib.asynccontextmanager
+async def _a_service_that_never_answers_a_call() -> AsyncIterator[str]:
+    """An HTTP server that accepts the token (`GET /api/v1/me`) and holds
+    every other request unanswered until it stops."""
+    stopping = asyncio.Event()
+    handlers: set[asyncio.Task[Any]] = set()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        handlers.add(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            while (await reader.readuntil(b"\r\n\r\n")).startswith(b"GET /api/v1/me "):
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                             b"content-length: 2\r\n\r\n{}")  # fmt: skip
+            await stopping.wait()  # any other request is held
+        except asyncio.IncompleteReadError:  # the client closed the connection
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stopping.set()
+        server.close()
+        await server.wait_closed()
+        await asyncio.gather(*handlers)

@@ -2,8 +2,9 @@
 
 The tools are backed by the REST API of a running Waypost (`--url`), with the
 token from WAYPOST_TOKEN. The MCP session is the process: it ends (and so
-does the agent session it kept) when the client closes standard input, once
-every request read before has been answered (JSON-RPC answers each request:
+does the agent session it kept) when the client closes standard input (or
+sends SIGTERM, SIGINT or SIGHUP), once every request read before has been
+answered (JSON-RPC answers each request:
 a write already on its way commits, and its caller learns so from the
 answer), a `decision_wait` ending at once as over `/mcp` when its client
 leaves.
@@ -26,11 +27,15 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
+import signal
 import sys
+import threading
 from collections import Counter
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -81,6 +86,12 @@ _SDK_CANCELLED = (0, "Request cancelled")
 # the requests the SDK serves before an `initialize` (it refused any other
 # with an empty "Invalid request parameters")
 _BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
+# Signals that end the process as the end of its input does (every request
+# read is answered, the agent session ended); a second one ends it at once.
+# Python's defaults ended it unanswered and with its agent session left live
+# (SIGTERM, SIGHUP), or not until a line came in (SIGINT: the cancelled read
+# waited in its thread).
+ENDING_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class TokenRefused(Exception):
@@ -128,7 +139,71 @@ ServerReads = MemoryObjectReceiveStream[SessionMessage | Exception]
 ServerWrites = MemoryObjectSendStream[SessionMessage]
 
 
-async def lines_of(given: anyio.AsyncFile[bytes]) -> AsyncIterator[bytes]:
+class ChunkSource(Protocol):
+    async def read1(self, size: int, /) -> bytes: ...
+
+
+class StdinChunks:
+    """Standard input, read one chunk per call by a daemon thread of its own.
+
+    A read blocks until the client writes, and no thread can be interrupted:
+    in anyio's worker thread a cancelled read held the process until a line
+    came in (Ctrl-C seemed to do nothing), and its non-daemon thread is
+    joined at exit. A read cancelled here is abandoned instead (its chunk,
+    if one comes, is dropped: nothing reads after a cancelled read). `os.read`
+    on the descriptor, not `sys.stdin.buffer`: a daemon thread blocked inside
+    the buffered reader holds its lock, and closing it at exit is then a
+    fatal error."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._size = READ_CHUNK
+        self._wanted = threading.Semaphore(0)
+        self._answer: asyncio.Future[bytes] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    async def read1(self, size: int, /) -> bytes:
+        if self._thread is None:
+            self._loop = asyncio.get_running_loop()
+            self._thread = threading.Thread(
+                target=self._read_on_demand, name="waypost-mcp-stdin", daemon=True
+            )
+            self._thread.start()
+        assert self._loop is not None
+        self._answer, self._size = self._loop.create_future(), size
+        self._wanted.release()
+        return await self._answer
+
+    def _read_on_demand(self) -> None:
+        while True:
+            self._wanted.acquire()
+            try:
+                chunk = os.read(self._fd, self._size)
+            except OSError as error:
+                self._settle(error)
+                return
+            self._settle(chunk)
+            if not chunk:  # the end of the input
+                return
+
+    def _settle(self, outcome: bytes | OSError) -> None:
+        answer, loop = self._answer, self._loop
+        assert answer is not None and loop is not None
+
+        def settle() -> None:
+            if answer.done():  # cancelled: abandoned
+                return
+            if isinstance(outcome, OSError):
+                answer.set_exception(outcome)
+            else:
+                answer.set_result(outcome)
+
+        with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending
+            loop.call_soon_threadsafe(settle)
+
+
+async def lines_of(given: ChunkSource) -> AsyncIterator[bytes]:
     """Each line of `given` (blank ones too). A line past `ID_SEARCH_MAX` is
     cut there (refused as too long, with no id looked for) and the rest of
     it skipped as it arrives: a 40 MB line was read whole first. Each chunk
@@ -190,21 +265,30 @@ class _Unanswered:
         return sum(self._ids.values())
 
 
+@dataclass(frozen=True)
+class Stdio:
+    """The server's streams, and a way to end the input early (a signal)."""
+
+    read: ServerReads
+    write: ServerWrites
+    stop_reading: Callable[[], None]
+
+
 @contextlib.asynccontextmanager
 async def checked_stdio(
-    stdin: anyio.AsyncFile[bytes] | None = None,
+    stdin: ChunkSource | None = None,
     stdout: anyio.AsyncFile[bytes] | None = None,
     input_ended: asyncio.Event | None = None,
-) -> AsyncIterator[tuple[ServerReads, ServerWrites]]:
+) -> AsyncIterator[Stdio]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
     standard input and output (bytes: the UTF-8 check is the parser's).
 
-    At the end of the input `input_ended` is set (a decision_wait then ends)
-    and the SDK's read stream is closed only once every request handed to it
-    has been answered: the SDK cancels the calls still running when its
-    stream ends, so a write piped in with its input closed behind it
-    committed unanswered."""
-    given = stdin or anyio.wrap_file(sys.stdin.buffer)
+    At the end of the input (or at `stop_reading`) `input_ended` is set (a
+    decision_wait then ends) and the SDK's read stream is closed only once
+    every request handed to it has been answered: the SDK cancels the calls
+    still running when its stream ends, so a write piped in with its input
+    closed behind it committed unanswered."""
+    given = stdin or StdinChunks(sys.stdin.fileno())
     taken = stdout or anyio.wrap_file(sys.stdout.buffer)
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
     server_reads: ServerReads
@@ -214,6 +298,8 @@ async def checked_stdio(
     server_writes, from_server = anyio.create_memory_object_stream(0)
     one_line_at_a_time = anyio.Lock()
     unanswered = _Unanswered()
+    # only the wait for input is cancelled: a line read is handed on whole
+    reading = anyio.CancelScope()
     output_closed = False
     initialized = False
 
@@ -248,16 +334,21 @@ async def checked_stdio(
                 unanswered.cancelled.add(cancelled)
         await to_server.send(SessionMessage(message))
 
+    async def take_line(line: bytes) -> None:
+        if not line.strip():  # a blank line is no message
+            return
+        found = message_of_line(line)
+        if isinstance(found, Refusal):
+            await write_line(_compact(found.as_json()))
+        elif found is not None:
+            await hand_on(found)
+
     async def read_lines() -> None:
         async with to_server:
-            async for line in lines_of(given):
-                if not line.strip():  # a blank line is no message
-                    continue
-                found = message_of_line(line)
-                if isinstance(found, Refusal):
-                    await write_line(_compact(found.as_json()))
-                elif found is not None:
-                    await hand_on(found)
+            with reading:
+                async for line in lines_of(given):
+                    with anyio.CancelScope(shield=True):
+                        await take_line(line)
             if input_ended is not None:
                 input_ended.set()
             with anyio.move_on_after(DRAIN_SECONDS):
@@ -286,7 +377,7 @@ async def checked_stdio(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(read_lines)
         tasks.start_soon(write_messages)
-        yield server_reads, server_writes
+        yield Stdio(server_reads, server_writes, reading.cancel)
 
 
 def _compact(data: dict[str, Any]) -> bytes:
@@ -304,8 +395,29 @@ async def serve_stdio(url: str, token: str) -> None:
         # ends at once, as one over /mcp does when its POST's client leaves
         input_ended = asyncio.Event()
         server = build_server(lambda ctx: backend, client_gone=lambda ctx: input_ended)
-        async with checked_stdio(input_ended=input_ended) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        async with anyio.create_task_group() as process:
+            async with checked_stdio(input_ended=input_ended) as stdio:
+                process.start_soon(_end_on_signals, stdio.stop_reading, process.cancel_scope)
+                await server.run(stdio.read, stdio.write, server.create_initialization_options())
+            process.cancel_scope.cancel()  # the signal watch
+
+
+async def _end_on_signals(stop_reading: Callable[[], None], everything: anyio.CancelScope) -> None:
+    """The first ending signal ends the input; a second ends the process now
+    (the agent session is still ended: that call is shielded)."""
+    with anyio.open_signal_receiver(*ENDING_SIGNALS) as signals:
+        received = 0
+        async for signum in signals:
+            received += 1
+            name = signal.Signals(signum).name
+            if received == 1:
+                log.warning("%s: answering the requests read, then ending (send it again to"
+                            " end at once)", name)  # fmt: skip
+                stop_reading()
+            else:
+                log.warning("%s again: ending at once", name)
+                everything.cancel()
+                return
 
 
 def main(url: str, token: str) -> None:
