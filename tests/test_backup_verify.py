@@ -115,6 +115,29 @@ def test_a_backup_takes_any_name_the_file_system_takes(tmp_path: Path, name: str
     assert not [p.name for p in tmp_path.iterdir() if ".partial-" in p.name]
 
 
+def test_a_backup_name_the_file_system_cannot_hold_is_refused_before_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 256-byte name was copied whole under its (shortened) partial name,
+    and only then failed to take its own: `backup_failed` after the copy,
+    where a target that cannot be created is `cannot_create` at once."""
+    import waypost.maintenance
+
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    copied: list[Path] = []
+    copy = waypost.maintenance._copy  # watched, not replaced
+    monkeypatch.setattr(
+        waypost.maintenance, "_copy", lambda src, to: copied.append(to) or copy(src, to)
+    )
+    result = run("admin", "backup", "--db", str(db), "--to", str(tmp_path / ("b" * 253 + ".db")))
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: cannot_create:"), result.output
+    assert "File name too long" in result.output
+    assert copied == []
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("b")]
+
+
 def test_backup_refuses_another_applications_file(tmp_path: Path) -> None:
     """docs/operations.md: admin commands refuse another application's SQLite
     file; `backup` copied it and reported `integrity: ok`."""

@@ -84,6 +84,7 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
     if os.path.lexists(target):
         raise BackupError("target_exists", f"{target} exists; choose a new file")
     _refuse_foreign_source(source)
+    _refuse_unnameable(target)
     partial = _partial_name(target)
     try:
         # O_EXCL: never overwrite a file by mistake
@@ -119,6 +120,21 @@ def _partial_name(target: Path) -> Path:
     suffix = f".partial-{os.getpid()}"
     room = _NAME_BYTES - len(suffix)
     return target.with_name(os.fsdecode(os.fsencode(target.name)[:room]) + suffix)
+
+
+def _refuse_unnameable(target: Path) -> None:
+    """A name longer than its directory's file system holds is refused before
+    the copy (`cannot_create`, as for a directory that does not exist): the
+    partial copy's name is cut to fit, so a 300-byte name was copied whole
+    first and then failed to take its name (`backup_failed`)."""
+    try:
+        longest = os.pathconf(target.parent, "PC_NAME_MAX")
+    except OSError:
+        return  # the partial copy's creation says what is wrong with the directory
+    if len(os.fsencode(target.name)) > longest:
+        raise BackupError(
+            "cannot_create", f"{target}: File name too long ({longest} bytes at most)"
+        )
 
 
 def _take_name(partial: Path, target: Path) -> None:
