@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +157,40 @@ def test_a_list_of_a_file_that_needs_migrating_still_migrates_it(tmp_path: Path)
     names = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
     conn.close()
     assert "0019_decisions_reversible_index.sql" in names
+
+
+def test_reading_a_live_file_this_user_may_not_write_leaves_nothing_beside_it() -> None:
+    """A WAL database at rest (the service stopped) that this user may read but
+    not write: a list, `verify` or `backup` of it left a `-wal` and `-shm` with
+    the file's read-only mode, and once the file's mode was mended `serve`
+    was still refused ("this user may not write its -wal file")."""
+    as_reader = _as_a_user_who_may_not_write()
+    home = Path(tempfile.mkdtemp(prefix="waypost-reader-"))  # /tmp: reachable by that user
+    try:
+        db = home / "w.db"
+        ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", str(db))
+        assert sorted(p.name for p in home.iterdir()) == ["w.db"]  # WAL mode, at rest
+        os.chmod(home, 0o777)
+        os.chmod(db, 0o444)
+        for command in (["token", "list"], ["verify"], ["backup", "--to", str(home / "b.db")]):
+            done = subprocess.run(
+                [*as_reader, sys.executable, "-m", "waypost.cli", "admin", *command,
+                 "--db", str(db)],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 0, (command, done.stderr)
+            assert not [p.name for p in home.iterdir() if p.name.startswith("w.db-")], command
+        assert [p["name"] for p in listed("admin", "principal", "list", "--db", str(db))] == ["ann"]
+    finally:
+        shutil.rmtree(home)
+
+
+def _as_a_user_who_may_not_write() -> list[str]:
+    """The command prefix that runs a process as a user who may not write a
+    0444 file: this one, or `nobody` when the tests run as root (who may)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: no user here is refused a write")
+    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]

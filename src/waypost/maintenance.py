@@ -546,12 +546,39 @@ def _pending_migrations(path: Path) -> list[str]:
 def open_read_only(path: Path) -> sqlite3.Connection:
     """`path` opened read-only. Through a URI, whose path is percent-encoded
     here: `prod#1.db` was read as the file `prod` (a new, empty one), and
-    `prod%41.db` as `prodA.db`."""
-    return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5)
+    `prod%41.db` as `prodA.db`.
+
+    A WAL file at rest that this user may not write is read as immutable:
+    SQLite otherwise creates its `-wal` and `-shm` with the file's read-only
+    mode and leaves them, and they kept `serve` refused after the file's
+    mode was mended. At rest (no `-wal`, no `-shm`: no connection has it
+    open) the file holds every commit; were a service to start on it and
+    checkpoint during the read, the read could fail as malformed, never
+    change the file."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if not os.access(path, os.W_OK) and _wal_at_rest(path):
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True, timeout=5)
+
+
+def _wal_at_rest(path: Path) -> bool:
+    """In WAL mode by its header (bytes 18 and 19 are 2) with no `-wal` and
+    no `-shm` beside it."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    beside = (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
+    return header[18:20] == b"\x02\x02" and not any(os.path.lexists(p) for p in beside)
 
 
 def _writable(path: Path) -> bool:
-    """Whether a write statement could run (it is not one here: rolled back)."""
+    """Whether a write statement could run (it is not one here: rolled back).
+    A file this user may not write is not opened for it: SQLite would open
+    it read-only and leave a read-only `-wal` and `-shm` beside it."""
+    if not os.access(path, os.W_OK):
+        return False
     conn = sqlite3.connect(path, isolation_level=None, timeout=5)
     try:
         check_writable(conn)
