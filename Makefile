@@ -45,15 +45,17 @@ types: $(STAMP)
 unit: $(STAMP) browser
 	$(BIN)/pytest -n 2 --dist loadgroup
 
-# The console's browser tests drive the OS's Chromium; install it when it is
+# The console's browser tests drive the OS's Chromium (found as
+# tests/console_support.chromium_path finds it); install it when it is
 # missing and we may (root with apt-get), else those tests skip and say why.
 browser:
-	@if [ -z "$$WAYPOST_CHROMIUM" ] && [ ! -x /usr/bin/chromium ]; then \
+	@if [ -z "$$WAYPOST_CHROMIUM" ] && [ ! -x /usr/bin/chromium ] \
+	    && ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing chromium for the console's browser tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null \
 	      || echo "could not install chromium: the browser tests will skip"; \
-	  else echo "no /usr/bin/chromium and no root apt-get: the browser tests will skip"; fi; \
+	  else echo "no chromium and no root apt-get: the browser tests will skip"; fi; \
 	fi
 
 # Rewrite the committed GraphQL schema snapshot after an intended change.

@@ -169,6 +169,8 @@ def main() -> None:
         "--dir", type=Path, default=None, help="directory for the database files (default: temp)"
     )
     args = parser.parse_args()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)  # the docs' example names a new one
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="waypost-bench-", dir=args.dir) as tmp:
         directory = Path(tmp)
