@@ -118,6 +118,8 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"options": ["Proceed", ""]}, "options[1]"),
         ({"options": ["Proceed", " \u200b "]}, "options[1]"),  # shows nothing
         ({"options": ["Deny", "Deny\u200b", "Allow"]}, "options[1]"),  # shown the same
+        ({"options": ["Stop", "Stop\u00a0"]}, "options[1]"),  # a trailing space
+        ({"options": ["Caf\u00e9", "Caf\u00e9\ufe0f"]}, "options[1]"),  # no variants
         ({"options": ["Caf\u00e9", "Cafe\u0301"]}, "options[1]"),  # composed, decomposed
         ({"environment": "\u2800"}, "environment"),  # the Braille blank
         ({"conditions": ["backup taken", "\u202e"]}, "conditions[1]"),

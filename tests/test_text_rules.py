@@ -42,8 +42,10 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
     assert shown_as("De\u034fny\u17b4\ufe0f\U000e0100") == "Deny"
     # a variation selector that selects something stays: a text-style and
     # an emoji-style heart, a keycap, an ideograph's variant
-    for kept in ("\u2764\ufe0f", "1\ufe0f\u20e3", "\u845b\U000e0100"):
+    # an ideograph's variant, and a Myanmar letter's dotted form
+    for kept in ("\u2764\ufe0f", "1\ufe0f\u20e3", "\u845b\U000e0100", "\u1000\ufe00"):
         assert shown_as(kept) == kept
+    assert shown_as("  Go \u00a0\t now\n") == "Go now"
     require_distinct(["Deny", "Allow", "deny", "\uff21llow"], "options")  # these can be told apart
     # joiners shape what is seen: a family emoji, a Persian plural, an Indic conjunct
     require_distinct(["\U0001f468\u200d\U0001f469", "\U0001f468\U0001f469"], "tags")
@@ -59,6 +61,21 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
         ["Deny", "Allow", "Deny\ufe0f"],  # a letter has no variants
         ["Deny", "Allow", "D\u034feny"],
         ["Allow", "Deny", "Al\u200clow"],
+        # a page trims and collapses whitespace, and shows no control
+        ["Stop", "Go", "Stop "],
+        ["Stop", "Go", " Stop"],
+        ["Stop", "Go", "Stop\u00a0"],
+        ["Stop", "Go", "Stop\u3000"],
+        ["Stop", "Go", "Stop\t"],
+        ["Stop", "Go", "Stop\n"],
+        ["Stop", "Go", "Stop\u2800"],
+        ["Stop", "Go", "St\x01op"],
+        ["Go now", "Stop", "Go  now"],
+        # a letter of Latin, Greek or Cyrillic beyond ASCII has no variants either
+        ["Café", "Go", "Café\ufe0f"],
+        ["Да", "Нет", "Да\ufe0f"],
+        ["\u03bd\u03b1\u03b9", "\u03cc\u03c7\u03b9", "\u03bd\u03b1\u03b9\ufe0e"],  # Greek
+        ["Stop", "Go", "Stop \ufe0f"],
     ):
         with pytest.raises(InvalidRequest) as refused:
             require_distinct(values, "options")

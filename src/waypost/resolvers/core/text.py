@@ -88,28 +88,49 @@ def _variation_selector(ch: str) -> bool:
 
 
 def shown_as(value: str) -> str:
-    """`value` as a reader sees it: composed (NFC) and without the format
-    characters that show nothing (zero-width space, BOM, bidi controls), the
-    reserved default-ignorable code points, the marks that never show, and
-    a variation selector after an ASCII letter (no letter has variants: a
-    digit, an emoji or an ideograph does, and keeps it).
+    """`value` as a reader sees it: composed (NFC), its whitespace (and the
+    letters drawn blank) collapsed to single spaces and trimmed, as a page
+    shows a list's entries, and without the controls and format characters
+    that show nothing (zero-width space, BOM, bidi controls), the reserved
+    default-ignorable code points, the marks that never show, and a
+    variation selector after a space or a Latin, Greek or Cyrillic letter
+    (those have no variants: a digit, an emoji, an ideograph or a letter of
+    another script may, and keeps it).
     Two entries of one list with the same `shown_as` look the same to the
-    person who picks one."""
+    person who picks one (`Stop` and `Stop` + NBSP, `Café` and `Café` +
+    U+FE0F)."""
     composed = unicodedata.normalize("NFC", value)
     shown: list[str] = []
     for i, ch in enumerate(composed):
         category = unicodedata.category(ch)
-        if category == "Cf":
+        if ch.isspace() or ch in _DRAWN_BLANK:
+            shown.append(" ")
+            continue
+        if category in ("Cc", "Cf"):
             hidden = not (ch in _SHAPING and _between_shaped(composed, i))
         elif _variation_selector(ch):
             # of the character shown before it, if any
-            hidden = not shown or (shown[-1].isascii() and shown[-1].isalpha())
+            hidden = not shown or _has_no_variants(shown[-1])
         else:
             # the reserved code points are unassigned (Cn): only those are looked up
             hidden = ch in _NEVER_SHOWN or (category == "Cn" and _reserved_ignorable(ch))
         if not hidden:
             shown.append(ch)
-    return "".join(shown)
+    return " ".join("".join(shown).split())
+
+
+# Scripts whose letters have no standardized variation sequence (Unicode's
+# StandardizedVariants.txt lists some for Myanmar, Phags-pa and CJK letters,
+# and for the letterlike and mathematical symbols, named otherwise)
+_UNVARIED_SCRIPTS = ("LATIN ", "GREEK ", "CYRILLIC ")
+
+
+def _has_no_variants(ch: str) -> bool:
+    if ch == " ":
+        return True
+    if ch.isascii():
+        return ch.isalpha()
+    return ch.isalpha() and unicodedata.name(ch, "").startswith(_UNVARIED_SCRIPTS)
 
 
 def _between_shaped(text: str, i: int) -> bool:
