@@ -77,6 +77,11 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         body += message.get("body", b"")
         more = message.get("more_body", False)
+    if scope["path"] == "/headers":  # the names of the request's headers, once its body is in
+        names = b",".join(name for name, _ in scope["headers"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"headers:" + names})
+        return
     wait = scope["query_string"].decode().removeprefix("wait=")
     await asyncio.sleep(float(wait or 0))
     answer = b"echo:" + body
@@ -484,15 +489,20 @@ async def test_a_long_head_pipelined_behind_a_response_waits_for_it() -> None:
         await hang_up(writer)
 
 
-async def test_a_stream_with_a_request_pipelined_behind_it_hears_its_client_leave() -> None:
+@pytest.mark.parametrize("behind", [1, 3])
+async def test_a_stream_with_requests_pipelined_behind_it_hears_its_client_leave(
+    behind: int,
+) -> None:
     """uvicorn (httptools) told only the newest request of a closed
     connection: the stream before it ran on, holding its slot, until a write
-    failed with an ERROR traceback."""
+    failed with an ERROR traceback (with two or more behind it, also after
+    the first fix: it told the second newest)."""
     ended = asyncio.Event()
     STREAM_ENDED[:] = [ended]
     async with listening("httptools", deadline=60) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * behind)
         assert b"tick" in await asyncio.wait_for(reader.readuntil(b"tick\n"), 10)
         writer.transport.abort()
         await asyncio.wait_for(ended.wait(), 5)
@@ -539,3 +549,22 @@ def test_the_default_caps_leave_room_and_the_lifecycle_listener_its_own(tmp_path
         assert chosen.most == 7
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_a_trailer_field_is_no_request_header(http: str) -> None:
+    """httptools' trailer fields (after a chunked body's last chunk) were
+    added to the request's headers: an `Authorization` sent after the body
+    authenticated a request that carried none (RFC 9110 6.5.1: a trailer is
+    not merged into the header section)."""
+    async with listening(http, deadline=60) as port:
+        answer = await exchange(
+            port,
+            b"POST /headers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n2\r\nhi\r\n0\r\n"
+            b"Authorization: Bearer wp_from_the_trailer\r\nX-After: 1\r\n\r\n",
+        )
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    names = answer.partition(b"headers:")[2].split(b",")
+    assert b"host" in names and b"transfer-encoding" in names
+    assert b"authorization" not in names and b"x-after" not in names

@@ -212,8 +212,9 @@ def with_request_deadline(
         app: Any  # uvicorn's: the ASGI app each new request is served with
         _deadline: asyncio.TimerHandle | None = None  # for the next request to arrive
         _stalled: asyncio.TimerHandle | None = None  # for the client to read again
-        # a request answered while the next one is pipelined behind it (httptools)
-        _earlier: Any = None
+        # the requests of this connection not answered whole yet, oldest
+        # first: the one answered, then those pipelined behind it (httptools)
+        _unanswered: list[Any]
         # bytes of the current request so far: of its head while `_in_head`,
         # else of its body and trailers
         _in_head = True
@@ -222,6 +223,7 @@ def with_request_deadline(
         _head_refusal: _Refusal | None = None  # of the request whose head is in (httptools)
 
         def connection_made(self, transport: Any) -> None:
+            self._unanswered = []
             super().connection_made(transport)
             if cap is not None and cap.full():
                 cap.refused()
@@ -240,10 +242,17 @@ def with_request_deadline(
             else:
                 self._watch()
 
-        # httptools' parser callbacks (h11 calls neither: it parses one request at a time)
+        # httptools' parser callbacks (h11 calls none: it parses one request at a time)
+        def on_header(self, name: bytes, value: bytes) -> None:
+            if self._in_head:
+                super().on_header(name, value)
+            # else a trailer field, after a chunked body: uvicorn added it to
+            # the request's headers (`Authorization` sent after the body was
+            # taken for the token), which RFC 9110 (6.5.1) forbids. It is
+            # dropped; its bytes count towards BODY_MOST.
+
         def on_headers_complete(self) -> None:
             self._in_head, self._bytes = False, 0
-            earlier = self.cycle
             # a head that arrived whole in one read is measured here
             size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
             refusal = (
@@ -263,8 +272,10 @@ def with_request_deadline(
                     self.app = app
             else:
                 super().on_headers_complete()
-            if earlier is not None and not earlier.response_complete:
-                self._earlier = earlier
+            self._unanswered = [c for c in self._unanswered if not c.response_complete]
+            if self.cycle is not None and self.cycle not in self._unanswered:
+                # (an upgrade request makes no cycle: the WebSocket takes over)
+                self._unanswered.append(self.cycle)
 
         def on_message_complete(self) -> None:
             super().on_message_complete()
@@ -319,22 +330,28 @@ def with_request_deadline(
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             self._unstall()
-            # uvicorn tells only the newest request that its client left; one
-            # still answered with another pipelined behind it (an event
-            # stream) went on until its next write failed with an ERROR
-            earlier = self._earlier
-            if earlier is not None and not earlier.response_complete:
-                earlier.disconnected = True
-                earlier.message_event.set()
+            # uvicorn tells only the newest request that its client left; the
+            # one answered with others pipelined behind it (an event stream,
+            # any answer still being made) went on until its next write
+            # failed with an ERROR
+            for cycle in self._unanswered:
+                if not cycle.response_complete:
+                    cycle.disconnected = True
+                    cycle.message_event.set()
             super().connection_lost(exc)
+
+        def _earlier_unanswered(self) -> bool:
+            """A request before the newest is still being answered."""
+            return any(not c.response_complete for c in self._unanswered if c is not self.cycle)
 
         def _answering(self) -> bool:
             """A response to an earlier request is in progress. While a head
             arrives, `cycle` is still the previous request's; once it is in,
             `cycle` is the request over the bound, whose own answer is not
             one to wait for (the app may be waiting for its body)."""
-            cycles = (self._earlier, self.cycle) if self._in_head else (self._earlier,)
-            return any(c is not None and not c.response_complete for c in cycles)
+            if self._in_head:
+                return any(not c.response_complete for c in self._unanswered)
+            return self._earlier_unanswered()
 
         def _refuse(self) -> None:
             """A bound is passed: close, with a 431 for a head; after the
@@ -353,7 +370,7 @@ def with_request_deadline(
                 self.transport.close()
 
         def _awaiting_request(self) -> bool:
-            if self._earlier is not None and not self._earlier.response_complete:
+            if self._earlier_unanswered():
                 return False  # never cut a response in progress
             # uvicorn makes a cycle once a request's head is in; its body is
             # in when `more_body` turns false
