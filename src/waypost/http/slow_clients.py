@@ -26,6 +26,9 @@ these additions:
   connection is closed. No route takes a body near that size (each refuses
   its own limit first), but httptools keeps every trailer field, at the
   same growing cost as a header, even after the app has answered.
+- **Trailer fields are not headers** (httptools): uvicorn added each to
+  the request's headers, so a token sent after a chunked body authenticated
+  the request; they are dropped (RFC 9110 6.5.1).
 - **A request head as RFC 9112 has it** (httptools): an HTTP version other
   than 1.1 or 1.0 is answered `505`, an HTTP/1.1 request without a `Host`
   or any request with two is answered `400`, each closing the connection.
