@@ -154,3 +154,36 @@ def test_a_file_without_statistics_is_left_without(
         assert _plan(conn) == ["SEARCH t USING INDEX tasks_by_created (project_id=?)"]
     finally:
         conn.close()
+
+
+def test_a_start_killed_before_the_analysis_leaves_no_index_without_statistics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The analysis ran in a transaction of its own after the migrations: a
+    process killed between the two left the new indexes without statistics
+    for good (list pages 10-25 times slower), since the next start applied
+    no migration and so analyzed nothing. It is now part of the last
+    migration's transaction: killed there, the migration is not applied
+    either, and the next start does both."""
+    from waypost.storage import statistics
+
+    conn = _file_at_0020_with_tasks(tmp_path / "killed.db", monkeypatch)
+    try:
+        conn.execute("ANALYZE")
+
+        def killed(_: sqlite3.Connection) -> list[str]:
+            raise KeyboardInterrupt  # as a signal lands while the statistics are made
+
+        with monkeypatch.context() as patched:
+            patched.setattr(statistics, "unanalyzed_tables", killed)
+            with pytest.raises(KeyboardInterrupt):
+                migrate(conn)
+        assert not conn.in_transaction
+        migrate(conn)  # the next start
+        analyzed = {r[0] for r in conn.execute("SELECT idx FROM sqlite_stat1")}
+        assert {"tasks_by_status", "knowledge_tags", "knowledge_tags_by_status"} <= analyzed
+        assert {m.name for m in available()} <= {
+            r[0] for r in conn.execute("SELECT name FROM schema_migrations")
+        }
+    finally:
+        conn.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from waypost.storage.connection import rollback_if_open
 from waypost.storage.schema_guard import (
     EARLIER_TEXTS,
     Migration,
@@ -14,7 +15,7 @@ from waypost.storage.schema_guard import (
     refusals,
     refuse_foreign,
 )
-from waypost.storage.statistics import complete_statistics
+from waypost.storage.statistics import analyze_unanalyzed
 
 # Importers of the migration names keep one place to import them from.
 __all__ = [
@@ -45,8 +46,11 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     500).
 
     When it applies any, the indexes a file's planner statistics leave out
-    are analyzed (storage/statistics.py): a file analyzed before them would
-    otherwise be planned with two kinds of estimate at once.
+    are analyzed (storage/statistics.py), in the transaction of the last
+    migration applied: a file analyzed before them would otherwise be
+    planned with two kinds of estimate at once. (In a transaction of its
+    own after it, a process killed between the two left them so for good:
+    the next start applied nothing, so analyzed nothing.)
     """
     refuse_foreign(conn)  # another application's file: never add our tables to it
     conn.execute(
@@ -59,9 +63,8 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     if found:
         raise MigrationError(found[0])
     done: list[str] = []
-    for migration in known:
-        if migration.name in applied:
-            continue
+    pending = [migration for migration in known if migration.name not in applied]
+    for migration in pending:
         # executescript commits any open transaction first, so the transaction is
         # part of the script: DDL and its record commit together or not at all.
         # The record is inserted first: when another process applied the same
@@ -71,17 +74,19 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             "INSERT INTO schema_migrations (name, checksum, applied_at) VALUES "
             f"('{migration.name}', '{migration.checksum}', strftime('%Y-%m-%dT%H:%M:%fZ','now'));\n"
             f"{migration.sql}\n;"
-            "COMMIT;"
         )
         try:
             conn.executescript(script)
+            if migration is pending[-1]:
+                analyze_unanalyzed(conn)  # the new indexes on a file analyzed before them
+            conn.execute("COMMIT")
         except sqlite3.Error:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            rollback_if_open(conn)
             if _recorded_checksum(conn, migration) is None:
                 raise
             continue  # applied meanwhile by another process, with this checksum
+        except BaseException:
+            rollback_if_open(conn)
+            raise
         done.append(migration.name)
-    if done:
-        complete_statistics(conn)  # the new indexes on a file analyzed before them
     return done

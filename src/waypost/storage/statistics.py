@@ -13,16 +13,15 @@ every task list) sorted the whole project for one page: 37 ms at 100,000
 records instead of 0.3 (tasks: 2.3 ms at 10,000 instead of 0.24).
 
 So when `migrate` applies a migration to a file that has statistics, every
-table with an index left without them is analyzed, in one transaction, once.
-A file without statistics is left as it is.
+table with an index left without them is analyzed, once, in the transaction
+of the last migration it applies (a kill between the two cannot leave them
+so). A file without statistics is left as it is.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-
-from waypost.storage.connection import rollback_if_open
 
 log = logging.getLogger("waypost.storage")
 
@@ -50,29 +49,19 @@ def unanalyzed_tables(conn: sqlite3.Connection) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def complete_statistics(conn: sqlite3.Connection) -> list[str]:
-    """Analyze the tables `unanalyzed_tables` names; returns their names.
+def analyze_unanalyzed(conn: sqlite3.Connection) -> list[str]:
+    """Analyze the tables `unanalyzed_tables` names, in the transaction open
+    on `conn` (the last migration's); returns their names.
 
     A whole table, not the one index: the table's row count lives in the
     row of each of its indexes, and a `WITHOUT ROWID` table's key has no
-    index name to analyze by. Best effort: the statistics only steer plans,
-    so a lock held elsewhere (or any other refusal) leaves them as they were
-    rather than failing the start, with a warning; the next migration tries
-    again (so does `ANALYZE` run by hand).
+    index name to analyze by.
     """
     names = unanalyzed_tables(conn)
-    if not names:
-        return []
-    analyze = "".join(f"ANALYZE {_quoted(name)};\n" for name in names)
-    try:
-        conn.executescript(f"BEGIN IMMEDIATE;\n{analyze}COMMIT;")
-    except sqlite3.OperationalError as error:
-        rollback_if_open(conn)
-        log.warning(
-            "the planner statistics of %s were not completed (%s): plans may be slow"
-            " until ANALYZE runs", ", ".join(names), error,
-        )  # fmt: skip
-        return []
+    for name in names:
+        conn.execute(f"ANALYZE {_quoted(name)}")
+    if names:
+        log.info("analyzed %s: the planner statistics cover the new indexes", ", ".join(names))
     return names
 
 
