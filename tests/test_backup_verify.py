@@ -345,6 +345,28 @@ def test_verify_reports_what_serve_would_refuse_in_the_schema(
         assert code == 1 and found["problems"] == 1 and says in found["shown"][0], report
 
 
+def test_verify_reports_on_a_refused_schema_that_lacks_todays_tables(tmp_path: Path) -> None:
+    """A file of one of the builds whose migration text was edited after
+    (no `knowledge_fts` yet): `serve` refuses it in one line, but `verify`
+    ran the checks of today's schema on it and ended in `verify_failed: no
+    such table`, with no report. The checks that read Waypost's tables are
+    now not run, and `migrations` says why."""
+    from waypost.storage.migrate import migrate
+
+    db = tmp_path / "edited.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn)
+    conn.execute("UPDATE schema_migrations SET checksum = 'x' WHERE name = '0002_tasks.sql'")
+    conn.execute("DROP TABLE knowledge_fts")
+    conn.close()
+    code, report = verify_cli(db)
+    assert code == 1 and report["ok"] is False, report
+    checks = report["checks"]
+    assert "migration 0002_tasks.sql changed" in checks["migrations"]["shown"][0]
+    assert checks["integrity"]["ok"] is True
+    assert checks["full_text"]["shown"][0].startswith("not run: serve refuses"), checks
+
+
 def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:
     """The full-text check writes (rolled back): a lock held by a live
     service's writer is not a problem of the file (`verify_failed`). Under 16
