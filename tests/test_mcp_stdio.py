@@ -287,3 +287,33 @@ async def _a_service_that_never_answers_a_call() -> AsyncIterator[str]:
         server.close()
         await server.wait_closed()
         await asyncio.gather(*handlers)
+
+
+def test_a_non_blocking_standard_input_is_read_as_a_blocking_one(tmp_path: Path) -> None:
+    """A client may hand over a pipe in non-blocking mode: a read with nothing
+    there yet raises EAGAIN instead of waiting, which is no end of input."""
+    import fcntl
+    import subprocess
+    import time
+
+    reading, writing = os.pipe()
+    fcntl.fcntl(reading, fcntl.F_SETFL, fcntl.fcntl(reading, fcntl.F_GETFL) | os.O_NONBLOCK)
+    with (tmp_path / "mcp.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9"],
+            stdin=reading, stdout=subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": "wp_any"},
+        )  # fmt: skip
+    os.close(reading)
+    try:
+        time.sleep(1)  # it reads a pipe with nothing in it
+        assert process.poll() is None
+        os.write(writing, _line(HELLO))
+        assert process.stdout is not None
+        assert json.loads(process.stdout.readline())["id"] == 1
+    finally:
+        os.close(writing)
+        code = process.wait(30)
+        if process.stdout is not None:
+            process.stdout.close()
+    assert code == 0

@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import select
 import signal
 import sys
 import threading
@@ -179,13 +180,22 @@ class StdinChunks:
         while True:
             self._wanted.acquire()
             try:
-                chunk = os.read(self._fd, self._size)
+                chunk = self._read()
             except OSError as error:
                 self._settle(error)
                 return
             self._settle(chunk)
             if not chunk:  # the end of the input
                 return
+
+    def _read(self) -> bytes:
+        while True:
+            try:
+                return os.read(self._fd, self._size)
+            except BlockingIOError:
+                # a client that launched us with a non-blocking pipe: wait
+                # for it to be readable, as a blocking read would
+                select.select([self._fd], [], [])
 
     def _settle(self, outcome: bytes | OSError) -> None:
         answer, loop = self._answer, self._loop
