@@ -194,3 +194,36 @@ def _as_a_user_who_may_not_write() -> list[str]:
     if setpriv is None:
         pytest.skip("running as root without setpriv: no user here is refused a write")
     return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def test_a_live_file_reached_through_a_symlink_is_read_with_its_wal() -> None:
+    """Whether a file is at rest was looked up beside the name given, while
+    SQLite names the `-wal` after the symlink's target: a live file reached
+    through a symlink was read as immutable, without the commits still in its
+    WAL (a backup of it said `integrity: ok` and held none of them)."""
+    as_reader = _as_a_user_who_may_not_write()
+    home = Path(tempfile.mkdtemp(prefix="waypost-reader-"))
+    try:
+        db = home / "w.db"
+        ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", str(db))
+        live = sqlite3.connect(db)  # as a running service: its WAL stays
+        try:
+            live.execute("PRAGMA wal_autocheckpoint = 0")
+            live.execute("SELECT count(*) FROM principals").fetchone()  # holds the -shm open
+            ok("admin", "principal", "create", "--kind", "human", "--name", "bob", "--db", str(db))
+            assert (home / "w.db-wal").stat().st_size > 0
+            (home / "link.db").symlink_to(db)
+            os.chmod(home, 0o777)
+            for name in ("w.db", "w.db-wal", "w.db-shm"):
+                os.chmod(home / name, 0o644)
+            done = subprocess.run(
+                [*as_reader, sys.executable, "-m", "waypost.cli", "admin", "principal", "list",
+                 "--db", str(home / "link.db")],
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+        finally:
+            live.close()
+        assert done.returncode == 0, done.stderr
+        assert [p["name"] for p in json.loads(done.stdout)] == ["ann", "bob"]
+    finally:
+        shutil.rmtree(home)

@@ -565,8 +565,9 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     open) the file holds every commit; were a service to start on it and
     checkpoint during the read, the read could fail as malformed, never
     change the file."""
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    if not os.access(path, os.W_OK) and _wal_at_rest(path):
+    resolved = path.resolve()  # the name SQLite gives the -wal and -shm (a symlink's target)
+    uri = f"{resolved.as_uri()}?mode=ro"
+    if not os.access(resolved, os.W_OK) and _wal_at_rest(resolved):
         uri += "&immutable=1"
     return sqlite3.connect(uri, uri=True, timeout=5)
 
