@@ -317,3 +317,26 @@ def test_a_non_blocking_standard_input_is_read_as_a_blocking_one(tmp_path: Path)
         if process.stdout is not None:
             process.stdout.close()
     assert code == 0
+
+
+async def test_a_second_signal_ends_it_though_its_client_stopped_reading(tmp_path: Path) -> None:
+    """Its output was written in anyio's worker threads, and a write to a full
+    pipe cannot be cancelled: with a client that no longer read, the second
+    signal's "at once" waited for ever."""
+    process = await _mcp("http://127.0.0.1:9", "wp_any", tmp_path / "mcp.log")
+    assert process.stdin is not None
+    process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+    assert (await _answer(process))["id"] == 1
+    # answers no one reads, more than a pipe holds (each lists every tool)
+    listing = b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"})
+                       for i in range(40))  # fmt: skip
+    process.stdin.write(listing)
+    await asyncio.sleep(2)  # the pipe is full and a write waits
+    for _ in range(2):
+        process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+    await asyncio.wait_for(process.wait(), 10)
+    process.stdin.close()
+    assert process.stdout is not None
+    await asyncio.wait_for(process.stdout.read(), 10)  # what was left unread
+    assert "ending at once" in (tmp_path / "mcp.log").read_text()

@@ -27,12 +27,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import re
-import select
 import signal
 import sys
-import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -69,6 +66,7 @@ from waypost.mcp_server.envelope import (
     unknown_method,
 )
 from waypost.mcp_server.server import build_server
+from waypost.mcp_server.stdio_files import StdinChunks, StdoutLines
 from waypost.mcp_server.tools import tool_names
 
 log = logging.getLogger("waypost.mcp")
@@ -144,73 +142,8 @@ class ChunkSource(Protocol):
     async def read1(self, size: int, /) -> bytes: ...
 
 
-class StdinChunks:
-    """Standard input, read one chunk per call by a daemon thread of its own.
-
-    A read blocks until the client writes, and no thread can be interrupted:
-    in anyio's worker thread a cancelled read held the process until a line
-    came in (Ctrl-C seemed to do nothing), and its non-daemon thread is
-    joined at exit. A read cancelled here is abandoned instead (its chunk,
-    if one comes, is dropped: nothing reads after a cancelled read). `os.read`
-    on the descriptor, not `sys.stdin.buffer`: a daemon thread blocked inside
-    the buffered reader holds its lock, and closing it at exit is then a
-    fatal error."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._size = READ_CHUNK
-        self._wanted = threading.Semaphore(0)
-        self._answer: asyncio.Future[bytes] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-
-    async def read1(self, size: int, /) -> bytes:
-        if self._thread is None:
-            self._loop = asyncio.get_running_loop()
-            self._thread = threading.Thread(
-                target=self._read_on_demand, name="waypost-mcp-stdin", daemon=True
-            )
-            self._thread.start()
-        assert self._loop is not None
-        self._answer, self._size = self._loop.create_future(), size
-        self._wanted.release()
-        return await self._answer
-
-    def _read_on_demand(self) -> None:
-        while True:
-            self._wanted.acquire()
-            try:
-                chunk = self._read()
-            except OSError as error:
-                self._settle(error)
-                return
-            self._settle(chunk)
-            if not chunk:  # the end of the input
-                return
-
-    def _read(self) -> bytes:
-        while True:
-            try:
-                return os.read(self._fd, self._size)
-            except BlockingIOError:
-                # a client that launched us with a non-blocking pipe: wait
-                # for it to be readable, as a blocking read would
-                select.select([self._fd], [], [])
-
-    def _settle(self, outcome: bytes | OSError) -> None:
-        answer, loop = self._answer, self._loop
-        assert answer is not None and loop is not None
-
-        def settle() -> None:
-            if answer.done():  # cancelled: abandoned
-                return
-            if isinstance(outcome, OSError):
-                answer.set_exception(outcome)
-            else:
-                answer.set_result(outcome)
-
-        with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending
-            loop.call_soon_threadsafe(settle)
+class LineSink(Protocol):
+    async def write(self, data: bytes, /) -> None: ...
 
 
 async def lines_of(given: ChunkSource) -> AsyncIterator[bytes]:
@@ -287,7 +220,7 @@ class Stdio:
 @contextlib.asynccontextmanager
 async def checked_stdio(
     stdin: ChunkSource | None = None,
-    stdout: anyio.AsyncFile[bytes] | None = None,
+    stdout: LineSink | None = None,
     input_ended: asyncio.Event | None = None,
 ) -> AsyncIterator[Stdio]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
@@ -299,7 +232,7 @@ async def checked_stdio(
     still running when its stream ends, so a write piped in with its input
     closed behind it committed unanswered."""
     given = stdin or StdinChunks(sys.stdin.fileno())
-    taken = stdout or anyio.wrap_file(sys.stdout.buffer)
+    taken = stdout or StdoutLines(sys.stdout.fileno())
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
     server_reads: ServerReads
     to_server, server_reads = anyio.create_memory_object_stream(0)
@@ -320,7 +253,6 @@ async def checked_stdio(
                 return
             try:
                 await taken.write(data + b"\n")
-                await taken.flush()
             except (BrokenPipeError, ConnectionResetError):
                 # the client stopped reading: what is running still ends
                 # (and commits) as it would, unread
