@@ -131,7 +131,8 @@ def _refuse_unnameable(target: Path) -> None:
         longest = os.pathconf(target.parent, "PC_NAME_MAX")
     except OSError:
         return  # the partial copy's creation says what is wrong with the directory
-    if len(os.fsencode(target.name)) > longest:
+    # (some FUSE and network file systems answer -1 or 0: no bound known)
+    if longest > 0 and len(os.fsencode(target.name)) > longest:
         raise BackupError(
             "cannot_create", f"{target}: File name too long ({longest} bytes at most)"
         )
