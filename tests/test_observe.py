@@ -411,13 +411,22 @@ async def test_every_refusal_before_the_operation_is_known_is_counted(metered: S
                                     headers={**headers, "Content-Type": kind})  # fmt: skip
         assert r.status_code in (400, 415), r.text
     assert refused() == 3
+    # a body over the 64 KiB limit, and two Content-Type headers (not counted before)
+    big = b'{"query": "{ me { name } }", "x": "' + b"a" * 70_000 + b'"}'
+    r = await human.client.post("/graphql", content=big, headers=headers)
+    assert r.status_code == 413, r.text
+    twice = [*human.headers().items(), ("Content-Type", "application/json"),
+             ("Content-Type", "application/json")]  # fmt: skip
+    r = await human.client.post("/graphql", content=b"{}", headers=twice)
+    assert r.status_code == 400, r.text
+    assert refused() == 5
     async with running(metered) as base, graphql_ws(base, human.token) as client:
         await client.subscribe("subscription { projectEvents(")
         assert (await client.receive())["type"] == "error"
         await client.ws.send('{"id": "dup", "type": "subscribe", "payload": '
                              '{"query": "{ me { name } }", "query": "x"}}')  # fmt: skip
         assert (await client.receive())["type"] == "error"
-    assert refused() == 5
+    assert refused() == 7
 
 
 async def test_early_refusals_and_closed_operations_are_counted(metered: Service) -> None:

@@ -41,6 +41,18 @@ class BearerAuthentication:
         self.graphiql = graphiql
         self.metrics = metrics  # `serve --metrics`: the /metrics route exists
 
+    async def _graphql_body(self, scope: Scope, receive: Receive) -> Receive:
+        """The GraphQL body, read whole within its limit: a body over it is a
+        request refused before its operation is known, counted as such."""
+        try:
+            _, receive = await buffer_body(
+                scope, receive, GRAPHQL_BODY_LIMIT, "GraphQL request bodies"
+            )
+        except WaypostError:
+            self.runtime().metrics.graphql_refused()
+            raise
+        return receive
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -66,9 +78,7 @@ class BearerAuthentication:
                     audience = "metrics" if self.metrics else ("api", "metrics")
                 actor = await self._authenticate(scope, audience)
                 if is_graphql:
-                    _, receive = await buffer_body(
-                        scope, receive, GRAPHQL_BODY_LIMIT, "GraphQL request bodies"
-                    )
+                    receive = await self._graphql_body(scope, receive)
             except WaypostError as error:
                 await self._refuse(send, error, is_graphql)
                 return

@@ -105,13 +105,14 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 response.headers["Allow"] = "GET, HEAD, POST" if self.graphql_ide else "POST"
             await response(scope, receive, send)
             return
+        metrics = scope["app"].state.runtime.metrics
         try:
             media_type = header(scope, b"content-type")
-        except WaypostError as error:
+        except WaypostError as error:  # two Content-Type headers: a media type refused
+            metrics.graphql_refused()
             response = http_error(error.status, error.code, error.message, error.details)
             await response(scope, receive, send)
             return
-        metrics = scope["app"].state.runtime.metrics
         if not is_json_media_type(media_type):
             metrics.graphql_refused()
             response = http_error(
