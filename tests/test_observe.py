@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import re
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -204,6 +205,31 @@ def test_a_websocket_handshake_line_never_holds_its_query_string(
         root.setLevel(level)
     line = capsys.readouterr().err
     assert '"WebSocket /graphql" [accepted]' in line and "wp_secret" not in line
+
+
+def test_a_websocket_frame_that_is_no_utf8_is_no_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """uvicorn logs such a frame (from any client, before any token) as an
+    ERROR with a traceback, the line operators alert on."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        b"\xff".decode()
+    except UnicodeDecodeError:
+        fault = sys.exc_info()
+    said = "Invalid UTF-8 sequence received from client."
+    try:
+        for level in (logging.INFO, logging.WARNING):
+            logs.configure("text", level)
+            record = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, said, (), fault)
+            root.handlers[0].handle(record)  # as in the test above: the handler itself
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1, lines  # and none at level WARNING
+    assert " INFO uvicorn.error Invalid UTF-8 sequence received from client." in lines[0]
 
 
 def test_outbound_requests_log_no_line_of_their_own() -> None:

@@ -104,12 +104,30 @@ class NoQueryStrings(logging.Filter):
         return True
 
 
+class ClientFaultsAreNoErrors(logging.Filter):
+    """uvicorn logs a WebSocket text frame that is no UTF-8 as an ERROR with a
+    traceback ("Invalid UTF-8 sequence received from client."): anyone, with
+    no token, could write one at will, and ERROR lines are the operator's
+    alert for faults of the service. It is an INFO line without a traceback,
+    as a client that hangs up is (the socket is closed 1007, as before)."""
+
+    CLIENT_FAULTS = frozenset({"Invalid UTF-8 sequence received from client."})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.msg in self.CLIENT_FAULTS:
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.exc_info, record.exc_text = None, None
+            return logging.getLogger().isEnabledFor(logging.INFO)
+        return True
+
+
 def configure(log_format: str, level: int = logging.INFO) -> None:
     """Root handler on standard error; uvicorn's loggers propagate into it."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # on the handler: it sees the records of every logger (uvicorn's included)
     handler.addFilter(NoQueryStrings())
+    handler.addFilter(ClientFaultsAreNoErrors())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
