@@ -340,3 +340,40 @@ async def test_a_second_signal_ends_it_though_its_client_stopped_reading(tmp_pat
     assert process.stdout is not None
     await asyncio.wait_for(process.stdout.read(), 10)  # what was left unread
     assert "ending at once" in (tmp_path / "mcp.log").read_text()
+
+
+async def test_a_client_that_stopped_reading_does_not_hold_it_after_its_input_ends(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """A write to a full pipe held the process past the drain's 60 s (for
+    ever), and so the agent session it kept: a client that closed our input
+    without reading the answers left, then killed us as MCP says, left the
+    session live. Once the input has ended, a client that takes nothing for
+    2 s is no longer read for."""
+    project = waypost.project("unread")
+    task_id = waypost.task(project)
+    agent = waypost.principal("agent", "unreader")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+    assert (await _answer(process))["id"] == 1
+    process.stdin.write(_line(_call(2, "task_claim", project=project, task_id=task_id)))
+    session_id = (await _answer(process))["result"]["structuredContent"]["lease"]["session_id"]
+    listing = b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"})
+                       for i in range(40))  # fmt: skip
+    process.stdin.write(listing)
+    process.stdin.close()  # and never read again
+    # (asyncio's `wait()` also waits for the output's end, which an unread
+    # pipe never reaches: the exit is watched for instead)
+    for _ in range(150):
+        if process.returncode is not None:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        process.kill()  # held, as before: the test fails below
+    assert process.returncode == 0
+    beat = waypost.rest("POST", f"/api/v1/sessions/{session_id}/heartbeat", {}, token=agent)
+    assert beat.status_code == 403, beat.text
+    await asyncio.wait_for(process.stdout.read(), 10)  # what was left unread
+    await asyncio.wait_for(process.wait(), 10)
+    assert "took no output" in (tmp_path / "mcp.log").read_text()

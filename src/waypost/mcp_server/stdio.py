@@ -79,6 +79,12 @@ LINE_END = re.compile(rb"\r\n|\r|\n")
 # running are waited for. A route call's HTTP requests time out at 30 s and
 # a decision_wait ends at once, so this only bounds a fault of ours.
 DRAIN_SECONDS = 60.0
+# Once standard input has ended (or a signal came), a client that takes
+# nothing of a line for this long is not reading any more: the answers left
+# are not written. A write to its full pipe held the process (and the agent
+# session it kept) past the drain's bound, and past the client's SIGKILL.
+# The SDK's client waits 2 s after closing our input, then signals.
+OUTPUT_STALL_SECONDS = 2.0
 # what the SDK answers a request its client cancelled (MCP: no answer at
 # all); code 0 alone is also its answer to a handler's exception
 _SDK_CANCELLED = (0, "Request cancelled")
@@ -245,18 +251,34 @@ async def checked_stdio(
     reading = anyio.CancelScope()
     output_closed = False
     initialized = False
+    input_over = False
+    writing: anyio.CancelScope | None = None  # the write of a line, while it waits
 
     async def write_line(data: bytes) -> None:
-        nonlocal output_closed
+        nonlocal output_closed, writing
         async with one_line_at_a_time:
             if output_closed:
                 return
-            try:
-                await taken.write(data + b"\n")
-            except (BrokenPipeError, ConnectionResetError):
-                # the client stopped reading: what is running still ends
-                # (and commits) as it would, unread
+            with anyio.CancelScope() as writing:
+                if input_over:
+                    writing.deadline = anyio.current_time() + OUTPUT_STALL_SECONDS
+                try:
+                    await taken.write(data + b"\n")
+                except (BrokenPipeError, ConnectionResetError):
+                    # the client stopped reading: what is running still ends
+                    # (and commits) as it would, unread
+                    output_closed = True
+            if writing.cancelled_caught:
                 output_closed = True
+                log.warning("the client took no output for %.0f s after its input ended:"
+                            " the answers left are not written", OUTPUT_STALL_SECONDS)  # fmt: skip
+            writing = None
+
+    def end_of_input() -> None:
+        nonlocal input_over
+        input_over = True
+        if writing is not None:  # a write waiting since before: bounded from now
+            writing.deadline = anyio.current_time() + OUTPUT_STALL_SECONDS
 
     async def hand_on(message: JSONRPCMessage) -> None:
         nonlocal initialized
@@ -291,6 +313,7 @@ async def checked_stdio(
                 async for line in lines_of(given):
                     with anyio.CancelScope(shield=True):
                         await take_line(line)
+            end_of_input()
             if input_ended is not None:
                 input_ended.set()
             with anyio.move_on_after(DRAIN_SECONDS):
