@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -377,3 +378,63 @@ async def test_a_client_that_stopped_reading_does_not_hold_it_after_its_input_en
     await asyncio.wait_for(process.stdout.read(), 10)  # what was left unread
     await asyncio.wait_for(process.wait(), 10)
     assert "took no output" in (tmp_path / "mcp.log").read_text()
+
+
+def test_a_non_blocking_standard_output_gets_every_answer_whole(tmp_path: Path) -> None:
+    """A client may hand over its pipe in non-blocking mode: a write to it
+    when full raises EAGAIN, or writes part of a line. Every answer still
+    arrives whole, one per line (through anyio's file, answers were lost)."""
+    import fcntl
+    import subprocess
+
+    reading, writing = os.pipe()
+    fcntl.fcntl(writing, fcntl.F_SETFL, fcntl.fcntl(writing, fcntl.F_GETFL) | os.O_NONBLOCK)
+    requests = (
+        _line(HELLO)
+        + _line(INITIALIZED)
+        + b"".join(
+            _line({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"}) for i in range(30)
+        )
+    )
+    with (tmp_path / "mcp.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9"],
+            stdin=subprocess.PIPE, stdout=writing, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": "wp_any"},
+        )  # fmt: skip
+    os.close(writing)
+    assert process.stdin is not None
+    process.stdin.write(requests)
+    process.stdin.close()
+    out = b""
+    with os.fdopen(reading, "rb") as answers:
+        while chunk := answers.read(4096):  # slowly: the pipe fills again and again
+            out += chunk
+            time.sleep(0.002)
+    assert process.wait(30) == 0
+    ids = [json.loads(line)["id"] for line in out.splitlines()]
+    assert ids == [1, *range(100, 130)]
+
+
+def test_a_client_that_closed_our_output_is_still_served_to_the_end(tmp_path: Path) -> None:
+    """The answers go nowhere (EPIPE), but what was read still runs and the
+    process ends at the end of its input, without a traceback."""
+    import subprocess
+
+    requests = (
+        _line(HELLO)
+        + _line(INITIALIZED)
+        + b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "ping"}) for i in range(30))
+    )
+    with (tmp_path / "mcp.log").open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": "wp_any"},
+        )  # fmt: skip
+    assert process.stdin is not None and process.stdout is not None
+    process.stdout.close()
+    process.stdin.write(requests)
+    process.stdin.close()
+    assert process.wait(30) == 0
+    assert "Traceback" not in (tmp_path / "mcp.log").read_text()
