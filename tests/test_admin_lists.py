@@ -186,14 +186,17 @@ def test_reading_a_live_file_this_user_may_not_write_leaves_nothing_beside_it() 
 
 
 def _as_a_user_who_may_not_write() -> list[str]:
-    """The command prefix that runs a process as a user who may not write a
-    0444 file: this one, or `nobody` when the tests run as root (who may)."""
+    """The command prefix that runs a process refused a write to a 0444 file:
+    none, or, when the tests run as root (who may write anything), root
+    without the capabilities that override file modes (`setpriv`). Root
+    stays root: the checkout and its environment stay readable, wherever a
+    fresh clone put them (as `nobody` they were not, under a 0700 temp dir)."""
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root without setpriv: no user here is refused a write")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+        pytest.skip("running as root without setpriv: no process here is refused a write")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
 
 
 def test_a_live_file_reached_through_a_symlink_is_read_with_its_wal() -> None:
@@ -215,7 +218,7 @@ def test_a_live_file_reached_through_a_symlink_is_read_with_its_wal() -> None:
             (home / "link.db").symlink_to(db)
             os.chmod(home, 0o777)
             for name in ("w.db", "w.db-wal", "w.db-shm"):
-                os.chmod(home / name, 0o644)
+                os.chmod(home / name, 0o444)
             done = subprocess.run(
                 [*as_reader, sys.executable, "-m", "waypost.cli", "admin", "principal", "list",
                  "--db", str(home / "link.db")],
