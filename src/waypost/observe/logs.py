@@ -114,7 +114,12 @@ class ClientFaultsAreNoErrors(logging.Filter):
     CLIENT_FAULTS = frozenset({"Invalid UTF-8 sequence received from client."})
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and record.msg in self.CLIENT_FAULTS:
+        # (a record's msg may be any object, a dict too: unhashable)
+        if (
+            record.levelno >= logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg in self.CLIENT_FAULTS
+        ):
             record.levelno, record.levelname = logging.INFO, "INFO"
             record.exc_info, record.exc_text = None, None
             return logging.getLogger().isEnabledFor(logging.INFO)
