@@ -232,6 +232,23 @@ def test_a_websocket_frame_that_is_no_utf8_is_no_error(
     assert " INFO uvicorn.error Invalid UTF-8 sequence received from client." in lines[0]
 
 
+def test_an_error_whose_message_is_no_string_is_logged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The client-fault filter looked a record's message up in a set: an
+    ERROR logged with a dict raised TypeError out of the logging call."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, {"a": 1}, (), None)
+    try:
+        logs.configure("text")
+        root.handlers[0].handle(record)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    assert " ERROR x {'a': 1}" in capsys.readouterr().err
+
+
 def test_outbound_requests_log_no_line_of_their_own() -> None:
     """A reranker attempt logs one line (waypost.reranker); httpx added a
     second, at INFO, for the request it sent."""
