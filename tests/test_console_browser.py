@@ -868,18 +868,22 @@ def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
     tab.sign_in(world.alice.token)
     page.goto(tab.origin + "/graphql")
     page.locator(".graphiql-container").wait_for()
-    page.locator(".graphiql-editor-tool").get_by_text("Bearer wp_").wait_for()
-    # GraphiQL wires its Execute button once the schema's introspection is
-    # in; a click before that does nothing, so try again until it runs
-    answer = page.locator(".graphiql-response").get_by_text('"Alice"')
-    for _ in range(20):
+    # this token, not the placeholder ("Bearer wp_...") of a tab signed out
+    page.locator(".graphiql-editor-tool").get_by_text("Bearer " + world.alice.token[:12]).wait_for()
+    # GraphiQL wires its Execute button once its editors are in; a click
+    # before that does nothing, so try again until it runs (the locator
+    # waits out a query still running, whose button says "Stop")
+    response = page.locator(".graphiql-response")
+    answer = response.get_by_text('"Alice"')
+    for _ in range(10):
         page.get_by_role("button", name="Execute query (Ctrl-Enter)").click()
         try:
-            answer.wait_for(timeout=1000)
+            answer.wait_for(timeout=3000)
             break
         except playwright_api.TimeoutError:
             continue
-    answer.wait_for()
+    else:
+        raise AssertionError(f"no answer; the response pane shows {response.inner_text()!r}")
     assert any(u.endswith("/graphiql/graphiql.min.js") for u in tab.requests)
     # GraphiQL's history holds the headers the query ran with, the token
     # among them: never in localStorage (it outlived the tab and sign-out)
