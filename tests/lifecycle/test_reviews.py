@@ -235,6 +235,15 @@ async def test_an_outcome_follows_public_conventions(registered: Member, reviewe
     first = await reviewer.api.post(url, body, key="o1")
     again = await reviewer.api.post(url, body, key="o1")
     assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    # a used key with another body is another request, whatever its body holds
+    secret = {**body, "rationale": "see password=hunter2222"}
+    reused = await reviewer.api.post(url, secret, key="o1")
+    assert (reused.status_code, reused.json()["error"]["code"]) == (422, "idempotency_key_reused")
+    refused = (await reviewer.api.post(url, secret)).json()["error"]
+    assert (refused["code"], refused["details"]) == (
+        "invalid_request",
+        {"reason": "secret_marker_detected", "field": "rationale"},
+    )
     second = await reviewer.api.post(url, {**body, "disposition": "accepted"})
     assert (second.status_code, second.json()["error"]["code"]) == (409, "state_conflict")
     bad = await reviewer.api.post(url, {"disposition": "maybe", "rationale": "x"})
