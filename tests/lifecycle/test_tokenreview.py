@@ -34,6 +34,7 @@ class StandIn:
         self.answer: dict[str, Any] = {}
         self.seen: list[tuple[str, dict[str, str], Any]] = []
         self.revoked: set[str] = set()
+        self.body: bytes | None = None  # an answer of these bytes instead of a review
 
     def review(self, token: str) -> dict[str, Any]:
         if token == "good-sa-token" and token not in self.revoked:
@@ -57,7 +58,9 @@ def api(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[str, Path, StandIn]]:
             length = int(self.headers["Content-Length"])
             body = json.loads(self.rfile.read(length))
             state.seen.append((self.path, dict(self.headers), body))
-            if state.status != 200:
+            if state.body is not None:
+                payload = state.body
+            elif state.status != 200:
                 payload = b"upstream stack trace: secret internals"
             else:
                 status = state.review(body["spec"]["token"])
@@ -201,6 +204,29 @@ async def test_an_upstream_failure_is_503_without_its_diagnostics(
     r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
     refused(r, 503, "unavailable")
     assert "internals" not in r.text
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b'{"kind": "TokenReview"}', b'{"status": null}', b'{"status": "ok"}', b'{"status": [1]}',
+     b"[]", b"not json"],
+)  # fmt: skip
+async def test_an_answer_without_a_status_object_is_503_and_logged(
+    k8s: tuple[Lifecycle, StandIn],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    body: bytes,
+) -> None:
+    """A null, string or list status was 401, as if the token were refused,
+    and nothing reached the log."""
+    monkeypatch.setattr(verifiers, "_conditions", ConditionLog(verifiers.log))
+    lifecycle, state = k8s
+    state.body = body
+    with caplog.at_level(logging.WARNING, "waypost.lifecycle"):
+        r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    refused(r, 503, "unavailable")
+    lines = [r.getMessage() for r in caplog.records if "TokenReview" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("TokenReview answered no status object")
 
 
 async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests(

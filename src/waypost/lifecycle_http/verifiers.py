@@ -123,6 +123,12 @@ class TokenReviewVerifier:
         except (ValueError, KeyError, TypeError) as exc:
             _conditions.warning("TokenReview answered no status object: %s", type(exc).__name__)
             raise Unavailable("identity service unavailable") from exc
+        if not isinstance(status, dict):
+            # a null or a string is a broken identity service, not a bad
+            # credential: 401 would tell the caller its token was refused
+            name = type(status).__name__
+            _conditions.warning("TokenReview answered no status object: %s", name)
+            raise Unavailable("identity service unavailable")
         return _caller_of(status)
 
     async def reconfirm(self, token: str, caller: Caller) -> None:
@@ -135,8 +141,8 @@ class TokenReviewVerifier:
             raise Unauthenticated("unauthenticated")
 
 
-def _caller_of(status: Any) -> Caller:
-    if not isinstance(status, dict) or status.get("authenticated") is not True:
+def _caller_of(status: dict[str, Any]) -> Caller:
+    if status.get("authenticated") is not True:
         raise Unauthenticated("unauthenticated")
     audiences = status.get("audiences")
     user = status.get("user")
