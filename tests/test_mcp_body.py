@@ -46,6 +46,16 @@ async def test_a_body_the_rest_parser_refuses_is_a_json_rpc_parse_error(
     assert r.headers["cache-control"] == "no-store"
 
 
+async def test_a_byte_that_is_no_utf8_keeps_the_requests_id(human: Caller) -> None:
+    """A Latin-1 letter in an argument: the parse error said `"id": null`, on
+    which the official client waits for ever."""
+    body = _call('{"title": "cafX"}').replace(b"X", b"\xe9")
+    r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})
+    assert r.status_code == 400, r.text
+    assert r.json() == {"jsonrpc": "2.0", "id": 1, "error": {
+        "code": -32700, "message": "the body is not valid UTF-8"}}  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("arguments", "words", "where"),
     [

@@ -157,7 +157,14 @@ def request_id_of(raw: bytes) -> RequestId | None:
     if len(raw) > ID_SEARCH_MAX:
         return None
     try:
-        message = json.loads(raw, object_pairs_hook=_object)
+        try:
+            message = json.loads(raw, object_pairs_hook=_object)
+        except UnicodeDecodeError:
+            # a byte no UTF-8 reading takes (a Latin-1 letter in an argument)
+            # hides no id: read it as a lone surrogate, refused below if the
+            # id is what holds it
+            text = raw.decode("utf-8", "surrogateescape")
+            message = json.loads(text, object_pairs_hook=_object)
     except (ValueError, RecursionError, _TwoIds):
         return None
     if not isinstance(message, dict) or "method" not in message:
