@@ -594,6 +594,8 @@ async def test_a_subscribe_frame_of_refused_json_answers_an_error_for_its_id(
         '{"id": "", "type": "subscribe", "payload": {"query": "{ me { name } }"}}',
         # an id that is no string: a TypeError and an ERROR traceback
         '{"id": [1], "type": "complete"}', '{"id": {"a": 1}, "type": "complete"}',
+        # an id no frame could carry back: a fault, and an ERROR traceback
+        '{"id": "\\ud800", "type": "subscribe", "payload": {"query": "{ me { name } }"}}',
     ],
 )  # fmt: skip
 async def test_a_malformed_frame_closes_the_socket_with_4400(

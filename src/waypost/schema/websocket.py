@@ -111,7 +111,17 @@ def refused_subscribe(raw: bytes, refusal: WaypostError) -> dict[str, object] | 
     operation_id = member_value(members, "id")
     if not isinstance(operation_id, str) or not members.get("payload", "").startswith("{"):
         return None
+    if not operation_id.isascii() and not _encodable(operation_id):
+        return None  # a lone surrogate: no frame could carry it back
     return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(refusal)}
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _unavailable(error: Unavailable) -> dict[str, Any]:
