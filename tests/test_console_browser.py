@@ -1324,6 +1324,41 @@ def test_a_reopen_refused_for_a_field_names_it_and_focuses_it(tab: Tab, world: W
     assert world.decision(decision)["status"] == "stale"
 
 
+def test_text_boxes_count_characters_as_the_service_does(tab: Tab, world: World) -> None:
+    """docs/console.md: a box stops at the service's limit, which counts
+    characters (code points); `maxlength` counts UTF-16 units, two for an
+    emoji. A valid environment of 150 emoji read as too long once edited, and
+    its reopen did not send; a tag filter of 40 emoji was cut to 32; and the
+    filter trimmed a tag whose spaces the service keeps, finding nothing."""
+    rocket = "\U0001f680"
+    page, decision_id = _stale_in_alices_tab(
+        tab, world, "Launch the probe", question="Launch now?", environment=rocket * 150
+    )
+    page.get_by_label("Why reopen (required)").fill("One rocket fewer.")
+    environment = page.get_by_label("Environment")
+    environment.press("End")
+    environment.press("Backspace")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+    assert world.decision(decision_id)["current"]["environment"] == rocket * 149
+
+    title = "Probe launch checklist"
+    world.alice.send("POST", "/api/v1/projects/demo/knowledge", {
+        "kind": "fact", "title": title, "body": "Count down.",
+        "tags": [rocket * 40, "  spaced  "]}, 201)  # fmt: skip
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge")
+    tag = page.get_by_label("Tag")
+    tag.fill(rocket * 70)
+    assert tag.input_value() == rocket * 64  # the box stops at 64 characters
+    for value in (rocket * 40, "  spaced  "):
+        # the links shown so far are marked: the filter's answer has new ones
+        page.evaluate("() => document.querySelectorAll('main a').forEach((a) => a.dataset.old = 1)")
+        page.get_by_label("Tag").fill(value)
+        page.get_by_role("button", name="Filter").click()
+        page.locator("main a:not([data-old])", has_text=title).wait_for()
+        assert "1 record(s) shown" in page.locator("main").inner_text(), value
+
+
 def test_filters_the_service_refuses_are_said_beside_the_form(tab: Tab, world: World) -> None:
     """The whole page was replaced by "Something went wrong" (the tag's
     refusal in the validator's words), and the filter form was lost."""

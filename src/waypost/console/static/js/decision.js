@@ -156,7 +156,7 @@ function renderAnswerForm(project, onChanged) {
   const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
   const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
-    maxlength: String(RATIONALE_MAX),
+    maxchars: RATIONALE_MAX,
     "aria-describedby": `${rationaleId}-hint` });
   const confirms = [
     ...d.current.conditions.map((c) => [words`Condition: ${c}`, c]),
@@ -309,9 +309,9 @@ function renderReopen(project, onChanged, prominent) {
   // and both together had it read twice
   const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
-  const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxlength: String(RATIONALE_MAX) });
+  const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxchars: RATIONALE_MAX });
   const env = h("input", { id: ids.e, type: "text", value: d.current.environment,
-    maxlength: String(ENVIRONMENT_MAX) });
+    maxchars: ENVIRONMENT_MAX });
   const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
   conds.value = d.current.conditions.join("\n");
   // What the boxes showed, not the stored values: an input drops a newline of

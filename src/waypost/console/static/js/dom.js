@@ -19,6 +19,8 @@ export function h(tag, attrs = {}, ...children) {
       el.className = value;
     } else if (key === "dataset") {
       Object.assign(el.dataset, value);
+    } else if (key === "maxchars") {
+      limitChars(el, value);
     } else if (value === true) {
       el.setAttribute(key, "");
     } else {
@@ -27,6 +29,18 @@ export function h(tag, attrs = {}, ...children) {
   }
   append(el, children);
   return el;
+}
+
+// A box that stops at `max` characters as the service counts them (code
+// points). `maxlength` counts UTF-16 units, in which an emoji is two: a valid
+// environment of 150 emoji read as 300 of 200 once edited, and its reopen
+// would not send; a tag of 40 emoji was cut to 32.
+function limitChars(el, max) {
+  el.addEventListener("input", () => {
+    if (el.value.length <= max) return; // never more code points than units
+    const chars = Array.from(el.value);
+    if (chars.length > max) el.value = chars.slice(0, max).join("");
+  });
 }
 
 // Text that can turn the direction of what follows it: right-to-left letters

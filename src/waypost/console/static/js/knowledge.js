@@ -73,8 +73,11 @@ export async function renderKnowledgeList(projectId, query) {
       const value = form.querySelector(`[name=${name}]`).value;
       if (value) params.set(name, value);
     }
-    const tag = form.querySelector(`#${tagId}`).value.trim();
-    if (tag) params.set("tag", tag);
+    // exactly as typed: a tag matches code point for code point, and the
+    // service keeps a tag's surrounding spaces (one of "  spaced  " was
+    // sent as "spaced" and matched nothing)
+    const tag = form.querySelector(`#${tagId}`).value;
+    if (tag.trim()) params.set("tag", tag);
     const text = form.querySelector(`#${textId}`).value.trim();
     if (text) params.set("q", text);
     if (form.querySelector(`#${sharedId}`).checked) params.set("shared", "1");
@@ -85,7 +88,7 @@ export async function renderKnowledgeList(projectId, query) {
   select("kind", "Kind", KINDS, filters.kind),
   select("status", "Status", STATUSES, filters.status),
   h("div", { class: "field field-inline" }, h("label", { for: tagId }, "Tag"),
-    h("input", { id: tagId, type: "text", value: filters.tag || "", maxlength: String(TAG_MAX) })),
+    h("input", { id: tagId, type: "text", value: filters.tag || "", maxchars: TAG_MAX })),
   h("div", { class: "check" }, h("input", { id: sharedId, type: "checkbox", checked: filters.shared }),
     h("label", { for: sharedId }, "Include records shared by other projects")),
   h("button", { type: "submit", class: "btn" }, "Filter"));
