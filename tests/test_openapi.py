@@ -97,6 +97,8 @@ async def test_the_event_stream_is_listed_though_it_is_no_table_route(
 
     op = document["paths"][sse.PATH]["get"]
     assert "text/event-stream" in op["responses"]["200"]["content"]
+    # a store or clock that cannot answer is 503 here too
+    assert set(op["responses"]) == {"200", "400", "401", "403", "404", "429", "503"}
     params = {(p["in"], p["name"]) for p in op["parameters"]}
     assert {("path", "project"), ("query", "after"), ("header", "Last-Event-ID")} <= params
 

@@ -896,3 +896,7 @@ async def test_every_rest_answer_says_the_services_time(
     refused = await human.get("/api/v1/projects/nope")
     assert (ok.status_code, refused.status_code) == (200, 404)
     assert ok.headers["Waypost-Now"] == refused.headers["Waypost-Now"] == service.clock.iso()
+    document = await human.get("/api/v1/openapi.json")
+    refused = await human.get("/api/v1/openapi.json?x=1")
+    assert (document.status_code, refused.status_code) == (200, 400)
+    assert document.headers["Waypost-Now"] == refused.headers["Waypost-Now"] == service.clock.iso()

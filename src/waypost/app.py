@@ -22,8 +22,8 @@ from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
-from waypost.rest.responses import error_response, json_response
-from waypost.rest.routing import refuse_query
+from waypost.rest.responses import error_parts, json_response
+from waypost.rest.routing import now_header, refuse_query
 from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
 from waypost.settings import Settings
@@ -74,11 +74,14 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     async def openapi_document(request: Request) -> Response:
         # no parameters: refused by name, as on every other /api/v1 route
+        # the service's time on its answers, as on every other route's
+        now = now_header(request.scope)
         try:
             refuse_query(query_items(request.scope["query_string"]))
         except InvalidRequest as error:
-            return error_response(error)
-        return json_response(openapi.build(rest.TABLES))
+            status, body, headers = error_parts(error)
+            return json_response(body, status, {**now, **headers})
+        return json_response(openapi.build(rest.TABLES), headers=now)
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -260,7 +260,8 @@ STREAM_OPERATION: dict[str, Any] = {
             status: {"$ref": "#/components/responses/Error", "description": codes}
             for status, codes in {"400": "invalid_request", "401": "unauthenticated",
                                   "403": "forbidden", "404": "not_found",
-                                  "429": "too_many_streams"}.items()
+                                  "429": "too_many_streams",
+                                  "503": "unavailable"}.items()
         },
     },
 }  # fmt: skip

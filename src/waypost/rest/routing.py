@@ -175,7 +175,7 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
     return parse_json(raw) if raw.strip() else {}
 
 
-def _now_header(scope: Scope) -> dict[str, str]:
+def now_header(scope: Scope) -> dict[str, str]:
     """`Waypost-Now`: the service's clock as the answer was made (as every
     GraphQL answer says it), so that a client judges an `expires_at` by the
     service's time, not its own (`waypost mcp`'s decision_wait does). None
@@ -190,7 +190,7 @@ async def _answer(
     scope: Scope, send: Send, status: int, body: Any, headers: dict[str, str] | None = None
 ) -> None:
     payload = encode_json(body)
-    raw = json_headers(len(payload), {**_now_header(scope), **(headers or {})})
+    raw = json_headers(len(payload), {**now_header(scope), **(headers or {})})
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})
 
