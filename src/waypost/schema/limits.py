@@ -95,6 +95,24 @@ MAX_FRAGMENT_USES = 1000
 # its rules 93-110 ms, past the 100 ms section 14 allows; at 500 they take
 # about 20 ms. Real queries spread a fragment per component, tens of them.
 MAX_FRAGMENT_SPREADS = 500
+# Fields written in the document, wherever they stand. graphql-core's rules
+# walk every field with its type info, and build an error (a spelling
+# suggestion and a line and column found from the text's start) for each
+# unknown one up to a hundred: 4,990 unknown fields (59 KB within the token
+# limit) took them 143-190 ms, past section 14's 100 ms; at 1,000 the worst
+# found take about 40 ms. The standard introspection query writes 77.
+MAX_FIELDS = 1000
+# For each operation, the fields written in the fragments it reaches (each
+# fragment once per operation), summed over the operations. graphql-core
+# compares and walks a fragment's fields again for each operation that
+# spreads it: 450 operations spreading one fragment of 540 fields (15 KB)
+# took 110 ms. At 50,000 the worst found take about 25 ms.
+MAX_FIELDS_REACHED = 50_000
+# Operations in one document. graphql-core's variable rules walk each
+# operation on its own, with type info, whatever it holds: 480 operations of
+# one spread each (13 KB) took them 78 ms, and twice that under load. Within
+# all four limits here the worst documents found take about 50 ms.
+MAX_OPERATIONS = 100
 
 
 class FragmentCycle(Exception):
@@ -237,8 +255,53 @@ def fragment_spreads(document: DocumentNode) -> int:
     return count
 
 
+def fields_written(document: DocumentNode) -> int:
+    """Every field written in the document (not through fragments)."""
+    count = 0
+    pending = [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
+    while pending:
+        count += _own_fields(pending.pop(), pending)
+    return count
+
+
+def _own_fields(selection_set: SelectionSetNode, pending: list[SelectionSetNode]) -> int:
+    """The fields directly in `selection_set`; the nested sets go to `pending`."""
+    count = 0
+    for selection in selection_set.selections:
+        if isinstance(selection, FieldNode):
+            count += 1
+        if isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
+            pending.append(selection.selection_set)
+    return count
+
+
+def _fields_in(selection_set: SelectionSetNode) -> int:
+    """The fields written in `selection_set`, nested ones too (not through spreads)."""
+    count = 0
+    pending = [selection_set]
+    while pending:
+        count += _own_fields(pending.pop(), pending)
+    return count
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What the document's operations reach through fragments, summed over
+    the operations: the fragments (each once per operation), and the fields
+    written in them (counted while the fragments are within their limit)."""
+
+    fragments: int
+    fields: int
+
+
 def fragment_uses(document: DocumentNode) -> int:
-    """The number of fragments each operation reaches, summed over the operations.
+    """The number of fragments each operation reaches, summed over the operations."""
+    return reach(document).fragments
+
+
+def reach(document: DocumentNode) -> Reach:
+    """The fragments each operation reaches, and their fields, summed over the
+    operations.
 
     Linear in the document: each fragment's reach is a bit set computed once
     (the union of the fragments it spreads and theirs). A fragment that
@@ -249,11 +312,12 @@ def fragment_uses(document: DocumentNode) -> int:
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
+    sizes = [_fields_in(d.selection_set) for d in fragments.values()]
     bit = {name: 1 << i for i, name in enumerate(fragments)}
     spreads = {name: _spread_names(d.selection_set) for name, d in fragments.items()}
-    reach: dict[str, int] = {}
+    reaches: dict[str, int] = {}
     for start in fragments:
-        if start in reach:
+        if start in reaches:
             continue
         # depth first, one child at a time and without recursion (a chain may
         # be as long as the text allows): a fragment entered but not finished
@@ -263,7 +327,7 @@ def fragment_uses(document: DocumentNode) -> int:
         while stack:
             name, children = stack[-1]
             for child in children:
-                if child in fragments and child not in reach:
+                if child in fragments and child not in reaches:
                     if child in entered:  # entered, not finished: on the path
                         raise FragmentCycle(child)
                     entered.add(child)
@@ -273,16 +337,23 @@ def fragment_uses(document: DocumentNode) -> int:
                 stack.pop()
                 found = 0
                 for n in spreads[name]:
-                    found |= bit.get(n, 0) | reach.get(n, 0)
-                reach[name] = found
-    total = 0
+                    found |= bit.get(n, 0) | reaches.get(n, 0)
+                reaches[name] = found
+    total = fields = 0
     for definition in document.definitions:
         if isinstance(definition, OperationDefinitionNode):
             found = 0
             for n in _spread_names(definition.selection_set):
-                found |= bit.get(n, 0) | reach.get(n, 0)
+                found |= bit.get(n, 0) | reaches.get(n, 0)
             total += found.bit_count()
-    return total
+            # one step per fragment reached, so only within the limit on them
+            # (past it the document is refused for that, and 300 operations
+            # reaching 200 fragments each would take 60,000 steps)
+            while found and total <= MAX_FRAGMENT_USES:
+                lowest = found & -found
+                fields += sizes[lowest.bit_length() - 1]
+                found ^= lowest
+    return Reach(total, fields)
 
 
 def _spread_names(selection_set: SelectionSetNode) -> list[str]:
@@ -316,13 +387,20 @@ def check_limits(
     Time linear in the document: each fragment's figures are computed once.
     """
     try:
-        uses = fragment_uses(document)
+        reached = reach(document)
     except FragmentCycle as cycle:
         # graphql-core's NoFragmentCycles refuses it too, but only after its
         # other rules have walked the cycle for every operation
         return [
             GraphQLError(f"Cannot spread fragment '{cycle.name}' within itself (a fragment cycle).")
         ]
+    operations = sum(isinstance(d, OperationDefinitionNode) for d in document.definitions)
+    if operations > MAX_OPERATIONS:
+        msg = (
+            f"the document holds {operations:,} operations; the limit is {MAX_OPERATIONS:,}"
+            " per document: send only the operation you run"
+        )
+        return [GraphQLError(msg)]
     spreads = fragment_spreads(document)
     if spreads > MAX_FRAGMENT_SPREADS:
         msg = (
@@ -330,11 +408,25 @@ def check_limits(
             f" {MAX_FRAGMENT_SPREADS:,} spreads per document"
         )
         return [GraphQLError(msg)]
-    if uses > MAX_FRAGMENT_USES:
+    if reached.fragments > MAX_FRAGMENT_USES:
         msg = (
-            f"the document's operations reach {uses:,} fragments in all (each operation"
-            " counts every fragment it spreads, directly or through another); the limit"
-            f" is {MAX_FRAGMENT_USES:,}: send only the operation you run"
+            f"the document's operations reach {reached.fragments:,} fragments in all (each"
+            " operation counts every fragment it spreads, directly or through another); the"
+            f" limit is {MAX_FRAGMENT_USES:,}: send only the operation you run"
+        )
+        return [GraphQLError(msg)]
+    fields = fields_written(document)
+    if fields > MAX_FIELDS:
+        msg = (
+            f"the document selects {fields:,} fields; the limit is {MAX_FIELDS:,} fields"
+            " per document"
+        )
+        return [GraphQLError(msg)]
+    if reached.fields > MAX_FIELDS_REACHED:
+        msg = (
+            f"the document's operations reach {reached.fields:,} fields through fragments"
+            " (each operation counts the fields of every fragment it reaches); the limit is"
+            f" {MAX_FIELDS_REACHED:,}: send only the operation you run"
         )
         return [GraphQLError(msg)]
     op = selected_operation(document, operation_name)
