@@ -349,6 +349,20 @@ async def test_an_agents_authority_is_checked_before_the_values_it_sends(
     assert r.json()["error"]["details"]["reason"] == reason
 
 
+async def test_an_agents_refusal_names_only_the_fields_it_may_not_send(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`rules`, which an agent may change here, was named among them."""
+    delegate = {"expected_revision": 1, "agent_rule_editing": True}
+    assert (await human.patch(POLICY, delegate)).status_code == 200
+    agent = await service.agent()
+    both = {"expected_revision": 2, "rules": "r", "allow_relayed_human_answers": False}
+    r = await agent.patch(POLICY, both)
+    assert r.status_code == 403, r.text
+    details = r.json()["error"]["details"]
+    assert details == {"reason": "agent_rules_only", "fields": ["allow_relayed_human_answers"]}
+
+
 async def test_agent_cannot_switch_delegation_on_for_itself(service: Service, project: str) -> None:
     agent = await service.agent()
     r = await agent.patch(POLICY, {"expected_revision": 1, "agent_rule_editing": True})

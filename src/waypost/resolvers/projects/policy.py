@@ -52,10 +52,12 @@ def _validate(conn: sqlite3.Connection, patch: PolicyPatch, changes: dict[str, A
 def _authorize(actor: Actor, project: sqlite3.Row, changes: dict[str, Any]) -> None:
     if actor.is_human:
         return
-    if set(changes) != {"rules"}:
+    refused = set(changes) - {"rules"}
+    if refused or not changes:
+        # the fields an agent may not name: `rules` beside them is not one
         raise Forbidden(
             "agents may change the rules only",
-            {"reason": "agent_rules_only", "fields": sorted(changes)},
+            {"reason": "agent_rules_only", "fields": sorted(refused)},
         )
     if not project["agent_rule_editing"]:
         raise Forbidden.reason(
