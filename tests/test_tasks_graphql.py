@@ -49,6 +49,22 @@ async def test_a_refusal_names_its_field_in_graphql_words(human: Caller, project
     assert error["message"] == "acceptanceCriteria[1] must not be blank", error
 
 
+def test_a_lessons_rule_names_its_field_in_graphql_words() -> None:
+    """A rule a lesson shares with a record names the field alone: the message
+    said `share_across_projects` beside `lessons[0].shareAcrossProjects`."""
+    from waypost.schema.errors import in_graphql_words
+
+    said = in_graphql_words(
+        "collection=shared requires share_across_projects=true",
+        "lessons[0].share_across_projects",
+    )
+    assert said == "collection=shared requires shareAcrossProjects=true"
+    missing = in_graphql_words(
+        "Object missing required field `source_uri`", "provenance.source_uri"
+    )
+    assert missing == "Object missing required field `sourceUri`"
+
+
 async def test_task_create_and_query_through_project(human: Caller, project: str) -> None:
     created = await mutate(
         human,

@@ -115,10 +115,12 @@ def in_graphql_words(message: str, field: object) -> str:
     if not isinstance(field, str) or "_" not in field:
         return message
     message = message.replace(field, camel_path(field))
-    # the decoder names a missing nested member by its own name, quoted:
-    # "Object missing required field `source_uri`" for provenance.source_uri
+    # a nested field's own name, alone: the decoder names a missing member
+    # quoted ("Object missing required field `source_uri`" for
+    # provenance.source_uri), and a rule shared by a lesson and a record
+    # says "requires share_across_projects=true" for lessons[0]....
     leaf = re.sub(r"\[\d+\]", "", field.rsplit(".", 1)[-1])
-    return message.replace(f"`{leaf}`", f"`{camel_path(leaf)}`")
+    return re.sub(rf"\b{re.escape(leaf)}\b", camel_path(leaf), message)
 
 
 def camel_path(path: str) -> str:
