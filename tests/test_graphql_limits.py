@@ -371,6 +371,37 @@ async def test_documents_past_what_validates_in_100_ms_are_refused_first(
         assert not any(m.startswith(limit) for m in said), said
 
 
+def variable_uses(operations: int, uses: int) -> str:
+    """`operations` mutations spreading one fragment that uses `$a` `uses` times."""
+    fragment = (
+        'fragment F on Mutation { taskCreate(input: {idempotencyKey: "k", projectId: "nope",'
+        f' title: "t", acceptanceCriteria: [{" ".join(["$a"] * uses)}]}}) {{ __typename }} }}'
+    )
+    ops = " ".join(f"mutation Q{i}($a: String!) {{ ...F }}" for i in range(operations))
+    return f"{ops} {fragment}"
+
+
+async def test_variable_uses_reached_through_fragments_are_bounded(human: Caller) -> None:
+    """graphql-core checks each use's position again for every operation that
+    reaches it: 20 operations spreading a fragment of 2,350 uses (7.9 KB,
+    within every other limit) took its rules 145 ms."""
+    for query, refused in (
+        (variable_uses(20, 2350), "use variables 47,000 times"),
+        (variable_uses(2, 1251), "use variables 2,502 times"),
+        (variable_uses(2, 1250), None),
+        (variable_uses(1, 2400), None),
+    ):
+        r = await human.client.post("/graphql", headers=human.headers(), json={
+            "query": query, "operationName": "Q0", "variables": {"a": "x"}})  # fmt: skip
+        data = r.json()
+        said = [e["message"] for e in data.get("errors", [])]
+        if refused is not None:
+            assert data["data"] is None and codes(data) == ["invalid_request"], data
+            assert said[0].startswith(f"the document's operations {refused}"), said
+        else:  # valid and run: the project does not exist
+            assert said == [] and data["data"]["taskCreate"] is not None, data
+
+
 async def test_fragment_spreads_past_500_are_refused_before_graphql_cores_rules(
     human: Caller,
 ) -> None:

@@ -35,8 +35,12 @@ from graphql import (
     GraphQLObjectType,
     GraphQLSchema,
     InlineFragmentNode,
+    ListValueNode,
+    ObjectValueNode,
     OperationDefinitionNode,
     SelectionSetNode,
+    ValueNode,
+    VariableNode,
     get_named_type,
 )
 from graphql.validation.rules import overlapping_fields_can_be_merged
@@ -100,7 +104,7 @@ MAX_FRAGMENT_SPREADS = 500
 # suggestion and a line and column found from the text's start) for each
 # unknown one up to a hundred: 4,990 unknown fields (59 KB within the token
 # limit) took them 143-190 ms, past section 14's 100 ms; at 1,000 the worst
-# found take about 40 ms. The standard introspection query writes 77.
+# found take about 40 ms. graphql-core's introspection query writes 67.
 MAX_FIELDS = 1000
 # For each operation, the fields written in the fragments it reaches (each
 # fragment once per operation), summed over the operations. graphql-core
@@ -111,8 +115,14 @@ MAX_FIELDS_REACHED = 50_000
 # Operations in one document. graphql-core's variable rules walk each
 # operation on its own, with type info, whatever it holds: 480 operations of
 # one spread each (13 KB) took them 78 ms, and twice that under load. Within
-# all four limits here the worst documents found take about 50 ms.
+# all the limits here the worst documents found take about 50 ms.
 MAX_OPERATIONS = 100
+# Variable uses each operation reaches (its own, and those written in every
+# fragment it reaches), summed over the operations. graphql-core checks each
+# use's position again for every operation that reaches it: 20 operations
+# spreading one fragment of 2,350 uses of `$a` (7.9 KB) took 145 ms. One
+# operation can write about 2,450 within the token limit (25 ms).
+MAX_VARIABLE_USES = 2500
 
 
 class FragmentCycle(Exception):
@@ -257,41 +267,53 @@ def fragment_spreads(document: DocumentNode) -> int:
 
 def fields_written(document: DocumentNode) -> int:
     """Every field written in the document (not through fragments)."""
-    count = 0
     pending = [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
-    while pending:
-        count += _own_fields(pending.pop(), pending)
-    return count
+    return sum(_written_in(selection_set)[0] for selection_set in pending)
 
 
-def _own_fields(selection_set: SelectionSetNode, pending: list[SelectionSetNode]) -> int:
-    """The fields directly in `selection_set`; the nested sets go to `pending`."""
-    count = 0
-    for selection in selection_set.selections:
-        if isinstance(selection, FieldNode):
-            count += 1
-        if isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
-            pending.append(selection.selection_set)
-    return count
-
-
-def _fields_in(selection_set: SelectionSetNode) -> int:
-    """The fields written in `selection_set`, nested ones too (not through spreads)."""
-    count = 0
+def _written_in(selection_set: SelectionSetNode) -> tuple[int, int]:
+    """The fields and the variable uses written in `selection_set`, nested
+    selection sets too (not through spreads)."""
+    fields = uses = 0
     pending = [selection_set]
     while pending:
-        count += _own_fields(pending.pop(), pending)
-    return count
+        for selection in pending.pop().selections:
+            values: list[ValueNode] = [
+                d_arg.value for d in selection.directives or () for d_arg in d.arguments or ()
+            ]
+            if isinstance(selection, FieldNode):
+                fields += 1
+                values.extend(a.value for a in selection.arguments or ())
+            uses += _variables_in(values)
+            if isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
+                pending.append(selection.selection_set)
+    return fields, uses
+
+
+def _variables_in(values: list[ValueNode]) -> int:
+    """The variables written in argument values, lists and objects searched."""
+    uses = 0
+    while values:
+        value = values.pop()
+        if isinstance(value, VariableNode):
+            uses += 1
+        elif isinstance(value, ListValueNode):
+            values.extend(value.values)
+        elif isinstance(value, ObjectValueNode):
+            values.extend(f.value for f in value.fields)
+    return uses
 
 
 @dataclass(frozen=True)
 class Reach:
-    """What the document's operations reach through fragments, summed over
-    the operations: the fragments (each once per operation), and the fields
-    written in them (counted while the fragments are within their limit)."""
+    """What the document's operations reach, summed over the operations: the
+    fragments (each once per operation), and the fields and variable uses
+    written in them (counted while the fragments are within their limit;
+    the variable uses of the operations' own selections too)."""
 
     fragments: int
     fields: int
+    variables: int = 0
 
 
 def fragment_uses(document: DocumentNode) -> int:
@@ -312,7 +334,7 @@ def reach(document: DocumentNode) -> Reach:
     fragments = {
         d.name.value: d for d in document.definitions if isinstance(d, FragmentDefinitionNode)
     }
-    sizes = [_fields_in(d.selection_set) for d in fragments.values()]
+    sizes = [_written_in(d.selection_set) for d in fragments.values()]
     bit = {name: 1 << i for i, name in enumerate(fragments)}
     spreads = {name: _spread_names(d.selection_set) for name, d in fragments.items()}
     reaches: dict[str, int] = {}
@@ -339,9 +361,10 @@ def reach(document: DocumentNode) -> Reach:
                 for n in spreads[name]:
                     found |= bit.get(n, 0) | reaches.get(n, 0)
                 reaches[name] = found
-    total = fields = 0
+    total = fields = variables = 0
     for definition in document.definitions:
         if isinstance(definition, OperationDefinitionNode):
+            variables += _written_in(definition.selection_set)[1]
             found = 0
             for n in _spread_names(definition.selection_set):
                 found |= bit.get(n, 0) | reaches.get(n, 0)
@@ -351,9 +374,11 @@ def reach(document: DocumentNode) -> Reach:
             # reaching 200 fragments each would take 60,000 steps)
             while found and total <= MAX_FRAGMENT_USES:
                 lowest = found & -found
-                fields += sizes[lowest.bit_length() - 1]
+                size = sizes[lowest.bit_length() - 1]
+                fields += size[0]
+                variables += size[1]
                 found ^= lowest
-    return Reach(total, fields)
+    return Reach(total, fields, variables)
 
 
 def _spread_names(selection_set: SelectionSetNode) -> list[str]:
@@ -427,6 +452,13 @@ def check_limits(
             f"the document's operations reach {reached.fields:,} fields through fragments"
             " (each operation counts the fields of every fragment it reaches); the limit is"
             f" {MAX_FIELDS_REACHED:,}: send only the operation you run"
+        )
+        return [GraphQLError(msg)]
+    if reached.variables > MAX_VARIABLE_USES:
+        msg = (
+            f"the document's operations use variables {reached.variables:,} times (each"
+            " operation counts its own uses and those of every fragment it reaches); the"
+            f" limit is {MAX_VARIABLE_USES:,}"
         )
         return [GraphQLError(msg)]
     op = selected_operation(document, operation_name)
