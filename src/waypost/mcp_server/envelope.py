@@ -163,7 +163,7 @@ def request_id_of(raw: bytes) -> RequestId | None:
             # a byte no UTF-8 reading takes (a Latin-1 letter in an argument)
             # hides no id: read it as a lone surrogate, refused below if the
             # id is what holds it
-            text = raw.decode("utf-8", "surrogateescape")
+            text = raw.decode("utf-8-sig", "surrogateescape")  # a leading BOM as bytes
             message = json.loads(text, object_pairs_hook=_object)
     except (ValueError, RecursionError, _TwoIds):
         return None
