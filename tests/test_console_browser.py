@@ -1350,6 +1350,13 @@ def test_text_boxes_count_characters_as_the_service_does(tab: Tab, world: World)
     tag = page.get_by_label("Tag")
     tag.fill(rocket * 70)
     assert tag.input_value() == rocket * 64  # the box stops at 64 characters
+    tag.press("Home")
+    tag.press_sequentially("XY")  # typed into a full box: dropped, not its end
+    assert tag.input_value() == rocket * 64
+    tag.press("End")
+    tag.press("Backspace")  # room for one character: the first typed goes in
+    tag.press_sequentially("XY")
+    assert tag.input_value() == rocket * 63 + "X"
     for value in (rocket * 40, "  spaced  "):
         # the links shown so far are marked: the filter's answer has new ones
         page.evaluate("() => document.querySelectorAll('main a').forEach((a) => a.dataset.old = 1)")

@@ -34,12 +34,29 @@ export function h(tag, attrs = {}, ...children) {
 // A box that stops at `max` characters as the service counts them (code
 // points). `maxlength` counts UTF-16 units, in which an emoji is two: a valid
 // environment of 150 emoji read as 300 of 200 once edited, and its reopen
-// would not send; a tag of 40 emoji was cut to 32.
+// would not send; a tag of 40 emoji was cut to 32. As `maxlength` does, what
+// is typed or pasted past the limit is dropped, never the text already there.
 function limitChars(el, max) {
+  const count = (text) => (text.length <= max ? text.length : Array.from(text).length);
+  el.addEventListener("beforeinput", (event) => {
+    const added = event.inputType === "insertLineBreak" || event.inputType === "insertParagraph"
+      ? "\n" : event.data ?? event.dataTransfer?.getData("text/plain") ?? null;
+    if (added === null) return; // a deletion, or what adds no text
+    const { value, selectionStart: start, selectionEnd: end } = el;
+    const room = max - count(value.slice(0, start)) - count(value.slice(end));
+    const chars = Array.from(added);
+    if (chars.length <= room) return;
+    event.preventDefault();
+    if (room > 0) {
+      el.setRangeText(chars.slice(0, room).join(""), start, end, "end");
+      el.dispatchEvent(new Event("input", { bubbles: true }));
+    }
+  });
+  // what no beforeinput could stop (an input method's composition): cut last
   el.addEventListener("input", () => {
-    if (el.value.length <= max) return; // never more code points than units
-    const chars = Array.from(el.value);
-    if (chars.length > max) el.value = chars.slice(0, max).join("");
+    if (el.value.length > max && count(el.value) > max) {
+      el.value = Array.from(el.value).slice(0, max).join("");
+    }
   });
 }
 
