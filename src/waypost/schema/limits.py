@@ -313,7 +313,7 @@ class Reach:
 
     fragments: int
     fields: int
-    variables: int = 0
+    variables: int
 
 
 def fragment_uses(document: DocumentNode) -> int:
