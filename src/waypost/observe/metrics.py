@@ -70,8 +70,9 @@ class Metrics:
         )
         self.wal_bytes = Gauge(
             "waypost_database_wal_bytes",
-            "Size of the database's -wal file: it grows past 8 MiB only while a"
-            " checkpoint cannot finish (a long read transaction elsewhere).",
+            "Size of the database's -wal file: past 32 MiB the writer restarts it;"
+            " it grows further only while a read transaction held elsewhere lets no"
+            " checkpoint finish.",
             registry=r,
         )
         self.batch_size = Histogram(

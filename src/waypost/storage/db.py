@@ -201,6 +201,7 @@ class Database:
             max_units=units,
             max_seconds=seconds,
             files_changed=files.check if files is not None else None,
+            wal_bytes=self.wal_bytes if files is not None else None,
         )
 
     async def close(self) -> None:

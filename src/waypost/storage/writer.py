@@ -49,6 +49,18 @@ BUSY_MESSAGE = "the database is busy; retry shortly"
 # A unit whose budget ends within this much of now is answered with the others
 # rather than after a BEGIN that could wait only a few milliseconds.
 _TIMEOUT_SLACK_MS = 50
+# A WAL past this many bytes is restarted after the commit that finds it so
+# (see Writer._restart_wal); SQLite's own checkpoint after each commit is
+# passive, and under overlapping reads (two packet searches of 90 ms each,
+# back to back) it never reached the end of the log: the file grew 11 MiB a
+# second, to 1.3 GiB in two minutes, with no read held anywhere else.
+WAL_RESTART_BYTES = 32 * 1024 * 1024
+# How long the restart waits for the reads that began before it (a packet
+# search ends within its 1 s time limit), and how long after one that could
+# not finish (a read held elsewhere, an `sqlite3` shell inside BEGIN) the
+# next is tried: the wait holds up writes, so it is short and rare.
+WAL_RESTART_WAIT = 1.0
+WAL_RESTART_BACKOFF = 30.0
 _GRACE = 0.02
 
 
@@ -129,8 +141,12 @@ class Writer:
         max_units: int = 64,
         max_seconds: float = 0.01,
         files_changed: Callable[[], str | None] | None = None,
+        wal_bytes: Callable[[], int] | None = None,
     ) -> None:
         self._conn = conn
+        # the -wal file's size (None: not looked after, e.g. in memory)
+        self._wal_bytes = wal_bytes
+        self._next_wal_restart = 0.0  # monotonic time of the next try allowed
         # what changed among the database's files since they were opened
         # (storage/files.py): looked at before every batch
         self._files_changed = files_changed
@@ -419,6 +435,36 @@ class Writer:
             except Exception:
                 log.exception("batch observer failed")
         self._reply(failed, done, committed=bool(done))
+        self._restart_wal()  # after the answers: nobody waits for it but later writes
+
+    def _restart_wal(self) -> None:
+        """Restart a WAL grown past WAL_RESTART_BYTES: a RESTART checkpoint
+        copies every frame back and waits (up to WAL_RESTART_WAIT) for the
+        reads that began before it, while no write comes in (this thread is
+        the writer), so the log starts again from its beginning and the next
+        commit cuts the file to `journal_size_limit`."""
+        if self._wal_bytes is None or time.monotonic() < self._next_wal_restart:
+            return
+        size = self._wal_bytes()
+        if size <= WAL_RESTART_BYTES:
+            return
+        self._set_busy_timeout(min(self._busy_timeout, WAL_RESTART_WAIT))
+        try:
+            busy = self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
+        except sqlite3.Error as exc:
+            busy, reason = 1, str(exc)
+        else:
+            reason = "a read transaction held it"
+        finally:
+            self._set_busy_timeout(self._busy_timeout)
+        if busy:
+            self._next_wal_restart = time.monotonic() + WAL_RESTART_BACKOFF
+            _conditions.warning(
+                "the WAL file holds %d MiB and could not be restarted (%s); tried again in %d s",
+                size // (1024 * 1024),
+                reason,
+                WAL_RESTART_BACKOFF,
+            )
 
     def _reply(
         self,
