@@ -724,3 +724,18 @@ async def test_request_errors_over_the_socket_carry_code_and_field_as_over_http(
     # nothing was written by the refused mutation
     tasks = await human.get("/api/v1/projects/demo/tasks")
     assert tasks.json()["items"] == []
+
+
+def test_a_subscriber_cut_by_the_keepalive_is_no_fault() -> None:
+    """resaudit: a subscriber that stopped reading was cut by uvicorn's
+    keepalive (1011), and each send waiting on it then raised uvicorn's
+    RuntimeError, logged as an ERROR with a traceback. Its words, as each of
+    uvicorn's WebSocket implementations raises them, say the client is gone;
+    another RuntimeError stays a fault."""
+    from waypost.schema.websocket import client_gone
+
+    for ending in (".", " "):  # websockets_sansio and wsproto; websockets (legacy)
+        said = f"Unexpected ASGI message 'websocket.send', after sending 'websocket.close'{ending}"
+        assert client_gone(RuntimeError(said))
+    assert not client_gone(RuntimeError("Unexpected ASGI message 'websocket.accept'"))
+    assert not client_gone(ValueError("Unexpected ASGI message 'websocket.send', after sending"))

@@ -149,6 +149,19 @@ _CLIENT_GONE: tuple[type[BaseException], ...] = (
 )
 
 
+# What uvicorn raises for a send after it closed the socket itself (its
+# keepalive cut a client that stopped reading, ping unanswered): a plain
+# RuntimeError, so matched by its words, in each of uvicorn's implementations
+_CLOSED_BY_SERVER = "Unexpected ASGI message 'websocket.send', after sending 'websocket.close'"
+
+
+def client_gone(error: BaseException) -> bool:
+    """Whether `error` says only that the client is gone (or was cut off)."""
+    return isinstance(error, _CLIENT_GONE) or (
+        type(error) is RuntimeError and str(error).startswith(_CLOSED_BY_SERVER)
+    )
+
+
 # Operations one socket runs at once (Strawberry's own default figure, which
 # its check, after ours, would refuse with "Subscription limit reached").
 MAX_OPERATIONS = 100
@@ -187,8 +200,9 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
         Strawberry turns the first failed send into its own
         WebSocketDisconnected; a socket's other subscriptions then meet
-        Starlette's (sending after the close), which is not that class."""
-        if isinstance(error, _CLIENT_GONE):
+        Starlette's (sending after the close), which is not that class; and
+        one cut by uvicorn's keepalive meets uvicorn's RuntimeError."""
+        if client_gone(error):
             log.debug("a subscriber went away while an event was sent to it")
             return
         await super().handle_task_exception(error)
