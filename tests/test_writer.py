@@ -676,8 +676,8 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A read that never ends (an sqlite3 shell inside BEGIN) lets no restart
-    finish: one wait, one WARNING, and the next try only after the back-off,
-    so that the writes behind it are not each held up."""
+    finish: the next try comes only after the back-off or once the file has
+    doubled, so that the writes behind it are not each held up."""
     monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
     monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.3)
     monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
@@ -700,7 +700,8 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
         shell.execute("COMMIT")
         await asyncio.to_thread(store.stop)
     said = [r.getMessage() for r in caplog.records if "could not be restarted" in r.getMessage()]
-    assert len(said) == 1, said
-    # one try once past 1 MiB; the next only after the back-off
-    assert sum("wal_checkpoint(RESTART)" in s for s in statements) == 1, statements
+    assert len(said) == 1, said  # the condition is told once
+    # tries past 1, 2 and 4 MiB at most, of the ten commits past 1 MiB or near
+    tries = sum("wal_checkpoint(RESTART)" in s for s in statements)
+    assert 1 <= tries <= 3, statements
     assert wal_bytes() > 4 * 1024 * 1024  # the held read kept the log, as it must
