@@ -469,7 +469,8 @@ class Writer:
             self._next_wal_restart = time.monotonic() + WAL_RESTART_BACKOFF
             self._next_wal_restart_bytes = 2 * size
             _conditions.warning(
-                "the WAL file holds %d MiB and could not be restarted (%s); tried again in %d s",
+                "the WAL file holds %d MiB and could not be restarted (%s); tried again"
+                " in %d s or at twice the size",
                 size // (1024 * 1024),
                 reason,
                 WAL_RESTART_BACKOFF,
