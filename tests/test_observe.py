@@ -8,7 +8,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -185,24 +185,35 @@ def test_a_backslash_a_client_typed_never_reads_as_an_escape() -> None:
     assert typed.rpartition(" ")[2].encode().decode("unicode_escape") == "'a\\nb'"
 
 
+def _handle_as_configured(record: Callable[[], logging.LogRecord], *levels: int) -> None:
+    """A new `record()` through the handler `logs.configure("text", level)`
+    installs, once per level (the filters may change a record), the root
+    logger restored after. The handler itself: other
+    tests leave uvicorn's loggers configured their own way (uvicorn's own
+    config stops their propagation)."""
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        for level in levels:
+            logs.configure("text", level)
+            root.handlers[0].handle(record())
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
 def test_a_websocket_handshake_line_never_holds_its_query_string(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """uvicorn's own line for a WebSocket handshake names the path with its
     query string, where a client may have put a token."""
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    record = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1,
-                               '%s - "WebSocket %s" [accepted]',
-                               ("127.0.0.1:5000", "/graphql?token=wp_secret"), None)  # fmt: skip
-    try:
-        logs.configure("text")
-        # the handler itself: other tests leave uvicorn's loggers configured
-        # their own way (uvicorn's own config stops their propagation)
-        root.handlers[0].handle(record)
-    finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
+
+    def record() -> logging.LogRecord:
+        return logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1,
+                                 '%s - "WebSocket %s" [accepted]',
+                                 ("127.0.0.1:5000", "/graphql?token=wp_secret"), None)  # fmt: skip
+
+    _handle_as_configured(record, logging.INFO)
     line = capsys.readouterr().err
     assert '"WebSocket /graphql" [accepted]' in line and "wp_secret" not in line
 
@@ -212,21 +223,16 @@ def test_a_websocket_frame_that_is_no_utf8_is_no_error(
 ) -> None:
     """uvicorn logs such a frame (from any client, before any token) as an
     ERROR with a traceback, the line operators alert on."""
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
     try:
         b"\xff".decode()
     except UnicodeDecodeError:
         fault = sys.exc_info()
     said = "Invalid UTF-8 sequence received from client."
-    try:
-        for level in (logging.INFO, logging.WARNING):
-            logs.configure("text", level)
-            record = logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, said, (), fault)
-            root.handlers[0].handle(record)  # as in the test above: the handler itself
-    finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
+    _handle_as_configured(
+        lambda: logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 1, said, (), fault),
+        logging.INFO,
+        logging.WARNING,
+    )
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1, lines  # and none at level WARNING
     assert " INFO uvicorn.error Invalid UTF-8 sequence received from client." in lines[0]
@@ -237,15 +243,10 @@ def test_an_error_whose_message_is_no_string_is_logged(
 ) -> None:
     """The client-fault filter looked a record's message up in a set: an
     ERROR logged with a dict raised TypeError out of the logging call."""
-    root = logging.getLogger()
-    saved = root.handlers[:], root.level
-    record = logging.LogRecord("x", logging.ERROR, __file__, 1, {"a": 1}, (), None)
-    try:
-        logs.configure("text")
-        root.handlers[0].handle(record)
-    finally:
-        root.handlers[:], level = saved
-        root.setLevel(level)
+    _handle_as_configured(
+        lambda: logging.LogRecord("x", logging.ERROR, __file__, 1, {"a": 1}, (), None),
+        logging.INFO,
+    )
     assert " ERROR x {'a': 1}" in capsys.readouterr().err
 
 
