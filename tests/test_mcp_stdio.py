@@ -438,3 +438,46 @@ def test_a_client_that_closed_our_output_is_still_served_to_the_end(tmp_path: Pa
     process.stdin.close()
     assert process.wait(30) == 0
     assert "Traceback" not in (tmp_path / "mcp.log").read_text()
+
+
+def test_an_output_that_cannot_be_written_is_logged_once_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """A full device (ENOSPC) ends the output as a closed pipe does: what was
+    read still runs, the process ends at the end of its input, and the log
+    says why the answers went unwritten, once."""
+    import subprocess
+
+    requests = (
+        _line(HELLO)
+        + _line(INITIALIZED)
+        + b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "ping"}) for i in range(5))
+    )
+    with (tmp_path / "mcp.log").open("wb") as stderr, open("/dev/full", "wb") as full:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9"],
+            stdin=subprocess.PIPE, stdout=full, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": "wp_any"},
+        )  # fmt: skip
+    assert process.stdin is not None
+    process.stdin.write(requests)
+    process.stdin.close()
+    assert process.wait(30) == 0
+    said = (tmp_path / "mcp.log").read_text()
+    assert "Traceback" not in said
+    assert said.count("standard output failed (No space left on device)") == 1
+
+
+def test_a_closed_standard_output_is_refused_with_a_reason(tmp_path: Path) -> None:
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9"],
+        input=_line(HELLO), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, "WAYPOST_TOKEN": "wp_any"}, timeout=30,
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert done.returncode == 1
+    said = done.stderr.decode()
+    assert "standard input and output must be open" in said
+    assert "Traceback" not in said

@@ -268,6 +268,12 @@ async def checked_stdio(
                     # the client stopped reading: what is running still ends
                     # (and commits) as it would, unread
                     output_closed = True
+                except OSError as exc:
+                    # a full device, a file that went away: nothing more can
+                    # be written, and what is running still ends as it would
+                    output_closed = True
+                    log.error("standard output failed (%s): the answers left are not"
+                              " written", exc.strerror or exc)  # fmt: skip
             if writing.cancelled_caught:
                 output_closed = True
                 log.warning("the client took no output for %.0f s after its input ended:"
@@ -386,4 +392,9 @@ async def _end_on_signals(stop_reading: Callable[[], None], everything: anyio.Ca
 
 
 def main(url: str, token: str) -> None:
+    if sys.stdin is None or sys.stdout is None:  # Python's sign of a closed descriptor 0 or 1
+        raise SystemExit(
+            "waypost mcp: standard input and output must be open (an MCP client"
+            " launches it with both piped)"
+        )
     anyio.run(serve_stdio, url, token)
