@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -10,6 +13,7 @@ import pytest
 from waypost.app import create_app
 from waypost.clock import FileClock, format_time, parse_time
 from waypost.errors import Unavailable
+from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 
@@ -71,6 +75,88 @@ async def test_a_request_while_the_clock_file_is_unreadable_is_503_not_500(
     # over GraphQL, refused while authenticating: `retryAfter` too, as later refusals have
     assert graphql.status_code == 503 and graphql.headers["retry-after"] == "1"
     assert graphql.json()["errors"][0]["extensions"] == {"code": "unavailable", "retryAfter": 1}
+
+
+class _ClockThatFailsAfter:
+    """Valid for the first `reads` reads, then a file being rewritten (the
+    request's authentication reads the clock first, the answer after it)."""
+
+    def __init__(self, reads: int) -> None:
+        self.reads = reads
+
+    def now(self) -> datetime:
+        self.reads -= 1
+        if self.reads < 0:
+            raise Unavailable("the clock file holds no valid instant", retry_after=1)
+        return parse_time("2026-11-29T18:00:00.000Z")
+
+
+class _TickingClock:
+    """One second later at every read: an answer that read it twice says so."""
+
+    def __init__(self) -> None:
+        self.moment = parse_time("2026-11-29T18:00:00.000Z")
+
+    def now(self) -> datetime:
+        self.moment += timedelta(seconds=1)
+        return self.moment
+
+
+async def _as_a_human(
+    clock: Any, tmp_path: Path
+) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str], str]]:
+    """A client of a service on `clock`, a human's headers, and a project of it."""
+    app = create_app(Settings(db_path=tmp_path / "w.db", sweep_interval=3600), clock)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            made = await app.state.runtime.db.write(
+                lambda c: principals.create_principal(c, "human", "h", "2026-11-29T18:00:00.000Z")
+            )
+            headers = {"Authorization": f"Bearer {made['token']}"}
+            created = await client.post(
+                "/api/v1/projects", json={"id": "p", "name": "P"},
+                headers={**headers, "Idempotency-Key": "p"},
+            )  # fmt: skip
+            assert created.status_code == 201, created.text
+            yield client, headers, created.json()["id"]
+
+
+async def test_a_known_graphql_query_while_the_clock_file_is_rewritten_is_503_not_500(
+    tmp_path: Path,
+) -> None:
+    """A query answered before takes the fast path; a clock file half-written
+    between the request's authentication and its answer is the 503 of any
+    other moment (it was a 500 on that path)."""
+    clock = _ClockThatFailsAfter(reads=10**6)
+    query = {"query": "query Digest($p: String!) { project(id: $p) { digest { generatedAt } } }"}
+    async for client, headers, project in _as_a_human(clock, tmp_path):
+        query["variables"] = {"p": project}  # type: ignore[assignment]
+        for _ in range(2):  # learned, then answered by the fast path
+            answered = await client.post("/graphql", json=query, headers=headers)
+            assert answered.json()["data"]["project"]["digest"]["generatedAt"], answered.text
+        clock.reads = 1  # authentication's read, then none
+        r = await client.post("/graphql", json=query, headers=headers)
+    assert r.status_code == 503, r.text
+    assert r.headers["retry-after"] == "1"
+    assert r.json()["errors"][0]["extensions"] == {"code": "unavailable", "retryAfter": 1}
+
+
+async def test_an_answers_waypost_now_is_the_instant_it_was_judged_at(tmp_path: Path) -> None:
+    """The clock is read once per answer: the digest's `generated_at` and the
+    answer's `Waypost-Now` are one instant, on REST and GraphQL (each read
+    the clock again for the header, so a moving clock set them apart)."""
+    query = {"query": "query Digest($p: String!) { project(id: $p) { digest { generatedAt } } }"}
+    async for client, headers, project in _as_a_human(_TickingClock(), tmp_path):
+        rest = await client.get(f"/api/v1/projects/{project}/digest", headers=headers)
+        query["variables"] = {"p": project}  # type: ignore[assignment]
+        graphql = [await client.post("/graphql", json=query, headers=headers) for _ in range(2)]
+    assert rest.status_code == 200, rest.text
+    assert rest.headers["Waypost-Now"] == rest.json()["generated_at"]
+    for answer in graphql:  # the pipeline's answer, then the fast path's
+        assert answer.status_code == 200, answer.text
+        generated = answer.json()["data"]["project"]["digest"]["generatedAt"]
+        assert answer.headers["Waypost-Now"] == generated
 
 
 @pytest.mark.parametrize("content", ["9999-12-31T23:59:00.000Z", "0001-01-01T00:00:00.000Z"])

@@ -16,12 +16,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
 from waypost.clock import format_time
-from waypost.errors import Unauthenticated, Unavailable, WaypostError
+from waypost.errors import Unauthenticated, WaypostError
 from waypost.http.bodies import buffer_body
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import (
     error_headers,
-    graphql_error_body,
+    graphql_refusal_body,
     send_json,
     with_security_headers,
 )
@@ -134,13 +134,5 @@ class BearerAuthentication:
 
     @staticmethod
     async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
-        body: Any
-        if graphql:
-            details = error.details
-            if isinstance(error, Unavailable):
-                # as a GraphQL 503 raised later carries it (docs/graphql.md)
-                details = {**details, "retryAfter": error.retry_after}
-            body = graphql_error_body(error.message, error.code, details)
-        else:
-            body = error.to_json()
+        body = graphql_refusal_body(error) if graphql else error.to_json()
         await send_json(send, error.status, body, error_headers(error))

@@ -89,3 +89,12 @@ def graphql_error_body(message: str, code: str, details: Mapping[str, Any]) -> d
     or by the view before Strawberry runs): one error, its code and details
     in `extensions`."""
     return {"errors": [{"message": message, "extensions": {"code": code, **details}}]}
+
+
+def graphql_refusal_body(error: WaypostError) -> dict[str, Any]:
+    """`error` in that shape; a 503 says when to retry (`retryAfter`), as one
+    raised during execution does (docs/graphql.md)."""
+    details = error.details
+    if isinstance(error, Unavailable):
+        details = {**details, "retryAfter": error.retry_after}
+    return graphql_error_body(error.message, error.code, details)

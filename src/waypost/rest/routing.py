@@ -178,7 +178,8 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
 def now_header(scope: Scope) -> dict[str, str]:
     """`Waypost-Now`: the service's clock as the answer was made (as every
     GraphQL answer says it), so that a client judges an `expires_at` by the
-    service's time, not its own (`waypost mcp`'s decision_wait does). None
+    service's time, not its own (`waypost mcp`'s decision_wait does). Inside
+    a route, the instant the route was judged at (`_serve` pins it); none
     when the clock file holds no instant: the answer is then the refusal."""
     try:
         return {"Waypost-Now": format_time(scope["app"].state.runtime.now())}
@@ -207,7 +208,17 @@ async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Result:
 
 
 async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
-    """One REST call: decode, run the handler, answer JSON (errors as the envelope)."""
+    """One REST call at one instant of the service's clock (what the answer
+    says and its `Waypost-Now`; a write's own time is read as it commits)."""
+    try:
+        with scope["app"].state.runtime.pinned_now():
+            await _serve_pinned(route, scope, receive, send)
+    except Unavailable as error:  # the clock file holds no instant: nothing ran
+        await _answer(scope, send, *error_parts(error))
+
+
+async def _serve_pinned(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
+    """Decode, run the handler, answer JSON (errors as the envelope)."""
     try:
         status, body, replayed = rendered(await _result(route, scope, receive))
     except WaypostError as error:

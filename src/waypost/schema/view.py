@@ -23,7 +23,7 @@ from waypost.clock import format_time
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.http.headers import bearer_token, header
-from waypost.http.responses import error_headers, graphql_error_body
+from waypost.http.responses import error_headers, graphql_error_body, graphql_refusal_body
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
 from waypost.schema import fastpath, request_rules, schema
@@ -146,21 +146,15 @@ class WaypostGraphQL(GraphQL[Context, None]):
             response = http_error(400, "invalid_request", why, {})
             await response(scope, receive, send)
             return
-        known_answer = await self._known_answer(request, body)
-        if known_answer is not None:
-            _say_now(known_answer, request)
-            await known_answer(scope, receive, send)
-            return
         try:
-            response = await self.run(request)
-            _say_now(response, request)
-            retry_after = getattr(request.state, "retry_after", None)
-            if retry_after is not None:
-                # the answer stays 200 (it is a GraphQL result), but an HTTP
-                # client's retry logic reads the header, as on REST's 503
-                response.headers["Retry-After"] = str(retry_after)
+            # the clock read once for the whole answer (a query's extension
+            # keeps this instant), so `Waypost-Now` is the instant it was
+            # judged at; a clock file that cannot be read is the 503 below
+            with scope["app"].state.runtime.pinned_now():
+                response = await self._answer(request, body)
+                _say_now(response, request)
         except WaypostError as error:
-            response = http_error(error.status, error.code, error.message, error.details)
+            response = json_response(graphql_refusal_body(error), error.status)
             response.headers.update(error_headers(error))
         except HTTPException as exc:
             if exc.reason == "Unsupported content type":
@@ -169,6 +163,18 @@ class WaypostGraphQL(GraphQL[Context, None]):
                 code = _HTTP_CODES.get(exc.status_code, "invalid_request")
                 response = http_error(exc.status_code, code, exc.reason, {})
         await response(scope, receive, send)
+
+    async def _answer(self, request: Request, body: dict[str, Any]) -> Response:
+        known_answer = await self._known_answer(request, body)
+        if known_answer is not None:
+            return known_answer
+        response = await self.run(request)
+        retry_after = getattr(request.state, "retry_after", None)
+        if retry_after is not None:
+            # the answer stays 200 (it is a GraphQL result), but an HTTP
+            # client's retry logic reads the header, as on REST's 503
+            response.headers["Retry-After"] = str(retry_after)
+        return response
 
     async def _known_answer(self, request: Request, body: dict[str, Any]) -> Response | None:
         """A request the pipeline answered before by the fast path
