@@ -439,3 +439,22 @@ async def test_media_types_are_case_insensitive(human: Caller) -> None:
     r = await human.client.post("/mcp", content=json.dumps(body), headers=headers)
     assert r.status_code == 200, r.text
     assert r.headers["mcp-session-id"]
+
+
+@pytest.mark.parametrize("method", ["resources/list", "resources/templates/list"])
+async def test_a_resource_list_given_a_cursor_is_invalid_params(human: Caller, method: str) -> None:
+    """Each resource list is one page too: a cursor is none this server gave
+    (it was ignored and the whole list answered again, so a client that sent
+    a stale cursor got every resource twice)."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    body = {"jsonrpc": "2.0", "id": 8, "method": method, "params": {"cursor": "bogus"}}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == 8
+    error = r.json()["error"]
+    assert error["code"] == -32602
+    assert error["message"].startswith(f"Invalid cursor: {method} answers every resource")
+    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {}}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200 and '"result"' in r.text and '"id":9' in r.text, r.text

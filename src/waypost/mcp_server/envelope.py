@@ -259,10 +259,11 @@ def unknown_method(message: dict[str, Any]) -> Refusal | None:
 def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusal | None:
     """`-32602` for `tools/call` naming a tool this server does not have (MCP
     2025-06-18, server/tools, "Error Handling": unknown tools are protocol
-    errors, not a tool's result), and for `tools/list` given a cursor: the
-    list is one page, so no cursor is one this server gave (pagination:
-    "Invalid cursors SHOULD result in an error with code -32602"; the list
-    was answered in full). None for anything else; only for a request
+    errors, not a tool's result), and for a list given a cursor: each list
+    is one page, so no cursor is one this server gave (pagination: "Invalid
+    cursors SHOULD result in an error with code -32602"; the resource lists
+    answered in full again, so a client that sent a stale cursor got every
+    resource twice). None for anything else; only for a request
     `params_refusal` passed."""
     request_id, params = message.get("id"), message.get("params")
     if not is_request_id(request_id) or not isinstance(params, dict):
@@ -273,10 +274,21 @@ def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusa
         if isinstance(name, str) and name not in tool_names:
             said = f"Unknown tool: {clip(name)} (tools/list names the tools)"
             return Refusal(request_id, INVALID_PARAMS, said)
-    if method == "tools/list" and params.get("cursor") is not None:
-        said = "Invalid cursor: tools/list answers every tool on one page; ask without a cursor"
+    if method in ONE_PAGE_LISTS and params.get("cursor") is not None:
+        said = (
+            f"Invalid cursor: {method} answers every {ONE_PAGE_LISTS[method]} on one page;"
+            " ask without a cursor"
+        )
         return Refusal(request_id, INVALID_PARAMS, said)
     return None
+
+
+# The lists this server answers whole (what each holds, for the refusal above).
+ONE_PAGE_LISTS = {
+    "tools/list": "tool",
+    "resources/list": "resource",
+    "resources/templates/list": "resource template",
+}
 
 
 def params_refusal(message: dict[str, Any]) -> Refusal | None:
