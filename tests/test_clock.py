@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import re
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -10,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.conftest import Caller, Service
+from tests.live_support import running
 from waypost.app import create_app
 from waypost.clock import FileClock, format_time, parse_time
 from waypost.errors import Unavailable
@@ -157,6 +162,54 @@ async def test_an_answers_waypost_now_is_the_instant_it_was_judged_at(tmp_path: 
         assert answer.status_code == 200, answer.text
         generated = answer.json()["data"]["project"]["digest"]["generatedAt"]
         assert answer.headers["Waypost-Now"] == generated
+
+
+async def test_a_writes_waypost_now_is_read_after_the_write(tmp_path: Path) -> None:
+    """A write reads its own time as it commits; its answer's `Waypost-Now`
+    is read after it, on REST and GraphQL, never an instant from before it
+    (a first version judged a whole request at its start, so a mutation's
+    answer said a lease had not expired that its own write had recovered)."""
+    create = (
+        'mutation { projectCreate(input: {idempotencyKey: "m", id: "q", name: "Q"})'
+        " { project { createdAt } } }"
+    )
+    async for client, headers, _ in _as_a_human(_TickingClock(), tmp_path):
+        rest = await client.post(
+            "/api/v1/projects", json={"id": "r", "name": "R"},
+            headers={**headers, "Idempotency-Key": "r"},
+        )  # fmt: skip
+        graphql = await client.post("/graphql", json={"query": create}, headers=headers)
+    assert rest.status_code == 201, rest.text
+    assert rest.headers["Waypost-Now"] > rest.json()["created_at"]
+    created = graphql.json()["data"]["projectCreate"]["project"]["createdAt"]
+    assert graphql.headers["Waypost-Now"] > created, graphql.text
+
+
+async def test_a_pipelined_request_reads_its_own_clock(service: Service, human: Caller) -> None:
+    """uvicorn starts a pipelined request's task inside the `send` of the one
+    before it, and the new task inherits the context there: a read's pin on
+    the clock must have ended before its answer is sent (a first version
+    sent inside it, and every request pipelined behind a read, an MCP
+    session's too, was judged at that read's instant for good)."""
+    start = service.clock.moment
+    reads = itertools.count(1)
+    service.clock.now = lambda: start + timedelta(seconds=next(reads))  # type: ignore[method-assign]
+    async with running(service) as base:
+        port = int(base.rsplit(":", 1)[1])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        one = (
+            f"GET /api/v1/me HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {human.token}\r\n\r\n"
+        ).encode()
+        writer.write(one * 3)  # three requests in one write: each waits behind the last
+        heads = []
+        for _ in range(3):
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])  # type: ignore[index]
+            await reader.readexactly(length)
+            heads.append(head)
+        writer.close()
+    said = [re.search(rb"(?i)waypost-now: (\S+)", head)[1] for head in heads]  # type: ignore[index]
+    assert len(set(said)) == 3, said  # each judged at an instant of its own
 
 
 @pytest.mark.parametrize("content", ["9999-12-31T23:59:00.000Z", "0001-01-01T00:00:00.000Z"])

@@ -104,12 +104,7 @@ class Runtime:
         GraphQL query's answer, read from one snapshot, is judged at one
         moment too. Its lists and loaders each read the clock, so near a
         decision's expiry one answer showed a task ready and its only
-        decision expired. Inside a block already pinned, the outer instant
-        holds (a request's answer and its `Waypost-Now` are one instant)."""
-        pinned = _PINNED_NOW.get()
-        if pinned is not None and pinned[0] is self:
-            yield
-            return
+        decision expired."""
         token = _PINNED_NOW.set((self, self.clock.now()))
         try:
             yield

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -178,9 +179,9 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
 def now_header(scope: Scope) -> dict[str, str]:
     """`Waypost-Now`: the service's clock as the answer was made (as every
     GraphQL answer says it), so that a client judges an `expires_at` by the
-    service's time, not its own (`waypost mcp`'s decision_wait does). Inside
-    a route, the instant the route was judged at (`_serve` pins it); none
-    when the clock file holds no instant: the answer is then the refusal."""
+    service's time, not its own (`waypost mcp`'s decision_wait does). None
+    when the clock file holds no instant (one being rewritten as the answer
+    is sent: the answer goes without it)."""
     try:
         return {"Waypost-Now": format_time(scope["app"].state.runtime.now())}
     except Unavailable:
@@ -188,10 +189,18 @@ def now_header(scope: Scope) -> dict[str, str]:
 
 
 async def _answer(
-    scope: Scope, send: Send, status: int, body: Any, headers: dict[str, str] | None = None
+    scope: Scope,
+    send: Send,
+    status: int,
+    body: Any,
+    headers: dict[str, str] | None = None,
+    at: datetime | None = None,
 ) -> None:
+    """Send the answer; `Waypost-Now` is `at` when given (the instant a read
+    was judged at), else the clock as it is sent."""
     payload = encode_json(body)
-    raw = json_headers(len(payload), {**now_header(scope), **(headers or {})})
+    now = {"Waypost-Now": format_time(at)} if at is not None else now_header(scope)
+    raw = json_headers(len(payload), {**now, **(headers or {})})
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": payload})
 
@@ -208,30 +217,39 @@ async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Result:
 
 
 async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
-    """One REST call at one instant of the service's clock (what the answer
-    says and its `Waypost-Now`; a write's own time is read as it commits)."""
+    """One REST call: decode, run the handler, answer JSON (errors as the
+    envelope). A read is judged at one instant of the service's clock, which
+    its `Waypost-Now` says; a write reads its own time as it commits, and its
+    header is read after it. The answer is sent outside the pin: uvicorn
+    starts a pipelined request's task inside `send`, which would inherit it."""
+    if route.is_mutation:
+        await _answer(scope, send, *await _outcome(route, scope, receive))
+        return
+    rt = scope["app"].state.runtime
+    at: datetime | None = None
     try:
-        with scope["app"].state.runtime.pinned_now():
-            await _serve_pinned(route, scope, receive, send)
-    except Unavailable as error:  # the clock file holds no instant: nothing ran
-        await _answer(scope, send, *error_parts(error))
+        with rt.pinned_now():
+            at = rt.now()
+            parts = await _outcome(route, scope, receive)
+    except Unavailable as error:  # the pin's own read of the clock: nothing ran
+        parts = error_parts(error)
+    await _answer(scope, send, *parts, at=at)
 
 
-async def _serve_pinned(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:
-    """Decode, run the handler, answer JSON (errors as the envelope)."""
+async def _outcome(
+    route: RestRoute, scope: Scope, receive: Receive
+) -> tuple[int, Any, dict[str, str] | None]:
+    """Status, body and headers of the call."""
     try:
         status, body, replayed = rendered(await _result(route, scope, receive))
     except WaypostError as error:
-        await _answer(scope, send, *error_parts(error))
-        return
+        return error_parts(error)
     except ClientDisconnect:
         raise  # authentication ends the request quietly: the client is gone
     except Exception as exc:
         log_internal(exc)
-        await _answer(scope, send, 500, INTERNAL_ERROR)
-        return
-    replay = {"Idempotent-Replayed": "true"} if replayed else None
-    await _answer(scope, send, status, body, replay)
+        return 500, INTERNAL_ERROR, None
+    return status, body, {"Idempotent-Replayed": "true"} if replayed else None
 
 
 @dataclass(frozen=True)

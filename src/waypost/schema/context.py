@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from strawberry.types import Info as _Info
 
@@ -35,6 +36,8 @@ class Context:
     memo: dict[tuple[object, ...], object] = field(default_factory=dict)
     # the request's key when the fast path may learn it (schema/fastpath/known.py)
     known_key: Hashable | None = None
+    # the instant a query was judged at (schema/snapshot.py): its `Waypost-Now`
+    judged_at: datetime | None = None
 
     def __post_init__(self) -> None:
         self._loaders = Loaders(self.rt)

@@ -30,6 +30,7 @@ class QuerySnapshot(SchemaExtension):
             # one snapshot, judged at one instant (decision expiry, leases)
             async with rt.db.pinned():
                 with rt.pinned_now():
+                    ctx.context.judged_at = rt.now()
                     yield
         else:
             yield

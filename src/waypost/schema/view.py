@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -147,12 +148,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
             await response(scope, receive, send)
             return
         try:
-            # the clock read once for the whole answer (a query's extension
-            # keeps this instant), so `Waypost-Now` is the instant it was
-            # judged at; a clock file that cannot be read is the 503 below
-            with scope["app"].state.runtime.pinned_now():
-                response = await self._answer(request, body)
-                _say_now(response, request)
+            response = await self._answer(request, body)
         except WaypostError as error:
             response = json_response(graphql_refusal_body(error), error.status)
             response.headers.update(error_headers(error))
@@ -174,6 +170,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
             # the answer stays 200 (it is a GraphQL result), but an HTTP
             # client's retry logic reads the header, as on REST's 503
             response.headers["Retry-After"] = str(retry_after)
+        context = getattr(request.state, "graphql_context", None)
+        _say_now(response, request, context.judged_at if context is not None else None)
         return response
 
     async def _known_answer(self, request: Request, body: dict[str, Any]) -> Response | None:
@@ -191,14 +189,20 @@ class WaypostGraphQL(GraphQL[Context, None]):
             request.state.graphql_known_key = key  # the fast path learns it
             return None
         rt = request.app.state.runtime
-        data = await fastpath.answer_known(rt, entry)
+        # judged at one instant, as the pipeline's query is (schema/snapshot.py);
+        # a clock file that cannot be read raises the 503 here
+        with rt.pinned_now():
+            at = rt.now()
+            data = await fastpath.answer_known(rt, entry)
         if data is None:
             return None  # an error to render this time: the pipeline does
         # what the pipeline does around execution (observe/graphql.py)
         note_graphql_operation(entry.name)
         rt.metrics.graphql.labels(type="query", outcome="ok").inc()
         # the pipeline's process_result and create_response
-        return Response(self.encode_json({"data": data}), media_type="application/json")
+        response = Response(self.encode_json({"data": data}), media_type="application/json")
+        _say_now(response, request, at)
+        return response
 
     def encode_json(self, data: object) -> str:
         """The REST encoder (msgspec): a dashboard's answer is large, and
@@ -230,7 +234,9 @@ class WaypostGraphQL(GraphQL[Context, None]):
             return Context(rt=rt, actor=NOBODY)
         token = bearer_token(request.headers.get("authorization")) or ""
         key = getattr(request.state, "graphql_known_key", None)
-        return Context(rt=rt, actor=request.state.actor, token=token, known_key=key)
+        context = Context(rt=rt, actor=request.state.actor, token=token, known_key=key)
+        request.state.graphql_context = context  # its `judged_at`, for `Waypost-Now`
+        return context
 
     async def process_result(
         self, request: Request | WebSocket, result: ExecutionResult
@@ -260,11 +266,18 @@ class WaypostGraphQL(GraphQL[Context, None]):
         return data
 
 
-def _say_now(response: Response, request: Request) -> None:
+def _say_now(response: Response, request: Request, at: datetime | None) -> None:
     """`Waypost-Now`: the service's clock (which may be simulated) as the
     answer was made, so a page can say "how long ago" by it and not by a
-    browser's clock that may be hours off."""
-    response.headers["Waypost-Now"] = format_time(request.app.state.runtime.now())
+    browser's clock that may be hours off. A query's is `at`, the instant it
+    was judged at; a mutation's is read after its writes (none when a clock
+    file being rewritten cannot be read then: the answer stands)."""
+    if at is None:
+        try:
+            at = request.app.state.runtime.now()
+        except Unavailable:
+            return
+    response.headers["Waypost-Now"] = format_time(at)
 
 
 def _document_order(error: GraphQLError) -> tuple[Any, ...]:
