@@ -1687,3 +1687,116 @@ def test_a_condition_keeps_its_line_breaks_where_it_is_vouched_for(tab: Tab, wor
     label = page.locator("div.check label", has_text="Backup taken AND").first
     label.wait_for()
     assert label.inner_text() == "Condition: Backup taken AND\nNOT restored yet"
+
+
+def test_the_tabs_title_is_the_pages_heading_whatever_drew_it(tab: Tab, world: World) -> None:
+    """WCAG 2.4.2: each route set the title before its page loaded, and a
+    picker, "Not found", "No such decision" or a failed load kept the title
+    of the page before (the inbox's, a decision's question)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    assert page.title() == "Inbox · Waypost console"
+    for route, heading in (
+        ("#/nowhere", "Not found"),
+        ("#/p/demo/d/dec_none", "No such decision"),
+        ("#/p/nope/knowledge", "No such project"),
+    ):
+        page.goto(f"{tab.origin}/console{route}")
+        page.get_by_role("heading", name=heading, level=1).wait_for()
+        assert page.title() == f"{heading} · Waypost console"
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge")
+    page.get_by_role("heading", name=re.compile("^Knowledge · "), level=1).wait_for()
+    heading = page.get_by_role("heading", level=1).inner_text()
+    assert page.title() == f"{heading} · Waypost console"
+
+
+def test_a_refusal_is_tied_to_the_field_it_is_about(tab: Tab, world: World) -> None:
+    """WCAG 3.3.1: a refusal was one role=alert far below the form, and the
+    field the focus went to said nothing of it (no `aria-invalid`, described
+    by its hint alone); now it is invalid and described by the refusal, until
+    the next try."""
+    decision_id = world.open_decision(
+        world.agent, question="Ship the search index now?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.get_by_role("button", name="Deny: Proceed").click()
+    alert = page.locator(".form-error [role=alert]")
+    alert.get_by_text("Say why (the rationale is required).").wait_for()
+    why = page.get_by_label("Why (required)")
+    assert why.evaluate("(el) => el === document.activeElement")
+    assert why.get_attribute("aria-invalid") == "true"
+    described = why.evaluate(
+        "(el) => el.getAttribute('aria-describedby').split(' ')"
+        ".map((id) => document.getElementById(id).textContent).join(' | ')"
+    )
+    assert "Say why (the rationale is required)." in described
+    why.fill("Not before the freeze ends.")
+    page.get_by_role("button", name="Allow: Proceed").click()
+    alert.get_by_text("tick each box first").wait_for()
+    assert why.get_attribute("aria-invalid") is None  # the next try cleared it
+    assert "Say why" not in (why.get_attribute("aria-describedby") or "")
+    box = page.locator("input[type=checkbox]:focus")
+    assert box.get_attribute("aria-invalid") == "true"
+    # the knowledge filters: the box the refusal names
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge?tag=" + "t" * 65)
+    page.locator("main").get_by_text("Tag: at most 64 characters.").wait_for()
+    tag = page.get_by_label("Tag")
+    assert tag.get_attribute("aria-invalid") == "true"
+    assert page.get_by_label("Words").get_attribute("aria-invalid") is None
+
+
+def test_the_pages_own_answer_is_not_announced_as_a_change_elsewhere(
+    tab: Tab, world: World
+) -> None:
+    """The decision's change event came before the page's own redraw (a slow
+    reload of the decision), and the watcher announced "This decision
+    changed elsewhere" after "Answer recorded", with its banner."""
+    if not _offers_subscriptions(world):
+        pytest.skip("needs the decision's subscription")
+    decision_id = world.open_decision(
+        world.agent, question="Rotate the staging keys today?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.locator("html[data-live=socket]").wait_for(state="attached")
+    page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
+      new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
+        .observe(region, { childList: true, characterData: true, subtree: true }); }""")
+
+    def slow_reload(route: Any) -> None:
+        if "query Decision(" in (route.request.post_data or ""):
+            time.sleep(0.8)  # only the page's redraw of the decision is slow
+        route.continue_()
+
+    page.route("**/graphql", slow_reload)
+    page.get_by_label("Why (required)").fill("Not this week.")
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
+    page.wait_for_timeout(1500)  # the change's event has come and gone
+    said = page.evaluate("() => window.said")
+    assert "Answer recorded." in said
+    assert not [s for s in said if "elsewhere" in s], said
+    assert page.locator("#changed-elsewhere").count() == 0
+    assert world.decision(decision_id)["status"] == "denied"
+
+
+def test_a_reopen_links_name_cuts_the_question_at_a_character(tab: Tab, world: World) -> None:
+    """docs/console.md: "Reopen… " and the question's first 120 characters.
+    They were 120 UTF-16 units: an emoji across the cut left half a
+    surrogate pair in the link's accessible name."""
+    question = "a" * 119 + "\U0001f680 launch"
+    _stale_in_alices_tab(tab, world, "Launch the rocket", question=question)
+    page = tab.page
+    page.goto(f"{tab.origin}/console#/")
+    page.locator("[data-group=reopen]").wait_for()
+    names = page.evaluate(
+        "() => [...document.querySelectorAll('[data-group=reopen] [aria-label^=\"Reopen…\"]')]"
+        ".map((el) => el.getAttribute('aria-label'))"
+    )
+    ours = [n for n in names if n.startswith("Reopen… aaaa")]
+    assert ours == ["Reopen… " + "a" * 119 + "\U0001f680…"], ours

@@ -5,7 +5,8 @@
 import { allNodes, gql, mutate } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
-  ago, announce, badge, enc, h, link, lower, newKey, nextId, notice, when, words,
+  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, when,
+  words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 
@@ -23,6 +24,21 @@ const JUDGED = [
   ["Acceptance criteria", (r) => r.acceptanceCriteria.map((c) => `- ${c}`).join("\n")],
   ["Kind", (r) => r.kind],
 ];
+
+// This page's own answers and reopenings on their way (until the page has
+// been drawn again): the change they make is not "elsewhere" (main.js), and
+// a screen reader heard "This decision changed elsewhere" after its own
+// "Answer recorded" whenever the redraw came after the change's event.
+export const ownChange = { pending: 0 };
+
+async function asOwnChange(send) {
+  ownChange.pending += 1;
+  try {
+    return await send();
+  } finally {
+    ownChange.pending -= 1;
+  }
+}
 
 export async function loadDecision(projectId, decisionId) {
   const data = await gql(DECISION, { project: projectId, id: decisionId });
@@ -190,41 +206,42 @@ function renderAnswerForm(project, onChanged) {
     // the button pressed: disabled while the request is on its way, it lost
     // the keyboard focus to <body> when the request failed
     const pressed = document.activeElement;
-    errorBox.replaceChildren();
+    clearError(errorBox);
     if (!rationale.value.trim()) {
-      errorBox.append(notice("error", "Say why (the rationale is required)."));
-      rationale.focus();
+      sayError(errorBox, rationale, "Say why (the rationale is required).");
       return;
     }
     const confirmed = confirms.every((c) => c.box.checked);
     if (disposition === "ALLOW" && !confirmed) {
-      errorBox.append(notice("error", "An allow vouches for the conditions and the environment: tick each box first."));
-      (confirms.find((c) => !c.box.checked) || confirms[0]).box.focus();
+      sayError(errorBox, (confirms.find((c) => !c.box.checked) || confirms[0]).box,
+        "An allow vouches for the conditions and the environment: tick each box first.");
       return;
     }
     for (const b of buttons) b.disabled = true;
     status.start();
     try {
-      const payload = await mutate(ANSWER_DECISION, {
-        idempotencyKey: key,
-        projectId: project.restId,
-        decisionId: d.restId,
-        expectedGeneration: d.generation,
-        disposition,
-        answer: option,
-        rationale: rationale.value,
-        conditionsConfirmed: disposition === "ALLOW" ? confirmed : false,
-      }, "decisionAnswer");
-      if (payload.userErrors.length) {
-        await refused(payload.userErrors[0], onChanged, errorBox, rationale, "answer",
-          [["Rationale", rationale.value]]);
-      } else {
-        announce("Answer recorded.");
-        await onChanged(notice("ok", words`Your answer is recorded: ${lower(disposition)} "${option}". `,
-          link("#/", "Back to the inbox")));
-      }
+      await asOwnChange(async () => {
+        const payload = await mutate(ANSWER_DECISION, {
+          idempotencyKey: key,
+          projectId: project.restId,
+          decisionId: d.restId,
+          expectedGeneration: d.generation,
+          disposition,
+          answer: option,
+          rationale: rationale.value,
+          conditionsConfirmed: disposition === "ALLOW" ? confirmed : false,
+        }, "decisionAnswer");
+        if (payload.userErrors.length) {
+          await refused(payload.userErrors[0], onChanged, errorBox, rationale, "answer",
+            [["Rationale", rationale.value]]);
+        } else {
+          announce("Answer recorded.");
+          await onChanged(notice("ok", words`Your answer is recorded: ${lower(disposition)} "${option}". `,
+            link("#/", "Back to the inbox")));
+        }
+      });
     } catch (error) {
-      errorBox.replaceChildren(notice("error", error.message));
+      sayError(errorBox, null, error.message);
     } finally {
       status.stop();
       for (const b of buttons) b.disabled = false;
@@ -297,8 +314,7 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
     conditions: `Conditions: at most ${CONDITIONS_MAX} lines of at most ${CONDITION_MAX} characters each.`,
   };
   const said = (error.code === "invalid_request" && fieldWords[field]) || error.message;
-  errorBox.append(notice("error", `${said}${error.reason ? ` (${error.reason})` : ""}`));
-  if (focusTarget) focusTarget.focus();
+  sayError(errorBox, focusTarget, `${said}${error.reason ? ` (${error.reason})` : ""}`);
 }
 
 function renderReopen(project, onChanged, prominent) {
@@ -324,10 +340,9 @@ function renderReopen(project, onChanged, prominent) {
 
   async function submit(event) {
     event.preventDefault();
-    errorBox.replaceChildren();
+    clearError(errorBox);
     if (!rationale.value.trim()) {
-      errorBox.append(notice("error", "Say why you reopen it (the rationale is required)."));
-      rationale.focus();
+      sayError(errorBox, rationale, "Say why you reopen it (the rationale is required).");
       return;
     }
     const input = {
@@ -343,23 +358,25 @@ function renderReopen(project, onChanged, prominent) {
     button.disabled = true;
     status.start();
     try {
-      const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
-      if (payload.userErrors.length) {
-        const refusal = payload.userErrors[0];
-        // the field the refusal names, so the keyboard lands where the fix goes
-        const named = String(refusal.field || "").replace(/\[\d+\]$/, "");
-        const at = { expiresAt: expires, environment: env, conditions: conds }[named] || rationale;
-        await refused(refusal, onChanged, errorBox, at, "reopening", [
-          ["Why reopen", rationale.value],
-          ["Environment", env.value !== shown.environment ? env.value : ""],
-          ["Conditions", conds.value !== shown.conditions ? conds.value : ""],
-        ]);
-      } else {
-        announce("Reopened.");
-        await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
-      }
+      await asOwnChange(async () => {
+        const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
+        if (payload.userErrors.length) {
+          const refusal = payload.userErrors[0];
+          // the field the refusal names, so the keyboard lands where the fix goes
+          const named = String(refusal.field || "").replace(/\[\d+\]$/, "");
+          const at = { expiresAt: expires, environment: env, conditions: conds }[named] || rationale;
+          await refused(refusal, onChanged, errorBox, at, "reopening", [
+            ["Why reopen", rationale.value],
+            ["Environment", env.value !== shown.environment ? env.value : ""],
+            ["Conditions", conds.value !== shown.conditions ? conds.value : ""],
+          ]);
+        } else {
+          announce("Reopened.");
+          await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
+        }
+      });
     } catch (error) {
-      errorBox.replaceChildren(notice("error", error.message));
+      sayError(errorBox, null, error.message);
     } finally {
       status.stop();
       button.disabled = false;

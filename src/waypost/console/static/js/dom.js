@@ -214,6 +214,42 @@ export function notice(kind, ...children) {
   return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, ...children);
 }
 
+// A form's refusal, said in `box` as a role=alert notice and tied to the field
+// it is about: the field is marked invalid and described by the notice, so
+// whoever comes back to it hears why, not only as the alert is read (WCAG
+// 3.3.1; the field said nothing but its hint), and the focus goes there.
+export function sayError(box, field, ...children) {
+  clearError(box);
+  box.append(notice("error", ...children));
+  if (field) {
+    markInvalid(field, box);
+    field.focus();
+  }
+}
+
+const marked = new WeakMap(); // box -> the fields it describes
+
+// `field` invalid, described by `box` (given an id for it).
+export function markInvalid(field, box) {
+  if (!box.id) box.id = nextId("error");
+  field.setAttribute("aria-invalid", "true");
+  const ids = (field.getAttribute("aria-describedby") || "").split(" ").filter(Boolean);
+  if (!ids.includes(box.id)) field.setAttribute("aria-describedby", [...ids, box.id].join(" "));
+  marked.set(box, [...(marked.get(box) || []), field]);
+}
+
+// `box` emptied, and the fields it marked valid again.
+export function clearError(box) {
+  box.replaceChildren();
+  for (const field of marked.get(box) || []) {
+    field.removeAttribute("aria-invalid");
+    const ids = (field.getAttribute("aria-describedby") || "").split(" ").filter((id) => id && id !== box.id);
+    if (ids.length) field.setAttribute("aria-describedby", ids.join(" "));
+    else field.removeAttribute("aria-describedby");
+  }
+  marked.delete(box);
+}
+
 // An idempotency key from the browser's CSPRNG (randomUUID needs a secure
 // context; getRandomValues does not).
 export function newKey(prefix) {

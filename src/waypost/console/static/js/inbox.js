@@ -187,8 +187,11 @@ export function inboxReason(d) {
   ];
 }
 
+// At most `most` characters (code points, as the service counts them: a cut
+// in UTF-16 units split an emoji and named half a surrogate pair).
 function clipped(text, most) {
-  return text.length <= most ? text : `${text.slice(0, most)}…`;
+  const points = Array.from(text);
+  return points.length <= most ? text : `${points.slice(0, most).join("")}…`;
 }
 
 function reopenCard(project, d) {

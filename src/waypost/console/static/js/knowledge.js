@@ -3,7 +3,7 @@
 
 import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
-import { ago, badge, enc, h, joined, link, lower, nextId, noSuch, notice, words } from "./dom.js";
+import { ago, badge, enc, h, joined, link, lower, markInvalid, nextId, noSuch, notice, words } from "./dom.js";
 import { pagedList } from "./paged.js";
 import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
 
@@ -53,6 +53,7 @@ export async function renderKnowledgeList(projectId, query) {
   // bounds) are said beside the form, which stays: the whole page was
   // replaced by "Something went wrong"
   let refusal = null;
+  let refusedField = null;
   try {
     await page();
   } catch (error) {
@@ -61,6 +62,7 @@ export async function renderKnowledgeList(projectId, query) {
     if (!(error instanceof RequestFailed && error.code === "invalid_request")) throw error;
     more.hidden = true;
     refusal = notice("error", `These filters were refused. ${FILTER_WORDS[error.field] || error.message}`);
+    refusedField = error.field;
   }
 
   const tagId = nextId("tag");
@@ -92,6 +94,9 @@ export async function renderKnowledgeList(projectId, query) {
   h("div", { class: "check" }, h("input", { id: sharedId, type: "checkbox", checked: filters.shared }),
     h("label", { for: sharedId }, "Include records shared by other projects")),
   h("button", { type: "submit", class: "btn" }, "Filter"));
+  // the box the refusal is about says so, and is described by it
+  const refusedBox = { q: textId, tag: tagId }[refusedField];
+  if (refusal && refusedBox) markInvalid(form.querySelector(`#${refusedBox}`), refusal);
 
   return [h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, words`Knowledge · ${projectName}`),

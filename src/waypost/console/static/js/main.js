@@ -1,9 +1,9 @@
 // The console's shell: sign in and out, hash routes, and the live inbox.
 
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
-import { loadDecision, renderDecision } from "./decision.js";
+import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
-import { announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, words } from "./dom.js";
+import { announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, words } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
@@ -32,10 +32,12 @@ const live = new Live(async () => {
 // state (never re-render under someone who is typing an answer).
 let watched = null; // {project, id, version}
 const decisionLive = new Live(async () => {
-  if (!watched) return;
+  if (!watched || ownChange.pending) return;
   const number = pageNumber;
   const data = await gql(DECISION_VERSION, { project: watched.project, id: watched.id });
   if (number !== pageNumber || !watched) return; // another page since: not this banner
+  // this page's own answer or reopening (its redraw brings the new version)
+  if (ownChange.pending) return;
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
@@ -76,10 +78,12 @@ function showFor(number, parts, focus = true) {
 function show(parts, focus = true) {
   // a part left out by a condition is null: replaceChildren would show "null"
   main.replaceChildren(...parts.filter((part) => part !== null));
-  if (focus) {
-    const heading = main.querySelector("h1");
-    (heading || main).focus();
-  }
+  const heading = main.querySelector("h1");
+  // the tab's title is the page's heading, whatever drew it: set by each
+  // route before its page loaded, a picker, "Not found" or a failed load
+  // kept the title of the page before
+  document.title = `${isolatedText(heading ? heading.textContent : "Waypost")} · Waypost console`;
+  if (focus) (heading || main).focus();
 }
 
 // The sections a project is picked for (one project: straight to its page).
@@ -123,8 +127,7 @@ function signInView(message, kept = []) {
     event.preventDefault();
     const value = input.value.trim();
     if (!value) {
-      error.replaceChildren(notice("error", "Paste your token first."));
-      input.focus();
+      sayError(error, input, "Paste your token first.");
       return;
     }
     button.disabled = true;
@@ -140,8 +143,7 @@ function signInView(message, kept = []) {
       const text = failure instanceof Unauthenticated
         ? "That token was not accepted: it may be mistyped, revoked, or not an API token."
         : failure.message;
-      error.replaceChildren(notice("error", text));
-      input.focus();
+      sayError(error, input, text);
       input.select();
     } finally {
       button.disabled = false;
@@ -193,7 +195,6 @@ function signOut(message, forget = true) {
   inboxSignature = "";
   document.getElementById("who").hidden = true;
   document.getElementById("nav").hidden = true;
-  document.title = "Sign in · Waypost console";
   show(signInView(message, keptText));
   signInShown = true;
 }
@@ -287,7 +288,6 @@ async function route() {
   }
   try {
     if (r.name === "inbox") {
-      document.title = "Inbox · Waypost console";
       inboxSignature = "";
       const projects = await refreshInbox(true);
       if (live.stopped && projects) live.start(projectSubscriptions(projects.map((p) => p.restId)), token());
@@ -296,16 +296,12 @@ async function route() {
     } else if (r.name.endsWith("-pick")) {
       await pickProject(r.name.replace("-pick", ""));
     } else if (r.name === "knowledge") {
-      document.title = "Knowledge · Waypost console";
       showFor(mine, await renderKnowledgeList(r.project, r.query));
     } else if (r.name === "decisions") {
-      document.title = "Decisions · Waypost console";
       showFor(mine, await renderDecisionList(r.project, r.query));
     } else if (r.name === "knowledge-item") {
-      document.title = "Knowledge record · Waypost console";
       showFor(mine, await renderKnowledgeItem(r.project, r.id));
     } else if (r.name === "policy") {
-      document.title = "Policy · Waypost console";
       showFor(mine, await renderPolicy(r.project));
     } else {
       show([h("h1", { tabindex: "-1" }, "Not found"), h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
@@ -336,7 +332,6 @@ async function showDecision(project, id, banner, number = pageNumber) {
     show(noSuch("decision"));
     return;
   }
-  document.title = `${isolatedText(data.decision.question)} · Waypost console`;
   const onChanged = async (newBanner) => {
     try {
       // this page's number: an answer that returns after a link was followed
