@@ -147,6 +147,30 @@ async def test_a_known_graphql_query_while_the_clock_file_is_rewritten_is_503_no
     assert r.json()["errors"][0]["extensions"] == {"code": "unavailable", "retryAfter": 1}
 
 
+async def test_a_graphql_request_under_an_unreadable_clock_file_is_503_on_every_path(
+    tmp_path: Path,
+) -> None:
+    """A query not learned yet and a mutation answer as a learned query does:
+    503 with `retryAfter` (read first inside execution, the clock's refusal
+    was a field error in a `200`, so one query had two answers)."""
+    clock = _ClockThatFailsAfter(reads=10**6)
+    query = {"query": "query Digest($p: String!) { project(id: $p) { digest { generatedAt } } }"}
+    create = (
+        'mutation { projectCreate(input: {idempotencyKey: "m", id: "q", name: "Q"})'
+        " { project { createdAt } } }"
+    )
+    answers = []
+    async for client, headers, project in _as_a_human(clock, tmp_path):
+        query["variables"] = {"p": project}  # type: ignore[assignment]
+        for body in (query, {"query": create}):
+            clock.reads = 1  # authentication's read, then none
+            answers.append(await client.post("/graphql", json=body, headers=headers))
+    for r in answers:
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "1"
+        assert r.json()["errors"][0]["extensions"] == {"code": "unavailable", "retryAfter": 1}
+
+
 async def test_an_answers_waypost_now_is_the_instant_it_was_judged_at(tmp_path: Path) -> None:
     """The clock is read once per answer: the digest's `generated_at` and the
     answer's `Waypost-Now` are one instant, on REST and GraphQL (each read
