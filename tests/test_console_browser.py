@@ -1800,3 +1800,51 @@ def test_a_reopen_links_name_cuts_the_question_at_a_character(tab: Tab, world: W
     )
     ours = [n for n in names if n.startswith("Reopen… aaaa")]
     assert ours == ["Reopen… " + "a" * 119 + "\U0001f680…"], ours
+
+
+def test_an_answer_on_its_way_does_not_hide_changes_to_another_decision(
+    tab: Tab, world: World
+) -> None:
+    """The tab's own answer on its way silenced the watcher for every
+    decision: opened meanwhile, another decision answered elsewhere said
+    nothing until the minute's safety poll."""
+    if not _offers_subscriptions(world):
+        pytest.skip("needs the decision's subscription")
+    first = world.open_decision(
+        world.agent, question="Close the sprint today?", task_ids=[world.tasks["docs"]]
+    )
+    second = world.open_decision(
+        world.agent, question="Open the next sprint today?", task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{first}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    held: list[Any] = []
+
+    def hold_answers(route: Any) -> None:
+        if "decisionAnswer" in (route.request.post_data or ""):
+            held.append(route)  # on its way until released below
+        else:
+            route.continue_()
+
+    page.route("**/graphql", hold_answers)
+    try:
+        page.get_by_label("Why (required)").fill("Not yet.")
+        page.get_by_role("button", name="Deny: Proceed").click()
+        for _ in range(100):  # Playwright hands routes over while it waits
+            if held:
+                break
+            page.wait_for_timeout(100)
+        assert held, "the answer never left"
+        page.evaluate(f"() => {{ location.hash = '#/p/demo/d/{second}'; }}")
+        page.get_by_role("heading", name="Open the next sprint today?").wait_for()
+        page.locator("html[data-live=socket]").wait_for(state="attached")
+        path = f"/api/v1/projects/demo/decisions/{second}"
+        world.admin.send("POST", f"{path}/answer", {
+            "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+            "rationale": "Not this week."})  # fmt: skip
+        page.locator("#changed-elsewhere").wait_for(timeout=10000)
+    finally:
+        for route in held:
+            route.continue_()

@@ -25,18 +25,31 @@ const JUDGED = [
   ["Kind", (r) => r.kind],
 ];
 
-// This page's own answers and reopenings on their way (until the page has
-// been drawn again): the change they make is not "elsewhere" (main.js), and
-// a screen reader heard "This decision changed elsewhere" after its own
-// "Answer recorded" whenever the redraw came after the change's event.
-export const ownChange = { pending: 0 };
+// This tab's own answers and reopenings on their way, by decision (until the
+// page has been drawn again): the change they make is not "elsewhere"
+// (main.js), and a screen reader heard "This decision changed elsewhere"
+// after its own "Answer recorded" whenever the redraw came after the
+// change's event. `settled(id)`: main.js checks again what it let pass.
+export const ownChange = {
+  pending: new Map(),
+  settled: null,
+  isPending(id) {
+    return this.pending.has(id);
+  },
+};
 
-async function asOwnChange(send) {
-  ownChange.pending += 1;
+async function asOwnChange(id, send) {
+  ownChange.pending.set(id, (ownChange.pending.get(id) || 0) + 1);
   try {
     return await send();
   } finally {
-    ownChange.pending -= 1;
+    const left = ownChange.pending.get(id) - 1;
+    if (left) {
+      ownChange.pending.set(id, left);
+    } else {
+      ownChange.pending.delete(id);
+      if (ownChange.settled) ownChange.settled(id);
+    }
   }
 }
 
@@ -220,7 +233,7 @@ function renderAnswerForm(project, onChanged) {
     for (const b of buttons) b.disabled = true;
     status.start();
     try {
-      await asOwnChange(async () => {
+      await asOwnChange(d.restId, async () => {
         const payload = await mutate(ANSWER_DECISION, {
           idempotencyKey: key,
           projectId: project.restId,
@@ -358,7 +371,7 @@ function renderReopen(project, onChanged, prominent) {
     button.disabled = true;
     status.start();
     try {
-      await asOwnChange(async () => {
+      await asOwnChange(d.restId, async () => {
         const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
         if (payload.userErrors.length) {
           const refusal = payload.userErrors[0];

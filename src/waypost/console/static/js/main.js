@@ -31,13 +31,23 @@ const live = new Live(async () => {
 // On a decision's page: when it changes elsewhere, say so and offer the new
 // state (never re-render under someone who is typing an answer).
 let watched = null; // {project, id, version}
+// a change let pass while this tab's own answer was on its way: looked at
+// again once it has settled (someone else's may have come meanwhile)
+let passedOver = false;
 const decisionLive = new Live(async () => {
-  if (!watched || ownChange.pending) return;
+  if (!watched) return;
+  if (ownChange.isPending(watched.id)) {
+    passedOver = true;
+    return;
+  }
   const number = pageNumber;
   const data = await gql(DECISION_VERSION, { project: watched.project, id: watched.id });
   if (number !== pageNumber || !watched) return; // another page since: not this banner
-  // this page's own answer or reopening (its redraw brings the new version)
-  if (ownChange.pending) return;
+  // this tab's own answer or reopening (its redraw brings the new version)
+  if (ownChange.isPending(watched.id)) {
+    passedOver = true;
+    return;
+  }
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
@@ -62,6 +72,13 @@ const decisionLive = new Live(async () => {
   if (heading) (heading.nextElementSibling || heading).after(banner);
   announce("This decision changed elsewhere.");
 });
+
+ownChange.settled = (id) => {
+  if (passedOver && watched && watched.id === id && !decisionLive.stopped) {
+    passedOver = false;
+    decisionLive.run();
+  }
+};
 
 function versionOf(d) {
   return `${d.generation}/${d.status}/${d.current.answer ? d.current.answer.at : ""}`;
