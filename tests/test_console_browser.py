@@ -170,6 +170,16 @@ def _tab_to(page: Any, condition: str) -> None:
     raise AssertionError(f"Tab never reached: {condition}")
 
 
+def _wait_for_held(page: Any, held: list[Any], failure: str) -> None:
+    """Until a route handler has held a request (handlers run while Playwright
+    waits, not in time.sleep)."""
+    for _ in range(100):
+        if held:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(failure)
+
+
 def _csp_refusal(tab: Tab, text: str) -> None:
     if "Content Security Policy" in text:
         tab.errors.append(text)
@@ -1212,11 +1222,7 @@ def test_a_page_that_loads_late_does_not_replace_the_next_one(tab: Tab, world: W
 
     page.route("**/graphql", hold_policy)
     page.goto(f"{tab.origin}/console#/p/demo/policy")
-    for _ in range(100):  # route handlers run while Playwright waits, not in time.sleep
-        if held:
-            break
-        page.wait_for_timeout(100)
-    assert held, "the policy page asked nothing"
+    _wait_for_held(page, held, "the policy page asked nothing")
     page.goto(f"{tab.origin}/console#/p/demo/knowledge")
     page.get_by_role("heading", name="Knowledge · Demo shop").wait_for()
     held[0].continue_()
@@ -1307,6 +1313,19 @@ def _stale_in_alices_tab(tab: Tab, world: World, title: str, **asked: Any) -> tu
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
     page.get_by_role("heading", name="Why it is stale").wait_for()
+    return page, decision_id
+
+
+def _pending_in_alices_tab(tab: Tab, world: World, question: str) -> tuple[Any, str]:
+    """A pending decision asking `question` (on the docs task), open in
+    Alice's tab at its answer form."""
+    decision_id = world.open_decision(
+        world.agent, question=question, task_ids=[world.tasks["docs"]]
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
     return page, decision_id
 
 
@@ -1585,13 +1604,7 @@ def test_a_second_change_elsewhere_updates_the_notice(tab: Tab, world: World) ->
     """docs/console.md: answered or reopened elsewhere, a notice says so. Once
     shown, it kept its first words: a deny and then a reopening still read
     "now denied, generation 1" over a form for the old generation."""
-    decision_id = world.open_decision(
-        world.agent, question="Turn on the new search?", task_ids=[world.tasks["docs"]]
-    )
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page, decision_id = _pending_in_alices_tab(tab, world, "Turn on the new search?")
     path = f"/api/v1/projects/demo/decisions/{decision_id}"
     world.admin.send("POST", f"{path}/answer", {
         "expected_generation": 1, "disposition": "deny", "answer": "Stop",
@@ -1715,13 +1728,7 @@ def test_a_refusal_is_tied_to_the_field_it_is_about(tab: Tab, world: World) -> N
     field the focus went to said nothing of it (no `aria-invalid`, described
     by its hint alone); now it is invalid and described by the refusal, until
     the next try."""
-    decision_id = world.open_decision(
-        world.agent, question="Ship the search index now?", task_ids=[world.tasks["docs"]]
-    )
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page, _ = _pending_in_alices_tab(tab, world, "Ship the search index now?")
     page.get_by_role("button", name="Deny: Proceed").click()
     alert = page.locator(".form-error [role=alert]")
     alert.get_by_text("Say why (the rationale is required).").wait_for()
@@ -1756,13 +1763,7 @@ def test_the_pages_own_answer_is_not_announced_as_a_change_elsewhere(
     changed elsewhere" after "Answer recorded", with its banner."""
     if not _offers_subscriptions(world):
         pytest.skip("needs the decision's subscription")
-    decision_id = world.open_decision(
-        world.agent, question="Rotate the staging keys today?", task_ids=[world.tasks["docs"]]
-    )
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page, decision_id = _pending_in_alices_tab(tab, world, "Rotate the staging keys today?")
     page.locator("html[data-live=socket]").wait_for(state="attached")
     page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
       new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
@@ -1810,16 +1811,10 @@ def test_an_answer_on_its_way_does_not_hide_changes_to_another_decision(
     nothing until the minute's safety poll."""
     if not _offers_subscriptions(world):
         pytest.skip("needs the decision's subscription")
-    first = world.open_decision(
-        world.agent, question="Close the sprint today?", task_ids=[world.tasks["docs"]]
-    )
     second = world.open_decision(
         world.agent, question="Open the next sprint today?", task_ids=[world.tasks["docs"]]
     )
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{first}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page, _ = _pending_in_alices_tab(tab, world, "Close the sprint today?")
     held: list[Any] = []
 
     def hold_answers(route: Any) -> None:
@@ -1832,11 +1827,7 @@ def test_an_answer_on_its_way_does_not_hide_changes_to_another_decision(
     try:
         page.get_by_label("Why (required)").fill("Not yet.")
         page.get_by_role("button", name="Deny: Proceed").click()
-        for _ in range(100):  # Playwright hands routes over while it waits
-            if held:
-                break
-            page.wait_for_timeout(100)
-        assert held, "the answer never left"
+        _wait_for_held(page, held, "the answer never left")
         page.evaluate(f"() => {{ location.hash = '#/p/demo/d/{second}'; }}")
         page.get_by_role("heading", name="Open the next sprint today?").wait_for()
         page.locator("html[data-live=socket]").wait_for(state="attached")
