@@ -80,6 +80,12 @@ def http_error(status: int, code: str, message: str, details: dict[str, Any]) ->
     return json_response(graphql_error_body(message, code, details), status)
 
 
+def refusal_response(error: WaypostError) -> Response:
+    """`error` refused before or around execution, in GraphQL's shape, with
+    its headers (`Retry-After` on a 503)."""
+    return json_response(graphql_refusal_body(error), error.status, error_headers(error))
+
+
 class WaypostGraphQL(GraphQL[Context, None]):
     graphql_transport_ws_handler_class = TransportWS
 
@@ -111,7 +117,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
             media_type = header(scope, b"content-type")
         except WaypostError as error:  # two Content-Type headers: a media type refused
             metrics.graphql_refused()
-            response = http_error(error.status, error.code, error.message, error.details)
+            response = refusal_response(error)
             await response(scope, receive, send)
             return
         if not is_json_media_type(media_type):
@@ -132,7 +138,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
             body = parse_json(await request.body())
         except WaypostError as error:  # not JSON, a duplicate key, over 64 KiB
             metrics.graphql_refused()
-            response = http_error(error.status, error.code, error.message, error.details)
+            response = refusal_response(error)
             await response(scope, receive, send)
             return
         why = (
@@ -150,8 +156,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         try:
             response = await self._answer(request, body)
         except WaypostError as error:
-            response = json_response(graphql_refusal_body(error), error.status)
-            response.headers.update(error_headers(error))
+            response = refusal_response(error)
         except HTTPException as exc:
             if exc.reason == "Unsupported content type":
                 response = http_error(415, "unsupported_media_type", exc.reason, {})
