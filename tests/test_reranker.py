@@ -162,6 +162,8 @@ BAD_SCORES = [
     "unknown",
     "nan",
     "huge",
+    "utf16",
+    "bom",
 ]
 
 
@@ -192,6 +194,13 @@ def bad_body(kind: str | bytes, ids_: list[str]) -> bytes:
         return b'{"scores": [%s]}' % b", ".join(
             b'{"id": "%s", "score": NaN}' % i.encode() for i in ids_
         )
+
+    elif kind == "utf16":
+        # JSON between systems is UTF-8 (RFC 8259 section 8.1); json.loads of
+        # bytes guessed UTF-16 and took these scores as valid
+        return json.dumps({"scores": scores}).encode("utf-16")
+    elif kind == "bom":
+        return b"\xef\xbb\xbf" + json.dumps({"scores": scores}).encode()
 
     return json.dumps({"scores": scores}).encode()
 

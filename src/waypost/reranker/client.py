@@ -164,7 +164,10 @@ async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str
 def parse_scores(body: bytes, ids: list[str]) -> dict[str, float]:
     """Exactly one score in 0..3 for each id, nothing else; or `bad_scores`."""
     try:
-        document = json.loads(body)
+        # UTF-8 only (RFC 8259 section 8.1): json.loads of bytes would guess
+        # UTF-16 or UTF-32 and pass over a byte-order mark; a decoded str
+        # with a byte-order mark is refused by json.loads itself
+        document = json.loads(body.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise ProviderFailure("bad_scores") from exc
     entries = document.get("scores") if isinstance(document, dict) else None
