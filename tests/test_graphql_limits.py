@@ -20,7 +20,7 @@ from waypost.schema.limits import (
     FragmentCycle,
     check_limits,
     fragment_spreads,
-    fragment_uses,
+    reach,
 )
 
 
@@ -293,18 +293,18 @@ def operations_sharing_fragments(operations: int, fragments: int) -> str:
     return f"{ops} fragment F on Query {{ {spreads} }} {defs}"
 
 
-def test_fragment_uses_count_each_operations_reach_once() -> None:
+def test_fragments_reached_count_each_operations_reach_once() -> None:
     # F and the 24 fragments it spreads, for each of 40 operations
-    assert fragment_uses(parse(operations_sharing_fragments(40, 24))) == 40 * 25
+    assert reach(parse(operations_sharing_fragments(40, 24))).fragments == 40 * 25
     # a fragment reached twice by one operation counts once
     query = """query A { ...X ...Y } fragment X on Query { ...Y ...Z }
         fragment Y on Query { ...Z } fragment Z on Query { me { name } }"""
-    assert fragment_uses(parse(query)) == 3
+    assert reach(parse(query)).fragments == 3
     # B is met inside P before A is finished: its own reach still holds C
     query = """query One { ...P } query Two { ...B } fragment P on Query { ...A ...B }
         fragment B on Query { ...A } fragment A on Query { ...C }
         fragment C on Query { me { name } }"""
-    assert fragment_uses(parse(query)) == 4 + 3
+    assert reach(parse(query)).fragments == 4 + 3
 
 
 async def test_operations_times_fragments_are_bounded_before_validation(human: Caller) -> None:
@@ -442,7 +442,7 @@ async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(
     ops = " ".join(f"query Q{i} {{ ...B }}" for i in range(300))
     query = f"{ops} fragment A on Query {{ ...B {spreads} }} fragment B on Query {{ ...A }} {defs}"
     with pytest.raises(FragmentCycle):
-        fragment_uses(parse(query, max_tokens=MAX_TOKENS))
+        reach(parse(query, max_tokens=MAX_TOKENS))
     r = await human.client.post("/graphql", headers=human.headers(),
                                 json={"query": query, "operationName": "Q0"})  # fmt: skip
     data = r.json()
@@ -453,4 +453,4 @@ async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(
     for text in ("query Q { me { name } } fragment S on Query { ...S }",
                  "query Q { ...S } fragment S on Query { me { name } ...S }"):  # fmt: skip
         with pytest.raises(FragmentCycle):
-            fragment_uses(parse(text))
+            reach(parse(text))

@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import Caller, Service
 from waypost.errors import InvalidRequest
-from waypost.http.decoding import decode_body, parse_json
+from waypost.http.decoding import convert, parse_json, refuse_nul
 from waypost.resolvers.projects import policy
 from waypost.rest.routing import BODY_LIMIT
 
@@ -58,6 +58,14 @@ class _Inner(msgspec.Struct, forbid_unknown_fields=True):
 class _Outer(msgspec.Struct, forbid_unknown_fields=True):
     inner: _Inner
     items: list[_Inner] = []
+
+
+def decode_body(raw: bytes, model: type[Any]) -> Any:
+    """A body decoded as a REST route decodes it (rest/routing.call_for)."""
+    value = parse_json(raw)
+    body = convert(value, model)
+    refuse_nul(value)
+    return body
 
 
 def test_unknown_nested_field_is_named_by_its_json_path() -> None:

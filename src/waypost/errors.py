@@ -12,6 +12,11 @@ WaypostError
 ├── UnsupportedMediaType      415 unsupported_media_type
 ├── IdempotencyKeyReused      422 idempotency_key_reused
 └── Unavailable               503 unavailable (Retry-After)
+
+Three leaves live beside the only code that raises them: live/hub.py's
+TooManyStreams (429 too_many_streams) and SlowConsumer (409 slow_consumer),
+and the lifecycle commands' IdempotencyKeyConflict (409; the private
+listener's status table has no 422).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The outer ASGI layer: authentication before routing, limits and common headers.
 
-A bearer token is checked on every request but `/healthz` before any route
-runs or any body is read. `Waypost-Session` names the live agent session the
-request acts in. GraphQL bodies are capped at 64 KiB here.
+A bearer token is checked before any route runs or any body is read, on
+every request but `/healthz`, the console's static pages, and (with
+`--graphiql`) GET and HEAD of `/graphql`, which serve code and no data.
+`Waypost-Session` names the live agent session the request acts in. GraphQL
+bodies are capped at 64 KiB here.
 """
 
 from __future__ import annotations

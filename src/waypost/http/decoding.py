@@ -236,10 +236,6 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
         raise InvalidRequest(message, {"field": path}) from exc
 
 
-def decode_body(raw: bytes, model: type[T]) -> T:
-    return convert(parse_json(raw), model)
-
-
 def decimal_integer(text: str, signed: bool = True) -> int | None:
     """The 64-bit integer `text` writes in decimal digits (leading zeros
     allowed, a `-` first when `signed`), else None: no spaces, `+`, fraction

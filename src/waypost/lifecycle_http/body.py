@@ -57,8 +57,8 @@ def query(request: Request, model: type[T]) -> T:
     return decode_query(query_items(request.scope["query_string"]), model)
 
 
-def path_id(request: Request, name: str = "id") -> str:
-    return checks.check_id(str(request.path_params[name]), name)
+def path_id(request: Request) -> str:
+    return checks.check_id(str(request.path_params["id"]), "id")
 
 
 def idempotency_key(request: Request) -> str | None:

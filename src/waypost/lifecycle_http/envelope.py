@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from starlette.responses import Response
 
-from waypost.errors import IdempotencyKeyReused, WaypostError
+from waypost.errors import WaypostError
 from waypost.http.responses import SECURITY_HEADERS, error_headers
 
 log = logging.getLogger("waypost.lifecycle")
@@ -68,8 +68,10 @@ def json_bytes(
 
 
 def status_and_code(error: WaypostError) -> tuple[int, str]:
-    # the private listener's status table has no 422: a reused key is a conflict
-    status = 409 if isinstance(error, IdempotencyKeyReused) else error.status
+    # the private listener's status table has no 422: its commands raise a
+    # reused key as a conflict (commands.IdempotencyKeyConflict), and a
+    # status outside the table is a bug, answered `internal`
+    status = error.status
     if status not in GENERAL:
         return 500, "internal"
     reason = error.details.get("reason")

@@ -16,10 +16,11 @@ fire no commit hook here: a periodic re-read (`poll_seconds`) covers them.
 
 Resources are bounded: at most `per_token` open listeners per token and
 `total` in all (past that, `TooManyStreams`), and as many acknowledged
-GraphQL WebSockets (`open_socket`), with or without subscriptions; the window per project holds at
-most `window` events; a listener that had caught up and then falls more than
-the window behind the live tail is dropped (`SlowConsumer`) rather than
-buffered for; it can resume from its last sequence.
+GraphQL WebSockets (`open_socket`), with or without subscriptions; the window
+per project holds between `window` and twice `window` events (it is trimmed
+in halves); a listener that had caught up and then falls behind the oldest
+event the window holds is dropped (`SlowConsumer`) rather than buffered
+for; it can resume from its last sequence.
 """
 
 from __future__ import annotations

@@ -15,15 +15,7 @@ import msgspec
 
 from waypost.ids import END, ID_CHARS, SLUG_CHARS
 from waypost.resolvers.core.receipts import KEY_MAX
-from waypost.rest.openapi import (
-    DATE_TIMES,
-    INT64_MAX,
-    ITEM_MODELS,
-    SEARCH_NOTE,
-    SEARCH_TEXT,
-    UNIQUE_ARRAYS,
-    state_text_bounds,
-)
+from waypost.rest.openapi import ITEM_MODELS, property_bounds, state_text_bounds
 
 # ids.END, not `$`: jsonschema matches with Python's re.search, whose `$`
 # also matches before a final newline ("demo\n" passed as a slug and reached
@@ -55,49 +47,25 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-def _unique_arrays(node: Any) -> None:
-    """`uniqueItems` where the REST document states it (rest/openapi.py: the
-    resolvers refuse duplicate options, tags, scope values, ...), at any depth."""
+def _rest_bounds(node: Any, *, in_query: bool) -> None:
+    """What the REST document states beyond msgspec's schema, at any depth
+    (nested models are inlined here): rest/openapi.py's property_bounds.
+    Without it a tool's schema let through an argument of 2**63 that the
+    service then refused."""
     if isinstance(node, dict):
         for name, prop in (node.get("properties") or {}).items():
-            if name in UNIQUE_ARRAYS and isinstance(prop, dict) and prop.get("type") == "array":
-                prop["uniqueItems"] = True
+            if isinstance(prop, dict):
+                property_bounds(name, prop, in_query=in_query)
         for value in node.values():
-            _unique_arrays(value)
+            _rest_bounds(value, in_query=in_query)
     elif isinstance(node, list):
         for value in node:
-            _unique_arrays(value)
+            _rest_bounds(value, in_query=in_query)
 
 
-def _rest_bounds(node: Any) -> None:
-    """What the REST document states beyond msgspec's schema (rest/openapi.py),
-    at any depth: integers within 64 bits, expiries as `date-time`, a search
-    `q` of 1-1,024 characters. Without them a tool's schema let through an
-    argument of 2**63 that the service then refused."""
-    if isinstance(node, dict):
-        for name, prop in (node.get("properties") or {}).items():
-            if not isinstance(prop, dict):
-                continue
-            for branch in prop.get("anyOf", [prop]):
-                if not isinstance(branch, dict):
-                    continue
-                if branch.get("type") == "integer":
-                    branch.setdefault("maximum", INT64_MAX)
-                    branch.setdefault("minimum", -INT64_MAX - 1)
-                elif branch.get("type") == "string" and name in DATE_TIMES:
-                    branch["format"] = "date-time"
-                elif branch.get("type") == "string" and name == "q":
-                    branch.update(SEARCH_TEXT)
-                    prop.setdefault("description", SEARCH_NOTE)
-        for value in node.values():
-            _rest_bounds(value)
-    elif isinstance(node, list):
-        for value in node:
-            _rest_bounds(value)
-
-
-def model_schema(model: type) -> dict[str, Any]:
-    """The model's JSON Schema with every `$ref` resolved in place."""
+def model_schema(model: type, *, in_query: bool) -> dict[str, Any]:
+    """The model's JSON Schema with every `$ref` resolved in place; a route's
+    query model (`in_query`) is bounded as REST bounds query parameters."""
     raw = msgspec.json.schema(model)
     defs: dict[str, Any] = raw.get("$defs", {})
     schema: dict[str, Any] = _inline(raw, defs)
@@ -105,9 +73,8 @@ def model_schema(model: type) -> dict[str, Any]:
     schema.pop("title", None)
     for (owner, field), item_model in ITEM_MODELS.items():
         if model.__name__ == owner:
-            schema["properties"][field]["items"] = model_schema(item_model)
-    _unique_arrays(schema)
-    _rest_bounds(schema)
+            schema["properties"][field]["items"] = model_schema(item_model, in_query=in_query)
+    _rest_bounds(schema, in_query=in_query)
     state_text_bounds(model.__name__, schema.get("properties", {}))
     return schema
 
@@ -122,7 +89,7 @@ def tool_schema(
     properties: dict[str, Any] = dict(path_args)
     required: list[str] = list(path_args)
     if model is not None:
-        inner = model_schema(model)
+        inner = model_schema(model, in_query=not mutating)
         for name, prop in inner.get("properties", {}).items():
             if name in properties:
                 raise ValueError(f"{model.__name__}.{name} clashes with a path argument")

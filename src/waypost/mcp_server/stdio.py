@@ -148,10 +148,6 @@ class ChunkSource(Protocol):
     async def read1(self, size: int, /) -> bytes: ...
 
 
-class LineSink(Protocol):
-    async def write(self, data: bytes, /) -> None: ...
-
-
 async def lines_of(given: ChunkSource) -> AsyncIterator[bytes]:
     """Each line of `given` (blank ones too). A line past `ID_SEARCH_MAX` is
     cut there (refused as too long, with no id looked for) and the rest of
@@ -224,11 +220,7 @@ class Stdio:
 
 
 @contextlib.asynccontextmanager
-async def checked_stdio(
-    stdin: ChunkSource | None = None,
-    stdout: LineSink | None = None,
-    input_ended: asyncio.Event | None = None,
-) -> AsyncIterator[Stdio]:
+async def checked_stdio(input_ended: asyncio.Event | None = None) -> AsyncIterator[Stdio]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
     standard input and output (bytes: the UTF-8 check is the parser's).
 
@@ -237,8 +229,8 @@ async def checked_stdio(
     every request handed to it has been answered: the SDK cancels the calls
     still running when its stream ends, so a write piped in with its input
     closed behind it committed unanswered."""
-    given = stdin or StdinChunks(sys.stdin.fileno())
-    taken = stdout or StdoutLines(sys.stdout.fileno())
+    given = StdinChunks(sys.stdin.fileno())
+    taken = StdoutLines(sys.stdout.fileno())
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
     server_reads: ServerReads
     to_server, server_reads = anyio.create_memory_object_stream(0)

@@ -209,23 +209,33 @@ def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in prop.get("anyOf", [prop]) if isinstance(b, dict)]
 
 
+def property_bounds(prop_name: str, prop: dict[str, Any], *, in_query: bool) -> None:
+    """What the service enforces on one property beyond msgspec's schema:
+    unique arrays, integers within 64 bits, expiries as `date-time`, a
+    query's search `q`. The OpenAPI document and the MCP tool schemas both
+    state it through this one function, so that neither says less."""
+    if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
+        prop["uniqueItems"] = True
+    for branch in _alternatives(prop):
+        if branch.get("type") == "integer":
+            branch.setdefault("maximum", INT64_MAX)
+            branch.setdefault("minimum", -INT64_MAX - 1)
+        if branch.get("type") == "string" and prop_name in DATE_TIMES:
+            branch["format"] = "date-time"
+        if branch.get("type") == "string" and prop_name == "q" and in_query:
+            branch.update(SEARCH_TEXT)
+            prop.setdefault("description", SEARCH_NOTE)
+
+
 def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:
     for name, schema in schemas.items():
         properties = schema.get("properties", {})
         for prop_name, prop in properties.items():
-            if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
-                prop["uniqueItems"] = True
-            for branch in _alternatives(prop):
-                if branch.get("type") == "integer":
-                    branch.setdefault("maximum", INT64_MAX)
-                    branch.setdefault("minimum", -INT64_MAX - 1)
-                    if name not in queries:
-                        prop.setdefault("description", INTEGER_NOTE)
-                if branch.get("type") == "string" and prop_name in DATE_TIMES:
-                    branch["format"] = "date-time"
-                if branch.get("type") == "string" and prop_name == "q" and name in queries:
-                    branch.update(SEARCH_TEXT)
-                    prop.setdefault("description", SEARCH_NOTE)
+            property_bounds(prop_name, prop, in_query=name in queries)
+            if name not in queries and "integer" in {b.get("type") for b in _alternatives(prop)}:
+                # a REST body is decoded strictly: 2.0 is no integer there
+                # (the MCP tools take it, so their schemas do not say this)
+                prop.setdefault("description", INTEGER_NOTE)
         state_text_bounds(name, properties)
         fields = PATCH_FIELDS.get(name)
         if fields:

@@ -316,11 +316,6 @@ class Reach:
     variables: int
 
 
-def fragment_uses(document: DocumentNode) -> int:
-    """The number of fragments each operation reaches, summed over the operations."""
-    return reach(document).fragments
-
-
 def reach(document: DocumentNode) -> Reach:
     """The fragments each operation reaches, and their fields, summed over the
     operations.

@@ -3,7 +3,7 @@ matched tasks' rows, and the matched knowledge records as packet items,
 built by SQLite in one statement.
 
 A packet carries up to 100 full knowledge objects. Shaping them in Python
-(`knowledge_store.knowledge_json`) parses five JSON lists per record and
+(knowledge/store.py's `knowledge_json`) parses five JSON lists per record and
 builds two nested dicts, which was the largest share of the packet's own
 time after the search. Here SQLite builds every object with `json_object`
 (the stored lists are already JSON, so `json(...)` embeds them as they

@@ -1,9 +1,10 @@
 """Idempotency receipts: the one way every mutation runs.
 
-`run_mutation` takes the writer, looks up the caller's receipt for the key,
-replays it or refuses a changed request, and otherwise runs the unit of work,
-then stores the receipt, all in one transaction with the unit's event. A
-request still running with the same key answers `idempotency_in_flight`.
+`run_mutation` looks up the caller's receipt for the key by a point read,
+without the writer, and replays it or refuses a changed request. A key with
+no receipt goes to the writer, which looks again, runs the unit of work and
+stores the receipt, all in one transaction with the unit's event. A request
+still running with the same key answers `idempotency_in_flight`.
 """
 
 from __future__ import annotations

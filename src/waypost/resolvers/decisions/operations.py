@@ -2,8 +2,8 @@
 
 A decision is a narrow question that gates the tasks it affects until it is
 answered with a live allow. Generation 1 is written here; answers live in
-`decision_answers`, reopening in `decision_reopen`, timeouts in
-`decision_sweep`, and the status rule in `decision_status`.
+answers.py, reopening in reopen.py, timeouts in timeouts.py, and the status
+rule in status.py.
 """
 
 from __future__ import annotations

@@ -19,16 +19,16 @@ from waypost.resolvers.decisions.status import Status, decision_status
 
 
 def pin_tasks(
-    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], field: str = "task_ids"
+    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str]
 ) -> list[tuple[str, int]]:
     """(task id, current revision) for each id, in order; unknown ids are a 400."""
     for i, task_id in enumerate(task_ids):
         if task_id in task_ids[:i]:
-            raise InvalidRequest.field(f"{field}[{i}]", "each task may be listed once")
+            raise InvalidRequest.field(f"task_ids[{i}]", "each task may be listed once")
     revisions = store.task_revisions(conn, project_id, task_ids)
     for i, task_id in enumerate(task_ids):
         if task_id not in revisions:
-            raise InvalidRequest.field(f"{field}[{i}]", "no such task in this project")
+            raise InvalidRequest.field(f"task_ids[{i}]", "no such task in this project")
     return [(task_id, revisions[task_id]) for task_id in task_ids]
 
 
@@ -46,19 +46,19 @@ def ensure_no_publication(conn: sqlite3.Connection, task_ids: Sequence[str]) -> 
         )
 
 
-def future_instant(value: str | None, now: datetime, field: str = "expires_at") -> str | None:
+def future_instant(value: str | None, now: datetime) -> str | None:
     """A client-sent expiry, normalised; it must carry an offset and lie in the future."""
     if value is None:
         return None
     try:
         moment = parse_time(value)
     except ValueError as exc:
-        raise InvalidRequest.field(field, str(exc)) from exc
+        raise InvalidRequest.field("expires_at", str(exc)) from exc
     # Compared as it will be stored (whole milliseconds), so an accepted expiry has
     # never already passed.
     moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
     if moment <= now:
-        raise InvalidRequest.field(field, "the expiry must lie in the future")
+        raise InvalidRequest.field("expires_at", "the expiry must lie in the future")
     return format_time(moment)
 
 

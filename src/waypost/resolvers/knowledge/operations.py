@@ -4,8 +4,7 @@ Knowledge is advisory evidence, never binding policy: nothing here writes
 `projects.rules`, and every record carries its status. Each identity is an
 immutable sequence of revisions; a correction writes the next one under
 `expected_revision` and never touches an earlier one. Request models live in
-knowledge_models, row handling in knowledge_store, feedback in
-knowledge_feedback.
+models.py, the SQL in store.py, feedback in feedback.py.
 """
 
 from __future__ import annotations

@@ -356,8 +356,9 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     return result
 
 
-# The generation and answer JSON key each field of the fast path reads (a
-# test checks that every registered field of the two types is here).
+# The generation and answer JSON key each field of the fast path reads: the
+# registrations below are made from these tables, and `_generation_keys`
+# reads only the keys a query selects.
 GENERATION_KEYS: dict[str, str] = {
     "generation": "generation",
     "affected": "affected",
@@ -423,32 +424,13 @@ _register("Decision", {
     "project": ref("project", _projects, "project_id"),
     "generations": _generations,
 })  # fmt: skip
+# each field reads its key; a principal's field reads the principal it names
 _register("DecisionGeneration", {
-    "generation": key("generation"),
-    "affected": key("affected"),
-    "policyRevision": key("policy_revision"),
-    "environment": key("environment"),
-    "conditions": key("conditions"),
-    "expiresAt": key("expires_at"),
-    "reopenRationale": key("reopen_rationale"),
-    "actorId": key("actor_id"),
-    "actorSessionId": key("actor_session_id"),
-    "at": key("at"),
-    "answer": key("answer"),
+    **{name: key(json_key) for name, json_key in GENERATION_KEYS.items()},
     "actor": ref("principal", _principals, "actor_id"),
 })  # fmt: skip
 _register("DecisionAnswer", {
-    "disposition": key("disposition"),
-    "answer": key("answer"),
-    "rationale": key("rationale"),
-    "conditionsConfirmed": key("conditions_confirmed"),
-    "actorId": key("actor_id"),
-    "actorSessionId": key("actor_session_id"),
-    "relayed": key("relayed"),
-    "relay": key("relay"),
-    "relayPolicyRevision": key("relay_policy_revision"),
-    "timedOut": key("timed_out"),
-    "at": key("at"),
+    **{name: key(json_key) for name, json_key in ANSWER_KEYS.items()},
     "actor": ref("principal", _principals, "actor_id"),
     "authorizedBy": ref("principal", _principals, "authorized_by"),
 })  # fmt: skip
