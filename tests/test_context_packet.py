@@ -110,6 +110,48 @@ async def test_pending_and_invalidated_decisions_come_first(
     assert {d["status"] for d in decisions} == {"stale"}
 
 
+async def test_a_tasks_expired_and_stale_decisions_come_first_and_others_do_not(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The task's decisions judged by their stored state: an allow past its
+    expiry is `expired` (its task's edit notwithstanding), an allow whose
+    task was edited is `stale`; a live denial and another task's pending
+    decision stay out."""
+    a = await task(human, "zebra")
+    other = await task(human, "other")
+    expiring = await human.post(
+        "/api/v1/projects/demo/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": [a["id"]], "environment": "staging",
+         "expires_at": "2026-11-29T18:10:00Z"},
+    )  # fmt: skip
+    assert expiring.status_code == 201, expiring.text
+    expired = expiring.json()["id"]
+    await allow(human, expired)
+    service.clock.advance(seconds=1)
+    stale = await open_decision(human, a["id"], other["id"])
+    await allow(human, stale)
+    await open_decision(human, other["id"])
+    edit = await human.patch(
+        f"/api/v1/projects/demo/tasks/{a['id']}",
+        {"expected_revision": a["revision"], "description": "changed"},
+    )
+    assert edit.status_code == 200, edit.text
+    # a denial pinned to the edited revision is no stale decision
+    denied = await open_decision(human, a["id"])
+    r = await human.post(
+        f"/api/v1/projects/demo/decisions/{denied}/answer",
+        {"expected_generation": 1, "disposition": "deny", "answer": "Stop",
+         "rationale": "no", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    service.clock.advance(minutes=20)
+    packet = await context(human, "nothingmatchesthis", task_id=a["id"])
+    assert [(i["id"], i["status"]) for i in packet["items"]] == [
+        (expired, "expired"), (stale, "stale")
+    ]  # fmt: skip
+
+
 async def test_an_activitys_packet_lists_the_decisions_that_gate_it(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -178,3 +178,22 @@ async def test_a_ready_task_list_walks_the_ready_tasks_alone(
         service, lambda c: task_store.count_rows(c, project, ready=True, ready_params=ready)
     )
     assert any("tasks_claimable (project_id=?)" in p for p in plans), plans
+
+
+async def test_a_packets_decisions_for_a_task_start_from_that_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The context packet's unresolved decisions for a task walked every
+    decision of the project, each judged by its pins (117 ms at 50,000
+    decisions for a task that had none); they start from the task's own
+    decisions now, and judge each by its stored state."""
+    from waypost.resolvers.decisions.lists_store import unresolved_ids
+    from waypost.resolvers.decisions.operations import UNRESOLVED
+
+    now = service.clock.iso()
+    plans = await _plans(
+        service, lambda c: unresolved_ids(c, project, now, UNRESOLVED, ["task_a"], 21)
+    )
+    assert any("decision_affected_by_task (task_id=?)" in p for p in plans), plans
+    assert not any("decisions_by_project" in p for p in plans), plans
+    assert not any("SUBQUERY" in p and "CORRELATED" in p for p in plans), plans
