@@ -17,13 +17,20 @@ file:
 - **bare FTS5 over HTTP**: the bare query behind a bare endpoint on the same
   server stack (bench/bare_search.py): no auth, policy, decisions or
   objects, so the floor of any search *service* over this file;
-- **Datasette**: its full-text JSON API over the same `knowledge` table
-  (`/bench/knowledge.json?_search=...&_size=20`, sorted by relevance), a
-  `datasette serve` subprocess with its defaults (its own 1,000 ms SQL time
-  limit: a search it ends is a 400 it counts as an error).
+- **Datasette**: a `datasette serve` subprocess over the same `knowledge`
+  table (its own 1,000 ms SQL time limit: a search it ends is a 400 it
+  counts as an error), three ways: its full-text JSON API
+  (`/bench/knowledge.json?_search=...&_size=20`) with its defaults, which
+  do not rank (matches in `id` order) but count the matches and suggest
+  facets; the same with `_nocount=1&_nosuggest=1`; and its SQL API running
+  the ranked top 20 (`ORDER BY rank`), the same work as the packet's
+  knowledge search.
 
 Queries are 1-3 words drawn from the corpus' own Zipf distribution, so common
-words (matching most records) come up as often as they would in practice.
+words (matching most records) come up as often as they would in practice;
+words drawn independently and all required often match nothing (about half
+the queries at 10k), so the p50s are printed again split by whether the
+query matched anything.
 The machine is shared: figures are noisy and only comparable within one run.
 """
 
@@ -41,10 +48,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from bench.corpus import Corpus, seed
+from bench.store import percentile
 from bench.wire import Answer, WireClient
 from waypost.resolvers.access import principals
 from waypost.resolvers.context.search import escape_fts
@@ -70,9 +79,10 @@ class Row:
         """The row's time budget is spent (queries are random: a prefix is a fair sample)."""
         return len(self.samples) >= MIN_SAMPLES and time.perf_counter() - started > ROW_BUDGET
 
-    def pct(self, q: float) -> float:
-        ordered = sorted(self.samples)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+    def pct(self, q: float, only: list[bool] | None = None) -> float:
+        """The nearest-rank percentile, of the queries `only` marks when given."""
+        picked = [s for i, s in enumerate(self.samples) if only is None or only[i]]
+        return percentile(picked, q) if picked else float("nan")
 
 
 def prepare(directory: Path, knowledge: int) -> tuple[Path, str]:
@@ -173,7 +183,7 @@ def timed(row: Row, run: Callable[[], Answer | None]) -> Answer | None:
 
 def interleaved(
     path: Path, token: str, queries: list[str], limit_ms: int
-) -> tuple[list[Row], float]:
+) -> tuple[list[Row], float, list[bool]]:
     """Every row measured query by query in turn, so that all rows see the same
     load (the machine is shared): the bare query in-process (both forms), the
     bare query over HTTP, the packet over HTTP, and GET policy. The first of
@@ -187,10 +197,14 @@ def interleaved(
     # otherwise hand one row the pages the other just read (each server
     # process has its own cache too; only the OS cache is shared by all).
     connections = {BARE_RANK: sqlite3.connect(path), BARE_BM25: sqlite3.connect(path)}
+    matched: list[bool] = []  # query i matched a record or task (the bare query's answer)
 
     def in_process(sql: str, match: str) -> None:
+        found = 0
         for table in ("knowledge_fts", "tasks_fts"):
-            connections[sql].execute(sql.format(t=table), (match,)).fetchall()
+            found += len(connections[sql].execute(sql.format(t=table), (match,)).fetchall())
+        if sql == BARE_RANK:
+            matched.append(found > 0)
 
     serve, base = start_server(
         ["waypost.cli", "serve", "--db", str(path), "--lifecycle-port", "0",
@@ -247,14 +261,38 @@ def interleaved(
         stop(serve)
         for conn in connections.values():
             conn.close()
-    return [bare, bm25, over_http, context, floor], rss
+    return [bare, bm25, over_http, context, floor], rss, matched
 
 
-def datasette_http(path: Path, queries: list[str]) -> Row | None:
+# Datasette's table API does not rank a `_search`: it answers the matches in
+# `id` order (its SQL: `where rowid in (select rowid from knowledge_fts where
+# knowledge_fts match ...) order by id`), and by default also counts them and
+# suggests facets. So three rows: the table API as a user gets it, the same
+# without the count and the suggestions (the least it does), and its SQL API
+# running the ranked top 20 (the same work as the packet's knowledge search).
+RANKED_SQL = (
+    "select k.* from knowledge k join (select rowid from knowledge_fts"
+    " where knowledge_fts match :q order by rank limit 20) f on k.rowid = f.rowid"
+)
+
+
+def _datasette_requests(name: str) -> list[tuple[str, str, Callable[[str], dict[str, Any]]]]:
+    table = f"/{name}/knowledge.json"
+    return [
+        ("Datasette _search, defaults (unranked, count, facets)", table,
+         lambda q: {"_search": q, "_size": 20}),
+        ("Datasette _search&_nocount&_nosuggest (unranked)", table,
+         lambda q: {"_search": q, "_size": 20, "_nocount": 1, "_nosuggest": 1}),
+        ("Datasette SQL API, ranked top 20 (ORDER BY rank)", f"/{name}.json",
+         lambda q: {"sql": RANKED_SQL, "q": escape_fts(q.split())}),
+    ]  # fmt: skip
+
+
+def datasette_http(path: Path, queries: list[str]) -> list[Row]:
     executable = shutil.which("datasette") or str(Path(sys.executable).parent / "datasette")
     if not Path(executable).exists():
-        print("  datasette is not installed (pip install -e '.[bench]'): row skipped")
-        return None
+        print("  datasette is not installed (pip install -e '.[bench]'): rows skipped")
+        return []
     port = free_port()
     name = path.stem  # Datasette names the database after its file
     # Datasette finds an FTS table by `content="knowledge"`; ours is spelled
@@ -266,27 +304,30 @@ def datasette_http(path: Path, queries: list[str]) -> Row | None:
         [executable, "serve", str(path), "--port", str(port), "--metadata", str(metadata)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
-    row = Row("Datasette knowledge.json?_search (its defaults)")
+    rows: list[Row] = []
     try:
         base = f"http://127.0.0.1:{port}"
         wait_up(f"{base}/-/versions.json", process)
         with WireClient(base) as client:
-            for q in queries[:5]:
-                client.get(f"/{name}/knowledge.json", params={"_search": q, "_size": 20})
-            started = time.perf_counter()
-            for q in queries:
-                if row.spent(started):
-                    break
-                start = time.perf_counter()
-                r = client.get(f"/{name}/knowledge.json", params={"_search": q, "_size": 20})
-                row.samples.append(time.perf_counter() - start)
-                if r.status_code != 200:
-                    row.errors += 1
-                    if "interrupted" in r.text or "too long" in r.text:
-                        row.limited += 1
+            for label, route, params in _datasette_requests(name):
+                row = Row(label)
+                for q in queries[:5]:
+                    client.get(route, params=params(q))
+                started = time.perf_counter()
+                for q in queries:
+                    if row.spent(started):
+                        break
+                    start = time.perf_counter()
+                    r = client.get(route, params=params(q))
+                    row.samples.append(time.perf_counter() - start)
+                    if r.status_code != 200:
+                        row.errors += 1
+                        if "interrupted" in r.text or "too long" in r.text:
+                            row.limited += 1
+                rows.append(row)
     finally:
         stop(process)
-    return row
+    return rows
 
 
 def plan(path: Path) -> list[str]:
@@ -314,24 +355,46 @@ def paired_median(row: Row, base: Row) -> float:
     return statistics.median(r / b for r, b in zip(row.samples, base.samples, strict=False))
 
 
-def report(size: int, rows: list[Row], over_http: Row, rss: float, queries: int) -> None:
-    """Percentiles and ratios: `x` against the bare query in-process (rows[0]),
-    `xH` against the bare query over HTTP; `q x`: the median of the per-query
-    ratios to the bare query in-process (the p50 of each row falls where the
-    cost of a query climbs steeply, so their quotient swings between runs;
-    this one does not: docs/context.md)."""
-    print(f"\n  {size} knowledge + {size // 10} tasks, {queries} queries of 1-3 words")
-    base = rows[0]
-    print(f"  {'':48} {'p50':>9} {'p90':>9} {'p99':>9} {'p50 x':>6} {'p99 x':>6}"
-          f" {'p50 xH':>6} {'p99 xH':>6} {'q x':>6} {'limited':>8}"
+def report(
+    size: int, rows: list[Row], over_http: Row, rss: float, queries: int, matched: list[bool]
+) -> None:
+    """Percentiles and ratios: `x` against the bare query in-process (rows[0],
+    `ORDER BY rank`), `xB` against its bm25() form (rows[1], the form the
+    packet's search uses, and the cheaper), `xH` against the bare query over
+    HTTP; `q x`: the median of the per-query ratios to the bare query
+    in-process (the p50 of each row falls where the cost of a query climbs
+    steeply, so their quotient swings between runs; this one does not:
+    docs/context.md). Then the same p50s split by whether the query matched
+    anything: a query of independent words often matches nothing, and those
+    measure the fixed cost of an answer, not the search."""
+    print(f"\n  {size} knowledge + {size // 10} tasks, {queries} queries of 1-3 words,"
+          f" {sum(matched)} of {len(matched)} run matching something")  # fmt: skip
+    base, bm25 = rows[0], rows[1]
+    print(f"  {'':56} {'p50':>9} {'p90':>9} {'p99':>9} {'p50 x':>6} {'p50 xB':>6}"
+          f" {'p99 x':>6} {'p50 xH':>6} {'p99 xH':>6} {'q x':>6} {'limited':>8}"
           f" {'errors':>6} {'n':>4}")  # fmt: skip
     for r in rows:
         print(
-            f"  {r.name:48} {r.pct(0.5) * 1e3:7.2f}ms {r.pct(0.9) * 1e3:7.1f}ms"
+            f"  {r.name:56} {r.pct(0.5) * 1e3:7.2f}ms {r.pct(0.9) * 1e3:7.1f}ms"
             f" {r.pct(0.99) * 1e3:7.1f}ms {r.pct(0.5) / base.pct(0.5):6.1f}"
+            f" {r.pct(0.5) / bm25.pct(0.5):6.1f}"
             f" {r.pct(0.99) / base.pct(0.99):6.1f} {r.pct(0.5) / over_http.pct(0.5):6.1f}"
             f" {r.pct(0.99) / over_http.pct(0.99):6.1f} {paired_median(r, base):6.1f}"
             f" {r.limited / len(r.samples):7.1%} {r.errors:6d} {len(r.samples):4d}"
+        )
+    empty = [not m for m in matched]
+    print(f"  {'p50 split by the query':56} {'matching':>9} {'x':>6} {'xB':>6}"
+          f" {'empty':>9} {'x':>6} {'xB':>6}")  # fmt: skip
+    for r in rows:
+        hit = [m for m, _ in zip(matched, r.samples, strict=False)]
+        miss = [e for e, _ in zip(empty, r.samples, strict=False)]
+        print(
+            f"  {r.name:56} {r.pct(0.5, hit) * 1e3:7.2f}ms"
+            f" {r.pct(0.5, hit) / base.pct(0.5, matched):6.1f}"
+            f" {r.pct(0.5, hit) / bm25.pct(0.5, matched):6.1f}"
+            f" {r.pct(0.5, miss) * 1e3:7.2f}ms"
+            f" {r.pct(0.5, miss) / base.pct(0.5, empty):6.1f}"
+            f" {r.pct(0.5, miss) / bm25.pct(0.5, empty):6.1f}"
         )
     print(f"  serve peak RSS {rss:.0f} MB")
 
@@ -341,10 +404,8 @@ def run_suite(directory: Path, sizes: list[int], queries: int) -> None:
         print(f"\n-- size {size}", flush=True)
         path, token = prepare(directory, size)
         asked = Corpus(seed=2026).queries(queries)
-        rows, rss = interleaved(path, token, asked, 1000)
+        rows, rss, matched = interleaved(path, token, asked, 1000)
         over_http = rows[2]
-        datasette = datasette_http(path, asked)
-        if datasette is not None:
-            rows.append(datasette)
-        report(size, rows, over_http, rss, queries)
+        rows += datasette_http(path, asked)
+        report(size, rows, over_http, rss, queries, matched)
         print("  plan of the packet's search: " + "; ".join(plan(path)))

@@ -7,7 +7,7 @@ import os
 import time
 
 from bench.context import Row, paired_median
-from bench.store import process_cpu_seconds
+from bench.store import percentile, process_cpu_seconds
 
 
 def test_the_paired_median_compares_each_query_with_itself() -> None:
@@ -18,6 +18,21 @@ def test_the_paired_median_compares_each_query_with_itself() -> None:
     row = Row("packet", samples=[3.0, 1.0, 200.0])
     assert row.pct(0.5) / base.pct(0.5) == 0.3
     assert paired_median(row, base) == 2.0
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    """`int(q * n)` was one rank high: p99 of 100 samples was their maximum."""
+    hundred = [float(i) for i in range(100, 0, -1)]
+    assert (percentile(hundred, 0.5), percentile(hundred, 0.99)) == (50.0, 99.0)
+    assert percentile([float(i) for i in range(1, 201)], 0.99) == 198.0
+    assert percentile([7.0], 0.99) == 7.0
+
+
+def test_a_rows_percentile_can_take_the_queries_that_matched_alone() -> None:
+    row = Row("packet", samples=[1.0, 5.0, 2.0, 6.0, 7.0])
+    matched = [False, True, False, True, True]
+    assert row.pct(0.5, matched) == 6.0
+    assert row.pct(0.5, [not m for m in matched]) == 1.0
 
 
 def test_a_row_cut_short_is_paired_over_the_queries_it_ran() -> None:
