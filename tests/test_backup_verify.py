@@ -271,6 +271,15 @@ async def test_verify_finds_a_decisions_stored_state_changed_around_the_triggers
         "the stored state is of generation 7, the current generation is 1": (
             "UPDATE decision_holds SET generation = 7"
         ),
+        # what the digest, the `pending` filter and the sweep read (0025)
+        "the stored state says answered, its current generation is unanswered": (
+            "UPDATE decision_holds SET answered = 1"
+        ),
+        "the stored state places it in elsewhere at 2026-01-01T00:00:00.000Z, the"
+        " decision is demo's of 2026-11-29T18:00:00.000Z": (
+            "UPDATE decision_holds SET project_id = 'elsewhere',"
+            " created_at = '2026-01-01T00:00:00.000Z'"
+        ),
     }
     for n, (expected, statement) in enumerate(tampering.items()):
         copy = tmp_path / f"copy{n}.db"

@@ -41,6 +41,7 @@ SHIPPED = {
     "0022_knowledge_tags_in_list_order.sql": "1aa8dc8bd4687fc27b29fd22eb6dc8fc",
     "0023_decision_stale.sql": "2a003710289746887d47da88e39b7359",
     "0024_lifecycle_delivery_id.sql": "cf7c3b5d08a17fe1049357d261c1c53a",
+    "0025_decision_answered.sql": "cf1843ff085378c233dcfb23ec92099f",
 }
 
 _INDEX_LINES = (

@@ -67,9 +67,9 @@ def install(conn: sqlite3.Connection) -> None:
 STATUS_SQL: Final = f"{SQL_FUNCTION}(s.disposition, s.expires_at, :now, s.stale)"
 
 # Each status as an SQL condition over the stored state: `h` the decision's
-# `decision_holds` row (its current generation's expiry and stored `stale`,
-# migration 0023) and `a` that generation's answer (LEFT JOIN, absent when
-# unanswered), `:now` the service time. The same order as `decision_status`
+# `decision_holds` row (its current generation's expiry, stored `stale` and
+# `answered`, migrations 0023 and 0025) and `a` that generation's answer
+# (LEFT JOIN, absent when unanswered), `:now` the service time. The same order as `decision_status`
 # (tests/test_decisions_status.py compares the two on every combination of
 # their inputs), without a call into Python or a comparison of pins per
 # decision: the lists' status filters and counts read these.
@@ -77,7 +77,8 @@ _LIVE = "(h.expires_at IS NULL OR h.expires_at > :now) AND "
 STATUS_WHERE: Final[dict[str, str]] = {
     "expired": "h.expires_at <= :now",
     "stale": f"{_LIVE}h.stale = 1",
-    "pending": f"{_LIVE}h.stale = 0 AND a.disposition IS NULL",
+    # `h` alone: the unanswered decisions are a partial index (0025)
+    "pending": f"{_LIVE}h.stale = 0 AND h.answered = 0",
     **{
         status: f"{_LIVE}h.stale = 0 AND a.disposition = '{disposition}'"
         for disposition, status in _BY_DISPOSITION.items()

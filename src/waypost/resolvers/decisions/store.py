@@ -268,10 +268,16 @@ MAY_TIME_OUT: Final = (
 def due_for_timeout(
     conn: sqlite3.Connection, cutoff: str, now_at: str, count: int
 ) -> list[sqlite3.Row]:
-    """Up to `count` pending decisions that may time out and opened at or before `cutoff`."""
+    """Up to `count` pending decisions that may time out and opened at or before `cutoff`.
+
+    From the unanswered decisions alone (migration 0025's partial index): a
+    pending one is one of them, and walking every reversible decision ever
+    made cost each pass 32 ms at 50,000 decisions with nothing due."""
     return conn.execute(
         "SELECT s.decision_id, s.project_id, s.generation, s.recommendation, s.opened_by"
-        f" FROM decision_current s WHERE {MAY_TIME_OUT} AND s.opened_at <= :cutoff"
+        " FROM decision_holds h INDEXED BY decision_holds_unanswered"
+        " CROSS JOIN decision_current s ON s.decision_id = h.decision_id"
+        f" WHERE h.answered = 0 AND {MAY_TIME_OUT} AND s.opened_at <= :cutoff"
         f" AND {STATUS_SQL} = 'pending' ORDER BY s.opened_at, s.decision_id LIMIT :n",
         {"cutoff": cutoff, "now": now_at, "n": count},
     ).fetchall()
