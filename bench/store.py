@@ -274,6 +274,8 @@ def percentile(samples: list[float], q: float) -> float:
     them at or below it (`int(q * n)` was one rank high: p99 of 100 samples
     was their maximum)."""
     ordered = sorted(samples)
+    if not ordered:
+        return math.nan  # a server that answered no request as asked
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
@@ -310,6 +312,9 @@ async def measure(targets: list[Target], rounds: int, seconds: float, n: int) ->
     for t in targets:
         if t.name.startswith("waypost ") and "before" not in t.name:
             bare = by_name[t.name.replace("waypost", "bare", 1)]
+            if not bare.latencies:
+                print(f"{t.name} / {bare.name} throughput: no ratio ({bare.name} created nothing)")
+                continue
             ratio = (len(t.latencies) / t.seconds) / (len(bare.latencies) / bare.seconds)
             refused = ""
             if t.failures or bare.failures:

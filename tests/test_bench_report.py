@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 
@@ -51,3 +52,8 @@ def test_a_process_cpu_time_grows_with_its_work_and_is_none_when_gone() -> None:
     after = process_cpu_seconds(os.getpid())
     assert after is not None and after > before
     assert process_cpu_seconds(2**22 + 1) is None  # past Linux's largest pid
+
+
+def test_a_percentile_of_no_samples_is_nan() -> None:
+    """A server that answered no create as asked has no latencies to rank."""
+    assert math.isnan(percentile([], 0.5))
