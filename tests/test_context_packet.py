@@ -72,6 +72,16 @@ async def test_equal_ranks_come_back_in_id_order(human: Caller, project: str) ->
     assert ids(await context(human, "identical")) == first
 
 
+async def test_a_task_and_a_record_of_equal_rank_come_back_in_id_order(
+    human: Caller, project: str
+) -> None:
+    """docs/context.md: equal ranks are ordered by the item's id, across types
+    too (the test above has records alone)."""
+    made = await task(human, "identical", description="identical")
+    record = await knowledge(human, "identical", body="identical")
+    assert ids(await context(human, "identical")) == sorted([made["id"], record["id"]])
+
+
 async def test_operators_and_quotes_are_searched_as_words(human: Caller, project: str) -> None:
     record = await knowledge(human, "use NEAR and OR wisely", body='say "hello" to title:x')
     for q in ['"hello"', "NEAR", "OR", "title:x", "hello*", 'NEAR("a" "b")', "(", "^hello", "-"]:

@@ -124,6 +124,9 @@ async def test_at_the_instant_a_lease_expires_it_has_expired(
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
     service.clock.advance(seconds=0.001)
     assert service.clock.iso() == lease["expires_at"]
+    # an ordinary claim's refusal names it among the expired leases then too
+    status, code, details = error(await other.post("/api/v1/projects/demo/claims", {}))
+    assert (status, details.get("expired_leases")) == (404, [task["id"]]), details
     status, code, details = error(await agent.post(task_path(task["id"], "renew")))
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_expired")
     recovered = await other.post(task_path(task["id"], "recover"))

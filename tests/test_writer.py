@@ -368,6 +368,30 @@ async def test_every_queued_write_answers_503_within_its_own_busy_timeout(
     assert slowest < budget, sorted(round(e, 2) for e, _, _ in answers)
 
 
+async def test_a_write_queued_behind_another_keeps_its_own_busy_budget(
+    tmp_path: Path, locked_by_another_process: Callable[[Path], None]
+) -> None:
+    """With a busy timeout longer than the contract's one second of grace, a
+    write queued behind one still waiting must not wait a whole timeout of
+    its own after the first's ends (the 400 ms test above cannot tell)."""
+    settings = Settings(db_path=tmp_path / "slow.db", sweep_interval=3600, busy_timeout_ms=2000)
+    async with serving(settings, MovableClock()) as patient:
+        human: Caller = await patient.principal("human")
+        r = await human.post("/api/v1/projects", {"id": "demo", "name": "D"})
+        assert r.status_code == 201
+        locked_by_another_process(patient.db_path)
+
+        async def one(delay: float, i: int) -> tuple[float, int]:
+            await asyncio.sleep(delay)
+            sent = time.monotonic()
+            r = await human.post("/api/v1/projects", {"id": f"p{i}", "name": "P"})
+            return time.monotonic() - sent, r.status_code
+
+        answers = await asyncio.gather(one(0.0, 1), one(0.5, 2))
+    assert [status for _, status in answers] == [503, 503]
+    assert max(elapsed for elapsed, _ in answers) < 2.0 + 1.0, answers
+
+
 async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
     impatient: Service,
     locked_by_another_process: Callable[[Path], None],
