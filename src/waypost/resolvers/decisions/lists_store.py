@@ -4,8 +4,10 @@ Plain functions over one `sqlite3.Connection`, as in store.py. Statuses come
 from `STATUS_SQL` over a `decision_current` row `s` (derived from the
 history, as the gate derives them), except the lists' and counts' status
 filters and the context packet's unresolved decisions, which read the stored
-state (`STATUS_WHERE`, migration 0023) that `admin verify` and the
-gate-state tests hold to the same answer.
+state (`STATUS_WHERE`, migrations 0023 and 0025), and the digest's pending
+and timing-out lists, which start from the unanswered decisions
+(`_UNANSWERED`): `admin verify` and the gate-state tests hold the stored
+state to the history.
 """
 
 from __future__ import annotations

@@ -69,10 +69,11 @@ STATUS_SQL: Final = f"{SQL_FUNCTION}(s.disposition, s.expires_at, :now, s.stale)
 # Each status as an SQL condition over the stored state: `h` the decision's
 # `decision_holds` row (its current generation's expiry, stored `stale` and
 # `answered`, migrations 0023 and 0025) and `a` that generation's answer
-# (LEFT JOIN, absent when unanswered), `:now` the service time. The same order as `decision_status`
-# (tests/test_decisions_status.py compares the two on every combination of
-# their inputs), without a call into Python or a comparison of pins per
-# decision: the lists' status filters and counts read these.
+# (LEFT JOIN, absent when unanswered), `:now` the service time. The same
+# order as `decision_status` (tests/test_decisions_status.py compares the two
+# on every combination of their inputs), without a call into Python or a
+# comparison of pins per decision: the lists' status filters and counts, and
+# the context packet's unresolved decisions, read these.
 _LIVE = "(h.expires_at IS NULL OR h.expires_at > :now) AND "
 STATUS_WHERE: Final[dict[str, str]] = {
     "expired": "h.expires_at <= :now",
