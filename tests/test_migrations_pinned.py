@@ -42,6 +42,7 @@ SHIPPED = {
     "0023_decision_stale.sql": "2a003710289746887d47da88e39b7359",
     "0024_lifecycle_delivery_id.sql": "cf7c3b5d08a17fe1049357d261c1c53a",
     "0025_decision_answered.sql": "cf1843ff085378c233dcfb23ec92099f",
+    "0026_history_pages_by_rowid.sql": "b8e95fb9605f0b69de203f49e72a513d",
 }
 
 _INDEX_LINES = (

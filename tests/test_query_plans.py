@@ -277,3 +277,90 @@ async def test_a_rules_edit_changes_only_the_released_and_fresh_decisions(
     await _rules_edit_steps(service, project)
     many = await _rules_edit_steps(service, project)
     assert many <= few + 2, (few, many)
+
+
+def _copy_history(conn: sqlite3.Connection, table: str, key: str, owner: str, count: int) -> None:
+    """`count` more rows of one history, copies of its first with the next
+    revision numbers (or fresh ids): what a long-lived record accumulates."""
+    first = dict(conn.execute(f"SELECT * FROM {table} WHERE {key} = ?", (owner,)).fetchone())
+    top = conn.execute(f"SELECT count(*) FROM {table} WHERE {key} = ?", (owner,)).fetchone()[0]
+    for n in range(top + 1, top + count + 1):
+        if "revision" in first:
+            first["revision"] = n
+        else:
+            first["id"] = f"{first['id'][:12]}_{n}"
+        conn.execute(
+            f"INSERT INTO {table} ({', '.join(first)}) VALUES ({', '.join('?' for _ in first)})",
+            list(first.values()),
+        )
+
+
+async def _page_steps(service: Service, call: Any) -> int:
+    """The SQLite VM steps of `call(conn)` (counted one by one: SQLite
+    counts towards the handler's interval per step of a statement, so a
+    coarser count varies with the number of rows)."""
+
+    def unit(conn: sqlite3.Connection) -> int:
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        conn.set_progress_handler(count, 1)
+        try:
+            call(conn)
+        finally:
+            conn.set_progress_handler(None, 0)
+        return steps[0]
+
+    steps: int = await service.rt.db.read(unit)
+    return steps
+
+
+async def test_a_history_page_reads_the_page_not_the_history(
+    service: Service, human: Caller, project: str
+) -> None:
+    """One page of a task's revisions, checkpoints or submissions, or of a
+    record's revisions, numbered the whole history below the cursor to keep
+    a page of it (20-22 ms at 5,000 rows); checkpoints and submissions were
+    indexed by `at`, not by the rowid they page by. A page costs the same
+    at 30 rows as at 1,500 now, forwards and backwards."""
+    from tests.tasks_support import claimed_by_agent, submit, task_path
+    from waypost.resolvers.knowledge.store import revision_rows
+
+    task, agent = await claimed_by_agent(service, human)
+    check = await agent.post(task_path(task["id"], "checkpoint"), {"note": "halfway"})
+    assert check.status_code == 200, check.text
+    await submit(agent, task["id"])
+    record = await create(human, project, title="one")
+    histories = [
+        ("task_revisions", "task_id", task["id"]),
+        ("task_checkpoints", "task_id", task["id"]),
+        ("submissions", "task_id", task["id"]),
+        ("knowledge_revisions", "knowledge_id", record["id"]),
+    ]
+
+    def pages(conn: sqlite3.Connection) -> None:
+        for table, _, owner in histories:
+            for before, backward in ((2**62, False), (10, False), (0, True), (10, True)):
+                others = [owner, "other"]
+                if table == "knowledge_revisions":
+                    if not backward:
+                        revision_rows(conn, others, before, 21)
+                else:
+                    task_store.history_rows(conn, table, others, before, 21, backward)
+        task_store.latest_submission_row(conn, task["id"])
+
+    async def grow(count: int) -> None:
+        def unit(conn: sqlite3.Connection) -> None:
+            for table, key, owner in histories:
+                _copy_history(conn, table, key, owner, count)
+
+        await service.rt.db.write(unit)
+
+    await grow(30)
+    few = await _page_steps(service, pages)
+    await grow(1470)
+    many = await _page_steps(service, pages)
+    assert many <= few + few // 100, (few, many)

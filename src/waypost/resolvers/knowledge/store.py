@@ -106,17 +106,19 @@ def revision_json(row: sqlite3.Row) -> dict[str, Any]:
 
 
 # One page of revisions (newest first) for each of several records in one
-# statement: the window numbers each record's revisions below the cursor, the
-# outer query keeps `limit + 1` of them and counts the feedback bound to each.
+# statement: each record's page is a LIMIT on one range of its primary key
+# (a window numbering every revision below the cursor read the record's
+# whole history: 22 ms at 5,000 revisions), with the feedback bound to each.
 _REVISION_PAGES = """
 SELECT r.*,
   (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
      AND f.revision = r.revision AND f.useful = 1) AS useful,
   (SELECT count(*) FROM knowledge_feedback f WHERE f.knowledge_id = r.knowledge_id
      AND f.revision = r.revision AND f.useful = 0) AS not_useful
-FROM (SELECT *, row_number() OVER (PARTITION BY knowledge_id ORDER BY revision DESC) AS n
-      FROM knowledge_revisions WHERE knowledge_id IN ({marks}) AND revision < ?) AS r
-WHERE r.n <= ? ORDER BY r.knowledge_id, r.revision DESC
+FROM json_each(?) AS k JOIN knowledge_revisions r ON r.knowledge_id = k.value
+  AND r.revision IN (SELECT revision FROM knowledge_revisions
+    WHERE knowledge_id = k.value AND revision < ? ORDER BY revision DESC LIMIT ?)
+ORDER BY r.knowledge_id, r.revision DESC
 """
 
 
@@ -127,8 +129,7 @@ def revision_rows(
     unique = sorted(set(ids))
     found: dict[str, list[sqlite3.Row]] = {i: [] for i in unique}
     if unique:
-        sql = _REVISION_PAGES.format(marks=", ".join("?" for _ in unique))
-        for row in conn.execute(sql, (*unique, before, count)):
+        for row in conn.execute(_REVISION_PAGES, (json.dumps(unique), before, count)):
             found[row["knowledge_id"]].append(row)
     return found
 

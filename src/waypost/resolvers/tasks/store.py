@@ -464,11 +464,15 @@ def history_rows(
     its `position` (the cursor of a page)."""
     position = HISTORY_POSITIONS[table]  # names become SQL: only the known tables
     cmp, order = keyset(True, backward)
+    # Each task's page is a LIMIT on one range of the (task_id, position)
+    # index: a window numbering the task's rows read its whole history to
+    # keep `count` of them (20 ms at 5,000 revisions).
     return conn.execute(
-        f"SELECT * FROM (SELECT h.*, h.{position} AS position, ROW_NUMBER() OVER"
-        f" (PARTITION BY h.task_id ORDER BY h.{position} {order}) AS n"
-        f" FROM {table} h WHERE h.task_id IN (SELECT value FROM json_each(?))"
-        f" AND h.{position} {cmp} ?) WHERE n <= ? ORDER BY task_id, position {order}",
+        f"SELECT h.*, h.{position} AS position FROM json_each(?) AS t"
+        f" JOIN {table} h ON h.{position} IN"
+        f" (SELECT {position} FROM {table} WHERE task_id = t.value AND {position} {cmp} ?"
+        f" ORDER BY {position} {order} LIMIT ?) AND h.task_id = t.value"
+        f" ORDER BY h.task_id, position {order}",
         (ids_param(sorted(set(task_ids))), before, count),
     ).fetchall()
 
