@@ -228,8 +228,7 @@ def test_the_stored_status_conditions_say_what_the_function_says() -> None:
         held = conn.execute(
             "SELECT " + ", ".join(f"({where})" for where in STATUS_WHERE.values()) + " FROM"
             " (SELECT :expires AS expires_at, :stale AS stale,"
-            "  :disposition IS NOT NULL AS answered) h,"
-            " (SELECT :disposition AS disposition) a",
+            "  :disposition IS NOT NULL AS answered, :disposition AS disposition) h",
             {"expires": expires_at, "stale": stale, "disposition": disposition, "now": now},
         ).fetchone()
         matching = [status for status, hit in zip(STATUS_WHERE, held, strict=True) if hit]

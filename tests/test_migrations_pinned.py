@@ -43,6 +43,7 @@ SHIPPED = {
     "0024_lifecycle_delivery_id.sql": "cf7c3b5d08a17fe1049357d261c1c53a",
     "0025_decision_answered.sql": "cf1843ff085378c233dcfb23ec92099f",
     "0026_history_pages_by_rowid.sql": "b8e95fb9605f0b69de203f49e72a513d",
+    "0027_decision_status_indexes.sql": "dde1552280834c141988a20fd1eb0e45",
 }
 
 _INDEX_LINES = (

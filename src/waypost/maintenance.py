@@ -351,9 +351,9 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
     no decision blocks it or its subject (the claim and the ready lists read
     the stored state; a row written around the triggers would mislead them).
     So does each decision's stored state (migrations 0023 and 0025: its
-    row, generation, expiry, `stale`, `answered`, project and creation time,
-    which the decision lists' status filters, the digest and the sweep
-    read)."""
+    row, generation, expiry, `stale`, `answered`, disposition, project and
+    creation time, which the decision lists' status filters, the digest and
+    the sweep read)."""
     status.install(conn)  # the SQL function the history's gate needs
     now = datetime.now(UTC)
     conn.execute("BEGIN")  # one snapshot for the stored state and the history
@@ -378,18 +378,20 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
                             f" {'open' if r['open'] else 'blocked'}, the decisions' history says"
                             f" {'open' if derived else 'blocked'}"
                         )
-        # each decision's stored state (migrations 0023 and 0025)
+        # each decision's stored state (migrations 0023, 0025 and 0027)
         for row in conn.execute(
             "SELECT s.decision_id, s.generation, s.expires_at, s.stale,"
-            " s.disposition IS NOT NULL AS answered, s.project_id, s.created_at,"
+            " s.disposition IS NOT NULL AS answered, s.disposition, s.project_id, s.created_at,"
             " h.decision_id AS stored, h.generation AS stored_generation,"
             " h.expires_at AS stored_expiry, h.stale AS stored_stale,"
-            " h.answered AS stored_answered, h.project_id AS stored_project,"
+            " h.answered AS stored_answered, h.disposition AS stored_disposition,"
+            " h.project_id AS stored_project,"
             " h.created_at AS stored_created_at"
             " FROM decision_current s LEFT JOIN decision_holds h ON h.decision_id = s.decision_id"
             " WHERE h.decision_id IS NULL OR h.generation IS NOT s.generation"
             " OR h.expires_at IS NOT s.expires_at OR h.stale IS NOT s.stale"
             " OR h.answered IS NOT (s.disposition IS NOT NULL)"
+            " OR h.disposition IS NOT s.disposition"
             " OR h.project_id IS NOT s.project_id OR h.created_at IS NOT s.created_at"
         ):
             check.add(f"decision {row['decision_id']}: {_stored_difference(row)}")
@@ -451,6 +453,11 @@ def _stored_difference(row: sqlite3.Row) -> str:
         return (
             f"the stored state says {said[row['stored_answered']]}, its current"
             f" generation is {said[row['answered']]}"
+        )
+    if row["stored_disposition"] != row["disposition"]:
+        return (
+            f"the stored answer is {row['stored_disposition'] or 'none'}, its current"
+            f" generation's is {row['disposition'] or 'none'}"
         )
     said = ("not stale", "stale")
     return f"the stored state says {said[row['stored_stale']]}, its pins say {said[row['stale']]}"

@@ -4,7 +4,8 @@ Plain functions over one `sqlite3.Connection`, as in store.py. Statuses come
 from `STATUS_SQL` over a `decision_current` row `s` (derived from the
 history, as the gate derives them), except the lists' and counts' status
 filters and the context packet's unresolved decisions, which read the stored
-state (`STATUS_WHERE`, migrations 0023 and 0025), and the digest's pending
+state (`STATUS_WHERE`, migrations 0023, 0025 and 0027; each status filter
+walks the partial index of its status, `STATUS_INDEX`), and the digest's pending
 and timing-out lists, which start from the unanswered decisions
 (`_UNANSWERED`): `admin verify` and the gate-state tests hold the stored
 state to the history.
@@ -18,7 +19,12 @@ from collections.abc import Sequence
 from typing import Final
 
 from waypost.pagination import keyset
-from waypost.resolvers.decisions.status import STATUS_FROM, STATUS_SQL, STATUS_WHERE
+from waypost.resolvers.decisions.status import (
+    STATUS_FROM,
+    STATUS_INDEX,
+    STATUS_SQL,
+    STATUS_WHERE,
+)
 from waypost.resolvers.decisions.store import MAY_TIME_OUT
 from waypost.resolvers.decisions.timeouts import TIMEOUT
 
@@ -34,15 +40,21 @@ _CURRENT: Final = (
 )
 
 
-def _of_status(status: str | None) -> tuple[str, str]:
-    """(FROM, WHERE) additions of a status filter: the status from the stored
-    state (`STATUS_WHERE`), which compares no pins. Computing it per decision
-    (the pins of each, a call into Python) cost 11-16 ms per count at 3,200
-    decisions. An unknown status matches nothing. Without a filter, the
-    decisions that have their current generation, as `decision_current`."""
-    if status is None:
-        return _CURRENT, ""
-    return STATUS_FROM, f" AND {STATUS_WHERE.get(status, '0')}"
+def _of_status(status: str) -> str:
+    """The decisions of one status, `h`, in list order: one range of the
+    partial index that holds that status (`STATUS_INDEX`, migrations 0025
+    and 0027), read from the stored state, which compares no pins. Computing
+    each decision's status (its pins, a call into Python) cost 11-16 ms per
+    count at 3,200 decisions; walking the project's decisions for a status
+    few of them have, 77 ms a page at 50,000. INDEXED BY: the planner may
+    otherwise take the index of fresh decisions, which holds every decision
+    since the last rules edit. An unknown status matches nothing."""
+    if status not in STATUS_INDEX:
+        return "decision_holds h WHERE 0"
+    return (
+        f"decision_holds h INDEXED BY {STATUS_INDEX[status]}"
+        f" WHERE h.project_id = :project AND {STATUS_WHERE[status]}"
+    )
 
 
 def unresolved_ids(
@@ -86,12 +98,8 @@ def unresolved_ids(
     return [r["id"] for r in rows]
 
 
-# The project's unanswered decisions, `h`, in list order: one range of
-# migration 0025's partial index. A pending decision is one of them, so the
-# `pending` filter walks these alone (a walk of every decision of the
-# project took 77 ms at 50,000 for a page of the few pending ones). INDEXED
-# BY: the planner may otherwise take the index of fresh decisions, which
-# holds every decision since the last rules edit.
+# The project's unanswered decisions, `h`, in list order (a pending
+# decision is one of them): the digest's pending and timing-out lists.
 _UNANSWERED_INDEX = "decision_holds h INDEXED BY decision_holds_unanswered"
 _UNANSWERED = f"{_UNANSWERED_INDEX} WHERE h.project_id = :project AND h.answered = 0"
 
@@ -109,37 +117,31 @@ def list_page_rows(
     (created_at, id) `after` in creation order, optionally of one status;
     backward (GraphQL `last`): those before it, in reverse order."""
     cmp, order = keyset(False, backward)
-    if status == "pending":
+    params = {"project": project_id, "at": after[0], "id": after[1], "now": now_at, "n": count}
+    if status is not None:
         return conn.execute(
-            f"SELECT h.decision_id, h.created_at FROM {_UNANSWERED}"
-            f" AND (h.created_at, h.decision_id) {cmp} (:at, :id) AND {STATUS_WHERE[status]}"
+            f"SELECT h.decision_id, h.created_at FROM {_of_status(status)}"
+            f" AND (h.created_at, h.decision_id) {cmp} (:at, :id)"
             f" ORDER BY h.created_at {order}, h.decision_id {order} LIMIT :n",
-            {"project": project_id, "at": after[0], "id": after[1], "now": now_at, "n": count},
+            params,
         ).fetchall()
-    joined, where = _of_status(status)
     return conn.execute(
-        f"SELECT d.id AS decision_id, d.created_at FROM decisions d{joined}"
-        f" WHERE d.project_id = :project AND (d.created_at, d.id) {cmp} (:at, :id){where}"
+        f"SELECT d.id AS decision_id, d.created_at FROM decisions d{_CURRENT}"
+        f" WHERE d.project_id = :project AND (d.created_at, d.id) {cmp} (:at, :id)"
         f" ORDER BY d.created_at {order}, d.id {order} LIMIT :n",
-        {"project": project_id, "at": after[0], "id": after[1], "now": now_at, "n": count},
-    ).fetchall()  # fmt: skip
+        params,
+    ).fetchall()
 
 
 def count_of_status(
     conn: sqlite3.Connection, project_id: str, now_at: str, status: str | None
 ) -> int:
     """How many of the project's decisions have `status` (all of them for None)."""
-    if status == "pending":
-        row = conn.execute(
-            f"SELECT count(*) FROM {_UNANSWERED} AND {STATUS_WHERE[status]}",
-            {"project": project_id, "now": now_at},
-        ).fetchone()
-        return int(row[0])
-    joined, where = _of_status(status)
-    row = conn.execute(
-        f"SELECT count(*) FROM decisions d{joined} WHERE d.project_id = :project{where}",
-        {"project": project_id, "now": now_at},
-    ).fetchone()
+    if status is not None:
+        sql = f"SELECT count(*) FROM {_of_status(status)}"
+    else:
+        sql = f"SELECT count(*) FROM decisions d{_CURRENT} WHERE d.project_id = :project"
+    row = conn.execute(sql, {"project": project_id, "now": now_at}).fetchone()
     return int(row[0])
 
 

@@ -67,26 +67,31 @@ def install(conn: sqlite3.Connection) -> None:
 STATUS_SQL: Final = f"{SQL_FUNCTION}(s.disposition, s.expires_at, :now, s.stale)"
 
 # Each status as an SQL condition over the stored state: `h` the decision's
-# `decision_holds` row (its current generation's expiry, stored `stale` and
-# `answered`, migrations 0023 and 0025) and `a` that generation's answer
-# (LEFT JOIN, absent when unanswered), `:now` the service time. The same
-# order as `decision_status` (tests/test_decisions_status.py compares the two
-# on every combination of their inputs), without a call into Python or a
-# comparison of pins per decision: the lists' status filters and counts, and
-# the context packet's unresolved decisions, read these.
+# `decision_holds` row (its current generation's expiry, stored `stale`,
+# `answered` and `disposition`, migrations 0023, 0025 and 0027), `:now` the
+# service time. The same order as `decision_status`
+# (tests/test_decisions_status.py compares the two on every combination of
+# their inputs), without a call into Python or a comparison of pins per
+# decision: the lists' status filters and counts, and the context packet's
+# unresolved decisions, read these. Each holds the terms of the partial index
+# its list walks (`STATUS_INDEX`), which SQLite needs to see to use it.
 _LIVE = "(h.expires_at IS NULL OR h.expires_at > :now) AND "
 STATUS_WHERE: Final[dict[str, str]] = {
-    "expired": "h.expires_at <= :now",
+    "expired": "h.expires_at IS NOT NULL AND h.expires_at <= :now",
     "stale": f"{_LIVE}h.stale = 1",
-    # `h` alone: the unanswered decisions are a partial index (0025)
     "pending": f"{_LIVE}h.stale = 0 AND h.answered = 0",
     **{
-        status: f"{_LIVE}h.stale = 0 AND a.disposition = '{disposition}'"
+        status: f"{_LIVE}h.answered = 1 AND h.stale = 0 AND h.disposition = '{disposition}'"
         for disposition, status in _BY_DISPOSITION.items()
     },
 }
+# The partial index of `decision_holds` (project, [disposition,] creation
+# time, id) that holds every decision of each status, in list order.
+STATUS_INDEX: Final[dict[str, str]] = {
+    "expired": "decision_holds_expiring",
+    "stale": "decision_holds_stale",
+    "pending": "decision_holds_unanswered",
+    **{status: "decision_holds_answered" for status in _BY_DISPOSITION.values()},
+}
 # What the conditions read, joined to a `decisions` row aliased `d`.
-STATUS_FROM: Final = (
-    " JOIN decision_holds h ON h.decision_id = d.id"
-    " LEFT JOIN decision_answers a ON a.decision_id = d.id AND a.generation = h.generation"
-)
+STATUS_FROM: Final = " JOIN decision_holds h ON h.decision_id = d.id"
