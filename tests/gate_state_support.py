@@ -62,7 +62,8 @@ async def stale_differences(service: Service) -> dict[str, tuple[Any, ...]]:
             " FROM decision_holds h JOIN decision_current s ON s.decision_id = h.decision_id"
             " WHERE h.stale IS NOT s.stale OR h.generation IS NOT s.generation"
             " OR h.answered IS NOT (s.disposition IS NOT NULL)"
-            " OR h.disposition IS NOT s.disposition OR h.project_id IS NOT s.project_id OR h.created_at IS NOT s.created_at"
+            " OR h.disposition IS NOT s.disposition"
+            " OR h.project_id IS NOT s.project_id OR h.created_at IS NOT s.created_at"
         ).fetchall()
         return {r[0]: tuple(r[1:]) for r in rows}
 

@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow
 ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
+    "knowledge_get",
     "task_list", "task_get", "task_claim", "task_checkpoint", "task_renew", "task_submit",
     "task_release", "task_complete", "task_recover", "decision_open", "decision_get",
     "decision_answer", "decision_reopen", "decision_wait", "digest",
@@ -299,8 +300,20 @@ async def test_a_stale_revision_names_the_current_one(waypost: Waypost) -> None:
                 "provenance": provenance}  # fmt: skip
         await call(s, "knowledge_correct", expected_revision=1, **{**args, "body": "B2"})
         message = await refused(s, "knowledge_correct", expected_revision=1, **args)
-    assert message.startswith("revision_conflict")
-    assert "current revision is 2" in message
+        assert message.startswith("revision_conflict")
+        assert "current revision is 2" in message and "knowledge_get" in message
+        # what the advice says: read it again (the REST object), then retry
+        again = await call(s, "knowledge_get", project=project, knowledge_id=record["id"])
+        rest = waypost.rest("GET", f"/api/v1/projects/{project}/knowledge/{record['id']}")
+        assert again == rest.json()
+        assert again["revision"] == 2 and again["body"] == "B2"
+        assert [r["body"] for r in again["history"]["items"]] == ["B2", "B"]
+        first = await call(s, "knowledge_get", project=project, knowledge_id=record["id"], limit=1)
+        older = await call(s, "knowledge_get", project=project, knowledge_id=record["id"],
+                           limit=1, cursor=first["history"]["next_cursor"])  # fmt: skip
+        assert [r["body"] for r in older["history"]["items"]] == ["B"]
+        fixed = await call(s, "knowledge_correct", expected_revision=again["revision"], **args)
+        assert fixed["revision"] == 3
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -59,7 +59,7 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
         hint = f" The current revision is {current}." if current is not None else ""
         return (
             f"The record changed since you read it.{hint} Read it again (task_get, policy, "
-            "or knowledge_search for a knowledge record), check that your change still "
+            "or knowledge_get for a knowledge record), check that your change still "
             "makes sense, and retry with expected_revision set to the current revision."
         )
     if code == "generation_conflict":

@@ -108,6 +108,15 @@ ROUTE_TOOLS: list[RouteTool] = [
         PROJECT + "/knowledge",
     ),
     RouteTool(
+        "knowledge_get",
+        "One knowledge record as it is now (its revision, for knowledge_correct and "
+        "knowledge_feedback) with its revisions newest first, each with its feedback; page "
+        "the revisions with cursor.",
+        "GET",
+        KNOWLEDGE,
+        {"knowledge_id": ("id", "knowledge record")},
+    ),
+    RouteTool(
         "task_list",
         "List a project's tasks in creation order, filtered by status (open, claimed, "
         "submitted, done, cancelled), ready (true: claimable now) and full-text q; page with "
