@@ -350,7 +350,7 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
     says what the decisions' history says, now: a task is open exactly when
     no decision blocks it or its subject (the claim and the ready lists read
     the stored state; a row written around the triggers would mislead them).
-    So does each decision's stored state (migrations 0023 and 0025: its
+    So does each decision's stored state (migrations 0023, 0025 and 0027: its
     row, generation, expiry, `stale`, `answered`, disposition, project and
     creation time, which the decision lists' status filters, the digest and
     the sweep read)."""
