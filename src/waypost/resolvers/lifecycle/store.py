@@ -138,6 +138,22 @@ def revision(conn: sqlite3.Connection, tenant: str, memo_id: str, version: int) 
     return row
 
 
+# The tenant's memos whose current revision matches `q`: the index's
+# matches first (CROSS JOIN keeps that order: a plain JOIN made SQLite walk
+# the tenant's keys and run the match once per memo, 1.3 s at 50,000 memos),
+# each looked up in the keys by rowid.
+_MATCHES = (
+    "SELECT k.memo_id FROM lifecycle_search s CROSS JOIN lifecycle_search_keys k"
+    " ON k.rowid = s.rowid WHERE lifecycle_search MATCH :match AND k.tenant = :tenant"
+)
+# Up to this many matches a page starts from them and orders them by time;
+# with more, it walks the tenant's memos newest first and keeps the matching
+# ones, which stops after a page. At 50,000 memos a rare term took 19 ms the
+# second way and 0.12 ms the first; a term in 8,497 memos 2.9 ms against 25,
+# one in all of them 11 against 89.
+FEW_MATCHES = 1000
+
+
 def search(
     conn: sqlite3.Connection,
     tenant: str,
@@ -146,26 +162,31 @@ def search(
     limit: int,
 ) -> list[Row]:
     """Current revisions, most recently updated first, keyset after (updated_at, id)."""
-    sql = (
-        "SELECT m.id, m.current_version AS version, m.updated_at, r.title, r.question"
-        " FROM lifecycle_memos m JOIN lifecycle_revisions r"
-        " ON r.tenant = m.tenant AND r.memo_id = m.id AND r.version = m.current_version"
-        " WHERE m.tenant = ?"
-    )
-    args: list[Any] = [tenant]
+    params: dict[str, Any] = {"tenant": tenant, "match": match, "limit": limit}
+    source = "lifecycle_memos m"
+    where = ["m.tenant = :tenant"]
     if match is not None:
-        sql += (
-            " AND m.id IN (SELECT k.memo_id FROM lifecycle_search s"
-            " JOIN lifecycle_search_keys k ON k.rowid = s.rowid"
-            " WHERE lifecycle_search MATCH ? AND k.tenant = ?)"
-        )
-        args += [match, tenant]
+        few = conn.execute(
+            f"SELECT count(*) FROM ({_MATCHES} LIMIT {FEW_MATCHES + 1})", params
+        ).fetchone()[0]
+        if few <= FEW_MATCHES:
+            source = f"({_MATCHES}) hit CROSS JOIN lifecycle_memos m ON m.id = hit.memo_id"
+        else:
+            where.append(f"m.id IN ({_MATCHES})")
     if after is not None:
-        sql += " AND (m.updated_at < ? OR (m.updated_at = ? AND m.id > ?))"
-        args += [after[0], after[0], after[1]]
-    sql += " ORDER BY m.updated_at DESC, m.id LIMIT ?"
-    args.append(limit)
-    return conn.execute(sql, args).fetchall()
+        # `m.updated_at <=` first: the range of the index starts at the
+        # cursor (the OR alone walked from the newest memo down to it)
+        where.append(
+            "m.updated_at <= :at AND (m.updated_at < :at OR (m.updated_at = :at AND m.id > :id))"
+        )
+        params.update(at=after[0], id=after[1])
+    return conn.execute(
+        "SELECT m.id, m.current_version AS version, m.updated_at, r.title, r.question"
+        f" FROM {source} JOIN lifecycle_revisions r"
+        " ON r.tenant = m.tenant AND r.memo_id = m.id AND r.version = m.current_version"
+        f" WHERE {' AND '.join(where)} ORDER BY m.updated_at DESC, m.id LIMIT :limit",
+        params,
+    ).fetchall()
 
 
 # -- documents ---------------------------------------------------------------

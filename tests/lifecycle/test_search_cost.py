@@ -1,0 +1,110 @@
+"""A search of the tenant's memos costs a page, not the tenant.
+
+At 50,000 memos every search with `q` ran the full-text match once per memo
+of the tenant (1.2-3.5 s: past the time limit, so `503`), and a page past a
+cursor walked from the newest memo down to it (23 ms); scaleaudit2, on
+2026-12-03.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from tests.lifecycle.support import Lifecycle, Member, memo
+from waypost.resolvers.lifecycle import store
+from waypost.resolvers.lifecycle.queries import fts_query
+
+
+async def _register(
+    author: Member, first: int, count: int, rare_every: int = 0, clock: Any = None
+) -> None:
+    """Memos `adr.m<first>`...; with `clock`, each a millisecond after the last."""
+    for n in range(first, first + count):
+        title = "Ledger partitions" + (" kalu" if rare_every and n % rare_every == 0 else "")
+        r = await author.register(memo(f"adr.m{n:04d}", title=title))
+        assert r.status_code == 200, r.text
+        if clock is not None:
+            clock.advance(milliseconds=1)
+
+
+async def _steps(lifecycle: Lifecycle, call: Any) -> int:
+    """The SQLite VM steps of `call(conn)`, counted one by one."""
+
+    def unit(conn: sqlite3.Connection) -> int:
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        conn.set_progress_handler(count, 1)
+        try:
+            call(conn)
+        finally:
+            conn.set_progress_handler(None, 0)
+        return steps[0]
+
+    steps: int = await lifecycle.service.rt.db.read(unit)
+    return steps
+
+
+def _oldest_but_four(conn: sqlite3.Connection) -> tuple[str, str]:
+    row = conn.execute(
+        "SELECT updated_at, id FROM lifecycle_memos ORDER BY updated_at, id DESC LIMIT 1 OFFSET 4"
+    ).fetchone()
+    return (row[0], row[1])
+
+
+async def test_a_rare_term_and_a_deep_page_cost_the_same_among_many_memos(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """(A page past a cursor still walks the memos updated in the cursor's
+    own millisecond: the order is newest first, then by id.)"""
+    rare = fts_query("kalu")
+
+    async def searches() -> int:
+        deep = await lifecycle.service.rt.db.read(_oldest_but_four)
+
+        def search(conn: sqlite3.Connection) -> None:
+            assert len(store.search(conn, "acme", rare, None, 21)) == 1
+            assert len(store.search(conn, "acme", None, deep, 21)) == 4
+
+        return await _steps(lifecycle, search)
+
+    clock = lifecycle.service.clock
+    await _register(author, 0, 1, rare_every=1, clock=clock)
+    await _register(author, 1, 29, clock=clock)
+    few = await searches()
+    await _register(author, 30, 300, clock=clock)
+    many = await searches()
+    assert many <= few + few // 100, (few, many)
+
+
+@pytest.mark.parametrize("q", ["kalu", "ledger", "nowhere"])
+async def test_both_ways_of_searching_walk_the_same_pages(
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch, q: str
+) -> None:
+    """Few matches start from the matches, many walk the memos newest first
+    (`store.FEW_MATCHES`): the same items in the same pages either way, ties
+    of `updated_at` included (the test clock stands still)."""
+    await _register(author, 0, 40, rare_every=3)
+
+    def walk(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
+        pages, after = [], None
+        while True:
+            rows = [tuple(r) for r in store.search(conn, "acme", fts_query(q), after, 8)]
+            pages.append(rows[:7])
+            if len(rows) <= 7:
+                return pages
+            after = (rows[6][2], rows[6][0])
+
+    walks = []
+    for few in (1000, 0):
+        monkeypatch.setattr(store, "FEW_MATCHES", few)
+        walks.append(await lifecycle.service.rt.db.read(walk))
+    assert walks[0] == walks[1]
+    found = sum(len(p) for p in walks[0])
+    assert found == {"kalu": 14, "ledger": 40, "nowhere": 0}[q]
