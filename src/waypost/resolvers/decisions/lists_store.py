@@ -140,7 +140,10 @@ def count_of_status(
     if status is not None:
         sql = f"SELECT count(*) FROM {_of_status(status)}"
     else:
-        sql = f"SELECT count(*) FROM decisions d{_CURRENT} WHERE d.project_id = :project"
+        # every decision has its current generation (`admin verify`'s
+        # `history` holds them to it): the project's range of its index
+        # alone, where a join with the generations cost 24 ms at 50,000
+        sql = "SELECT count(*) FROM decisions d WHERE d.project_id = :project"
     row = conn.execute(sql, {"project": project_id, "now": now_at}).fetchone()
     return int(row[0])
 
