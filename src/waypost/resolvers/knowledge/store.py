@@ -17,7 +17,7 @@ from typing import Any
 from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
 from waypost.pagination import keyset
-from waypost.resolvers.context.search import matching_rowids
+from waypost.resolvers.context.search import list_match
 from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
 from waypost.runtime import Actor
 
@@ -213,20 +213,27 @@ def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sql
     return row
 
 
-def _list_filter(q: KnowledgeListQuery, match: str | None) -> tuple[list[str], list[Any]]:
+def _list_filter(
+    conn: sqlite3.Connection, q: KnowledgeListQuery, match: str | None
+) -> tuple[list[str], list[Any], str | None]:
     """(WHERE terms, arguments) of a knowledge list's filters on the record
-    (the project, the tag and the cursor belong to each part's walk, `_parts`);
-    `match` is the FTS5 query of `q.q`, already escaped."""
+    (the project, the tag and the cursor belong to each part's walk, `_parts`),
+    and the FROM clause that starts from the records matching `q` when they
+    are few (`list_match`), else None; `match` is the FTS5 query of `q.q`,
+    already escaped."""
     where: list[str] = []
     args: list[Any] = []
     for column, value in (("kind", q.kind), ("status", q.status)):
         if value is not None:
             where.append(f"k.{column} = ?")
             args.append(value)
+    matches_first = None
     if match is not None:
-        where.append("k." + matching_rowids("knowledge"))
+        found = list_match(conn, "knowledge", "k", match, "?")
+        where.append(found.term)
         args.append(match)
-    return where, args
+        matches_first = found.source
+    return where, args, matches_first
 
 
 @dataclass(frozen=True)
@@ -247,6 +254,7 @@ class _Part:
 # `k.id IN (... tag = ?)` SQLite sorted all of a tag's records for a page:
 # 47-205 ms at 100,000 records for tags 5,500-22,000 of them hold.)
 _TAGGED = "knowledge_tags g CROSS JOIN knowledge k ON k.id = g.knowledge_id"
+_RECORDS = "knowledge k"
 _TAG_ORDER = ("g.updated_at", "g.knowledge_id")
 _TAG_ROWS = "knowledge_tags g"
 
@@ -265,9 +273,9 @@ def _parts(project_id: str, q: KnowledgeListQuery, counting: bool = False) -> li
     (`counting`) leaves them out, so as to count each record once."""
     others = " AND {} <> ?" if counting else ""
     if q.tag is None:
-        own = _Part("knowledge k", "k.project_id = ?", (project_id,))
+        own = _Part(_RECORDS, "k.project_id = ?", (project_id,))
         shared = _Part(
-            "knowledge k",
+            _RECORDS,
             "k.collection = 'shared'" + others.format("k.project_id"),
             (project_id,) if counting else (),
         )
@@ -299,12 +307,14 @@ def list_rows(
 ) -> list[sqlite3.Row]:
     """Up to `count` records the list's filters keep, newest first (updated_at,
     then id) past `after`; backward (GraphQL `last`): those before it, reversed."""
-    filters, filter_args = _list_filter(q, match)
+    filters, filter_args, matches_first = _list_filter(conn, q, match)
     cmp, order = keyset(True, backward)
     parts: list[str] = []
     args: list[Any] = []
     for part in _parts(project_id, q):
         at, last = part.order
+        # a tag's walk is narrow already: the matches first only in its place
+        source = matches_first if matches_first and part.source == _RECORDS else part.source
         where = [part.where, *filters]
         args.extend([*part.args, *filter_args])
         if after is not None:
@@ -314,7 +324,7 @@ def list_rows(
             where.append(f"({at}, {last}) {cmp} (?, ?)")
             args.extend(after)
         parts.append(
-            f"SELECT k.* FROM {part.source} WHERE {' AND '.join(where)}"
+            f"SELECT k.* FROM {source} WHERE {' AND '.join(where)}"
             f" ORDER BY {at} {order}, {last} {order} LIMIT ?"
         )
         args.append(count)
@@ -333,13 +343,15 @@ def count_rows(
     conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery, match: str | None
 ) -> int:
     """How many records the list's filters keep."""
-    filters, filter_args = _list_filter(q, match)
+    filters, filter_args, matches_first = _list_filter(conn, q, match)
     counts: list[str] = []
     args: list[Any] = []
     for part in _parts(project_id, q, counting=True):
         where = " AND ".join([part.where, *filters])
         # a tag's rows alone hold all a count without other filters needs
         source = _TAG_ROWS if part.source == _TAGGED and not filters else part.source
+        if matches_first and part.source == _RECORDS:
+            source = matches_first
         counts.append(f"(SELECT count(*) FROM {source} WHERE {where})")
         args.extend([*part.args, *filter_args])
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from waypost.pagination import keyset
-from waypost.resolvers.context.search import matching_rowids
+from waypost.resolvers.context.search import list_match
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL, READY_SQL
 
 # SET clause that ends a lease (release, submit, status changes)
@@ -33,19 +33,15 @@ def ids_param(ids: Iterable[str]) -> str:
 def _list_filter(
     project_id: str,
     status: str | None,
-    match: str | None,
     ready: bool | None,
     ready_params: Mapping[str, str] | None,
 ) -> tuple[list[str], dict[str, Any]]:
-    """(WHERE terms, parameters) of a task list's filters."""
+    """(WHERE terms, parameters) of a task list's filters (`q` aside: `_source`)."""
     where = ["t.project_id = :project"]
     params: dict[str, Any] = {"project": project_id}
     if status is not None:
         where.append("t.status = :status")
         params["status"] = status
-    if match is not None:
-        where.append("t." + matching_rowids("tasks", ":match"))
-        params["match"] = match
     if ready is not None:
         assert ready_params is not None
         # READY_SQL as separate AND terms, so a ready page can walk the
@@ -67,6 +63,24 @@ def _walked(ready: bool | None, counting: bool) -> str:
     return f"tasks t INDEXED BY {'tasks_claimable' if counting else 'tasks_ready_by_created'}"
 
 
+def _source(
+    conn: sqlite3.Connection,
+    match: str | None,
+    walked: str,
+    where: list[str],
+    params: dict[str, Any],
+) -> str:
+    """The FROM clause of a task list: its own walk (`walked`), or with a few
+    rows matching `q` (`match`, already escaped) those rows first; adds the
+    match's WHERE term and parameter."""
+    if match is None:
+        return walked
+    found = list_match(conn, "tasks", "t", match, ":match")
+    where.append(found.term)
+    params["match"] = match
+    return found.source or walked
+
+
 def list_rows(
     conn: sqlite3.Connection,
     project_id: str,
@@ -83,7 +97,8 @@ def list_rows(
     of one status, matching an FTS5 query (`match`, already escaped) and ready
     or not (`ready_params` needed with `ready`). Backward (GraphQL `last`):
     those before it, in reverse order."""
-    where, params = _list_filter(project_id, status, match, ready, ready_params)
+    where, params = _list_filter(project_id, status, ready, ready_params)
+    source = _source(conn, match, _walked(ready, False), where, params)
     cmp, order = keyset(False, backward)
     if after is not None:
         params.update(created=after[0], last=after[1])
@@ -91,7 +106,7 @@ def list_rows(
         # many tasks share a created_at (docs/knowledge.md, "Lists")
         where.append(f"(t.created_at, t.id) {cmp} (:created, :last)")
     return conn.execute(
-        f"SELECT t.* FROM {_walked(ready, False)} WHERE {' AND '.join(where)}"
+        f"SELECT t.* FROM {source} WHERE {' AND '.join(where)}"
         f" ORDER BY t.created_at {order}, t.id {order} LIMIT {int(count)}",
         params,
     ).fetchall()
@@ -107,8 +122,9 @@ def count_rows(
     ready_params: Mapping[str, str] | None = None,
 ) -> int:
     """How many tasks `list_rows` walks with these filters (GraphQL `totalCount`)."""
-    where, params = _list_filter(project_id, status, match, ready, ready_params)
-    sql = f"SELECT count(*) FROM {_walked(ready, True)} WHERE {' AND '.join(where)}"
+    where, params = _list_filter(project_id, status, ready, ready_params)
+    source = _source(conn, match, _walked(ready, True), where, params)
+    sql = f"SELECT count(*) FROM {source} WHERE {' AND '.join(where)}"
     return int(conn.execute(sql, params).fetchone()[0])
 
 

@@ -1,0 +1,139 @@
+"""A list's `q` filter, found two ways (`search.list_match`): with few
+matches a page starts from them, with many it walks the list's own index and
+keeps the matching rows. Both must give the same pages and counts; the first
+must cost a page, not the project (a rare term walked the whole project:
+8.5 ms a page at 50,000 tasks or records, scaleaudit2)."""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.knowledge_support import create, make_project
+from tests.tasks_support import make_task, open_decision
+from tests.test_query_plans import _steps
+from waypost.resolvers.context import search
+from waypost.resolvers.context.search import escape_fts
+from waypost.resolvers.knowledge.models import KnowledgeListQuery
+from waypost.resolvers.knowledge.store import count_rows, list_rows
+from waypost.resolvers.tasks import store as task_store
+from waypost.resolvers.tasks.readiness import ready_params
+
+
+async def _seed(service: Service, human: Caller, project: str) -> None:
+    """Tasks and records, some with `kalu` in the title, several of them at
+    one instant (ties of the list orders), some shared from elsewhere; two
+    `kalu` tasks held by a decision."""
+    other = await make_project(human, "other")
+    shared = {"collection": "shared", "share_across_projects": True}
+    for n in range(24):
+        if n % 5 == 0:
+            service.clock.advance(seconds=1)
+        word = "kalu" if n % 3 == 0 else "ledger"
+        task = await make_task(human, title=f"Migrate the {word} table {n}")
+        if n in (3, 9):
+            await open_decision(human, task["id"])
+        kind = "fact" if n % 2 else "lesson"
+        await create(human, project, title=f"{word} note {n}", kind=kind,
+                     **(shared if n % 4 == 0 else {}))  # fmt: skip
+        await create(human, other, title=f"their {word} note {n}", **(shared if n % 2 else {}))
+
+
+def _walk(list_page: Any) -> list[list[str]]:
+    """Every page of a list, forwards, 5 at a time, as ids."""
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        rows = list_page(after)
+        pages.append([r["id"] for r in rows[:5]])
+        if len(rows) <= 5:
+            return pages
+        after = (rows[4][1], rows[4]["id"])
+
+
+@pytest.mark.parametrize("q", ["kalu", "ledger", "kalu ledger", "nowhere"])
+async def test_both_ways_give_the_same_pages_and_counts(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch, q: str
+) -> None:
+    await _seed(service, human, project)
+    match = escape_fts(q.split())
+    knowledge_queries = [
+        KnowledgeListQuery(),
+        KnowledgeListQuery(include_shared=True),
+        KnowledgeListQuery(kind="fact", include_shared=True),
+    ]
+
+    def everything(conn: sqlite3.Connection) -> list[Any]:
+        seen: list[Any] = []
+        for kq in knowledge_queries:
+            seen.append(count_rows(conn, project, kq, match))
+            seen.append(
+                _walk(
+                    lambda a, kq=kq: [
+                        {"id": r["id"], 1: r["updated_at"]}
+                        for r in list_rows(conn, project, kq, match, a, 6)
+                    ]
+                )
+            )
+            seen.append([r["id"] for r in list_rows(conn, project, kq, match, None, 4, True)])
+        gate = ready_params(conn, project, service.clock.now())
+        for status, ready in ((None, None), ("open", None), (None, True), (None, False)):
+            filters: dict[str, Any] = {"status": status, "match": match, "ready": ready}
+            if ready is not None:
+                filters["ready_params"] = gate
+            seen.append(task_store.count_rows(conn, project, **filters))
+            seen.append(
+                _walk(
+                    lambda a, f=filters: [
+                        {"id": r["id"], 1: r["created_at"]}
+                        for r in task_store.list_rows(conn, project, a, 6, **f)
+                    ]
+                )
+            )
+        return seen
+
+    answers = []
+    for few in (1000, 0):
+        monkeypatch.setattr(search, "FEW_MATCHES", few)
+        answers.append(await service.rt.db.read(everything))
+    assert answers[0] == answers[1]
+    counts = {"kalu": 8, "ledger": 16, "kalu ledger": 0, "nowhere": 0}
+    assert answers[0][-6] == counts[q]  # the project's open tasks that match
+    assert answers[0][-4] == counts[q] - (2 if q == "kalu" else 0)  # two held by a decision
+
+
+async def test_a_rare_term_costs_a_page_however_large_the_project(
+    service: Service, human: Caller, project: str
+) -> None:
+    match = escape_fts(["kalu"])
+
+    def lists(conn: sqlite3.Connection) -> None:
+        assert len(task_store.list_rows(conn, project, None, 21, match=match)) == 1
+        assert task_store.count_rows(conn, project, match=match) == 1
+        assert len(list_rows(conn, project, KnowledgeListQuery(), match, None, 21)) == 1
+        assert count_rows(conn, project, KnowledgeListQuery(), match) == 1
+
+    async def steps() -> int:
+        def merge(conn: sqlite3.Connection) -> None:
+            # one segment per index: FTS5 reads each of its segments for a
+            # term, however rare, and 220 commits leave more than 20 did
+            for index in ("tasks_fts", "knowledge_fts"):
+                conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
+
+        await service.rt.db.write(merge)
+        return await _steps(service, lists)
+
+    await make_task(human, title="the kalu table")
+    await create(human, project, title="a kalu note")
+    for n in range(20):
+        await make_task(human, title=f"ledger {n}")
+        await create(human, project, title=f"ledger {n}")
+    few = await steps()
+    for n in range(200):
+        await make_task(human, title=f"ledger {n}")
+        await create(human, project, title=f"ledger {n}")
+    many = await steps()
+    assert many <= few + few // 100, (few, many)
