@@ -1,4 +1,4 @@
-"""A list's `q` filter, found two ways (`search.list_match`): with few
+"""A list's `q` filter, found two ways (`lists_store.list_match`): with few
 matches a page starts from them, with many it walks the list's own index and
 keeps the matching rows. Both must give the same pages and counts; the first
 must cost a page, not the project (a rare term walked the whole project:
@@ -15,7 +15,7 @@ from tests.conftest import Caller, Service
 from tests.knowledge_support import create, make_project
 from tests.tasks_support import make_task, open_decision
 from tests.test_query_plans import _steps
-from waypost.resolvers.context import search
+from waypost.resolvers.context import lists_store
 from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.knowledge.models import KnowledgeListQuery
 from waypost.resolvers.knowledge.store import count_rows, list_rows
@@ -97,7 +97,7 @@ async def test_both_ways_give_the_same_pages_and_counts(
 
     answers = []
     for few in (1000, 0):
-        monkeypatch.setattr(search, "FEW_MATCHES", few)
+        monkeypatch.setattr(lists_store, "FEW_MATCHES", few)
         answers.append(await service.rt.db.read(everything))
     assert answers[0] == answers[1]
     counts = {"kalu": 8, "ledger": 16, "kalu ledger": 0, "nowhere": 0}

@@ -9,7 +9,8 @@ specific terms") relies on. A term made only of punctuation holds no token;
 FTS5 then drops it from the AND (alone, it matches nothing).
 
 Ranking (BM25, with the item id then its type as the tie-break) is in
-`ranking_store.py`; the lists' `q` filter (`list_match`) does not rank.
+`ranking_store.py`; the lists' `q` filter (`lists_store.list_match`) does not
+rank.
 """
 
 from __future__ import annotations
@@ -139,46 +140,3 @@ async def filtered_read(rt: Runtime, read: Callable[[sqlite3.Connection], T]) ->
             ) from None  # fmt: skip
 
     return await rt.db.search(bounded)
-
-
-# Up to this many rows matching a list's `q`, a page starts from the
-# matches (each read by rowid, then ordered for the page); with more, the
-# list walks its own index in list order and keeps the matching rows, which
-# stops after a page. A rare term made the walk cover the whole project: 8.5
-# ms a page at 50,000 tasks or records (scaleaudit2, 2026-12-03).
-FEW_MATCHES = 1000
-
-
-@dataclass(frozen=True)
-class ListMatch:
-    """How a list keeps the rows matching its `q`: `term`, a WHERE term with
-    the FTS5 query as its parameter; `source`, a FROM clause to walk instead
-    of the list's own (the matches first), or None to keep the list's walk."""
-
-    term: str
-    source: str | None
-
-
-def list_match(
-    conn: sqlite3.Connection, table: str, alias: str, match: str, param: str
-) -> ListMatch:
-    """The lists' `q` filter over `table` (aliased `alias`) for the FTS5
-    query `match` (already escaped), which the statement binds as `param`:
-    no ranking, a list keeps its own order and cursor. The matches are
-    counted first, up to FEW_MATCHES + 1, in every project (the index holds
-    them all)."""
-    assert table in ("tasks", "knowledge")
-    index = f"{table}_fts"
-    found = conn.execute(
-        f"SELECT count(*) FROM (SELECT 1 FROM {index} WHERE {index} MATCH ? LIMIT ?)",
-        (match, FEW_MATCHES + 1),
-    ).fetchone()[0]
-    if found <= FEW_MATCHES:
-        # CROSS JOIN keeps the index's matches the outer loop
-        return ListMatch(
-            f"{index} MATCH {param}",
-            f"{index} CROSS JOIN {table} {alias} ON {alias}.rowid = {index}.rowid",
-        )
-    return ListMatch(
-        f"{alias}.rowid IN (SELECT rowid FROM {index} WHERE {index} MATCH {param})", None
-    )

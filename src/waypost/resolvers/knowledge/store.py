@@ -17,7 +17,7 @@ from typing import Any
 from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
 from waypost.pagination import keyset
-from waypost.resolvers.context.search import list_match
+from waypost.resolvers.context.lists_store import list_match
 from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
 from waypost.runtime import Actor
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from waypost.pagination import keyset
-from waypost.resolvers.context.search import list_match
+from waypost.resolvers.context.lists_store import list_match
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL, READY_SQL
 
 # SET clause that ends a lease (release, submit, status changes)
