@@ -25,8 +25,8 @@ from waypost.resolvers.tasks.readiness import ready_params
 
 async def _seed(service: Service, human: Caller, project: str) -> None:
     """Tasks and records, some with `kalu` in the title, several of them at
-    one instant (ties of the list orders), some shared from elsewhere; two
-    `kalu` tasks held by a decision."""
+    one instant (ties of the list orders), some shared from elsewhere, half
+    tagged `ops`; two `kalu` tasks held by a decision."""
     other = await make_project(human, "other")
     shared = {"collection": "shared", "share_across_projects": True}
     for n in range(24):
@@ -37,9 +37,11 @@ async def _seed(service: Service, human: Caller, project: str) -> None:
         if n in (3, 9):
             await open_decision(human, task["id"])
         kind = "fact" if n % 2 else "lesson"
-        await create(human, project, title=f"{word} note {n}", kind=kind,
+        tags = ["ops"] if n % 2 == 0 else []
+        await create(human, project, title=f"{word} note {n}", kind=kind, tags=tags,
                      **(shared if n % 4 == 0 else {}))  # fmt: skip
-        await create(human, other, title=f"their {word} note {n}", **(shared if n % 2 else {}))
+        await create(human, other, title=f"their {word} note {n}", tags=tags,
+                     **(shared if n % 2 else {}))  # fmt: skip
 
 
 def _walk(list_page: Any) -> list[list[str]]:
@@ -64,6 +66,9 @@ async def test_both_ways_give_the_same_pages_and_counts(
         KnowledgeListQuery(),
         KnowledgeListQuery(include_shared=True),
         KnowledgeListQuery(kind="fact", include_shared=True),
+        # a tag's walk keeps its own rows with `q` (it was a 500 with few matches)
+        KnowledgeListQuery(tag="ops"),
+        KnowledgeListQuery(tag="ops", include_shared=True, status="observed"),
     ]
 
     def everything(conn: sqlite3.Connection) -> list[Any]:
@@ -137,3 +142,21 @@ async def test_a_rare_term_costs_a_page_however_large_the_project(
         await create(human, project, title=f"ledger {n}")
     many = await steps()
     assert many <= few + few // 100, (few, many)
+
+
+async def test_a_tag_list_with_q_answers_over_rest_and_graphql(human: Caller, project: str) -> None:
+    """A tag and `q` together were a 500 whenever few records matched `q`
+    (the matches' term reached a walk of the tag's rows)."""
+    await create(human, project, title="kalu runbook", tags=["ops"])
+    await create(human, project, title="ledger runbook", tags=["ops"])
+    for q in ("kalu", "nowhere"):
+        r = await human.get(f"/api/v1/projects/{project}/knowledge", tag="ops", q=q)
+        assert r.status_code == 200, r.text
+        assert [i["title"] for i in r.json()["items"]] == (["kalu runbook"] if q == "kalu" else [])
+    data = await human.gql(
+        '{ project(id: "demo") { knowledge(tag: "ops", q: "kalu", includeShared: true)'
+        " { totalCount nodes { title } } } }"
+    )
+    assert data["data"]["project"]["knowledge"] == {
+        "totalCount": 1, "nodes": [{"title": "kalu runbook"}],
+    }  # fmt: skip

@@ -17,12 +17,14 @@ FEW_MATCHES = 1000
 
 @dataclass(frozen=True)
 class ListMatch:
-    """How a list keeps the rows matching its `q`: `term`, a WHERE term with
-    the FTS5 query as its parameter; `source`, a FROM clause to walk instead
-    of the list's own (the matches first), or None to keep the list's walk."""
+    """How a list keeps the rows matching its `q` (each term binds the FTS5
+    query once): `walk_term`, a WHERE term that keeps them in any walk;
+    `source`, a FROM clause that starts from them instead of the list's own
+    walk (None when they are many), whose own WHERE term is `source_term`."""
 
-    term: str
-    source: str | None
+    walk_term: str
+    source: str | None = None
+    source_term: str = ""
 
 
 def list_match(
@@ -35,16 +37,16 @@ def list_match(
     them all)."""
     assert table in ("tasks", "knowledge")
     index = f"{table}_fts"
+    walk_term = f"{alias}.rowid IN (SELECT rowid FROM {index} WHERE {index} MATCH {param})"
     found = conn.execute(
         f"SELECT count(*) FROM (SELECT 1 FROM {index} WHERE {index} MATCH ? LIMIT ?)",
         (match, FEW_MATCHES + 1),
     ).fetchone()[0]
-    if found <= FEW_MATCHES:
-        # CROSS JOIN keeps the index's matches the outer loop
-        return ListMatch(
-            f"{index} MATCH {param}",
-            f"{index} CROSS JOIN {table} {alias} ON {alias}.rowid = {index}.rowid",
-        )
+    if found > FEW_MATCHES:
+        return ListMatch(walk_term)
+    # CROSS JOIN keeps the index's matches the outer loop
     return ListMatch(
-        f"{alias}.rowid IN (SELECT rowid FROM {index} WHERE {index} MATCH {param})", None
+        walk_term,
+        f"{index} CROSS JOIN {table} {alias} ON {alias}.rowid = {index}.rowid",
+        f"{index} MATCH {param}",
     )

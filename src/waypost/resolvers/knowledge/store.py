@@ -17,7 +17,7 @@ from typing import Any
 from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
 from waypost.pagination import keyset
-from waypost.resolvers.context.lists_store import list_match
+from waypost.resolvers.context.lists_store import ListMatch, list_match
 from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
 from waypost.runtime import Actor
 
@@ -213,27 +213,28 @@ def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sql
     return row
 
 
-def _list_filter(
-    conn: sqlite3.Connection, q: KnowledgeListQuery, match: str | None
-) -> tuple[list[str], list[Any], str | None]:
+def _list_filter(q: KnowledgeListQuery) -> tuple[list[str], list[Any]]:
     """(WHERE terms, arguments) of a knowledge list's filters on the record
-    (the project, the tag and the cursor belong to each part's walk, `_parts`),
-    and the FROM clause that starts from the records matching `q` when they
-    are few (`list_match`), else None; `match` is the FTS5 query of `q.q`,
-    already escaped."""
+    (the project, the tag and the cursor belong to each part's walk, `_parts`;
+    `q` to `_matching`)."""
     where: list[str] = []
     args: list[Any] = []
     for column, value in (("kind", q.kind), ("status", q.status)):
         if value is not None:
             where.append(f"k.{column} = ?")
             args.append(value)
-    matches_first = None
-    if match is not None:
-        found = list_match(conn, "knowledge", "k", match, "?")
-        where.append(found.term)
-        args.append(match)
-        matches_first = found.source
-    return where, args, matches_first
+    return where, args
+
+
+def _matching(found: ListMatch | None, part: _Part) -> tuple[str, list[str]]:
+    """(FROM clause, WHERE terms) of one part for the records matching `q`
+    (`found`, None without `q`): a part walking the records starts from the
+    matches when they are few; a tag's walk, narrow already, keeps them."""
+    if found is None:
+        return part.source, []
+    if found.source is not None and part.source == _RECORDS:
+        return found.source, [found.source_term]
+    return part.source, [found.walk_term]
 
 
 @dataclass(frozen=True)
@@ -307,16 +308,16 @@ def list_rows(
 ) -> list[sqlite3.Row]:
     """Up to `count` records the list's filters keep, newest first (updated_at,
     then id) past `after`; backward (GraphQL `last`): those before it, reversed."""
-    filters, filter_args, matches_first = _list_filter(conn, q, match)
+    filters, filter_args = _list_filter(q)
+    found = None if match is None else list_match(conn, "knowledge", "k", match, "?")
     cmp, order = keyset(True, backward)
     parts: list[str] = []
     args: list[Any] = []
     for part in _parts(project_id, q):
         at, last = part.order
-        # a tag's walk is narrow already: the matches first only in its place
-        source = matches_first if matches_first and part.source == _RECORDS else part.source
-        where = [part.where, *filters]
-        args.extend([*part.args, *filter_args])
+        source, matched = _matching(found, part)
+        where = [part.where, *filters, *matched]
+        args.extend([*part.args, *filter_args, *([match] if matched else [])])
         if after is not None:
             # a row value, which SQLite turns into a range of the index: the
             # equivalent `a < ? OR (a = ? AND id < ?)` filtered the project's
@@ -343,17 +344,17 @@ def count_rows(
     conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery, match: str | None
 ) -> int:
     """How many records the list's filters keep."""
-    filters, filter_args, matches_first = _list_filter(conn, q, match)
+    filters, filter_args = _list_filter(q)
+    found = None if match is None else list_match(conn, "knowledge", "k", match, "?")
     counts: list[str] = []
     args: list[Any] = []
     for part in _parts(project_id, q, counting=True):
-        where = " AND ".join([part.where, *filters])
-        # a tag's rows alone hold all a count without other filters needs
-        source = _TAG_ROWS if part.source == _TAGGED and not filters else part.source
-        if matches_first and part.source == _RECORDS:
-            source = matches_first
+        source, matched = _matching(found, part)
+        where = " AND ".join([part.where, *filters, *matched])
+        if part.source == _TAGGED and not filters and not matched:
+            source = _TAG_ROWS  # a tag's rows alone hold all such a count needs
         counts.append(f"(SELECT count(*) FROM {source} WHERE {where})")
-        args.extend([*part.args, *filter_args])
+        args.extend([*part.args, *filter_args, *([match] if matched else [])])
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 

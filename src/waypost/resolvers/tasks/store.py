@@ -76,9 +76,12 @@ def _source(
     if match is None:
         return walked
     found = list_match(conn, "tasks", "t", match, ":match")
-    where.append(found.term)
     params["match"] = match
-    return found.source or walked
+    if found.source is None:
+        where.append(found.walk_term)
+        return walked
+    where.append(found.source_term)
+    return found.source
 
 
 def list_rows(
