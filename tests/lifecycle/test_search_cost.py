@@ -84,13 +84,17 @@ async def test_a_rare_term_and_a_deep_page_cost_the_same_among_many_memos(
 
 
 @pytest.mark.parametrize("q", ["kalu", "ledger", "nowhere"])
-async def test_both_ways_of_searching_walk_the_same_pages(
+async def test_every_way_of_searching_walks_the_same_pages(
     lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch, q: str
 ) -> None:
-    """Few matches start from the matches, many walk the memos newest first
-    (`store.FEW_MATCHES`): the same items in the same pages either way, ties
-    of `updated_at` included (the test clock stands still)."""
+    """A term in few memos of the file starts from them; else a small tenant
+    matches each of its memos; else the tenant's memos are walked and kept
+    when among its matches (`store.FEW_MATCHES`): the same items in the same
+    pages every way, ties of `updated_at` included (the test clock stands
+    still), with another tenant's memos in the same index."""
     await _register(author, 0, 40, rare_every=3)
+    elsewhere = await lifecycle.member("author", tenant="globex")
+    await _register(elsewhere, 100, 50, rare_every=5)
 
     def walk(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
         pages, after = [], None
@@ -102,9 +106,35 @@ async def test_both_ways_of_searching_walk_the_same_pages(
             after = (rows[6][2], rows[6][0])
 
     walks = []
-    for few in (1000, 0):
+    # 1000: from the matches; 45: the 40 memos one by one (`ledger` is in 90
+    # of the file's); 0: the memos kept when among the matches
+    for few in (1000, 45, 0):
         monkeypatch.setattr(store, "FEW_MATCHES", few)
         walks.append(await lifecycle.service.rt.db.read(walk))
-    assert walks[0] == walks[1]
+    assert walks[0] == walks[1] == walks[2]
     found = sum(len(p) for p in walks[0])
     assert found == {"kalu": 14, "ledger": 40, "nowhere": 0}[q]
+
+
+async def test_a_small_tenant_does_not_pay_for_a_large_ones_matches(
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant of a few memos beside a large one counted and read every
+    match of the file (8 ms for `the` beside 50,000 memos): it matches its
+    own memos one by one now."""
+    monkeypatch.setattr(store, "FEW_MATCHES", 30)  # the file's matches are many
+    small = await lifecycle.member("author", tenant="small")
+    await _register(small, 900, 5)
+    ledger = fts_query("ledger")
+
+    def five(conn: sqlite3.Connection) -> None:
+        assert len(store.search(conn, "small", ledger, None, 21)) == 5
+
+    async def search() -> int:
+        return await _steps(lifecycle, five)
+
+    await _register(author, 0, 40)
+    few = await search()
+    await _register(author, 40, 200)
+    many = await search()
+    assert many <= few + few // 100, (few, many)
