@@ -59,10 +59,11 @@ def _oldest_but_four(conn: sqlite3.Connection) -> tuple[str, str]:
 
 
 async def test_a_rare_term_and_a_deep_page_cost_the_same_among_many_memos(
-    lifecycle: Lifecycle, author: Member
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """(A page past a cursor still walks the memos updated in the cursor's
     own millisecond: the order is newest first, then by id.)"""
+    monkeypatch.setattr(store, "PROBE_MEMOS", 0)  # the way of a large tenant
     rare = fts_query("kalu")
 
     async def searches() -> int:
@@ -87,11 +88,12 @@ async def test_a_rare_term_and_a_deep_page_cost_the_same_among_many_memos(
 async def test_every_way_of_searching_walks_the_same_pages(
     lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch, q: str
 ) -> None:
-    """A term in few memos of the file starts from them; else a small tenant
-    matches each of its memos; else the tenant's memos are walked and kept
-    when among its matches (`store.FEW_MATCHES`): the same items in the same
-    pages every way, ties of `updated_at` included (the test clock stands
-    still), with another tenant's memos in the same index."""
+    """A small tenant matches each of its memos (`store.PROBE_MEMOS`); else
+    a page is made from the tenant's matches when they are few
+    (`store.FEW_MATCHES`), and the tenant's memos are walked and kept when
+    among them when they are many: the same items in the same pages every
+    way, ties of `updated_at` included (the test clock stands still), with
+    another tenant's memos in the same index."""
     await _register(author, 0, 40, rare_every=3)
     elsewhere = await lifecycle.member("author", tenant="globex")
     await _register(elsewhere, 100, 50, rare_every=5)
@@ -106,9 +108,10 @@ async def test_every_way_of_searching_walks_the_same_pages(
             after = (rows[6][2], rows[6][0])
 
     walks = []
-    # 1000: from the matches; 45: the 40 memos one by one (`ledger` is in 90
-    # of the file's); 0: the memos kept when among the matches
-    for few in (1000, 45, 0):
+    # the 40 memos one by one; from the matches; the memos kept when among
+    # the matches (when any match)
+    for probe, few in ((1000, 1000), (0, 1000), (0, 0)):
+        monkeypatch.setattr(store, "PROBE_MEMOS", probe)
         monkeypatch.setattr(store, "FEW_MATCHES", few)
         walks.append(await lifecycle.service.rt.db.read(walk))
     assert walks[0] == walks[1] == walks[2]
@@ -117,12 +120,11 @@ async def test_every_way_of_searching_walks_the_same_pages(
 
 
 async def test_a_small_tenant_does_not_pay_for_a_large_ones_matches(
-    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
+    lifecycle: Lifecycle, author: Member
 ) -> None:
-    """A tenant of a few memos beside a large one counted and read every
-    match of the file (8 ms for `the` beside 50,000 memos): it matches its
-    own memos one by one now."""
-    monkeypatch.setattr(store, "FEW_MATCHES", 30)  # the file's matches are many
+    """A tenant of a few memos beside a large one read every match of the
+    file to find its own (7-8 ms for `the` beside 50,000 memos): it matches
+    its own memos one by one now."""
     small = await lifecycle.member("author", tenant="small")
     await _register(small, 900, 5)
     ledger = fts_query("ledger")
@@ -137,4 +139,36 @@ async def test_a_small_tenant_does_not_pay_for_a_large_ones_matches(
     few = await search()
     await _register(author, 40, 200)
     many = await search()
+    assert many <= few + few // 100, (few, many)
+
+
+async def test_a_term_common_elsewhere_and_absent_here_costs_its_matches(
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large tenant searching a term other tenants hold many times and it
+    holds none of walked all its memos looking for one (22 ms at 50,000):
+    the page is made from its own matches, which are few (none)."""
+    monkeypatch.setattr(store, "PROBE_MEMOS", 10)
+    monkeypatch.setattr(store, "FEW_MATCHES", 30)  # 40 matches in the file: many
+    elsewhere = await lifecycle.member("author", tenant="globex")
+    await _register(elsewhere, 900, 40, rare_every=1)
+    rare = fts_query("kalu")
+
+    def none(conn: sqlite3.Connection) -> None:
+        assert store.search(conn, "acme", rare, None, 21) == []
+
+    async def steps() -> int:
+        # one segment: FTS5 reads each of its segments for a term, and 340
+        # commits leave more than 40 did
+        await lifecycle.service.rt.db.write(
+            lambda conn: conn.execute(
+                "INSERT INTO lifecycle_search (lifecycle_search) VALUES ('optimize')"
+            )
+        )
+        return await _steps(lifecycle, none)
+
+    await _register(author, 0, 40)
+    few = await steps()
+    await _register(author, 40, 300)
+    many = await steps()
     assert many <= few + few // 100, (few, many)

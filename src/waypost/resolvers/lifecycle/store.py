@@ -152,22 +152,19 @@ _MATCHES_MEMO = (
     " ON s.rowid = k.rowid WHERE k.tenant = m.tenant AND k.memo_id = m.id"
     " AND lifecycle_search MATCH :match)"
 )
-# Which way a search goes, by what it counts first (each count stops past
-# FEW_MATCHES): a term in at most that many memos of the whole file starts
-# from them; else a tenant of at most that many memos is walked newest first,
-# each memo's own index row matched; else the tenant's memos are walked
-# newest first and kept when among the tenant's matches, which SQLite
-# gathers once. At 50,000 memos in one tenant, a rare term took 19 ms the
-# last way and 0.12 ms the first; a term in 8,497 memos 2.9 ms against 25
-# the first way, one in all of them 11 against 89. A tenant of 20 memos
-# beside them paid for the other tenant's matches the first way (7-8 ms for
-# `the`) and pays 20 look-ups the second.
+# Which way a search goes. A tenant of at most PROBE_MEMOS memos is walked
+# newest first, each memo's own index row matched against `q` (a full-text
+# query per memo, 30-100 us, so only where there are few: a tenant of 20
+# beside one of 50,000 paid 7-8 ms for the large one's matches of `the` the
+# next way). Otherwise the tenant's matches are read, up to FEW_MATCHES + 1:
+# with at most FEW_MATCHES the page is made from them, ordered by time;
+# with more, the tenant's memos are walked newest first and kept when among
+# its matches, which SQLite gathers once, and the walk stops after a page.
+# At 50,000 memos in one tenant, a rare term took 19 ms the last way and
+# 0.12 ms from its matches; a term in 8,497 memos 2.9 ms the last way
+# against 25 from its matches, one in all of them 11 against 89.
+PROBE_MEMOS = 50
 FEW_MATCHES = 1000
-
-
-def _count_past_few(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> int:
-    row = conn.execute(f"SELECT count(*) FROM ({sql} LIMIT {FEW_MATCHES + 1})", params)
-    return int(row.fetchone()[0])
 
 
 def search(
@@ -182,14 +179,20 @@ def search(
     source = "lifecycle_memos m"
     where = ["m.tenant = :tenant"]
     if match is not None:
-        in_file = "SELECT 1 FROM lifecycle_search WHERE lifecycle_search MATCH :match"
-        in_tenant = "SELECT 1 FROM lifecycle_memos WHERE tenant = :tenant"
-        if _count_past_few(conn, in_file, params) <= FEW_MATCHES:
-            source = f"({_MATCHES}) hit CROSS JOIN lifecycle_memos m ON m.id = hit.memo_id"
-        elif _count_past_few(conn, in_tenant, params) <= FEW_MATCHES:
+        small = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM lifecycle_memos WHERE tenant = :tenant"
+            f" LIMIT {PROBE_MEMOS + 1})",
+            params,
+        ).fetchone()[0]
+        if small <= PROBE_MEMOS:
             where.append(_MATCHES_MEMO)
         else:
-            where.append(f"m.id IN ({_MATCHES})")
+            ids = [r[0] for r in conn.execute(f"{_MATCHES} LIMIT {FEW_MATCHES + 1}", params)]
+            if len(ids) <= FEW_MATCHES:
+                source = "json_each(:ids) hit CROSS JOIN lifecycle_memos m ON m.id = hit.value"
+                params["ids"] = _json(ids)
+            else:
+                where.append(f"m.id IN ({_MATCHES})")
     if after is not None:
         # `m.updated_at <=` first: the range of the index starts at the
         # cursor (the OR alone walked from the newest memo down to it)
