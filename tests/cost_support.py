@@ -1,13 +1,20 @@
 """Helpers for the tests that count SQLite VM steps instead of timing a
 statement: a project `demo` on a fresh file, tasks added in bulk, and a step
-counter around one call."""
+counter around one call (on a connection, or in a unit of work of a running
+service's database).
+
+Steps are counted one by one: SQLite counts towards the handler's interval
+per step call of a statement, so a coarser count varies with the rows
+returned. FTS5's own reads of its index count too, and grow with its
+segments: a test that adds rows between two counts merges the index first
+(`'optimize'`)."""
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from tests.conftest import copy_database
 from waypost.resolvers.access import principals
@@ -55,3 +62,16 @@ def counting_steps(conn: sqlite3.Connection, run: Callable[[], T]) -> tuple[T, i
     finally:
         conn.set_progress_handler(None, 1)
     return result, steps
+
+
+async def unit_steps(
+    db: Any, call: Callable[[sqlite3.Connection], object], write: bool = False
+) -> int:
+    """The VM steps of `call(conn)` in one read (or write) unit of work of
+    `db` (a service's `rt.db`)."""
+
+    def unit(conn: sqlite3.Connection) -> int:
+        return counting_steps(conn, lambda: call(conn))[1]
+
+    steps: int = await (db.write(unit) if write else db.read(unit))
+    return steps

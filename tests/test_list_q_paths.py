@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, Service
+from tests.cost_support import unit_steps
 from tests.knowledge_support import create, make_project
 from tests.tasks_support import make_task, open_decision
-from tests.test_query_plans import _steps
 from waypost.resolvers.context import lists_store
 from waypost.resolvers.context.search import escape_fts
 from waypost.resolvers.knowledge.models import KnowledgeListQuery
@@ -129,7 +129,7 @@ async def test_a_rare_term_costs_a_page_however_large_the_project(
                 conn.execute(f"INSERT INTO {index} ({index}) VALUES ('optimize')")
 
         await service.rt.db.write(merge)
-        return await _steps(service, lists)
+        return await unit_steps(service.rt.db, lists)
 
     await make_task(human, title="the kalu table")
     await create(human, project, title="a kalu note")

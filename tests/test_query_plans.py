@@ -16,6 +16,7 @@ import sqlite3
 from typing import Any
 
 from tests.conftest import Caller, Service
+from tests.cost_support import unit_steps
 from tests.knowledge_support import create, kpath, make_project
 from waypost.resolvers.decisions.store import statuses, task_revisions
 from waypost.resolvers.knowledge.models import KnowledgeListQuery
@@ -65,26 +66,8 @@ def _copy_history(conn: sqlite3.Connection, table: str, key: str, owner: str, co
 
 
 async def _steps(service: Service, call: Any, write: bool = False) -> int:
-    """The SQLite VM steps of `call(conn)`, in a read or a write unit of work
-    (counted one by one: SQLite counts towards the handler's interval per
-    step of a statement, so a coarser count varies with the number of rows)."""
-
-    def unit(conn: sqlite3.Connection) -> int:
-        steps = [0]
-
-        def count() -> int:
-            steps[0] += 1
-            return 0
-
-        conn.set_progress_handler(count, 1)
-        try:
-            call(conn)
-        finally:
-            conn.set_progress_handler(None, 0)
-        return steps[0]
-
-    steps: int = await (service.rt.db.write(unit) if write else service.rt.db.read(unit))
-    return steps
+    """The SQLite VM steps of `call(conn)` in one unit of work of the service."""
+    return await unit_steps(service.rt.db, call, write)
 
 
 async def test_every_list_walks_an_index(service: Service, human: Caller, project: str) -> None:

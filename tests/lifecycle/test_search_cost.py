@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.cost_support import unit_steps
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.resolvers.lifecycle import store
 from waypost.resolvers.lifecycle.queries import fts_query
@@ -31,24 +32,8 @@ async def _register(
 
 
 async def _steps(lifecycle: Lifecycle, call: Any) -> int:
-    """The SQLite VM steps of `call(conn)`, counted one by one."""
-
-    def unit(conn: sqlite3.Connection) -> int:
-        steps = [0]
-
-        def count() -> int:
-            steps[0] += 1
-            return 0
-
-        conn.set_progress_handler(count, 1)
-        try:
-            call(conn)
-        finally:
-            conn.set_progress_handler(None, 0)
-        return steps[0]
-
-    steps: int = await lifecycle.service.rt.db.read(unit)
-    return steps
+    """The SQLite VM steps of `call(conn)` in one read."""
+    return await unit_steps(lifecycle.service.rt.db, call)
 
 
 def _oldest_but_four(conn: sqlite3.Connection) -> tuple[str, str]:
