@@ -95,8 +95,12 @@ async def list_projects(
     return await rt.db.read(lambda conn: list_projects_sync(conn, cursor, limit, backward))
 
 
+def count_projects_sync(conn: sqlite3.Connection) -> int:
+    return store.count_projects(conn)
+
+
 async def count_projects(rt: Runtime) -> int:
-    return await rt.db.read(store.count_projects)
+    return await rt.db.read(count_projects_sync)
 
 
 def projects_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any] | None]:

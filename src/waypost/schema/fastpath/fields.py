@@ -29,6 +29,7 @@ from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import digest
 from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.decisions import views as decision_views
+from waypost.resolvers.projects import operations as project_ops
 from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
@@ -160,6 +161,18 @@ def _project_by_id(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     return [r.records("project", [a["id"]], _projects)[0] for _ in parents]
 
 
+def _project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Query.projects`: the resolver's window check and list read
+    (`projects.list_projects_sync`, what `projects.list_projects` runs). The
+    console's inbox of every project asks for it every few seconds; through
+    graphql-core it cost 3.1 times the one-project inbox for the same bytes
+    (408 ms against 132 at 50,000 records, scaleaudit2)."""
+    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
+    page = project_ops.list_projects_sync(r.conn, w.cursor, w.limit, w.backward)
+    found = Conn.of(page, lambda r: project_ops.count_projects_sync(r.conn))
+    return [found for _ in parents]
+
+
 def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.decisions`: the resolver's own window check and list read
     (`decisions.list_sync` is what `decisions.list_decisions` runs)."""
@@ -287,7 +300,8 @@ _register("DigestTruncated", {
 })  # fmt: skip
 
 
-_register("Query", {"project": _project_by_id})
+_register("Query", {"project": _project_by_id, "projects": _project_list})
+_connection("Project")
 _register("Project", {
     "id": _global_id("Project"),
     "restId": key("id"),
