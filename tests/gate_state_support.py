@@ -12,6 +12,7 @@ from tests.decisions_support import send_answer
 from tests.tasks_support import BASE
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
+from waypost.resolvers.decisions.lists_store import TIMEOUT_OPENED_AT_SQL
 
 
 async def gate_views(service: Service, project_id: str = "demo") -> dict[str, tuple[bool, bool]]:
@@ -49,21 +50,25 @@ async def stale_differences(service: Service) -> dict[str, tuple[Any, ...]]:
     """Decisions whose stored `stale` (migration 0023, what the status filters
     read), stored generation, or stored `answered`, project and creation time
     (0025, what the digest, the `pending` filter and the sweep read), or
-    stored disposition (0027, what the other status filters read) differ
-    from what the history derives: decision -> (stored stale, derived stale,
-    stored generation, current, stored answered, derived answered, stored
-    disposition, derived disposition)."""
+    stored disposition (0027, what the other status filters read), or when
+    it can time out (0029, what the sweep and the digest's timing-out list
+    read) differ from what the history derives: decision -> (stored stale,
+    derived stale, stored generation, current, stored answered, derived
+    answered, stored disposition, derived disposition, stored and derived
+    timeout start)."""
 
     def read(conn: sqlite3.Connection) -> dict[str, tuple[Any, ...]]:
         rows = conn.execute(
             "SELECT h.decision_id, h.stale, s.stale AS derived, h.generation, s.generation AS g,"
             " h.answered, s.disposition IS NOT NULL AS answered_derived,"
-            " h.disposition, s.disposition AS disposition_derived"
+            " h.disposition, s.disposition AS disposition_derived,"
+            f" h.timeout_opened_at, {TIMEOUT_OPENED_AT_SQL} AS timeout_opened_at_derived"
             " FROM decision_holds h JOIN decision_current s ON s.decision_id = h.decision_id"
             " WHERE h.stale IS NOT s.stale OR h.generation IS NOT s.generation"
             " OR h.answered IS NOT (s.disposition IS NOT NULL)"
             " OR h.disposition IS NOT s.disposition"
             " OR h.project_id IS NOT s.project_id OR h.created_at IS NOT s.created_at"
+            f" OR h.timeout_opened_at IS NOT ({TIMEOUT_OPENED_AT_SQL})"
         ).fetchall()
         return {r[0]: tuple(r[1:]) for r in rows}
 

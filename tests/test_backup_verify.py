@@ -261,8 +261,8 @@ async def test_verify_finds_a_decisions_stored_state_changed_around_the_triggers
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
     """What the decision lists' status filters read: the row, its expiry, its
-    generation, whether and how it was answered (each changed on its own
-    copy)."""
+    generation, whether and how it was answered, when it can time out (each
+    changed on its own copy)."""
     await populate(service, human)
     tampering = {
         "no stored state": "DELETE FROM decision_holds",
@@ -279,6 +279,11 @@ async def test_verify_finds_a_decisions_stored_state_changed_around_the_triggers
         # what the other status filters read (0027)
         "the stored answer is deny, its current generation's is none": (
             "UPDATE decision_holds SET disposition = 'deny'"
+        ),
+        # what the sweep and the digest's timing-out list read (0029)
+        "the stored state says it can time out from 2026-01-01T00:00:00.000Z, its current"
+        " generation from never": (
+            "UPDATE decision_holds SET timeout_opened_at = '2026-01-01T00:00:00.000Z'"
         ),
         "the stored state places it in elsewhere at 2026-01-01T00:00:00.000Z, the"
         " decision is demo's of 2026-11-29T18:00:00.000Z": (

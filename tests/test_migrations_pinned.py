@@ -45,6 +45,7 @@ SHIPPED = {
     "0026_history_pages_by_rowid.sql": "b8e95fb9605f0b69de203f49e72a513d",
     "0027_decision_status_indexes.sql": "dde1552280834c141988a20fd1eb0e45",
     "0028_knowledge_kind_index.sql": "cfd96f6917c72c59c5ff4b63fd16ae0b",
+    "0029_decision_timeouts_index.sql": "e05efe7ce6325b3a36328f6aedb3bd36",
 }
 
 _INDEX_LINES = (

@@ -277,23 +277,29 @@ async def test_the_unanswered_decisions_are_one_range_of_their_index(
 ) -> None:
     """The digest's pending and timing-out lists and the sweep walked every
     decision of the project or every reversible one (76, 71 and 32 ms at
-    50,000 decisions); each starts from the unanswered decisions now
-    (migration 0025's partial index)."""
+    50,000 decisions); the pending list starts from the unanswered decisions
+    now (migration 0025's partial index), the other two from those that can
+    still time out (0029's, over the project and over all projects), in the
+    order they are answered (no sort)."""
     from waypost.resolvers.decisions import lists_store
     from waypost.resolvers.decisions.store import due_for_timeout
 
     now = service.clock.iso()
-    calls: list[Any] = [
-        lambda c: lists_store.unanswered_ids(c, project, 201),
-        lambda c: lists_store.timing_out_ids(c, project, now, now, 201),
-        lambda c: due_for_timeout(c, now, now, 50),
-    ]
-    for call in calls:
+    calls: list[tuple[str, Any]] = [
+        ("decision_holds_unanswered (project_id=?)",
+         lambda c: lists_store.unanswered_ids(c, project, 201)),
+        ("decision_holds_timing_out_by_project (project_id=? AND timeout_opened_at",
+         lambda c: lists_store.timing_out_ids(c, project, now, now, 201)),
+        ("decision_holds_timing_out (timeout_opened_at",
+         lambda c: due_for_timeout(c, now, now, 50)),
+    ]  # fmt: skip
+    for index, call in calls:
         plans = await _plans(service, call)
-        assert any("decision_holds_unanswered" in p for p in plans), plans
-        assert not any("decisions_by_project" in p or "decisions_reversible" in p for p in plans), (
-            plans
-        )
+        assert any(f"INDEX {index}" in p for p in plans), plans
+        assert not any(
+            "decisions_by_project" in p or "decisions_reversible" in p or "TEMP B-TREE" in p
+            for p in plans
+        ), plans
 
 
 async def test_each_status_filter_walks_the_decisions_of_that_status(

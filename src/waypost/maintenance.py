@@ -25,6 +25,7 @@ from typing import Any
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
+from waypost.resolvers.decisions.lists_store import TIMEOUT_OPENED_AT_SQL
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
 from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
 from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
@@ -350,10 +351,10 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
     says what the decisions' history says, now: a task is open exactly when
     no decision blocks it or its subject (the claim and the ready lists read
     the stored state; a row written around the triggers would mislead them).
-    So does each decision's stored state (migrations 0023, 0025 and 0027: its
-    row, generation, expiry, `stale`, `answered`, disposition, project and
-    creation time, which the decision lists' status filters, the digest and
-    the sweep read)."""
+    So does each decision's stored state (migrations 0023, 0025, 0027 and
+    0029: its row, generation, expiry, `stale`, `answered`, disposition,
+    project, creation time and when it can time out, which the decision
+    lists' status filters, the digest and the sweep read)."""
     status.install(conn)  # the SQL function the history's gate needs
     now = datetime.now(UTC)
     conn.execute("BEGIN")  # one snapshot for the stored state and the history
@@ -386,13 +387,16 @@ def _gate_state(conn: sqlite3.Connection, check: Check) -> None:
             " h.expires_at AS stored_expiry, h.stale AS stored_stale,"
             " h.answered AS stored_answered, h.disposition AS stored_disposition,"
             " h.project_id AS stored_project,"
-            " h.created_at AS stored_created_at"
+            " h.created_at AS stored_created_at,"
+            f" {TIMEOUT_OPENED_AT_SQL} AS timeout_opened_at,"
+            " h.timeout_opened_at AS stored_timeout_opened_at"
             " FROM decision_current s LEFT JOIN decision_holds h ON h.decision_id = s.decision_id"
             " WHERE h.decision_id IS NULL OR h.generation IS NOT s.generation"
             " OR h.expires_at IS NOT s.expires_at OR h.stale IS NOT s.stale"
             " OR h.answered IS NOT (s.disposition IS NOT NULL)"
             " OR h.disposition IS NOT s.disposition"
             " OR h.project_id IS NOT s.project_id OR h.created_at IS NOT s.created_at"
+            f" OR h.timeout_opened_at IS NOT ({TIMEOUT_OPENED_AT_SQL})"
         ):
             check.add(f"decision {row['decision_id']}: {_stored_difference(row)}")
     finally:
@@ -458,6 +462,12 @@ def _stored_difference(row: sqlite3.Row) -> str:
         return (
             f"the stored answer is {row['stored_disposition'] or 'none'}, its current"
             f" generation's is {row['disposition'] or 'none'}"
+        )
+    if row["stored_timeout_opened_at"] != row["timeout_opened_at"]:
+        stored, derived = row["stored_timeout_opened_at"], row["timeout_opened_at"]
+        return (
+            f"the stored state says it can time out from {stored or 'never'},"
+            f" its current generation from {derived or 'never'}"
         )
     said = ("not stale", "stale")
     return f"the stored state says {said[row['stored_stale']]}, its pins say {said[row['stale']]}"

@@ -6,9 +6,9 @@ history, as the gate derives them), except the lists' and counts' status
 filters and the context packet's unresolved decisions, which read the stored
 state (`STATUS_WHERE`, migrations 0023, 0025 and 0027; each status filter
 walks the partial index of its status, `STATUS_INDEX`), and the digest's pending
-and timing-out lists, which start from the unanswered decisions
-(`_UNANSWERED`): `admin verify` and the gate-state tests hold the stored
-state to the history.
+list, which starts from the unanswered decisions (`_UNANSWERED`), and its
+timing-out list, from those that can still time out (`TIMING_OUT_HOLDS`):
+`admin verify` and the gate-state tests hold the stored state to the history.
 """
 
 from __future__ import annotations
@@ -25,12 +25,19 @@ from waypost.resolvers.decisions.status import (
     STATUS_SQL,
     STATUS_WHERE,
 )
-from waypost.resolvers.decisions.store import MAY_TIME_OUT
+from waypost.resolvers.decisions.store import CAN_TIME_OUT, MAY_TIME_OUT, TIMING_OUT_HOLDS
 from waypost.resolvers.decisions.timeouts import TIMEOUT
 
 # When the sweep will answer a `decision_current` row `s` (TIMEOUT after it opened).
 _TIMEOUT_AT_SQL: Final = (
     f"strftime('%Y-%m-%dT%H:%M:%fZ', s.opened_at, '+{int(TIMEOUT.total_seconds())} seconds')"
+)
+# What `decision_holds.timeout_opened_at` holds (migration 0029), from the
+# history: the opening time of a generation that can time out before it
+# expires, else NULL. `admin verify` compares the two.
+TIMEOUT_OPENED_AT_SQL: Final = (
+    f"CASE WHEN {CAN_TIME_OUT} AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
+    " THEN s.opened_at END"
 )
 
 
@@ -100,8 +107,10 @@ def unresolved_ids(
 
 # The project's unanswered decisions, `h`, in list order (a pending
 # decision is one of them): the digest's pending and timing-out lists.
-_UNANSWERED_INDEX = "decision_holds h INDEXED BY decision_holds_unanswered"
-_UNANSWERED = f"{_UNANSWERED_INDEX} WHERE h.project_id = :project AND h.answered = 0"
+_UNANSWERED = (
+    "decision_holds h INDEXED BY decision_holds_unanswered"
+    " WHERE h.project_id = :project AND h.answered = 0"
+)
 
 
 def list_page_rows(
@@ -210,14 +219,16 @@ def timing_out_ids(
 ) -> list[str]:
     """Pending decisions the sweep will answer (opened at or before `cutoff`) before
     they expire, in the order it will answer them."""
-    # from the project's unanswered decisions alone (a pending one is one)
+    # from the project's decisions that can still time out alone (migration 0029)
     rows = conn.execute(
-        f"SELECT s.decision_id FROM {_UNANSWERED_INDEX}"
+        "SELECT s.decision_id FROM decision_holds h"
+        " INDEXED BY decision_holds_timing_out_by_project"
         " CROSS JOIN decision_current s ON s.decision_id = h.decision_id"
-        " WHERE h.project_id = :project AND h.answered = 0"
-        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending' AND s.opened_at <= :cutoff"
+        f" WHERE h.project_id = :project AND {TIMING_OUT_HOLDS}"
+        " AND h.timeout_opened_at <= :cutoff"
+        f" AND {MAY_TIME_OUT} AND {STATUS_SQL} = 'pending'"
         f" AND (s.expires_at IS NULL OR s.expires_at > {_TIMEOUT_AT_SQL})"
-        " ORDER BY s.opened_at, s.decision_id LIMIT :n",
+        " ORDER BY h.timeout_opened_at, h.decision_id LIMIT :n",
         {"project": project_id, "now": now_at, "cutoff": cutoff, "n": count},
     ).fetchall()
     return [r["decision_id"] for r in rows]
