@@ -412,3 +412,42 @@ async def test_a_malformed_cursor_names_the_argument_given_it_in_a_two_way_query
         data = await human.gql(query, variables)
         [error] = data["errors"]
         assert error["extensions"] == {"code": "invalid_request", "field": direction}, data
+
+
+EVENTS = """query ($project: String!, $first: Int, $after: String, $last: Int, $before: String) {
+  project(id: $project) { events(first: $first, after: $after, last: $last, before: $before) {
+    nodes { sequence } pageInfo { hasPreviousPage hasNextPage } } } }"""
+
+
+async def test_an_event_cursor_says_what_lies_on_its_other_side_in_this_project(
+    human: Caller, project: str
+) -> None:
+    """An event cursor is a position in the log every project shares, not an
+    event of this project: `after: "0"` (the start, as REST's `?after=0`)
+    answered `hasPreviousPage: true`, and so did a position before a
+    project's first event; a `before` past its last event `hasNextPage: true`."""
+    from tests.knowledge_support import make_project, make_task
+
+    async def page(project_id: str, **variables: Any) -> tuple[list[int], dict[str, bool]]:
+        data = await human.gql(EVENTS, {"project": project_id, **variables})
+        assert "errors" not in data, data
+        events = data["data"]["project"]["events"]
+        return [n["sequence"] for n in events["nodes"]], events["pageInfo"]
+
+    await new_task(human)
+    other = await make_project(human, "other")
+    await make_task(human, other, "Elsewhere")
+    everything, _ = await page(other, first=100)
+    first, last = everything[0], everything[-1]
+    assert first > 1  # the demo project's events came first
+    assert await page(other, first=1, after="0") == (
+        [first],
+        {"hasPreviousPage": False, "hasNextPage": len(everything) > 1},
+    )
+    assert (await page(other, first=1, after=str(first - 1)))[1]["hasPreviousPage"] is False
+    assert (await page(other, first=1, after=str(first)))[1]["hasPreviousPage"] is True
+    assert (await page(other, last=1, before=str(last + 1000)))[1]["hasNextPage"] is False
+    assert (await page(other, last=1, before=str(last)))[1]["hasNextPage"] is True
+    # the demo project's own log, from its start
+    own, info = await page("demo", first=1, after="0")
+    assert own == [1] and info["hasPreviousPage"] is False

@@ -10,7 +10,6 @@ from strawberry.scalars import JSON
 
 from waypost.errors import InvalidRequest, NotFound
 from waypost.http.decoding import convert
-from waypost.pagination import Page
 from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.projects import operations as projects
@@ -202,18 +201,7 @@ class Project(
         w = window(first, after, last, before)
         start = _sequence_cursor(w.cursor, "before" if w.backward else "after")
         rt, project_id = info.context.rt, self.rest_id
-        if w.backward:
-            # one extra event tells whether another page comes before
-            items = await events.before_for_project(rt, project_id, start, w.limit + 1)
-            page = Page(items[-w.limit :], [str(i["sequence"]) for i in items[-w.limit :]],
-                        start is not None, len(items) > w.limit)  # fmt: skip
-        else:
-            # one extra event tells whether another page follows
-            data = await events.for_project(rt, project_id, start, w.limit + 1)
-            items = data["items"][: w.limit]
-            page = Page(items, [str(i["sequence"]) for i in items],
-                        len(data["items"]) > w.limit, start is not None)  # fmt: skip
-
+        page = await events.page_for_project(rt, project_id, start, w.limit, w.backward)
         return Connection.of(
             page, Event.from_json, lambda: events.count_for_project(rt, project_id)
         )

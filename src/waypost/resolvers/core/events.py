@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
-from waypost.pagination import check_limit
+from waypost.pagination import Page, check_limit
 from waypost.resolvers.core import store
 from waypost.runtime import Runtime
 
@@ -90,10 +90,37 @@ def count_events(conn: sqlite3.Connection, project_id: str) -> int:
     return store.count_project_events(conn, project_id)
 
 
-async def before_for_project(
-    rt: Runtime, project_id: str, before: int | None, count: int
-) -> list[dict[str, Any]]:
-    return await rt.db.read(lambda conn: events_before(conn, project_id, before, count))
+# above every sequence SQLite can hand out (an INTEGER PRIMARY KEY is 64 bits)
+_TOP: Final = 2**63 - 1
+
+
+def event_page(
+    conn: sqlite3.Connection, project_id: str, start: int | None, limit: int, backward: bool
+) -> Page[dict[str, Any]]:
+    """GraphQL's page of the project's events, oldest first: `limit` after
+    sequence `start` (or before it, `backward`). One extra event tells
+    whether another page follows in the paging direction; whether one lies
+    on the cursor's other side is asked of the log, because a cursor is a
+    position, not an event of this project (sequences are shared by every
+    project, and `after: "0"` names none): the project may have no event
+    there at all."""
+    if backward:
+        found = events_before(conn, project_id, start, limit + 1)
+        rows = found[-limit:]
+        beyond = start is not None and store.project_has_event_between(
+            conn, project_id, start, _TOP
+        )
+        return Page(rows, [str(i["sequence"]) for i in rows], beyond, len(found) > limit)
+    found = [event_json(r) for r in store.event_rows_after(conn, project_id, start or 0, limit + 1)]
+    rows = found[:limit]
+    beyond = start is not None and store.project_has_event_between(conn, project_id, 0, start)
+    return Page(rows, [str(i["sequence"]) for i in rows], len(found) > limit, beyond)
+
+
+async def page_for_project(
+    rt: Runtime, project_id: str, start: int | None, limit: int, backward: bool
+) -> Page[dict[str, Any]]:
+    return await rt.db.read(lambda conn: event_page(conn, project_id, start, limit, backward))
 
 
 async def count_for_project(rt: Runtime, project_id: str) -> int:

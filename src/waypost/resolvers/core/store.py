@@ -112,6 +112,17 @@ def event_rows_before(
     ).fetchall()
 
 
+def project_has_event_between(
+    conn: sqlite3.Connection, project_id: str, low: int, high: int
+) -> bool:
+    """Whether the project has an event with a sequence from `low` to `high`."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM events WHERE project_id = ? AND sequence BETWEEN ? AND ?)",
+        (project_id, low, high),
+    ).fetchone()
+    return bool(row[0])
+
+
 def count_project_events(conn: sqlite3.Connection, project_id: str) -> int:
     row = conn.execute("SELECT count(*) FROM events WHERE project_id = ?", (project_id,))
     return int(row.fetchone()[0])
