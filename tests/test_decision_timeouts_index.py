@@ -1,4 +1,5 @@
-"""Migration 0029: the decisions that can still time out, stored and indexed.
+"""Migrations 0029 and 0030: the decisions that can still time out, stored
+and indexed, and the digest's recent timeouts read from the sweep's events.
 
 The sweep and the digest's `timing_out_soon` walked every unanswered
 decision (stale and expired ones stay unanswered until reopened) to find the
@@ -17,7 +18,14 @@ from typing import Any
 
 from tests.conftest import Caller, Service
 from tests.cost_support import unit_steps
-from tests.decisions_support import BASE, edit_task, new_task, open_decision, reopen
+from tests.decisions_support import (
+    BASE,
+    decision_body,
+    edit_task,
+    new_task,
+    open_decision,
+    reopen,
+)
 from tests.test_decisions_sweep import insert_agent_asked_human_decision, run_sweep
 from waypost.clock import format_time
 from waypost.resolvers.decisions import lists_store
@@ -198,3 +206,71 @@ async def test_the_migration_fills_the_column_for_existing_decisions(
         assert {r[0]: r[1] for r in rows} == expected
     finally:
         conn.close()
+
+
+# The statement `proceeded_by_timeout` ran before migration 0030: the answers.
+_FROM_ANSWERS = (
+    "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
+    " JOIN decisions d ON d.id = a.decision_id"
+    " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
+    " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n"
+)
+
+
+async def test_recent_timeouts_from_the_events_are_those_of_the_answers(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Per project, for every window start: the same decisions in the same
+    order (latest timeout first) as the answers say, a decision timed out
+    twice (reopened in between) once, at its latest, and nothing from
+    another project's timeouts; its plan is a range of 0030's index."""
+    from tests.knowledge_support import make_project, make_task
+
+    other = await make_project(human, "other")
+    task, elsewhere = await new_task(human), await make_task(human, other, "Elsewhere")
+    twice = await open_decision(human, [task], **REVERSIBLE)
+    for _ in range(3):
+        await open_decision(human, [task], **REVERSIBLE)
+        r = await human.post(
+            f"/api/v1/projects/{other}/decisions",
+            {**decision_body([elsewhere]), **REVERSIBLE},
+        )
+        assert r.status_code == 201, r.text
+        service.clock.advance(hours=9)
+    service.clock.advance(hours=24)
+    assert await run_sweep(service) == 7
+    assert (await reopen(human, twice["id"], 1)).status_code == 200
+    await open_decision(human, [task], recommendation="Proceed")  # never times out
+    service.clock.advance(hours=25)
+    assert await run_sweep(service) == 1
+
+    def differences(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+        times = [r[0] for r in conn.execute("SELECT DISTINCT at FROM decision_answers")]
+        found = []
+        for project_id in (project, other):
+            for since in ["2026-01-01T00:00:00.000Z", *times, "2027-01-01T00:00:00.000Z"]:
+                for n in (1, 2, 201):
+                    args = {"project": project_id, "since": since, "n": n}
+                    old = [r[0] for r in conn.execute(_FROM_ANSWERS, args)]
+                    if lists_store.timed_out_since_ids(conn, project_id, since, n) != old:
+                        found.append((project_id, since, n))
+        return found
+
+    assert await service.rt.db.read(differences) == []
+    newest = await service.rt.db.read(
+        lambda c: lists_store.timed_out_since_ids(c, project, "2026-01-01T00:00:00.000Z", 201)
+    )
+    assert newest[0] == twice["id"] and len(newest) == 4
+
+    def plan(conn: sqlite3.Connection) -> list[str]:
+        sql: list[str] = []
+        conn.set_trace_callback(sql.append)
+        try:
+            lists_store.timed_out_since_ids(conn, project, "2026-01-01T00:00:00.000Z", 201)
+        finally:
+            conn.set_trace_callback(None)
+        return [str(r[3]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql[0]}")]
+
+    plans = await service.rt.db.read(plan)
+    assert any("INDEX events_timed_out (project_id=? AND at>?)" in p for p in plans), plans
+    assert not any("decision_answers" in p for p in plans), plans

