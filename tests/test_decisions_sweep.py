@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -297,3 +298,29 @@ async def test_a_pass_that_reaches_its_round_cap_says_so(
     assert [r.getMessage() for r in caplog.records] == [
         "sweep: endless stopped after 2 rounds; the next pass goes on"
     ]
+
+
+async def test_a_unit_stops_answering_when_its_time_is_up_and_the_pass_goes_on(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An answer re-derives the gate of each task the decision pins from all of
+    that task's pins: on a task pinned by 20,000 decisions 6 ms each, so a
+    unit of 500 held the writer 3 s. A unit now stops once its time is up
+    (here at once: one answer a unit), and the pass runs units until one
+    finds nothing due, so the backlog is still answered within the pass."""
+    task = await new_task(human)
+    for _ in range(4):
+        await open_decision(human, [task], recommendation="Proceed", reversible=True)
+    service.clock.advance(hours=24)
+    monkeypatch.setattr(timeouts, "UNIT_SECONDS", 0.0)
+    units: list[int] = []
+    write = service.rt.db.write
+
+    async def counted(unit: Any) -> Any:
+        done = await write(unit)
+        units.append(done)
+        return done
+
+    monkeypatch.setattr(service.rt.db, "write", counted)
+    assert await run_sweep(service) == 4
+    assert units == [0, 1, 1, 1, 1, 0]  # the receipts' one empty unit, then the decisions

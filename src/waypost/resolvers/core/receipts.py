@@ -188,7 +188,7 @@ def purge_receipts(conn: sqlite3.Connection, now: datetime, limit: int = PURGE_B
 
     Bounded so that one purge never holds the writer for long (a day of
     receipts can be millions of rows); the sweep calls it again, each call its
-    own unit of work, until it deletes fewer than `limit`.
+    own unit of work, until it deletes none.
     """
     cutoff = format_time(now - RECEIPT_RETENTION)
     return store.delete_receipts_before(conn, cutoff, limit)

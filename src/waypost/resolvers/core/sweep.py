@@ -25,8 +25,10 @@ Step = Callable[[sqlite3.Connection, datetime], Any]
 @dataclass(frozen=True)
 class Batched:
     """A step that does at most `limit` rows per call (returning how many) and
-    runs again, each call its own unit of work, until it does fewer: other
-    writes get the writer in between."""
+    runs again, each call its own unit of work, until a call does none: other
+    writes get the writer in between. A call may stop short of `limit` (the
+    decision timeouts stop on time), so fewer is no sign that none are left;
+    the pass ends with one call that finds nothing, a cheap one."""
 
     step: Callable[[sqlite3.Connection, datetime], int]
     limit: int
@@ -59,7 +61,7 @@ async def run_once(rt: Runtime) -> dict[str, Any]:
             for _ in range(step.max_rounds):
                 done = int(await rt.db.write(partial(_apply, step, rt)))
                 total += done
-                if done < step.limit:
+                if done == 0:
                     break
             else:
                 log.warning("sweep: %s stopped after %s rounds; the next pass goes on", name,

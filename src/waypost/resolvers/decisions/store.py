@@ -291,14 +291,14 @@ def due_for_timeout(
     ).fetchall()
 
 
-def insert_timeout_answers(
-    conn: sqlite3.Connection, due: Sequence[sqlite3.Row], rationale: str, at: str
+def insert_timeout_answer(
+    conn: sqlite3.Connection, due: sqlite3.Row, rationale: str, at: str
 ) -> None:
-    """Allow each due decision with its recommendation, as the principal that asked it."""
-    conn.executemany(
+    """Allow a due decision with its recommendation, as the principal that asked it."""
+    conn.execute(
         "INSERT INTO decision_answers (decision_id, generation, disposition, answer, rationale,"
         " conditions_confirmed, actor_id, actor_session_id, relayed, timed_out, at)"
         " VALUES (?, ?, 'allow', ?, ?, 1, ?, NULL, 0, 1, ?)",
-        [(d["decision_id"], d["generation"], d["recommendation"], rationale,
-          d["opened_by"], at) for d in due],
+        (due["decision_id"], due["generation"], due["recommendation"], rationale,
+         due["opened_by"], at),
     )  # fmt: skip
