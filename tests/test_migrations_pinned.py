@@ -46,7 +46,7 @@ SHIPPED = {
     "0027_decision_status_indexes.sql": "dde1552280834c141988a20fd1eb0e45",
     "0028_knowledge_kind_index.sql": "cfd96f6917c72c59c5ff4b63fd16ae0b",
     "0029_decision_timeouts_index.sql": "e05efe7ce6325b3a36328f6aedb3bd36",
-    "0030_timed_out_events_index.sql": "288a35600d608aecd904b46bd264a83b",
+    "0030_timed_out_events_index.sql": "8d9d8f3471ed7ff6906a54b572cb6ab9",
 }
 
 _INDEX_LINES = (
