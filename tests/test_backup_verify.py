@@ -53,7 +53,7 @@ async def test_verify_is_clean_while_the_service_runs(
     assert report["ok"] is True
     assert set(report["checks"]) == {
         "migrations", "integrity", "foreign_keys", "full_text", "history", "receipts", "events",
-        "gate_state", "tag_rows",
+        "gate_state", "tag_rows", "task_decisions",
     }  # fmt: skip
     assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
 
@@ -563,3 +563,30 @@ def test_a_file_of_an_earlier_build_is_checked_with_its_migrations_applied_to_a_
     later = len(available()) - len(early)
     assert report["checked_a_copy"].startswith(f"{later} migrations are not applied yet ("), report
     assert db.read_bytes() == before
+
+
+async def test_verify_finds_a_task_decision_list_written_around_its_trigger(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """What `Task.decisions` pages (migration 0031): a decision dropped from
+    its task's list, and one listed under a task it never pinned."""
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    decision_id, task_id = conn.execute(
+        "SELECT decision_id, task_id FROM decision_affected"
+    ).fetchone()
+    other = conn.execute("SELECT id FROM tasks WHERE id <> ?", (task_id,)).fetchone()[0]
+    conn.execute("DROP TRIGGER task_decisions_no_delete")
+    conn.execute("DELETE FROM task_decisions WHERE task_id = ?", (task_id,))
+    conn.execute(
+        "INSERT INTO task_decisions VALUES (?, '2026-01-01T00:00:00.000Z', ?)",
+        (other, decision_id),
+    )
+    conn.close()
+    assert verify(copy)["checks"]["task_decisions"]["shown"] == [
+        f"task {task_id}: decision {decision_id} pins it and is missing from its list",
+        f"task {other}: its list names decision {decision_id}, which does not pin it"
+        " (or was not created at the time listed)",
+    ]

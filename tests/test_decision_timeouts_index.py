@@ -26,13 +26,13 @@ from tests.decisions_support import (
     open_decision,
     reopen,
 )
+from tests.migration_support import copy_before, migration
 from tests.test_decisions_sweep import insert_agent_asked_human_decision, run_sweep
 from waypost.clock import format_time
 from waypost.resolvers.decisions import lists_store
 from waypost.resolvers.decisions.digest import SOON_WINDOW
 from waypost.resolvers.decisions.store import due_for_timeout
 from waypost.resolvers.decisions.timeouts import TIMEOUT
-from waypost.storage import migrate
 
 REVERSIBLE = {"required_actor": "either", "recommendation": "Proceed", "reversible": True}
 OPENED = "2026-11-29T18:00:00.000Z"  # the test clock's start
@@ -164,25 +164,6 @@ async def test_neither_list_pays_for_decisions_that_cannot_time_out(
     assert many <= few + few // 100, (few, many)
 
 
-def _copy_before_0029(source: Path, dest: Path) -> sqlite3.Connection:
-    """A file migrated up to 0028 holding `source`'s principals, projects, tasks
-    and decisions (their stored state rebuilt by 0028's triggers as rows go
-    in): what a deployed file looks like at the upgrade."""
-    conn = sqlite3.connect(dest, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    for migration in migrate.available():
-        if migration.name < "0029":
-            conn.executescript(migration.sql)
-    conn.execute("ATTACH DATABASE ? AS old", (str(source),))
-    conn.execute("PRAGMA foreign_keys = OFF")
-    for table in ("principals", "projects", "tasks", "decisions", "decision_generations",
-                  "decision_affected", "decision_answers"):  # fmt: skip
-        columns = ", ".join(r["name"] for r in conn.execute(f"PRAGMA main.table_info({table})"))
-        conn.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM old.{table}")
-    conn.execute("DETACH DATABASE old")
-    return conn
-
-
 async def test_the_migration_fills_the_column_for_existing_decisions(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
@@ -199,9 +180,9 @@ async def test_the_migration_fills_the_column_for_existing_decisions(
     expected = {d: found for d, (found, _) in (await _stored(service)).items()}
     assert sorted(v is None for v in expected.values()) == [False, False, False, True, True, True]
 
-    conn = _copy_before_0029(service.db_path, tmp_path / "upgrade.db")
+    conn = copy_before(service.db_path, tmp_path / "upgrade.db", "0029")
     try:
-        conn.executescript(next(m for m in migrate.available() if m.name >= "0029").sql)
+        conn.executescript(migration("0029").sql)
         rows = conn.execute("SELECT decision_id, timeout_opened_at FROM decision_holds")
         assert {r[0]: r[1] for r in rows} == expected
     finally:

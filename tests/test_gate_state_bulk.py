@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, open_decision, send_answer
 from tests.gate_state_support import assert_gate_exact, claim_any
+from tests.migration_support import copy_before, migration
 from tests.tasks_support import make_task
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks import ready_store
-from waypost.storage import migrate
 
 BATCH = 40
 
@@ -94,25 +94,6 @@ async def test_a_drifted_stored_state_is_caught_by_the_gate_and_logged(
     assert any(victim in record.getMessage() for record in caplog.records)
 
 
-def copy_before_0014(source: Path, dest: Path) -> sqlite3.Connection:
-    """A database migrated up to 0013 holding the rows of `source` (every column
-    that existed before 0014): what a deployed database looks like at upgrade."""
-    conn = sqlite3.connect(dest, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    for migration in migrate.available():
-        if migration.name < "0014":
-            conn.executescript(migration.sql)
-    conn.execute("ATTACH DATABASE ? AS old", (str(source),))
-    tables = ("principals", "projects", "tasks", "task_dependencies", "decisions",
-              "decision_generations", "decision_affected", "decision_answers")  # fmt: skip
-    conn.execute("PRAGMA foreign_keys = OFF")
-    for table in tables:
-        columns = ", ".join(r["name"] for r in conn.execute(f"PRAGMA main.table_info({table})"))
-        conn.execute(f"INSERT INTO main.{table} ({columns}) SELECT {columns} FROM old.{table}")
-    conn.execute("DETACH DATABASE old")
-    return conn
-
-
 async def test_migration_0014_derives_the_state_of_existing_rows(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
@@ -133,9 +114,9 @@ async def test_migration_0014_derives_the_state_of_existing_rows(
     expected = await assert_gate_exact(service)
     assert list(expected.values()).count(False) == 5  # pending, its review, stale x2, expiring
 
-    conn = copy_before_0014(service.db_path, tmp_path / "upgrade.db")
+    conn = copy_before(service.db_path, tmp_path / "upgrade.db", "0014")
     try:
-        conn.executescript(_0014().sql)
+        conn.executescript(migration("0014").sql)
         now = service.clock.now()
         rows = conn.execute(
             "SELECT id, subject_task_id, gate_held = 0"
@@ -145,7 +126,3 @@ async def test_migration_0014_derives_the_state_of_existing_rows(
         assert {r["id"]: bool(r["open"]) for r in rows} == expected
     finally:
         conn.close()
-
-
-def _0014() -> migrate.Migration:
-    return next(m for m in migrate.available() if m.name.startswith("0014"))

@@ -432,6 +432,36 @@ def _tag_rows(conn: sqlite3.Connection, check: Check) -> None:
             check.add(f"knowledge {row['knowledge_id']}: tag row {row['tag']!r} {found}")
 
 
+# A task's decision list (`task_decisions`, migration 0031) against the pins
+# it is derived from: one pass over each side with a look-up in the other.
+_TASK_DECISIONS_MISSING = (
+    "SELECT DISTINCT a.task_id, a.decision_id FROM decision_affected a"
+    " JOIN decisions d ON d.id = a.decision_id WHERE NOT EXISTS (SELECT 1 FROM"
+    " task_decisions x WHERE x.task_id = a.task_id AND x.created_at = d.created_at"
+    " AND x.decision_id = d.id)"
+)
+_TASK_DECISIONS_STRAY = (
+    "SELECT x.task_id, x.decision_id FROM task_decisions x WHERE NOT EXISTS (SELECT 1"
+    " FROM decision_affected a JOIN decisions d ON d.id = a.decision_id"
+    " WHERE a.task_id = x.task_id AND a.decision_id = x.decision_id"
+    " AND d.created_at = x.created_at)"
+)
+
+
+def _task_decisions(conn: sqlite3.Connection, check: Check) -> None:
+    """Each task's decision list (what `Task.decisions` pages) names exactly
+    the decisions that pin the task, at their creation time: a row written
+    around the trigger would drop a decision from the list, or list one in
+    the wrong place or under a task it never affected."""
+    for task_id, decision_id in conn.execute(f"{_TASK_DECISIONS_MISSING} ORDER BY 1, 2"):
+        check.add(f"task {task_id}: decision {decision_id} pins it and is missing from its list")
+    for task_id, decision_id in conn.execute(f"{_TASK_DECISIONS_STRAY} ORDER BY 1, 2"):
+        check.add(
+            f"task {task_id}: its list names decision {decision_id}, which does not pin it"
+            " (or was not created at the time listed)"
+        )
+
+
 def _stored_difference(row: sqlite3.Row) -> str:
     """How a decision's stored state (`decision_holds`) differs from its history."""
     if row["stored"] is None:
@@ -518,6 +548,7 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("events", _events),
     ("gate_state", _gate_state),
     ("tag_rows", _tag_rows),
+    ("task_decisions", _task_decisions),
 ]
 
 

@@ -166,16 +166,20 @@ def by_task_rows(
 ) -> list[sqlite3.Row]:
     """For each task, up to `count` decisions that ever affected it (any
     generation) as (task_id, id, created_at), newest first past `after`
-    (backward: oldest first)."""
+    (backward: oldest first).
+
+    Each task's page is a LIMIT on its range of `task_decisions` (migration
+    0031, in list order): looking up every pin of the task and numbering
+    its decisions cost 41 ms at 20,000 decisions on one task."""
     cmp, order = keyset(True, backward)
     return conn.execute(
-        "SELECT task_id, id, created_at FROM ("
-        " SELECT t.value AS task_id, d.id, d.created_at, ROW_NUMBER() OVER"
-        f"  (PARTITION BY t.value ORDER BY d.created_at {order}, d.id {order}) AS n"
-        " FROM json_each(:tasks) t JOIN decisions d ON d.id IN"
-        "  (SELECT a.decision_id FROM decision_affected a WHERE a.task_id = t.value)"
-        f" WHERE (d.created_at, d.id) {cmp} (:at, :last)"
-        ") WHERE n <= :n ORDER BY task_id, n",
+        "SELECT t.value AS task_id, x.decision_id AS id, x.created_at"
+        " FROM json_each(:tasks) t JOIN task_decisions x ON x.task_id = t.value"
+        " AND (x.created_at, x.decision_id) IN (SELECT created_at, decision_id"
+        "  FROM task_decisions WHERE task_id = t.value"
+        f"  AND (created_at, decision_id) {cmp} (:at, :last)"
+        f"  ORDER BY created_at {order}, decision_id {order} LIMIT :n)"
+        f" ORDER BY t.value, x.created_at {order}, x.decision_id {order}",
         {"tasks": json.dumps(sorted(set(task_ids))), "at": after[0], "last": after[1],
          "n": count},
     ).fetchall()  # fmt: skip
@@ -184,7 +188,7 @@ def by_task_rows(
 def counts_by_task(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[str, int]:
     """How many decisions ever affected each task that any affected."""
     rows = conn.execute(
-        "SELECT task_id, count(DISTINCT decision_id) FROM decision_affected"
+        "SELECT task_id, count(*) FROM task_decisions"
         " WHERE task_id IN (SELECT value FROM json_each(?)) GROUP BY task_id",
         (json.dumps(sorted(set(task_ids))),),
     ).fetchall()
