@@ -47,7 +47,7 @@ SHIPPED = {
     "0028_knowledge_kind_index.sql": "cfd96f6917c72c59c5ff4b63fd16ae0b",
     "0029_decision_timeouts_index.sql": "e05efe7ce6325b3a36328f6aedb3bd36",
     "0030_timed_out_events_index.sql": "8d9d8f3471ed7ff6906a54b572cb6ab9",
-    "0031_task_decisions.sql": "d4d105e4f1d3b366b7bcd850416953f4",
+    "0031_task_decisions.sql": "ab3de4b93e2d866f26ef20f4ba19e8e1",
 }
 
 _INDEX_LINES = (
