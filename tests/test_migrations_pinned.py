@@ -4,7 +4,8 @@ A database records each migration's checksum, and a build refuses a file
 whose recorded text differs from its own (storage/migrate.py). Editing a
 shipped migration therefore strands every database it was applied to: that
 happened once, to 0004_decisions.sql, whose earlier texts are now accepted
-(`EARLIER_TEXTS`) and whose missing index migration 0019 adds.
+(`EARLIER_TEXTS`) and whose missing index migration 0019 adds, and again to
+0030 and 0031 for a few minutes, whose edits migration 0032 makes.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ SHIPPED = {
     "0027_decision_status_indexes.sql": "dde1552280834c141988a20fd1eb0e45",
     "0028_knowledge_kind_index.sql": "cfd96f6917c72c59c5ff4b63fd16ae0b",
     "0029_decision_timeouts_index.sql": "e05efe7ce6325b3a36328f6aedb3bd36",
-    "0030_timed_out_events_index.sql": "8d9d8f3471ed7ff6906a54b572cb6ab9",
-    "0031_task_decisions.sql": "ab3de4b93e2d866f26ef20f4ba19e8e1",
+    "0030_timed_out_events_index.sql": "288a35600d608aecd904b46bd264a83b",
+    "0031_task_decisions.sql": "d4d105e4f1d3b366b7bcd850416953f4",
+    "0032_decision_migrations_completed.sql": "f48954492546fde1a6c571ce522234cf",
 }
 
 _INDEX_LINES = (
@@ -96,6 +98,40 @@ def test_a_file_migrated_by_an_earlier_build_opens_with_todays_schema(
     fresh = connect_sync(tmp_path / "fresh.db")
     migrate(fresh)
     assert schema(conn) == schema(fresh)  # the index 0004 lacked included
+    conn.close()
+    fresh.close()
+
+
+# 0030 and 0031 as main held them for a few minutes (9c1fb04 to c32aa15)
+EDITED = Path(__file__).parent / "data" / "earlier_migrations"
+
+
+def test_the_accepted_texts_of_0030_and_0031_are_those_main_held() -> None:
+    for path in sorted(EDITED.glob("*.sql")):
+        checksum = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert EARLIER_TEXTS[path.name] == {checksum}, path.name
+
+
+@pytest.mark.parametrize("upto", ["0030", "0031"])
+def test_a_file_that_applied_the_edited_0030_or_0031_opens_with_todays_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upto: str
+) -> None:
+    """Migrated by 9c1fb04 (0030 edited) or c32aa15 (0031 too): today's build
+    accepts the recorded texts and 0032 brings the schema level."""
+    conn = connect_sync(tmp_path / "then.db")
+    then = [
+        Migration(m.name, (EDITED / m.name).read_text()) if (EDITED / m.name).exists() else m
+        for m in available()
+        if m.name[:4] <= upto
+    ]
+    with monkeypatch.context() as patched:
+        patched.setattr(migrations, "available", lambda: then)
+        migrate(conn)
+    applied = migrate(conn)  # today's build on that file
+    assert applied == [m.name for m in available() if m.name[:4] > upto]
+    fresh = connect_sync(tmp_path / "fresh.db")
+    migrate(fresh)
+    assert schema(conn) == schema(fresh)
     conn.close()
     fresh.close()
 

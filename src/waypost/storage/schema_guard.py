@@ -35,11 +35,19 @@ class MigrationError(RuntimeError):
 # accepted: `0004_decisions.sql` gained the `decisions_reversible` index
 # (1f7398b), then a comment changed (b33e347); migration 0019 adds that index
 # where it is missing. Never edit a shipped migration again: add a numbered
-# one (tests/test_migrations_pinned.py fails otherwise).
+# one (tests/test_migrations_pinned.py fails otherwise). It happened again to
+# 0030 and 0031, for a few minutes of 2026-12-03 on main (9c1fb04 to c32aa15):
+# their first texts are back, and migration 0032 does what the edits did.
 EARLIER_TEXTS: dict[str, frozenset[str]] = {
     "0004_decisions.sql": frozenset({
         "070e8caf210bb8c11254fff1083552371724c7173d7add9f720aeb03934de808",
         "05ee6c968f1c0f5107526c5e70487d46d14c1ff67fb130293b0b72254f6c7bd9",
+    }),
+    "0030_timed_out_events_index.sql": frozenset({
+        "8d9d8f3471ed7ff6906a54b572cb6ab9f765ae3041d8ddeac65b223de40332b1",
+    }),
+    "0031_task_decisions.sql": frozenset({
+        "ab3de4b93e2d866f26ef20f4ba19e8e1f20a5ef144fc27aa616d78247191622c",
     }),
 }  # fmt: skip
 

@@ -7,7 +7,3 @@
 -- recent timeouts. Other events only evaluate the index's condition.
 CREATE INDEX events_timed_out ON events (project_id, at, subject_id)
   WHERE type = 'decision.timed_out';
-
--- The answers' own index of timeouts (0004), over every project, which the
--- planner never chose for that list and nothing else reads.
-DROP INDEX decision_answers_timed_out;

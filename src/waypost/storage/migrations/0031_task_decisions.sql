@@ -13,26 +13,17 @@ CREATE TABLE task_decisions (
   PRIMARY KEY (task_id, created_at, decision_id)
 ) WITHOUT ROWID;
 
--- A reopening's pins name the decision's tasks again: their rows exist.
 CREATE TRIGGER task_decisions_pinned AFTER INSERT ON decision_affected
 BEGIN
-  INSERT INTO task_decisions (task_id, created_at, decision_id)
-    SELECT new.task_id, d.created_at, d.id FROM decisions d
-    WHERE d.id = new.decision_id AND NOT EXISTS (SELECT 1 FROM task_decisions x
-      WHERE x.task_id = new.task_id AND x.created_at = d.created_at
-        AND x.decision_id = d.id);
+  INSERT OR IGNORE INTO task_decisions (task_id, created_at, decision_id)
+    SELECT new.task_id, d.created_at, d.id FROM decisions d WHERE d.id = new.decision_id;
 END;
--- (0017's rule: a row is never replaced)
 CREATE TRIGGER task_decisions_no_update BEFORE UPDATE ON task_decisions
 BEGIN SELECT RAISE(ABORT, 'task_decisions rows are immutable'); END;
 CREATE TRIGGER task_decisions_no_delete BEFORE DELETE ON task_decisions
 BEGIN SELECT RAISE(ABORT, 'task_decisions rows are immutable'); END;
-CREATE TRIGGER task_decisions_no_replace BEFORE INSERT ON task_decisions
-  WHEN EXISTS (SELECT 1 FROM task_decisions WHERE task_id = new.task_id
-    AND created_at = new.created_at AND decision_id = new.decision_id)
-BEGIN SELECT RAISE(ABORT, 'task_decisions rows are immutable'); END;
 
 -- The decisions that exist already.
-INSERT INTO task_decisions (task_id, created_at, decision_id)
-  SELECT DISTINCT a.task_id, d.created_at, d.id
+INSERT OR IGNORE INTO task_decisions (task_id, created_at, decision_id)
+  SELECT a.task_id, d.created_at, d.id
   FROM decision_affected a JOIN decisions d ON d.id = a.decision_id;
