@@ -590,3 +590,31 @@ async def test_verify_finds_a_task_decision_list_written_around_its_trigger(
         f"task {other}: its list names decision {decision_id}, which does not pin it"
         " (or was not created at the time listed)",
     ]
+
+
+async def test_verify_finds_a_timeout_without_its_event(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """The digest's `proceeded_by_timeout` reads the sweep's events (migration
+    0030): a timed-out answer whose event is gone would drop out of it."""
+    from tests.decisions_support import new_task
+    from tests.decisions_support import open_decision as open_one
+    from waypost.resolvers.core import sweep
+
+    task = await new_task(human)
+    decision = await open_one(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True
+    )
+    service.clock.advance(hours=24)
+    assert (await sweep.run_once(service.rt))["decisions_timed_out"] == 1
+    assert verify(service.db_path)["checks"]["events"]["ok"]
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("DROP TRIGGER events_no_delete")
+    conn.execute("DELETE FROM events WHERE type = 'decision.timed_out'")
+    conn.close()
+    assert verify(copy)["checks"]["events"]["shown"] == [
+        f"decision {decision['id']}: its timeout at 2026-11-30T18:00:00.000Z has no"
+        " decision.timed_out event"
+    ]

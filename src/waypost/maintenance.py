@@ -322,7 +322,8 @@ HISTORY_WRITES = (
 def _events(conn: sqlite3.Connection, check: Check) -> None:
     """Every event's project exists, and every history row was written with an
     event: the same transaction wrote one in its record's project at the same
-    instant (a history row with none was written around the service)."""
+    instant (a history row with none was written around the service); every
+    timeout the sweep answered has its `decision.timed_out` event."""
     rows = conn.execute(
         "SELECT e.sequence, e.project_id FROM events e WHERE e.project_id IS NOT NULL"
         " AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = e.project_id)"
@@ -340,6 +341,22 @@ def _events(conn: sqlite3.Connection, check: Check) -> None:
                 f"{history}: a row of project {row['project_id']} written at {row['at']}"
                 " has no event"
             )
+    # the digest's `proceeded_by_timeout` reads these events, not the answers
+    # (migration 0030): each timeout the sweep recorded has its own
+    for row in conn.execute(_TIMEOUTS_WITHOUT_EVENT):
+        check.add(
+            f"decision {row['decision_id']}: its timeout at {row['at']} has no"
+            " decision.timed_out event"
+        )
+
+
+_TIMEOUTS_WITHOUT_EVENT = (
+    "SELECT a.decision_id, a.at FROM decision_answers a JOIN decisions d ON d.id = a.decision_id"
+    " WHERE a.timed_out = 1 AND NOT EXISTS (SELECT 1 FROM events e INDEXED BY events_timed_out"
+    "  WHERE e.project_id = d.project_id AND e.type = 'decision.timed_out' AND e.at = a.at"
+    "  AND e.subject_id = a.decision_id)"
+    " ORDER BY a.decision_id, a.at"
+)
 
 
 # How many tasks one look-up of the decisions' history covers.
