@@ -243,6 +243,10 @@ FIELDS = {
     "Knowledge.status": "Evidence status; never binding policy.",
     "KnowledgeRevision.status": "Evidence status at this revision.",
     "KnowledgeRevision.revision": "This revision's number.",
+    "KnowledgeCreateInput.status": (
+        "Its status, OBSERVED when omitted. SUPERSEDED is refused (invalid_request): a"
+        " record becomes superseded when a correction names the record that replaces it."
+    ),
     "KnowledgeCorrectInput.id": "The record's REST id.",
     "KnowledgeFeedbackInput.id": "The record's REST id.",
     "KnowledgeFeedbackInput.expectedRevision": "The revision you read (feedback binds to it).",
@@ -353,5 +357,8 @@ def _generic_type_description(name: str) -> str | None:
     if name.endswith("Payload"):
         return "A mutation's result: the record (null when refused), userErrors and replayed."
     if name.endswith("Input"):
-        return "Input fields in camelCase; an omitted optional field is left unchanged."
+        return (
+            "Input fields in camelCase; an omitted optional field takes its default, except"
+            " on an edit, which leaves it unchanged."
+        )
     return None
