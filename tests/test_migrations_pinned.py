@@ -50,6 +50,7 @@ SHIPPED = {
     "0030_timed_out_events_index.sql": "288a35600d608aecd904b46bd264a83b",
     "0031_task_decisions.sql": "d4d105e4f1d3b366b7bcd850416953f4",
     "0032_decision_migrations_completed.sql": "f48954492546fde1a6c571ce522234cf",
+    "0033_decision_expiry_index.sql": "05d18f8cea6e8a59e7f4b4c2835da641",
 }
 
 _INDEX_LINES = (

@@ -16,6 +16,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import Caller, Service
 from tests.cost_support import unit_steps
 from tests.knowledge_support import create, kpath, make_project
@@ -304,7 +306,7 @@ async def test_the_unanswered_decisions_are_one_range_of_their_index(
 
 
 async def test_each_status_filter_walks_the_decisions_of_that_status(
-    service: Service, human: Caller, project: str
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A list of one status (a page forwards, backwards and past a cursor,
     and its count) is one range of the partial index that holds that status
@@ -315,21 +317,33 @@ async def test_each_status_filter_walks_the_decisions_of_that_status(
 
     now = service.clock.iso()
     after = ("2026-11-29T18:00:00.000Z", "dec_x")
+    expired_pages: list[Any] = []
     for status in STATUSES:
-        calls: list[Any] = [lambda c, s=status: lists_store.count_of_status(c, project, now, s)]
+        pages: list[Any] = []
         for cursor in (("", ""), after):
             for backward in (False, True):
-                calls.append(
+                pages.append(
                     lambda c, s=status, a=cursor, b=backward: lists_store.list_page_rows(
                         c, project, now, s, a, 51, b
                     )
                 )
-        for call in calls:
+        count = [lambda c, s=status: lists_store.count_of_status(c, project, now, s)]
+        # `expired`, by expiry (0033): the count always, a page when few have passed
+        by_expiry = count + pages if status == "expired" else []
+        expired_pages = pages if status == "expired" else expired_pages
+        for call in [*count, *pages]:
             plans = await _plans(service, call)
-            assert any(f"INDEX {STATUS_INDEX[status]} (project_id=?" in p for p in plans), plans
-            assert not any("decisions_by_project" in p or "TEMP B-TREE" in p for p in plans), (
-                status, plans,
-            )  # fmt: skip
+            index = "decision_holds_expiry" if call in by_expiry else STATUS_INDEX[status]
+            assert any(f"INDEX {index} (project_id=?" in p for p in plans), plans
+            assert not any("decisions_by_project" in p for p in plans), (status, plans)
+            sorts = any("TEMP B-TREE" in p for p in plans)
+            assert sorts == (call in pages and call in by_expiry), (status, plans)
+    # with more than FEW_EXPIRED passed, a page walks them in list order
+    monkeypatch.setattr(lists_store, "FEW_EXPIRED", -1)
+    for call in expired_pages:
+        plans = await _plans(service, call)
+        assert any("INDEX decision_holds_expiring (project_id=?" in p for p in plans), plans
+        assert not any("TEMP B-TREE" in p for p in plans), plans
     # without a filter, the count is the project's range of its index alone
     # (a join with the generations cost 24 ms at 50,000 decisions)
     plans = await _plans(service, lambda c: lists_store.count_of_status(c, project, now, None))
@@ -500,3 +514,60 @@ async def test_migration_0031_lists_the_decisions_of_existing_tasks(
         assert [tuple(r) for r in conn.execute(query)] == expected
     finally:
         conn.close()
+
+
+async def test_expired_decisions_cost_the_same_among_many_still_to_expire(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The `expired` count and page walked every decision with an expiry,
+    passed or not (6.4 ms for the count at 20,000 future expiries, asked by
+    the console's inbox on every poll); by expiry (migration 0033) they cost
+    the same with 4 future expiries as with 300. Both ways of a page (the
+    passed ones sorted, or the list-order walk when more than FEW_EXPIRED
+    have passed) give the same pages, forwards and backwards."""
+    from tests.decisions_support import new_task, open_decision
+    from waypost.resolvers.decisions import lists_store
+
+    task = await new_task(human)
+    hours = [5, 1, 9, 3, 12, 2, 7, 4, 11, 6, 8, 10]  # expiries, out of creation order
+    for h in hours:
+        await open_decision(human, [task], expires_at=f"2026-11-30T{h:02d}:00:00Z")
+        service.clock.advance(seconds=1)
+    service.clock.advance(hours=12)  # now 2026-11-30T06:00:12Z: 6 have expired
+    now = service.clock.iso()
+
+    def walk(conn: sqlite3.Connection, backward: bool) -> list[str]:
+        found: list[str] = []
+        after = ("\uffff", "") if backward else ("", "")
+        while True:
+            rows = lists_store.list_page_rows(conn, project, now, "expired", after, 2, backward)
+            found += [r["decision_id"] for r in rows]
+            if len(rows) < 2:
+                return found
+            after = (rows[-1]["created_at"], rows[-1]["decision_id"])
+
+    def both_ways(conn: sqlite3.Connection) -> tuple[list[str], list[str], int]:
+        return (
+            walk(conn, False),
+            walk(conn, True),
+            lists_store.count_of_status(conn, project, now, "expired"),
+        )
+
+    sorted_way = await service.rt.db.read(both_ways)
+    forward, backward, count = sorted_way
+    assert count == 6 and len(forward) == 6 and backward == forward[::-1]
+    monkeypatch.setattr(lists_store, "FEW_EXPIRED", -1)
+    assert await service.rt.db.read(both_ways) == sorted_way
+    monkeypatch.undo()
+
+    def lists(conn: sqlite3.Connection) -> None:
+        lists_store.list_page_rows(conn, project, now, "expired", ("", ""), 51)
+        lists_store.count_of_status(conn, project, now, "expired")
+
+    for _ in range(4):
+        await open_decision(human, [task], expires_at="2026-12-30T00:00:00Z")
+    few = await _steps(service, lists)
+    for _ in range(296):
+        await open_decision(human, [task], expires_at="2026-12-30T00:00:00Z")
+    many = await _steps(service, lists)
+    assert many <= few + few // 100, (few, many)
