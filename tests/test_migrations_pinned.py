@@ -51,6 +51,7 @@ SHIPPED = {
     "0031_task_decisions.sql": "d4d105e4f1d3b366b7bcd850416953f4",
     "0032_decision_migrations_completed.sql": "f48954492546fde1a6c571ce522234cf",
     "0033_decision_expiry_index.sql": "05d18f8cea6e8a59e7f4b4c2835da641",
+    "0034_task_lease_expiry_index.sql": "f540c44925e9d776aa75c6daa1e9bb56",
 }
 
 _INDEX_LINES = (
