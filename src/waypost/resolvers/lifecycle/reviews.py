@@ -66,7 +66,7 @@ async def request_review(
                 {"reason": "review_request_limit"},
             )
         memo = memo_at(tx.conn, tenant, memo_id, body.version)
-        allowed = store.tenant_members(tx.conn, tenant, REVIEWER_ROLES)
+        allowed = store.members_among(tx.conn, tenant, REVIEWER_ROLES, options.reviewers)
         if not set(options.reviewers) <= allowed:
             raise checks.refuse(
                 "invalid_reviewer",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import secrets
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
 Row = sqlite3.Row
@@ -52,11 +53,18 @@ def grant_rows(conn: sqlite3.Connection, tenant: str | None) -> list[Row]:
     return conn.execute(f"{sql} WHERE tenant = ? ORDER BY principal_id", (tenant,)).fetchall()
 
 
-def tenant_members(conn: sqlite3.Connection, tenant: str, roles: tuple[str, ...]) -> set[str]:
+def members_among(
+    conn: sqlite3.Connection, tenant: str, roles: tuple[str, ...], principal_ids: Sequence[str]
+) -> set[str]:
+    """Which of `principal_ids` hold one of `roles` in the tenant: a look-up
+    of each (at most 10 reviewers), where reading every grant of the tenant
+    cost a review request about 1 ms in a tenant of thousands."""
     marks = ",".join("?" * len(roles))
     rows = conn.execute(
-        f"SELECT principal_id FROM lifecycle_grants WHERE tenant = ? AND role IN ({marks})",
-        (tenant, *roles),
+        "SELECT principal_id FROM lifecycle_grants"
+        " WHERE principal_id IN (SELECT value FROM json_each(?))"
+        f" AND tenant = ? AND role IN ({marks})",
+        (_json(list(principal_ids)), tenant, *roles),
     ).fetchall()
     return {r["principal_id"] for r in rows}
 
