@@ -618,3 +618,28 @@ async def test_verify_finds_a_timeout_without_its_event(
         f"decision {decision['id']}: its timeout at 2026-11-30T18:00:00.000Z has no"
         " decision.timed_out event"
     ]
+    # the other way (reviewdiff11): an event the digest would list as a
+    # timeout, for a decision a human answered; and a file without the
+    # events' index is still checked (it aborted verify)
+    human_answered = await open_one(human, [task])
+    r = await human.post(
+        f"/api/v1/projects/demo/decisions/{human_answered['id']}/answer",
+        {"expected_generation": 1, "disposition": "allow", "answer": "Proceed",
+         "rationale": "Fine.", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    copy = tmp_path / "stray.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (sequence,) = conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
+        " VALUES ('demo', 'decision.timed_out', 'decision', ?, NULL, ?, '{}') RETURNING sequence",
+        (human_answered["id"], r.json()["current"]["answer"]["at"]),
+    ).fetchone()
+    conn.execute("DROP INDEX events_timed_out")
+    conn.close()
+    assert verify(copy)["checks"]["events"]["shown"] == [
+        f"event {sequence}: decision.timed_out of decision {human_answered['id']} at"
+        f" {r.json()['current']['answer']['at']}, which no timed-out answer of that decision"
+        " in that project has"
+    ]

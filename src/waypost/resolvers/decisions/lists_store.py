@@ -119,9 +119,10 @@ _EXPIRED = (
     "decision_holds h INDEXED BY decision_holds_expiry"
     f" WHERE h.project_id = :project AND {STATUS_WHERE['expired']}"
 )
-# At most this many expired decisions are sorted for a page; more, and the
-# page walks the decisions with an expiry in list order (0027's index), where
-# passed ones are then common enough to fill a page soon.
+# At most this many expired decisions are sorted for a page (0.34 ms at
+# 1,000); more, and the page walks the decisions with an expiry in list order
+# (0027's index) as before, which finds a page at once where the oldest
+# expire first and steps over the live ones where they do not.
 FEW_EXPIRED = 1000
 
 
