@@ -597,7 +597,7 @@ async def test_verify_finds_a_timeout_without_its_event(
 ) -> None:
     """The digest's `proceeded_by_timeout` reads the sweep's events (migration
     0030): a timed-out answer whose event is gone would drop out of it."""
-    from tests.decisions_support import new_task
+    from tests.decisions_support import answer, new_task
     from tests.decisions_support import open_decision as open_one
     from waypost.resolvers.core import sweep
 
@@ -622,24 +622,19 @@ async def test_verify_finds_a_timeout_without_its_event(
     # timeout, for a decision a human answered; and a file without the
     # events' index is still checked (it aborted verify)
     human_answered = await open_one(human, [task])
-    r = await human.post(
-        f"/api/v1/projects/demo/decisions/{human_answered['id']}/answer",
-        {"expected_generation": 1, "disposition": "allow", "answer": "Proceed",
-         "rationale": "Fine.", "conditions_confirmed": True},
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
+    answered_at = (await answer(human, human_answered["id"]))["current"]["answer"]["at"]
     copy = tmp_path / "stray.db"
     backup(service.db_path, copy)
     conn = sqlite3.connect(copy, isolation_level=None)
     (sequence,) = conn.execute(
         "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
         " VALUES ('demo', 'decision.timed_out', 'decision', ?, NULL, ?, '{}') RETURNING sequence",
-        (human_answered["id"], r.json()["current"]["answer"]["at"]),
+        (human_answered["id"], answered_at),
     ).fetchone()
     conn.execute("DROP INDEX events_timed_out")
     conn.close()
     assert verify(copy)["checks"]["events"]["shown"] == [
         f"event {sequence}: decision.timed_out of decision {human_answered['id']} at"
-        f" {r.json()['current']['answer']['at']}, which no timed-out answer of that decision"
+        f" {answered_at}, which no timed-out answer of that decision"
         " in that project has"
     ]

@@ -106,7 +106,7 @@ def unresolved_ids(
 
 
 # The project's unanswered decisions, `h`, in list order (a pending
-# decision is one of them): the digest's pending and timing-out lists.
+# decision is one of them): the digest's pending list.
 _UNANSWERED = (
     "decision_holds h INDEXED BY decision_holds_unanswered"
     " WHERE h.project_id = :project AND h.answered = 0"
