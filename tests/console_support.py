@@ -84,6 +84,16 @@ class Served:
         assert self.process.stderr is not None
         self.process.stderr.close()
 
+    def rest_of_log(self) -> list[str]:
+        """Every line not read yet, to the last one the process wrote: it is
+        stopped first (if it has not exited already) and its reader joined,
+        since the reader may still be behind."""
+        self.stop()
+        rest = []
+        while not self.lines.empty():
+            rest.append(self.lines.get_nowait())
+        return rest
+
 
 @contextlib.contextmanager
 def serve(tmp: Path, *extra: str) -> Iterator[Served]:
