@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.cli import main
 from waypost.maintenance import backup
+from waypost.resolvers.lifecycle import delivery
 from waypost.resolvers.lifecycle.delivery import (
     Backoff,
     deliver_forever,
@@ -108,6 +110,41 @@ async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Me
         await asyncio.wait_for(got.wait(), 5)
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_a_commit_while_the_worker_looks_still_wakes_it(
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker found nothing pending, and an event was committed before it
+    went to wait: it cleared its wake after looking, which erased this
+    commit's, and the delivery waited for the next poll (a minute here)."""
+    look = delivery.deliver_once
+    committed = False
+
+    async def look_then_commit(*args: Any) -> bool | None:
+        nonlocal committed
+        result = await look(*args)
+        if result is None and not committed:  # after the look, before the wait
+            committed = True
+            assert (await author.register(memo())).status_code == 200
+        return result
+
+    monkeypatch.setattr(delivery, "deliver_once", look_then_commit)
+    got = asyncio.Event()
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        got.set()
+        return httpx.Response(200)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=60)))
+        try:
+            await asyncio.wait_for(got.wait(), 10)
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+    assert committed
 
 
 async def test_a_receiver_deduplicates_by_an_id_a_restore_does_not_hand_out_again(

@@ -142,6 +142,10 @@ async def deliver_forever(
     failures = 0
     try:
         while True:
+            # cleared before the look, not after it: a commit that lands while
+            # the worker looks (or before it resumes) then still wakes the
+            # wait below, where clearing after the look lost it until the poll
+            wake.clear()
             try:
                 result = await deliver_once(rt, client, url)
             except WaypostError as error:  # a busy store: try again shortly
@@ -157,7 +161,6 @@ async def deliver_forever(
                 failures += 1
                 await asyncio.sleep(backoff.delay(failures))
                 continue
-            wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), backoff.poll)
     finally:
