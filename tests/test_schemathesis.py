@@ -25,8 +25,8 @@ from waypost import rest
 from waypost.rest import openapi
 
 # one module-scoped server whose log the last test reads: under `pytest -n 2`
-# the whole module runs on one worker (`--dist loadgroup`, Makefile)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("schemathesis")]
+# the whole file runs on one worker (`--dist loadfile`, Makefile)
+pytestmark = pytest.mark.slow
 # generated requests per operation: 40 operations, about 30 s in all
 EXAMPLES = 6
 load_all_checks()
