@@ -95,8 +95,7 @@ def test_every_operation_answers_as_documented(label: str, served: tuple[Server,
 def test_the_log_holds_no_error(served: tuple[Server, str]) -> None:
     server, _ = served
     # stopped first, so that every line it wrote has been read: read while it
-    # ran, the thread that reads its log had once fallen 180 lines behind the
-    # requests on a loaded machine (CI), and the count below came up short
+    # ran, the last request's line could still be on its way to the reader
     assert server.stop() == 0
     logged = server.logged()
     assert not [x for x in logged if " ERROR " in x or "Traceback" in x]
