@@ -24,11 +24,13 @@ QUICK = LiveLimits(
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+def loopback_socket() -> socket.socket:
+    """A socket bound to a free loopback port, handed to uvicorn as it is: a
+    port picked, closed and bound again later may be taken in between by
+    another worker's server."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class _Server(uvicorn.Server):
@@ -43,12 +45,13 @@ class _Server(uvicorn.Server):
 async def running(service: Service, limits: LiveLimits = QUICK) -> AsyncIterator[str]:
     """The service's app on a real socket; yields its base URL."""
     hub_for(service.rt, limits)
-    port = free_port()
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
     config = uvicorn.Config(
         service.app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
     )
     server = _Server(config)
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
     try:
@@ -58,6 +61,7 @@ async def running(service: Service, limits: LiveLimits = QUICK) -> AsyncIterator
             service.rt.hub.stop()  # as `serve` does on SIGTERM: streams end
         server.should_exit = True
         await asyncio.wait_for(task, 10)
+        sock.close()
 
 
 @dataclass

@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.test_serve import Server
+from tests.serve_support import Server
 
 TRANSPORTS = ["http", "stdio"]
 _keys = itertools.count()

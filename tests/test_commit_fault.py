@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_serve import START, auth, start
+from tests.serve_support import START, auth, start
 
 SHIM = Path(__file__).parent / "faults" / "fsync_fails.c"
 

@@ -25,12 +25,12 @@ import pytest
 
 from tests.console_support import (
     Rest,
-    Served,
     admin_json,
     admin_principal,
     chromium_path,
     serve,
 )
+from tests.serve_support import Server, write_clock
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright i
 
 @dataclass
 class World:
-    served: Served
+    served: Server
     alice: Rest  # a human
     agent: Rest
     admin: Rest  # another human
@@ -1645,7 +1645,7 @@ def test_a_refresh_that_changes_nothing_leaves_the_inbox_as_it_is(tab: Tab, worl
     from waypost.clock import format_time, parse_time
 
     now = parse_time(world.served.clock.read_text().strip())
-    world.served.clock.write_text(format_time(now + timedelta(seconds=1)))
+    write_clock(world.served.clock, format_time(now + timedelta(seconds=1)))
     with page.expect_response(lambda r: r.url.endswith("/graphql")):
         world.alice.send("POST", "/api/v1/projects/demo/knowledge",
                          {"kind": "fact", "title": "Quiet fact", "body": "b"}, 201)  # fmt: skip

@@ -22,6 +22,7 @@ from tests.decisions_support import (
     reopen,
     send_answer,
 )
+from tests.serve_support import write_clock
 from waypost.app import create_app
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import sweep
@@ -232,7 +233,7 @@ async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> 
                               reversible=True),
             )  # fmt: skip
             decision = r.json()["id"]
-            clock_file.write_text("2026-11-30T18:00:00.000Z")
+            write_clock(clock_file, "2026-11-30T18:00:00.000Z")  # the sweep reads it meanwhile
             for _ in range(250):  # the sweep runs every 20 ms; give it up to 5 s
                 found = await get_decision(human, decision)
                 if found["status"] == "allowed":

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.test_serve import START, Server, start
+from tests.serve_support import START, Server, start
 
 pytestmark = pytest.mark.slow
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.test_serve import START, start
+from tests.serve_support import START, start
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCMessage
 
 from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session, text
-from tests.test_serve import START, start
+from tests.serve_support import START, start, write_clock
 
 pytestmark = pytest.mark.slow
 
@@ -867,7 +867,7 @@ async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) ->
         async with session("http", waypost.url, agent) as s:
             first = await call(s, "task_claim", project=project)
             await call(s, "task_checkpoint", project=project, task_id=task_id, note="halfway")
-        waypost.server.clock.write_text("2026-11-29T18:16:00.000Z")  # past the 900-s lease
+        write_clock(waypost.server.clock, "2026-11-29T18:16:00.000Z")  # past the 900-s lease
         async with session("http", waypost.url, agent) as s:
             message = await refused(s, "task_claim", project=project, task_id=task_id)
             assert message.startswith("state_conflict") and "task_recover" in message, message

@@ -361,31 +361,11 @@ async def test_metrics_are_off_by_default(service: Service, human: Caller) -> No
 
 @pytest.mark.slow
 def test_serve_writes_json_lines_and_the_first_token_outside_the_log(tmp_path: Path) -> None:
-    import os
-    import subprocess
-    import sys
-    import threading
-
-    from tests.test_serve import START, Server, free_port
+    from tests.serve_support import START, start
 
     clock = tmp_path / "clock"
     clock.write_text(START)
-    port = free_port()
-    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(tmp_path / "w.db"),
-         "--port", str(port), "--lifecycle-port", "0", "--log-format", "json"],
-        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
-    )  # fmt: skip
-    server = Server(process, f"http://127.0.0.1:{port}", tmp_path / "w.db", clock)
-
-    def pump() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            server.lines.put(line.rstrip("\n"))
-
-    server.pump = threading.Thread(target=pump, daemon=True)
-    server.pump.start()
+    server = start(tmp_path / "w.db", clock, 0, "--log-format", "json")
     try:
         token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
         server.wait_for(r"listening on http://")
@@ -394,9 +374,7 @@ def test_serve_writes_json_lines_and_the_first_token_outside_the_log(tmp_path: P
         line = server.wait_for(r'"logger": "waypost.access"')
     finally:
         assert server.stop() == 0
-    while not server.lines.empty():
-        server.seen.append(server.lines.get_nowait())
-    printed = [x for x in server.seen if x.startswith(("waypost: ", "  wp_"))]
+    printed = [x for x in server.logged() if x.startswith(("waypost: ", "  wp_"))]
     logged = [json.loads(x) for x in server.seen if x not in printed]
     assert len(printed) == 3 and token in printed[1]  # the terminal, not the log handler
     assert logged and all({"time", "level", "logger", "message"} <= set(x) for x in logged)

@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.test_serve import START, Server, start
+from tests.serve_support import START, Server, start
 from waypost import rest
 from waypost.rest import openapi
 

@@ -8,18 +8,14 @@ import asyncio
 import contextlib
 import json
 import os
-import queue
-import re
 import shutil
 import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,95 +24,11 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from tests.serve_support import START, Server, auth, free_port, start, write_clock
 from waypost.maintenance import verify
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
-START = "2026-11-29T18:00:00.000Z"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[str]
-    url: str
-    db: Path
-    clock: Path
-    lines: queue.Queue[str] = field(default_factory=queue.Queue)
-    seen: list[str] = field(default_factory=list)
-    pump: threading.Thread | None = None
-
-    def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
-        """The first stderr line (from now on) matching `pattern`."""
-        regex = re.compile(pattern)
-        while True:
-            try:
-                line = self.lines.get(timeout=timeout)
-            except queue.Empty:
-                raise AssertionError(f"no line matching {pattern!r}; saw {self.seen}") from None
-            self.seen.append(line)
-            match = regex.search(line)
-            if match:
-                return match
-
-    def logged(self) -> list[str]:
-        """Every stderr line so far (once stopped: all of them)."""
-        while not self.lines.empty():
-            self.seen.append(self.lines.get())
-        return self.seen
-
-    def stop(self) -> int:
-        """SIGTERM, as a process manager would; returns the exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        try:
-            status = self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            status = self.process.wait()
-        if self.pump is not None:
-            self.pump.join(timeout=10)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return status
-
-
-def start(
-    db: Path,
-    clock: Path,
-    lifecycle_port: int = 0,
-    *extra: str,
-    env_extra: dict[str, str] | None = None,
-) -> Server:
-    port = free_port()
-    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
-    env.update(env_extra or {})
-    env.pop("TYPESAFE_API_KEY", None)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
-         "--lifecycle-port", str(lifecycle_port), *extra],
-        stderr=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        text=True,
-        env=env,
-        cwd=db.parent,
-    )  # fmt: skip
-    server = Server(process, f"http://127.0.0.1:{port}", db, clock)
-
-    def pump() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            server.lines.put(line.rstrip("\n"))
-
-    server.pump = threading.Thread(target=pump, daemon=True)
-    server.pump.start()
-    return server
 
 
 @pytest.fixture(scope="module")
@@ -132,10 +44,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
         yield srv, token
     finally:
         srv.stop()
-
-
-def auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def test_healthz_answers_over_real_http(server: tuple[Server, str]) -> None:
@@ -192,7 +100,7 @@ def test_service_time_comes_from_the_clock_file(server: tuple[Server, str]) -> N
     r = httpx.post(f"{srv.url}/api/v1/projects", json={"id": "clocked", "name": "C"},
                    headers=headers)  # fmt: skip
     assert r.status_code == 201 and r.json()["created_at"] == START
-    srv.clock.write_text("2026-11-30T09:30:00.000Z")
+    write_clock(srv.clock, "2026-11-30T09:30:00.000Z")
     try:
         r = httpx.patch(
             f"{srv.url}/api/v1/projects/clocked/policy",

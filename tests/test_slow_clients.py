@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 from websockets.asyncio.client import connect
 
-from tests.live_support import _Server, free_port
+from tests.live_support import _Server, loopback_socket
 from waypost import serving
 from waypost.http.slow_clients import BODY_MOST, HEAD_MOST, ConnectionCap, with_request_deadline
 from waypost.settings import Settings
@@ -97,7 +97,8 @@ SERVERS: dict[int, uvicorn.Server] = {}  # by port, while listening
 async def listening(
     http: str, deadline: float = DEADLINE, cap: ConnectionCap | None = None
 ) -> AsyncIterator[int]:
-    port = free_port()
+    sock = loopback_socket()
+    port = sock.getsockname()[1]
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, http=with_request_deadline(http, deadline, cap),
         log_level="warning", lifespan="off",
@@ -105,7 +106,7 @@ async def listening(
     server = _Server(config)
     if cap is not None:
         cap.server = server.server_state
-    task = asyncio.create_task(server.serve())
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     while not server.started:
         await asyncio.sleep(0.01)
     SERVERS[port] = server
@@ -115,6 +116,7 @@ async def listening(
         del SERVERS[port]
         server.should_exit = True
         await asyncio.wait_for(task, 10)
+        sock.close()
 
 
 async def everything(reader: asyncio.StreamReader) -> bytes:

@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 from tests.conftest import MovableClock, serving
-from tests.test_serve import START, auth, start
+from tests.serve_support import START, auth, start
 from waypost.errors import Unavailable
 from waypost.live import hub as hub_module
 from waypost.live.hub import Hub, LiveLimits

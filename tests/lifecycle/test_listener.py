@@ -20,7 +20,8 @@ import httpx
 import pytest
 
 from tests.lifecycle.support import digest, memo, with_docs
-from tests.test_serve import START, free_port, json_documents, start
+from tests.serve_support import START, free_port, start
+from tests.test_serve import json_documents
 
 pytestmark = pytest.mark.slow
 

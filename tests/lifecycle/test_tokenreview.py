@@ -320,7 +320,7 @@ def test_serve_selects_tokenreview_with_its_flags(
     import subprocess
     import sys
 
-    from tests.test_serve import START, free_port, start
+    from tests.serve_support import START, free_port, start
 
     url, ca_file, state = api
     clock = tmp_path / "clock"

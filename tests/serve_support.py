@@ -1,0 +1,134 @@
+"""A real `waypost serve` process for the tests that need one: a free
+loopback port, a database in the test's directory and a file clock; a
+thread reads its standard error (the log, and the first admin token) into a
+queue that the test reads line by line."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from waypost.clock import format_time, parse_time
+
+START = "2026-11-29T18:00:00.000Z"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def write_clock(path: Path, instant: str) -> None:
+    """Moves a file clock in one step: written beside it and renamed over
+    it. The service reads the file at every use, and one caught between
+    the truncation and the write of `write_text` answers 503."""
+    beside = path.with_name(path.name + ".new")
+    beside.write_text(instant)
+    os.replace(beside, path)
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@dataclass
+class Server:
+    process: subprocess.Popen[str]
+    url: str
+    db: Path
+    clock: Path
+    admin_token: str = ""  # once a test has read it from the log
+    lines: queue.Queue[str] = field(default_factory=queue.Queue)
+    seen: list[str] = field(default_factory=list)
+    pump: threading.Thread | None = None
+
+    def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """The first stderr line (from now on) matching `pattern`."""
+        regex = re.compile(pattern)
+        while True:
+            try:
+                line = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(f"no line matching {pattern!r}; saw {self.seen}") from None
+            self.seen.append(line)
+            match = regex.search(line)
+            if match:
+                return match
+
+    def logged(self) -> list[str]:
+        """Every stderr line so far (once stopped: all of them)."""
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        return self.seen
+
+    def rest_of_log(self) -> list[str]:
+        """The lines not read yet, to the last one the process wrote: it is
+        stopped first (if it has not exited already) and its reader joined,
+        since the reader may still be behind."""
+        self.stop()
+        read = len(self.seen)
+        return self.logged()[read:]
+
+    def set_clock(self, **delta: float) -> None:
+        """The service's now: START plus `delta`."""
+        write_clock(self.clock, format_time(parse_time(START) + timedelta(**delta)))
+
+    def stop(self) -> int:
+        """SIGTERM, as a process manager would; returns the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            status = self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            status = self.process.wait()
+        if self.pump is not None:
+            self.pump.join(timeout=10)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+
+def start(
+    db: Path,
+    clock: Path,
+    lifecycle_port: int = 0,
+    *extra: str,
+    env_extra: dict[str, str] | None = None,
+) -> Server:
+    """`waypost serve` on `db`, its clock read from `clock`, started and not
+    waited for: the test waits for the lines it needs (`wait_for`)."""
+    port = free_port()
+    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
+    env.update(env_extra or {})
+    env.pop("TYPESAFE_API_KEY", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
+         "--lifecycle-port", str(lifecycle_port), *extra],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+        env=env,
+        cwd=db.parent,
+    )  # fmt: skip
+    server = Server(process, f"http://127.0.0.1:{port}", db, clock)
+
+    def pump() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            server.lines.put(line.rstrip("\n"))
+
+    server.pump = threading.Thread(target=pump, daemon=True)
+    server.pump.start()
+    return server
