@@ -4,20 +4,17 @@ WAYPOST_CHROMIUM), driven by Playwright; Playwright never downloads one."""
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-from tests.serve_support import START, Server, start
+from tests.serve_support import Server
 
 _keys = itertools.count()
 
@@ -29,21 +26,6 @@ def chromium_path() -> str | None:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
-
-
-@contextlib.contextmanager
-def serve(tmp: Path, *extra: str) -> Iterator[Server]:
-    """`waypost serve` on a new database in `tmp`, its admin token read."""
-    clock = tmp / "clock"
-    clock.write_text(START)
-    served = start(tmp / "waypost.db", clock, 0, *extra)
-    try:
-        served.wait_for(r"created human principal 'admin'")
-        served.admin_token = served.wait_for(r"^\s+(wp_\S+)$").group(1)
-        served.wait_for(r"listening on http://")
-        yield served
-    finally:
-        served.stop()
 
 
 @dataclass

@@ -5,6 +5,7 @@ queue that the test reads line by line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import re
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -132,3 +134,18 @@ def start(
     server.pump = threading.Thread(target=pump, daemon=True)
     server.pump.start()
     return server
+
+
+@contextlib.contextmanager
+def serve(tmp: Path, *extra: str) -> Iterator[Server]:
+    """`waypost serve` on a new database in `tmp`, its admin token read."""
+    clock = tmp / "clock"
+    clock.write_text(START)
+    served = start(tmp / "waypost.db", clock, 0, *extra)
+    try:
+        served.wait_for(r"created human principal 'admin'; its token \(shown once\)")
+        served.admin_token = served.wait_for(r"^\s+(wp_\S+)$").group(1)
+        served.wait_for(r"listening on http://")
+        yield served
+    finally:
+        served.stop()

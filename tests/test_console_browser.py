@@ -28,9 +28,8 @@ from tests.console_support import (
     admin_json,
     admin_principal,
     chromium_path,
-    serve,
 )
-from tests.serve_support import Server, write_clock
+from tests.serve_support import Server, serve, write_clock
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.console_support import Rest, serve
+from tests.console_support import Rest
+from tests.serve_support import serve
 
 pytestmark = pytest.mark.slow
 

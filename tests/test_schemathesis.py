@@ -20,7 +20,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.serve_support import START, Server, start
+from tests.serve_support import Server, serve
 from waypost import rest
 from waypost.rest import openapi
 
@@ -41,14 +41,8 @@ CHECKS = [
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    tmp = tmp_path_factory.mktemp("schemathesis")
-    clock = tmp / "clock"
-    clock.write_text(START)
-    server = start(tmp / "waypost.db", clock)
-    try:
-        server.wait_for(r"created human principal 'admin'")
-        token = server.wait_for(r"^\s+(wp_\S+)$").group(1)
-        server.wait_for(r"listening on http://")
+    with serve(tmp_path_factory.mktemp("schemathesis")) as server:
+        token = server.admin_token
         # a project to act on, so that project routes also reach their handlers
         r = httpx.post(
             f"{server.url}/api/v1/projects",
@@ -57,8 +51,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
         )
         assert r.status_code == 201, r.text
         yield server, token
-    finally:
-        server.stop()
 
 
 # The document as the server builds it (the test below also checks it is the

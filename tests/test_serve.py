@@ -24,7 +24,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from tests.serve_support import START, Server, auth, free_port, start, write_clock
+from tests.serve_support import START, Server, auth, free_port, serve, start, write_clock
 from waypost.maintenance import verify
 
 pytestmark = pytest.mark.slow
@@ -33,17 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    tmp = tmp_path_factory.mktemp("serve")
-    clock = tmp / "clock"
-    clock.write_text(START)
-    srv = start(tmp / "waypost.db", clock)
-    try:
-        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
-        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"listening on http://")
-        yield srv, token
-    finally:
-        srv.stop()
+    with serve(tmp_path_factory.mktemp("serve")) as srv:
+        yield srv, srv.admin_token
 
 
 def test_healthz_answers_over_real_http(server: tuple[Server, str]) -> None:
@@ -109,7 +100,7 @@ def test_service_time_comes_from_the_clock_file(server: tuple[Server, str]) -> N
         )
         assert r.json()["updated_at"] == "2026-11-30T09:30:00.000Z"
     finally:
-        srv.clock.write_text(START)
+        write_clock(srv.clock, START)
 
 
 def readme_block(heading: str) -> str:
