@@ -12,18 +12,19 @@ override PORT := $(if $(strip $(PORT)),$(PORT),8080)
 override LIFECYCLE_PORT := $(if $(strip $(LIFECYCLE_PORT)),$(LIFECYCLE_PORT),8081)
 override WAYPOST_DB := $(if $(strip $(WAYPOST_DB)),$(WAYPOST_DB),./waypost.db)
 
-.PHONY: run test lint types unit browser schema bench clean
+.PHONY: run test lint types unit browser schema bench constraints clean
 
 $(BIN)/pip:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(RUNTIME): pyproject.toml | $(BIN)/pip
-	$(BIN)/pip install -q -e .
+# constraints.txt pins every version (dependencies of dependencies too)
+$(RUNTIME): pyproject.toml constraints.txt | $(BIN)/pip
+	$(BIN)/pip install -q -c constraints.txt -e .
 	touch $(RUNTIME)
 
-$(STAMP): pyproject.toml | $(BIN)/pip
-	$(BIN)/pip install -q -e '.[dev]'
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
 	touch $(RUNTIME) $(STAMP)
 
 run: $(RUNTIME)
@@ -67,6 +68,17 @@ schema: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# The newest versions pyproject.toml admits, resolved in a scratch
+# environment and written to constraints.txt (then run `make test`).
+constraints:
+	rm -rf .venv-constraints
+	$(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/pip install -q --upgrade pip
+	.venv-constraints/bin/pip install -q -e '.[dev,bench]'
+	{ sed -n '/^#/p' constraints.txt; .venv-constraints/bin/pip freeze --exclude-editable; } > constraints.new
+	mv constraints.new constraints.txt
+	rm -rf .venv-constraints
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -291,7 +291,10 @@ def _datasette_requests(name: str) -> list[tuple[str, str, Callable[[str], dict[
 def datasette_http(path: Path, queries: list[str]) -> list[Row]:
     executable = shutil.which("datasette") or str(Path(sys.executable).parent / "datasette")
     if not Path(executable).exists():
-        print("  datasette is not installed (pip install -e '.[bench]'): rows skipped")
+        print(
+            "  datasette is not installed"
+            " (pip install -c constraints.txt -e '.[bench]'): rows skipped"
+        )
         return []
     port = free_port()
     name = path.stem  # Datasette names the database after its file
