@@ -587,6 +587,17 @@ async def _streams_admitted(client: httpx.AsyncClient, url: str, token: str) -> 
         return admitted
 
 
+async def _until_streams_admitted(url: str, token: str, count: int) -> None:
+    """Returns once `count` of 16 streams opened at once are admitted: a
+    running decision_wait holds one of its token's, so this is the sign
+    that the wait is listening (a fixed sleep was a guess)."""
+    deadline = time.monotonic() + 20
+    async with httpx.AsyncClient(timeout=30) as client:
+        while await _streams_admitted(client, url, token) != count:
+            assert time.monotonic() < deadline, f"never {count} streams admitted"
+            await asyncio.sleep(0.1)
+
+
 def _an_agent_and_a_decision(
     waypost: Waypost, project: str, agent: str
 ) -> tuple[str, str, dict[str, Any]]:
@@ -628,10 +639,6 @@ async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
             "project": project, "decision_id": decision["id"],
             "timeout_seconds": 240}}}  # fmt: skip
 
-    async def admitted_becomes(client: httpx.AsyncClient, count: int) -> None:
-        while await _streams_admitted(client, stream, agent) != count:
-            await asyncio.sleep(0.1)
-
     async with httpx.AsyncClient(timeout=30) as client:
         headers = await _open_mcp_session(client, waypost.url, agent)
         async with (
@@ -640,9 +647,9 @@ async def test_a_wait_whose_http_client_leaves_gives_its_stream_back_at_once(
         ):
             assert waiting.status_code == 200
             # the wait holds one of the token's streams while it runs
-            await asyncio.wait_for(admitted_becomes(client, 15), 10)
+            await _until_streams_admitted(stream, agent, 15)
         # the response left unread: its connection is closed
-        await asyncio.wait_for(admitted_becomes(client, 16), 10)
+        await _until_streams_admitted(stream, agent, 16)
         await client.delete(f"{waypost.url}/mcp", headers=headers)
 
 
@@ -696,7 +703,8 @@ async def test_a_request_id_still_running_in_its_session_is_refused_not_lost(
     async with httpx.AsyncClient(timeout=30) as client:
         headers = await _open_mcp_session(client, waypost.url, agent)
         first = asyncio.create_task(client.post(f"{waypost.url}/mcp", json=wait, headers=headers))
-        await asyncio.sleep(1.0)  # the first is waiting for an answer
+        stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+        await _until_streams_admitted(stream, agent, 15)  # the first is waiting for an answer
         assert not first.done()
         again = await client.post(f"{waypost.url}/mcp", json=wait, headers=headers)
         assert again.status_code == 409, again.text
@@ -762,7 +770,8 @@ async def test_serve_stops_on_sigterm_with_an_mcp_client_connected_and_a_wait_ru
             )  # fmt: skip
             arguments = {"project": project, "decision_id": decision["id"], "timeout_seconds": 120}
             waiting = asyncio.create_task(s.call_tool("decision_wait", arguments))
-            await asyncio.sleep(1.0)  # the wait is listening
+            stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+            await _until_streams_admitted(stream, agent, 15)  # the wait is listening
             began = time.monotonic()
             srv.process.send_signal(signal.SIGTERM)
             result = await asyncio.wait_for(waiting, 15)

@@ -245,13 +245,13 @@ async def test_a_signal_ends_the_process_as_its_input_ending_does(
 async def test_a_second_signal_ends_the_process_at_once(tmp_path: Path) -> None:
     """The first signal waits for the answers of the calls on their way (up
     to 60 s); a second one does not."""
-    async with _a_service_that_never_answers_a_call() as url:
+    async with _a_service_that_never_answers_a_call() as (url, held):
         process = await _mcp(url, "wp_any", tmp_path / "mcp.log")
         assert process.stdin is not None
         process.stdin.write(_line(HELLO) + _line(INITIALIZED))
         assert (await _answer(process))["id"] == 1
         process.stdin.write(_line(_call(2, "policy", project="stalled")))
-        await asyncio.sleep(0.5)  # the call is on its way
+        await asyncio.wait_for(held.wait(), 10)  # the call is on its way
         process.send_signal(signal.SIGTERM)
         with pytest.raises(TimeoutError):  # the call is waited for
             await asyncio.wait_for(asyncio.shield(process.wait()), 2)
@@ -261,10 +261,11 @@ async def test_a_second_signal_ends_the_process_at_once(tmp_path: Path) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _a_service_that_never_answers_a_call() -> AsyncIterator[str]:
+async def _a_service_that_never_answers_a_call() -> AsyncIterator[tuple[str, asyncio.Event]]:
     """An HTTP server that accepts the token (`GET /api/v1/me`) and holds
-    every other request unanswered until it stops."""
-    stopping = asyncio.Event()
+    every other request unanswered until it stops: its URL, and an event set
+    once it holds one."""
+    stopping, held = asyncio.Event(), asyncio.Event()
     handlers: set[asyncio.Task[Any]] = set()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -273,6 +274,7 @@ async def _a_service_that_never_answers_a_call() -> AsyncIterator[str]:
             while (await reader.readuntil(b"\r\n\r\n")).startswith(b"GET /api/v1/me "):
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
                              b"content-length: 2\r\n\r\n{}")  # fmt: skip
+            held.set()
             await stopping.wait()  # any other request is held
         except asyncio.IncompleteReadError:  # the client closed the connection
             pass
@@ -282,7 +284,7 @@ async def _a_service_that_never_answers_a_call() -> AsyncIterator[str]:
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", held
     finally:
         stopping.set()
         server.close()
