@@ -471,3 +471,58 @@ async def test_any_tool_call_carries_its_token_to_the_sessions_end(
             while (await service.rt.db.read(sessions))[0][1] is None:
                 await anyio.sleep(0.05)
     assert await service.rt.db.read(sessions) == [(session_id, service.clock.iso())]
+
+
+async def test_a_request_id_sent_again_as_its_answer_ends_stays_refused_while_it_runs(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Request A frees its id just before its last part goes out (its client
+    may send the id again at once), and freed it again when its handler
+    returned: a re-send B that began in between lost its place, a third
+    request C with the same id was taken while B ran (200, not 409), and the
+    SDK filed C's answer channel over B's, so B was never answered."""
+    from tests.decisions_support import new_task, open_decision
+    from waypost.mcp_server.http_endpoint import McpEndpoint
+
+    [endpoint] = [r.endpoint for r in service.app.routes if getattr(r, "path", "") == "/mcp"]
+    assert isinstance(endpoint, McpEndpoint)
+    decision = await open_decision(human, [await new_task(human)])
+    agent = await service.principal("agent", "resender")
+    base = {"Accept": "application/json, text/event-stream", **agent.headers(session=False)}
+    wait = {"jsonrpc": "2.0", "id": "same", "method": "tools/call", "params": {
+        "name": "decision_wait", "arguments": {
+            "project": project, "decision_id": decision["id"], "timeout_seconds": 3}}}  # fmt: skip
+    url, headers = "http://waypost.test/mcp", dict[str, str]()
+    resent: list[asyncio.Task[httpx.Response]] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        is_a = scope["type"] == "http" and (b"x-first", b"A") in scope["headers"]
+
+        async def sending(message: Any) -> None:
+            last = message["type"] == "http.response.body" and not message.get("more_body")
+            if is_a and last and not resent:  # A's last part: B is sent, and begins
+                resent.append(asyncio.create_task(client.post(url, json=wait, headers=headers)))
+                for _ in range(500):
+                    if endpoint._running:
+                        break
+                    await asyncio.sleep(0.01)
+            await send(message)
+
+        await service.app(scope, receive, sending)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), timeout=30) as client:
+        r = await client.post(url, json=INITIALIZE, headers=base)
+        assert r.status_code == 200, r.text
+        headers.update(base, **{"Mcp-Session-Id": r.headers["mcp-session-id"],
+                                "Mcp-Protocol-Version": "2025-03-26"})  # fmt: skip
+        ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await client.post(url, json=ready, headers=headers)).is_success
+        ping = {"jsonrpc": "2.0", "id": "same", "method": "ping"}
+        a = await client.post(url, json=ping, headers={**headers, "x-first": "A"})
+        assert a.status_code == 200, a.text
+        [b_task] = resent
+        assert not b_task.done()  # B: a wait of 3 s
+        c = await client.post(url, json=wait, headers=headers)
+        assert c.status_code == 409, (c.status_code, c.text[:200])
+        b = await asyncio.wait_for(b_task, 15)
+    assert b.status_code == 200 and '"id":"same"' in b.text.replace(" ", ""), b.text

@@ -464,7 +464,12 @@ class McpEndpoint:
         send = answered.send
         if running is not None:
             self._running.add(running)
-            send = _on_last_part(send, lambda: self._running.discard(running))
+            # freed once, as the last part goes out or else at the end: a
+            # re-send of the id may have taken the place by the end, and
+            # freeing it again let a third request with the id in (the SDK
+            # then filed its answer channel over the re-send's)
+            unregister = _Once(lambda: self._running.discard(running))
+            send = _on_last_part(send, unregister)
         watch: asyncio.Task[None] | None = None
         if scope["method"] == "GET":
             # the session's standalone stream: it runs until its client
@@ -485,7 +490,7 @@ class McpEndpoint:
                 watch.cancel()
                 await finish()
             if running is not None:
-                self._running.discard(running)
+                unregister()
             if opening:
                 opened()  # a refused or failed initialize's place too
             if session is not None:
