@@ -415,6 +415,40 @@ async def test_searches_leave_one_reader_to_every_other_read(tmp_path: Path) -> 
         await db.close()
 
 
+async def test_a_search_whose_caller_left_keeps_its_place_until_it_ends(tmp_path: Path) -> None:
+    """A search goes on in its reader thread after its caller is cancelled
+    (an MCP call cancelled, a stop): its place in the lane was given back at
+    once, two more searches were let in beside it, and a plain read found
+    no reader free until a search ended."""
+    db = Database(tmp_path / "s.db", readers=3)
+    await db.open()
+    release = threading.Event()
+    running: list[int] = []
+
+    def slow_search(conn: sqlite3.Connection) -> int:
+        running.append(1)
+        release.wait(10)
+        return int(conn.execute("SELECT 1").fetchone()[0])
+
+    try:
+        left = asyncio.create_task(db.search(slow_search))
+        while not running:
+            await asyncio.sleep(0.01)
+        left.cancel()  # its caller leaves; its reader searches on
+        await asyncio.gather(left, return_exceptions=True)
+        others = [asyncio.create_task(db.search(slow_search)) for _ in range(2)]
+        while len(running) < 2:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # a third search, had it been let in, would be running
+        plain = await asyncio.wait_for(db.read(lambda c: c.execute("SELECT 2").fetchone()[0]), 5)
+        assert plain == 2 and len(running) == 2
+        release.set()
+        assert await asyncio.gather(*others) == [1, 1]
+    finally:
+        release.set()
+        await db.close()
+
+
 async def test_a_database_from_a_newer_build_is_refused(tmp_path: Path) -> None:
     """A migration recorded that this build does not have: a newer Waypost
     wrote the file. The first write on the unknown schema was a 500."""

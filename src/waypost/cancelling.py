@@ -1,4 +1,5 @@
-"""Stopping a background task and waiting for it to end.
+"""Stopping a background task and waiting for it to end; holding a place of
+a gate for as long as the work that took it runs.
 
 `task.cancel()` followed by `with suppress(CancelledError): await task` has a
 hole: if the *waiting* task is itself cancelled while it waits (a server
@@ -11,6 +12,10 @@ two apart (Python 3.11).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 async def cancel_and_wait(task: asyncio.Task[None]) -> None:
@@ -24,3 +29,26 @@ async def cancel_and_wait(task: asyncio.Task[None]) -> None:
         current = asyncio.current_task()
         if current is not None and current.cancelling():
             raise
+
+
+async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitable[T]]) -> T:
+    """`work()`, run as a task of its own once it holds a place of `gate`; the
+    place is given back when that work ends, not when its caller stops
+    waiting. Work on a thread (a search, a document's validation) runs on
+    after its caller is cancelled: a place given back then let more of it
+    run at once than the gate admits (the reader that search lanes keep
+    free for other reads was taken)."""
+    await gate.acquire()
+    try:
+        running = asyncio.ensure_future(work())
+    except BaseException:
+        gate.release()
+        raise
+
+    def ended(task: asyncio.Future[T]) -> None:
+        gate.release()
+        if not task.cancelled():
+            task.exception()  # seen here too: a caller that left never reads it
+
+    running.add_done_callback(ended)
+    return await asyncio.shield(running)

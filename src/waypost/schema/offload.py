@@ -15,6 +15,8 @@ import weakref
 from collections.abc import Callable
 from typing import TypeVar
 
+from waypost.cancelling import holding_until_done
+
 T = TypeVar("T")
 
 # One gate per event loop and lane: an asyncio.Semaphore belongs to the loop
@@ -44,18 +46,4 @@ async def off_loop(work: Callable[..., T], *args: object, lane: str = DOCUMENTS)
     The gate is given back when the thread's work ends, not when its caller
     stops waiting: a cancelled request (a WebSocket `complete`) must not let
     a second piece of work start beside the first."""
-    gate = _gate(lane)
-    await gate.acquire()
-    try:
-        running = asyncio.ensure_future(asyncio.to_thread(work, *args))
-    except BaseException:
-        gate.release()
-        raise
-
-    def finished(task: asyncio.Future[T]) -> None:
-        gate.release()
-        if not task.cancelled():
-            task.exception()  # seen here too: a caller that left never reads it
-
-    running.add_done_callback(finished)
-    return await asyncio.shield(running)
+    return await holding_until_done(_gate(lane), lambda: asyncio.to_thread(work, *args))

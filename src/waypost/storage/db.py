@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from waypost.cancelling import holding_until_done
 from waypost.errors import Unavailable
 from waypost.observe.conditions import ConditionLog
 from waypost.storage import snapshots
@@ -289,8 +290,11 @@ class Database:
         a place, hung every GraphQL query and search for good."""
         if snapshots.current(self) is not None:
             return await self.read(fn)  # on the pin, as read() finds it
-        async with self._searches:
-            return await self.read(fn)  # not pinned: on the reader pool
+        # not pinned: on the reader pool, holding a place in the lane until
+        # the reader's search ends, also when its caller leaves first (an
+        # MCP call cancelled, a stop): a place given back then let a third
+        # search take the reader kept for every other read
+        return await holding_until_done(self._searches, lambda: self.read(fn))
 
     async def read_point(self, fn: UnitOfWork[T]) -> T:
         """Run a small read-only unit of work (a few lookups by key, nothing that
