@@ -16,7 +16,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import new_task
 from tests.live_support import SseEvent, next_data_event, running, sse_events
 from waypost.clock import format_time
-from waypost.live import Hub, SlowConsumer, hub_for
+from waypost.live import Hub, LiveLimits, SlowConsumer, hub_for
 from waypost.live.sse import _encoded_for
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events
@@ -269,6 +269,32 @@ async def test_a_listener_without_after_starts_with_the_next_new_event(
         await new_task(human, "after")
         [event] = await listener.next_batch(5)
     assert event["data"]["title"] == "after"
+
+
+async def test_a_commit_while_the_hub_starts_reaches_a_stream_resumed_before_it(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub read the log's end, then began to listen for commits: an
+    event committed between the two woke nothing, and a stream resumed from
+    before it had it only at the next poll (30 s here, 1 s by default)."""
+    db = service.rt.db
+    before = await db.read(events.last_sequence)
+    hub = hub_for(service.rt, LiveLimits(poll_seconds=30))
+    read = db.read
+    committed = []
+
+    async def read_then_commit(fn: Any) -> Any:
+        result = await read(fn)
+        if fn is events.last_sequence and not committed:  # the hub's start, after its look
+            committed.append(await new_task(human, "committed while the hub started"))
+        return result
+
+    monkeypatch.setattr(db, "read", read_then_commit)
+    async with hub.listen("demo", "tok", before) as listener:
+        monkeypatch.setattr(db, "read", read)
+        found = await listener.next_batch(5)
+    assert committed
+    assert [e["data"]["title"] for e in found] == ["committed while the hub started"]
 
 
 def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> None:
