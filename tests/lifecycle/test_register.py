@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from typing import Any
+
 from tests.conftest import Service
 from tests.lifecycle.support import TABLES, Lifecycle, Member, memo, with_docs
 
@@ -133,3 +137,33 @@ async def test_register_writes_memo_revision_event_delivery_and_receipt(
     events = (await author.get("/v1/decisions/adr.payments-retry/events")).json()["events"]
     assert [e["type"] for e in events] == ["memo.registered"]
     assert events[0]["actor"] == author.id
+
+
+async def test_a_command_queued_behind_other_writes_is_stamped_as_it_commits(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A command read the clock before it queued for the writer: one that
+    waited (behind a batch, or a lock another process held) was stamped
+    earlier than writes committed before it, and its event's `at` ran
+    backwards against the sequence. The public API's writes read it inside
+    the transaction."""
+    rt, clock = lifecycle.service.rt, lifecycle.service.clock
+    running, busy = threading.Event(), threading.Event()
+
+    def hold(conn: Any) -> None:
+        running.set()
+        busy.wait(10)
+
+    ahead = asyncio.create_task(rt.db.write(hold))
+    assert await asyncio.to_thread(running.wait, 10)  # the writer runs the write ahead
+    registering = asyncio.create_task(author.register(memo()))
+    while rt.db.queue_depth() < 1:
+        await asyncio.sleep(0.01)  # the command waits for the writer
+    clock.advance(minutes=5)
+    later = clock.iso()
+    busy.set()
+    await ahead
+    assert (await registering).status_code == 200
+    last = "SELECT at FROM lifecycle_events ORDER BY sequence DESC LIMIT 1"
+    [at] = await rt.db.read(lambda conn: conn.execute(last).fetchone())
+    assert at == later

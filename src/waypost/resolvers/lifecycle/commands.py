@@ -133,8 +133,12 @@ async def run(
         raise IdempotencyInFlight("a request with this idempotency key is still running")
     rt.inflight.add(slot)
     try:
-        at = format_time(rt.now())
-        return await rt.db.write(lambda conn: _run(conn, at, req, action, memo_id, unit, new))
+        # the time is read in the transaction, as the public API's writes
+        # read it: read before queueing, a command that waited for the
+        # writer was stamped earlier than writes committed ahead of it
+        return await rt.db.write(
+            lambda conn: _run(conn, format_time(rt.now()), req, action, memo_id, unit, new)
+        )
     finally:
         rt.inflight.discard(slot)
 
