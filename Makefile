@@ -81,4 +81,4 @@ constraints:
 	rm -rf .venv-constraints
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-constraints constraints.new .mypy_cache .pytest_cache .ruff_cache

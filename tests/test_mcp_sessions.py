@@ -506,6 +506,7 @@ async def test_a_request_id_sent_again_as_its_answer_ends_stays_refused_while_it
                     if endpoint._running:
                         break
                     await asyncio.sleep(0.01)
+                assert endpoint._running, "the re-send never began"
             await send(message)
 
         await service.app(scope, receive, sending)

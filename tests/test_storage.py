@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import httpx
@@ -432,13 +432,11 @@ async def test_a_search_whose_caller_left_keeps_its_place_until_it_ends(tmp_path
 
     try:
         left = asyncio.create_task(db.search(slow_search))
-        while not running:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(until(lambda: len(running) == 1), 10)
         left.cancel()  # its caller leaves; its reader searches on
         await asyncio.gather(left, return_exceptions=True)
         others = [asyncio.create_task(db.search(slow_search)) for _ in range(2)]
-        while len(running) < 2:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(until(lambda: len(running) == 2), 10)
         await asyncio.sleep(0.1)  # a third search, had it been let in, would be running
         plain = await asyncio.wait_for(db.read(lambda c: c.execute("SELECT 2").fetchone()[0]), 5)
         assert plain == 2 and len(running) == 2
@@ -447,6 +445,45 @@ async def test_a_search_whose_caller_left_keeps_its_place_until_it_ends(tmp_path
     finally:
         release.set()
         await db.close()
+
+
+async def test_a_search_whose_caller_left_before_a_reader_took_it_is_not_run(
+    tmp_path: Path,
+) -> None:
+    """Every reader busy with a plain read, a search waits for one; its
+    caller leaves. Held to its end so that it kept its place, it then ran
+    all the same (up to the search time limit, for nobody)."""
+    db = Database(tmp_path / "s.db", readers=2)
+    await db.open()
+    release, ran = threading.Event(), []
+    held: list[int] = []
+
+    def plain(conn: sqlite3.Connection) -> None:
+        held.append(1)
+        release.wait(10)
+
+    try:
+        plains = [asyncio.create_task(db.read(plain)) for _ in range(2)]
+        await asyncio.wait_for(until(lambda: len(held) == 2), 10)
+        search = asyncio.create_task(db.search(lambda conn: ran.append(1)))
+        await asyncio.sleep(0.05)  # it holds the lane's place and waits for a reader
+        search.cancel()
+        await asyncio.gather(search, return_exceptions=True)
+        release.set()
+        await asyncio.gather(*plains)
+        # the lane's one place is free again, and searches run
+        assert (
+            await asyncio.wait_for(db.search(lambda c: c.execute("SELECT 3").fetchone()[0]), 5) == 3
+        )
+        assert ran == []
+    finally:
+        release.set()
+        await db.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 async def test_a_database_from_a_newer_build_is_refused(tmp_path: Path) -> None:

@@ -157,8 +157,11 @@ async def test_a_command_queued_behind_other_writes_is_stamped_as_it_commits(
     ahead = asyncio.create_task(rt.db.write(hold))
     assert await asyncio.to_thread(running.wait, 10)  # the writer runs the write ahead
     registering = asyncio.create_task(author.register(memo()))
-    while rt.db.queue_depth() < 1:
+    for _ in range(1000):
+        if rt.db.queue_depth():
+            break
         await asyncio.sleep(0.01)  # the command waits for the writer
+    assert rt.db.queue_depth() == 1
     clock.advance(minutes=5)
     later = clock.iso()
     busy.set()

@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -59,6 +60,12 @@ __all__ = ["Database", "DatabaseUnusable", "connect_sync", "run_read", "run_writ
 log = logging.getLogger("waypost.storage")
 _conditions = ConditionLog(log)
 T = TypeVar("T")
+
+
+class _CallerLeft(Exception):
+    """A search whose caller had gone before a reader took it up: not run."""
+
+
 # Bytes the WAL file is cut back to once a checkpoint restarts it (8 MiB:
 # twice what SQLite's automatic checkpoint of 1,000 pages lets it hold).
 WAL_SIZE_LIMIT = 8 * 1024 * 1024
@@ -293,8 +300,20 @@ class Database:
         # not pinned: on the reader pool, holding a place in the lane until
         # the reader's search ends, also when its caller leaves first (an
         # MCP call cancelled, a stop): a place given back then let a third
-        # search take the reader kept for every other read
-        return await holding_until_done(self._searches, lambda: self.read(fn))
+        # search take the reader kept for every other read. One whose caller
+        # left before a reader took it up is not run at all.
+        left = threading.Event()
+
+        def unless_left(conn: sqlite3.Connection) -> T:
+            if left.is_set():
+                raise _CallerLeft
+            return fn(conn)
+
+        try:
+            return await holding_until_done(self._searches, lambda: self.read(unless_left))
+        except asyncio.CancelledError:
+            left.set()
+            raise
 
     async def read_point(self, fn: UnitOfWork[T]) -> T:
         """Run a small read-only unit of work (a few lookups by key, nothing that
