@@ -527,3 +527,47 @@ async def test_a_request_id_sent_again_as_its_answer_ends_stays_refused_while_it
         assert c.status_code == 409, (c.status_code, c.text[:200])
         b = await asyncio.wait_for(b_task, 15)
     assert b.status_code == 200 and '"id":"same"' in b.text.replace(" ", ""), b.text
+
+
+class _SlowReply(LocalBackend):
+    """The session's start committed, its reply on the way back when the
+    call is cancelled (an MCP client's notifications/cancelled, a stop)."""
+
+    def __init__(self, backend: LocalBackend) -> None:
+        super().__init__(backend.rt, backend.actor)
+        self.committed, self.reply = anyio.Event(), anyio.Event()
+
+    async def call(self, method: str, path: str, params: dict[str, str], **kw: Any) -> Any:
+        result = await super().call(method, path, params, **kw)
+        if path == "/api/v1/sessions":
+            self.committed.set()
+            await self.reply.wait()
+        return result
+
+
+async def test_a_call_cancelled_as_its_session_starts_leaves_no_session_behind(
+    service: Service,
+) -> None:
+    """Cancelled between the start's commit and its reply, the keeper never
+    learnt the session's id: the session stayed live with no heartbeat and
+    nobody to end it until it expired (15 minutes)."""
+    agent = await service.principal("agent", "cancelled")
+    backend = _SlowReply(LocalBackend(service.rt, await actor_of(service, agent)))
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m-cancel", tasks)
+        with anyio.CancelScope() as call:
+
+            async def cancel_once_committed() -> None:
+                await backend.committed.wait()
+                call.cancel()
+                backend.reply.set()
+
+            tasks.start_soon(cancel_once_committed)
+            await keeper.ensure(backend)
+        assert keeper.session_id is not None  # it knows the session it started
+        await keeper.close()
+        tasks.cancel_scope.cancel()
+    rows = await service.rt.db.read(
+        lambda conn: conn.execute("SELECT ended_at FROM sessions").fetchall()
+    )
+    assert [row["ended_at"] for row in rows] == [service.clock.iso()]

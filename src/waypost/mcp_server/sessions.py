@@ -64,12 +64,17 @@ class AgentSession:
                 return self.session_id
             if await backend.principal_kind() != "agent":
                 return None
-            reply = await backend.call(
-                "POST", "/api/v1/sessions", {}, body={}, idempotency_key=self.key("start")
-            )
-            session_id = str(reply.body["id"])
-            self.session_id, self._backend = session_id, backend
-            self._tasks.start_soon(self._heartbeat, session_id)
+            # seen through once asked (the call's own timeout bounds it): a
+            # call cancelled between the start's commit and its reply left
+            # the session live, unknown here, with no heartbeat and nobody
+            # to end it until it expired
+            with anyio.CancelScope(shield=True):
+                reply = await backend.call(
+                    "POST", "/api/v1/sessions", {}, body={}, idempotency_key=self.key("start")
+                )
+                session_id = str(reply.body["id"])
+                self.session_id, self._backend = session_id, backend
+                self._tasks.start_soon(self._heartbeat, session_id)
             log.info("mcp session %s: started agent session %s", self.mcp_id, session_id)
             return session_id
 
