@@ -20,6 +20,7 @@ import pytest
 
 from waypost.app import create_app
 from waypost.clock import format_time, parse_time
+from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
 from waypost.runtime import Runtime, open_runtime
 from waypost.settings import Settings
@@ -27,6 +28,19 @@ from waypost.storage.db import connect_sync
 from waypost.storage.migrate import Migration, available, migrate
 
 _keys = itertools.count()
+_condition_logs = itertools.count()
+
+
+def own_condition_log(monkeypatch: pytest.MonkeyPatch, module: Any) -> ConditionLog:
+    """A fresh ConditionLog in place of `module._conditions`, logging to a
+    child of the module's logger that is this test's alone. A ConditionLog
+    logs the lines it held back by a timer when its window ends, so one an
+    earlier test used (or the module's own) may log into this test's capture
+    up to 10 s late: a test that counts lines counts those of its own."""
+    conditions = ConditionLog(module.log.getChild(f"test{next(_condition_logs)}"))
+    monkeypatch.setattr(module, "_conditions", conditions)
+    return conditions
+
 
 # CI replays the same examples every run (a red build is then reproducible and
 # never a coin toss); developers' runs explore new examples each time.

@@ -19,9 +19,15 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Caller, MovableClock, Service, copy_database, serving
+from tests.conftest import (
+    Caller,
+    MovableClock,
+    Service,
+    copy_database,
+    own_condition_log,
+    serving,
+)
 from waypost.errors import Unavailable
-from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events, sweep
 from waypost.resolvers.core.receipts import PURGE_BATCH
@@ -181,7 +187,7 @@ async def test_a_unit_that_loses_the_transaction_fails_alone_and_the_others_stil
     disk, an I/O error), the units before it in the batch run again: they
     were never acknowledged, so nothing is lost or doubled. (A full disk is
     a condition: its lines are WARNINGs, at most one every 10 s each.)"""
-    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
+    own_condition_log(monkeypatch, writer)
     with caplog.at_level(logging.WARNING, "waypost"):
         outcomes = await queue_all(patient, [recorded("before"), fills_the_disk(False),
                                              recorded("after")])  # fmt: skip
@@ -401,7 +407,7 @@ async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
 ) -> None:
     """Only the access log showed the 503s: nothing said another process
     held the lock. Now one WARNING says so, not one per refused write."""
-    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
+    own = own_condition_log(monkeypatch, writer)
     human: Caller = await impatient.principal("human")
     locked_by_another_process(impatient.db_path)
     with caplog.at_level(logging.WARNING, "waypost.storage"):
@@ -411,7 +417,8 @@ async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
                   for i in range(4))
             )  # fmt: skip
             assert {r.status_code for r in answers} == {503}
-    lines = [r.getMessage() for r in caplog.records if "write lock" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
+    lines = [line for line in lines if "write lock" in line]
     assert len(lines) == 1 and "held the database's write lock" in lines[0], lines
 
 
@@ -619,7 +626,7 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
     full disk's failed COMMITs were ERRORs."""
     from waypost.storage.writer import _log_failure
 
-    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
+    own = own_condition_log(monkeypatch, writer)
     full = sqlite3.OperationalError("database or disk is full")
     full.sqlite_errorcode = sqlite3.SQLITE_FULL  # type: ignore[attr-defined]
     # (a damaged file is a condition too: Database logs its ERROR once)
@@ -631,12 +638,13 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
             _log_failure("COMMIT failed: %r", corrupt)
         writer._conditions.seconds = 0.0
         _log_failure("COMMIT failed: %r", full)
-    assert [(r.levelname, "full" in r.getMessage()) for r in caplog.records] == [
+    mine = [r for r in caplog.records if r.name == own.log.name or r.levelno >= logging.ERROR]
+    assert [(r.levelname, "full" in r.getMessage()) for r in mine] == [
         ("WARNING", True),
         *[("ERROR", False)] * 5,
         ("WARNING", True),
     ]
-    assert caplog.records[-1].getMessage().endswith("(and 4 more like it since the last such line)")
+    assert mine[-1].getMessage().endswith("(and 4 more like it since the last such line)")
 
 
 def _wal_store(path: Path) -> tuple[sqlite3.Connection, Callable[[], int]]:
@@ -705,7 +713,7 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     doubled, so that the writes behind it are not each held up."""
     monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
     monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.3)
-    monkeypatch.setattr(writer, "_conditions", ConditionLog(writer.log))
+    own = own_condition_log(monkeypatch, writer)
     path = tmp_path / "w.db"
     conn, wal_bytes = _wal_store(path)
     statements: list[str] = []
@@ -724,7 +732,8 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     finally:
         shell.execute("COMMIT")
         await asyncio.to_thread(store.stop)
-    said = [r.getMessage() for r in caplog.records if "could not be restarted" in r.getMessage()]
+    said = [r.getMessage() for r in caplog.records if r.name == own.log.name]
+    said = [line for line in said if "could not be restarted" in line]
     assert len(said) == 1, said  # the condition is told once
     # tries past 1, 2 and 4 MiB at most, of the ten commits past 1 MiB or near
     tries = sum("wal_checkpoint(RESTART)" in s for s in statements)

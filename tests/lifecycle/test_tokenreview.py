@@ -16,12 +16,11 @@ import httpx
 import pytest
 import trustme
 
-from tests.conftest import Service
+from tests.conftest import Service, own_condition_log
 from tests.lifecycle.support import Lifecycle, memo
 from tests.lifecycle.test_requests import refused
 from waypost.lifecycle_http import create_lifecycle_app, verifiers
 from waypost.lifecycle_http.verifiers import TOKENREVIEW_PATH, TokenReviewVerifier
-from waypost.observe.conditions import ConditionLog
 
 SA = "system:serviceaccount:state-hub:lifecycle-client"
 
@@ -219,13 +218,13 @@ async def test_an_answer_without_a_status_object_is_503_and_logged(
 ) -> None:
     """A null, string or list status was 401, as if the token were refused,
     and nothing reached the log."""
-    monkeypatch.setattr(verifiers, "_conditions", ConditionLog(verifiers.log))
+    own = own_condition_log(monkeypatch, verifiers)
     lifecycle, state = k8s
     state.body = body
     with caplog.at_level(logging.WARNING, "waypost.lifecycle"):
         r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
     refused(r, 503, "unavailable")
-    lines = [r.getMessage() for r in caplog.records if "TokenReview" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
     assert len(lines) == 1 and lines[0].startswith("TokenReview answered no status object")
 
 
@@ -235,14 +234,14 @@ async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A WARNING per lifecycle request while the API server failed."""
-    monkeypatch.setattr(verifiers, "_conditions", ConditionLog(verifiers.log))
+    own = own_condition_log(monkeypatch, verifiers)
     lifecycle, state = k8s
     state.status = 500
     with caplog.at_level(logging.WARNING, "waypost.lifecycle"):
         for _ in range(5):
             r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
             refused(r, 503, "unavailable")
-    lines = [r.getMessage() for r in caplog.records if "TokenReview" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
     assert lines == ["TokenReview answered HTTP 500"], lines
 
 
