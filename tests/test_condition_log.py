@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 import pytest
 
 from waypost.observe.conditions import ConditionLog
+from waypost.runtime import open_runtime
+from waypost.settings import Settings
 
 WINDOW = 0.2
 
@@ -69,3 +72,37 @@ def test_kinds_are_held_apart_and_a_line_after_a_quiet_window_is_logged_at_once(
         assert _messages(caplog) == ["full", "other", "full"]
         conditions.warning("full again", key="k")  # a quiet window has passed
         assert _messages(caplog)[-1] == "full again"
+
+
+def test_a_flush_tells_of_the_lines_held_and_the_timer_then_says_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=WINDOW)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        for n in range(3):
+            conditions.warning("refused write %d: disk full", n)
+        conditions.flush()
+        assert _messages(caplog) == [
+            "refused write 0: disk full",
+            "refused write 2: disk full (and 1 more like it since the last such line)",
+        ]
+        time.sleep(WINDOW * 2)
+        assert len(_messages(caplog)) == 2  # the window's timer was cancelled
+
+
+async def test_the_lines_held_when_the_runtime_closes_are_logged_with_their_count(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A process stopping within the window never logged the lines it held
+    back (the timer is a daemon thread): `serve` stopped a few seconds into
+    a full disk said one refusal where there were many."""
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=60)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        async with open_runtime(Settings(db_path=tmp_path / "w.db")):
+            for n in range(5):
+                conditions.warning("refused write %d: disk full", n)
+            assert _messages(caplog) == ["refused write 0: disk full"]
+        assert _messages(caplog) == [
+            "refused write 0: disk full",
+            "refused write 4: disk full (and 3 more like it since the last such line)",
+        ]

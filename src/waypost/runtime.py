@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from waypost.cancelling import cancel_and_wait
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
+from waypost.observe import conditions
 from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
 from waypost.resolvers.decisions import status
@@ -129,6 +130,9 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         settings.db_path, settings.readers, settings.busy_timeout_ms, hooks=CONNECTION_HOOKS
     )
     async with contextlib.AsyncExitStack() as stack:
+        # last of all: the condition lines held back in their window (a
+        # full disk's, a lock's) are logged with their count, not lost
+        stack.callback(conditions.flush_all)
         await db.open()
         stack.push_async_callback(db.close)
         _warn_if_open_to_others(settings)

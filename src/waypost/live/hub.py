@@ -175,8 +175,9 @@ class Hub:
         if self._stopped:
             return
         self.db.add_commit_listener(self.committed)
-        # a commit after the read above and before the line before it woke
-        # nothing: the follower looks once at once, not at its first poll
+        # a commit that landed after the read above but before the listener
+        # was added woke nothing: the follower looks once now, not at its
+        # first poll
         self._dirty.set()
         self._task = asyncio.create_task(self._follow(), name="waypost-live-hub")
 

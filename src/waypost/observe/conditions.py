@@ -9,6 +9,9 @@ so one condition never hides another.
 The lines held back in a window are not left for a next occurrence that may
 never come (the condition cleared): when the window ends, a timer logs the
 last of them with their number, so the log always says how many there were.
+The timer is a daemon, which a process stopping within the window never
+waits for: `flush_all` logs what every ConditionLog holds, as the runtime
+closes.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 CONDITION_LOG_SECONDS = 10.0
@@ -38,6 +42,7 @@ class ConditionLog:
         self._last: dict[str, float] = {}
         self._held: dict[str, _Held] = {}
         self._timers: dict[str, threading.Timer] = {}
+        _EVERY.add(self)
 
     def warning(self, message: str, *args: object, key: str | None = None) -> None:
         kind = key if key is not None else message
@@ -66,7 +71,7 @@ class ConditionLog:
         a later line already told of them (it logs their number too)."""
         now = time.monotonic()
         with self._lock:
-            del self._timers[kind]
+            self._timers.pop(kind, None)  # (gone if `flush` came first)
             held = self._held.get(kind)
             if held is None:
                 return
@@ -79,6 +84,31 @@ class ConditionLog:
         # the last line held stands for itself; the others are "more like it"
         self._emit(held.message, held.args, held.count - 1)
 
+    def flush(self) -> None:
+        """Log the lines held back in every kind's window now, each kind's
+        last with their number, and cancel the timers that would have."""
+        now = time.monotonic()
+        with self._lock:
+            timers, self._timers = list(self._timers.values()), {}
+            held, self._held = self._held, {}
+            for kind in held:
+                self._last[kind] = now
+        for timer in timers:
+            timer.cancel()
+        for line in held.values():
+            self._emit(line.message, line.args, line.count - 1)
+
     def _emit(self, message: str, args: tuple[object, ...], held: int) -> None:
         since = f" (and {held} more like it since the last such line)" if held else ""
         self.log.warning(message + "%s", *args, since)
+
+
+# every ConditionLog of the process (module-level ones live as long as it)
+_EVERY: weakref.WeakSet[ConditionLog] = weakref.WeakSet()
+
+
+def flush_all() -> None:
+    """`flush` every ConditionLog: the process is stopping, and the lines
+    held back in a window would be lost with their timers."""
+    for conditions in list(_EVERY):
+        conditions.flush()
