@@ -389,17 +389,26 @@ async def test_commit_listeners_run_on_the_loop_after_each_committed_write(
     assert seen == [1]
 
 
+def searching_until(
+    release: threading.Event, running: list[int]
+) -> Callable[[sqlite3.Connection], int]:
+    """A search that notes it runs, then holds its reader until `release`."""
+
+    def slow_search(conn: sqlite3.Connection) -> int:
+        running.append(1)
+        release.wait(10)
+        return int(conn.execute("SELECT 1").fetchone()[0])
+
+    return slow_search
+
+
 async def test_searches_leave_one_reader_to_every_other_read(tmp_path: Path) -> None:
     """Slow searches take at most all readers but one (Database.search)."""
     db = Database(tmp_path / "s.db", readers=3)
     await db.open()
     release = threading.Event()
     running: list[int] = []
-
-    def slow_search(conn: sqlite3.Connection) -> int:
-        running.append(1)
-        release.wait(10)
-        return int(conn.execute("SELECT 1").fetchone()[0])
+    slow_search = searching_until(release, running)
 
     try:
         searches = [asyncio.create_task(db.search(slow_search)) for _ in range(4)]
@@ -424,11 +433,7 @@ async def test_a_search_whose_caller_left_keeps_its_place_until_it_ends(tmp_path
     await db.open()
     release = threading.Event()
     running: list[int] = []
-
-    def slow_search(conn: sqlite3.Connection) -> int:
-        running.append(1)
-        release.wait(10)
-        return int(conn.execute("SELECT 1").fetchone()[0])
+    slow_search = searching_until(release, running)
 
     try:
         left = asyncio.create_task(db.search(slow_search))

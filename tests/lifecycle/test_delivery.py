@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import time
@@ -95,7 +96,10 @@ async def test_failures_retry_with_backoff_and_nothing_overtakes(
     assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]
 
 
-async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Member) -> None:
+@contextlib.asynccontextmanager
+async def an_idle_worker(lifecycle: Lifecycle) -> AsyncIterator[asyncio.Event]:
+    """`deliver_forever` polling once a minute, so only a commit's wake makes
+    it deliver soon; the event is set when the receiver gets a delivery."""
     got = asyncio.Event()
 
     def hook(request: httpx.Request) -> httpx.Response:
@@ -105,11 +109,18 @@ async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Me
     rt = lifecycle.service.rt
     async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
         worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=60)))
+        try:
+            yield got
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Member) -> None:
+    async with an_idle_worker(lifecycle) as got:
         await asyncio.sleep(0.05)
         await author.register(memo())
         await asyncio.wait_for(got.wait(), 5)
-        worker.cancel()
-        await asyncio.gather(worker, return_exceptions=True)
 
 
 async def test_a_commit_while_the_worker_looks_still_wakes_it(
@@ -130,20 +141,8 @@ async def test_a_commit_while_the_worker_looks_still_wakes_it(
         return result
 
     monkeypatch.setattr(delivery, "deliver_once", look_then_commit)
-    got = asyncio.Event()
-
-    def hook(request: httpx.Request) -> httpx.Response:
-        got.set()
-        return httpx.Response(200)
-
-    rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=60)))
-        try:
-            await asyncio.wait_for(got.wait(), 10)
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async with an_idle_worker(lifecycle) as got:
+        await asyncio.wait_for(got.wait(), 10)
     assert committed
 
 
