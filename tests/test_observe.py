@@ -334,6 +334,7 @@ async def test_metrics_count_requests_by_route_template_and_graphql_operations(
     assert 'waypost_graphql_operations_total{outcome="refused",type="query"} 1.0' in text
     for name in (
         "waypost_writer_queue_depth",
+        "waypost_writes_unanswered",
         "waypost_database_wal_bytes",
         "waypost_commit_batch_size",
         "waypost_commit_seconds",

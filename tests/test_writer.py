@@ -564,6 +564,49 @@ async def test_batches_are_observable_for_metrics(patient: Database) -> None:
     assert patient.queue_depth() == 0
 
 
+async def test_writes_waiting_for_another_process_lock_show_in_the_metrics(
+    tmp_path: Path,
+) -> None:
+    """The only gauge of the writer counted its queue: a batch the writer had
+    taken and that waited to begin under another process's lock was not in
+    it, so a service with 64 writes stuck read 0 writes waiting."""
+    settings = Settings(db_path=tmp_path / "gauge.db", sweep_interval=3600, busy_timeout_ms=20000)
+    async with serving(settings, MovableClock()) as service:
+        db = service.rt.db
+
+        def gauges() -> dict[str, float]:
+            text = service.rt.metrics.render().decode()
+            names = ("waypost_writer_queue_depth", "waypost_writes_unanswered")
+            return {
+                name: float(value)
+                for name, value in (
+                    line.split() for line in text.splitlines() if not line.startswith("#")
+                )
+                if name in names
+            }
+
+        lock = sqlite3.connect(service.db_path, isolation_level=None)
+        lock.execute("BEGIN IMMEDIATE")  # another process's write, as an operator's shell
+        try:
+            writes = [asyncio.create_task(db.write(recorded(f"u{i}"))) for i in range(3)]
+            deadline = time.monotonic() + 10
+            while db.unanswered_writes() < 3 or db.queue_depth() == 3:
+                assert time.monotonic() < deadline, (db.unanswered_writes(), db.queue_depth())
+                await asyncio.sleep(0.01)  # until the writer has taken some and waits
+            seen = gauges()
+            assert seen["waypost_writes_unanswered"] == 3
+            assert seen["waypost_writer_queue_depth"] < 3
+            writes[0].cancel()  # a caller that leaves is no longer waiting
+            with pytest.raises(asyncio.CancelledError):
+                await writes[0]
+            assert gauges()["waypost_writes_unanswered"] == 2
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        assert len(await asyncio.wait_for(asyncio.gather(*writes[1:]), 30)) == 2
+        assert gauges() == {"waypost_writer_queue_depth": 0, "waypost_writes_unanswered": 0}
+
+
 async def test_a_batch_stops_taking_units_at_its_bound(tmp_path: Path) -> None:
     db = Database(tmp_path / "bounded.db", hooks=CONNECTION_HOOKS, batch_units=4, batch_seconds=60)
     await db.open()

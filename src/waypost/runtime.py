@@ -138,9 +138,10 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         _warn_if_open_to_others(settings)
         rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
         await stack.enter_async_context(rt.resources)
-        # the writer's metrics: batch sizes and COMMIT times, queue depth
+        # the writer's metrics: batch sizes and COMMIT times, the writes waiting
         db.observe_batches(rt.metrics.observe_commit)
         rt.metrics.set_queue_depth(db.queue_depth)
+        rt.metrics.set_unanswered_writes(db.unanswered_writes)
         rt.metrics.set_wal_bytes(db.wal_bytes)
         if settings.rerank.enabled:
             rt.reranker = Reranker(settings.rerank)

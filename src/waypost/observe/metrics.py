@@ -6,7 +6,7 @@ names, ids) go to the request log, never into a label.
 
 Hooks for parts that report here:
 - the writer: `observe_commit(batch_size, seconds)` after each COMMIT, and
-  `set_queue_depth(fn)` to read its queue length at scrape time;
+  `set_queue_depth(fn)` and `set_unanswered_writes(fn)`, read at scrape time;
 - the sweep: `sweep_runs.labels(outcome=...)`;
 - the reranker (context): `reranker_outcome(outcome)` per provider call
   (`ok`, `timeout`, `bad_scores`, `http_error`, `circuit_open`, ...) and
@@ -66,7 +66,15 @@ class Metrics:
             registry=r,
         )
         self.queue_depth = Gauge(
-            "waypost_writer_queue_depth", "Writes waiting for the writer thread.", registry=r
+            "waypost_writer_queue_depth",
+            "Writes queued for the writer thread and not yet taken into a batch.",
+            registry=r,
+        )
+        self.unanswered_writes = Gauge(
+            "waypost_writes_unanswered",
+            "Writes waiting for their answer: queued, or in the batch the writer runs"
+            " or waits to begin (while another process holds the write lock, there).",
+            registry=r,
         )
         self.wal_bytes = Gauge(
             "waypost_database_wal_bytes",
@@ -123,6 +131,9 @@ class Metrics:
 
     def set_queue_depth(self, read: Callable[[], float]) -> None:
         self.queue_depth.set_function(read)
+
+    def set_unanswered_writes(self, read: Callable[[], float]) -> None:
+        self.unanswered_writes.set_function(read)
 
     def set_wal_bytes(self, read: Callable[[], float]) -> None:
         self.wal_bytes.set_function(read)

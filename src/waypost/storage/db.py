@@ -420,8 +420,13 @@ class Database:
             return 0
 
     def queue_depth(self) -> int:
-        """Writes waiting for the writer thread now (0 when closed)."""
+        """Writes queued for the writer thread now, not yet taken (0 when closed)."""
         return self._writer.queue_depth() if self._writer is not None else 0
+
+    def unanswered_writes(self) -> int:
+        """Writes waiting for their answer now: queued, or in the batch the
+        writer runs or waits to begin (0 when closed)."""
+        return self._writer.unanswered() if self._writer is not None else 0
 
     async def set_trace(self, callback: Callable[[str], None] | None) -> None:
         """Install a statement trace on every connection (tests count SQL with it)."""

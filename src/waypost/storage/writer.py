@@ -167,6 +167,10 @@ class Writer:
         self.batch_observer: Callable[[int, float], None] | None = None
         # held while queueing, so that nothing is queued behind the stop marker
         self._lock = threading.Lock()
+        # writes whose callers wait for their answer: queued, or taken into the
+        # batch the writer runs or waits to begin (under another process's
+        # lock a whole batch waits there, and the queue looks empty)
+        self._unanswered = 0
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
         self._thread.start()
 
@@ -180,11 +184,20 @@ class Writer:
             if self._stopping:
                 raise Unavailable("the database is not open")
             self._queue.put(_Unit(fn, loop, future, deadline, transaction))
-        return await future
+            self._unanswered += 1
+        try:
+            return await future
+        finally:
+            with self._lock:
+                self._unanswered -= 1
 
     def queue_depth(self) -> int:
-        """Units waiting for the writer (approximate, for metrics)."""
+        """Units queued and not yet taken into a batch (approximate, for metrics)."""
         return self._queue.qsize()
+
+    def unanswered(self) -> int:
+        """Writes whose callers wait for their answer (for metrics)."""
+        return self._unanswered
 
     def stop(self) -> None:
         """Finish what is queued, then close the connection (blocks: call off the loop)."""
