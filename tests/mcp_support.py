@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
-from tests.serve_support import Server
+from tests.serve_support import Server, admin_command
 
 TRANSPORTS = ["http", "stdio"]
 _keys = itertools.count()
@@ -38,12 +37,8 @@ class Waypost:
 
     def principal(self, kind: str, name: str) -> str:
         """A new principal's token, made with the admin CLI as an operator would."""
-        out = subprocess.run(
-            [sys.executable, "-m", "waypost.cli", "admin", "principal", "create",
-             "--db", str(self.server.db), "--kind", kind, "--name", name],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
-        token: str = json.loads(out.stdout)["token"]
+        made = admin_command(self.server.db, "principal", "create", "--kind", kind, "--name", name)
+        token: str = made["token"]
         return token
 
     def rest(self, method: str, path: str, body: Any = None, token: str | None = None,

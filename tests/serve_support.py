@@ -6,6 +6,7 @@ queue that the test reads line by line."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import re
@@ -14,10 +15,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from waypost.clock import format_time, parse_time
 
@@ -54,6 +59,7 @@ class Server:
     lines: queue.Queue[str] = field(default_factory=queue.Queue)
     seen: list[str] = field(default_factory=list)
     pump: threading.Thread | None = None
+    _metrics_token: str = ""
 
     def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
         """The first stderr line (from now on) matching `pattern`."""
@@ -82,6 +88,38 @@ class Server:
         read = len(self.seen)
         return self.logged()[read:]
 
+    def wait_for_unanswered_writes(self, count: int, timeout: float = 30) -> None:
+        """Until `count` writes wait for their answer in the service (its
+        `waypost_writes_unanswered` gauge; it serves `--metrics`): a write
+        the writer has taken but that waits for the lock counts, where from
+        outside the process nothing else shows it. Ask `metrics_token()`
+        before another process takes the lock: the admin command writes."""
+        token = self.metrics_token()
+        deadline = time.monotonic() + timeout
+        while True:
+            r = httpx.get(self.url + "/metrics", headers=auth(token), timeout=timeout)
+            assert r.status_code == 200, r.text  # started with --metrics?
+            seen = next(
+                float(line.split()[-1])
+                for line in r.text.splitlines()
+                if line.startswith("waypost_writes_unanswered ")
+            )
+            if seen >= count:
+                return
+            assert time.monotonic() < deadline, f"{seen} writes unanswered, not {count}"
+            time.sleep(0.05)
+
+    def metrics_token(self) -> str:
+        """A token of audience `metrics` (for a principal of its own), made
+        with the admin CLI as an operator would; one per server."""
+        if not self._metrics_token:
+            made = admin_command(self.db, "principal", "create", "--kind", "human",
+                                 "--name", "monitoring")  # fmt: skip
+            issued = admin_command(self.db, "token", "issue", "--principal",
+                                   made["principal_id"], "--audience", "metrics")  # fmt: skip
+            self._metrics_token = issued["token"]
+        return self._metrics_token
+
     def set_clock(self, **delta: float) -> None:
         """The service's now: START plus `delta`."""
         write_clock(self.clock, format_time(parse_time(START) + timedelta(**delta)))
@@ -100,6 +138,15 @@ class Server:
         assert self.process.stderr is not None
         self.process.stderr.close()
         return status
+
+
+def admin_command(db: Path, *args: str) -> Any:
+    """`waypost admin ... --db db`: its JSON answer."""
+    done = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", *args, "--db", str(db)],
+        check=True, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return json.loads(done.stdout)
 
 
 def start(

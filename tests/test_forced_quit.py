@@ -5,6 +5,7 @@ told to alert on (docs/operations.md)."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sqlite3
 import threading
@@ -21,9 +22,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
-    with serve(tmp_path) as served:
+    with serve(tmp_path, "--metrics") as served:
         admin = Rest(served.url, served.admin_token)
         admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
+        served.metrics_token()  # made before the lock is taken: it writes
         holder = sqlite3.connect(tmp_path / "waypost.db", isolation_level=None)
         holder.execute("BEGIN IMMEDIATE")  # another process's write lock
         answers: list[int] = []
@@ -36,9 +38,9 @@ def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
 
         writer = threading.Thread(target=write)
         writer.start()
-        time.sleep(0.5)
+        served.wait_for_unanswered_writes(1)  # the write waits for the lock
         served.process.send_signal(signal.SIGINT)
-        time.sleep(0.5)
+        served.wait_for("Waiting for connections to close")  # draining
         served.process.send_signal(signal.SIGINT)  # the operator's second Ctrl-C
         assert served.process.wait(timeout=30) == 0
         writer.join(timeout=30)
@@ -80,6 +82,15 @@ def test_a_forced_quit_under_a_body_still_arriving_logs_no_error(tmp_path: Path)
         admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
         host, port = served.url.removeprefix("http://").split(":")
         slow = socket.create_connection((host, int(port)), timeout=30)
+        # one whole request first: the connection is accepted and read
+        slow.sendall(f"GET /healthz HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        served_first = b""
+        while b"\r\n\r\n" not in served_first:
+            served_first += slow.recv(65536)
+        head_of_first, _, body = served_first.partition(b"\r\n\r\n")
+        length = int(re.search(rb"(?i)content-length: *(\d+)", head_of_first).group(1))  # type: ignore[union-attr]
+        while len(body) < length:
+            body += slow.recv(65536)
         head = (
             "POST /api/v1/projects/demo/knowledge HTTP/1.1\r\n"
             f"Host: {host}\r\nAuthorization: Bearer {served.admin_token}\r\n"
@@ -87,9 +98,9 @@ def test_a_forced_quit_under_a_body_still_arriving_logs_no_error(tmp_path: Path)
             "Content-Length: 200\r\n\r\n{"
         )
         slow.sendall(head.encode())  # one byte of the promised 200
-        time.sleep(0.5)
+        time.sleep(0.5)  # its head is read (nothing outside shows it)
         served.process.send_signal(signal.SIGINT)
-        time.sleep(1.0)  # draining: it waits for the open request
+        served.wait_for("Waiting for connections to close")  # for the open request
         served.process.send_signal(signal.SIGINT)  # the operator's second Ctrl-C
         assert served.process.wait(timeout=30) == 0
         answer = slow.recv(65536)

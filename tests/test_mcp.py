@@ -46,11 +46,11 @@ MUTATING = {
 
 
 @contextlib.contextmanager
-def own_waypost(directory: Path) -> Iterator[Waypost]:
+def own_waypost(directory: Path, *extra: str) -> Iterator[Waypost]:
     """`waypost serve` on a database of its own, its clock file at START."""
     clock = directory / "clock"
     clock.write_text(START)
-    srv = start(directory / "waypost.db", clock)
+    srv = start(directory / "waypost.db", clock, 0, *extra)
     try:
         srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
@@ -793,8 +793,9 @@ async def test_a_write_queued_behind_a_lock_when_serve_stops_still_gets_its_answ
     waiting for the write lock then had its stream closed with no answer,
     and the SDK client waited for ever (331 s in an audit). The call is
     waited for, as a REST request is, up to the busy timeout and a second."""
-    with own_waypost(tmp_path) as waypost:
+    with own_waypost(tmp_path, "--metrics") as waypost:
         srv = waypost.server
+        srv.metrics_token()  # made before the lock is taken: it writes
         project = waypost.project("draining")
         agent = waypost.principal("agent", "drainer")
         lesson = {"project": project, "kind": "lesson", "body": "b"}
@@ -807,7 +808,7 @@ async def test_a_write_queued_behind_a_lock_when_serve_stops_still_gets_its_answ
                 queued = asyncio.create_task(
                     s.call_tool("knowledge_record", {"title": "queued", **lesson})
                 )
-                await asyncio.sleep(1.0)  # the call waits for the lock
+                await asyncio.to_thread(srv.wait_for_unanswered_writes, 1)  # for the lock
                 srv.process.send_signal(signal.SIGTERM)
                 await asyncio.sleep(1.0)  # past the half second that ended it
             finally:

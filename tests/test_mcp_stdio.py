@@ -326,25 +326,63 @@ async def test_a_second_signal_ends_it_though_its_client_stopped_reading(tmp_pat
     """Its output was written in anyio's worker threads, and a write to a full
     pipe cannot be cancelled: with a client that no longer read, the second
     signal's "at once" waited for ever."""
-    process = await _mcp("http://127.0.0.1:9", "wp_any", tmp_path / "mcp.log")
-    assert process.stdin is not None
-    process.stdin.write(_line(HELLO) + _line(INITIALIZED))
-    assert (await _answer(process))["id"] == 1
-    # answers no one reads, more than a pipe holds (each lists every tool)
-    listing = b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"})
-                       for i in range(40))  # fmt: skip
-    process.stdin.write(listing)
-    await asyncio.sleep(2)  # the pipe is full and a write waits
-    for _ in range(2):
+    import fcntl
+
+    log = tmp_path / "mcp.log"
+    # its output goes to a pipe of the test's own, which the test can look
+    # into (asyncio's would read it into a buffer meanwhile)
+    reading, writing = os.pipe()
+    with log.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "waypost.cli", "mcp", "--url", "http://127.0.0.1:9",
+            stdin=asyncio.subprocess.PIPE, stdout=writing, stderr=stderr,
+            env={**os.environ, "WAYPOST_TOKEN": "wp_any", "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+    os.close(writing)
+    try:
+        assert process.stdin is not None
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        first = b""
+        while not first.endswith(b"\n"):
+            first += await asyncio.wait_for(asyncio.to_thread(os.read, reading, 65536), 30)
+        assert json.loads(first)["id"] == 1
+        # answers no one reads, more than a pipe holds (each lists every tool)
+        listing = b"".join(_line({"jsonrpc": "2.0", "id": 100 + i, "method": "tools/list"})
+                           for i in range(40))  # fmt: skip
+        process.stdin.write(listing)
+        holds = fcntl.fcntl(reading, fcntl.F_GETPIPE_SZ)
+        for _ in range(600):  # until the pipe is full (a page short: a write waits)
+            if _unread(reading) >= holds - 4096:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the pipe never filled")
         process.send_signal(signal.SIGTERM)
-        await asyncio.sleep(0.5)
-    exited = await _exit_status(process, 10)
-    process.stdin.close()
-    assert process.stdout is not None
-    await asyncio.wait_for(process.stdout.read(), 10)  # what was left unread
-    await asyncio.wait_for(process.wait(), 10)
+        for _ in range(600):  # until the first signal has been taken
+            if "then ending" in log.read_text():
+                break
+            await asyncio.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        exited = await _exit_status(process, 10)
+        process.stdin.close()
+        while await asyncio.wait_for(asyncio.to_thread(os.read, reading, 65536), 10):
+            pass  # what was left unread
+        await asyncio.wait_for(process.wait(), 10)
+    finally:
+        os.close(reading)
     assert exited is not None
-    assert "ending at once" in (tmp_path / "mcp.log").read_text()
+    assert "ending at once" in log.read_text()
+
+
+def _unread(fd: int) -> int:
+    """How many bytes wait in the pipe `fd`."""
+    import fcntl
+    import struct
+    import termios
+
+    answer = fcntl.ioctl(fd, termios.FIONREAD, struct.pack("i", 0))
+    unread: int = struct.unpack("i", answer)[0]
+    return unread
 
 
 async def _exit_status(process: asyncio.subprocess.Process, seconds: float) -> int | None:
