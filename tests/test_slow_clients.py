@@ -195,13 +195,16 @@ async def test_a_whole_request_is_answered_however_long_it_takes(http: str) -> N
 
 @pytest.mark.parametrize("http", PARSERS)
 async def test_the_deadline_starts_again_after_each_response(http: str) -> None:
-    async with listening(http) as port:
+    # a longer deadline here: each request is sent after a pause of 40% of
+    # it, and a loop stalled for the rest on a loaded machine fired it
+    deadline = 1.0
+    async with listening(http, deadline) as port:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         request = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\n"
         for n in range(3):  # each sent after more than one deadline in all
             writer.write(request + b"%d" % n)
             assert (await reader.readuntil(b"echo:%d" % n)).startswith(b"HTTP/1.1 200 ")
-            await asyncio.sleep(DEADLINE / 2)
+            await asyncio.sleep(deadline * 0.4)
         # then a head begun and never finished: closed
         writer.write(b"GET / HTTP/1.1\r\n")
         assert await everything(reader) == b""
