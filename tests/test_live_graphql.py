@@ -57,6 +57,20 @@ async def close_code_after_init(service: Service, payload: Any) -> int:
     return closed.value.rcvd.code
 
 
+async def test_a_client_offering_only_the_legacy_protocol_is_closed_with_4406(
+    service: Service,
+) -> None:
+    """`graphql-ws` (the legacy protocol) is not offered: the socket is
+    accepted with no subprotocol and closed with 4406, before any message."""
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-ws"]) as ws:  # type: ignore[list-item]
+            assert ws.subprotocol is None
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4406
+
+
 @pytest.mark.parametrize("payload", [{}, {"Authorization": "Bearer wp_nope"}, {"Authorization": 7}])
 async def test_a_missing_or_bad_token_closes_the_socket_with_4401(
     service: Service, project: str, payload: dict[str, Any]
