@@ -65,6 +65,41 @@ async def test_rest_refuses_the_same_media_types(human: Caller, content_type: st
     assert r.json()["error"]["code"] == "unsupported_media_type"
 
 
+@pytest.mark.parametrize("coding", ["gzip", "br", "identity, gzip", "x-made-up"])
+async def test_a_body_with_a_content_coding_is_415_on_both(human: Caller, coding: str) -> None:
+    """No coding is decoded: a plain body labelled gzip was taken as it came
+    (a project created; a real gzip body was refused as not valid UTF-8)."""
+    r = await human.client.post(
+        "/graphql",
+        content=BODY,
+        headers={**human.headers(), "Content-Type": "application/json", "Content-Encoding": coding},
+    )
+    assert r.status_code == 415, r.text
+    [error] = r.json()["errors"]
+    assert error["extensions"] == {"code": "unsupported_media_type"}
+    assert "Content-Encoding" in error["message"]
+    r = await human.client.post(
+        "/api/v1/projects",
+        content=b'{"id": "coded", "name": "P"}',
+        headers={**human.headers("k-coded"), "Content-Type": "application/json",
+                 "Content-Encoding": coding},
+    )  # fmt: skip
+    assert r.status_code == 415, r.text
+    assert r.json()["error"]["code"] == "unsupported_media_type"
+    assert (await human.get("/api/v1/projects/coded")).status_code == 404
+
+
+async def test_the_identity_coding_is_no_coding(human: Caller) -> None:
+    headers = {**human.headers(), "Content-Type": "application/json",
+               "Content-Encoding": "identity"}  # fmt: skip
+    assert (await human.client.post("/graphql", content=BODY, headers=headers)).status_code == 200
+    r = await human.client.post(
+        "/api/v1/projects", content=b'{"id": "plain", "name": "P"}',
+        headers={**headers, **human.headers("k-plain")},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+
+
 @pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND"])
 async def test_other_methods_are_405_in_graphql_shape(human: Caller, method: str) -> None:
     """Only POST executes; GET and HEAD serve the GraphiQL page when it is on

@@ -164,6 +164,19 @@ async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> N
     assert r.json()["error"]["message"] == "send one Content-Type header, not several"
 
 
+async def test_a_body_with_a_content_coding_is_415(human: Caller) -> None:
+    """No coding is decoded: a plain body labelled gzip was served (200)."""
+    for coding in ["gzip", "br, identity"]:
+        r = await human.client.post(
+            "/mcp",
+            content=_call("{}"),
+            headers={**human.headers(), **HEADERS, "Content-Encoding": coding},
+        )
+        assert r.status_code == 415, r.text
+        assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600,
+            "message": "send the body without a content coding (no Content-Encoding)"}}  # fmt: skip
+
+
 async def _initialized(human: Caller) -> str:
     """A live MCP session of `human` (its Mcp-Session-Id)."""
     hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
@@ -351,6 +364,30 @@ async def test_a_repeated_header_is_a_json_rpc_invalid_request(
     assert error["code"] == -32600 and f"send one {spelled} header" in error["message"]
     assert r.json()["id"] == (4 if method == "POST" else None)
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
+async def test_a_stream_asked_to_resume_is_told_that_streams_are_not_resumed(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """GET /mcp with a Last-Event-ID: the SDK, which keeps no event store
+    here, returned without an answer (uvicorn's plain-text 500 and an
+    ERROR line) for any value; the session went on."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), "Accept": "text/event-stream", "Mcp-Session-Id": session_id,
+               "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        for last in ["5", "garbage", "\xe9".encode("latin-1")]:
+            r = await human.client.get("/mcp", headers={**headers, "Last-Event-ID": last})
+            assert r.status_code == 400, r.text
+            assert r.headers["cache-control"] == "no-store"
+            answer = r.json()
+            assert answer["id"] is None and answer["error"]["code"] == -32600
+            assert "does not resume streams" in answer["error"]["message"]
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+    ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    r = await human.client.post("/mcp", json=ping, headers=headers)
+    assert r.status_code == 200 and '"id":7,"result":{}' in r.text.replace(" ", ""), r.text
 
 
 async def test_accept_on_two_lines_is_one_accept_of_both(human: Caller) -> None:

@@ -133,6 +133,17 @@ async def test_content_type_must_be_exactly_application_json(author: Member) -> 
         refused(r, 415, "unsupported_media_type")
 
 
+async def test_a_body_with_a_content_coding_is_415(author: Member) -> None:
+    """No coding is decoded: a plain body labelled gzip was registered, a
+    real gzip body refused as not valid JSON."""
+    body = {"memo": memo()}
+    for coding in ["gzip", "br", "identity, gzip", "x-made-up"]:
+        r = await author.post(URL, body, headers={"Content-Encoding": coding})
+        refused(r, 415, "unsupported_media_type")
+    r = await author.post(URL, body, headers={"Content-Encoding": "identity"})
+    assert r.status_code == 200, r.text
+
+
 async def test_a_declared_length_over_256_kib_is_413(author: Member) -> None:
     raw = b'{"memo": ' + b" " * (256 * 1024) + b"{}}"
     refused(await author.post(URL, raw), 413, "payload_too_large")

@@ -31,6 +31,19 @@ def header(scope: Scope, name: bytes, spelled: str | None = None) -> str | None:
     return found
 
 
+def content_coding_refusal(scope: Scope) -> str | None:
+    """What to say of a body sent with a content coding (`Content-Encoding`
+    other than `identity`), or None. No coding is decoded here, so the body
+    was taken as it came: a JSON body labelled gzip was stored, a real gzip
+    body refused as "not valid UTF-8". RFC 9110 (15.5.16) says 415."""
+    for key, value in scope["headers"]:
+        if key == b"content-encoding":
+            codings = [c.strip(b" \t").lower() for c in value.split(b",")]
+            if any(c not in (b"", b"identity") for c in codings):
+                return "send the body without a content coding (no Content-Encoding)"
+    return None
+
+
 def bearer_token(authorization: str | None) -> str | None:
     """The token of `Authorization: Bearer <token>` (the scheme in any case),
     or None when the value holds none.

@@ -14,6 +14,7 @@ from starlette.requests import ClientDisconnect, Request
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType
 from waypost.http.bodies import content_length, receive_body
 from waypost.http.decoding import decode_query, query_items
+from waypost.http.headers import content_coding_refusal
 from waypost.resolvers.lifecycle import checks
 
 T = TypeVar("T")
@@ -34,6 +35,9 @@ async def read_body(request: Request) -> bytes:
     # value are not part of it (RFC 9110, 5.5) and `_one` has trimmed them
     if media != "application/json":
         raise UnsupportedMediaType("Content-Type must be application/json")
+    coded = content_coding_refusal(request.scope)
+    if coded is not None:
+        raise UnsupportedMediaType(coded)
     declared = _one(request, "content-length")
     # decimal ASCII digits only (`content_length`): "²" is no length either
     length = None if declared is None else content_length(declared)

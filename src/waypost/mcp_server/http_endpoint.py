@@ -29,7 +29,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import buffer_body
-from waypost.http.headers import bearer_token, header
+from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import security_headers_send, send_json
 from waypost.live import hub_for
 from waypost.live.streams import still_valid
@@ -169,6 +169,16 @@ _SINGLE_HEADERS = {
     b"origin": "Origin",
     b"host": "Host",
 }
+
+
+# This server keeps no event store: its stream events carry no id, so any
+# Last-Event-ID names none of them.
+NO_RESUMING = (
+    "this server does not resume streams (its events carry no id): open the stream"
+    " without Last-Event-ID; for an answer a dropped stream lost, send the request"
+    " again: a write with the same id in the same session, or the same"
+    " idempotency_key, is answered from its receipt, not run twice"
+)
 
 
 def _repeated_header(scope: Scope) -> str | None:
@@ -370,6 +380,9 @@ class McpEndpoint:
             try:
                 if not _sdk_reads_as_json(header(scope, b"content-type")):
                     raise UnsupportedMediaType("send the message as application/json")
+                coded = content_coding_refusal(scope)
+                if coded is not None:
+                    raise UnsupportedMediaType(coded)
                 # read up to the id search's bound: a message past the limit
                 # is refused with its id where one is found (the official
                 # client waited for ever on a 413 with `"id": null`)
@@ -398,6 +411,11 @@ class McpEndpoint:
         foreign = _origin_refusal(scope)
         if foreign is not None:
             await _json_rpc_error(send, 403, INVALID_REQUEST, foreign, _id_of(message))
+            return
+        if scope["method"] == "GET" and header(scope, b"last-event-id"):
+            # the SDK, with no event store, returned from such a GET without
+            # an answer: uvicorn's 500 and an ERROR line, for any client
+            await _json_rpc_error(send, 400, INVALID_REQUEST, NO_RESUMING)
             return
         actor = _actor(scope)
         # the principal, never the token: any of its tokens may use its sessions

@@ -28,7 +28,7 @@ from waypost.http.decoding import (
     query_items,
     refuse_nul,
 )
-from waypost.http.headers import header
+from waypost.http.headers import content_coding_refusal, header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer
 from waypost.rest.responses import (
@@ -170,6 +170,9 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
         json_body = is_json_media_type(header(scope, b"content-type"))
         if not (json_body or chunked):  # a declared length: a body is coming
             raise UnsupportedMediaType("Content-Type must be application/json")
+        coded = content_coding_refusal(scope)
+        if coded is not None:
+            raise UnsupportedMediaType(coded)
         raw = await read_body(scope, receive, BODY_LIMIT)
         if raw and not json_body:  # chunks may add up to no body, which needs no type
             raise UnsupportedMediaType("Content-Type must be application/json")

@@ -23,7 +23,7 @@ from waypost import console
 from waypost.clock import format_time
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
-from waypost.http.headers import bearer_token, header
+from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import error_headers, graphql_error_body, graphql_refusal_body
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
@@ -120,12 +120,13 @@ class WaypostGraphQL(GraphQL[Context, None]):
             response = refusal_response(error)
             await response(scope, receive, send)
             return
-        if not is_json_media_type(media_type):
+        coded = content_coding_refusal(scope)
+        if not is_json_media_type(media_type) or coded is not None:
             metrics.graphql_refused()
             response = http_error(
                 415,
                 "unsupported_media_type",
-                "Content-Type must be application/json (optionally with charset=utf-8)",
+                coded or "Content-Type must be application/json (optionally with charset=utf-8)",
                 {},
             )
             await response(scope, receive, send)
