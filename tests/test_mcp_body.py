@@ -12,6 +12,8 @@ import pytest
 
 from tests.conftest import Caller
 from waypost.mcp_server.backend import LocalBackend
+from waypost.mcp_server.envelope import Refusal
+from waypost.mcp_server.stdio import message_of_line
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
@@ -220,6 +222,43 @@ async def test_a_request_whose_params_mcp_refuses_is_told_which_field(human: Cal
         error = r.json()["error"]
         assert r.json()["id"] == 8 and error["code"] == -32602, r.text
         assert error["message"].startswith(f"Invalid params: {named}: "), r.text
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+async def test_params_nested_past_what_the_sdk_reads_are_told_where(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Past 255 levels (the parser takes about 1,000) the SDK answered
+    "Invalid request parameters" naming nothing, and the root logger a
+    WARNING with pydantic's report; over stdio too."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    call = '"tools/call", "params": {"name": "policy", "arguments": {"project": NESTED}}'
+    deep = [
+        (call.replace("NESTED", _nested(260)), "params.arguments.project.0.0."),
+        ('"ping", "params": {"x": NESTED}'.replace("NESTED", _nested(300)), "params.x.0.0."),
+    ]
+    with caplog.at_level(logging.WARNING):
+        for method_and_params, where in deep:
+            body = '{"jsonrpc": "2.0", "id": 9, "method": ' + method_and_params + "}"
+            r = await human.client.post("/mcp", content=body.encode(), headers=headers)
+            assert r.status_code == 200, r.text
+            answer = r.json()
+            assert answer["id"] == 9 and answer["error"]["code"] == -32602, answer
+            message = answer["error"]["message"]
+            assert message.startswith(f"Invalid params: {where}"), message
+            assert message.endswith(": nests more than 200 levels deep"), message
+            line = message_of_line(body.encode())  # waypost mcp: the same refusal
+            assert isinstance(line, Refusal) and line.as_json() == answer
+    assert not [rec for rec in caplog.records if "Failed to validate" in rec.getMessage()]
+    # within the bound, the argument's own check names it as before
+    body = '{"jsonrpc": "2.0", "id": 10, "method": ' + call.replace("NESTED", _nested(150)) + "}"
+    r = await human.client.post("/mcp", content=body.encode(), headers=headers)
+    assert r.status_code == 200 and "nests more than" not in r.text, r.text
+    assert "project must be of type string" in r.text, r.text  # (an event stream)
 
 
 async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(

@@ -291,6 +291,28 @@ ONE_PAGE_LISTS = {
 }
 
 
+# pydantic, with which the SDK reads every request, stops at 255 levels of
+# nesting (the parser takes about 1,000): the SDK then answered "Invalid
+# request parameters" naming nothing, and the root logger a WARNING.
+PARAMS_DEPTH = 200
+
+
+def _nested_too_deep(params: dict[str, Any]) -> str | None:
+    """The path of the first value nested more than PARAMS_DEPTH levels into
+    `params` (`params` itself is the first), or None. Without recursion: the
+    parser admits deeper documents than Python's recursion limit."""
+    stack: list[tuple[Any, str, int]] = [(params, "params", 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > PARAMS_DEPTH:
+            return path
+        inner = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in inner:
+            if isinstance(item, dict | list):
+                stack.append((item, f"{path}.{key}", depth + 1))
+    return None
+
+
 def params_refusal(message: dict[str, Any]) -> Refusal | None:
     """`-32602` naming the first wrong field of a request whose params MCP's
     schema refuses (`initialize` without `clientInfo`, `tools/call` without
@@ -300,10 +322,15 @@ def params_refusal(message: dict[str, Any]) -> Refusal | None:
     message without an id is held to a request's schema (`/mcp` does so for
     `initialize`, which opens a session whatever its id); its refusal has
     `"id": null`."""
+    request_id = message.get("id") if is_request_id(message.get("id")) else None
+    params = message.get("params")
+    deep = _nested_too_deep(params) if isinstance(params, dict) else None
+    if deep is not None:
+        said = f"Invalid params: {deep[:100]}: nests more than {PARAMS_DEPTH} levels deep"
+        return Refusal(request_id, INVALID_PARAMS, said)
     model = REQUEST_MODELS.get(message.get("method"))  # type: ignore[arg-type]
     if model is None:
         return None
-    request_id = message.get("id") if is_request_id(message.get("id")) else None
     try:
         model.model_validate(message)
     except ValidationError as exc:
