@@ -261,6 +261,33 @@ async def test_params_nested_past_what_the_sdk_reads_are_told_where(
     assert "project must be of type string" in r.text, r.text  # (an event stream)
 
 
+async def test_a_notification_unknown_or_malformed_is_dropped_with_at_most_one_line(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK logged either at WARNING on the root logger with pydantic's
+    whole report ("8 validation errors for ClientNotification"). A method
+    MCP does not have is ignored, as the protocol asks (new versions add
+    notifications); params its schema refuses are one line naming the field."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    unknown = {"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": 1}}
+    malformed = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": 5}}
+    with caplog.at_level(logging.DEBUG):
+        for body in (unknown, malformed):
+            r = await human.client.post("/mcp", json=body, headers=headers)
+            assert r.status_code == 202 and r.content == b"", r.text
+            assert message_of_line(json.dumps(body).encode()) is None  # waypost mcp
+    lines = [rec for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert [rec.name for rec in lines] == ["waypost.mcp", "waypost.mcp"], lines
+    for rec in lines:
+        said = rec.getMessage()
+        assert said.startswith("a notification its schema refuses was dropped"), said
+        assert "notifications/cancelled: params.reason: Input should be a valid string" in said
+    ping = {"jsonrpc": "2.0", "id": 11, "method": "ping"}
+    r = await human.client.post("/mcp", json=ping, headers=headers)
+    assert r.status_code == 200 and '"id":11,"result":{}' in r.text.replace(" ", ""), r.text
+
+
 async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
     human: Caller,
 ) -> None:

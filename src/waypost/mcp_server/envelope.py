@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR, ClientRequest
+from mcp.types import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    ClientNotification,
+    ClientRequest,
+)
 from pydantic import BaseModel, ValidationError
 
 from waypost.errors import WaypostError
@@ -40,6 +47,12 @@ REQUEST_MODELS: dict[str, type[BaseModel]] = {
     for method in typing.get_args(model.model_fields["method"].annotation)
 }
 REQUEST_METHODS = frozenset(REQUEST_MODELS)
+# and every notification a client may send, likewise
+NOTIFICATION_MODELS: dict[str, type[BaseModel]] = {
+    method: model
+    for model in typing.get_args(ClientNotification.model_fields["root"].annotation)
+    for method in typing.get_args(model.model_fields["method"].annotation)
+}
 
 
 @dataclass(frozen=True)
@@ -243,6 +256,28 @@ def _response_refusal(message: dict[str, Any]) -> Refusal | None:
     if not _is_integer(code) or not isinstance(error.get("message"), str):
         said = "error must be an object with an integer code and a string message"
         return Refusal(None, INVALID_REQUEST, said)
+    return None
+
+
+def dropped_notification(message: dict[str, Any]) -> str | None:
+    """Why a notification (a message `envelope_refusal` passed, without an
+    id) is dropped before the SDK reads it, or None to pass it on: "" for a
+    method MCP does not have (new versions add notifications; ignoring the
+    unknown is what the protocol asks), a sentence naming the first wrong
+    field for params its schema refuses. The SDK logged both at WARNING on
+    the root logger, with pydantic's whole report ("8 validation errors for
+    ClientNotification")."""
+    if "id" in message:
+        return None
+    model = NOTIFICATION_MODELS.get(message.get("method"))  # type: ignore[arg-type]
+    if model is None:
+        return ""
+    try:
+        model.model_validate(message)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])[:100]
+        return f"{clip(str(message['method']), 100)}: {where}: {first['msg'][:100]}"
     return None
 
 

@@ -39,6 +39,7 @@ from waypost.mcp_server.envelope import (
     MESSAGE_LIMIT,
     Refusal,
     RequestId,
+    dropped_notification,
     envelope_refusal,
     is_request_id,
     is_response,
@@ -440,6 +441,16 @@ class McpEndpoint:
         refused = _refused_in_session(message, scope) if session_id in live else None
         if refused is not None:
             await send_json(send, 200, refused.as_json())
+            return
+        dropped = (
+            dropped_notification(message)
+            if session_id in live and isinstance(message, dict) and _sdk_would_serve(scope)
+            else None
+        )
+        if dropped is not None:
+            if dropped:
+                log.warning("a notification its schema refuses was dropped (%s)", dropped)
+            await self._accepted(send)
             return
         if session_id in live and is_response(message) and _sdk_would_serve(scope):
             # this server asks nothing: the SDK logged an ERROR for the answer

@@ -56,6 +56,7 @@ from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
     MESSAGE_LIMIT,
     Refusal,
+    dropped_notification,
     envelope_refusal,
     is_request_id,
     is_response,
@@ -134,6 +135,11 @@ def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:
         refusal = params_refusal(message) or tool_refusal(message, tool_names())
     if refusal is not None:
         return refusal
+    dropped = dropped_notification(message)
+    if dropped is not None:
+        if dropped:
+            log.warning("a notification its schema refuses was dropped (%s)", dropped)
+        return None
     try:
         return JSONRPCMessage.model_validate(message)
     except ValidationError:  # what envelope_refusal lets through, the model should take
