@@ -168,11 +168,12 @@ async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> N
 
 async def test_a_body_with_a_content_coding_is_415(human: Caller) -> None:
     """No coding is decoded: a plain body labelled gzip was served (200)."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
     for coding in ["gzip", "br, identity"]:
+        ping = b'{"jsonrpc": "2.0", "id": 3, "method": "ping"}'
         r = await human.client.post(
-            "/mcp",
-            content=_call("{}"),
-            headers={**human.headers(), **HEADERS, "Content-Encoding": coding},
+            "/mcp", content=ping, headers={**headers, "Content-Encoding": coding}
         )
         assert r.status_code == 415, r.text
         assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {"code": -32600,
@@ -259,6 +260,34 @@ async def test_params_nested_past_what_the_sdk_reads_are_told_where(
     r = await human.client.post("/mcp", content=body.encode(), headers=headers)
     assert r.status_code == 200 and "nests more than" not in r.text, r.text
     assert "project must be of type string" in r.text, r.text  # (an event stream)
+
+
+async def test_a_message_nested_too_deep_outside_params_is_refused_whole(
+    human: Caller, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A notification's params, or a member beside `params`, nested past 255
+    levels: the SDK logged "Failed to validate ..." at WARNING on the root
+    logger (and answered a request's "Invalid request parameters" naming
+    nothing). Refused whole now, naming where, as any malformed message."""
+    session_id = await _initialized(human)
+    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    cases = [
+        ('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": NESTED}}',
+         None, "params.x.0.0."),
+        ('{"jsonrpc": "2.0", "id": 12, "method": "ping", "extra": NESTED}', 12, "extra.0.0."),
+    ]  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        for template, request_id, where in cases:
+            body = template.replace("NESTED", _nested(300)).encode()
+            r = await human.client.post("/mcp", content=body, headers=headers)
+            assert r.status_code == 400, r.text
+            answer = r.json()
+            assert answer["id"] == request_id and answer["error"]["code"] == -32600, answer
+            message = answer["error"]["message"]
+            assert message.startswith(where) and message.endswith("nests more than 200 levels deep")
+            line = message_of_line(body)  # waypost mcp: the same refusal
+            assert isinstance(line, Refusal) and line.as_json() == answer
+    assert not [rec for rec in caplog.records if "Failed to validate" in rec.getMessage()]
 
 
 async def test_a_notification_unknown_or_malformed_is_dropped_with_at_most_one_line(
