@@ -354,17 +354,22 @@ MESSAGE_DEPTH = 200
 
 def _nested_too_deep(message: Any) -> str | None:
     """The path of a value nested more than MESSAGE_DEPTH levels into
-    `message` (its members are the first level), or None. Without recursion
-    (the parser admits deeper documents than Python's recursion limit), and
-    depth alone first: the paths are built only once one is found (building
-    them all took a large message from 31 to 134 ms)."""
-    stack: list[tuple[Any, int]] = [(message, 0)]
-    while stack:
-        value, depth = stack.pop()
+    `message` (its members are the first level), or None. Level by level
+    and depth alone first, the paths built only once one is found: a walk
+    that built every path took reading a 260 KiB message of 88,000 lists
+    from 29 to 134 ms of the event loop, this one to 50 ms (`read_message`
+    walks only messages with more brackets than the bound). No recursion:
+    the parser admits deeper documents than Python's recursion limit."""
+    level = [message] if type(message) in (dict, list) else []
+    depth = 0
+    while level:
         if depth > MESSAGE_DEPTH:
             return _path_past_depth(message)
-        inner = value.values() if isinstance(value, dict) else value
-        stack.extend((item, depth + 1) for item in inner if isinstance(item, dict | list))
+        inner: list[Any] = []
+        for value in level:
+            items = value.values() if type(value) is dict else value
+            inner += [item for item in items if type(item) is list or type(item) is dict]
+        level, depth = inner, depth + 1
     return None
 
 
