@@ -262,32 +262,50 @@ async def test_params_nested_past_what_the_sdk_reads_are_told_where(
     assert "project must be of type string" in r.text, r.text  # (an event stream)
 
 
-async def test_a_message_nested_too_deep_outside_params_is_refused_whole(
+async def test_a_message_nested_too_deep_outside_params_is_refused_or_dropped(
     human: Caller, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A notification's params, or a member beside `params`, nested past 255
-    levels: the SDK logged "Failed to validate ..." at WARNING on the root
-    logger (and answered a request's "Invalid request parameters" naming
-    nothing). Refused whole now, naming where, as any malformed message."""
+    """A notification's params, a client's response, or a member beside
+    `params`, nested past 255 levels: the SDK logged "Failed to validate ..."
+    at WARNING on the root logger (and answered a request's "Invalid
+    request parameters" naming nothing). A request is refused whole now,
+    naming where; a notification or a response, which is answered nothing,
+    is dropped with one line (an error answer to one ended the official
+    client's /mcp session)."""
     session_id = await _initialized(human)
     headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
-    cases = [
-        ('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": NESTED}}',
-         None, "params.x.0.0."),
-        ('{"jsonrpc": "2.0", "id": 12, "method": "ping", "extra": NESTED}', 12, "extra.0.0."),
-    ]  # fmt: skip
+    request = '{"jsonrpc": "2.0", "id": 12, "method": "ping", "extra": NESTED}'
+    body = request.replace("NESTED", _nested(300)).encode()
     with caplog.at_level(logging.WARNING):
-        for template, request_id, where in cases:
-            body = template.replace("NESTED", _nested(300)).encode()
+        r = await human.client.post("/mcp", content=body, headers=headers)
+        assert r.status_code == 400, r.text
+        answer = r.json()
+        assert answer["id"] == 12 and answer["error"]["code"] == -32600, answer
+        assert answer["error"]["message"].startswith("extra.0.0.")
+        assert answer["error"]["message"].endswith(": nests more than 200 levels deep")
+        line = message_of_line(body)  # waypost mcp: the same refusal
+        assert isinstance(line, Refusal) and line.as_json() == answer
+        unanswered = [
+            ('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": NESTED}}',
+             "params.x.0.0."),
+            ('{"jsonrpc": "2.0", "id": 5, "result": {"x": NESTED}}', "result.x.0.0."),
+        ]  # fmt: skip
+        for template, where in unanswered:
+            body = template.replace("NESTED", _nested(230)).encode()
             r = await human.client.post("/mcp", content=body, headers=headers)
-            assert r.status_code == 400, r.text
-            answer = r.json()
-            assert answer["id"] == request_id and answer["error"]["code"] == -32600, answer
-            message = answer["error"]["message"]
-            assert message.startswith(where) and message.endswith("nests more than 200 levels deep")
-            line = message_of_line(body)  # waypost mcp: the same refusal
-            assert isinstance(line, Refusal) and line.as_json() == answer
-    assert not [rec for rec in caplog.records if "Failed to validate" in rec.getMessage()]
+            assert r.status_code == 202 and r.content == b"", r.text
+            assert message_of_line(body) is None
+            said = [rec.getMessage() for rec in caplog.records]
+            dropped = [x for x in said if x.startswith("a message was dropped unanswered")]
+            assert len(dropped) >= 2 and all(where in x for x in dropped[-2:]), said
+    lines = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert not [said for said in lines if "Failed to validate" in said], lines
+    dropped = [said for said in lines if said.startswith("a message was dropped unanswered")]
+    assert len(dropped) == 4, lines  # two over each transport
+    assert all("nests more than 200 levels deep" in said for said in dropped), dropped
+    ping = {"jsonrpc": "2.0", "id": 13, "method": "ping"}
+    r = await human.client.post("/mcp", json=ping, headers=headers)
+    assert r.status_code == 200 and '"id":13,"result":{}' in r.text.replace(" ", ""), r.text
 
 
 async def test_a_notification_unknown_or_malformed_is_dropped_with_at_most_one_line(

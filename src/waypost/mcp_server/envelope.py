@@ -62,6 +62,12 @@ class Refusal:
     request_id: RequestId | None
     code: int
     message: str
+    # a message that is answered nothing (a notification, a client's
+    # response): dropped with this said in one WARNING line, and over /mcp
+    # in a live session a 202. An error answer to a notification ended the
+    # official client's /mcp session (its writer raised on the 400), and
+    # over stdio it logged the `"id": null` answer as unreadable.
+    silent: bool = False
 
     def as_json(self) -> dict[str, Any]:
         error = {"code": self.code, "message": self.message}
@@ -99,11 +105,22 @@ def read_message(raw: bytes) -> Any:
     if raw.count(b"[") + raw.count(b"{") > MESSAGE_DEPTH:
         deep = _nested_too_deep(message)
         if deep is not None:
-            said = f"nests more than {MESSAGE_DEPTH} levels deep"
-            return _in_params(raw, deep[:100], said) or Refusal(
-                request_id_of(raw), INVALID_REQUEST, f"{deep[:100]}: {said}"
-            )
+            return _depth_refusal(message, deep[:100])
     return message
+
+
+def _depth_refusal(message: Any, deep: str) -> Refusal:
+    """What a message nested past MESSAGE_DEPTH at `deep` gets: a request,
+    `-32602` inside its params, else `-32600`; a notification or a client's
+    response, nothing (`silent`)."""
+    said = f"nests more than {MESSAGE_DEPTH} levels deep"
+    if isinstance(message, dict) and (is_response(message) or "id" not in message):
+        return Refusal(None, INVALID_REQUEST, f"{deep}: {said}", silent=True)
+    found = message.get("id") if isinstance(message, dict) else None
+    request_id = found if is_request_id(found) else None
+    if request_id is not None and deep.startswith("params.") and _request_but_params(message):
+        return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {deep}: {said}")
+    return Refusal(request_id, INVALID_REQUEST, f"{deep}: {said}")
 
 
 def _in_params(raw: bytes, field: Any, said: str) -> Refusal | None:
@@ -129,6 +146,11 @@ def _a_request_but_params(raw: bytes) -> bool:
         message = json.loads(raw)
     except (ValueError, RecursionError):
         return False
+    return _request_but_params(message)
+
+
+def _request_but_params(message: Any) -> bool:
+    """`_a_request_but_params` of a message already read."""
     if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
         return False
     if any(key != "params" and key.startswith("params") for key in message):
@@ -354,36 +376,42 @@ MESSAGE_DEPTH = 200
 
 def _nested_too_deep(message: Any) -> str | None:
     """The path of a value nested more than MESSAGE_DEPTH levels into
-    `message` (its members are the first level), or None. Level by level
-    and depth alone first, the paths built only once one is found: a walk
-    that built every path took reading a 260 KiB message of 88,000 lists
-    from 29 to 134 ms of the event loop, this one to 50 ms (`read_message`
-    walks only messages with more brackets than the bound). No recursion:
-    the parser admits deeper documents than Python's recursion limit."""
+    `message` (its members are the first level), or None. Level by level,
+    depth alone, keeping each level; the path of the one value found is
+    traced back through them. Building every path took reading a 260 KiB
+    message of 88,000 lists from 29 to 134 ms of the event loop, this walk
+    to 50 ms (`read_message` walks only messages with more brackets than the
+    bound). No recursion: the parser admits deeper documents than Python's
+    recursion limit."""
+    levels: list[list[Any]] = []
     level = [message] if type(message) in (dict, list) else []
-    depth = 0
     while level:
-        if depth > MESSAGE_DEPTH:
-            return _path_past_depth(message)
+        levels.append(level)
+        if len(levels) > MESSAGE_DEPTH + 1:
+            return _path_to(level[0], levels)
         inner: list[Any] = []
         for value in level:
             items = value.values() if type(value) is dict else value
             inner += [item for item in items if type(item) is list or type(item) is dict]
-        level, depth = inner, depth + 1
+        level = inner
     return None
 
 
-def _path_past_depth(message: Any) -> str:
-    stack: list[tuple[Any, str, int]] = [(message, "", 0)]
-    while stack:
-        value, path, depth = stack.pop()
-        if depth > MESSAGE_DEPTH:
-            return path
-        inner = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in inner:
-            if isinstance(item, dict | list):
-                stack.append((item, f"{path}.{key}" if path else str(key), depth + 1))
-    raise AssertionError("no value past the depth")  # called only when there is one
+def _path_to(found: Any, levels: list[list[Any]]) -> str:
+    """The path of `found`, a value of the last of `levels`: each step up is
+    the value of the level above that holds it (by identity)."""
+    keys: list[str] = []
+    child = found
+    for above in reversed(levels[:-1]):
+        parent, key = next(
+            (value, key)
+            for value in above
+            for key, item in (value.items() if type(value) is dict else enumerate(value))
+            if item is child
+        )
+        keys.append(str(key))
+        child = parent
+    return ".".join(reversed(keys))
 
 
 def params_refusal(message: dict[str, Any]) -> Refusal | None:

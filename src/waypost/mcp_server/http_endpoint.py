@@ -402,7 +402,7 @@ class McpEndpoint:
                 return
             message = read_message(body)
             refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
-            if refusal is not None and refusal.code != INVALID_PARAMS:
+            if refusal is not None and refusal.code != INVALID_PARAMS and not refusal.silent:
                 await send_json(send, 400, refusal.as_json())
                 return
         repeated = _repeated_header(scope)
@@ -430,6 +430,10 @@ class McpEndpoint:
         receive = _noting_disconnect(receive, gone)
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
+        if isinstance(message, Refusal) and message.silent and session_id in live:
+            log.warning("a message was dropped unanswered (%s)", message.message)
+            await self._accepted(send)
+            return
         if isinstance(message, Refusal):
             # a refused argument of a well-formed request, after the checks
             # of headers and origin: in a live session an answer to it (200),

@@ -125,6 +125,9 @@ def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:
         said = f"MCP messages are limited to {MESSAGE_LIMIT} bytes"
         return Refusal(request_id_of(line), INVALID_REQUEST, said)
     message: Any = read_message(line)
+    if isinstance(message, Refusal) and message.silent:
+        log.warning("a message was dropped unanswered (%s)", message.message)
+        return None
     if isinstance(message, Refusal):
         return message
     if is_response(message):
