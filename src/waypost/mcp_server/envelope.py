@@ -92,7 +92,8 @@ def read_message(raw: bytes) -> Any:
     naming the argument, a JSON-RPC error answered in the caller's session.
     As a parse error, HTTP 400, it ended the official client's whole /mcp
     session. A message nested more than MESSAGE_DEPTH levels is refused
-    likewise (`-32602` inside a request's params, else `-32600`)."""
+    likewise (`-32602` inside a request's params, else `-32600`), and a
+    notification or a response nested so is a `silent` refusal (dropped)."""
     try:
         message = parse_json(raw)
     except WaypostError as error:
