@@ -237,6 +237,34 @@ async def test_an_agent_sending_the_unchanged_status_changes_nothing(
     assert error(r) == (403, "forbidden", {"reason": "humans_only", "field": "status"})
 
 
+async def test_only_humans_remove_a_dependency_that_is_not_done(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Any principal may edit a task because an edit only adds blockers; an
+    agent's `depends_on: []` made a task whose prerequisite was open ready, and
+    the agent then claimed it."""
+    agent = await service.agent()
+    first, done = await make_task(human, "first"), await make_task(human, "done")
+    await claim(human, done["id"])
+    await submit(human, done["id"])
+    assert (await human.post(task_path(done["id"], "complete"))).status_code == 200
+    task = await make_task(human, "after", depends_on=[first["id"], done["id"]])
+    dropped = await agent.patch(task_path(task["id"]), {"expected_revision": 1, "depends_on": []})
+    refusal = {"reason": "humans_only", "field": "depends_on", "task_ids": [first["id"]]}
+    assert error(dropped) == (403, "forbidden", refusal)
+    unchanged = (await human.get(task_path(task["id"]))).json()
+    assert unchanged["revision"] == 1 and unchanged["ready"] is False
+    # adding one, reordering and dropping a done one take no blocker away
+    extra = await make_task(human, "extra")
+    wider = {"expected_revision": 1, "depends_on": [extra["id"], first["id"], done["id"]]}
+    assert (await agent.patch(task_path(task["id"]), wider)).status_code == 200
+    narrower = {"expected_revision": 2, "depends_on": [first["id"], extra["id"]]}
+    r = await agent.patch(task_path(task["id"]), narrower)
+    assert r.status_code == 200 and r.json()["depends_on"] == [first["id"], extra["id"]], r.text
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 3, "depends_on": []})
+    assert r.status_code == 200 and r.json()["ready"] is True, r.text
+
+
 async def test_patch_creating_a_cycle_is_400_on_depends_on(human: Caller, project: str) -> None:
     a = await make_task(human, "a")
     b = await make_task(human, "b", depends_on=[a["id"]])

@@ -227,6 +227,23 @@ async def test_update_cancel_recover_and_publication_mutations(
     assert cancelled["task"] == {"status": "CANCELLED", "revision": 2}
 
 
+async def test_an_agent_cannot_remove_an_open_dependency_over_graphql(
+    service: Service, human: Caller, project: str
+) -> None:
+    first = await make_task(human, "first")
+    task = await make_task(human, "after", depends_on=[first["id"]])
+    agent = await service.agent()
+    refused = await mutate(
+        agent, "taskUpdate",
+        {"projectId": "demo", "taskId": task["id"], "expectedRevision": 1, "dependsOn": []},
+        "task { ready }",
+    )  # fmt: skip
+    assert refused["task"] is None
+    [error] = refused["userErrors"]
+    assert (error["code"], error["field"]) == ("forbidden", "dependsOn"), error
+    assert (await human.get(task_path(task["id"]))).json()["depends_on"] == [first["id"]]
+
+
 async def test_replayed_mutation_says_so(human: Caller, project: str) -> None:
     query = (
         "mutation($input: TaskCreateInput!) { taskCreate(input: $input) {"

@@ -217,6 +217,24 @@ def _status_change(actor: Actor, row: sqlite3.Row, status: str) -> None:
         )
 
 
+def _refuse_removing_blockers(
+    actor: Actor, dependencies: list[tuple[str, str]], requested: list[str]
+) -> None:
+    """Any principal may edit a task because an edit only adds blockers; taking
+    away a dependency that is not done would remove one (an agent could skip the
+    order a human set), so that is for humans, as `status` is. Dropping a done
+    dependency removes nothing and stays open to agents."""
+    if actor.is_human:
+        return
+    kept = set(requested)
+    removed = [dep for dep, status in dependencies if dep not in kept and status != "done"]
+    if removed:
+        raise Forbidden(
+            "only humans remove a dependency that is not done",
+            {"reason": "humans_only", "field": "depends_on", "task_ids": removed},
+        )
+
+
 def _refuse_judged_edit_while_publishing(conn: sqlite3.Connection, row: sqlite3.Row) -> None:
     """No judged edit while the task, its subject or an activity holds publication
     authority: the edit would make an allow on the task stale, and the holder's
@@ -251,7 +269,8 @@ async def update(
                 f"a {row['status']} task is closed to edits",
                 {"reason": "task_closed", "status": row["status"]},
             )
-        current_deps = [d for d, _ in dependency_map(tx.conn, [task_id])[task_id]]
+        dependencies = dependency_map(tx.conn, [task_id])[task_id]
+        current_deps = [dep for dep, _ in dependencies]
         current = {
             "title": row["title"],
             "description": row["description"],
@@ -267,6 +286,7 @@ async def update(
         if "description" in changed:
             check_bytes("description", requested["description"])
         if "depends_on" in changed:
+            _refuse_removing_blockers(actor, dependencies, requested["depends_on"])
             _check_dependencies(tx.conn, project_id, task_id, requested["depends_on"])
             if _creates_cycle(tx.conn, task_id, requested["depends_on"]):
                 raise InvalidRequest.field("depends_on", "this dependency would create a cycle")
