@@ -157,6 +157,14 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"scope": {"components": ["api", "x" * 201]}}, "scope.components[1]"),
     ({"scope": {"versions": ["1.0", ""]}}, "scope.versions[1]"),
     ({"scope": {"environments": ["prod", "prod"]}}, "scope.environments[1]"),
+    # matched exactly by the context filters: a value that shows nothing, or
+    # has a space no reader sees, was kept from every packet asking for it
+    ({"scope": {"environments": ["prod "]}}, "scope.environments[0]"),
+    ({"scope": {"environments": ["ok", "\u00a0prod"]}}, "scope.environments[1]"),
+    ({"scope": {"components": [" "]}}, "scope.components[0]"),
+    ({"scope": {"components": ["\u200b"]}}, "scope.components[0]"),
+    ({"scope": {"versions": ["1.0\n2.0"]}}, "scope.versions[0]"),
+    ({"scope": {"versions": ["1.0\t"]}}, "scope.versions[0]"),
     ({"scope": {"task_ids": ["ok", "not a task id"]}}, "scope.task_ids[1]"),
     ({"scope": {"regions": []}}, "scope.regions"),
     ({"applicability": "x" * 4097}, "applicability"),
@@ -204,6 +212,12 @@ async def test_create_accepts_every_limit_exactly(human: Caller, project: str) -
     )
     assert len(record["tags"]) == 32 and len(record["scope"]["components"]) == 100
     assert len(record["body"].encode()) == 64 * 1024
+
+
+async def test_scope_values_keep_inner_spaces_and_any_script(human: Caller, project: str) -> None:
+    scope = {"task_ids": [], "components": ["eu west", "café", "日本"], "environments": ["prod"],
+             "versions": []}  # fmt: skip
+    assert (await create(human, project, scope=scope))["scope"] == scope
 
 
 async def test_create_refuses_a_task_that_does_not_exist(human: Caller, project: str) -> None:

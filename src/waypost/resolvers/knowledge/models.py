@@ -52,7 +52,12 @@ Tag = Annotated[
     ),
 ]
 Tags = Annotated[list[Tag], msgspec.Meta(max_length=TAGS_MAX)]
-ScopeValue = Annotated[str, msgspec.Meta(min_length=1, max_length=SCOPE_VALUE_MAX_CHARS)]
+# One line, as a tag is: the context packet's filters match a scope value code
+# point for code point, and a newline or tab in one could not be typed into them.
+ScopeValue = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=SCOPE_VALUE_MAX_CHARS, pattern=ONE_LINE_PATTERN),
+]
 ScopeValues = Annotated[list[ScopeValue], msgspec.Meta(max_length=SCOPE_ENTRIES_MAX)]
 ScopeTaskIds = Annotated[list[RecordId], msgspec.Meta(max_length=SCOPE_ENTRIES_MAX)]
 Applicability = Annotated[str, msgspec.Meta(max_length=APPLICABILITY_MAX_CHARS)]
@@ -110,6 +115,17 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
 
     summary: Summary = ""
     source_uri: SourceUri | None = None
+
+
+def _check_scope_value(value: str, field: str) -> None:
+    """A scope value shows something and has no space at either end: the
+    context filters match it exactly, so `prod ` (refused beside `prod` as a
+    duplicate a reader cannot tell apart) was kept from every
+    `environment=prod` packet, and ` ` or U+200B alone matched no filter a
+    person could type."""
+    require_text(value, field)
+    if value != value.strip():
+        raise InvalidRequest.field(field, f"{field} must not begin or end with whitespace")
 
 
 class NewRecord(msgspec.Struct, forbid_unknown_fields=True):
@@ -195,6 +211,9 @@ class Content:
     ) -> Content:
         """Check the database-free rules and build the content to store."""
         _check_text(body.title, body.body)
+        for name in ("components", "environments", "versions"):
+            for i, value in enumerate(getattr(body.scope, name)):
+                _check_scope_value(value, f"scope.{name}[{i}]")
         for name in ("task_ids", "components", "environments", "versions"):
             require_distinct(getattr(body.scope, name), f"scope.{name}")
         for i, tag in enumerate(body.tags):
