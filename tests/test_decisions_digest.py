@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
 from typing import Any
 
 from tests.conftest import Caller, Service
@@ -43,6 +46,35 @@ async def test_digest_of_an_empty_project(human: Caller, project: str) -> None:
         "truncated": {"pending_decisions": False, "proceeded_by_timeout": False,
                       "timing_out_soon": False, "blocked_tasks": False},
     }  # fmt: skip
+
+
+async def test_the_digest_waits_in_the_long_reads_lane_leaving_a_reader_free(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The digest's cost grows with open decisions times the tasks each names;
+    on the plain reader pool, four clients polling it took every reader and a
+    policy read elsewhere waited 551 ms at the median. It now takes a place in
+    the lane searches take (all readers but one, storage/db.py)."""
+    release, running = threading.Event(), threading.Semaphore(0)
+
+    def long_read(conn: sqlite3.Connection) -> None:
+        running.release()
+        release.wait(10)
+
+    held = [asyncio.create_task(service.rt.db.search(long_read)) for _ in range(2)]
+    try:
+        for _ in held:  # both places of the lane taken
+            assert await asyncio.to_thread(running.acquire, True, 10)
+        asked = asyncio.create_task(human.get(f"{BASE}/digest"))
+        policy = await asyncio.wait_for(human.get(f"{BASE}/policy"), 5)
+        assert policy.status_code == 200
+        await asyncio.sleep(0.2)  # a digest on the last reader would be answered by now
+        assert not asked.done()
+        release.set()
+        assert (await asyncio.wait_for(asked, 10)).status_code == 200
+    finally:
+        release.set()
+        await asyncio.gather(*held)
 
 
 async def test_digest_of_an_unknown_project_is_not_found(human: Caller, project: str) -> None:

@@ -11,8 +11,9 @@ about 100 µs, so a unit of work never awaits statement by statement.
 - Reads go to a pool of read-only connections (`storage/readers.py`), each
   unit inside one read transaction (one snapshot).
 - Searches (`search`: full-text reads, which may run up to the search time
-  limit) take at most all readers but one, so a few slow searches never
-  leave the other reads without a reader.
+  limit, and other reads whose cost grows with the data, like the digest)
+  take at most all readers but one, so a few slow ones never leave the
+  other reads without a reader.
 - Point reads (`read_point`: a few lookups by key, e.g. a bearer token on
   every request) run on the event loop's own read-only connection instead:
   a WAL reader never waits for the writer, such a read takes tens of
