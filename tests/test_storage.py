@@ -424,6 +424,32 @@ async def test_searches_leave_one_reader_to_every_other_read(tmp_path: Path) -> 
         await db.close()
 
 
+async def test_unbounded_reads_take_one_place_of_the_lane_at_a_time(tmp_path: Path) -> None:
+    """A read no time limit ends (the digest) waits for the others like it, so
+    searches keep the rest of the lane: four digests polled at once had taken
+    both places, and context packets waited behind them."""
+    db = Database(tmp_path / "s.db", readers=3)
+    await db.open()
+    release = threading.Event()
+    running: list[int] = []
+    slow = searching_until(release, running)
+
+    try:
+        unbounded = [asyncio.create_task(db.search(slow, unbounded=True)) for _ in range(2)]
+        await asyncio.wait_for(until(lambda: len(running) == 1), 10)
+        # the lane's other place is free for a search; the second unbounded read waits
+        search = asyncio.create_task(db.search(slow))
+        await asyncio.wait_for(until(lambda: len(running) == 2), 10)
+        plain = await asyncio.wait_for(db.read(lambda c: c.execute("SELECT 2").fetchone()[0]), 5)
+        assert plain == 2 and len(running) == 2
+        release.set()
+        assert await asyncio.gather(*unbounded, search) == [1, 1, 1]
+        assert len(running) == 3
+    finally:
+        release.set()
+        await db.close()
+
+
 async def test_a_search_whose_caller_left_keeps_its_place_until_it_ends(tmp_path: Path) -> None:
     """A search goes on in its reader thread after its caller is cancelled
     (an MCP call cancelled, a stop): its place in the lane was given back at

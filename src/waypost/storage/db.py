@@ -11,9 +11,9 @@ about 100 µs, so a unit of work never awaits statement by statement.
 - Reads go to a pool of read-only connections (`storage/readers.py`), each
   unit inside one read transaction (one snapshot).
 - Searches (`search`: full-text reads, which may run up to the search time
-  limit, and other reads whose cost grows with the data, like the digest)
-  take at most all readers but one, so a few slow ones never leave the
-  other reads without a reader.
+  limit, and, one at a time, reads whose cost grows with the data, like the
+  digest) take at most all readers but one, so a few slow ones never leave
+  the other reads without a reader.
 - Point reads (`read_point`: a few lookups by key, e.g. a bearer token on
   every request) run on the event loop's own read-only connection instead:
   a WAL reader never waits for the writer, such a read takes tens of
@@ -141,6 +141,8 @@ class Database:
         self.path = path
         self._reader_count = max(1, readers)
         self._searches = asyncio.Semaphore(max(1, self._reader_count - 1))
+        # long reads no time limit bounds (the digest) take one place at a time
+        self._unbounded = asyncio.Semaphore(1)
         self._busy_timeout_ms = busy_timeout_ms
         self._hooks = tuple(hooks)
         # a batch takes no more units once it holds this many or has run this long
@@ -284,7 +286,7 @@ class Database:
         reranking provider)."""
         return snapshots.unpinned()
 
-    async def search(self, fn: UnitOfWork[T]) -> T:
+    async def search(self, fn: UnitOfWork[T], *, unbounded: bool = False) -> T:
         """`read` for a unit that may run long (a full-text search: up to the
         search time limit, or longer where none applies). Searches wait for
         one another beyond all readers but one, so every other read still
@@ -292,12 +294,24 @@ class Database:
         plain project read without an answer for over 5 s when they could
         take all three.
 
+        An `unbounded` unit (one no time limit ends, as the digest, whose
+        cost grows with the data) also waits for the others like it: they
+        hold one place of the lane at most, so searches always have the
+        rest (four digests of 300 ms polled at once had taken both places,
+        and a context packet waited behind them).
+
         Inside `pinned()` a search reads on the request's own slot, not the
         reader pool, so it takes no place in that lane: taking one and then
         waiting for a slot, while the requests holding every slot waited for
         a place, hung every GraphQL query and search for good."""
         if snapshots.current(self) is not None:
             return await self.read(fn)  # on the pin, as read() finds it
+        if unbounded:
+            # held until the search ends, as the lane's place is (see below)
+            return await holding_until_done(self._unbounded, lambda: self._search(fn))
+        return await self._search(fn)
+
+    async def _search(self, fn: UnitOfWork[T]) -> T:
         # not pinned: on the reader pool, holding a place in the lane until
         # the reader's search ends, also when its caller leaves first (an
         # MCP call cancelled, a stop): a place given back then let a third
