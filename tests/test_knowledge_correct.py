@@ -167,6 +167,19 @@ async def test_correction_refuses_tasks_outside_the_project(human: Caller, proje
     assert (await human.get(path)).json()["revision"] == 1
 
 
+async def test_correction_refuses_a_scope_value_with_an_unseen_end(
+    human: Caller, project: str
+) -> None:
+    """A correction keeps to create's scope rules: `prod ` matched no
+    `environment=prod` filter."""
+    record = await create(human, project)
+    path = kpath(project, record["id"])
+    scope = {**record["scope"], "environments": ["staging", "prod "]}
+    r = await human.patch(path, correction(record, scope=scope))
+    assert error_of(r) == (400, "invalid_request", "scope.environments[1]")
+    assert (await human.get(path)).json()["revision"] == 1
+
+
 def _scope(**dimensions: list[str]) -> dict[str, list[str]]:
     return {"task_ids": [], "components": [], "environments": [], "versions": [], **dimensions}
 

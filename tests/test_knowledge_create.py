@@ -165,6 +165,10 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"scope": {"components": ["\u200b"]}}, "scope.components[0]"),
     ({"scope": {"versions": ["1.0\n2.0"]}}, "scope.versions[0]"),
     ({"scope": {"versions": ["1.0\t"]}}, "scope.versions[0]"),
+    ({"scope": {"environments": ["prod\u200b"]}}, "scope.environments[0]"),  # zero-width space
+    ({"scope": {"environments": ["\u202eprod"]}}, "scope.environments[0]"),  # a bidi control
+    ({"scope": {"environments": ["prod\u00ad"]}}, "scope.environments[0]"),  # a soft hyphen
+    ({"scope": {"environments": ["prod\u3164"]}}, "scope.environments[0]"),  # drawn blank
     ({"scope": {"task_ids": ["ok", "not a task id"]}}, "scope.task_ids[1]"),
     ({"scope": {"regions": []}}, "scope.regions"),
     ({"applicability": "x" * 4097}, "applicability"),
@@ -215,8 +219,12 @@ async def test_create_accepts_every_limit_exactly(human: Caller, project: str) -
 
 
 async def test_scope_values_keep_inner_spaces_and_any_script(human: Caller, project: str) -> None:
-    scope = {"task_ids": [], "components": ["eu west", "café", "日本"], "environments": ["prod"],
-             "versions": []}  # fmt: skip
+    scope = {
+        "task_ids": [],
+        "components": ["eu west", "café", "日本"],
+        "environments": ["prod"],
+        "versions": ["cafe\u0301"],
+    }  # fmt: skip  (a combining mark last shows)
     assert (await create(human, project, scope=scope))["scope"] == scope
 
 

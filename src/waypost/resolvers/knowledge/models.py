@@ -16,7 +16,12 @@ import msgspec
 
 from waypost.errors import InvalidRequest
 from waypost.ids import END, ID_CHARS
-from waypost.resolvers.core.text import ONE_LINE_PATTERN, require_distinct, require_text
+from waypost.resolvers.core.text import (
+    ONE_LINE_PATTERN,
+    require_distinct,
+    require_text,
+    shown_as,
+)
 
 # Limits fixed by the service contract (section 6).
 TITLE_MAX_CHARS = 200
@@ -118,14 +123,16 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
 
 
 def _check_scope_value(value: str, field: str) -> None:
-    """A scope value shows something and has no space at either end: the
-    context filters match it exactly, so `prod ` (refused beside `prod` as a
-    duplicate a reader cannot tell apart) was kept from every
-    `environment=prod` packet, and ` ` or U+200B alone matched no filter a
-    person could type."""
+    """A scope value shows something and begins and ends with a character a
+    reader sees: the context filters match it exactly, so `prod ` or `prod`
+    + U+200B (refused beside `prod` as a duplicate a reader cannot tell
+    apart) was kept from every `environment=prod` packet, and ` ` or U+200B
+    alone matched no filter a person could type. A combining mark at the end
+    (`café` decomposed) shows, with its letter, and passes."""
     require_text(value, field)
-    if value != value.strip():
-        raise InvalidRequest.field(field, f"{field} must not begin or end with whitespace")
+    if not (shown_as(value[0]) and shown_as(value[-1])):
+        shows_nothing = "whitespace or a character that shows nothing"
+        raise InvalidRequest.field(field, f"{field} must not begin or end with {shows_nothing}")
 
 
 class NewRecord(msgspec.Struct, forbid_unknown_fields=True):
