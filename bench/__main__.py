@@ -134,7 +134,8 @@ def main() -> None:
         " digest, dashboard (bench/workflow.py); context: the context packet against bare"
         " FTS5 and Datasette (bench/context.py, not part of all: it seeds large files);"
         " graphql: the dashboard query against REST with SQL counts (bench/graphql.py);"
-        " fanout: 100 SSE streams under 16 writers, one real server (bench/fanout.py);"
+        " fanout: 100 SSE streams, then 100 GraphQL subscriptions, under 16 writers, one"
+        " real server (bench/fanout.py);"
         " all (default): mutation, store and workflow",
     )  # fmt: skip
     parser.add_argument("--store-rounds", type=int, default=3, help="alternated rounds (3)")

@@ -1,12 +1,15 @@
-"""`python -m bench --suite fanout`: 100 SSE subscribers on one project while
-16 writers create tasks, against the same writers alone.
+"""`python -m bench --suite fanout`: 100 subscribers on one project while 16
+writers create tasks, as SSE streams and as GraphQL subscriptions, against
+the same writers alone.
 
 One real `waypost serve` process (the loop and HTTP parser `serve` picks by
 default) on loopback. The writers are 16 keep-alive connections of the
 minimal raw HTTP client of bench/store.py, creating tasks back to back. The
-subscribers are 100 real connections to
-`GET /api/v1/projects/bench/events/stream`, read raw by this process. Rounds
-alternate: writers alone, then writers with the 100 streams open, twice.
+subscribers are 100 real connections, either to
+`GET /api/v1/projects/bench/events/stream`, read raw, or WebSockets to
+`/graphql` (graphql-transport-ws), each with one `projectEvents`
+subscription, read with the `websockets` client. Rounds alternate: writers
+alone, with the 100 SSE streams open, with the 100 subscriptions, twice.
 
 Each subscriber's event ids are checked against the events the database
 holds for the round: every committed event, in order, each once. Delivery
@@ -34,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import Any
 
 from bench.context import stop, wait_up
 from bench.store import ROOT, free_port, percentile
@@ -54,6 +58,12 @@ TASKS = f"/api/v1/projects/{PROJECT}/tasks"
 STREAM = f"/api/v1/projects/{PROJECT}/events/stream"
 _ID = re.compile(rb"^id: (\d+)$", re.M)
 _SUBJECT = re.compile(rb'"subject_id":"([^"]+)"')
+SUBSCRIPTION = (
+    f'subscription($after: Int) {{ projectEvents(projectId: "{PROJECT}", after: $after)'
+    " { sequence subjectId } }"
+)
+_GRAPHQL_EVENT = re.compile(r'"sequence":\s*(\d+),\s*"subjectId":\s*"([^"]+)"')
+TRANSPORTS = ("sse", "graphql")
 
 
 @dataclass
@@ -152,20 +162,62 @@ async def subscribe(
     return sub
 
 
+async def subscribe_graphql(
+    port: int, token: str, ready: asyncio.Event, stop: asyncio.Event, timed: bool, after: int
+) -> Subscriber:
+    """One `projectEvents` subscription from `after` (the last event before
+    the round: nothing committed after it is missed, however long the
+    subscribe takes) until `stop`. Each `next` message is read with a regular
+    expression, not parsed, to keep this process cheap."""
+    from websockets.asyncio.client import connect
+
+    sub = Subscriber()
+    async with connect(
+        f"ws://127.0.0.1:{port}/graphql", subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+        max_size=None, ping_interval=None,
+    ) as ws:  # fmt: skip
+        await ws.send(json.dumps({"type": "connection_init",
+                                  "payload": {"Authorization": f"Bearer {token}"}}))  # fmt: skip
+        acked = json.loads(await ws.recv())
+        if acked.get("type") != "connection_ack":
+            raise SystemExit(f"graphql-transport-ws answered {acked!r}")
+        await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {
+            "query": SUBSCRIPTION, "variables": {"after": after}}}))  # fmt: skip
+        ready.set()
+        while not stop.is_set():
+            try:
+                async with asyncio.timeout(0.2):
+                    message = await ws.recv()
+            except TimeoutError:
+                continue
+            now = time.perf_counter()
+            for sequence, subject in _GRAPHQL_EVENT.findall(str(message)):
+                sub.ids.append(int(sequence))
+                if timed:
+                    sub.seen.append((subject.encode(), now))
+    return sub
+
+
 CONTEXT = multiprocessing.get_context("spawn")
 
 
-def read_streams(port: int, tokens: list[str], pipe: Connection) -> None:
+def read_streams(
+    port: int, tokens: list[str], transport: str, after: int, pipe: Connection
+) -> None:
     """The subscribers' process: open every stream, say so, read until told
     to stop, then send back what each stream received."""
 
     async def main() -> None:
         stop = asyncio.Event()
         ready = [asyncio.Event() for _ in range(SUBSCRIBERS)]
-        subs = [
-            asyncio.create_task(subscribe(port, tokens[i % len(tokens)], ready[i], stop, i < TIMED))
-            for i in range(SUBSCRIBERS)
-        ]
+
+        def one(i: int) -> Any:
+            token, timed = tokens[i % len(tokens)], i < TIMED
+            if transport == "graphql":
+                return subscribe_graphql(port, token, ready[i], stop, timed, after)
+            return subscribe(port, token, ready[i], stop, timed)
+
+        subs = [asyncio.create_task(one(i)) for i in range(SUBSCRIBERS)]
         await asyncio.gather(*(e.wait() for e in ready))
         pipe.send("open")
         await asyncio.get_running_loop().run_in_executor(None, pipe.recv)
@@ -201,65 +253,89 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@dataclass
+class Rounds:
+    """Per kind of round: writes/s and server CPU per write of each round,
+    and (with subscribers) the delivery times in seconds."""
+
+    rates: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    from_send: list[float] = field(default_factory=list)
+    from_ack: list[float] = field(default_factory=list)
+
+
+async def subscribed_round(
+    port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int, r: int,
+    transport: str, rounds: Rounds,
+) -> None:  # fmt: skip
+    """One round of writes with the 100 subscribers open."""
+    await asyncio.sleep(0.5)  # let the last events settle before the streams start
+    start = last_id(db)
+    # the streams are read by a process of their own, so that reading
+    # them never delays the writers' event loop (both share the 2 cores)
+    parent, child = CONTEXT.Pipe()
+    args = (port, stream_tokens, transport, start, child)
+    readers = CONTEXT.Process(target=read_streams, args=args)
+    readers.start()
+    loop = asyncio.get_running_loop()
+    await loop.run_in_executor(None, parent.recv)  # every stream is open
+    cpu = cpu_seconds(server_pid)
+    writes = await write_for(port, token, SECONDS, f"{transport[0]}{r}")
+    rounds.cpu.append((cpu_seconds(server_pid) - cpu) / writes.done)
+    rounds.rates.append(writes.done / SECONDS)
+    # the last commit's events reach every stream (a subscription may lag)
+    expected = committed_ids(db, start)
+    await asyncio.sleep(1.0 if transport == "sse" else 3.0)
+    parent.send("stop")
+    got: list[Subscriber] = await loop.run_in_executor(None, parent.recv)
+    readers.join()
+    complete = sum(1 for s in got if s.ids == expected)
+    print(f"  round {r + 1}, {transport}: {len(expected)} events committed during the"
+          f" streams; with every event in order, once: {complete}/{SUBSCRIBERS}")  # fmt: skip
+    for s in got:
+        for subject, at in s.seen:
+            key = subject.decode()
+            if key in writes.sent:
+                rounds.from_send.append(at - writes.sent[key])
+                rounds.from_ack.append(at - writes.acked[key])
+
+
 async def measure(
     port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int
 ) -> None:
-    alone: list[float] = []
-    shared: list[float] = []
-    from_send: list[float] = []
-    from_ack: list[float] = []
-    cpu_alone: list[float] = []
-    cpu_shared: list[float] = []
+    alone = Rounds()
+    with_streams = {transport: Rounds() for transport in TRANSPORTS}
     for r in range(2):
         cpu = cpu_seconds(server_pid)
         done = (await write_for(port, token, SECONDS, f"a{r}")).done
-        cpu_alone.append((cpu_seconds(server_pid) - cpu) / done)
-        alone.append(done / SECONDS)
-        await asyncio.sleep(0.5)  # let the last events settle before the streams start
-        start = last_id(db)
-        # the streams are read by a process of their own, so that reading
-        # them never delays the writers' event loop (both share the 2 cores)
-        parent, child = CONTEXT.Pipe()
-        readers = CONTEXT.Process(target=read_streams, args=(port, stream_tokens, child))
-        readers.start()
-        loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, parent.recv)  # every stream is open
-        cpu = cpu_seconds(server_pid)
-        writes = await write_for(port, token, SECONDS, f"s{r}")
-        cpu_shared.append((cpu_seconds(server_pid) - cpu) / writes.done)
-        shared.append(writes.done / SECONDS)
-        await asyncio.sleep(1.0)  # the last commit's events reach every stream
-        parent.send("stop")
-        got: list[Subscriber] = await loop.run_in_executor(None, parent.recv)
-        readers.join()
-        expected = committed_ids(db, start)
-        complete = sum(1 for s in got if s.ids == expected)
-        print(f"  round {r + 1}: {len(expected)} events committed during the streams;"
-              f" streams with every event in order, once: {complete}/{SUBSCRIBERS}")  # fmt: skip
-        for s in got:
-            for subject, at in s.seen:
-                key = subject.decode()
-                if key in writes.sent:
-                    from_send.append(at - writes.sent[key])
-                    from_ack.append(at - writes.acked[key])
-    a, s = statistics.median(alone), statistics.median(shared)
-    print(f"\n  writes/s, {WRITERS} writers alone:          {a:8.1f}  (rounds: "
-          f"{', '.join(f'{x:.1f}' for x in alone)})")  # fmt: skip
-    print(f"  writes/s, with {SUBSCRIBERS} SSE streams:       {s:8.1f}  (rounds: "
-          f"{', '.join(f'{x:.1f}' for x in shared)})")  # fmt: skip
-    print(f"  throughput with streams / alone:      {s / a:8.3f}  (target: drop < 10%)")
-    ca, cs = statistics.median(cpu_alone) * 1e3, statistics.median(cpu_shared) * 1e3
-    print(f"  server CPU per write, alone:          {ca:8.3f} ms")
-    print(f"  server CPU per write, with streams:   {cs:8.3f} ms  ({cs / ca - 1:+.1%}: what the"
-          " streams cost the writers where CPU is the limit; steadier than throughput"
-          " on a shared machine)")  # fmt: skip
-    if from_send:
-        print(f"  delivery over {len(from_send)} event deliveries:")
-        for name, samples in (("write sent -> delivered (bounds commit-to-delivery above)",
-                               from_send),
-                              ("write acknowledged -> delivered", from_ack)):  # fmt: skip
-            p50, p90, p99 = (percentile(samples, q) * 1e3 for q in (0.5, 0.9, 0.99))
-            print(f"    {name}: p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms")
+        alone.cpu.append((cpu_seconds(server_pid) - cpu) / done)
+        alone.rates.append(done / SECONDS)
+        for transport, rounds in with_streams.items():
+            await subscribed_round(port, token, stream_tokens, db, server_pid, r, transport, rounds)
+    a = statistics.median(alone.rates)
+    ca = statistics.median(alone.cpu) * 1e3
+    print(f"\n  writes/s, {WRITERS} writers alone:             {a:8.1f}  (rounds: "
+          f"{', '.join(f'{x:.1f}' for x in alone.rates)})")  # fmt: skip
+    print(f"  server CPU per write, alone:             {ca:8.3f} ms")
+    for transport, rounds in with_streams.items():
+        name = "SSE streams" if transport == "sse" else "GraphQL subscriptions"
+        s = statistics.median(rounds.rates)
+        cs = statistics.median(rounds.cpu) * 1e3
+        print(f"\n  with {SUBSCRIBERS} {name}:")
+        print(f"    writes/s:                              {s:8.1f}  (rounds: "
+              f"{', '.join(f'{x:.1f}' for x in rounds.rates)})")  # fmt: skip
+        print(f"    throughput with them / alone:          {s / a:8.3f}  (target: drop < 10%)")
+        print(f"    server CPU per write:                  {cs:8.3f} ms  ({cs / ca - 1:+.1%}:"
+              " what they cost the writers where CPU is the limit; steadier than"
+              " throughput on a shared machine)")  # fmt: skip
+        if rounds.from_send:
+            print(f"    delivery over {len(rounds.from_send)} event deliveries:")
+            for label, samples in (
+                ("write sent -> delivered (bounds commit-to-delivery above)", rounds.from_send),
+                ("write acknowledged -> delivered", rounds.from_ack),
+            ):
+                p50, p90, p99 = (percentile(samples, q) * 1e3 for q in (0.5, 0.9, 0.99))
+                print(f"      {label}: p50 {p50:.1f} ms, p90 {p90:.1f} ms, p99 {p99:.1f} ms")
 
 
 def seed(db: Path) -> tuple[str, list[str]]:

@@ -111,6 +111,80 @@ async def test_project_events_replay_then_follow_in_order(
     assert {g["projectId"] for g in got} == {"demo"}  # section 10's project_id
 
 
+async def test_subscriptions_asking_the_same_share_one_execution_of_each_event(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each subscription executed its selection for each event: 100 dashboards
+    cost 100 executions a write (16 writers fell from 1,750 to 120 writes/s,
+    `python -m bench --suite fanout`). Operations that print the same, with
+    the same variables, now share one execution; whoever asks, since nothing
+    a subscription selects depends on the caller."""
+    from waypost.schema.execution import PlainFieldExecutor
+
+    runs: list[int] = []  # the event each execution answered
+    execute = PlainFieldExecutor._execute_operation
+
+    def counted(self: PlainFieldExecutor, serially: bool | None) -> Any:
+        runs.append(self.root_value.sequence)
+        return execute(self, serially)
+
+    monkeypatch.setattr(PlainFieldExecutor, "_execute_operation", counted)
+    bob = await service.principal("human", "bob")
+    # the same selection, written otherwise, from the same place given inline
+    respaced = EVENTS.replace(" ", "\n  ").replace("($after:\n  Int)", "")
+    narrower = """subscription ($after: Int) {
+      projectEvents(projectId: "demo", after: $after) { sequence subjectId } }"""
+    async with (
+        running(service) as base,
+        graphql_ws(base, human.token) as alice_ws,
+        graphql_ws(base, bob.token) as bob_ws,
+    ):
+        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+        after = {"after": log[-1]["sequence"]}
+        alice_op = await alice_ws.subscribe(EVENTS, after)
+        respaced = respaced.replace("$after", str(after["after"]))
+        bob_ops = [await bob_ws.subscribe(respaced, {}), await bob_ws.subscribe(narrower, after)]
+
+        async def next_of_each() -> list[dict[str, Any]]:
+            got = [(await _next(alice_ws, alice_op))["projectEvents"]]
+            # one socket's two subscriptions answer in either order
+            by_op = {m["id"]: m["payload"] for m in [await bob_ws.receive() for _ in bob_ops]}
+            return got + [by_op[op]["data"]["projectEvents"] for op in bob_ops]
+
+        # a stream that starts behind the hub's window reads the log itself,
+        # one copy each: once all three have caught up they share the hub's
+        await new_task(human, "catching up")
+        await next_of_each()
+        task = await new_task(human, "shared")
+        got = await next_of_each()
+    assert got[0] == got[1] and got[0]["subjectId"] == task and got[0]["actor"] == {"name": "alice"}
+    assert got[2] == {"sequence": got[0]["sequence"], "subjectId": task}
+    # one execution for the two that ask the same, one for the other
+    assert runs.count(got[0]["sequence"]) == 2, runs
+
+
+def test_what_is_asked_of_each_event_decides_which_subscriptions_share() -> None:
+    from graphql import OperationDefinitionNode, parse
+
+    from waypost.schema.shared_events import operation_key
+
+    def key(document: str, variables: dict[str, Any] | None = None) -> Any:
+        operation = parse(document).definitions[0]
+        assert isinstance(operation, OperationDefinitionNode)
+        return operation_key(operation, {}, variables or {})
+
+    plain = 'subscription { projectEvents(projectId: "a") { sequence } }'
+    # the root field's arguments pick the events, not what each answer holds
+    elsewhere = 'subscription { projectEvents(projectId: "b", after: 3) { sequence } }'
+    assert key(plain) == key(elsewhere)
+    assert key(plain) != key('subscription { seen: projectEvents(projectId: "a") { sequence } }')
+    assert key(plain) != key('subscription { projectEvents(projectId: "a") { sequence type } }')
+    chosen = """subscription ($type: Boolean!, $from: Int) {
+      projectEvents(projectId: "a", after: $from) { sequence type @include(if: $type) } }"""
+    assert key(chosen, {"type": True, "from": 1}) == key(chosen, {"type": True, "from": 9})
+    assert key(chosen, {"type": True}) != key(chosen, {"type": False})
+
+
 async def test_a_subscription_keeps_nothing_of_the_events_it_delivered(
     service: Service, human: Caller, project: str
 ) -> None:

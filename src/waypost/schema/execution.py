@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Hashable
 from typing import Any
 
 from graphql import (
@@ -40,7 +40,7 @@ from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
 from waypost.errors import Unavailable, WaypostError
-from waypost.schema import budget, fastpath, introspection
+from waypost.schema import budget, fastpath, introspection, shared_events
 from waypost.schema.context import Context
 from waypost.schema.mutation_arguments import argument_value
 
@@ -145,7 +145,21 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     # 48 MB of `dependsOn { description }` per alias, writing nothing.)
     mutation = False
 
+    # set on a subscription event's executor whose answer can be shared
+    # (schema/shared_events.py): the event, and what the operation asks
+    _shared_event: tuple[object, Hashable] | None = None
+    _operation_key: Hashable | None = None
+
     def execute_operation(self, serially: bool | None = None) -> Any:
+        shared = self._shared_event
+        if shared is not None:
+            payload, operation = shared
+            return shared_events.answer(
+                payload, operation, lambda: self._execute_operation(serially)
+            )
+        return self._execute_operation(serially)
+
+    def _execute_operation(self, serially: bool | None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
         # all its operations and events, whose reads must not be cached across
         _fresh_loaders(self.context_value)
@@ -251,6 +265,12 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
             executor._event_subfields = {}
+            if shared_events.is_shared(payload):
+                if self._operation_key is None:  # once per subscription
+                    self._operation_key = shared_events.operation_key(
+                        self.operation, self.fragments, self.variable_values.coerced
+                    )
+                executor._shared_event = (payload, self._operation_key)
         return executor
 
     def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: Any) -> Any:

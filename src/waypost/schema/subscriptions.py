@@ -16,6 +16,7 @@ from waypost.live.streams import KEEPALIVE, OPENED, check_project, decision_chan
 from waypost.schema.context import Info
 from waypost.schema.decisions import Decision
 from waypost.schema.projects import Event
+from waypost.schema.shared_events import shared_payload
 
 T = TypeVar("T")
 log = logging.getLogger("waypost.live")
@@ -63,7 +64,9 @@ class Subscription:
             await check_project(ctx.rt, project_id)
             async for item in project_events(ctx.rt, ctx.actor, ctx.token, project_id, after):
                 if item is not OPENED and item is not KEEPALIVE:
-                    yield Event.from_json(item)
+                    # the hub hands every subscriber the same event: one Event
+                    # for all, so one execution answers them all (shared_events)
+                    yield shared_payload(item, Event.from_json)
 
         async for event in _guarded(items()):
             yield event
