@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import starlette.websockets
+from graphql import ExecutionResult
 from strawberry.http.exceptions import WebSocketDisconnected
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -165,13 +166,16 @@ async def test_subscriptions_asking_the_same_share_one_execution_of_each_event(
 
 def test_what_is_asked_of_each_event_decides_which_subscriptions_share() -> None:
     from graphql import OperationDefinitionNode, parse
+    from graphql.execution.collect_fields import FragmentDetails
 
     from waypost.schema.shared_events import operation_key
 
     def key(document: str, variables: dict[str, Any] | None = None) -> Any:
-        operation = parse(document).definitions[0]
+        operation, *fragments = parse(document).definitions
         assert isinstance(operation, OperationDefinitionNode)
-        return operation_key(operation, {}, variables or {})
+        # as the executor holds them (graphql-core's FragmentDetails)
+        held = {f.name.value: FragmentDetails(f) for f in fragments}  # type: ignore[attr-defined]
+        return operation_key(operation, held, variables or {})
 
     plain = 'subscription { projectEvents(projectId: "a") { sequence } }'
     # the root field's arguments pick the events, not what each answer holds
@@ -179,10 +183,91 @@ def test_what_is_asked_of_each_event_decides_which_subscriptions_share() -> None
     assert key(plain) == key(elsewhere)
     assert key(plain) != key('subscription { seen: projectEvents(projectId: "a") { sequence } }')
     assert key(plain) != key('subscription { projectEvents(projectId: "a") { sequence type } }')
+    fragment = """subscription { projectEvents(projectId: "a") { ...F } }
+    fragment F on Event { sequence %s }"""
+    assert key(fragment % "") != key(fragment % "type")
     chosen = """subscription ($type: Boolean!, $from: Int) {
       projectEvents(projectId: "a", after: $from) { sequence type @include(if: $type) } }"""
     assert key(chosen, {"type": True, "from": 1}) == key(chosen, {"type": True, "from": 9})
     assert key(chosen, {"type": True}) != key(chosen, {"type": False})
+
+
+async def test_subscriptions_with_fragments_share_by_what_the_fragments_select(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The key printed the executor's fragments, which are (definition,
+    signatures) pairs, not nodes: every subscription with a named fragment
+    was answered "Not an AST Node" on its first event, and ended."""
+    bob = await service.principal("human", "bob")
+    with_fragment = """subscription ($after: Int) {
+      projectEvents(projectId: "demo", after: $after) { ...Seen } }
+    fragment Seen on Event { sequence %s }"""
+    async with (
+        running(service) as base,
+        graphql_ws(base, human.token) as alice_ws,
+        graphql_ws(base, bob.token) as bob_ws,
+    ):
+        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+        after = {"after": log[-1]["sequence"]}
+        alice_op = await alice_ws.subscribe(with_fragment % "type", after)
+        bob_op = await bob_ws.subscribe(with_fragment % "subjectId", after)
+        for title in ("catching up", "shared"):
+            task = await new_task(human, title)
+            alice, bob_got = await _next(alice_ws, alice_op), await _next(bob_ws, bob_op)
+    assert alice["projectEvents"] == {"sequence": bob_got["projectEvents"]["sequence"],
+                                      "type": "task.created"}  # fmt: skip
+    assert bob_got["projectEvents"]["subjectId"] == task
+
+
+async def test_a_subscription_whose_events_cannot_be_shared_runs_its_own(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:  # fmt: skip
+    """Sharing only saves work: a key that cannot be made must not end the
+    subscription (a named fragment's did, with the fault's text sent out)."""
+    from waypost.schema import shared_events
+
+    def unforeseen(*args: Any) -> Any:
+        raise TypeError("a document shape the key did not foresee")
+
+    monkeypatch.setattr(shared_events, "operation_key", unforeseen)
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+        op = await client.subscribe(EVENTS, {"after": log[-1]["sequence"]})
+        task = await new_task(human, "not shared")
+        assert (await _next(client, op))["projectEvents"]["subjectId"] == task
+    assert any("subscription events not shared" in r.getMessage() for r in caplog.records)
+
+
+async def test_only_an_answer_without_errors_is_shared_and_its_task_let_go() -> None:
+    """An error's `locations` point into the document it ran for, so each
+    subscriber with an erring answer runs its own; a finished answer is kept
+    without its task, which held the first subscriber's context (loaders,
+    token) for as long as the answer was remembered."""
+    from graphql import GraphQLError
+
+    from waypost.schema import shared_events
+
+    runs: list[str] = []
+
+    def runner(name: str, result: ExecutionResult) -> Any:
+        async def run() -> ExecutionResult:
+            runs.append(name)
+            await asyncio.sleep(0)
+            return result
+
+        return run
+
+    good, bad = ExecutionResult({"x": 1}), ExecutionResult(None, [GraphQLError("no")])
+    payload, other = object(), object()
+    first = shared_events.answer(payload, "op", runner("first", good))
+    second = shared_events.answer(payload, "op", runner("second", good))
+    assert await first is good and await second is good  # type: ignore[misc]
+    assert runs == ["first"]
+    assert shared_events._ANSWERS[(id(payload), "op")][1] is good  # the answer, no task
+    erring = [shared_events.answer(other, "op", runner(n, bad)) for n in ("a", "b")]
+    assert [await e for e in erring] == [bad, bad]  # type: ignore[misc]
+    assert runs == ["first", "a", "b"] and (id(other), "op") not in shared_events._ANSWERS
 
 
 async def test_a_subscription_keeps_nothing_of_the_events_it_delivered(

@@ -265,13 +265,25 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
             executor._event_subfields = {}
-            if shared_events.is_shared(payload):
-                if self._operation_key is None:  # once per subscription
-                    self._operation_key = shared_events.operation_key(
-                        self.operation, self.fragments, self.variable_values.coerced
-                    )
+            if shared_events.is_shared(payload) and self._shareable():
                 executor._shared_event = (payload, self._operation_key)
         return executor
+
+    def _shareable(self) -> bool:
+        """Whether this subscription's events can be answered by a shared
+        execution: its key made once. Sharing only saves work, so a key that
+        cannot be made (a document shape the key did not foresee) logs and
+        leaves the subscription to run its own, never ends it (a named
+        fragment did: "Not an AST Node" reached the client)."""
+        if self._operation_key is None:
+            try:
+                self._operation_key = shared_events.operation_key(
+                    self.operation, self.fragments, self.variable_values.coerced
+                )
+            except Exception:
+                log.exception("subscription events not shared")
+                self._operation_key = False
+        return self._operation_key is not False
 
     def collect_subfields(self, return_type: GraphQLObjectType, field_details_list: Any) -> Any:
         """graphql-core's memo of collected sub-fields, per event for a

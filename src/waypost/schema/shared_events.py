@@ -14,16 +14,18 @@ each event they are handed as the same object (`projectEvents` hands out
 the hub's own events: `shared_payload`), and each sends its own copy of the
 answer.
 
-Errors are shared with the answer: the same operation fails the same way
-(an object limit, a search limit), and each subscriber's transport reports
-it as before. The execution runs in the context of the subscriber that
-asked first; it is shielded, so that one closing its socket leaves the
-others' answer alone.
+Only answers without errors are shared (an error's `locations` point into
+the document it was executed for): a subscriber handed an answer with
+errors runs its own execution, as before. The execution runs in the context
+of the subscriber that asked first; it is shielded, so that one closing its
+socket leaves the others' answer alone; once finished, the answer is kept
+and its task, which holds that context, let go.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import re
@@ -40,7 +42,9 @@ T = TypeVar("T")
 # Recent (event, operation) answers. Subscribers handed the same event are
 # answered within one wake of the hub, so a short memory serves them all.
 MOST: int = 4096
-_ANSWERS: OrderedDict[Hashable, tuple[object, asyncio.Future[ExecutionResult]]] = OrderedDict()
+_ANSWERS: OrderedDict[
+    Hashable, tuple[object, ExecutionResult | asyncio.Future[ExecutionResult]]
+] = OrderedDict()
 # Payload objects handed to several subscriptions: by the hub item they were
 # made from (kept with it, so that an id is never reused while remembered),
 # and by their own id (what the per-event executor is handed).
@@ -85,7 +89,8 @@ def operation_key(
         asked = f"{root.name.value} {key} {print_ast(root.selection_set)}"
     else:  # a shape the subscriptions here never take: all of it counts
         asked = print_ast(operation)
-    printed = [asked, *(print_ast(fragments[name]) for name in sorted(fragments))]
+    # the executor holds each fragment with its variables' signatures
+    printed = [asked, *(print_ast(fragments[name].definition) for name in sorted(fragments))]
     text = "\n".join(printed)
     # a `$name` inside a string literal only narrows the sharing
     read = {name: variables[name] for name in _VARIABLE.findall(text) if name in variables}
@@ -95,26 +100,59 @@ def operation_key(
 def answer(
     payload: object, operation: Hashable, run: Callable[[], Any]
 ) -> ExecutionResult | Awaitable[ExecutionResult]:
-    """`run()`'s answer to `payload` for `operation`, run once for all who ask."""
+    """`run()`'s answer to `payload` for `operation`, run once for all who ask.
+
+    Only an answer without errors is shared: an error's `locations` point into
+    the document of the subscriber whose execution made it, so each
+    subscriber whose answer has errors runs its own (the same operation fails
+    the same way: that is rare and costs what it did before)."""
     key = (id(payload), operation)
     found = _ANSWERS.get(key)
     if found is None or found[0] is not payload:
         outcome = run()
-        future: asyncio.Future[ExecutionResult]
-        if inspect.isawaitable(outcome):
-            future = asyncio.ensure_future(outcome)
-        else:
-            future = asyncio.get_running_loop().create_future()
-            future.set_result(outcome)
-        _ANSWERS[key] = (payload, future)
+        if not inspect.isawaitable(outcome):
+            _keep(key, payload, outcome)
+            return cast(ExecutionResult, outcome)
+        running = asyncio.ensure_future(outcome)
+        _ANSWERS[key] = (payload, running)
         if len(_ANSWERS) > MOST:
             _ANSWERS.popitem(last=False)
+        running.add_done_callback(functools.partial(_settled, key))
+        return _shielded(running)
+    kept = found[1]
+    if isinstance(kept, ExecutionResult):
+        return kept
+    return _shared_or_own(kept, run)
+
+
+def _keep(key: Hashable, payload: object, result: ExecutionResult) -> None:
+    if not result.errors:
+        _ANSWERS[key] = (payload, result)
+        if len(_ANSWERS) > MOST:
+            _ANSWERS.popitem(last=False)
+
+
+def _settled(key: Hashable, running: asyncio.Future[ExecutionResult]) -> None:
+    """Keep the finished answer, not its task: a task keeps the context it ran
+    in (the first subscriber's loaders and token) for as long as it is held."""
+    entry = _ANSWERS.get(key)
+    if entry is None or entry[1] is not running:
+        return
+    if running.cancelled() or running.exception() is not None or running.result().errors:
+        del _ANSWERS[key]
     else:
-        future = found[1]
-    if future.done() and not future.cancelled() and future.exception() is None:
-        return future.result()
-    return _shielded(future)
+        _ANSWERS[key] = (entry[0], running.result())
 
 
-async def _shielded(future: asyncio.Future[ExecutionResult]) -> ExecutionResult:
-    return await asyncio.shield(future)
+async def _shielded(running: asyncio.Future[ExecutionResult]) -> ExecutionResult:
+    return await asyncio.shield(running)
+
+
+async def _shared_or_own(
+    running: asyncio.Future[ExecutionResult], run: Callable[[], Any]
+) -> ExecutionResult:
+    result = await asyncio.shield(running)
+    if not result.errors:
+        return result
+    own = run()
+    return cast(ExecutionResult, await own if inspect.isawaitable(own) else own)
