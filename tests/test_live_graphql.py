@@ -269,6 +269,18 @@ async def test_only_an_answer_without_errors_is_shared_and_its_task_let_go() -> 
     assert [await e for e in erring] == [bad, bad]  # type: ignore[misc]
     assert runs == ["first", "a", "b"] and (id(other), "op") not in shared_events._ANSWERS
 
+    async def failing() -> ExecutionResult:
+        runs.append("failing")
+        await asyncio.sleep(0)
+        raise RuntimeError("a fault in the first subscriber's execution")
+
+    third = object()
+    failed = shared_events.answer(third, "op", failing)
+    own = shared_events.answer(third, "op", runner("own", good))
+    with pytest.raises(RuntimeError):
+        await failed  # type: ignore[misc]
+    assert await own is good and runs[-2:] == ["failing", "own"]  # type: ignore[misc]
+
 
 async def test_a_subscription_keeps_nothing_of_the_events_it_delivered(
     service: Service, human: Caller, project: str

@@ -151,8 +151,11 @@ async def _shielded(running: asyncio.Future[ExecutionResult]) -> ExecutionResult
 async def _shared_or_own(
     running: asyncio.Future[ExecutionResult], run: Callable[[], Any]
 ) -> ExecutionResult:
-    result = await asyncio.shield(running)
-    if not result.errors:
+    try:
+        result: ExecutionResult | None = await asyncio.shield(running)
+    except Exception:  # the first subscriber's execution failed: run our own
+        result = None
+    if result is not None and not result.errors:
         return result
     own = run()
     return cast(ExecutionResult, await own if inspect.isawaitable(own) else own)
