@@ -46,6 +46,13 @@ async def _next(client: GraphQLWS, op: str) -> dict[str, Any]:
     return payload["data"]
 
 
+async def log_end(caller: Caller) -> dict[str, int]:
+    """`after` at the project's last event: a subscription from there gets
+    only the events written next."""
+    log = (await caller.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+    return {"after": log[-1]["sequence"]}
+
+
 async def close_code_after_init(service: Service, payload: Any) -> int:
     """The code the service closes a socket with after this connection_init."""
     async with running(service) as base:
@@ -140,8 +147,7 @@ async def test_subscriptions_asking_the_same_share_one_execution_of_each_event(
         graphql_ws(base, human.token) as alice_ws,
         graphql_ws(base, bob.token) as bob_ws,
     ):
-        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
-        after = {"after": log[-1]["sequence"]}
+        after = await log_end(human)
         alice_op = await alice_ws.subscribe(EVENTS, after)
         respaced = respaced.replace("$after", str(after["after"]))
         bob_ops = [await bob_ws.subscribe(respaced, {}), await bob_ws.subscribe(narrower, after)]
@@ -207,8 +213,7 @@ async def test_subscriptions_with_fragments_share_by_what_the_fragments_select(
         graphql_ws(base, human.token) as alice_ws,
         graphql_ws(base, bob.token) as bob_ws,
     ):
-        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
-        after = {"after": log[-1]["sequence"]}
+        after = await log_end(human)
         alice_op = await alice_ws.subscribe(with_fragment % "type", after)
         bob_op = await bob_ws.subscribe(with_fragment % "subjectId", after)
         for title in ("catching up", "shared"):
@@ -232,8 +237,7 @@ async def test_a_subscription_whose_events_cannot_be_shared_runs_its_own(
 
     monkeypatch.setattr(shared_events, "operation_key", unforeseen)
     async with running(service) as base, graphql_ws(base, human.token) as client:
-        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
-        op = await client.subscribe(EVENTS, {"after": log[-1]["sequence"]})
+        op = await client.subscribe(EVENTS, await log_end(human))
         task = await new_task(human, "not shared")
         assert (await _next(client, op))["projectEvents"]["subjectId"] == task
     assert any("subscription events not shared" in r.getMessage() for r in caplog.records)
@@ -294,8 +298,7 @@ async def test_a_subscription_keeps_nothing_of_the_events_it_delivered(
         return sum(type(o).__name__ == "CollectedFields" for o in gc.get_objects())
 
     async with running(service) as base, graphql_ws(base, human.token) as client:
-        log = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
-        op = await client.subscribe(EVENTS, {"after": log[-1]["sequence"]})
+        op = await client.subscribe(EVENTS, await log_end(human))
         before = collected_alive()
         for n in range(60):
             await new_task(human, f"task {n}")

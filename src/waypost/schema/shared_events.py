@@ -114,9 +114,7 @@ def answer(
             _keep(key, payload, outcome)
             return cast(ExecutionResult, outcome)
         running = asyncio.ensure_future(outcome)
-        _ANSWERS[key] = (payload, running)
-        if len(_ANSWERS) > MOST:
-            _ANSWERS.popitem(last=False)
+        _remember(key, payload, running)
         running.add_done_callback(functools.partial(_settled, key))
         return _shielded(running)
     kept = found[1]
@@ -127,9 +125,15 @@ def answer(
 
 def _keep(key: Hashable, payload: object, result: ExecutionResult) -> None:
     if not result.errors:
-        _ANSWERS[key] = (payload, result)
-        if len(_ANSWERS) > MOST:
-            _ANSWERS.popitem(last=False)
+        _remember(key, payload, result)
+
+
+def _remember(
+    key: Hashable, payload: object, answer: ExecutionResult | asyncio.Future[ExecutionResult]
+) -> None:
+    _ANSWERS[key] = (payload, answer)
+    if len(_ANSWERS) > MOST:
+        _ANSWERS.popitem(last=False)
 
 
 def _settled(key: Hashable, running: asyncio.Future[ExecutionResult]) -> None:
