@@ -119,6 +119,22 @@ async def test_project_events_replay_then_follow_in_order(
     assert {g["projectId"] for g in got} == {"demo"}  # section 10's project_id
 
 
+async def test_project_events_carry_their_subject_as_it_is_when_delivered(
+    service: Service, human: Caller, project: str
+) -> None:
+    query = """subscription ($after: Int) { projectEvents(projectId: "demo", after: $after) {
+      type project { restId } subject { __typename ... on Task { restId title } } } }"""
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(query, await log_end(human))
+        task_id = await new_task(human, "live")
+        got = (await _next(client, op))["projectEvents"]
+    assert got == {
+        "type": "task.created",
+        "project": {"restId": "demo"},
+        "subject": {"__typename": "Task", "restId": task_id, "title": "live"},
+    }
+
+
 async def test_subscriptions_asking_the_same_share_one_execution_of_each_event(
     service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

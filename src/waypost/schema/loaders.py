@@ -91,6 +91,7 @@ class Loaders:
         self.principal = self._make(self._principals)
         self.project = self._make(self._projects)
         self.policy = self._make(self._policies)
+        self.policy_revision = self._make(self._policy_revisions)
         self.task = self._make(self._tasks)
         self.activities = self._make(self._activities)
         self.decision = self._make(self._decisions)
@@ -164,6 +165,9 @@ class Loaders:
 
     async def _policies(self, ids: Sequence[str]) -> list[Json | None]:
         return await self._read(lambda c: policy.policies_by_ids(c, ids))
+
+    async def _policy_revisions(self, keys: Sequence[tuple[str, int]]) -> list[Json | None]:
+        return await self._read(lambda c: policy.revisions_by_keys(c, keys))
 
     async def _tasks(self, ids: Sequence[str]) -> list[Json | None]:
         now = self.rt.now()

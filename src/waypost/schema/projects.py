@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Annotated, Any, cast
 
 import strawberry
 from strawberry.scalars import JSON
@@ -16,9 +16,9 @@ from waypost.resolvers.projects import operations as projects
 from waypost.resolvers.projects import policy
 from waypost.schema.context import Info
 from waypost.schema.context_packet import ProjectContextFields
-from waypost.schema.decisions import ProjectDecisionFields
+from waypost.schema.decisions import Decision, ProjectDecisionFields, load_decision
 from waypost.schema.errors import UserError, mutate, split_input
-from waypost.schema.knowledge import ProjectKnowledgeFields
+from waypost.schema.knowledge import Knowledge, ProjectKnowledgeFields, load_knowledge
 from waypost.schema.principals import Principal, PrincipalKind, load_principal
 from waypost.schema.relay import (
     NODE_RESOLVERS,
@@ -29,7 +29,7 @@ from waypost.schema.relay import (
     global_id,
     window,
 )
-from waypost.schema.tasks import ProjectTaskFields
+from waypost.schema.tasks import ProjectTaskFields, Task, load_task
 
 
 @strawberry.enum
@@ -139,6 +139,17 @@ class Event:
             return None
         return await load_principal(info, self.actor_id)
 
+    @strawberry.field(description="The project whose log holds the event.")
+    async def project(self, info: Info) -> Project | None:
+        return await load_project(info, self.project_id)
+
+    @strawberry.field(
+        description="The record that changed, as it is now; for a policy change, the"
+        " revision the change wrote (the record as it was then)."
+    )
+    async def subject(self, info: Info) -> EventSubject | None:
+        return await _load_subject(info, self)
+
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Event:
         return cls(
@@ -237,6 +248,33 @@ async def load_project(info: Info, project_id: str) -> Project | None:
 
 
 NODE_RESOLVERS["Project"] = load_project
+
+EventSubject = Annotated[
+    Project | PolicyRevision | Task | Knowledge | Decision,
+    strawberry.union("EventSubject", description="The record an event is about."),
+]
+
+
+async def _load_subject(info: Info, event: Event) -> EventSubject | None:
+    """The event's record by its `subjectType`: every type a project's log
+    holds (sessions' events have no project, so no project's log shows them)."""
+    kind, subject_id = event.subject_type, event.subject_id
+    if kind == "project":
+        return await load_project(info, subject_id)
+    if kind == "policy":
+        data = cast(dict[str, Any], event.data)  # the JSON scalar holds an object here
+        key = (subject_id, data["revision"])
+        found = await info.context.loaders.policy_revision.load(key)
+        return PolicyRevision.from_json(found) if found else None
+    if kind == "task":
+        return await load_task(info, subject_id)
+    if kind == "knowledge":
+        # a record's events, feedback given through sharing too, are logged
+        # in its own project: shown as that project sees it
+        return await load_knowledge(info, subject_id, viewed_from=event.project_id)
+    if kind == "decision":
+        return await load_decision(info, subject_id)
+    return None
 
 
 @strawberry.type

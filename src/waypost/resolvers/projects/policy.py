@@ -138,6 +138,14 @@ async def history(
     return await rt.db.read(lambda conn: history_sync(conn, project_id, cursor, limit, backward))
 
 
+def revisions_by_keys(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, int]]
+) -> list[dict[str, Any] | None]:
+    """The history entries named by (project id, revision), None where there is none."""
+    rows = store.policy_revisions_by_keys(conn, keys)
+    return [policy_revision_json(r) if (r := rows.get(k)) else None for k in keys]
+
+
 def policies_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[dict[str, Any] | None]:
     """The current policy of each project of `ids` (None for an unknown id)."""
     rows = store.projects_by_ids(conn, ids)

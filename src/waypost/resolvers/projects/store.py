@@ -121,6 +121,19 @@ def projects_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, s
     return {r["id"]: r for r in rows}
 
 
+def policy_revisions_by_keys(
+    conn: sqlite3.Connection, keys: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], sqlite3.Row]:
+    """History rows by (project id, revision) in one statement (the events'
+    `subject` of a policy change)."""
+    rows = conn.execute(
+        "SELECT * FROM policy_revisions WHERE (project_id, revision) IN"
+        " (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))",
+        (json.dumps(sorted(set(keys))),),
+    ).fetchall()
+    return {(r["project_id"], r["revision"]): r for r in rows}
+
+
 def insert_project(
     conn: sqlite3.Connection, project_id: str, name: str, actor_id: str, actor_kind: str, at: str
 ) -> None:
