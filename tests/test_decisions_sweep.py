@@ -326,3 +326,59 @@ async def test_a_unit_stops_answering_when_its_time_is_up_and_the_pass_goes_on(
     monkeypatch.setattr(service.rt.db, "write", counted)
     assert await run_sweep(service) == 4
     assert units == [0, 1, 1, 1, 1, 0]  # the receipts' one empty unit, then the decisions
+
+
+async def test_only_a_pass_that_did_something_logs_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every pass logged `sweep: {...: 0}` at INFO, one line every
+    --sweep-interval whether or not it did anything."""
+    clock_file = tmp_path / "clock"
+    clock_file.write_text("2026-11-29T18:00:00.000Z")
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=0.02, clock_file=clock_file)
+    app = create_app(settings)
+
+    def sweep_lines(level: str) -> list[str]:
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "waypost" and r.levelname == level and r.getMessage().startswith("sweep:")
+        ]
+
+    def runs() -> float:
+        registry = app.state.runtime.metrics.registry
+        return registry.get_sample_value("waypost_sweep_runs_total", {"outcome": "ok"}) or 0.0
+
+    async def passes(n: int) -> None:
+        start = runs()
+        for _ in range(500):
+            if runs() >= start + n:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("the sweep did not run")
+
+    with caplog.at_level("DEBUG", logger="waypost"):
+        async with app.router.lifespan_context(app):
+            rt = app.state.runtime
+            created = await rt.db.write(
+                lambda conn: principals.create_principal(conn, "human", "hana", "2026-11-29T18:00Z")
+            )
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://w.test") as client:
+                human = Caller(client, created["principal_id"], "human", created["token"])
+                assert (
+                    await human.post("/api/v1/projects", {"id": "demo", "name": "D"})
+                ).is_success
+                await passes(3)
+                assert sweep_lines("INFO") == []
+                assert len(sweep_lines("DEBUG")) >= 3
+                task = await new_task(human)
+                r = await human.post(
+                    f"{BASE}/decisions",
+                    decision_body([task], required_actor="either", recommendation="Proceed",
+                                  reversible=True),
+                )  # fmt: skip
+                assert r.status_code == 201, r.text
+                write_clock(clock_file, "2026-11-30T18:00:00.000Z")
+                await passes(2)
+    assert sweep_lines("INFO") == ["sweep: {'receipts_purged': 0, 'decisions_timed_out': 1}"]

@@ -173,7 +173,9 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         await asyncio.sleep(interval)
         try:
             report = await sweep.run_once(rt)
-            log.info("sweep: %s", report)
+            # a pass that did nothing is no news: one INFO line every
+            # --sweep-interval buried the lines that say something
+            log.log(logging.INFO if any(report.values()) else logging.DEBUG, "sweep: %s", report)
             rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
             log.warning("sweep skipped: %s", error.message)
