@@ -345,6 +345,7 @@ def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World
         pytest.skip("no subscriptions to refuse")
     page = tab.page
     sockets: list[Any] = []
+    refusals: list[str] = []
 
     def refuse(ws: Any) -> None:
         sockets.append(ws)
@@ -355,6 +356,7 @@ def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World
                 ws.send(json.dumps({"type": "connection_ack"}))
             elif kind == "subscribe":
                 ident = json.loads(message)["id"]
+                refusals.append(ident)
                 ws.send(
                     json.dumps(
                         {
@@ -378,9 +380,12 @@ def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World
     page.route_web_socket("**/graphql", refuse)
     tab.sign_in(world.alice.token)
     page.wait_for_function("() => document.documentElement.dataset.live === 'poll'")
-    time.sleep(2.5)  # past the 1.5 s after the ack in which a refusal still counts
+    # the handler answers only while Playwright waits (never in time.sleep): a
+    # sleep here held the refusal past the page's 1.5 s, and the page went live
+    _wait_for_held(page, refusals, "the page never subscribed")
+    page.wait_for_timeout(2500)  # past the 1.5 s after the ack in which a refusal counts
     assert page.evaluate("document.documentElement.dataset.live") == "poll"
-    assert len(sockets) == 1
+    assert len(sockets) == 1 and len(refusals) == 1
 
 
 def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:
