@@ -27,6 +27,7 @@ from mcp.types import JSONRPCMessage
 
 from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session, text
 from tests.serve_support import START, start, write_clock
+from waypost.resolvers.core.receipts import Idempotency
 
 pytestmark = pytest.mark.slow
 
@@ -352,6 +353,43 @@ async def test_a_retried_mutating_call_does_not_write_twice(
         envelope = json.loads(own.content[0].text.splitlines()[-1])  # type: ignore[union-attr]
         assert envelope["error"]["details"] == {"field": "idempotency_key"}
     assert len(waypost.events(project, "knowledge.created")) == 3
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_retry_the_schema_now_refuses_gets_its_stored_answer(
+    waypost: Waypost, transport: str
+) -> None:
+    """A write that committed under an earlier build, retried after an upgrade
+    that tightened its rules: REST replays its stored answer, and the tool
+    refused it `invalid_request` (its schema was checked before the key was
+    looked up), so an agent would write it again under a new key."""
+    project = waypost.project(f"upgrade-{transport}")
+    human = waypost.principal("human", f"upgrader-{transport}")
+    me = waypost.rest("GET", "/api/v1/me", token=human).json()["principal"]["id"]
+    # the body an earlier build took: without the `body` this build requires
+    earlier = {"kind": "fact", "title": "Taken before"}
+    stored = {"id": "made-earlier", "note": "as an earlier build answered"}
+    operation = f"POST /api/v1/projects/{project}/knowledge"
+    idem = Idempotency.for_request(f"up-{transport}", operation=operation, body=earlier)
+    conn = sqlite3.connect(waypost.server.db)
+    with conn:
+        conn.execute(
+            "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+            " VALUES (?, ?, ?, 201, ?, '2026-11-29T18:00:00.000Z')",
+            (me, idem.key, idem.fingerprint, json.dumps(stored)),
+        )
+    conn.close()
+    async with session(transport, waypost.url, human) as s:
+        retry = await call(s, "knowledge_record", project=project, idempotency_key=idem.key,
+                           **earlier)  # fmt: skip
+        assert retry == stored
+        # the same arguments under another key, or others under this key:
+        # refused for what they are, in the tool's words
+        for key, title in ((f"up-{transport}-2", "Taken before"), (idem.key, "Another")):
+            said = await refused(s, "knowledge_record", project=project, idempotency_key=key,
+                                 kind="fact", title=title)  # fmt: skip
+            assert said.startswith("invalid_request:") and "body is required" in said
+    assert waypost.events(project, "knowledge.created") == []
 
 
 async def _raw_request(s: ClientSession, message: dict[str, Any]) -> dict[str, Any]:

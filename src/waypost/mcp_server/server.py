@@ -33,10 +33,11 @@ from waypost.ids import SLUG_CHARS
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
-from waypost.mcp_server.backend import Backend
-from waypost.mcp_server.calls import ApiError
+from waypost.mcp_server.backend import ROUTES, Backend
+from waypost.mcp_server.calls import ApiError, Reply
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
+from waypost.rest.routing import decode_body
 
 T = TypeVar("T")
 
@@ -135,6 +136,48 @@ async def _route_call(
         return reply.body
 
     return await _once_more_if_session_ended(state, session_for, call)
+
+
+async def _answer_of_a_retry(
+    tool: tools.RouteTool | None,
+    backend: Backend,
+    state: McpState,
+    args: dict[str, Any],
+    request_id: Any,
+) -> Reply | None:
+    """What REST answers a write whose arguments the tool's schema refused,
+    when that answer is the stored one of an earlier call with its key.
+
+    REST looks a key up before it refuses a body its decoding refuses: a
+    retry of a write that committed under an earlier build, whose rules an
+    upgrade tightened, gets its stored answer, not `invalid_request` (which
+    would tell the agent its write failed, and it would write again under a
+    new key). The schema is those rules, so a refused call whose body REST's
+    decoding refuses too is sent on: REST replays it, or refuses it without
+    running anything. A body REST decodes is not sent (its own operation
+    would run); nor is one whose route or key the refusal is about."""
+    if tool is None or not tool.mutating:
+        return None
+    # argument name -> the route's path placeholder
+    placeholders = {"project": "project"} if tool.project_arg else {}
+    placeholders.update({name: placeholder for name, (placeholder, _) in tool.path_args.items()})
+    placed = {p: v for name, p in placeholders.items() if isinstance(v := args.get(name), str)}
+    key = args.get("idempotency_key", derived_key(state, request_id))
+    if len(placed) != len(placeholders) or not isinstance(key, str):
+        return None
+    body = {k: v for k, v in args.items() if k not in placeholders and k != "idempotency_key"}
+    try:
+        decode_body(ROUTES[(tool.method, tool.path)], body)
+        return None
+    except WaypostError:
+        pass  # refused by REST too: no operation can run
+    try:
+        reply = await backend.call(
+            tool.method, tool.path, placed, body=body, idempotency_key=key
+        )  # fmt: skip
+    except ApiError:
+        return None  # the refusal stands; the schema's words say it in arguments
+    return reply
 
 
 async def _once_more_if_session_ended(
@@ -290,6 +333,10 @@ def build_server(
         project = arguments.get("project")
         refused = checker.refusal(name, arguments)
         if refused is not None:
+            tool = by_name.get(name)
+            earlier = await _answer_of_a_retry(tool, backend, state, arguments, ctx.request_id)
+            if earlier is not None:
+                return _result(earlier.body)
             return _error(explain(refused, project if isinstance(project, str) else None))
         arguments = _whole_numbers(arguments)
         state.agent.carry(backend)

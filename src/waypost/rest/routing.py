@@ -130,8 +130,7 @@ async def call_for(
     if not route.is_mutation:
         return Call(rt, actor, params, query, None, None)
     try:
-        body: Any = convert(value, route.body or _Empty)
-        refuse_nul(value)
+        body = decode_body(route, value)
     except InvalidRequest:
         earlier = await _earlier_answer(rt, actor, key, operation, value)
         if earlier is not None:
@@ -139,6 +138,14 @@ async def call_for(
         raise
     idem = Idempotency.for_request(key, operation=operation, body=value)
     return Call(rt, actor, params, query, body, idem)
+
+
+def decode_body(route: RestRoute, value: Any) -> Any:
+    """A mutation's body `value` decoded by the route's model, or the
+    InvalidRequest naming what this build refuses in it."""
+    body: Any = convert(value, route.body or _Empty)
+    refuse_nul(value)
+    return body
 
 
 async def _earlier_answer(
