@@ -385,7 +385,7 @@ def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World
     _wait_for_held(page, refusals, "the page never subscribed")
     page.wait_for_timeout(2500)  # past the 1.5 s after the ack in which a refusal counts
     assert page.evaluate("document.documentElement.dataset.live") == "poll"
-    assert len(sockets) == 1 and len(refusals) == 1
+    assert len(sockets) == 1  # one subscription per project, all refused on it
 
 
 def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:
