@@ -725,6 +725,26 @@ async def test_a_body_near_the_transports_bound_gets_its_413(waypost: Waypost) -
     assert refusal["id"] is None and refusal["error"]["code"] == -32600, refusal
 
 
+async def test_a_call_over_the_body_limit_is_refused_and_the_session_goes_on(
+    waypost: Waypost,
+) -> None:
+    """Over 272 KiB the endpoint answered HTTP 413 even in a live session: the
+    official client raises on any status but 2xx and 404, so the call and
+    every later one of the session failed. Now the refusal is the call's
+    own JSON-RPC error (HTTP 200, as a refused argument's), and the session
+    works on."""
+    project = waypost.project("oversized")
+    agent = waypost.principal("agent", "oversized-sender")
+    args = {"project": project, "kind": "fact", "title": "Big", "body": "b"}
+    async with session("http", waypost.url, agent) as s:
+        with pytest.raises(McpError) as refused_call:
+            await s.call_tool("knowledge_record", {**args, "applicability": "y" * 290_000})
+        assert refused_call.value.error.code == -32600
+        assert "MCP bodies are limited to" in refused_call.value.error.message
+        made = await call(s, "knowledge_record", **args)
+    assert [e["subject_id"] for e in waypost.events(project, "knowledge.created")] == [made["id"]]
+
+
 async def test_a_request_id_still_running_in_its_session_is_refused_not_lost(
     waypost: Waypost,
 ) -> None:

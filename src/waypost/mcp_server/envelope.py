@@ -68,6 +68,8 @@ class Refusal:
     # official client's /mcp session (its writer raised on the 400), and
     # over stdio it logged the `"id": null` answer as unreadable.
     silent: bool = False
+    # the HTTP status of its answer outside a live session (inside one, 200)
+    status: int = 400
 
     def as_json(self) -> dict[str, Any]:
         error = {"code": self.code, "message": self.message}

@@ -388,9 +388,10 @@ class McpEndpoint:
                 # is refused with its id where one is found (the official
                 # client waited for ever on a 413 with `"id": null`)
                 body, receive = await buffer_body(scope, receive, ID_SEARCH_MAX, "MCP bodies")
-                if len(body) > BODY_LIMIT:
-                    found = request_id_quickly(body)
-                    await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE, found)
+                too_large = len(body) > BODY_LIMIT
+                found = request_id_quickly(body) if too_large else None
+                if too_large and found is None:
+                    await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
                     return
             except ClientDisconnect:
                 return
@@ -400,11 +401,17 @@ class McpEndpoint:
             except WaypostError as error:
                 await _json_rpc_error(send, error.status, INVALID_REQUEST, error.message)
                 return
-            message = read_message(body)
-            refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
-            if refusal is not None and refusal.code != INVALID_PARAMS and not refusal.silent:
-                await send_json(send, 400, refusal.as_json())
-                return
+            if too_large:
+                # answered as a refused argument is, with its id: 200 in a
+                # live session, where the official client took a 413 for the
+                # transport failing and ended the whole session
+                message = Refusal(found, INVALID_REQUEST, TOO_LARGE, status=413)
+            else:
+                message = read_message(body)
+                refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
+                if refusal is not None and refusal.code != INVALID_PARAMS and not refusal.silent:
+                    await send_json(send, 400, refusal.as_json())
+                    return
         repeated = _repeated_header(scope)
         if repeated is not None:
             await _json_rpc_error(send, 400, INVALID_REQUEST, repeated, _id_of(message))
@@ -439,7 +446,7 @@ class McpEndpoint:
             # of headers and origin: in a live session an answer to it (200),
             # as the SDK gives one (the official client took a 400 for the
             # transport failing and dropped the session); outside one, 400
-            status = 200 if session_id in live else 400
+            status = 200 if session_id in live else message.status
             await send_json(send, status, message.as_json())
             return
         refused = _refused_in_session(message, scope) if session_id in live else None
