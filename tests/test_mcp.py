@@ -392,6 +392,29 @@ async def test_a_retry_the_schema_now_refuses_gets_its_stored_answer(
     assert waypost.events(project, "knowledge.created") == []
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_repeated_tag_under_a_used_key_is_answered_as_rest_answers_it(
+    waypost: Waypost, transport: str
+) -> None:
+    """REST refuses a repeated tag after it looked the key up: under a used key
+    it says `422 idempotency_key_reused`. The tool refused the repeat from its
+    schema first, `invalid_request`, whatever the key held."""
+    project = waypost.project(f"repeats-{transport}")
+    human = waypost.principal("human", f"repeater-{transport}")
+    args = {"project": project, "kind": "fact", "title": "t", "body": "b"}
+    async with session(transport, waypost.url, human) as s:
+        await call(s, "knowledge_record", idempotency_key="rep-1", **args)
+        reused = await refused(s, "knowledge_record", idempotency_key="rep-1",
+                               **{**args, "body": "other", "tags": ["x", "x"]})  # fmt: skip
+        assert reused.startswith("idempotency_key_reused:"), reused
+        fresh = await refused(s, "knowledge_record", idempotency_key="rep-2",
+                              **{**args, "tags": ["x", "x"]})  # fmt: skip
+        assert fresh.startswith("invalid_request:")
+        # REST's refusal, naming the repeat as REST does
+        assert json.loads(fresh.splitlines()[-1])["error"]["details"]["field"] == "tags[1]"
+    assert len(waypost.events(project, "knowledge.created")) == 1
+
+
 async def _raw_request(s: ClientSession, message: dict[str, Any]) -> dict[str, Any]:
     """Send one JSON-RPC request with a chosen id through the client's own
     transport, as a transport that resends a request does, and read its result.

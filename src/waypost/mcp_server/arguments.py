@@ -26,7 +26,7 @@ class ArgumentChecker:
 
     def __init__(self, schemas: dict[str, dict[str, Any]]) -> None:
         self._validators = {
-            name: jsonschema.validators.validator_for(schema)(schema)
+            name: jsonschema.validators.validator_for(schema)(_left_to_rest(schema))
             for name, schema in schemas.items()
         }
 
@@ -42,6 +42,21 @@ class ArgumentChecker:
             return None
         field, message = _explain(error)
         return ApiError("invalid_request", message, {"field": field}, 400)
+
+
+def _left_to_rest(node: Any) -> Any:
+    """The schema without `uniqueItems`: REST refuses a repeated tag, option,
+    task id or scope value in the operation, after it looked the key up, so
+    under a used key it answers the stored answer or `422
+    idempotency_key_reused`. Refused here, before the key was looked up, the
+    same call got `invalid_request` through a tool (and a retry of a write
+    an earlier build took, after an upgrade added such a rule, was told its
+    committed write was invalid). The tools list the rule all the same."""
+    if isinstance(node, dict):
+        return {k: _left_to_rest(v) for k, v in node.items() if k != "uniqueItems"}
+    if isinstance(node, list):
+        return [_left_to_rest(v) for v in node]
+    return node
 
 
 def _path(parts: Iterable[str | int]) -> str:
