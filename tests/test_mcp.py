@@ -362,7 +362,9 @@ async def test_a_retry_the_schema_now_refuses_gets_its_stored_answer(
     """A write that committed under an earlier build, retried after an upgrade
     that tightened its rules: REST replays its stored answer, and the tool
     refused it `invalid_request` (its schema was checked before the key was
-    looked up), so an agent would write it again under a new key."""
+    looked up), so an agent would write it again under a new key. In process
+    (/mcp) it replays; `waypost mcp` cannot know the decoding of the service
+    it reaches (another build's, maybe), so it keeps its schema's refusal."""
     project = waypost.project(f"upgrade-{transport}")
     human = waypost.principal("human", f"upgrader-{transport}")
     me = waypost.rest("GET", "/api/v1/me", token=human).json()["principal"]["id"]
@@ -380,16 +382,37 @@ async def test_a_retry_the_schema_now_refuses_gets_its_stored_answer(
         )
     conn.close()
     async with session(transport, waypost.url, human) as s:
-        retry = await call(s, "knowledge_record", project=project, idempotency_key=idem.key,
-                           **earlier)  # fmt: skip
-        assert retry == stored
+        if transport == "http":
+            retry = await call(s, "knowledge_record", project=project,
+                               idempotency_key=idem.key, **earlier)  # fmt: skip
+            assert retry == stored
         # the same arguments under another key, or others under this key:
         # refused for what they are, in the tool's words
-        for key, title in ((f"up-{transport}-2", "Taken before"), (idem.key, "Another")):
+        tries = [(f"up-{transport}-2", "Taken before"), (idem.key, "Another")]
+        if transport == "stdio":
+            tries.append((idem.key, "Taken before"))
+        for key, title in tries:
             said = await refused(s, "knowledge_record", project=project, idempotency_key=key,
                                  kind="fact", title=title)  # fmt: skip
             assert said.startswith("invalid_request:") and "body is required" in said
     assert waypost.events(project, "knowledge.created") == []
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_refused_call_never_reaches_another_route(waypost: Waypost, transport: str) -> None:
+    """Sent on for a retry's sake, a `knowledge_correct` of project `.` and
+    record `policy` reached `PATCH /api/v1/projects/knowledge/policy` over
+    stdio (the URL's `.` segment dropped): another project's policy was
+    rewritten by a call its tool refused."""
+    if waypost.rest("GET", "/api/v1/projects/knowledge").status_code == 404:
+        waypost.project("knowledge")  # one project for both transports' runs
+    human = waypost.principal("human", f"retargeter-{transport}")
+    async with session(transport, waypost.url, human) as s:
+        said = await refused(s, "knowledge_correct", project=".", knowledge_id="policy",
+                             expected_revision=1, rules="rewritten")  # fmt: skip
+        assert said.startswith("invalid_request:")
+    policy = waypost.rest("GET", "/api/v1/projects/knowledge/policy").json()
+    assert policy["revision"] == 1 and policy["rules"] != "rewritten"
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -30,6 +30,18 @@ class ArgumentChecker:
             for name, schema in schemas.items()
         }
 
+    def fit(self, tool: str, arguments: dict[str, Any]) -> bool:
+        """Whether each of `arguments` (some of a call's) is valid on its own,
+        by its property's schema."""
+        validator = self._validators.get(tool)
+        if validator is None or not isinstance(validator.schema, dict):
+            return False
+        properties = validator.schema.get("properties", {})
+        return all(
+            name in properties and validator.evolve(schema=properties[name]).is_valid(value)
+            for name, value in arguments.items()
+        )
+
     def refusal(self, tool: str, arguments: dict[str, Any]) -> ApiError | None:
         """`invalid_request` for the first problem with `arguments`, or None."""
         validator = self._validators.get(tool)

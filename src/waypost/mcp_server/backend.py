@@ -29,6 +29,9 @@ from waypost.runtime import Actor, Runtime
 
 
 class Backend(Protocol):
+    # whether the REST routes it calls decode with this process's models
+    decodes_here: bool
+
     async def call(
         self,
         method: str,
@@ -59,6 +62,8 @@ def has_route(method: str, path: str) -> bool:
 
 class LocalBackend:
     """Runs the REST route's handler in this process, as the authenticated actor."""
+
+    decodes_here = True
 
     def __init__(self, rt: Runtime, actor: Actor) -> None:
         self.rt = rt
@@ -116,6 +121,8 @@ class LocalBackend:
 class HttpBackend:
     """Calls the REST API of a running Waypost with a bearer token."""
 
+    decodes_here = False  # the service may run another build
+
     def __init__(self, client: httpx.AsyncClient) -> None:
         self.client = client
         self._kind: str | None = None
@@ -141,7 +148,7 @@ class HttpBackend:
         idempotency_key: str | None = None,
         session_id: str | None = None,
     ) -> Reply:
-        url = path.format(**{k: quote(v, safe="") for k, v in params.items()})
+        url = path.format(**{k: _segment(v) for k, v in params.items()})
         headers: dict[str, str] = {}
         if idempotency_key is not None:
             headers["Idempotency-Key"] = idempotency_key
@@ -188,6 +195,15 @@ class HttpBackend:
             )
         replayed = response.headers.get("idempotent-replayed") == "true"
         return Reply(response.status_code, data, replayed)
+
+
+def _segment(value: str) -> str:
+    """`value` as one path segment: percent-encoded, and `.` or `..` with
+    their dots encoded too, which a URL's path otherwise drops or climbs
+    (`/projects/./knowledge/policy` is `/projects/knowledge/policy`, another
+    route); REST decodes them back and answers for the value as sent."""
+    quoted = quote(value, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 def _too_long_for_a_url(query: dict[str, str] | None) -> ApiError:

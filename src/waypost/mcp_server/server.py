@@ -144,6 +144,7 @@ async def _answer_of_a_retry(
     state: McpState,
     args: dict[str, Any],
     request_id: Any,
+    checker: ArgumentChecker,
 ) -> Reply | None:
     """What REST answers a write whose arguments the tool's schema refused,
     when that answer is the stored one of an earlier call with its key.
@@ -155,8 +156,13 @@ async def _answer_of_a_retry(
     new key). The schema is those rules, so a refused call whose body REST's
     decoding refuses too is sent on: REST replays it, or refuses it without
     running anything. A body REST decodes is not sent (its own operation
-    would run); nor is one whose route or key the refusal is about."""
-    if tool is None or not tool.mutating:
+    would run); nor is one whose route or key the refusal is about.
+
+    In process only: there REST's decoding is this process's. `waypost mcp`
+    reaches a service that may run another build, whose decoding may take
+    what this one refuses (a newer `waypost mcp` before an older service):
+    sent on, such a call was written though its tool refused it."""
+    if tool is None or not tool.mutating or not backend.decodes_here:
         return None
     # argument name -> the route's path placeholder
     placeholders = {"project": "project"} if tool.project_arg else {}
@@ -165,6 +171,8 @@ async def _answer_of_a_retry(
     key = args.get("idempotency_key", derived_key(state, request_id))
     if len(placed) != len(placeholders) or not isinstance(key, str):
         return None
+    if not checker.fit(tool.name, {name: args[name] for name in placeholders}):
+        return None  # the refusal is about the route (a project `.`), not the body
     body = {k: v for k, v in args.items() if k not in placeholders and k != "idempotency_key"}
     try:
         decode_body(ROUTES[(tool.method, tool.path)], body)
@@ -334,7 +342,13 @@ def build_server(
         refused = checker.refusal(name, arguments)
         if refused is not None:
             tool = by_name.get(name)
-            earlier = await _answer_of_a_retry(tool, backend, state, arguments, ctx.request_id)
+            try:
+                earlier = await _answer_of_a_retry(
+                    tool, backend, state, arguments, ctx.request_id, checker
+                )
+            except Exception:
+                log.exception("MCP tool %s failed", name)
+                return _error(explain(ApiError("internal", "internal error", {}, 500)))
             if earlier is not None:
                 return _result(earlier.body)
             return _error(explain(refused, project if isinstance(project, str) else None))
