@@ -241,3 +241,13 @@ def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(
     named = set(re.findall(r"\b(?:task|decision|knowledge)_[a-z]+\b", said))
     named -= {"task_id", "task_ids", "decision_id", "knowledge_id"}
     assert named <= {t.name for t in tool_list()}, named
+
+
+def test_fit_judges_each_argument_by_its_own_schema() -> None:
+    """What the retry path asks before it sends a refused call on: a path
+    argument REST would read as another route (`.`) does not fit."""
+    assert CHECKER.fit("knowledge_correct", {"project": "demo", "knowledge_id": "kn_1"})
+    assert not CHECKER.fit("knowledge_correct", {"project": ".", "knowledge_id": "kn_1"})
+    assert not CHECKER.fit("knowledge_correct", {"project": "demo", "knowledge_id": ".."})
+    assert not CHECKER.fit("knowledge_correct", {"no_such_argument": "x"})
+    assert not CHECKER.fit("no_such_tool", {"project": "demo"})
