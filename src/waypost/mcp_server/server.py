@@ -171,8 +171,9 @@ async def _answer_of_a_retry(
     key = args.get("idempotency_key", derived_key(state, request_id))
     if len(placed) != len(placeholders) or not isinstance(key, str):
         return None
-    if not checker.fit(tool.name, {name: args[name] for name in placeholders}):
-        return None  # the refusal is about the route (a project `.`), not the body
+    named = [*placeholders, *(["idempotency_key"] if "idempotency_key" in args else [])]
+    if not checker.fit(tool.name, {name: args[name] for name in named}):
+        return None  # the refusal is about the route (a project `.`) or the key
     body = {k: v for k, v in args.items() if k not in placeholders and k != "idempotency_key"}
     try:
         decode_body(ROUTES[(tool.method, tool.path)], body)
