@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -212,7 +214,10 @@ async def test_a_timed_out_allow_goes_stale_on_a_judged_edit_and_can_be_reopened
     assert r.status_code == 200 and r.json()["status"] == "pending"
 
 
-async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def sweeping(tmp_path: Path) -> AsyncIterator[tuple[Any, Caller, Path]]:
+    """An app whose sweep runs every 20 ms on a file clock, with project
+    `demo` and a human in it: (app, human, clock file)."""
     clock_file = tmp_path / "clock"
     clock_file.write_text("2026-11-29T18:00:00.000Z")
     settings = Settings(db_path=tmp_path / "w.db", sweep_interval=0.02, clock_file=clock_file)
@@ -226,21 +231,32 @@ async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> 
         async with httpx.AsyncClient(transport=transport, base_url="http://w.test") as client:
             human = Caller(client, created["principal_id"], "human", created["token"])
             assert (await human.post("/api/v1/projects", {"id": "demo", "name": "D"})).is_success
-            task = await new_task(human)
-            r = await human.post(
-                f"{BASE}/decisions",
-                decision_body([task], required_actor="either", recommendation="Proceed",
-                              reversible=True),
-            )  # fmt: skip
-            decision = r.json()["id"]
-            write_clock(clock_file, "2026-11-30T18:00:00.000Z")  # the sweep reads it meanwhile
-            for _ in range(250):  # the sweep runs every 20 ms; give it up to 5 s
-                found = await get_decision(human, decision)
-                if found["status"] == "allowed":
-                    break
-                await asyncio.sleep(0.02)
-            assert found["status"] == "allowed"
-            assert found["current"]["answer"]["at"] == "2026-11-30T18:00:00.000Z"
+            yield app, human, clock_file
+
+
+async def open_timing_out(human: Caller) -> str:
+    """A decision the sweep answers once 24 hours have passed."""
+    task = await new_task(human)
+    r = await human.post(
+        f"{BASE}/decisions",
+        decision_body([task], required_actor="either", recommendation="Proceed", reversible=True),
+    )
+    assert r.status_code == 201, r.text
+    decision_id: str = r.json()["id"]
+    return decision_id
+
+
+async def test_the_sweep_inside_serve_follows_the_clock_file(tmp_path: Path) -> None:
+    async with sweeping(tmp_path) as (_, human, clock_file):
+        decision = await open_timing_out(human)
+        write_clock(clock_file, "2026-11-30T18:00:00.000Z")  # the sweep reads it meanwhile
+        for _ in range(250):  # the sweep runs every 20 ms; give it up to 5 s
+            found = await get_decision(human, decision)
+            if found["status"] == "allowed":
+                break
+            await asyncio.sleep(0.02)
+        assert found["status"] == "allowed"
+        assert found["current"]["answer"]["at"] == "2026-11-30T18:00:00.000Z"
 
 
 async def test_the_sweep_reads_the_time_under_the_writer_lock(
@@ -333,10 +349,6 @@ async def test_only_a_pass_that_did_something_logs_at_info(
 ) -> None:
     """Every pass logged `sweep: {...: 0}` at INFO, one line every
     --sweep-interval whether or not it did anything."""
-    clock_file = tmp_path / "clock"
-    clock_file.write_text("2026-11-29T18:00:00.000Z")
-    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=0.02, clock_file=clock_file)
-    app = create_app(settings)
 
     def sweep_lines(level: str) -> list[str]:
         return [
@@ -345,40 +357,26 @@ async def test_only_a_pass_that_did_something_logs_at_info(
             if r.name == "waypost" and r.levelname == level and r.getMessage().startswith("sweep:")
         ]
 
-    def runs() -> float:
-        registry = app.state.runtime.metrics.registry
-        return registry.get_sample_value("waypost_sweep_runs_total", {"outcome": "ok"}) or 0.0
-
-    async def passes(n: int) -> None:
-        start = runs()
-        for _ in range(500):
-            if runs() >= start + n:
-                return
-            await asyncio.sleep(0.01)
-        raise AssertionError("the sweep did not run")
-
     with caplog.at_level("DEBUG", logger="waypost"):
-        async with app.router.lifespan_context(app):
-            rt = app.state.runtime
-            created = await rt.db.write(
-                lambda conn: principals.create_principal(conn, "human", "hana", "2026-11-29T18:00Z")
-            )
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://w.test") as client:
-                human = Caller(client, created["principal_id"], "human", created["token"])
-                assert (
-                    await human.post("/api/v1/projects", {"id": "demo", "name": "D"})
-                ).is_success
-                await passes(3)
-                assert sweep_lines("INFO") == []
-                assert len(sweep_lines("DEBUG")) >= 3
-                task = await new_task(human)
-                r = await human.post(
-                    f"{BASE}/decisions",
-                    decision_body([task], required_actor="either", recommendation="Proceed",
-                                  reversible=True),
-                )  # fmt: skip
-                assert r.status_code == 201, r.text
-                write_clock(clock_file, "2026-11-30T18:00:00.000Z")
-                await passes(2)
+        async with sweeping(tmp_path) as (app, human, clock_file):
+
+            def runs() -> float:
+                registry = app.state.runtime.metrics.registry
+                found = registry.get_sample_value("waypost_sweep_runs_total", {"outcome": "ok"})
+                return found or 0.0
+
+            async def passes(n: int) -> None:
+                start = runs()
+                for _ in range(500):
+                    if runs() >= start + n:
+                        return
+                    await asyncio.sleep(0.01)
+                raise AssertionError("the sweep did not run")
+
+            await passes(3)
+            assert sweep_lines("INFO") == []
+            assert len(sweep_lines("DEBUG")) >= 3
+            await open_timing_out(human)
+            write_clock(clock_file, "2026-11-30T18:00:00.000Z")
+            await passes(2)
     assert sweep_lines("INFO") == ["sweep: {'receipts_purged': 0, 'decisions_timed_out': 1}"]

@@ -109,15 +109,18 @@ def _query_text(value: Any) -> str:
     return str(value)
 
 
+def _placeholders(tool: tools.RouteTool) -> dict[str, str]:
+    """The tool's arguments that go into its route's path: name -> placeholder."""
+    found = {"project": "project"} if tool.project_arg else {}
+    found.update({name: placeholder for name, (placeholder, _) in tool.path_args.items()})
+    return found
+
+
 async def _route_call(
     tool: tools.RouteTool, backend: Backend, state: McpState, args: dict[str, Any], request_id: Any
 ) -> Any:
     args = dict(args)
-    params: dict[str, str] = {}
-    if tool.project_arg:
-        params["project"] = str(args.pop("project"))
-    for name, (placeholder, _) in tool.path_args.items():
-        params[placeholder] = str(args.pop(name))
+    params = {placeholder: str(args.pop(name)) for name, placeholder in _placeholders(tool).items()}
     key = args.pop("idempotency_key", None)
     if tool.mutating and key is None:
         key = derived_key(state, request_id)
@@ -164,9 +167,7 @@ async def _answer_of_a_retry(
     sent on, such a call was written though its tool refused it."""
     if tool is None or not tool.mutating or not backend.decodes_here:
         return None
-    # argument name -> the route's path placeholder
-    placeholders = {"project": "project"} if tool.project_arg else {}
-    placeholders.update({name: placeholder for name, (placeholder, _) in tool.path_args.items()})
+    placeholders = _placeholders(tool)
     placed = {p: v for name, p in placeholders.items() if isinstance(v := args.get(name), str)}
     key = args.get("idempotency_key", derived_key(state, request_id))
     if len(placed) != len(placeholders) or not isinstance(key, str):
