@@ -316,6 +316,20 @@ async def test_a_failure_keeps_the_same_items_and_budget(
     assert failed["next_actions"] == applied["next_actions"]
 
 
+async def test_a_head_sends_nothing_to_the_provider(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """A HEAD answers as the GET would, without its body: no item text
+    leaves for the provider (a monitor's probe sent it there)."""
+    await three_records(human)
+    r = await human.client.head(CONTEXT, params={"q": "zebra"}, headers=human.headers())
+    assert r.status_code == 200 and r.content == b""
+    assert provider.calls == 0
+    refused = await human.client.head(CONTEXT, params={"q": ""}, headers=human.headers())
+    assert refused.status_code == 400  # the GET's checks still run
+    assert (await rerank_of(human))[1] == "applied" and provider.calls == 1
+
+
 # --- limiter and breaker -----------------------------------------------------
 
 

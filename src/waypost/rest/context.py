@@ -14,4 +14,5 @@ table = RouteTable("context")
 @table.get("/api/v1/projects/{project}/context", query=ContextQuery)
 async def get_context(call: Call) -> dict[str, Any]:
     """Policy, open decisions, then ranked task and knowledge matches, within limit and budget."""
-    return await packet.build(call.rt, call.params["project"], call.query)
+    # a HEAD sends no body: no item text goes to the provider for it
+    return await packet.build(call.rt, call.params["project"], call.query, rerank=not call.head)

@@ -7,7 +7,7 @@ route is documented by being added.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +53,9 @@ class Call:
     query: Any
     body: Any
     idem: Idempotency | None
+    # a HEAD: its answer's body is never sent, so a handler may skip work
+    # done only for the body (the context packet's call to its provider)
+    head: bool = False
 
 
 Result = Outcome | dict[str, Any] | Page[Any]
@@ -223,7 +226,11 @@ async def _result(route: RestRoute, scope: Scope, receive: Receive) -> Result:
         route, scope["app"].state.runtime, scope["state"]["actor"], scope["path_params"],
         query, value, header(scope, b"idempotency-key"), f"{route.method} {scope['path']}",
     )  # fmt: skip
-    return prepared if isinstance(prepared, Outcome) else await route.handler(prepared)
+    if isinstance(prepared, Outcome):
+        return prepared
+    if scope["method"] == "HEAD":
+        prepared = replace(prepared, head=True)
+    return await route.handler(prepared)
 
 
 async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -> None:

@@ -154,8 +154,11 @@ def next_actions(
     return actions
 
 
-async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, Any]:
-    """The context packet of section 8 for `query`."""
+async def build(
+    rt: Runtime, project_id: str, query: ContextQuery, *, rerank: bool = True
+) -> dict[str, Any]:
+    """The context packet of section 8 for `query`; `rerank=False` leaves
+    the provider out (reported `disabled`) where no one will read the items."""
     match = escape_fts(search_terms(query.q))
     now = rt.now()
     limit_ms = search_time_limit_ms(rt)
@@ -164,17 +167,17 @@ async def build(rt: Runtime, project_id: str, query: ContextQuery) -> dict[str, 
         log.info("context search ended by its time limit of %s ms", limit_ms)
     filled = fill(snap.policy, [*snap.decisions, *snap.matches], query.limit, query.budget)
     items = filled.items
-    rerank: dict[str, Any] = {"applied": False, "reason": "disabled"}
-    if rt.reranker is not None:
+    reranked: dict[str, Any] = {"applied": False, "reason": "disabled"}
+    if rt.reranker is not None and rerank:
         # the read transaction above is closed: no snapshot is held across this call
         items, reason = await rt.reranker.rerank(query.q, items)
         rt.metrics.reranker_outcome(reason)  # waypost_reranker_calls_total{outcome}
-        rerank = {"applied": reason == "applied", "reason": reason}
+        reranked = {"applied": reason == "applied", "reason": reason}
     return {
         "policy": snap.policy,
         "items": items,
         "instructions_complete": filled.stopped_by != "policy",
         "truncated": filled.stopped_by is not None or snap.timed_out,
         "next_actions": next_actions(query, snap, filled, limit_ms),
-        "rerank": rerank,
+        "rerank": reranked,
     }
