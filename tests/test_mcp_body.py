@@ -355,6 +355,32 @@ async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
         assert r.status_code == status, (name, value, r.status_code, r.text)
 
 
+async def test_a_refused_message_in_a_live_session_gets_the_sdks_header_checks_first(
+    human: Caller,
+) -> None:
+    """A refused argument, a body past the limit or a dropped notification
+    was answered (200, 202) without the Accept and protocol version checks a
+    valid message gets first (406, 400): the SDK's own answer now, and
+    nothing the endpoint refused runs."""
+    live = {**human.headers(), **HEADERS, "Mcp-Session-Id": await _initialized(human)}
+    refused = [
+        _call('{"limit": NaN}'),
+        _call(json.dumps({"x": "y" * (300 * 1024)})),
+        ('{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"x": '
+         + _nested(230) + "}}").encode(),
+    ]  # fmt: skip
+    for body in refused:
+        for name, value, status in [("Accept", "*/*", 406), ("Accept", "application/json", 406),
+                                    ("Mcp-Protocol-Version", "1999-01-01", 400)]:  # fmt: skip
+            r = await human.client.post("/mcp", content=body, headers={**live, name: value})
+            assert r.status_code == status, (body[:60], name, value, r.status_code, r.text)
+            error = r.json()["error"]
+            assert error["code"] == -32600, r.text
+            assert ("Not Acceptable" if status == 406 else "protocol version") in error["message"]
+        r = await human.client.post("/mcp", content=body, headers=live)
+        assert r.status_code in (200, 202), r.text  # with both checks passed: as before
+
+
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
     r = await human.client.post("/mcp", json=batch, headers={**human.headers(), **HEADERS})

@@ -88,6 +88,12 @@ async def buffer_body(
     """Read the whole (small) body first, as `read_body` does: the body, and a
     `receive` that hands it on to the app as if unread."""
     body = await read_body(scope, receive, limit, what)
+    return body, replaying(body, receive)
+
+
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A `receive` whose first message is the whole `body`, then `receive`'s
+    own (a disconnect, once the client leaves)."""
     delivered = False
 
     async def replay() -> Message:
@@ -97,4 +103,4 @@ async def buffer_body(
         delivered = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    return body, replay
+    return replay

@@ -28,7 +28,7 @@ from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
-from waypost.http.bodies import buffer_body
+from waypost.http.bodies import buffer_body, replaying
 from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import security_headers_send, send_json
 from waypost.live import hub_for
@@ -145,6 +145,22 @@ def _refused_in_session(message: Any, scope: Scope) -> Refusal | None:
     if not is_request_id(message.get("id")):
         return None  # a notification: the SDK's to read
     return unknown_method(message) or params_refusal(message) or tool_refusal(message, tool_names())
+
+
+# what the SDK reads in place of a refused message whose headers it refuses
+_STAND_IN = b'{"jsonrpc": "2.0", "id": 0, "method": "ping"}'
+
+
+def _stand_in(scope: Scope, unread: Receive) -> tuple[Scope, Receive]:
+    """The request the SDK is handed in place of a refused message, for it
+    to answer its own refusal of the headers: a ping, with its own length,
+    so that nothing this endpoint refused reaches the SDK (its json.loads,
+    its body limit, a tool) even where its checks differ from ours."""
+    headers = [
+        (k, v) for k, v in scope["headers"] if k not in (b"content-length", b"transfer-encoding")
+    ]
+    headers.append((b"content-length", str(len(_STAND_IN)).encode()))
+    return {**scope, "headers": headers}, replaying(_STAND_IN, unread)
 
 
 def _sdk_would_serve(scope: Scope) -> bool:
@@ -369,6 +385,7 @@ class McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read
+        unread = receive  # before a POST's body is read
         scope = _media_types_lowered(scope)
         # what every answer of the service carries, in place of the SDK's own
         # (its event streams said `Cache-Control: no-cache, no-transform`)
@@ -430,23 +447,29 @@ class McpEndpoint:
         identity = AccessToken(
             token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
         )
+        live = self._live(actor.principal_id)
+        session_id = header(scope, b"mcp-session-id")
+        # in a live session the SDK's checks of Accept and the protocol
+        # version come first, for a refused message as for any: a refused
+        # one was answered 200 where a valid one got the SDK's 406
+        in_session = session_id in live and _sdk_would_serve(scope)
+        if isinstance(message, Refusal) and session_id in live and not in_session:
+            scope, receive = _stand_in(scope, unread)
         gone = asyncio.Event()
         scope_with_user: dict[str, Any] = {
             **scope, "user": AuthenticatedUser(identity), CLIENT_GONE: gone
         }  # fmt: skip
         receive = _noting_disconnect(receive, gone)
-        live = self._live(actor.principal_id)
-        session_id = header(scope, b"mcp-session-id")
-        if isinstance(message, Refusal) and message.silent and session_id in live:
+        if isinstance(message, Refusal) and message.silent and in_session:
             log.warning("a message was dropped unanswered (%s)", message.message)
             await self._accepted(send)
             return
-        if isinstance(message, Refusal):
+        if isinstance(message, Refusal) and (in_session or session_id not in live):
             # a refused argument of a well-formed request, after the checks
             # of headers and origin: in a live session an answer to it (200),
             # as the SDK gives one (the official client took a 400 for the
             # transport failing and dropped the session); outside one, 400
-            status = 200 if session_id in live else message.status
+            status = 200 if in_session else message.status
             await send_json(send, status, message.as_json())
             return
         refused = _refused_in_session(message, scope) if session_id in live else None
