@@ -182,6 +182,7 @@ async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> 
     assert all(r.status_code == 200 for r in opened)
     refused = await initialize(agent)
     assert refused.status_code == 429 and "at most 16" in refused.json()["error"]["message"]
+    assert refused.json()["id"] == INITIALIZE["id"]  # it was null
     assert (await initialize(other)).status_code == 200  # another principal is not held up
     first = opened[0].headers["mcp-session-id"]
     headers = {**agent.headers(session=False), "Mcp-Session-Id": first}

@@ -509,6 +509,7 @@ class McpEndpoint:
                     send, 429, INVALID_REQUEST,
                     f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
                     " open: close one (DELETE /mcp with its Mcp-Session-Id) or let one idle out",
+                    _id_of(message),  # as the endpoint's other refusals carry it
                 )  # fmt: skip
                 return
             bad = _bad_initialize(message)
