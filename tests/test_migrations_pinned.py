@@ -5,7 +5,8 @@ whose recorded text differs from its own (storage/migrate.py). Editing a
 shipped migration therefore strands every database it was applied to: that
 happened once, to 0004_decisions.sql, whose earlier texts are now accepted
 (`EARLIER_TEXTS`) and whose missing index migration 0019 adds, and again to
-0030 and 0031 for a few minutes, whose edits migration 0032 makes.
+0030 and 0031 for a few minutes, whose edits migration 0032 makes, and to
+0022 and 0023, whose first texts migration 0035 brings level.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ SHIPPED = {
     "0032_decision_migrations_completed.sql": "f48954492546fde1a6c571ce522234cf",
     "0033_decision_expiry_index.sql": "05d18f8cea6e8a59e7f4b4c2835da641",
     "0034_task_lease_expiry_index.sql": "f540c44925e9d776aa75c6daa1e9bb56",
+    "0035_decision_stale_judged_edit.sql": "d821e38245d2286f069f283290a9997b",
 }
 
 _INDEX_LINES = (
@@ -104,25 +106,33 @@ def test_a_file_migrated_by_an_earlier_build_opens_with_todays_schema(
     fresh.close()
 
 
-# 0030 and 0031 as main held them for a few minutes (9c1fb04 to c32aa15)
+# texts main held for a while, each under the build that shipped it (with
+# the other texts of that build that differ from today's)
 EDITED = Path(__file__).parent / "data" / "earlier_migrations"
+# each build and its last migration
+BUILDS = {"760d789": "0022", "42e651c": "0023", "ac0ace9": "0023",
+          "9c1fb04": "0030", "c32aa15": "0031"}  # fmt: skip
 
 
-def test_the_accepted_texts_of_0030_and_0031_are_those_main_held() -> None:
-    for path in sorted(EDITED.glob("*.sql")):
-        checksum = hashlib.sha256(path.read_bytes()).hexdigest()
-        assert EARLIER_TEXTS[path.name] == {checksum}, path.name
+def test_the_accepted_earlier_texts_are_those_main_held() -> None:
+    held: dict[str, set[str]] = {}
+    for path in sorted(EDITED.glob("*/*.sql")):
+        held.setdefault(path.name, set()).add(hashlib.sha256(path.read_bytes()).hexdigest())
+    assert {build.name for build in EDITED.iterdir()} == set(BUILDS)
+    assert held == {name: set(texts) for name, texts in EARLIER_TEXTS.items() if name[:4] > "0004"}
 
 
-@pytest.mark.parametrize("upto", ["0030", "0031"])
-def test_a_file_that_applied_the_edited_0030_or_0031_opens_with_todays_schema(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, upto: str
+@pytest.mark.parametrize("build", sorted(BUILDS))
+def test_a_file_that_applied_an_edited_text_opens_with_todays_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, build: str
 ) -> None:
-    """Migrated by 9c1fb04 (0030 edited) or c32aa15 (0031 too): today's build
-    accepts the recorded texts and 0032 brings the schema level."""
+    """Migrated by a build that shipped an earlier text (0022's indexes
+    before its rows, 0023's row-value trigger, 0030 and 0031 edited): today's
+    build accepts the recorded texts and 0032 and 0035 bring the schema level."""
     conn = connect_sync(tmp_path / "then.db")
+    upto, texts = BUILDS[build], EDITED / build
     then = [
-        Migration(m.name, (EDITED / m.name).read_text()) if (EDITED / m.name).exists() else m
+        Migration(m.name, (texts / m.name).read_text()) if (texts / m.name).exists() else m
         for m in available()
         if m.name[:4] <= upto
     ]
