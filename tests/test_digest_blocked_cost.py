@@ -17,7 +17,7 @@ NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 
 def _blocked(conn: sqlite3.Connection) -> tuple[list[str], int]:
-    params = ready_params(conn, "demo", NOW)
+    params = ready_params("demo", NOW)
     rows, steps = counting_steps(
         conn, lambda: ready_store.gate_blocked_open_rows(conn, params, 201)
     )

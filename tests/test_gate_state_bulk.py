@@ -45,7 +45,7 @@ async def derived_pick(service: Service) -> str | None:
     now = service.clock.now()
 
     def pick(conn: sqlite3.Connection) -> str | None:
-        row = ready_store.next_ready_row_derived(conn, gate.gate_params(conn, "demo", now))
+        row = ready_store.next_ready_row_derived(conn, gate.gate_params("demo", now))
         return None if row is None else str(row["id"])
 
     return await service.rt.db.read(pick)

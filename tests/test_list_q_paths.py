@@ -84,7 +84,7 @@ async def test_both_ways_give_the_same_pages_and_counts(
                 )
             )
             seen.append([r["id"] for r in list_rows(conn, project, kq, match, None, 4, True)])
-        gate = ready_params(conn, project, service.clock.now())
+        gate = ready_params(project, service.clock.now())
         for status, ready in ((None, None), ("open", None), (None, True), (None, False)):
             filters: dict[str, Any] = {"status": status, "match": match, "ready": ready}
             if ready is not None:

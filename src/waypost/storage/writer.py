@@ -46,8 +46,8 @@ from waypost.storage.files import files_changed_refusal
 log = logging.getLogger("waypost.storage")
 
 BUSY_MESSAGE = "the database is busy; retry shortly"
-# A unit whose budget ends within this much of now is answered with the others
-# rather than after a BEGIN that could wait only a few milliseconds.
+# The busy timeout is set again only when the batch's budget differs from it
+# by more than this: a PRAGMA per batch would cost more than its inserts.
 _TIMEOUT_SLACK_MS = 50
 # A WAL past this many bytes is restarted after the commit that finds it so
 # (see Writer._restart_wal); SQLite's own checkpoint after each commit is
@@ -61,6 +61,9 @@ WAL_RESTART_BYTES = 32 * 1024 * 1024
 # next is tried: the wait holds up writes, so it is short and rare.
 WAL_RESTART_WAIT = 1.0
 WAL_RESTART_BACKOFF = 30.0
+# After a BEGIN refused busy, a unit whose budget ends within this much of
+# now is answered (503) with the spent ones rather than after another BEGIN
+# that could wait only a few milliseconds.
 _GRACE = 0.02
 
 

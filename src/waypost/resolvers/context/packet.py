@@ -26,7 +26,7 @@ from waypost.resolvers.context.search import time_limit_ms as search_time_limit_
 from waypost.resolvers.context.store import gated_tasks, knowledge_objects, task_rows
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
-from waypost.resolvers.tasks.operations import present_tasks
+from waypost.resolvers.tasks.views import present_tasks
 from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.context")

@@ -74,13 +74,13 @@ def _blocked_task_rows(
     conn: sqlite3.Connection, project_id: str, now: datetime
 ) -> list[sqlite3.Row]:
     """Live tasks a decision blocks, or whose subject a decision blocks, in claim order."""
-    params = ready_params(conn, project_id, now)
+    params = ready_params(project_id, now)
     return ready_store.gate_blocked_open_rows(conn, params, DIGEST_LIMIT + 1)
 
 
 def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> int:
     """How many tasks pass the readiness predicate, counted in SQL (nothing is loaded)."""
-    return ready_store.ready_count(conn, ready_params(conn, project_id, now))
+    return ready_store.ready_count(conn, ready_params(project_id, now))
 
 
 async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:

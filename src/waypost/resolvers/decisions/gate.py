@@ -1,14 +1,15 @@
 """The decision gate: may work on a task proceed, as far as decisions go?
 
-`ensure_decisions_resolved` runs inside the writer transaction of every
-ownership-dependent task operation; `blocking_decisions` is the same predicate
-in batch form, used for readiness in the task JSON and the context packet;
-`BLOCKED_CTE` is the same predicate again as a set of task ids, derived per
-statement; only the claim's safety net uses it now. Claims, ready lists and
-the digest read the stored gate state instead (migration 0014: the part of
-the status only writes change, kept by triggers; the expiry compared at read
-time; docs/tasks.md says why that is exact), and the claim puts its pick to
-`blocking_decisions` (see tasks/readiness.py).
+`ensure_all_resolved` runs inside the writer transaction of every
+ownership-dependent task operation (tasks/operations.ensure_work_allowed);
+`blocking_decisions` is the same predicate in batch form, used for readiness
+in the task JSON and the context packet; `BLOCKED_CTE` is the same predicate
+again as a set of task ids, derived per statement; only the claim's safety
+net uses it now. Claims, ready lists and the digest read the stored gate
+state instead (migration 0014: the part of the status only writes change,
+kept by triggers; the expiry compared at read time; docs/tasks.md says why
+that is exact), and the claim puts its pick to `blocking_decisions` (see
+tasks/readiness.py).
 
 A task is blocked by every decision whose *current* generation affects it and
 whose status is anything but `allowed` (pending, denied, deferred, stale or
@@ -34,7 +35,6 @@ __all__ = [
     "MAX_IDS",
     "blocking_decisions",
     "ensure_all_resolved",
-    "ensure_decisions_resolved",
     "gate_params",
 ]
 
@@ -43,7 +43,7 @@ MAX_IDS = 20
 UNANSWERABLE = frozenset({"stale", "expired"})
 
 
-def gate_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
+def gate_params(project_id: str, now: datetime) -> dict[str, str]:
     """The parameters `BLOCKED_CTE` binds (the status function is installed on every
     connection when it opens: see `waypost.runtime.CONNECTION_HOOKS`)."""
     return {"project": project_id, "now": format_time(now)}
@@ -61,18 +61,11 @@ def blocking_decisions(
     result: dict[str, list[str]] = {task_id: [] for task_id in task_ids}
     if not task_ids:
         return result
-    params = gate_params(conn, project_id, now)
+    params = gate_params(project_id, now)
     rows = store.blocking_pairs(conn, task_ids, params, MAX_IDS + 1)
     for r in rows:
         result[r["task_id"]].append(r["decision_id"])
     return result
-
-
-def ensure_decisions_resolved(
-    conn: sqlite3.Connection, project_id: str, task_id: str, now: datetime
-) -> None:
-    """Raise `decision_required` when a decision blocks work on `task_id`."""
-    ensure_all_resolved(conn, project_id, [task_id], now)
 
 
 def ensure_all_resolved(
@@ -96,7 +89,7 @@ def ensure_all_resolved(
         # where to wait instead of polling (docs/graphql.md, "Waiting")
         "wait_on": {"stream": stream, "subscription": "decisionChanged"},
     }
-    status_of = store.statuses(conn, shown, gate_params(conn, project_id, now))
+    status_of = store.statuses(conn, shown, gate_params(project_id, now))
     reopen = [d for d in shown if status_of.get(d) in UNANSWERABLE]
     if not reopen:
         raise DecisionRequired(

@@ -28,17 +28,14 @@ from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.models import CheckpointBody, ClaimBody, SubmitBody
 from waypost.resolvers.tasks.operations import (
     check_bytes,
-    checkpoint_json,
     current_task,
     ensure_work_allowed,
-    lease_json,
     load_in_tx,
     require_task,
-    submission_json,
-    task_json,
 )
 from waypost.resolvers.tasks.readiness import next_ready, readiness_of
 from waypost.resolvers.tasks.reads import CHECKPOINTS, history_pages
+from waypost.resolvers.tasks.views import checkpoint_json, lease_json, submission_json, task_json
 from waypost.runtime import Actor, Runtime
 
 __all__ = [

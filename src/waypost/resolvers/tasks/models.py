@@ -14,7 +14,6 @@ TEXT_MAX_BYTES = 64 * 1024
 DETAIL_MAX = 4096
 JUDGED_FIELDS = ("title", "description", "acceptance_criteria", "kind")
 CONTENT_FIELDS = (*JUDGED_FIELDS, "priority", "depends_on")
-STATUSES = ("open", "claimed", "submitted", "done", "cancelled")
 
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Description = Annotated[str, msgspec.Meta(max_length=TEXT_MAX_BYTES)]

@@ -31,48 +31,26 @@ from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.models import (
     CONTENT_FIELDS,
     JUDGED_FIELDS,
-    STATUSES,
     TEXT_MAX_BYTES,
     TaskCreate,
     TaskListQuery,
     TaskPatch,
-    TaskRef,
 )
 from waypost.resolvers.tasks.store import dependency_map
-from waypost.resolvers.tasks.views import (
-    checkpoint_json,
-    lease_json,
-    present_tasks,
-    publication_json,
-    revision_json,
-    submission_json,
-    task_json,
-)
+from waypost.resolvers.tasks.views import task_json
 from waypost.runtime import Actor, Runtime
 
 __all__ = [
-    # the transports decode into these models; other modules read the shapes here
-    "CONTENT_FIELDS",
-    "JUDGED_FIELDS",
-    "STATUSES",
-    "TEXT_MAX_BYTES",
+    # the transports decode into these models
     "TaskCreate",
     "TaskListQuery",
     "TaskPatch",
-    "TaskRef",
     "check_bytes",
-    "checkpoint_json",
     "create",
     "current_task",
     "ensure_work_allowed",
-    "lease_json",
     "load_in_tx",
-    "present_tasks",
-    "publication_json",
     "require_task",
-    "revision_json",
-    "submission_json",
-    "task_json",
     "tasks_by_ids",
     "update",
 ]

@@ -31,23 +31,11 @@ from typing import Any
 
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks import ready_store
-from waypost.resolvers.tasks.ready_store import (
-    GATE_BLOCKED_SQL,
-    GATE_OPEN_SQL,
-    READY_SQL,
-    STATE_READY_SQL,
-)
-from waypost.resolvers.tasks.store import dependency_map, ids_param
+from waypost.resolvers.tasks.store import dependency_map
 
 __all__ = [
-    "GATE_BLOCKED_SQL",  # the predicate in SQL lives in ready_store, next to its queries
-    "GATE_OPEN_SQL",
     "MAX_DECISION_IDS",
-    "READY_SQL",
-    "STATE_READY_SQL",
     "Readiness",
-    "dependency_map",
-    "ids_param",
     "next_ready",
     "readiness",
     "readiness_of",
@@ -58,9 +46,9 @@ MAX_DECISION_IDS = gate.MAX_IDS
 log = logging.getLogger(__name__)
 
 
-def ready_params(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, str]:
+def ready_params(project_id: str, now: datetime) -> dict[str, str]:
     """The named parameters (`:project`, `:now`) READY_SQL and its kin bind."""
-    return gate.gate_params(conn, project_id, now)
+    return gate.gate_params(project_id, now)
 
 
 @dataclass(frozen=True)
@@ -153,7 +141,7 @@ def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqli
     claim logs it and falls back to deriving the gate for every task, which
     is slower but right: a drift can cost time, never a wrong claim.
     """
-    params = ready_params(conn, project_id, now)
+    params = ready_params(project_id, now)
     row = ready_store.next_ready_row(conn, params)
     if row is None:
         return None

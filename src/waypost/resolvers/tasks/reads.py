@@ -66,7 +66,7 @@ def list_tasks_sync(
     if cursor:
         parts = decode_cursor(cursor, str, str)
         after = (str(parts[0]), str(parts[1]))
-    params = ready_params(conn, project_id, now) if ready is not None else None
+    params = ready_params(project_id, now) if ready is not None else None
     rows = store.list_rows(
         conn,
         project_id,
@@ -108,7 +108,7 @@ def count_tasks_sync(
         status=status,
         match=None if q is None else escape_fts(search_terms(q)),
         ready=ready,
-        ready_params=ready_params(conn, project_id, now) if ready is not None else None,
+        ready_params=ready_params(project_id, now) if ready is not None else None,
     )
 
 
