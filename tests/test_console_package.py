@@ -68,6 +68,12 @@ async def test_console_routes_and_their_narrow_exception(service: Service) -> No
     # a file that is not there carries the page's headers too (it had none)
     assert missing.headers["x-frame-options"] == "DENY"
     assert missing.headers["content-security-policy"] == csp
+    # a method files do not take is a 405 naming what they take (it said `not_found`)
+    human = await service.principal()
+    posted = await client.post("/console/static/js/main.js", headers=human.headers())
+    assert posted.status_code == 405 and posted.headers["allow"] == "GET, HEAD"
+    assert posted.json()["error"]["code"] == "method_not_allowed"
+    assert posted.headers["content-security-policy"] == csp
     # as do the redirect to the console and a path under it that is no page
     to_console = await client.get("/", follow_redirects=False)
     assert to_console.headers["location"] == "/console"

@@ -15,14 +15,14 @@ from starlette.routing import Route, WebSocketRoute
 
 from waypost import console, rest
 from waypost.clock import Clock
-from waypost.errors import InvalidRequest
+from waypost.errors import InvalidRequest, MethodNotAllowed, NotFound
 from waypost.http.auth import BearerAuthentication
 from waypost.http.decoding import query_items
 from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
 from waypost.rest import openapi
-from waypost.rest.responses import error_parts, json_response
+from waypost.rest.responses import error_parts, error_response, json_response
 from waypost.rest.routing import now_header, refuse_query
 from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
@@ -85,10 +85,11 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        code = "not_found" if exc.status_code == 404 else "method_not_allowed"
-        message = "no such route" if exc.status_code == 404 else "method not allowed"
-        body = {"error": {"code": code, "message": message, "details": {}}}
-        return json_response(body, exc.status_code, dict(exc.headers or {}))
+        if exc.status_code == 404:
+            return error_response(NotFound("no such route"))
+        response = error_response(MethodNotAllowed("method not allowed"))
+        response.headers.update(exc.headers or {})  # `Allow`
+        return response
 
     async def metrics(request: Request) -> Response:
         rt: Runtime = request.app.state.runtime

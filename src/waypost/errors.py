@@ -4,7 +4,9 @@ WaypostError
 ├── InvalidRequest            400 invalid_request
 ├── Unauthenticated           401 unauthenticated
 ├── Forbidden                 403 forbidden
+│   └── CallerSessionNotLive  (details.reason session_not_live)
 ├── NotFound                  404 not_found
+├── MethodNotAllowed          405 method_not_allowed (with `Allow`)
 ├── Conflict                  409 (one subclass per code)
 │   ├── RevisionConflict, GenerationConflict, IdempotencyInFlight,
 │   └── DecisionRequired, PublicationInProgress, LeaseConflict, StateConflict
@@ -80,6 +82,14 @@ class CallerSessionNotLive(Forbidden):
 class NotFound(WaypostError):
     code = "not_found"
     status = 404
+
+
+class MethodNotAllowed(WaypostError):
+    """A known path asked with a method it does not take; the answer's
+    `Allow` header names those it does."""
+
+    code = "method_not_allowed"
+    status = 405
 
 
 class Conflict(WaypostError):

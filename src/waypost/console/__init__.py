@@ -21,7 +21,8 @@ from starlette.routing import BaseRoute, Mount, Route, request_response
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from waypost.rest.responses import json_response
+from waypost.errors import MethodNotAllowed, NotFound
+from waypost.rest.responses import error_response
 
 PACKAGE = Path(str(files("waypost.console")))
 STATIC = PACKAGE / "static"
@@ -101,10 +102,16 @@ class WithSecurityHeaders:
         try:
             await self.app(scope, receive, wrapped)
         except HTTPException as exc:
-            # a file that is not there: the service's usual 404, with these
-            # headers too (the app's handler would answer it without them)
-            body = {"error": {"code": "not_found", "message": "no such file", "details": {}}}
-            await json_response(body, exc.status_code)(scope, receive, wrapped)
+            # a file that is not there, or a method files do not take: the
+            # service's usual 404 or 405, with these headers too (the app's
+            # handler would answer it without them); a 405 said `not_found`
+            # and named no `Allow`
+            if exc.status_code != 405:
+                await error_response(NotFound("no such file"))(scope, receive, wrapped)
+                return
+            response = error_response(MethodNotAllowed("files take GET and HEAD"))
+            response.headers.update(exc.headers or {})  # `Allow: GET, HEAD`
+            await response(scope, receive, wrapped)
 
 
 async def _index(request: Request) -> Response:
@@ -118,8 +125,7 @@ async def _to_console(request: Request) -> Response:
 async def _no_such_page(request: Request) -> Response:
     """A path under /console that is no page or file: the service's usual 404,
     with the console's headers (the app's own answer carries none)."""
-    body = {"error": {"code": "not_found", "message": "no such route", "details": {}}}
-    return json_response(body, 404)
+    return error_response(NotFound("no such route"))
 
 
 @functools.cache
