@@ -204,37 +204,36 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
 
 
 @pytest.mark.parametrize(
-    ("code", "details", "message", "says", "never"),
+    ("code", "details", "message", "says", "never", "tool"),
     [
         # following "ask a human or open a decision" added a blocker to the human's own work
         ("forbidden", {"reason": "review_mode", "review_mode": "human"}, "review mode human",
-         "Leave it", "open a decision"),
+         "Leave it", "open a decision", "task_complete"),
         # decision_wait returns at once while it is stale: waiting on it was a tight loop
-        ("forbidden", {"reason": "human_required_reversible"},
-         "an agent cannot reopen a reversible decision that requires a human",
-         "do not wait on it in a loop", None),
+        ("forbidden", {"reason": "human_required_reversible"}, "refused",
+         "do not wait on it in a loop", None, "decision_reopen"),
         # the same reason from decision_open: nothing exists to wait on or reopen
-        ("forbidden", {"reason": "human_required_reversible"},
-         "an agent cannot open a reversible decision that requires a human",
-         "reversible false", "decision_wait"),
+        # (the tool tells them apart, never the message's words)
+        ("forbidden", {"reason": "human_required_reversible"}, "refused to reopen",
+         "reversible false", "decision_wait", "decision_open"),
         ("forbidden", {"reason": "human_required"}, "a human answers", "reopened first",
-         None),
+         None, "decision_answer"),
         ("state_conflict", {"reason": "stale", "status": "stale"}, "stale",
-         "only a human reopens it", "Read it again"),
+         "only a human reopens it", "Read it again", "decision_answer"),
         ("state_conflict", {"reason": "not_claimed", "status": "cancelled"}, "not claimed",
-         "task_get", "recovered"),
+         "task_get", "recovered", "task_submit"),
         ("state_conflict", {"reason": "not_claimed", "status": "open"}, "not claimed",
-         "task_claim with its task_id", "Stop working"),
+         "task_claim with its task_id", "Stop working", "task_submit"),
         ("lease_conflict", {"reason": "held_by_another", "owner_id": "prn_x",
                             "expires_at": "2026-12-01T11:15:00.000Z"}, "held",
-         "until 2026-12-01T11:15:00.000Z", None),
+         "until 2026-12-01T11:15:00.000Z", None, "task_claim"),
     ],
 )  # fmt: skip
 def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(
-    code: str, details: dict[str, str], message: str, says: str, never: str | None
+    code: str, details: dict[str, str], message: str, says: str, never: str | None, tool: str
 ) -> None:
     """An audit of an agent with only the MCP tools followed each advice."""
-    said = explain(ApiError(code, message, details, 409), "demo")
+    said = explain(ApiError(code, message, details, 409), "demo", tool=tool)
     assert says in said, said
     assert never is None or never not in said, said
     # every tool the advice names exists (arguments such as task_id are no tools)

@@ -29,7 +29,7 @@ _REOPEN_WHO = (
 )
 
 
-def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
+def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | None) -> str:
     d = error.details
     reason = d.get("reason")
     code = error.code
@@ -128,7 +128,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
             f"shows it stale or expired, it must be reopened first ({_REOPEN_WHO}); once it "
             "is pending, decision_wait until it is answered."
         )
-    if code == "forbidden" and reason == "human_required_reversible" and "reopen" in error.message:
+    # the same reason from decision_open and decision_reopen: the tool tells
+    # them apart (its message's words did, which a rewording would change)
+    if code == "forbidden" and reason == "human_required_reversible" and tool == "decision_reopen":
         return (
             "Only a human reopens a reversible decision that requires a human: tell your "
             "user. decision_wait returns at once while it is stale or expired, so do not "
@@ -193,11 +195,14 @@ def _next_step(error: ApiError, project: str | None, own_key: bool) -> str:
     return "An unexpected server fault; retry later."
 
 
-def explain(error: ApiError, project: str | None = None, own_key: bool = True) -> str:
+def explain(
+    error: ApiError, project: str | None = None, own_key: bool = True, tool: str | None = None
+) -> str:
     """The refusal as an agent reads it; `own_key` is False when the call sent no
-    idempotency_key (the server derived one), so that the advice fits."""
+    idempotency_key (the server derived one), and `tool` names the tool that was
+    refused, so that the advice fits."""
     envelope = {"error": {"code": error.code, "message": error.message, "details": error.details}}
     return (
-        f"{error.code}: {error.message}. {_next_step(error, project, own_key)}\n"
+        f"{error.code}: {error.message}. {_next_step(error, project, own_key, tool)}\n"
         f"{json.dumps(envelope, separators=(',', ':'))}"
     )

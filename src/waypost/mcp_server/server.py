@@ -370,14 +370,14 @@ def build_server(
         except ApiError as error:
             own_key = "idempotency_key" in arguments
             refusal = _named_as_arguments(error)
-            return _error(explain(refusal, str(project) if project else None, own_key))
+            return _error(explain(refusal, str(project) if project else None, own_key, name))
         except ClientLeft:
             return _error("cancelled: the client went away before the answer")
         except WaypostError as error:
             # refused in process, outside any route: the stream caps of a wait
             # (too_many_streams), a busy store; the same REST format
             refusal = ApiError(error.code, error.message, error.details, error.status)
-            return _error(explain(refusal, str(project) if project else None))
+            return _error(explain(refusal, str(project) if project else None, tool=name))
         except Exception:
             # a fault of ours: the log gets the traceback, the agent a plain answer
             log.exception("MCP tool %s failed", name)
