@@ -134,13 +134,13 @@ def _bad_initialize(message: Any) -> Refusal | None:
     return params_refusal(message)
 
 
-def _refused_in_session(message: Any, scope: Scope) -> Refusal | None:
+def _refused_in_session(message: Any) -> Refusal | None:
     """`-32601` for a request naming a method MCP does not have, `-32602`
     naming the field for one whose params MCP's schema refuses; None for
-    anything else, left to the SDK (and to its checks of the session and the
-    headers, which come first). Only asked for a request in one of the
-    caller's live sessions."""
-    if not isinstance(message, dict) or not _sdk_would_serve(scope):
+    anything else, left to the SDK. Only asked for a request in one of the
+    caller's live sessions whose headers the SDK would take (its checks of
+    the session and the headers come first)."""
+    if not isinstance(message, dict):
         return None
     if not is_request_id(message.get("id")):
         return None  # a notification: the SDK's to read
@@ -472,21 +472,19 @@ class McpEndpoint:
             status = 200 if in_session else message.status
             await send_json(send, status, message.as_json())
             return
-        refused = _refused_in_session(message, scope) if session_id in live else None
+        refused = _refused_in_session(message) if in_session else None
         if refused is not None:
             await send_json(send, 200, refused.as_json())
             return
-        dropped = (
-            dropped_notification(message)
-            if session_id in live and isinstance(message, dict) and _sdk_would_serve(scope)
-            else None
-        )
+        dropped = None
+        if in_session and isinstance(message, dict):
+            dropped = dropped_notification(message)
         if dropped is not None:
             if dropped:
                 log.warning("a notification its schema refuses was dropped (%s)", dropped)
             await self._accepted(send)
             return
-        if session_id in live and is_response(message) and _sdk_would_serve(scope):
+        if in_session and is_response(message):
             # this server asks nothing: the SDK logged an ERROR for the answer
             # and sent "Internal Server Error" down the session's stream
             log.warning("a response to no request of this server was dropped")
