@@ -29,6 +29,7 @@ from waypost.schema.relay import (
     DateTime,
     Node,
     global_id,
+    known_count,
     position_page,
     window,
 )
@@ -243,7 +244,7 @@ class Decision(Node):
             own = g["generation"] == self.generation
             return self.current if own else DecisionGeneration.from_json(g)
 
-        connection = Connection.of(page, node, lambda: _value(self.generation))
+        connection = Connection.of(page, node, known_count(self.generation))
         if _selects_affected_task(info):
             await prefetch_affected(info, connection.nodes)
         return connection
@@ -301,10 +302,6 @@ async def load_decision(info: Info, decision_id: str) -> Decision | None:
     """A decision by REST id, whatever its project, batched per request."""
     found = await info.context.loaders.decision.load(decision_id)
     return Decision.from_json(found) if found else None
-
-
-async def _value(value: int) -> int:
-    return value
 
 
 NODE_RESOLVERS["Decision"] = load_decision

@@ -36,6 +36,7 @@ from waypost.schema.relay import (
     DateTime,
     Node,
     global_id,
+    known_count,
     position_page,
     window,
 )
@@ -233,7 +234,7 @@ class Knowledge(Node, KnowledgeContent):
         return Connection.of(
             page,
             lambda d: KnowledgeRevision.from_json(d, self.viewed_from),
-            lambda: _value(self.revision),
+            known_count(self.revision),
         )
 
     @classmethod
@@ -266,10 +267,6 @@ async def load_knowledge(
 
 async def _load_by_id(info: Info, knowledge_id: str) -> Knowledge | None:
     return await load_knowledge(info, knowledge_id)
-
-
-async def _value(value: int) -> int:
-    return value
 
 
 NODE_RESOLVERS["Knowledge"] = _load_by_id

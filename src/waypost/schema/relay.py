@@ -88,6 +88,16 @@ class Edge(Generic[T]):
 Count = Callable[[], Awaitable[int]]
 
 
+def known_count(value: int) -> Count:
+    """The `Count` of a total already known (numbered revisions or
+    generations: the latest number is their count)."""
+
+    async def count() -> int:
+        return value
+
+    return count
+
+
 @strawberry.type(description="A page of a list: edges or nodes, page info and the total.")
 class Connection(Generic[T]):
     edges: list[Edge[T]] = strawberry.field(description="The page's items with their cursors.")

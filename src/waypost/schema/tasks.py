@@ -29,6 +29,7 @@ from waypost.schema.relay import (
     Window,
     check_cursor,
     global_id,
+    known_count,
     position_page,
     window,
 )
@@ -292,7 +293,7 @@ class Task(Node):
         w = window(first, after, last, before)
         page = await position_page(forward, self.rest_id, self.revision, w)
         # revisions are numbered 1..n: the task's revision is their count
-        return Connection.of(page, TaskRevision.from_json, lambda: _value(self.revision))
+        return Connection.of(page, TaskRevision.from_json, known_count(self.revision))
 
     @strawberry.field(description="Checkpoint notes, newest first.")
     async def checkpoints(
@@ -387,10 +388,6 @@ async def load_history(
     check_cursor(w, int)
     key = (task_id, w.limit, w.cursor, w.backward)
     return await info.context.loaders.history(history).load(key)
-
-
-async def _value(value: int) -> int:
-    return value
 
 
 NODE_RESOLVERS["Task"] = load_task
