@@ -25,7 +25,7 @@ from waypost.resolvers.knowledge.models import (
     KnowledgeCreate,
     KnowledgeListQuery,
 )
-from waypost.resolvers.knowledge.operations import visible_to
+from waypost.resolvers.knowledge.rules import visible_to
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, graphql_field_names, mutate, split_input
 from waypost.schema.mutation_arguments import checked_before_mutations

@@ -15,7 +15,8 @@ from waypost.errors import RevisionConflict
 from waypost.ids import new_id
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import FeedbackInput
-from waypost.resolvers.knowledge.store import feedback_totals, insert_feedback, visible_row
+from waypost.resolvers.knowledge.rules import visible_row
+from waypost.resolvers.knowledge.store import feedback_totals, insert_feedback
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 

@@ -4,7 +4,8 @@ Knowledge is advisory evidence, never binding policy: nothing here writes
 `projects.rules`, and every record carries its status. Each identity is an
 immutable sequence of revisions; a correction writes the next one under
 `expected_revision` and never touches an earlier one. Request models live in
-models.py, the SQL in store.py, feedback in feedback.py.
+models.py, the SQL in store.py, the rules that refuse a read or a reference
+in rules.py, feedback in feedback.py.
 """
 
 from __future__ import annotations
@@ -33,30 +34,28 @@ from waypost.resolvers.knowledge.models import (
     check_new,
     prefixed,
 )
+from waypost.resolvers.knowledge.rules import (
+    check_no_supersession_cycle,
+    check_references,
+    own_row,
+    visible_row,
+)
 from waypost.resolvers.knowledge.store import (
     append_revision,
     changed_fields,
-    check_no_supersession_cycle,
-    check_references,
     count_rows,
     feedback_totals,
     get_rows,
     insert_record,
     knowledge_json,
     list_rows,
-    own_row,
     revision_json,
     revision_rows,
-    visible_row,
 )
-
-# the visibility rule, for the transports (a record read by id elsewhere)
-from waypost.resolvers.knowledge.store import visible_to as visible_to
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
 
 __all__ = [
-    "MAX_SUBMISSION_LESSONS",  # the task workflow's submit model reads it here
     "correct",
     "create",
     "decode_submission_lessons",

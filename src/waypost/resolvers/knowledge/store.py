@@ -1,4 +1,5 @@
-"""Knowledge rows: shaping, look-ups, reference checks and the two writes.
+"""Knowledge rows: shaping, look-ups and the two writes (the rules that
+refuse a read or a reference are in rules.py).
 
 Every write goes through `insert_record` (a new identity and its revision 1)
 or `append_revision` (the next revision and the new projection); nothing
@@ -10,11 +11,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from waypost.errors import Forbidden, InvalidRequest, NotFound
 from waypost.ids import new_id
 from waypost.pagination import keyset
 from waypost.resolvers.context.lists_store import ListMatch, list_match
@@ -188,31 +188,6 @@ def get_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.
     return {row["id"]: row for row in rows}
 
 
-def visible_to(record: Mapping[str, Any] | sqlite3.Row, project_id: str) -> bool:
-    """A record (row or JSON) is readable through its own project, and through
-    any other when shared."""
-    return bool(record["project_id"] == project_id or record["collection"] == "shared")
-
-
-def visible_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
-    """A record readable through `project_id`: its own, or one shared by another project."""
-    row = get_row(conn, knowledge_id)
-    if row is None or not visible_to(row, project_id):
-        raise NotFound("no such knowledge record", {"knowledge_id": knowledge_id})
-    return row
-
-
-def own_row(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> sqlite3.Row:
-    """A record that `project_id` may correct: only its source project can."""
-    row = visible_row(conn, project_id, knowledge_id)
-    if row["project_id"] != project_id:
-        raise Forbidden(
-            "a shared record is corrected through its source project",
-            {"reason": "source_project_only", "project_id": row["project_id"]},
-        )
-    return row
-
-
 def _list_filter(q: KnowledgeListQuery) -> tuple[list[str], list[Any]]:
     """(WHERE terms, arguments) of a knowledge list's filters on the record
     (the project, the tag and the cursor belong to each part's walk, `_parts`;
@@ -358,65 +333,32 @@ def count_rows(
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 
-def check_references(
-    conn: sqlite3.Connection, project_id: str, c: Content, prefix: str = ""
-) -> None:
-    """Task, submission and replacement references must name records of `project_id`."""
-    for index, task_id in enumerate(c.task_ids):
-        if not _task_in_project(conn, project_id, task_id):
-            raise InvalidRequest.field(
-                f"{prefix}scope.task_ids[{index}]", f"no task {task_id!r} in this project"
-            )
-    if c.source_task_id is not None and not _task_in_project(conn, project_id, c.source_task_id):
-        raise InvalidRequest.field(
-            f"{prefix}provenance.source_task_id", "no such task in this project"
-        )
-    if c.source_submission_id is not None:
-        found = conn.execute(
-            "SELECT s.task_id FROM submissions s JOIN tasks t ON t.id = s.task_id"
-            " WHERE s.id = ? AND t.project_id = ?",
-            (c.source_submission_id, project_id),
-        ).fetchone()
-        if found is None:
-            raise InvalidRequest.field(
-                f"{prefix}provenance.source_submission_id", "no such submission in this project"
-            )
-        if c.source_task_id is not None and found["task_id"] != c.source_task_id:
-            raise InvalidRequest.field(
-                f"{prefix}provenance.source_submission_id",
-                "the submission belongs to another task than provenance.source_task_id",
-            )
-    if c.superseded_by_id is not None:
-        replacement = get_row(conn, c.superseded_by_id)
-        if replacement is None or replacement["project_id"] != project_id:
-            raise InvalidRequest.field(
-                f"{prefix}superseded_by_id", "no such knowledge record in this project"
-            )
+def task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+    ).fetchone()
+    return found is not None
 
 
-def check_no_supersession_cycle(
-    conn: sqlite3.Connection, knowledge_id: str, replacement_id: str
-) -> None:
-    """Refuse a replacement whose own chain of replacements leads back to this record.
+def submission_task(conn: sqlite3.Connection, project_id: str, submission_id: str) -> str | None:
+    """The task of a submission of `project_id`; None when it has no such submission."""
+    found = conn.execute(
+        "SELECT s.task_id FROM submissions s JOIN tasks t ON t.id = s.task_id"
+        " WHERE s.id = ? AND t.project_id = ?",
+        (submission_id, project_id),
+    ).fetchone()
+    return None if found is None else str(found["task_id"])
 
-    A cycle would leave every record in it superseded, with no current one to
-    follow. UNION (not UNION ALL) makes the walk stop on rows already seen.
-    """
+
+def replaced_through_chain(conn: sqlite3.Connection, start_id: str, knowledge_id: str) -> bool:
+    """`knowledge_id` is `start_id` or one of the records its chain of
+    replacements leads to. UNION (not UNION ALL) makes the walk stop on rows
+    already seen."""
     found = conn.execute(
         "WITH RECURSIVE chain(id) AS (SELECT ? UNION SELECT k.superseded_by_id"
         " FROM knowledge k JOIN chain ON k.id = chain.id WHERE k.superseded_by_id IS NOT NULL)"
         " SELECT 1 FROM chain WHERE id = ?",
-        (replacement_id, knowledge_id),
-    ).fetchone()
-    if found is not None:
-        raise InvalidRequest.field(
-            "superseded_by_id", "that record is itself superseded, through a chain, by this one"
-        )
-
-
-def _task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
+        (start_id, knowledge_id),
     ).fetchone()
     return found is not None
 
