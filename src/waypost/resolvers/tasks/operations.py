@@ -51,7 +51,6 @@ __all__ = [
     "ensure_work_allowed",
     "load_in_tx",
     "require_task",
-    "tasks_by_ids",
     "update",
 ]
 
@@ -74,10 +73,6 @@ def load_in_tx(tx: Tx, project_id: str, task_id: str) -> tuple[sqlite3.Row, sqli
 def current_task(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
     """The task JSON as this transaction leaves it."""
     return task_json(tx.conn, require_task(tx.conn, project_id, task_id), tx.now)
-
-
-def tasks_by_ids(conn: sqlite3.Connection, task_ids: list[str]) -> dict[str, sqlite3.Row]:
-    return store.task_rows_by_ids(conn, task_ids)
 
 
 def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> None:

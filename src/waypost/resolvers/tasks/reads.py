@@ -16,7 +16,7 @@ from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.context.search import escape_fts, filtered_read
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
-from waypost.resolvers.tasks.operations import require_task, tasks_by_ids
+from waypost.resolvers.tasks.operations import require_task
 from waypost.resolvers.tasks.readiness import ready_params
 from waypost.resolvers.tasks.views import (
     checkpoint_json,
@@ -259,7 +259,8 @@ def tasks_json_by_ids(
     conn: sqlite3.Connection, task_ids: Sequence[str], now: datetime
 ) -> dict[str, dict[str, Any]]:
     """Task JSON for each id that names a task (any project)."""
-    return _present_grouped(conn, list(tasks_by_ids(conn, list(task_ids)).values()), now)
+    rows = store.task_rows_by_ids(conn, list(task_ids))
+    return _present_grouped(conn, list(rows.values()), now)
 
 
 def activities_json(
