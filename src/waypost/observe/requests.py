@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +89,23 @@ def route_template(router: Router, scope: Scope) -> str | None:
     return None
 
 
+async def _run_observed(line: RequestLine, call: Awaitable[None]) -> None:
+    """Run one request or socket with `line` as the current one, timing it; a
+    fault before any status was sent is a 500 on the line (the server
+    answers it so)."""
+    token = _current.set(line)
+    started = time.perf_counter()
+    try:
+        await call
+    except BaseException:
+        if line.status == CLIENT_CLOSED:
+            line.status = 500
+        raise
+    finally:
+        _current.reset(token)
+        line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
+
+
 class RequestObserver:
     def __init__(
         self,
@@ -110,9 +127,7 @@ class RequestObserver:
             await self.app(scope, receive, send)
             return
         line = RequestLine(request_id=new_id("req"), method=scope["method"])
-        token = _current.set(line)
         header = (b"x-request-id", line.request_id.encode())
-        started = time.perf_counter()
 
         async def observed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -121,14 +136,8 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, observed_send)
-        except BaseException:
-            if line.status == CLIENT_CLOSED:
-                line.status = 500
-            raise
+            await _run_observed(line, self.app(scope, receive, observed_send))
         finally:
-            _current.reset(token)
-            line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             route = scope.get("route")
             line.route = getattr(route, "path", None)
             if line.route is None and self.router is not None:
@@ -142,9 +151,7 @@ class RequestObserver:
         # the upgrade is a GET; a socket closed before it was accepted was
         # refused (ASGI servers answer that with 403)
         line = RequestLine(request_id=new_id("req"), method="GET")
-        token = _current.set(line)
         header = (b"x-request-id", line.request_id.encode())
-        started = time.perf_counter()
 
         async def observed_send(message: Message) -> None:
             kind = message["type"]
@@ -158,14 +165,8 @@ class RequestObserver:
             await send(message)
 
         try:
-            await self.app(scope, receive, observed_send)
-        except BaseException:
-            if line.status == CLIENT_CLOSED:
-                line.status = 500
-            raise
+            await _run_observed(line, self.app(scope, receive, observed_send))
         finally:
-            _current.reset(token)
-            line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
             line.route = getattr(scope.get("route"), "path", None)
             if self.access_log:
                 ACCESS.info("websocket", extra={FIELDS: line.fields()})
