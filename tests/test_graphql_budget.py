@@ -66,7 +66,7 @@ def over_the_limit(body: bytes, mutation: bool = False) -> bool:
         else f"The result exceeds the execution limits of {budget.MAX_OBJECTS:,} objects and"
     )
     assert error["message"].startswith(words), error["message"]
-    assert len(error["message"]) <= 200  # as a message is kept (http/decoding.py)
+    assert len(error["message"]) <= 200  # as a message is kept (decoding.py)
     return True
 
 

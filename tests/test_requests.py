@@ -13,8 +13,8 @@ import msgspec
 import pytest
 
 from tests.conftest import Caller, Service
+from waypost.decoding import convert, parse_json, refuse_nul
 from waypost.errors import InvalidRequest
-from waypost.http.decoding import convert, parse_json, refuse_nul
 from waypost.resolvers.projects import policy
 from waypost.rest.routing import BODY_LIMIT
 

@@ -294,7 +294,7 @@ def project_group() -> None:
 @click.option("--name", required=True, type=TEXT)
 def project_create(db_path: Path, project_id: str, name: str) -> None:
     """Create a project, as the first human principal (the admin)."""
-    from waypost.http.decoding import convert
+    from waypost.decoding import convert
 
     def create(conn: sqlite3.Connection, at: str) -> dict[str, Any]:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)

@@ -15,9 +15,9 @@ from starlette.routing import Route, WebSocketRoute
 
 from waypost import console, rest
 from waypost.clock import Clock
+from waypost.decoding import query_items
 from waypost.errors import InvalidRequest, MethodNotAllowed, NotFound
 from waypost.http.auth import BearerAuthentication
-from waypost.http.decoding import query_items
 from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver

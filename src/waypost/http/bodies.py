@@ -10,8 +10,8 @@ from __future__ import annotations
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope
 
+from waypost.decoding import INT64_MAX, decimal_integer
 from waypost.errors import InvalidRequest, PayloadTooLarge
-from waypost.http.decoding import INT64_MAX, decimal_integer
 from waypost.http.headers import header
 
 # What a length of more digits than 64 bits hold stands for: it is past every

@@ -11,9 +11,9 @@ from typing import TypeVar
 
 from starlette.requests import ClientDisconnect, Request
 
+from waypost.decoding import decode_query, query_items
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType
 from waypost.http.bodies import content_length, receive_body
-from waypost.http.decoding import decode_query, query_items
 from waypost.http.headers import content_coding_refusal
 from waypost.resolvers.lifecycle import checks
 

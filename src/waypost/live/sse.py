@@ -24,8 +24,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
+from waypost.decoding import decode_query, query_items
 from waypost.errors import InvalidRequest, WaypostError
-from waypost.http.decoding import decode_query, query_items
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import SECURITY_HEADERS
 from waypost.live import Hub, StreamEnded, hub_for

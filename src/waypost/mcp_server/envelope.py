@@ -30,8 +30,8 @@ from mcp.types import (
 )
 from pydantic import BaseModel, ValidationError
 
+from waypost.decoding import clip, parse_json
 from waypost.errors import WaypostError
-from waypost.http.decoding import clip, parse_json
 from waypost.http.slow_clients import BODY_MOST
 
 RequestId = str | int

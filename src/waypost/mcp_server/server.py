@@ -27,8 +27,8 @@ from mcp.shared.exceptions import McpError
 from pydantic import AnyUrl
 
 from waypost import __version__
+from waypost.decoding import INT64_MAX, INT64_MIN, clip
 from waypost.errors import WaypostError
-from waypost.http.decoding import INT64_MAX, INT64_MIN, clip
 from waypost.ids import SLUG_CHARS
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain

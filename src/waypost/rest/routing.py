@@ -18,9 +18,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
 from waypost.clock import format_time
-from waypost.errors import InvalidRequest, Unavailable, UnsupportedMediaType, WaypostError
-from waypost.http.bodies import read_body
-from waypost.http.decoding import (
+from waypost.decoding import (
     convert,
     decode_query,
     is_json_media_type,
@@ -28,6 +26,8 @@ from waypost.http.decoding import (
     query_items,
     refuse_nul,
 )
+from waypost.errors import InvalidRequest, Unavailable, UnsupportedMediaType, WaypostError
+from waypost.http.bodies import read_body
 from waypost.http.headers import content_coding_refusal, header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer

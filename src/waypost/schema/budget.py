@@ -70,7 +70,7 @@ def exceeded_error(limit: int, mutation: bool = False) -> GraphQLError:
     if mutation:
         # its root fields all ran (execution.py): what they wrote is read by
         # replaying their keys, never by writing again under new ones (and
-        # within the 200 characters a message keeps, http/decoding.py)
+        # within the 200 characters a message keeps, decoding.py)
         message = (
             f"The result exceeds the execution limits ({limit:,} objects, {MAX_TEXT:,}"
             " characters of text). Every mutation ran: replay the same idempotency keys"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import strawberry
 
-from waypost.http.decoding import convert
+from waypost.decoding import convert
 from waypost.reranker.reasons import REASONS
 from waypost.resolvers.context import packet
 from waypost.resolvers.context.params import (

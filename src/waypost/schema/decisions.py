@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import strawberry
 
-from waypost.http.decoding import convert
+from waypost.decoding import convert
 from waypost.resolvers.core.receipts import Idempotency, Outcome
 from waypost.resolvers.decisions import answers as decision_answers
 from waypost.resolvers.decisions import operations as decisions

@@ -11,6 +11,7 @@ from typing import Any
 
 import strawberry
 
+from waypost.decoding import refuse_nul
 from waypost.errors import (
     CallerSessionNotLive,
     InvalidRequest,
@@ -18,7 +19,6 @@ from waypost.errors import (
     Unavailable,
     WaypostError,
 )
-from waypost.http.decoding import refuse_nul
 from waypost.resolvers.core.receipts import Idempotency, Outcome, check_key
 
 

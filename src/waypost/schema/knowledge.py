@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import msgspec
 import strawberry
 
-from waypost.http.decoding import convert
+from waypost.decoding import convert
 from waypost.pagination import Page
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.core.receipts import Outcome

@@ -8,8 +8,8 @@ from typing import Annotated, Any, cast
 import strawberry
 from strawberry.scalars import JSON
 
+from waypost.decoding import convert
 from waypost.errors import InvalidRequest, NotFound
-from waypost.http.decoding import convert
 from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.projects import operations as projects

@@ -9,8 +9,8 @@ from typing import Any, Generic, NewType, TypeVar
 import strawberry
 
 from waypost.b64url import decode_b64url, encode_b64url
+from waypost.decoding import decimal_integer
 from waypost.errors import InvalidRequest
-from waypost.http.decoding import decimal_integer
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 
 T = TypeVar("T")

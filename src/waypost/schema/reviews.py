@@ -11,7 +11,7 @@ from typing import Any
 
 import strawberry
 
-from waypost.http.decoding import convert
+from waypost.decoding import convert
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.lifecycle import reviews
 from waypost.resolvers.lifecycle.model import OutcomeBody

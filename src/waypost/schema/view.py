@@ -21,8 +21,8 @@ from strawberry.types import ExecutionResult
 
 from waypost import console
 from waypost.clock import format_time
+from waypost.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.errors import Unavailable, WaypostError
-from waypost.http.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import error_headers, graphql_error_body, graphql_refusal_body
 from waypost.observe.requests import note_graphql_operation

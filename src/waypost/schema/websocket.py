@@ -38,9 +38,9 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from waypost.clock import format_time
+from waypost.decoding import MESSAGE_MOST, clip
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
-from waypost.http.decoding import MESSAGE_MOST, clip
 from waypost.http.headers import bearer_token
 from waypost.live import TooManyStreams, hub_for
 from waypost.observe.requests import note_principal

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any, cast
 
 from waypost.clock import format_time
+from waypost.decoding import convert
 from waypost.errors import InvalidRequest, RevisionConflict
-from waypost.http.decoding import convert
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.context.search import escape_fts, filtered_read

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from waypost.http.decoding import convert, parse_json
+from waypost.decoding import convert, parse_json
 from waypost.resolvers.lifecycle import checks
 from waypost.resolvers.lifecycle.model import Memo
 
