@@ -213,17 +213,28 @@ async def test_patch_without_expected_revision_is_invalid(human: Caller, project
     assert error(r) == (400, "invalid_request", {"field": "expected_revision"})
 
 
-async def test_patch_with_unchanged_values_writes_no_revision(human: Caller, project: str) -> None:
+async def test_patch_with_unchanged_values_writes_the_next_revision(
+    human: Caller, project: str
+) -> None:
+    """Section 5: every accepted edit writes the next revision; one whose
+    values all equal the current ones wrote none (a knowledge correction
+    identical to its record is a revision too)."""
     task = await make_task(human, "same")
     r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "same"})
-    assert r.status_code == 200 and r.json()["revision"] == 1
+    assert r.status_code == 200 and r.json()["revision"] == 2
+    assert r.json()["title"] == "same"
+    revisions = (await human.get(task_path(task["id"], "revisions"))).json()["items"]
+    newest = revisions[0]
+    assert (newest["revision"], newest["changed_fields"], newest["judged_change"]) == (2, [], False)
+    assert newest["title"] == "same" and len(revisions) == 2
     events = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
     [logged] = [e for e in events if e["type"] == "task.updated"]
-    # logged with an edit's keys: nothing changed, nothing judged
-    assert logged["data"] == {"revision": 1, "changed_fields": [], "judged_change": False}
+    assert logged["data"] == {"revision": 2, "changed_fields": [], "judged_change": False}
+    stale = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "same"})
+    assert error(stale)[:2] == (409, "revision_conflict")
 
 
-async def test_an_agent_sending_the_unchanged_status_changes_nothing(
+async def test_an_agent_sending_the_unchanged_status_changes_no_value(
     service: Service, human: Caller, project: str
 ) -> None:
     """Changing `status` is for humans; the status a task already has is an
@@ -231,8 +242,9 @@ async def test_an_agent_sending_the_unchanged_status_changes_nothing(
     agent = await service.agent()
     task = await make_task(human, "same")
     same = await agent.patch(task_path(task["id"]), {"expected_revision": 1, "status": "open"})
-    assert same.status_code == 200 and same.json()["revision"] == 1
-    cancel = {"expected_revision": 1, "status": "cancelled"}
+    assert same.status_code == 200 and same.json()["revision"] == 2
+    assert same.json()["status"] == "open"
+    cancel = {"expected_revision": 2, "status": "cancelled"}
     r = await agent.patch(task_path(task["id"]), cancel)
     assert error(r) == (403, "forbidden", {"reason": "humans_only", "field": "status"})
 

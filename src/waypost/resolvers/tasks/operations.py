@@ -268,12 +268,9 @@ async def update(
         judged = any(f in JUDGED_FIELDS for f in changed)
         if judged:
             _refuse_judged_edit_while_publishing(tx.conn, row)
-        if not changed:
-            # Nothing differs: no new revision, but the accepted call is still logged.
-            # the same keys as an edit's event, so a reader needs no special case
-            unchanged = {"revision": row["revision"], "changed_fields": [], "judged_change": False}
-            tx.event(project_id, "task.updated", "task", task_id, unchanged)
-            return 200, task_json(tx.conn, row, tx.now)
+        # every accepted edit writes the next revision (section 5), one that
+        # changes nothing too: `changed_fields` is then empty (a knowledge
+        # correction identical to the record is a revision as well)
         revision = row["revision"] + 1
         columns = {f: requested[f] for f in changed if f in (*JUDGED_FIELDS, "priority", "status")}
         judged_revision = revision if judged else row["judged_revision"]
