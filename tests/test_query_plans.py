@@ -275,6 +275,46 @@ async def test_a_packets_decisions_for_a_task_start_from_that_task(
     assert not any("SUBQUERY" in p and "CORRELATED" in p for p in plans), plans
 
 
+async def test_a_packets_decisions_for_the_project_cost_the_same_among_many_answered(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Without a task, the packet's unresolved decisions walked every
+    decision of the project and tested its stored state (1.6 ms at 3,500
+    decisions, 42 ms at 50,000, for every packet): they are the ranges of
+    the pending, stale and expired decisions now, whatever else the project
+    holds, still oldest first."""
+    from tests.decisions_support import answer, edit_task, new_task, open_decision
+    from waypost.resolvers.decisions.lists_store import unresolved_ids
+    from waypost.resolvers.decisions.operations import UNRESOLVED
+
+    task, judged = await new_task(human), await new_task(human, "Rewrite the ledger")
+    stale = await open_decision(human, [judged])
+    await answer(human, stale["id"])
+    pending = await open_decision(human, [task])
+    expiring = await open_decision(human, [task], expires_at="2026-11-29T19:00:00.000Z")
+    await edit_task(human, judged, title="Drop the ledger")
+    service.clock.advance(hours=2)
+    now = service.clock.iso()
+
+    def unresolved(conn: sqlite3.Connection) -> list[str]:
+        return unresolved_ids(conn, project, now, UNRESOLVED, None, 21)
+
+    async def answered(count: int) -> None:
+        for _ in range(count):
+            allowed = await open_decision(human, [task])
+            await answer(human, allowed["id"])
+
+    await answered(4)
+    assert await service.rt.db.read(unresolved) == [stale["id"], pending["id"], expiring["id"]]
+    few = await _steps(service, unresolved)
+    await answered(200)
+    many = await _steps(service, unresolved)
+    assert many <= few + few // 100, (few, many)
+    assert await service.rt.db.read(unresolved) == [stale["id"], pending["id"], expiring["id"]]
+    plans = await _plans(service, unresolved)
+    assert not any("decisions_by_project" in p for p in plans), plans
+
+
 async def test_the_unanswered_decisions_are_one_range_of_their_index(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -79,29 +79,41 @@ def unresolved_ids(
     The statuses are read from the stored state (`STATUS_WHERE`), as the
     lists' filters are: computing each decision's (its pins, a call into
     Python) walked the whole project for every context packet, 117 ms at
-    50,000 decisions. With tasks named, the walk starts from their
-    decisions (`decision_affected_by_task`, current generations only), so
-    its cost is what those tasks carry, not what the project does."""
-    matches = " OR ".join(f"({STATUS_WHERE.get(s, '0')})" for s in statuses) or "0"
+    50,000 decisions. For the whole project, each status is one range of
+    its partial index (`_of_status`; the statuses are disjoint), so the cost
+    is what the project holds of those statuses: walking every decision of
+    the project and testing its stored state still cost 1.6 ms at 3,500
+    decisions and 42 ms at 50,000, for every packet, however few were
+    unresolved. With tasks named, the walk starts from their decisions
+    (`decision_affected_by_task`, current generations only), so its cost is
+    what those tasks carry, not what the project does."""
     if task_ids is None:
-        source = "decisions d"
-    else:
-        # CROSS JOIN keeps the tasks' decisions the outer loop: the planner
-        # otherwise walks the project's index and tests each decision
-        source = (
-            "(SELECT DISTINCT x.decision_id FROM json_each(:tasks) t"
-            " JOIN decision_affected x ON x.task_id = t.value"
-            " JOIN decision_holds c ON c.decision_id = x.decision_id"
-            "  AND c.generation = x.generation) m"
-            " CROSS JOIN decisions d ON d.id = m.decision_id"
+        ranges = " UNION ALL ".join(
+            f"SELECT h.decision_id, h.created_at FROM {_of_status(s)}" for s in statuses
         )
+        if not ranges:
+            return []
+        found = conn.execute(
+            f"SELECT decision_id FROM ({ranges}) ORDER BY created_at, decision_id LIMIT :n",
+            {"project": project_id, "now": now_at, "n": count},
+        ).fetchall()
+        return [r["decision_id"] for r in found]
+    matches = " OR ".join(f"({STATUS_WHERE.get(s, '0')})" for s in statuses) or "0"
+    # CROSS JOIN keeps the tasks' decisions the outer loop: the planner
+    # otherwise walks the project's index and tests each decision
+    source = (
+        "(SELECT DISTINCT x.decision_id FROM json_each(:tasks) t"
+        " JOIN decision_affected x ON x.task_id = t.value"
+        " JOIN decision_holds c ON c.decision_id = x.decision_id"
+        "  AND c.generation = x.generation) m"
+        " CROSS JOIN decisions d ON d.id = m.decision_id"
+    )
     rows = conn.execute(
         f"SELECT d.id FROM {source}{STATUS_FROM}"
         f" WHERE d.project_id = :project AND ({matches})"
         " ORDER BY d.created_at, d.id LIMIT :n",
-        {"project": project_id, "tasks": None if task_ids is None else json.dumps(list(task_ids)),
-         "now": now_at, "n": count},
-    ).fetchall()  # fmt: skip
+        {"project": project_id, "tasks": json.dumps(list(task_ids)), "now": now_at, "n": count},
+    ).fetchall()
     return [r["id"] for r in rows]
 
 
