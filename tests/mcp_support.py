@@ -18,6 +18,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from tests.conftest import Caller
 from tests.serve_support import Server, admin_command
 
 TRANSPORTS = ["http", "stdio"]
@@ -112,3 +113,20 @@ async def refused(s: ClientSession, tool: str, **arguments: Any) -> str:
     result = await s.call_tool(tool, arguments)
     assert result.isError, text(result)
     return text(result)
+
+
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+async def open_session(caller: Caller) -> str:
+    """A live MCP session of `caller` over /mcp in process (its Mcp-Session-Id)."""
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await caller.client.post("/mcp", json=hello, headers={**caller.headers(), **MCP_HEADERS})
+    assert r.status_code == 200, r.text
+    session_id = r.headers["mcp-session-id"]
+    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    headers = {**caller.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    assert (await caller.client.post("/mcp", json=done, headers=headers)).status_code == 202
+    return session_id

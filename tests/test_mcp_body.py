@@ -11,11 +11,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller
+from tests.mcp_support import MCP_HEADERS, open_session
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.envelope import Refusal
 from waypost.mcp_server.stdio import message_of_line
-
-HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 def _call(arguments: str) -> bytes:
@@ -38,7 +37,7 @@ async def test_a_body_the_rest_parser_refuses_is_a_json_rpc_parse_error(
     """With the request's id when a lenient reading finds it (an error with
     `"id": null` leaves the official client waiting), else null."""
     r = await human.client.post(
-        "/mcp", content=_call(arguments), headers={**human.headers(), **HEADERS}
+        "/mcp", content=_call(arguments), headers={**human.headers(), **MCP_HEADERS}
     )
     assert r.status_code == 400, r.text
     answer = r.json()
@@ -53,7 +52,8 @@ async def test_a_byte_that_is_no_utf8_keeps_the_requests_id(human: Caller) -> No
     which the official client waits for ever."""
     body = _call('{"title": "cafX"}').replace(b"X", b"\xe9")
     for sent in (body, b"\xef\xbb\xbf" + body):  # with a byte-order mark too, as json.loads takes
-        r = await human.client.post("/mcp", content=sent, headers={**human.headers(), **HEADERS})
+        headers = {**human.headers(), **MCP_HEADERS}
+        r = await human.client.post("/mcp", content=sent, headers=headers)
         assert r.status_code == 400, r.text
         assert r.json() == {"jsonrpc": "2.0", "id": 1, "error": {
             "code": -32700, "message": "the body is not valid UTF-8"}}  # fmt: skip
@@ -73,8 +73,8 @@ async def test_a_refused_value_in_the_params_is_invalid_params_and_the_session_g
     """A value the strict parser refuses inside `params` (2**63 in an
     argument) was a parse error with HTTP 400, on which the official client
     dropped its whole session: it is JSON, so it is `-32602` naming it."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     r = await human.client.post("/mcp", content=_call(arguments), headers=headers)
     assert r.status_code == 200, r.text
     answer = r.json()
@@ -84,7 +84,7 @@ async def test_a_refused_value_in_the_params_is_invalid_params_and_the_session_g
     ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
     assert (await human.client.post("/mcp", json=ping, headers=headers)).status_code == 200
     # outside a live session it is no answer in one (the SDK's 400 for a well-formed call)
-    outside = {**human.headers(), **HEADERS}
+    outside = {**human.headers(), **MCP_HEADERS}
     r = await human.client.post("/mcp", content=_call(arguments), headers=outside)
     assert r.status_code == 400 and r.json()["error"]["code"] == -32602, r.text
 
@@ -103,8 +103,8 @@ async def test_a_refused_value_in_what_is_no_request_stays_a_parse_error(
     """Only a request of a method this server has, in a well-formed envelope,
     has its params refused as such (the review found -32602 for a message
     with `jsonrpc` 1.0, an unknown method, a member named `params.x`)."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     r = await human.client.post("/mcp", content=text.encode(), headers=headers)
     assert r.status_code == 400 and r.json()["error"]["code"] == -32700, r.text
 
@@ -114,7 +114,7 @@ async def test_every_media_type_the_sdk_reads_as_json_passes_the_parser(human: C
     skip the REST parser (a body nested 5,000 levels was its 500 again)."""
     deep = _call('{"x": ' + "[" * 5000 + "]" * 5000 + "}")
     for media in ("application/json; foo=bar", "Application/JSON; charset=latin-1"):
-        headers = {**human.headers(), **HEADERS, "Content-Type": media}
+        headers = {**human.headers(), **MCP_HEADERS, "Content-Type": media}
         r = await human.client.post("/mcp", content=deep, headers=headers)
         assert r.status_code == 400, (media, r.text)
         assert r.json()["error"]["code"] == -32700
@@ -132,7 +132,8 @@ async def test_a_body_over_the_limit_is_413_with_its_id(human: Caller) -> None:
         ("[" * 50_000 + '"' + "y" * (250 * 1024) + '"' + "]" * 50_000, None),
     ):
         body = _call(arguments)
-        r = await human.client.post("/mcp", content=body, headers={**human.headers(), **HEADERS})
+        headers = {**human.headers(), **MCP_HEADERS}
+        r = await human.client.post("/mcp", content=body, headers=headers)
         assert r.status_code == 413, r.text
         assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": {
             "code": -32600, "message": "MCP bodies are limited to 278528 bytes"}}  # fmt: skip
@@ -140,7 +141,7 @@ async def test_a_body_over_the_limit_is_413_with_its_id(human: Caller) -> None:
 
 async def test_a_content_length_that_is_no_number_is_400(human: Caller) -> None:
     # "²" (0xB2) is a digit to str.isdigit(), not to HTTP: int() raised, a 500
-    headers = {**human.headers(), **HEADERS}
+    headers = {**human.headers(), **MCP_HEADERS}
     h = [*((k.encode(), v.encode()) for k, v in headers.items()), (b"content-length", b"\xb2")]
     r = await human.client.post("/mcp", content=_call("{}"), headers=h)
     assert r.status_code == 400, r.text
@@ -154,12 +155,12 @@ async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> N
     r = await human.client.post(
         "/mcp",
         content=b"not json",
-        headers={**human.headers(), **HEADERS, "Content-Type": "text/plain"},
+        headers={**human.headers(), **MCP_HEADERS, "Content-Type": "text/plain"},
     )
     assert r.status_code == 415, r.text
     assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
         "code": -32600, "message": "send the message as application/json"}}  # fmt: skip
-    headers = [*human.headers().items(), ("Accept", HEADERS["Accept"]),
+    headers = [*human.headers().items(), ("Accept", MCP_HEADERS["Accept"]),
                ("Content-Type", "application/json"), ("Content-Type", "text/plain")]  # fmt: skip
     r = await human.client.post("/mcp", content=_call("{}"), headers=headers)
     assert r.status_code == 400, r.text
@@ -168,8 +169,8 @@ async def test_another_media_type_is_415_and_two_are_refused(human: Caller) -> N
 
 async def test_a_body_with_a_content_coding_is_415(human: Caller) -> None:
     """No coding is decoded: a plain body labelled gzip was served (200)."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     for coding in ["gzip", "br, identity"]:
         ping = b'{"jsonrpc": "2.0", "id": 3, "method": "ping"}'
         r = await human.client.post(
@@ -180,25 +181,11 @@ async def test_a_body_with_a_content_coding_is_415(human: Caller) -> None:
             "message": "send the body without a content coding (no Content-Encoding)"}}  # fmt: skip
 
 
-async def _initialized(human: Caller) -> str:
-    """A live MCP session of `human` (its Mcp-Session-Id)."""
-    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
-    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **HEADERS})
-    assert r.status_code == 200, r.text
-    session_id = r.headers["mcp-session-id"]
-    done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
-    assert (await human.client.post("/mcp", json=done, headers=headers)).status_code == 202
-    return session_id
-
-
 async def test_an_unknown_method_is_method_not_found_with_its_id(human: Caller) -> None:
     """The SDK read any method name it does not know as malformed parameters
     (-32602 "Invalid request parameters"); JSON-RPC's code is -32601."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     for request_id in (7, "seven"):
         body = {"jsonrpc": "2.0", "id": request_id, "method": "no/such", "params": {}}
         r = await human.client.post("/mcp", json=body, headers=headers)
@@ -211,8 +198,8 @@ async def test_a_request_whose_params_mcp_refuses_is_told_which_field(human: Cal
     """The SDK answered "Invalid request parameters" with an empty `data` (and
     logged its whole validation report); the field is named now, as for a bad
     initialize and over stdio."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     for params, named in (
         ({"arguments": {}}, "params.name"),
         ({"name": "digest", "arguments": [1]}, "params.arguments"),
@@ -235,8 +222,8 @@ async def test_params_nested_past_what_the_sdk_reads_are_told_where(
     """Past 255 levels (the parser takes about 1,000) the SDK answered
     "Invalid request parameters" naming nothing, and the root logger a
     WARNING with pydantic's report; over stdio too."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     call = '"tools/call", "params": {"name": "policy", "arguments": {"project": NESTED}}'
     deep = [
         (call.replace("NESTED", _nested(260)), "params.arguments.project.0.0."),
@@ -272,8 +259,8 @@ async def test_a_message_nested_too_deep_outside_params_is_refused_or_dropped(
     naming where; a notification or a response, which is answered nothing,
     is dropped with one line (an error answer to one ended the official
     client's /mcp session)."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     request = '{"jsonrpc": "2.0", "id": 12, "method": "ping", "extra": NESTED}'
     body = request.replace("NESTED", _nested(300)).encode()
     with caplog.at_level(logging.WARNING):
@@ -315,8 +302,8 @@ async def test_a_notification_unknown_or_malformed_is_dropped_with_at_most_one_l
     whole report ("8 validation errors for ClientNotification"). A method
     MCP does not have is ignored, as the protocol asks (new versions add
     notifications); params its schema refuses are one line naming the field."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     unknown = {"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": 1}}
     malformed = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"reason": 5}}
     with caplog.at_level(logging.DEBUG):
@@ -342,13 +329,13 @@ async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
     unknown or missing session is the SDK's 404 or 400 (a 404 is a client's
     signal to initialize again), not a -32601 that hides it."""
     body = {"jsonrpc": "2.0", "id": 8, "method": "no/such"}
-    r = await human.client.post("/mcp", json=body, headers={**human.headers(), **HEADERS})
+    r = await human.client.post("/mcp", json=body, headers={**human.headers(), **MCP_HEADERS})
     assert r.status_code == 400 and "session" in r.text.lower(), r.text
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": "0" * 32}
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": "0" * 32}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 404, r.text
     # in a live session, the SDK's header checks still come first
-    live = {**human.headers(), **HEADERS, "Mcp-Session-Id": await _initialized(human)}
+    live = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": await open_session(human)}
     for name, value, status in [("Accept", "*/*", 406), ("Accept", "application/json", 406),
                                 ("Mcp-Protocol-Version", "1999-01-01", 400)]:  # fmt: skip
         r = await human.client.post("/mcp", json=body, headers={**live, name: value})
@@ -362,7 +349,7 @@ async def test_a_refused_message_in_a_live_session_gets_the_sdks_header_checks_f
     was answered (200, 202) without the Accept and protocol version checks a
     valid message gets first (406, 400): the SDK's own answer now, and
     nothing the endpoint refused runs."""
-    live = {**human.headers(), **HEADERS, "Mcp-Session-Id": await _initialized(human)}
+    live = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": await open_session(human)}
     refused = [
         _call('{"limit": NaN}'),
         _call(json.dumps({"x": "y" * (300 * 1024)})),
@@ -383,7 +370,7 @@ async def test_a_refused_message_in_a_live_session_gets_the_sdks_header_checks_f
 
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
-    r = await human.client.post("/mcp", json=batch, headers={**human.headers(), **HEADERS})
+    r = await human.client.post("/mcp", json=batch, headers={**human.headers(), **MCP_HEADERS})
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert error["code"] == -32600 and "one JSON-RPC message per request" in error["message"]
@@ -420,8 +407,8 @@ async def test_a_message_that_is_not_json_rpc_is_invalid_request_with_its_id(
     """The SDK took a request whose id is null, true or 1.5 for a notification
     (202, the tool never ran, the client waited for ever), and answered other
     malformed envelopes with pydantic's report under the id "server-error"."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     r = await human.client.post("/mcp", json=message, headers=headers)
     assert r.status_code == 400, r.text
     answer = r.json()
@@ -433,7 +420,7 @@ async def test_the_sdks_own_errors_answer_with_a_null_id_and_the_services_header
     human: Caller,
 ) -> None:
     body = {"jsonrpc": "2.0", "id": 8, "method": "tools/list"}
-    unknown = {**human.headers(), **HEADERS, "Mcp-Session-Id": "0" * 32}
+    unknown = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": "0" * 32}
     r = await human.client.post("/mcp", json=body, headers=unknown)
     assert r.status_code == 404, r.text
     assert r.json()["id"] is None and "server-error" not in r.text
@@ -443,7 +430,7 @@ async def test_the_sdks_own_errors_answer_with_a_null_id_and_the_services_header
     hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
-    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **HEADERS})
+    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **MCP_HEADERS})
     assert r.headers["content-type"].startswith("text/event-stream"), r.headers
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-content-type-options"] == "nosniff"
@@ -462,8 +449,8 @@ async def test_a_fault_listing_resources_reaches_the_client_masked(
     async def failing(self: LocalBackend, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("disk I/O error at /srv/secret/waypost.db")
 
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     monkeypatch.setattr(LocalBackend, "call", failing)
     body = {"jsonrpc": "2.0", "id": 3, "method": "resources/list", "params": {}}
     with caplog.at_level(logging.ERROR, "waypost"):
@@ -490,10 +477,10 @@ async def test_a_repeated_header_is_a_json_rpc_invalid_request(
     """A repeated Mcp-Session-Id (any made-up ids) or MCP-Protocol-Version
     was read outside any handler: a 500 and an ERROR traceback for any
     caller with a token."""
-    session_id = await _initialized(human)
-    given = {"mcp-session-id": session_id, "accept": HEADERS["Accept"],
+    session_id = await open_session(human)
+    given = {"mcp-session-id": session_id, "accept": MCP_HEADERS["Accept"],
              "mcp-protocol-version": "2025-06-18"}  # fmt: skip
-    headers = [(k, v) for k, v in {**human.headers(), **HEADERS, **given}.items()]
+    headers = [(k, v) for k, v in {**human.headers(), **MCP_HEADERS, **given}.items()]
     headers.append((name, given[name]))
     body = json.dumps({"jsonrpc": "2.0", "id": 4, "method": "ping"}) if method == "POST" else None
     with caplog.at_level(logging.WARNING):
@@ -511,7 +498,7 @@ async def test_a_stream_asked_to_resume_is_told_that_streams_are_not_resumed(
     """GET /mcp with a Last-Event-ID: the SDK, which keeps no event store
     here, returned without an answer (uvicorn's plain-text 500 and an
     ERROR line) for any value; the session went on."""
-    session_id = await _initialized(human)
+    session_id = await open_session(human)
     headers = {**human.headers(), "Accept": "text/event-stream", "Mcp-Session-Id": session_id,
                "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
     with caplog.at_level(logging.WARNING):
@@ -524,7 +511,7 @@ async def test_a_stream_asked_to_resume_is_told_that_streams_are_not_resumed(
             assert "does not resume streams" in answer["error"]["message"]
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
     ping = {"jsonrpc": "2.0", "id": 7, "method": "ping"}
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     r = await human.client.post("/mcp", json=ping, headers=headers)
     assert r.status_code == 200 and '"id":7,"result":{}' in r.text.replace(" ", ""), r.text
 
@@ -533,7 +520,7 @@ async def test_accept_on_two_lines_is_one_accept_of_both(human: Caller) -> None:
     """Accept is a list (RFC 9110, 5.3): JSON on one line and the event
     stream on another mean both. The SDK read the first line only (406), and
     then a repeat was refused as if Accept were one value (400)."""
-    session_id = await _initialized(human)
+    session_id = await open_session(human)
     headers = [*human.headers().items(), ("Content-Type", "application/json"),
                ("Accept", "application/json"), ("Accept", "Text/Event-Stream"),
                ("Mcp-Session-Id", session_id)]  # fmt: skip
@@ -552,8 +539,8 @@ async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human:
     """MCP 2025-06-18, server/tools: unknown tools are protocol errors (they
     were a tool result with `isError`); pagination: an invalid cursor SHOULD
     be -32602 (it was ignored and the whole list answered)."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
             "params": {"name": "n" * 500, "arguments": {}}}  # fmt: skip
     r = await human.client.post("/mcp", json=body, headers=headers)
@@ -590,7 +577,7 @@ async def test_a_browser_request_is_served_only_from_loopback_to_loopback(
     """MCP 2025-06-18, transports, "Security Warning": servers MUST validate
     the Origin header and answer 403 when it is present and invalid (DNS
     rebinding); any Origin was served."""
-    headers = {**human.headers(), **HEADERS, "Origin": origin, "Host": host}
+    headers = {**human.headers(), **MCP_HEADERS, "Origin": origin, "Host": host}
     body = {"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
@@ -622,8 +609,8 @@ async def test_a_resource_list_given_a_cursor_is_invalid_params(human: Caller, m
     """Each resource list is one page too: a cursor is none this server gave
     (it was ignored and the whole list answered again, so a client that sent
     a stale cursor got every resource twice)."""
-    session_id = await _initialized(human)
-    headers = {**human.headers(), **HEADERS, "Mcp-Session-Id": session_id}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     body = {"jsonrpc": "2.0", "id": 8, "method": method, "params": {"cursor": "bogus"}}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 200, r.text

@@ -143,6 +143,11 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         rt.metrics.set_queue_depth(db.queue_depth)
         rt.metrics.set_unanswered_writes(db.unanswered_writes)
         rt.metrics.set_wal_bytes(db.wal_bytes)
+        # the hub is made on first use: nothing open until then
+        rt.metrics.set_live(
+            lambda: rt.hub.open_count() if rt.hub is not None else 0,
+            lambda: rt.hub.socket_count() if rt.hub is not None else 0,
+        )
         if settings.rerank.enabled:
             rt.reranker = Reranker(settings.rerank)
             rt.resources.push_async_callback(rt.reranker.aclose)

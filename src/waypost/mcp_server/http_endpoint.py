@@ -348,6 +348,7 @@ class McpEndpoint:
         """
         started, stop = asyncio.Event(), asyncio.Event()
         stopping = self._runtime().stopping
+        self._runtime().metrics.set_mcp_sessions(self.session_count)
 
         async def hold() -> None:
             async with self.manager.run():
@@ -587,6 +588,17 @@ class McpEndpoint:
         await send({"type": "http.response.start", "status": 202,
                     "headers": [(b"content-length", b"0")]})  # fmt: skip
         await send({"type": "http.response.body", "body": b""})
+
+    def session_count(self) -> int:
+        """The sessions of every principal not idle past the SDK's idle
+        timeout (for the metrics: a principal who never returns keeps its
+        aged entries in the table until then)."""
+        cutoff = time.monotonic() - IDLE_SECONDS
+        return sum(
+            not session.idle_before(cutoff)
+            for sessions in self._sessions.values()
+            for session in sessions.values()
+        )
 
     def _live(self, principal_id: str) -> dict[str, _Session]:
         """The principal's sessions not idle past the SDK's idle timeout."""

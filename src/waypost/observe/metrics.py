@@ -10,7 +10,10 @@ Hooks for parts that report here:
 - the sweep: `sweep_runs.labels(outcome=...)`;
 - the reranker (context): `reranker_outcome(outcome)` per provider call
   (`ok`, `timeout`, `bad_scores`, `http_error`, `circuit_open`, ...) and
-  `set_circuit_state(fn)` returning 0 closed, 1 half-open, 2 open.
+  `set_circuit_state(fn)` returning 0 closed, 1 half-open, 2 open;
+- the live hub and the MCP endpoint: `set_live(listeners, websockets)` and
+  `set_mcp_sessions(fn)`, read at scrape time (what a long-running process
+  holds open for its clients).
 """
 
 from __future__ import annotations
@@ -112,6 +115,22 @@ class Metrics:
             "The reranker circuit: 0 closed, 1 half-open, 2 open.",
             registry=r,
         )
+        self.live_listeners = Gauge(
+            "waypost_live_listeners",
+            "Listeners of the event hub: SSE event streams, GraphQL subscriptions and"
+            " MCP decision waits, each following one project's events.",
+            registry=r,
+        )
+        self.graphql_websockets = Gauge(
+            "waypost_graphql_websockets",
+            "GraphQL WebSockets open (acknowledged), with or without subscriptions.",
+            registry=r,
+        )
+        self.mcp_sessions = Gauge(
+            "waypost_mcp_sessions",
+            "MCP sessions over /mcp not yet idle past the 15-minute timeout.",
+            registry=r,
+        )
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         # the labelled children by key: `labels()` takes a lock and builds a
@@ -148,6 +167,13 @@ class Metrics:
 
     def set_circuit_state(self, read: Callable[[], float]) -> None:
         self.circuit.set_function(read)
+
+    def set_live(self, listeners: Callable[[], float], websockets: Callable[[], float]) -> None:
+        self.live_listeners.set_function(listeners)
+        self.graphql_websockets.set_function(websockets)
+
+    def set_mcp_sessions(self, read: Callable[[], float]) -> None:
+        self.mcp_sessions.set_function(read)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
