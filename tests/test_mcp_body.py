@@ -368,6 +368,25 @@ async def test_a_refused_message_in_a_live_session_gets_the_sdks_header_checks_f
         assert r.status_code in (200, 202), r.text  # with both checks passed: as before
 
 
+async def test_an_initialize_is_not_held_to_the_protocol_version_refused_or_not(
+    human: Caller,
+) -> None:
+    """The SDK checks no `MCP-Protocol-Version` on an `initialize` (that is
+    how a version is agreed): a refused one in a live session is answered
+    as a valid one would be (200), not with the version's 400 and a null id."""
+    live = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": await open_session(human),
+            "MCP-Protocol-Version": "1999-01-01"}  # fmt: skip
+    hello = ('{"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {'
+             '"protocolVersion": "2025-06-18", "capabilities": {"x": NaN},'
+             ' "clientInfo": {"name": "test", "version": "1"}}}')  # fmt: skip
+    r = await human.client.post("/mcp", content=hello.replace("NaN", "{}"), headers=live)
+    assert r.status_code == 200, r.text  # a valid one, as the SDK answers it
+    r = await human.client.post("/mcp", content=hello, headers=live)
+    assert r.status_code == 200, r.text
+    assert r.json()["id"] == 3 and r.json()["error"]["code"] == -32602, r.text
+    assert "params.capabilities.x" in r.json()["error"]["message"], r.text
+
+
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "ping"}]
     r = await human.client.post("/mcp", json=batch, headers={**human.headers(), **MCP_HEADERS})

@@ -70,6 +70,9 @@ class Refusal:
     silent: bool = False
     # the HTTP status of its answer outside a live session (inside one, 200)
     status: int = 400
+    # the refused request's method, where the refusal is of its params
+    # (the SDK checks an `initialize`'s headers as no other request's)
+    method: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         error = {"code": self.code, "message": self.message}
@@ -122,7 +125,8 @@ def _depth_refusal(message: Any, deep: str) -> Refusal:
     found = message.get("id") if isinstance(message, dict) else None
     request_id = found if is_request_id(found) else None
     if request_id is not None and deep.startswith("params.") and _request_but_params(message):
-        return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {deep}: {said}")
+        said = f"Invalid params: {deep}: {said}"
+        return Refusal(request_id, INVALID_PARAMS, said, method=message["method"])
     return Refusal(request_id, INVALID_REQUEST, f"{deep}: {said}")
 
 
@@ -130,30 +134,28 @@ def _in_params(raw: bytes, field: Any, said: str) -> Refusal | None:
     """`-32602` naming `field` when it lies inside the params of a request,
     else None."""
     request_id = request_id_of(raw)
-    if (
-        request_id is not None
-        and isinstance(field, str)
-        and field.startswith("params.")
-        and _a_request_but_params(raw)
-    ):
-        return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {field}: {said}")
-    return None
+    if request_id is None or not isinstance(field, str) or not field.startswith("params."):
+        return None
+    method = _method_of_a_request_but_params(raw)
+    if method is None:
+        return None
+    return Refusal(request_id, INVALID_PARAMS, f"Invalid params: {field}: {said}", method=method)
 
 
-def _a_request_but_params(raw: bytes) -> bool:
-    """Whether `raw`, read leniently, is a request in a well-formed envelope
-    of a method this server has, with a `params` object: only then is a
-    value the strict parser refused there `-32602` (anything else stays a
-    parse error, as before)."""
+def _method_of_a_request_but_params(raw: bytes) -> str | None:
+    """The method of `raw` when, read leniently, it is a request in a
+    well-formed envelope of a method this server has, with a `params`
+    object: only then is a value the strict parser refused there `-32602`
+    (anything else stays a parse error, as before). None otherwise."""
     try:
         message = json.loads(raw)
     except (ValueError, RecursionError):
-        return False
-    return _request_but_params(message)
+        return None
+    return str(message["method"]) if _request_but_params(message) else None
 
 
 def _request_but_params(message: Any) -> bool:
-    """`_a_request_but_params` of a message already read."""
+    """`_method_of_a_request_but_params` of a message already read, as a yes or no."""
     if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
         return False
     if any(key != "params" and key.startswith("params") for key in message):

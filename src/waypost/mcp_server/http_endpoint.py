@@ -163,17 +163,30 @@ def _stand_in(scope: Scope, unread: Receive) -> tuple[Scope, Receive]:
     return {**scope, "headers": headers}, replaying(_STAND_IN, unread)
 
 
-def _sdk_would_serve(scope: Scope) -> bool:
+def _sdk_would_serve(scope: Scope, message: Any) -> bool:
     """The SDK's own checks of a POST's headers, as it makes them: an Accept
     naming both JSON and the event stream (by prefix; `*/*` is not enough),
-    and a protocol version it supports when one is named."""
+    and a protocol version it supports when one is named, except for an
+    `initialize` (which is how a version is agreed: the SDK skips it)."""
     accepted = [t.strip() for t in (header(scope, b"accept") or "").split(",")]
     version = header(scope, b"mcp-protocol-version")
     return (
         any(t.startswith("application/json") for t in accepted)
         and any(t.startswith("text/event-stream") for t in accepted)
-        and (version is None or version in SUPPORTED_PROTOCOL_VERSIONS)
+        and (
+            version is None
+            or version in SUPPORTED_PROTOCOL_VERSIONS
+            or _method_of(message) == "initialize"
+        )
     )
+
+
+def _method_of(message: Any) -> str | None:
+    """The method of a POST's message, a refused one's too where known."""
+    if isinstance(message, Refusal):
+        return message.method
+    found = message.get("method") if isinstance(message, dict) else None
+    return found if isinstance(found, str) else None
 
 
 # Headers that carry one value here, as a refusal spells them (the SDK reads
@@ -453,7 +466,7 @@ class McpEndpoint:
         # in a live session the SDK's checks of Accept and the protocol
         # version come first, for a refused message as for any: a refused
         # one was answered 200 where a valid one got the SDK's 406
-        in_session = session_id in live and _sdk_would_serve(scope)
+        in_session = session_id in live and _sdk_would_serve(scope, message)
         if isinstance(message, Refusal) and session_id in live and not in_session:
             scope, receive = _stand_in(scope, unread)
         gone = asyncio.Event()
