@@ -1,14 +1,16 @@
 """The decision gate: may work on a task proceed, as far as decisions go?
 
-`ensure_all_resolved` runs inside the writer transaction of every
-ownership-dependent task operation (tasks/operations.ensure_work_allowed);
-`blocking_decisions` is the same predicate in batch form, used for readiness
-in the task JSON and the context packet; `BLOCKED_CTE` is the same predicate
-again as a set of task ids, derived per statement; only the claim's safety
-net uses it now. Claims, ready lists and the digest read the stored gate
-state instead (migration 0014: the part of the status only writes change,
-kept by triggers; the expiry compared at read time; docs/tasks.md says why
-that is exact), and the claim puts its pick to `blocking_decisions` (see
+`ensure_decisions_resolved` (the guard both specs name) runs inside the
+writer transaction of every ownership-dependent task operation
+(tasks/operations.ensure_work_allowed), and `ensure_all_resolved` for an
+activity and its subject together; `blocking_decisions` is the same
+predicate in batch form, used for readiness in the task JSON and the
+context packet; `BLOCKED_CTE` is the same predicate again as a set of task
+ids, derived per statement; only the claim's safety net uses it now.
+Claims, ready lists and the digest read the stored gate state instead
+(migration 0014: the part of the status only writes change, kept by
+triggers; the expiry compared at read time; docs/tasks.md says why that is
+exact), and the claim puts its pick to `blocking_decisions` (see
 tasks/readiness.py).
 
 A task is blocked by every decision whose *current* generation affects it and
@@ -35,6 +37,7 @@ __all__ = [
     "MAX_IDS",
     "blocking_decisions",
     "ensure_all_resolved",
+    "ensure_decisions_resolved",
     "gate_params",
 ]
 
@@ -66,6 +69,13 @@ def blocking_decisions(
     for r in rows:
         result[r["task_id"]].append(r["decision_id"])
     return result
+
+
+def ensure_decisions_resolved(
+    conn: sqlite3.Connection, project_id: str, task_id: str, now: datetime
+) -> None:
+    """Raise `decision_required` when a decision blocks work on `task_id`."""
+    ensure_all_resolved(conn, project_id, [task_id], now)
 
 
 def ensure_all_resolved(

@@ -79,8 +79,10 @@ def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetim
     """The decision gate for work on a task: the task itself and, for an
     activity, its subject (a workflow operation checks both)."""
     subject = row["subject_task_id"]
-    task_ids = [row["id"]] if subject is None else [row["id"], subject]
-    gate.ensure_all_resolved(conn, row["project_id"], task_ids, now)
+    if subject is None:
+        gate.ensure_decisions_resolved(conn, row["project_id"], row["id"], now)
+    else:  # one refusal naming both tasks' decisions, the activity's first
+        gate.ensure_all_resolved(conn, row["project_id"], [row["id"], subject], now)
 
 
 def _check_dependencies(
