@@ -18,9 +18,9 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.budget import Fill, fill
-from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery, search_terms
+from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery
 from waypost.resolvers.context.ranking_store import Hit, ranked
-from waypost.resolvers.context.search import Scope, SearchTimedOut, escape_fts
+from waypost.resolvers.context.search import Scope, SearchTimedOut, fts_query
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.context.search import time_limit_ms as search_time_limit_ms
 from waypost.resolvers.context.store import gated_tasks, knowledge_objects, task_rows
@@ -159,7 +159,7 @@ async def build(
 ) -> dict[str, Any]:
     """The context packet of section 8 for `query`; `rerank=False` leaves
     the provider out (reported `disabled`) where no one will read the items."""
-    match = escape_fts(search_terms(query.q))
+    match = fts_query(query.q)
     now = rt.now()
     limit_ms = search_time_limit_ms(rt)
     snap = await rt.db.search(lambda c: read_sync(c, project_id, query, match, now, limit_ms))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from waypost.errors import InvalidRequest
+from waypost.resolvers.context.params import search_terms
 
 if TYPE_CHECKING:
     from waypost.runtime import Runtime
@@ -38,6 +39,12 @@ PROGRESS_STEPS = 1000
 
 class SearchTimedOut(Exception):
     """The search ran past its time limit and SQLite interrupted it."""
+
+
+def fts_query(q: str) -> str:
+    """The FTS5 query of a request's `q` (the packet's, or a list's filter):
+    its terms checked (a 400 naming `q`), each escaped."""
+    return escape_fts(search_terms(q))
 
 
 def escape_fts(terms: list[str]) -> str:

@@ -20,8 +20,7 @@ from waypost.clock import format_time
 from waypost.decoding import convert
 from waypost.errors import InvalidRequest, RevisionConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
-from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts, filtered_read
+from waypost.resolvers.context.search import filtered_read, fts_query
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.knowledge.models import (
     MAX_SUBMISSION_LESSONS,
@@ -236,7 +235,7 @@ def list_sync(
 
 def _match(q: KnowledgeListQuery) -> str | None:
     """The list's `q` as an FTS5 query (each term escaped), None without one."""
-    return None if q.q is None else escape_fts(search_terms(q.q))
+    return None if q.q is None else fts_query(q.q)
 
 
 async def list_knowledge(

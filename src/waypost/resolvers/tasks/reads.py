@@ -12,8 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
-from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.search import escape_fts, filtered_read
+from waypost.resolvers.context.search import filtered_read, fts_query
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.operations import require_task
@@ -73,7 +72,7 @@ def list_tasks_sync(
         after,
         size + 1,
         status=status,
-        match=None if q is None else escape_fts(search_terms(q)),
+        match=None if q is None else fts_query(q),
         ready=ready,
         ready_params=params,
         backward=backward,
@@ -106,7 +105,7 @@ def count_tasks_sync(
         conn,
         project_id,
         status=status,
-        match=None if q is None else escape_fts(search_terms(q)),
+        match=None if q is None else fts_query(q),
         ready=ready,
         ready_params=ready_params(project_id, now) if ready is not None else None,
     )
