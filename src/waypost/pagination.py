@@ -13,6 +13,7 @@ from waypost.errors import InvalidRequest
 T = TypeVar("T")
 U = TypeVar("U")
 DEFAULT_LIMIT = 50
+LIMIT_MAX = 200  # a page's `limit` at most, unless a list says otherwise
 
 
 def encode_cursor(*parts: str | int) -> str:
@@ -104,7 +105,7 @@ def keyset(descending: bool, backward: bool) -> tuple[str, str]:
     return ("<", "DESC") if down else (">", "ASC")
 
 
-def check_limit(limit: int | None, *, maximum: int = 200, field_name: str = "limit") -> int:
+def check_limit(limit: int | None, *, maximum: int = LIMIT_MAX, field_name: str = "limit") -> int:
     if limit is None:
         return DEFAULT_LIMIT
     if not 1 <= limit <= maximum:

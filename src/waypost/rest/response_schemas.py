@@ -6,6 +6,10 @@ service contract describe it. `openapi.py` lists `SCHEMAS` under
 `#/components/schemas` and points each operation's success response at the
 schema `RESPONSES` names for its operationId.
 
+The bounds of lists come from the request models and the lists that make
+them (`tasks.CRITERIA_MAX`, `MAX_IDS`, `DIGEST_LIMIT`, ...), so a limit is
+changed in one place.
+
 Every key the server sends is `required`, and every object the server
 shapes itself is closed (`additionalProperties: false`); only an event's
 `data` is open. Times are RFC 3339 UTC with milliseconds, as the service
@@ -15,10 +19,18 @@ clock writes them (`2026-11-29T18:00:00.000Z`).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, get_args
 
 from waypost.ids import ID_CHARS, SLUG_CHARS
+from waypost.pagination import LIMIT_MAX as PAGE_MAX
 from waypost.reranker.reasons import REASONS
+from waypost.resolvers.context.params import LIMIT_MAX as PACKET_MAX
+from waypost.resolvers.decisions import models as decisions
+from waypost.resolvers.decisions.digest import DIGEST_LIMIT
+from waypost.resolvers.decisions.gate import MAX_IDS
+from waypost.resolvers.knowledge.models import MAX_SUBMISSION_LESSONS, SCOPE_ENTRIES_MAX, TAGS_MAX
+from waypost.resolvers.tasks import models as tasks
+from waypost.resolvers.tasks.leases import RECOVER_CHECKPOINTS
 
 Schema = dict[str, Any]
 
@@ -67,7 +79,7 @@ def obj(properties: Schema, **rules: Any) -> Schema:
 
 def page(item: str) -> Schema:
     """A list page: `{"items": [...], "next_cursor": "..." | null}` (limit 1-200)."""
-    return obj({"items": array(ref(item), maxItems=200), "next_cursor": nullable(STRING)})
+    return obj({"items": array(ref(item), maxItems=PAGE_MAX), "next_cursor": nullable(STRING)})
 
 
 def either(condition: Schema, then: Schema, otherwise: Schema) -> Schema:
@@ -180,7 +192,7 @@ EVENT = obj(
         "data": {"type": "object"},
     }
 )
-EVENT_PAGE = obj({"items": array(ref("Event"), maxItems=200), "next_after": COUNT})
+EVENT_PAGE = obj({"items": array(ref("Event"), maxItems=PAGE_MAX), "next_after": COUNT})
 
 
 # --- tasks ------------------------------------------------------------------------
@@ -188,17 +200,17 @@ EVENT_PAGE = obj({"items": array(ref("Event"), maxItems=200), "next_after": COUN
 TASK_CONTENT: Schema = {
     "title": STRING,
     "description": STRING,
-    "acceptance_criteria": array(STRING, maxItems=100),
+    "acceptance_criteria": array(STRING, maxItems=tasks.CRITERIA_MAX),
     "kind": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"},
     "priority": INTEGER,
-    "depends_on": distinct(ID, maxItems=100),
+    "depends_on": distinct(ID, maxItems=tasks.DEPENDENCIES_MAX),
 }
 TASK_FIELDS: Schema = {
     "id": ID,
     "project_id": PROJECT_ID,
     **TASK_CONTENT,
     "subject_task_id": nullable(ID),
-    "status": enum("open", "claimed", "submitted", "done", "cancelled"),
+    "status": enum(*get_args(tasks.Status)),
     "revision": NUMBER,
     "ready": BOOL,
     "blocked_by": ref("BlockedBy"),
@@ -209,7 +221,7 @@ TASK_FIELDS: Schema = {
 }
 BLOCKED_BY = obj(
     {
-        "decisions": distinct(ID, maxItems=20),
+        "decisions": distinct(ID, maxItems=MAX_IDS),
         "decisions_truncated": BOOL,
         "dependencies": distinct(ID),
     }
@@ -263,14 +275,14 @@ TASK_RECOVERY = obj(
         "task": ref("Task"),
         "lease": ref("Lease"),
         "previous_lease": ref("Lease"),
-        "checkpoints": array(ref("Checkpoint"), maxItems=20),
+        "checkpoints": array(ref("Checkpoint"), maxItems=RECOVER_CHECKPOINTS),
     }
 )
 TASK_SUBMISSION = obj(
     {
         "submission": ref("Submission"),
         "task": ref("Task"),
-        "lessons": array(ref("Knowledge"), maxItems=50),
+        "lessons": array(ref("Knowledge"), maxItems=MAX_SUBMISSION_LESSONS),
     }
 )
 
@@ -283,7 +295,7 @@ KNOWLEDGE_CONTENT: Schema = {
     "body": STRING,
     "status": KNOWLEDGE_STATUS,
     "scope": ref("KnowledgeScope"),
-    "tags": distinct(STRING, maxItems=32),
+    "tags": distinct(STRING, maxItems=TAGS_MAX),
     "applicability": STRING,
     "provenance": ref("KnowledgeProvenance"),
     "superseded_by_id": nullable(ID),
@@ -312,10 +324,10 @@ SHARED = either(
 )
 KNOWLEDGE_RULES: Schema = {"allOf": [SUPERSEDED, SHARED]}
 
-SCOPE_VALUES = distinct(STRING, maxItems=100)
+SCOPE_VALUES = distinct(STRING, maxItems=SCOPE_ENTRIES_MAX)
 KNOWLEDGE_SCOPE = obj(
     {
-        "task_ids": distinct(ID, maxItems=100),
+        "task_ids": distinct(ID, maxItems=SCOPE_ENTRIES_MAX),
         "components": SCOPE_VALUES,
         "environments": SCOPE_VALUES,
         "versions": SCOPE_VALUES,
@@ -373,7 +385,7 @@ DECISION_FIELDS: Schema = {
     "id": ID,
     "project_id": PROJECT_ID,
     "question": STRING,
-    "options": distinct(STRING, minItems=2, maxItems=20),
+    "options": distinct(STRING, minItems=decisions.OPTIONS_MIN, maxItems=decisions.OPTIONS_MAX),
     "rationale": STRING,
     "required_actor": enum("human", "agent", "either"),
     "recommendation": nullable(STRING),
@@ -396,10 +408,10 @@ DECISION_DETAIL = obj(
 DECISION_GENERATION = obj(
     {
         "generation": NUMBER,
-        "affected": array(ref("AffectedTask"), minItems=1, maxItems=100),
+        "affected": array(ref("AffectedTask"), minItems=1, maxItems=decisions.AFFECTED_MAX),
         "policy_revision": NUMBER,
         "environment": STRING,
-        "conditions": array(STRING, maxItems=50),
+        "conditions": array(STRING, maxItems=decisions.CONDITIONS_MAX),
         "expires_at": nullable(TIME),
         "reopen_rationale": nullable(STRING),
         "actor_id": ID,
@@ -432,8 +444,8 @@ DIGEST = obj(
     {
         "project_id": PROJECT_ID,
         "generated_at": TIME,
-        **{name: array(ref("Decision"), maxItems=200) for name in DIGEST_LISTS[:3]},
-        "blocked_tasks": array(ref("Task"), maxItems=200),
+        **{name: array(ref("Decision"), maxItems=DIGEST_LIMIT) for name in DIGEST_LISTS[:3]},
+        "blocked_tasks": array(ref("Task"), maxItems=DIGEST_LIMIT),
         "ready_task_count": COUNT,
         "truncated": obj({name: BOOL for name in DIGEST_LISTS}),
     }
@@ -461,7 +473,7 @@ CONTEXT_PACKET = obj(
                     "mapping": {t: ref(name)["$ref"] for t, name in CONTEXT_ITEMS.items()},
                 },
             },
-            maxItems=100,
+            maxItems=PACKET_MAX,
         ),
         "instructions_complete": BOOL,
         "truncated": BOOL,

@@ -16,6 +16,7 @@ from waypost.errors import InvalidRequest
 Q_MAX_BYTES = 1024
 Q_MAX_TERMS = 32
 LIMIT_DEFAULT = 20
+LIMIT_MAX = 100
 BUDGET_DEFAULT = 16_384
 BUDGET_MIN = 1_024
 BUDGET_MAX = 131_072
@@ -28,7 +29,7 @@ class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
     """Query parameters of GET /api/v1/projects/{project}/context."""
 
     q: str
-    limit: Annotated[int, msgspec.Meta(ge=1, le=100)] = LIMIT_DEFAULT
+    limit: Annotated[int, msgspec.Meta(ge=1, le=LIMIT_MAX)] = LIMIT_DEFAULT
     budget: Annotated[int, msgspec.Meta(ge=BUDGET_MIN, le=BUDGET_MAX)] = BUDGET_DEFAULT
     include_shared: bool = False
     task_id: Filter | None = None

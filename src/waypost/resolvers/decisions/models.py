@@ -14,16 +14,19 @@ Text = Annotated[str, msgspec.Meta(min_length=1, max_length=16384)]
 RelayText = Annotated[str, msgspec.Meta(min_length=1, max_length=16384)]
 Environment = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Condition = Annotated[str, msgspec.Meta(min_length=1, max_length=1000)]
-Conditions = Annotated[list[Condition], msgspec.Meta(max_length=50)]
+CONDITIONS_MAX = 50
+OPTIONS_MIN, OPTIONS_MAX = 2, 20
+AFFECTED_MAX = 100  # the tasks one generation pins
+Conditions = Annotated[list[Condition], msgspec.Meta(max_length=CONDITIONS_MAX)]
 TaskId = Annotated[str, msgspec.Meta(min_length=1, max_length=64)]
 
 
 class DecisionCreate(msgspec.Struct, forbid_unknown_fields=True):
     question: Question
-    options: Annotated[list[Option], msgspec.Meta(min_length=2, max_length=20)]
+    options: Annotated[list[Option], msgspec.Meta(min_length=OPTIONS_MIN, max_length=OPTIONS_MAX)]
     rationale: Text
     required_actor: RequiredActor
-    task_ids: Annotated[list[TaskId], msgspec.Meta(min_length=1, max_length=100)]
+    task_ids: Annotated[list[TaskId], msgspec.Meta(min_length=1, max_length=AFFECTED_MAX)]
     environment: Environment
     conditions: Conditions = msgspec.field(default_factory=list)
     expires_at: str | None = None

@@ -18,11 +18,13 @@ CONTENT_FIELDS = (*JUDGED_FIELDS, "priority", "depends_on")
 Title = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 Description = Annotated[str, msgspec.Meta(max_length=TEXT_MAX_BYTES)]
 Criterion = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
-Criteria = Annotated[list[Criterion], msgspec.Meta(max_length=100)]
+CRITERIA_MAX = 100
+Criteria = Annotated[list[Criterion], msgspec.Meta(max_length=CRITERIA_MAX)]
 Kind = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9_-]{1,64}(?![\s\S])")]
 Priority = Annotated[int, msgspec.Meta(ge=-1_000_000, le=1_000_000)]
 TaskRef = Annotated[str, msgspec.Meta(pattern=f"^{ID_CHARS}{END}")]
-TaskRefs = Annotated[list[TaskRef], msgspec.Meta(max_length=100)]
+DEPENDENCIES_MAX = 100
+TaskRefs = Annotated[list[TaskRef], msgspec.Meta(max_length=DEPENDENCIES_MAX)]
 Status = Literal["open", "claimed", "submitted", "done", "cancelled"]
 Text = Annotated[str, msgspec.Meta(min_length=1, max_length=TEXT_MAX_BYTES)]
 
