@@ -322,6 +322,53 @@ class _Session:
         return not self.in_flight and self.idle_since < cutoff
 
 
+async def _read_post(scope: Scope, receive: Receive, send: Send) -> tuple[Any, Receive] | None:
+    """A POST's JSON-RPC message and a `receive` that hands its body on; the
+    message is a `Refusal` for one whose params or size are refused (answered
+    once the session is known). None when the POST was answered here: a media
+    type or content coding refused, a body past the limit with no id found,
+    a message the envelope refuses.
+
+    The SDK parses with json.loads: a body nested a few thousand levels deep
+    raised RecursionError (a 500), and duplicate keys, NaN or integers past
+    64 bits passed. The REST parser goes first, then the envelope's own rules
+    (mcp_server/envelope.py)."""
+    try:
+        if not _sdk_reads_as_json(header(scope, b"content-type")):
+            raise UnsupportedMediaType("send the message as application/json")
+        coded = content_coding_refusal(scope)
+        if coded is not None:
+            raise UnsupportedMediaType(coded)
+        # read up to the id search's bound: a message past the limit is
+        # refused with its id where one is found (the official client waited
+        # for ever on a 413 with `"id": null`)
+        body, receive = await buffer_body(scope, receive, ID_SEARCH_MAX, "MCP bodies")
+        too_large = len(body) > BODY_LIMIT
+        found = request_id_quickly(body) if too_large else None
+        if too_large and found is None:
+            await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
+            return None
+    except ClientDisconnect:
+        return None
+    except PayloadTooLarge:  # past the search's bound too: no id is looked for
+        await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
+        return None
+    except WaypostError as error:
+        await _json_rpc_error(send, error.status, INVALID_REQUEST, error.message)
+        return None
+    if too_large:
+        # answered as a refused argument is, with its id: 200 in a live
+        # session, where the official client took a 413 for the transport
+        # failing and ended the whole session
+        return Refusal(found, INVALID_REQUEST, TOO_LARGE, status=413), receive
+    message = read_message(body)
+    refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
+    if refusal is not None and refusal.code != INVALID_PARAMS and not refusal.silent:
+        await send_json(send, 400, refusal.as_json())
+        return None
+    return message, receive
+
+
 class McpEndpoint:
     """The ASGI app mounted at /mcp; `run()` belongs in the app's lifespan."""
 
@@ -405,44 +452,10 @@ class McpEndpoint:
         # (its event streams said `Cache-Control: no-cache, no-transform`)
         send = security_headers_send(send, replace=True)
         if scope["method"] == "POST":
-            # the SDK parses with json.loads: a body nested a few thousand
-            # levels deep raised RecursionError (a 500), and duplicate keys,
-            # NaN or integers past 64 bits passed. The REST parser goes first,
-            # then the envelope's own rules (mcp_server/envelope.py).
-            try:
-                if not _sdk_reads_as_json(header(scope, b"content-type")):
-                    raise UnsupportedMediaType("send the message as application/json")
-                coded = content_coding_refusal(scope)
-                if coded is not None:
-                    raise UnsupportedMediaType(coded)
-                # read up to the id search's bound: a message past the limit
-                # is refused with its id where one is found (the official
-                # client waited for ever on a 413 with `"id": null`)
-                body, receive = await buffer_body(scope, receive, ID_SEARCH_MAX, "MCP bodies")
-                too_large = len(body) > BODY_LIMIT
-                found = request_id_quickly(body) if too_large else None
-                if too_large and found is None:
-                    await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
-                    return
-            except ClientDisconnect:
-                return
-            except PayloadTooLarge:  # past the search's bound too: no id is looked for
-                await _json_rpc_error(send, 413, INVALID_REQUEST, TOO_LARGE)
-                return
-            except WaypostError as error:
-                await _json_rpc_error(send, error.status, INVALID_REQUEST, error.message)
-                return
-            if too_large:
-                # answered as a refused argument is, with its id: 200 in a
-                # live session, where the official client took a 413 for the
-                # transport failing and ended the whole session
-                message = Refusal(found, INVALID_REQUEST, TOO_LARGE, status=413)
-            else:
-                message = read_message(body)
-                refusal = message if isinstance(message, Refusal) else envelope_refusal(message)
-                if refusal is not None and refusal.code != INVALID_PARAMS and not refusal.silent:
-                    await send_json(send, 400, refusal.as_json())
-                    return
+            read = await _read_post(scope, receive, send)
+            if read is None:
+                return  # answered: nothing in it reaches the SDK
+            message, receive = read
         repeated = _repeated_header(scope)
         if repeated is not None:
             await _json_rpc_error(send, 400, INVALID_REQUEST, repeated, _id_of(message))
