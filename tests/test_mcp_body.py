@@ -385,6 +385,10 @@ async def test_an_initialize_is_not_held_to_the_protocol_version_refused_or_not(
     assert r.status_code == 200, r.text
     assert r.json()["id"] == 3 and r.json()["error"]["code"] == -32602, r.text
     assert "params.capabilities.x" in r.json()["error"]["message"], r.text
+    # a notification of that name (no id) is held to it, as the SDK holds it
+    notice = '{"jsonrpc": "2.0", "method": "initialize", "params": {}}'
+    r = await human.client.post("/mcp", content=notice, headers=live)
+    assert r.status_code == 400 and "protocol version" in r.text, r.text
 
 
 async def test_a_batch_is_refused_in_one_sentence(human: Caller) -> None:

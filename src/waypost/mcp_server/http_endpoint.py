@@ -167,7 +167,8 @@ def _sdk_would_serve(scope: Scope, message: Any) -> bool:
     """The SDK's own checks of a POST's headers, as it makes them: an Accept
     naming both JSON and the event stream (by prefix; `*/*` is not enough),
     and a protocol version it supports when one is named, except for an
-    `initialize` (which is how a version is agreed: the SDK skips it)."""
+    `initialize` request (which is how a version is agreed: the SDK skips
+    it; a notification of that name, with no id, is held to it)."""
     accepted = [t.strip() for t in (header(scope, b"accept") or "").split(",")]
     version = header(scope, b"mcp-protocol-version")
     return (
@@ -176,7 +177,7 @@ def _sdk_would_serve(scope: Scope, message: Any) -> bool:
         and (
             version is None
             or version in SUPPORTED_PROTOCOL_VERSIONS
-            or _method_of(message) == "initialize"
+            or (_method_of(message) == "initialize" and is_request_id(_id_of(message)))
         )
     )
 
