@@ -131,6 +131,24 @@ async def test_prepare_on_a_done_task_is_state_conflict(human: Caller, project: 
     assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "done"})
 
 
+async def test_prepare_on_a_task_completed_while_held_is_publication_in_progress(
+    human: Caller, project: str
+) -> None:
+    """`complete` is open while authority is held, so a done task can still
+    hold it: another prepare names the holder (section 5), as on an open
+    task, rather than the task's status; the holder finalizes either way."""
+    task = await make_task(human)
+    await claim(human, task["id"])
+    await submit(human, task["id"])
+    assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    assert (await human.post(task_path(task["id"], "complete"))).json()["status"] == "done"
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (409, "publication_in_progress", {"holder_id": human.principal_id})
+    assert (await human.post(task_path(task["id"], "publication/finalize"))).status_code == 200
+    r = await human.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (409, "state_conflict", {"reason": "task_closed", "status": "done"})
+
+
 async def test_prepare_on_a_cancelled_task_is_state_conflict(human: Caller, project: str) -> None:
     task = await make_task(human)
     await human.patch(task_path(task["id"]), {"expected_revision": 1, "status": "cancelled"})

@@ -67,15 +67,18 @@ async def prepare(
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
         project, row = load_in_tx(tx, project_id, task_id)
         _authorize(actor, project)
-        if row["status"] in ("done", "cancelled"):
-            raise StateConflict(
-                f"a {row['status']} task cannot be published",
-                {"reason": "task_closed", "status": row["status"]},
-            )
+        # held first: a task completed while its authority was held is still
+        # held (section 5: a second prepare while authority is held is
+        # publication_in_progress), and its holder must finalize either way
         if row["publication_holder_id"] is not None:
             raise PublicationInProgress(
                 "publication authority is already held for this task",
                 {"holder_id": row["publication_holder_id"]},
+            )
+        if row["status"] in ("done", "cancelled"):
+            raise StateConflict(
+                f"a {row['status']} task cannot be published",
+                {"reason": "task_closed", "status": row["status"]},
             )
         ensure_work_allowed(tx.conn, row, tx.now)
         store.grant_publication(tx.conn, task_id, (actor.principal_id, actor.session_id), tx.at)
