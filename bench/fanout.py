@@ -8,8 +8,10 @@ minimal raw HTTP client of bench/store.py, creating tasks back to back. The
 subscribers are 100 real connections, either to
 `GET /api/v1/projects/bench/events/stream`, read raw, or WebSockets to
 `/graphql` (graphql-transport-ws), each with one `projectEvents`
-subscription, read with the `websockets` client. Rounds alternate: writers
-alone, with the 100 SSE streams open, with the 100 subscriptions, twice.
+subscription (a message per event) or one `projectEventBatches`
+subscription (a message per wake), read with the `websockets` client.
+Rounds alternate: writers alone, with the 100 SSE streams open, with each
+kind of 100 subscriptions, twice.
 
 Each subscriber's event ids are checked against the events the database
 holds for the round: every committed event, in order, each once. Delivery
@@ -58,12 +60,19 @@ TASKS = f"/api/v1/projects/{PROJECT}/tasks"
 STREAM = f"/api/v1/projects/{PROJECT}/events/stream"
 _ID = re.compile(rb"^id: (\d+)$", re.M)
 _SUBJECT = re.compile(rb'"subject_id":"([^"]+)"')
-SUBSCRIPTION = (
-    f'subscription($after: Int) {{ projectEvents(projectId: "{PROJECT}", after: $after)'
-    " { sequence subjectId } }"
-)
+SUBSCRIPTIONS = {
+    "graphql": f'subscription($after: Int) {{ projectEvents(projectId: "{PROJECT}",'
+    " after: $after) { sequence subjectId } }",
+    "graphql-batches": f'subscription($after: Int) {{ projectEventBatches(projectId: "{PROJECT}",'
+    " after: $after) { events { sequence subjectId } } }",
+}
 _GRAPHQL_EVENT = re.compile(r'"sequence":\s*(\d+),\s*"subjectId":\s*"([^"]+)"')
-TRANSPORTS = ("sse", "graphql")
+TRANSPORTS = ("sse", "graphql", "graphql-batches")
+NAMES = {
+    "sse": "SSE streams",
+    "graphql": "GraphQL subscriptions (projectEvents)",
+    "graphql-batches": "GraphQL subscriptions (projectEventBatches)",
+}
 
 
 @dataclass
@@ -163,12 +172,19 @@ async def subscribe(
 
 
 async def subscribe_graphql(
-    port: int, token: str, ready: asyncio.Event, stop: asyncio.Event, timed: bool, after: int
+    port: int,
+    token: str,
+    ready: asyncio.Event,
+    stop: asyncio.Event,
+    timed: bool,
+    after: int,
+    query: str,
 ) -> Subscriber:
-    """One `projectEvents` subscription from `after` (the last event before
-    the round: nothing committed after it is missed, however long the
-    subscribe takes) until `stop`. Each `next` message is read with a regular
-    expression, not parsed, to keep this process cheap."""
+    """One subscription (`projectEvents` or `projectEventBatches`) from
+    `after` (the last event before the round: nothing committed after it is
+    missed, however long the subscribe takes) until `stop`. Each `next`
+    message is read with a regular expression, not parsed, to keep this
+    process cheap."""
     from websockets.asyncio.client import connect
 
     sub = Subscriber()
@@ -182,7 +198,7 @@ async def subscribe_graphql(
         if acked.get("type") != "connection_ack":
             raise SystemExit(f"graphql-transport-ws answered {acked!r}")
         await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {
-            "query": SUBSCRIPTION, "variables": {"after": after}}}))  # fmt: skip
+            "query": query, "variables": {"after": after}}}))  # fmt: skip
         ready.set()
         while not stop.is_set():
             try:
@@ -213,8 +229,9 @@ def read_streams(
 
         def one(i: int) -> Any:
             token, timed = tokens[i % len(tokens)], i < TIMED
-            if transport == "graphql":
-                return subscribe_graphql(port, token, ready[i], stop, timed, after)
+            if transport in SUBSCRIPTIONS:
+                query = SUBSCRIPTIONS[transport]
+                return subscribe_graphql(port, token, ready[i], stop, timed, after, query)
             return subscribe(port, token, ready[i], stop, timed)
 
         subs = [asyncio.create_task(one(i)) for i in range(SUBSCRIBERS)]
@@ -318,7 +335,7 @@ async def measure(
           f"{', '.join(f'{x:.1f}' for x in alone.rates)})")  # fmt: skip
     print(f"  server CPU per write, alone:             {ca:8.3f} ms")
     for transport, rounds in with_streams.items():
-        name = "SSE streams" if transport == "sse" else "GraphQL subscriptions"
+        name = NAMES[transport]
         s = statistics.median(rounds.rates)
         cs = statistics.median(rounds.cpu) * 1e3
         print(f"\n  with {SUBSCRIBERS} {name}:")

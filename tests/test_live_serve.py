@@ -41,6 +41,12 @@ async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> No
             ):  # fmt: skip
                 lines = stream.aiter_lines()
                 assert await anext(lines) == ": stream open"
+                # the client offers per-message compression; `serve` declines it:
+                # each subscriber's copy of each event would be deflated on its
+                # own, on the one core that also serves the writers
+                assert ws.request is not None and ws.response is not None
+                assert "permessage-deflate" in ws.request.headers["Sec-WebSocket-Extensions"]
+                assert "Sec-WebSocket-Extensions" not in ws.response.headers
                 await ws.send(
                     json.dumps(
                         {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}

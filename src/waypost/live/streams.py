@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 from waypost.clock import format_time
@@ -23,7 +22,7 @@ from waypost.runtime import Actor, Runtime
 log = logging.getLogger("waypost.live")
 
 Event = dict[str, Any]
-# what `project_events` yields besides events (compared by identity): OPENED
+# what `project_event_batches` yields besides events (compared by identity): OPENED
 # once the listener is in place, KEEPALIVE after each quiet keep-alive interval
 # (the SSE route writes a comment line for each)
 OPENED: Event = {}
@@ -90,20 +89,6 @@ async def project_event_batches(
             if now - kept >= limits.keepalive_seconds:
                 kept = now
                 yield KEEPALIVE
-
-
-async def project_events(
-    rt: Runtime, actor: Actor, token: str, project_id: str, after: int | None
-) -> AsyncGenerator[Event, None]:
-    """`project_event_batches`, one event at a time."""
-    batches = project_event_batches(rt, actor, token, project_id, after)
-    async with aclosing(batches):
-        async for item in batches:
-            if isinstance(item, list):
-                for event in item:
-                    yield event
-            else:
-                yield item
 
 
 async def load_decision(rt: Runtime, decision_id: str) -> dict[str, Any] | None:
@@ -194,7 +179,7 @@ async def decision_changes(
     changes. Status changes that write no event of their own (stale after an
     edit of an affected task or of the rules, expired when time passes) are
     found by reading the decision again after every event of its project and
-    at least every `poll_seconds`. Ends as `project_events` does."""
+    at least every `poll_seconds`. Ends as `project_event_batches` does."""
     known = await load_decision(rt, decision_id)
     if known is None:
         raise NotFound("no such decision", {"decision_id": decision_id})

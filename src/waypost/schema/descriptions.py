@@ -212,7 +212,7 @@ FIELDS_BY_NAME = {
     "blockedTasks": "Tasks blocked by decisions.",
     "generation": "The generation number (1 for the first).",
     "code": "The REST error code (`invalid_request`, `forbidden`, `not_found`, ...).",
-    "field": "The input field at fault, as a camelCase path (`\"\"` for the input as a"
+    "field": 'The input field at fault, as a camelCase path (`""` for the input as a'
     " whole, such as an edit that names no field to change); null when the refusal names"
     " no field.",
     "message": "A readable explanation.",

@@ -45,20 +45,35 @@ MOST: int = 4096
 _ANSWERS: OrderedDict[
     Hashable, tuple[object, ExecutionResult | asyncio.Future[ExecutionResult]]
 ] = OrderedDict()
-# Payload objects handed to several subscriptions: by the hub item they were
-# made from (kept with it, so that an id is never reused while remembered),
+# Payload objects handed to several subscriptions: by the hub items they were
+# made from (kept with them, so that an id is never reused while remembered),
 # and by their own id (what the per-event executor is handed).
-_PAYLOADS: OrderedDict[int, tuple[object, object]] = OrderedDict()
+_PAYLOADS: OrderedDict[Hashable, tuple[tuple[object, ...], object]] = OrderedDict()
 _SHARED: dict[int, object] = {}
 
 
 def shared_payload(item: Item, make: Callable[[Item], T]) -> T:
     """One payload object per hub item, so that its answers can be shared."""
-    found = _PAYLOADS.get(id(item))
-    if found is not None and found[0] is item:
+    return _shared(id(item), (item,), lambda: make(item))
+
+
+def shared_batch(items: list[Item], make: Callable[[list[Item]], T]) -> T:
+    """One payload object per run of hub items (`projectEventBatches`).
+
+    Subscribers woken together are handed the same run of the hub's own
+    events: the same first and last event, and the same events between them
+    (the hub's window only grows at its end and drops from its start). A run
+    read from the log itself is made of fresh objects and is not shared."""
+    return _shared((id(items[0]), id(items[-1]), len(items)), (items[0], items[-1]),
+                   lambda: make(items))  # fmt: skip
+
+
+def _shared(key: Hashable, anchors: tuple[object, ...], make: Callable[[], T]) -> T:
+    found = _PAYLOADS.get(key)
+    if found is not None and all(a is b for a, b in zip(found[0], anchors, strict=True)):
         return cast(T, found[1])
-    payload = make(item)
-    _PAYLOADS[id(item)] = (item, payload)
+    payload = make()
+    _PAYLOADS[key] = (anchors, payload)
     _SHARED[id(payload)] = payload
     if len(_PAYLOADS) > MOST:
         _, (_, dropped) = _PAYLOADS.popitem(last=False)

@@ -12,11 +12,12 @@ from graphql import GraphQLError
 
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.live import StreamEnded
-from waypost.live.streams import KEEPALIVE, OPENED, check_project, decision_changes, project_events
+from waypost.live.hub import PAGE
+from waypost.live.streams import check_project, decision_changes, project_event_batches
 from waypost.schema.context import Info
 from waypost.schema.decisions import Decision
 from waypost.schema.projects import Event
-from waypost.schema.shared_events import shared_payload
+from waypost.schema.shared_events import shared_batch, shared_payload
 
 T = TypeVar("T")
 log = logging.getLogger("waypost.live")
@@ -43,6 +44,36 @@ async def _guarded(items: AsyncIterator[T]) -> AsyncIterator[T]:
         raise GraphQLError("internal error", extensions={"code": "internal"}) from fault
 
 
+@strawberry.type(description="The events one message of `projectEventBatches` carries.")
+class EventBatch:
+    events: list[Event] = strawberry.field(
+        description=f"One or more events, in sequence order, each once (at most {PAGE})."
+    )
+
+    @strawberry.field(description="The last event's sequence: resume with `after` set to it.")
+    def last_sequence(self) -> int:
+        return self.events[-1].sequence
+
+    @classmethod
+    def from_json(cls, items: list[dict[str, object]]) -> EventBatch:
+        return cls(events=[shared_payload(item, Event.from_json) for item in items])
+
+
+async def _runs_of_events(
+    info: Info, project_id: str, after: int | None
+) -> AsyncIterator[list[dict[str, object]]]:
+    """The project's events as the hub hands them to this subscriber: a run
+    of one or more (at most the hub's page) on each wake."""
+    ctx = info.context
+    if after is not None and after < 0:
+        # as the SSE route and the events connection refuse it
+        raise InvalidRequest.field("after", "after must be an event sequence (0 or more)")
+    await check_project(ctx.rt, project_id)
+    async for item in project_event_batches(ctx.rt, ctx.actor, ctx.token, project_id, after):
+        if isinstance(item, list):
+            yield item
+
+
 @strawberry.type(description="Live updates over WebSocket (`graphql-transport-ws`).")
 class Subscription:
     @strawberry.subscription(
@@ -55,21 +86,35 @@ class Subscription:
         project_id: strawberry.ID,
         after: int | None = None,
     ) -> AsyncGenerator[Event, None]:
-        ctx = info.context
-
         async def items() -> AsyncIterator[Event]:
-            if after is not None and after < 0:
-                # as the SSE route and the events connection refuse it
-                raise InvalidRequest.field("after", "after must be an event sequence (0 or more)")
-            await check_project(ctx.rt, project_id)
-            async for item in project_events(ctx.rt, ctx.actor, ctx.token, project_id, after):
-                if item is not OPENED and item is not KEEPALIVE:
+            async for run in _runs_of_events(info, project_id, after):
+                for item in run:
                     # the hub hands every subscriber the same event: one Event
                     # for all, so one execution answers them all (shared_events)
                     yield shared_payload(item, Event.from_json)
 
         async for event in _guarded(items()):
             yield event
+
+    @strawberry.subscription(
+        description="The same events as `projectEvents`, in the same order, each once, but"
+        " as many as are ready in one message: for dashboards that follow a busy project"
+        " (one message per subscriber per wake instead of one per event)."
+    )
+    async def project_event_batches(
+        self,
+        info: Info,
+        project_id: strawberry.ID,
+        after: int | None = None,
+    ) -> AsyncGenerator[EventBatch, None]:
+        async def items() -> AsyncIterator[EventBatch]:
+            async for run in _runs_of_events(info, project_id, after):
+                # subscribers woken together get the same run: one EventBatch
+                # for all, so one execution answers them all (shared_events)
+                yield shared_batch(run, EventBatch.from_json)
+
+        async for batch in _guarded(items()):
+            yield batch
 
     @strawberry.subscription(
         description="The decision now, then each time its generation, answer or status"

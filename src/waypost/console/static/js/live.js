@@ -1,5 +1,5 @@
 // Keeps a page current. With GraphQL subscriptions on the service
-// (graphql-transport-ws at /graphql: `projectEvents`, `decisionChanged`),
+// (graphql-transport-ws at /graphql: `projectEventBatches`, `decisionChanged`),
 // each message triggers a refresh; without them, a bounded poll: one request
 // every few seconds while the tab is visible, backing off after failures.
 
@@ -218,7 +218,9 @@ function showPaused(paused) {
 export function projectSubscriptions(projectIds) {
   if (projectIds.length > SOCKET_PROJECTS) return [];
   return projectIds.map((projectId) => ({
-    query: "subscription Events($projectId: ID!) { projectEvents(projectId: $projectId) { sequence } }",
+    // batches: one message per wake of the service's event hub, not one per
+    // event (each message costs the service the same; the page only refreshes)
+    query: "subscription Events($projectId: ID!) { projectEventBatches(projectId: $projectId) { lastSequence } }",
     variables: { projectId },
   }));
 }
