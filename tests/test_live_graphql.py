@@ -219,6 +219,37 @@ async def test_project_event_batches_carry_every_event_in_order_once(
     assert all(b["events"] and b["lastSequence"] == b["events"][-1]["sequence"] for b in batches)
 
 
+async def test_a_batch_past_the_execution_limits_ends_the_subscription_saying_where_to_resume(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The execution limits apply to a whole message, and a batch holds up
+    to 200 events: an answer past them carried `data: null` and the
+    subscription went on with the next run, its events lost without a
+    trace. It now ends, its error naming the sequence to resume after
+    (`projectEvents`, whose limits apply to each event, delivers them)."""
+    from waypost.schema import budget
+
+    for i in range(3):
+        await new_task(human, f"before {i}")
+    # each event alone is 3 objects (the root, the event, its actor); the
+    # replay of four, 10 (with the batch)
+    monkeypatch.setattr(budget, "MAX_OBJECTS", 6)
+    expected = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(BATCHES, {"after": 0})
+        message = await client.receive()
+        assert message["id"] == op and message["type"] == "next", message
+        assert message["payload"]["data"] is None, message
+        (error,) = message["payload"]["errors"]
+        after = expected[0]["sequence"] - 1
+        assert error["message"].startswith(f"this batch was not delivered; resume after {after}")
+        assert error["extensions"] == {"code": "invalid_request", "after": after}, error
+        assert (await client.receive()) == {"id": op, "type": "complete"}
+        op = await client.subscribe(EVENTS, {"after": after})
+        got = [(await _next(client, op))["projectEvents"] for _ in expected]
+    assert [g["sequence"] for g in got] == [e["sequence"] for e in expected]
+
+
 async def test_batch_subscriptions_woken_together_share_one_execution(
     service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

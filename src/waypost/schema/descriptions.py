@@ -112,6 +112,9 @@ ARGS = {
     "Subscription.projectEvents.after": "Start after this event sequence (a resume);"
     " omitted: from the next new event.",
     "Subscription.projectEvents.projectId": "The project's REST id.",
+    "Subscription.projectEventBatches.after": "Start after this event sequence (a resume);"
+    " omitted: from the next new event.",
+    "Subscription.projectEventBatches.projectId": "The project's REST id.",
     "Subscription.decisionChanged.id": "The decision's REST id.",
 }
 

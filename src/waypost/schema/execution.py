@@ -150,14 +150,32 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     _shared_event: tuple[object, Hashable] | None = None
     _operation_key: Hashable | None = None
 
+    # set on the executor of a batch of events (shared_events.Batch)
+    _batch: shared_events.Batch | None = None
+
     def execute_operation(self, serially: bool | None = None) -> Any:
         shared = self._shared_event
         if shared is not None:
             payload, operation = shared
-            return shared_events.answer(
+            answer = shared_events.answer(
                 payload, operation, lambda: self._execute_operation(serially)
             )
-        return self._execute_operation(serially)
+        else:
+            answer = self._execute_operation(serially)
+        if self._batch is None:
+            return answer
+        return self._whole(answer, self._batch)
+
+    async def _whole(self, answer: Any, batch: shared_events.Batch) -> ExecutionResult:
+        """The batch's answer, or the end of the subscription: raised here,
+        Strawberry sends the error as the subscription's last message."""
+        result: ExecutionResult = await answer if self.is_awaitable(answer) else answer
+        if not result.errors:
+            return result
+        first, after = result.errors[0], batch.resume_after()
+        # what a client needs first, as a message is cut at 200 characters
+        message = f"this batch was not delivered; resume after {after}: {first.message}"
+        raise GraphQLError(message, extensions={**(first.extensions or {}), "after": after})
 
     def _execute_operation(self, serially: bool | None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
@@ -265,6 +283,8 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
             executor._event_subfields = {}
+            if isinstance(payload, shared_events.Batch):
+                executor._batch = payload
             if shared_events.is_shared(payload) and self._shareable():
                 executor._shared_event = (payload, self._operation_key)
         return executor

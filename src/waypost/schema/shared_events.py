@@ -11,8 +11,9 @@ operation: every principal reads every project (service contract, section
 subscription's selection cannot reach them). So subscriptions whose
 selections print the same, with the same variables, share one execution of
 each event they are handed as the same object (`projectEvents` hands out
-the hub's own events: `shared_payload`), and each sends its own copy of the
-answer.
+one object per event of the hub's: `shared_payload`; `projectEventBatches`
+one per run of them that a wake hands out: `shared_batch`), and each sends
+its own copy of the answer.
 
 Only answers without errors are shared (an error's `locations` point into
 the document it was executed for): a subscriber handed an answer with
@@ -31,9 +32,24 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from graphql import ExecutionResult, FieldNode, OperationDefinitionNode, print_ast
+
+
+@runtime_checkable
+class Batch(Protocol):
+    """A payload of several events (`projectEventBatches`). Its answer is
+    delivered whole or not at all: an answer with errors (past the execution
+    limits, which apply to the whole message) would drop every event it
+    holds, so the subscription ends instead, saying where to resume
+    (execution.py)."""
+
+    def resume_after(self) -> int:
+        """The sequence a subscriber resumes after, when this batch cannot be
+        delivered: just before its first event."""
+        ...
+
 
 _VARIABLE = re.compile(r"\$([_A-Za-z][_0-9A-Za-z]*)")
 Item = TypeVar("Item")
@@ -82,7 +98,8 @@ def _shared(key: Hashable, anchors: tuple[object, ...], make: Callable[[], T]) -
 
 
 def is_shared(payload: object) -> bool:
-    """Whether `payload` was made by `shared_payload` (and is remembered)."""
+    """Whether `payload` was made by `shared_payload` or `shared_batch` (and
+    is remembered)."""
     return _SHARED.get(id(payload)) is payload
 
 

@@ -54,6 +54,9 @@ class EventBatch:
     def last_sequence(self) -> int:
         return self.events[-1].sequence
 
+    def resume_after(self) -> int:
+        return self.events[0].sequence - 1
+
     @classmethod
     def from_json(cls, items: list[dict[str, object]]) -> EventBatch:
         return cls(events=[shared_payload(item, Event.from_json) for item in items])
