@@ -9,9 +9,13 @@ subscribers are 100 real connections, either to
 `GET /api/v1/projects/bench/events/stream`, read raw, or WebSockets to
 `/graphql` (graphql-transport-ws), each with one `projectEvents`
 subscription (a message per event) or one `projectEventBatches`
-subscription (a message per wake), read with the `websockets` client.
-Rounds alternate: writers alone, with the 100 SSE streams open, with each
-kind of 100 subscriptions, twice.
+subscription (a message per wake), read with the `websockets` client; or
+100 `decisionChanged` subscriptions of one pending decision on a task the
+writers never touch (what a console page of that decision holds open): they
+should cost the writers nothing. Rounds alternate, twice: with the 100 SSE
+streams open, with each kind of 100 subscriptions, each between two rounds
+of the writers alone and compared with the mean of those two (the database
+grows as the rounds go, and creates slow down with it).
 
 Each subscriber's event ids are checked against the events the database
 holds for the round: every committed event, in order, each once. Delivery
@@ -41,6 +45,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from bench.context import stop, wait_up
 from bench.store import ROOT, free_port, percentile
 from waypost.live.hub import LiveLimits
@@ -65,13 +71,18 @@ SUBSCRIPTIONS = {
     " after: $after) { sequence subjectId } }",
     "graphql-batches": f'subscription($after: Int) {{ projectEventBatches(projectId: "{PROJECT}",'
     " after: $after) { events { sequence subjectId } } }",
+    # a decision on a task nobody edits: nothing the writers do changes it
+    "decision": "subscription($id: ID!) { decisionChanged(id: $id) { generation status } }",
 }
 _GRAPHQL_EVENT = re.compile(r'"sequence":\s*(\d+),\s*"subjectId":\s*"([^"]+)"')
-TRANSPORTS = ("sse", "graphql", "graphql-batches")
+# projectEvents last in each cycle: its 100 subscribers leave the server
+# busy with their backlog after they go, which slowed the round after it
+TRANSPORTS = ("sse", "graphql-batches", "decision", "graphql")
 NAMES = {
     "sse": "SSE streams",
     "graphql": "GraphQL subscriptions (projectEvents)",
     "graphql-batches": "GraphQL subscriptions (projectEventBatches)",
+    "decision": "GraphQL decisionChanged subscriptions (of a decision the writes leave alone)",
 }
 
 
@@ -122,6 +133,7 @@ async def write_for(port: int, token: str, seconds: float, tag: str) -> Writes:
 @dataclass
 class Subscriber:
     ids: list[int] = field(default_factory=list)
+    messages: int = 0  # `next` messages received (GraphQL)
     # (subject id, time received) of every event, for the delivery times
     seen: list[tuple[bytes, float]] = field(default_factory=list)
 
@@ -177,14 +189,14 @@ async def subscribe_graphql(
     ready: asyncio.Event,
     stop: asyncio.Event,
     timed: bool,
-    after: int,
     query: str,
+    variables: dict[str, Any],
 ) -> Subscriber:
-    """One subscription (`projectEvents` or `projectEventBatches`) from
-    `after` (the last event before the round: nothing committed after it is
-    missed, however long the subscribe takes) until `stop`. Each `next`
-    message is read with a regular expression, not parsed, to keep this
-    process cheap."""
+    """One subscription (`projectEvents` or `projectEventBatches` from
+    `after`, the last event before the round: nothing committed after it is
+    missed, however long the subscribe takes; or `decisionChanged`) until
+    `stop`. Each `next` message is read with a regular expression, not
+    parsed, to keep this process cheap."""
     from websockets.asyncio.client import connect
 
     sub = Subscriber()
@@ -198,7 +210,7 @@ async def subscribe_graphql(
         if acked.get("type") != "connection_ack":
             raise SystemExit(f"graphql-transport-ws answered {acked!r}")
         await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {
-            "query": query, "variables": {"after": after}}}))  # fmt: skip
+            "query": query, "variables": variables}}))  # fmt: skip
         ready.set()
         while not stop.is_set():
             try:
@@ -207,6 +219,7 @@ async def subscribe_graphql(
             except TimeoutError:
                 continue
             now = time.perf_counter()
+            sub.messages += 1
             for sequence, subject in _GRAPHQL_EVENT.findall(str(message)):
                 sub.ids.append(int(sequence))
                 if timed:
@@ -218,7 +231,7 @@ CONTEXT = multiprocessing.get_context("spawn")
 
 
 def read_streams(
-    port: int, tokens: list[str], transport: str, after: int, pipe: Connection
+    port: int, tokens: list[str], transport: str, variables: dict[str, Any], pipe: Connection
 ) -> None:
     """The subscribers' process: open every stream, say so, read until told
     to stop, then send back what each stream received."""
@@ -231,7 +244,7 @@ def read_streams(
             token, timed = tokens[i % len(tokens)], i < TIMED
             if transport in SUBSCRIPTIONS:
                 query = SUBSCRIPTIONS[transport]
-                return subscribe_graphql(port, token, ready[i], stop, timed, after, query)
+                return subscribe_graphql(port, token, ready[i], stop, timed, query, variables)
             return subscribe(port, token, ready[i], stop, timed)
 
         subs = [asyncio.create_task(one(i)) for i in range(SUBSCRIBERS)]
@@ -283,7 +296,7 @@ class Rounds:
 
 async def subscribed_round(
     port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int, r: int,
-    transport: str, rounds: Rounds,
+    transport: str, rounds: Rounds, decision_id: str,
 ) -> None:  # fmt: skip
     """One round of writes with the 100 subscribers open."""
     await asyncio.sleep(0.5)  # let the last events settle before the streams start
@@ -291,13 +304,15 @@ async def subscribed_round(
     # the streams are read by a process of their own, so that reading
     # them never delays the writers' event loop (both share the 2 cores)
     parent, child = CONTEXT.Pipe()
-    args = (port, stream_tokens, transport, start, child)
+    variables = {"id": decision_id} if transport == "decision" else {"after": start}
+    args = (port, stream_tokens, transport, variables, child)
     readers = CONTEXT.Process(target=read_streams, args=args)
     readers.start()
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, parent.recv)  # every stream is open
     cpu = cpu_seconds(server_pid)
-    writes = await write_for(port, token, SECONDS, f"{transport[0]}{r}")
+    # a tag of its own per round: a key sent again would be a replay
+    writes = await write_for(port, token, SECONDS, f"{transport}{r}")
     rounds.cpu.append((cpu_seconds(server_pid) - cpu) / writes.done)
     rounds.rates.append(writes.done / SECONDS)
     # the last commit's events reach every stream (a subscription may lag)
@@ -306,6 +321,12 @@ async def subscribed_round(
     parent.send("stop")
     got: list[Subscriber] = await loop.run_in_executor(None, parent.recv)
     readers.join()
+    if transport == "decision":
+        one_state = sum(1 for s in got if s.messages == 1)
+        print(f"  round {r + 1}, {transport}: {len(expected)} events committed during the"
+              f" subscriptions; with the decision's one state, nothing more:"
+              f" {one_state}/{SUBSCRIBERS}")  # fmt: skip
+        return
     complete = sum(1 for s in got if s.ids == expected)
     print(f"  round {r + 1}, {transport}: {len(expected)} events committed during the"
           f" streams; with every event in order, once: {complete}/{SUBSCRIBERS}")  # fmt: skip
@@ -317,34 +338,59 @@ async def subscribed_round(
                 rounds.from_ack.append(at - writes.acked[key])
 
 
+async def alone_round(port: int, token: str, server_pid: int, tag: str, alone: Rounds) -> None:
+    # the subscribers of the round before have just gone: let the server
+    # finish with them (100 sockets closing, messages still queued) first
+    await asyncio.sleep(1.0)
+    cpu = cpu_seconds(server_pid)
+    done = (await write_for(port, token, SECONDS, tag)).done
+    alone.cpu.append((cpu_seconds(server_pid) - cpu) / done)
+    alone.rates.append(done / SECONDS)
+
+
 async def measure(
-    port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int
+    port: int, token: str, stream_tokens: list[str], db: Path, server_pid: int, decision_id: str
 ) -> None:
+    """Each round with subscribers between two rounds of the writers alone,
+    and compared with their mean: the database grows by thousands of tasks a
+    round and a create gets slower as it grows (16 % from one cycle of rounds
+    to the next), so a round compared with the first of its cycle alone
+    looked slower the later it came in the cycle."""
     alone = Rounds()
     with_streams = {transport: Rounds() for transport in TRANSPORTS}
+    # (kind, the index of the round alone just before it), in the order run
+    order: list[tuple[str, int]] = []
+    await alone_round(port, token, server_pid, "alone0", alone)
     for r in range(2):
-        cpu = cpu_seconds(server_pid)
-        done = (await write_for(port, token, SECONDS, f"a{r}")).done
-        alone.cpu.append((cpu_seconds(server_pid) - cpu) / done)
-        alone.rates.append(done / SECONDS)
         for transport, rounds in with_streams.items():
-            await subscribed_round(port, token, stream_tokens, db, server_pid, r, transport, rounds)
+            await subscribed_round(port, token, stream_tokens, db, server_pid, r, transport, rounds,
+                                   decision_id)  # fmt: skip
+            order.append((transport, len(alone.rates) - 1))
+            await alone_round(port, token, server_pid, f"alone{len(alone.rates)}", alone)
     a = statistics.median(alone.rates)
     ca = statistics.median(alone.cpu) * 1e3
     print(f"\n  writes/s, {WRITERS} writers alone:             {a:8.1f}  (rounds: "
           f"{', '.join(f'{x:.1f}' for x in alone.rates)})")  # fmt: skip
     print(f"  server CPU per write, alone:             {ca:8.3f} ms")
     for transport, rounds in with_streams.items():
-        name = NAMES[transport]
+        # against the mean of the rounds alone just before and just after
+        befores = [i for kind, i in order if kind == transport]
+        ratios = [rate / ((alone.rates[i] + alone.rates[i + 1]) / 2)
+                  for rate, i in zip(rounds.rates, befores, strict=True)]  # fmt: skip
+        cpu_ratios = [cpu / ((alone.cpu[i] + alone.cpu[i + 1]) / 2)
+                      for cpu, i in zip(rounds.cpu, befores, strict=True)]  # fmt: skip
         s = statistics.median(rounds.rates)
         cs = statistics.median(rounds.cpu) * 1e3
-        print(f"\n  with {SUBSCRIBERS} {name}:")
+        print(f"\n  with {SUBSCRIBERS} {NAMES[transport]}:")
         print(f"    writes/s:                              {s:8.1f}  (rounds: "
               f"{', '.join(f'{x:.1f}' for x in rounds.rates)})")  # fmt: skip
-        print(f"    throughput with them / alone:          {s / a:8.3f}  (target: drop < 10%)")
-        print(f"    server CPU per write:                  {cs:8.3f} ms  ({cs / ca - 1:+.1%}:"
-              " what they cost the writers where CPU is the limit; steadier than"
-              " throughput on a shared machine)")  # fmt: skip
+        print(
+            f"    throughput with them / alone:          {statistics.median(ratios):8.3f}"
+            f"  (rounds: {', '.join(f'{x:.3f}' for x in ratios)}; target: drop < 10%)"
+        )
+        print(f"    server CPU per write:                  {cs:8.3f} ms"
+              f"  ({statistics.median(cpu_ratios) - 1:+.1%}: what they cost the writers where"
+              " CPU is the limit; steadier than throughput on a shared machine)")  # fmt: skip
         if rounds.from_send:
             print(f"    delivery over {len(rounds.from_send)} event deliveries:")
             for label, samples in (
@@ -373,6 +419,21 @@ def seed(db: Path) -> tuple[str, list[str]]:
     return made[0]["token"], [m["token"] for m in made[1:]]
 
 
+def open_decision(port: int, token: str) -> str:
+    """A pending decision on a task of its own, which the writers never edit."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=headers) as client:
+        task = client.post(TASKS, json={"title": "judged"}, headers={"Idempotency-Key": "t"})
+        body = {"question": "Ship it?", "options": ["yes", "no"], "rationale": "bench",
+                "task_ids": [task.json()["id"]], "required_actor": "human",
+                "environment": "production"}  # fmt: skip
+        made = client.post(f"/api/v1/projects/{PROJECT}/decisions", json=body,
+                           headers={"Idempotency-Key": "d"})  # fmt: skip
+        made.raise_for_status()
+        decision_id: str = made.json()["id"]
+    return decision_id
+
+
 def run_suite(directory: Path) -> None:
     db = directory / "fanout.db"
     writer_token, stream_tokens = seed(db)
@@ -385,6 +446,7 @@ def run_suite(directory: Path) -> None:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
         wait_up(f"http://127.0.0.1:{port}/healthz", proc)
-        asyncio.run(measure(port, writer_token, stream_tokens, db, proc.pid))
+        decision_id = open_decision(port, writer_token)
+        asyncio.run(measure(port, writer_token, stream_tokens, db, proc.pid, decision_id))
     finally:
         stop(proc)

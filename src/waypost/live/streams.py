@@ -166,6 +166,27 @@ async def load_changes(
     return states, through
 
 
+def _may_change(event: Event, decision_id: str, affected: frozenset[str]) -> bool:
+    """Whether `event` can change the decision's state: its own events
+    (answered, timed out, reopened), an edit of a task it affects or of the
+    policy (stale). Reading it again after every event of a busy project and
+    every second, 100 subscribers that nothing changed took 16 writers to
+    0.73 of their throughput."""
+    subject = event["subject_id"]
+    return (
+        subject == decision_id
+        or event["subject_type"] == "policy"
+        or (event["subject_type"] == "task" and subject in affected)
+    )
+
+
+def _lapsed(rt: Runtime, decision: dict[str, Any]) -> bool:
+    """Whether the service's clock has passed the decision's expiry (the one
+    change no event states; the clock may also be set back)."""
+    expires_at = decision["current"]["expires_at"]
+    return expires_at is not None and expires_at <= format_time(rt.now())
+
+
 def _state(decision: dict[str, Any]) -> tuple[Any, ...]:
     current = decision["current"]
     answer = current["answer"]
@@ -178,8 +199,10 @@ async def decision_changes(
     """The decision now, then again each time its generation, answer or status
     changes. Status changes that write no event of their own (stale after an
     edit of an affected task or of the rules, expired when time passes) are
-    found by reading the decision again after every event of its project and
-    at least every `poll_seconds`. Ends as `project_event_batches` does."""
+    found by reading the decision again after each event that may change it
+    (`_may_change`), when its expiry passes (`_lapsed`, looked at least
+    every `poll_seconds`) and at each token re-check. Ends as
+    `project_event_batches` does."""
     known = await load_decision(rt, decision_id)
     if known is None:
         raise NotFound("no such decision", {"decision_id": decision_id})
@@ -195,19 +218,30 @@ async def decision_changes(
         (decision,), seen = first
         yield decision
         last = _state(decision)
+        # the tasks whose edits can make it stale (a reopen keeps them)
+        affected = frozenset(a["task_id"] for a in decision["current"]["affected"])
+        lapsed = _lapsed(rt, decision)
         checked = time.monotonic()
         while True:
-            # any event of the project, or a quiet interval: look again (the
+            # an event that can change it, its expiry passing (or, the clock
+            # set back, no longer passed), or a token check: look again (the
             # read finds the events itself, in its own snapshot)
-            await listener.next_batch(limits.poll_seconds)
-            if time.monotonic() - checked >= limits.recheck_seconds:
+            batch = await listener.next_batch(limits.poll_seconds)
+            due = time.monotonic() - checked >= limits.recheck_seconds
+            if due:
                 if not await still_valid(rt, token):
                     return
                 checked = time.monotonic()
+            elif _lapsed(rt, decision) == lapsed and not any(
+                _may_change(event, decision_id, affected) for event in batch
+            ):
+                continue
+            lapsed = _lapsed(rt, decision)
             changes = await load_changes(rt, decision_id, seen)
             if changes is None:
                 return
             states, seen = changes
+            decision = states[-1]
             for found in states:
                 state = _state(found)
                 # never back to an older generation, never the same state twice
