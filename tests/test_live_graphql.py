@@ -591,6 +591,31 @@ async def test_decision_changed_reports_expiry_when_time_passes(
         assert (await _next(client, op))["decisionChanged"]["status"] == "EXPIRED"
 
 
+async def test_decision_changed_sees_an_expiry_the_clock_passes_while_a_state_is_sent(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Whether the decision had expired was taken from the clock when the
+    stream resumed after sending a state, not from the read that made the
+    state: a clock passing the expiry in between (just after the first
+    state, or just after a reopen's PENDING with a near expiry) was seen
+    only at the next token check, 15 s later."""
+    task = await new_task(human)
+    expires = format_time(service.clock.now() + timedelta(minutes=5))
+    decision = await open_decision(human, [task], expires_at=expires)
+    actor = await service.rt.db.read(lambda conn: principals.authenticate(conn, human.token, "api"))
+    changes = decision_changes(service.rt, actor, human.token, decision["id"])
+    async with aclosing(changes), asyncio.timeout(5):  # the token check is 15 s away
+        assert (await anext(changes))["status"] == "pending"
+        service.clock.advance(minutes=6)  # while the stream is paused at that state
+        assert (await anext(changes))["status"] == "expired"
+        again = format_time(service.clock.now() + timedelta(minutes=5))
+        assert (await reopen(human, decision["id"], 1, expires_at=again)).status_code == 200
+        reopened = await anext(changes)
+        assert (reopened["generation"], reopened["status"]) == (2, "pending")
+        service.clock.advance(minutes=6)
+        assert (await anext(changes))["status"] == "expired"
+
+
 async def test_subscriptions_are_capped_per_token(
     service: Service, human: Caller, project: str
 ) -> None:

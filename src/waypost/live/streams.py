@@ -181,8 +181,9 @@ def _may_change(event: Event, decision_id: str, affected: frozenset[str]) -> boo
 
 
 def _lapsed(rt: Runtime, decision: dict[str, Any]) -> bool:
-    """Whether the service's clock has passed the decision's expiry (the one
-    change no event states; the clock may also be set back)."""
+    """Whether the service's clock has now passed the expiry of the decision
+    as last read (the one change no event states; the clock may also be set
+    back): compared with whether that read found it expired."""
     expires_at = decision["current"]["expires_at"]
     return expires_at is not None and expires_at <= format_time(rt.now())
 
@@ -216,11 +217,13 @@ async def decision_changes(
         if first is None:
             return
         (decision,), seen = first
+        # whether the read found it expired, by the read's own time: the
+        # clock may move on while the state is sent, or just after a reopen
+        lapsed = decision["status"] == "expired"
         yield decision
         last = _state(decision)
         # the tasks whose edits can make it stale (a reopen keeps them)
         affected = frozenset(a["task_id"] for a in decision["current"]["affected"])
-        lapsed = _lapsed(rt, decision)
         checked = time.monotonic()
         while True:
             # an event that can change it, its expiry passing (or, the clock
@@ -236,12 +239,12 @@ async def decision_changes(
                 _may_change(event, decision_id, affected) for event in batch
             ):
                 continue
-            lapsed = _lapsed(rt, decision)
             changes = await load_changes(rt, decision_id, seen)
             if changes is None:
                 return
             states, seen = changes
             decision = states[-1]
+            lapsed = decision["status"] == "expired"
             for found in states:
                 state = _state(found)
                 # never back to an older generation, never the same state twice
