@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -290,6 +291,40 @@ def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> Non
         "expected_generation": 1, "disposition": "deny", "answer": "Stop",
         "rationale": "Not this quarter."})  # fmt: skip
     tab.page.locator(f"[data-decision='{decision_id}']").wait_for(state="detached", timeout=20000)
+
+
+def test_the_inbox_keeps_up_while_its_project_is_busy(tab: Tab, world: World) -> None:
+    """Each message put the page's refresh off by 150 ms more: while events
+    came closer together than that, it never refreshed (a decision showed
+    only once the project went quiet, or at the minute's safety poll)."""
+    if not _offers_subscriptions(world):
+        pytest.skip("the poll refreshes on its own clock")
+    tab.sign_in(world.alice.token)
+    tab.page.locator("html[data-live=socket]").wait_for(state="attached")
+    quiet = threading.Event()
+
+    def busy() -> None:
+        i = 0
+        while not quiet.is_set():
+            body = {"kind": "fact", "title": f"Busy {i}", "body": "A write every 40 ms."}
+            world.alice.send("POST", "/api/v1/projects/demo/knowledge", body, 201)
+            i += 1
+            time.sleep(0.04)
+
+    writer = threading.Thread(target=busy, daemon=True)
+    writer.start()
+    try:
+        time.sleep(0.5)
+        decision_id = world.open_decision(
+            world.agent, question="Rotate the signing keys now?", task_ids=[world.tasks["keys"]]
+        )
+        tab.page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(
+            timeout=5000
+        )
+        assert writer.is_alive()  # shown while the project is still busy
+    finally:
+        quiet.set()
+        writer.join(10)
 
 
 def test_a_project_created_after_the_inbox_loaded_is_watched_too(tab: Tab, world: World) -> None:

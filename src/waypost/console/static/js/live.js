@@ -133,10 +133,16 @@ export class Live {
       return;
     }
     this.socket = socket;
+    // one refresh 150 ms after a message, for it and every message until
+    // then; a refresh put off again by each message never came while a
+    // project's events came closer together than that
     let pending = null;
     const refreshSoon = () => {
-      clearTimeout(pending);
-      pending = setTimeout(() => this.run(), 150);
+      if (pending !== null) return;
+      pending = setTimeout(() => {
+        pending = null;
+        this.run();
+      }, 150);
     };
     socket.addEventListener("open", () => {
       socket.send(JSON.stringify({ type: "connection_init", payload: { Authorization: `Bearer ${token}` } }));
