@@ -4,6 +4,10 @@
 // every few seconds while the tab is visible, backing off after failures.
 
 const POLL_MS = 4000;
+// with the socket: a refresh this long after a message, and no sooner than
+// this gap after the one before
+const REFRESH_DELAY_MS = 150;
+const REFRESH_GAP_MS = 1000;
 const MAX_BACKOFF_MS = 60000;
 // A token may hold 16 streams at once (docs/graphql.md), one per subscribed
 // project. An inbox of more projects than this polls instead, which leaves
@@ -134,15 +138,19 @@ export class Live {
     }
     this.socket = socket;
     // one refresh 150 ms after a message, for it and every message until
-    // then; a refresh put off again by each message never came while a
-    // project's events came closer together than that
+    // then, and at most one a second while messages keep coming (each is a
+    // query of the whole page); a refresh put off again by each message
+    // never came while a project's events came closer together than 150 ms
     let pending = null;
+    let lastRefresh = 0;
     const refreshSoon = () => {
       if (pending !== null) return;
+      const wait = Math.max(REFRESH_DELAY_MS, lastRefresh + REFRESH_GAP_MS - Date.now());
       pending = setTimeout(() => {
         pending = null;
+        lastRefresh = Date.now();
         this.run();
-      }, 150);
+      }, wait);
     };
     socket.addEventListener("open", () => {
       socket.send(JSON.stringify({ type: "connection_init", payload: { Authorization: `Bearer ${token}` } }));
