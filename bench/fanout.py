@@ -310,14 +310,18 @@ async def subscribed_round(
     readers.start()
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(None, parent.recv)  # every stream is open
+    # a subscription is in place some time after its `subscribe` was sent
+    # (nothing answers it): its set-up is not the writers' round
+    await asyncio.sleep(1.0)
     cpu = cpu_seconds(server_pid)
     # a tag of its own per round: a key sent again would be a replay
     writes = await write_for(port, token, SECONDS, f"{transport}{r}")
-    rounds.cpu.append((cpu_seconds(server_pid) - cpu) / writes.done)
     rounds.rates.append(writes.done / SECONDS)
     # the last commit's events reach every stream (a subscription may lag)
     expected = committed_ids(db, start)
     await asyncio.sleep(1.0 if transport == "sse" else 3.0)
+    # the deliveries still going out after the writers stopped are theirs
+    rounds.cpu.append((cpu_seconds(server_pid) - cpu) / writes.done)
     parent.send("stop")
     got: list[Subscriber] = await loop.run_in_executor(None, parent.recv)
     readers.join()

@@ -296,7 +296,9 @@ def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> Non
 def test_the_inbox_keeps_up_while_its_project_is_busy(tab: Tab, world: World) -> None:
     """Each message put the page's refresh off by 150 ms more: while events
     came closer together than that, it never refreshed (a decision showed
-    only once the project went quiet, or at the minute's safety poll)."""
+    only once the project went quiet, or at the minute's safety poll). And
+    while they keep coming it refreshes once a second, not after every
+    150 ms (each refresh queries the whole page)."""
     if not _offers_subscriptions(world):
         pytest.skip("the poll refreshes on its own clock")
     tab.sign_in(world.alice.token)
@@ -321,7 +323,12 @@ def test_the_inbox_keeps_up_while_its_project_is_busy(tab: Tab, world: World) ->
         tab.page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(
             timeout=5000
         )
-        assert writer.is_alive()  # shown while the project is still busy
+        queries: list[float] = []
+        tab.page.on("request", lambda r: queries.append(time.monotonic())
+                    if r.url.endswith("/graphql") and r.method == "POST" else None)  # fmt: skip
+        tab.page.wait_for_timeout(3500)
+        assert writer.is_alive()  # shown, and refreshed, while the project is still busy
+        assert 2 <= len(queries) <= 5, queries
     finally:
         quiet.set()
         writer.join(10)

@@ -195,10 +195,10 @@ async def test_project_event_batches_carry_every_event_in_order_once(
     service: Service, human: Caller, project: str
 ) -> None:
     """The events of projectEvents, but every event ready at a wake in one
-    message: 100 subscribers of projectEvents took 16 writers to 0.19 of
-    their throughput alone (a message, and Strawberry's handling of it, per
-    event per subscriber), of projectEventBatches to 1.04 (`python -m bench
-    --suite fanout`)."""
+    message: 100 subscribers of projectEvents took 16 writers to about 0.15
+    of their throughput alone (a message, and Strawberry's handling of it,
+    per event per subscriber), of projectEventBatches to about 0.9 (`python
+    -m bench --suite fanout`)."""
     for i in range(3):
         await new_task(human, f"before {i}")
     async with running(service) as base, graphql_ws(base, human.token) as client:

@@ -1,7 +1,8 @@
 // Keeps a page current. With GraphQL subscriptions on the service
 // (graphql-transport-ws at /graphql: `projectEventBatches`, `decisionChanged`),
-// each message triggers a refresh; without them, a bounded poll: one request
-// every few seconds while the tab is visible, backing off after failures.
+// messages trigger refreshes (at most one a second while they keep coming);
+// without them, a bounded poll: one request every few seconds while the tab
+// is visible, backing off after failures.
 
 const POLL_MS = 4000;
 // with the socket: a refresh this long after a message, and no sooner than
@@ -23,6 +24,8 @@ export class Live {
     this.stopped = true;
     this.mode = "poll";
     this.socket = null;
+    this.refreshTimer = null; // a refresh a message asked for, not run yet
+    this.lastRefresh = -Infinity; // when the latest such refresh began
     this.onVisibility = () => {
       if (!document.hidden && !this.stopped) this.schedule(0);
     };
@@ -67,6 +70,8 @@ export class Live {
     this.stopped = true;
     clearTimeout(this.timer);
     this.timer = null;
+    clearTimeout(this.refreshTimer);
+    this.refreshTimer = null;
     document.removeEventListener("visibilitychange", this.onVisibility);
     if (this.socket) {
       const socket = this.socket;
@@ -137,21 +142,6 @@ export class Live {
       return;
     }
     this.socket = socket;
-    // one refresh 150 ms after a message, for it and every message until
-    // then, and at most one a second while messages keep coming (each is a
-    // query of the whole page); a refresh put off again by each message
-    // never came while a project's events came closer together than 150 ms
-    let pending = null;
-    let lastRefresh = 0;
-    const refreshSoon = () => {
-      if (pending !== null) return;
-      const wait = Math.max(REFRESH_DELAY_MS, lastRefresh + REFRESH_GAP_MS - Date.now());
-      pending = setTimeout(() => {
-        pending = null;
-        lastRefresh = Date.now();
-        this.run();
-      }, wait);
-    };
     socket.addEventListener("open", () => {
       socket.send(JSON.stringify({ type: "connection_init", payload: { Authorization: `Bearer ${token}` } }));
     });
@@ -178,7 +168,7 @@ export class Live {
           this.setMode("socket");
           this.schedule(MAX_BACKOFF_MS);
         }
-        refreshSoon();
+        this.refreshSoon();
       } else if (message.type === "complete") {
         // the service ended a subscription without refusing it (it is
         // stopping, or the token went): the poll, and a new socket as soon as
@@ -198,12 +188,28 @@ export class Live {
             this.schedule(MAX_BACKOFF_MS);
             // a subscription starts at the next new event: read once more what
             // changed between the page's last read and the subscriptions
-            refreshSoon();
+            this.refreshSoon();
           }
         }, 1500);
       }
     }, { once: false });
     socket.addEventListener("close", () => this.fallBack(socket));
+  }
+
+  // One refresh REFRESH_DELAY_MS after a message, for it and every message
+  // until then, and at most one a REFRESH_GAP_MS while messages keep coming
+  // (each is a query of the whole page); a refresh put off again by each
+  // message never came while a project's events came closer together than
+  // that. Timed by the monotonic clock: a wall clock set back an hour held
+  // the refresh for the hour.
+  refreshSoon() {
+    if (this.refreshTimer !== null || this.stopped) return;
+    const wait = Math.max(REFRESH_DELAY_MS, this.lastRefresh + REFRESH_GAP_MS - performance.now());
+    this.refreshTimer = setTimeout(() => {
+      this.refreshTimer = null;
+      this.lastRefresh = performance.now();
+      this.run();
+    }, wait);
   }
 
   fallBack(socket) {
