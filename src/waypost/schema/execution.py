@@ -283,7 +283,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
             executor._event_subfields = {}
-            if isinstance(payload, shared_events.Batch):
+            if shared_events.is_batch(payload):
                 executor._batch = payload
             if shared_events.is_shared(payload) and self._shareable():
                 executor._shared_event = (payload, self._operation_key)
