@@ -221,6 +221,10 @@ async def test_a_database_behind_a_symbolic_link_opens_and_stays_unchanged(
         link.unlink()
         link.symlink_to(tmp_path / "real" / "other.db")
         (tmp_path / "real" / "other.db").write_bytes(b"")
+        # the size watched (metrics, the WAL restart) stays the one of the
+        # file the connections write, not of whatever the link names now
+        (tmp_path / "real" / "other.db-wal").write_bytes(b"x" * 10)
+        assert db.wal_bytes() == os.stat(tmp_path / "real" / "w.db-wal").st_size > 10
         with pytest.raises(Unavailable):
             await db.write(lambda c: c.execute("INSERT INTO t VALUES (1)"))
     finally:

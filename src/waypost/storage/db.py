@@ -44,7 +44,6 @@ from waypost.storage.connection import (
     STORAGE_RETRY_AFTER,
     ConnectionHook,
     check_writable,
-    companion,
     connect,
     is_busy,
     is_damage,
@@ -428,9 +427,13 @@ class Database:
         self._writer.batch_observer = callback
 
     def wal_bytes(self) -> int:
-        """The -wal file's size now (0 when it is missing)."""
+        """The size now of the -wal file the connections write (0 when it is
+        missing, or the database is in memory or was never opened)."""
+        files = self._files
+        if files is None:
+            return 0
         try:
-            return os.stat(companion(self.path, "-wal")).st_size
+            return os.stat(files.wal_name).st_size
         except OSError:
             return 0
 

@@ -59,6 +59,14 @@ class FileWatch:
         # (a new `-shm`) left this one's view of the WAL stale
         self.changed: str | None = None
 
+    @property
+    def wal_name(self) -> str:
+        """The `-wal` file SQLite writes for this database: named once, at
+        open, as SQLite names it (a symbolic link replaced since then does
+        not move it, and resolving the link again cost a `realpath` of the
+        whole path per batch)."""
+        return self._names[1]
+
     def check(self) -> str | None:
         """What changed (e.g. "/srv/w.db-shm was deleted"), or None; the
         first change found is logged once and kept."""
