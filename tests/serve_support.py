@@ -1,5 +1,5 @@
-"""A real `waypost serve` process for the tests that need one: a free
-loopback port, a database in the test's directory and a file clock; a
+"""A real `waypost serve` process for the tests that need one: a loopback
+port it picks itself, a database in the test's directory and a file clock; a
 thread reads its standard error (the log, and the first admin token) into a
 queue that the test reads line by line."""
 
@@ -49,10 +49,13 @@ def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
+# the public listener's line, whose address is the port `serve --port 0` took
+_PUBLIC = re.compile(r"listening on (http://\S+) \(public\)")
+
+
 @dataclass
 class Server:
     process: subprocess.Popen[str]
-    url: str
     db: Path
     clock: Path
     admin_token: str = ""  # once a test has read it from the log
@@ -60,6 +63,28 @@ class Server:
     seen: list[str] = field(default_factory=list)
     pump: threading.Thread | None = None
     _metrics_token: str = ""
+    _url: str = ""
+    _announced: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def url(self) -> str:
+        """The public listener's base URL, once `serve` has said it listens
+        (read from the log as it arrives, without taking the line from
+        `wait_for`)."""
+        if not self._announced.wait(timeout=30) or not self._url:
+            raise AssertionError(f"serve announced no public listener; saw {self.logged()}")
+        return self._url
+
+    def read_log(self) -> None:
+        """Queue every line `serve` writes to standard error (the pump's body)."""
+        assert self.process.stderr is not None
+        for raw in self.process.stderr:
+            line = raw.rstrip("\n")
+            if not self._url and (found := _PUBLIC.search(line)) is not None:
+                self._url = found.group(1)
+                self._announced.set()
+            self.lines.put(line)
+        self._announced.set()  # it exited: `url` stops waiting
 
     def wait_for(self, pattern: str, timeout: float = 30) -> re.Match[str]:
         """The first stderr line (from now on) matching `pattern`."""
@@ -158,12 +183,14 @@ def start(
 ) -> Server:
     """`waypost serve` on `db`, its clock read from `clock`, started and not
     waited for: the test waits for the lines it needs (`wait_for`)."""
-    port = free_port()
     env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
     env.update(env_extra or {})
     env.pop("TYPESAFE_API_KEY", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", str(port),
+        # port 0: serve binds a free port itself and says which (`url`); one
+        # picked here and closed could be taken by any socket before serve
+        # bound it again
+        [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", "0",
          "--lifecycle-port", str(lifecycle_port), *extra],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -171,14 +198,8 @@ def start(
         env=env,
         cwd=db.parent,
     )  # fmt: skip
-    server = Server(process, f"http://127.0.0.1:{port}", db, clock)
-
-    def pump() -> None:
-        assert process.stderr is not None
-        for line in process.stderr:
-            server.lines.put(line.rstrip("\n"))
-
-    server.pump = threading.Thread(target=pump, daemon=True)
+    server = Server(process, db, clock)
+    server.pump = threading.Thread(target=server.read_log, daemon=True)
     server.pump.start()
     return server
 
