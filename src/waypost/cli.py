@@ -233,8 +233,12 @@ def _lifecycle_settings(
     will use them, before anything is created."""
     if auth == "tokenreview" and not (k8s_api and k8s_ca):
         raise click.UsageError("--lifecycle-auth tokenreview needs --k8s-api and --k8s-ca")
-    if k8s_api is not None and not k8s_api.startswith("https://"):
-        raise click.UsageError("--k8s-api must be an https:// URL")
+    if k8s_api is not None:
+        from waypost.http.urls import endpoint_url_refusal
+
+        refused = endpoint_url_refusal(k8s_api, ("https",))
+        if refused is not None:
+            raise click.UsageError(f"--k8s-api {refused}")
     if auth == "tokenreview" and k8s_ca is not None:
         try:
             ssl.create_default_context(cafile=str(k8s_ca))

@@ -88,6 +88,16 @@ async def test_sources_name_https_uris_and_packet_digests_of_that_version(
         {**ok, "uri": "https://[::1]:abc/"},
         {**ok, "uri": "https://%zz/"},
         {**ok, "uri": "https://example.com/a%2"},
+        # Unicode's spaces and separators, bidirectional formatting (a
+        # U+202E made the link read as another URL), non-characters, a
+        # private-use character outside the query: no IRI holds them
+        {**ok, "uri": "https://x/\u202e"},
+        {**ok, "uri": "https://x/\u2028"},
+        {**ok, "uri": "https://x/\ufffe"},
+        {**ok, "uri": "https://x/a\u00a0b"},
+        {**ok, "uri": "https://x/a\u3000b"},
+        {**ok, "uri": "https://x/a\u200eb"},
+        {**ok, "uri": "https://x/\ue000"},
     ]:
         r = await registered.post(f"{M}/sources", {"version": 1, "source": bad})
         refused(r, 400, "invalid_request")
@@ -101,6 +111,7 @@ async def test_sources_name_https_uris_and_packet_digests_of_that_version(
         {"title": "t", "uri": "https://例え.jp/パス"},
         {"title": "t", "uri": "https://example.com:443/a%2Fb%c3%a9"},
         {"title": "t", "uri": "https://example.com:/empty-port"},
+        {"title": "t", "uri": "https://x/\U0001f600?q=\ue000"},
     ]:
         r = await registered.post(f"{M}/sources", {"version": 1, "source": good})
         assert r.status_code == 200, (good, r.text)

@@ -396,3 +396,11 @@ def test_serve_refuses_tokenreview_without_its_flags(tmp_path: Path) -> None:
         ],
     )
     assert result.exit_code == 2 and "https://" in result.output
+    for api in ("https://", "https://k8s api/", "https://[::1/"):
+        result = CliRunner().invoke(
+            main,
+            ["serve", "--db", str(tmp_path / "x.db"), "--lifecycle-auth", "tokenreview",
+             "--k8s-api", api, "--k8s-ca", str(ca)],
+        )  # fmt: skip
+        assert result.exit_code == 2 and "--k8s-api" in result.output, (api, result.output)
+    assert not (tmp_path / "x.db").exists()

@@ -25,6 +25,7 @@ import httpx
 
 from waypost.clock import format_time
 from waypost.errors import WaypostError
+from waypost.http.urls import endpoint_url_refusal
 from waypost.resolvers.lifecycle import store
 from waypost.runtime import Runtime
 
@@ -42,15 +43,7 @@ ANSWER_READ_MAX = 64 * 1024
 def webhook_refusal(url: str) -> str | None:
     """Why `url` cannot be a webhook (checked when `serve` starts: an unusable
     one failed every attempt for ever, each with a traceback); None if fine."""
-    try:
-        parsed = httpx.URL(url)
-    except httpx.InvalidURL as exc:
-        return f"is not a URL ({exc})"
-    if parsed.scheme not in ("http", "https") or not parsed.host:
-        return "must be an http:// or https:// URL with a host"
-    if parsed.port is not None and not 0 < parsed.port < 65536:
-        return "has a port outside 1-65535"
-    return None
+    return endpoint_url_refusal(url, ("http", "https"))
 
 
 @dataclass(frozen=True)

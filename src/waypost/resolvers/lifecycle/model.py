@@ -107,10 +107,28 @@ class CommentBody(_Closed):
     body: CommentText
 
 
-# What an https URI may hold (RFC 3986's characters, and any non-ASCII one
-# but C1 controls, as an IRI does): no space, control character, DEL or
-# `<>"{}|\^``.
-_URI_TEXT = re.compile(r"[!#-;=?-\[\]_a-z~\u00a0-\U0010ffff]{1,2048}")
+def _spans(*spans: tuple[int, int]) -> str:
+    """The body of a regex character class holding the code point spans."""
+    return "".join(f"{re.escape(chr(low))}-{re.escape(chr(high))}" for low, high in spans)
+
+
+# What an https URI may hold: RFC 3986's characters (no space, control
+# character, DEL or `<>"{}|\^``), and the non-ASCII ones an IRI takes (RFC
+# 3987's `ucschar`, and `iprivate` in the query alone), but for Unicode's
+# spaces and line separators and the bidirectional formatting characters
+# (RFC 3987, 4.1: an author's U+202E made a link read as another URL).
+_UCSCHAR = _spans(
+    (0xA0, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFEF),
+    *(((plane << 16), (plane << 16) | 0xFFFD) for plane in range(1, 14)),
+    (0xE1000, 0xEFFFD),
+)  # fmt: skip
+_IPRIVATE = _spans((0xE000, 0xF8FF), (0xF0000, 0xFFFFD), (0x100000, 0x10FFFD))
+_NOT_IN_IRI = _spans(
+    (0xA0, 0xA0), (0x61C, 0x61C), (0x1680, 0x1680), (0x2000, 0x200A), (0x200E, 0x200F),
+    (0x2028, 0x202F), (0x205F, 0x205F), (0x2066, 0x2069), (0x3000, 0x3000),
+)  # fmt: skip
+_URI_TEXT = re.compile(rf"(?:(?![{_NOT_IN_IRI}])[!#-;=?-\[\]_a-z~{_UCSCHAR}{_IPRIVATE}]){{1,2048}}")
+_PRIVATE = re.compile(f"[{_IPRIVATE}]")
 # a `%` that does not begin an escape of two hex digits (RFC 3986, 2.1)
 _BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
@@ -124,6 +142,8 @@ def is_https_uri(text: str) -> bool:
         return False
     try:
         parts = urlsplit(text)
+        if _PRIVATE.search(text.partition("#")[0].partition("?")[0] + parts.fragment):
+            return False  # private-use characters only in the query (RFC 3987)
         host = parts.hostname
         parts.port  # noqa: B018 - raises ValueError for a port that is not one
     except ValueError:  # a malformed [IPv6] host, or port

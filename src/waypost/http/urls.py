@@ -1,0 +1,30 @@
+"""Outbound URLs given on the command line (the lifecycle webhook, the
+Kubernetes API): refused when `serve` starts if no request could ever reach
+them, since each would otherwise fail every attempt for ever."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+# A host a connection can be made to: a name or IPv4 address (IDNA-encoded
+# by httpx: ASCII), or an IPv6 literal (httpx has checked the brackets'
+# contents). httpx takes `http://x y/` and escapes the host to `x%20y`.
+_HOST = re.compile(rb"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+")
+
+
+def endpoint_url_refusal(url: str, schemes: tuple[str, ...]) -> str | None:
+    """Why `url` cannot be an endpoint of one of `schemes`; None if fine."""
+    wanted = " or ".join(f"{scheme}://" for scheme in schemes)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        return f"is not a URL ({exc})"
+    if parsed.scheme not in schemes or not parsed.raw_host:
+        return f"must be an {wanted} URL with a host"
+    if _HOST.fullmatch(parsed.raw_host) is None:
+        return f"names no host a connection can be made to ({parsed.host!r})"
+    if parsed.port is not None and not 0 < parsed.port < 65536:
+        return "has a port outside 1-65535"
+    return None
