@@ -1157,6 +1157,46 @@ def test_a_page_that_could_not_load_tries_again_by_itself(tab: Tab, world: World
     page.get_by_role("heading", name="Compare two revisions").wait_for(timeout=20000)
 
 
+def test_a_lost_reply_to_who_am_i_is_asked_again_with_the_page(tab: Tab, world: World) -> None:
+    """One lost reply to the `me` query of a page load left the page with no
+    Sign out and no navigation, and a revoked token never signed out."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    lost: list[str] = []
+
+    def lose_the_first_me(route: Any) -> None:
+        if not lost and "query Me" in (route.request.post_data or ""):
+            lost.append("me")
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/graphql", lose_the_first_me)
+    page.reload()
+    page.get_by_role("button", name="Sign out").wait_for(timeout=20000)
+    assert lost == ["me"] and page.locator("#nav").is_visible()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+
+
+def test_a_busy_service_is_asked_again_by_the_page_that_could_not_load(
+    tab: Tab, world: World
+) -> None:
+    """A 503 `unavailable` said "Something went wrong" for good, and on the
+    inbox its one link, back to the inbox, changed nothing."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    busy = {
+        "errors": [{"message": "the database is busy; retry shortly",
+                    "extensions": {"code": "unavailable", "retryAfter": 1}}]
+    }  # fmt: skip
+    page.route("**/graphql", lambda route: route.fulfill(status=503, json=busy))
+    page.reload()
+    page.locator("main").get_by_text("tries again by itself").wait_for()
+    assert page.get_by_role("button", name="Try again").is_visible()
+    page.unroute("**/graphql")
+    page.get_by_role("heading", name="Inbox", level=1).wait_for(timeout=20000)
+
+
 def test_every_generation_of_a_decision_reopened_past_a_page(tab: Tab, world: World) -> None:
     decision = world.open_decision(world.agent, question="Again?", task_ids=[world.tasks["docs"]])
     path = f"/api/v1/projects/demo/decisions/{decision}/reopen"

@@ -82,6 +82,17 @@ async def test_console_routes_and_their_narrow_exception(service: Service) -> No
     for answer in (to_console, nowhere):
         assert answer.headers["x-frame-options"] == "DENY"
         assert answer.headers["content-security-policy"] == csp
+    # every other answer of a page's path too: a method pages do not take
+    # (a token's 405, the refused token's 401) went out before these headers
+    for path in ("/", "/console", "/console/", "/console/nope"):
+        for headers in (human.headers(), {}):
+            other = await client.post(path, headers=headers)
+            assert other.status_code == (405 if headers else 401), (path, other.text)
+            if headers:
+                assert other.headers["allow"] == "GET, HEAD"
+                assert other.json()["error"]["code"] == "method_not_allowed"
+            assert other.headers["x-frame-options"] == "DENY", path
+            assert other.headers["content-security-policy"] == csp, path
     # GraphiQL is off here: its files are not public, and GET /graphql executes nothing
     assert (await client.get("/graphiql/init.js")).status_code == 401
     assert (await client.get("/graphql")).status_code == 401

@@ -47,6 +47,16 @@ def is_public(method: str, path: str, graphiql: bool) -> bool:
     return graphiql and path.startswith(GRAPHIQL_PREFIX)
 
 
+def refusal_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The console's headers for a request refused before routing (a POST
+    to a page without a token) whose path is the console's: every answer of
+    `/`, `/console` and below carries them (docs/console.md)."""
+    path: str = scope["path"]
+    if path in ("/", CONSOLE_PREFIX) or path.startswith(CONSOLE_PREFIX + "/"):
+        return security_headers(_host(scope))
+    return []
+
+
 def security_headers(host: str | None, fonts: bool = False) -> list[tuple[bytes, bytes]]:
     connect = "'self'"
     if host and _HOST.match(host):
@@ -77,9 +87,12 @@ def _host(scope: Scope) -> str | None:
 class WithSecurityHeaders:
     """Adds the console's CSP and framing headers to every response of `app`."""
 
-    def __init__(self, app: ASGIApp, fonts: bool = False) -> None:
+    def __init__(self, app: ASGIApp, fonts: bool = False, get_only: bool = False) -> None:
         self.app = app
         self.fonts = fonts
+        # a page's method checked here, not by its Route: the Route's 405
+        # went out before these headers were added
+        self.get_only = get_only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         extra = security_headers(_host(scope), self.fonts)
@@ -100,6 +113,8 @@ class WithSecurityHeaders:
             await send(message)
 
         try:
+            if self.get_only and scope["method"] not in ("GET", "HEAD"):
+                raise HTTPException(405, headers={"Allow": "GET, HEAD"})
             await self.app(scope, receive, wrapped)
         except HTTPException as exc:
             # a file that is not there, or a method files do not take: the
@@ -109,7 +124,7 @@ class WithSecurityHeaders:
             if exc.status_code != 405:
                 await error_response(NotFound("no such file"))(scope, receive, wrapped)
                 return
-            response = error_response(MethodNotAllowed("files take GET and HEAD"))
+            response = error_response(MethodNotAllowed("pages and files take GET and HEAD"))
             response.headers.update(exc.headers or {})  # `Allow: GET, HEAD`
             await response(scope, receive, wrapped)
 
@@ -145,17 +160,16 @@ def graphiql_page(request: Request) -> Response:
 
 
 def routes(graphiql: bool) -> list[BaseRoute]:
-    page = WithSecurityHeaders(request_response(_index))
+    page = WithSecurityHeaders(request_response(_index), get_only=True)
     found: list[BaseRoute] = [
-        Route("/", WithSecurityHeaders(request_response(_to_console)), methods=["GET", "HEAD"]),
-        Route(CONSOLE_PREFIX, page, methods=["GET", "HEAD"]),
-        Route(CONSOLE_PREFIX + "/", page, methods=["GET", "HEAD"]),
+        Route("/", WithSecurityHeaders(request_response(_to_console), get_only=True)),
+        Route(CONSOLE_PREFIX, page),
+        Route(CONSOLE_PREFIX + "/", page),
         Mount(CONSOLE_PREFIX + "/static", app=WithSecurityHeaders(StaticFiles(directory=STATIC))),
         # last: whatever else lies under /console
         Route(
             CONSOLE_PREFIX + "/{rest:path}",
-            WithSecurityHeaders(request_response(_no_such_page)),
-            methods=["GET", "HEAD"],
+            WithSecurityHeaders(request_response(_no_such_page), get_only=True),
         ),
     ]
     if graphiql:

@@ -82,14 +82,14 @@ class BearerAuthentication:
                 if is_graphql:
                     receive = await self._graphql_body(scope, receive)
             except WaypostError as error:
-                await self._refuse(send, error, is_graphql)
+                await self._refuse(scope, send, error, is_graphql)
                 return
             except ClientDisconnect:
                 log.debug("client went away while sending its request")
                 return
             except Exception:
                 log.exception("authentication failed unexpectedly")
-                await self._refuse(send, WaypostError("internal error"), is_graphql)
+                await self._refuse(scope, send, WaypostError("internal error"), is_graphql)
                 return
             scope.setdefault("state", {})["actor"] = actor
         started = False
@@ -114,7 +114,7 @@ class BearerAuthentication:
             if started:
                 raise
             log.exception("unhandled error")
-            await self._refuse(send, WaypostError("internal error"), is_graphql)
+            await self._refuse(scope, send, WaypostError("internal error"), is_graphql)
 
     async def _authenticate(self, scope: Scope, audience: str | tuple[str, ...]) -> Actor:
         token = bearer_token(header(scope, b"authorization"))
@@ -135,6 +135,15 @@ class BearerAuthentication:
         return await rt.db.read_point(check)
 
     @staticmethod
-    async def _refuse(send: Send, error: WaypostError, graphql: bool) -> None:
+    async def _refuse(scope: Scope, send: Send, error: WaypostError, graphql: bool) -> None:
         body = graphql_refusal_body(error) if graphql else error.to_json()
+        console_headers = console.refusal_headers(scope)
+        if console_headers:
+            plain = send
+
+            async def send(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    message = {**message, "headers": [*message["headers"], *console_headers]}
+                await plain(message)
+
         await send_json(send, error.status, body, error_headers(error))

@@ -304,6 +304,14 @@ async function route() {
     watched = null;
   }
   try {
+    if (me === null) {
+      // who the stored token names is part of loading any page: one lost
+      // reply to it left a page with no Sign out and a revoked token that
+      // never signed out (whenRefused waits for `me`)
+      const data = await gql(ME);
+      if (mine !== pageNumber) return;
+      signedIn(data.me);
+    }
     if (r.name === "inbox") {
       inboxSignature = "";
       const projects = await refreshInbox(true);
@@ -329,11 +337,15 @@ async function route() {
       return;
     }
     if (mine !== pageNumber) return; // a later page is showing: this one's fault is moot
-    const unreachable = error.code === "network";
+    // unreachable, or busy for now (503 `unavailable`: it said "retry")
+    const passing = error.code === "network" || error.code === "unavailable";
     show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
-      unreachable ? h("p", { class: "muted" }, "This page tries again by itself.") : null,
-      h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
-    if (unreachable) {
+      passing ? h("p", { class: "muted" }, "This page tries again by itself.") : null,
+      // on the inbox its own link changes no route: a button loads it again
+      r.name === "inbox"
+        ? h("p", {}, h("button", { type: "button", class: "btn", onclick: () => route() }, "Try again"))
+        : h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
+    if (passing) {
       reload.timer = setTimeout(route, reload.delay);
       reload.delay = Math.min(reload.delay * 2, 60000);
     }
@@ -386,18 +398,7 @@ async function start() {
     if (me !== null) signOut(REFUSED);
   });
   window.addEventListener("hashchange", route);
-  if (token()) {
-    try {
-      const data = await gql(ME);
-      signedIn(data.me);
-    } catch (error) {
-      if (error instanceof Unauthenticated) {
-        signOut("Your token is no longer accepted (revoked?). Sign in again.");
-        return;
-      }
-    }
-  }
-  await route();
+  await route(); // it asks who the stored token names first (a page load's part)
 }
 
 start();
