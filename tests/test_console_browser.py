@@ -861,6 +861,31 @@ def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World
     assert (answer["disposition"], answer["answer"]) == ("deny", "Proceed")
 
 
+def test_an_answer_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, world: World) -> None:
+    """The answer is recorded but its reply lost: the change it made came
+    back through the page's subscription announced as one made elsewhere."""
+    page, decision_id = _half_answered(
+        tab, world, "Rotate the signing keys?", "Not before the audit."
+    )
+    lost: list[str] = []
+
+    def lose_the_reply(route: Any) -> None:
+        if "decisionAnswer" in (route.request.post_data or "") and not lost:
+            route.fetch()
+            lost.append("answer")
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/graphql", lose_the_reply)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("The service cannot be reached").wait_for()
+    page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
+    assert "changed elsewhere" not in page.locator("main").inner_text()
+    page.unroute("**/graphql")
+    assert world.decision(decision_id)["current"]["answer"]["disposition"] == "deny"
+
+
 def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     tab: Tab, world: World
 ) -> None:

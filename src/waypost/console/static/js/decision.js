@@ -32,6 +32,10 @@ const JUDGED = [
 // change's event. `settled(id)`: main.js checks again what it let pass.
 export const ownChange = {
   pending: new Map(),
+  // answers whose reply never came (the service unreachable, or silent for
+  // 30 s), by decision: what was sent, so that the page knows its own answer
+  // when it shows up recorded (it was announced as a change made elsewhere)
+  lost: new Map(),
   settled: null,
   isPending(id) {
     return this.pending.has(id);
@@ -244,6 +248,7 @@ function renderAnswerForm(project, onChanged) {
           rationale: rationale.value,
           conditionsConfirmed: disposition === "ALLOW" ? confirmed : false,
         }, "decisionAnswer");
+        ownChange.lost.delete(d.restId);
         if (payload.userErrors.length) {
           await refused(payload.userErrors[0], onChanged, errorBox, rationale, "answer",
             [["Rationale", rationale.value]]);
@@ -254,6 +259,9 @@ function renderAnswerForm(project, onChanged) {
         }
       });
     } catch (error) {
+      if (error.code === "network") {
+        ownChange.lost.set(d.restId, { disposition, answer: option, rationale: rationale.value });
+      }
       sayError(errorBox, null, error.message);
     } finally {
       status.stop();

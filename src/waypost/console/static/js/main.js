@@ -51,7 +51,11 @@ const decisionLive = new Live(async () => {
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
-  const text = `This decision changed elsewhere: it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
+  const now = `it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
+  const ours = ownAnswer(watched.id, d.current.answer);
+  const text = ours
+    ? `Your answer was recorded, though its reply did not reach this page: ${now}`
+    : `This decision changed elsewhere: ${now}`;
   const shown = document.getElementById("changed-elsewhere");
   if (shown) {
     // a later change (a reopening after an answer) is said too, in place:
@@ -60,18 +64,29 @@ const decisionLive = new Live(async () => {
     if (shown.dataset.version === version) return;
     shown.dataset.version = version;
     shown.querySelector(".changed-text").textContent = text;
-    announce("This decision changed elsewhere again.");
+    announce(ours ? "Your answer was recorded." : "This decision changed elsewhere again.");
     return;
   }
   const { project, id } = watched;
-  const banner = notice("conflict", h("span", { class: "changed-text" }, text),
+  const banner = notice(ours ? "ok" : "conflict", h("span", { class: "changed-text" }, text),
     h("button", { type: "button", class: "btn", onclick: () => showDecision(project, id, null) }, "Show the new state"));
   banner.id = "changed-elsewhere";
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) (heading.nextElementSibling || heading).after(banner);
-  announce("This decision changed elsewhere.");
+  announce(ours ? "Your answer was recorded." : "This decision changed elsewhere.");
 });
+
+// Whether `answer` is the one this tab sent and never heard back about: the
+// same principal, disposition, option and rationale.
+function ownAnswer(id, answer) {
+  const lost = ownChange.lost.get(id);
+  const ours = Boolean(lost && answer && me && answer.actorId === me.restId
+    && answer.disposition === lost.disposition && answer.answer === lost.answer
+    && answer.rationale === lost.rationale);
+  if (ours) ownChange.lost.delete(id);
+  return ours;
+}
 
 ownChange.settled = (id) => {
   if (passedOver && watched && watched.id === id && !decisionLive.stopped) {

@@ -182,7 +182,11 @@ query Policy($project: String!, $after: String) {
 
 export const DECISION_VERSION = `
 query DecisionVersion($project: String!, $id: String!) {
-  project(id: $project) { decision(id: $id) { generation status current { answer { at } } } }
+  project(id: $project) {
+    decision(id: $id) {
+      generation status current { answer { at disposition answer rationale actorId } }
+    }
+  }
 }`;
 
 export const DECISION_LIST = `
