@@ -1198,9 +1198,30 @@ def test_a_lost_reply_to_who_am_i_is_asked_again_with_the_page(tab: Tab, world: 
 
     page.route("**/graphql", lose_the_first_me)
     page.reload()
-    page.get_by_role("button", name="Sign out").wait_for(timeout=20000)
-    assert lost == ["me"] and page.locator("#nav").is_visible()
+    page.locator("#nav").wait_for(timeout=20000)  # shown once `me` is answered
+    assert lost == ["me"] and page.get_by_role("button", name="Sign out").is_visible()
     page.get_by_role("heading", name="Inbox", level=1).wait_for()
+
+
+def test_a_page_whose_who_am_i_fails_for_good_still_offers_sign_out(tab: Tab, world: World) -> None:
+    """A fault of the service's (no JSON) in answer to `me`, asked again
+    with the page, left an error page with no way to sign out (review24)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+
+    def fail_me(route: Any) -> None:
+        if "query Me" in (route.request.post_data or ""):
+            route.fulfill(status=500, body="oops")
+        else:
+            route.continue_()
+
+    page.route("**/graphql", fail_me)
+    page.reload()
+    page.get_by_role("heading", name="Something went wrong").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("API token").wait_for()
+    assert page.evaluate("() => sessionStorage.getItem('waypost.token')") is None
+    page.unroute("**/graphql")
 
 
 def test_a_busy_service_is_asked_again_by_the_page_that_could_not_load(

@@ -352,6 +352,12 @@ async function route() {
       return;
     }
     if (mine !== pageNumber) return; // a later page is showing: this one's fault is moot
+    if (me === null) {
+      // who the token names is not known yet (the fault was its question's):
+      // Sign out all the same, a way off a page that may not load
+      fill(document.getElementById("who-name"));
+      document.getElementById("who").hidden = false;
+    }
     // unreachable, or busy for now (503 `unavailable`: it said "retry")
     const passing = error.code === "network" || error.code === "unavailable";
     show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
