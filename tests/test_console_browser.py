@@ -886,6 +886,30 @@ def test_an_answer_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, worl
     assert world.decision(decision_id)["current"]["answer"]["disposition"] == "deny"
 
 
+def test_a_reopening_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, world: World) -> None:
+    """As an answer's: the reopening the page sent, recorded, came back as a
+    change made elsewhere."""
+    page, decision = _stale_in_alices_tab(tab, world, "Tag release 11", question="Tag it?")
+    lost: list[str] = []
+
+    def lose_the_reply(route: Any) -> None:
+        if "decisionReopen" in (route.request.post_data or "") and not lost:
+            route.fetch()
+            lost.append("reopen")
+            route.abort()
+        else:
+            route.continue_()
+
+    page.route("**/graphql", lose_the_reply)
+    page.get_by_label("Why reopen (required)").fill("Release 12 replaces 11.")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    page.locator("main").get_by_text("The service cannot be reached").wait_for()
+    page.locator("main").get_by_text("Your reopening was recorded, though its reply").wait_for()
+    assert "changed elsewhere" not in page.locator("main").inner_text()
+    page.unroute("**/graphql")
+    assert world.decision(decision)["generation"] == 2
+
+
 def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     tab: Tab, world: World
 ) -> None:

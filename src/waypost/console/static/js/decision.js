@@ -32,9 +32,10 @@ const JUDGED = [
 // change's event. `settled(id)`: main.js checks again what it let pass.
 export const ownChange = {
   pending: new Map(),
-  // answers whose reply never came (the service unreachable, or silent for
-  // 30 s), by decision: what was sent, so that the page knows its own answer
-  // when it shows up recorded (it was announced as a change made elsewhere)
+  // answers and reopenings whose reply never came (the service unreachable,
+  // or silent for 30 s), by decision: what was sent, so that the page knows
+  // its own change when it shows up recorded (it was announced as a change
+  // made elsewhere)
   lost: new Map(),
   settled: null,
   isPending(id) {
@@ -260,7 +261,9 @@ function renderAnswerForm(project, onChanged) {
       });
     } catch (error) {
       if (error.code === "network") {
-        ownChange.lost.set(d.restId, { disposition, answer: option, rationale: rationale.value });
+        ownChange.lost.set(d.restId, {
+          generation: d.generation, answer: { disposition, answer: option, rationale: rationale.value },
+        });
       }
       sayError(errorBox, null, error.message);
     } finally {
@@ -381,6 +384,7 @@ function renderReopen(project, onChanged, prominent) {
     try {
       await asOwnChange(d.restId, async () => {
         const payload = await mutate(REOPEN_DECISION, input, "decisionReopen");
+        ownChange.lost.delete(d.restId);
         if (payload.userErrors.length) {
           const refusal = payload.userErrors[0];
           // the field the refusal names, so the keyboard lands where the fix goes
@@ -397,6 +401,9 @@ function renderReopen(project, onChanged, prominent) {
         }
       });
     } catch (error) {
+      if (error.code === "network") {
+        ownChange.lost.set(d.restId, { generation: d.generation, reopen: rationale.value });
+      }
       sayError(errorBox, null, error.message);
     } finally {
       status.stop();

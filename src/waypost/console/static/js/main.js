@@ -52,9 +52,9 @@ const decisionLive = new Live(async () => {
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
   const now = `it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
-  const ours = ownAnswer(watched.id, d.current.answer);
+  const ours = recordedOwnChange(watched.id, d);
   const text = ours
-    ? `Your answer was recorded, though its reply did not reach this page: ${now}`
+    ? `Your ${ours} was recorded, though its reply did not reach this page: ${now}`
     : `This decision changed elsewhere: ${now}`;
   const shown = document.getElementById("changed-elsewhere");
   if (shown) {
@@ -64,7 +64,7 @@ const decisionLive = new Live(async () => {
     if (shown.dataset.version === version) return;
     shown.dataset.version = version;
     shown.querySelector(".changed-text").textContent = text;
-    announce(ours ? "Your answer was recorded." : "This decision changed elsewhere again.");
+    announce(ours ? `Your ${ours} was recorded.` : "This decision changed elsewhere again.");
     return;
   }
   const { project, id } = watched;
@@ -74,16 +74,25 @@ const decisionLive = new Live(async () => {
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) (heading.nextElementSibling || heading).after(banner);
-  announce(ours ? "Your answer was recorded." : "This decision changed elsewhere.");
+  announce(ours ? `Your ${ours} was recorded.` : "This decision changed elsewhere.");
 });
 
-// Whether `answer` is the one this tab sent and never heard back about: the
-// same principal, disposition, option and rationale.
-function ownAnswer(id, answer) {
+// "answer" or "reopening" when `d` holds the one this tab sent and never
+// heard back about (the same principal and the same words, on the generation
+// it was sent for), else null.
+function recordedOwnChange(id, d) {
   const lost = ownChange.lost.get(id);
-  const ours = Boolean(lost && answer && me && answer.actorId === me.restId
-    && answer.disposition === lost.disposition && answer.answer === lost.answer
-    && answer.rationale === lost.rationale);
+  if (!lost || !me) return null;
+  const a = d.current.answer;
+  let ours = null;
+  if (lost.reopen !== undefined) {
+    if (d.generation === lost.generation + 1 && d.current.actorId === me.restId
+      && d.current.reopenRationale === lost.reopen) ours = "reopening";
+  } else if (a && d.generation === lost.generation && a.actorId === me.restId
+    && a.disposition === lost.answer.disposition && a.answer === lost.answer.answer
+    && a.rationale === lost.answer.rationale) {
+    ours = "answer";
+  }
   if (ours) ownChange.lost.delete(id);
   return ours;
 }

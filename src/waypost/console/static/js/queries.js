@@ -184,7 +184,8 @@ export const DECISION_VERSION = `
 query DecisionVersion($project: String!, $id: String!) {
   project(id: $project) {
     decision(id: $id) {
-      generation status current { answer { at disposition answer rationale actorId } }
+      generation status
+      current { actorId reopenRationale answer { at disposition answer rationale actorId } }
     }
   }
 }`;
