@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
@@ -30,8 +31,11 @@ from waypost.errors import WaypostError
 from waypost.observe import conditions
 from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
+from waypost.resolvers.access import store as access_store
+from waypost.resolvers.core import store as core_store
 from waypost.resolvers.decisions import status
 from waypost.settings import Settings
+from waypost.storage.coalesced import Coalesced
 from waypost.storage.connection import ConnectionHook, open_to_others
 from waypost.storage.db import Database
 
@@ -91,6 +95,14 @@ class Runtime:
     # set when the server begins to stop: what holds a connection open (event
     # streams, MCP sessions) ends, or the server would wait for it for ever
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    # a bearer token's row and a receipt by (principal, key): asked together
+    # by the requests of one pass of the event loop (storage/coalesced.py)
+    token_rows: Coalesced[bytes, sqlite3.Row] = field(init=False)
+    receipt_rows: Coalesced[tuple[str, str], sqlite3.Row] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.token_rows = Coalesced(self.db, access_store.tokens_with_principals)
+        self.receipt_rows = Coalesced(self.db, core_store.receipt_rows)
 
     def now(self) -> datetime:
         """The service's now; inside `pinned_now()`, the block's one instant."""

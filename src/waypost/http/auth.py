@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -27,6 +26,7 @@ from waypost.http.responses import (
     send_json,
     with_security_headers,
 )
+from waypost.ids import token_digest
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
 
@@ -123,16 +123,16 @@ class BearerAuthentication:
         session_id = header(scope, b"waypost-session")
         rt = self.runtime()
         at = format_time(rt.now())
-
-        def check(conn: Any) -> Actor:
-            actor = principals.authenticate(conn, token, audience)
-            # for the request's log line, even when the session is refused
-            scope.setdefault("state", {})["principal_id"] = actor.principal_id
-            if session_id is not None:
-                actor = sessions.enter_session(conn, actor, session_id, at)
+        # asked together with the other requests of this pass of the loop
+        digest = token_digest(token)
+        actor = principals.actor_of_token(await rt.token_rows.get(digest), digest, audience)
+        # for the request's log line, even when the session is refused
+        scope.setdefault("state", {})["principal_id"] = actor.principal_id
+        if session_id is None:
             return actor
-
-        return await rt.db.read_point(check)
+        return await rt.db.read_point(
+            lambda conn: sessions.enter_session(conn, actor, session_id, at)
+        )
 
     @staticmethod
     async def _refuse(scope: Scope, send: Send, error: WaypostError, graphql: bool) -> None:

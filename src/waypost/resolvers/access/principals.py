@@ -106,7 +106,14 @@ def authenticate(conn: sqlite3.Connection, token: str, audience: str | tuple[str
     against stored data; the final digest comparison is constant-time as well.
     """
     digest = token_digest(token)
-    row = store.token_with_principal(conn, digest)
+    return actor_of_token(store.token_with_principal(conn, digest), digest, audience)
+
+
+def actor_of_token(
+    row: sqlite3.Row | None, digest: bytes, audience: str | tuple[str, ...]
+) -> Actor:
+    """The principal of the token stored under `digest` (`row`, as
+    `store.token_with_principal` reads it), or Unauthenticated."""
     if (
         row is None
         or not hmac.compare_digest(bytes(row["sha256"]), digest)

@@ -122,6 +122,20 @@ def token_with_principal(conn: sqlite3.Connection, digest: bytes) -> sqlite3.Row
     return row
 
 
+def tokens_with_principals(
+    conn: sqlite3.Connection, digests: Sequence[bytes]
+) -> dict[bytes, sqlite3.Row]:
+    """`token_with_principal` of each digest at once, by digest (a digest
+    stored under no token is left out)."""
+    marks = ",".join("?" * len(digests))
+    rows = conn.execute(
+        "SELECT t.id AS token_id, t.sha256, t.audience, t.revoked_at, p.id, p.kind, p.name"
+        f" FROM tokens t JOIN principals p ON p.id = t.principal_id WHERE t.sha256 IN ({marks})",
+        list(digests),
+    ).fetchall()
+    return {bytes(row["sha256"]): row for row in rows}
+
+
 def token_revocation(conn: sqlite3.Connection, token_id: str) -> sqlite3.Row | None:
     """The token's `revoked_at` (None for no such token)."""
     row: sqlite3.Row | None = conn.execute(

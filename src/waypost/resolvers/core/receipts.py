@@ -120,8 +120,9 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
         # loop, without queueing behind the writer (or waiting out another
         # process's lock): a receipt is visible only once the COMMIT that holds
         # it is durable, and it never changes. A key with no receipt goes to
-        # the writer, which looks again and decides.
-        earlier = await rt.db.read_point(lambda conn: _replay(conn, actor, idem))
+        # the writer, which looks again and decides. The read is asked with
+        # the other requests of this pass of the loop (storage/coalesced.py).
+        earlier = _replayed(await rt.receipt_rows.get(slot), idem)
         if earlier is not None:
             return earlier
         return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
@@ -132,7 +133,12 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
 def _replay(conn: sqlite3.Connection, actor: Actor, idem: Idempotency) -> Outcome | None:
     """The stored answer under the caller's key (None: the key is new);
     422 when the key holds a different request."""
-    row = store.receipt_row(conn, actor.principal_id, idem.key)
+    return _replayed(store.receipt_row(conn, actor.principal_id, idem.key), idem)
+
+
+def _replayed(row: sqlite3.Row | None, idem: Idempotency) -> Outcome | None:
+    """The answer stored in `row`, the receipt under the caller's key (None:
+    no receipt); 422 when the key holds a different request."""
     if row is None:
         return None
     if row["fingerprint"] != idem.fingerprint:

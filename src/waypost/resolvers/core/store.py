@@ -30,6 +30,21 @@ def receipt_row(conn: sqlite3.Connection, principal_id: str, key: str) -> sqlite
     return row
 
 
+def receipt_rows(
+    conn: sqlite3.Connection, slots: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], sqlite3.Row]:
+    """`receipt_row` of each (principal id, key) at once, by slot (a slot
+    with no receipt is left out): one point search of the key's index each."""
+    one = (
+        "SELECT principal_id, key, fingerprint, status, body FROM receipts"
+        " WHERE principal_id = ? AND key = ?"
+    )
+    rows = conn.execute(
+        " UNION ALL ".join([one] * len(slots)), [part for slot in slots for part in slot]
+    ).fetchall()
+    return {(row["principal_id"], row["key"]): row for row in rows}
+
+
 def insert_receipt(
     conn: sqlite3.Connection,
     slot: tuple[str, str],
