@@ -93,8 +93,11 @@ async def test_a_failed_read_reaches_every_asker_and_a_gone_one_is_skipped(
     async with write_under_way(service):
         gone = asyncio.ensure_future(rows.get("a"))
         asked = [asyncio.ensure_future(rows.get(key)) for key in ("a", "b")]
+        await asyncio.sleep(0)  # all three have asked; the read comes next
+        assert sum(len(futures) for futures in rows._waiting.values()) == 3
         gone.cancel()  # its request went away before the read: the others are answered
-        results = await asyncio.gather(*asked, return_exceptions=True)
+        # an asker left unanswered (a gone one's future failing the rest) would hang
+        results = await asyncio.wait_for(asyncio.gather(*asked, return_exceptions=True), 10)
     assert all(isinstance(r, sqlite3.OperationalError) for r in results)
     with pytest.raises(asyncio.CancelledError):
         await gone
