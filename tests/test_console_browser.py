@@ -832,6 +832,22 @@ def _half_answered(tab: Tab, world: World, question: str, why: str) -> tuple[Any
     return page, decision_id
 
 
+def _lose_the_first_reply(page: Any, mutation: str) -> None:
+    """The first `mutation` request reaches the service, which records it,
+    and its reply never reaches the page."""
+    lost: list[str] = []
+
+    def lose(route: Any) -> None:
+        if mutation in (route.request.post_data or "") and not lost:
+            route.fetch()  # the service records it...
+            lost.append(mutation)
+            route.abort()  # ...and the browser never hears back
+        else:
+            route.continue_()
+
+    page.route("**/graphql", lose)
+
+
 def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World) -> None:
     """The reply to an answer is lost on the way back; the user presses another
     button. The page's key makes that a different request, refused: the page
@@ -840,18 +856,7 @@ def test_an_answer_whose_reply_was_lost_is_not_sent_twice(tab: Tab, world: World
         tab, world, "Ship the hotfix tonight?", "Tonight is too late."
     )
 
-    lost = []
-
-    def lose_the_reply(route: Any) -> None:
-        body = route.request.post_data or ""
-        if "decisionAnswer" in body and not lost:
-            route.fetch()  # the service records it...
-            lost.append(body)
-            route.abort()  # ...and the browser never hears back
-        else:
-            route.continue_()
-
-    page.route("**/graphql", lose_the_reply)
+    _lose_the_first_reply(page, "decisionAnswer")
     page.get_by_role("button", name="Deny: Proceed").click()
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
     page.get_by_role("button", name="Deny: Stop").click()
@@ -867,17 +872,7 @@ def test_an_answer_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, worl
     page, decision_id = _half_answered(
         tab, world, "Rotate the signing keys?", "Not before the audit."
     )
-    lost: list[str] = []
-
-    def lose_the_reply(route: Any) -> None:
-        if "decisionAnswer" in (route.request.post_data or "") and not lost:
-            route.fetch()
-            lost.append("answer")
-            route.abort()
-        else:
-            route.continue_()
-
-    page.route("**/graphql", lose_the_reply)
+    _lose_the_first_reply(page, "decisionAnswer")
     page.get_by_role("button", name="Deny: Proceed").click()
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
     page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
@@ -890,17 +885,7 @@ def test_a_reopening_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, wo
     """As an answer's: the reopening the page sent, recorded, came back as a
     change made elsewhere."""
     page, decision = _stale_in_alices_tab(tab, world, "Tag release 11", question="Tag it?")
-    lost: list[str] = []
-
-    def lose_the_reply(route: Any) -> None:
-        if "decisionReopen" in (route.request.post_data or "") and not lost:
-            route.fetch()
-            lost.append("reopen")
-            route.abort()
-        else:
-            route.continue_()
-
-    page.route("**/graphql", lose_the_reply)
+    _lose_the_first_reply(page, "decisionReopen")
     page.get_by_label("Why reopen (required)").fill("Release 12 replaces 11.")
     page.get_by_role("button", name="Reopen", exact=True).click()
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
