@@ -42,19 +42,20 @@ def is_public(method: str, path: str, graphiql: bool) -> bool:
     """
     if method not in ("GET", "HEAD"):
         return False
-    if path in ("/", CONSOLE_PREFIX) or path.startswith(CONSOLE_PREFIX + "/"):
-        return True
-    return graphiql and path.startswith(GRAPHIQL_PREFIX)
+    return _is_console_path(path) or (graphiql and path.startswith(GRAPHIQL_PREFIX))
 
 
-def refusal_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
+def _is_console_path(path: str) -> bool:
+    return path in ("/", CONSOLE_PREFIX) or path.startswith(CONSOLE_PREFIX + "/")
+
+
+def refusal_headers(scope: Scope) -> dict[str, str]:
     """The console's headers for a request refused before routing (a POST
     to a page without a token) whose path is the console's: every answer of
     `/`, `/console` and below carries them (docs/console.md)."""
-    path: str = scope["path"]
-    if path in ("/", CONSOLE_PREFIX) or path.startswith(CONSOLE_PREFIX + "/"):
-        return security_headers(_host(scope))
-    return []
+    if not _is_console_path(scope["path"]):
+        return {}
+    return {k.decode(): v.decode() for k, v in security_headers(_host(scope))}
 
 
 def security_headers(host: str | None, fonts: bool = False) -> list[tuple[bytes, bytes]]:

@@ -137,13 +137,5 @@ class BearerAuthentication:
     @staticmethod
     async def _refuse(scope: Scope, send: Send, error: WaypostError, graphql: bool) -> None:
         body = graphql_refusal_body(error) if graphql else error.to_json()
-        console_headers = console.refusal_headers(scope)
-        if console_headers:
-            plain = send
-
-            async def send(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    message = {**message, "headers": [*message["headers"], *console_headers]}
-                await plain(message)
-
-        await send_json(send, error.status, body, error_headers(error))
+        headers = {**error_headers(error), **console.refusal_headers(scope)}
+        await send_json(send, error.status, body, headers)
