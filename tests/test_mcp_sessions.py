@@ -572,3 +572,47 @@ async def test_a_call_cancelled_as_its_session_starts_leaves_no_session_behind(
         lambda conn: conn.execute("SELECT ended_at FROM sessions").fetchall()
     )
     assert [row["ended_at"] for row in rows] == [service.clock.iso()]
+
+
+async def test_a_stream_whose_last_part_fails_to_go_out_still_idles_out(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The end of a GET stream sends its last part and then does its
+    book-keeping; a last part that failed to go out skipped the book-keeping,
+    and the session stayed in flight for ever: never idle, counted against
+    its principal's sixteen places until the process ended."""
+    from tests.mcp_support import open_session
+    from waypost.mcp_server import http_endpoint
+
+    agent = await service.agent()
+    session_id = await open_session(agent)
+    headers = {**agent.headers(session=False), "Accept": "text/event-stream",
+               "Mcp-Session-Id": session_id, "Mcp-Protocol-Version": "2025-06-18"}  # fmt: skip
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"",
+        "root_path": "", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }  # fmt: skip
+    started = asyncio.Event()
+    asked: list[str] = []
+
+    async def receive() -> dict[str, Any]:
+        asked.append("receive")
+        if len(asked) == 1:
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await started.wait()  # the client leaves once the stream has begun
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            assert message["status"] == 200
+            started.set()
+        elif not message.get("more_body", False):
+            raise RuntimeError("the connection broke under the last part")
+
+    with pytest.raises(RuntimeError, match="last part"):
+        await asyncio.wait_for(service.app(scope, receive, send), 10)
+    monkeypatch.setattr(http_endpoint, "IDLE_SECONDS", 0)  # any session not in flight is idle
+    await asyncio.sleep(0.01)
+    assert service.rt.metrics.registry.get_sample_value("waypost_mcp_sessions") == 0

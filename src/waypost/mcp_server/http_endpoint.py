@@ -576,9 +576,11 @@ class McpEndpoint:
         try:
             await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
         finally:
+            # the book-keeping first and the one await last: a last part that
+            # failed to go out (or a cancellation there) skipped what followed,
+            # and the session stayed in flight, never idling out
             if watch is not None:
                 watch.cancel()
-                await finish()
             if running is not None:
                 unregister()
             if opening:
@@ -589,6 +591,8 @@ class McpEndpoint:
                 # refused, a bad protocol version, freed a place all the same)
                 if scope["method"] == "DELETE" and 200 <= answered.status < 300:
                     live.pop(session_id or "", None)
+            if watch is not None:
+                await finish()
 
     def _opened(self, principal_id: str) -> None:
         left = self._opening[principal_id] - 1
