@@ -426,6 +426,15 @@ async def test_a_list_filter_past_the_time_limit_is_refused_naming_q(
         ({"q": "a", "budget": "131073"}, "budget"),
         ({"q": "a", "include_shared": "maybe"}, "include_shared"),
         ({"q": "a", "component": ""}, "component"),
+        # no scope value holds a control character (knowledge's one-line
+        # rule), so a filter that does could match nothing: refused, not empty
+        ({"q": "a", "component": "a\x00b"}, "component"),
+        ({"q": "a", "environment": "prod\n"}, "environment"),
+        ({"q": "a", "version": "1\u20282"}, "version"),
+        ({"q": "a", "version": "x" * 201}, "version"),
+        ({"q": "a", "component": "api "}, "component"),
+        ({"q": "a", "environment": "\u200bprod"}, "environment"),
+        ({"q": "a", "version": " "}, "version"),
         ({"q": "a", "extra": "1"}, "extra"),
     ],
 )

@@ -12,6 +12,7 @@ from typing import Annotated
 import msgspec
 
 from waypost.errors import InvalidRequest
+from waypost.resolvers.knowledge.models import ScopeValue, check_scope_value
 
 Q_MAX_BYTES = 1024
 Q_MAX_TERMS = 32
@@ -20,9 +21,10 @@ LIMIT_MAX = 100
 BUDGET_DEFAULT = 16_384
 BUDGET_MIN = 1_024
 BUDGET_MAX = 131_072
-FILTER_MAX_CHARS = 200  # a scope value is at most this long (docs/knowledge.md)
-
-Filter = Annotated[str, msgspec.Meta(min_length=1, max_length=FILTER_MAX_CHARS)]
+# A filter takes what a scope value may hold (docs/knowledge.md): one line of
+# at most 200 characters; one that no record could hold (a NUL, a newline) is
+# a mistake to name, not a filter that quietly matches nothing.
+Filter = ScopeValue
 
 
 class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
@@ -36,6 +38,13 @@ class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
     component: Filter | None = None
     environment: Filter | None = None
     version: Filter | None = None
+
+    def __post_init__(self) -> None:
+        # msgspec passes an exception of ours through as raised, field and all
+        for name in ("component", "environment", "version"):
+            value = getattr(self, name)
+            if value is not None:
+                check_scope_value(value, name)
 
 
 def search_terms(q: str, field: str = "q") -> list[str]:
