@@ -283,5 +283,21 @@ async def test_a_malformed_lesson_is_400_whatever_the_tasks_state(
     assert r.status_code == 409, r.text
 
 
+@pytest.mark.parametrize(("bad", "field", "said"), [
+    (lesson(scope={"components": [" "]}), "lessons[0].scope.components[0]", "must not be blank"),
+    (lesson(tags=["a", "a"]), "lessons[0].tags[1]", "is a duplicate of an earlier entry"),
+    (lesson(title=" "), "lessons[0].title", "must not be blank"),
+])  # fmt: skip
+async def test_a_lessons_refusal_names_the_same_field_in_its_message(
+    service: Service, human: Caller, project: str, bad: Any, field: str, said: str
+) -> None:
+    """The message said `tags[1]` where `details.field` said
+    `lessons[0].tags[1]`: which lesson was at fault was in one place only."""
+    agent, task_id = await claimed(service, human, project)
+    r = await submit(agent, project, task_id, [bad])
+    assert error_of(r) == (400, "invalid_request", field), r.text
+    assert r.json()["error"]["message"] == f"{field} {said}", r.text
+
+
 def knowledge_actor(caller: Caller) -> Actor:
     return Actor(caller.principal_id, caller.kind, "agent", "tok_unused", caller.session_id)

@@ -406,3 +406,11 @@ async def test_task_submit_lessons_are_a_typed_camel_case_input(
     )
     [error] = refused["userErrors"]
     assert error["field"] == "lessons[0].scope.taskIds[0]", error
+    # the message names the field as `field` does, the lesson's place included
+    lesson = {"kind": "FACT", "title": "t", "body": "b", "tags": ["x", "x"]}
+    refused = await mutate(
+        agent, "taskSubmit", {**ids, "summary": "done", "lessons": [lesson]}, "task { restId }"
+    )
+    [error] = refused["userErrors"]
+    assert error["field"] == "lessons[0].tags[1]", error
+    assert error["message"] == "lessons[0].tags[1] is a duplicate of an earlier entry", error

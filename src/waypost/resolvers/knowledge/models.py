@@ -286,7 +286,15 @@ def _check_text(title: str, body: str) -> None:
 
 
 def prefixed(error: InvalidRequest, prefix: str) -> InvalidRequest:
-    """The same error with its field under `prefix` (e.g. `lessons[3]`)."""
+    """The same error with its field under `prefix` (e.g. `lessons[3]`), and
+    its message too where it begins with the field's name (`tags[1] is a
+    duplicate` of the second lesson said `tags[1]` while `field` said
+    `lessons[1].tags[1]`)."""
     field = error.details.get("field")
-    name = f"{prefix}.{field}" if isinstance(field, str) and field else prefix
-    return InvalidRequest(error.message, {**error.details, "field": name})
+    if not (isinstance(field, str) and field):
+        return InvalidRequest(error.message, {**error.details, "field": prefix})
+    name = f"{prefix}.{field}"
+    message = error.message
+    if message.startswith(f"{field} "):
+        message = name + message[len(field) :]
+    return InvalidRequest(message, {**error.details, "field": name})
