@@ -300,3 +300,44 @@ async def test_a_fast_path_sql_fault_is_logged_and_answered_by_graphql_core(
         data = await human.gql('{ project(id: "demo") { name } }')
     assert data == {"data": {"project": {"name": "Demo"}}}
     assert "fast path fault" in caplog.text
+
+
+async def test_a_sweep_refused_pass_after_pass_is_logged_once_a_window(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each pass the store refused (a full disk, another process's lock) was
+    one WARNING: 67 lines in 13 s at `--sweep-interval 0.2`, where the
+    writer's own lines of the same condition came once per 10 s window."""
+    from tests.conftest import MovableClock, serving
+    from waypost import runtime as runtime_module
+    from waypost.settings import Settings
+
+    own = own_condition_log(monkeypatch, runtime_module)
+    settings = Settings(db_path=tmp_path / "w.db", sweep_interval=0.02, busy_timeout_ms=5)
+    async with serving(settings, MovableClock()) as service:
+        registry = service.rt.metrics.registry
+
+        def skipped() -> float:
+            labels = {"outcome": "skipped"}
+            return registry.get_sample_value("waypost_sweep_runs_total", labels) or 0.0
+
+        holder = sqlite3.connect(service.db_path, isolation_level=None)
+        try:
+            with caplog.at_level(logging.WARNING, "waypost"):
+                holder.execute("BEGIN IMMEDIATE")  # another process's lock
+                for _ in range(500):
+                    if skipped() >= 5:
+                        break
+                    await asyncio.sleep(0.02)
+                holder.execute("ROLLBACK")
+                passes = skipped()
+        finally:
+            holder.close()
+    assert passes >= 5  # the sweep went on trying, pass after pass
+    # the first line at once; the rest held back, then told as their number
+    # when the runtime closed (within the same 10 s window)
+    lines = [r for r in caplog.records if r.getMessage().startswith("sweep")]
+    said = [r.getMessage() for r in lines]
+    assert len(said) <= 2, said
+    assert said[0] == "sweep skipped: the database is busy; retry shortly", said
+    assert {r.name for r in lines} == {own.log.name}

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from waypost.live.hub import Hub
 
 log = logging.getLogger("waypost")
+_conditions = conditions.ConditionLog(log)
 # the reranker circuit's state as the waypost_reranker_circuit_state gauge
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
 
@@ -195,7 +196,9 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
             log.log(logging.INFO if any(report.values()) else logging.DEBUG, "sweep: %s", report)
             rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
-            log.warning("sweep skipped: %s", error.message)
+            # a full disk or another process's lock refuses every pass: at a
+            # short --sweep-interval one line per pass flooded the log
+            _conditions.warning("sweep skipped: %s", error.message)
             rt.metrics.sweep_runs.labels(outcome="skipped").inc()
         except Exception:
             log.exception("sweep failed")
