@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import Service
 from waypost.ids import token_digest
 from waypost.resolvers.access import store as access_store
-from waypost.storage.coalesced import CHUNK, Coalesced
+from waypost.resolvers.core import store as core_store
+from waypost.storage.coalesced import CHUNK, SIZES, Coalesced, padded
 
 
 @contextlib.asynccontextmanager
@@ -49,7 +50,9 @@ async def test_keys_asked_in_one_pass_are_read_by_one_statement(service: Service
     asked = [token_digest(alice.token), token_digest(bob.token), unknown] * 3
     async with write_under_way(service):
         found = await asyncio.gather(*(rows.get(digest) for digest in asked))
-    assert len(calls) == 1 and sorted(calls[0]) == sorted(set(asked))  # each key once
+    # one statement; each key once, padded to four by the last (see below)
+    assert len(calls) == 1 and sorted(set(calls[0])) == sorted(set(asked))
+    assert len(calls[0]) == 4
     assert [row["id"] if row else None for row in found] == [
         alice.principal_id, bob.principal_id, None
     ] * 3  # fmt: skip
@@ -79,7 +82,45 @@ async def test_more_keys_than_a_statement_takes_are_read_in_chunks(service: Serv
     async with write_under_way(service):
         found = await asyncio.gather(*(rows.get(token_digest(f"wp_{i}")) for i in range(CHUNK + 5)))
     assert found == [None] * (CHUNK + 5)
-    assert sorted(len(keys) for keys in calls) == [5, CHUNK]
+    assert sorted(len(keys) for keys in calls) == [8, CHUNK]  # 5 padded to 8
+
+
+async def test_batches_of_every_size_share_a_few_statement_texts(service: Service) -> None:
+    """A statement's text grows with its keys: with a text for every size,
+    up to 200 texts of each look-up went into the connection's cache of 256
+    prepared statements and pushed out the hot ones. Padded, every size from
+    1 to CHUNK makes one of SIZES' texts, and each key still gets its row."""
+    alice = await service.principal("human", "alice")
+    receipt = await alice.post("/api/v1/projects", {"id": "padded", "name": "Padded"})
+    assert receipt.status_code == 201, receipt.text
+    key = receipt.request.headers["Idempotency-Key"]
+    digests = [token_digest(alice.token)] + [token_digest(f"wp_{i}") for i in range(CHUNK)]
+    slots = [(alice.principal_id, key)] + [(alice.principal_id, f"k{i}") for i in range(CHUNK)]
+    conn = _Recording(sqlite3.connect(service.db_path))
+    try:
+        for size in range(1, CHUNK + 1):
+            tokens = access_store.tokens_with_principals(conn, padded(digests[:size]))
+            assert list(tokens) == [digests[0]]
+            receipts = core_store.receipt_rows(conn, padded(slots[:size]))
+            assert list(receipts) == [slots[0]]
+    finally:
+        conn.close()
+    assert len(conn.texts) == 2 * len(SIZES), len(conn.texts)
+
+
+class _Recording:
+    """A real connection that notes the text of every statement it runs."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        conn.row_factory = sqlite3.Row
+        self.conn, self.texts = conn, set[str]()
+
+    def execute(self, sql: str, parameters: Sequence[Any]) -> sqlite3.Cursor:
+        self.texts.add(sql)
+        return self.conn.execute(sql, parameters)
+
+    def close(self) -> None:
+        self.conn.close()
 
 
 async def test_a_failed_read_reaches_every_asker_and_a_gone_one_is_skipped(

@@ -28,6 +28,18 @@ V = TypeVar("V")
 # keys per statement: far below SQLite's 32,766 bound variables, and a
 # statement's plan stays the same few point searches
 CHUNK = 200
+# The sizes a batch is padded to (its last key repeated): the statement's
+# text grows with its keys, and every size its own text would have put up
+# to 200 texts of each look-up into the connection's cache of 256 prepared
+# statements, pushing out the hot ones; these are nine.
+SIZES = (1, 2, 4, 8, 16, 32, 64, 128, CHUNK)
+
+
+def padded(keys: list[K]) -> list[K]:
+    """`keys` (1 to CHUNK of them) with the last repeated up to the next of SIZES."""
+    size = next(size for size in SIZES if size >= len(keys))
+    return keys + keys[-1:] * (size - len(keys))
+
 
 ReadMany = Callable[[sqlite3.Connection, Sequence[K]], dict[K, V]]
 Waiting = dict[K, list[asyncio.Future[V | None]]]
@@ -69,7 +81,8 @@ class Coalesced(Generic[K, V]):
 
     async def _answer(self, keys: list[K], waiting: Waiting[K, V]) -> None:
         try:
-            found = await self._db.read_point(lambda conn: self._read_many(conn, keys))
+            asked = padded(keys)
+            found = await self._db.read_point(lambda conn: self._read_many(conn, asked))
         except Exception as exc:  # a refusal of the store (busy, damaged): every asker's
             for key in keys:
                 for future in waiting[key]:
