@@ -162,3 +162,27 @@ async def test_default_page_is_50(human: Caller, project: str) -> None:
         await create(human, project)
     page = (await human.get(kpath(project))).json()
     assert len(page["items"]) == 50 and page["next_cursor"] is not None
+
+
+@pytest.mark.parametrize("tag", [None, "walked"])
+async def test_a_record_revised_after_the_clock_stepped_back_is_not_walked_twice(
+    service: Service, human: Caller, project: str, tag: str | None
+) -> None:
+    """A revision stamped `updated_at` by a clock stepped back (an NTP
+    correction) moved its record behind a forward walk, which then returned
+    it a second time; `updated_at` now never moves back."""
+    made = []
+    for n in range(3):
+        made.append(await create(human, project, title=f"r{n}", tags=["walked"]))
+        service.clock.advance(seconds=1)
+    filters = {"tag": tag} if tag else {}
+    first = (await human.get(kpath(project), limit=2, **filters)).json()
+    assert [i["id"] for i in first["items"]] == [made[2]["id"], made[1]["id"]]
+    service.clock.advance(hours=-1)
+    newest = made[2]
+    r = await human.patch(kpath(project, newest["id"]), correction(newest, title="r2 fixed"))
+    assert r.status_code == 200, r.text
+    assert r.json()["updated_at"] == newest["updated_at"]  # not an hour back
+    assert r.json()["provenance"]["recorded_at"] == service.clock.iso()  # the revision's own time
+    rest = (await human.get(kpath(project), cursor=first["next_cursor"], **filters)).json()
+    assert [i["id"] for i in rest["items"]] == [made[0]["id"]]

@@ -220,6 +220,26 @@ async def test_search_pages_with_signed_cursors(author: Member, clock: MovableCl
     assert seen == ["m4", "m3", "m2", "m1", "m0"]
 
 
+async def test_a_memo_revised_after_the_clock_stepped_back_is_not_walked_twice(
+    author: Member, clock: MovableClock
+) -> None:
+    """Revised under a clock stepped back (an NTP correction), a memo's
+    `updated_at` moved it behind a walk that had passed it, which then
+    returned it a second time; `updated_at` now never moves back."""
+    await register_many(author, clock, 3)
+    first = (await author.get("/v1/decisions", q="retries", limit=2)).json()
+    assert [i["id"] for i in first["items"]] == ["m2", "m1"]
+    clock.advance(hours=-1)
+    revised = await author.revise(memo("m2", version=2, title="Memo 2 about retries"), 1)
+    assert revised.status_code == 200, revised.text
+    cursor = {"cursor": first["next_cursor"]}
+    rest = (await author.get("/v1/decisions", q="retries", limit=2, **cursor)).json()
+    assert [i["id"] for i in rest["items"]] == ["m0"]
+    current = (await author.get("/v1/decisions", q="retries")).json()["items"]
+    assert (current[0]["id"], current[0]["version"]) == ("m2", 2)
+    assert current[0]["updated_at"] == first["items"][0]["updated_at"]
+
+
 async def test_a_cursor_is_bound_to_its_caller_tenant_and_query(
     lifecycle: Lifecycle, author: Member, clock: MovableClock
 ) -> None:

@@ -402,8 +402,12 @@ def append_revision(
         (row["id"], revision, *values),
     )
     sets = ", ".join(f"{name} = ?" for name in CONTENT_COLUMNS)
+    # updated_at never moves back (RFC 3339 text in one format sorts as
+    # time): after the clock stepped back, a revision stamped earlier than
+    # the record's last moved it behind a forward walk of the list, which
+    # then met it twice (clockaudit)
     conn.execute(
-        f"UPDATE knowledge SET {sets}, revision = ?, updated_at = ? WHERE id = ?",
+        f"UPDATE knowledge SET {sets}, revision = ?, updated_at = max(?, updated_at) WHERE id = ?",
         (*values, revision, at, row["id"]),
     )
     updated = get_row(conn, row["id"])

@@ -102,8 +102,10 @@ def advance_memo(
     conn: sqlite3.Connection, tenant: str, memo_id: str, expected: int, at: str
 ) -> bool:
     """Compare-and-append: move to expected + 1 only if `expected` is still current."""
+    # updated_at never moves back, as knowledge's (its list walks by it)
     cur = conn.execute(
-        "UPDATE lifecycle_memos SET current_version = current_version + 1, updated_at = ?"
+        "UPDATE lifecycle_memos SET current_version = current_version + 1,"
+        " updated_at = max(?, updated_at)"
         " WHERE tenant = ? AND id = ? AND current_version = ?",
         (at, tenant, memo_id, expected),
     )
