@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -236,6 +238,22 @@ async def test_heartbeat_extends_the_session_15_minutes_from_now(
     assert r.json()["expires_at"] == "2026-11-29T18:25:00.000Z"
     clock.advance(minutes=14)
     assert (await agent.get("/api/v1/me")).status_code == 200
+
+
+async def test_a_heartbeat_under_a_clock_stepped_back_never_shortens_the_session(
+    service: Service, clock: MovableClock
+) -> None:
+    """Section 3: a heartbeat extends the session. After the clock stepped
+    back an hour, now + 15 minutes came before the expiry it replaced."""
+    agent = await service.agent()
+    first = (await agent.get("/api/v1/me")).json()["session"]["expires_at"]
+    clock.advance(hours=-1)
+    r = await agent.post(f"/api/v1/sessions/{agent.session_id}/heartbeat")
+    assert r.status_code == 200, r.text
+    assert r.json()["expires_at"] == first == "2026-11-29T18:15:00.000Z"
+    with contextlib.closing(sqlite3.connect(service.db_path)) as conn:
+        (data,) = conn.execute("SELECT data FROM events WHERE type = 'session.renewed'").fetchone()
+    assert json.loads(data) == {"expires_at": first}  # the event says what was stored
 
 
 async def test_heartbeat_after_expiry_is_session_not_live(

@@ -71,8 +71,10 @@ async def start(rt: Runtime, actor: Actor, idem: Idempotency) -> Outcome:
 
 async def heartbeat(rt: Runtime, actor: Actor, idem: Idempotency, session_id: str) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        _live_row(tx.conn, actor, session_id, tx.at)
-        expires = format_time(tx.now + SESSION_LIFETIME)
+        live = _live_row(tx.conn, actor, session_id, tx.at)
+        # a heartbeat extends (section 3), never shortens: under a clock
+        # stepped back, now + 15 minutes came before the expiry it replaced
+        expires = max(format_time(tx.now + SESSION_LIFETIME), live["expires_at"])
         row = store.set_session_expiry(tx.conn, session_id, expires)
         tx.event(None, "session.renewed", "session", session_id, {"expires_at": expires})
         return 200, session_json(row)
