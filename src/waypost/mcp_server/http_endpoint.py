@@ -457,69 +457,25 @@ class McpEndpoint:
             if read is None:
                 return  # answered: nothing in it reaches the SDK
             message, receive = read
-        repeated = _repeated_header(scope)
-        if repeated is not None:
-            await _json_rpc_error(send, 400, INVALID_REQUEST, repeated, _id_of(message))
-            return
-        foreign = _origin_refusal(scope)
-        if foreign is not None:
-            await _json_rpc_error(send, 403, INVALID_REQUEST, foreign, _id_of(message))
-            return
-        if scope["method"] == "GET" and header(scope, b"last-event-id"):
-            # the SDK, with no event store, returned from such a GET without
-            # an answer: uvicorn's 500 and an ERROR line, for any client
-            await _json_rpc_error(send, 400, INVALID_REQUEST, NO_RESUMING)
+        refused = _headers_refusal(scope)
+        if refused is not None:
+            status, text = refused
+            await _json_rpc_error(send, status, INVALID_REQUEST, text, _id_of(message))
             return
         actor = _actor(scope)
-        # the principal, never the token: any of its tokens may use its sessions
-        identity = AccessToken(
-            token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
-        )
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
+        known = session_id in live
         # in a live session the SDK's checks of Accept and the protocol
         # version come first, for a refused message as for any: a refused
         # one was answered 200 where a valid one got the SDK's 406
-        in_session = session_id in live and _sdk_would_serve(scope, message)
-        if isinstance(message, Refusal) and session_id in live and not in_session:
+        in_session = known and _sdk_would_serve(scope, message)
+        if isinstance(message, Refusal) and known and not in_session:
             scope, receive = _stand_in(scope, unread)
-        gone = asyncio.Event()
-        scope_with_user: dict[str, Any] = {
-            **scope, "user": AuthenticatedUser(identity), CLIENT_GONE: gone
-        }  # fmt: skip
-        receive = _noting_disconnect(receive, gone)
-        if isinstance(message, Refusal) and message.silent and in_session:
-            log.warning("a message was dropped unanswered (%s)", message.message)
-            await self._accepted(send)
-            return
-        if isinstance(message, Refusal) and (in_session or session_id not in live):
-            # a refused argument of a well-formed request, after the checks
-            # of headers and origin: in a live session an answer to it (200),
-            # as the SDK gives one (the official client took a 400 for the
-            # transport failing and dropped the session); outside one, 400
-            status = 200 if in_session else message.status
-            await send_json(send, status, message.as_json())
-            return
-        refused = _refused_in_session(message) if in_session else None
-        if refused is not None:
-            await send_json(send, 200, refused.as_json())
-            return
-        dropped = None
-        if in_session and isinstance(message, dict):
-            dropped = dropped_notification(message)
-        if dropped is not None:
-            if dropped:
-                log.warning("a notification its schema refuses was dropped (%s)", dropped)
-            await self._accepted(send)
-            return
-        if in_session and is_response(message):
-            # this server asks nothing: the SDK logged an ERROR for the answer
-            # and sent "Internal Server Error" down the session's stream
-            log.warning("a response to no request of this server was dropped")
-            await self._accepted(send)
+        if await _answered_here(send, message, in_session, known):
             return
         # only in the caller's own sessions (another's id is the SDK's 404)
-        running = _running_key(session_id, message) if session_id in live else None
+        running = _running_key(session_id, message) if known else None
         if running is not None and running in self._running:
             await _json_rpc_error(
                 send, 409, INVALID_REQUEST,
@@ -529,19 +485,56 @@ class McpEndpoint:
             )  # fmt: skip
             return
         opening = session_id is None and scope["method"] == "POST"
+        if opening and not await self._may_open(send, actor, live, message):
+            return
+        await self._through_the_sdk(
+            scope, receive, send, actor, (live, session_id), running=running, opening=opening
+        )
+
+    async def _may_open(
+        self, send: Send, actor: Actor, live: dict[str, _Session], message: Any
+    ) -> bool:
+        """Whether this request may open a session; else it is answered here."""
+        if len(live) + self._opening.get(actor.principal_id, 0) >= SESSIONS_PER_PRINCIPAL:
+            await _json_rpc_error(
+                send, 429, INVALID_REQUEST,
+                f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
+                " open: close one (DELETE /mcp with its Mcp-Session-Id) or let one idle out",
+                _id_of(message),  # as the endpoint's other refusals carry it
+            )  # fmt: skip
+            return False
+        bad = _bad_initialize(message)
+        if bad is not None:
+            await send_json(send, 400, bad.as_json())
+            return False
+        return True
+
+    async def _through_the_sdk(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        actor: Actor,
+        sessions: tuple[dict[str, _Session], str | None],
+        *,
+        running: tuple[str, str] | None,
+        opening: bool,
+    ) -> None:
+        """Hand the request to the SDK's session manager, keeping the books
+        around it: the opening counted, the request id running, the session
+        in flight, a GET stream watched for its token's revocation.
+        `sessions`: the principal's live sessions, and the one named."""
+        live, session_id = sessions
+        # the principal, never the token: any of its tokens may use its sessions
+        identity = AccessToken(
+            token="", client_id=actor.principal_id, scopes=[], subject=actor.principal_id
+        )
+        gone = asyncio.Event()
+        scope_with_user: dict[str, Any] = {
+            **scope, "user": AuthenticatedUser(identity), CLIENT_GONE: gone
+        }  # fmt: skip
+        receive = _noting_disconnect(receive, gone)
         if opening:
-            if len(live) + self._opening.get(actor.principal_id, 0) >= SESSIONS_PER_PRINCIPAL:
-                await _json_rpc_error(
-                    send, 429, INVALID_REQUEST,
-                    f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
-                    " open: close one (DELETE /mcp with its Mcp-Session-Id) or let one idle out",
-                    _id_of(message),  # as the endpoint's other refusals carry it
-                )  # fmt: skip
-                return
-            bad = _bad_initialize(message)
-            if bad is not None:
-                await send_json(send, 400, bad.as_json())
-                return
             principal_id = actor.principal_id
             self._opening[principal_id] = self._opening.get(principal_id, 0) + 1
             # the opening stops counting as the session starts to: counted
@@ -613,13 +606,6 @@ class McpEndpoint:
                 revoked.set()
                 return
 
-    @staticmethod
-    async def _accepted(send: Send) -> None:
-        """202 with no body, as the SDK answers a notification or a response."""
-        await send({"type": "http.response.start", "status": 202,
-                    "headers": [(b"content-length", b"0")]})  # fmt: skip
-        await send({"type": "http.response.body", "body": b""})
-
     def session_count(self) -> int:
         """The sessions of every principal not idle past the SDK's idle
         timeout (for the metrics: a principal who never returns keeps its
@@ -638,6 +624,63 @@ class McpEndpoint:
         for gone in [s for s, session in live.items() if session.idle_before(cutoff)]:
             del live[gone]
         return live
+
+
+def _headers_refusal(scope: Scope) -> tuple[int, str] | None:
+    """(status, text) refusing the request for its headers, before any
+    session is looked at; None when they pass."""
+    repeated = _repeated_header(scope)
+    if repeated is not None:
+        return 400, repeated
+    foreign = _origin_refusal(scope)
+    if foreign is not None:
+        return 403, foreign
+    if scope["method"] == "GET" and header(scope, b"last-event-id"):
+        # the SDK, with no event store, returned from such a GET without
+        # an answer: uvicorn's 500 and an ERROR line, for any client
+        return 400, NO_RESUMING
+    return None
+
+
+async def _answered_here(send: Send, message: Any, in_session: bool, known: bool) -> bool:
+    """Answer what never reaches the SDK (True when answered): a refused
+    message, and in a live session what the SDK would mishandle."""
+    if isinstance(message, Refusal) and message.silent and in_session:
+        log.warning("a message was dropped unanswered (%s)", message.message)
+        await _accepted(send)
+        return True
+    if isinstance(message, Refusal) and (in_session or not known):
+        # a refused argument of a well-formed request, after the checks
+        # of headers and origin: in a live session an answer to it (200),
+        # as the SDK gives one (the official client took a 400 for the
+        # transport failing and dropped the session); outside one, 400
+        status = 200 if in_session else message.status
+        await send_json(send, status, message.as_json())
+        return True
+    refused = _refused_in_session(message) if in_session else None
+    if refused is not None:
+        await send_json(send, 200, refused.as_json())
+        return True
+    dropped = dropped_notification(message) if in_session and isinstance(message, dict) else None
+    if dropped is not None:
+        if dropped:
+            log.warning("a notification its schema refuses was dropped (%s)", dropped)
+        await _accepted(send)
+        return True
+    if in_session and is_response(message):
+        # this server asks nothing: the SDK logged an ERROR for the answer
+        # and sent "Internal Server Error" down the session's stream
+        log.warning("a response to no request of this server was dropped")
+        await _accepted(send)
+        return True
+    return False
+
+
+async def _accepted(send: Send) -> None:
+    """202 with no body, as the SDK answers a notification or a response."""
+    await send({"type": "http.response.start", "status": 202,
+                "headers": [(b"content-length", b"0")]})  # fmt: skip
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _running_key(session_id: str | None, message: Any) -> tuple[str, str] | None:
