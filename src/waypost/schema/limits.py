@@ -20,7 +20,7 @@ worker thread, so a slow document never holds up other requests.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ from graphql import (
     ListValueNode,
     ObjectValueNode,
     OperationDefinitionNode,
+    SelectionNode,
     SelectionSetNode,
     ValueNode,
     VariableNode,
@@ -252,41 +253,47 @@ class _Measurer:
         return DEFAULT_PAGE
 
 
-def fragment_spreads(document: DocumentNode) -> int:
-    """Every fragment spread written in the document (not through fragments)."""
-    count = 0
-    pending = [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
+def _written(*selection_sets: SelectionSetNode) -> Iterator[SelectionNode]:
+    """Every selection written in `selection_sets`, nested ones too, not
+    through spreads (a spread is yielded, not followed): the one walk the
+    counts below share. Without recursion: nesting is as deep as the text
+    allows."""
+    pending = list(selection_sets)
     while pending:
         for selection in pending.pop().selections:
-            if isinstance(selection, FragmentSpreadNode):
-                count += 1
-            elif isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
+            yield selection
+            if isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
                 pending.append(selection.selection_set)
-    return count
+
+
+def _own_selection_sets(document: DocumentNode) -> list[SelectionSetNode]:
+    """The selection sets of the document's operations and fragments."""
+    return [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
+
+
+def fragment_spreads(document: DocumentNode) -> int:
+    """Every fragment spread written in the document (not through fragments)."""
+    written = _written(*_own_selection_sets(document))
+    return sum(isinstance(selection, FragmentSpreadNode) for selection in written)
 
 
 def fields_written(document: DocumentNode) -> int:
     """Every field written in the document (not through fragments)."""
-    pending = [d.selection_set for d in document.definitions if hasattr(d, "selection_set")]
-    return sum(_written_in(selection_set)[0] for selection_set in pending)
+    return sum(_written_in(selection_set)[0] for selection_set in _own_selection_sets(document))
 
 
 def _written_in(selection_set: SelectionSetNode) -> tuple[int, int]:
     """The fields and the variable uses written in `selection_set`, nested
     selection sets too (not through spreads)."""
     fields = uses = 0
-    pending = [selection_set]
-    while pending:
-        for selection in pending.pop().selections:
-            values: list[ValueNode] = [
-                d_arg.value for d in selection.directives or () for d_arg in d.arguments or ()
-            ]
-            if isinstance(selection, FieldNode):
-                fields += 1
-                values.extend(a.value for a in selection.arguments or ())
-            uses += _variables_in(values)
-            if isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
-                pending.append(selection.selection_set)
+    for selection in _written(selection_set):
+        values: list[ValueNode] = [
+            d_arg.value for d in selection.directives or () for d_arg in d.arguments or ()
+        ]
+        if isinstance(selection, FieldNode):
+            fields += 1
+            values.extend(a.value for a in selection.arguments or ())
+        uses += _variables_in(values)
     return fields, uses
 
 
@@ -378,16 +385,9 @@ def reach(document: DocumentNode) -> Reach:
 
 def _spread_names(selection_set: SelectionSetNode) -> list[str]:
     """The fragments spread anywhere in `selection_set` (not through them),
-    each once, in the order the text first spreads them."""
-    names: dict[str, None] = {}
-    pending = [selection_set]
-    while pending:
-        for selection in pending.pop().selections:
-            if isinstance(selection, FragmentSpreadNode):
-                names[selection.name.value] = None
-            elif isinstance(selection, FieldNode | InlineFragmentNode) and selection.selection_set:
-                pending.append(selection.selection_set)
-    return list(names)
+    each once, in the order the walk first meets them."""
+    spread = (s for s in _written(selection_set) if isinstance(s, FragmentSpreadNode))
+    return list(dict.fromkeys(selection.name.value for selection in spread))
 
 
 def _operation_name(op: OperationDefinitionNode) -> str:
