@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.context_support import context, context_response, ids, knowledge, task, types
-from tests.knowledge_support import correction, kpath, make_project
+from tests.knowledge_support import correction, kpath, make_project, raw
 from tests.tasks_support import allow, open_decision, set_policy
 from waypost.settings import RerankSettings, Settings
 
@@ -354,6 +355,25 @@ async def test_empty_result_says_what_to_do(human: Caller, project: str) -> None
     assert "drop a scope filter (component)" in advice and "include_shared" not in advice
 
 
+@pytest.mark.parametrize("stored", ["api ", "\u200bapi", "api\nweb"])
+async def test_a_scope_value_stored_before_todays_rules_is_still_found_by_its_filter(
+    service: Service, human: Caller, project: str, stored: str
+) -> None:
+    """Scope values are refused today with whitespace at an end, nothing to
+    see, a control character or NUL, but earlier builds stored them
+    (docs/knowledge.md): a filter refusing what no record could hold now
+    would keep such a record out of every packet. Stored as such a build
+    left it (the row an older build wrote), it is found by its exact value."""
+    record = await knowledge(human, "legacy zebra", scope={"components": ["api"]})
+    with raw(service.db_path) as conn:
+        conn.execute(
+            "UPDATE knowledge SET scope_components = ? WHERE id = ?",
+            (json.dumps([stored]), record["id"]),
+        )
+    assert ids(await context(human, "zebra", component=stored)) == [record["id"]]
+    assert ids(await context(human, "zebra", component="api")) == []
+
+
 async def test_search_past_the_time_limit_answers_honestly(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -426,15 +446,11 @@ async def test_a_list_filter_past_the_time_limit_is_refused_naming_q(
         ({"q": "a", "budget": "131073"}, "budget"),
         ({"q": "a", "include_shared": "maybe"}, "include_shared"),
         ({"q": "a", "component": ""}, "component"),
-        # no scope value holds a control character (knowledge's one-line
-        # rule), so a filter that does could match nothing: refused, not empty
+        # a filter holding NUL matches nothing, not even an older build's
+        # stored value holding one (SQLite's JSON reads up to the NUL)
         ({"q": "a", "component": "a\x00b"}, "component"),
-        ({"q": "a", "environment": "prod\n"}, "environment"),
-        ({"q": "a", "version": "1\u20282"}, "version"),
-        ({"q": "a", "version": "x" * 201}, "version"),
-        ({"q": "a", "component": "api "}, "component"),
-        ({"q": "a", "environment": "\u200bprod"}, "environment"),
-        ({"q": "a", "version": " "}, "version"),
+        ({"q": "a", "version": "\x00"}, "version"),
+        ({"q": "a", "task_id": "t\x00"}, "task_id"),
         ({"q": "a", "extra": "1"}, "extra"),
     ],
 )

@@ -12,7 +12,6 @@ from typing import Annotated
 import msgspec
 
 from waypost.errors import InvalidRequest
-from waypost.resolvers.knowledge.models import ScopeValue, check_scope_value
 
 Q_MAX_BYTES = 1024
 Q_MAX_TERMS = 32
@@ -21,10 +20,12 @@ LIMIT_MAX = 100
 BUDGET_DEFAULT = 16_384
 BUDGET_MIN = 1_024
 BUDGET_MAX = 131_072
-# A filter takes what a scope value may hold (docs/knowledge.md): one line of
-# at most 200 characters; one that no record could hold (a NUL, a newline) is
-# a mistake to name, not a filter that quietly matches nothing.
-Filter = ScopeValue
+FILTER_MAX_CHARS = 200  # a scope value is at most this long (docs/knowledge.md)
+
+# Any text of a scope value's length, also what today's rules no longer
+# store (whitespace at an end, a newline): earlier builds stored such values,
+# and a filter is the only way into a packet for the records that hold them.
+Filter = Annotated[str, msgspec.Meta(min_length=1, max_length=FILTER_MAX_CHARS)]
 
 
 class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
@@ -40,11 +41,13 @@ class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
     version: Filter | None = None
 
     def __post_init__(self) -> None:
-        # msgspec passes an exception of ours through as raised, field and all
-        for name in ("component", "environment", "version"):
+        # NUL alone is refused: SQLite's JSON reads a stored value only up to
+        # it, so a filter that holds one matches no record, old or new (msgspec
+        # passes an exception of ours through as raised, field and all)
+        for name in ("task_id", "component", "environment", "version"):
             value = getattr(self, name)
-            if value is not None:
-                check_scope_value(value, name)
+            if value is not None and "\x00" in value:
+                raise InvalidRequest.field(name, f"{name} must not hold NUL (U+0000)")
 
 
 def search_terms(q: str, field: str = "q") -> list[str]:

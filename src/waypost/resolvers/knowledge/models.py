@@ -122,7 +122,7 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
     source_uri: SourceUri | None = None
 
 
-def check_scope_value(value: str, field: str) -> None:
+def _check_scope_value(value: str, field: str) -> None:
     """A scope value shows something and begins and ends with a character a
     reader sees: the context filters match it exactly, so `prod ` or `prod`
     + U+200B (refused beside `prod` as a duplicate a reader cannot tell
@@ -220,7 +220,7 @@ class Content:
         _check_text(body.title, body.body)
         for name in ("components", "environments", "versions"):
             for i, value in enumerate(getattr(body.scope, name)):
-                check_scope_value(value, f"scope.{name}[{i}]")
+                _check_scope_value(value, f"scope.{name}[{i}]")
         for name in ("task_ids", "components", "environments", "versions"):
             require_distinct(getattr(body.scope, name), f"scope.{name}")
         for i, tag in enumerate(body.tags):
