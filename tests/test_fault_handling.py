@@ -341,3 +341,39 @@ async def test_a_sweep_refused_pass_after_pass_is_logged_once_a_window(
     assert len(said) <= 2, said
     assert said[0] == "sweep skipped: the database is busy; retry shortly", said
     assert {r.name for r in lines} == {own.log.name}
+
+
+async def test_a_sweep_skipped_for_another_cause_is_logged_at_once(
+    service: Service, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The sweep's lines shared one window whatever refused the pass, so a
+    full disk after a busy store waited out the busy line's window, counted
+    as one more of it."""
+    from waypost import runtime as runtime_module
+    from waypost.resolvers.core import sweep
+
+    own = own_condition_log(monkeypatch, runtime_module)
+    causes = [Unavailable("the database is busy; retry shortly", retry_after=1)] * 2
+    causes.append(Unavailable("the database's disk is full; retry later", retry_after=30))
+
+    async def refused(rt: Any) -> dict[str, Any]:
+        if not causes:
+            await asyncio.sleep(3600)
+        raise causes.pop(0)
+
+    monkeypatch.setattr(sweep, "run_once", refused)
+    with caplog.at_level(logging.WARNING, "waypost"):
+        sweeping = asyncio.ensure_future(runtime_module._sweep_forever(service.rt, 0.01))
+        try:
+            for _ in range(200):
+                if not causes:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+        finally:
+            sweeping.cancel()
+    said = [r.getMessage() for r in caplog.records if r.name == own.log.name]
+    assert said == [
+        "sweep skipped: the database is busy; retry shortly",
+        "sweep skipped: the database's disk is full; retry later",
+    ], said

@@ -198,7 +198,10 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
         except WaypostError as error:
             # a full disk or another process's lock refuses every pass: at a
             # short --sweep-interval one line per pass flooded the log
-            _conditions.warning("sweep skipped: %s", error.message)
+            # one window per cause: a busy store's lines never hide a full disk's
+            _conditions.warning(
+                "sweep skipped: %s", error.message, key=f"sweep skipped: {error.message}"
+            )
             rt.metrics.sweep_runs.labels(outcome="skipped").inc()
         except Exception:
             log.exception("sweep failed")
