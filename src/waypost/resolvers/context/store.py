@@ -21,6 +21,8 @@ from typing import Any
 
 import msgspec
 
+from waypost.storage.key_lists import ids_param
+
 _decode = msgspec.json.Decoder(list[dict[str, Any]])
 
 # Key for key the object of `waypost.resolvers.knowledge.store.knowledge_json`.
@@ -45,9 +47,8 @@ _KNOWLEDGE_OBJECT = """json_object(
 
 def task_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
     """The stored rows of the tasks `ids` (whatever their project)."""
-    marks = ", ".join("?" for _ in ids)
     rows: list[sqlite3.Row] = conn.execute(
-        f"SELECT * FROM tasks WHERE id IN ({marks})", list(ids)
+        "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?))", (ids_param(ids),)
     ).fetchall()
     return rows
 
@@ -67,9 +68,9 @@ def knowledge_objects(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str,
     """The knowledge objects of `ids` (whatever their project), by id."""
     if not ids:
         return {}
-    marks = ", ".join("?" for _ in ids)
     (array,) = conn.execute(
-        f"SELECT json_group_array({_KNOWLEDGE_OBJECT}) FROM knowledge WHERE id IN ({marks})",
-        list(ids),
+        f"SELECT json_group_array({_KNOWLEDGE_OBJECT}) FROM knowledge"
+        " WHERE id IN (SELECT value FROM json_each(?))",
+        (ids_param(ids),),
     ).fetchone()
     return {obj["id"]: obj for obj in _decode.decode(array)}

@@ -20,6 +20,7 @@ from waypost.pagination import keyset
 from waypost.resolvers.context.lists_store import ListMatch, list_match
 from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
 from waypost.runtime import Actor
+from waypost.storage.key_lists import ids_param
 
 # The revisioned columns, in the order both tables and `_values` use.
 CONTENT_COLUMNS = (
@@ -139,11 +140,11 @@ def feedback_totals(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, d
     unique = sorted(set(ids))
     found = {i: {"useful": 0, "not_useful": 0} for i in unique}
     if unique:
-        marks = ", ".join("?" for _ in unique)
         rows = conn.execute(
             "SELECT knowledge_id, sum(useful) AS useful, sum(1 - useful) AS not_useful"
-            f" FROM knowledge_feedback WHERE knowledge_id IN ({marks}) GROUP BY knowledge_id",
-            unique,
+            " FROM knowledge_feedback WHERE knowledge_id IN (SELECT value FROM json_each(?))"
+            " GROUP BY knowledge_id",
+            (ids_param(unique),),
         )
         for r in rows:
             found[r["knowledge_id"]] = {"useful": r["useful"], "not_useful": r["not_useful"]}
@@ -183,8 +184,10 @@ def get_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, sqlite3.
     unique = sorted(set(ids))
     if not unique:
         return {}
-    marks = ", ".join("?" for _ in unique)
-    rows = conn.execute(f"SELECT * FROM knowledge WHERE id IN ({marks})", unique)
+    rows = conn.execute(
+        "SELECT * FROM knowledge WHERE id IN (SELECT value FROM json_each(?))",
+        (ids_param(unique),),
+    )
     return {row["id"]: row for row in rows}
 
 

@@ -12,22 +12,18 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from waypost.pagination import keyset
 from waypost.resolvers.context.lists_store import list_match
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL, READY_SQL
+from waypost.storage.key_lists import ids_param
 
 # SET clause that ends a lease (release, submit, status changes)
 _CLEAR_LEASE: Final = (
     "lease_owner_id = NULL, lease_session_id = NULL, lease_expires_at = NULL, lease_workflow = 0"
 )
-
-
-def ids_param(ids: Iterable[str]) -> str:
-    """A list of ids as one JSON parameter (`IN (SELECT value FROM json_each(?))`)."""
-    return json.dumps(list(ids))
 
 
 def _list_filter(
