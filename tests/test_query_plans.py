@@ -657,3 +657,30 @@ async def test_a_list_filtered_by_a_common_term_walks_its_index_on_an_analyzed_f
         conn.close()
     assert len(rows) == 51
     assert plans and not any("TEMP B-TREE FOR ORDER BY" in p for p in plans), plans
+
+
+async def test_a_packets_decisions_cost_a_page_however_many_are_unresolved(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Each status's range was read whole and all of them sorted for the
+    oldest few: after one rules edit made 55,561 decisions stale, every
+    packet sorted them (28 ms; scaleaudit). Each range stops at the count
+    now, and the answer is the same oldest first."""
+    from tests.decisions_support import new_task, open_decision
+    from waypost.resolvers.decisions.lists_store import unresolved_ids
+    from waypost.resolvers.decisions.operations import UNRESOLVED
+
+    task = await new_task(human)
+    now = service.clock.iso()
+
+    def oldest(conn: sqlite3.Connection) -> list[str]:
+        return unresolved_ids(conn, project, now, UNRESOLVED, None, 3)
+
+    opened = [(await open_decision(human, [task]))["id"] for _ in range(5)]
+    assert await service.rt.db.read(oldest) == opened[:3]
+    few = await _steps(service, oldest)
+    for _ in range(200):
+        await open_decision(human, [task])
+    many = await _steps(service, oldest)
+    assert many <= few + few // 10, (few, many)
+    assert await service.rt.db.read(oldest) == opened[:3]

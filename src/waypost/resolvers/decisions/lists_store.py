@@ -88,8 +88,14 @@ def unresolved_ids(
     (`decision_affected_by_task`, current generations only), so its cost is
     what those tasks carry, not what the project does."""
     if task_ids is None:
+        # each range its own oldest `count` (its index is in that order, so
+        # the walk stops there), then the best of those: merging whole
+        # ranges sorted every stale decision for each packet (55,561 after
+        # one rules edit: 28 ms against 1.6 ms; scaleaudit)
         ranges = " UNION ALL ".join(
-            f"SELECT h.decision_id, h.created_at FROM {_of_status(s)}" for s in statuses
+            f"SELECT * FROM (SELECT h.decision_id, h.created_at FROM {_of_status(s)}"
+            " ORDER BY h.created_at, h.decision_id LIMIT :n)"
+            for s in statuses
         )
         if not ranges:
             return []
