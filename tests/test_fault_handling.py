@@ -377,3 +377,27 @@ async def test_a_sweep_skipped_for_another_cause_is_logged_at_once(
         "sweep skipped: the database is busy; retry shortly",
         "sweep skipped: the database's disk is full; retry later",
     ], said
+
+
+async def test_a_read_that_fails_after_its_fields_were_cancelled_is_no_error(
+    service: Service, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`context(q:)` refuses a NUL at once, which ends its parent, and
+    graphql-core cancels the sibling fields waiting on their shared reads;
+    those reads then failed the same way with nobody left to see it, and
+    asyncio logged each as an ERROR with its traceback ("Task exception was
+    never retrieved") for a client's bad `q`."""
+    import gc
+
+    document = (
+        'query($q: String!) { project(id: "demo") { context(q: $q) { truncated }'
+        " knowledge(q: $q) { edges { cursor } } tasks(q: $q) { edges { cursor } } } }"
+    )
+    with caplog.at_level(logging.ERROR, "asyncio"):
+        for _ in range(10):
+            answer = await human.gql(document, {"q": "a\x00b"})
+            assert answer["errors"][0]["extensions"]["code"] == "invalid_request", answer
+        await asyncio.sleep(0.3)  # the abandoned reads end on their threads
+        gc.collect()
+    unseen = [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()]
+    assert unseen == []

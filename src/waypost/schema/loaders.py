@@ -35,6 +35,7 @@ from waypost.schema.relay import Connection
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 Json = dict[str, Any]
 
 
@@ -67,6 +68,22 @@ def generations_sync(
     return decision_views.history_pages(conn, keys)
 
 
+def shared(awaited: Awaitable[T]) -> Awaitable[T]:
+    """A shield of `future` for one of its waiters, and the future's outcome
+    seen even when every waiter has left: when graphql-core cancels the
+    fields waiting on it (a sibling's error ended their parent), a read that
+    then failed (a refused `q`) was never seen, and asyncio logged it as an
+    ERROR with its traceback ("Task exception was never retrieved")."""
+    future = asyncio.ensure_future(awaited)  # a loader's future as it is
+    future.add_done_callback(_seen)
+    return asyncio.shield(future)
+
+
+def _seen(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
 class SharedLoader(DataLoader[K, V]):
     """A DataLoader whose loads can be abandoned one by one.
 
@@ -80,7 +97,7 @@ class SharedLoader(DataLoader[K, V]):
     """
 
     def load(self, key: K) -> Awaitable[V]:
-        return asyncio.shield(super().load(key))
+        return shared(super().load(key))
 
 
 class Loaders:
@@ -128,7 +145,7 @@ class Loaders:
         found = self._once.get(key)
         if found is None:
             found = self._once[key] = asyncio.ensure_future(make())
-        return cast(Awaitable[V], asyncio.shield(found))
+        return cast(Awaitable[V], shared(found))
 
     async def connection(
         self,
