@@ -196,9 +196,9 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
             log.log(logging.INFO if any(report.values()) else logging.DEBUG, "sweep: %s", report)
             rt.metrics.sweep_runs.labels(outcome="ok").inc()
         except WaypostError as error:
-            # a full disk or another process's lock refuses every pass: at a
-            # short --sweep-interval one line per pass flooded the log
-            # one window per cause: a busy store's lines never hide a full disk's
+            # a full disk or another process's lock refuses every pass: one
+            # line per pass flooded the log at a short --sweep-interval; one
+            # window per cause, so a busy store's lines never hide a full disk's
             _conditions.warning(
                 "sweep skipped: %s", error.message, key=f"sweep skipped: {error.message}"
             )

@@ -69,8 +69,8 @@ def generations_sync(
 
 
 def shared(awaited: Awaitable[T]) -> Awaitable[T]:
-    """A shield of `future` for one of its waiters, and the future's outcome
-    seen even when every waiter has left: when graphql-core cancels the
+    """A shield of `awaited` (a loader's future, or a task) for one of its
+    waiters, and its outcome seen even when every waiter has left: when graphql-core cancels the
     fields waiting on it (a sibling's error ended their parent), a read that
     then failed (a refused `q`) was never seen, and asyncio logged it as an
     ERROR with its traceback ("Task exception was never retrieved")."""

@@ -114,19 +114,14 @@ def token_exists(conn: sqlite3.Connection, token_id: str) -> bool:
 
 def token_with_principal(conn: sqlite3.Connection, digest: bytes) -> sqlite3.Row | None:
     """The token stored under `digest` with its principal's id, kind and name."""
-    row: sqlite3.Row | None = conn.execute(
-        "SELECT t.id AS token_id, t.sha256, t.audience, t.revoked_at, p.id, p.kind, p.name"
-        " FROM tokens t JOIN principals p ON p.id = t.principal_id WHERE t.sha256 = ?",
-        (digest,),
-    ).fetchone()
-    return row
+    return tokens_with_principals(conn, [digest]).get(digest)
 
 
 def tokens_with_principals(
     conn: sqlite3.Connection, digests: Sequence[bytes]
 ) -> dict[bytes, sqlite3.Row]:
-    """`token_with_principal` of each digest at once, by digest (a digest
-    stored under no token is left out)."""
+    """The token stored under each digest with its principal's id, kind and
+    name, by digest (a digest stored under no token is left out)."""
     marks = ",".join("?" * len(digests))
     rows = conn.execute(
         "SELECT t.id AS token_id, t.sha256, t.audience, t.revoked_at, p.id, p.kind, p.name"

@@ -23,18 +23,15 @@ def _json(value: Any) -> str:
 
 def receipt_row(conn: sqlite3.Connection, principal_id: str, key: str) -> sqlite3.Row | None:
     """The caller's receipt for `key`: its fingerprint, status and body."""
-    row: sqlite3.Row | None = conn.execute(
-        "SELECT fingerprint, status, body FROM receipts WHERE principal_id = ? AND key = ?",
-        (principal_id, key),
-    ).fetchone()
-    return row
+    return receipt_rows(conn, [(principal_id, key)]).get((principal_id, key))
 
 
 def receipt_rows(
     conn: sqlite3.Connection, slots: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], sqlite3.Row]:
-    """`receipt_row` of each (principal id, key) at once, by slot (a slot
-    with no receipt is left out): one point search of the key's index each."""
+    """The receipt (fingerprint, status, body) of each (principal id, key),
+    by slot (a slot with no receipt is left out): one point search of the
+    key's index each."""
     one = (
         "SELECT principal_id, key, fingerprint, status, body FROM receipts"
         " WHERE principal_id = ? AND key = ?"
