@@ -33,7 +33,7 @@ from waypost.resolvers.tasks.operations import (
     load_in_tx,
     require_task,
 )
-from waypost.resolvers.tasks.readiness import next_ready, readiness_of
+from waypost.resolvers.tasks.readiness import next_ready, readiness_apart_from_gate
 from waypost.resolvers.tasks.reads import CHECKPOINTS, history_pages
 from waypost.resolvers.tasks.views import checkpoint_json, lease_json, submission_json, task_json
 from waypost.runtime import Actor, Runtime
@@ -117,7 +117,7 @@ def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
             {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
              "expires_at": row["lease_expires_at"]},
         )  # fmt: skip
-    ready = readiness_of(tx.conn, row["project_id"], row, tx.now)
+    ready = readiness_apart_from_gate(tx.conn, row)
     if ready.reason in ("not_open", "leased"):
         raise StateConflict(
             f"the task is {row['status']}, not open",

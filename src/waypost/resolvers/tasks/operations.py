@@ -14,6 +14,7 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
+from waypost.clock import format_time
 from waypost.errors import (
     Forbidden,
     InvalidRequest,
@@ -36,6 +37,7 @@ from waypost.resolvers.tasks.models import (
     TaskListQuery,
     TaskPatch,
 )
+from waypost.resolvers.tasks.ready_store import gate_held
 from waypost.resolvers.tasks.store import dependency_map
 from waypost.resolvers.tasks.views import task_json
 from waypost.runtime import Actor, Runtime
@@ -77,12 +79,15 @@ def current_task(tx: Tx, project_id: str, task_id: str) -> dict[str, Any]:
 
 def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetime) -> None:
     """The decision gate for work on a task: the task itself and, for an
-    activity, its subject (a workflow operation checks both)."""
+    activity, its subject (a workflow operation checks both). The row's stored
+    gate state only chooses the way the gate is asked (gate.ensure_all_resolved);
+    a row read earlier in the transaction can choose the slower way, never a
+    wrong answer."""
     subject = row["subject_task_id"]
-    if subject is None:
-        gate.ensure_decisions_resolved(conn, row["project_id"], row["id"], now)
-    else:  # one refusal naming both tasks' decisions, the activity's first
-        gate.ensure_all_resolved(conn, row["project_id"], [row["id"], subject], now)
+    ids = [row["id"]] if subject is None else [row["id"], subject]
+    # one refusal naming both tasks' decisions, the activity's first
+    held = gate_held(row, format_time(now))
+    gate.ensure_all_resolved(conn, row["project_id"], ids, now, held=held)
 
 
 def _check_dependencies(

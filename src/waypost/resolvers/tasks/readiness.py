@@ -38,7 +38,7 @@ __all__ = [
     "Readiness",
     "next_ready",
     "readiness",
-    "readiness_of",
+    "readiness_apart_from_gate",
     "ready_params",
 ]
 
@@ -124,10 +124,15 @@ def unready_reason(
     return None
 
 
-def readiness_of(
-    conn: sqlite3.Connection, project_id: str, row: sqlite3.Row, now: datetime
-) -> Readiness:
-    return readiness(conn, project_id, [row], now)[row["id"]]
+def readiness_apart_from_gate(conn: sqlite3.Connection, row: sqlite3.Row) -> Readiness:
+    """One task's readiness with the decision gate left out: a named claim puts
+    the gate to the task next (tasks/operations.ensure_work_allowed), after
+    these reasons, and deriving it here as well cost each claim a second
+    derivation of every decision on the task."""
+    own = dependency_map(conn, [row["id"]])[row["id"]]
+    undone = [dep_id for dep_id, status in own if status != "done"]
+    reason = unready_reason(row["status"], row["lease_owner_id"], undone, gate_closed=False)
+    return Readiness(reason is None, reason, [], undone)
 
 
 def next_ready(conn: sqlite3.Connection, project_id: str, now: datetime) -> sqlite3.Row | None:

@@ -34,6 +34,13 @@ GATE_BLOCKED_SQL: Final = (
 READY_SQL: Final = f"{STATE_READY_SQL} AND {GATE_OPEN_SQL}"
 
 
+def gate_held(row: sqlite3.Row, now_at: str) -> bool:
+    """GATE_BLOCKED_SQL over a task row already read (`now_at` RFC 3339): the
+    stored gate state holds the task (or, for an activity, its subject)."""
+    expires: str | None = row["gate_expires"]
+    return bool(row["gate_held"]) or (expires is not None and expires <= now_at)
+
+
 def next_ready_row(conn: sqlite3.Connection, ready_params: Mapping[str, str]) -> sqlite3.Row | None:
     """The highest-priority ready task of the project in `ready_params`, ties oldest,
     as the stored gate state says (the claim re-checks it with the gate).
