@@ -8,8 +8,9 @@ predicate in batch form, used for readiness in the task JSON and the
 context packet; `BLOCKED_CTE` is the same predicate again as a set of task
 ids, derived per statement; only the claim's safety net uses it now.
 `named_blockers` gives `blocking_decisions`' answer with the stored state's
-help: the guard and the task JSON of a held task read it, so that a refusal
-costs a key look-up per decision on the task, not a status derived for each.
+help, so that a refusal costs a key look-up per decision on the task, not a
+status derived for each; only the guard reads it (a page of task JSON
+derives in one statement, whatever its tasks hold).
 Claims, ready lists and the digest read the stored gate state instead
 (migration 0014: the part of the status only writes change, kept by
 triggers; the expiry compared at read time; docs/tasks.md says why that is
