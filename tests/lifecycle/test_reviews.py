@@ -228,6 +228,22 @@ async def test_only_named_human_reviewers_record_outcomes(
     assert r.status_code == 404
 
 
+async def test_a_named_reviewer_records_an_outcome_whatever_their_grant_now(
+    lifecycle: Lifecycle, registered: Member, reviewer: Member
+) -> None:
+    """lifecycle-model.md: recording an outcome "needs only" a human principal
+    named among the request's reviewers; the grant is not looked at again
+    (docs/lifecycle.md says so, and that the api token is what shuts one out)."""
+    moved = await lifecycle.member("reviewer")
+    request_id = await request_review(registered, moved.id)
+    await lifecycle.grant(moved.id, "other", "reader")
+    url = f"/api/v1/reviews/{request_id}/outcome"
+    r = await moved.api.post(url, {"disposition": "accepted", "rationale": "ok"})
+    assert r.status_code == 201, r.text
+    state = (await registered.get(f"{M}/outcomes", version=1)).json()
+    assert [o["reviewer"] for o in state["outcomes"]] == [moved.id]
+
+
 async def test_an_outcome_follows_public_conventions(registered: Member, reviewer: Member) -> None:
     request_id = await request_review(registered, reviewer.id)
     url = f"/api/v1/reviews/{request_id}/outcome"
