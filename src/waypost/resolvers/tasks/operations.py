@@ -84,10 +84,12 @@ def ensure_work_allowed(conn: sqlite3.Connection, row: sqlite3.Row, now: datetim
     a row read earlier in the transaction can choose the slower way, never a
     wrong answer."""
     subject = row["subject_task_id"]
-    ids = [row["id"]] if subject is None else [row["id"], subject]
-    # one refusal naming both tasks' decisions, the activity's first
     held = gate_held(row, format_time(now))
-    gate.ensure_all_resolved(conn, row["project_id"], ids, now, held=held)
+    if subject is None:
+        gate.ensure_decisions_resolved(conn, row["project_id"], row["id"], now, held=held)
+    else:  # one refusal naming both tasks' decisions, the activity's first
+        ids = [row["id"], subject]
+        gate.ensure_all_resolved(conn, row["project_id"], ids, now, held=held)
 
 
 def _check_dependencies(
