@@ -546,7 +546,8 @@ def test_the_default_caps_leave_room_and_the_lifecycle_listener_its_own(tmp_path
         public, lifecycle = serving.connection_caps(Settings(db_path=tmp_path / "w.db"))
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         assert soft >= before[0]  # raised when allowed, never lowered
-        assert lifecycle.most == serving.LIFECYCLE_CONNECTIONS
+        if soft == resource.RLIM_INFINITY or soft >= 896:
+            assert lifecycle.most == serving.LIFECYCLE_CONNECTIONS
         # the reserve and the lifecycle listener's share stay out of the public cap
         assert 16 <= public.most <= serving.PUBLIC_CONNECTIONS_MOST
         if soft != resource.RLIM_INFINITY and soft > 16 + 128 + 256:
@@ -555,6 +556,37 @@ def test_the_default_caps_leave_room_and_the_lifecycle_listener_its_own(tmp_path
         assert chosen.most == 7
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, before)
+
+
+@pytest.mark.parametrize(
+    ("limit", "public", "lifecycle"),
+    [(1024, 640, 256), (896, 512, 256), (300, 115, 57), (160, 22, 10), (64, 16, 8)],
+)
+def test_a_low_open_file_limit_shrinks_both_caps_alike(
+    limit: int, public: int, lifecycle: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a hard limit of 300 the default public cap was 16 while an
+    explicit `--max-connections 16` was refused, and the lifecycle
+    listener's 256 could take every descriptor (hostileaudit): its share
+    shrinks with the limit, and the default is the most that may be asked."""
+    monkeypatch.setattr(serving, "open_file_limit", lambda: limit)
+    default, own = serving.connection_caps(Settings(db_path=tmp_path / "w.db"))
+    assert (default.most, own.most) == (public, lifecycle)
+    assert serving.max_connections_refusal(default.most) is None
+    refusal = serving.max_connections_refusal(default.most + 1)
+    assert refusal is not None and f"at most {public} public" in refusal
+    assert f"lifecycle listener's {lifecycle};" in refusal
+    if limit >= serving.RESERVED_FILES + 16 + 8:
+        assert default.most + own.most + serving.RESERVED_FILES <= limit
+
+
+def test_without_an_open_file_limit_only_the_default_is_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(serving, "open_file_limit", lambda: resource.RLIM_INFINITY)
+    default, own = serving.connection_caps(Settings(db_path=tmp_path / "w.db"))
+    assert (default.most, own.most) == (serving.PUBLIC_CONNECTIONS_MOST, 256)
+    assert serving.max_connections_refusal(50_000) is None
 
 
 @pytest.mark.parametrize("http", PARSERS)

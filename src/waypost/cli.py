@@ -105,8 +105,10 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               help="Connections the public listener holds open at once; past it a"
                    " new connection is closed at once (the lifecycle listener holds 256"
                    " of its own). Default: the open-file limit (raised to its hard"
-                   " limit at start) less 384, at most 10,000; more than that limit"
-                   " less 384 is refused.")  # fmt: skip
+                   " limit at start) less 384 and at least 16, at most 10,000; more"
+                   " than the limit less 384 (at least 16) is refused. Under a limit"
+                   " below 896 the lifecycle listener holds a third of the limit less"
+                   " 128 (at least 8) instead of 256, and the public one the rest.")  # fmt: skip
 @click.option("--search-time-limit-ms", default=1000, show_default=True,
               type=click.IntRange(1, 60_000),
               help="Time limit of a full-text search (a context packet's, a list's q"

@@ -15,6 +15,7 @@ import resource
 import signal
 import socket
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
@@ -41,8 +42,13 @@ GC_YOUNG_THRESHOLD = 10_000
 RESERVED_FILES = 128
 # The lifecycle listener's own cap: a private adapter's few callers, kept
 # apart so that a flood of the public port never locks it out (nor the
-# public listener's /healthz out of its own share).
+# public listener's /healthz out of its own share). Under an open-file limit
+# too low for it (below 896) it takes a third of what the reserve leaves.
 LIFECYCLE_CONNECTIONS = 256
+# Neither listener's cap goes below these, however low the limit: a
+# listener that holds no connection serves nobody.
+PUBLIC_CONNECTIONS_LEAST = 16
+LIFECYCLE_CONNECTIONS_LEAST = 8
 # The public listener's default cap at most, whatever the open-file limit
 # (a container's hard limit of 1,048,576 would leave memory as the bound:
 # event streams and WebSockets are capped at 1,000 anyway).
@@ -74,41 +80,55 @@ def open_file_limit() -> int:
     return soft
 
 
-def public_connections_room() -> int | None:
-    """Connections the public listener may hold beside the database, the
-    log, outbound HTTP and the lifecycle listener's own (None: no limit)."""
+@dataclass(frozen=True)
+class Room:
+    """What the open-file limit leaves each listener (`limit` None: no limit).
+
+    The lifecycle listener's share comes first: LIFECYCLE_CONNECTIONS, or a
+    third of what the reserve leaves under a lower limit. The public
+    listener may take the rest, and never less than its least: the default
+    and the most `--max-connections` may ask are the same figure, so a
+    default `serve` never starts with a cap that the same value, asked for,
+    would be refused (under a hard limit of 300 the default was 16 while
+    `--max-connections 16` was refused, and the lifecycle listener's 256
+    could take every descriptor)."""
+
+    limit: int | None
+    public: int
+    lifecycle: int
+
+
+def connections_room() -> Room:
     limit = open_file_limit()
     if limit == resource.RLIM_INFINITY:
-        return None
-    return limit - RESERVED_FILES - LIFECYCLE_CONNECTIONS
+        return Room(None, PUBLIC_CONNECTIONS_MOST, LIFECYCLE_CONNECTIONS)
+    left = limit - RESERVED_FILES
+    lifecycle = min(LIFECYCLE_CONNECTIONS, max(LIFECYCLE_CONNECTIONS_LEAST, left // 3))
+    return Room(limit, max(PUBLIC_CONNECTIONS_LEAST, left - lifecycle), lifecycle)
 
 
 def max_connections_refusal(wanted: int) -> str | None:
     """Why `--max-connections wanted` cannot be kept, if it cannot: past the
     room the open-file limit leaves, a flood of the public port took every
     descriptor, and `/healthz` and the lifecycle listener failed with it."""
-    room = public_connections_room()
-    if room is None or wanted <= room:
+    room = connections_room()
+    if room.limit is None or wanted <= room.public:
         return None
-    limit = room + RESERVED_FILES + LIFECYCLE_CONNECTIONS
     return (
-        f"--max-connections {wanted}: the open-file limit of {limit:,} (`ulimit -Hn`) leaves"
-        f" room for at most {max(room, 0):,} public connections beside {RESERVED_FILES}"
-        f" descriptors for the database, the log and outbound HTTP and the lifecycle"
-        f" listener's {LIFECYCLE_CONNECTIONS}; lower --max-connections or raise the limit"
+        f"--max-connections {wanted}: the open-file limit of {room.limit:,} (`ulimit -Hn`)"
+        f" leaves room for at most {room.public:,} public connections beside"
+        f" {RESERVED_FILES} descriptors for the database, the log and outbound HTTP and the"
+        f" lifecycle listener's {room.lifecycle}; lower --max-connections or raise the limit"
     )
 
 
 def connection_caps(settings: Settings) -> tuple[ConnectionCap, ConnectionCap]:
     """(public, lifecycle): each listener holds its own connections."""
-    room = public_connections_room()
+    room = connections_room()
+    public = min(PUBLIC_CONNECTIONS_MOST, room.public)
     if settings.max_connections is not None:
         public = settings.max_connections  # checked against the room by `serve`
-    elif room is None:
-        public = PUBLIC_CONNECTIONS_MOST
-    else:
-        public = max(16, min(PUBLIC_CONNECTIONS_MOST, room))
-    return ConnectionCap(public, "public"), ConnectionCap(LIFECYCLE_CONNECTIONS, "lifecycle")
+    return ConnectionCap(public, "public"), ConnectionCap(room.lifecycle, "lifecycle")
 
 
 @contextlib.contextmanager
