@@ -77,6 +77,35 @@ async def test_stale_expected_revision_is_a_revision_conflict(human: Caller, pro
     assert (await human.get(path)).json()["title"] == "two"
 
 
+async def test_a_stale_correction_is_a_conflict_before_it_is_judged_against_now(
+    human: Caller, project: str
+) -> None:
+    """A stale correction is judged by its revision first (as a task edit
+    is): one that would close a supersession cycle, or name a task gone
+    from the project, only against rows its caller never read, was a 400
+    telling the caller its request was wrong instead of to read again
+    (raceaudit: 34 of 60 racing rounds)."""
+    a = await create(human, project, title="a")
+    b = await create(human, project, title="b")
+    b_path, a_path = kpath(project, b["id"]), kpath(project, a["id"])
+    superseding = correction(b, status="superseded", superseded_by_id=a["id"])
+    assert (await human.patch(b_path, superseding)).status_code == 200  # b -> a
+    assert (await human.patch(a_path, correction(a, title="a, revised"))).status_code == 200
+    # a's caller read revision 1, before b was superseded by a
+    stale = correction(a, status="superseded", superseded_by_id=b["id"])
+    r = await human.patch(a_path, stale)
+    assert r.status_code == 409, r.text
+    error = r.json()["error"]
+    assert error["code"] == "revision_conflict"
+    assert error["details"] == {"expected_revision": 1, "current_revision": 2}
+    # read again, the same change is judged against what is there: a cycle
+    current = (await human.get(a_path)).json()
+    r = await human.patch(
+        a_path, correction(current, status="superseded", superseded_by_id=b["id"])
+    )
+    assert error_of(r) == (400, "invalid_request", "superseded_by_id")
+
+
 async def test_correction_writes_a_corrected_event(human: Caller, project: str) -> None:
     record = await create(human, project)
     await human.patch(kpath(project, record["id"]), correction(record, title="x", tags=["t"]))

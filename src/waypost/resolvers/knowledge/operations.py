@@ -114,14 +114,17 @@ async def correct(
         check_correction_status(knowledge_id, body)
         require_project(tx.conn, project_id)
         row = own_row(tx.conn, project_id, knowledge_id)
-        check_references(tx.conn, project_id, content)
-        if content.superseded_by_id is not None:
-            check_no_supersession_cycle(tx.conn, knowledge_id, content.superseded_by_id)
+        # before the checks against what is stored now (as a task edit's): a
+        # caller who read an older revision is told to read again, not that
+        # its request is invalid against a state it has not seen (raceaudit)
         if body.expected_revision != row["revision"]:
             raise RevisionConflict(
                 "the knowledge record changed since that revision",
                 {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
             )
+        check_references(tx.conn, project_id, content)
+        if content.superseded_by_id is not None:
+            check_no_supersession_cycle(tx.conn, knowledge_id, content.superseded_by_id)
         before = knowledge_json(row)
         record = append_revision(tx.conn, row, content, actor, tx.at)
         tx.event(
