@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import resource
 import socket
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from websockets.asyncio.client import connect
 
 from tests.live_support import _Server, loopback_socket
 from waypost import serving
+from waypost.http import slow_clients
 from waypost.http.slow_clients import BODY_MOST, HEAD_MOST, ConnectionCap, with_request_deadline
 from waypost.settings import Settings
 
@@ -638,6 +640,79 @@ async def _pipelined_reads(count: int, monkeypatch: pytest.MonkeyPatch) -> int:
         await hang_up(writer)
     monkeypatch.undo()
     return reads
+
+
+async def _most_waiting(
+    requests: bytes, count: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[int, bytes]:
+    """The most requests of one connection parsed and not yet answered at
+    any moment while `requests` (`count` of them, pipelined in one write)
+    are answered, and what was answered."""
+    made = answered = most = 0
+    init = httptools_impl.RequestResponseCycle.__init__
+
+    def counted_init(cycle: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal made, most
+        init(cycle, *args, **kwargs)
+        made += 1
+        most = max(most, made - answered)
+
+    def read(cycle: Any) -> bool:
+        done: bool = cycle.__dict__["_complete"]
+        return done
+
+    def write(cycle: Any, value: bool) -> None:
+        nonlocal answered
+        if value and not cycle.__dict__.get("_complete"):
+            answered += 1
+        cycle.__dict__["_complete"] = value
+
+    monkeypatch.setattr(httptools_impl.RequestResponseCycle, "__init__", counted_init)
+    monkeypatch.setattr(
+        httptools_impl.RequestResponseCycle, "response_complete", property(read, write),
+        raising=False,
+    )  # fmt: skip
+    async with listening("httptools", deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(requests)
+        received = b""
+        while received.count(b"HTTP/1.1 200 ") < count:
+            chunk = await asyncio.wait_for(reader.read(65536), 10)
+            assert chunk, "closed before every request was answered"
+            received += chunk
+        assert received.count(b"HTTP/1.1 200 ") == count
+        await hang_up(writer)
+    monkeypatch.undo()
+    assert made == answered == count
+    return most, received
+
+
+async def test_pipelined_requests_wait_unparsed_past_a_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uvicorn parsed every request of a read at once, and each answer let
+    the next read in: one connection's 30,000 pipelined requests were all
+    queued (30-100 MB, hostileaudit). Past PIPELINE_MOST waiting, the rest
+    waits unparsed; a slice of the head parser's input adds a few hundred
+    tiny requests at most."""
+    tiny = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    most, _ = await _most_waiting(tiny * 3000, 3000, monkeypatch)
+    assert most <= slow_clients.PIPELINE_MOST + slow_clients.HEAD_SLICE // len(tiny) + 1, most
+    # requests with bodies of up to 20 KiB, pipelined: each answered whole, in order
+    bodies = [b"%05d" % n + b"x" * (n * 677 % 20_000) for n in range(300)]
+    requests = [
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        for body in bodies
+    ]
+    most, answers = await _most_waiting(b"".join(requests), 300, monkeypatch)
+    assert re.findall(rb"echo:(\d{5}x*)", answers) == bodies
+    # past the bound, a slice parsed adds the requests that begin in it at most
+    starts = [sum(map(len, requests[:n])) for n in range(len(requests))]
+    per_slice = max(
+        sum(1 for other in starts if start <= other < start + slow_clients.BODY_SLICE)
+        for start in starts
+    )
+    assert most <= slow_clients.PIPELINE_MOST + per_slice + 1, (most, per_slice)
 
 
 async def test_pipelined_requests_cost_each_the_same(monkeypatch: pytest.MonkeyPatch) -> None:

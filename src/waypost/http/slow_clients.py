@@ -39,6 +39,13 @@ these additions:
   one whose head is over the WebSocket library's limits (a request line or
   header line over 8 KiB, more than 128 headers): `431` here, where that
   protocol's own refusal was never sent.
+- **A bound on requests waiting to be answered** (httptools): uvicorn
+  parses every request of a read at once, and each answer it completes
+  lets the next read in, so one connection's pipelined requests were all
+  parsed and queued however many it sent (30,000 of them, a megabyte of
+  `GET /healthz`, took 30-100 MB). Bytes are parsed a few KiB at a time,
+  and once more than `PIPELINE_MOST` requests wait, the rest of what the
+  client sent waits unparsed, reading paused, until answers make room.
 - **A client must read its answers**: one that takes nothing of what waits
   for it for `seconds` while the server cannot write more, or after its
   answer is complete, is disconnected (it held the connection, and a
@@ -70,10 +77,12 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.config import HTTP_PROTOCOLS
 from uvicorn.importer import import_from_string
+from uvicorn.protocols.http.flow_control import FlowControl
 from websockets.http11 import MAX_LINE_LENGTH, MAX_NUM_HEADERS
 
 # The request line and headers of one request, at most (a bearer token, a
@@ -83,6 +92,16 @@ HEAD_MOST = 64 * 1024
 # takes (272 KiB, MCP) with room for chunk framing.
 BODY_MOST = 1024 * 1024
 _HEAD_MESSAGE = b"The request line and headers are limited to 64 KiB."
+# Requests of one connection parsed and not answered yet, at most, before
+# the connection's further bytes wait unparsed (httptools): pipelining
+# gains nothing from a deeper queue, since answers go out one at a time.
+PIPELINE_MOST = 16
+# How much is handed to the parser at once: in a request's head, little, so
+# that a slice of tiny pipelined requests adds some hundreds to the queue at
+# most; in a body, more (uvicorn appends each piece of a body to what it has
+# so far: many small pieces of a large body cost copies).
+HEAD_SLICE = 4 * 1024
+BODY_SLICE = 64 * 1024
 
 
 log = logging.getLogger("waypost")
@@ -117,6 +136,20 @@ class ConnectionCap:
                 self.name,
                 " (--max-connections)" if self.name == "public" else "",
             )
+
+
+class _HoldingFlow(FlowControl):
+    """uvicorn's flow control of a connection, which resumes reading after
+    every answer, but not while the connection holds bytes it has not
+    parsed yet: they are parsed first, as answers make room."""
+
+    def __init__(self, transport: asyncio.Transport, holding: Callable[[], bool]) -> None:
+        super().__init__(transport)
+        self._holding = holding
+
+    def resume_reading(self) -> None:
+        if not self._holding():
+            super().resume_reading()
 
 
 class _Refusal:
@@ -229,10 +262,15 @@ def with_request_deadline(
         _bytes = 0
         _refuse_after_response = False
         _head_refusal: _Refusal | None = None  # of the request whose head is in (httptools)
+        # bytes the client sent that wait unparsed while PIPELINE_MOST
+        # requests wait for their answers (httptools)
+        _held = b""
 
         def connection_made(self, transport: Any) -> None:
             self._unanswered = deque()
             super().connection_made(transport)
+            if counts_bytes:  # before any request (each cycle is handed `flow`)
+                self.flow = _HoldingFlow(transport, lambda: bool(self._held))
             if cap is not None and cap.full():
                 cap.refused()
                 transport.abort()  # its descriptor is free at once; nothing was read
@@ -240,6 +278,33 @@ def with_request_deadline(
             self._watch()
 
         def data_received(self, data: bytes) -> None:
+            if not counts_bytes:
+                self._parse(data)
+            elif self._held:
+                self._held += data  # in flight when reading paused
+            else:
+                self._feed(data)
+
+        def _feed(self, data: bytes) -> None:
+            """Parse `data` a slice at a time while fewer than PIPELINE_MOST
+            requests wait for answers; hold the rest unparsed, reading paused."""
+            start = 0
+            while start < len(data):
+                taker = self.transport.get_protocol()
+                if taker is not self:  # a WebSocket took over: the rest is its
+                    taker.data_received(data[start:])
+                    return
+                if self.transport.is_closing() or self._refuse_after_response:
+                    return  # closed, or to be once its answer is out: the rest is never read
+                if len(self._pending()) > PIPELINE_MOST:
+                    self._held = data[start:]
+                    self.flow.pause_reading()
+                    return
+                end = start + (HEAD_SLICE if self._in_head else BODY_SLICE)
+                self._parse(data[start:end])
+                start = end
+
+        def _parse(self, data: bytes) -> None:
             if counts_bytes:
                 self._bytes += len(data)
             super().data_received(data)
@@ -306,6 +371,19 @@ def with_request_deadline(
             unsent = self.transport.get_write_buffer_size()
             if unsent and self._stalled is None:
                 self._check_reading(unsent)
+            if self._held:
+                # after this answer's send has returned, as a read would come
+                self.loop.call_soon(self._release)
+
+        def _release(self) -> None:
+            """Parse held bytes once fewer requests wait; read again once
+            none is held."""
+            if not self._held or len(self._pending()) > PIPELINE_MOST:
+                return
+            held, self._held = self._held, b""
+            self._feed(held)
+            if not self._held and not self.transport.is_closing():
+                self.flow.resume_reading()
 
         def handle_websocket_upgrade(self, *event: Any) -> None:
             refusal = self._head_refusal
