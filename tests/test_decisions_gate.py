@@ -270,6 +270,66 @@ async def test_reopening_a_live_allow_while_publication_is_held_stays_refused(
     assert r.status_code == 200, r.text
 
 
+async def test_a_denied_or_deferred_decision_is_refused_as_declined_not_wait(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A decision answered deny or defer keeps its tasks blocked, and the
+    refusal said to wait for its answer: the wait returned at once (it is
+    answered) and the retry was refused again, for ever (agentflow). It
+    now names them as declined, apart from those still to be answered."""
+    task = await new_task(human)
+    denied = await open_decision(human, [task])
+    deferred = await open_decision(human, [task], question="And later?")
+    pending = await open_decision(human, [task], question="And the other one?")
+    for decision, disposition in ((denied, "deny"), (deferred, "defer")):
+        r = await send_answer(human, decision["id"], disposition=disposition)
+        assert r.status_code == 200, r.text
+    agent = await service.agent()
+    r = await claim(agent, task)
+    status, code, details = error(r)
+    assert (status, code, details["reason"]) == (409, "decision_required", "declined")
+    assert details["decision_ids"] == [denied["id"], deferred["id"], pending["id"]]
+    assert details["declined"] == [denied["id"], deferred["id"]]  # the pending one: wait
+    assert "reopen" not in details
+    message = r.json()["error"]["message"]
+    assert "deny or defer" in message and "wait for its answer" not in message
+    answer = await agent.gql(
+        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
+        " userErrors { code reason } } }",
+        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
+    )
+    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    assert (user_error["code"], user_error["reason"]) == ("decision_required", "declined")
+    # a stale one beside them: reopen first, and the declined ones still named
+    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
+    assert r.status_code == 200, r.text
+    status, code, details = error(await claim(agent, task))
+    assert details["reason"] == "reopen_required"
+    # the pin changed under all three: stale, which no answer lifts
+    assert details["reopen"] == [denied["id"], deferred["id"], pending["id"]]
+    assert "declined" not in details
+    # reconsidered: reopened and allowed, the denial no longer holds the task
+    for decision in (denied, deferred, pending):
+        assert (await reopen(human, decision["id"], 1)).status_code == 200
+        assert (await send_answer(human, decision["id"], generation=2)).status_code == 200
+    assert (await claim(agent, task)).status_code == 200
+
+
+async def test_declined_and_stale_decisions_are_named_apart(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    stale = await open_decision(human, [task])
+    await send_answer(human, stale["id"])
+    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
+    assert r.status_code == 200, r.text
+    denied = await open_decision(human, [task], question="And the other one?")
+    assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
+    status, code, details = error(await claim(await service.agent(), task))
+    assert (code, details["reason"]) == ("decision_required", "reopen_required")
+    assert (details["reopen"], details["declined"]) == ([stale["id"]], [denied["id"]])
+
+
 async def test_a_stale_decision_is_refused_with_reopen_not_wait(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -241,6 +241,33 @@ async def test_a_claim_behind_a_stale_decision_says_to_reopen_and_the_agent_can(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_claim_behind_a_denied_decision_says_not_to_wait(
+    waypost: Waypost, transport: str
+) -> None:
+    """The advice said to call decision_wait and retry: the wait returned at
+    once (the decision is answered, deny) and the retry was refused the same
+    way, a loop without end (agentflow)."""
+    project = waypost.project(f"denied-{transport}")
+    task_id = waypost.task(project)
+    decisions = f"/api/v1/projects/{project}/decisions"
+    r = waypost.rest("POST", decisions, {
+        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
+        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
+    decision_id = r.json()["id"]
+    no = {"disposition": "deny", "answer": "No", "rationale": "Not now.",
+          "expected_generation": 1}  # fmt: skip
+    assert waypost.rest("POST", f"{decisions}/{decision_id}/answer", no).is_success
+    agent = waypost.principal("agent", f"denied-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        message = await refused(s, "task_claim", project=project, task_id=task_id)
+    assert message.startswith("decision_required")
+    assert "deny or defer" in message and "do not wait or retry" in message
+    assert "to block until it is answered" not in message
+    details = json.loads(message.splitlines()[-1])["error"]["details"]
+    assert (details["reason"], details["declined"]) == ("declined", [decision_id])
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_agent_answers_an_agents_decision_and_not_a_humans(
     waypost: Waypost, transport: str
 ) -> None:

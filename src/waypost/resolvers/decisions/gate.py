@@ -52,6 +52,9 @@ log = logging.getLogger(__name__)
 MAX_IDS = 20
 # statuses no answer can lift: only a reopening (a new generation) can
 UNANSWERABLE = frozenset({"stale", "expired"})
+# answers that keep the work blocked: nothing is left to wait for, and only a
+# reopening (someone reconsidering) can lift them
+DECLINED = frozenset({"denied", "deferred"})
 
 
 def gate_params(project_id: str, now: datetime) -> dict[str, str]:
@@ -161,18 +164,33 @@ def ensure_all_resolved(
     }
     status_of = store.statuses(conn, shown, gate_params(project_id, now))
     reopen = [d for d in shown if status_of.get(d) in UNANSWERABLE]
-    if not reopen:
+    declined = [d for d in shown if status_of.get(d) in DECLINED]
+    if not reopen and not declined:
         raise DecisionRequired(
             "a decision blocks this work: wait for its answer on the event stream"
             f" (GET {stream}) or the GraphQL subscription decisionChanged, then retry",
             details,
         )
+    reopen_route = f"POST /api/v1/projects/{project_id}/decisions/{{id}}/reopen"
+    # A denied or deferred decision is answered: a wait for its answer
+    # returned at once and the retry was refused again, for ever (agentflow).
+    said_no = (
+        f"{len(declined)} of the decisions that block this work were answered deny or"
+        " defer (details.declined), which keeps the work blocked until someone"
+        f" reconsiders and reopens the decision ({reopen_route}) and it is answered allow:"
+        " there is no answer to wait for, so leave this work (claim other work) unless"
+        " whoever answered is to be asked again"
+    )
+    if declined:
+        details = {**details, "declined": declined}
+    if not reopen:
+        raise DecisionRequired(said_no, {**details, "reason": "declined"})
     # A stale or expired decision cannot be answered: waiting for its answer
     # (what the refusal said) returned at once, and the retry was refused again.
     raise DecisionRequired(
         f"{len(reopen)} of the decisions that block this work cannot be answered as they"
         " stand (stale: what they judged changed; or expired): reopen each one"
-        f" (POST /api/v1/projects/{project_id}/decisions/{{id}}/reopen, details.reopen) so"
-        " that it is answered again, wait for the answers, then retry",
+        f" ({reopen_route}, details.reopen) so that it is answered again, wait for the"
+        f" answers, then retry{'; and ' + said_no if declined else ''}",
         {**details, "reason": "reopen_required", "reopen": reopen},
     )
