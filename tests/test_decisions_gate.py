@@ -304,7 +304,7 @@ async def test_a_denied_or_deferred_decision_is_refused_as_declined_not_wait(
     r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
     assert r.status_code == 200, r.text
     status, code, details = error(await claim(agent, task))
-    assert details["reason"] == "reopen_required"
+    assert (status, code, details["reason"]) == (409, "decision_required", "reopen_required")
     # the pin changed under all three: stale, which no answer lifts
     assert details["reopen"] == [denied["id"], deferred["id"], pending["id"]]
     assert "declined" not in details
@@ -326,7 +326,7 @@ async def test_declined_and_stale_decisions_are_named_apart(
     denied = await open_decision(human, [task], question="And the other one?")
     assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
     status, code, details = error(await claim(await service.agent(), task))
-    assert (code, details["reason"]) == ("decision_required", "reopen_required")
+    assert (status, code, details["reason"]) == (409, "decision_required", "reopen_required")
     assert (details["reopen"], details["declined"]) == ([stale["id"]], [denied["id"]])
 
 
