@@ -163,6 +163,47 @@ async def test_a_tasks_expired_and_stale_decisions_come_first_and_others_do_not(
     ]  # fmt: skip
 
 
+async def test_a_task_held_by_a_denial_or_deferral_says_so(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Decisions answered deny or defer are no items (neither pending nor
+    invalidated), and the empty packet of a task they hold said only that
+    nothing was pending, while its claim answered decision_required: an
+    agent reading it took the task for free (agentflow)."""
+    subject = await task(human, "zebra subject")
+    review = await task(human, "zebra review", subject_task_id=subject["id"])
+    answers = {}
+    for disposition, on in (("deny", subject), ("defer", review)):
+        decision = await open_decision(human, on["id"])
+        r = await human.post(
+            f"/api/v1/projects/demo/decisions/{decision}/answer",
+            {"expected_generation": 1, "disposition": disposition, "answer": "Stop",
+             "rationale": "no", "conditions_confirmed": True},
+        )  # fmt: skip
+        assert r.status_code == 200, r.text
+        answers[disposition] = decision
+        service.clock.advance(seconds=1)
+    pending = await open_decision(human, review["id"])
+    packet = await context(human, "nothingmatchesthis", task_id=review["id"])
+    assert ids(packet) == [pending]  # the items are as before
+    held, *rest = packet["next_actions"]
+    # the activity's own first, then its subject's, as a refusal names them
+    assert f"Task {review['id']} is held by decision(s) {answers['defer']}, {answers['deny']}" in (
+        held
+    )
+    assert "deny or defer" in held and rest == []
+    empty = await context(human, "nothingmatchesthis", task_id=subject["id"])
+    assert empty["items"] == []
+    held, nothing = empty["next_actions"]
+    assert answers["deny"] in held and answers["defer"] not in held
+    assert nothing.startswith("Nothing matched")
+    # without task_id nothing is said of any one task
+    assert (await context(human, "nothingmatchesthis"))["next_actions"] == []
+    claim = await human.post("/api/v1/projects/demo/claims", {"task_id": review["id"]})
+    details = claim.json()["error"]["details"]
+    assert details["declined"] == [answers["defer"], answers["deny"]]
+
+
 async def test_an_activitys_packet_lists_the_decisions_that_gate_it(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -24,6 +24,7 @@ from waypost.resolvers.context.search import Scope, SearchTimedOut, fts_query
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.context.search import time_limit_ms as search_time_limit_ms
 from waypost.resolvers.context.store import gated_tasks, knowledge_objects, task_rows
+from waypost.resolvers.decisions.gate import declined_blockers
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
 from waypost.resolvers.tasks.views import present_tasks
@@ -42,6 +43,9 @@ class Snapshot:
     decisions: list[dict[str, Any]]
     matches: list[dict[str, Any]]
     timed_out: bool
+    # decisions answered deny or defer that hold the requested task (not
+    # items: those are the decisions still to be answered or reopened)
+    declined: list[str]
 
 
 def _load(
@@ -79,20 +83,34 @@ def read_sync(
         {"type": "decision", **d}
         for d in unresolved_sync(conn, project_id, format_time(now), gated, query.limit + 1)
     ]
+    declined = declined_blockers(conn, project_id, gated, now) if gated else []
     scope = Scope(query.task_id, query.component, query.environment, query.version)
     try:
         with search_time_limit(conn, time_limit_ms):
             hits = ranked(conn, project_id, match, scope, query.include_shared, query.limit + 1)
     except SearchTimedOut:
-        return Snapshot(policy, decisions, [], timed_out=True)
-    return Snapshot(policy, decisions, _load(conn, project_id, hits, now), timed_out=False)
+        return Snapshot(policy, decisions, [], timed_out=True, declined=declined)
+    matches = _load(conn, project_id, hits, now)
+    return Snapshot(policy, decisions, matches, timed_out=False, declined=declined)
 
 
 def next_actions(
     query: ContextQuery, snap: Snapshot, filled: Fill, time_limit_ms: int
 ) -> list[str]:
-    """Concrete advice whenever the packet is empty or incomplete."""
+    """Concrete advice whenever the packet is empty or incomplete, and when
+    decisions answered deny or defer hold the requested task."""
     actions: list[str] = []
+    held: list[str] = []
+    if snap.declined:
+        # first: an agent that reads no further must not take the task for free
+        # (an empty packet said only that nothing was pending; agentflow)
+        held.append(
+            f"Task {query.task_id} is held by decision(s) {', '.join(snap.declined)}, answered"
+            " deny or defer: work on it stays refused until one is reopened and answered"
+            " allow (read each at the decisions route for its answer and rationale); there"
+            " is no answer to wait for, so leave this task for other work unless whoever"
+            " answered is to be asked again."
+        )
     timed_out = (
         f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
         " ranking, so no text matches are included: use more specific terms (more or"
@@ -118,7 +136,7 @@ def next_actions(
                 " rules."
             )
         # section 14: a search ended by its limit always says so, whatever else stopped
-        return [*actions, timed_out] if snap.timed_out else actions
+        return [*held, *actions, timed_out] if snap.timed_out else [*held, *actions]
     if snap.timed_out:
         actions.append(timed_out)
     if filled.stopped_by == "limit":
@@ -151,7 +169,7 @@ def next_actions(
             f"Nothing matched: {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
             f"{hints[-1]}; no decision is pending for this scope."
         )
-    return actions
+    return [*held, *actions]
 
 
 async def build(

@@ -41,6 +41,7 @@ __all__ = [
     "BLOCKED_CTE",  # the SQL lives in the store; the claim's safety net uses it
     "MAX_IDS",
     "blocking_decisions",
+    "declined_blockers",
     "ensure_all_resolved",
     "ensure_decisions_resolved",
     "gate_params",
@@ -121,6 +122,18 @@ def named_blockers(
     if unnamed:
         result.update(blocking_decisions(conn, project_id, unnamed, now))
     return result
+
+
+def declined_blockers(
+    conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], now: datetime
+) -> list[str]:
+    """The decisions answered deny or defer that hold any of `task_ids`, in
+    the refusal's order, at most MAX_IDS: the packet of a task says so
+    (its items hold only the decisions still to be answered or reopened)."""
+    blocking = named_blockers(conn, project_id, task_ids, now)
+    merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
+    status_of = store.statuses(conn, merged, gate_params(project_id, now))
+    return [d for d in merged if status_of.get(d) in DECLINED][:MAX_IDS]
 
 
 def ensure_decisions_resolved(
