@@ -191,6 +191,50 @@ async def test_user_errors_carry_rest_codes_and_camel_case_fields(
     assert again["userErrors"][0]["code"] == "not_found"
 
 
+async def test_user_errors_carry_the_rest_details(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Only `reason` came through: the lapsed leases a refusal said to
+    recover, the decisions it said to reopen or leave and a lease's holder
+    were in REST's `details` alone, and an agent on GraphQL could not act
+    on the advice (agentflow)."""
+    task = await make_task(human)
+    ids = {"projectId": "demo", "taskId": task["id"]}
+
+    async def refusal(name: str, input: dict[str, Any]) -> dict[str, Any]:
+        key = f"gql-details-{next(_keys)}"
+        input_type = "TaskActionInput" if name in ACTIONS else f"{name[0].upper()}{name[1:]}Input"
+        data = await human.gql(
+            f"mutation($input: {input_type}!) {{ {name}(input: $input) {{"
+            " userErrors { code field reason details } } }",
+            {"input": {"idempotencyKey": key, **input}},
+        )
+        [error] = data["data"][name]["userErrors"]
+        return dict(error)
+
+    stale = await refusal("taskUpdate", {**ids, "expectedRevision": 7, "title": "x"})
+    assert stale["details"] == {"expected_revision": 7, "current_revision": 1}
+    bad = await refusal("taskCreate", {"projectId": "demo", "title": "t", "dependsOn": ["x"]})
+    assert (bad["field"], bad["details"]) == ("dependsOn[0]", {"field": "dependsOn[0]"})
+    decision = await open_decision(human, task["id"])
+    r = await human.post(
+        f"/api/v1/projects/demo/decisions/{decision}/answer",
+        {"expected_generation": 1, "disposition": "defer", "answer": "Stop",
+         "rationale": "later", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+    held = await refusal("taskClaim", ids)
+    assert (held["code"], held["reason"]) == ("decision_required", "declined")
+    assert held["details"]["decision_ids"] == held["details"]["declined"] == [decision]
+    # a lapsed lease: nothing is ready, and the refusal names what to recover
+    other = await make_task(human)
+    await claim(human, other["id"])
+    service.clock.advance(hours=2)
+    nothing = await refusal("taskClaim", {"projectId": "demo"})
+    assert (nothing["code"], nothing["reason"]) == ("not_found", "nothing_ready")
+    assert nothing["details"]["expired_leases"] == [other["id"]]
+
+
 async def test_update_cancel_recover_and_publication_mutations(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import strawberry
+from strawberry.scalars import JSON
 
 from waypost.decoding import refuse_nul
 from waypost.errors import (
@@ -34,6 +35,13 @@ class UserError:
         default=None,
         description="For decision_required: the subscriptions to wait on instead of polling,"
         ' one per blocking decision (`decisionChanged(id: "dec_...")`); null otherwise.',
+    )
+    details: JSON | None = strawberry.field(
+        default=None,
+        description="The REST error's `details` object, keys as REST names them"
+        " (`decision_ids`, `reopen`, `declined`, `expired_leases`, `owner_id`,"
+        " `current_revision`, ...; `field` as in this error's `field`); null when the"
+        " refusal carries none.",
     )
 
 
@@ -83,6 +91,12 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
         field = error.details.get("field")
         reason = error.details.get("reason")
         blocking = error.details.get("decision_ids") if "wait_on" in error.details else None
+        # the ids and figures a refusal's advice points to (the lapsed leases
+        # to recover, the decisions to reopen, the holder of a lease): only
+        # `reason` came through, and an agent on GraphQL could not act on it
+        details = dict(error.details)
+        if isinstance(field, str):
+            details["field"] = camel_path(field)
         return None, [
             UserError(
                 code=error.code,
@@ -90,6 +104,7 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
                 message=in_graphql_words(error.message, field),
                 reason=reason if isinstance(reason, str) else None,
                 wait_on=[f'decisionChanged(id: "{d}")' for d in blocking] if blocking else None,
+                details=JSON(details) if details else None,
             )
         ]
 
