@@ -318,6 +318,8 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
         ({}, ["--port", "9000", "--lifecycle-port", "9000"], "must differ"),
         ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://k8s.example",
               "--k8s-ca", __file__], "not a PEM CA bundle"),  # a file, but Python
+        ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://k8s.example",
+              "--k8s-ca", "/nonexistent/ca.pem"], "--k8s-ca /nonexistent/ca.pem: cannot be read"),
     ],
 )  # fmt: skip
 def test_serve_refuses_settings_it_cannot_run_with(
@@ -326,6 +328,20 @@ def test_serve_refuses_settings_it_cannot_run_with(
     result = run("serve", "--db", db, *args, env=env)
     assert result.exit_code == 2 and says in result.output, result.output
     assert not Path(db).exists()
+
+
+def test_serve_ignores_the_k8s_ca_without_tokenreview(db: str) -> None:
+    """docs/lifecycle.md: `--k8s-ca` is read and checked only under
+    `tokenreview`, ignored otherwise; a missing file was refused at start
+    whatever `--lifecycle-auth` said (lifespecaudit). The settings pass:
+    only the busy port, looked at after them, stops this start."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run("serve", "--db", db, "--port", port, "--k8s-ca", "/nonexistent/ca.pem")
+    assert result.exit_code == 1, result.output
+    assert "Error: cannot_listen:" in result.output and not Path(db).exists()
 
 
 @pytest.mark.parametrize("url", ["HTTPS://x.example/v1/rerank", "https://type_safe:8443/v1/rerank"])

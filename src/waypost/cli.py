@@ -89,7 +89,8 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
     type=TEXT,
     help="Kubernetes API server URL (https://), for tokenreview.",
 )
-@click.option("--k8s-ca", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+# not `exists=True`: the file is read (and so checked) under tokenreview only
+@click.option("--k8s-ca", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="PEM CA bundle of the Kubernetes API server.")  # fmt: skip
 @click.option("--k8s-token-file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Waypost's own credential for TokenReview calls "
@@ -244,8 +245,10 @@ def _lifecycle_settings(
     if auth == "tokenreview" and k8s_ca is not None:
         try:
             ssl.create_default_context(cafile=str(k8s_ca))
-        except (ssl.SSLError, OSError) as error:
+        except ssl.SSLError as error:
             raise click.UsageError(f"--k8s-ca {k8s_ca}: not a PEM CA bundle ({error})") from None
+        except OSError as error:
+            raise click.UsageError(f"--k8s-ca {k8s_ca}: cannot be read ({error})") from None
     if webhook is not None:
         from waypost.resolvers.lifecycle.delivery import webhook_refusal
 
