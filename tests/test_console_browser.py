@@ -1985,3 +1985,173 @@ def test_an_answer_on_its_way_does_not_hide_changes_to_another_decision(
     finally:
         for route in held:
             route.continue_()
+
+
+def test_a_box_under_its_limit_in_characters_takes_more_emoji(tab: Tab, world: World) -> None:
+    """docs/console.md: every box counts code points. A box counted UTF-16
+    units while it held at most its limit of them: 32 emoji (64 units) in the
+    tag box of 64 characters read as full, and a 33rd was refused."""
+    rocket = "\U0001f680"
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge")
+    page.get_by_role("heading", name="Knowledge · Demo shop").wait_for()
+    tag = page.get_by_label("Tag")
+    tag.fill(rocket * 32)
+    tag.press("End")
+    tag.press_sequentially(rocket + "X")
+    assert tag.input_value() == rocket * 33 + "X"
+    tag.fill(rocket * 63)
+    tag.press("End")
+    tag.press_sequentially("XY")  # room for one: the first typed goes in
+    assert tag.input_value() == rocket * 63 + "X"
+
+
+def test_combining_marks_in_record_text_stay_in_their_own_box(tab: Tab, world: World) -> None:
+    """Stacks of combining marks (a question of "Q" and 4,000 of them,
+    conditions ending in 900) were drawn across the header's links and over
+    the Allow/Deny/Defer buttons. The header and each button must look the same
+    with the page's record text shown and hidden."""
+    decision_id = world.open_decision(
+        world.agent,
+        question="Q" + "\u0301\u0489" * 1999 + "?",
+        options=["A" + "\u0301" * 499, "B" + "\u0489" * 499],
+        # in the history below the buttons, stacks rising from under each
+        # of them (a run of "M"s puts its last one at 506 to 736 pixels)
+        conditions=["c" + "\u0301" * 999] + ["M" * k + "\u0301" * 900 for k in range(36, 58, 4)],
+        task_ids=[world.tasks["docs"]],
+    )
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.set_viewport_size({"width": 1000, "height": 1600})
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    buttons = page.locator(".answer-grid button")
+    buttons.first.wait_for()
+    page.wait_for_timeout(300)  # fonts and layout settled
+    boxes = [page.locator("header.top").bounding_box()]
+    for i in range(buttons.count()):
+        # its full width, between its rounded corners (where what is under
+        # the button shows, hidden or not)
+        box = buttons.nth(i).bounding_box()
+        boxes.append({"x": box["x"], "y": box["y"] + 6,
+                      "width": box["width"], "height": box["height"] - 12})  # fmt: skip
+    assert len(boxes) == 7
+
+    def shots() -> list[bytes]:
+        return [page.screenshot(clip=box) for box in boxes]
+
+    shown = shots()
+    # the page's text hidden, the buttons alone shown (the header is not in main)
+    page.evaluate("""() => {
+        document.querySelector('main').style.visibility = 'hidden';
+        const buttons = document.querySelectorAll('.answer-grid button');
+        for (const b of buttons) b.style.visibility = 'visible';
+    }""")  # fmt: skip
+    page.wait_for_timeout(100)
+    hidden = shots()
+    differ = [i for i, (a, b) in enumerate(zip(shown, hidden, strict=True)) if a != b]
+    assert not differ, f"record text painted over: {differ} (0 is the header)"
+
+
+def test_a_relayed_answers_prompt_and_response_keep_their_line_breaks(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: the page shows the prompt shown to the human and the
+    human's response. Their line breaks were lost: a prompt of two lines read
+    as one run-on line."""
+    world.alice.send("POST", "/api/v1/projects", {"id": "relayed", "name": "Relayed"}, 201)
+    world.alice.send("PATCH", "/api/v1/projects/relayed/policy",
+                     {"expected_revision": 1, "allow_relayed_human_answers": True})  # fmt: skip
+    task = world.alice.send("POST", "/api/v1/projects/relayed/tasks", {"title": "Relay me"}, 201)
+    made = world.agent.send("POST", "/api/v1/projects/relayed/decisions", {
+        "question": "Relay a yes?", "options": ["Yes", "No"], "rationale": "r",
+        "required_actor": "human", "environment": "staging",
+        "task_ids": [task["id"]]}, 201)  # fmt: skip
+    session = httpx.post(world.served.url + "/api/v1/sessions", json={},
+                         headers=world.agent.headers(True), timeout=10)  # fmt: skip
+    assert session.status_code in (200, 201), session.text
+    answered = httpx.post(
+        f"{world.served.url}/api/v1/projects/relayed/decisions/{made['id']}/answer",
+        json={"expected_generation": 1, "disposition": "allow", "answer": "Yes",
+              "rationale": "Asked in chat.", "conditions_confirmed": True,
+              "relay": {"prompt": "Ship it?\nReply yes or no.",
+                        "response": "yes\nbut after lunch"}},
+        headers={**world.agent.headers(True), "Waypost-Session": session.json()["id"]},
+        timeout=10,
+    )  # fmt: skip
+    assert answered.status_code == 200, answered.text
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/relayed/d/{made['id']}")
+    relay = page.locator(".relay")
+    relay.wait_for()
+    text = relay.inner_text()
+    assert "Ship it?\nReply yes or no." in text, text
+    assert "yes\nbut after lunch" in text, text
+
+
+def test_a_token_refused_under_a_reopen_keeps_its_edited_environment(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: what you typed is kept below the sign-in form, as a
+    conflict notice keeps it. The sign-in page kept textareas only: the
+    reopen's edited Environment was lost, and the lines kept had no labels."""
+    hana = admin_principal(world.served, "human", "Hana")
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Revoke me"}, 201)
+    decision_id = world.open_decision(world.agent, question="Reopen me?", task_ids=[made["id"]])
+    world.alice.send("PATCH", f"/api/v1/projects/demo/tasks/{made['id']}",
+                     {"expected_revision": 1, "title": "Revoke me (edited)"})  # fmt: skip
+    page = tab.page
+    tab.sign_in(hana.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    page.get_by_label("Why reopen (required)").fill("The title moved on.")
+    page.get_by_label("Environment").fill("production")
+    listed = admin_json(world.served, "token", "list", "--principal", hana.principal_id)
+    admin_json(world.served, "token", "revoke", "--token-id", listed[0]["token_id"])
+    refused = page.get_by_text("Your token is no longer accepted")
+    try:  # the request that finds it refused, or the page's own live refresh first
+        page.get_by_role("button", name="Reopen", exact=True).click(timeout=5000)
+    except playwright_api.TimeoutError:
+        assert refused.is_visible()
+    refused.wait_for()
+    text = page.locator("details.kept").inner_text()
+    assert "Why reopen: The title moved on." in text, text
+    assert "Environment: production" in text, text
+    assert "Conditions" not in text, text  # filled in by the page, not edited
+
+
+def test_a_refused_filter_takes_the_focus_and_keeps_the_projects_name(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: a refusal's box takes the focus. A refused knowledge
+    filter left it on the heading, and the heading and the tab's title read
+    the project's id ("Knowledge · demo") for its name."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    for query, label in (("tag=%20" + "g" * 64, "Tag"), ("q=" + "x" * 2000, "Words")):
+        page.goto(f"{tab.origin}/console#/p/demo/knowledge?{query}")
+        page.locator("main").get_by_text(f"These filters were refused. {label}: at most").wait_for()
+        box = page.get_by_label(label)
+        assert box.evaluate("(el) => el === document.activeElement"), label
+        assert box.get_attribute("aria-invalid") == "true"
+        assert page.locator("main h1").inner_text() == "Knowledge · Demo shop"
+        assert page.title() == "Knowledge · Demo shop · Waypost console"
+
+
+def test_showing_the_new_state_keeps_what_was_typed(tab: Tab, world: World) -> None:
+    """docs/console.md: what you had written stays under "What you wrote".
+    Pressing "Show the new state" after a change elsewhere redrew the form
+    empty, and the reason typed was lost."""
+    page, decision_id = _pending_in_alices_tab(tab, world, "Show me the new state?")
+    page.get_by_label("Why (required)").fill("Half an argument,\nstill typing.")
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not yet."})  # fmt: skip
+    page.locator("main").get_by_text("it is now denied, generation 1").wait_for()
+    page.get_by_role("button", name="Show the new state").click()
+    page.locator("#changed-elsewhere").wait_for(state="detached")
+    kept = page.locator("main .notice details.kept")
+    kept.locator("summary").click()
+    assert "Half an argument,\nstill typing." in kept.inner_text()
+    assert "it is now denied" in page.locator("main .notice").first.inner_text()

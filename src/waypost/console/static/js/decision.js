@@ -5,8 +5,8 @@
 import { allNodes, gql, mutate } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
-  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, when,
-  words,
+  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, whatYouWrote,
+  when, words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 
@@ -190,7 +190,7 @@ function renderAnswerForm(project, onChanged) {
   const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
   const rationale = h("textarea", { id: rationaleId, name: "rationale", rows: "3", required: true,
-    maxchars: RATIONALE_MAX,
+    maxchars: RATIONALE_MAX, dataset: { kept: "Rationale" },
     "aria-describedby": `${rationaleId}-hint` });
   const confirms = [
     ...d.current.conditions.map((c) => [words`Condition: ${c}`, c]),
@@ -322,11 +322,7 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
     announce(text);
     // the page redraws for the new state: what was typed is kept in the
     // notice, to copy from, not lost with the form
-    const typed = written.filter(([, text]) => text.trim());
-    const kept = typed.length ? h("details", { class: "kept" }, h("summary", {}, "What you wrote"),
-      ...typed.map(([label, text]) => h("p", { class: "prose" },
-        typed.length > 1 ? h("strong", {}, `${label}: `) : null, text.trim()))) : null;
-    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text, kept));
+    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text, whatYouWrote(written)));
     return;
   }
   // the form's own words for a field the API names in its own (`conditions[3]`
@@ -349,11 +345,15 @@ function renderReopen(project, onChanged, prominent) {
   // and both together had it read twice
   const errorBox = h("div", { class: "form-error" });
   const status = sendingStatus();
-  const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxchars: RATIONALE_MAX });
+  // `data-kept`: each box's name under "What you wrote" (dom.js typedInto)
+  const rationale = h("textarea", { id: ids.r, rows: "3", required: true, maxchars: RATIONALE_MAX,
+    dataset: { kept: "Why reopen" } });
   const env = h("input", { id: ids.e, type: "text", value: d.current.environment,
-    maxchars: ENVIRONMENT_MAX });
-  const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint` });
-  conds.value = d.current.conditions.join("\n");
+    maxchars: ENVIRONMENT_MAX, dataset: { kept: "Environment" } });
+  const conds = h("textarea", { id: ids.c, rows: "3", "aria-describedby": `${ids.c}-hint`,
+    dataset: { kept: "Conditions" } });
+  // as its default: what it came with is not what was written (typedInto)
+  conds.defaultValue = d.current.conditions.join("\n");
   // What the boxes showed, not the stored values: an input drops a newline of
   // the environment, and a condition holding one shows as two lines, so a
   // comparison with the stored pins sent a change nobody typed.
@@ -510,6 +510,9 @@ function renderAnswer(a) {
     a.relayed && a.relay ? h("div", { class: "relay" },
       h("p", {}, words`Relayed by the agent, authorized by ${a.authorizedBy ? a.authorizedBy.name : "?"} `,
         `(policy revision ${a.relayPolicyRevision}).`),
-      h("p", {}, h("span", { class: "label" }, "Prompt shown: "), h("q", {}, a.relay.prompt)),
-      h("p", {}, h("span", { class: "label" }, "Human's response: "), h("q", {}, a.relay.response))) : null);
+      // `prose`: their line breaks, as a rationale's (a prompt of several
+      // lines read as one run-on line)
+      h("p", { class: "prose" }, h("span", { class: "label" }, "Prompt shown: "), h("q", {}, a.relay.prompt)),
+      h("p", { class: "prose" }, h("span", { class: "label" }, "Human's response: "),
+        h("q", {}, a.relay.response))) : null);
 }

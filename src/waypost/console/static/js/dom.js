@@ -36,8 +36,13 @@ export function h(tag, attrs = {}, ...children) {
 // environment of 150 emoji read as 300 of 200 once edited, and its reopen
 // would not send; a tag of 40 emoji was cut to 32. As `maxlength` does, what
 // is typed or pasted past the limit is dropped, never the text already there.
+// Code points always: counted in UTF-16 units while the box held at most `max`
+// of them, 32 emoji in a box of 64 read as full and refused a 33rd. Text
+// without a surrogate has as many code points as units.
+const SURROGATE = /[\ud800-\udfff]/;
+
 function limitChars(el, max) {
-  const count = (text) => (text.length <= max ? text.length : Array.from(text).length);
+  const count = (text) => (SURROGATE.test(text) ? Array.from(text).length : text.length);
   el.addEventListener("beforeinput", (event) => {
     const added = event.inputType === "insertLineBreak" || event.inputType === "insertParagraph"
       ? "\n" : event.data ?? event.dataTransfer?.getData("text/plain") ?? null;
@@ -225,6 +230,30 @@ export function sayError(box, field, ...children) {
     markInvalid(field, box);
     field.focus();
   }
+}
+
+// "What you wrote": [label, text] of each box typed into, to copy from, in a
+// conflict's notice, below the sign-in form a refused token brings, and over
+// a decision shown anew after it changed elsewhere; labelled alike in each
+// ("Why reopen: ... / Environment: staging"), the label left out when it is
+// the only one. Null when nothing was typed.
+export function whatYouWrote(written, open = false) {
+  const typed = written.filter(([, text]) => text.trim());
+  if (!typed.length) return null;
+  return h("details", { class: "kept", open }, h("summary", {}, "What you wrote"),
+    ...typed.map(([label, text]) => h("p", { class: "prose" },
+      typed.length > 1 ? h("strong", {}, `${label}: `) : null, text.trim())));
+}
+
+// [label, text] of each text box under `root` typed into (`data-typed`, set by
+// main.js) whose text is not what it came with: a reopen form's Environment
+// and Conditions come filled in, and are what you wrote only once edited (a
+// sign-out kept textareas alone, and lost an edited Environment). The label is
+// the one a conflict's notice gives the box (`data-kept`), else its own.
+export function typedInto(root) {
+  return [...root.querySelectorAll("textarea[data-typed], input[data-typed]")]
+    .filter((el) => el.value.trim() && el.value !== el.defaultValue)
+    .map((el) => [el.dataset.kept || (el.labels && el.labels[0] ? el.labels[0].textContent : ""), el.value]);
 }
 
 const marked = new WeakMap(); // box -> the fields it describes

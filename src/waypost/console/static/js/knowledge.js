@@ -5,7 +5,7 @@ import { RequestFailed, allNodes, gql } from "./api.js";
 import { renderFieldDiffs } from "./diff.js";
 import { ago, badge, enc, h, joined, link, lower, markInvalid, nextId, noSuch, notice, words } from "./dom.js";
 import { pagedList } from "./paged.js";
-import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST } from "./queries.js";
+import { KNOWLEDGE_ITEM, KNOWLEDGE_LIST, PROJECT_NAME } from "./queries.js";
 
 const KINDS = ["LESSON", "FACT", "REJECTED_APPROACH", "CHECKPOINT"];
 // the API's bounds on the two text filters (docs/knowledge.md), in the form's words
@@ -63,6 +63,11 @@ export async function renderKnowledgeList(projectId, query) {
     more.hidden = true;
     refusal = notice("error", `These filters were refused. ${FILTER_WORDS[error.field] || error.message}`);
     refusedField = error.field;
+    // the refused query brought no name: the heading and the tab's title read
+    // "Knowledge · demo" for "Knowledge · Demo shop"
+    const named = await gql(PROJECT_NAME, { project: projectId });
+    if (!named.project) return noSuch("project");
+    projectName = named.project.name;
   }
 
   const tagId = nextId("tag");
@@ -94,9 +99,14 @@ export async function renderKnowledgeList(projectId, query) {
   h("div", { class: "check" }, h("input", { id: sharedId, type: "checkbox", checked: filters.shared }),
     h("label", { for: sharedId }, "Include records shared by other projects")),
   h("button", { type: "submit", class: "btn" }, "Filter"));
-  // the box the refusal is about says so, and is described by it
+  // the box the refusal is about says so, is described by it, and takes the
+  // focus once shown (main.js show(); it stayed on the heading)
   const refusedBox = { q: textId, tag: tagId }[refusedField];
-  if (refusal && refusedBox) markInvalid(form.querySelector(`#${refusedBox}`), refusal);
+  if (refusal && refusedBox) {
+    const box = form.querySelector(`#${refusedBox}`);
+    markInvalid(box, refusal);
+    box.dataset.focusFirst = "true";
+  }
 
   return [h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, words`Knowledge · ${projectName}`),

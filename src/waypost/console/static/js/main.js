@@ -3,7 +3,9 @@
 import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
-import { announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, words } from "./dom.js";
+import {
+  announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, typedInto, whatYouWrote, words,
+} from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
@@ -16,7 +18,8 @@ let me = null;
 let signInShown = false;
 // What was typed into the page a refused token took away, kept below the
 // sign-in form until someone signs in: a second sign-out for the same refusal
-// (the page's own catch after the request's) must not lose it.
+// (the page's own catch after the request's) must not lose it. [label, text]
+// of each box (dom.js typedInto).
 let keptText = [];
 // Who was signed in before the sign-in view: someone else signing in on this
 // tab starts at the inbox, not on the page the previous person left open.
@@ -68,14 +71,26 @@ const decisionLive = new Live(async () => {
     return;
   }
   const { project, id } = watched;
-  const banner = notice(ours ? "ok" : "conflict", h("span", { class: "changed-text" }, text),
-    h("button", { type: "button", class: "btn", onclick: () => showDecision(project, id, null) }, "Show the new state"));
+  const kind = ours ? "ok" : "conflict";
+  const banner = notice(kind, h("span", { class: "changed-text" }, text),
+    h("button", { type: "button", class: "btn", onclick: () => showDecision(project, id, keptBanner(kind)) },
+      "Show the new state"));
   banner.id = "changed-elsewhere";
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) (heading.nextElementSibling || heading).after(banner);
   announce(ours ? `Your ${ours} was recorded.` : "This decision changed elsewhere.");
 });
+
+// Pressing "Show the new state" redraws the form empty: what was typed into it
+// stays under "What you wrote", with what changed, as a conflict's notice
+// keeps it (it was lost). Nothing typed: no notice.
+function keptBanner(kind) {
+  const kept = whatYouWrote(typedInto(main));
+  if (!kept) return null;
+  const said = document.querySelector("#changed-elsewhere .changed-text");
+  return notice(kind, said ? said.textContent : "", kept);
+}
 
 // "answer" or "reopening" when `d` holds the one this tab sent and never
 // heard back about (the same principal and the same words, on the generation
@@ -124,7 +139,16 @@ function show(parts, focus = true) {
   // route before its page loaded, a picker, "Not found" or a failed load
   // kept the title of the page before
   document.title = `${isolatedText(heading ? heading.textContent : "Waypost")} · Waypost console`;
-  if (focus) (heading || main).focus();
+  if (!focus) return;
+  // a page may say where the keyboard goes first: a refused filter's box
+  // (docs/console.md: "the focus goes there"; it stayed on the heading)
+  const first = main.querySelector("[data-focus-first]");
+  if (first) {
+    delete first.dataset.focusFirst;
+    first.focus();
+  } else {
+    (heading || main).focus();
+  }
 }
 
 // The sections a project is picked for (one project: straight to its page).
@@ -196,11 +220,7 @@ function signInView(message, kept = []) {
       "A human principal's token (wp_…). It stays in this browser tab only and is sent to this Waypost's /graphql."),
     input),
   button, error);
-  const typed = kept.length
-    ? h("details", { class: "kept", open: true }, h("summary", {}, "What you wrote"),
-      ...kept.map((text) => h("p", { class: "prose" }, text)))
-    : null;
-  return [h("h1", { tabindex: "-1" }, "Sign in"), form, typed];
+  return [h("h1", { tabindex: "-1" }, "Sign in"), form, whatYouWrote(kept, true)];
 }
 
 function signedIn(principal) {
@@ -218,10 +238,10 @@ function signedIn(principal) {
 function signOut(message, forget = true) {
   // a refused token (not a sign-out asked for) keeps what was being typed:
   // the page under it goes, and someone may be halfway through an answer.
-  // Only boxes typed into (a reopen form's Conditions box comes filled in).
+  // Only boxes typed into (a reopen form's Conditions box comes filled in),
+  // inputs too (its edited Environment was lost), each with its label.
   if (message) {
-    const typed = [...main.querySelectorAll("textarea[data-typed]")]
-      .map((el) => el.value.trim()).filter(Boolean);
+    const typed = typedInto(main);
     if (typed.length) keptText = typed;
   } else if (forget) {
     keptText = [];
@@ -412,9 +432,12 @@ async function showDecision(project, id, banner, number = pageNumber) {
 const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";
 
 async function start() {
-  // a text box typed into: what a refused token's sign-out keeps (signOut)
+  // a text box typed into: what a refused token's sign-out keeps (signOut),
+  // a one-line box as much as a textarea (not the token's password box)
   main.addEventListener("input", (event) => {
-    if (event.target instanceof HTMLTextAreaElement) event.target.dataset.typed = "true";
+    const el = event.target;
+    const oneLine = el instanceof HTMLInputElement && ["text", "search"].includes(el.type);
+    if (el instanceof HTMLTextAreaElement || oneLine) el.dataset.typed = "true";
   });
   document.getElementById("sign-out").addEventListener("click", () => signOut(null));
   // "#main" would be read as a route ("Not found"): move the focus instead

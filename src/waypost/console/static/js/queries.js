@@ -132,6 +132,9 @@ mutation Reopen($input: DecisionReopenInput!) {
 export const PROJECTS = `query Projects($after: String) {
   projects(first: 100, after: $after) { ${PAGE_INFO} edges { node { restId name } } } }`;
 
+// a project's name alone: for a page whose own query was refused
+export const PROJECT_NAME = `query ProjectName($project: String!) { project(id: $project) { restId name } }`;
+
 export const KNOWLEDGE_LIST = `
 query Knowledge($project: String!, $kind: KnowledgeKind, $status: KnowledgeStatus,
                 $tag: String, $q: String, $shared: Boolean!, $after: String) {
