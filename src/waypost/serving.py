@@ -86,10 +86,10 @@ class Room:
 
     The lifecycle listener's share comes first: LIFECYCLE_CONNECTIONS, or a
     third of what the reserve leaves under a lower limit. The public
-    listener may take the rest, and never less than its least: the default
-    and the most `--max-connections` may ask are the same figure, so a
-    default `serve` never starts with a cap that the same value, asked for,
-    would be refused (under a hard limit of 300 the default was 16 while
+    listener may take the rest, and never less than its least: the most
+    `--max-connections` may ask, and the default too up to its cap of
+    PUBLIC_CONNECTIONS_MOST, so a default `serve` never starts with a cap
+    that the same value, asked for, would be refused (under a hard limit of 300 the default was 16 while
     `--max-connections 16` was refused, and the lifecycle listener's 256
     could take every descriptor)."""
 
