@@ -65,6 +65,22 @@ def test_a_lessons_rule_names_its_field_in_graphql_words() -> None:
     assert missing == "Object missing required field `sourceUri`"
 
 
+def test_other_input_fields_a_message_names_are_in_graphql_words() -> None:
+    """A refusal of `status` said "naming superseded_by_id" (parityaudit):
+    any input field the text names reads as GraphQL names it; a REST
+    `details` key, which `details` keeps in REST's words, and an error code
+    do not change."""
+    from waypost.schema.errors import in_graphql_words
+
+    said = in_graphql_words(
+        "a record cannot be created superseded; correct it later naming superseded_by_id",
+        "status",
+    )
+    assert said == "a record cannot be created superseded; correct it later naming supersededById"
+    kept = "reopen each (details.reopen, decision_ids): decision_required, not task_id alone"
+    assert in_graphql_words(kept, None) == kept.replace("task_id", "taskId")
+
+
 async def test_task_create_and_query_through_project(human: Caller, project: str) -> None:
     created = await mutate(
         human,

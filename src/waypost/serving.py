@@ -89,9 +89,9 @@ class Room:
     listener may take the rest, and never less than its least: the most
     `--max-connections` may ask, and the default too up to its cap of
     PUBLIC_CONNECTIONS_MOST, so a default `serve` never starts with a cap
-    that the same value, asked for, would be refused (under a hard limit of 300 the default was 16 while
-    `--max-connections 16` was refused, and the lifecycle listener's 256
-    could take every descriptor)."""
+    that the same value, asked for, would be refused (under a hard limit of
+    300 the default was 16 while `--max-connections 16` was refused, and the
+    lifecycle listener's 256 could take every descriptor)."""
 
     limit: int | None
     public: int

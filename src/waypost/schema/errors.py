@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
+import functools
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import graphql
 import strawberry
 from strawberry.scalars import JSON
 
@@ -127,15 +129,37 @@ def in_graphql_words(message: str, field: object) -> str:
     """`message` naming its field as GraphQL does: the rules are written in
     REST's words ("acceptance_criteria[1] must not be blank") and a client
     reading `acceptanceCriteria[1]` in `field` should read it in the text too."""
-    if not isinstance(field, str) or "_" not in field:
-        return message
-    message = message.replace(field, camel_path(field))
-    # a nested field's own name, alone: the decoder names a missing member
-    # quoted ("Object missing required field `source_uri`" for
-    # provenance.source_uri), and a rule shared by a lesson and a record
-    # says "requires share_across_projects=true" for lessons[0]....
-    leaf = re.sub(r"\[\d+\]", "", field.rsplit(".", 1)[-1])
-    return re.sub(rf"\b{re.escape(leaf)}\b", camel_path(leaf), message)
+    if isinstance(field, str) and "_" in field:
+        message = message.replace(field, camel_path(field))
+        # a nested field's own name, alone: the decoder names a missing member
+        # quoted ("Object missing required field `source_uri`" for
+        # provenance.source_uri), and a rule shared by a lesson and a record
+        # says "requires share_across_projects=true" for lessons[0]....
+        leaf = re.sub(r"\[\d+\]", "", field.rsplit(".", 1)[-1])
+        message = re.sub(rf"\b{re.escape(leaf)}\b", camel_path(leaf), message)
+    # another input field it names ("correct it later naming superseded_by_id"
+    # beside `field: status`); not a REST `details` key (`details.reopen`),
+    # which `details` keeps in REST's words, nor a code (`decision_required`)
+    return _SNAKE_WORD.sub(
+        lambda m: camel_path(m[0]) if m[0] in _input_field_names() else m[0], message
+    )
+
+
+_SNAKE_WORD = re.compile(r"(?<![\w.])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
+
+
+@functools.cache
+def _input_field_names() -> frozenset[str]:
+    """Every input field of the schema, as REST names it (snake_case)."""
+    from waypost.schema import schema  # the schema imports this module
+
+    document = graphql.parse(str(schema))
+    return frozenset(
+        re.sub(r"[A-Z]", lambda m: "_" + m[0].lower(), field.name.value)
+        for node in document.definitions
+        if isinstance(node, graphql.InputObjectTypeDefinitionNode)
+        for field in node.fields or ()
+    )
 
 
 def camel_path(path: str) -> str:
