@@ -295,11 +295,13 @@ async def test_a_denied_or_deferred_decision_is_refused_as_declined_not_wait(
     assert "deny or defer" in message and "wait for its answer" not in message
     answer = await agent.gql(
         "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
-        " userErrors { code reason } } }",
+        " userErrors { code reason waitOn } } }",
         {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
     )
     [user_error] = answer["data"]["taskClaim"]["userErrors"]
     assert (user_error["code"], user_error["reason"]) == ("decision_required", "declined")
+    # only the pending one is worth a subscription (review30)
+    assert user_error["waitOn"] == [f'decisionChanged(id: "{pending["id"]}")']
     # a stale one beside them: reopen first, and the declined ones still named
     r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
     assert r.status_code == 200, r.text
@@ -328,6 +330,26 @@ async def test_declined_and_stale_decisions_are_named_apart(
     status, code, details = error(await claim(await service.agent(), task))
     assert (status, code, details["reason"]) == (409, "decision_required", "reopen_required")
     assert (details["reopen"], details["declined"]) == ([stale["id"]], [denied["id"]])
+    assert "wait_on" in details  # the stale one, once reopened
+
+
+async def test_a_task_held_by_declined_decisions_alone_names_nowhere_to_wait(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    denied = await open_decision(human, [task])
+    assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
+    agent = await service.agent()
+    status, code, details = error(await claim(agent, task))
+    assert (status, code, details["reason"]) == (409, "decision_required", "declined")
+    assert "wait_on" not in details
+    answer = await agent.gql(
+        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
+        " userErrors { code reason waitOn } } }",
+        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
+    )
+    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    assert (user_error["reason"], user_error["waitOn"]) == ("declined", None)
 
 
 async def test_a_stale_decision_is_refused_with_reopen_not_wait(

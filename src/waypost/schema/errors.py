@@ -36,7 +36,8 @@ class UserError:
     wait_on: list[str] | None = strawberry.field(
         default=None,
         description="For decision_required: the subscriptions to wait on instead of polling,"
-        ' one per blocking decision (`decisionChanged(id: "dec_...")`); null otherwise.',
+        ' one per blocking decision (`decisionChanged(id: "dec_...")`) but those answered'
+        " deny or defer (nothing to wait for); null otherwise, or when none is left.",
     )
     details: JSON | None = strawberry.field(
         default=None,
@@ -92,7 +93,13 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
             raise
         field = error.details.get("field")
         reason = error.details.get("reason")
-        blocking = error.details.get("decision_ids") if "wait_on" in error.details else None
+        # a decision answered deny or defer is no decision to wait on
+        declined = set(error.details.get("declined", ()))
+        blocking = (
+            [d for d in error.details.get("decision_ids", ()) if d not in declined]
+            if "wait_on" in error.details
+            else None
+        )
         # the ids and figures a refusal's advice points to (the lapsed leases
         # to recover, the decisions to reopen, the holder of a lease): only
         # `reason` came through, and an agent on GraphQL could not act on it

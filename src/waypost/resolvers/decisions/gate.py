@@ -196,6 +196,9 @@ def ensure_all_resolved(
     )
     if declined:
         details = {**details, "declined": declined}
+        if len(declined) == len(merged):
+            # every decision that holds the work is declined: nothing to wait on
+            del details["wait_on"]
     if not reopen:
         raise DecisionRequired(said_no, {**details, "reason": "declined"})
     # A stale or expired decision cannot be answered: waiting for its answer
