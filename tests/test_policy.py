@@ -233,6 +233,19 @@ async def test_stale_expected_revision_is_409_revision_conflict(
     assert (await human.get(POLICY)).json()["rules"] == "a"
 
 
+async def test_a_stale_owner_change_is_a_conflict_before_the_owner_is_looked_up(
+    human: Caller, project: str
+) -> None:
+    """The owner named was looked up before the revision was compared: a
+    stale edit naming one was a 400 judged against what its caller had not
+    read (review30; a knowledge correction's cycle check had the same order)."""
+    await human.patch(POLICY, {"expected_revision": 1, "rules": "a"})
+    r = await human.patch(POLICY, {"expected_revision": 1, "integration_owner": "prn_gone"})
+    assert r.status_code == 409 and error_code(r) == "revision_conflict", r.text
+    r = await human.patch(POLICY, {"expected_revision": 2, "integration_owner": "prn_gone"})
+    assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "integration_owner"
+
+
 async def test_future_expected_revision_is_409(human: Caller, project: str) -> None:
     r = await human.patch(POLICY, {"expected_revision": 5, "rules": "b"})
     assert r.status_code == 409 and error_code(r) == "revision_conflict"

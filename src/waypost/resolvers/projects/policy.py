@@ -36,14 +36,19 @@ RULES_MAX_BYTES = 64 * 1024
 PROVENANCE_MAX_BYTES = 4 * 1024
 
 
-def _validate(conn: sqlite3.Connection, patch: PolicyPatch, changes: dict[str, Any]) -> None:
+def _validate(patch: PolicyPatch, changes: dict[str, Any]) -> None:
     """The values' own rules, checked once the actor may change those fields
-    (an agent refused its field learns nothing of its values, e.g. whether a
-    principal exists)."""
+    (an agent refused its field learns nothing of its values)."""
     if "rules" in changes and len(changes["rules"].encode()) > RULES_MAX_BYTES:
         raise InvalidRequest.field("rules", "rules may hold at most 64 KiB")
     if isinstance(patch.provenance, str) and len(patch.provenance.encode()) > PROVENANCE_MAX_BYTES:
         raise InvalidRequest.field("provenance", "provenance may hold at most 4 KiB")
+
+
+def _check_owner(conn: sqlite3.Connection, changes: dict[str, Any]) -> None:
+    """The integration owner named is a principal: judged against what is
+    stored now, so after the revision check (as a task edit's checks are): a
+    caller who read an older policy is told to read again first."""
     owner = changes.get("integration_owner")
     if owner is not None and not principal_exists(conn, owner):
         raise InvalidRequest.field("integration_owner", "no such principal")
@@ -75,13 +80,14 @@ async def update(
         if not changes:
             raise InvalidRequest.field("", "the patch names no policy field to change")
         _authorize(actor, project, changes)
-        _validate(tx.conn, patch, changes)
+        _validate(patch, changes)
         if patch.expected_revision != project["policy_revision"]:
             raise RevisionConflict(
                 "the policy changed since that revision",
                 {"expected_revision": patch.expected_revision,
                  "current_revision": project["policy_revision"]},
             )  # fmt: skip
+        _check_owner(tx.conn, changes)
         revision = project["policy_revision"] + 1
         rules_changed = "rules" in changes and changes["rules"] != project["rules"]
         provenance = patch.provenance if isinstance(patch.provenance, str) else ""
