@@ -715,6 +715,39 @@ async def test_pipelined_requests_wait_unparsed_past_a_bound(
     assert most <= slow_clients.PIPELINE_MOST + per_slice + 1, (most, per_slice)
 
 
+UPGRADE = (
+    b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+    b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+)
+
+
+@pytest.mark.parametrize("ahead", [1, 3, 40])
+async def test_an_upgrade_pipelined_behind_unanswered_requests_is_refused_after_them(
+    ahead: int,
+) -> None:
+    """Its 101 went out before the answers of the requests ahead of it, and
+    those answers after it, into what was by then the WebSocket's stream
+    (review30). They are answered first, in order, then a 400, and the
+    connection closes; nothing is switched."""
+    async with listening("httptools", deadline=60) as port:
+        answer = await exchange(
+            port, b"GET /?wait=0.05 HTTP/1.1\r\nHost: x\r\n\r\n" * ahead + UPGRADE
+        )
+    statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", answer)
+    assert statuses == [b"200"] * ahead + [b"400"], statuses
+    assert answer.endswith(b"A WebSocket upgrade is not taken behind requests not yet answered.")
+
+
+async def test_an_upgrade_after_its_answered_requests_switches() -> None:
+    async with listening("httptools", deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert (await reader.readuntil(b"echo:")).startswith(b"HTTP/1.1 200 ")
+        writer.write(UPGRADE)
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101 ")
+        await hang_up(writer)
+
+
 async def test_pipelined_requests_cost_each_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
     """The requests of a connection not answered yet were filtered whole on
     each request head and each answer: a megabyte of pipelined requests

@@ -38,7 +38,9 @@ these additions:
   over would wait for ever for a handshake behind it; `400` instead. Nor
   one whose head is over the WebSocket library's limits (a request line or
   header line over 8 KiB, more than 128 headers): `431` here, where that
-  protocol's own refusal was never sent.
+  protocol's own refusal was never sent. Nor one pipelined behind requests
+  not yet answered: `400` once they are (its 101 went out first, and their
+  answers after it into the WebSocket's stream).
 - **A bound on requests waiting to be answered** (httptools): uvicorn
   parses every request of a read at once, and each answer it completes
   lets the next read in, so one connection's pipelined requests were all
@@ -186,6 +188,9 @@ _host_refused = _Refusal(
 _coding_refused = _Refusal(
     501, "Not Implemented", b"The only transfer coding this server takes is chunked."
 )
+_upgrade_pipelined = _Refusal(
+    400, "Bad Request", b"A WebSocket upgrade is not taken behind requests not yet answered."
+)
 _upgrade_head_refused = _Refusal(
     431,
     "Request Header Fields Too Large",
@@ -265,6 +270,9 @@ def with_request_deadline(
         # bytes the client sent that wait unparsed while PIPELINE_MOST
         # requests wait for their answers (httptools)
         _held = b""
+        # a WebSocket upgrade came pipelined behind requests still to be
+        # answered: refused once they are, nothing more read (httptools)
+        _upgrade_refused = False
 
         def connection_made(self, transport: Any) -> None:
             self._unanswered = deque()
@@ -278,6 +286,8 @@ def with_request_deadline(
             self._watch()
 
         def data_received(self, data: bytes) -> None:
+            if self._upgrade_refused:
+                return  # the connection closes once the answers before it are out
             if not counts_bytes:
                 self._parse(data)
             elif self._held:
@@ -296,6 +306,8 @@ def with_request_deadline(
                     return
                 if self.transport.is_closing() or self._refuse_after_response:
                     return  # closed, or to be once its answer is out: the rest is never read
+                if self._upgrade_refused:
+                    return
                 if len(self._pending()) > PIPELINE_MOST:
                     self._held = data[start:]
                     self.flow.pause_reading()
@@ -362,6 +374,11 @@ def with_request_deadline(
             if self._refuse_after_response:
                 self._close_refused()
                 return
+            if self._upgrade_refused:
+                if not self._pending() and not self.transport.is_closing():
+                    self.transport.write(_upgrade_pipelined.raw)
+                    self.transport.close()
+                return
             self._disarm()  # the next request's time starts now
             self._watch()
             # an answer whose unread tail stays below the mark that pauses
@@ -386,6 +403,13 @@ def with_request_deadline(
                 self.flow.resume_reading()
 
         def handle_websocket_upgrade(self, *event: Any) -> None:
+            if self._pending():
+                # requests before it still wait for their answers: its 101
+                # went out first, and their answers after it, into the
+                # WebSocket's stream (review30). It is refused after them.
+                self._upgrade_refused = True
+                self.transport.pause_reading()
+                return
             refusal = self._head_refusal
             if refusal is not None:
                 # uvicorn upgrades without serving `self.app`: a head over
