@@ -37,6 +37,27 @@ async def claim(agent: Caller, task_id: str | None = None) -> Any:
     return await agent.post(f"{BASE}/claims", {} if task_id is None else {"task_id": task_id})
 
 
+async def stale_on(human: Caller, task: str) -> dict[str, Any]:
+    """A decision on `task`, allowed, then stale: the task's description edited."""
+    decision = await open_decision(human, [task])
+    await send_answer(human, decision["id"])
+    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
+    assert r.status_code == 200, r.text
+    return decision
+
+
+async def gql_claim_refusal(agent: Caller, task_id: str) -> dict[str, Any]:
+    """The one userError of a GraphQL claim of `task_id` (code, reason, waitOn)."""
+    answer = await agent.gql(
+        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
+        " userErrors { code reason waitOn } } }",
+        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task_id}},
+    )
+    assert answer.get("data"), answer
+    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    return dict(user_error)
+
+
 async def allowed_then_reopened(human: Caller, task: str) -> str:
     """A decision that was allowed (work started) and is pending again."""
     decision = await open_decision(human, [task])
@@ -293,12 +314,7 @@ async def test_a_denied_or_deferred_decision_is_refused_as_declined_not_wait(
     assert "reopen" not in details
     message = r.json()["error"]["message"]
     assert "deny or defer" in message and "wait for its answer" not in message
-    answer = await agent.gql(
-        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
-        " userErrors { code reason waitOn } } }",
-        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
-    )
-    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    user_error = await gql_claim_refusal(agent, task)
     assert (user_error["code"], user_error["reason"]) == ("decision_required", "declined")
     # only the pending one is worth a subscription (review30)
     assert user_error["waitOn"] == [f'decisionChanged(id: "{pending["id"]}")']
@@ -321,10 +337,7 @@ async def test_declined_and_stale_decisions_are_named_apart(
     service: Service, human: Caller, project: str
 ) -> None:
     task = await new_task(human)
-    stale = await open_decision(human, [task])
-    await send_answer(human, stale["id"])
-    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
-    assert r.status_code == 200, r.text
+    stale = await stale_on(human, task)
     denied = await open_decision(human, [task], question="And the other one?")
     assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
     status, code, details = error(await claim(await service.agent(), task))
@@ -343,12 +356,7 @@ async def test_a_task_held_by_declined_decisions_alone_names_nowhere_to_wait(
     status, code, details = error(await claim(agent, task))
     assert (status, code, details["reason"]) == (409, "decision_required", "declined")
     assert "wait_on" not in details
-    answer = await agent.gql(
-        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
-        " userErrors { code reason waitOn } } }",
-        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
-    )
-    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    user_error = await gql_claim_refusal(agent, task)
     assert (user_error["reason"], user_error["waitOn"]) == ("declined", None)
 
 
@@ -359,10 +367,7 @@ async def test_a_stale_decision_is_refused_with_reopen_not_wait(
     lift (stale, or expired): the wait returned at once, the retry was
     refused again. It now names the decisions to reopen."""
     task = await new_task(human)
-    stale = await open_decision(human, [task])
-    await send_answer(human, stale["id"])
-    r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
-    assert r.status_code == 200, r.text
+    stale = await stale_on(human, task)
     pending = await open_decision(human, [task], question="And the other one?")
     agent = await service.agent()
     r = await claim(agent, task)
@@ -371,13 +376,7 @@ async def test_a_stale_decision_is_refused_with_reopen_not_wait(
     assert details["decision_ids"] == [stale["id"], pending["id"]]
     assert details["reopen"] == [stale["id"]]  # the pending one waits for its answer
     assert "reopen" in r.json()["error"]["message"]
-    answer = await agent.gql(
-        "mutation ($input: TaskClaimInput!) { taskClaim(input: $input) {"
-        " userErrors { code reason waitOn } } }",
-        {"input": {"idempotencyKey": "gql-claim", "projectId": "demo", "taskId": task}},
-    )
-    assert answer.get("data"), answer
-    [user_error] = answer["data"]["taskClaim"]["userErrors"]
+    user_error = await gql_claim_refusal(agent, task)
     assert (user_error["code"], user_error["reason"]) == ("decision_required", "reopen_required")
     assert (await reopen(human, stale["id"], 1)).status_code == 200
     r = await claim(agent, task)

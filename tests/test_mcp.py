@@ -187,16 +187,23 @@ def _streams_events(waypost: Waypost, project: str) -> bool:
         return r.status_code == 200
 
 
+def _gated(waypost: Waypost, name: str) -> tuple[str, str, str, str]:
+    """A new project with a task and a human-required decision pending on it:
+    (project, task id, the project's decisions path, decision id)."""
+    project = waypost.project(name)
+    task_id = waypost.task(project)
+    decisions = f"/api/v1/projects/{project}/decisions"
+    r = waypost.rest("POST", decisions, {
+        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
+        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
+    return project, task_id, decisions, str(r.json()["id"])
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_claim_behind_a_decision_names_it_and_says_to_wait(
     waypost: Waypost, transport: str
 ) -> None:
-    project = waypost.project(f"gate-{transport}")
-    task_id = waypost.task(project)
-    r = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", {
-        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
-        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
-    decision_id = r.json()["id"]
+    project, task_id, _, decision_id = _gated(waypost, f"gate-{transport}")
     agent = waypost.principal("agent", f"gated-{transport}")
     async with session(transport, waypost.url, agent) as s:
         message = await refused(s, "task_claim", project=project, task_id=task_id)
@@ -213,13 +220,7 @@ async def test_a_claim_behind_a_stale_decision_says_to_reopen_and_the_agent_can(
 ) -> None:
     """The refusal said to wait for an answer, decision_wait returned `stale`
     at once, and no tool could reopen the decision: a dead end."""
-    project = waypost.project(f"stale-{transport}")
-    task_id = waypost.task(project)
-    decisions = f"/api/v1/projects/{project}/decisions"
-    r = waypost.rest("POST", decisions, {
-        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
-        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
-    decision_id = r.json()["id"]
+    project, task_id, decisions, decision_id = _gated(waypost, f"stale-{transport}")
     answer = {"disposition": "allow", "answer": "Yes", "rationale": "Fine.",
               "conditions_confirmed": True}  # fmt: skip
     answer_path = f"{decisions}/{decision_id}/answer"
@@ -247,13 +248,7 @@ async def test_a_claim_behind_a_denied_decision_says_not_to_wait(
     """The advice said to call decision_wait and retry: the wait returned at
     once (the decision is answered, deny) and the retry was refused the same
     way, a loop without end (agentflow)."""
-    project = waypost.project(f"denied-{transport}")
-    task_id = waypost.task(project)
-    decisions = f"/api/v1/projects/{project}/decisions"
-    r = waypost.rest("POST", decisions, {
-        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
-        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
-    decision_id = r.json()["id"]
+    project, task_id, decisions, decision_id = _gated(waypost, f"denied-{transport}")
     no = {"disposition": "deny", "answer": "No", "rationale": "Not now.",
           "expected_generation": 1}  # fmt: skip
     assert waypost.rest("POST", f"{decisions}/{decision_id}/answer", no).is_success

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import re
 import resource
 import socket
@@ -610,61 +611,37 @@ async def test_a_trailer_field_is_no_request_header(http: str) -> None:
     assert b"authorization" not in names and b"x-after" not in names
 
 
-async def _pipelined_reads(count: int, monkeypatch: pytest.MonkeyPatch) -> int:
-    """How many times an answer's `response_complete` is read while `count`
-    requests pipelined in one write are answered (all of them, in order)."""
-    reads = 0
+@dataclasses.dataclass
+class CycleCounts:
+    """What one connection's request cycles did while a test ran."""
 
-    def read(cycle: Any) -> bool:
-        nonlocal reads
-        reads += 1
-        done: bool = cycle.__dict__["_complete"]
-        return done
-
-    def write(cycle: Any, value: bool) -> None:
-        cycle.__dict__["_complete"] = value
-
-    monkeypatch.setattr(
-        httptools_impl.RequestResponseCycle, "response_complete", property(read, write),
-        raising=False,
-    )  # fmt: skip
-    async with listening("httptools", deadline=60) as port:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n" * count)
-        answers = 0
-        while answers < count:
-            chunk = await asyncio.wait_for(reader.read(65536), 10)
-            assert chunk, "closed before every request was answered"
-            answers += chunk.count(b"HTTP/1.1 200 ")
-        assert answers == count
-        await hang_up(writer)
-    monkeypatch.undo()
-    return reads
+    reads: int = 0  # of `response_complete`
+    made: int = 0
+    answered: int = 0
+    most: int = 0  # the most parsed and not yet answered at once
 
 
-async def _most_waiting(
+async def _pipelined(
     requests: bytes, count: int, monkeypatch: pytest.MonkeyPatch
-) -> tuple[int, bytes]:
-    """The most requests of one connection parsed and not yet answered at
-    any moment while `requests` (`count` of them, pipelined in one write)
-    are answered, and what was answered."""
-    made = answered = most = 0
+) -> tuple[CycleCounts, bytes]:
+    """Send `requests` (`count` of them, pipelined in one write) and read
+    until each is answered: what their cycles did, and what was answered."""
+    counts = CycleCounts()
     init = httptools_impl.RequestResponseCycle.__init__
 
     def counted_init(cycle: Any, *args: Any, **kwargs: Any) -> None:
-        nonlocal made, most
         init(cycle, *args, **kwargs)
-        made += 1
-        most = max(most, made - answered)
+        counts.made += 1
+        counts.most = max(counts.most, counts.made - counts.answered)
 
     def read(cycle: Any) -> bool:
+        counts.reads += 1
         done: bool = cycle.__dict__["_complete"]
         return done
 
     def write(cycle: Any, value: bool) -> None:
-        nonlocal answered
         if value and not cycle.__dict__.get("_complete"):
-            answered += 1
+            counts.answered += 1
         cycle.__dict__["_complete"] = value
 
     monkeypatch.setattr(httptools_impl.RequestResponseCycle, "__init__", counted_init)
@@ -683,8 +660,8 @@ async def _most_waiting(
         assert received.count(b"HTTP/1.1 200 ") == count
         await hang_up(writer)
     monkeypatch.undo()
-    assert made == answered == count
-    return most, received
+    assert counts.made == counts.answered == count
+    return counts, received
 
 
 async def test_pipelined_requests_wait_unparsed_past_a_bound(
@@ -696,7 +673,7 @@ async def test_pipelined_requests_wait_unparsed_past_a_bound(
     waits unparsed; a slice of the head parser's input adds a few hundred
     tiny requests at most."""
     tiny = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
-    most, _ = await _most_waiting(tiny * 3000, 3000, monkeypatch)
+    most = (await _pipelined(tiny * 3000, 3000, monkeypatch))[0].most
     assert most <= slow_clients.PIPELINE_MOST + slow_clients.HEAD_SLICE // len(tiny) + 1, most
     # requests with bodies of up to 20 KiB, pipelined: each answered whole, in order
     bodies = [b"%05d" % n + b"x" * (n * 677 % 20_000) for n in range(300)]
@@ -704,7 +681,8 @@ async def test_pipelined_requests_wait_unparsed_past_a_bound(
         b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
         for body in bodies
     ]
-    most, answers = await _most_waiting(b"".join(requests), 300, monkeypatch)
+    counts, answers = await _pipelined(b"".join(requests), 300, monkeypatch)
+    most = counts.most
     assert re.findall(rb"echo:(\d{5}x*)", answers) == bodies
     # past the bound, a slice parsed adds the requests that begin in it at most
     starts = [sum(map(len, requests[:n])) for n in range(len(requests))]
@@ -753,6 +731,7 @@ async def test_pipelined_requests_cost_each_the_same(monkeypatch: pytest.MonkeyP
     each request head and each answer: a megabyte of pipelined requests
     (30,000) took 44 s of CPU and held both listeners for it (hostileaudit).
     Counted, not timed: four times the requests, about four times the looks."""
-    few = await _pipelined_reads(300, monkeypatch)
-    many = await _pipelined_reads(1200, monkeypatch)
+    tiny = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+    few = (await _pipelined(tiny * 300, 300, monkeypatch))[0].reads
+    many = (await _pipelined(tiny * 1200, 1200, monkeypatch))[0].reads
     assert many <= few * 6, (few, many)
