@@ -66,6 +66,8 @@ async def test_nothing_ready_names_the_tasks_whose_lease_expired(
     other = await service.agent("other")
     r = await other.post(f"{BASE}/claims", {})
     assert error(r) == (404, "not_found", {"reason": "nothing_ready"})  # leases still live
+    # and it says where to look next (it said only "no task is ready")
+    assert f"GET {BASE}/digest" in r.json()["error"]["message"]
     service.clock.advance(seconds=61)
     r = await other.post(f"{BASE}/claims", {})
     status, code, details = error(r)

@@ -146,7 +146,14 @@ def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
     work where no claim finds it)."""
     lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED + 1)
     if not lapsed:
-        return NotFound("no task is ready", {"reason": "nothing_ready"})
+        # where to look next: the refusal said only "no task is ready"
+        return NotFound(
+            f"no task is ready to claim: GET /api/v1/projects/{project_id}/digest lists the"
+            " decisions that hold work (wait on a pending one, reopen a stale or expired"
+            " one; one answered deny or defer holds its tasks until reconsidered) and the"
+            " blocked tasks",
+            {"reason": "nothing_ready"},
+        )
     truncated = len(lapsed) > EXPIRED_LEASES_NAMED
     count = f"more than {EXPIRED_LEASES_NAMED}" if truncated else str(len(lapsed))
     return NotFound(
