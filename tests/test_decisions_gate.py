@@ -310,14 +310,15 @@ async def test_a_denied_or_deferred_decision_is_refused_as_declined_not_wait(
     status, code, details = error(r)
     assert (status, code, details["reason"]) == (409, "decision_required", "declined")
     assert details["decision_ids"] == [denied["id"], deferred["id"], pending["id"]]
-    assert details["declined"] == [denied["id"], deferred["id"]]  # the pending one: wait
-    assert "reopen" not in details
+    assert details["declined"] == [denied["id"], deferred["id"]]
+    # while they stand, an answer to the pending one lifts nothing: no place
+    # to wait is named, over REST or GraphQL (review30, review31)
+    assert "reopen" not in details and "wait_on" not in details
     message = r.json()["error"]["message"]
     assert "deny or defer" in message and "wait for its answer" not in message
     user_error = await gql_claim_refusal(agent, task)
     assert (user_error["code"], user_error["reason"]) == ("decision_required", "declined")
-    # only the pending one is worth a subscription (review30)
-    assert user_error["waitOn"] == [f'decisionChanged(id: "{pending["id"]}")']
+    assert user_error["waitOn"] is None
     # a stale one beside them: reopen first, and the declined ones still named
     r = await human.patch(task_path(task), {"expected_revision": 1, "description": "Changed."})
     assert r.status_code == 200, r.text
@@ -340,10 +341,13 @@ async def test_declined_and_stale_decisions_are_named_apart(
     stale = await stale_on(human, task)
     denied = await open_decision(human, [task], question="And the other one?")
     assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
-    status, code, details = error(await claim(await service.agent(), task))
-    assert (status, code, details["reason"]) == (409, "decision_required", "reopen_required")
+    r = await claim(await service.agent(), task)
+    status, code, details = error(r)
+    # the denial first: reopening the stale one would lift nothing while it
+    # stands, and asked a human to answer it for nothing (review31)
+    assert (status, code, details["reason"]) == (409, "decision_required", "declined")
     assert (details["reopen"], details["declined"]) == ([stale["id"]], [denied["id"]])
-    assert "wait_on" in details  # the stale one, once reopened
+    assert "wait_on" not in details and "details.reopen" in r.json()["error"]["message"]
 
 
 async def test_a_task_held_by_declined_decisions_alone_names_nowhere_to_wait(
@@ -358,6 +362,17 @@ async def test_a_task_held_by_declined_decisions_alone_names_nowhere_to_wait(
     assert "wait_on" not in details
     user_error = await gql_claim_refusal(agent, task)
     assert (user_error["reason"], user_error["waitOn"]) == ("declined", None)
+    # more than the 20 named, all declined: the same, whatever is not named
+    for n in range(20):
+        more = await open_decision(human, [task], question=f"And {n}?")
+        assert (await send_answer(human, more["id"], disposition="deny")).status_code == 200
+    status, code, details = error(await claim(agent, task))
+    assert (details["reason"], details["truncated"], len(details["declined"])) == (
+        "declined",
+        True,
+        20,
+    )
+    assert "wait_on" not in details
 
 
 async def test_a_stale_decision_is_refused_with_reopen_not_wait(

@@ -34,14 +34,16 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
     reason = d.get("reason")
     code = error.code
     where = f"project={project!r}, " if project else ""
-    declined = [str(i) for i in d.get("declined", [])] if code == "decision_required" else []
-    said_no = (
-        f"Decision(s) {', '.join(declined)} were answered deny or defer: that answer keeps "
-        "this work blocked, and decision_wait returns at once, so do not wait or retry. "
-        "Claim other work with task_claim (no task_id), and tell your user this task is "
-        "held; reopen such a decision (decision_reopen) only if something changed that "
-        "its answerer should weigh. Do not work around the decision."
-    )
+    if code == "decision_required" and d.get("declined"):
+        declined = [str(i) for i in d["declined"]]
+        return (
+            f"Decision(s) {', '.join(declined)} were answered deny or defer: that answer "
+            "keeps this work blocked, and decision_wait returns at once, so do not wait or "
+            "retry (nor reopen the others first: nothing lifts the work while it stands). "
+            "Claim other work with task_claim (no task_id), and tell your user this task is "
+            "held; reopen such a decision (decision_reopen) only if something changed that "
+            "its answerer should weigh. Do not work around the decision."
+        )
     if code == "decision_required" and d.get("reopen"):
         stuck = [str(i) for i in d["reopen"]]
         return (
@@ -52,10 +54,8 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "expires_at, or null for none); then decision_wait until it is answered and "
             "call this tool again. If decision_reopen is refused (human_required_reversible: "
             "a reversible decision that requires a human), a human must reopen it: say so "
-            "to your user. Do not work around the decision." + (f" {said_no}" if declined else "")
+            "to your user. Do not work around the decision."
         )
-    if declined:
-        return said_no
     if code == "decision_required":
         ids = [str(i) for i in d.get("decision_ids", [])]
         first = ids[0] if ids else "<id>"

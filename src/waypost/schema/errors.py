@@ -36,8 +36,8 @@ class UserError:
     wait_on: list[str] | None = strawberry.field(
         default=None,
         description="For decision_required: the subscriptions to wait on instead of polling,"
-        ' one per blocking decision (`decisionChanged(id: "dec_...")`) but those answered'
-        " deny or defer (nothing to wait for); null otherwise, or when none is left.",
+        ' one per blocking decision (`decisionChanged(id: "dec_...")`); null otherwise, and'
+        " when one of them was answered deny or defer (nothing to wait for).",
     )
     details: JSON | None = strawberry.field(
         default=None,
@@ -93,13 +93,9 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
             raise
         field = error.details.get("field")
         reason = error.details.get("reason")
-        # a decision answered deny or defer is no decision to wait on
-        declined = set(error.details.get("declined", ()))
-        blocking = (
-            [d for d in error.details.get("decision_ids", ()) if d not in declined]
-            if "wait_on" in error.details
-            else None
-        )
+        # none when a decision answered deny or defer holds the work: the
+        # refusal then leaves `wait_on` out (nothing to wait for)
+        blocking = error.details.get("decision_ids") if "wait_on" in error.details else None
         # the ids and figures a refusal's advice points to (the lapsed leases
         # to recover, the decisions to reopen, the holder of a lease): only
         # `reason` came through, and an agent on GraphQL could not act on it

@@ -185,28 +185,33 @@ def ensure_all_resolved(
             details,
         )
     reopen_route = f"POST /api/v1/projects/{project_id}/decisions/{{id}}/reopen"
-    # A denied or deferred decision is answered: a wait for its answer
-    # returned at once and the retry was refused again, for ever (agentflow).
-    said_no = (
-        f"{len(declined)} of the decisions that block this work were answered deny or"
-        " defer (details.declined), which keeps the work blocked until someone"
-        f" reconsiders and reopens the decision ({reopen_route}) and it is answered allow:"
-        " there is no answer to wait for, so leave this work (claim other work) unless"
-        " whoever answered is to be asked again"
-    )
     if declined:
-        details = {**details, "declined": declined}
-        if len(declined) == len(merged):
-            # every decision that holds the work is declined: nothing to wait on
-            del details["wait_on"]
-    if not reopen:
-        raise DecisionRequired(said_no, {**details, "reason": "declined"})
+        # A denied or deferred decision is answered: a wait for its answer
+        # returned at once and the retry was refused again, for ever
+        # (agentflow). While one stands nothing else lifts the work, so
+        # nothing is to be waited on or reopened for it (review31): the
+        # other decisions are still named (`reopen` for whoever reconsiders).
+        del details["wait_on"]
+        stuck = f" ({len(reopen)} others are stale or expired: details.reopen)" if reopen else ""
+        raise DecisionRequired(
+            f"{len(declined)} of the decisions that block this work were answered deny or"
+            " defer (details.declined), which keeps the work blocked until someone"
+            f" reconsiders and reopens the decision ({reopen_route}) and it is answered"
+            " allow: there is no answer to wait for, so leave this work (claim other"
+            f" work) unless whoever answered is to be asked again{stuck}",
+            {
+                **details,
+                "reason": "declined",
+                "declined": declined,
+                **({"reopen": reopen} if reopen else {}),
+            },
+        )
     # A stale or expired decision cannot be answered: waiting for its answer
     # (what the refusal said) returned at once, and the retry was refused again.
     raise DecisionRequired(
         f"{len(reopen)} of the decisions that block this work cannot be answered as they"
         " stand (stale: what they judged changed; or expired): reopen each one"
         f" ({reopen_route}, details.reopen) so that it is answered again, wait for the"
-        f" answers, then retry{'; and ' + said_no if declined else ''}",
+        " answers, then retry",
         {**details, "reason": "reopen_required", "reopen": reopen},
     )
