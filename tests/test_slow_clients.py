@@ -11,6 +11,7 @@ import dataclasses
 import re
 import resource
 import socket
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -714,6 +715,51 @@ async def test_an_upgrade_pipelined_behind_unanswered_requests_is_refused_after_
     statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", answer)
     assert statuses == [b"200"] * ahead + [b"400"], statuses
     assert answer.endswith(b"A WebSocket upgrade is not taken behind requests not yet answered.")
+
+
+async def test_a_refused_upgrade_closes_even_when_its_client_never_reads() -> None:
+    """The refusal's close waited for ever for a client that took nothing of
+    the answers ahead of it, and held a graceful stop (review31)."""
+    async with listening("httptools") as port:
+        client = socket.socket()
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(("127.0.0.1", port))
+        try:
+            client.sendall(b"GET /tail HTTP/1.1\r\nHost: x\r\n\r\n" + UPGRADE)  # never read
+            connections = SERVERS[port].server_state.connections
+            for _ in range(1000):  # refused: answered, closing, part of it unsent
+                if any(c.transport.is_closing() for c in connections):
+                    break
+                await asyncio.sleep(0.01)
+            [connection] = connections
+            assert connection.transport.get_write_buffer_size() > 0
+            assert await connections_left(port) == 0
+        finally:
+            client.close()
+
+
+async def test_nothing_is_read_behind_a_refused_upgrade() -> None:
+    """Reading was paused past uvicorn's flow control, which resumed it after
+    each answer: a client sent 200 MB behind the refused upgrade, each byte
+    read and dropped (review31)."""
+    async with listening("httptools", deadline=60) as port:
+
+        def flood() -> int:
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.sendall(
+                    b"GET /?wait=0.2 HTTP/1.1\r\nHost: x\r\n\r\n"
+                    b"GET /?wait=4 HTTP/1.1\r\nHost: x\r\n\r\n" + UPGRADE
+                )
+                time.sleep(1.0)  # the first answered, the second in progress
+                s.settimeout(2)
+                sent = 0
+                with contextlib.suppress(TimeoutError):
+                    while sent < 64 * 1024 * 1024:
+                        sent += s.send(b"\0" * 65536)
+                return sent
+
+        sent = await asyncio.get_running_loop().run_in_executor(None, flood)
+    assert sent < 16 * 1024 * 1024, sent  # the socket buffers, not a stream read and dropped
 
 
 async def test_an_upgrade_after_its_answered_requests_switches() -> None:

@@ -278,7 +278,9 @@ def with_request_deadline(
             self._unanswered = deque()
             super().connection_made(transport)
             if counts_bytes:  # before any request (each cycle is handed `flow`)
-                self.flow = _HoldingFlow(transport, lambda: bool(self._held))
+                self.flow = _HoldingFlow(
+                    transport, lambda: bool(self._held) or self._upgrade_refused
+                )
             if cap is not None and cap.full():
                 cap.refused()
                 transport.abort()  # its descriptor is free at once; nothing was read
@@ -378,6 +380,11 @@ def with_request_deadline(
                 if not self._pending() and not self.transport.is_closing():
                     self.transport.write(_upgrade_pipelined.raw)
                     self.transport.close()
+                    # a close waits for the unsent rest: the client must take it
+                    # (review31: a client that never read held it for ever)
+                    unsent = self.transport.get_write_buffer_size()
+                    if unsent and self._stalled is None:
+                        self._check_reading(unsent)
                 return
             self._disarm()  # the next request's time starts now
             self._watch()
@@ -408,7 +415,9 @@ def with_request_deadline(
                 # went out first, and their answers after it, into the
                 # WebSocket's stream (review30). It is refused after them.
                 self._upgrade_refused = True
-                self.transport.pause_reading()
+                # through the flow control, which holds off uvicorn's resuming
+                # after each answer (review31: 200 MB read and dropped)
+                self.flow.pause_reading()
                 return
             refusal = self._head_refusal
             if refusal is not None:
