@@ -149,9 +149,10 @@ def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
         # where to look next: the refusal said only "no task is ready"
         return NotFound(
             f"no task is ready to claim: GET /api/v1/projects/{project_id}/digest lists the"
-            " decisions that hold work (wait on a pending one, reopen a stale or expired"
-            " one; one answered deny or defer holds its tasks until reconsidered) and the"
-            " blocked tasks",
+            " pending decisions and the blocked tasks with the decisions that hold each;"
+            " a decision's own route gives its status (wait on a pending one, reopen a"
+            " stale or expired one; one answered deny or defer holds its tasks until"
+            " reconsidered)",
             {"reason": "nothing_ready"},
         )
     truncated = len(lapsed) > EXPIRED_LEASES_NAMED
