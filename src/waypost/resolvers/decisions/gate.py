@@ -124,14 +124,18 @@ def named_blockers(
     return result
 
 
+def _merged(blocking: dict[str, list[str]], task_ids: Sequence[str]) -> list[str]:
+    """The decisions of `blocking`, the tasks' in task order, each once."""
+    return list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
+
+
 def declined_blockers(
     conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], now: datetime
 ) -> list[str]:
     """The decisions answered deny or defer that hold any of `task_ids`, in
     the refusal's order, at most MAX_IDS: the packet of a task says so
     (its items hold only the decisions still to be answered or reopened)."""
-    blocking = named_blockers(conn, project_id, task_ids, now)
-    merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
+    merged = _merged(named_blockers(conn, project_id, task_ids, now), task_ids)
     status_of = store.statuses(conn, merged, gate_params(project_id, now))
     return [d for d in merged if status_of.get(d) in DECLINED][:MAX_IDS]
 
@@ -163,8 +167,7 @@ def ensure_all_resolved(
     than MAX_IDS exactly when the full union is: `truncated` stays exact.
     """
     ask = named_blockers if held else blocking_decisions
-    blocking = ask(conn, project_id, task_ids, now)
-    merged = list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
+    merged = _merged(ask(conn, project_id, task_ids, now), task_ids)
     if not merged:
         return
     shown = merged[:MAX_IDS]
