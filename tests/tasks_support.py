@@ -65,6 +65,16 @@ async def allow(human: Caller, decision_id: str, generation: int = 1) -> None:
     assert r.status_code == 200, r.text
 
 
+async def decline(human: Caller, decision_id: str, disposition: str = "deny") -> None:
+    """Answer `decision_id` deny or defer: its work stays blocked."""
+    r = await human.post(
+        f"{BASE}/decisions/{decision_id}/answer",
+        {"expected_generation": 1, "disposition": disposition, "answer": "Stop",
+         "rationale": "not now", "conditions_confirmed": True},
+    )  # fmt: skip
+    assert r.status_code == 200, r.text
+
+
 async def set_policy(human: Caller, **fields: Any) -> dict[str, Any]:
     current = (await human.get(f"{BASE}/policy")).json()
     r = await human.patch(f"{BASE}/policy", {"expected_revision": current["revision"], **fields})

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.context_support import context, context_response, ids, knowledge, task, types
 from tests.knowledge_support import correction, kpath, make_project, raw
-from tests.tasks_support import allow, open_decision, set_policy
+from tests.tasks_support import allow, decline, open_decision, set_policy
 from waypost.settings import RerankSettings, Settings
 
 
@@ -149,13 +149,7 @@ async def test_a_tasks_expired_and_stale_decisions_come_first_and_others_do_not(
     )
     assert edit.status_code == 200, edit.text
     # a denial pinned to the edited revision is no stale decision
-    denied = await open_decision(human, a["id"])
-    r = await human.post(
-        f"/api/v1/projects/demo/decisions/{denied}/answer",
-        {"expected_generation": 1, "disposition": "deny", "answer": "Stop",
-         "rationale": "no", "conditions_confirmed": True},
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
+    await decline(human, await open_decision(human, a["id"]))
     service.clock.advance(minutes=20)
     packet = await context(human, "nothingmatchesthis", task_id=a["id"])
     assert [(i["id"], i["status"]) for i in packet["items"]] == [
@@ -175,12 +169,7 @@ async def test_a_task_held_by_a_denial_or_deferral_says_so(
     answers = {}
     for disposition, on in (("deny", subject), ("defer", review)):
         decision = await open_decision(human, on["id"])
-        r = await human.post(
-            f"/api/v1/projects/demo/decisions/{decision}/answer",
-            {"expected_generation": 1, "disposition": disposition, "answer": "Stop",
-             "rationale": "no", "conditions_confirmed": True},
-        )  # fmt: skip
-        assert r.status_code == 200, r.text
+        await decline(human, decision, disposition)
         answers[disposition] = decision
         service.clock.advance(seconds=1)
     pending = await open_decision(human, review["id"])

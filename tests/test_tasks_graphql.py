@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.conftest import Caller, Service
-from tests.tasks_support import claim, make_task, open_decision, submit, task_path
+from tests.tasks_support import claim, decline, make_task, open_decision, submit, task_path
 
 TASK_FIELDS = """
   id restId title status revision ready priority kind acceptanceCriteria
@@ -233,12 +233,7 @@ async def test_user_errors_carry_the_rest_details(
     bad = await refusal("taskCreate", {"projectId": "demo", "title": "t", "dependsOn": ["x"]})
     assert (bad["field"], bad["details"]) == ("dependsOn[0]", {"field": "dependsOn[0]"})
     decision = await open_decision(human, task["id"])
-    r = await human.post(
-        f"/api/v1/projects/demo/decisions/{decision}/answer",
-        {"expected_generation": 1, "disposition": "defer", "answer": "Stop",
-         "rationale": "later", "conditions_confirmed": True},
-    )  # fmt: skip
-    assert r.status_code == 200, r.text
+    await decline(human, decision, "defer")
     held = await refusal("taskClaim", ids)
     assert (held["code"], held["reason"]) == ("decision_required", "declined")
     assert held["details"]["decision_ids"] == held["details"]["declined"] == [decision]
