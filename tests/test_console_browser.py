@@ -946,6 +946,11 @@ def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
     world.open_decision(world.agent, question="Seen while down?", task_ids=[world.tasks["docs"]])
     status.wait_for(state="visible", timeout=20000)
     assert "may be out of date" in status.inner_text()
+    # said to screen readers too: a region shown with its text already in it
+    # is often not read out (a11yaudit)
+    page.wait_for_function(
+        "document.getElementById('announce').textContent.includes('may be out of date')"
+    )
     page.unroute("**/graphql")
     back = world.open_decision(world.agent, question="Seen again?", task_ids=[world.tasks["docs"]])
     page.locator(f"[data-decision='{back}']").wait_for(timeout=70000)

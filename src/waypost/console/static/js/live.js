@@ -4,6 +4,8 @@
 // without them, a bounded poll: one request every few seconds while the tab
 // is visible, backing off after failures.
 
+import { announce } from "./dom.js";
+
 const POLL_MS = 4000;
 // with the socket: a refresh this long after a message, and no sooner than
 // this gap after the one before
@@ -229,9 +231,15 @@ export class Live {
 }
 
 // The page-wide notice that refreshes are failing (index.html #live-status).
+// A live region that appears with its text already in it is often not read
+// out (a11yaudit), so the change is also said in the page's announcer, once
+// per pause rather than at every failed retry.
 function showPaused(paused) {
   const status = document.getElementById("live-status");
-  if (status) status.hidden = !paused;
+  if (status) {
+    if (paused && status.hidden) announce(status.textContent);
+    status.hidden = !paused;
+  }
   document.documentElement.dataset.livePaused = paused ? "true" : "false";
 }
 
