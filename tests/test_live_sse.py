@@ -309,7 +309,15 @@ def test_encoded_frames_are_kept_per_hub_not_per_process(service: Service) -> No
 
 
 @pytest.mark.parametrize(
-    ("after", "status"), [("9223372036854775807", 200), ("9223372036854775808", 400)]
+    ("after", "status"),
+    [
+        ("9223372036854775807", 200),
+        ("9223372036854775808", 400),
+        # leading zeros: the list reads decimal digits, and the stream refused
+        # a position of more than 19 digits before reading past them (codeaudit)
+        ("0" * 19 + "9223372036854775807", 200),
+        ("0" * 19 + "9223372036854775808", 400),
+    ],
 )
 async def test_the_stream_takes_the_positions_the_event_list_takes(
     service: Service, human: Caller, project: str, after: str, status: int

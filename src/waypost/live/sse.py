@@ -24,7 +24,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from waypost.decoding import decode_query, query_items
+from waypost.decoding import decimal_integer, decode_query, query_items
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import SECURITY_HEADERS
@@ -44,10 +44,12 @@ class _StreamQuery(msgspec.Struct, forbid_unknown_fields=True):
 def _position(value: str | None, name: str) -> int | None:
     if value is None:
         return None
-    # the REST list's range: up to SQLite's (and the sequence's) largest integer
-    if not value.isascii() or not value.isdigit() or len(value) > 19 or int(value) >= 2**63:
+    # read as the REST list reads `?after=`: decimal digits up to SQLite's
+    # (and the sequence's) largest integer, leading zeros allowed
+    position = decimal_integer(value, signed=False)
+    if position is None:
         raise InvalidRequest.field(name, f"{name} must be an event sequence (0 or more)")
-    return int(value)
+    return position
 
 
 class _Encoded:
