@@ -12,6 +12,7 @@ from tests.context_support import knowledge, task
 from tests.test_coalesced import _Recording
 from waypost.resolvers.context import store as context_store
 from waypost.resolvers.knowledge import store as knowledge_store
+from waypost.resolvers.tasks import store as task_store
 
 
 async def test_a_batch_of_any_length_reads_by_one_statement_text(
@@ -31,8 +32,8 @@ async def test_a_batch_of_any_length_reads_by_one_statement_text(
             assert len(totals) == length
             objects = context_store.knowledge_objects(conn, records)  # type: ignore[arg-type]
             assert list(objects) == [record["id"]]
-            rows = context_store.task_rows(conn, tasks)  # type: ignore[arg-type]
-            assert [row["id"] for row in rows] == [made["id"]]
+            rows = task_store.task_rows_by_ids(conn, tasks)  # type: ignore[arg-type]
+            assert list(rows) == [made["id"]]
     finally:
         conn.close()
     assert len(conn.texts) == 4, sorted(conn.texts)

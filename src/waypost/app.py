@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,8 +27,6 @@ from waypost.runtime import Runtime, open_runtime
 from waypost.schema.view import graphql_view
 from waypost.settings import Settings
 from waypost.storage.connection import STORAGE_RETRY_AFTER
-
-log = logging.getLogger("waypost")
 
 
 def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starlette:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl
 
@@ -327,10 +327,3 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
             raise InvalidRequest.field(key, f"{key} must be true or false")
         typed[key] = _BOOLEANS[values[key]]
     return convert(typed, model, strict=True)
-
-
-def to_builtins(value: Any) -> Mapping[str, Any]:
-    """A request model as plain JSON values (for fingerprints)."""
-    result = msgspec.to_builtins(value)
-    assert isinstance(result, dict)
-    return result

@@ -8,8 +8,6 @@ refusals included, carries `no-store` and `nosniff`.
 
 from __future__ import annotations
 
-import logging
-
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from waypost.errors import Unauthenticated, WaypostError
@@ -17,8 +15,6 @@ from waypost.http.headers import bearer_token as http_bearer_token
 from waypost.http.responses import security_headers_send
 from waypost.lifecycle_http.envelope import error_response, internal_error
 from waypost.lifecycle_http.verifiers import TokenVerifier
-
-log = logging.getLogger("waypost.lifecycle")
 
 
 def bearer_token(scope: Scope) -> str:

@@ -54,8 +54,3 @@ INTERNAL_ERROR = {"error": {"code": "internal", "message": "internal error", "de
 def log_internal(exc: BaseException) -> None:
     # Raw exception text never reaches a client; it goes to the log only.
     log.error("unhandled error", exc_info=exc)
-
-
-def internal_error(exc: BaseException) -> Response:
-    log_internal(exc)
-    return json_response(INTERNAL_ERROR, 500)

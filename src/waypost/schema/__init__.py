@@ -47,7 +47,7 @@ class WaypostSchema(strawberry.Schema):
         self, errors: list[GraphQLError], execution_context: ExecutionContext | None = None
     ) -> None:
         """Log nothing here: syntax, validation and limit errors are answers to the
-        client, not faults; `graphql_app.shape_error` logs the real faults."""
+        client, not faults; `schema.view.shape_error` logs the real faults."""
 
 
 schema = WaypostSchema(

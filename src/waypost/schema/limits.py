@@ -19,7 +19,6 @@ worker thread, so a slow document never holds up other requests.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -493,30 +492,9 @@ def check_limits(
     return errors
 
 
-class _ValidationResults:
-    """A bounded LRU of graphql-core validation results, keyed by query text.
-
-    Touched only from the event loop; the validation itself runs on a thread.
-    """
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.items: OrderedDict[str, list[GraphQLError]] = OrderedDict()
-
-    def get(self, key: str) -> list[GraphQLError] | None:
-        found = self.items.get(key)
-        if found is not None:
-            self.items.move_to_end(key)
-        return found
-
-    def put(self, key: str, errors: list[GraphQLError]) -> None:
-        self.items[key] = errors
-        self.items.move_to_end(key)
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
-
-
-_RESULTS = _ValidationResults(CACHED_QUERIES)
+# graphql-core's validation results by query text (touched only from the
+# event loop; the validation itself runs on a thread)
+_RESULTS: Memo[list[GraphQLError]] = Memo(CACHED_QUERIES)
 # (query text, variables, operation name) of requests found within the
 # limits: the limits depend on nothing else, so the same dashboard query is
 # measured once

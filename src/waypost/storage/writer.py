@@ -392,7 +392,7 @@ class Writer:
                 done.append((unit, result))
             if not pending:
                 self._take_waiting(pending)
-        self._commit(pending, done, failed)
+        self._commit(done, failed)
 
     def _undo_unit(self) -> bool:
         """Roll back to the unit's savepoint; False if the transaction is gone."""
@@ -430,7 +430,6 @@ class Writer:
 
     def _commit(
         self,
-        pending: deque[_Unit],
         done: list[tuple[_Unit, Any]],
         failed: list[tuple[_Unit, BaseException]],
     ) -> None:

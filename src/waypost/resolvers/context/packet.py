@@ -23,10 +23,11 @@ from waypost.resolvers.context.ranking_store import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, fts_query
 from waypost.resolvers.context.search import time_limit as search_time_limit
 from waypost.resolvers.context.search import time_limit_ms as search_time_limit_ms
-from waypost.resolvers.context.store import gated_tasks, knowledge_objects, task_rows
+from waypost.resolvers.context.store import gated_tasks, knowledge_objects
 from waypost.resolvers.decisions.gate import declined_blockers
 from waypost.resolvers.decisions.operations import unresolved_sync
 from waypost.resolvers.projects.operations import require_project
+from waypost.resolvers.tasks.store import task_rows_by_ids
 from waypost.resolvers.tasks.views import present_tasks
 from waypost.runtime import Runtime
 
@@ -55,7 +56,9 @@ def _load(
     task_ids = [h.id for h in hits if h.type == "task"]
     objects: dict[tuple[str, str], dict[str, Any]] = {}
     if task_ids:
-        for task in present_tasks(conn, project_id, task_rows(conn, task_ids), now):
+        for task in present_tasks(
+            conn, project_id, list(task_rows_by_ids(conn, task_ids).values()), now
+        ):
             objects[("task", task["id"])] = task
     knowledge = knowledge_objects(conn, [h.id for h in hits if h.type == "knowledge"])
     for knowledge_id, obj in knowledge.items():

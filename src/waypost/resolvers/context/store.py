@@ -45,14 +45,6 @@ _KNOWLEDGE_OBJECT = """json_object(
   'created_at', created_at, 'updated_at', updated_at)"""
 
 
-def task_rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
-    """The stored rows of the tasks `ids` (whatever their project)."""
-    rows: list[sqlite3.Row] = conn.execute(
-        "SELECT * FROM tasks WHERE id IN (SELECT value FROM json_each(?))", (ids_param(ids),)
-    ).fetchall()
-    return rows
-
-
 def gated_tasks(conn: sqlite3.Connection, project_id: str, task_id: str) -> list[str] | None:
     """The tasks whose decisions gate work on `task_id`: itself and, for an
     activity, its subject (section 5). None when it is no task of the project."""

@@ -5,12 +5,13 @@ writer transaction of every ownership-dependent task operation
 (tasks/operations.ensure_work_allowed), and `ensure_all_resolved` for an
 activity and its subject together; `blocking_decisions` is the same
 predicate in batch form, used for readiness in the task JSON and the
-context packet; `BLOCKED_CTE` is the same predicate again as a set of task
-ids, derived per statement; only the claim's safety net uses it now.
+context packet; `store.BLOCKED_CTE` is the same predicate again as a set of
+task ids, derived per statement; only the claim's safety net uses it now.
 `named_blockers` gives `blocking_decisions`' answer with the stored state's
 help, so that a refusal costs a key look-up per decision on the task, not a
-status derived for each; only the guard reads it (a page of task JSON
-derives in one statement, whatever its tasks hold).
+status derived for each; the guard and `declined_blockers` (the context
+packet's next actions) read it (a page of task JSON derives in one
+statement, whatever its tasks hold).
 Claims, ready lists and the digest read the stored gate state instead
 (migration 0014: the part of the status only writes change, kept by
 triggers; the expiry compared at read time; docs/tasks.md says why that is
@@ -35,10 +36,8 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import DecisionRequired
 from waypost.resolvers.decisions import store
-from waypost.resolvers.decisions.store import BLOCKED_CTE
 
 __all__ = [
-    "BLOCKED_CTE",  # the SQL lives in the store; the claim's safety net uses it
     "MAX_IDS",
     "blocking_decisions",
     "declined_blockers",
@@ -59,7 +58,7 @@ DECLINED = frozenset({"denied", "deferred"})
 
 
 def gate_params(project_id: str, now: datetime) -> dict[str, str]:
-    """The parameters `BLOCKED_CTE` binds (the status function is installed on every
+    """The parameters `store.BLOCKED_CTE` binds (the status function is installed on every
     connection when it opens: see `waypost.runtime.CONNECTION_HOOKS`)."""
     return {"project": project_id, "now": format_time(now)}
 

@@ -30,7 +30,6 @@ from waypost.resolvers.decisions.views import (
     decisions_in_order,
     history_pages,
     load_decision,
-    load_decisions,
 )
 from waypost.resolvers.projects.operations import require_project
 from waypost.runtime import Actor, Runtime
@@ -40,10 +39,8 @@ __all__ = [
     "StatusFilter",
     "get",
     "get_sync",
-    "history",
     "list_decisions",
     "list_sync",
-    "load_many",
     "open_decision",
     "open_decision_sync",
     "unresolved_sync",
@@ -216,24 +213,6 @@ async def list_decisions(
 async def count_decisions(rt: Runtime, project_id: str, status: str | None) -> int:
     now_at = format_time(rt.now())
     return await rt.db.read(lambda conn: count_sync(conn, project_id, now_at, status))
-
-
-async def history(
-    rt: Runtime, requests: list[tuple[str, str | None, int | None]]
-) -> list[Page[dict[str, Any]]]:
-    """Generation pages for many decisions at once (GraphQL's loader)."""
-    return await rt.db.read(lambda conn: history_pages(conn, requests))
-
-
-async def load_many(rt: Runtime, ids: list[str]) -> list[dict[str, Any] | None]:
-    """Decision objects by id, None for unknown ids (GraphQL's loader)."""
-    now_at = format_time(rt.now())
-
-    def read(conn: sqlite3.Connection) -> list[dict[str, Any] | None]:
-        found = load_decisions(conn, ids, now_at)
-        return [found.get(i) for i in ids]
-
-    return await rt.db.read(read)
 
 
 UNRESOLVED: tuple[str, ...] = ("pending", "stale", "expired")

@@ -1,6 +1,8 @@
 """A decision's status, computed from its pins, its answer and the service time.
 
-This is the one place that decides. The order is fixed by the service
+This is the one place that decides, in Python; `STATUS_WHERE` below is its
+twin over the stored state, held to it by a test on every combination of
+inputs. The order is fixed by the service
 contract (section 13): a passed `expires_at` makes a decision `expired`;
 otherwise a changed pin makes it `stale`, whatever its answer; otherwise the
 answer decides (`pending` when there is none). Only `allowed` lets work go on.
@@ -9,7 +11,8 @@ The pin comparison itself (judged-field edits and rules-text edits since the
 pinned revisions) lives in the `decision_current` view of migration 0004, which
 hands this function a single `stale` flag. SQL queries call the same function
 as `waypost_decision_status(disposition, expires_at, now, stale)` so the gate,
-the lists, the digest and the sweep filter with exactly this code.
+the digest and the sweep filter with exactly this code (the lists' status
+filters and counts read `STATUS_WHERE`).
 """
 
 from __future__ import annotations

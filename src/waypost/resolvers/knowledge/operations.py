@@ -61,7 +61,6 @@ __all__ = [
     "detail",
     "detail_sync",
     "get_many_sync",
-    "get_sync",
     "history_pages_sync",
     "history_sync",
     "insert_submission_lessons",
@@ -203,11 +202,6 @@ async def detail(
 ) -> dict[str, Any]:
     """The flat object plus bounded history and the overall feedback totals."""
     return await rt.db.read(lambda c: detail_sync(c, project_id, knowledge_id, cursor, limit))
-
-
-def get_sync(conn: sqlite3.Connection, project_id: str, knowledge_id: str) -> dict[str, Any]:
-    require_project(conn, project_id)
-    return knowledge_json(visible_row(conn, project_id, knowledge_id))
 
 
 def get_many_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, dict[str, Any]]:

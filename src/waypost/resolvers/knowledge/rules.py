@@ -17,8 +17,8 @@ from waypost.resolvers.knowledge.store import (
     get_row,
     replaced_through_chain,
     submission_task,
-    task_in_project,
 )
+from waypost.resolvers.tasks.store import task_exists
 
 
 def visible_to(record: Mapping[str, Any] | sqlite3.Row, project_id: str) -> bool:
@@ -51,11 +51,11 @@ def check_references(
 ) -> None:
     """Task, submission and replacement references must name records of `project_id`."""
     for index, task_id in enumerate(c.task_ids):
-        if not task_in_project(conn, project_id, task_id):
+        if not task_exists(conn, project_id, task_id):
             raise InvalidRequest.field(
                 f"{prefix}scope.task_ids[{index}]", f"no task {task_id!r} in this project"
             )
-    if c.source_task_id is not None and not task_in_project(conn, project_id, c.source_task_id):
+    if c.source_task_id is not None and not task_exists(conn, project_id, c.source_task_id):
         raise InvalidRequest.field(
             f"{prefix}provenance.source_task_id", "no such task in this project"
         )

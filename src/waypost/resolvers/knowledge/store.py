@@ -336,13 +336,6 @@ def count_rows(
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 
-def task_in_project(conn: sqlite3.Connection, project_id: str, task_id: str) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM tasks WHERE id = ? AND project_id = ?", (task_id, project_id)
-    ).fetchone()
-    return found is not None
-
-
 def submission_task(conn: sqlite3.Connection, project_id: str, submission_id: str) -> str | None:
     """The task of a submission of `project_id`; None when it has no such submission."""
     found = conn.execute(

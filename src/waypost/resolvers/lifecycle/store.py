@@ -74,11 +74,6 @@ def token_live(conn: sqlite3.Connection, token_id: str) -> bool:
     return row is not None and row["revoked_at"] is None
 
 
-def principal_kind(conn: sqlite3.Connection, principal_id: str) -> str | None:
-    row = conn.execute("SELECT kind FROM principals WHERE id = ?", (principal_id,)).fetchone()
-    return str(row["kind"]) if row else None
-
-
 # -- memos and revisions -----------------------------------------------------
 
 
