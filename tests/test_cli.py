@@ -592,3 +592,19 @@ def test_serve_behind_another_process_lock_is_unavailable(tmp_path: Path) -> Non
         holder.close()
     assert result.exit_code == 1, result.output
     assert f"Error: unavailable: {db}: the database is busy" in result.output, result.output
+
+
+def test_python_m_waypost_is_the_same_command_line(tmp_path: Path) -> None:
+    """`python -m waypost` found no `__main__` ("is a package and cannot be
+    directly executed"); it runs the same commands, under the same name."""
+    db = str(tmp_path / "m.db")
+    run = subprocess.run(
+        [sys.executable, "-m", "waypost", "admin", "migrate", "--db", db],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == {"applied": [m.name for m in available()]}
+    usage = subprocess.run(
+        [sys.executable, "-m", "waypost", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: waypost "), usage.stdout
