@@ -35,14 +35,16 @@ ROUTE_TOOLS = {
     "context",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "knowledge_get",
-    "task_list", "task_get", "task_claim", "task_checkpoint", "task_renew", "task_submit",
-    "task_release", "task_complete", "task_recover", "decision_open", "decision_get",
-    "decision_answer", "decision_reopen", "decision_wait", "digest",
+    "task_list", "task_get", "task_create", "task_edit", "task_claim", "task_checkpoint",
+    "task_renew", "task_submit", "task_release", "task_complete", "task_recover",
+    "publication_prepare", "publication_result", "publication_finalize", "decision_open",
+    "decision_get", "decision_answer", "decision_reopen", "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
-    "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_claim",
-    "task_checkpoint", "task_renew", "task_submit", "task_release", "task_recover",
-    "task_complete", "decision_open", "decision_answer", "decision_reopen",
+    "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_create", "task_edit",
+    "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
+    "task_recover", "task_complete", "publication_prepare", "publication_result",
+    "publication_finalize", "decision_open", "decision_answer", "decision_reopen",
 }  # fmt: skip
 
 
@@ -990,6 +992,55 @@ async def test_an_unknown_tool_is_a_protocol_error(waypost: Waypost, transport: 
     assert unknown.value.error.code == -32602
     assert unknown.value.error.message.startswith("Unknown tool: no_such_tool")
     assert long.value.error.message.startswith("Unknown tool: " + "n" * 40 + "...")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_agent_plans_and_publishes_its_work_with_tools(
+    waypost: Waypost, transport: str
+) -> None:
+    """An agent could not create or edit a task over MCP, nor publish as the
+    integration owner the policy names: those were REST-only (parityaudit's
+    table), so an MCP agent that split its work or owned integration was
+    stuck. Each is now a tool over the same route, with advice on refusal."""
+    project = waypost.project(f"plans-{transport}")
+    owner = waypost.principal("agent", f"integrator-{transport}")
+    other = waypost.principal("agent", f"bystander-{transport}")
+    owner_id = waypost.rest("GET", "/api/v1/me", token=owner).json()["principal"]["id"]
+    policy = waypost.rest("GET", f"/api/v1/projects/{project}/policy").json()
+    edited = waypost.rest("PATCH", f"/api/v1/projects/{project}/policy",
+                          {"expected_revision": policy["revision"],
+                           "integration_owner": owner_id})  # fmt: skip
+    assert edited.status_code == 200, edited.text
+    async with session(transport, waypost.url, owner) as s:
+        made = await call(s, "task_create", project=project, title="Ship the release notes",
+                          acceptance_criteria=["Lists every migration"])  # fmt: skip
+        task_id = made["id"]
+        assert (made["revision"], made["status"]) == (1, "open")
+        changed = await call(s, "task_edit", project=project, task_id=task_id,
+                             expected_revision=1, priority=5)  # fmt: skip
+        assert (changed["revision"], changed["priority"]) == (2, 5)
+        stale = await refused(s, "task_edit", project=project, task_id=task_id,
+                              expected_revision=1, priority=6)  # fmt: skip
+        assert stale.startswith("revision_conflict") and "current revision is 2" in stale
+        early = await refused(s, "publication_result", project=project, task_id=task_id,
+                              outcome="succeeded")  # fmt: skip
+        assert early.startswith("state_conflict") and "publication_prepare first" in early
+        held = await call(s, "publication_prepare", project=project, task_id=task_id)
+        assert held["publication"]["holder_id"] == owner_id
+        async with session(transport, waypost.url, other) as bystander:
+            refusal = await refused(bystander, "publication_prepare", project=project,
+                                    task_id=task_id)  # fmt: skip
+        assert refusal.startswith("forbidden") and f"integration owner ({owner_id})" in refusal
+        result = await call(s, "publication_result", project=project, task_id=task_id,
+                            outcome="succeeded", detail="merged 1f2e3d")  # fmt: skip
+        assert result["publication"]["result"]["detail"] == "merged 1f2e3d"
+        given_back = await call(s, "publication_finalize", project=project, task_id=task_id)
+    assert given_back["publication"] is None
+    stored = waypost.rest("GET", f"/api/v1/projects/{project}/tasks/{task_id}").json()
+    assert (stored["revision"], stored["priority"], stored["publication"]) == (2, 5, None)
+    assert [e["data"] for e in waypost.events(project, "task.publication_result_recorded")] == [
+        {"outcome": "succeeded"}
+    ]
 
 
 async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:

@@ -122,6 +122,16 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "You no longer hold this task (task_get shows its status: cancelled, submitted "
             "or done). Stop working on it and claim other work with task_claim."
         )
+    if code == "state_conflict" and reason == "not_prepared":
+        return (
+            "Nobody holds publication authority for this task: call publication_prepare "
+            "first (then publication_result, then publication_finalize)."
+        )
+    if code == "state_conflict" and reason == "result_recorded":
+        return (
+            "The publication's result is already recorded: call publication_finalize, then "
+            "publication_prepare again to publish once more."
+        )
     if code == "state_conflict":
         return (
             "The record is not in a state that allows this. Read it again (task_get, "
@@ -159,6 +169,13 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "human; any: anyone but its submitter; none: its owner). Leave it for its "
             "reviewer and claim other work; a decision cannot grant this."
         )
+    if code == "forbidden" and reason == "not_integration_owner":
+        owner = d.get("integration_owner")
+        who = f"its integration owner ({owner})" if owner else "a human (the policy names none)"
+        return (
+            f"Only the project's policy lets {who} publish its work: leave publication to "
+            "them and go on with other work; a decision cannot grant this."
+        )
     if code == "forbidden" and reason == "source_project_only" and d.get("project_id"):
         return (
             "The record is shared from another project: call the same tool with "
@@ -186,7 +203,8 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         return (
             "A task this touches is being published under someone's publication authority. "
             "Wait until its holder finalizes it (the task's `publication` names the holder; "
-            "context shows it for a task your q matches), then call again."
+            "context shows it for a task your q matches), then call again. If you hold it "
+            "yourself, publication_finalize gives it back."
         )
     if code == "too_many_streams":
         return (

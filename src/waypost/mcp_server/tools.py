@@ -134,6 +134,26 @@ ROUTE_TOOLS: list[RouteTool] = [
         {"task_id": ("task", "task")},
     ),
     RouteTool(
+        "task_create",
+        "Create a task in a project: a title and, optionally, a description, acceptance "
+        "criteria, kind, priority, the tasks it depends_on, and subject_task_id to make it "
+        "an activity (a review, a verification) on another task. Returns the task "
+        "(revision 1); anyone may create one.",
+        "POST",
+        PROJECT + "/tasks",
+    ),
+    RouteTool(
+        "task_edit",
+        "Edit a task: the revision you read (task_get) as expected_revision and only the "
+        "fields to change; a stale revision is refused with the current one. Changing what "
+        "a decision judged (title, description, acceptance criteria, kind, depends_on) "
+        "makes that decision stale. Only a human changes status, or removes a dependency "
+        "that is not done.",
+        "PATCH",
+        TASK,
+        {"task_id": ("task", "task")},
+    ),
+    RouteTool(
         "task_claim",
         "Claim work: without task_id the highest-priority ready task, else the named one. "
         "Returns the task and your lease. Refused with decision_required when a decision "
@@ -164,6 +184,26 @@ ROUTE_TOOLS: list[RouteTool] = [
         "complete",
         "Complete a submitted task as its reviewer, where the policy's review_mode lets you "
         "(any: any principal but the submitter; none: its owner; human: only a human).",
+    ),
+    _task(
+        "publication_prepare",
+        "publication/prepare",
+        "Before publishing a task's result outside Waypost (merging, deploying), take "
+        "exclusive publication authority for it: only the policy's integration_owner may "
+        "(a human, when it names none). Refused with publication_in_progress while someone "
+        "holds it. Then publication_result, then publication_finalize.",
+    ),
+    _task(
+        "publication_result",
+        "publication/result",
+        "Record the outcome of a publication you prepared (succeeded or failed, with a "
+        "detail such as the merge commit or the error), then publication_finalize.",
+    ),
+    _task(
+        "publication_finalize",
+        "publication/finalize",
+        "Release the publication authority you hold on a task, so that others may prepare "
+        "theirs (the task's publication is null again).",
     ),
     _task(
         "task_recover",
