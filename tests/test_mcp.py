@@ -31,8 +31,10 @@ from waypost.resolvers.core.receipts import Idempotency
 
 pytestmark = pytest.mark.slow
 
+# the tools that name no project (who you are, which projects there are)
+PROJECTLESS = {"me", "project_list"}
 ROUTE_TOOLS = {
-    "context",
+    *PROJECTLESS, "context", "task_submissions", "task_checkpoints",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "knowledge_get",
     "task_list", "task_get", "task_create", "task_edit", "task_claim", "task_checkpoint",
@@ -81,7 +83,7 @@ async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
         assert tool.description and len(tool.description) > 30
         schema = tool.inputSchema
         assert schema["type"] == "object" and schema["additionalProperties"] is False
-        assert "project" in schema["required"]
+        assert ("project" in schema["required"]) == (tool.name not in PROJECTLESS)
         assert ("idempotency_key" in schema["properties"]) == (tool.name in MUTATING)
         assert "idempotency_key" not in schema["required"]
     # the REST body's limits, enums and required fields, as the service enforces them
@@ -1031,16 +1033,48 @@ async def test_an_agent_plans_and_publishes_its_work_with_tools(
             refusal = await refused(bystander, "publication_prepare", project=project,
                                     task_id=task_id)  # fmt: skip
         assert refusal.startswith("forbidden") and f"integration owner ({owner_id})" in refusal
+        me = await call(s, "me")
+        assert me["principal"]["id"] == held["publication"]["holder_id"]
+        again = await refused(s, "publication_prepare", project=project, task_id=task_id)
+        assert "go on with publication_result" in again, again
         result = await call(s, "publication_result", project=project, task_id=task_id,
                             outcome="succeeded", detail="merged 1f2e3d")  # fmt: skip
         assert result["publication"]["result"]["detail"] == "merged 1f2e3d"
         given_back = await call(s, "publication_finalize", project=project, task_id=task_id)
+        # a retry whose answer was lost must not lead to a second publication
+        over = await refused(s, "publication_finalize", project=project, task_id=task_id)
+        assert "do not publish again" in over, over
+        listed = await call(s, "project_list")
+        assert project in [p["id"] for p in listed["items"]]
     assert given_back["publication"] is None
     stored = waypost.rest("GET", f"/api/v1/projects/{project}/tasks/{task_id}").json()
     assert (stored["revision"], stored["priority"], stored["publication"]) == (2, 5, None)
     assert [e["data"] for e in waypost.events(project, "task.publication_result_recorded")] == [
         {"outcome": "succeeded"}
     ]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_reviewer_reads_the_work_it_completes(waypost: Waypost, transport: str) -> None:
+    """`task_complete` asked a reviewer to judge work no tool showed: the
+    submission's summary and the owner's checkpoints were REST-only
+    (mcpteamflow), so an agent reviewer approved blind."""
+    project = waypost.project(f"review-{transport}")
+    task_id = waypost.task(project)
+    worker = waypost.principal("agent", f"worker-{transport}")
+    async with session(transport, waypost.url, worker) as s:
+        await call(s, "task_claim", project=project, task_id=task_id)
+        await call(s, "task_checkpoint", project=project, task_id=task_id, note="schema first")
+        await call(s, "task_submit", project=project, task_id=task_id,
+                   summary="Applied migration 0042.")  # fmt: skip
+    reviewer = waypost.principal("agent", f"reviewer-{transport}")
+    async with session(transport, waypost.url, reviewer) as s:
+        submissions = await call(s, "task_submissions", project=project, task_id=task_id)
+        checkpoints = await call(s, "task_checkpoints", project=project, task_id=task_id)
+    assert [i["summary"] for i in submissions["items"]] == ["Applied migration 0042."]
+    assert [i["note"] for i in checkpoints["items"]] == ["schema first"]
+    rest = waypost.rest("GET", f"/api/v1/projects/{project}/tasks/{task_id}/submissions")
+    assert submissions == rest.json()
 
 
 async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:

@@ -227,6 +227,25 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
         ("lease_conflict", {"reason": "held_by_another", "owner_id": "prn_x",
                             "expires_at": "2026-12-01T11:15:00.000Z"}, "held",
          "until 2026-12-01T11:15:00.000Z", None, "task_claim"),
+        # mcpteamflow: a retried finalize (its answer lost) was told to prepare
+        # again, so the agent published twice
+        ("state_conflict", {"reason": "not_prepared"}, "no publication authority",
+         "do not publish again", None, "publication_finalize"),
+        # the holder's own second prepare was told to wait for itself
+        ("publication_in_progress", {"holder_id": "prn_me"}, "held",
+         "go on with publication_result", None, "publication_prepare"),
+        # an answered decision never changes a task's status or dependencies
+        ("forbidden", {"reason": "humans_only", "field": "status"}, "only humans",
+         "tell your user", "open a decision", "task_edit"),
+        # "read it again" changed nothing: the agent looped
+        ("state_conflict", {"reason": "dependencies_not_done", "dependencies": ["tsk_d"]},
+         "some dependencies are not done", "(tsk_d)", "Read it again", "task_claim"),
+        ("state_conflict", {"reason": "task_closed", "status": "done"}, "closed",
+         "The task is done", "Read it again", "publication_prepare"),
+        # context and knowledge_search need a project that exists
+        ("not_found", {"project_id": "demo"}, "no such project", "project_list", "context",
+         "task_list"),
+        ("not_found", {"task_id": "tsk_x"}, "no such task", "task_list", None, "task_get"),
     ],
 )  # fmt: skip
 def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(
@@ -237,8 +256,16 @@ def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(
     assert says in said, said
     assert never is None or never not in said, said
     # every tool the advice names exists (arguments such as task_id are no tools)
-    named = set(re.findall(r"\b(?:task|decision|knowledge)_[a-z]+\b", said))
-    named -= {"task_id", "task_ids", "decision_id", "knowledge_id"}
+    named = set(re.findall(r"\b(?:task|decision|knowledge|publication|project)_[a-z]+\b", said))
+    named -= {
+        "task_id",
+        "task_ids",
+        "decision_id",
+        "knowledge_id",
+        "holder_id",
+        "project_id",
+        "task_closed",
+    }  # the last a reason, in the envelope
     assert named <= {t.name for t in tool_list()}, named
 
 

@@ -105,8 +105,13 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         )
     if code == "not_found" and "tool" in d:
         return "List the tools this server has (the MCP method tools/list)."
+    if code == "not_found" and "project_id" in d:
+        return "No such project: project_list names the projects there are."
     if code == "not_found":
-        return "Check the project and ids (context and knowledge_search list what exists)."
+        return (
+            "Check the ids: task_list lists the project's tasks, knowledge_search its "
+            "knowledge and digest its pending decisions (project_list names the projects)."
+        )
     if code == "state_conflict" and reason in ("stale", "expired"):
         return (
             f"The decision is {reason}: no answer counts until it is reopened "
@@ -123,9 +128,26 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "or done). Stop working on it and claim other work with task_claim."
         )
     if code == "state_conflict" and reason == "not_prepared":
+        # most often a retry of a finalize (or of a result before it) whose
+        # answer was lost: the publication is over, and advice to prepare
+        # again would have the agent publish twice (mcpteamflow)
         return (
-            "Nobody holds publication authority for this task: call publication_prepare "
-            "first (then publication_result, then publication_finalize)."
+            "Nobody holds publication authority for this task. If you finalized it already "
+            "(an earlier call whose answer you lost), that publication is over: task_get "
+            "shows its publication as null; do not publish again. To publish, call "
+            "publication_prepare first, then publication_result, then publication_finalize."
+        )
+    if code == "state_conflict" and reason == "dependencies_not_done":
+        deps = ", ".join(str(i) for i in d.get("dependencies", []))
+        return (
+            f"This task waits for its dependencies ({deps}) to be done: claim other work with "
+            "task_claim (no task_id), which takes only ready tasks."
+        )
+    if code == "state_conflict" and reason == "task_closed":
+        status = d.get("status", "closed")
+        return (
+            f"The task is {status}: it is final, and no edit or publication applies to it "
+            "any more (task_create makes a new task for further work)."
         )
     if code == "state_conflict" and reason == "result_recorded":
         return (
@@ -169,6 +191,12 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "human; any: anyone but its submitter; none: its owner). Leave it for its "
             "reviewer and claim other work; a decision cannot grant this."
         )
+    if code == "forbidden" and reason == "humans_only":
+        return (
+            "Only a human may make this change (a task's status, removing a dependency that "
+            "is not done, creating a project): tell your user what you need and why; a "
+            "decision cannot grant this."
+        )
     if code == "forbidden" and reason == "not_integration_owner":
         owner = d.get("integration_owner")
         who = f"its integration owner ({owner})" if owner else "a human (the policy names none)"
@@ -203,8 +231,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         return (
             "A task this touches is being published under someone's publication authority. "
             "Wait until its holder finalizes it (the task's `publication` names the holder; "
-            "context shows it for a task your q matches), then call again. If you hold it "
-            "yourself, publication_finalize gives it back."
+            "context shows it for a task your q matches), then call again. If details.holder_id "
+            "is your own id (me), an earlier publication_prepare of yours went through: go on "
+            "with publication_result, then publication_finalize."
         )
     if code == "too_many_streams":
         return (

@@ -64,6 +64,23 @@ def _task(name: str, action: str, description: str) -> RouteTool:
 
 ROUTE_TOOLS: list[RouteTool] = [
     RouteTool(
+        "me",
+        "Who you are: your principal (id, kind, name) and the Waypost session this MCP "
+        "session keeps, if any. Compare your id with a lease's owner_id, a publication's "
+        "holder_id or the policy's integration_owner.",
+        "GET",
+        "/api/v1/me",
+        project_arg=False,
+    ),
+    RouteTool(
+        "project_list",
+        "The projects there are (id, name), ordered by id: the `project` argument of every "
+        "other tool; page with cursor.",
+        "GET",
+        "/api/v1/projects",
+        project_arg=False,
+    ),
+    RouteTool(
         "context",
         "Call this first, before acting on a project: the complete binding policy and the "
         "decisions, tasks and knowledge that match your query, within a byte budget. Follow "
@@ -131,6 +148,23 @@ ROUTE_TOOLS: list[RouteTool] = [
         "publication authority.",
         "GET",
         TASK,
+        {"task_id": ("task", "task")},
+    ),
+    RouteTool(
+        "task_submissions",
+        "A task's submissions, newest first: each summary, the task revision it was made "
+        "at and who made it. Read them before task_complete as its reviewer, or from a "
+        "review activity, on its subject task; page with cursor.",
+        "GET",
+        TASK + "/submissions",
+        {"task_id": ("task", "task")},
+    ),
+    RouteTool(
+        "task_checkpoints",
+        "A task's checkpoint notes, newest first: the progress its owners recorded "
+        "(task_checkpoint); page with cursor.",
+        "GET",
+        TASK + "/checkpoints",
         {"task_id": ("task", "task")},
     ),
     RouteTool(
