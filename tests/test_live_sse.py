@@ -44,6 +44,18 @@ async def rest_events(caller: Caller, after: int = 0) -> list[dict[str, Any]]:
     return items
 
 
+async def test_minus_zero_is_the_start_of_the_log_as_on_the_list(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The list reads `after=-0` as 0 (decimal digits with a sign); the stream
+    refused it, so the two read one position two ways (review32)."""
+    await new_task(human, "before")
+    listed = await rest_events(human)
+    async with running(service) as base, stream(base, human, after="-0") as (r, evs):
+        assert r.status_code == 200
+        assert (await next_data_event(evs)).id == str(listed[0]["sequence"])
+
+
 async def test_replays_after_then_follows_the_live_tail_in_order(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -1055,6 +1055,27 @@ async def test_an_agent_plans_and_publishes_its_work_with_tools(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_me_names_the_session_this_mcp_session_keeps(
+    waypost: Waypost, transport: str
+) -> None:
+    """REST's `/me` names the caller's latest live session when the request
+    names none: `me` in a second MCP session of the same agent showed the
+    first one's, whose lease the second is refused on (review32)."""
+    project = waypost.project(f"whoami-{transport}")
+    waypost.task(project)
+    agent = waypost.principal("agent", f"twice-{transport}")
+    async with (
+        session(transport, waypost.url, agent) as first,
+        session(transport, waypost.url, agent) as second,
+    ):
+        claimed = await call(first, "task_claim", project=project)
+        mine = await call(first, "me")
+        other = await call(second, "me")
+    assert mine["session"]["id"] == claimed["lease"]["session_id"]
+    assert other["session"] is None and other["principal"] == mine["principal"]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_reviewer_reads_the_work_it_completes(waypost: Waypost, transport: str) -> None:
     """`task_complete` asked a reviewer to judge work no tool showed: the
     submission's summary and the owner's checkpoints were REST-only

@@ -242,8 +242,19 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
          "some dependencies are not done", "(tsk_d)", "Read it again", "task_claim"),
         ("state_conflict", {"reason": "task_closed", "status": "done"}, "closed",
          "The task is done", "Read it again", "publication_prepare"),
+        # a cancelled task is not final: a human reopens it (review32)
+        ("state_conflict", {"reason": "task_closed", "status": "cancelled"}, "closed",
+         "only a human can reopen it", "final", "task_edit"),
+        # a retried result under a new request id: the same trap as a retried finalize
+        ("state_conflict", {"reason": "result_recorded"}, "recorded",
+         "never to repeat this one", "to publish once more", "publication_result"),
+        # a judged edit held by a publication: no prepare of the caller "went through"
+        ("publication_in_progress", {"task_id": "tsk_s", "holder_id": "prn_me"}, "held",
+         "finish that publication first", "went through", "task_edit"),
+        ("publication_in_progress", {"task_ids": ["tsk_s"]}, "held", "Wait until its holder",
+         "holder_id", "decision_open"),
         # context and knowledge_search need a project that exists
-        ("not_found", {"project_id": "demo"}, "no such project", "project_list", "context",
+        ("not_found", {"project_id": "demo"}, "no such project", "No such project", "context",
          "task_list"),
         ("not_found", {"task_id": "tsk_x"}, "no such task", "task_list", None, "task_get"),
     ],

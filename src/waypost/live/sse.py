@@ -45,9 +45,9 @@ def _position(value: str | None, name: str) -> int | None:
     if value is None:
         return None
     # read as the REST list reads `?after=`: decimal digits up to SQLite's
-    # (and the sequence's) largest integer, leading zeros allowed
-    position = decimal_integer(value, signed=False)
-    if position is None:
+    # (and the sequence's) largest integer, leading zeros allowed ("-0" too)
+    position = decimal_integer(value)
+    if position is None or position < 0:
         raise InvalidRequest.field(name, f"{name} must be an event sequence (0 or more)")
     return position
 

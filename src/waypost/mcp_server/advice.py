@@ -143,16 +143,21 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             f"This task waits for its dependencies ({deps}) to be done: claim other work with "
             "task_claim (no task_id), which takes only ready tasks."
         )
-    if code == "state_conflict" and reason == "task_closed":
-        status = d.get("status", "closed")
+    if code == "state_conflict" and reason == "task_closed" and d.get("status") == "cancelled":
         return (
-            f"The task is {status}: it is final, and no edit or publication applies to it "
-            "any more (task_create makes a new task for further work)."
+            "The task is cancelled: only a human can reopen it (task_edit with status open "
+            "is a human's); tell your user if it should go on, or claim other work."
+        )
+    if code == "state_conflict" and reason == "task_closed":
+        return (
+            "The task is done: it is final, and no edit or publication applies to it any "
+            "more (task_create makes a new task for further work)."
         )
     if code == "state_conflict" and reason == "result_recorded":
         return (
-            "The publication's result is already recorded: call publication_finalize, then "
-            "publication_prepare again to publish once more."
+            "The publication's result is already recorded (an earlier call whose answer you "
+            "lost counts): call publication_finalize; prepare again only for a new attempt "
+            "to publish, never to repeat this one."
         )
     if code == "state_conflict":
         return (
@@ -228,13 +233,23 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
     if code == "idempotency_in_flight":
         return "The same call is still running; call again in a moment to get its result."
     if code == "publication_in_progress":
-        return (
+        wait = (
             "A task this touches is being published under someone's publication authority. "
             "Wait until its holder finalizes it (the task's `publication` names the holder; "
-            "context shows it for a task your q matches), then call again. If details.holder_id "
-            "is your own id (me), an earlier publication_prepare of yours went through: go on "
-            "with publication_result, then publication_finalize."
+            "context shows it for a task your q matches), then call again."
         )
+        if tool == "publication_prepare":
+            return (
+                f"{wait} If details.holder_id is your own id (me), an earlier "
+                "publication_prepare of yours went through: go on with publication_result, "
+                "then publication_finalize."
+            )
+        if d.get("holder_id"):
+            return (
+                f"{wait} If details.holder_id is your own id (me), finish that publication "
+                "first (publication_result, publication_finalize on details.task_id)."
+            )
+        return wait
     if code == "too_many_streams":
         return (
             "This token already has as many open streams and waits as the service allows "

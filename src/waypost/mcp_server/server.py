@@ -136,6 +136,11 @@ async def _route_call(
             tool.method, tool.path, params, query=query, body=body,
             idempotency_key=key, session_id=session,
         )  # fmt: skip
+        if tool.name == "me" and session is None:
+            # REST names the caller's latest live session when the request
+            # names none, which may be another MCP session's: its leases are
+            # not this one's to act on (review32)
+            return {**reply.body, "session": None}
         return reply.body
 
     return await _once_more_if_session_ended(state, session_for, call)

@@ -66,8 +66,8 @@ ROUTE_TOOLS: list[RouteTool] = [
     RouteTool(
         "me",
         "Who you are: your principal (id, kind, name) and the Waypost session this MCP "
-        "session keeps, if any. Compare your id with a lease's owner_id, a publication's "
-        "holder_id or the policy's integration_owner.",
+        "session keeps (null until a tool that needs one starts it). Compare your id with "
+        "a lease's owner_id, a publication's holder_id or the policy's integration_owner.",
         "GET",
         "/api/v1/me",
         project_arg=False,
@@ -180,9 +180,9 @@ ROUTE_TOOLS: list[RouteTool] = [
         "task_edit",
         "Edit a task: the revision you read (task_get) as expected_revision and only the "
         "fields to change; a stale revision is refused with the current one. Changing what "
-        "a decision judged (title, description, acceptance criteria, kind, depends_on) "
-        "makes that decision stale. Only a human changes status, or removes a dependency "
-        "that is not done.",
+        "a decision judged (title, description, acceptance criteria, kind; not priority or "
+        "depends_on) makes that decision stale. Only a human changes status, or removes a "
+        "dependency that is not done.",
         "PATCH",
         TASK,
         {"task_id": ("task", "task")},
