@@ -12,7 +12,7 @@ import pytest
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
 from waypost.mcp_server.calls import ApiError
-from waypost.mcp_server.server import tool_list
+from waypost.mcp_server.server import INSTRUCTIONS, tool_list
 
 CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
 
@@ -288,3 +288,11 @@ def test_fit_judges_each_argument_by_its_own_schema() -> None:
     assert not CHECKER.fit("knowledge_correct", {"project": "demo", "knowledge_id": ".."})
     assert not CHECKER.fit("knowledge_correct", {"no_such_argument": "x"})
     assert not CHECKER.fit("no_such_tool", {"project": "demo"})
+
+
+def test_the_instructions_name_only_tools_that_exist() -> None:
+    """What a client shows the model first: a renamed tool left there sends
+    every agent to a tool that is not listed."""
+    named = set(re.findall(r"`([a-z_]+)`", INSTRUCTIONS)) - {"idempotency_key"}
+    assert {"project_list", "context", "task_create", "task_claim"} <= named
+    assert named <= {t.name for t in tool_list()}, named
