@@ -8,7 +8,7 @@ never a stack trace.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Final
 
 from waypost.mcp_server.calls import ApiError
 from waypost.rest.routing import BODY_LIMIT
@@ -29,10 +29,58 @@ _REOPEN_WHO = (
 )
 
 
+# Advice that depends on the refusal's code and `details.reason` alone (no
+# other branch below names these pairs).
+_BY_REASON: Final[dict[tuple[str, str], str]] = {
+    # most often a retry of a finalize (or of a result before it) whose answer
+    # was lost: the publication is over, and advice to prepare again would
+    # have the agent publish twice (mcpteamflow)
+    ("state_conflict", "not_prepared"): (
+        "Nobody holds publication authority for this task. If you finalized it already "
+        "(an earlier call whose answer you lost), that publication is over: task_get "
+        "shows its publication as null; do not publish again. To publish, call "
+        "publication_prepare first, then publication_result, then publication_finalize."
+    ),
+    ("state_conflict", "result_recorded"): (
+        "The publication's result is already recorded (an earlier call whose answer you "
+        "lost counts): call publication_finalize; prepare again only for a new attempt "
+        "to publish, never to repeat this one."
+    ),
+    ("forbidden", "review_mode"): (
+        "This project's review_mode does not let you complete this task (human: only a "
+        "human; any: anyone but its submitter; none: its owner). Leave it for its "
+        "reviewer and claim other work; a decision cannot grant this."
+    ),
+    ("forbidden", "humans_only"): (
+        "Only a human may make this change (a task's status, removing a dependency that "
+        "is not done, creating a project): tell your user what you need and why; a "
+        "decision cannot grant this."
+    ),
+}
+
+# Advice that depends on the refusal's code alone (after every branch below).
+_BY_CODE: Final[dict[str, str]] = {
+    "idempotency_in_flight": (
+        "The same call is still running; call again in a moment to get its result."
+    ),
+    "too_many_streams": (
+        "This token already has as many open streams and waits as the service allows "
+        "(other decision_wait calls, event streams, subscriptions; the message says "
+        "how many). Let one end, or wait with a shorter timeout_seconds, then call again."
+    ),
+    "unsupported_media_type": "Send the arguments as JSON (application/json).",
+    "unavailable": "Waypost is busy or unreachable; retry in a few seconds.",
+    "unauthenticated": "The token was refused: check WAYPOST_TOKEN or the Authorization header.",
+}
+
+
 def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | None) -> str:
     d = error.details
     reason = d.get("reason")
     code = error.code
+    fixed = _BY_REASON.get((code, reason)) if isinstance(reason, str) else None
+    if fixed is not None:
+        return fixed
     where = f"project={project!r}, " if project else ""
     if code == "decision_required" and d.get("declined"):
         declined = [str(i) for i in d["declined"]]
@@ -127,16 +175,6 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "You no longer hold this task (task_get shows its status: cancelled, submitted "
             "or done). Stop working on it and claim other work with task_claim."
         )
-    if code == "state_conflict" and reason == "not_prepared":
-        # most often a retry of a finalize (or of a result before it) whose
-        # answer was lost: the publication is over, and advice to prepare
-        # again would have the agent publish twice (mcpteamflow)
-        return (
-            "Nobody holds publication authority for this task. If you finalized it already "
-            "(an earlier call whose answer you lost), that publication is over: task_get "
-            "shows its publication as null; do not publish again. To publish, call "
-            "publication_prepare first, then publication_result, then publication_finalize."
-        )
     if code == "state_conflict" and reason == "dependencies_not_done":
         deps = ", ".join(str(i) for i in d.get("dependencies", []))
         return (
@@ -152,12 +190,6 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         return (
             "The task is done: it is final, and no edit or publication applies to it any "
             "more (task_create makes a new task for further work)."
-        )
-    if code == "state_conflict" and reason == "result_recorded":
-        return (
-            "The publication's result is already recorded (an earlier call whose answer you "
-            "lost counts): call publication_finalize; prepare again only for a new attempt "
-            "to publish, never to repeat this one."
         )
     if code == "state_conflict":
         return (
@@ -190,18 +222,6 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "time out to its recommendation): open it with reversible false, or ask your "
             "user to open it."
         )
-    if code == "forbidden" and reason == "review_mode":
-        return (
-            "This project's review_mode does not let you complete this task (human: only a "
-            "human; any: anyone but its submitter; none: its owner). Leave it for its "
-            "reviewer and claim other work; a decision cannot grant this."
-        )
-    if code == "forbidden" and reason == "humans_only":
-        return (
-            "Only a human may make this change (a task's status, removing a dependency that "
-            "is not done, creating a project): tell your user what you need and why; a "
-            "decision cannot grant this."
-        )
     if code == "forbidden" and reason == "not_integration_owner":
         owner = d.get("integration_owner")
         who = f"its integration owner ({owner})" if owner else "a human (the policy names none)"
@@ -230,8 +250,6 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         )
     if code == "idempotency_key_reused":
         return "That idempotency_key was used for a different call; use a new key."
-    if code == "idempotency_in_flight":
-        return "The same call is still running; call again in a moment to get its result."
     if code == "publication_in_progress":
         wait = (
             "A task this touches is being published under someone's publication authority. "
@@ -250,22 +268,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
                 "first (publication_result, publication_finalize on details.task_id)."
             )
         return wait
-    if code == "too_many_streams":
-        return (
-            "This token already has as many open streams and waits as the service allows "
-            "(other decision_wait calls, event streams, subscriptions; the message says "
-            "how many). Let one end, or wait with a shorter "
-            "timeout_seconds, then call again."
-        )
-    if code == "unsupported_media_type":
-        return "Send the arguments as JSON (application/json)."
-    if code == "unavailable":
-        return "Waypost is busy or unreachable; retry in a few seconds."
-    if code == "unauthenticated":
-        return "The token was refused: check WAYPOST_TOKEN or the Authorization header."
     if code == "payload_too_large":
         return f"The arguments are too large (REST bodies are limited to {BODY_LIMIT // 1024} KiB)."
-    return "An unexpected server fault; retry later."
+    return _BY_CODE.get(code, "An unexpected server fault; retry later.")
 
 
 def explain(
