@@ -34,7 +34,7 @@ pytestmark = pytest.mark.slow
 # the tools that name no project (who you are, which projects there are)
 PROJECTLESS = {"me", "project_list"}
 ROUTE_TOOLS = {
-    *PROJECTLESS, "context", "task_submissions", "task_checkpoints",
+    *PROJECTLESS, "context", "task_submissions", "task_checkpoints", "policy_edit",
     "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
     "knowledge_get",
     "task_list", "task_get", "task_create", "task_edit", "task_claim", "task_checkpoint",
@@ -43,9 +43,9 @@ ROUTE_TOOLS = {
     "decision_get", "decision_answer", "decision_reopen", "decision_wait", "digest",
 }  # fmt: skip
 MUTATING = {
-    "knowledge_record", "knowledge_correct", "knowledge_feedback", "task_create", "task_edit",
-    "task_claim", "task_checkpoint", "task_renew", "task_submit", "task_release",
-    "task_recover", "task_complete", "publication_prepare", "publication_result",
+    "policy_edit", "knowledge_record", "knowledge_correct", "knowledge_feedback",
+    "task_create", "task_edit", "task_claim", "task_checkpoint", "task_renew", "task_submit",
+    "task_release", "task_recover", "task_complete", "publication_prepare", "publication_result",
     "publication_finalize", "decision_open", "decision_answer", "decision_reopen",
 }  # fmt: skip
 
@@ -1052,6 +1052,35 @@ async def test_an_agent_plans_and_publishes_its_work_with_tools(
     assert [e["data"] for e in waypost.events(project, "task.publication_result_recorded")] == [
         {"outcome": "succeeded"}
     ]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_agent_edits_the_rules_where_the_policy_delegates_it(
+    waypost: Waypost, transport: str
+) -> None:
+    """Policy: "agents only the rules, only when delegated". An MCP agent had
+    no tool to do it even where delegated; the refusals say what to do."""
+    project = waypost.project(f"rules-{transport}")
+    agent = waypost.principal("agent", f"ruler-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        read = await call(s, "policy", project=project)
+        off = await refused(s, "policy_edit", project=project, rules="Run tests first.",
+                            expected_revision=read["revision"])  # fmt: skip
+        assert off.startswith("forbidden") and "propose the change" in off, off
+        delegated = waypost.rest("PATCH", f"/api/v1/projects/{project}/policy",
+                                 {"expected_revision": read["revision"],
+                                  "agent_rule_editing": True})  # fmt: skip
+        assert delegated.status_code == 200, delegated.text
+        edited = await call(s, "policy_edit", project=project,
+                            expected_revision=delegated.json()["revision"],
+                            rules="Run tests first.", provenance="after the outage")  # fmt: skip
+        wider = await refused(s, "policy_edit", project=project,
+                              expected_revision=edited["revision"], review_mode="none")  # fmt: skip
+    assert edited["rules"] == "Run tests first."
+    assert edited["revision"] == delegated.json()["revision"] + 1
+    assert wider.startswith("forbidden") and "rules text only" in wider, wider
+    stored = waypost.rest("GET", f"/api/v1/projects/{project}/policy").json()
+    assert (stored["revision"], stored["review_mode"]) == (edited["revision"], "human")
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -51,6 +51,16 @@ _BY_REASON: Final[dict[tuple[str, str], str]] = {
         "human; any: anyone but its submitter; none: its owner). Leave it for its "
         "reviewer and claim other work; a decision cannot grant this."
     ),
+    ("forbidden", "agent_rule_editing_off"): (
+        "This project's policy does not delegate rule editing to agents: propose the "
+        "change (and why) to your user; a human edits the policy, and a decision cannot "
+        "grant this."
+    ),
+    ("forbidden", "agent_rules_only"): (
+        "Agents may change the rules text only (details.fields names what you sent "
+        "besides): send expected_revision, rules and, if you like, provenance alone; "
+        "ask your user for any other change."
+    ),
     ("forbidden", "humans_only"): (
         "Only a human may make this change (a task's status, removing a dependency that "
         "is not done, creating a project): tell your user what you need and why; a "

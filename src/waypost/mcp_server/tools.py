@@ -96,6 +96,15 @@ ROUTE_TOOLS: list[RouteTool] = [
         PROJECT + "/policy",
     ),
     RouteTool(
+        "policy_edit",
+        "Edit the project's binding rules, where its policy delegates rule editing to "
+        "agents (agent_rule_editing): the revision you read (policy) as expected_revision, "
+        "the complete new rules text, and why in provenance. Agents change the rules only; "
+        "every other field is a human's.",
+        "PATCH",
+        PROJECT + "/policy",
+    ),
+    RouteTool(
         "knowledge_record",
         "Record advisory knowledge (a lesson, fact, rejected approach or checkpoint) for "
         "others to find. Returns the knowledge object (revision 1).",
