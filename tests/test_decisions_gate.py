@@ -3,6 +3,7 @@ renew, checkpoint, release and recover stay open; readiness uses the same predic
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from tests.conftest import Caller, Service
@@ -373,6 +374,34 @@ async def test_a_task_held_by_declined_decisions_alone_names_nowhere_to_wait(
         20,
     )
     assert "wait_on" not in details
+
+
+async def test_a_declined_decision_past_the_twenty_named_still_says_declined(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The refusal judged only the 20 (21) blockers it names: a denial past
+    them was refused as "wait for its answer" on 20 pending decisions that
+    cannot lift the work while it stands (specaudit-svc); a stale one there
+    went unnamed the same way. The context packet said nothing of them."""
+    task = await new_task(human)
+    pending = [await open_decision(human, [task], question=f"Q{n}?") for n in range(22)]
+    denied = await open_decision(human, [task], question="Ship it?")
+    assert (await send_answer(human, denied["id"], disposition="deny")).status_code == 200
+    agent = await service.agent()
+    status, code, details = error(await claim(agent, task))
+    assert (status, code, details["reason"]) == (409, "decision_required", "declined")
+    assert details["decision_ids"] == [d["id"] for d in pending[:20]] and details["truncated"]
+    assert details["declined"] == [denied["id"]] and "wait_on" not in details
+    packet = await human.get(f"/api/v1/projects/{project}/context", q="ship", task_id=task)
+    assert denied["id"] in json.dumps(packet.json()["next_actions"]), packet.text
+    # one expired past them too: named for reopening beside the denial
+    last = await open_decision(
+        human, [task], question="Before seven?", expires_at="2026-11-29T19:00:00.000Z"
+    )
+    service.clock.advance(hours=1)
+    status, code, details = error(await claim(await service.agent(), task))
+    assert details["declined"] == [denied["id"]], details
+    assert last["id"] in details["reopen"]
 
 
 async def test_a_stale_decision_is_refused_with_reopen_not_wait(

@@ -128,6 +128,32 @@ def _merged(blocking: dict[str, list[str]], task_ids: Sequence[str]) -> list[str
     return list(dict.fromkeys(d for task_id in task_ids for d in blocking[task_id]))
 
 
+def _unanswerable(
+    conn: sqlite3.Connection,
+    project_id: str,
+    task_ids: Sequence[str],
+    merged: list[str],
+    now: datetime,
+) -> tuple[list[str], list[str]]:
+    """(declined, reopen): the decisions that hold any of `task_ids` answered
+    deny or defer, and those stale or expired, in the refusal's order, at
+    most MAX_IDS of each. `merged` is the tasks' blockers as the gate found
+    them, at most MAX_IDS + 1 per task: complete unless longer than MAX_IDS,
+    and then the stored state names the rest (`store.stuck_pairs`). Either
+    way the history says each one's status."""
+    params = gate_params(project_id, now)
+    candidates = merged
+    if len(merged) > MAX_IDS:
+        by_task: dict[str, list[str]] = {}
+        for r in store.stuck_pairs(conn, task_ids, params, MAX_IDS):
+            by_task.setdefault(r["task_id"], []).append(r["decision_id"])
+        candidates = list(dict.fromkeys(d for t in task_ids for d in by_task.get(t, [])))
+    status_of = store.statuses(conn, candidates, params)
+    declined = [d for d in candidates if status_of.get(d) in DECLINED][:MAX_IDS]
+    reopen = [d for d in candidates if status_of.get(d) in UNANSWERABLE][:MAX_IDS]
+    return declined, reopen
+
+
 def declined_blockers(
     conn: sqlite3.Connection, project_id: str, task_ids: Sequence[str], now: datetime
 ) -> list[str]:
@@ -135,8 +161,7 @@ def declined_blockers(
     the refusal's order, at most MAX_IDS: the packet of a task says so
     (its items hold only the decisions still to be answered or reopened)."""
     merged = _merged(named_blockers(conn, project_id, task_ids, now), task_ids)
-    status_of = store.statuses(conn, merged, gate_params(project_id, now))
-    return [d for d in merged if status_of.get(d) in DECLINED][:MAX_IDS]
+    return _unanswerable(conn, project_id, task_ids, merged, now)[0]
 
 
 def ensure_decisions_resolved(
@@ -177,9 +202,9 @@ def ensure_all_resolved(
         # where to wait instead of polling (docs/graphql.md, "Waiting")
         "wait_on": {"stream": stream, "subscription": "decisionChanged"},
     }
-    status_of = store.statuses(conn, shown, gate_params(project_id, now))
-    reopen = [d for d in shown if status_of.get(d) in UNANSWERABLE]
-    declined = [d for d in shown if status_of.get(d) in DECLINED]
+    # past the MAX_IDS shown too: one declined decision anywhere among them
+    # means no answer the agent could wait for lifts the work
+    declined, reopen = _unanswerable(conn, project_id, task_ids, merged, now)
     if not reopen and not declined:
         raise DecisionRequired(
             "a decision blocks this work: wait for its answer on the event stream"

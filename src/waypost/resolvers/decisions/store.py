@@ -23,7 +23,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from waypost.resolvers.decisions.status import STATUS_SQL
+from waypost.resolvers.decisions.status import STATUS_SQL, STATUS_WHERE
 
 # ---------------------------------------------------------------- the gate
 
@@ -104,6 +104,39 @@ def held_pairs(
         "   AND EXISTS (SELECT 1 FROM decision_affected x WHERE x.decision_id = h.decision_id"
         "    AND x.generation = h.generation AND x.task_id = k.task_id))"
         f" WHERE n <= {int(per_task)} ORDER BY task_id, n",
+        {"tasks": json.dumps(list(dict.fromkeys(task_ids))), **params},
+    ).fetchall()
+
+
+# The stored state's two kinds of blocker no answer lifts as they stand: one
+# answered deny or defer (only a reopening and an allow lift it), and one
+# stale or expired (it must be reopened before it can be answered).
+_DECLINED_WHERE: Final = f"({STATUS_WHERE['denied']}) OR ({STATUS_WHERE['deferred']})"
+_REOPEN_WHERE: Final = f"({STATUS_WHERE['stale']}) OR ({STATUS_WHERE['expired']})"
+
+
+def stuck_pairs(
+    conn: sqlite3.Connection, task_ids: Sequence[str], params: Mapping[str, str], per_kind: int
+) -> list[sqlite3.Row]:
+    """(task_id, decision_id, kind) of the decisions the stored state says
+    block each task and that no answer lifts as they stand, `kind` "declined"
+    (denied, deferred) or "reopen" (stale, expired): at most `per_kind` of
+    each kind per task, in the order `held_pairs` gives. `held_pairs` names
+    the first 21 blockers only, and one of these past them went unsaid: the
+    refusal said to wait for answers that could not lift the work
+    (specaudit-svc). Not the authority: the gate puts each to the history."""
+    return conn.execute(
+        "SELECT task_id, decision_id, kind FROM ("
+        "  SELECT task_id, decision_id, kind, created_at, ROW_NUMBER() OVER"
+        "   (PARTITION BY task_id, kind ORDER BY created_at, decision_id) AS n FROM ("
+        "   SELECT k.task_id, k.decision_id, k.created_at,"
+        f"   CASE WHEN {_DECLINED_WHERE} THEN 'declined' ELSE 'reopen' END AS kind"
+        "   FROM json_each(:tasks) j CROSS JOIN task_decisions k ON k.task_id = j.value"
+        "   CROSS JOIN decision_holds h ON h.decision_id = k.decision_id"
+        f"   WHERE h.project_id = :project AND ({_DECLINED_WHERE} OR {_REOPEN_WHERE})"
+        "    AND EXISTS (SELECT 1 FROM decision_affected x WHERE x.decision_id = h.decision_id"
+        "     AND x.generation = h.generation AND x.task_id = k.task_id)))"
+        f" WHERE n <= {int(per_kind)} ORDER BY task_id, created_at, decision_id",
         {"tasks": json.dumps(list(dict.fromkeys(task_ids))), **params},
     ).fetchall()
 
