@@ -483,3 +483,46 @@ async def test_early_refusals_and_closed_operations_are_counted(metered: Service
                 break
             await asyncio.sleep(0.02)
     assert count("subscription", "ok") == 1
+
+
+async def test_a_method_a_client_makes_up_is_counted_as_other(metered: Service) -> None:
+    """The method label was whatever the client sent: the parser takes some
+    35 methods, and one client without a token multiplied the page 40-fold,
+    each scrape then holding the event loop 0.2-0.4 s (obsaudit)."""
+    human = await metered.principal("human", "ops")
+    for method in ("PROPFIND", "MKCOL", "BREW"):
+        for path in ("/api/v1/projects/demo", "/api/v1/nowhere"):
+            r = await metered.client.request(method, path)
+            assert r.status_code == 401
+    assert (await human.get("/api/v1/projects")).status_code == 200
+    token = await metrics_token(metered, human.principal_id)
+    text = (await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
+    methods = set(re.findall(r'^waypost_http_requests_total\{method="([^"]*)"', text, re.M))
+    assert methods == {"GET", "other"}, methods
+    assert (
+        'waypost_http_requests_total{method="other",route="/api/v1/projects/{project}",'
+        'status="401"} 3.0' in text
+    )
+
+
+async def test_a_batch_of_refused_writes_counts_its_units(metered: Service) -> None:
+    """A batch whose units were all refused was recorded as 0 units of work
+    per group commit (obsaudit)."""
+    human = await metered.principal("human", "ops")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    token = await metrics_token(metered, human.principal_id)
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def batch_sum(text: str) -> float:
+        found = re.search(r"^waypost_commit_batch_size_sum ([0-9.e+]+)$", text, re.M)
+        assert found is not None
+        return float(found.group(1))
+
+    before = batch_sum((await metered.client.get("/metrics", headers=auth)).text)
+    for _ in range(3):
+        r = await human.patch(
+            "/api/v1/projects/demo/policy", {"expected_revision": 77, "rules": "x"}
+        )
+        assert r.status_code == 409
+    after = batch_sum((await metered.client.get("/metrics", headers=auth)).text)
+    assert after - before == 3

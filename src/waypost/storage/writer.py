@@ -449,7 +449,9 @@ class Writer:
         observe = self.batch_observer
         if observe is not None:
             try:
-                observe(len(done), time.perf_counter() - started)
+                # every unit the transaction ran, refused ones too: counting
+                # only those that wrote recorded a batch of refusals as 0 (obsaudit)
+                observe(len(done) + len(failed), time.perf_counter() - started)
             except Exception:
                 log.exception("batch observer failed")
         self._reply(failed, done, committed=bool(done))
