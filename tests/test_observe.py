@@ -58,12 +58,20 @@ async def test_graphql_lines_name_the_operation(
     await human.gql("{ me { name } }")
     bad = "query Bad\u00e9 { me { name } }"
     await human.client.post("/graphql", json={"query": bad}, headers=human.headers())
+    # a valid name of any length (it was "(invalid name)", whose space split a
+    # text line's fields: obsaudit); text that is no name
+    long = "N" * 120
+    await human.gql(f"query {long} {{ me {{ name }} }}")
+    query = {"query": "{ me { name } }", "operationName": "no name"}
+    await human.client.post("/graphql", json=query, headers=human.headers())
     lines = access_lines(caplog)
     assert [(x["route"], x["operation"]) for x in lines][:2] == [
         ("/graphql", "Dashboard"),
         ("/graphql", None),
     ]
     assert lines[2]["status"] == 200  # a syntax error, still one line
+    assert (lines[3]["status"], lines[3]["operation"]) == (200, "N" * 100 + "...")
+    assert lines[4]["operation"] == "(invalid)"
 
 
 async def test_refusals_are_logged_without_a_principal(

@@ -31,7 +31,9 @@ from waypost.observe.metrics import Metrics
 
 # nginx's code for "the client closed the connection before the answer"
 CLIENT_CLOSED = 499
-_GRAPHQL_NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]{0,99}\Z")
+_GRAPHQL_NAME = re.compile(r"^[_A-Za-z][_0-9A-Za-z]*\Z")
+# GraphQL bounds no name; the log keeps this much of one
+OPERATION_MOST = 100
 
 
 @dataclass
@@ -69,10 +71,18 @@ def note_principal(principal_id: str) -> None:
 
 def note_graphql_operation(name: str | None) -> None:
     """Record the GraphQL operation name on this request's line (client-chosen
-    text, so only a valid GraphQL name is kept)."""
+    text, so only a valid GraphQL name is kept, cut at OPERATION_MOST
+    characters with "..."; "(invalid)" stands for any other text). A valid
+    name over 100 characters was "(invalid name)", whose space split the
+    text line's `key=value` fields (obsaudit)."""
     line = _current.get()
     if line is not None and name is not None:
-        line.operation = name if _GRAPHQL_NAME.match(name) else "(invalid name)"
+        if not _GRAPHQL_NAME.match(name):
+            line.operation = "(invalid)"
+        elif len(name) > OPERATION_MOST:
+            line.operation = name[:OPERATION_MOST] + "..."
+        else:
+            line.operation = name
 
 
 def route_template(router: Router, scope: Scope) -> str | None:
