@@ -340,8 +340,12 @@ def with_request_deadline(
 
         def on_headers_complete(self) -> None:
             self._in_head, self._bytes = False, 0
-            # a head that arrived whole in one read is measured here
-            size = len(self.url) + sum(len(n) + len(v) + 4 for n, v in self.headers)
+            # a head that arrived whole in one read is measured here, as sent:
+            # the request line ("GET /path HTTP/1.1\r\n"), each header line
+            # ("Name: value\r\n") and the blank line; the line's method,
+            # version and blank line were left out, 17 bytes (boundsaudit)
+            line = len(self.parser.get_method()) + 1 + len(self.url) + len(" HTTP/1.1\r\n")
+            size = line + sum(len(n) + len(v) + 4 for n, v in self.headers) + 2
             refusal = (
                 _head_too_large
                 if size > HEAD_MOST
