@@ -1127,6 +1127,33 @@ async def test_a_reviewer_reads_the_work_it_completes(waypost: Waypost, transpor
     assert submissions == rest.json()
 
 
+async def test_a_notification_racing_its_sessions_delete_is_no_error(waypost: Waypost) -> None:
+    """The official client sends `notifications/initialized` and, leaving at
+    once, the session's DELETE: about 1 in 50 times the notification was
+    answered 202, then the SDK started a 500 and raised into uvicorn (an
+    ERROR with a traceback, the keep-alive connection dropped; boundsaudit)."""
+    agent = waypost.principal("agent", "quick-leaver")
+    headers = {"Authorization": f"Bearer {agent}", "Accept": "application/json, text/event-stream"}
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "quick", "version": "1"}}}  # fmt: skip
+    read_from = len(waypost.server.logged())
+    async with httpx.AsyncClient(base_url=waypost.url, timeout=30) as client:
+        for _ in range(250):  # one keep-alive connection each side
+            opened = await client.post("/mcp", json=hello, headers=headers)
+            assert opened.status_code == 200, opened.text
+            named = {**headers, "Mcp-Session-Id": opened.headers["mcp-session-id"],
+                     "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+            note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            noted, ended = await asyncio.gather(
+                client.post("/mcp", json=note, headers=named),
+                client.delete("/mcp", headers=named),
+            )
+            assert (noted.status_code in (202, 404), ended.status_code) == (True, 200)
+    logged = "\n".join(waypost.server.logged()[read_from:])
+    assert " ERROR " not in logged and "status=500" not in logged, logged[-3000:]
+
+
 async def test_a_lapsed_lease_is_taken_over_with_task_recover(tmp_path: Path) -> None:
     """A lease belongs to the session that claimed it: an agent whose MCP
     session closed (a restarted client, the idle close) had no way back to

@@ -616,3 +616,30 @@ async def test_a_stream_whose_last_part_fails_to_go_out_still_idles_out(
     monkeypatch.setattr(http_endpoint, "IDLE_SECONDS", 0)  # any session not in flight is idle
     await asyncio.sleep(0.01)
     assert service.rt.metrics.registry.get_sample_value("waypost_mcp_sessions") == 0
+
+
+async def test_what_the_sdk_sends_after_its_response_ended_is_dropped() -> None:
+    """A notification racing its session's DELETE was answered 202; the SDK's
+    write into the closed session then failed and it started a 500 as well:
+    uvicorn raised on the second start (an ERROR with a traceback) and
+    dropped the keep-alive connection (boundsaudit, about 1 in 50 tries)."""
+    from waypost.mcp_server.http_endpoint import _OneResponse
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    once = _OneResponse(send)
+    await once.send({"type": "http.response.start", "status": 202, "headers": []})
+    await once.send({"type": "http.response.body", "body": b"", "more_body": True})
+    assert not once.ended
+    await once.send({"type": "http.response.body", "body": b""})
+    assert once.ended
+    await once.send({"type": "http.response.start", "status": 500, "headers": []})
+    await once.send({"type": "http.response.body", "body": b"Internal Server Error"})
+    assert [(m["type"], m.get("status")) for m in sent] == [
+        ("http.response.start", 202),
+        ("http.response.body", None),
+        ("http.response.body", None),
+    ]

@@ -566,8 +566,17 @@ class McpEndpoint:
             send, finish = _finishing(send)
         if session is not None:
             session.begin()  # in flight: the session is not idle meanwhile
+        response = _OneResponse(send)
         try:
-            await self.manager.handle_request(scope_with_user, receive, _null_sdk_error_ids(send))
+            await self.manager.handle_request(
+                scope_with_user, receive, _null_sdk_error_ids(response.send)
+            )
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not response.ended:
+                raise
+            # the session closed under a request already answered (its DELETE
+            # raced it): nothing is left to tell the client
+            log.debug("MCP: the session closed after its request was answered")
         finally:
             # the book-keeping first and the one await last: a last part that
             # failed to go out (or a cancellation there) skipped what followed,
@@ -737,6 +746,27 @@ def _with_null_error_id(start: Message, parts: list[Message]) -> list[Message]:
     headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
     headers.append((b"content-length", str(len(rewritten)).encode()))
     return [{**start, "headers": headers}, {"type": "http.response.body", "body": rewritten}]
+
+
+class _OneResponse:
+    """`send` for one response: what the SDK sends after its last part is
+    dropped, and `ended` tells whether the response is out. A notification
+    racing its session's DELETE was answered 202; the SDK's write into the
+    closed session then failed, and it started a 500 as well and raised
+    ClosedResourceError: uvicorn refused the second start, logged an ERROR
+    with its traceback and dropped the keep-alive connection (boundsaudit)."""
+
+    def __init__(self, send: Send) -> None:
+        self.ended = False
+        self._send = send
+
+    async def send(self, message: Message) -> None:
+        if self.ended:
+            log.debug("MCP: dropped %s sent after the response had ended", message["type"])
+            return
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.ended = True
+        await self._send(message)
 
 
 def _on_last_part(send: Send, ended: Callable[[], None]) -> Send:
