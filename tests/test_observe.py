@@ -534,3 +534,27 @@ async def test_a_batch_of_refused_writes_counts_its_units(metered: Service) -> N
         assert r.status_code == 409
     after = batch_sum((await metered.client.get("/metrics", headers=auth)).text)
     assert after - before == 3
+
+
+def test_unreadable_requests_are_one_warning_per_window(caplog: pytest.LogCaptureFixture) -> None:
+    """uvicorn's WARNING for each request its parser cannot read came once per
+    request: anyone could write them at will (960 from one sweep of made-up
+    methods, obsaudit). One line per window says how many there were."""
+    from waypost.observe.conditions import flush_all
+    from waypost.observe.logs import UnreadableRequestsHeldBack
+
+    caplog.set_level(logging.WARNING)
+    held_back = UnreadableRequestsHeldBack()
+    parser = logging.getLogger("uvicorn.error")
+    unreadable = "Invalid HTTP request received."
+    records = [
+        parser.makeRecord("uvicorn.error", logging.WARNING, __file__, 1, unreadable, (), None)
+        for _ in range(50)
+    ]
+    assert [held_back.filter(r) for r in records] == [False] * 50
+    other = parser.makeRecord("uvicorn.error", logging.WARNING, __file__, 1, "Other.", (), None)
+    assert held_back.filter(other)  # any other line goes through as it was
+    flush_all()
+    said = [r.getMessage() for r in caplog.records if r.name == "waypost.http"]
+    assert len(said) == 2, said  # the first at once, then the last of the 49 held back
+    assert "could not read" in said[0] and "and 48 more like it" in said[1]

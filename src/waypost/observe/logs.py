@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from waypost.observe.conditions import ConditionLog
+
 ACCESS = logging.getLogger("waypost.access")
 # the attribute of a LogRecord that carries a request line's fields
 FIELDS = "waypost_fields"
@@ -126,6 +128,30 @@ class ClientFaultsAreNoErrors(logging.Filter):
         return True
 
 
+class UnreadableRequestsHeldBack(logging.Filter):
+    """uvicorn logs a WARNING for each request its parser cannot read
+    ("Invalid HTTP request received.", answered 400): anyone, with no token,
+    wrote 960 of them in one sweep of made-up methods (obsaudit). Such lines
+    are held to one per 10 s, saying how many it stands for, as every
+    condition that refuses many requests in a row is (observe/conditions.py)."""
+
+    MESSAGES = frozenset({"Invalid HTTP request received."})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._condition = ConditionLog(logging.getLogger("waypost.http"))
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        # (a record's msg may be any object, a dict too: unhashable)
+        msg = record.msg
+        if record.name.startswith("uvicorn") and isinstance(msg, str) and msg in self.MESSAGES:
+            self._condition.warning(
+                "a request the HTTP parser could not read was answered 400 (%s)", record.msg
+            )
+            return False
+        return True
+
+
 def configure(log_format: str, level: int = logging.INFO) -> None:
     """Root handler on standard error; uvicorn's loggers propagate into it."""
     handler = logging.StreamHandler(sys.stderr)
@@ -133,6 +159,7 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     # on the handler: it sees the records of every logger (uvicorn's included)
     handler.addFilter(NoQueryStrings())
     handler.addFilter(ClientFaultsAreNoErrors())
+    handler.addFilter(UnreadableRequestsHeldBack())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
