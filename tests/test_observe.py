@@ -536,15 +536,15 @@ async def test_a_batch_of_refused_writes_counts_its_units(metered: Service) -> N
     assert after - before == 3
 
 
-def test_unreadable_requests_are_one_warning_per_window(caplog: pytest.LogCaptureFixture) -> None:
+def test_warnings_any_client_can_make_are_one_per_window(caplog: pytest.LogCaptureFixture) -> None:
     """uvicorn's WARNING for each request its parser cannot read came once per
     request: anyone could write them at will (960 from one sweep of made-up
     methods, obsaudit). One line per window says how many there were."""
     from waypost.observe.conditions import flush_all
-    from waypost.observe.logs import UnreadableRequestsHeldBack
+    from waypost.observe.logs import ClientMadeWarningsHeldBack
 
     caplog.set_level(logging.WARNING)
-    held_back = UnreadableRequestsHeldBack()
+    held_back = ClientMadeWarningsHeldBack()
     parser = logging.getLogger("uvicorn.error")
     unreadable = "Invalid HTTP request received."
     records = [
@@ -554,7 +554,17 @@ def test_unreadable_requests_are_one_warning_per_window(caplog: pytest.LogCaptur
     assert [held_back.filter(r) for r in records] == [False] * 50
     other = parser.makeRecord("uvicorn.error", logging.WARNING, __file__, 1, "Other.", (), None)
     assert held_back.filter(other)  # any other line goes through as it was
+    # an upgrade to anything but a WebSocket (h2c): its own line (review33)
+    upgrade = "Unsupported upgrade request."
+    asked = [
+        parser.makeRecord("uvicorn.error", logging.WARNING, __file__, 1, upgrade, (), None)
+        for _ in range(5)
+    ]
+    assert not any(held_back.filter(r) for r in asked)
     flush_all()
     said = [r.getMessage() for r in caplog.records if r.name == "waypost.http"]
-    assert len(said) == 2, said  # the first at once, then the last of the 49 held back
-    assert "could not read" in said[0] and "and 48 more like it" in said[1]
+    # the first of each at once, then the last of those held back, with their number
+    assert len(said) == 4, said
+    assert "could not read" in said[0] and "upgrade other than" in said[1]
+    assert any("could not read" in s and "and 48 more like it" in s for s in said[2:]), said
+    assert any("upgrade other than" in s and "and 3 more like it" in s for s in said[2:]), said

@@ -575,8 +575,13 @@ class McpEndpoint:
             if not response.ended:
                 raise
             # the session closed under a request already answered (its DELETE
-            # raced it): nothing is left to tell the client
-            log.debug("MCP: the session closed after its request was answered")
+            # raced it): nothing is left to tell the client; after the SDK's
+            # own 500 the operator is told why (its log line is dropped:
+            # _QuietClosedStreams), without a traceback
+            if response.status >= 500:
+                log.warning("MCP: a request was answered %d as its session closed", response.status)
+            else:
+                log.debug("MCP: the session closed after its request was answered")
         finally:
             # the book-keeping first and the one await last: a last part that
             # failed to go out (or a cancellation there) skipped what followed,
@@ -758,13 +763,16 @@ class _OneResponse:
 
     def __init__(self, send: Send) -> None:
         self.ended = False
+        self.status = 0  # of the response sent (0: none yet)
         self._send = send
 
     async def send(self, message: Message) -> None:
         if self.ended:
             log.debug("MCP: dropped %s sent after the response had ended", message["type"])
             return
-        if message["type"] == "http.response.body" and not message.get("more_body", False):
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+        elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.ended = True
         await self._send(message)
 

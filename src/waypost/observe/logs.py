@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from waypost.observe.conditions import ConditionLog
 
@@ -128,14 +128,22 @@ class ClientFaultsAreNoErrors(logging.Filter):
         return True
 
 
-class UnreadableRequestsHeldBack(logging.Filter):
+class ClientMadeWarningsHeldBack(logging.Filter):
     """uvicorn logs a WARNING for each request its parser cannot read
-    ("Invalid HTTP request received.", answered 400): anyone, with no token,
-    wrote 960 of them in one sweep of made-up methods (obsaudit). Such lines
-    are held to one per 10 s, saying how many it stands for, as every
-    condition that refuses many requests in a row is (observe/conditions.py)."""
+    ("Invalid HTTP request received.", answered 400) and for each asking an
+    upgrade other than to a WebSocket ("Unsupported upgrade request.", served
+    as a plain request): anyone, with no token, wrote 960 of the first in one
+    sweep of made-up methods (obsaudit), and as many of the second (review33).
+    Each is held to one line per 10 s, saying how many it stands for, as
+    every condition that refuses many requests in a row is
+    (observe/conditions.py)."""
 
-    MESSAGES = frozenset({"Invalid HTTP request received."})
+    SAID_AS: Final = {
+        "Invalid HTTP request received.": "a request the HTTP parser could not read was"
+        " answered 400 (%s)",
+        "Unsupported upgrade request.": "a request asked an upgrade other than to a"
+        " WebSocket and was served as a plain request (%s)",
+    }
 
     def __init__(self) -> None:
         super().__init__()
@@ -144,10 +152,9 @@ class UnreadableRequestsHeldBack(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         # (a record's msg may be any object, a dict too: unhashable)
         msg = record.msg
-        if record.name.startswith("uvicorn") and isinstance(msg, str) and msg in self.MESSAGES:
-            self._condition.warning(
-                "a request the HTTP parser could not read was answered 400 (%s)", record.msg
-            )
+        said_as = self.SAID_AS.get(msg) if isinstance(msg, str) else None
+        if said_as is not None and record.name.startswith("uvicorn"):
+            self._condition.warning(said_as, msg)
             return False
         return True
 
@@ -159,7 +166,7 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     # on the handler: it sees the records of every logger (uvicorn's included)
     handler.addFilter(NoQueryStrings())
     handler.addFilter(ClientFaultsAreNoErrors())
-    handler.addFilter(UnreadableRequestsHeldBack())
+    handler.addFilter(ClientMadeWarningsHeldBack())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

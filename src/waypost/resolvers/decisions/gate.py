@@ -136,18 +136,22 @@ def _unanswerable(
     now: datetime,
 ) -> tuple[list[str], list[str]]:
     """(declined, reopen): the decisions that hold any of `task_ids` answered
-    deny or defer, and those stale or expired, in the refusal's order, at
-    most MAX_IDS of each. `merged` is the tasks' blockers as the gate found
-    them, at most MAX_IDS + 1 per task: complete unless longer than MAX_IDS,
-    and then the stored state names the rest (`store.stuck_pairs`). Either
-    way the history says each one's status."""
+    deny or defer, and those stale or expired, in the refusal's order (past
+    the MAX_IDS named, those named first), at most MAX_IDS of each. `merged`
+    is the tasks' blockers as the gate found them, at most MAX_IDS + 1 per
+    task: complete unless longer than MAX_IDS, and then the stored state
+    names the rest (`store.stuck_pairs`). Either way the history says each
+    one's status."""
     params = gate_params(project_id, now)
     candidates = merged
     if len(merged) > MAX_IDS:
+        # those named first (the history judged them: a stored state that
+        # drifted cannot hide one of them), then the rest the stored state names
         by_task: dict[str, list[str]] = {}
         for r in store.stuck_pairs(conn, task_ids, params, MAX_IDS):
             by_task.setdefault(r["task_id"], []).append(r["decision_id"])
-        candidates = list(dict.fromkeys(d for t in task_ids for d in by_task.get(t, [])))
+        rest = (d for t in task_ids for d in by_task.get(t, []))
+        candidates = list(dict.fromkeys([*merged[:MAX_IDS], *rest]))
     status_of = store.statuses(conn, candidates, params)
     declined = [d for d in candidates if status_of.get(d) in DECLINED][:MAX_IDS]
     reopen = [d for d in candidates if status_of.get(d) in UNANSWERABLE][:MAX_IDS]

@@ -111,8 +111,10 @@ def held_pairs(
 # The stored state's two kinds of blocker no answer lifts as they stand: one
 # answered deny or defer (only a reopening and an allow lift it), and one
 # stale or expired (it must be reopened before it can be answered).
-_DECLINED_WHERE: Final = f"({STATUS_WHERE['denied']}) OR ({STATUS_WHERE['deferred']})"
-_REOPEN_WHERE: Final = f"({STATUS_WHERE['stale']}) OR ({STATUS_WHERE['expired']})"
+_STUCK_KINDS: Final = (
+    ("declined", f"({STATUS_WHERE['denied']}) OR ({STATUS_WHERE['deferred']})"),
+    ("reopen", f"({STATUS_WHERE['stale']}) OR ({STATUS_WHERE['expired']})"),
+)
 
 
 def stuck_pairs(
@@ -124,21 +126,29 @@ def stuck_pairs(
     each kind per task, in the order `held_pairs` gives. `held_pairs` names
     the first 21 blockers only, and one of these past them went unsaid: the
     refusal said to wait for answers that could not lift the work
-    (specaudit-svc). Not the authority: the gate puts each to the history."""
-    return conn.execute(
-        "SELECT task_id, decision_id, kind FROM ("
-        "  SELECT task_id, decision_id, kind, created_at, ROW_NUMBER() OVER"
-        "   (PARTITION BY task_id, kind ORDER BY created_at, decision_id) AS n FROM ("
-        "   SELECT k.task_id, k.decision_id, k.created_at,"
-        f"   CASE WHEN {_DECLINED_WHERE} THEN 'declined' ELSE 'reopen' END AS kind"
-        "   FROM json_each(:tasks) j CROSS JOIN task_decisions k ON k.task_id = j.value"
-        "   CROSS JOIN decision_holds h ON h.decision_id = k.decision_id"
-        f"   WHERE h.project_id = :project AND ({_DECLINED_WHERE} OR {_REOPEN_WHERE})"
-        "    AND EXISTS (SELECT 1 FROM decision_affected x WHERE x.decision_id = h.decision_id"
-        "     AND x.generation = h.generation AND x.task_id = k.task_id)))"
-        f" WHERE n <= {int(per_kind)} ORDER BY task_id, created_at, decision_id",
-        {"tasks": json.dumps(list(dict.fromkeys(task_ids))), **params},
-    ).fetchall()
+    (specaudit-svc). Not the authority: the gate puts each to the history.
+
+    One walk of the task's decisions in list order (the key of
+    `task_decisions`) per task and kind, stopping at `per_kind` found: a
+    window over every match sorted them all first (20,000 denied decisions
+    on one task: 52 ms, 6 ms walked; review33). A task with none of either
+    kind is walked whole twice (13 ms at 20,000 pending, where `held_pairs`
+    takes 34). A task is asked for at most with its subject: four walks."""
+    tasks = list(dict.fromkeys(task_ids))
+    walks = [
+        f"SELECT * FROM (SELECT k.task_id, k.decision_id, '{kind}' AS kind"
+        " FROM task_decisions k CROSS JOIN decision_holds h ON h.decision_id = k.decision_id"
+        f" WHERE k.task_id = :task{i} AND h.project_id = :project AND ({where})"
+        " AND EXISTS (SELECT 1 FROM decision_affected x WHERE x.decision_id = h.decision_id"
+        "  AND x.generation = h.generation AND x.task_id = k.task_id)"
+        f" ORDER BY k.created_at, k.decision_id LIMIT {int(per_kind)})"
+        for i in range(len(tasks))
+        for kind, where in _STUCK_KINDS
+    ]
+    if not walks:
+        return []
+    named = {f"task{i}": task_id for i, task_id in enumerate(tasks)}
+    return conn.execute(" UNION ALL ".join(walks), {**named, **params}).fetchall()
 
 
 def statuses(
