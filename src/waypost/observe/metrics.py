@@ -36,9 +36,9 @@ from prometheus_client import (
 # nothing a dashboard uses (process start is in the standard collectors)
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-# Request latencies: 1 ms to 10 s (a write waits for its group commit's fsync).
 # The methods counted under their own name; any other is "other".
 LABELLED_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+# Request latencies: 1 ms to 10 s (a write waits for its group commit's fsync).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
