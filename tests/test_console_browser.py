@@ -1310,18 +1310,21 @@ def test_an_inbox_too_large_for_one_query_loads_project_by_project(
 ) -> None:
     """Past the service's object limit (here 50) the whole inbox is refused as
     one query (two projects of one decision count 78); the console then asks
-    for it project by project (37 each), and shows all of it."""
+    for it project by project (37 each), and shows all of it. A project too
+    large even alone (three decisions) is a notice naming it, with links to
+    its lists: its refusal blanked the whole inbox, every project's."""
     with serve(tmp_path, "--graphql-max-objects", "50") as served:
         alice = admin_principal(served, "human", "Alice")
-        for name in ("north", "south"):
+        for name, decisions in (("crowded", 3), ("north", 1), ("south", 1)):
             alice.send("POST", "/api/v1/projects", {"id": name, "name": name.title()}, 201)
             task = alice.send(
                 "POST", f"/api/v1/projects/{name}/tasks", {"title": f"Ship {name}"}, 201
             )
-            alice.send("POST", f"/api/v1/projects/{name}/decisions", {
-                "question": f"Ship the {name} build now?", "options": ["Ship", "Hold"],
-                "rationale": "r", "required_actor": "human", "task_ids": [task["id"]],
-                "environment": "production"}, 201)  # fmt: skip
+            for n in range(decisions):
+                alice.send("POST", f"/api/v1/projects/{name}/decisions", {
+                    "question": f"Ship the {name} build now? ({n})", "options": ["Ship", "Hold"],
+                    "rationale": "r", "required_actor": "human", "task_ids": [task["id"]],
+                    "environment": "production"}, 201)  # fmt: skip
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(15000)
@@ -1334,9 +1337,16 @@ def test_an_inbox_too_large_for_one_query_loads_project_by_project(
             page.get_by_role("heading", name="Inbox", level=1).wait_for()
             for name in ("north", "south"):
                 awaiting = page.locator("[data-group=awaiting]")
-                awaiting.get_by_text(f"Ship the {name} build now?").wait_for()
+                awaiting.get_by_text(f"Ship the {name} build now? (0)").wait_for()
             asked = [s for s in sent if "query InboxProject(" in s]
-            assert len(asked) == 2, sent
+            assert len(asked) == 3, sent
+            crowded = page.get_by_role("region", name="Crowded (crowded)")
+            crowded.get_by_text("is not listed here").wait_for()
+            assert crowded.locator("[data-group]").count() == 0
+            link = crowded.get_by_role("link", name="decisions awaiting an answer")
+            assert link.get_attribute("href") == "#/p/crowded/decisions?status=PENDING"
+            link.click()
+            page.get_by_text("Ship the crowded build now? (2)").wait_for()
         finally:
             context.close()
 

@@ -37,14 +37,19 @@ function tooLarge(error) {
     error.message.includes("execution limits");
 }
 
-// One request per project, in turn: each within the limit on its own (a
-// project too large even alone still fails, and the page says so).
+// One request per project, in turn: each within the limit on its own. A
+// project too large even alone is shown as a notice that names it and links
+// to its lists; the others still render (its refusal blanked the whole inbox).
 async function loadProjectByProject() {
-  const ids = (await everyProject(INBOX_PROJECT_IDS)).map((p) => p.restId);
   const projects = [];
-  for (const id of ids) {
-    const data = await gql(INBOX_ONE_PROJECT, { id });
-    if (data.project) projects.push(data.project);
+  for (const { restId, name } of await everyProject(INBOX_PROJECT_IDS)) {
+    try {
+      const data = await gql(INBOX_ONE_PROJECT, { id: restId });
+      if (data.project) projects.push(data.project);
+    } catch (error) {
+      if (!tooLarge(error)) throw error;
+      projects.push({ restId, name, tooLarge: true });
+    }
   }
   return projects;
 }
@@ -55,8 +60,27 @@ export function renderInbox(projects) {
     parts.push(h("p", {}, "No projects yet. Create one with ",
       h("code", {}, "waypost admin project create"), " or the API."));
   }
-  for (const project of projects) parts.push(renderProject(project));
+  for (const project of projects) {
+    parts.push(project.tooLarge ? renderTooLarge(project) : renderProject(project));
+  }
   return parts;
+}
+
+function projectHeading(project) {
+  return h("h2", { id: `proj-${project.restId}` }, project.name, " ",
+    h("span", { class: "muted" }, `(${project.restId})`));
+}
+
+function renderTooLarge(project) {
+  return h("section", { class: "project", "aria-labelledby": `proj-${project.restId}`,
+    dataset: { tooLarge: project.restId } },
+  projectHeading(project),
+  h("p", { class: "notice" }, "This project's inbox is more than the service returns in one",
+    " answer (its execution limit), so it is not listed here. Its lists page through it: ",
+    allDecisions(project, "PENDING", "decisions awaiting an answer"), ", ",
+    allDecisions(project, "STALE", "stale decisions"), ", ",
+    allDecisions(project, "EXPIRED", "expired decisions"), ", ",
+    allDecisions(project, null, "every decision"), "."));
 }
 
 function renderProject(project) {
@@ -79,8 +103,7 @@ function renderProject(project) {
     }
   }
   const section = h("section", { class: "project", "aria-labelledby": `proj-${project.restId}` },
-    h("h2", { id: `proj-${project.restId}` }, project.name, " ",
-      h("span", { class: "muted" }, `(${project.restId})`)),
+    projectHeading(project),
     h("p", { class: "muted" },
       // a digest list holds its first 200: "200+" where it was cut, as the group says
       `${awaiting.length}${digest.truncated.pendingDecisions ? "+" : ""} awaiting an answer · `,

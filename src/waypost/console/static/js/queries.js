@@ -46,7 +46,7 @@ ${INBOX_PROJECT}`;
 // the same, one project at a time: for an inbox too large for one query
 // (the service's execution limit, docs/graphql.md)
 export const INBOX_PROJECT_IDS = `query InboxProjects($after: String) {
-  projects(first: 100, after: $after) { ${PAGE_INFO} edges { node { restId } } } }`;
+  projects(first: 100, after: $after) { ${PAGE_INFO} edges { node { restId name } } } }`;
 export const INBOX_ONE_PROJECT = `
 query InboxProject($id: String!) { project(id: $id) { ...InboxProject } }
 ${INBOX_PROJECT}`;
