@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from tests.conftest import Caller
+from tests.conftest import Caller, MovableClock
 from tests.mcp_support import MCP_HEADERS, open_session
+from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.envelope import Refusal
 from waypost.mcp_server.stdio import message_of_line
@@ -644,3 +646,48 @@ async def test_a_resource_list_given_a_cursor_is_invalid_params(human: Caller, m
     body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {}}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 200 and '"result"' in r.text and '"id":9' in r.text, r.text
+
+
+async def test_a_store_unreadable_while_authenticating_keeps_the_session(
+    human: Caller, clock: MovableClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clock (or the token rows) unreadable while a /mcp request was
+    authenticated answered 503 in REST's shape, with no JSON-RPC id: in a
+    live session the official client ended the whole session on it. In one
+    now: 200, a tool call's a tool error, another request's a JSON-RPC
+    error with its id, a notification's a 202; outside one the 503 with its
+    `Retry-After`, in JSON-RPC; and the session goes on once it reads again."""
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "project_list", "arguments": {}}}  # fmt: skip
+
+    def unreadable() -> datetime:
+        raise Unavailable("the clock file holds no valid instant", retry_after=1)
+
+    said = "unavailable: the clock file holds no valid instant"
+    with monkeypatch.context() as m:
+        m.setattr(clock, "now", unreadable)
+        r = await human.client.post("/mcp", json=call, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["id"] == 7 and r.json()["result"]["isError"] is True, r.text
+        assert r.json()["result"]["content"][0]["text"].startswith(said), r.text
+        listing = {"jsonrpc": "2.0", "id": "l", "method": "tools/list"}
+        r = await human.client.post("/mcp", json=listing, headers=headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["id"] == "l" and r.json()["error"]["code"] == -32603, r.text
+        assert r.json()["error"]["message"].startswith(said), r.text
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 7}}  # fmt: skip
+        r = await human.client.post("/mcp", json=cancel, headers=headers)
+        assert r.status_code == 202, r.text
+        outside = {k: v for k, v in headers.items() if k != "Mcp-Session-Id"}
+        r = await human.client.post("/mcp", json=call, headers=outside)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
+        assert r.json()["id"] == 7 and r.json()["result"]["isError"] is True, r.text
+    r = await human.client.post("/mcp", json=call, headers=headers)
+    assert r.status_code == 200, r.text
+    [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    answer = json.loads(data)
+    assert answer["id"] == 7 and not answer["result"].get("isError"), data
+    assert [p["id"] for p in answer["result"]["structuredContent"]["items"]] == [], data

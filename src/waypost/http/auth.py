@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
 from waypost.clock import format_time
-from waypost.errors import Unauthenticated, WaypostError
+from waypost.errors import Unauthenticated, Unavailable, WaypostError
 from waypost.http.bodies import buffer_body
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import (
@@ -32,6 +32,9 @@ from waypost.runtime import Actor, Runtime
 
 log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
+# The ASGI scope's state key of a store (or clock) that could not be read to
+# authenticate a /mcp request: that endpoint answers it in JSON-RPC itself.
+MCP_UNAVAILABLE = "mcp_unavailable"
 
 
 class BearerAuthentication:
@@ -82,8 +85,14 @@ class BearerAuthentication:
                 if is_graphql:
                     receive = await self._graphql_body(scope, receive)
             except WaypostError as error:
-                await self._refuse(scope, send, error, is_graphql)
-                return
+                if not (path == "/mcp" and isinstance(error, Unavailable)):
+                    await self._refuse(scope, send, error, is_graphql)
+                    return
+                # the MCP endpoint answers it with the message's id, in a live
+                # session with a 200 (this 503 in REST's shape ended the
+                # official client's whole session, as any status but 2xx and
+                # 404 does); it opens nothing without an actor
+                scope.setdefault("state", {})[MCP_UNAVAILABLE] = error
             except ClientDisconnect:
                 log.debug("client went away while sending its request")
                 return
@@ -91,7 +100,8 @@ class BearerAuthentication:
                 log.exception("authentication failed unexpectedly")
                 await self._refuse(scope, send, WaypostError("internal error"), is_graphql)
                 return
-            scope.setdefault("state", {})["actor"] = actor
+            else:
+                scope.setdefault("state", {})["actor"] = actor
         started = False
 
         async def guarded_send(message: Message) -> None:

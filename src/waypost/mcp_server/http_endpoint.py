@@ -23,17 +23,20 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
-from mcp.types import INVALID_PARAMS, INVALID_REQUEST
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from starlette.requests import ClientDisconnect
 from starlette.types import Message, Receive, Scope, Send
 
 from waypost.errors import PayloadTooLarge, UnsupportedMediaType, WaypostError
+from waypost.http.auth import MCP_UNAVAILABLE
 from waypost.http.bodies import buffer_body, replaying
 from waypost.http.headers import bearer_token, content_coding_refusal, header
-from waypost.http.responses import security_headers_send, send_json
+from waypost.http.responses import error_headers, security_headers_send, send_json
 from waypost.live import hub_for
 from waypost.live.streams import still_valid
+from waypost.mcp_server.advice import explain
 from waypost.mcp_server.backend import Backend, LocalBackend
+from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
     MESSAGE_LIMIT,
@@ -49,7 +52,7 @@ from waypost.mcp_server.envelope import (
     tool_refusal,
     unknown_method,
 )
-from waypost.mcp_server.server import CLIENT_GONE, Context, build_server
+from waypost.mcp_server.server import CLIENT_GONE, Context, build_server, tool_error
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
 from waypost.mcp_server.tools import tool_names
 from waypost.runtime import Actor, Runtime
@@ -462,6 +465,10 @@ class McpEndpoint:
             status, text = refused
             await _json_rpc_error(send, status, INVALID_REQUEST, text, _id_of(message))
             return
+        unavailable = scope.get("state", {}).get(MCP_UNAVAILABLE)
+        if unavailable is not None:
+            await _answer_unavailable(scope, send, message, unavailable)
+            return
         actor = _actor(scope)
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
@@ -688,6 +695,30 @@ async def _answered_here(send: Send, message: Any, in_session: bool, known: bool
         await _accepted(send)
         return True
     return False
+
+
+async def _answer_unavailable(scope: Scope, send: Send, message: Any, error: WaypostError) -> None:
+    """The answer when the caller could not even be authenticated because
+    the store (or the clock) is unavailable: a tool call's is a tool error,
+    as a busy store's during the call is; any other request's a JSON-RPC
+    error with its id. In a session (the caller's or not: nothing is known
+    of the caller, and nothing is told) a request's answer is a 200, a
+    notification's a 202 (it is dropped, and the log says so): any other
+    status ended the official client's whole session. Anything else gets
+    the error's own status (503) with its `Retry-After`."""
+    text = explain(ApiError.of(error))
+    request_id = _id_of(message)
+    in_session = header(scope, b"mcp-session-id") is not None and scope["method"] == "POST"
+    if in_session and request_id is None:
+        log.warning("a notification was dropped unanswered (%s)", error.message)
+        await _accepted(send)
+        return
+    body: dict[str, Any] = Refusal(request_id, INTERNAL_ERROR, text).as_json()
+    calls_a_tool = isinstance(message, dict) and message.get("method") == "tools/call"
+    if calls_a_tool and request_id is not None:
+        result = tool_error(text).model_dump(mode="json", by_alias=True, exclude_none=True)
+        body = {"jsonrpc": "2.0", "id": request_id, "result": result}
+    await send_json(send, 200 if in_session else error.status, body, error_headers(error))
 
 
 async def _accepted(send: Send) -> None:

@@ -289,7 +289,7 @@ def _named_as_arguments(error: ApiError) -> ApiError:
     return ApiError(error.code, error.message, details, error.status)
 
 
-def _error(text: str) -> types.CallToolResult:
+def tool_error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], isError=True)
 
 
@@ -356,10 +356,10 @@ def build_server(
                 )
             except Exception:
                 log.exception("MCP tool %s failed", name)
-                return _error(explain(ApiError("internal", "internal error", {}, 500)))
+                return tool_error(explain(ApiError("internal", "internal error", {}, 500)))
             if earlier is not None:
                 return _result(earlier.body)
-            return _error(explain(refused, project if isinstance(project, str) else None))
+            return tool_error(explain(refused, project if isinstance(project, str) else None))
         arguments = _whole_numbers(arguments)
         state.agent.carry(backend)
         try:
@@ -372,22 +372,22 @@ def build_server(
                 # the same form as every refusal: the code first, the envelope last
                 unknown = ApiError("not_found", "no such tool; tools/list names the tools",
                                    {"tool": clip(name)}, 404)  # fmt: skip
-                return _error(explain(unknown))
+                return tool_error(explain(unknown))
         except ApiError as error:
             own_key = "idempotency_key" in arguments
             refusal = _named_as_arguments(error)
-            return _error(explain(refusal, str(project) if project else None, own_key, name))
+            return tool_error(explain(refusal, str(project) if project else None, own_key, name))
         except ClientLeft:
-            return _error("cancelled: the client went away before the answer")
+            return tool_error("cancelled: the client went away before the answer")
         except WaypostError as error:
             # refused in process, outside any route: the stream caps of a wait
             # (too_many_streams), a busy store; the same REST format
             refusal = ApiError(error.code, error.message, error.details, error.status)
-            return _error(explain(refusal, str(project) if project else None, tool=name))
+            return tool_error(explain(refusal, str(project) if project else None, tool=name))
         except Exception:
             # a fault of ours: the log gets the traceback, the agent a plain answer
             log.exception("MCP tool %s failed", name)
-            return _error(explain(ApiError("internal", "internal error", {}, 500)))
+            return tool_error(explain(ApiError("internal", "internal error", {}, 500)))
         return _result(result)
 
     @server.list_resources()
