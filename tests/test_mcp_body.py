@@ -4,8 +4,10 @@ duplicate keys, NaN and integers past 64 bits were accepted."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections import Counter
 from datetime import datetime
 from typing import Any
 
@@ -691,3 +693,40 @@ async def test_a_store_unreadable_while_authenticating_keeps_the_session(
     answer = json.loads(data)
     assert answer["id"] == 7 and not answer["result"].get("isError"), data
     assert [p["id"] for p in answer["result"]["structuredContent"]["items"]] == [], data
+
+
+async def test_cancels_that_meet_their_calls_answers_end_nothing(human: Caller) -> None:
+    """A cancel that met its call's answer ended the whole session: the SDK
+    asserted "Request already responded to", or a cancel that came while the
+    answer was sent let its CancelledError out and the session's task group
+    ended without a word (an audit: after 11 to 55 calls each cancelled a
+    few milliseconds after it was sent). Cancels are taken here now: each
+    call is answered, with its result or as cancelled, and the session goes on."""
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+
+    async def call_and_cancel(request_id: int) -> str:
+        call = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": "project_list", "arguments": {}}}  # fmt: skip
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": request_id}}  # fmt: skip
+        calling = asyncio.create_task(human.client.post("/mcp", json=call, headers=headers))
+        for _ in range(request_id % 40):
+            await asyncio.sleep(0)
+        cancelled = await human.client.post("/mcp", json=cancel, headers=headers)
+        assert cancelled.status_code == 202, cancelled.text
+        answered = await calling
+        assert answered.status_code == 200, answered.text
+        [data] = [line[6:] for line in answered.text.splitlines() if line.startswith("data: ")]
+        answer = json.loads(data)
+        if "error" in answer:  # as the SDK answered a cancel
+            assert answer["error"]["message"] == "Request cancelled", answer
+            return "cancelled"
+        return "cancelled" if answer["result"].get("isError") else "answered"
+
+    seen = Counter([await call_and_cancel(n) for n in range(1, 401)])
+    # both happen: cancels that came in time, and ones that came too late
+    assert seen["cancelled"] and seen["answered"] and sum(seen.values()) == 400, seen
+    ping = {"jsonrpc": "2.0", "id": "last", "method": "ping"}
+    r = await human.client.post("/mcp", json=ping, headers=headers)
+    assert r.status_code == 200, r.text

@@ -204,7 +204,8 @@ async def test_a_request_its_client_cancelled_gets_no_answer(
         )
         await asyncio.sleep(0.5)  # what the SDK answers the cancellation comes first
         process.stdin.write(_line({"jsonrpc": "2.0", "id": 10, "method": "ping"}))
-        assert (await _answer(process))["id"] == 10
+        got = await _answer(process)
+        assert got["id"] == 10, got
     finally:
         process.stdin.close()
         rest = await asyncio.wait_for(process.stdout.read(), 30)
@@ -212,6 +213,56 @@ async def test_a_request_its_client_cancelled_gets_no_answer(
     # nothing for request 9, not even at the end of the input (where a wait
     # still running answers that its client went away)
     assert rest == b""
+
+
+async def test_a_cancel_that_meets_the_answer_ends_nothing(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """A cancel that arrived after a call's work was done and before its
+    answer was sent made the SDK assert ("Request already responded to"),
+    which ended the whole session: over stdio the process exited with
+    status 1 (an audit: after 6 calls each cancelled 3 ms after it was sent),
+    over /mcp the session (after 39). Each call now either answers or is
+    cancelled, and the session goes on."""
+    agent = waypost.principal("agent", "prompt-canceller")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    answered: set[int] = set()
+
+    async def read_answers() -> None:
+        assert process.stdout is not None
+        while line := await process.stdout.readline():
+            answered.add(json.loads(line)["id"])
+
+    try:
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        assert (await _answer(process))["id"] == 1
+        reader = asyncio.create_task(read_answers())
+        for request_id in range(100, 400):
+            try:
+                process.stdin.write(_line(_call(request_id, "me")))
+                await process.stdin.drain()
+                # from at once to about the time a call takes, so that some
+                # cancels meet a call between its work and its answer
+                await asyncio.sleep((request_id % 7) * 0.0008)
+                process.stdin.write(_line({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                           "params": {"requestId": request_id}}))  # fmt: skip
+            except ConnectionResetError:
+                pytest.fail("the process ended: " + (tmp_path / "mcp.log").read_text()[-2000:])
+        process.stdin.write(_line({"jsonrpc": "2.0", "id": 999, "method": "ping"}))
+        await process.stdin.drain()
+        for _ in range(300):
+            if 999 in answered:
+                break
+            await asyncio.sleep(0.1)
+        assert 999 in answered, (tmp_path / "mcp.log").read_text()
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+        reader.cancel()
+    assert process.returncode == 0
+    log = (tmp_path / "mcp.log").read_text()
+    assert "Traceback" not in log and "already responded" not in log, log
 
 
 @pytest.mark.parametrize(

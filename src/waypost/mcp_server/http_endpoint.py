@@ -52,6 +52,7 @@ from waypost.mcp_server.envelope import (
     tool_refusal,
     unknown_method,
 )
+from waypost.mcp_server.running import RunningCalls, cancelled_request, id_key
 from waypost.mcp_server.server import CLIENT_GONE, Context, build_server, tool_error
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS
 from waypost.mcp_server.tools import tool_names
@@ -380,7 +381,8 @@ class McpEndpoint:
         self, runtime: Callable[[], Runtime], heartbeat_seconds: float = HEARTBEAT_SECONDS
     ) -> None:
         self._runtime = runtime
-        self.server = build_server(self._backend_for, heartbeat_seconds)
+        self._calls = RunningCalls(_call_key)
+        self.server = build_server(self._backend_for, self._calls, heartbeat_seconds)
         self.manager = StreamableHTTPSessionManager(
             app=self.server, session_idle_timeout=IDLE_SECONDS, max_request_body_size=BODY_LIMIT
         )
@@ -480,6 +482,13 @@ class McpEndpoint:
         if isinstance(message, Refusal) and known and not in_session:
             scope, receive = _stand_in(scope, unread)
         if await _answered_here(send, message, in_session, known):
+            return
+        cancelled = cancelled_request(message) if in_session else None
+        if cancelled is not None:
+            # taken here, not by the SDK, whose handling ended the session
+            # when the cancel met the answer (running.py)
+            self._calls.cancel((session_id, id_key(cancelled)))
+            await _accepted(send)
             return
         # only in the caller's own sessions (another's id is the SDK's 404)
         running = _running_key(session_id, message) if known else None
@@ -726,6 +735,13 @@ async def _accepted(send: Send) -> None:
     await send({"type": "http.response.start", "status": 202,
                 "headers": [(b"content-length", b"0")]})  # fmt: skip
     await send({"type": "http.response.body", "body": b""})
+
+
+def _call_key(ctx: Context) -> tuple[str | None, str]:
+    """(session, id) of a call, as a cancel names it: the `Mcp-Session-Id`
+    its request carried (a tool call always comes in a session)."""
+    assert ctx.request is not None
+    return header(ctx.request.scope, b"mcp-session-id"), id_key(ctx.request_id)
 
 
 def _running_key(session_id: str | None, message: Any) -> tuple[str, str] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -16,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from hashlib import sha256
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import mcp.types as types
@@ -35,6 +36,7 @@ from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
 from waypost.mcp_server.backend import ROUTES, Backend
 from waypost.mcp_server.calls import ApiError, Reply
+from waypost.mcp_server.running import RunningCalls
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
 from waypost.rest.routing import decode_body
@@ -309,14 +311,29 @@ def tool_list() -> list[types.Tool]:
     return listed
 
 
+Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
+
+
 def build_server(
     backend_for: BackendFor,
+    calls: RunningCalls,
     heartbeat_seconds: float = HEARTBEAT_SECONDS,
     client_gone: Callable[[Context], asyncio.Event | None] | None = None,
 ) -> Server[McpState, Any]:
-    """The server; `client_gone(ctx)` is the event set once a call's client
-    has left (by default the one `/mcp` puts in each request's scope)."""
+    """The server; `calls` the calls running, which the transport's cancels
+    reach; `client_gone(ctx)` is the event set once a call's client has left
+    (by default the one `/mcp` puts in each request's scope)."""
     gone_for = client_gone or _client_gone
+
+    def cancellable(handler: Handler) -> Handler:
+        """The handler, as a call its client may cancel (running.py)."""
+
+        @functools.wraps(handler)
+        async def run(*args: Any, **kwargs: Any) -> Any:
+            with calls.running(server.request_context):
+                return await handler(*args, **kwargs)
+
+        return cast(Handler, run)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: Server[McpState, Any]) -> AsyncIterator[McpState]:
@@ -342,6 +359,7 @@ def build_server(
 
     # the arguments are checked here, not by the SDK: its refusals have no REST code
     @server.call_tool(validate_input=False)
+    @cancellable
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         ctx = server.request_context
         state = ctx.lifespan_context
@@ -391,6 +409,7 @@ def build_server(
         return _result(result)
 
     @server.list_resources()
+    @cancellable
     async def list_resources() -> list[types.Resource]:
         backend = backend_for(server.request_context)
         resources: list[types.Resource] = []
@@ -437,6 +456,7 @@ def build_server(
         ]
 
     @server.read_resource()
+    @cancellable
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
         match = RESOURCE_URI.fullmatch(str(uri))
         if match is None:

@@ -58,7 +58,6 @@ from waypost.mcp_server.envelope import (
     Refusal,
     dropped_notification,
     envelope_refusal,
-    is_request_id,
     is_response,
     params_refusal,
     read_message,
@@ -66,6 +65,7 @@ from waypost.mcp_server.envelope import (
     tool_refusal,
     unknown_method,
 )
+from waypost.mcp_server.running import RunningCalls, cancelled_request, id_key
 from waypost.mcp_server.server import build_server
 from waypost.mcp_server.stdio_files import StdinChunks, StdoutLines
 from waypost.mcp_server.tools import tool_names
@@ -86,9 +86,6 @@ DRAIN_SECONDS = 60.0
 # session it kept) past the drain's bound, and past the client's SIGKILL.
 # The SDK's client waits 2 s after closing our input, then signals.
 OUTPUT_STALL_SECONDS = 2.0
-# what the SDK answers a request its client cancelled (MCP: no answer at
-# all); code 0 alone is also its answer to a handler's exception
-_SDK_CANCELLED = (0, "Request cancelled")
 # the requests the SDK serves before an `initialize` (it refused any other
 # with an empty "Invalid request parameters")
 _BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
@@ -229,7 +226,9 @@ class Stdio:
 
 
 @contextlib.asynccontextmanager
-async def checked_stdio(input_ended: asyncio.Event | None = None) -> AsyncIterator[Stdio]:
+async def checked_stdio(
+    input_ended: asyncio.Event | None = None, cancel: Callable[[str], None] | None = None
+) -> AsyncIterator[Stdio]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
     standard input and output (bytes: the UTF-8 check is the parser's).
 
@@ -237,7 +236,8 @@ async def checked_stdio(input_ended: asyncio.Event | None = None) -> AsyncIterat
     decision_wait then ends) and the SDK's read stream is closed only once
     every request handed to it has been answered: the SDK cancels the calls
     still running when its stream ends, so a write piped in with its input
-    closed behind it committed unanswered."""
+    closed behind it committed unanswered. A client's cancel goes to
+    `cancel` (the request's id as `running.id_key` gives it), not to the SDK."""
     given = StdinChunks(sys.stdin.fileno())
     taken = StdoutLines(sys.stdout.fileno())
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
@@ -298,11 +298,16 @@ async def checked_stdio(input_ended: asyncio.Event | None = None) -> AsyncIterat
             initialized = initialized or root.method == "initialize"
             unanswered.add(root.id)
         elif isinstance(root, JSONRPCNotification) and root.method == "notifications/cancelled":
-            cancelled = (root.params or {}).get("requestId")
             # a string or an integer, as ids are (a list is unhashable, and
-            # `true` equals the id 1): the SDK ignores any other
-            if is_request_id(cancelled) and cancelled in unanswered:
+            # `true` equals the id 1): any other is ignored
+            cancelled = cancelled_request(root.model_dump(by_alias=True, exclude_none=True))
+            if cancelled is not None and cancelled in unanswered:
                 unanswered.cancelled.add(cancelled)
+                if cancel is not None:
+                    cancel(id_key(cancelled))
+            # taken here, not by the SDK, whose handling ended the process
+            # when the cancel met the answer (running.py)
+            return
         await to_server.send(SessionMessage(message))
 
     async def take_line(line: bytes) -> None:
@@ -334,14 +339,11 @@ async def checked_stdio(input_ended: asyncio.Event | None = None) -> AsyncIterat
             async for sent in from_server:
                 root = sent.message.root
                 if isinstance(root, JSONRPCResponse | JSONRPCError):
-                    dropped = (
-                        isinstance(root, JSONRPCError)
-                        and (root.error.code, root.error.message) == _SDK_CANCELLED
-                        and root.id in unanswered.cancelled
-                    )
+                    # MCP: a request its client cancelled gets no answer,
+                    # whatever it came to (a cancel can meet the answer)
+                    dropped = root.id in unanswered.cancelled
                     await unanswered.answered(root.id)
                     if dropped:
-                        # MCP: a request its client cancelled gets no answer
                         continue
                 text = sent.message.model_dump_json(by_alias=True, exclude_none=True)
                 await write_line(text.encode())
@@ -366,9 +368,10 @@ async def serve_stdio(url: str, token: str) -> None:
         # the client's going is the end of the input: a decision_wait then
         # ends at once, as one over /mcp does when its POST's client leaves
         input_ended = asyncio.Event()
-        server = build_server(lambda ctx: backend, client_gone=lambda ctx: input_ended)
+        calls = RunningCalls(lambda ctx: id_key(ctx.request_id))
+        server = build_server(lambda ctx: backend, calls, client_gone=lambda ctx: input_ended)
         async with anyio.create_task_group() as process:
-            async with checked_stdio(input_ended=input_ended) as stdio:
+            async with checked_stdio(input_ended, calls.cancel) as stdio:
                 process.start_soon(_end_on_signals, stdio.stop_reading, process.cancel_scope)
                 await server.run(stdio.read, stdio.write, server.create_initialization_options())
             process.cancel_scope.cancel()  # the signal watch
