@@ -23,8 +23,15 @@ def endpoint_url_refusal(url: str, schemes: tuple[str, ...]) -> str | None:
         return f"is not a URL ({exc})"
     if parsed.scheme not in schemes or not parsed.raw_host:
         return f"must be an {wanted} URL with a host"
+    try:
+        # httpx decodes an `xn--` label only when the host is read, at every
+        # request: one that is not valid punycode (`xn--zz`) raised there, an
+        # ERROR with a traceback at every attempt (a 500 for TokenReview)
+        host = parsed.host
+    except UnicodeError as exc:  # idna's errors are UnicodeErrors
+        return f"names no host a connection can be made to (not valid IDNA: {exc})"
     if _HOST.fullmatch(parsed.raw_host) is None:
-        return f"names no host a connection can be made to ({parsed.host!r})"
+        return f"names no host a connection can be made to ({host!r})"
     if parsed.port is not None and not 0 < parsed.port < 65536:
         return "has a port outside 1-65535"
     return None
