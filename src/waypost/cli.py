@@ -255,9 +255,21 @@ def _lifecycle_settings(
         refused = webhook_refusal(webhook)
         if refused is not None:
             raise click.UsageError(f"--lifecycle-webhook {refused}")
+    if webhook is not None or auth == "tokenreview":
+        _environment_usable()  # both clients honour the proxy variables
     return LifecycleSettings(
         auth=auth, k8s_api=k8s_api, k8s_ca=k8s_ca, k8s_token_file=k8s_token_file, webhook=webhook
     )
+
+
+def _environment_usable() -> None:
+    """A usage error when httpx cannot make a client with the environment's
+    proxy and certificate variables (it raised a traceback at start)."""
+    from waypost.http.environment import environment_refusal
+
+    refused = environment_refusal()
+    if refused is not None:
+        raise click.UsageError(refused)
 
 
 def _run(settings: Settings) -> None:
@@ -335,6 +347,7 @@ def mcp_command(url: str) -> None:
             "WAYPOST_TOKEN holds characters no Waypost token has (tokens are visible"
             " ASCII, without spaces): set it to the token as printed"
         )
+    _environment_usable()  # its calls to --url honour the proxy variables
     # standard error, as `serve` writes it (lines cut at 2,000 characters);
     # standard output is the protocol's
     logs.configure("text", logging.WARNING)

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.cli import main
+from waypost.http.urls import endpoint_url_refusal
 from waypost.maintenance import backup
 from waypost.resolvers.lifecycle import delivery
 from waypost.resolvers.lifecycle.delivery import (
@@ -327,10 +328,63 @@ def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> N
         "http://127.0.0.1:abc/x", "http://", "http://127.0.0.1:99999/x", "ftp://h/x",
         # httpx escapes these hosts (`x%20y`): no name a connection can reach
         "http://x y/", "http://x%20y/", "https://a<b/",
+        # an `xn--` label that is no punycode: httpx raised decoding it at
+        # every attempt (an ERROR traceback each time, never counted)
+        "http://xn--zz/hook", "http://XN--ZZ/x", "http://xn--abc.com/",
     ):  # fmt: skip
         result = CliRunner().invoke(
             main, ["serve", "--db", str(tmp_path / "w.db"), "--lifecycle-webhook", url]
         )
         assert result.exit_code == 2, (url, result.output)
         assert "--lifecycle-webhook" in result.output
+    assert not (tmp_path / "w.db").exists()
+    # so is such a Kubernetes API (TokenReview answered every request 500)
+    result = CliRunner().invoke(main, [
+        "serve", "--db", str(tmp_path / "w.db"), "--lifecycle-auth", "tokenreview",
+        "--k8s-api", "https://xn--zz/", "--k8s-ca", str(tmp_path / "ca.pem")])  # fmt: skip
+    assert result.exit_code == 2 and "--k8s-api" in result.output, result.output
+    assert "not valid IDNA" in result.output, result.output
+    # a name in another script is no refusal: httpx sends it as punycode
+    assert endpoint_url_refusal("http://bücher.de/hook", ("http",)) is None
+    assert endpoint_url_refusal("http://xn--bcher-kva.de/hook", ("http",)) is None
+
+
+@pytest.mark.parametrize(
+    ("variables", "said"),
+    [
+        ({"ALL_PROXY": "socks5://user:secret@127.0.0.1:9", "NO_PROXY": "127.0.0.1"},
+         "(ALL_PROXY, NO_PROXY) cannot be used: a SOCKS proxy needs the socksio package"),
+        ({"SSL_CERT_FILE": "/no/such/bundle.pem"},
+         "(SSL_CERT_FILE) cannot be used: [Errno 2] No such file or directory"),
+        ({"HTTP_PROXY": "ftp://user:secret@proxy:21"},
+         "(HTTP_PROXY) cannot be used: Unknown scheme for proxy URL"),
+    ],
+)  # fmt: skip
+def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variables: dict[str, str], said: str
+) -> None:
+    """The webhook's client (and `waypost mcp`'s) honour the proxy and
+    certificate variables: one httpx cannot use raised from its constructor,
+    a traceback at start (exit 1). A usage error naming the variables now,
+    never their values (a proxy URL may hold a password)."""
+    for name in (
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "ALL_PROXY",
+        "NO_PROXY",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+    ):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("WAYPOST_TOKEN", "wp_token")
+    for command in (
+        ["serve", "--db", str(tmp_path / "w.db"), "--lifecycle-webhook", "http://127.0.0.1:9/h"],
+        ["mcp", "--url", "http://127.0.0.1:9"],
+    ):
+        result = CliRunner().invoke(main, command)
+        assert result.exit_code == 2, result.output
+        assert said in result.output and "secret" not in result.output, result.output
     assert not (tmp_path / "w.db").exists()
