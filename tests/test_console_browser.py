@@ -2178,3 +2178,52 @@ def test_showing_the_new_state_keeps_what_was_typed(tab: Tab, world: World) -> N
     kept.locator("summary").click()
     assert "Half an argument,\nstill typing." in kept.inner_text()
     assert "it is now denied" in page.locator("main .notice").first.inner_text()
+
+
+def test_an_expiry_in_local_time_says_the_instant_and_refuses_what_cannot_be(
+    browser: Any, world: World
+) -> None:
+    """`new Date(box)` resolved the zone without a word: 02:30 on the night
+    New York's clocks skip it was sent as 03:30, 01:30 on the night they pass
+    it twice as the first, and the page showed UTC only; a year past 9999
+    (Chromium's box takes up to 275760) threw before the form said anything."""
+    decision = world.open_decision(world.agent, question="Expire in New York?",
+                                   task_ids=[world.tasks["docs"]])  # fmt: skip
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision}/answer", {
+        "expected_generation": 1, "disposition": "defer", "answer": "Stop",
+        "rationale": "Later."})  # fmt: skip
+    context = browser.new_context(timezone_id="America/New_York")
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        tab = Tab(page, world.served.url, [], [])
+        tab.sign_in(world.alice.token)
+        page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+        page.get_by_text("Reopen to ask again").click()
+        page.get_by_label("Why reopen (required)").fill("Ask again.")
+        expiry = page.get_by_label("New expiry (your local time)")
+        reopen = page.get_by_role("button", name="Reopen", exact=True)
+        main = page.locator("main")
+        for typed, said in (
+            ("10000-01-01T00:00", "Set an expiry before the year 10000 (UTC)."),
+            ("9999-12-31T19:30", "Set an expiry before the year 10000 (UTC)."),
+            ("2027-03-14T02:30", "2027-03-14 02:30 does not exist in your time zone"),
+        ):
+            expiry.fill(typed)
+            main.get_by_text(said).first.wait_for()  # said as it is typed
+            reopen.click()
+            main.locator(".form-error").get_by_text(said).wait_for()
+            assert page.evaluate("() => document.activeElement.type") == "datetime-local"
+        assert world.decision(decision)["generation"] == 1  # nothing was sent
+        expiry.fill("2027-11-07T01:30")
+        twice = ("That is 2027-11-07 05:30:00 UTC. It happens twice in your time zone that day:"
+                 " this is the first (the second is 2027-11-07 06:30:00 UTC).")  # fmt: skip
+        main.get_by_text(twice).wait_for()
+        reopen.click()
+        main.get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+        assert world.decision(decision)["current"]["expires_at"] == "2027-11-07T05:30:00.000Z"
+        assert not errors, errors
+    finally:
+        context.close()

@@ -9,6 +9,7 @@ import {
   when, words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
+import { instantEcho, localInstant } from "./localtime.js";
 
 // The service's limit on an answer's or a reopen's rationale (characters):
 // the form stops there instead of sending what would be refused.
@@ -358,7 +359,12 @@ function renderReopen(project, onChanged, prominent) {
   // the environment, and a condition holding one shows as two lines, so a
   // comparison with the stored pins sent a change nobody typed.
   const shown = { environment: env.value, conditions: conds.value };
-  const expires = h("input", { id: ids.x, type: "datetime-local", "aria-describedby": `${ids.x}-hint` });
+  const expires = h("input", { id: ids.x, type: "datetime-local",
+    "aria-describedby": `${ids.x}-hint ${ids.x}-echo` });
+  // the instant the typed time names, in UTC as the page shows times, and
+  // how the zone resolved a time the clocks skip or pass twice
+  const echo = h("p", { id: `${ids.x}-echo`, class: "hint", "aria-live": "polite" });
+  expires.addEventListener("input", () => { echo.textContent = instantEcho(expires.value); });
   const noExpiry = h("input", { id: ids.n, type: "checkbox" });
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Reopen");
 
@@ -378,7 +384,14 @@ function renderReopen(project, onChanged, prominent) {
       input.conditions = conds.value.split("\n").map((x) => x.trim()).filter(Boolean);
     }
     if (noExpiry.checked) input.expiresAt = null;
-    else if (expires.value) input.expiresAt = new Date(expires.value).toISOString();
+    else if (expires.value) {
+      const instant = localInstant(expires.value);
+      if (instant.refusal) {
+        sayError(errorBox, expires, instant.refusal);
+        return;
+      }
+      input.expiresAt = instant.iso;
+    }
     button.disabled = true;
     status.start();
     try {
@@ -420,7 +433,7 @@ function renderReopen(project, onChanged, prominent) {
     h("div", { class: "field" }, h("label", { for: ids.x }, "New expiry (your local time)"),
       h("p", { id: `${ids.x}-hint`, class: "hint" },
         d.status === "EXPIRED" ? "The old expiry has passed: give a new one, or none."
-          : "Leave empty to keep the current expiry."), expires),
+          : "Leave empty to keep the current expiry."), expires, echo),
     h("div", { class: "check" }, noExpiry, h("label", { for: ids.n }, "No expiry")),
     button, status.box, errorBox);
   const heading = h("h2", { id: "reopen-h" }, "Reopen");
