@@ -683,6 +683,10 @@ async def test_a_store_unreadable_while_authenticating_keeps_the_session(
                   "params": {"requestId": 7}}  # fmt: skip
         r = await human.client.post("/mcp", json=cancel, headers=headers)
         assert r.status_code == 202, r.text
+        # a client's response: never answered with its id (the server's numbering)
+        response = {"jsonrpc": "2.0", "id": 14, "result": {}}
+        r = await human.client.post("/mcp", json=response, headers=headers)
+        assert r.status_code == 202 and not r.content, r.text
         outside = {k: v for k, v in headers.items() if k != "Mcp-Session-Id"}
         r = await human.client.post("/mcp", json=call, headers=outside)
         assert r.status_code == 503 and r.headers["retry-after"] == "1", r.text
@@ -722,7 +726,11 @@ async def test_cancels_that_meet_their_calls_answers_end_nothing(human: Caller) 
         if "error" in answer:  # as the SDK answered a cancel
             assert answer["error"]["message"] == "Request cancelled", answer
             return "cancelled"
-        return "cancelled" if answer["result"].get("isError") else "answered"
+        result = answer["result"]
+        if result.get("isError"):
+            assert result["content"][0]["text"] == "Request cancelled", result
+            return "cancelled"
+        return "answered"
 
     seen = Counter([await call_and_cancel(n) for n in range(1, 401)])
     # both happen: cancels that came in time, and ones that came too late

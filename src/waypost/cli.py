@@ -255,19 +255,23 @@ def _lifecycle_settings(
         refused = webhook_refusal(webhook)
         if refused is not None:
             raise click.UsageError(f"--lifecycle-webhook {refused}")
-    if webhook is not None or auth == "tokenreview":
-        _environment_usable()  # both clients honour the proxy variables
+    # both clients honour the proxy variables; TokenReview's has its own SSL
+    # context (--k8s-ca), so the certificate variables are not read for it
+    if webhook is not None:
+        _environment_usable()
+    elif auth == "tokenreview":
+        _environment_usable(ssl.create_default_context())
     return LifecycleSettings(
         auth=auth, k8s_api=k8s_api, k8s_ca=k8s_ca, k8s_token_file=k8s_token_file, webhook=webhook
     )
 
 
-def _environment_usable() -> None:
+def _environment_usable(verify: ssl.SSLContext | None = None) -> None:
     """A usage error when httpx cannot make a client with the environment's
     proxy and certificate variables (it raised a traceback at start)."""
     from waypost.http.environment import environment_refusal
 
-    refused = environment_refusal()
+    refused = environment_refusal(verify)
     if refused is not None:
         raise click.UsageError(refused)
 

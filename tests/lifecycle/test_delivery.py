@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import sqlite3
+import ssl
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.cli import main
+from waypost.http.environment import environment_refusal
 from waypost.http.urls import endpoint_url_refusal
 from waypost.maintenance import backup
 from waypost.resolvers.lifecycle import delivery
@@ -354,10 +356,11 @@ def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> N
     [
         ({"ALL_PROXY": "socks5://user:secret@127.0.0.1:9", "NO_PROXY": "127.0.0.1"},
          "(ALL_PROXY, NO_PROXY) cannot be used: a SOCKS proxy needs the socksio package"),
-        ({"SSL_CERT_FILE": "/no/such/bundle.pem"},
-         "(SSL_CERT_FILE) cannot be used: [Errno 2] No such file or directory"),
-        ({"HTTP_PROXY": "ftp://user:secret@proxy:21"},
-         "(HTTP_PROXY) cannot be used: Unknown scheme for proxy URL"),
+        ({"SSL_CERT_FILE": "/no/such/secret.pem"},
+         "(SSL_CERT_FILE) cannot be used: the certificate file or directory cannot be read"
+         " (No such file or directory)"),
+        ({"HTTP_PROXY": "ftp://user:secret@secret.example:21"},
+         "(HTTP_PROXY) cannot be used: a proxy must be an http:// or https:// URL"),
     ],
 )  # fmt: skip
 def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
@@ -386,5 +389,9 @@ def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
     ):
         result = CliRunner().invoke(main, command)
         assert result.exit_code == 2, result.output
+        # no value, nor httpx's words quoting one (a proxy's user and host)
         assert said in result.output and "secret" not in result.output, result.output
     assert not (tmp_path / "w.db").exists()
+    # TokenReview's client has its own SSL context: it reads no certificate variable
+    if "SSL_CERT_FILE" in variables:
+        assert environment_refusal(ssl.create_default_context()) is None

@@ -19,16 +19,23 @@ import httpx
 VARIABLES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR")
 
 
-def environment_refusal() -> str | None:
+def environment_refusal(verify: ssl.SSLContext | None = None) -> str | None:
     """Why the environment's proxy and certificate variables cannot be used
-    (the variables that are set named, never their values: a proxy URL may
-    hold a password); None when a client can be made with them."""
+    by a client made as the caller makes it (`verify`: its own SSL context,
+    with which httpx reads no certificate variable, as TokenReview's); None
+    when they can. The variables that are set are named, never their values,
+    nor httpx's words about them (they quote a proxy's user and host)."""
     try:
-        httpx.Client().close()
-    except (ImportError, OSError, ssl.SSLError, ValueError, httpx.InvalidURL) as exc:
-        named = [v for v in VARIABLES if os.environ.get(v) or os.environ.get(v.lower())]
-        reason = "a SOCKS proxy needs the socksio package" if isinstance(exc, ImportError) else exc
-        return (
-            f"the proxy and certificate variables set ({', '.join(named)}) cannot be used: {reason}"
-        )
-    return None
+        httpx.Client(verify=True if verify is None else verify).close()
+    except ImportError:
+        reason = "a SOCKS proxy needs the socksio package, which is not installed"
+    except (ValueError, httpx.InvalidURL):
+        reason = "a proxy must be an http:// or https:// URL with a host"
+    except ssl.SSLError:
+        reason = "the certificate file holds no certificate"
+    except OSError as exc:
+        reason = f"the certificate file or directory cannot be read ({exc.strerror})"
+    else:
+        return None
+    named = [v for v in VARIABLES if os.environ.get(v) or os.environ.get(v.lower())]
+    return f"the proxy and certificate variables set ({', '.join(named)}) cannot be used: {reason}"

@@ -712,14 +712,16 @@ async def _answer_unavailable(scope: Scope, send: Send, message: Any, error: Way
     as a busy store's during the call is; any other request's a JSON-RPC
     error with its id. In a session (the caller's or not: nothing is known
     of the caller, and nothing is told) a request's answer is a 200, a
-    notification's a 202 (it is dropped, and the log says so): any other
-    status ended the official client's whole session. Anything else gets
+    notification's or a client's response's a 202 (dropped, and the log
+    says so): any other status ended the official client's whole session. Anything else gets
     the error's own status (503) with its `Retry-After`."""
     text = explain(ApiError.of(error))
-    request_id = _id_of(message)
+    # a client's response is never answered with its id (of the server's
+    # numbering: the client may use it for a request of its own)
+    request_id = None if is_response(message) else _id_of(message)
     in_session = header(scope, b"mcp-session-id") is not None and scope["method"] == "POST"
     if in_session and request_id is None:
-        log.warning("a notification was dropped unanswered (%s)", error.message)
+        log.warning("a message was dropped unanswered (%s)", error.message)
         await _accepted(send)
         return
     body: dict[str, Any] = Refusal(request_id, INTERNAL_ERROR, text).as_json()
