@@ -265,6 +265,40 @@ async def test_a_cancel_that_meets_the_answer_ends_nothing(
     assert "Traceback" not in log and "already responded" not in log, log
 
 
+async def test_a_cancel_right_behind_its_request_still_cancels_it(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """A cancel read before its call's handler had started (the SDK starts
+    each in a task of its own) was ignored: the cancelled waits ran on to
+    their bound, each holding one of the token's 16 streams, and the next
+    wait was refused `too_many_streams` (an audit: 16 waits, each followed
+    at once by its cancel). Kept until the call starts, it cancels it."""
+    project, agent, decision = _an_agent_and_a_decision(waypost, "cancelled-at-once", "hasty")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        assert (await _answer(process))["id"] == 1
+        for request_id in range(100, 116):
+            wait = _call(request_id, "decision_wait", project=project,
+                         decision_id=decision["id"], timeout_seconds=240)  # fmt: skip
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": request_id}}  # fmt: skip
+            process.stdin.write(_line(wait) + _line(cancel))
+        await asyncio.sleep(1)  # the cancelled waits give their streams back
+        last = _call(200, "decision_wait", project=project, decision_id=decision["id"],
+                     timeout_seconds=1)  # fmt: skip
+        process.stdin.write(_line(last))
+        answer = await _answer(process)
+        # no answer for the 16 cancelled ones; the 17th has a stream of its own
+        assert answer["id"] == 200, answer
+        assert "too_many_streams" not in _tool_text(answer), answer
+        assert json.loads(_tool_text(answer))["outcome"] == "timeout", answer
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+
+
 @pytest.mark.parametrize(
     "ending", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
 )

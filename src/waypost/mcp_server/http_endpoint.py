@@ -487,7 +487,8 @@ class McpEndpoint:
         if cancelled is not None:
             # taken here, not by the SDK, whose handling ended the session
             # when the cancel met the answer (running.py)
-            self._calls.cancel((session_id, id_key(cancelled)))
+            key = (session_id, id_key(cancelled))
+            self._calls.cancel(key, received=key in self._running)
             await _accepted(send)
             return
         # only in the caller's own sessions (another's id is the SDK's 404)
@@ -567,7 +568,7 @@ class McpEndpoint:
             # re-send of the id may have taken the place by the end, and
             # freeing it again let a third request with the id in (the SDK
             # then filed its answer channel over the re-send's)
-            unregister = _Once(lambda: self._running.discard(running))
+            unregister = _Once(lambda: self._answered(running))
             send = _on_last_part(send, unregister)
         watch: asyncio.Task[None] | None = None
         if scope["method"] == "GET":
@@ -616,6 +617,10 @@ class McpEndpoint:
                     live.pop(session_id or "", None)
             if watch is not None:
                 await finish()
+
+    def _answered(self, running: tuple[str, str]) -> None:
+        self._running.discard(running)
+        self._calls.answered(running)
 
     def _opened(self, principal_id: str) -> None:
         left = self._opening[principal_id] - 1

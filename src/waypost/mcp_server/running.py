@@ -9,10 +9,14 @@ was being sent let its `CancelledError` out of the request's task, which
 cancelled the session's task group without a word (an audit with the
 official client: the session ended after 11 to 55 calls each cancelled a few
 milliseconds after it was sent). Here a cancel that comes too late (the call
-has answered, or is answering) or too early (the call has not started) is
-ignored, as MCP allows; one that comes in time ends the call's work, which
-is answered `Request cancelled` (code 0, as the SDK answered it; stdio drops
-that answer, as MCP says a cancelled request gets none).
+has answered, or is answering) is ignored, as MCP allows; one that comes in
+time ends the call's work, which is answered `Request cancelled` (code 0, as
+the SDK answered it; stdio drops that answer, as MCP says a cancelled
+request gets none). A cancel of a request received whose handler has not
+started yet (the SDK starts each in a task of its own; under load that is
+some milliseconds later) is kept until it starts, or until the request is
+answered: ignored, a cancelled `decision_wait` held its stream for up to
+its 240-second bound.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class RunningCalls:
     def __init__(self, key_of: Callable[[Any], Hashable]) -> None:
         self.key_of = key_of
         self._scopes: dict[Hashable, anyio.CancelScope] = {}
+        # cancels of requests received whose handler has not started
+        self._early: set[Hashable] = set()
 
     @contextlib.contextmanager
     def running(self, ctx: Any) -> Iterator[None]:
@@ -64,6 +70,9 @@ class RunningCalls:
         with anyio.CancelScope() as scope:
             # a client that reuses an id while its first call runs cancels the later
             self._scopes[key] = scope
+            if key in self._early:
+                self._early.discard(key)
+                scope.cancel()  # taken at the block's first await
             try:
                 yield
             finally:
@@ -72,7 +81,17 @@ class RunningCalls:
         if scope.cancelled_caught:
             raise McpError(CANCELLED)
 
-    def cancel(self, key: Hashable) -> None:
+    def cancel(self, key: Hashable, received: bool) -> None:
+        """Cancel the call of `key`; `received`: its request was received
+        and is not answered yet, so a call not started yet is cancelled as
+        it starts."""
         scope = self._scopes.get(key)
         if scope is not None:
             scope.cancel()
+        elif received:
+            self._early.add(key)
+
+    def answered(self, key: Hashable) -> None:
+        """The request of `key` is answered: a cancel kept for it goes (a
+        request with no cancellable handler, `tools/list`, never takes it)."""
+        self._early.discard(key)

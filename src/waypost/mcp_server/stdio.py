@@ -227,7 +227,7 @@ class Stdio:
 
 @contextlib.asynccontextmanager
 async def checked_stdio(
-    input_ended: asyncio.Event | None = None, cancel: Callable[[str], None] | None = None
+    input_ended: asyncio.Event | None = None, calls: RunningCalls | None = None
 ) -> AsyncIterator[Stdio]:
     """The server's (read, write) streams over newline-delimited JSON-RPC on
     standard input and output (bytes: the UTF-8 check is the parser's).
@@ -237,7 +237,7 @@ async def checked_stdio(
     every request handed to it has been answered: the SDK cancels the calls
     still running when its stream ends, so a write piped in with its input
     closed behind it committed unanswered. A client's cancel goes to
-    `cancel` (the request's id as `running.id_key` gives it), not to the SDK."""
+    `calls` (the request's id as `running.id_key` gives it), not to the SDK."""
     given = StdinChunks(sys.stdin.fileno())
     taken = StdoutLines(sys.stdout.fileno())
     to_server: MemoryObjectSendStream[SessionMessage | Exception]
@@ -303,8 +303,8 @@ async def checked_stdio(
             cancelled = cancelled_request(root.model_dump(by_alias=True, exclude_none=True))
             if cancelled is not None and cancelled in unanswered:
                 unanswered.cancelled.add(cancelled)
-                if cancel is not None:
-                    cancel(id_key(cancelled))
+                if calls is not None:
+                    calls.cancel(id_key(cancelled), received=True)
             # taken here, not by the SDK, whose handling ended the process
             # when the cancel met the answer (running.py)
             return
@@ -343,6 +343,8 @@ async def checked_stdio(
                     # whatever it came to (a cancel can meet the answer)
                     dropped = root.id in unanswered.cancelled
                     await unanswered.answered(root.id)
+                    if calls is not None and root.id not in unanswered:
+                        calls.answered(id_key(root.id))
                     if dropped:
                         continue
                 text = sent.message.model_dump_json(by_alias=True, exclude_none=True)
@@ -371,7 +373,7 @@ async def serve_stdio(url: str, token: str) -> None:
         calls = RunningCalls(lambda ctx: id_key(ctx.request_id))
         server = build_server(lambda ctx: backend, calls, client_gone=lambda ctx: input_ended)
         async with anyio.create_task_group() as process:
-            async with checked_stdio(input_ended, calls.cancel) as stdio:
+            async with checked_stdio(input_ended, calls) as stdio:
                 process.start_soon(_end_on_signals, stdio.stop_reading, process.cancel_scope)
                 await server.run(stdio.read, stdio.write, server.create_initialization_options())
             process.cancel_scope.cancel()  # the signal watch
