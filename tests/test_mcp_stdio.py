@@ -299,6 +299,45 @@ async def test_a_cancel_right_behind_its_request_still_cancels_it(
         await asyncio.wait_for(process.wait(), 30)
 
 
+async def test_a_cancel_takes_one_answer_of_an_id_used_twice(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """MCP forbids using an id twice, but a client that did (a ping, its
+    cancel, then a task_create with the ping's id) lost the second request
+    whole: the cancel kept for the ping, which has no call to cancel, was
+    handed to the task_create as it started, and its answer was dropped
+    too (review35: 10 rounds, no task made and no answer). One cancel takes
+    one answer: each task_create is made, or answered as cancelled."""
+    project = waypost.project("reused-ids")
+    agent = waypost.principal("agent", "reuser")
+    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+        assert (await _answer(process))["id"] == 1
+        for n in range(100, 110):
+            create = _call(n, "task_create", project=project, title=f"Reused {n}",
+                           idempotency_key=f"reused-{n}")  # fmt: skip
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": n}}  # fmt: skip
+            ping = {"jsonrpc": "2.0", "id": n, "method": "ping"}
+            process.stdin.write(_line(ping) + _line(cancel) + _line(create))
+        process.stdin.write(_line({"jsonrpc": "2.0", "id": 999, "method": "ping"}))
+        answers: dict[int, list[dict[str, Any]]] = {}
+        while 999 not in answers:
+            got = await _answer(process)
+            answers.setdefault(got["id"], []).append(got)
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+    listed = waypost.rest("GET", f"/api/v1/projects/{project}/tasks?limit=100").json()["items"]
+    made = {t["title"] for t in listed}
+    for n in range(100, 110):
+        told = [a for a in answers.get(n, []) if "result" in a and "content" in a["result"]]
+        cancelled = any(_tool_text(a) == "Request cancelled" for a in told)
+        assert f"Reused {n}" in made or cancelled, (n, answers.get(n), made)
+
+
 @pytest.mark.parametrize(
     "ending", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=lambda s: s.name
 )

@@ -357,10 +357,13 @@ def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> N
         ({"ALL_PROXY": "socks5://user:secret@127.0.0.1:9", "NO_PROXY": "127.0.0.1"},
          "(ALL_PROXY, NO_PROXY) cannot be used: a SOCKS proxy needs the socksio package"),
         ({"SSL_CERT_FILE": "/no/such/secret.pem"},
-         "(SSL_CERT_FILE) cannot be used: the certificate file or directory cannot be read"
+         "(SSL_CERT_FILE) cannot be used: the certificate file cannot be read"
          " (No such file or directory)"),
         ({"HTTP_PROXY": "ftp://user:secret@secret.example:21"},
          "(HTTP_PROXY) cannot be used: a proxy must be an http:// or https:// URL"),
+        # read at the first TLS handshake only: every call failed then
+        ({"SSL_CERT_DIR": "/no/such/secret-dir"},
+         "(SSL_CERT_DIR) cannot be used: the certificate directory is not a directory"),
     ],
 )  # fmt: skip
 def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
@@ -393,5 +396,5 @@ def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
         assert said in result.output and "secret" not in result.output, result.output
     assert not (tmp_path / "w.db").exists()
     # TokenReview's client has its own SSL context: it reads no certificate variable
-    if "SSL_CERT_FILE" in variables:
+    if any(name.startswith("SSL_CERT_") for name in variables):
         assert environment_refusal(ssl.create_default_context()) is None

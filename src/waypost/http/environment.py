@@ -25,6 +25,29 @@ def environment_refusal(verify: ssl.SSLContext | None = None) -> str | None:
     with which httpx reads no certificate variable, as TokenReview's); None
     when they can. The variables that are set are named, never their values,
     nor httpx's words about them (they quote a proxy's user and host)."""
+    reason = _unreadable_directory() if verify is None else None
+    if reason is None:
+        reason = _client_refusal(verify)
+    if reason is None:
+        return None
+    named = [v for v in VARIABLES if os.environ.get(v) or os.environ.get(v.lower())]
+    return f"the proxy and certificate variables set ({', '.join(named)}) cannot be used: {reason}"
+
+
+def _unreadable_directory() -> str | None:
+    """httpx hands `SSL_CERT_DIR` (when no `SSL_CERT_FILE` is set) to OpenSSL,
+    which reads it only at the first TLS handshake: a directory that is not
+    there failed every call then, not at start."""
+    directory = os.environ.get("SSL_CERT_DIR")
+    if os.environ.get("SSL_CERT_FILE") or not directory:
+        return None
+    if os.path.isdir(directory) and os.access(directory, os.R_OK | os.X_OK):
+        return None
+    return "the certificate directory is not a directory that can be read"
+
+
+def _client_refusal(verify: ssl.SSLContext | None) -> str | None:
+    """Why httpx cannot make a client with the environment; None if it can."""
     try:
         httpx.Client(verify=True if verify is None else verify).close()
     except ImportError:
@@ -34,8 +57,7 @@ def environment_refusal(verify: ssl.SSLContext | None = None) -> str | None:
     except ssl.SSLError:
         reason = "the certificate file holds no certificate"
     except OSError as exc:
-        reason = f"the certificate file or directory cannot be read ({exc.strerror})"
+        reason = f"the certificate file cannot be read ({exc.strerror})"
     else:
         return None
-    named = [v for v in VARIABLES if os.environ.get(v) or os.environ.get(v.lower())]
-    return f"the proxy and certificate variables set ({', '.join(named)}) cannot be used: {reason}"
+    return reason

@@ -189,7 +189,8 @@ class _Unanswered:
     def __init__(self) -> None:
         self._ids: Counter[Any] = Counter()
         self._changed = anyio.Condition()
-        self.cancelled: set[Any] = set()  # by the client, still running
+        # cancelled by the client: the next answer of each is not written
+        self.cancelled: set[Any] = set()
 
     def add(self, request_id: Any) -> None:
         self._ids[request_id] += 1
@@ -203,7 +204,6 @@ class _Unanswered:
         self._ids[request_id] -= 1
         if not self._ids[request_id]:
             del self._ids[request_id]
-            self.cancelled.discard(request_id)
         async with self._changed:
             self._changed.notify_all()
 
@@ -340,10 +340,14 @@ async def checked_stdio(
                 root = sent.message.root
                 if isinstance(root, JSONRPCResponse | JSONRPCError):
                     # MCP: a request its client cancelled gets no answer,
-                    # whatever it came to (a cancel can meet the answer)
+                    # whatever it came to (a cancel can meet the answer).
+                    # One cancel, one answer: of an id a client reused while
+                    # its first request ran, the next answer is written, and
+                    # a cancel kept for a call not started goes with it
                     dropped = root.id in unanswered.cancelled
+                    unanswered.cancelled.discard(root.id)
                     await unanswered.answered(root.id)
-                    if calls is not None and root.id not in unanswered:
+                    if calls is not None:
                         calls.answered(id_key(root.id))
                     if dropped:
                         continue
