@@ -95,6 +95,25 @@ async def test_a_connection_init_payload_that_is_no_object_is_malformed(
     assert await close_code_after_init(service, payload) == 4400
 
 
+@pytest.mark.parametrize("payload", [None, [1], {}])
+async def test_a_second_connection_init_closes_the_socket_with_4429(
+    service: Service, human: Caller, payload: Any
+) -> None:
+    """The protocol's "too many initialisation requests" for any second init:
+    one whose payload was `null` or no object got 4400 (Strawberry judged the
+    payload before it looked for a repeat)."""
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            first = {"Authorization": f"Bearer {human.token}"}
+            await ws.send(json.dumps({"type": "connection_init", "payload": first}))
+            assert json.loads(await ws.recv()) == {"type": "connection_ack"}
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4429
+
+
 async def test_a_token_named_twice_in_connection_init_closes_the_socket(
     service: Service, human: Caller
 ) -> None:

@@ -209,39 +209,43 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
 
     async def handle_connection_init(self, message: ConnectionInitMessage) -> None:
         payload = message.get("payload")
-        if not self.connection_init_received and not isinstance(payload, dict | None):
+        if self.connection_init_received:
+            # the protocol's 4429 for any second init: Strawberry judged its
+            # payload first, so a second one with `null` or a list got 4400
+            await self.websocket.close(code=4429, reason="Too many initialisation requests")
+            return
+        if not isinstance(payload, dict | None):
             # the protocol's payload is an object or absent: anything else is a
             # malformed message (4400), not a bad credential (it closed 4401)
             self.connection_init_received = True
             await self.handle_invalid_message("connection_init's payload must be an object")
             return
-        if not self.connection_init_received:
-            try:
-                actor, token = await authenticate(self.context.rt, message.get("payload"))
-            except Unavailable:
-                # the store could not answer: 1013 "try again later", not a bad token
-                self.connection_init_received = True
-                await self.websocket.close(code=1013, reason="Try again later")
-                return
-            except WaypostError:
-                # also a session that is not live: the socket gets no caller at all
-                self.connection_init_received = True
-                await self.websocket.close(code=4401, reason="Unauthorized")
-                return
-            hub = hub_for(self.context.rt)
-            try:
-                hub.open_socket(actor.token_id)
-            except TooManyStreams as full:
-                # 1008, "policy violation": the socket is refused, the token
-                # is good (4401 would tell the client to ask for another)
-                self.connection_init_received = True
-                await self.websocket.close(code=1008, reason=full.message)
-                return
-            self._counted = actor.token_id
-            self.context.actor, self.context.token = actor, token
-            note_principal(actor.principal_id)
-            self._init_payload = message.get("payload")
-            self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
+        try:
+            actor, token = await authenticate(self.context.rt, message.get("payload"))
+        except Unavailable:
+            # the store could not answer: 1013 "try again later", not a bad token
+            self.connection_init_received = True
+            await self.websocket.close(code=1013, reason="Try again later")
+            return
+        except WaypostError:
+            # also a session that is not live: the socket gets no caller at all
+            self.connection_init_received = True
+            await self.websocket.close(code=4401, reason="Unauthorized")
+            return
+        hub = hub_for(self.context.rt)
+        try:
+            hub.open_socket(actor.token_id)
+        except TooManyStreams as full:
+            # 1008, "policy violation": the socket is refused, the token
+            # is good (4401 would tell the client to ask for another)
+            self.connection_init_received = True
+            await self.websocket.close(code=1008, reason=full.message)
+            return
+        self._counted = actor.token_id
+        self.context.actor, self.context.token = actor, token
+        note_principal(actor.principal_id)
+        self._init_payload = message.get("payload")
+        self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
         await super().handle_connection_init(message)
 
     async def _watch_token(self, seconds: float) -> None:
