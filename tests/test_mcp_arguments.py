@@ -257,6 +257,12 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
         ("not_found", {"project_id": "demo"}, "no such project", "No such project", "context",
          "task_list"),
         ("not_found", {"task_id": "tsk_x"}, "no such task", "task_list", None, "task_get"),
+        # mcpclockaudit: an agent unsure after a pause whether it still holds
+        # its task was sent to "Read it again (... decision_get or digest)"
+        ("state_conflict", {"reason": "already_claimed"}, "you already hold this task",
+         "go on with it", "Read it again", "task_claim"),
+        ("state_conflict", {"reason": "already_claimed"}, "you already hold this task",
+         "task_renew extends", "Claim other work", "task_recover"),
     ],
 )  # fmt: skip
 def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(

@@ -243,6 +243,22 @@ async def test_recover_of_live_lease_is_lease_conflict(
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
 
 
+async def test_recover_of_your_own_live_lease_says_you_hold_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    """It said another held the lease (`lease_live`, an MCP agent's advice:
+    give the task up), to an agent unsure whether its lease outlived a pause
+    (mcpclockaudit); a named claim answers the same case `already_claimed`.
+    The same agent in another session is not the holder."""
+    task, agent = await claimed_by_agent(service, human)
+    r = await agent.post(task_path(task["id"], "recover"))
+    assert error(r) == (409, "state_conflict", {"reason": "already_claimed"})
+    assert (await agent.post(task_path(task["id"], "renew"))).status_code == 200
+    agent.session_id = (await agent.post("/api/v1/sessions")).json()["id"]
+    status, code, details = error(await agent.post(task_path(task["id"], "recover")))
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
+
+
 async def test_recover_of_open_task_is_state_conflict(human: Caller, project: str) -> None:
     task = await make_task(human)
     r = await human.post(task_path(task["id"], "recover"))

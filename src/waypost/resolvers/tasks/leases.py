@@ -268,6 +268,11 @@ async def recover(
             raise StateConflict(
                 "the task is not claimed", {"reason": "not_claimed", "status": row["status"]}
             )
+        if row["lease_expires_at"] > tx.at and _holds(tx.actor, row):
+            # as a named claim answers it: an agent unsure whether its lease
+            # outlived a pause was told someone else held the task, and to
+            # give it up
+            raise StateConflict("you already hold this task", {"reason": "already_claimed"})
         if row["lease_expires_at"] > tx.at:
             raise LeaseConflict(
                 "the lease is still live; only a stale lease can be recovered",
