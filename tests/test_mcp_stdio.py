@@ -45,6 +45,15 @@ async def _mcp(waypost: Waypost | str, token: str, log: Path) -> asyncio.subproc
         )  # fmt: skip
 
 
+async def _initialized(waypost: Waypost | str, token: str, log: Path) -> asyncio.subprocess.Process:
+    """`waypost mcp` past its `initialize` (answered, as id 1)."""
+    process = await _mcp(waypost, token, log)
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write(_line(HELLO) + _line(INITIALIZED))
+    assert (await _answer(process))["id"] == 1
+    return process
+
+
 def _line(message: dict[str, Any]) -> bytes:
     return json.dumps(message).encode() + b"\n"
 
@@ -176,11 +185,9 @@ async def test_a_request_its_client_cancelled_gets_no_answer(
     """MCP: the receiver of a cancellation should not answer the cancelled
     request. The SDK answered it `{"code": 0, "message": "Request cancelled"}`."""
     project, agent, decision = _an_agent_and_a_decision(waypost, "called-off", "canceller")
-    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
     assert process.stdin is not None and process.stdout is not None
     try:
-        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
-        assert (await _answer(process))["id"] == 1
         wait = _call(9, "decision_wait", project=project, decision_id=decision["id"],
                      timeout_seconds=240)  # fmt: skip
         process.stdin.write(_line(wait))
@@ -225,7 +232,7 @@ async def test_a_cancel_that_meets_the_answer_ends_nothing(
     over /mcp the session (after 39). Each call now either answers or is
     cancelled, and the session goes on."""
     agent = waypost.principal("agent", "prompt-canceller")
-    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
     assert process.stdin is not None and process.stdout is not None
     answered: set[int] = set()
 
@@ -235,8 +242,6 @@ async def test_a_cancel_that_meets_the_answer_ends_nothing(
             answered.add(json.loads(line)["id"])
 
     try:
-        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
-        assert (await _answer(process))["id"] == 1
         reader = asyncio.create_task(read_answers())
         for request_id in range(100, 400):
             try:
@@ -274,11 +279,9 @@ async def test_a_cancel_right_behind_its_request_still_cancels_it(
     wait was refused `too_many_streams` (an audit: 16 waits, each followed
     at once by its cancel). Kept until the call starts, it cancels it."""
     project, agent, decision = _an_agent_and_a_decision(waypost, "cancelled-at-once", "hasty")
-    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
     assert process.stdin is not None and process.stdout is not None
     try:
-        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
-        assert (await _answer(process))["id"] == 1
         for request_id in range(100, 116):
             wait = _call(request_id, "decision_wait", project=project,
                          decision_id=decision["id"], timeout_seconds=240)  # fmt: skip
@@ -310,11 +313,9 @@ async def test_a_cancel_takes_one_answer_of_an_id_used_twice(
     one answer: each task_create is made, or answered as cancelled."""
     project = waypost.project("reused-ids")
     agent = waypost.principal("agent", "reuser")
-    process = await _mcp(waypost, agent, tmp_path / "mcp.log")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
     assert process.stdin is not None and process.stdout is not None
     try:
-        process.stdin.write(_line(HELLO) + _line(INITIALIZED))
-        assert (await _answer(process))["id"] == 1
         for n in range(100, 110):
             create = _call(n, "task_create", project=project, title=f"Reused {n}",
                            idempotency_key=f"reused-{n}")  # fmt: skip
