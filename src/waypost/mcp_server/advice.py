@@ -44,8 +44,9 @@ _BY_REASON: Final[dict[tuple[str, str], str]] = {
     # a named claim or a recover of a task whose live lease is the caller's:
     # the probe of an agent unsure whether its lease outlived a pause
     ("state_conflict", "already_claimed"): (
-        "You hold this task's lease in this session: go on with it (task_renew extends "
-        "the lease, task_checkpoint records progress, task_submit hands the work in)."
+        "You hold this task's lease (an agent: in this session): go on with it "
+        "(task_renew extends the lease, task_checkpoint records progress, task_submit "
+        "hands the work in)."
     ),
     ("state_conflict", "result_recorded"): (
         "The publication's result is already recorded (an earlier call whose answer you "

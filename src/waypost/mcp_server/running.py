@@ -13,11 +13,11 @@ has answered, or is answering) is ignored, as MCP allows; one that comes in
 time ends the call's work, which is answered `Request cancelled` (a tool
 call's as a tool error, the SDK's turn of the `McpError` raised here; a
 resource read's as JSON-RPC code 0, as the SDK answered a cancel; stdio
-drops that answer, as MCP says a cancelled request gets none). A cancel of a request received whose handler has not
-started yet (the SDK starts each in a task of its own; under load that is
-some milliseconds later) is kept until it starts, or until the request is
-answered: ignored, a cancelled `decision_wait` held its stream for up to
-its 240-second bound.
+drops that answer, as MCP says a cancelled request gets none). A cancel of
+a request received whose handler has not started yet (the SDK starts each
+in a task of its own; under load that is some milliseconds later) is kept
+until it starts, or until the request is answered: ignored, a cancelled
+`decision_wait` held its stream for up to its 240-second bound.
 """
 
 from __future__ import annotations

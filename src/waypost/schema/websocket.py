@@ -6,7 +6,8 @@ The token travels in the `connection_init` payload as
 the HTTP header would carry it); a missing or bad one, or one named twice
 in different cases, closes the socket with code 4401 before anything runs.
 Strawberry itself closes a socket that sends `subscribe` before
-`connection_init` (4401) or a second `connection_init` (4429).
+`connection_init` (4401); a second `connection_init` is closed here (4429),
+whatever its payload.
 
 Every `subscribe` checks the token again, so a token revoked while its
 socket is open runs nothing more on it (close 4401), and its payload passes
