@@ -202,6 +202,45 @@ async def test_an_expiry_is_judged_by_the_services_clock_not_this_machines(
     assert time.monotonic() - started < 6  # woken at the expiry, not at the 30 s bound
 
 
+async def test_a_step_of_the_services_clock_that_expires_the_decision_is_seen(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Over stdio a wait woke for events and its own timers only, reckoning
+    the service's clock from its last answer: a step of that clock (the
+    clock file rewritten) past the expiry was seen at the bound, up to
+    240 s late (mcpclockaudit; /mcp re-reads every 15 s). It re-reads at
+    least every RECHECK_SECONDS now."""
+    monkeypatch.setattr(waiting, "RECHECK_SECONDS", 0.5)
+    task = await human.post("/api/v1/projects/demo/tasks", {"title": "ship"}, key="t")
+    expires = service.clock.moment + timedelta(hours=1)
+    r = await human.post(
+        "/api/v1/projects/demo/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": [task.json()["id"]], "environment": "staging",
+         "expires_at": expires.isoformat().replace("+00:00", "Z")},
+        key="d",
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    decision = r.json()["id"]
+    async with running(service) as base:
+        client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
+        async with client:
+            backend = HttpBackend(client)
+
+            async def read() -> dict[str, Any]:
+                params = {"project": "demo", "decision": decision}
+                body: dict[str, Any] = (await backend.call("GET", DECISION, params)).body
+                return body
+
+            waiting_for = asyncio.create_task(
+                waiting.wait_for_decision(backend.changes("demo"), read, 60)
+            )
+            await asyncio.sleep(0.5)
+            service.clock.advance(hours=2)  # past the expiry, in one step
+            answer = await asyncio.wait_for(waiting_for, 10)
+    assert answer["outcome"] == "expired"
+
+
 def test_service_time_moves_on_from_what_the_service_said() -> None:
     service_time = waiting.ServiceTime()
     before = service_time.now()

@@ -48,6 +48,11 @@ MIN_TIMED_WAKE = 1.0
 # milliseconds, a busy one's may take a second or two, and its answer is
 # still worth more than a refusal.
 STALLED_SLACK_SECONDS = 5.0
+# Over stdio a wait wakes for the stream's events and its own timers only:
+# a step of the service's clock (no event announces one) that expired the
+# decision was seen at the wait's bound, up to 240 s late. It re-reads at
+# least this often, as the token's 15-second check re-reads over /mcp.
+RECHECK_SECONDS = 15.0
 
 
 class Waker(Protocol):
@@ -65,7 +70,7 @@ class _EventWaker:
 
     async def wait(self, timeout: float) -> None:
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), timeout)
+            await asyncio.wait_for(self.event.wait(), min(timeout, RECHECK_SECONDS))
         self.event.clear()
 
     def seconds_until(self, instant: str) -> float:
