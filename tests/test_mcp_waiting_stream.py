@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -162,25 +163,26 @@ async def test_a_wait_cancelled_by_the_sdk_closes_its_stream(
             assert hub.open_count() == 0
 
 
-async def test_an_expiry_is_judged_by_the_services_clock_not_this_machines(
-    service: Service, human: Caller, project: str
-) -> None:
-    """`waypost mcp` judged `expires_at` by its own machine's clock: with the
-    service's clock ahead (another machine, or a simulated clock), a decision
-    that expired was reported only at the wait's bound. REST answers now say
-    the service's time (`Waypost-Now`), and the wait wakes by it."""
-    service.clock.moment = parse_time("2027-06-01T00:00:00.000Z")  # months ahead of the machine
+async def _decision_expiring(human: Caller, expires_at: str) -> str:
+    """A pending decision of the demo project that expires at `expires_at`."""
     task = await human.post("/api/v1/projects/demo/tasks", {"title": "ship"}, key="t")
     r = await human.post(
         "/api/v1/projects/demo/decisions",
         {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
          "required_actor": "human", "task_ids": [task.json()["id"]], "environment": "staging",
-         "expires_at": "2027-06-01T00:00:02.000Z"},
+         "expires_at": expires_at},
         key="d",
     )  # fmt: skip
     assert r.status_code == 201, r.text
-    assert r.headers["Waypost-Now"] == "2027-06-01T00:00:00.000Z"
-    decision = r.json()["id"]
+    decision: str = r.json()["id"]
+    return decision
+
+
+async def _stdio_wait_across(
+    service: Service, human: Caller, decision: str, bound: float, step: Callable[[], None]
+) -> dict[str, Any]:
+    """The answer of a stdio-style wait (HTTP backend, event stream) on
+    `decision`, with `step()` run half a second into it."""
     async with running(service) as base:
         client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
         async with client:
@@ -191,13 +193,28 @@ async def test_an_expiry_is_judged_by_the_services_clock_not_this_machines(
                 body: dict[str, Any] = (await backend.call("GET", DECISION, params)).body
                 return body
 
-            started = time.monotonic()
             waiting_for = asyncio.create_task(
-                waiting.wait_for_decision(backend.changes("demo"), read, 30)
+                waiting.wait_for_decision(backend.changes("demo"), read, bound)
             )
             await asyncio.sleep(0.5)
-            service.clock.advance(seconds=3)  # past the expiry; no event says so
-            answer = await asyncio.wait_for(waiting_for, 10)
+            step()
+            return await asyncio.wait_for(waiting_for, 10)
+
+
+async def test_an_expiry_is_judged_by_the_services_clock_not_this_machines(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`waypost mcp` judged `expires_at` by its own machine's clock: with the
+    service's clock ahead (another machine, or a simulated clock), a decision
+    that expired was reported only at the wait's bound. REST answers now say
+    the service's time (`Waypost-Now`), and the wait wakes by it."""
+    service.clock.moment = parse_time("2027-06-01T00:00:00.000Z")  # months ahead of the machine
+    decision = await _decision_expiring(human, "2027-06-01T00:00:02.000Z")
+    started = time.monotonic()
+    # past the expiry; no event says so
+    answer = await _stdio_wait_across(
+        service, human, decision, 30, lambda: service.clock.advance(seconds=3)
+    )
     assert answer["outcome"] == "expired"
     assert time.monotonic() - started < 6  # woken at the expiry, not at the 30 s bound
 
@@ -211,33 +228,12 @@ async def test_a_step_of_the_services_clock_that_expires_the_decision_is_seen(
     240 s late (mcpclockaudit; /mcp re-reads every 15 s). It re-reads at
     least every RECHECK_SECONDS now."""
     monkeypatch.setattr(waiting, "RECHECK_SECONDS", 0.5)
-    task = await human.post("/api/v1/projects/demo/tasks", {"title": "ship"}, key="t")
     expires = service.clock.moment + timedelta(hours=1)
-    r = await human.post(
-        "/api/v1/projects/demo/decisions",
-        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
-         "required_actor": "human", "task_ids": [task.json()["id"]], "environment": "staging",
-         "expires_at": expires.isoformat().replace("+00:00", "Z")},
-        key="d",
-    )  # fmt: skip
-    assert r.status_code == 201, r.text
-    decision = r.json()["id"]
-    async with running(service) as base:
-        client = httpx.AsyncClient(base_url=base, headers=human.headers(), timeout=10)
-        async with client:
-            backend = HttpBackend(client)
-
-            async def read() -> dict[str, Any]:
-                params = {"project": "demo", "decision": decision}
-                body: dict[str, Any] = (await backend.call("GET", DECISION, params)).body
-                return body
-
-            waiting_for = asyncio.create_task(
-                waiting.wait_for_decision(backend.changes("demo"), read, 60)
-            )
-            await asyncio.sleep(0.5)
-            service.clock.advance(hours=2)  # past the expiry, in one step
-            answer = await asyncio.wait_for(waiting_for, 10)
+    decision = await _decision_expiring(human, expires.isoformat().replace("+00:00", "Z"))
+    # past the expiry, in one step
+    answer = await _stdio_wait_across(
+        service, human, decision, 60, lambda: service.clock.advance(hours=2)
+    )
     assert answer["outcome"] == "expired"
 
 
