@@ -759,7 +759,7 @@ def _running_key(session_id: str | None, message: Any) -> tuple[str, str] | None
         return None
     if "id" not in message:
         return None
-    return session_id, json.dumps(message["id"])
+    return session_id, id_key(message["id"])  # as `_call_key` names a call
 
 
 # what the SDK puts in the id of the errors it answers itself (a missing or
