@@ -161,6 +161,9 @@ def serve(
     lifecycle = _lifecycle_settings(
         lifecycle_auth, k8s_api, k8s_ca, k8s_token_file, lifecycle_webhook
     )
+    if not rerank.enabled:
+        # after every refusal: a serve that will not start has no order to keep
+        log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
     _run(
         Settings(
             db_path=db_path or Path(default_db_path()),
@@ -220,8 +223,6 @@ def _rerank_settings() -> RerankSettings:
             check_settings(rerank)
     except SettingError as error:
         raise click.UsageError(str(error)) from error
-    if not rerank.enabled:
-        log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
     return rerank
 
 
