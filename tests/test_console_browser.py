@@ -1347,6 +1347,18 @@ def test_an_inbox_too_large_for_one_query_loads_project_by_project(
             assert link.get_attribute("href") == "#/p/crowded/decisions?status=PENDING"
             link.click()
             page.get_by_text("Ship the crowded build now? (2)").wait_for()
+            # back in the inbox within the minute: the others are asked for
+            # again, the crowded one is not (each refusal cost the service
+            # its work up to the limit, on every refresh)
+            page.goto(served.url + "/console#/")
+            awaiting = page.locator("[data-group=awaiting]")
+            awaiting.get_by_text("Ship the south build now? (0)").wait_for()
+            page.get_by_role("region", name="Crowded (crowded)").get_by_text(
+                "is not listed here"
+            ).wait_for()
+            asked = [s for s in sent if "query InboxProject(" in s]
+            assert [s for s in asked if '"crowded"' in s] == asked[:1], asked
+            assert len(asked) == 5, asked
         finally:
             context.close()
 

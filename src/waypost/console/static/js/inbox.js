@@ -11,6 +11,13 @@ const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.
 // asks project by project (asking again would cost the service the refusal).
 let byProject = false;
 
+// A project refused as too large alone is asked for again only after this
+// long: each refusal costs the service its work up to the limit (a tenth of a
+// second at 50,000 objects), and the inbox refreshes as often as once a
+// second while events come. Its notice stays meanwhile.
+const TOO_LARGE_RECHECK_MS = 60 * 1000;
+const refusedAt = new Map(); // project id -> when it was last refused
+
 export async function loadInbox() {
   let projects = null;
   if (!byProject) {
@@ -43,11 +50,17 @@ function tooLarge(error) {
 async function loadProjectByProject() {
   const projects = [];
   for (const { restId, name } of await everyProject(INBOX_PROJECT_IDS)) {
+    if (Date.now() - (refusedAt.get(restId) ?? -Infinity) < TOO_LARGE_RECHECK_MS) {
+      projects.push({ restId, name, tooLarge: true });
+      continue;
+    }
     try {
       const data = await gql(INBOX_ONE_PROJECT, { id: restId });
+      refusedAt.delete(restId);
       if (data.project) projects.push(data.project);
     } catch (error) {
       if (!tooLarge(error)) throw error;
+      refusedAt.set(restId, Date.now());
       projects.push({ restId, name, tooLarge: true });
     }
   }
