@@ -2230,8 +2230,10 @@ def test_an_expiry_in_local_time_says_the_instant_and_refuses_what_cannot_be(
             assert page.evaluate("() => document.activeElement.type") == "datetime-local"
         assert world.decision(decision)["generation"] == 1  # nothing was sent
         expiry.fill("2027-11-07T01:30")
-        twice = ("That is 2027-11-07 05:30:00 UTC. It happens twice in your time zone that day:"
-                 " this is the first (the second is 2027-11-07 06:30:00 UTC).")  # fmt: skip
+        # the zone by name: a machine in the wrong one is seen before sending
+        twice = ("That is 2027-11-07 05:30:00 UTC (read in your time zone, America/New_York)."
+                 " It happens twice in your time zone that day: this is the first"
+                 " (the second is 2027-11-07 06:30:00 UTC).")  # fmt: skip
         main.get_by_text(twice).wait_for()
         reopen.click()
         main.get_by_text("Reopened: generation 2 awaits an answer.").wait_for()

@@ -48,9 +48,16 @@ export function localInstant(value) {
   return result;
 }
 
+// The zone the browser reads the box in, by name: a machine set to the
+// wrong zone (a VM left in UTC) is then seen before the expiry is sent.
+function zoneName() {
+  const zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+  return zone ? ` (read in your time zone, ${zone})` : "";
+}
+
 // What the hint under the box says of its value, as it is typed.
 export function instantEcho(value) {
   if (!value) return "";
   const found = localInstant(value);
-  return found.refusal || `That is ${found.utc}.${found.note}`;
+  return found.refusal || `That is ${found.utc}${zoneName()}.${found.note}`;
 }
