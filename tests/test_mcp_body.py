@@ -738,3 +738,35 @@ async def test_cancels_that_meet_their_calls_answers_end_nothing(human: Caller) 
     ping = {"jsonrpc": "2.0", "id": "last", "method": "ping"}
     r = await human.client.post("/mcp", json=ping, headers=headers)
     assert r.status_code == 200, r.text
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "waypost://projects/de\tmo/policy",
+        "waypost://projects/demo/policy\n",
+        " waypost://projects/demo/digest ",
+        "waypost://projects/demo/x/../policy",
+        "waypost://projects/demo/policy\u0000",
+        "waypost://projects/" + "x" * 5000 + "/policy",
+    ],
+)
+async def test_a_resource_uri_is_held_to_its_pattern_as_sent(human: Caller, uri: str) -> None:
+    """The SDK parses a URI into a URL before the server sees it, dropping
+    tabs and line breaks, trimming its ends and resolving `..`: each of these
+    read demo's policy (the same id as a tool argument is refused), and the
+    refusal echoed the URI whole (5 KB here)."""
+    r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    assert r.status_code == 201, r.text
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    read = {"jsonrpc": "2.0", "id": 8, "method": "resources/read"}
+    r = await human.client.post("/mcp", json={**read, "params": {"uri": uri}}, headers=headers)
+    error = r.json()["error"]
+    assert error["code"] == -32002, r.text
+    assert error["message"].startswith(f"unknown resource {uri[:40]}")
+    assert len(error["message"]) < 160
+    sent = {"uri": "waypost://projects/demo/policy"}
+    r = await human.client.post("/mcp", json={**read, "params": sent}, headers=headers)
+    [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(data)["result"]["contents"][0]["uri"] == sent["uri"], r.text

@@ -14,6 +14,7 @@ client's response aside: `/mcp` refuses a malformed one, stdio answers none).
 from __future__ import annotations
 
 import json
+import re
 import typing
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 from waypost.decoding import clip, parse_json
 from waypost.errors import WaypostError
 from waypost.http.slow_clients import BODY_MOST
+from waypost.ids import SLUG_CHARS
 
 RequestId = str | int
 # one message: the REST body limit plus room for the JSON-RPC envelope
@@ -355,6 +357,10 @@ def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusa
         if isinstance(name, str) and name not in tool_names:
             said = f"Unknown tool: {clip(name)} (tools/list names the tools)"
             return Refusal(request_id, INVALID_PARAMS, said)
+    if method == "resources/read":
+        uri = params.get("uri")
+        if isinstance(uri, str) and RESOURCE_URI.fullmatch(uri) is None:
+            return Refusal(request_id, RESOURCE_NOT_FOUND, unknown_resource(uri))
     if method in ONE_PAGE_LISTS and params.get("cursor") is not None:
         said = (
             f"Invalid cursor: {method} answers every {ONE_PAGE_LISTS[method]} on one page;"
@@ -362,6 +368,23 @@ def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusa
         )
         return Refusal(request_id, INVALID_PARAMS, said)
     return None
+
+
+# The resources' URIs, held to this as the client sent them: the SDK parses
+# one into a URL first, which drops tabs and line breaks anywhere in it,
+# trims its ends and resolves `..`, so `waypost://projects/de\tmo/policy`
+# read demo's policy while the same id as a tool argument was refused.
+# Used with fullmatch: `$` would also match before a final line break.
+RESOURCE_URI = re.compile(f"waypost://projects/({SLUG_CHARS})/(policy|digest)")
+# JSON-RPC code of a resource read of no resource, as the MCP specification
+# suggests (a plain exception became code 0)
+RESOURCE_NOT_FOUND = -32002
+
+
+def unknown_resource(uri: str) -> str:
+    """The refusal of a URI no resource has, naming it as sent, clipped (it
+    echoed a 200 KB URI back whole)."""
+    return f"unknown resource {clip(uri)}; use waypost://projects/{{project}}/policy or /digest"
 
 
 # The lists this server answers whole (what each holds, for the refusal above).

@@ -30,12 +30,12 @@ from pydantic import AnyUrl
 from waypost import __version__
 from waypost.decoding import INT64_MAX, INT64_MIN, clip
 from waypost.errors import WaypostError
-from waypost.ids import SLUG_CHARS
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
 from waypost.mcp_server.backend import ROUTES, Backend
 from waypost.mcp_server.calls import ApiError, Reply
+from waypost.mcp_server.envelope import RESOURCE_NOT_FOUND, RESOURCE_URI, unknown_resource
 from waypost.mcp_server.running import RunningCalls
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
@@ -53,13 +53,8 @@ INSTRUCTIONS = (
     "decision. Mutating tools take an optional `idempotency_key`: reuse it to retry a call "
     "safely."
 )
-# used with fullmatch: `$` would also match before a final line break
-RESOURCE_URI = re.compile(f"waypost://projects/({SLUG_CHARS})/(policy|digest)")
 KEY_SAFE = re.compile(r"[!-~]{1,64}")
 PROJECT_PAGES = 10  # resources list at most this many pages of 200 projects
-# JSON-RPC codes of a failed resource read, as the MCP specification suggests
-# (a plain exception became code 0)
-RESOURCE_NOT_FOUND = -32002
 # The key, in an HTTP request's ASGI scope, of the asyncio.Event set once its
 # client has gone (http_endpoint.py sets both): a decision_wait whose caller
 # left stops at once instead of holding one of the token's streams to its bound.
@@ -458,12 +453,11 @@ def build_server(
     @server.read_resource()
     @cancellable
     async def read_resource(uri: AnyUrl) -> list[ReadResourceContents]:
+        # both transports held the URI as sent to this already (envelope.py);
+        # this is the parsed one, which the SDK may have normalised
         match = RESOURCE_URI.fullmatch(str(uri))
         if match is None:
-            raise _resource_error(
-                RESOURCE_NOT_FOUND,
-                f"unknown resource {uri}; use waypost://projects/{{project}}/policy or /digest",
-            )
+            raise _resource_error(RESOURCE_NOT_FOUND, unknown_resource(str(uri)))
         project, what = match.groups()
         backend = backend_for(server.request_context)
         try:
