@@ -568,3 +568,75 @@ def test_warnings_any_client_can_make_are_one_per_window(caplog: pytest.LogCaptu
     assert "could not read" in said[0] and "upgrade other than" in said[1]
     assert any("could not read" in s and "and 48 more like it" in s for s in said[2:]), said
     assert any("upgrade other than" in s and "and 3 more like it" in s for s in said[2:]), said
+
+
+def sample(service: Service, name: str, **labels: str) -> float:
+    found = service.rt.metrics.registry.get_sample_value(name, labels)
+    return found or 0.0
+
+
+async def test_the_lifecycle_listener_is_counted_and_logged_apart(
+    metered: Service, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lifecycle listener's requests were counted nowhere and logged
+    nowhere, and its answers had no X-Request-Id (metricsaudit): a flood of
+    401s there was invisible. Its own families and logger, so that the public
+    ones keep meaning the public API."""
+    from tests.lifecycle.support import Lifecycle
+    from waypost.lifecycle_http import create_lifecycle_app
+    from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
+
+    caplog.set_level(logging.INFO, logger="waypost")
+    app = create_lifecycle_app(metered.rt, WaypostTokenVerifier(metered.rt))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://l.test") as client:
+        member = await Lifecycle(metered, client).member("author")
+        mine = {"Authorization": f"Bearer {member.token}"}
+        for _ in range(2):
+            r = await client.get("/v1/decisions/nope", headers=mine)
+            assert r.status_code == 403 and r.headers["x-request-id"].startswith("req_")
+        assert (await client.get("/v1/decisions/nope")).status_code == 401
+        assert (await client.get("/nowhere", headers=mine)).status_code == 404
+    lifecycle = "waypost_lifecycle_http_requests_total"
+    by_id = {"method": "GET", "route": "/v1/decisions/{id}"}
+    assert sample(metered, lifecycle, **by_id, status="403") == 2
+    assert sample(metered, lifecycle, **by_id, status="401") == 1
+    assert sample(metered, lifecycle, method="GET", route="unmatched", status="404") == 1
+    timed = "waypost_lifecycle_http_request_duration_seconds_count"
+    assert sample(metered, timed, **by_id, status="403") == 2
+    assert sample(metered, "waypost_http_requests_total", **by_id, status="403") == 0
+    lines = [getattr(r, FIELDS) for r in caplog.records if r.name == "waypost.lifecycle.access"]
+    assert [(x["route"], x["status"]) for x in lines] == [
+        ("/v1/decisions/{id}", 403), ("/v1/decisions/{id}", 403),
+        ("/v1/decisions/{id}", 401), (None, 404),
+    ]  # fmt: skip
+    callers = [x["principal_id"] for x in lines]
+    assert callers == [member.id, member.id, None, member.id]
+    assert not [r for r in caplog.records if r.name == "waypost.access"]
+
+
+async def test_an_event_stream_is_counted_but_not_timed(metered: Service) -> None:
+    """An SSE stream held for an hour added an hour to the latency
+    histogram's sum and landed in `+Inf` (metricsaudit): how long a stream
+    stays open is no request's latency, as a WebSocket's is not."""
+    human = await metered.principal("human", "ops")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    labels = {"method": "GET", "route": "/api/v1/projects/{project}/events/stream"}
+    async with running(metered) as base, httpx.AsyncClient(base_url=base) as client:
+        path = "/api/v1/projects/demo/events/stream"
+        async with client.stream("GET", path, headers=human.headers()) as r:
+            assert r.status_code == 200
+            await asyncio.sleep(0.3)
+        for _ in range(100):  # counted once the server saw the client go
+            if sample(metered, "waypost_http_requests_total", **labels, status="200"):
+                break
+            await asyncio.sleep(0.05)
+        assert sample(metered, "waypost_http_requests_total", **labels, status="200") == 1
+        timed = "waypost_http_request_duration_seconds_count"
+        assert sample(metered, timed, **labels, status="200") == 0
+        # an ordinary GET is still timed
+        assert (
+            await client.get("/api/v1/projects/demo", headers=human.headers())
+        ).status_code == 200
+    project = {"method": "GET", "route": "/api/v1/projects/{project}", "status": "200"}
+    assert sample(metered, timed, **project) == 1

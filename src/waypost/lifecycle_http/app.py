@@ -17,6 +17,7 @@ from waypost.lifecycle_http.auth import Authenticate
 from waypost.lifecycle_http.envelope import status_response
 from waypost.lifecycle_http.routes import make_routes
 from waypost.lifecycle_http.verifiers import TokenVerifier
+from waypost.observe.requests import RequestObserver
 from waypost.resolvers.lifecycle.cursors import CursorSigner
 from waypost.runtime import Runtime
 
@@ -41,4 +42,13 @@ def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
     app.router.redirect_slashes = False
     app.state.runtime = rt
     app.add_middleware(Authenticate, verifier=verifier)
+    # outermost, as on the public app: request id, one log line, the metrics
+    settings = rt.settings
+    app.add_middleware(
+        RequestObserver,
+        metrics=lambda: rt.metrics,
+        access_log=settings.access_log if settings is not None else True,
+        router=app.router,
+        lifecycle=True,
+    )
     return app

@@ -16,6 +16,8 @@ from typing import Any, Final
 from waypost.observe.conditions import ConditionLog
 
 ACCESS = logging.getLogger("waypost.access")
+# the lifecycle listener's request lines: the same fields, told apart by name
+LIFECYCLE_ACCESS = logging.getLogger("waypost.lifecycle.access")
 # the attribute of a LogRecord that carries a request line's fields
 FIELDS = "waypost_fields"
 # A message longer than this is cut: a library may log what a client sent

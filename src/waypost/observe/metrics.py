@@ -49,17 +49,34 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._request_children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[bool, str, str, int], tuple[Any, Any]] = {}
         r = self.registry
         self.requests = Counter(
             "waypost_http_requests",
-            "HTTP requests answered, by method, route template and status.",
+            "HTTP requests answered on the public listener, by method, route template and status.",
             ["method", "route", "status"],
             registry=r,
         )
         self.latency = Histogram(
             "waypost_http_request_duration_seconds",
-            "Time from a request's arrival to its response, by route template and status.",
+            "Time from a request's arrival to its response on the public listener (event"
+            " streams left out), by route template and status.",
+            ["method", "route", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        # the private lifecycle listener's: its own families, so that the
+        # public ones keep meaning the public API (it was counted nowhere)
+        self.lifecycle_requests = Counter(
+            "waypost_lifecycle_http_requests",
+            "HTTP requests answered on the lifecycle listener, by method, route template and"
+            " status.",
+            ["method", "route", "status"],
+            registry=r,
+        )
+        self.lifecycle_latency = Histogram(
+            "waypost_lifecycle_http_request_duration_seconds",
+            "Time from a request's arrival to its response on the lifecycle listener.",
             ["method", "route", "status"],
             buckets=LATENCY_BUCKETS,
             registry=r,
@@ -135,21 +152,31 @@ class Metrics:
             registry=r,
         )
 
-    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+    def observe_request(
+        self, method: str, route: str, status: int, seconds: float | None, lifecycle: bool = False
+    ) -> None:
+        """Count one request answered; time it unless `seconds` is None (an
+        event stream: how long it stays open is no request's latency)."""
         # the method as the client sent it made a label value: the parser takes
         # some 35 (PROPFIND, MKCOL, ...), and one client without a token grew
         # the page 40-fold, each scrape holding the event loop 0.2-0.4 s (obsaudit)
         method = method if method in LABELLED_METHODS else "other"
         # the labelled children by key: `labels()` takes a lock and builds a
         # tuple on every call, and the set of keys is small (routes x status)
-        key = (method, route, status)
+        key = (lifecycle, method, route, status)
         children = self._request_children.get(key)
         if children is None:
             labels = {"method": method, "route": route, "status": str(status)}
-            children = (self.requests.labels(**labels), self.latency.labels(**labels))
+            count, timing = (
+                (self.lifecycle_requests, self.lifecycle_latency)
+                if lifecycle
+                else (self.requests, self.latency)
+            )
+            children = (count.labels(**labels), timing.labels(**labels))
             self._request_children[key] = children
         children[0].inc()
-        children[1].observe(seconds)
+        if seconds is not None:
+            children[1].observe(seconds)
 
     def observe_commit(self, batch_size: int, seconds: float) -> None:
         self.batch_size.observe(batch_size)

@@ -10,7 +10,13 @@ or header value.
 A WebSocket connection gets one line too, when it closes: status 101 once
 accepted (the close code is the protocol's business), or the status of its
 refusal, and the time it stayed open. It is not counted in the request
-metrics: a connection's lifetime is no request's latency.
+metrics: a connection's lifetime is no request's latency. For the same
+reason an event stream (a `GET` answered as `text/event-stream`: the SSE
+route, `/mcp`'s standalone stream) is counted but not timed in them.
+
+The lifecycle listener has one of its own (`lifecycle=True`): its lines go
+to `waypost.lifecycle.access`, its counts to the `waypost_lifecycle_http_*`
+families.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from starlette.routing import Match, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost.ids import new_id
-from waypost.observe.logs import ACCESS, FIELDS
+from waypost.observe.logs import ACCESS, FIELDS, LIFECYCLE_ACCESS
 from waypost.observe.metrics import Metrics
 
 # nginx's code for "the client closed the connection before the answer"
@@ -45,6 +51,7 @@ class RequestLine:
     duration_ms: float = 0.0
     principal_id: str | None = None
     operation: str | None = None
+    stream: bool = False  # answered as an event stream (not in the field list)
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -123,11 +130,14 @@ class RequestObserver:
         metrics: Callable[[], Metrics | None],
         access_log: bool = True,
         router: Router | None = None,
+        lifecycle: bool = False,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.access_log = access_log
         self.router = router  # to name the route of a request refused before routing
+        self.lifecycle = lifecycle
+        self.log = LIFECYCLE_ACCESS if lifecycle else ACCESS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -142,7 +152,12 @@ class RequestObserver:
         async def observed_send(message: Message) -> None:
             if message["type"] == "http.response.start":
                 line.status = message["status"]
-                message = {**message, "headers": [*message.get("headers", []), header]}
+                headers = message.get("headers", [])
+                line.stream = line.method == "GET" and any(
+                    k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in headers
+                )
+                message = {**message, "headers": [*headers, header]}
             await send(message)
 
         try:
@@ -154,7 +169,7 @@ class RequestObserver:
                 line.route = route_template(self.router, scope)
             state = scope.get("state") or {}
             # the token's principal, also when its named session was refused
-            line.principal_id = state.get("principal_id")
+            line.principal_id = state.get("principal_id") or _lifecycle_principal(state)
             self._finish(line)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -179,12 +194,20 @@ class RequestObserver:
         finally:
             line.route = getattr(scope.get("route"), "path", None)
             if self.access_log:
-                ACCESS.info("websocket", extra={FIELDS: line.fields()})
+                self.log.info("websocket", extra={FIELDS: line.fields()})
 
     def _finish(self, line: RequestLine) -> None:
         metrics = self.metrics()
         if metrics is not None:
             route = line.route or "unmatched"
-            metrics.observe_request(line.method, route, line.status, line.duration_ms / 1000)
+            seconds = None if line.stream else line.duration_ms / 1000
+            metrics.observe_request(line.method, route, line.status, seconds, self.lifecycle)
         if self.access_log:
-            ACCESS.info("request", extra={FIELDS: line.fields()})
+            self.log.info("request", extra={FIELDS: line.fields()})
+
+
+def _lifecycle_principal(state: dict[str, Any]) -> str | None:
+    """A lifecycle caller's principal id when a Waypost token named it (a
+    TokenReview caller is a Kubernetes user name, which is no principal)."""
+    caller = state.get("caller")
+    return getattr(caller, "id", None) if getattr(caller, "token_id", None) else None
