@@ -32,6 +32,13 @@ CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
          "kind", "kind must be one of checkpoint, fact, lesson, rejected_approach"),
         ("task_submit", {"project": "demo", "task_id": "t", "summary": "s", "lessons": [{}]},
          "lessons[0].kind", "lessons[0].kind is required"),
+        # NUL in any text: refused in REST's own words (the schemas said nothing)
+        ("task_create", {"project": "demo", "title": "a\x00b"}, "title",
+         "title must not hold NUL (U+0000)"),
+        ("decision_open", {"project": "demo", "question": "q", "options": ["a", "b\x00"],
+                           "rationale": "r", "required_actor": "human", "task_ids": ["t"],
+                           "environment": "prod"},
+         "options[1]", "options[1] must not hold NUL (U+0000)"),
     ],
 )  # fmt: skip
 def test_a_refused_argument_is_named_in_the_rest_format(

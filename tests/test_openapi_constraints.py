@@ -12,7 +12,7 @@ from tests.conftest import Caller
 from tests.decisions_support import decision_body
 from tests.tasks_support import make_task
 from waypost import rest
-from waypost.rest import openapi
+from waypost.rest import openapi, response_schemas
 
 SCHEMAS: dict[str, Any] = openapi.build(rest.TABLES)["components"]["schemas"]
 
@@ -162,3 +162,46 @@ def test_a_body_of_optional_fields_may_be_left_out() -> None:
     assert claims["requestBody"]["required"] is False
     created = openapi.build(rest.TABLES)["paths"]["/api/v1/projects"]["post"]
     assert created["requestBody"]["required"] is True
+
+
+def _free_text(schema: Any, where: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each string schema of a body's property that has no enum, format or
+    pattern of its own from msgspec, with where it is."""
+    found: list[tuple[str, dict[str, Any]]] = []
+    for branch in schema.get("anyOf", [schema]):
+        if branch.get("type") == "string" and not {"enum", "format"} & set(branch):
+            found.append((where, branch))
+        if isinstance(branch.get("items"), dict):
+            found += _free_text(branch["items"], f"{where}[]")
+    return found
+
+
+def test_no_body_text_may_hold_nul_by_the_document() -> None:
+    """docs/api.md: text holds no NUL in any string of a mutation's body; the
+    document let such a body through (a client validating against it sent
+    one the server refused: schemaaudit)."""
+    queries = {r.query.__name__ for t in rest.TABLES for r in t.routes if r.query is not None}
+    answers = set(response_schemas.components())
+    checked = 0
+    for name, schema in SCHEMAS.items():
+        if name in queries | answers or "properties" not in schema:
+            continue
+        for prop_name, prop in schema["properties"].items():
+            for where, text in _free_text(prop, f"{name}.{prop_name}"):
+                pattern = re.compile(text["pattern"])
+                assert pattern.search("a\x00b") is None, where
+                if text["pattern"] == openapi.NUL_FREE_PATTERN:  # text of many lines
+                    assert pattern.search("a b\nc\u00e9"), where
+                checked += 1
+    assert checked > 40
+    assert re.compile(SCHEMAS["ContextQuery"]["properties"]["q"]["pattern"]).search("a\x00") is None
+
+
+async def test_a_body_with_nul_is_refused_as_the_document_says(human: Caller, project: str) -> None:
+    title = SCHEMAS["TaskCreate"]["properties"]["title"]
+    assert re.search(title["pattern"], "Ship\x00it") is None
+    r = await human.post("/api/v1/projects/demo/tasks", {"title": "Ship\x00it"})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["message"] == "title must not hold NUL (U+0000)"
+    r = await human.get("/api/v1/projects/demo/context", q="ship\x00")
+    assert r.json()["error"]["message"] == "q must not hold NUL (U+0000)"

@@ -17,6 +17,7 @@ import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
 from waypost.mcp_server.calls import ApiError
+from waypost.rest.openapi import NUL_FREE_PATTERN
 
 FIRST_ERRORS = 20  # errors looked at to choose the one to report
 
@@ -114,6 +115,8 @@ def _constraint(kind: str, value: Any) -> str:
             return f"must be of type {value}"
         case "enum":
             return "must be one of " + ", ".join(str(v) for v in value)
+        case "pattern" if value == NUL_FREE_PATTERN:
+            return "must not hold NUL (U+0000)"  # REST's words
         case "pattern":
             return f"must match the pattern {value}"
         case "minLength" | "maxLength":

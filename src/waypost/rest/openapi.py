@@ -209,11 +209,31 @@ def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
     return [b for b in prop.get("anyOf", [prop]) if isinstance(b, dict)]
 
 
+# No NUL (U+0000) in any string of a body, nor in a search `q` (decoding.py
+# `refuse_nul`, docs/api.md); the document let such a body through, which the
+# server then refused. ids.END's lookahead, not `$` (Python's matches before
+# a final line break).
+NUL_FREE_PATTERN = r"^[^\x00]*(?![\s\S])"
+
+
+def _nul_free(node: dict[str, Any]) -> None:
+    """NUL_FREE_PATTERN on each free-text string of one property's schema
+    (its `anyOf` branches and array items too); a string with a pattern, an
+    enum or a format of its own already refuses NUL."""
+    for branch in _alternatives(node):
+        if branch.get("type") == "string" and not {"pattern", "enum", "format"} & set(branch):
+            branch["pattern"] = NUL_FREE_PATTERN
+        items = branch.get("items")
+        if isinstance(items, dict) and "$ref" not in items:
+            _nul_free(items)
+
+
 def property_bounds(prop_name: str, prop: dict[str, Any], *, in_query: bool) -> None:
     """What the service enforces on one property beyond msgspec's schema:
     unique arrays, integers within 64 bits, expiries as `date-time`, a
-    query's search `q`. The OpenAPI document and the MCP tool schemas both
-    state it through this one function, so that neither says less."""
+    query's search `q`, no NUL in a body's text. The OpenAPI document and the
+    MCP tool schemas both state it through this one function, so that
+    neither says less."""
     if prop_name in UNIQUE_ARRAYS and prop.get("type") == "array":
         prop["uniqueItems"] = True
     for branch in _alternatives(prop):
@@ -225,6 +245,8 @@ def property_bounds(prop_name: str, prop: dict[str, Any], *, in_query: bool) -> 
         if branch.get("type") == "string" and prop_name == "q" and in_query:
             branch.update(SEARCH_TEXT)
             prop.setdefault("description", SEARCH_NOTE)
+    if not in_query or prop_name == "q":
+        _nul_free(prop)
 
 
 def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:

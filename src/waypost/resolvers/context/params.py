@@ -64,7 +64,7 @@ def search_terms(q: str, field: str = "q") -> list[str]:
     if size > Q_MAX_BYTES:
         raise InvalidRequest.field(field, f"{field} is limited to {Q_MAX_BYTES} bytes of UTF-8")
     if "\x00" in q:
-        raise InvalidRequest.field(field, f"{field} must not contain NUL characters")
+        raise InvalidRequest.field(field, f"{field} must not hold NUL (U+0000)")
     terms = q.split()
     if not terms:
         raise InvalidRequest.field(field, f"{field} needs at least one search term")
