@@ -205,3 +205,29 @@ async def test_a_body_with_nul_is_refused_as_the_document_says(human: Caller, pr
     assert r.json()["error"]["message"] == "title must not hold NUL (U+0000)"
     r = await human.get("/api/v1/projects/demo/context", q="ship\x00")
     assert r.json()["error"]["message"] == "q must not hold NUL (U+0000)"
+
+
+def test_query_parameters_promise_no_null() -> None:
+    """A query string cannot carry `null` (`?limit=null` and `?limit=` are
+    refused); the parameters said `anyOf [..., null]` with `"default": null`
+    (schemaaudit)."""
+    document = openapi.build(rest.TABLES)
+    parameters = [
+        p
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        for p in operation.get("parameters", [])
+        if p["in"] == "query"
+    ]
+    assert len(parameters) > 30
+    for parameter in parameters:
+        schema = parameter["schema"]
+        assert "null" not in str(schema) and schema.get("default", 0) is not None, parameter
+    limits = [p["schema"] for p in parameters if p["name"] == "limit"]
+    assert limits and all(s["type"] == "integer" and s["minimum"] == 1 for s in limits)
+
+
+async def test_a_null_query_value_is_refused(human: Caller, project: str) -> None:
+    for query in ({"limit": "null"}, {"limit": ""}, {"ready": "null"}):
+        r = await human.get("/api/v1/projects/demo/tasks", **query)
+        assert r.status_code == 400, (query, r.text)

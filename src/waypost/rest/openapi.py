@@ -56,9 +56,23 @@ def _query_parameters(model: type, schemas: dict[str, Any]) -> list[dict[str, An
     ref = schemas.get(model.__name__, {})
     required = set(ref.get("required", []))
     return [
-        {"name": name, "in": "query", "required": name in required, "schema": prop}
+        {"name": name, "in": "query", "required": name in required, "schema": _one_value(prop)}
         for name, prop in ref.get("properties", {}).items()
     ]
+
+
+def _one_value(prop: dict[str, Any]) -> dict[str, Any]:
+    """A query parameter's schema without the model's `null`: a query string
+    cannot carry one (`?limit=null` and `?limit=` are refused), so the
+    document's `null` branch and `"default": null` promised what the server
+    refuses. Left out, the parameter is absent."""
+    schema = {k: v for k, v in prop.items() if not (k == "default" and v is None)}
+    branches = [b for b in schema.pop("anyOf", []) if b != {"type": "null"}]
+    if len(branches) == 1:
+        return {**branches[0], **schema}
+    if branches:
+        schema["anyOf"] = branches
+    return schema
 
 
 def _success_body(route: RestRoute) -> dict[str, Any]:
@@ -281,8 +295,8 @@ STREAM_OPERATION: dict[str, Any] = {
         {"name": "after", "in": "query", "required": False,
          "schema": {"type": "integer", "minimum": 0, "maximum": INT64_MAX}},
         {"name": "Last-Event-ID", "in": "header", "required": False,
-         "description": "Resume after this event sequence (wins over `after`); empty is"
-                        " no header.",
+         "description": "Resume after this event sequence (wins over `after`), at most"
+                        f" {INT64_MAX} (64 bits); empty is no header.",
          "schema": {"type": "string", "pattern": "^([0-9]{1,19})?$"}},
         SESSION_HEADER,
     ],
