@@ -654,3 +654,32 @@ def test_a_closed_standard_output_is_refused_with_a_reason(tmp_path: Path) -> No
     said = done.stderr.decode()
     assert "standard input and output must be open" in said
     assert "Traceback" not in said
+
+
+async def test_a_resource_uri_is_held_to_its_pattern_as_sent_over_stdio(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """The SDK normalises a URI before the server sees it: a tab inside, a
+    line break at its end or `..` read the project's policy over stdio too."""
+    project = waypost.project("stdio-uris")
+    token = waypost.principal("agent", "uri-reader")
+    process = await _initialized(waypost, token, tmp_path / "mcp.log")
+    assert process.stdin is not None
+    read = {"jsonrpc": "2.0", "method": "resources/read"}
+    try:
+        good = f"waypost://projects/{project}/policy"
+        sent = [
+            good.replace("stdio", "st\tdio"),
+            good + "\n",
+            good.replace("/policy", "/x/../policy"),
+        ]
+        for n, uri in enumerate(sent, start=2):
+            process.stdin.write(_line({**read, "id": n, "params": {"uri": uri}}))
+            got = await _answer(process)
+            assert got["error"]["code"] == -32002, got
+            assert got["error"]["message"].startswith(f"unknown resource {uri[:40]}"), got
+        process.stdin.write(_line({**read, "id": 9, "params": {"uri": good}}))
+        assert (await _answer(process))["result"]["contents"][0]["uri"] == good
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
