@@ -108,3 +108,46 @@ def test_a_forced_quit_under_a_body_still_arriving_logs_no_error(tmp_path: Path)
         lines = served.rest_of_log()
     assert b" 500 " not in answer.split(b"\r\n", 1)[0], answer
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == [], lines
+
+
+@pytest.mark.parametrize("late", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_store_closes_is_told_it_is_already_stopping(
+    tmp_path: Path, late: signal.Signals
+) -> None:
+    """After a forced quit the store closes last (its writer waits out the
+    busy timeout of a write queued behind another process's lock, about 5 s).
+    The handlers were gone by then: a SIGTERM there killed the process (exit
+    -15, the queued write unanswered) and a third Ctrl-C raised through the
+    queued write's request (exit 1, a 500 and a traceback). A SIGTERM after
+    the forced quit also took it back (shutdownaudit)."""
+    with serve(tmp_path, "--metrics") as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
+        served.metrics_token()  # made before the lock is taken: it writes
+        holder = sqlite3.connect(tmp_path / "waypost.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process's write lock
+        answers: list[int] = []
+
+        def write() -> None:  # waits for the lock while the service stops
+            body = {"kind": "fact", "title": "queued", "body": "b"}
+            r = httpx.post(served.url + "/api/v1/projects/demo/knowledge", json=body,
+                           headers=admin.headers(True), timeout=30)  # fmt: skip
+            answers.append(r.status_code)
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        served.wait_for_unanswered_writes(1)
+        served.process.send_signal(signal.SIGINT)
+        served.wait_for("Waiting for connections to close")
+        served.process.send_signal(signal.SIGINT)  # the forced quit
+        served.wait_for("Application shutdown complete")  # the store closes next
+        time.sleep(0.2)
+        served.process.send_signal(late)  # a supervisor's, or a third Ctrl-C
+        assert served.process.wait(timeout=30) == 0
+        writer.join(timeout=30)
+        holder.execute("ROLLBACK")
+        holder.close()
+        lines = served.rest_of_log()
+    assert answers == [503]
+    assert [x for x in lines if " ERROR " in x or "Traceback" in x] == [], lines
+    assert any(f"{late.name}: already stopping" in x for x in lines), lines

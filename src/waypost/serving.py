@@ -300,6 +300,17 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         # once the store has closed (answering what was queued for it, 503)
         for server in servers:
             await _end_forced_requests(server)
+        # only now: a signal while the store closed (the writer finishing its
+        # batch, up to the busy timeout after a forced quit) met Python's own
+        # handlers, which killed the process (-15) or raised through the
+        # queued write's request (a 500 and a traceback)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _already_stopping(sig: signal.Signals) -> None:
+    log.info("%s: already stopping (the database is closing)", sig.name)
 
 
 async def _serve_runtime(
@@ -330,8 +341,9 @@ async def _serve_runtime(
         def stop(sig: signal.Signals) -> None:
             rt.begin_stop()  # ends open streams and MCP sessions, which would hold up the exit
             for server in servers:
-                # a second signal while stopping: stop waiting for open connections
-                server.force_exit = server.should_exit and sig == signal.SIGINT
+                # a second SIGINT while stopping: stop waiting for open
+                # connections; a later SIGTERM does not take that back
+                server.force_exit |= server.should_exit and sig == signal.SIGINT
                 server.should_exit = True
 
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -354,5 +366,7 @@ async def _serve_runtime(
                 for task in done:
                     task.result()  # a startup failure exits non-zero
             finally:
+                # the listeners are done; the store closes next (`_serve`
+                # removes these once it has)
                 for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
+                    loop.add_signal_handler(sig, _already_stopping, sig)
