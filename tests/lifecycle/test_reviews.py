@@ -313,3 +313,29 @@ async def test_graphql_records_an_outcome_by_the_same_rules(
     assert twice["userErrors"][0]["code"] == "state_conflict"
     state = (await reviewer.get(f"{M}/outcomes", version=1)).json()
     assert [o["disposition"] for o in state["outcomes"]] == ["accepted"]
+
+
+async def test_a_request_of_another_tenant_reads_as_one_that_is_not_there(
+    lifecycle: Lifecycle, registered: Member, reviewer: Member
+) -> None:
+    """A human of another tenant, not named, got `403 not_a_reviewer` for a
+    request that exists and `404` for one that does not: whether another
+    tenant's review request exists, told (lifeload). A human of the same
+    tenant who is not named is still told `not_a_reviewer`."""
+    request_id = await request_review(registered, reviewer.id)
+    body = {"disposition": "rejected", "rationale": "no"}
+    outsiders = [
+        await lifecycle.member("reviewer", tenant="globex"),
+        await lifecycle.member("author", tenant="globex", kind="agent"),
+        await lifecycle.member(None),  # no grant at all
+    ]
+    for who in outsiders:
+        if who.api.kind == "agent":
+            await who.api.start_session()
+        missing = await who.api.post("/api/v1/reviews/rr_missing/outcome", body)
+        there = await who.api.post(f"/api/v1/reviews/{request_id}/outcome", body)
+        assert there.status_code == missing.status_code == 404, there.text
+        assert there.json()["error"] == missing.json()["error"]
+    insider = await lifecycle.member("reviewer")
+    r = await insider.api.post(f"/api/v1/reviews/{request_id}/outcome", body)
+    assert (r.status_code, r.json()["error"]["details"]["reason"]) == (403, "not_a_reviewer")

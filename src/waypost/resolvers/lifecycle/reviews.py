@@ -117,6 +117,12 @@ async def request_review(
     return await run(rt, req, NEEDS["request_review"], memo_id, unit)
 
 
+def _in_tenant(tx: Tx, actor: Actor, tenant: str) -> bool:
+    """Whether the caller holds a lifecycle grant in `tenant` now."""
+    grant = store.grant(tx.conn, actor.principal_id)
+    return grant is not None and grant["tenant"] == tenant
+
+
 async def record_outcome(
     rt: Runtime, actor: Actor, idem: Idempotency, request_id: str, body: OutcomeBody
 ) -> Outcome:
@@ -127,11 +133,16 @@ async def record_outcome(
         # for, so that a used key with another body is 422, as on every route
         checks.check_no_secrets([body.rationale], "rationale")
         request = store.review_request(tx.conn, request_id)
-        if request is None:
+        named = request is not None and actor.principal_id in json.loads(request["reviewers"])
+        if request is None or not (named or _in_tenant(tx, actor, request["tenant"])):
+            # one answer for a request that is not there and one of another
+            # tenant's, which told a caller outside it that the request
+            # existed (lifecycle-model.md: no caller learns whether another
+            # tenant's memo exists)
             raise NotFound("no such review request")
         if not actor.is_human:
             raise Forbidden.reason("human_reviewer_required", "outcomes are recorded by humans")
-        if actor.principal_id not in json.loads(request["reviewers"]):
+        if not named:
             raise Forbidden.reason("not_a_reviewer", "only a named reviewer records an outcome")
         if not store.insert_outcome(
             tx.conn, request_id, actor.principal_id, body.disposition, body.rationale, tx.at
