@@ -10,18 +10,24 @@ import signal
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.console_support import Rest
-from tests.serve_support import serve
+from tests.serve_support import Server, serve
 
 pytestmark = pytest.mark.slow
 
 
-def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
+@contextmanager
+def a_write_queued_behind_a_lock(tmp_path: Path) -> Iterator[tuple[Server, list[int]]]:
+    """`serve` with one write waiting for another process's write lock; the
+    write's status lands in the list once it is answered (the lock is let go
+    once the body of the `with` is done)."""
     with serve(tmp_path, "--metrics") as served:
         admin = Rest(served.url, served.admin_token)
         admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
@@ -39,13 +45,20 @@ def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
         writer = threading.Thread(target=write)
         writer.start()
         served.wait_for_unanswered_writes(1)  # the write waits for the lock
+        try:
+            yield served, answers
+        finally:
+            writer.join(timeout=30)
+            holder.execute("ROLLBACK")
+            holder.close()
+
+
+def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
+    with a_write_queued_behind_a_lock(tmp_path) as (served, answers):
         served.process.send_signal(signal.SIGINT)
         served.wait_for("Waiting for connections to close")  # draining
         served.process.send_signal(signal.SIGINT)  # the operator's second Ctrl-C
         assert served.process.wait(timeout=30) == 0
-        writer.join(timeout=30)
-        holder.execute("ROLLBACK")
-        holder.close()
         lines = served.rest_of_log()
     assert answers == [503]  # the queued write was answered, not dropped
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []
@@ -120,23 +133,7 @@ def test_a_signal_while_the_store_closes_is_told_it_is_already_stopping(
     -15, the queued write unanswered) and a third Ctrl-C raised through the
     queued write's request (exit 1, a 500 and a traceback). A SIGTERM after
     the forced quit also took it back (shutdownaudit)."""
-    with serve(tmp_path, "--metrics") as served:
-        admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "demo", "name": "Demo"}, 201)
-        served.metrics_token()  # made before the lock is taken: it writes
-        holder = sqlite3.connect(tmp_path / "waypost.db", isolation_level=None)
-        holder.execute("BEGIN IMMEDIATE")  # another process's write lock
-        answers: list[int] = []
-
-        def write() -> None:  # waits for the lock while the service stops
-            body = {"kind": "fact", "title": "queued", "body": "b"}
-            r = httpx.post(served.url + "/api/v1/projects/demo/knowledge", json=body,
-                           headers=admin.headers(True), timeout=30)  # fmt: skip
-            answers.append(r.status_code)
-
-        writer = threading.Thread(target=write)
-        writer.start()
-        served.wait_for_unanswered_writes(1)
+    with a_write_queued_behind_a_lock(tmp_path) as (served, answers):
         served.process.send_signal(signal.SIGINT)
         served.wait_for("Waiting for connections to close")
         served.process.send_signal(signal.SIGINT)  # the forced quit
@@ -144,9 +141,6 @@ def test_a_signal_while_the_store_closes_is_told_it_is_already_stopping(
         time.sleep(0.2)
         served.process.send_signal(late)  # a supervisor's, or a third Ctrl-C
         assert served.process.wait(timeout=30) == 0
-        writer.join(timeout=30)
-        holder.execute("ROLLBACK")
-        holder.close()
         lines = served.rest_of_log()
     assert answers == [503]
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == [], lines

@@ -44,6 +44,28 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 COMMIT_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1.0)
 
 
+def _request_families(
+    registry: CollectorRegistry, prefix: str, where: str
+) -> tuple[Counter, Histogram]:
+    """A listener's request counter and latency histogram."""
+    labels = ["method", "route", "status"]
+    count = Counter(
+        f"{prefix}_requests",
+        f"HTTP requests answered {where}, by method, route template and status.",
+        labels,
+        registry=registry,
+    )
+    timing = Histogram(
+        f"{prefix}_request_duration_seconds",
+        f"Time from a request's arrival to its response {where}, by route template and status"
+        " (an event stream is counted, not timed).",
+        labels,
+        buckets=LATENCY_BUCKETS,
+        registry=registry,
+    )
+    return count, timing
+
+
 class Metrics:
     content_type = CONTENT_TYPE_LATEST
 
@@ -51,35 +73,11 @@ class Metrics:
         self.registry = CollectorRegistry(auto_describe=True)
         self._request_children: dict[tuple[bool, str, str, int], tuple[Any, Any]] = {}
         r = self.registry
-        self.requests = Counter(
-            "waypost_http_requests",
-            "HTTP requests answered on the public listener, by method, route template and status.",
-            ["method", "route", "status"],
-            registry=r,
-        )
-        self.latency = Histogram(
-            "waypost_http_request_duration_seconds",
-            "Time from a request's arrival to its response on the public listener (event"
-            " streams left out), by route template and status.",
-            ["method", "route", "status"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
-        )
+        self.requests, self.latency = _request_families(r, "waypost_http", "on the public listener")
         # the private lifecycle listener's: its own families, so that the
         # public ones keep meaning the public API (it was counted nowhere)
-        self.lifecycle_requests = Counter(
-            "waypost_lifecycle_http_requests",
-            "HTTP requests answered on the lifecycle listener, by method, route template and"
-            " status.",
-            ["method", "route", "status"],
-            registry=r,
-        )
-        self.lifecycle_latency = Histogram(
-            "waypost_lifecycle_http_request_duration_seconds",
-            "Time from a request's arrival to its response on the lifecycle listener.",
-            ["method", "route", "status"],
-            buckets=LATENCY_BUCKETS,
-            registry=r,
+        self.lifecycle_requests, self.lifecycle_latency = _request_families(
+            r, "waypost_lifecycle_http", "on the lifecycle listener"
         )
         self.graphql = Counter(
             "waypost_graphql_operations",
