@@ -27,12 +27,26 @@ def test_arrays_of_distinct_values_say_unique_items() -> None:
 
 
 def test_patches_need_a_field_besides_the_revision() -> None:
+    """Said as counts of properties (closed objects), not as an `anyOf` of one
+    `required` per field, which client generators read as a union of types
+    (the PATCH bodies came out as `Any`: codegenaudit)."""
+    from jsonschema import Draft202012Validator
+
     for name in ("PolicyPatch", "TaskPatch"):
         schema = SCHEMAS[name]
-        assert schema["minProperties"] == 2
-        named = {req for alt in schema["anyOf"] for req in alt["required"]}
-        assert "expected_revision" not in named
-        assert named == set(schema["properties"]) - {"expected_revision", "provenance"}
+        assert "anyOf" not in schema and schema["additionalProperties"] is False
+        counting = Draft202012Validator(
+            {k: v for k, v in schema.items() if k in ("required", "minProperties", "if", "then")}
+        )
+        fields = set(schema["properties"]) - {"expected_revision", "provenance"}
+        for field in fields:
+            assert counting.is_valid({"expected_revision": 1, field: 0}), (name, field)
+            if "provenance" in schema["properties"]:
+                assert counting.is_valid({"expected_revision": 1, "provenance": "p", field: 0})
+        assert not counting.is_valid({"expected_revision": 1})
+        if "provenance" in schema["properties"]:
+            assert not counting.is_valid({"expected_revision": 1, "provenance": "p"})
+    assert "provenance" in SCHEMAS["PolicyPatch"]["properties"]
 
 
 def test_a_new_record_cannot_be_superseded() -> None:

@@ -11,9 +11,9 @@ from waypost import __version__
 from waypost.ids import ID_CHARS
 from waypost.resolvers.core.text import ONE_LINE_PATTERN
 from waypost.resolvers.knowledge.models import BODY_MAX_BYTES, SubmissionLessonInput
-from waypost.resolvers.projects.models import POLICY_FIELDS, PolicyPatch
+from waypost.resolvers.projects.models import PolicyPatch
 from waypost.resolvers.projects.policy import PROVENANCE_MAX_BYTES, RULES_MAX_BYTES
-from waypost.resolvers.tasks.models import CONTENT_FIELDS, TEXT_MAX_BYTES, TaskPatch
+from waypost.resolvers.tasks.models import TEXT_MAX_BYTES, TaskPatch
 from waypost.rest import response_schemas
 from waypost.rest.routing import RestRoute, RouteTable
 
@@ -142,10 +142,7 @@ def _operation(route: RestRoute, schemas: dict[str, Any]) -> dict[str, Any]:
 UNIQUE_ARRAYS = ("options", "depends_on", "tags", "task_ids", "components", "environments",
                  "versions")  # fmt: skip
 # A PATCH must name at least one field to change (besides expected_revision).
-PATCH_FIELDS: dict[str, tuple[str, ...]] = {
-    PolicyPatch.__name__: POLICY_FIELDS,
-    TaskPatch.__name__: (*CONTENT_FIELDS, "status"),
-}
+PATCH_MODELS = frozenset({PolicyPatch.__name__, TaskPatch.__name__})
 # Fields whose REST model accepts a loose type and checks it later (inside
 # the write): the schema says what is really accepted (the MCP tools too).
 ITEM_MODELS: dict[tuple[str, str], type] = {("SubmitBody", "lessons"): SubmissionLessonInput}
@@ -273,14 +270,27 @@ def _state_constraints(schemas: dict[str, Any], queries: set[str]) -> None:
                 # (the MCP tools take it, so their schemas do not say this)
                 prop.setdefault("description", INTEGER_NOTE)
         state_text_bounds(name, properties)
-        fields = PATCH_FIELDS.get(name)
-        if fields:
-            schema["anyOf"] = [{"required": [f]} for f in fields if f in properties]
-            schema["minProperties"] = 2
+        if name in PATCH_MODELS:
+            _names_a_field(schema)
     for (owner, field), item_model in ITEM_MODELS.items():
         if owner in schemas:
             ref = f"#/components/schemas/{item_model.__name__}"
             schemas[owner]["properties"][field]["items"] = {"$ref": ref}
+
+
+def _names_a_field(schema: dict[str, Any]) -> None:
+    """A PATCH names a field besides `expected_revision` (required) and
+    `provenance` (optional), its other properties being all fields and no
+    other key allowed: so it holds two properties, three with `provenance`.
+    Said as counts, not as `anyOf` one `required` per field, which client
+    generators read as a union of types: the two PATCH bodies came out as
+    `Any` (openapi-python-client) or as a class per field."""
+    if schema.get("additionalProperties") is not False:  # the count would not hold
+        raise RuntimeError("a PATCH model must forbid unknown fields")
+    schema["minProperties"] = 2
+    if "provenance" in schema["properties"]:
+        schema["if"] = {"required": ["provenance"]}
+        schema["then"] = {"minProperties": 3}
 
 
 # The one route outside the route tables: a stream, not a JSON answer
