@@ -782,3 +782,34 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     tries = sum("wal_checkpoint(RESTART)" in s for s in statements)
     assert 1 <= tries <= 3, statements
     assert wal_bytes() > 4 * 1024 * 1024  # the held read kept the log, as it must
+
+
+async def test_a_write_that_waited_its_budget_for_the_writer_is_answered_503_unrun(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """More writes than the writer commits (over a hundred operations a
+    GraphQL socket: 5,000 queued) waited any time at all: one plain REST
+    write took 6.9 s and got 201, past "a write waits at most the busy
+    timeout plus a second" (overloadaudit). One that waited its whole budget
+    for its turn is answered 503 and not run; one still within it runs."""
+    path = copy_database(migrated_template, tmp_path / "late.db")
+    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    try:
+        held = Held()
+        holder = asyncio.create_task(db.write(held))
+        await asyncio.to_thread(held.entered.wait, 10)
+        late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(3)]
+        await asyncio.sleep(0.5)  # past their 300 ms
+        fresh = asyncio.create_task(db.write(recorded("fresh")))
+        await asyncio.sleep(0)
+        held.release.set()
+        await holder
+        answers = await asyncio.gather(*late, return_exceptions=True)
+        assert await fresh == "fresh"
+        left = await db.read(left_behind)
+    finally:
+        await db.close()
+    assert all(isinstance(a, Unavailable) and a.retry_after == 1 for a in answers), answers
+    assert "overloaded" in str(answers[0])
+    assert left["principals"] == {"fresh"} and left["receipts"] == {"key-fresh"}

@@ -46,6 +46,10 @@ from waypost.storage.files import files_changed_refusal
 log = logging.getLogger("waypost.storage")
 
 BUSY_MESSAGE = "the database is busy; retry shortly"
+OVERLOADED_MESSAGE = (
+    "the service is overloaded: this write waited its whole budget for its turn and was not"
+    " run; retry shortly"
+)
 # The busy timeout is set again only when the batch's budget differs from it
 # by more than this: a PRAGMA per batch would cost more than its inserts.
 _TIMEOUT_SLACK_MS = 50
@@ -347,6 +351,7 @@ class Writer:
         conn = self._conn
         done: list[tuple[_Unit, Any]] = []
         failed: list[tuple[_Unit, BaseException]] = []
+        late: list[tuple[_Unit, BaseException]] = []
         started = time.monotonic()
         while pending and pending[0].transaction:
             if len(done) + len(failed) >= self._max_units:
@@ -355,6 +360,13 @@ class Writer:
                 break
             unit = pending.popleft()
             if unit.future.cancelled():
+                continue
+            if unit.deadline <= time.monotonic():
+                # it waited its whole busy budget for the writer itself (more
+                # writes than it commits: over a hundred operations a GraphQL
+                # socket, thousands queued): answered 503 unrun, as under
+                # another process's lock, not 201 after any wait at all
+                late.append((unit, Unavailable(OVERLOADED_MESSAGE, retry_after=1)))
                 continue
             try:
                 conn.execute(_SAVEPOINT)
@@ -392,6 +404,12 @@ class Writer:
                 done.append((unit, result))
             if not pending:
                 self._take_waiting(pending)
+        if late:
+            _conditions.warning(
+                "writes waited past the busy timeout for the writer itself (more than it"
+                " commits): answered 503 unrun"
+            )
+            self._reply(late, [])
         self._commit(done, failed)
 
     def _undo_unit(self) -> bool:
