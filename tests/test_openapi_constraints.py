@@ -208,7 +208,10 @@ def test_no_body_text_may_hold_nul_by_the_document() -> None:
                     assert pattern.search("a b\nc\u00e9"), where
                 checked += 1
     assert checked > 40
-    assert re.compile(SCHEMAS["ContextQuery"]["properties"]["q"]["pattern"]).search("a\x00") is None
+    # and the query parameters the server refuses it in: `q`, the context filters
+    for name in ("q", "task_id", "component", "environment", "version"):
+        [text] = _free_text(SCHEMAS["ContextQuery"]["properties"][name], name)
+        assert re.compile(text[1]["pattern"]).search("a\x00") is None, name
 
 
 async def test_a_body_with_nul_is_refused_as_the_document_says(human: Caller, project: str) -> None:

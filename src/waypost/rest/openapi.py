@@ -243,6 +243,9 @@ def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
 # server then refused. ids.END's lookahead, not `$` (Python's matches before
 # a final line break).
 NUL_FREE_PATTERN = r"^[^\x00]*(?![\s\S])"
+# the query parameters the server refuses NUL in: a search's `q` and the
+# context packet's scope filters (resolvers/context/params.py)
+NUL_REFUSED_PARAMETERS = frozenset({"q", "task_id", "component", "environment", "version"})
 
 
 def _nul_free(node: dict[str, Any]) -> None:
@@ -274,7 +277,7 @@ def property_bounds(prop_name: str, prop: dict[str, Any], *, in_query: bool) -> 
         if branch.get("type") == "string" and prop_name == "q" and in_query:
             branch.update(SEARCH_TEXT)
             prop.setdefault("description", SEARCH_NOTE)
-    if not in_query or prop_name == "q":
+    if not in_query or prop_name in NUL_REFUSED_PARAMETERS:
         _nul_free(prop)
 
 
