@@ -766,7 +766,9 @@ async def test_a_resource_uri_is_held_to_its_pattern_as_sent(human: Caller, uri:
     assert error["code"] == -32002, r.text
     assert error["message"].startswith(f"unknown resource {uri[:40]}")
     assert len(error["message"]) < 160
-    sent = {"uri": "waypost://projects/demo/policy"}
-    r = await human.client.post("/mcp", json={**read, "params": sent}, headers=headers)
-    [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
-    assert json.loads(data)["result"]["contents"][0]["uri"] == sent["uri"], r.text
+    # a scheme in any case is the same scheme (RFC 3986, 3.1)
+    for sent in ("waypost://projects/demo/policy", "WAYPOST://projects/demo/policy"):
+        r = await human.client.post("/mcp", json={**read, "params": {"uri": sent}}, headers=headers)
+        [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+        contents = json.loads(data)["result"]["contents"][0]
+        assert contents["uri"] == "waypost://projects/demo/policy", r.text
