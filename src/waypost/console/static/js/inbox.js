@@ -16,7 +16,9 @@ let byProject = false;
 // second at 50,000 objects), and the inbox refreshes as often as once a
 // second while events come. Its notice stays meanwhile.
 const TOO_LARGE_RECHECK_MS = 60 * 1000;
-const refusedAt = new Map(); // project id -> when it was last refused
+// project id -> when it was last refused, by the page's monotonic clock (a
+// wall clock set back an hour kept the notice for that hour)
+const refusedAt = new Map();
 
 export async function loadInbox() {
   let projects = null;
@@ -50,7 +52,7 @@ function tooLarge(error) {
 async function loadProjectByProject() {
   const projects = [];
   for (const { restId, name } of await everyProject(INBOX_PROJECT_IDS)) {
-    if (Date.now() - (refusedAt.get(restId) ?? -Infinity) < TOO_LARGE_RECHECK_MS) {
+    if (performance.now() - (refusedAt.get(restId) ?? -Infinity) < TOO_LARGE_RECHECK_MS) {
       projects.push({ restId, name, tooLarge: true });
       continue;
     }
@@ -60,7 +62,7 @@ async function loadProjectByProject() {
       if (data.project) projects.push(data.project);
     } catch (error) {
       if (!tooLarge(error)) throw error;
-      refusedAt.set(restId, Date.now());
+      refusedAt.set(restId, performance.now());
       projects.push({ restId, name, tooLarge: true });
     }
   }
