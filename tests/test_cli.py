@@ -330,6 +330,19 @@ def test_serve_refuses_settings_it_cannot_run_with(
     assert not Path(db).exists()
     # the reranker's warning is for a service that starts, not one refused
     assert "TYPESAFE_API_KEY is not set" not in result.output
+    assert "WARNING" not in result.output, result.output
+
+
+def test_a_refused_start_says_no_warning_first(db: str, tmp_path: Path) -> None:
+    """A blank --host and WAYPOST_CLOCK_FILE were warned of before a later
+    setting refused the start (review37): warnings are for a service that
+    starts."""
+    clock = tmp_path / "clock"
+    clock.write_text("2026-12-05T00:00:00Z")
+    env = {"WAYPOST_CLOCK_FILE": str(clock), "TYPESAFE_API_KEY": ""}
+    result = run("serve", "--db", db, "--host", "", "--lifecycle-auth", "tokenreview", env=env)
+    assert result.exit_code == 2 and "needs --k8s-api and --k8s-ca" in result.output
+    assert "WARNING" not in result.output, result.output
 
 
 def test_serve_ignores_the_k8s_ca_without_tokenreview(db: str) -> None:

@@ -634,6 +634,12 @@ async def test_an_event_stream_is_counted_but_not_timed(metered: Service) -> Non
         assert sample(metered, "waypost_http_requests_total", **labels, status="200") == 1
         timed = "waypost_http_request_duration_seconds_count"
         assert sample(metered, timed, **labels, status="200") == 0
+        # no series of zeros either
+        page = metered.rt.metrics.render().decode()
+        assert (
+            'duration_seconds_count{method="GET",route="/api/v1/projects/{project}/events'
+            not in page
+        )
         # an ordinary GET is still timed
         assert (
             await client.get("/api/v1/projects/demo", headers=human.headers())

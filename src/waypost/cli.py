@@ -120,7 +120,8 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Log lines as text or one JSON object each.")  # fmt: skip
 @click.option("--access-log/--no-access-log", default=True, show_default=True,
-              help="One log line per request (waypost.access).")  # fmt: skip
+              help="One log line per request (waypost.access; the lifecycle"
+                   " listener's, waypost.lifecycle.access).")  # fmt: skip
 @click.option("--metrics/--no-metrics", default=False, show_default=True,
               help="Serve GET /metrics (Prometheus) to tokens of audience 'metrics'.")  # fmt: skip
 def serve(
@@ -152,7 +153,6 @@ def serve(
     rerank = _rerank_settings()
     if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
         raise click.UsageError("--port and --lifecycle-port must differ on one host")
-    _warn_of_blank_hosts(host, lifecycle_host if lifecycle_port else "127.0.0.1")
     if max_connections is not None:
         from waypost.serving import max_connections_refusal
 
@@ -161,8 +161,11 @@ def serve(
     lifecycle = _lifecycle_settings(
         lifecycle_auth, k8s_api, k8s_ca, k8s_token_file, lifecycle_webhook
     )
+    # the warnings after every refusal: they are for a service that starts
+    if clock_file is not None:
+        log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
+    _warn_of_blank_hosts(host, lifecycle_host if lifecycle_port else "127.0.0.1")
     if not rerank.enabled:
-        # after every refusal: a serve that will not start has no order to keep
         log.warning("TYPESAFE_API_KEY is not set: context results keep their search order")
     _run(
         Settings(
@@ -204,7 +207,6 @@ def _clock_file() -> Path | None:
     clock_file = os.environ.get("WAYPOST_CLOCK_FILE")
     if not clock_file:
         return None
-    log.warning("WAYPOST_CLOCK_FILE is set: the service's clock reads %s", clock_file)
     try:
         FileClock(Path(clock_file)).now()
     except WaypostError as error:

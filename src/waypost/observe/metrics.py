@@ -71,7 +71,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._request_children: dict[tuple[bool, str, str, int], tuple[Any, Any]] = {}
+        self._request_children: dict[tuple[bool, str, str, int, bool], tuple[Any, Any]] = {}
         r = self.registry
         self.requests, self.latency = _request_families(r, "waypost_http", "on the public listener")
         # the private lifecycle listener's: its own families, so that the
@@ -161,7 +161,7 @@ class Metrics:
         method = method if method in LABELLED_METHODS else "other"
         # the labelled children by key: `labels()` takes a lock and builds a
         # tuple on every call, and the set of keys is small (routes x status)
-        key = (lifecycle, method, route, status)
+        key = (lifecycle, method, route, status, seconds is None)
         children = self._request_children.get(key)
         if children is None:
             labels = {"method": method, "route": route, "status": str(status)}
@@ -170,10 +170,13 @@ class Metrics:
                 if lifecycle
                 else (self.requests, self.latency)
             )
-            children = (count.labels(**labels), timing.labels(**labels))
+            # a stream's series has no timing child: one made and never
+            # observed showed as a histogram of zeros
+            timed = None if seconds is None else timing.labels(**labels)
+            children = (count.labels(**labels), timed)
             self._request_children[key] = children
         children[0].inc()
-        if seconds is not None:
+        if children[1] is not None and seconds is not None:
             children[1].observe(seconds)
 
     def observe_commit(self, batch_size: int, seconds: float) -> None:
