@@ -800,7 +800,7 @@ async def test_a_write_that_waited_its_budget_for_the_writer_is_answered_503_unr
         holder = asyncio.create_task(db.write(held))
         await asyncio.to_thread(held.entered.wait, 10)
         late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(3)]
-        await asyncio.sleep(0.5)  # past their 300 ms
+        await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
         fresh = asyncio.create_task(db.write(recorded("fresh")))
         await asyncio.sleep(0)
         held.release.set()
