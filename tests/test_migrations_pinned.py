@@ -54,6 +54,7 @@ SHIPPED = {
     "0033_decision_expiry_index.sql": "05d18f8cea6e8a59e7f4b4c2835da641",
     "0034_task_lease_expiry_index.sql": "f540c44925e9d776aa75c6daa1e9bb56",
     "0035_decision_stale_judged_edit.sql": "d821e38245d2286f069f283290a9997b",
+    "0036_knowledge_shared_status_indexes.sql": "32a3563d04b730c36ee9d82b9ce1eee2",
 }
 
 _INDEX_LINES = (

@@ -266,10 +266,14 @@ def _parts(project_id: str, q: KnowledgeListQuery, counting: bool = False) -> li
             # the tag's records hold costs what a page costs
             where, args = f"{where} AND g.status = ?", (*args, q.status)
         own = _Part(_TAGGED, where, args, _TAG_ORDER)
+        shared_where, shared_args = "g.tag = ? AND g.shared = 1", (q.tag,)
+        if q.status is not None:
+            # likewise one range of `knowledge_tags_shared_by_status` (0036)
+            shared_where, shared_args = f"{shared_where} AND g.status = ?", (q.tag, q.status)
         shared = _Part(
             _TAGGED,
-            "g.tag = ? AND g.shared = 1" + others.format("g.project_id"),
-            (q.tag, project_id) if counting else (q.tag,),
+            shared_where + others.format("g.project_id"),
+            (*shared_args, project_id) if counting else shared_args,
             _TAG_ORDER,
         )
     return [own, shared] if q.include_shared else [own]
