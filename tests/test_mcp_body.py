@@ -772,3 +772,12 @@ async def test_a_resource_uri_is_held_to_its_pattern_as_sent(human: Caller, uri:
         [data] = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
         contents = json.loads(data)["result"]["contents"][0]
         assert contents["uri"] == "waypost://projects/demo/policy", r.text
+
+
+def test_a_resource_uris_scheme_is_ascii_in_any_case() -> None:
+    """RFC 3986's schemes are ASCII: Unicode case folding took a long s
+    (U+017F) for an s (review38)."""
+    from waypost.mcp_server.envelope import RESOURCE_URI
+
+    assert RESOURCE_URI.fullmatch("WayPost://projects/demo/policy")
+    assert RESOURCE_URI.fullmatch("waypo\u017ft://projects/demo/policy") is None

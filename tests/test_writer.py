@@ -813,3 +813,42 @@ async def test_a_write_that_waited_its_budget_for_the_writer_is_answered_503_unr
     assert all(isinstance(a, Unavailable) and a.retry_after == 1 for a in answers), answers
     assert "overloaded" in str(answers[0])
     assert left["principals"] == {"fresh"} and left["receipts"] == {"key-fresh"}
+
+
+@pytest.mark.parametrize("swallow", [False, True])
+async def test_late_writes_are_answered_whatever_ends_the_batch_behind_them(
+    tmp_path: Path, migrated_template: Path, swallow: bool
+) -> None:
+    """Writes shed as late were answered only when their batch reached its
+    commit: one that ended early (a unit losing the transaction, or ending
+    it itself) left them unanswered for ever, their callers waiting
+    (review38). And the unit run once, requeued after a lost transaction,
+    runs again, however long it ran: it is not "not run"."""
+    path = copy_database(migrated_template, tmp_path / "late.db")
+    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    try:
+        held = Held()
+        holder = asyncio.create_task(db.write(held))
+        await asyncio.to_thread(held.entered.wait, 10)
+        late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(2)]
+        await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
+        breaker = asyncio.create_task(db.write(fills_the_disk(swallow)))
+        after = asyncio.create_task(db.write(recorded("after")))
+        await asyncio.sleep(0)
+        held.release.set()
+        writes = [holder, *late, breaker, after]
+        _, unanswered = await asyncio.wait(writes, timeout=10)
+        assert not unanswered
+        late_answers = [t.exception() for t in late]
+        after_answer = after.exception() or after.result()
+        left = await db.read(left_behind)
+    finally:
+        await db.close()
+    assert all("overloaded" in str(a) for a in late_answers), late_answers
+    assert not {"late0", "late1"} & left["principals"]
+    assert breaker.exception() is not None  # the disk's 503, or its own fault
+    # the holder ran and was never "overloaded" (it ran again, or got the
+    # writer's own 503 for a unit it cannot vouch for)
+    assert holder.exception() is None or "overloaded" not in str(holder.exception())
+    assert after_answer == "after" or isinstance(after_answer, Unavailable)

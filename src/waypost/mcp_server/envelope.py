@@ -377,7 +377,7 @@ def tool_refusal(message: dict[str, Any], tool_names: Collection[str]) -> Refusa
 # Used with fullmatch: `$` would also match before a final line break. The
 # scheme in any case (RFC 3986, 3.1; the SDK lowered it, and
 # `WAYPOST://...` was read).
-RESOURCE_URI = re.compile(f"(?i:waypost)://projects/({SLUG_CHARS})/(policy|digest)")
+RESOURCE_URI = re.compile(f"(?ia:waypost)://projects/({SLUG_CHARS})/(policy|digest)")
 # JSON-RPC code of a resource read of no resource, as the MCP specification
 # suggests (a plain exception became code 0)
 RESOURCE_NOT_FOUND = -32002

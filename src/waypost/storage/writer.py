@@ -71,8 +71,8 @@ WAL_RESTART_BACKOFF = 30.0
 _GRACE = 0.02
 # A write that waited this long past its busy budget for the writer itself
 # (an overload, not another process's lock) is answered 503 unrun: within
-# the contract's second of grace, and never a write of a busy but healthy
-# writer whose budget is short (tests run with 5 ms).
+# the contract's second of grace. A short budget (tests run with 5 ms) sheds
+# after about half a second of queueing, then.
 _LATE_GRACE = 0.5
 
 
@@ -280,6 +280,7 @@ class Writer:
         # units whose callers went away before their turn are not run
         while pending and pending[0].future.cancelled():
             pending.popleft()
+        self._shed_late(pending)
         if not pending:
             return
         if not pending[0].transaction:
@@ -356,7 +357,6 @@ class Writer:
         conn = self._conn
         done: list[tuple[_Unit, Any]] = []
         failed: list[tuple[_Unit, BaseException]] = []
-        late: list[tuple[_Unit, BaseException]] = []
         started = time.monotonic()
         while pending and pending[0].transaction:
             if len(done) + len(failed) >= self._max_units:
@@ -365,13 +365,6 @@ class Writer:
                 break
             unit = pending.popleft()
             if unit.future.cancelled():
-                continue
-            if unit.deadline + _LATE_GRACE <= time.monotonic():
-                # it waited its whole busy budget for the writer itself (more
-                # writes than it commits: over a hundred operations a GraphQL
-                # socket, thousands queued): answered 503 unrun, as under
-                # another process's lock, not 201 after any wait at all
-                late.append((unit, Unavailable(OVERLOADED_MESSAGE, retry_after=1)))
                 continue
             try:
                 conn.execute(_SAVEPOINT)
@@ -409,13 +402,34 @@ class Writer:
                 done.append((unit, result))
             if not pending:
                 self._take_waiting(pending)
-        if late:
-            _conditions.warning(
-                "writes waited past the busy timeout for the writer itself (more than it"
-                " commits): answered 503 unrun"
-            )
-            self._reply(late, [])
+                self._shed_late(pending)
         self._commit(done, failed)
+
+    def _shed_late(self, pending: deque[_Unit]) -> None:
+        """Answer 503, unrun, each write of `pending` that waited its whole
+        busy budget and _LATE_GRACE more for the writer itself (more writes
+        than it commits: over a hundred operations a GraphQL socket,
+        thousands queued), as under another process's lock; it was answered
+        201 after any wait at all. Answered here, as they leave `pending`,
+        so that no way out of a batch can leave one unanswered. A unit run
+        once already (requeued after a lost transaction) runs again."""
+        now = time.monotonic()
+        late = [
+            u
+            for u in pending
+            if u.transaction and not u.retried and u.deadline + _LATE_GRACE <= now
+        ]
+        if not late:
+            return
+        shed = {id(u) for u in late}
+        kept = [u for u in pending if id(u) not in shed]
+        pending.clear()
+        pending.extend(kept)
+        _conditions.warning(
+            "writes waited past the busy timeout for the writer itself (more than it"
+            " commits): answered 503 unrun"
+        )
+        self._reply([(u, Unavailable(OVERLOADED_MESSAGE, retry_after=1)) for u in late], [])
 
     def _undo_unit(self) -> bool:
         """Roll back to the unit's savepoint; False if the transaction is gone."""
