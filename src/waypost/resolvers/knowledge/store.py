@@ -266,7 +266,8 @@ def _parts(project_id: str, q: KnowledgeListQuery, counting: bool = False) -> li
             # the tag's records hold costs what a page costs
             where, args = f"{where} AND g.status = ?", (*args, q.status)
         own = _Part(_TAGGED, where, args, _TAG_ORDER)
-        shared_where, shared_args = "g.tag = ? AND g.shared = 1", (q.tag,)
+        shared_where = "g.tag = ? AND g.shared = 1"
+        shared_args: tuple[Any, ...] = (q.tag,)
         if q.status is not None:
             # likewise one range of `knowledge_tags_shared_by_status` (0036)
             shared_where, shared_args = f"{shared_where} AND g.status = ?", (q.tag, q.status)
