@@ -852,3 +852,37 @@ async def test_late_writes_are_answered_whatever_ends_the_batch_behind_them(
     # writer's own 503 for a unit it cannot vouch for)
     assert holder.exception() is None or "overloaded" not in str(holder.exception())
     assert after_answer == "after" or isinstance(after_answer, Unavailable)
+
+
+async def test_a_write_that_goes_late_behind_a_slow_unit_in_its_batch_is_shed(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """A write already in the batch's queue when it began, which went past
+    its budget while a slow unit ahead of it ran and failed, was run and
+    answered as a success (review39): the batch's time bound counts only
+    after a success."""
+    path = copy_database(migrated_template, tmp_path / "behind.db")
+    # batches bounded by count only: the slow unit and the write behind it
+    # are one batch whatever the machine's load
+    db = Database(path, busy_timeout_ms=100, hooks=CONNECTION_HOOKS, batch_seconds=60)
+
+    def slow_failure(conn: sqlite3.Connection) -> None:
+        time.sleep(1.0)
+        raise ValueError("the slow unit fails")
+
+    await db.open()
+    try:
+        held = Held()
+        holder = asyncio.create_task(db.write(held))
+        await asyncio.to_thread(held.entered.wait, 10)
+        slow = asyncio.create_task(db.write(slow_failure))
+        behind = asyncio.create_task(db.write(recorded("behind")))
+        await asyncio.sleep(0)
+        held.release.set()  # both taken into the next batch at once
+        await asyncio.wait([holder, slow, behind], timeout=10)
+        left = await db.read(left_behind)
+    finally:
+        await db.close()
+    assert isinstance(slow.exception(), ValueError)
+    assert "overloaded" in str(behind.exception()), behind
+    assert "behind" not in left["principals"]

@@ -366,6 +366,12 @@ class Writer:
             unit = pending.popleft()
             if unit.future.cancelled():
                 continue
+            if self._is_late(unit, time.monotonic()):
+                # one that went past its budget while a unit ahead of it ran
+                # (a slow one: the batch's time bound counts only after a
+                # success); answered now, so that no way out loses it
+                self._answer_late([unit])
+                continue
             try:
                 conn.execute(_SAVEPOINT)
                 self._in_unit = True
@@ -414,17 +420,20 @@ class Writer:
         so that no way out of a batch can leave one unanswered. A unit run
         once already (requeued after a lost transaction) runs again."""
         now = time.monotonic()
-        late = [
-            u
-            for u in pending
-            if u.transaction and not u.retried and u.deadline + _LATE_GRACE <= now
-        ]
+        late = [u for u in pending if self._is_late(u, now)]
         if not late:
             return
         shed = {id(u) for u in late}
         kept = [u for u in pending if id(u) not in shed]
         pending.clear()
         pending.extend(kept)
+        self._answer_late(late)
+
+    @staticmethod
+    def _is_late(unit: _Unit, now: float) -> bool:
+        return unit.transaction and not unit.retried and unit.deadline + _LATE_GRACE <= now
+
+    def _answer_late(self, late: list[_Unit]) -> None:
         _conditions.warning(
             "writes waited past the busy timeout for the writer itself (more than it"
             " commits): answered 503 unrun"
