@@ -784,32 +784,46 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     assert wal_bytes() > 4 * 1024 * 1024  # the held read kept the log, as it must
 
 
+@pytest.fixture
+async def short_budget(tmp_path: Path, migrated_template: Path) -> AsyncIterator[Database]:
+    """A store whose writes have 300 ms of budget, and whose batches are
+    bounded by count only (what a test queues together runs together)."""
+    path = copy_database(migrated_template, tmp_path / "late.db")
+    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
+async def holding(db: Database) -> tuple[Held, asyncio.Task[Any]]:
+    """A unit that keeps the writer busy until released, once it runs."""
+    held = Held()
+    holder = asyncio.create_task(db.write(held))
+    await asyncio.to_thread(held.entered.wait, 10)
+    return held, holder
+
+
 async def test_a_write_that_waited_its_budget_for_the_writer_is_answered_503_unrun(
-    tmp_path: Path, migrated_template: Path
+    short_budget: Database,
 ) -> None:
     """More writes than the writer commits (over a hundred operations a
     GraphQL socket: 5,000 queued) waited any time at all: one plain REST
     write took 6.9 s and got 201, past "a write waits at most the busy
     timeout plus a second" (overloadaudit). One that waited its whole budget
     for its turn is answered 503 and not run; one still within it runs."""
-    path = copy_database(migrated_template, tmp_path / "late.db")
-    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
-    await db.open()
-    try:
-        held = Held()
-        holder = asyncio.create_task(db.write(held))
-        await asyncio.to_thread(held.entered.wait, 10)
-        late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(3)]
-        await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
-        fresh = asyncio.create_task(db.write(recorded("fresh")))
-        await asyncio.sleep(0)
-        held.release.set()
-        await holder
-        answers = await asyncio.gather(*late, return_exceptions=True)
-        assert await fresh == "fresh"
-        left = await db.read(left_behind)
-    finally:
-        await db.close()
+    db = short_budget
+    held, holder = await holding(db)
+    late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(3)]
+    await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
+    fresh = asyncio.create_task(db.write(recorded("fresh")))
+    await asyncio.sleep(0)
+    held.release.set()
+    await holder
+    answers = await asyncio.gather(*late, return_exceptions=True)
+    assert await fresh == "fresh"
+    left = await db.read(left_behind)
     assert all(isinstance(a, Unavailable) and a.retry_after == 1 for a in answers), answers
     assert "overloaded" in str(answers[0])
     assert left["principals"] == {"fresh"} and left["receipts"] == {"key-fresh"}
@@ -817,34 +831,26 @@ async def test_a_write_that_waited_its_budget_for_the_writer_is_answered_503_unr
 
 @pytest.mark.parametrize("swallow", [False, True])
 async def test_late_writes_are_answered_whatever_ends_the_batch_behind_them(
-    tmp_path: Path, migrated_template: Path, swallow: bool
+    short_budget: Database, swallow: bool
 ) -> None:
     """Writes shed as late were answered only when their batch reached its
     commit: one that ended early (a unit losing the transaction, or ending
     it itself) left them unanswered for ever, their callers waiting
     (review38). And the unit run once, requeued after a lost transaction,
     runs again, however long it ran: it is not "not run"."""
-    path = copy_database(migrated_template, tmp_path / "late.db")
-    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
-    await db.open()
-    try:
-        held = Held()
-        holder = asyncio.create_task(db.write(held))
-        await asyncio.to_thread(held.entered.wait, 10)
-        late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(2)]
-        await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
-        breaker = asyncio.create_task(db.write(fills_the_disk(swallow)))
-        after = asyncio.create_task(db.write(recorded("after")))
-        await asyncio.sleep(0)
-        held.release.set()
-        writes = [holder, *late, breaker, after]
-        _, unanswered = await asyncio.wait(writes, timeout=10)
-        assert not unanswered
-        late_answers = [t.exception() for t in late]
-        after_answer = after.exception() or after.result()
-        left = await db.read(left_behind)
-    finally:
-        await db.close()
+    db = short_budget
+    held, holder = await holding(db)
+    late = [asyncio.create_task(db.write(recorded(f"late{i}"))) for i in range(2)]
+    await asyncio.sleep(1.0)  # past their 300 ms and the half second of grace
+    breaker = asyncio.create_task(db.write(fills_the_disk(swallow)))
+    after = asyncio.create_task(db.write(recorded("after")))
+    await asyncio.sleep(0)
+    held.release.set()
+    _, unanswered = await asyncio.wait([holder, *late, breaker, after], timeout=10)
+    assert not unanswered
+    late_answers = [t.exception() for t in late]
+    after_answer = after.exception() or after.result()
+    left = await db.read(left_behind)
     assert all("overloaded" in str(a) for a in late_answers), late_answers
     assert not {"late0", "late1"} & left["principals"]
     assert breaker.exception() is not None  # the disk's 503, or its own fault
@@ -855,34 +861,25 @@ async def test_late_writes_are_answered_whatever_ends_the_batch_behind_them(
 
 
 async def test_a_write_that_goes_late_behind_a_slow_unit_in_its_batch_is_shed(
-    tmp_path: Path, migrated_template: Path
+    short_budget: Database,
 ) -> None:
     """A write already in the batch's queue when it began, which went past
     its budget while a slow unit ahead of it ran and failed, was run and
     answered as a success (review39): the batch's time bound counts only
     after a success."""
-    path = copy_database(migrated_template, tmp_path / "behind.db")
-    # batches bounded by count only: the slow unit and the write behind it
-    # are one batch whatever the machine's load
-    db = Database(path, busy_timeout_ms=100, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    db = short_budget
 
     def slow_failure(conn: sqlite3.Connection) -> None:
-        time.sleep(1.0)
+        time.sleep(1.0)  # past the 300 ms and the half second of grace
         raise ValueError("the slow unit fails")
 
-    await db.open()
-    try:
-        held = Held()
-        holder = asyncio.create_task(db.write(held))
-        await asyncio.to_thread(held.entered.wait, 10)
-        slow = asyncio.create_task(db.write(slow_failure))
-        behind = asyncio.create_task(db.write(recorded("behind")))
-        await asyncio.sleep(0)
-        held.release.set()  # both taken into the next batch at once
-        await asyncio.wait([holder, slow, behind], timeout=10)
-        left = await db.read(left_behind)
-    finally:
-        await db.close()
+    held, holder = await holding(db)
+    slow = asyncio.create_task(db.write(slow_failure))
+    behind = asyncio.create_task(db.write(recorded("behind")))
+    await asyncio.sleep(0)
+    held.release.set()  # both taken into the next batch at once
+    await asyncio.wait([holder, slow, behind], timeout=10)
+    left = await db.read(left_behind)
     assert isinstance(slow.exception(), ValueError)
     assert "overloaded" in str(behind.exception()), behind
     assert "behind" not in left["principals"]
