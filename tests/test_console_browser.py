@@ -895,6 +895,103 @@ def test_a_reopening_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, wo
     assert world.decision(decision)["generation"] == 2
 
 
+def _hold_the_first(page: Any, mutation: str) -> list[Any]:
+    """The first `mutation` request waits, not yet sent on, until the test
+    continues it (`held[0].continue_()`); the others go through."""
+    held: list[Any] = []
+
+    def hold(route: Any) -> None:
+        if mutation in (route.request.post_data or "") and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/graphql", hold)
+    return held
+
+
+def _away_and_back(page: Any) -> None:
+    page.get_by_role("link", name="Inbox", exact=True).click()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+    page.go_back()
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+
+
+def test_an_answer_on_its_way_while_the_page_was_left_is_known_as_ones_own(
+    tab: Tab, world: World
+) -> None:
+    """A slow answer; the person goes to the inbox and back; the answer then
+    lands: the page said "This decision changed elsewhere" of it
+    (consolenetaudit)."""
+    page, decision_id = _half_answered(tab, world, "Purge the cache?", "Not during the sale.")
+    held = _hold_the_first(page, "decisionAnswer")
+    page.get_by_role("button", name="Deny: Proceed").click()
+    _wait_for_held(page, held, "the answer was never sent")
+    _away_and_back(page)
+    held[0].continue_()
+    page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
+    assert "changed elsewhere" not in page.locator("main").inner_text()
+    page.unroute("**/graphql")
+    assert world.decision(decision_id)["current"]["answer"]["answer"] == "Proceed"
+
+
+def test_a_form_drawn_again_answers_with_the_same_key(tab: Tab, world: World) -> None:
+    """The form drawn again (the page left and come back to while an answer
+    was on its way) made a new key: a second answer raced the first as if
+    another person's, and the first then read "Someone else answered first"
+    (consolenetaudit). With one key, one of the two is recorded and the
+    other is refused as its repeat."""
+    page, decision_id = _half_answered(tab, world, "Drop the index?", "It is unused.")
+    keys: list[str] = []
+
+    def note_key(request: Any) -> None:
+        sent = request.post_data or ""
+        if request.method == "POST" and "decisionAnswer" in sent:
+            keys.append(json.loads(sent)["variables"]["input"]["idempotencyKey"])
+
+    page.on("request", note_key)
+    held = _hold_the_first(page, "decisionAnswer")
+    page.get_by_role("button", name="Deny: Proceed").click()
+    _wait_for_held(page, held, "the answer was never sent")
+    _away_and_back(page)
+    page.get_by_label("Why (required)").fill("It is unused.")
+    page.get_by_role("button", name="Deny: Stop").click()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
+    held[0].continue_()
+    page.unroute("**/graphql")
+    assert len(keys) == 2 and keys[0] == keys[1], keys
+    answer = world.decision(decision_id)["current"]["answer"]
+    assert (answer["disposition"], answer["answer"]) == ("deny", "Stop")
+    assert "Someone else answered" not in page.locator("main").inner_text()
+
+
+def test_a_proxys_504_after_the_answer_was_recorded_is_not_a_change_elsewhere(
+    tab: Tab, world: World
+) -> None:
+    """A proxy in front of the service answered 504 (no JSON) after the
+    service had recorded the answer: the form said "The service answered
+    504 without JSON" and the banner "This decision changed elsewhere"
+    (consolenetaudit). A gateway's 502, 503 or 504 is read as a lost reply."""
+    page, decision_id = _half_answered(tab, world, "Renew the cert?", "It expires soon.")
+    answered: list[int] = []
+
+    def gateway(route: Any) -> None:
+        if "decisionAnswer" in (route.request.post_data or "") and not answered:
+            answered.append(route.fetch().status)  # the service records it...
+            route.fulfill(status=504, content_type="text/html", body="<h1>Gateway Timeout</h1>")
+        else:
+            route.continue_()
+
+    page.route("**/graphql", gateway)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("did not answer (504 from the way to it)").wait_for()
+    page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
+    assert "changed elsewhere" not in page.locator("main").inner_text()
+    page.unroute("**/graphql")
+    assert answered == [200]
+    assert world.decision(decision_id)["current"]["answer"]["answer"] == "Proceed"
+
+
 def test_an_answer_the_service_never_replies_to_says_so_after_30_seconds(
     tab: Tab, world: World
 ) -> None:

@@ -46,6 +46,8 @@ export function forgetToken() {
 // answer (no request of the console's takes long; a service stopped, not
 // gone, held a form's "sending" and the inbox's refresh for ever).
 export const REQUEST_TIMEOUT_MS = 30000;
+// a reverse proxy's answers for a service it could not get an answer from
+const GATEWAY_STATUSES = new Set([502, 503, 504]);
 
 // Runs one GraphQL document. Top-level errors become a RequestFailed (their
 // first message, with extensions.code); a 401 becomes Unauthenticated; no
@@ -82,6 +84,13 @@ export async function gql(query, variables = {}, tokenOverride = null) {
         `The service did not answer within ${REQUEST_TIMEOUT_MS / 1000} seconds. Is it running?`, "network");
     }
     if (!response) throw new RequestFailed("The service cannot be reached. Is it running?", "network");
+    // a proxy's own answer for a service that is down, slow or overloaded:
+    // the request may have reached the service (and been recorded), as when
+    // the network fails, not a fault of the service's ("answered 504")
+    if (GATEWAY_STATUSES.has(response.status)) {
+      throw new RequestFailed(`The service did not answer (${response.status} from the way to it).`
+        + " What you sent may have been recorded; this page looks again.", "network");
+    }
     throw new RequestFailed(`The service answered ${response.status} without JSON.`, "internal");
   }
   if (body.errors && body.errors.length) {

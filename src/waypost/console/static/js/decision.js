@@ -44,6 +44,20 @@ export const ownChange = {
   },
 };
 
+// One key per form of a decision's generation for the tab's life, not per
+// drawing of the form: a person who left the page while an answer was on
+// its way, came back and answered again sent a second key, and the two
+// answers raced as if two people had (the first then read "Someone else
+// answered first", of their own). The same key makes the second a replay
+// or a refusal that says the first may have been recorded. A refused
+// request keeps no receipt, so its key serves the corrected one.
+const formKeys = new Map();
+
+function formKey(form) {
+  if (!formKeys.has(form)) formKeys.set(form, newKey(form));
+  return formKeys.get(form);
+}
+
 async function asOwnChange(id, send) {
   ownChange.pending.set(id, (ownChange.pending.get(id) || 0) + 1);
   try {
@@ -184,7 +198,7 @@ function describeAnswer(a) {
 
 function renderAnswerForm(project, onChanged) {
   const d = project.decision;
-  const key = newKey(`answer-${d.restId}-g${d.generation}`);
+  const key = formKey(`answer-${d.restId}-g${d.generation}`);
   const rationaleId = nextId("rationale");
   // no live region of its own: each refusal in it is a role=alert notice,
   // and both together had it read twice
@@ -256,8 +270,16 @@ function renderAnswerForm(project, onChanged) {
             [["Rationale", rationale.value]]);
         } else {
           announce("Answer recorded.");
-          await onChanged(notice("ok", words`Your answer is recorded: ${lower(disposition)} "${option}". `,
+          const drawn = await onChanged(notice("ok",
+            words`Your answer is recorded: ${lower(disposition)} "${option}". `,
             link("#/", "Back to the inbox")));
+          // the page was left meanwhile: the one showing now learns of the
+          // change from its subscription, and must know it for this tab's
+          if (!drawn) {
+            ownChange.lost.set(d.restId, {
+              generation: d.generation, answer: { disposition, answer: option, rationale: rationale.value },
+            });
+          }
         }
       });
     } catch (error) {
@@ -340,7 +362,7 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
 
 function renderReopen(project, onChanged, prominent) {
   const d = project.decision;
-  const key = newKey(`reopen-${d.restId}-g${d.generation}`);
+  const key = formKey(`reopen-${d.restId}-g${d.generation}`);
   const ids = { r: nextId("reopen"), e: nextId("env"), c: nextId("cond"), x: nextId("exp"), n: nextId("noexp") };
   // no live region of its own: each refusal in it is a role=alert notice,
   // and both together had it read twice
@@ -410,7 +432,9 @@ function renderReopen(project, onChanged, prominent) {
           ]);
         } else {
           announce("Reopened.");
-          await onChanged(notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
+          const drawn = await onChanged(
+            notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
+          if (!drawn) ownChange.lost.set(d.restId, { generation: d.generation, reopen: rationale.value });
         }
       });
     } catch (error) {

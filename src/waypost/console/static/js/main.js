@@ -404,21 +404,23 @@ async function route() {
   reload.delay = 2000;
 }
 
+// Whether it drew the page: false when another page is showing by then.
 async function showDecision(project, id, banner, number = pageNumber) {
   const data = await loadDecision(project, id);
-  if (number !== pageNumber) return;
+  if (number !== pageNumber) return false;
   if (!data) {
     show(noSuch("decision"));
-    return;
+    return true;
   }
   const onChanged = async (newBanner) => {
     try {
       // this page's number: an answer that returns after a link was followed
       // must not draw this decision over the page followed to
-      await showDecision(project, id, newBanner, number);
+      return await showDecision(project, id, newBanner, number);
     } catch (error) {
       if (error instanceof Unauthenticated) signOut("Your token is no longer accepted (revoked?). Sign in again.");
       else throw error;
+      return false;
     }
   };
   show(renderDecision(data, banner, onChanged));
@@ -427,6 +429,7 @@ async function showDecision(project, id, banner, number = pageNumber) {
   // another decision's page (a pasted link, Back): its own subscription
   if (previous && previous.id !== id) decisionLive.stop();
   if (decisionLive.stopped) decisionLive.start(decisionSubscription(id), token());
+  return true;
 }
 
 const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";
