@@ -3,10 +3,12 @@ API server (a real TLS server with a trustme CA), composed into the app."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import ssl
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +36,8 @@ class StandIn:
         self.seen: list[tuple[str, dict[str, str], Any]] = []
         self.revoked: set[str] = set()
         self.body: bytes | None = None  # an answer of these bytes instead of a review
+        self.encoding: str | None = None  # a Content-Encoding header to send with it
+        self.trickle = 0.0  # seconds between the answer's bytes (0: all at once)
 
     def review(self, token: str) -> dict[str, Any]:
         if token == "good-sa-token" and token not in self.revoked:
@@ -67,8 +71,16 @@ def api(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[str, Path, StandIn]]:
             self.send_response(state.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
+            if state.encoding is not None:
+                self.send_header("Content-Encoding", state.encoding)
             self.end_headers()
-            self.wfile.write(payload)
+            if not state.trickle:
+                self.wfile.write(payload)
+                return
+            for byte in payload:  # each within any read timeout, the whole not
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(state.trickle)
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -208,7 +220,9 @@ async def test_an_upstream_failure_is_503_without_its_diagnostics(
 @pytest.mark.parametrize(
     "body",
     [b'{"kind": "TokenReview"}', b'{"status": null}', b'{"status": "ok"}', b'{"status": [1]}',
-     b"[]", b"not json"],
+     b"[]", b"not json",
+     # nested past Python's recursion limit: a 500 and a traceback (tokenreviewaudit)
+     b"[" * 3000 + b"]" * 3000],
 )  # fmt: skip
 async def test_an_answer_without_a_status_object_is_503_and_logged(
     k8s: tuple[Lifecycle, StandIn],
@@ -226,6 +240,55 @@ async def test_an_answer_without_a_status_object_is_503_and_logged(
     refused(r, 503, "unavailable")
     lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
     assert len(lines) == 1 and lines[0].startswith("TokenReview answered no status object")
+
+
+@pytest.mark.parametrize("kind", ["large", "compressed"])
+async def test_an_answer_past_its_bound_is_503_unread(
+    k8s: tuple[Lifecycle, StandIn],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+) -> None:
+    """An answer of 300 MB was read whole into the process both listeners
+    share (815 MB of memory), and 1 MB of gzip inflated to 1 GB there,
+    stalling the public listener for seconds (tokenreviewaudit). A review
+    is a few hundred bytes: past 64 KiB, or compressed, it is no review."""
+    own = own_condition_log(monkeypatch, verifiers)
+    lifecycle, state = k8s
+    review = {"status": state.review("good-sa-token")}
+    if kind == "large":
+        state.body = json.dumps({**review, "pad": "x" * (verifiers.REVIEW_READ_MAX + 1)}).encode()
+    else:
+        state.body, state.encoding = gzip.compress(json.dumps(review).encode()), "gzip"
+    with caplog.at_level(logging.WARNING, "waypost.lifecycle"):
+        r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    refused(r, 503, "unavailable")
+    said = {"large": "answered more than 65536 bytes", "compressed": "answered a compressed"}
+    lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
+    assert len(lines) == 1 and said[kind] in lines[0], lines
+    assert state.seen[-1][1]["Accept-Encoding"] == "identity"
+
+
+async def test_a_review_is_bounded_whole_not_read_by_read(
+    service: Service, api: tuple[str, Path, StandIn]
+) -> None:
+    """httpx's timeout bounds each read: an API server answering a byte
+    every 2 s held a request for 30 s against "up to its 5 s timeout"
+    (tokenreviewaudit). The whole review is bounded now."""
+    url, ca_file, state = api
+    state.trickle = 0.1  # a review of some 200 bytes: 20 s
+    verifier = TokenReviewVerifier(url, ca_file, timeout=1.0)
+    app = create_lifecycle_app(service.rt, verifier)
+    transport = httpx.ASGITransport(app=app)
+    try:
+        async with httpx.AsyncClient(transport=transport, base_url="http://l.test") as client:
+            started = time.monotonic()
+            r = await client.get("/v1/decisions", headers=bearer("good-sa-token"))
+            took = time.monotonic() - started
+    finally:
+        await verifier.aclose()
+    refused(r, 503, "unavailable")
+    assert took < 3, took
 
 
 async def test_an_identity_service_that_is_down_is_logged_once_for_many_requests(

@@ -8,6 +8,8 @@ fallback. Each turns a bearer token into an authenticated `Caller` or raises
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import ssl
 from pathlib import Path
@@ -28,6 +30,9 @@ _conditions = ConditionLog(log)
 AUDIENCE = "lifecycle"
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 TOKENREVIEW_PATH = "/apis/authentication.k8s.io/v1/tokenreviews"
+# A TokenReview's answer is a few hundred bytes: past this the API server
+# (or a proxy on the way) is not answering one.
+REVIEW_READ_MAX = 64 * 1024
 
 
 class TokenVerifier(Protocol):
@@ -77,6 +82,7 @@ class TokenReviewVerifier:
             raise ValueError("the Kubernetes API URL must be https://")
         self.url = api_url.rstrip("/") + TOKENREVIEW_PATH
         self.credential_file = credential_file
+        self.timeout = timeout  # of a whole review, not only of each read
         context = ssl.create_default_context(cafile=str(ca_file))
         self.client = httpx.AsyncClient(verify=context, timeout=timeout)
 
@@ -107,20 +113,24 @@ class TokenReviewVerifier:
             "kind": "TokenReview",
             "spec": {"token": token, "audiences": [AUDIENCE]},
         }
+        headers = {**self._credential(), "Accept-Encoding": "identity"}
         try:
-            response = await self.client.post(self.url, json=review, headers=self._credential())
+            # the whole review: httpx's timeout bounds each read, so an API
+            # server trickling a byte every 2 s held a request for 30 s
+            async with asyncio.timeout(self.timeout):
+                body = await self._answer(review, headers)
+        except TimeoutError as exc:
+            _conditions.warning("TokenReview took longer than %g s", self.timeout, key="timeout")
+            raise Unavailable("identity service unavailable") from exc
         except httpx.HTTPError as exc:
             # the upstream's diagnostics go to the log, never to the client
             name = type(exc).__name__
             _conditions.warning("TokenReview failed: %s", name, key=name)
             raise Unavailable("identity service unavailable") from exc
-        if response.status_code not in (200, 201):
-            status_code = response.status_code
-            _conditions.warning("TokenReview answered HTTP %s", status_code, key=f"{status_code}")
-            raise Unavailable("identity service unavailable")
         try:
-            status: Any = response.json()["status"]
-        except (ValueError, KeyError, TypeError) as exc:
+            status: Any = json.loads(body)["status"]
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            # RecursionError: JSON nested 2,000 deep was a 500 and a traceback
             _conditions.warning("TokenReview answered no status object: %s", type(exc).__name__)
             raise Unavailable("identity service unavailable") from exc
         if not isinstance(status, dict):
@@ -130,6 +140,29 @@ class TokenReviewVerifier:
             _conditions.warning("TokenReview answered no status object: %s", name)
             raise Unavailable("identity service unavailable")
         return _caller_of(status)
+
+    async def _answer(self, review: dict[str, Any], headers: dict[str, str]) -> bytes:
+        """The API server's answer body, at most REVIEW_READ_MAX bytes as sent
+        (never inflated): an answer of 300 MB was read whole into the process
+        both listeners share, and 1 MB of gzip inflated to 1 GB there,
+        stalling the public listener for seconds."""
+        async with self.client.stream("POST", self.url, json=review, headers=headers) as response:
+            if response.status_code not in (200, 201):
+                code = response.status_code
+                _conditions.warning("TokenReview answered HTTP %s", code, key=f"{code}")
+                raise Unavailable("identity service unavailable")
+            if response.headers.get("content-encoding", "identity").lower() != "identity":
+                _conditions.warning("TokenReview answered a compressed body", key="encoded")
+                raise Unavailable("identity service unavailable")
+            body = bytearray()
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > REVIEW_READ_MAX:
+                    _conditions.warning(
+                        "TokenReview answered more than %d bytes", REVIEW_READ_MAX, key="large"
+                    )
+                    raise Unavailable("identity service unavailable")
+            return bytes(body)
 
     async def reconfirm(self, token: str, caller: Caller) -> None:
         """Review the token again. Not inside the write transaction, as the
