@@ -88,8 +88,8 @@ export async function gql(query, variables = {}, tokenOverride = null) {
     // the request may have reached the service (and been recorded), as when
     // the network fails, not a fault of the service's ("answered 504")
     if (GATEWAY_STATUSES.has(response.status)) {
-      throw new RequestFailed(`The service did not answer (${response.status} from the way to it).`
-        + " What you sent may have been recorded; this page looks again.", "network");
+      throw new RequestFailed(
+        `The service did not answer (${response.status} from the way to it).`, "network");
     }
     throw new RequestFailed(`The service answered ${response.status} without JSON.`, "internal");
   }

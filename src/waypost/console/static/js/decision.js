@@ -342,10 +342,13 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
   };
   const text = conflicts[error.code] || conflicts[error.reason];
   if (text) {
-    announce(text);
     // the page redraws for the new state: what was typed is kept in the
-    // notice, to copy from, not lost with the form
-    await onChanged(notice("conflict", h("strong", {}, "Conflict. "), text, whatYouWrote(written)));
+    // notice, to copy from, not lost with the form. Said only when drawn: a
+    // refusal of a form left behind (its page left and come back to) was
+    // read out over the page showing, of which it was not true.
+    const drawn = await onChanged(
+      notice("conflict", h("strong", {}, "Conflict. "), text, whatYouWrote(written)));
+    if (drawn) announce(text);
     return;
   }
   // the form's own words for a field the API names in its own (`conditions[3]`
