@@ -1074,6 +1074,28 @@ def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
     assert status.is_hidden()
 
 
+def test_the_inbox_says_at_once_when_the_browser_goes_offline_and_looks_when_back(
+    tab: Tab, world: World
+) -> None:
+    """Offline, the page showed nothing for up to a minute with a socket;
+    back online it waited out the poll's back-off (27 s measured:
+    consolenetaudit). The browser's own offline and online events now say
+    so at once and look at once."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    mode = "socket" if _offers_subscriptions(world) else "poll"
+    page.locator(f"html[data-live={mode}]").wait_for(state="attached")
+    status = page.locator("#live-status")
+    page.context.set_offline(True)
+    status.wait_for(state="visible", timeout=3000)
+    missed = world.open_decision(world.agent, question="Asked while offline?",
+                                 task_ids=[world.tasks["docs"]])  # fmt: skip
+    page.wait_for_timeout(9000)  # the poll's back-off grows meanwhile (4, 8, 16 s)
+    page.context.set_offline(False)
+    page.locator(f"[data-decision='{missed}']").wait_for(timeout=5000)
+    status.wait_for(state="hidden", timeout=5000)
+
+
 def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:
     page = tab.page
     page.goto(tab.origin + "/graphql")
