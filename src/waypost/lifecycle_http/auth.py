@@ -53,5 +53,10 @@ class Authenticate:
         except Exception as exc:
             await internal_error(exc)(scope, receive, send)
             return
-        scope.setdefault("state", {})["caller"] = caller
+        state = scope.setdefault("state", {})
+        state["caller"] = caller
+        # the access line's caller (observe/requests.py), when a Waypost token
+        # named a principal: a TokenReview caller is a Kubernetes user name
+        if caller.token_id is not None:
+            state["principal_id"] = caller.id
         await self.app(scope, receive, send)

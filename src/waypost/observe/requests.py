@@ -169,7 +169,7 @@ class RequestObserver:
                 line.route = route_template(self.router, scope)
             state = scope.get("state") or {}
             # the token's principal, also when its named session was refused
-            line.principal_id = state.get("principal_id") or _lifecycle_principal(state)
+            line.principal_id = state.get("principal_id")
             self._finish(line)
 
     async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -204,10 +204,3 @@ class RequestObserver:
             metrics.observe_request(line.method, route, line.status, seconds, self.lifecycle)
         if self.access_log:
             self.log.info("request", extra={FIELDS: line.fields()})
-
-
-def _lifecycle_principal(state: dict[str, Any]) -> str | None:
-    """A lifecycle caller's principal id when a Waypost token named it (a
-    TokenReview caller is a Kubernetes user name, which is no principal)."""
-    caller = state.get("caller")
-    return getattr(caller, "id", None) if getattr(caller, "token_id", None) else None

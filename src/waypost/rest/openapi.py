@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from waypost import __version__
-from waypost.ids import ID_CHARS
+from waypost.ids import END, ID_CHARS
 from waypost.resolvers.core.text import ONE_LINE_PATTERN
 from waypost.resolvers.knowledge.models import BODY_MAX_BYTES, SubmissionLessonInput
 from waypost.resolvers.projects.models import PolicyPatch
@@ -240,9 +240,9 @@ def _alternatives(prop: dict[str, Any]) -> list[dict[str, Any]]:
 
 # No NUL (U+0000) in any string of a body, nor in a search `q` (decoding.py
 # `refuse_nul`, docs/api.md); the document let such a body through, which the
-# server then refused. ids.END's lookahead, not `$` (Python's matches before
-# a final line break).
-NUL_FREE_PATTERN = r"^[^\x00]*(?![\s\S])"
+# server then refused. ids.END, not `$` (Python's matches before a final
+# line break).
+NUL_FREE_PATTERN = r"^[^\x00]*" + END
 # the query parameters the server refuses NUL in: a search's `q` and the
 # context packet's scope filters (resolvers/context/params.py)
 NUL_REFUSED_PARAMETERS = frozenset({"q", "task_id", "component", "environment", "version"})

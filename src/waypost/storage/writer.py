@@ -408,7 +408,6 @@ class Writer:
                 done.append((unit, result))
             if not pending:
                 self._take_waiting(pending)
-                self._shed_late(pending)
         self._commit(done, failed)
 
     def _shed_late(self, pending: deque[_Unit]) -> None:
@@ -416,9 +415,11 @@ class Writer:
         busy budget and _LATE_GRACE more for the writer itself (more writes
         than it commits: over a hundred operations a GraphQL socket,
         thousands queued), as under another process's lock; it was answered
-        201 after any wait at all. Answered here, as they leave `pending`,
-        so that no way out of a batch can leave one unanswered. A unit run
-        once already (requeued after a lost transaction) runs again."""
+        201 after any wait at all. Answered as they leave `pending`, here
+        before a batch begins (in one hop, not one a unit) and in `_batch`
+        as each is taken, so that no way out of a batch can leave one
+        unanswered. A unit run once already (requeued after a lost
+        transaction) runs again."""
         now = time.monotonic()
         late = [u for u in pending if self._is_late(u, now)]
         if not late:
