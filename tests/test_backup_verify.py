@@ -121,15 +121,13 @@ def test_a_backup_name_the_file_system_cannot_hold_is_refused_before_the_copy(
     """A 256-byte name was copied whole under its (shortened) partial name,
     and only then failed to take its own: `backup_failed` after the copy,
     where a target that cannot be created is `cannot_create` at once."""
-    import waypost.maintenance
+    from waypost.maintenance import backups
 
     db = tmp_path / "w.db"
     assert run("admin", "migrate", "--db", str(db)).exit_code == 0
     copied: list[Path] = []
-    copy = waypost.maintenance._copy  # watched, not replaced
-    monkeypatch.setattr(
-        waypost.maintenance, "_copy", lambda src, to: copied.append(to) or copy(src, to)
-    )
+    copy = backups._copy  # watched, not replaced
+    monkeypatch.setattr(backups, "_copy", lambda src, to: copied.append(to) or copy(src, to))
     result = run("admin", "backup", "--db", str(db), "--to", str(tmp_path / ("b" * 253 + ".db")))
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: cannot_create:"), result.output
@@ -318,7 +316,7 @@ async def test_paths_with_uri_characters_are_the_files_they_name(
 
 
 def test_a_backup_cut_short_leaves_nothing_under_its_name(tmp_path: Path, monkeypatch: Any) -> None:
-    from waypost import maintenance
+    from waypost.maintenance import backups
 
     source = tmp_path / "source.db"
     sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
@@ -327,7 +325,7 @@ def test_a_backup_cut_short_leaves_nothing_under_its_name(tmp_path: Path, monkey
         partial.write_bytes(b"half a copy")
         raise KeyboardInterrupt  # as SIGINT or SIGTERM would, in the middle
 
-    monkeypatch.setattr(maintenance, "_copy", interrupted)
+    monkeypatch.setattr(backups, "_copy", interrupted)
     with pytest.raises(KeyboardInterrupt):
         backup(source, tmp_path / "nightly.db")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
@@ -390,7 +388,7 @@ def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:
     """The full-text check writes (rolled back): a lock held by a live
     service's writer is not a problem of the file (`verify_failed`). Under 16
     writers it was reported as one (`tasks_fts: database is locked`)."""
-    from waypost import maintenance
+    from waypost.maintenance import checks
     from waypost.storage.migrate import migrate
 
     db = tmp_path / "locked.db"
@@ -399,9 +397,9 @@ def test_a_locked_full_text_check_is_no_finding(tmp_path: Path) -> None:
     checker = sqlite3.connect(db, isolation_level=None, timeout=0.1)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        check = maintenance.Check("full_text")
+        check = checks.Check("full_text")
         with pytest.raises(sqlite3.OperationalError, match="locked"):
-            maintenance._fts(checker, check)
+            checks._fts(checker, check)
         assert not check.problems
     finally:
         holder.execute("ROLLBACK")
@@ -437,7 +435,7 @@ def test_the_full_text_check_waits_its_turn_behind_a_busy_writer(tmp_path: Path)
     once. It now takes the lock first, then reads."""
     import threading
 
-    from waypost import maintenance
+    from waypost.maintenance import checks
     from waypost.storage.migrate import migrate
 
     db = tmp_path / "busy.db"
@@ -446,12 +444,12 @@ def test_the_full_text_check_waits_its_turn_behind_a_busy_writer(tmp_path: Path)
     migrate(holder)
     holder.execute("CREATE TABLE scratch (x)")
     checker = sqlite3.connect(db, isolation_level=None, timeout=5, check_same_thread=False)
-    check = maintenance.Check("full_text")
+    check = checks.Check("full_text")
     failed: list[BaseException] = []
 
     def run_check() -> None:
         try:
-            maintenance._fts(checker, check)
+            checks._fts(checker, check)
         except BaseException as exc:  # reported by the assertion below
             failed.append(exc)
 
@@ -517,14 +515,14 @@ def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
     script = (
         "import sys, time\n"
-        "from waypost import maintenance\n"
+        "from waypost.maintenance import backups\n"
         "from waypost.cli import main\n"
-        "copy = maintenance._copy\n"
+        "copy = backups._copy\n"
         "def slow(src, partial):\n"
         "    partial.write_bytes(b'half a copy')\n"
         "    time.sleep(30)\n"
         "    return copy(src, partial)\n"
-        "maintenance._copy = slow\n"
+        "backups._copy = slow\n"
         "main(sys.argv[1:])\n"
     )
     args = ["admin", "backup", "--db", str(source), "--to", str(tmp_path / "nightly.db")]

@@ -172,11 +172,11 @@ async def test_verify_checks_a_read_only_database_through_a_copy(
 ) -> None:
     """FTS5's integrity-check is a write statement: on read-only media it
     failed, and verify reported damage that was not there."""
-    from waypost import maintenance
+    from waypost.maintenance import verification
 
     await human.post("/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "t", "body": "b"})
-    monkeypatch.setattr(maintenance, "_writable", lambda path: False)  # as on read-only media
-    report = maintenance.verify(service.db_path)
+    monkeypatch.setattr(verification, "_writable", lambda path: False)  # as on read-only media
+    report = verification.verify(service.db_path)
     assert report["ok"] is True, report
     assert report["checked_a_copy"] == "the database is read-only"
     assert report["checks"]["full_text"]["ok"]

@@ -1,35 +1,26 @@
-"""`waypost admin backup` and `waypost admin verify` (docs/operations.md).
+"""The checks `waypost admin verify` runs, each on one open connection.
 
-A backup goes through SQLite's online backup API: one read transaction on the
-live database copies every page of one consistent snapshot (in WAL mode the
-writer is never blocked by it), so it is safe while `serve` runs, and commits
-still in the WAL are included, which a `cp` of the file would miss.
-
-Verify opens the database and checks what must hold whatever happened to the
-process: SQLite's integrity and foreign keys, the full-text indexes against
-their tables, every record's revision counter against its history rows,
-every idempotency receipt against the event its transaction wrote, and the
-gate state stored with each task against the decisions' history.
+Each finds what must hold whatever happened to the process: SQLite's
+integrity and foreign keys, the full-text indexes against their tables, every
+record's revision counter against its history rows, every idempotency receipt
+against the event its transaction wrote, and the gate state stored with each
+task against the decisions' history.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from waypost.clock import format_time
 from waypost.resolvers.decisions import gate, status
 from waypost.resolvers.decisions.lists_store import TIMEOUT_OPENED_AT_SQL
 from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL
-from waypost.storage.connection import check_writable, rollback_if_open, storage_refusal
-from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
-from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
+from waypost.storage.connection import rollback_if_open
+from waypost.storage.migrate import available, recorded, refusals
 
 # At most this many problems are listed per check (the count is complete).
 SHOWN = 20
@@ -50,149 +41,6 @@ CONTENTS = (
     ("knowledge", "revision", "knowledge_revisions", "knowledge_id", "revision",
      ("title", "body")),
 )  # fmt: skip
-
-
-class BackupError(Exception):
-    """A refused backup or verify, with a code as the CLI prints it (`code: message`)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-
-
-def present(path: Path) -> bool:
-    """Whether a file is at `path`; a path that cannot even be looked at (a
-    directory this user may not search, a name too long) is `database_unusable`,
-    said in one line, not a traceback."""
-    try:
-        return path.exists()
-    except OSError as exc:
-        raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
-
-
-def backup(source: Path, target: Path) -> dict[str, Any]:
-    """Copy `source` into the new file `target` (mode 0600) and check the copy.
-
-    The copy is written under a temporary name beside `target` and takes
-    `target`'s name only once complete: a copy cut short (SIGTERM, SIGKILL,
-    a full disk) left a file under the backup's name that opened as an empty
-    database. A copy that fails `integrity_check` is kept for inspection, but
-    refused (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
-    if not present(source):
-        raise BackupError("not_found", f"no database at {source}")
-    if source.is_dir():  # SQLite says only "disk I/O error" of it
-        raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
-    if os.path.lexists(target):
-        raise BackupError("target_exists", f"{target} exists; choose a new file")
-    _refuse_foreign_source(source)
-    _refuse_unnameable(target)
-    partial = _partial_name(target)
-    try:
-        # O_EXCL: never overwrite a file by mistake
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as exc:
-        raise BackupError("cannot_create", f"{target}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        found = _copy(source, partial)
-        _take_name(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    check, pages = found
-    if check != "ok":
-        raise BackupError(
-            "corrupt",
-            f"the copy fails integrity_check ({check.splitlines()[0]}); it is kept at"
-            f" {target} for inspection: the source database is damaged",
-        )
-    return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
-            "integrity": check}  # fmt: skip
-
-
-# A file name's bytes on the file systems SQLite files live on (ext4, XFS,
-# btrfs, APFS, NTFS), less the "-journal" SQLite adds to the partial copy's.
-_NAME_BYTES = 255 - len("-journal")
-
-
-def _partial_name(target: Path) -> Path:
-    """`TARGET.partial-PID` beside the target, the target's part cut to fit
-    a file name: a target of 242-255 bytes was refused as "File name too
-    long", though the name the operator chose fits."""
-    suffix = f".partial-{os.getpid()}"
-    room = _NAME_BYTES - len(suffix)
-    return target.with_name(os.fsdecode(os.fsencode(target.name)[:room]) + suffix)
-
-
-def _refuse_unnameable(target: Path) -> None:
-    """A name longer than its directory's file system holds is refused before
-    the copy (`cannot_create`, as for a directory that does not exist): the
-    partial copy's name is cut to fit, so a 300-byte name was copied whole
-    first and then failed to take its name (`backup_failed`)."""
-    try:
-        longest = os.pathconf(target.parent, "PC_NAME_MAX")
-    except OSError:
-        return  # the partial copy's creation says what is wrong with the directory
-    # (some FUSE and network file systems answer -1 or 0: no bound known)
-    if longest > 0 and len(os.fsencode(target.name)) > longest:
-        raise BackupError(
-            "cannot_create", f"{target}: File name too long ({longest} bytes at most)"
-        )
-
-
-def _take_name(partial: Path, target: Path) -> None:
-    """Give the finished copy `target`'s name, never over a file made meanwhile."""
-    try:
-        os.link(partial, target)  # fails if `target` exists, where rename would replace it
-    except FileExistsError as exc:
-        raise BackupError("target_exists", f"{target} exists; choose a new file") from exc
-    except OSError:
-        # a file system without hard links: rename, having looked once more
-        if os.path.lexists(target):
-            raise BackupError("target_exists", f"{target} exists; choose a new file") from None
-        os.rename(partial, target)
-
-
-def _refuse_foreign_source(source: Path) -> None:
-    """Another application's SQLite file is refused, as by every other admin
-    command (it was copied and the backup reported `ok`). A file SQLite cannot
-    read is left to the copy, which says what it found."""
-    conn = open_read_only(source)
-    try:
-        refuse_foreign(conn)
-    except NotWaypostDatabase as exc:
-        raise BackupError("database_unusable", f"{source}: {exc}") from exc
-    except sqlite3.DatabaseError:
-        pass
-    finally:
-        conn.close()
-
-
-def _copy(source: Path, target: Path) -> tuple[str, int]:
-    """One snapshot of `source` into `target`; its integrity_check and page count."""
-    src = open_read_only(source)
-    dst = sqlite3.connect(target)
-    try:
-        # pages=-1: the whole database in one step, so from one snapshot
-        src.backup(dst, pages=-1)
-        # the copy stands alone: no -wal file beside it to lose
-        dst.execute("PRAGMA journal_mode = DELETE")
-        check = dst.execute("PRAGMA integrity_check").fetchone()[0]
-        pages = dst.execute("PRAGMA page_count").fetchone()[0]
-    except BaseException as exc:
-        dst.close()
-        # the copy and the journal files a failed copy may leave beside it
-        for leftover in [target, *(Path(f"{target}-{s}") for s in ("journal", "wal", "shm"))]:
-            leftover.unlink(missing_ok=True)
-        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-            # malformed, not a database: SQLite could not even read it through
-            raise BackupError(
-                "corrupt", f"the source database cannot be read through ({exc}); no copy made"
-            ) from exc
-        raise
-    finally:
-        src.close()
-    dst.close()
-    return check, pages
 
 
 @dataclass
@@ -538,7 +386,7 @@ def _migrations(conn: sqlite3.Connection, check: Check) -> None:
     """This build can run on the file: `serve` would not refuse its schema
     (a newer build's migrations, an edited one). Migrations not applied yet
     are no finding: `serve` applies them at start."""
-    kind = _kind(conn)
+    kind = database_kind(conn)
     if kind == "empty":
         return  # a new file: `serve` creates the schema when it starts
     if kind == "foreign":
@@ -548,7 +396,7 @@ def _migrations(conn: sqlite3.Connection, check: Check) -> None:
         check.add(refusal)
 
 
-def _refused_schema(conn: sqlite3.Connection) -> bool:
+def schema_refused(conn: sqlite3.Connection) -> bool:
     """`serve` refuses the schema: a newer build's migrations, an edited one."""
     try:
         return bool(refusals(recorded(conn), available()))
@@ -558,7 +406,7 @@ def _refused_schema(conn: sqlite3.Connection) -> bool:
         return False  # damaged: the checks run on it and report what fails
 
 
-def _kind(conn: sqlite3.Connection) -> str:
+def database_kind(conn: sqlite3.Connection) -> str:
     """ "waypost", "empty" (no tables at all) or "foreign" (another application's)."""
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     if "schema_migrations" in names:
@@ -581,175 +429,3 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("tag_rows", _tag_rows),
     ("task_decisions", _task_decisions),
 ]
-
-
-def verify(path: Path) -> dict[str, Any]:
-    """Every check's result; `ok` only when all pass. Changes nothing.
-
-    Two cases are checked through a private copy made with the backup API,
-    and the report says why. A database this process may not write (a backup
-    on read-only media): FTS5's integrity-check is a write statement (rolled
-    back). A file of an earlier build, with migrations not applied yet: the
-    checks read today's schema, so they run on the copy once the migrations
-    are applied to it, as `serve` would apply them at start (on the file
-    itself they failed with "no such column", and a sound backup of the
-    build before an upgrade was reported `verify_failed`)."""
-    if not present(path):
-        raise BackupError("not_found", f"no database at {path}")
-    pending = _pending_migrations(path)
-    writable = _writable(path)
-    if writable and not pending:
-        return _verify(path)
-    reasons = [] if writable else ["the database is read-only"]
-    if pending:
-        reasons.append(
-            f"{len(pending)} migrations are not applied yet ({', '.join(pending)}):"
-            " checked with them applied, as serve applies them at start"
-        )
-    with tempfile.TemporaryDirectory(prefix="waypost-verify-") as scratch:
-        copy = Path(scratch) / "copy.db"
-        src = open_read_only(path)
-        dst = sqlite3.connect(copy, isolation_level=None)
-        unmigrated = None
-        try:
-            src.backup(dst, pages=-1)
-            if pending:
-                migrate(dst)
-        except sqlite3.OperationalError:
-            raise  # busy, locked, I/O: not a finding about the file (verify_failed)
-        except (sqlite3.DatabaseError, MigrationError) as exc:
-            # a damaged file: the migration that met the damage is rolled
-            # back, and the checks that need today's schema cannot run
-            unmigrated = f"the migrations could not be applied to a copy: {exc}"
-        finally:
-            src.close()
-            dst.close()
-        return {**_verify(copy, unmigrated), "checked_a_copy": "; ".join(reasons)}
-
-
-def _pending_migrations(path: Path) -> list[str]:
-    """The migrations this build would apply to the Waypost file at `path`
-    (none when it records one this build does not know, or an edited one:
-    the migrations check reports that; nor for a file that cannot be read)."""
-    try:
-        conn = open_read_only(path)
-    except sqlite3.Error:
-        return []
-    try:
-        if _kind(conn) != "waypost":
-            return []
-        applied, known = recorded(conn), available()
-        if refusals(applied, known):
-            return []
-        return [m.name for m in known if m.name not in applied]
-    except sqlite3.OperationalError:
-        raise  # busy, locked, I/O: not a finding about the file (verify_failed)
-    except sqlite3.DatabaseError:
-        return []  # damaged: the checks run on it as it is and report what fails
-    finally:
-        conn.close()
-
-
-def open_read_only(path: Path) -> sqlite3.Connection:
-    """`path` opened read-only. Through a URI, whose path is percent-encoded
-    here: `prod#1.db` was read as the file `prod` (a new, empty one), and
-    `prod%41.db` as `prodA.db`.
-
-    A WAL file at rest that this user may not write is read as immutable:
-    SQLite otherwise creates its `-wal` and `-shm` with the file's read-only
-    mode and leaves them, and they kept `serve` refused after the file's
-    mode was mended. At rest (no `-wal`, no `-shm`: no connection has it
-    open) the file holds every commit; were a service to start on it and
-    checkpoint during the read, the read could fail as malformed, never
-    change the file."""
-    resolved = path.resolve()  # the name SQLite gives the -wal and -shm (a symlink's target)
-    uri = f"{resolved.as_uri()}?mode=ro"
-    if not os.access(resolved, os.W_OK) and _wal_at_rest(resolved):
-        uri += "&immutable=1"
-    return sqlite3.connect(uri, uri=True, timeout=5)
-
-
-def _wal_at_rest(path: Path) -> bool:
-    """In WAL mode by its header (bytes 18 and 19 are 2) with no `-wal` and
-    no `-shm` beside it."""
-    try:
-        with path.open("rb") as file:
-            header = file.read(20)
-    except OSError:
-        return False
-    beside = (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
-    return header[18:20] == b"\x02\x02" and not any(os.path.lexists(p) for p in beside)
-
-
-def _writable(path: Path) -> bool:
-    """Whether a write statement could run (it is not one here: rolled back).
-    A file this user may not write is not opened for it: SQLite would open
-    it read-only and leave a read-only `-wal` and `-shm` beside it."""
-    if not os.access(path, os.W_OK):
-        return False
-    conn = sqlite3.connect(path, isolation_level=None, timeout=5)
-    try:
-        check_writable(conn)
-    except sqlite3.OperationalError as exc:
-        if str(exc).startswith("no such table"):
-            return True  # no schema_migrations: the report says what the file is
-        if storage_refusal(exc) is None:
-            raise
-        return False
-    except sqlite3.DatabaseError:
-        return True  # damaged: the checks run on it as it is and report what fails
-    finally:
-        conn.close()
-    return True
-
-
-def _verify(path: Path, unmigrated: str | None = None) -> dict[str, Any]:
-    """The checks on the file at `path`; `unmigrated`: why it lacks this
-    build's schema (the migrations failed on it), so that only the checks
-    that hold for any file run, and `migrations` fails with that reason."""
-    conn = sqlite3.connect(path, isolation_level=None, timeout=5)
-    conn.row_factory = sqlite3.Row
-    try:
-        try:
-            kind = _kind(conn)
-        except sqlite3.OperationalError:
-            raise
-        except sqlite3.DatabaseError:
-            kind = "waypost"  # damaged: the checks run on it and report what fails
-        refused = kind == "waypost" and _refused_schema(conn)
-        results = {}
-        for name, run in CHECKS:
-            check = Check(name)
-            if unmigrated is not None and name not in ANY_FILE:
-                check.add(f"not run: {unmigrated}")
-                results[name] = check.to_json()
-                continue
-            if refused and name not in ANY_FILE:
-                # not this build's schema: they ended the whole report in
-                # `verify_failed: no such table`, where `migrations` says why
-                check.add("not run: serve refuses this file's schema (see the migrations check)")
-                results[name] = check.to_json()
-                continue
-            if kind != "waypost" and name not in ANY_FILE:
-                # Waypost's tables are not there to check: an empty file has
-                # nothing to find; another application's file is no Waypost one
-                if kind == "foreign":
-                    check.add("not run: not a Waypost database")
-                results[name] = check.to_json()
-                continue
-            if unmigrated is not None and name == "migrations":
-                check.add(unmigrated)
-            try:
-                run(conn, check)
-            except sqlite3.OperationalError:
-                raise  # busy, locked, I/O: not a finding about the file (verify_failed)
-            except sqlite3.DatabaseError as exc:
-                # a damaged file fails the checks it breaks; the report goes on
-                check.add(f"the check could not run: {exc}")
-            results[name] = check.to_json()
-    finally:
-        conn.close()
-    report: dict[str, Any] = {"ok": all(r["ok"] for r in results.values()), "checks": results}
-    if kind == "empty":
-        report["note"] = "an empty database: serve creates the schema when it starts"
-    return report

@@ -1,0 +1,142 @@
+"""`waypost admin backup`: one consistent copy of a live database.
+
+A backup goes through SQLite's online backup API: one read transaction on the
+live database copies every page of one consistent snapshot (in WAL mode the
+writer is never blocked by it), so it is safe while `serve` runs, and commits
+still in the WAL are included, which a `cp` of the file would miss.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from waypost.maintenance.files import BackupError, open_read_only, present
+from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
+
+
+def backup(source: Path, target: Path) -> dict[str, Any]:
+    """Copy `source` into the new file `target` (mode 0600) and check the copy.
+
+    The copy is written under a temporary name beside `target` and takes
+    `target`'s name only once complete: a copy cut short (SIGTERM, SIGKILL,
+    a full disk) left a file under the backup's name that opened as an empty
+    database. A copy that fails `integrity_check` is kept for inspection, but
+    refused (`corrupt`, exit 1): a cron job's `backup || alert` must fire on it."""
+    if not present(source):
+        raise BackupError("not_found", f"no database at {source}")
+    if source.is_dir():  # SQLite says only "disk I/O error" of it
+        raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
+    if os.path.lexists(target):
+        raise BackupError("target_exists", f"{target} exists; choose a new file")
+    _refuse_foreign_source(source)
+    _refuse_unnameable(target)
+    partial = _partial_name(target)
+    try:
+        # O_EXCL: never overwrite a file by mistake
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise BackupError("cannot_create", f"{target}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    try:
+        found = _copy(source, partial)
+        _take_name(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    check, pages = found
+    if check != "ok":
+        raise BackupError(
+            "corrupt",
+            f"the copy fails integrity_check ({check.splitlines()[0]}); it is kept at"
+            f" {target} for inspection: the source database is damaged",
+        )
+    return {"backup": str(target), "bytes": target.stat().st_size, "pages": pages,
+            "integrity": check}  # fmt: skip
+
+
+# A file name's bytes on the file systems SQLite files live on (ext4, XFS,
+# btrfs, APFS, NTFS), less the "-journal" SQLite adds to the partial copy's.
+_NAME_BYTES = 255 - len("-journal")
+
+
+def _partial_name(target: Path) -> Path:
+    """`TARGET.partial-PID` beside the target, the target's part cut to fit
+    a file name: a target of 242-255 bytes was refused as "File name too
+    long", though the name the operator chose fits."""
+    suffix = f".partial-{os.getpid()}"
+    room = _NAME_BYTES - len(suffix)
+    return target.with_name(os.fsdecode(os.fsencode(target.name)[:room]) + suffix)
+
+
+def _refuse_unnameable(target: Path) -> None:
+    """A name longer than its directory's file system holds is refused before
+    the copy (`cannot_create`, as for a directory that does not exist): the
+    partial copy's name is cut to fit, so a 300-byte name was copied whole
+    first and then failed to take its name (`backup_failed`)."""
+    try:
+        longest = os.pathconf(target.parent, "PC_NAME_MAX")
+    except OSError:
+        return  # the partial copy's creation says what is wrong with the directory
+    # (some FUSE and network file systems answer -1 or 0: no bound known)
+    if longest > 0 and len(os.fsencode(target.name)) > longest:
+        raise BackupError(
+            "cannot_create", f"{target}: File name too long ({longest} bytes at most)"
+        )
+
+
+def _take_name(partial: Path, target: Path) -> None:
+    """Give the finished copy `target`'s name, never over a file made meanwhile."""
+    try:
+        os.link(partial, target)  # fails if `target` exists, where rename would replace it
+    except FileExistsError as exc:
+        raise BackupError("target_exists", f"{target} exists; choose a new file") from exc
+    except OSError:
+        # a file system without hard links: rename, having looked once more
+        if os.path.lexists(target):
+            raise BackupError("target_exists", f"{target} exists; choose a new file") from None
+        os.rename(partial, target)
+
+
+def _refuse_foreign_source(source: Path) -> None:
+    """Another application's SQLite file is refused, as by every other admin
+    command (it was copied and the backup reported `ok`). A file SQLite cannot
+    read is left to the copy, which says what it found."""
+    conn = open_read_only(source)
+    try:
+        refuse_foreign(conn)
+    except NotWaypostDatabase as exc:
+        raise BackupError("database_unusable", f"{source}: {exc}") from exc
+    except sqlite3.DatabaseError:
+        pass
+    finally:
+        conn.close()
+
+
+def _copy(source: Path, target: Path) -> tuple[str, int]:
+    """One snapshot of `source` into `target`; its integrity_check and page count."""
+    src = open_read_only(source)
+    dst = sqlite3.connect(target)
+    try:
+        # pages=-1: the whole database in one step, so from one snapshot
+        src.backup(dst, pages=-1)
+        # the copy stands alone: no -wal file beside it to lose
+        dst.execute("PRAGMA journal_mode = DELETE")
+        check = dst.execute("PRAGMA integrity_check").fetchone()[0]
+        pages = dst.execute("PRAGMA page_count").fetchone()[0]
+    except BaseException as exc:
+        dst.close()
+        # the copy and the journal files a failed copy may leave beside it
+        for leftover in [target, *(Path(f"{target}-{s}") for s in ("journal", "wal", "shm"))]:
+            leftover.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+            # malformed, not a database: SQLite could not even read it through
+            raise BackupError(
+                "corrupt", f"the source database cannot be read through ({exc}); no copy made"
+            ) from exc
+        raise
+    finally:
+        src.close()
+    dst.close()
+    return check, pages

@@ -1,0 +1,56 @@
+"""Opening the database files the admin commands read, and their one error."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+
+class BackupError(Exception):
+    """A refused backup or verify, with a code as the CLI prints it (`code: message`)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def present(path: Path) -> bool:
+    """Whether a file is at `path`; a path that cannot even be looked at (a
+    directory this user may not search, a name too long) is `database_unusable`,
+    said in one line, not a traceback."""
+    try:
+        return path.exists()
+    except OSError as exc:
+        raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
+
+
+def open_read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened read-only. Through a URI, whose path is percent-encoded
+    here: `prod#1.db` was read as the file `prod` (a new, empty one), and
+    `prod%41.db` as `prodA.db`.
+
+    A WAL file at rest that this user may not write is read as immutable:
+    SQLite otherwise creates its `-wal` and `-shm` with the file's read-only
+    mode and leaves them, and they kept `serve` refused after the file's
+    mode was mended. At rest (no `-wal`, no `-shm`: no connection has it
+    open) the file holds every commit; were a service to start on it and
+    checkpoint during the read, the read could fail as malformed, never
+    change the file."""
+    resolved = path.resolve()  # the name SQLite gives the -wal and -shm (a symlink's target)
+    uri = f"{resolved.as_uri()}?mode=ro"
+    if not os.access(resolved, os.W_OK) and _wal_at_rest(resolved):
+        uri += "&immutable=1"
+    return sqlite3.connect(uri, uri=True, timeout=5)
+
+
+def _wal_at_rest(path: Path) -> bool:
+    """In WAL mode by its header (bytes 18 and 19 are 2) with no `-wal` and
+    no `-shm` beside it."""
+    try:
+        with path.open("rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    beside = (Path(f"{path}{suffix}") for suffix in ("-wal", "-shm"))
+    return header[18:20] == b"\x02\x02" and not any(os.path.lexists(p) for p in beside)
