@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import Caller, MovableClock
+from tests.conftest import Caller, MovableClock, Service
 from tests.mcp_support import MCP_HEADERS, open_session
 from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
@@ -344,6 +344,39 @@ async def test_an_unknown_method_outside_a_live_session_gets_the_sdks_checks(
                                 ("Mcp-Protocol-Version", "1999-01-01", 400)]:  # fmt: skip
         r = await human.client.post("/mcp", json=body, headers={**live, name: value})
         assert r.status_code == status, (name, value, r.status_code, r.text)
+
+
+async def test_a_refused_message_in_a_session_not_the_callers_is_the_sdks_404(
+    service: Service, human: Caller
+) -> None:
+    """A message refused before the SDK (a key twice, an integer past 64
+    bits, a body over the limit) with an ended, unknown or another
+    principal's session id was answered 400 or 413: MCP answers a
+    terminated session's requests 404, and the official client, which
+    starts again on a 404, died on the 400 after a restart."""
+    ended = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS}
+    r = await human.client.delete("/mcp", headers={**headers, "Mcp-Session-Id": ended})
+    assert r.status_code == 200, r.text
+    other = await service.principal("agent", "neighbour")
+    anothers = await open_session(other)
+    bodies = [
+        _call('{"project": "a", "project": "b"}'),
+        _call('{"limit": 18446744073709551616}'),
+        _call(json.dumps({"x": "y" * (300 * 1024)})),
+    ]
+    for session_id in (ended, "0" * 32, anothers):
+        for body in bodies:
+            r = await human.client.post(
+                "/mcp", content=body, headers={**headers, "Mcp-Session-Id": session_id}
+            )
+            assert r.status_code == 404, (session_id, body[:60], r.status_code, r.text)
+            assert r.json() == {"jsonrpc": "2.0", "id": None, "error": {
+                "code": -32600, "message": "Session not found"}}  # fmt: skip
+    # in a live session of the caller's own, each is still answered as itself
+    mine = {**headers, "Mcp-Session-Id": await open_session(human)}
+    statuses = [(await human.client.post("/mcp", content=b, headers=mine)).json() for b in bodies]
+    assert [s["error"]["code"] for s in statuses] == [-32602, -32602, -32600], statuses
 
 
 async def test_a_refused_message_in_a_live_session_gets_the_sdks_header_checks_first(

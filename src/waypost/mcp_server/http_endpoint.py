@@ -475,6 +475,13 @@ class McpEndpoint:
         live = self._live(actor.principal_id)
         session_id = header(scope, b"mcp-session-id")
         known = session_id in live
+        if isinstance(message, Refusal) and session_id is not None and not known:
+            # an ended, unknown or another principal's session: the SDK's 404,
+            # as for a message it reads (MCP answers a terminated session's
+            # requests 404); its refusal said 400 or 413, on which the
+            # official client, which starts again on a 404, died after a restart
+            await _json_rpc_error(send, 404, INVALID_REQUEST, "Session not found")
+            return
         # in a live session the SDK's checks of Accept and the protocol
         # version come first, for a refused message as for any: a refused
         # one was answered 200 where a valid one got the SDK's 406
@@ -688,7 +695,7 @@ async def _answered_here(send: Send, message: Any, in_session: bool, known: bool
         # a refused argument of a well-formed request, after the checks
         # of headers and origin: in a live session an answer to it (200),
         # as the SDK gives one (the official client took a 400 for the
-        # transport failing and dropped the session); outside one, 400
+        # transport failing and dropped the session); with no session, 400
         status = 200 if in_session else message.status
         await send_json(send, status, message.as_json())
         return True
