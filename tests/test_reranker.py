@@ -471,25 +471,58 @@ async def test_a_probe_answered_with_a_score_past_any_float_opens_a_fresh_window
     assert (await rerank_of(human))[1] == "applied"
 
 
-async def test_a_cancelled_probe_opens_a_fresh_window(
+async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
     service: Service, provider: Provider, human: Caller, project: str
 ) -> None:
+    """A client that ends its request (a GraphQL WebSocket operation it
+    completes) cancelled the probe, and a cancelled probe opens a fresh
+    window: one client could keep reranking off for everyone, once a window.
+    The probe now runs to its end, and its outcome counts."""
     await three_records(human)
     await fail_three_times(provider, human)
     await asyncio.sleep(WINDOW + 0.05)
     provider.mode = "scores"
-    provider.hold = threading.Event()
+    provider.hold = hold = threading.Event()
     probe = await start(human)
     await asyncio.to_thread(provider.wait_arrivals, 4)
     probe.cancel()  # the client went away while the probe was out
     with pytest.raises(asyncio.CancelledError):
         await probe
     breaker = reranker(service).breaker
+    assert breaker.state == "half_open"  # still out: the others keep skipping
+    assert (await rerank_of(human))[1] == "circuit_open"
+    hold.set()
+    provider.hold = None
+    for _ in range(100):  # its answer arrives after its client has gone
+        if breaker.state != "half_open":
+            break
+        await asyncio.sleep(0.02)
+    assert breaker.state == "closed"
+    assert reranker(service).limiter.in_use == 0
+    assert (await rerank_of(human))[1] == "applied"
+    assert provider.calls == 5  # three failures, the probe, and this one
+
+
+async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    provider.hold = hold = threading.Event()
+    probe = await start(human)
+    await asyncio.to_thread(provider.wait_arrivals, 4)
+    probe.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await probe
+    try:
+        await reranker(service).aclose()  # as the runtime closes it
+    finally:
+        hold.set()
+    breaker = reranker(service).breaker
     assert breaker.state == "open" and breaker.open_until > time.monotonic()
     assert reranker(service).limiter.in_use == 0
-    provider.hold.set()
-    provider.hold = None
-    assert (await rerank_of(human))[1] == "circuit_open"
 
 
 async def test_cancelled_ordinary_requests_are_no_failures(

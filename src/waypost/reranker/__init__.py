@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from waypost.reranker.breaker import Breaker
+from waypost.reranker.breaker import Breaker, Ticket
 from waypost.reranker.client import ProviderFailure, make_client, score
 from waypost.reranker.limiter import Limiter
 from waypost.reranker.reasons import Reason
@@ -58,8 +58,15 @@ class Reranker:
         self.limiter = Limiter(settings.max_concurrency)
         self.breaker = Breaker(FAILURE_THRESHOLD, settings.circuit_open_seconds, clock)
         self._client = client or make_client(settings.ca_bundle, settings.max_concurrency)
+        # the recovery probe's call, running whoever still waits for it
+        self._probes: set[asyncio.Task[dict[str, float] | Reason]] = set()
 
     async def aclose(self) -> None:
+        """Cancel a probe still out (the server stopping: a fresh window,
+        as for any cancelled probe), then close the client."""
+        for probe in self._probes:
+            probe.cancel()
+        await asyncio.gather(*self._probes, return_exceptions=True)
         await self._client.aclose()
 
     async def rerank(
@@ -81,22 +88,51 @@ class Reranker:
             return self._skip(items, "busy", count, started)
         candidates = [items[i] for i in positions]
         documents = [{"id": c["id"], "text": excerpt(c)} for c in candidates]
+        call = self._call(ticket, query, documents, started)
+        if ticket.probe:
+            # the probe runs to its end whoever waits for it: a GraphQL
+            # WebSocket client that ended its operation cancelled it, and a
+            # cancelled probe opens a fresh window, so one client could keep
+            # reranking off for everyone (only `aclose` cancels it now)
+            probe = asyncio.create_task(call)
+            self._probes.add(probe)
+            probe.add_done_callback(self._probes.discard)
+            outcome = await asyncio.shield(probe)
+        else:
+            outcome = await call
+        if not isinstance(outcome, dict):
+            return items, outcome
+        scores = outcome
+        # descending score; ties (and equal scores) keep their FTS order
+        order = sorted(range(count), key=lambda j: (-scores[candidates[j]["id"]], j))
+        result = list(items)
+        for position, j in zip(positions, order, strict=True):
+            result[position] = candidates[j]
+        return result, "applied"
+
+    async def _call(
+        self, ticket: Ticket, query: str, documents: list[dict[str, str]], started: float
+    ) -> dict[str, float] | Reason:
+        """The provider's scores by id, or why there are none; the breaker
+        told the outcome, the permit given back, and the attempt logged."""
+        count = len(documents)
         try:
             scores = await score(self._client, self._url, self._key, query, documents)
         except ProviderFailure as failure:
             self.breaker.failed(ticket)
             _log("failed", failure.reason, count, started)
-            return items, failure.reason
+            return failure.reason
         except Exception:
             # a fault of ours (no failure the contract names): the packet
             # still keeps its FTS order, and a probe still settles the circuit
             log.exception("rerank failed unexpectedly")
             self.breaker.failed(ticket)
             _log("failed", "connect_error", count, started)
-            return items, "connect_error"
+            return "connect_error"
         except asyncio.CancelledError:
-            # the client went away: only a probe's cancellation counts (it
-            # must not leave the circuit half open for ever)
+            # an ordinary request's client went away, which says nothing of
+            # the provider; a probe is cancelled only as the server stops,
+            # and must not leave the circuit half open for ever
             if ticket.probe:
                 self.breaker.failed(ticket)
             _log("cancelled", "cancelled", count, started)
@@ -104,13 +140,8 @@ class Reranker:
         finally:
             self.limiter.release()
         self.breaker.succeeded(ticket)
-        # descending score; ties (and equal scores) keep their FTS order
-        order = sorted(range(count), key=lambda j: (-scores[candidates[j]["id"]], j))
-        result = list(items)
-        for position, j in zip(positions, order, strict=True):
-            result[position] = candidates[j]
         _log("applied", "applied", count, started)
-        return result, "applied"
+        return scores
 
     def _skip(
         self, items: list[dict[str, Any]], reason: Reason, count: int, started: float
