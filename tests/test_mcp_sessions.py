@@ -623,14 +623,14 @@ async def test_what_the_sdk_sends_after_its_response_ended_is_dropped() -> None:
     write into the closed session then failed and it started a 500 as well:
     uvicorn raised on the second start (an ERROR with a traceback) and
     dropped the keep-alive connection (boundsaudit, about 1 in 50 tries)."""
-    from waypost.mcp_server.http_endpoint import _OneResponse
+    from waypost.mcp_server.http_sending import OneResponse
 
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
 
-    once = _OneResponse(send)
+    once = OneResponse(send)
     await once.send({"type": "http.response.start", "status": 202, "headers": []})
     await once.send({"type": "http.response.body", "body": b"", "more_body": True})
     assert not once.ended
