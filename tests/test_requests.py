@@ -428,6 +428,26 @@ async def test_forged_cursor_with_a_huge_integer_is_400(human: Caller, project: 
     assert_error(r, 400, "invalid_request", "cursor")
 
 
+@pytest.mark.parametrize("json_text", [' [ "2026-01-01T00:00:00.000Z" , "t" ] ', '\ufeff["a","b"]'])
+async def test_a_cursor_whose_json_is_not_as_written_is_400(
+    human: Caller, project: str, json_text: str
+) -> None:
+    """Spaces or a byte-order mark in the JSON passed: docs/api.md says a
+    malformed cursor is one not as a list writes it, character for character."""
+    from waypost.b64url import encode_b64url
+
+    cursor = encode_b64url(json_text.encode())
+    for path in ("/api/v1/projects/demo/tasks", "/api/v1/projects/demo/knowledge"):
+        assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
+    query = "query($c: String) { project(id: \"demo\") { tasks(after: $c) { totalCount } } }"
+    r = await human.client.post(
+        "/graphql", json={"query": query, "variables": {"c": cursor}}, headers=human.headers()
+    )
+    error = r.json()["errors"][0]
+    assert error["extensions"]["code"] == "invalid_request", error
+    assert error["extensions"]["field"] == "after", error
+
+
 @pytest.mark.parametrize("path", ["/api/v1/projects", "/api/v1/projects/demo/knowledge"])
 async def test_forged_cursor_with_a_lone_surrogate_is_400(
     human: Caller, project: str, path: str

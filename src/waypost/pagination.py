@@ -34,6 +34,9 @@ def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tupl
         # surrogate (not UTF-8), would fail in the store, not here
         or any(type(p) is int and not -(2**63) <= p < 2**63 for p in parts)
         or any(type(p) is str and not _is_utf8(p) for p in parts)
+        # character for character what this service writes (docs/api.md):
+        # spaces or a byte-order mark in the JSON were read as a position
+        or encode_cursor(*parts) != cursor
     ):
         raise InvalidRequest.field(field_name, "malformed cursor")
     return tuple(parts)
