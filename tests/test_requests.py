@@ -439,7 +439,7 @@ async def test_a_cursor_whose_json_is_not_as_written_is_400(
     cursor = encode_b64url(json_text.encode())
     for path in ("/api/v1/projects/demo/tasks", "/api/v1/projects/demo/knowledge"):
         assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
-    query = "query($c: String) { project(id: \"demo\") { tasks(after: $c) { totalCount } } }"
+    query = 'query($c: String) { project(id: "demo") { tasks(after: $c) { totalCount } } }'
     r = await human.client.post(
         "/graphql", json={"query": query, "variables": {"c": cursor}}, headers=human.headers()
     )

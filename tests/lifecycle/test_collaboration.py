@@ -261,6 +261,9 @@ async def test_a_cursor_is_bound_to_its_caller_tenant_and_query(
         "invalid_cursor",
     )
     refused(await author.get("/v1/decisions", cursor="garbage"), 400, "invalid_cursor")
+    # altered to any length: one past 4,000 characters was `invalid_request`
+    for padded in (cursor + "A" * (4_001 - len(cursor)), cursor + "A" * 20_000):
+        refused(await author.get("/v1/decisions", cursor=padded), 400, "invalid_cursor")
     # junk the base64 decoder skipped: the signature still matched
     for junk in (cursor[:4] + "$$$$" + cursor[4:], cursor + "****"):
         refused(

@@ -25,6 +25,9 @@ from waypost.b64url import decode_b64url, encode_b64url
 from waypost.resolvers.lifecycle import checks
 
 LIFETIME = timedelta(minutes=5)
+# longer than any cursor this module signs (a few hundred characters), so
+# altered: refused before it is decoded
+LONGEST = 4_000
 
 
 def invalid() -> Exception:
@@ -54,6 +57,8 @@ class CursorSigner:
 
     def open(self, cursor: str, binding: dict[str, str], now: datetime) -> list[str]:
         """The position a cursor holds, if it is ours, for this binding, and live."""
+        if len(cursor) > LONGEST:
+            raise invalid()
         body, dot, mac = cursor.partition(".")
         try:
             payload, signature = decode_b64url(body), decode_b64url(mac)

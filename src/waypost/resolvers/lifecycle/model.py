@@ -224,5 +224,6 @@ class EventsQuery(_Closed):
 
 class SearchQuery(_Closed):
     q: Annotated[str, msgspec.Meta(max_length=200)] | None = None
-    cursor: Annotated[str, msgspec.Meta(max_length=4_000)] | None = None
+    # any length: one too long for a cursor of ours is `invalid_cursor` (cursors.py)
+    cursor: str | None = None
     limit: Annotated[int, msgspec.Meta(ge=1, le=100)] | None = None
