@@ -2372,3 +2372,92 @@ def test_an_expiry_in_local_time_says_the_instant_and_refuses_what_cannot_be(
         assert not errors, errors
     finally:
         context.close()
+
+
+def test_an_answer_sent_offline_says_the_browser_is_offline(tab: Tab, world: World) -> None:
+    """It said "The service cannot be reached. Is it running?", sending the
+    person to look at a service that was fine (consolekbaudit)."""
+    page, decision_id = _pending_in_alices_tab(tab, world, "Turn the cache off tonight?")
+    page.get_by_label("Why (required)").fill("Not tonight.")
+    page.context.set_offline(True)
+    try:
+        page.get_by_role("button", name="Deny: Proceed").click()
+        page.get_by_role("alert").get_by_text("This browser is offline").wait_for()
+        assert "cannot be reached" not in page.locator("main").inner_text()
+    finally:
+        page.context.set_offline(False)
+    assert world.decision(decision_id)["status"] == "pending"
+
+
+def test_a_page_retrying_by_itself_keeps_the_focus_and_says_its_alert_once(
+    tab: Tab, world: World
+) -> None:
+    """Each retry of a page that could not load drew it again: the focus went
+    back to its heading from the link a keyboard had reached, and its alert
+    was said again, four times a minute (consolekbaudit)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    attempts: list[str] = []
+
+    def unreachable(route: Any) -> None:
+        attempts.append(route.request.url)
+        route.abort()
+
+    page.route("**/graphql", unreachable)
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    page.locator("main").get_by_text("tries again by itself").wait_for()
+    page.get_by_role("link", name="Back to the inbox").focus()
+    page.evaluate("""() => { window.alerts = 0; new MutationObserver((records) => {
+        for (const r of records) for (const n of r.addedNodes) {
+          if (n.nodeType === 1 && (n.matches('[role=alert]') || n.querySelector('[role=alert]'))) {
+            window.alerts += 1; } } })
+      .observe(document.querySelector('main'), { childList: true, subtree: true }); }""")
+    tried = len(attempts)
+    page.wait_for_timeout(7000)  # the retries at 2 s and 4 s
+    assert len(attempts) >= tried + 2, attempts
+    assert page.evaluate("() => window.alerts") == 0
+    assert page.evaluate("() => document.activeElement.textContent") == "Back to the inbox"
+    page.unroute("**/graphql")
+    page.get_by_role("heading", name="Compare two revisions").wait_for(timeout=20000)
+
+
+def test_empty_boxes_get_the_consoles_refusal_not_the_browsers(tab: Tab, world: World) -> None:
+    """`required` let Chromium refuse an empty token or reason with its own
+    bubble, so the page's refusal (tied to the box) was never said."""
+    page = tab.page
+    page.goto(tab.origin + "/")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("alert").get_by_text("Paste your token first.").wait_for()
+    assert page.get_by_label("API token").get_attribute("aria-invalid") == "true"
+
+
+def test_a_decision_expiring_while_it_is_read_says_it_expired(tab: Tab, world: World) -> None:
+    """Its expiry passing was said as "This decision changed elsewhere",
+    though no one changed anything (consolekbaudit). Last in the module: the
+    clock moves on and stays there."""
+    from waypost.clock import format_time, parse_time
+
+    now = parse_time(world.served.clock.read_text().strip())
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Ship 9"}, 201)
+    decision = world.open_decision(
+        world.agent, question="Ship 9 before the window closes?", task_ids=[made["id"]],
+        expires_at=format_time(now + timedelta(seconds=30)),
+    )  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
+      new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
+        .observe(region, { childList: true, characterData: true, subtree: true }); }""")
+    page.get_by_label("Why (required)").fill("Half typed")
+    write_clock(world.served.clock, format_time(now + timedelta(minutes=1)))
+    banner = page.locator("#changed-elsewhere")
+    banner.get_by_text("This decision expired while you were reading it").wait_for(timeout=30000)
+    assert "elsewhere" not in banner.inner_text()
+    page.wait_for_timeout(300)  # the announcer writes a moment later
+    said = page.evaluate("() => window.said")
+    assert "This decision expired." in said and not [s for s in said if "elsewhere" in s], said
+    assert page.evaluate("() => document.activeElement.id") == page.get_by_label(
+        "Why (required)"
+    ).get_attribute("id")

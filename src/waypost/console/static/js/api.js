@@ -83,7 +83,12 @@ export async function gql(query, variables = {}, tokenOverride = null) {
       throw new RequestFailed(
         `The service did not answer within ${REQUEST_TIMEOUT_MS / 1000} seconds. Is it running?`, "network");
     }
-    if (!response) throw new RequestFailed("The service cannot be reached. Is it running?", "network");
+    if (!response) {
+      // the browser's own word: offline, the service is not the one to look at
+      throw new RequestFailed(navigator.onLine === false
+        ? "This browser is offline: check its network connection."
+        : "The service cannot be reached. Is it running?", "network");
+    }
     // a proxy's own answer for a service that is down, slow or overloaded:
     // the request may have reached the service (and been recorded), as when
     // the network fails, not a fault of the service's ("answered 504")

@@ -452,7 +452,8 @@ function renderReopen(project, onChanged, prominent) {
     }
   }
 
-  const form = h("form", { class: "reopen", onsubmit: submit, "aria-labelledby": "reopen-h" },
+  // novalidate: an empty reason gets the page's refusal, tied to its box
+  const form = h("form", { class: "reopen", novalidate: true, onsubmit: submit, "aria-labelledby": "reopen-h" },
     h("div", { class: "field" }, h("label", { for: ids.r }, "Why reopen (required)"), rationale),
     h("div", { class: "field" }, h("label", { for: ids.e }, "Environment"), env),
     h("div", { class: "field" }, h("label", { for: ids.c }, "Conditions"),

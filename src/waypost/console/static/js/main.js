@@ -56,9 +56,13 @@ const decisionLive = new Live(async () => {
   const version = versionOf(d);
   const now = `it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
   const ours = recordedOwnChange(watched.id, d);
+  // its expiry passed while it was read: no one changed it elsewhere
+  const expired = !ours && d.status === "EXPIRED" && watched.version.startsWith(`${d.generation}/`);
   const text = ours
     ? `Your ${ours} was recorded, though its reply did not reach this page: ${now}`
-    : `This decision changed elsewhere: ${now}`;
+    : expired ? `This decision expired while you were reading it: ${now}`
+      : `This decision changed elsewhere: ${now}`;
+  const said = ours ? `Your ${ours} was recorded.` : expired ? "This decision expired." : null;
   const shown = document.getElementById("changed-elsewhere");
   if (shown) {
     // a later change (a reopening after an answer) is said too, in place:
@@ -67,7 +71,7 @@ const decisionLive = new Live(async () => {
     if (shown.dataset.version === version) return;
     shown.dataset.version = version;
     shown.querySelector(".changed-text").textContent = text;
-    announce(ours ? `Your ${ours} was recorded.` : "This decision changed elsewhere again.");
+    announce(said || "This decision changed elsewhere again.");
     return;
   }
   const { project, id } = watched;
@@ -79,7 +83,7 @@ const decisionLive = new Live(async () => {
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) (heading.nextElementSibling || heading).after(banner);
-  announce(ours ? `Your ${ours} was recorded.` : "This decision changed elsewhere.");
+  announce(said || "This decision changed elsewhere.");
 });
 
 // Pressing "Show the new state" redraws the form empty: what was typed into it
@@ -188,7 +192,8 @@ function signInView(message, kept = []) {
   // no live region around it: the notice is a role=alert (both, it was read twice)
   const error = h("div", {}, message ? notice("error", message) : null);
   const button = h("button", { type: "submit", class: "btn btn-primary" }, "Sign in");
-  const form = h("form", { class: "sign-in", onsubmit: async (event) => {
+  // novalidate: the page's own refusal, tied to the box, not the browser's bubble
+  const form = h("form", { class: "sign-in", novalidate: true, onsubmit: async (event) => {
     event.preventDefault();
     const value = input.value.trim();
     if (!value) {
@@ -332,11 +337,14 @@ async function pickProject(kind, number = pageNumber) {
 
 // A page that could not reach the service loads again by itself, backing off
 // to once a minute (as the live refreshes do), until it can.
-const reload = { timer: null, delay: 2000 };
+// `automatic`: the route now running is the back-off's retry, not a person's
+const reload = { timer: null, delay: 2000, automatic: false };
 
 async function route() {
   const mine = ++pageNumber;
   clearTimeout(reload.timer);
+  const automatic = reload.automatic;
+  reload.automatic = false;
   if (!token()) {
     if (!signInShown) signOut(null, false);
     return;
@@ -389,19 +397,34 @@ async function route() {
     }
     // unreachable, or busy for now (503 `unavailable`: it said "retry")
     const passing = error.code === "network" || error.code === "unavailable";
-    show([h("h1", { tabindex: "-1" }, "Something went wrong"), notice("error", error.message),
+    const failure = `${location.hash}\n${error.message}`;
+    const shown = main.querySelector("h1[data-failed]");
+    if (automatic && passing && shown && shown.dataset.failed === failure) {
+      // the back-off's retry failed as the last attempt did: the page stays
+      // as it is (each redraw took the focus back to the heading and said
+      // the alert again, four times a minute, from a link being reached)
+      retryLater();
+      return;
+    }
+    show([h("h1", { tabindex: "-1", "data-failed": failure }, "Something went wrong"), notice("error", error.message),
       passing ? h("p", { class: "muted" }, "This page tries again by itself.") : null,
       // on the inbox its own link changes no route: a button loads it again
       r.name === "inbox"
         ? h("p", {}, h("button", { type: "button", class: "btn", onclick: () => route() }, "Try again"))
         : h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
-    if (passing) {
-      reload.timer = setTimeout(route, reload.delay);
-      reload.delay = Math.min(reload.delay * 2, 60000);
-    }
+    if (passing) retryLater();
     return;
   }
   reload.delay = 2000;
+}
+
+// The page loads again by itself, backing off to once a minute.
+function retryLater() {
+  reload.timer = setTimeout(() => {
+    reload.automatic = true;
+    route();
+  }, reload.delay);
+  reload.delay = Math.min(reload.delay * 2, 60000);
 }
 
 // Whether it drew the page: false when another page is showing by then.
