@@ -351,14 +351,18 @@ async def test_a_retried_mutating_call_does_not_write_twice(
     agent = waypost.principal("agent", f"retrier-{transport}")
     args = {"project": project, "kind": "fact", "title": "Once", "body": "Only once."}
     async with session(transport, waypost.url, agent) as s:
-        # an explicit key: the agent's own retry replays
-        first = await call(s, "knowledge_record", idempotency_key="lesson-1", **args)
-        again = await call(s, "knowledge_record", idempotency_key="lesson-1", **args)
+        # an explicit key: the agent's own retry replays, and says so as
+        # REST's Idempotent-Replayed does (it could not be told from a write)
+        keyed = {**args, "idempotency_key": "lesson-1"}
+        results = [await s.call_tool("knowledge_record", keyed) for _ in range(2)]
+        assert [r.meta for r in results] == [None, {"waypost/replayed": True}]
+        first, again = (json.loads(text(r)) for r in results)
         assert again == first
         # no key: the same JSON-RPC request sent twice (a transport resend) replays too
         message = {"jsonrpc": "2.0", "id": 4242, "method": "tools/call",
                    "params": {"name": "knowledge_record", "arguments": args}}  # fmt: skip
         replies = [await _raw_request(s, message) for _ in range(2)]
+        assert "_meta" not in replies[0] and replies[1].pop("_meta") == {"waypost/replayed": True}
         assert replies[0] == replies[1] and not replies[0]["isError"]
         # a different request id is a different call
         other = await call(s, "knowledge_record", **args)
@@ -368,9 +372,9 @@ async def test_a_retried_mutating_call_does_not_write_twice(
         changed = {**message, "params": {"name": "knowledge_record",
                                          "arguments": {**args, "title": "Twice"}}}  # fmt: skip
         reused = await _raw_request(s, changed)
-        text = reused["content"][0]["text"]
-        assert reused["isError"] and text.startswith("idempotency_key_reused:")
-        assert "request id" in text and "use a new key" not in text
+        said = reused["content"][0]["text"]
+        assert reused["isError"] and said.startswith("idempotency_key_reused:")
+        assert "request id" in said and "use a new key" not in said
         own = await s.call_tool(
             "knowledge_record", {**args, "title": "Twice", "idempotency_key": "lesson-1"}
         )

@@ -93,6 +93,20 @@ def test_a_trailing_newline_is_no_part_of_an_id(argument: str) -> None:
     assert refused is not None and refused.details["field"] == argument
 
 
+def test_a_refused_key_or_id_is_said_in_rests_words() -> None:
+    """The refusal showed the schema's raw pattern, lookahead and all
+    (`^[!-~]{1,256}(?![\\s\\S])`), where REST and GraphQL name the rule
+    (idemxaudit)."""
+    arguments = {"project": "demo", "kind": "fact", "title": "t", "body": "b"}
+    for key in ("a b", "", "k" * 257, "é"):
+        refused = CHECKER.refusal("knowledge_record", {**arguments, "idempotency_key": key})
+        assert refused is not None
+        assert refused.message == "idempotency_key must be 1-256 characters from ! to ~", key
+    refused = CHECKER.refusal("task_get", {"project": "demo", "task_id": "bad id!"})
+    assert refused is not None
+    assert refused.message == "task_id must match the pattern ^[A-Za-z0-9_-]{1,64}$"
+
+
 def test_a_huge_array_of_the_wrong_type_is_judged_by_its_first_errors(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -16,7 +16,10 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
+from waypost.ids import END
 from waypost.mcp_server.calls import ApiError
+from waypost.mcp_server.schemas import IDEMPOTENCY_KEY
+from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.rest.openapi import NUL_FREE_PATTERN
 
 FIRST_ERRORS = 20  # errors looked at to choose the one to report
@@ -117,8 +120,12 @@ def _constraint(kind: str, value: Any) -> str:
             return "must be one of " + ", ".join(str(v) for v in value)
         case "pattern" if value == NUL_FREE_PATTERN:
             return "must not hold NUL (U+0000)"  # REST's words
+        case "pattern" if value == IDEMPOTENCY_KEY["pattern"]:
+            return f"must be 1-{KEY_MAX} characters from ! to ~"  # REST's words
         case "pattern":
-            return f"must match the pattern {value}"
+            # the end written as REST writes it (its lookahead is for Python's
+            # re, where `$` also matches before a final newline)
+            return f"must match the pattern {str(value).replace(END, '$')}"
         case "minLength" | "maxLength":
             bound = "at least" if kind == "minLength" else "at most"
             return f"must be {bound} {value} characters long"

@@ -116,7 +116,7 @@ def _placeholders(tool: tools.RouteTool) -> dict[str, str]:
 
 async def _route_call(
     tool: tools.RouteTool, backend: Backend, state: McpState, args: dict[str, Any], request_id: Any
-) -> Any:
+) -> Reply:
     args = dict(args)
     params = {placeholder: str(args.pop(name)) for name, placeholder in _placeholders(tool).items()}
     key = args.pop("idempotency_key", None)
@@ -129,7 +129,7 @@ async def _route_call(
         session = await state.agent.ensure(backend) if tool.needs_session else None
         return session or state.agent.session_id
 
-    async def call(session: str | None) -> Any:
+    async def call(session: str | None) -> Reply:
         reply = await backend.call(
             tool.method, tool.path, params, query=query, body=body,
             idempotency_key=key, session_id=session,
@@ -138,8 +138,8 @@ async def _route_call(
             # REST names the caller's latest live session when the request
             # names none, which may be another MCP session's: its leases are
             # not this one's to act on (review32)
-            return {**reply.body, "session": None}
-        return reply.body
+            return Reply(reply.status, {**reply.body, "session": None})
+        return reply
 
     return await _once_more_if_session_ended(state, session_for, call)
 
@@ -269,11 +269,19 @@ async def _unless_client_leaves(work: Awaitable[T], gone: asyncio.Event | None) 
     raise ClientLeft  # reached only when `watch` cancelled the work
 
 
-def _result(body: Any) -> types.CallToolResult:
+# In a replayed write's `_meta`, as REST's `Idempotent-Replayed: true` and
+# GraphQL's `replayed`: an agent could not tell "I wrote this" from "this was
+# written before" (idemxaudit)
+REPLAYED_META = "waypost/replayed"
+
+
+def _result(body: Any, replayed: bool = False) -> types.CallToolResult:
     text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
     structured = body if isinstance(body, dict) else {"result": body}
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structuredContent=structured
+        content=[types.TextContent(type="text", text=text)],
+        structuredContent=structured,
+        _meta={REPLAYED_META: True} if replayed else None,
     )
 
 
@@ -371,14 +379,14 @@ def build_server(
                 log.exception("MCP tool %s failed", name)
                 return tool_error(explain(ApiError("internal", "internal error", {}, 500)))
             if earlier is not None:
-                return _result(earlier.body)
+                return _result(earlier.body, earlier.replayed)
             return tool_error(explain(refused, project if isinstance(project, str) else None))
         arguments = _whole_numbers(arguments)
         state.agent.carry(backend)
         try:
             if name == "decision_wait":
                 wait = _decision_wait(backend, state, arguments)
-                result = await _unless_client_leaves(wait, gone_for(ctx))
+                result = Reply(200, await _unless_client_leaves(wait, gone_for(ctx)))
             elif name in by_name:
                 result = await _route_call(by_name[name], backend, state, arguments, ctx.request_id)
             else:
@@ -401,7 +409,7 @@ def build_server(
             # a fault of ours: the log gets the traceback, the agent a plain answer
             log.exception("MCP tool %s failed", name)
             return tool_error(explain(ApiError("internal", "internal error", {}, 500)))
-        return _result(result)
+        return _result(result.body, result.replayed)
 
     @server.list_resources()
     @cancellable
