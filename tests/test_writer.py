@@ -142,6 +142,36 @@ async def test_a_batch_commits_once_for_all_its_units(patient: Database) -> None
     assert statements.count(writer._SAVEPOINT) == 11  # the holder and ten units
 
 
+async def test_a_write_queued_during_a_long_unit_commits_before_the_next(
+    patient: Database,
+) -> None:
+    """The sweep's batches (~50 ms each) were batched with the writes queued
+    meanwhile: a write arriving during one committed only with the next, so
+    it waited two of them (~120 ms; sweepbacklogaudit). A `solo` unit now
+    commits apart: the write queued between two of them is committed, seen
+    from another connection, before the second starts."""
+    held = Held()
+    first = asyncio.create_task(patient.write(held, solo=True))
+    await asyncio.to_thread(held.entered.wait, 10)
+    seen: list[bool] = []
+
+    def second(conn: sqlite3.Connection) -> None:
+        other = sqlite3.connect(patient.path)
+        try:
+            rows = other.execute("SELECT 1 FROM principals WHERE name = 'between'").fetchall()
+            seen.append(bool(rows))
+        finally:
+            other.close()
+
+    between = asyncio.create_task(patient.write(recorded("between")))
+    await asyncio.sleep(0)  # queued behind the first
+    after = asyncio.create_task(patient.write(second, solo=True))
+    await asyncio.sleep(0)
+    held.release.set()
+    await asyncio.wait_for(asyncio.gather(first, between, after), 10)
+    assert seen == [True]
+
+
 def fills_the_disk(swallow: bool) -> Callable[[sqlite3.Connection], str]:
     """A unit under which SQLite itself rolls the whole transaction back, as
     on a full disk (here: past `max_page_count`), raising or swallowing it."""

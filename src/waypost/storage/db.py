@@ -239,13 +239,15 @@ class Database:
 
     # -- units of work --------------------------------------------------------------
 
-    async def write(self, fn: UnitOfWork[T]) -> T:
+    async def write(self, fn: UnitOfWork[T], *, solo: bool = False) -> T:
         """Run one unit of work in the writer's next transaction; returns once
-        the COMMIT that holds it has returned."""
+        the COMMIT that holds it has returned. `solo`: a long unit (a sweep's
+        batch), committed in a transaction of its own, so that no write
+        batched with it waits for it."""
         if self._writer is None:
             raise Unavailable("the database is not open")
         try:
-            result: T = await self._writer.submit(fn, transaction=True)
+            result: T = await self._writer.submit(fn, transaction=True, solo=solo)
         except sqlite3.DatabaseError as exc:
             refusal = self._refusal(exc)
             if refusal is None:

@@ -109,6 +109,11 @@ class _Unit:
     deadline: float  # time.monotonic(): arrival + busy timeout
     transaction: bool = True
     retried: bool = False
+    # a long unit (a sweep's batch, ~50 ms) commits in a transaction of its
+    # own: joined to a batch already holding a write, it held that write's
+    # answer for its whole run (a write during a sweep waited two of its
+    # batches, ~120 ms; sweepbacklogaudit)
+    solo: bool = False
 
 
 _STOP = object()
@@ -188,14 +193,16 @@ class Writer:
 
     # -- the event loop's side ---------------------------------------------------
 
-    async def submit(self, fn: Callable[[sqlite3.Connection], Any], transaction: bool) -> Any:
+    async def submit(
+        self, fn: Callable[[sqlite3.Connection], Any], transaction: bool, solo: bool = False
+    ) -> Any:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         deadline = time.monotonic() + self._busy_timeout
         with self._lock:
             if self._stopping:
                 raise Unavailable("the database is not open")
-            self._queue.put(_Unit(fn, loop, future, deadline, transaction))
+            self._queue.put(_Unit(fn, loop, future, deadline, transaction, solo=solo))
             self._unanswered += 1
         try:
             return await future
@@ -358,11 +365,14 @@ class Writer:
         done: list[tuple[_Unit, Any]] = []
         failed: list[tuple[_Unit, BaseException]] = []
         started = time.monotonic()
+        alone = False  # the batch holds a solo unit
         while pending and pending[0].transaction:
             if len(done) + len(failed) >= self._max_units:
                 break
             if done and time.monotonic() - started >= self._max_seconds:
                 break
+            if (done or failed) and (pending[0].solo or alone):
+                break  # a long unit commits apart from the others (`_Unit.solo`)
             unit = pending.popleft()
             if unit.future.cancelled():
                 continue
@@ -372,6 +382,7 @@ class Writer:
                 # success); answered now, so that no way out loses it
                 self._answer_late([unit])
                 continue
+            alone = unit.solo
             try:
                 conn.execute(_SAVEPOINT)
                 self._in_unit = True

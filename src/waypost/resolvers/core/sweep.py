@@ -59,7 +59,8 @@ async def run_once(rt: Runtime) -> dict[str, Any]:
         if isinstance(step, Batched):
             total = 0
             for _ in range(step.max_rounds):
-                done = int(await rt.db.write(partial(_apply, step, rt)))
+                # solo: a write queued meanwhile commits before the next batch
+                done = int(await rt.db.write(partial(_apply, step, rt), solo=True))
                 total += done
                 if done == 0:
                     break
@@ -68,5 +69,5 @@ async def run_once(rt: Runtime) -> dict[str, Any]:
                             step.max_rounds)  # fmt: skip
             report[name] = total
         else:
-            report[name] = await rt.db.write(partial(_apply, step, rt))
+            report[name] = await rt.db.write(partial(_apply, step, rt), solo=True)
     return report
