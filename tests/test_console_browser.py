@@ -2374,6 +2374,24 @@ def test_an_expiry_in_local_time_says_the_instant_and_refuses_what_cannot_be(
         context.close()
 
 
+def test_a_half_typed_expiry_is_refused_not_dropped(tab: Tab, world: World) -> None:
+    """With the forms `novalidate`, a date typed in part (no value to read)
+    went out as no expiry at all, and the reopening kept the old one
+    (review41): the page refuses it, tied to the box."""
+    page, decision_id = _stale_in_alices_tab(
+        tab, world, "Rotate the signing key", question="Rotate the signing key now?"
+    )
+    page.get_by_label("Why reopen (required)").fill("Ask again.")
+    page.get_by_label("New expiry (your local time)").focus()
+    page.keyboard.type("12")  # the month alone
+    assert page.evaluate("() => document.activeElement.validity.badInput")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    refusal = page.locator("main .form-error").get_by_text("Finish the new expiry's date")
+    refusal.wait_for()
+    assert page.evaluate("() => document.activeElement.type") == "datetime-local"
+    assert world.decision(decision_id)["generation"] == 1  # nothing was sent
+
+
 def test_an_answer_sent_offline_says_the_browser_is_offline(tab: Tab, world: World) -> None:
     """It said "The service cannot be reached. Is it running?", sending the
     person to look at a service that was fine (consolekbaudit)."""
@@ -2433,8 +2451,8 @@ def test_empty_boxes_get_the_consoles_refusal_not_the_browsers(tab: Tab, world: 
 
 def test_a_decision_expiring_while_it_is_read_says_it_expired(tab: Tab, world: World) -> None:
     """Its expiry passing was said as "This decision changed elsewhere",
-    though no one changed anything (consolekbaudit). Last in the module: the
-    clock moves on and stays there."""
+    though no one changed anything (consolekbaudit). Last in the module but
+    one: the clock moves on and stays there."""
     from waypost.clock import format_time, parse_time
 
     now = parse_time(world.served.clock.read_text().strip())
@@ -2461,3 +2479,33 @@ def test_a_decision_expiring_while_it_is_read_says_it_expired(tab: Tab, world: W
     assert page.evaluate("() => document.activeElement.id") == page.get_by_label(
         "Why (required)"
     ).get_attribute("id")
+
+
+def test_an_answer_given_elsewhere_before_the_expiry_is_a_change_elsewhere(
+    tab: Tab, world: World
+) -> None:
+    """An expired status hides the answer given before it: read as the same
+    generation, the page said the decision had expired, not that someone
+    had answered it (review41). Last in the module: the clock moves on."""
+    from waypost.clock import format_time, parse_time
+
+    now = parse_time(world.served.clock.read_text().strip())
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Ship 10"}, 201)
+    decision = world.open_decision(
+        world.agent, question="Ship 10 tonight?", task_ids=[made["id"]],
+        expires_at=format_time(now + timedelta(seconds=30)),
+    )  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.route("**/graphql", lambda route: route.abort())  # its reads fail meanwhile
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Proceed",
+        "rationale": "Not tonight."})  # fmt: skip
+    write_clock(world.served.clock, format_time(now + timedelta(minutes=1)))
+    page.wait_for_timeout(1000)
+    page.unroute("**/graphql")
+    banner = page.locator("#changed-elsewhere")
+    banner.get_by_text("This decision changed elsewhere").wait_for(timeout=60000)
+    assert "expired while you were reading" not in banner.inner_text()

@@ -525,6 +525,27 @@ async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
     assert reranker(service).limiter.in_use == 0
 
 
+async def test_a_probe_cancelled_before_its_first_step_still_opens_a_fresh_window(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """Cancelled by `aclose` before it ran at all, the probe never reached
+    the code that settles it: the circuit stayed half open and its permit
+    held (review41)."""
+    await three_records(human)
+    await fail_three_times(provider, human)
+    await asyncio.sleep(WINDOW + 0.05)
+    rr = reranker(service)
+    items = [{"type": "knowledge", "id": f"kn_{i}", "title": "zebra", "body": "b",
+              "applicability": ""} for i in range(2)]  # fmt: skip
+    caller = asyncio.create_task(rr.rerank("zebra", items))
+    await asyncio.sleep(0)  # the probe's task is made, its first step not yet run
+    assert rr.breaker.state == "half_open" and rr.limiter.in_use == 1
+    await rr.aclose()
+    assert rr.breaker.state == "open" and rr.limiter.in_use == 0
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+
+
 async def test_cancelled_ordinary_requests_are_no_failures(
     service: Service, provider: Provider, human: Caller, project: str
 ) -> None:

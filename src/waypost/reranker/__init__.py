@@ -64,6 +64,10 @@ class Reranker:
     async def aclose(self) -> None:
         """Cancel a probe still out (the server stopping: a fresh window,
         as for any cancelled probe), then close the client."""
+        # one turn of the loop first: a probe cancelled before its first step
+        # never reached the `try` that settles it, and left the circuit half
+        # open with its permit held (a task's first step is already scheduled)
+        await asyncio.sleep(0)
         for probe in self._probes:
             probe.cancel()
         await asyncio.gather(*self._probes, return_exceptions=True)

@@ -408,6 +408,13 @@ function renderReopen(project, onChanged, prominent) {
     if (conds.value !== shown.conditions) {
       input.conditions = conds.value.split("\n").map((x) => x.trim()).filter(Boolean);
     }
+    if (!noExpiry.checked && expires.validity.badInput) {
+      // a date or time half typed reads as no value at all: the form is
+      // novalidate, so the browser no longer stops it, and the reopening
+      // went out with the old expiry, not the one being typed
+      sayError(errorBox, expires, "Finish the new expiry's date and time, or clear it.");
+      return;
+    }
     if (noExpiry.checked) input.expiresAt = null;
     else if (expires.value) {
       const instant = localInstant(expires.value);

@@ -56,8 +56,13 @@ const decisionLive = new Live(async () => {
   const version = versionOf(d);
   const now = `it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
   const ours = recordedOwnChange(watched.id, d);
-  // its expiry passed while it was read: no one changed it elsewhere
-  const expired = !ours && d.status === "EXPIRED" && watched.version.startsWith(`${d.generation}/`);
+  // its expiry passed while it was read: the same generation, and no answer
+  // since (an expired status hides one given elsewhere meanwhile, which is a
+  // change elsewhere); an edit that made it stale first cannot be told from
+  // the version, and reads as the expiry it also is
+  const [generation, , answeredAt] = watched.version.split("/");
+  const expired = !ours && d.status === "EXPIRED" && generation === String(d.generation)
+    && answeredAt === (d.current.answer ? d.current.answer.at : "");
   const text = ours
     ? `Your ${ours} was recorded, though its reply did not reach this page: ${now}`
     : expired ? `This decision expired while you were reading it: ${now}`
