@@ -31,6 +31,7 @@ from tests.console_support import (
     chromium_path,
 )
 from tests.serve_support import Server, serve, write_clock
+from waypost.clock import format_time, parse_time
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -1949,8 +1950,6 @@ def test_a_refresh_that_changes_nothing_leaves_the_inbox_as_it_is(tab: Tab, worl
     assert selected
     # the service's clock moves on (the digest's `generatedAt` with it), and
     # an event the digest does not show makes the inbox load again
-    from waypost.clock import format_time, parse_time
-
     now = parse_time(world.served.clock.read_text().strip())
     write_clock(world.served.clock, format_time(now + timedelta(seconds=1)))
     with page.expect_response(lambda r: r.url.endswith("/graphql")):
@@ -2449,22 +2448,27 @@ def test_empty_boxes_get_the_consoles_refusal_not_the_browsers(tab: Tab, world: 
     assert page.get_by_label("API token").get_attribute("aria-invalid") == "true"
 
 
-def test_a_decision_expiring_while_it_is_read_says_it_expired(tab: Tab, world: World) -> None:
-    """Its expiry passing was said as "This decision changed elsewhere",
-    though no one changed anything (consolekbaudit). Last in the module but
-    one: the clock moves on and stays there."""
-    from waypost.clock import format_time, parse_time
-
+def _expiring_in_alices_tab(tab: Tab, world: World, question: str) -> tuple[Any, str, datetime]:
+    """A pending decision asking `question` that expires 30 s after the
+    service's now, open in Alice's tab at its answer form; and that now."""
     now = parse_time(world.served.clock.read_text().strip())
-    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Ship 9"}, 201)
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": question}, 201)
     decision = world.open_decision(
-        world.agent, question="Ship 9 before the window closes?", task_ids=[made["id"]],
+        world.agent, question=question, task_ids=[made["id"]],
         expires_at=format_time(now + timedelta(seconds=30)),
     )  # fmt: skip
     page = tab.page
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
     page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    return page, decision, now
+
+
+def test_a_decision_expiring_while_it_is_read_says_it_expired(tab: Tab, world: World) -> None:
+    """Its expiry passing was said as "This decision changed elsewhere",
+    though no one changed anything (consolekbaudit). Last in the module but
+    one: the clock moves on and stays there."""
+    page, _, now = _expiring_in_alices_tab(tab, world, "Ship 9 before the window closes?")
     page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
       new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
         .observe(region, { childList: true, characterData: true, subtree: true }); }""")
@@ -2487,18 +2491,7 @@ def test_an_answer_given_elsewhere_before_the_expiry_is_a_change_elsewhere(
     """An expired status hides the answer given before it: read as the same
     generation, the page said the decision had expired, not that someone
     had answered it (review41). Last in the module: the clock moves on."""
-    from waypost.clock import format_time, parse_time
-
-    now = parse_time(world.served.clock.read_text().strip())
-    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": "Ship 10"}, 201)
-    decision = world.open_decision(
-        world.agent, question="Ship 10 tonight?", task_ids=[made["id"]],
-        expires_at=format_time(now + timedelta(seconds=30)),
-    )  # fmt: skip
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page, decision, now = _expiring_in_alices_tab(tab, world, "Ship 10 tonight?")
     page.route("**/graphql", lambda route: route.abort())  # its reads fail meanwhile
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision}/answer", {
         "expected_generation": 1, "disposition": "deny", "answer": "Proceed",

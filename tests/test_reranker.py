@@ -471,13 +471,9 @@ async def test_a_probe_answered_with_a_score_past_any_float_opens_a_fresh_window
     assert (await rerank_of(human))[1] == "applied"
 
 
-async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
-    service: Service, provider: Provider, human: Caller, project: str
-) -> None:
-    """A client that ends its request (a GraphQL WebSocket operation it
-    completes) cancelled the probe, and a cancelled probe opens a fresh
-    window: one client could keep reranking off for everyone, once a window.
-    The probe now runs to its end, and its outcome counts."""
+async def _probe_out_and_its_client_gone(provider: Provider, human: Caller) -> threading.Event:
+    """The circuit open, its window over, a probe at the provider (held
+    there: the event returned lets it answer) and its client gone."""
     await three_records(human)
     await fail_three_times(provider, human)
     await asyncio.sleep(WINDOW + 0.05)
@@ -488,6 +484,17 @@ async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
     probe.cancel()  # the client went away while the probe was out
     with pytest.raises(asyncio.CancelledError):
         await probe
+    return hold
+
+
+async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """A client that ends its request (a GraphQL WebSocket operation it
+    completes) cancelled the probe, and a cancelled probe opens a fresh
+    window: one client could keep reranking off for everyone, once a window.
+    The probe now runs to its end, and its outcome counts."""
+    hold = await _probe_out_and_its_client_gone(provider, human)
     breaker = reranker(service).breaker
     assert breaker.state == "half_open"  # still out: the others keep skipping
     assert (await rerank_of(human))[1] == "circuit_open"
@@ -506,16 +513,7 @@ async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
 async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
     service: Service, provider: Provider, human: Caller, project: str
 ) -> None:
-    await three_records(human)
-    await fail_three_times(provider, human)
-    await asyncio.sleep(WINDOW + 0.05)
-    provider.mode = "scores"
-    provider.hold = hold = threading.Event()
-    probe = await start(human)
-    await asyncio.to_thread(provider.wait_arrivals, 4)
-    probe.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await probe
+    hold = await _probe_out_and_its_client_gone(provider, human)
     try:
         await reranker(service).aclose()  # as the runtime closes it
     finally:
