@@ -334,8 +334,11 @@ async def test_a_unit_stops_answering_when_its_time_is_up_and_the_pass_goes_on(
     units: list[int] = []
     write = service.rt.db.write
 
-    async def counted(unit: Any) -> Any:
-        done = await write(unit)
+    async def counted(unit: Any, **options: Any) -> Any:
+        # each in a transaction of its own: a write queued meanwhile commits
+        # between two of them (test_writer)
+        assert options == {"solo": True}
+        done = await write(unit, **options)
         units.append(done)
         return done
 
