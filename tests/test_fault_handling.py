@@ -74,6 +74,22 @@ async def test_a_subscription_fault_reaches_the_client_masked_and_the_log_whole(
     assert "secret" in caplog.text  # the cause, for the operator
 
 
+async def test_a_subscription_refused_as_busy_says_when_to_retry() -> None:
+    """A subscription's refusal was shaped by its own copy of the GraphQL
+    extensions, which left out `retryAfter` (deadcodeaudit): docs/graphql.md
+    says a busy database comes with it, wherever it is met."""
+
+    async def busy() -> AsyncIterator[int]:
+        yield 1
+        raise Unavailable("the database is busy; retry shortly", retry_after=30)
+
+    items = _guarded(busy())
+    assert await anext(items) == 1
+    with pytest.raises(GraphQLError) as raised:
+        await anext(items)
+    assert raised.value.extensions == {"code": "unavailable", "retryAfter": 30}
+
+
 async def test_an_event_stream_ends_with_its_503_in_an_error_event(
     service: Service,
     human: Caller,

@@ -91,10 +91,17 @@ def graphql_error_body(message: str, code: str, details: Mapping[str, Any]) -> d
     return {"errors": [{"message": message, "extensions": {"code": code, **details}}]}
 
 
-def graphql_refusal_body(error: WaypostError) -> dict[str, Any]:
-    """`error` in that shape; a 503 says when to retry (`retryAfter`), as one
-    raised during execution does (docs/graphql.md)."""
-    details = error.details
+def graphql_extensions(error: WaypostError) -> dict[str, Any]:
+    """A refusal's GraphQL `extensions`, wherever it is shaped (the view,
+    execution, a WebSocket frame, a subscription): its code and details, and
+    for a 503 when to retry (`retryAfter`, docs/graphql.md; a subscription's
+    copy of this left it out)."""
+    extensions: dict[str, Any] = {"code": error.code, **error.details}
     if isinstance(error, Unavailable):
-        details = {**details, "retryAfter": error.retry_after}
-    return graphql_error_body(error.message, error.code, details)
+        extensions["retryAfter"] = error.retry_after
+    return extensions
+
+
+def graphql_refusal_body(error: WaypostError) -> dict[str, Any]:
+    """`error` in that shape, made outside execution."""
+    return {"errors": [{"message": error.message, "extensions": graphql_extensions(error)}]}

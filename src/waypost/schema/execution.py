@@ -39,7 +39,8 @@ from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
-from waypost.errors import Unavailable, WaypostError
+from waypost.errors import WaypostError
+from waypost.http.responses import graphql_extensions
 from waypost.schema import budget, fastpath, introspection, shared_events
 from waypost.schema.context import Context
 from waypost.schema.mutation_arguments import argument_value
@@ -93,11 +94,9 @@ def shaped_error(
         return exc
     original = exc.original_error if isinstance(exc, GraphQLError) else exc
     if isinstance(original, WaypostError):
-        extensions: dict[str, Any] = {"code": original.code, **original.details}
+        extensions = graphql_extensions(original)
         if extensions.get("field") == "cursor":
             extensions["field"] = _cursor_argument(nodes, variables or {})
-        if isinstance(original, Unavailable):
-            extensions["retryAfter"] = original.retry_after
         return GraphQLError(original.message, nodes, path=path, original_error=original,
                             extensions=extensions)  # fmt: skip
     if isinstance(exc, GraphQLError) and (original is None or isinstance(original, GraphQLError)):

@@ -43,6 +43,7 @@ from graphql import (
 )
 
 from waypost.errors import InvalidRequest
+from waypost.http.responses import graphql_extensions
 from waypost.pagination import decode_cursor
 from waypost.schema.operation import coerced_variables, selected_operation
 from waypost.schema.relay import event_sequence, window
@@ -200,7 +201,7 @@ def _refused(refusal: InvalidRequest, node: FieldNode) -> GraphQLError:
     """The refusal with its code and field in `extensions`: over HTTP the view
     shapes it from the original error, but a WebSocket answer is the error as
     it stands (it came without `extensions.field`)."""
-    extensions = {"code": refusal.code, **refusal.details}
+    extensions = graphql_extensions(refusal)
     return GraphQLError(refusal.message, [node], original_error=refusal, extensions=extensions)
 
 

@@ -11,6 +11,7 @@ import strawberry
 from graphql import GraphQLError
 
 from waypost.errors import InvalidRequest, WaypostError
+from waypost.http.responses import graphql_extensions
 from waypost.live import StreamEnded
 from waypost.live.hub import PAGE
 from waypost.live.streams import check_project, decision_changes, project_event_batches
@@ -24,7 +25,7 @@ log = logging.getLogger("waypost.live")
 
 
 def _graphql_error(error: WaypostError) -> GraphQLError:
-    return GraphQLError(error.message, extensions={"code": error.code, **error.details})
+    return GraphQLError(error.message, extensions=graphql_extensions(error))
 
 
 async def _guarded(items: AsyncIterator[T]) -> AsyncIterator[T]:

@@ -24,7 +24,12 @@ from waypost.clock import format_time
 from waypost.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.errors import Unavailable, WaypostError
 from waypost.http.headers import bearer_token, content_coding_refusal, header
-from waypost.http.responses import error_headers, graphql_error_body, graphql_refusal_body
+from waypost.http.responses import (
+    error_headers,
+    graphql_error_body,
+    graphql_extensions,
+    graphql_refusal_body,
+)
 from waypost.observe.requests import note_graphql_operation
 from waypost.rest.responses import json_response
 from waypost.schema import fastpath, request_rules, schema
@@ -48,9 +53,7 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
             # shaped where it arose (execution.shaped_error), which knows the field
             formatted["extensions"] = dict(error.extensions)
         else:
-            formatted["extensions"] = {"code": original.code, **original.details}
-            if isinstance(original, Unavailable):
-                formatted["extensions"]["retryAfter"] = original.retry_after
+            formatted["extensions"] = graphql_extensions(original)
     elif (
         original is None
         or isinstance(original, GraphQLError)

@@ -43,6 +43,7 @@ from waypost.decoding import MESSAGE_MOST, clip
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.http.headers import bearer_token
+from waypost.http.responses import graphql_extensions
 from waypost.live import TooManyStreams, hub_for
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
@@ -127,8 +128,7 @@ def _encodable(text: str) -> bool:
 
 def _unavailable(error: Unavailable) -> dict[str, Any]:
     """A GraphQL error for a store that cannot answer now, as over HTTP."""
-    extensions = {"code": error.code, "retryAfter": error.retry_after}
-    return {"message": error.message, "extensions": extensions}
+    return {"message": error.message, "extensions": graphql_extensions(error)}
 
 
 def _size_refusal(payload: object) -> dict[str, Any] | None:
@@ -327,7 +327,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 return
             if isinstance(payload, RefusedPayload):
                 refusal = payload.refusal
-                extensions = {"code": refusal.code, **refusal.details}
+                extensions = graphql_extensions(refusal)
                 # named as in an HTTP body: the frame's `payload.` is not the request's
                 where = extensions.get("field")
                 if isinstance(where, str) and where.startswith("payload."):
