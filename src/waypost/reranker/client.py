@@ -114,14 +114,13 @@ async def score(
     key: str,
     query: str,
     documents: list[dict[str, str]],
-    total_timeout: float = TOTAL_TIMEOUT,
 ) -> dict[str, float]:
     """Scores by document id, or ProviderFailure."""
     if not is_https(url):
         # serve refuses such a URL at start; this keeps the rule where the data leaves
         raise ProviderFailure("connect_error")
     try:
-        async with asyncio.timeout(total_timeout):
+        async with asyncio.timeout(TOTAL_TIMEOUT):
             body = await _post(client, url, key, {"query": query, "documents": documents})
     except TimeoutError as exc:
         raise ProviderFailure("timeout") from exc

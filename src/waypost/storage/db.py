@@ -132,7 +132,6 @@ class Database:
         readers: int = 3,
         busy_timeout_ms: int = 5000,
         hooks: Sequence[ConnectionHook] = (),
-        on_commit: CommitListener | None = None,
         *,
         batch_units: int = 64,
         batch_seconds: float = 0.01,
@@ -153,7 +152,7 @@ class Database:
         self._files: FileWatch | None = None
         self._damage: str | None = None  # SQLite's word, the first time it found the file damaged
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._commit_listeners: list[CommitListener] = [on_commit] if on_commit else []
+        self._commit_listeners: list[CommitListener] = []  # add_commit_listener
 
     # -- opening and closing ------------------------------------------------------
 

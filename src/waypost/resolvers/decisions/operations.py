@@ -18,7 +18,7 @@ from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.core.text import require_distinct, require_text
 from waypost.resolvers.decisions import lists_store, store
-from waypost.resolvers.decisions.models import DecisionCreate, StatusFilter
+from waypost.resolvers.decisions.models import DecisionCreate
 from waypost.resolvers.decisions.pins import (
     ensure_no_publication,
     future_instant,
@@ -36,7 +36,6 @@ from waypost.runtime import Actor, Runtime
 
 __all__ = [
     "DecisionCreate",  # the transports decode into it
-    "StatusFilter",
     "get",
     "get_sync",
     "list_decisions",

@@ -19,6 +19,8 @@ import msgspec
 
 from waypost.clock import format_time
 from waypost.errors import IdempotencyInFlight, NotFound, StateConflict
+from waypost.ids import visible_ascii
+from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.resolvers.lifecycle import authz, checks, documents, store
 from waypost.resolvers.lifecycle.authz import Action, Caller, Grant
 from waypost.resolvers.lifecycle.decode import canonical, memo_json
@@ -33,7 +35,6 @@ from waypost.resolvers.lifecycle.model import (
 from waypost.runtime import Runtime
 
 WORKSPACE = "https://decisions.coulomb.social/decisions"
-KEY_MAX = 256
 
 
 class IdempotencyKeyConflict(StateConflict):
@@ -52,10 +53,12 @@ class Request:
 
     @classmethod
     def make(cls, caller: Caller, key: str | None, method: str, path: str, value: Any) -> Request:
-        if key is None or not 1 <= len(key) <= KEY_MAX or not all("!" <= c <= "~" for c in key):
+        # the public listener's rule for a key (receipts.check_key), in the
+        # lifecycle's own error
+        if key is None or not 1 <= len(key) <= KEY_MAX or not visible_ascii(key):
             raise checks.refuse(
                 "invalid_idempotency_key",
-                "Idempotency-Key must be 1-256 characters from ! to ~",
+                f"Idempotency-Key must be 1-{KEY_MAX} characters from ! to ~",
                 "Idempotency-Key",
             )
         try:

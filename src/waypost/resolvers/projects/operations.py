@@ -13,11 +13,10 @@ from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutati
 from waypost.resolvers.core.text import require_name
 from waypost.resolvers.projects import store
 from waypost.resolvers.projects.models import ProjectCreate
-from waypost.resolvers.projects.store import DEFAULT_POLICY, project_json
+from waypost.resolvers.projects.store import project_json
 from waypost.runtime import Actor, Runtime
 
 __all__ = [
-    "DEFAULT_POLICY",
     "ProjectCreate",  # the REST route table, GraphQL and the admin CLI decode into it
     "create",
     "create_as_admin",
