@@ -1,5 +1,6 @@
 """Stopping a background task and waiting for it to end; holding a place of
-a gate for as long as the work that took it runs.
+a gate for as long as the work that took it runs; settling a future another
+thread computed for, unless its waiter has gone.
 
 `task.cancel()` followed by `with suppress(CancelledError): await task` has a
 hole: if the *waiting* task is itself cancelled while it waits (a server
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -52,3 +53,15 @@ async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitab
 
     running.add_done_callback(ended)
     return await asyncio.shield(running)
+
+
+def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    """`future`'s result or exception, on its loop (call it there: with
+    `call_soon_threadsafe` from another thread); nothing when its waiter was
+    cancelled meanwhile (the work stands, no one is left to tell)."""
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -13,13 +13,13 @@ from typing import Any
 
 import click
 
+from waypost.decoding import is_utf8
+
 
 class UnicodeText(click.types.StringParamType):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = super().convert(value, param, ctx)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
+        if not is_utf8(text):
             self.fail("is not UTF-8 text (the shell passed other bytes)", param, ctx)
         return text
 

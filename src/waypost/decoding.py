@@ -56,6 +56,16 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+def is_utf8(text: str) -> bool:
+    """Whether `text` is text at all: a lone surrogate (from a JSON or
+    GraphQL escape, or a shell's undecodable bytes) cannot be encoded."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _find_text(value: Any, pattern: re.Pattern[str]) -> str | None:
     """The JSON path of the first key or string `pattern` finds something in."""
     stack: list[tuple[str, Any]] = [("", value)]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from waypost.b64url import decode_b64url, encode_b64url
+from waypost.decoding import is_utf8
 from waypost.errors import InvalidRequest
 
 T = TypeVar("T")
@@ -33,21 +34,13 @@ def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tupl
         # a forged integer beyond SQLite's range, or a string holding a lone
         # surrogate (not UTF-8), would fail in the store, not here
         or any(type(p) is int and not -(2**63) <= p < 2**63 for p in parts)
-        or any(type(p) is str and not _is_utf8(p) for p in parts)
+        or any(type(p) is str and not is_utf8(p) for p in parts)
         # character for character what this service writes (docs/api.md):
         # spaces or a byte-order mark in the JSON were read as a position
         or encode_cursor(*parts) != cursor
     ):
         raise InvalidRequest.field(field_name, "malformed cursor")
     return tuple(parts)
-
-
-def _is_utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)

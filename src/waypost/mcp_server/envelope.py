@@ -31,7 +31,7 @@ from mcp.types import (
 )
 from pydantic import BaseModel, ValidationError
 
-from waypost.decoding import clip, parse_json
+from waypost.decoding import clip, is_utf8, parse_json
 from waypost.errors import WaypostError
 from waypost.http.slow_clients import BODY_MOST
 from waypost.ids import SLUG_CHARS
@@ -231,11 +231,8 @@ def request_id_of(raw: bytes) -> RequestId | None:
     if not isinstance(message, dict) or "method" not in message:
         return None
     found = message.get("id")
-    if isinstance(found, str):
-        try:
-            found.encode()
-        except UnicodeEncodeError:
-            return None
+    if isinstance(found, str) and not is_utf8(found):
+        return None
     return found if is_request_id(found) else None
 
 

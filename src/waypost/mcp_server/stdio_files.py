@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from waypost.cancelling import settle
+
 T = TypeVar("T")
 
 
@@ -59,16 +61,7 @@ class _DaemonCalls:
             except Exception as exc:  # the awaiting task's to handle
                 error = exc
             with contextlib.suppress(RuntimeError):  # the loop has closed: the process is ending
-                loop.call_soon_threadsafe(_settle, future, outcome, error)
-
-
-def _settle(future: asyncio.Future[Any], outcome: Any, error: Exception | None) -> None:
-    if future.done():  # cancelled: abandoned
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(outcome)
+                loop.call_soon_threadsafe(settle, future, outcome, error)
 
 
 class StdinChunks:

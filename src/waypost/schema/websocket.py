@@ -39,7 +39,7 @@ from strawberry.subscriptions.protocols.graphql_transport_ws.types import (
 )
 
 from waypost.clock import format_time
-from waypost.decoding import MESSAGE_MOST, clip
+from waypost.decoding import MESSAGE_MOST, clip, is_utf8
 from waypost.errors import Forbidden, Unauthenticated, Unavailable, WaypostError
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.http.headers import bearer_token
@@ -113,17 +113,9 @@ def refused_subscribe(raw: bytes, refusal: WaypostError) -> dict[str, object] | 
     operation_id = member_value(members, "id")
     if not isinstance(operation_id, str) or not members.get("payload", "").startswith("{"):
         return None
-    if not operation_id.isascii() and not _encodable(operation_id):
+    if not operation_id.isascii() and not is_utf8(operation_id):
         return None  # a lone surrogate: no frame could carry it back
     return {"type": "subscribe", "id": operation_id, "payload": RefusedPayload(refusal)}
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _unavailable(error: Unavailable) -> dict[str, Any]:

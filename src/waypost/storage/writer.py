@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from waypost.cancelling import settle
 from waypost.errors import Unavailable
 from waypost.observe.conditions import ConditionLog
 from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, is_damage, storage_refusal
@@ -119,15 +120,6 @@ class _Unit:
 _STOP = object()
 
 
-def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
-    if future.done():  # the caller went away (cancelled); the work stands
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(result)
-
-
 def _answer(
     loop: asyncio.AbstractEventLoop,
     replies: list[tuple[_Unit, Any, BaseException | None]],
@@ -138,7 +130,7 @@ def _answer(
 
     def run() -> None:
         for unit, result, error in replies:
-            _settle(unit.future, result, error)
+            settle(unit.future, result, error)
         if then is not None:
             then()
 
