@@ -16,7 +16,7 @@ import pytest
 from tests.cost_support import unit_steps
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.resolvers.lifecycle import store
-from waypost.resolvers.lifecycle.queries import fts_query
+from waypost.resolvers.lifecycle.queries import memo_match
 
 
 async def _register(
@@ -49,7 +49,7 @@ async def test_a_rare_term_and_a_deep_page_cost_the_same_among_many_memos(
     """(A page past a cursor still walks the memos updated in the cursor's
     own millisecond: the order is newest first, then by id.)"""
     monkeypatch.setattr(store, "PROBE_MEMOS", 0)  # the way of a large tenant
-    rare = fts_query("kalu")
+    rare = memo_match("kalu")
 
     async def searches() -> int:
         deep = await lifecycle.service.rt.db.read(_oldest_but_four)
@@ -86,7 +86,7 @@ async def test_every_way_of_searching_walks_the_same_pages(
     def walk(conn: sqlite3.Connection) -> list[list[tuple[Any, ...]]]:
         pages, after = [], None
         while True:
-            rows = [tuple(r) for r in store.search(conn, "acme", fts_query(q), after, 8)]
+            rows = [tuple(r) for r in store.search(conn, "acme", memo_match(q), after, 8)]
             pages.append(rows[:7])
             if len(rows) <= 7:
                 return pages
@@ -112,7 +112,7 @@ async def test_a_small_tenant_does_not_pay_for_a_large_ones_matches(
     its own memos one by one now."""
     small = await lifecycle.member("author", tenant="small")
     await _register(small, 900, 5)
-    ledger = fts_query("ledger")
+    ledger = memo_match("ledger")
 
     def five(conn: sqlite3.Connection) -> None:
         assert len(store.search(conn, "small", ledger, None, 21)) == 5
@@ -137,7 +137,7 @@ async def test_a_term_common_elsewhere_and_absent_here_costs_its_matches(
     monkeypatch.setattr(store, "FEW_MATCHES", 30)  # 40 matches in the file: many
     elsewhere = await lifecycle.member("author", tenant="globex")
     await _register(elsewhere, 900, 40, rare_every=1)
-    rare = fts_query("kalu")
+    rare = memo_match("kalu")
 
     def none(conn: sqlite3.Connection) -> None:
         assert store.search(conn, "acme", rare, None, 21) == []

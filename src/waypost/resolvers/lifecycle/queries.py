@@ -14,6 +14,7 @@ from typing import Any
 from waypost.errors import NotFound, Unavailable
 from waypost.resolvers.context.search import (
     SearchTimedOut,
+    distinct_terms,
     escape_fts,
     time_limit,
     time_limit_ms,
@@ -82,18 +83,18 @@ async def events(
     return await rt.db.read(read)
 
 
-def fts_query(q: str | None) -> str | None:
+def memo_match(q: str | None) -> str | None:
     """Each whitespace-separated term as a quoted FTS5 string (all must match),
     in Unicode's composed and decomposed forms alike, as the context packet's
     search (`escape_fts`): `Việt` sent decomposed (a macOS client) found no
     memo titled with it composed.
 
     A NUL ends an FTS5 string early ("unterminated string"), so it separates
-    terms like whitespace does. A term given twice is searched once: each
-    costs a pass over its list in the index, and "mu mu mu ..." (66 times)
-    took 4 s where "mu" takes milliseconds.
+    terms like whitespace does. A term given twice is searched once
+    (`distinct_terms`): "mu mu mu ..." (66 times) took 4 s where "mu" takes
+    milliseconds.
     """
-    terms = list(dict.fromkeys((q or "").replace("\x00", " ").split()))
+    terms = distinct_terms((q or "").replace("\x00", " ").split())
     if not terms:
         return None
     return escape_fts(terms)
@@ -121,7 +122,7 @@ async def search(
             after = (position[0], position[1])
         try:
             with time_limit(conn, limit_ms):
-                rows = store.search(conn, grant.tenant, fts_query(q), after, size + 1)
+                rows = store.search(conn, grant.tenant, memo_match(q), after, size + 1)
         except SearchTimedOut:
             raise Unavailable(
                 f"the search ran past its time limit of {limit_ms} ms: use more specific terms",
