@@ -13,7 +13,8 @@ from typing import Any
 
 import msgspec
 
-from waypost.ids import END, ID_CHARS, SLUG_CHARS
+from waypost import ids
+from waypost.ids import END, SLUG_CHARS
 from waypost.resolvers.core.receipts import KEY_MAX
 from waypost.rest.openapi import ITEM_MODELS, property_bounds, state_text_bounds
 
@@ -21,7 +22,7 @@ from waypost.rest.openapi import ITEM_MODELS, property_bounds, state_text_bounds
 # also matches before a final newline ("demo\n" passed as a slug and reached
 # Waypost as another project); the lookahead means the same in ECMA-262,
 # which clients validate with
-ID_PATTERN = f"^{ID_CHARS}{END}"
+ID_PATTERN = ids.ID_PATTERN.pattern  # the one the service checks ids with
 SLUG_PATTERN = f"^{SLUG_CHARS}{END}"
 IDEMPOTENCY_KEY: dict[str, Any] = {
     "type": "string",
