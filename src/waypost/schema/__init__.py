@@ -13,11 +13,11 @@ from strawberry.tools import merge_types
 from strawberry.types import ExecutionContext
 
 from waypost.observe.graphql import GraphQLObserver
-from waypost.schema.decisions import DecisionMutations
+from waypost.schema.decision_mutations import DecisionMutations
 from waypost.schema.descriptions import describe
 from waypost.schema.documents import ParsedDocument
 from waypost.schema.execution import PlainFieldExecutor
-from waypost.schema.knowledge import KnowledgeMutations
+from waypost.schema.knowledge_mutations import KnowledgeMutations
 from waypost.schema.limits import QueryLimits
 from waypost.schema.node import NodeQueries
 from waypost.schema.principals import PrincipalMutations, PrincipalQueries

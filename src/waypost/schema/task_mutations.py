@@ -18,7 +18,8 @@ from waypost.resolvers.tasks import operations as tasks
 from waypost.resolvers.tasks.actions import SUMMARIES, TaskAction
 from waypost.schema.context import Info
 from waypost.schema.errors import UserError, mutate, split_input
-from waypost.schema.knowledge import Knowledge, SubmissionLessonInput
+from waypost.schema.knowledge import Knowledge
+from waypost.schema.knowledge_mutations import SubmissionLessonInput
 from waypost.schema.tasks import (
     Lease,
     PublicationOutcome,
