@@ -3,6 +3,7 @@ answered with the bounded `{"error": "code"}` envelope, `no-store` and `nosniff`
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -197,6 +198,23 @@ async def test_the_idempotency_key_is_required_and_bounded(
 
 async def test_a_256_character_key_is_accepted(author: Member) -> None:
     assert (await author.post(URL, {"memo": memo()}, key="k" * 256)).status_code == 200
+
+
+async def test_a_key_still_running_is_409_in_flight_and_one_memo_is_made(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    """Eight at once with one key: one registers, the others are told it is
+    still running or get its receipt (the public listener's rule, held by
+    the same `receipts.holding`)."""
+    sent = [author.post(URL, {"memo": memo()}, key="same") for _ in range(8)]
+    answers = await asyncio.gather(*sent)
+    statuses = sorted(r.status_code for r in answers)
+    assert statuses.count(200) >= 1 and set(statuses) <= {200, 409}, statuses
+    for r in answers:
+        if r.status_code == 409:
+            assert r.json() == {"error": "idempotency_in_flight"}
+    assert 409 in statuses  # the first held the key while it waited for the writer
+    assert await lifecycle.count("lifecycle_memos") == 1
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,11 @@ still running with the same key answers `idempotency_in_flight`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -108,14 +109,25 @@ def slot_of(actor: Actor, idem: Idempotency) -> tuple[str, str]:
     return (actor.principal_id, idem.key)
 
 
-async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit) -> Outcome:
-    slot = slot_of(actor, idem)
+@contextlib.contextmanager
+def holding(rt: Runtime, slot: tuple[str, str]) -> Iterator[None]:
+    """`slot` (a caller and its key) held while its request runs: a second
+    request with the key meanwhile is `409 idempotency_in_flight`, on either
+    listener (the lifecycle's slots are its callers', apart)."""
     if slot in rt.inflight:
         raise IdempotencyInFlight("a request with this idempotency key is still running")
-    # Held from here: the read below may wait (a busy file), and a second
-    # request with the key meanwhile is in flight, not a replay of nothing yet.
     rt.inflight.add(slot)
     try:
+        yield
+    finally:
+        rt.inflight.discard(slot)
+
+
+async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit) -> Outcome:
+    # Held from here: the read below may wait (a busy file), and a second
+    # request with the key meanwhile is in flight, not a replay of nothing yet.
+    slot = slot_of(actor, idem)
+    with holding(rt, slot):
         # A retry is answered from its receipt by a point read on the event
         # loop, without queueing behind the writer (or waiting out another
         # process's lock): a receipt is visible only once the COMMIT that holds
@@ -126,8 +138,6 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
         if earlier is not None:
             return earlier
         return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
-    finally:
-        rt.inflight.discard(slot)
 
 
 def _replay(conn: sqlite3.Connection, actor: Actor, idem: Idempotency) -> Outcome | None:

@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 
 from waypost.clock import format_time
-from waypost.errors import IdempotencyInFlight, NotFound, StateConflict
+from waypost.errors import NotFound, StateConflict
 from waypost.ids import visible_ascii
-from waypost.resolvers.core.receipts import KEY_MAX
+from waypost.resolvers.core.receipts import KEY_MAX, holding
 from waypost.resolvers.lifecycle import authz, checks, documents, store
 from waypost.resolvers.lifecycle.authz import Action, Caller, Grant
 from waypost.resolvers.lifecycle.decode import canonical, memo_json
@@ -131,19 +131,13 @@ async def admit(rt: Runtime, caller: Caller, action: Action, memo_id: str | None
 async def run(
     rt: Runtime, req: Request, action: Action, memo_id: str, unit: Unit, *, new: bool = False
 ) -> Receipt:
-    slot = (f"lifecycle:{req.caller.id}", req.key)
-    if slot in rt.inflight:
-        raise IdempotencyInFlight("a request with this idempotency key is still running")
-    rt.inflight.add(slot)
-    try:
+    with holding(rt, (f"lifecycle:{req.caller.id}", req.key)):
         # the time is read in the transaction, as the public API's writes
         # read it: read before queueing, a command that waited for the
         # writer was stamped earlier than writes committed ahead of it
         return await rt.db.write(
             lambda conn: _run(conn, format_time(rt.now()), req, action, memo_id, unit, new)
         )
-    finally:
-        rt.inflight.discard(slot)
 
 
 def _run(
