@@ -479,6 +479,15 @@ def _blocked_by(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     return [p["blocked_by"] for p in parents]
 
 
+def _activities(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Task.activities`, oldest first: one read for every task of the level,
+    the loader's own (off this path, graphql-core built a nested result far
+    past the object limit before refusing it, holding the event loop 5 s;
+    taskgraphaudit)."""
+    found = task_reads.activities_json(r.conn, [p["id"] for p in parents], r.now)
+    return [found[p["id"]] for p in parents]
+
+
 _register("Task", {
     "id": _global_id("Task"),
     "restId": key("id"),
@@ -497,6 +506,7 @@ _register("Task", {
     "project": ref("project", _projects, "project_id"),
     "dependsOn": refs("task", _tasks, "depends_on"),
     "subject": ref("task", _tasks, "subject_task_id"),
+    "activities": _activities,
 })  # fmt: skip
 _register("BlockedBy", {
     "decisionIds": key("decisions"),
