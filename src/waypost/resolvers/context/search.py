@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.params import search_terms
+from waypost.resolvers.context.words import Words, words_of
 
 if TYPE_CHECKING:
     from waypost.runtime import Runtime
@@ -44,22 +45,21 @@ class SearchTimedOut(Exception):
 def fts_query(q: str) -> str:
     """The FTS5 query of a request's `q` (the packet's, or a list's filter):
     its terms checked (a 400 naming `q`), each escaped, each once."""
-    return escape_fts(distinct_terms(search_terms(q)))
+    return escape_fts(search_terms(q))
 
 
-def distinct_terms(terms: list[str]) -> list[str]:
-    """`terms` with a repeat left out (ASCII compared without case, as the
-    tokenizer folds it): each term costs a pass over its list in the index,
-    and `the` 32 times took 3.5 s at 100,000 records (the time limit's
-    truncated answer), once 0.12 s. Matching all of them is matching each once."""
-    seen: set[str] = set()
+def distinct_terms(terms: list[str]) -> tuple[list[str], frozenset[Words]]:
+    """`terms` less each whose words (the index's tokenizer's: words.py) an
+    earlier term already asks for, and the words asked for. A term's phrase
+    is its words in order, so two terms of the same words are one phrase,
+    and matching all of them is matching each once."""
+    seen: set[Words] = set()
     kept = []
-    for term in terms:
-        key = term.lower() if term.isascii() else term
-        if key not in seen:
-            seen.add(key)
+    for term, words in zip(terms, words_of(terms), strict=True):
+        if words not in seen:
+            seen.add(words)
             kept.append(term)
-    return kept
+    return kept, frozenset(seen)
 
 
 def escape_fts(terms: list[str]) -> str:
@@ -73,11 +73,20 @@ def escape_fts(terms: list[str]) -> str:
     decomposed are then ORed, each as before; so the tokenizer itself still
     drops a term with no word in it (judging words by Python's Unicode
     tables instead dropped a newer emoji that SQLite's take for a word).
+
+    Each term is asked once (`distinct_terms`), and a form whose words are
+    those of a form before it is left out (a single accent on a Latin letter
+    is the same word composed or decomposed): each costs passes over the
+    index, which spellings of one word repeated 32 times ran to 12 s.
     """
     if all(term.isascii() for term in terms):
-        return " ".join(map(_phrase, terms))  # one form only: most queries
+        return " ".join(map(_phrase, distinct_terms(terms)[0]))  # one form: most queries
     forms = [terms, *([unicodedata.normalize(f, t) for t in terms] for f in ("NFC", "NFD"))]
-    distinct = list(dict.fromkeys(" ".join(map(_phrase, form)) for form in forms))
+    groups: dict[frozenset[Words], str] = {}
+    for form in forms:
+        kept, words = distinct_terms(form)
+        groups.setdefault(words, " ".join(map(_phrase, kept)))
+    distinct = list(groups.values())
     if len(distinct) == 1:
         return distinct[0]
     # FTS5 takes no implicit AND after a parenthesis, but ORs whole groups
