@@ -29,6 +29,7 @@ from waypost.schema.execution import PlainFieldExecutor
 from waypost.schema.fastpath import known
 from waypost.schema.limits import CACHED_QUERIES
 from waypost.schema.memo import Memo
+from waypost.schema.tasks import Task
 
 # Objects: root, project, connection, and per decision itself, `current`,
 # one `affected` entry, its task and the task's project (5 each). Fields of
@@ -124,6 +125,73 @@ async def test_graphql_core_counts_every_object_it_completes(human: Caller, proj
     with limited(objects_for(2) + 1):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and over_the_limit(r.content)
+
+
+async def test_a_list_of_dependencies_counts_whole_as_it_starts(
+    human: Caller, project: str
+) -> None:
+    """A revision's `dependsOn` counted its tasks only as they completed, so
+    a page of revisions built every dependency before the count passed the
+    limit: 3,100 revisions of 100 each made 310,000 tasks first, holding the
+    event loop 3 s (gqlloopaudit). Counted whole as the field starts, a list
+    that starts past the limit builds none of its tasks. (`me` keeps the
+    query on graphql-core's path; the count is the same.)"""
+    base = [await new_task(human, f"base {n}") for n in range(5)]
+    for n in range(4):
+        hub = await new_task(human, f"hub {n}", depends_on=base)
+        for priority in (1, 2):
+            await edit_task(human, hub, priority=priority)
+    query = """query { me { name } project(id: "demo") { tasks(first: 9) { nodes {
+      revisions { nodes { revision dependsOn { title } } } } } } }"""
+    built: list[str] = []
+    from_json = Task.from_json
+
+    def counted(d: dict[str, Any]) -> Task:
+        built.append(d["id"])
+        return from_json(d)
+
+    def ask() -> Any:
+        return human.client.post("/graphql", json={"query": query}, headers=human.headers())
+
+    with mock.patch.object(Task, "from_json", counted):
+        r = await ask()
+        assert json.loads(r.content)["data"]["project"], r.text
+        whole, built[:] = len(built), []
+        assert whole == 9 + 4 * 3 * 5  # the page, and five per hub revision
+        with limited(70):  # passed as the page's revisions start their dependencies
+            r = await ask()
+            assert r.status_code == 200 and over_the_limit(r.content)
+    # the lists that started within the limit were built, no other (before,
+    # every list had started, and built its tasks, before any completed)
+    assert len(built) - 9 <= 3 * 5, built
+
+
+async def test_a_decisions_affected_entries_are_made_only_when_asked_for(
+    human: Caller, project: str
+) -> None:
+    """Every decision of a list carries its current generation, whose
+    affected entries were made whether asked for or not: 1.6 of 2.6 s of a
+    task's hundred decisions of a hundred tasks each (gqlloopaudit)."""
+    from waypost.schema import decisions as module
+
+    tasks = [await new_task(human, f"task {n}") for n in range(3)]
+    await open_decision(human, tasks)
+    made: list[str] = []
+    real = module.DecisionAffected
+
+    def counted(**fields: Any) -> Any:
+        made.append(fields["task_id"])
+        return real(**fields)
+
+    query = """query {{ me {{ name }} project(id: "demo") {{ task(id: "{task}") {{
+      decisions {{ nodes {{ question {more} }} }} }} }} }}"""
+    with mock.patch.object(module, "DecisionAffected", counted):
+        for more, expected in (("", []), ("affected { pinnedRevision }", tasks)):
+            made.clear()
+            body = {"query": query.format(task=tasks[0], more=more)}
+            r = await human.client.post("/graphql", json=body, headers=human.headers())
+            assert json.loads(r.content)["data"]["project"]["task"], r.text
+            assert sorted(made) == sorted(expected), more
 
 
 async def test_a_known_query_whose_result_grew_past_the_limit_is_refused(

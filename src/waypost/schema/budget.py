@@ -16,7 +16,9 @@ the fields of a whole level before their values complete: counting only
 completed objects, 28 aliased `digest` fields under 10,000 projects had
 started 280,000 resolvers (10.8 s) before the count reached the limit. Past
 the limit no field starts, and the answer is one error and no data: a
-partial result would look like a complete one with holes.
+partial result would look like a complete one with holes. A list of task ids
+(`execution._ID_LISTS`) counts its items as it starts too, for the same
+reason, and its items are not counted again as they complete.
 """
 
 from __future__ import annotations

@@ -127,6 +127,18 @@ def _cursor_argument(nodes: list[Any], variables: dict[str, Any]) -> str:
     return given.pop() if len(given) == 1 else "cursor"
 
 
+# Plain lists of task ids an object holds (type, field -> its attribute):
+# counted whole as the field starts. Counted as their tasks completed, a
+# revision page's dependencies had been built before the count passed the
+# limit: 3,100 revisions of 100 dependencies each made 310,000 tasks first,
+# held the event loop 3 s and were refused after 8 s (gqlloopaudit).
+_ID_LISTS = {
+    ("Task", "dependsOn"): "depends_on_ids",
+    ("TaskRevision", "dependsOn"): "depends_on_ids",
+    ("KnowledgeScope", "tasks"): "task_ids",
+}
+
+
 def _fresh_loaders(context: Any) -> None:
     if isinstance(context, Context):
         context.start_operation()
@@ -143,6 +155,10 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     # others were committed. (Unlimited, a replay of one `taskCreate` answered
     # 48 MB of `dependsOn { description }` per alias, writing nothing.)
     mutation = False
+
+    # the paths of the id lists counted whole as they started (`_ID_LISTS`):
+    # their items are not counted again as they complete
+    _counted_lists: set[Path] | None = None
 
     # set on a subscription event's executor whose answer can be shared
     # (schema/shared_events.py): the event, and what the operation asks
@@ -230,6 +246,12 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         field_def = self.schema.get_field(parent_type, node.name.value)
         if field_def is not None and budget.holds_objects(field_def.type):
             self.objects += 1  # a field that will hold objects counts as it starts
+            listed = _ID_LISTS.get((parent_type.name, node.name.value))
+            if listed is not None:
+                self.objects += len(getattr(source, listed))  # and a list of ids, whole
+                if self._counted_lists is None:
+                    self._counted_lists = set()
+                self._counted_lists.add(path)
             if self.objects > self.max_objects and not root_mutation:
                 return None
         attribute = _plain_attribute(field_def) if field_def is not None else ""
@@ -254,8 +276,10 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         grouped_field_set: Any,
         position_context: Any,
     ) -> Any:
-        # every object of the result passes here once, whichever path completes it
-        self.objects += 1
+        # every object of the result passes here once, whichever path completes
+        # it (an item of a list counted whole as it started is counted already)
+        if not (self._counted_lists and path is not None and path.prev in self._counted_lists):
+            self.objects += 1
         if self.objects > self.max_objects:
             return {}  # build_response answers with the error, whatever data was made
         return super().execute_fields(
@@ -281,6 +305,7 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         executor = super().build_per_event_executor(payload)
         if isinstance(executor, PlainFieldExecutor):
             executor.objects = executor.text = 0
+            executor._counted_lists = None
             executor._event_subfields = {}
             if shared_events.is_batch(payload):
                 executor._batch = payload
