@@ -74,8 +74,8 @@ def _tasks(r: Reads, ids: list[str]) -> list[Json | None]:
 
 # The task JSON key each field of the fast path reads from a task record
 # (`id`, `project_id`, `subject_task_id` are always there: `Task.id`,
-# `restId`, `projectId`, `project`, `subject`, `Project.task`; a test checks
-# that every registered Task field is covered).
+# `restId`, `projectId`, `project`, `subject`, `activities`, `Project.task`;
+# a test checks that every registered Task field is covered).
 TASK_KEYS: dict[tuple[str, str], str] = {
     ("Task", "title"): "title",
     ("Task", "description"): "description",
