@@ -156,6 +156,9 @@ class DecisionGeneration:
     # entries of each (100 per decision of a task's list) took 1.6 of 2.6 s
     # where no `affected` was selected (gqlloopaudit)
     affected_json: strawberry.Private[list[dict[str, Any]]]
+    affected: list[DecisionAffected] = strawberry.field(
+        resolver=lambda self: self.affected_entries()
+    )
     policy_revision: int
     environment: str
     conditions: list[str]
@@ -166,10 +169,6 @@ class DecisionGeneration:
     at: DateTime
     answer: DecisionAnswer | None
     affected_made: strawberry.Private[list[DecisionAffected] | None] = None
-
-    @strawberry.field
-    def affected(self) -> list[DecisionAffected]:
-        return self.affected_entries()
 
     def affected_entries(self) -> list[DecisionAffected]:
         """The entries, made once (a prefetch attaches their tasks to them)."""

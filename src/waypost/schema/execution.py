@@ -131,7 +131,10 @@ def _cursor_argument(nodes: list[Any], variables: dict[str, Any]) -> str:
 # counted whole as the field starts. Counted as their tasks completed, a
 # revision page's dependencies had been built before the count passed the
 # limit: 3,100 revisions of 100 dependencies each made 310,000 tasks first,
-# held the event loop 3 s and were refused after 8 s (gqlloopaudit).
+# held the event loop 3 s and were refused after 8 s (gqlloopaudit). The
+# count is the one the items would make because every id names a task: tasks
+# are never deleted, and dependency and scope ids are checked as written (the
+# loader and the fast path leave out an id naming nothing).
 _ID_LISTS = {
     ("Task", "dependsOn"): "depends_on_ids",
     ("TaskRevision", "dependsOn"): "depends_on_ids",

@@ -34,13 +34,21 @@ def _tokenizer() -> sqlite3.Connection:
 
 
 def words_of(terms: list[str]) -> list[Words]:
-    """The words of each term, in order (none for punctuation alone)."""
+    """The words of each term, in order (none for punctuation alone). The
+    terms hold no NUL (`search_terms` refuses it, the lifecycle's search
+    splits on it): FTS5's query parser ends a string there, this table not."""
     if all(term.isascii() and term.isalnum() for term in terms):
         return [(term.lower(),) for term in terms]
     conn = _tokenizer()
-    conn.execute("DELETE FROM terms")
-    conn.executemany("INSERT INTO terms (rowid, term) VALUES (?, ?)", enumerate(terms, 1))
     found: list[list[str]] = [[] for _ in terms]
-    for doc, word in conn.execute("SELECT doc, term FROM words ORDER BY doc, offset"):
-        found[doc - 1].append(word)
+    # one transaction, rolled back: the table stays empty, and each row in a
+    # transaction of its own made FTS5 flush and merge a segment per row
+    # (2.2-2.7 ms of the event loop for 32 terms, 0.3 ms so; review42)
+    conn.execute("BEGIN")
+    try:
+        conn.executemany("INSERT INTO terms (rowid, term) VALUES (?, ?)", enumerate(terms, 1))
+        for doc, word in conn.execute("SELECT doc, term FROM words ORDER BY doc, offset"):
+            found[doc - 1].append(word)
+    finally:
+        conn.execute("ROLLBACK")
     return [tuple(words) for words in found]
