@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.params import search_terms
-from waypost.resolvers.context.words import Words, words_of
+from waypost.resolvers.context.words_store import Words, words_of
 
 if TYPE_CHECKING:
     from waypost.runtime import Runtime
@@ -49,7 +49,7 @@ def fts_query(q: str) -> str:
 
 
 def distinct_terms(terms: list[str]) -> tuple[list[str], frozenset[Words]]:
-    """`terms` less each whose words (the index's tokenizer's: words.py) an
+    """`terms` less each whose words (the index's tokenizer's: words_store.py) an
     earlier term already asks for, and the words asked for. A term's phrase
     is its words in order, so two terms of the same words are one phrase,
     and matching all of them is matching each once."""
