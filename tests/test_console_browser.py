@@ -1087,6 +1087,9 @@ def test_the_inbox_says_at_once_when_the_browser_goes_offline_and_looks_when_bac
     mode = "socket" if _offers_subscriptions(world) else "poll"
     page.locator(f"html[data-live={mode}]").wait_for(state="attached")
     status = page.locator("#live-status")
+    page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
+      new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
+        .observe(region, { childList: true, characterData: true, subtree: true }); }""")
     page.context.set_offline(True)
     status.wait_for(state="visible", timeout=3000)
     missed = world.open_decision(world.agent, question="Asked while offline?",
@@ -1095,6 +1098,12 @@ def test_the_inbox_says_at_once_when_the_browser_goes_offline_and_looks_when_bac
     page.context.set_offline(False)
     page.locator(f"[data-decision='{missed}']").wait_for(timeout=5000)
     status.wait_for(state="hidden", timeout=5000)
+    page.wait_for_timeout(300)  # the announcer writes a moment later
+    # the pause said once, and its end (a screen reader heard only the pause)
+    said = page.evaluate("() => window.said")
+    assert [s for s in said if s.startswith("Updates paused")] != [], said
+    assert len([s for s in said if s.startswith("Updates paused")]) == 1, said
+    assert said.count("Updates resumed: this page is current again.") == 1, said
 
 
 def test_graphiql_loads_from_the_package(tab: Tab, world: World) -> None:

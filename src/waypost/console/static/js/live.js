@@ -249,11 +249,13 @@ export class Live {
 // The page-wide notice that refreshes are failing (index.html #live-status).
 // A live region that appears with its text already in it is often not read
 // out (a11yaudit), so the change is also said in the page's announcer, once
-// per pause rather than at every failed retry.
+// per pause rather than at every failed retry; and so is its end (a screen
+// reader heard "paused" and never that the page was current again).
 function showPaused(paused) {
   const status = document.getElementById("live-status");
   if (status) {
     if (paused && status.hidden) announce(status.textContent);
+    if (!paused && !status.hidden) announce("Updates resumed: this page is current again.");
     status.hidden = !paused;
   }
   document.documentElement.dataset.livePaused = paused ? "true" : "false";
