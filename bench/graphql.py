@@ -54,6 +54,24 @@ query Dashboard($project: String!) {
 }
 """
 
+# a task board: each task's latest revisions and the decisions that affected it
+# (Task.revisions and Task.decisions, on the fast path since 2026-12-05)
+TASK_BOARD = """
+query TaskBoard($project: String!) {
+  project(id: $project) {
+    tasks(first: 50) {
+      nodes {
+        restId title status revision ready
+        revisions(first: 5) {
+          totalCount nodes { revision priority changedFields at actor { name } }
+        }
+        decisions(first: 5) { totalCount nodes { restId question status generation } }
+      }
+    }
+  }
+}
+"""
+
 
 @dataclass
 class Bench:
@@ -118,14 +136,26 @@ async def bench_service(path: Path) -> AsyncIterator[Bench]:
             yield bench
 
 
-async def graphql_call(b: Bench) -> dict[str, Any]:
+async def graphql_call(b: Bench, query: str = DASHBOARD) -> dict[str, Any]:
     r = await b.client.post(
-        "/graphql", json={"query": DASHBOARD, "variables": {"project": "dash"}}, headers=b.human
+        "/graphql", json={"query": query, "variables": {"project": "dash"}}, headers=b.human
     )
     body: dict[str, Any] = r.json()
     if "errors" in body:
         raise SystemExit(f"dashboard query failed: {r.text[:500]}")
     return body
+
+
+async def edit_priorities(b: Bench, times: int) -> None:
+    """Revisions for the task board: priority edits (not judged, so every
+    answer keeps counting)."""
+    tasks = (await b.send("GET", f"{API}/tasks?limit=50"))["items"]
+    for task in tasks:
+        revision = task["revision"]
+        for step in range(times):
+            path = f"{API}/tasks/{task['id']}"
+            body = {"expected_revision": revision, "priority": step + 1}
+            revision = (await b.send("PATCH", path, body))["revision"]
 
 
 async def rest_everything(b: Bench) -> int:
@@ -170,6 +200,13 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
     async def rest_all(i: int) -> None:
         calls.append(await rest_everything(b))
 
+    async def board(i: int) -> None:
+        await graphql_call(b, TASK_BOARD)
+
+    async def board_per_field(i: int) -> None:
+        with per_field_execution():
+            await graphql_call(b, TASK_BOARD)
+
     rows = [
         await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
                       budget=budget, warmup=5),
@@ -179,9 +216,14 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
                       budget=budget, warmup=2),
         await measure("GraphQL dashboard, fast path off (graphql-core per field)", n,
                       gql_per_field, budget=budget, warmup=5),
+        await measure("GraphQL task board: 50 tasks, 5 revisions and decisions each", n,
+                      board, budget=budget, warmup=5),
+        await measure("GraphQL task board, fast path off (graphql-core per field)", n,
+                      board_per_field, budget=budget, warmup=5),
     ]  # fmt: skip
     rows[2].name += f" = {calls[-1]} calls"
-    sql = [await b.statements(f) for f in (gql, rest_list, rest_all, gql_per_field)]
+    runs = (gql, rest_list, rest_all, gql_per_field, board, board_per_field)
+    sql = [await b.statements(f) for f in runs]
     return rows, sql
 
 
@@ -199,6 +241,7 @@ async def run_suite(directory: Path, n: int, budget: float) -> None:
             made = size
             counts.append((size, await b.statements(gql)))
             if size == 50:
+                await edit_priorities(b, 4)
                 rows, sql = await side_by_side(b, n, budget)
         print(f"(seeding through the API: {time.perf_counter() - started:.1f}s)\n")
         report(rows, rows[1], "x one REST list")
@@ -210,3 +253,5 @@ async def run_suite(directory: Path, n: int, budget: float) -> None:
             print(f"  {size:4d} decisions: {count} statements")
         ratio = rows[0].median / rows[1].median
         print(f"\nGraphQL dashboard / one REST list (median): {ratio:.2f}x (target: within 2x)")
+        board = rows[5].median / rows[4].median
+        print(f"Task board, graphql-core per field / fast path (median): {board:.2f}x")

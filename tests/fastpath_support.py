@@ -18,11 +18,13 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import (
     BASE,
     answer,
+    edit_task,
     new_task,
     open_decision,
     reopen,
     send_answer,
     set_policy,
+    task_path,
 )
 from waypost.schema import fastpath
 from waypost.schema.fastpath import known
@@ -74,7 +76,8 @@ async def both(caller: Caller, query: str, variables: dict[str, Any] | None = No
 
 
 async def seed(service: Service, human: Caller) -> dict[str, Any]:
-    """Two projects; tasks with dependencies, criteria, a lease; decisions
+    """Two projects; tasks with dependencies, criteria, a lease, revisions,
+    checkpoints and a submission; decisions
     pending, allowed, deferred and reopened, relayed, and reopened twice."""
     for project_id in ("demo", "other"):
         r = await human.post("/api/v1/projects", {"id": project_id, "name": project_id.title()})
@@ -86,6 +89,14 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
     d = await new_task(human, "Verify", subject_task_id=b)
     agent = await service.agent()
     r = await agent.post(f"{BASE}/claims", {"task_id": c})
+    assert r.status_code == 200, r.text
+    # histories: revisions that change what a task depends on, checkpoints, a submission
+    await edit_task(human, b, priority=7)
+    await edit_task(human, b, depends_on=[a, c])
+    for note in ("copied half the rows", "copied the rest"):
+        r = await agent.post(f"{task_path(c)}/checkpoint", {"note": note})
+        assert r.status_code == 200, r.text
+    r = await agent.post(f"{task_path(c)}/submit", {"summary": "Announced in #general."})
     assert r.status_code == 200, r.text
 
     pending = await open_decision(

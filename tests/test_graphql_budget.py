@@ -24,6 +24,7 @@ from tests.fastpath_support import both
 from tests.live_support import graphql_ws, running
 from tests.test_graphql_fastpath import documents, world
 from waypost.resolvers.decisions import digest
+from waypost.resolvers.tasks import stored_gate
 from waypost.schema import budget
 from waypost.schema.execution import PlainFieldExecutor
 from waypost.schema.fastpath import known
@@ -164,6 +165,41 @@ async def test_a_list_of_dependencies_counts_whole_as_it_starts(
     # the lists that started within the limit were built, no other (before,
     # every list had started, and built its tasks, before any completed)
     assert len(built) - 9 <= 3 * 5, built
+
+
+async def test_the_fast_path_refuses_a_list_of_ids_before_reading_its_tasks(
+    human: Caller, project: str
+) -> None:
+    """The same lists on the fast path (revisions joined it on 2026-12-05):
+    every id of a level's lists becomes an object of the next level, so a
+    level whose ids pass the limit is refused before its tasks are read,
+    where graphql-core refuses it too."""
+    base = [await new_task(human, f"base {n}") for n in range(5)]
+    for n in range(4):
+        hub = await new_task(human, f"hub {n}", depends_on=base)
+        for priority in (1, 2):
+            await edit_task(human, hub, priority=priority)
+    query = """query { project(id: "demo") { tasks(first: 9) { nodes {
+      revisions { nodes { revision dependsOn { title } } } } } } }"""
+    read: list[list[str]] = []
+    by_ids = stored_gate.tasks_by_ids
+
+    def reading(conn: Any, ids: list[str], *args: Any) -> Any:
+        read.append(list(ids))
+        return by_ids(conn, ids, *args)
+
+    # 76 objects down to the revisions' `dependsOn` fields, and their 60 tasks
+    whole = 76 + 4 * 3 * 5
+    with mock.patch.object(stored_gate, "tasks_by_ids", reading):
+        with limited(whole):
+            answers = await both(human, query)
+            assert answers.answered and answers.fast == answers.slow
+        assert sorted(read[0]) == sorted(base)  # the fast path read the dependencies
+        read.clear()
+        with limited(whole - 1):
+            answers = await both(human, query)
+            assert answers.fast == answers.slow and over_the_limit(answers.fast)
+    assert read == []  # refused before the 60 ids were read
 
 
 async def test_a_decisions_affected_entries_are_made_only_when_asked_for(

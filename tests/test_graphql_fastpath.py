@@ -85,6 +85,20 @@ REALISTIC = [
         """{ project(id: "demo") { decisions(first: 1) { pageInfo { endCursor } } } }""",
         None,
     ),
+    (
+        """{ project(id: "demo") { tasks { nodes { restId revision
+             revisions(first: 2) { totalCount pageInfo { hasNextPage endCursor }
+               nodes { revision title description acceptanceCriteria kind priority
+                 dependsOnIds changedFields judgedChange at actor { name }
+                 dependsOn { restId revision } } }
+             checkpoints { totalCount edges { cursor node { restId note actorSessionId at
+               actor { kind } } } }
+             submissions { totalCount nodes { restId taskRevision summary actorSessionId at
+               task { restId status } actor { name } } }
+             decisions(first: 2) { totalCount pageInfo { hasNextPage hasPreviousPage }
+               nodes { restId status generation affected { taskId } } } } } } }""",
+        None,
+    ),
 ]
 
 
@@ -327,6 +341,16 @@ LEAVES: dict[str, list[str]] = {
     "Digest": ["projectId", "generatedAt", "readyTaskCount"],
     "DigestTruncated": ["pendingDecisions", "proceededByTimeout", "timingOutSoon",
                         "blockedTasks"],
+    "TaskRevisionConnection": ["totalCount"],
+    "TaskCheckpointConnection": ["totalCount"],
+    "SubmissionConnection": ["totalCount"],
+    "TaskRevisionEdge": ["cursor"],
+    "TaskCheckpointEdge": ["cursor"],
+    "SubmissionEdge": ["cursor"],
+    "TaskRevision": ["revision", "title", "description", "acceptanceCriteria", "kind",
+                     "priority", "dependsOnIds", "changedFields", "judgedChange", "at"],
+    "TaskCheckpoint": ["restId", "note", "actorSessionId", "at"],
+    "Submission": ["restId", "taskRevision", "summary", "actorSessionId", "at"],
 }  # fmt: skip
 LINKS: dict[str, dict[str, str]] = {
     "Project": {"createdBy": "Principal", "decisions": "DecisionConnection",
@@ -351,8 +375,16 @@ LINKS: dict[str, dict[str, str]] = {
     "DecisionAnswer": {"relay": "Relay", "actor": "Principal", "authorizedBy": "Principal"},
     "DecisionAffected": {"task": "Task"},
     "Task": {"blockedBy": "BlockedBy", "project": "Project", "dependsOn": "Task",
-             "subject": "Task", "activities": "Task"},
+             "subject": "Task", "activities": "Task", "revisions": "TaskRevisionConnection",
+             "checkpoints": "TaskCheckpointConnection", "submissions": "SubmissionConnection",
+             "decisions": "DecisionConnection"},
     "BlockedBy": {"decisions": "Decision", "dependencies": "Task"},
+    **{f"{t}Connection": {"nodes": t, "edges": f"{t}Edge", "pageInfo": "PageInfo"}
+       for t in ("TaskRevision", "TaskCheckpoint", "Submission")},
+    **{f"{t}Edge": {"node": t} for t in ("TaskRevision", "TaskCheckpoint", "Submission")},
+    "TaskRevision": {"dependsOn": "Task", "actor": "Principal"},
+    "TaskCheckpoint": {"actor": "Principal"},
+    "Submission": {"task": "Task", "actor": "Principal"},
 }  # fmt: skip
 PAGING = ["", "", "(first: 1)", "(first: 2)", "(first: 100)", "(last: 2)", "(first: 0)",
           '(after: "bad")']  # fmt: skip
@@ -368,6 +400,10 @@ ARGS: dict[tuple[str, str], list[str]] = {
         '(q: "\\"")',
     ],
     ("Project", "task"): ['(id: "task_nope")', "(id: $task)"],
+    ("Task", "revisions"): PAGING,
+    ("Task", "checkpoints"): PAGING,
+    ("Task", "submissions"): PAGING,
+    ("Task", "decisions"): PAGING,
 }
 FRAGMENTS = {
     "TaskBits": "fragment TaskBits on Task { restId title status ready revision }",
@@ -383,6 +419,8 @@ STARTS = [
     ("Task", "tasks(first: 3) { nodes { * } }"),
     ("DecisionAnswer", "decisions { edges { node { current { answer { * } } } } }"),
     ("Digest", "digest { * }"),
+    ("TaskRevision", "tasks(first: 3) { nodes { revisions { nodes { * } } } }"),
+    ("Submission", "tasks { nodes { submissions(first: 2) { nodes { * } } } }"),
 ]
 aliases = st.sampled_from(["", "", "", "x: ", "y: "])
 directives = st.sampled_from(["", "", "", " @include(if: $yes)", " @skip(if: $yes)",

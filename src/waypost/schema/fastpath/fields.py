@@ -7,7 +7,8 @@ exactly as the DataLoaders make it, whatever the number of parents.
 
 Only fields whose normal resolver does nothing but read are here, and their
 reads are the same functions (`loaders.*_sync`, the decisions list and
-count), except tasks by id: those come from `tasks.stored_gate`, the same
+count, a task's histories and decisions in `task_histories.py`), except
+tasks by id: those come from `tasks.stored_gate`, the same
 task JSON with `ready` read from the stored gate state and `blocked_by`
 derived from the history only when `blockedBy` is selected (a dashboard
 asks every task whether it is ready, rarely why not). The caller's
@@ -33,7 +34,8 @@ from waypost.resolvers.projects import operations as project_ops
 from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
-from waypost.schema import loaders
+from waypost.schema import budget, loaders
+from waypost.schema.fastpath import task_histories
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
 
@@ -89,6 +91,7 @@ TASK_KEYS: dict[tuple[str, str], str] = {
     ("Task", "createdAt"): "created_at",
     ("Task", "updatedAt"): "updated_at",
     ("Task", "dependsOn"): "depends_on",
+    ("Task", "revisions"): "revision",  # revisions are numbered 1..revision
     ("DecisionAffected", "currentRevision"): "revision",
 }
 
@@ -120,6 +123,11 @@ def refs(kind: str, read: Read, attribute: str) -> Resolver:
 
     def resolve(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         lists = [p[attribute] for p in parents]
+        # every id becomes an object of the next level: past the limit, refuse
+        # before reading them (graphql-core counts these lists whole as they
+        # start too: schema/execution.py `_ID_LISTS`)
+        if r.objects + sum(map(len, lists)) > r.max_objects:
+            raise budget.ObjectsExceeded
         found = iter(r.records(kind, [i for ids in lists for i in ids], read))
         return [[x for x in (next(found) for _ in ids) if x is not None] for ids in lists]
 
@@ -507,10 +515,50 @@ _register("Task", {
     "dependsOn": refs("task", _tasks, "depends_on"),
     "subject": ref("task", _tasks, "subject_task_id"),
     "activities": _activities,
+    "revisions": task_histories.revisions,
+    "checkpoints": task_histories.history(task_reads.CHECKPOINTS),
+    "submissions": task_histories.history(task_reads.SUBMISSIONS),
+    "decisions": task_histories.decisions,
 })  # fmt: skip
 _register("BlockedBy", {
     "decisionIds": key("decisions"),
     "decisionsTruncated": key("decisions_truncated"),
     "decisions": refs("decision", _decisions, "decisions"),
     "dependencies": refs("task", _tasks, "dependencies"),
+})  # fmt: skip
+
+# --- a task's histories (task_histories.py) --------------------------------------
+
+_connection("TaskRevision")
+_connection("TaskCheckpoint")
+_connection("Submission")
+_register("TaskRevision", {
+    "revision": key("revision"),
+    "title": key("title"),
+    "description": key("description"),
+    "acceptanceCriteria": key("acceptance_criteria"),
+    "kind": key("kind"),
+    "priority": key("priority"),
+    "dependsOnIds": key("depends_on"),
+    "changedFields": key("changed_fields"),
+    "judgedChange": key("judged_change"),
+    "dependsOn": refs("task", _tasks, "depends_on"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "at": key("at"),
+})  # fmt: skip
+_register("TaskCheckpoint", {
+    "restId": key("id"),
+    "note": key("note"),
+    "actorSessionId": key("actor_session_id"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "at": key("at"),
+})  # fmt: skip
+_register("Submission", {
+    "restId": key("id"),
+    "taskRevision": key("task_revision"),
+    "summary": key("summary"),
+    "actorSessionId": key("actor_session_id"),
+    "task": ref("task", _tasks, "task_id"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "at": key("at"),
 })  # fmt: skip
