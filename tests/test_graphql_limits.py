@@ -13,6 +13,7 @@ import pytest
 from graphql import parse, specified_rules
 
 from tests.conftest import Caller, Service
+from tests.live_support import graphql_ws, running
 from waypost.schema import schema
 from waypost.schema.limits import (
     MAX_NODES,
@@ -273,16 +274,42 @@ async def test_a_first_past_graphqls_int_is_refused_as_no_int(human: Caller) -> 
 
 
 async def test_a_first_of_five_thousand_digits_is_refused_not_a_fault(
-    human: Caller, caplog: pytest.LogCaptureFixture
+    service: Service, human: Caller, caplog: pytest.LogCaptureFixture
 ) -> None:
     """int() refuses 4,300 digits or more: in the node limit that was a 500
     ("Unexpected error.", with a logged traceback), and in graphql-core's
     literal check it was masked as one."""
-    query = "{ projects(first: " + "9" * 5000 + ") { totalCount } }"
+    big = "9" * 5000
+    query = "{ projects(first: " + big + ") { totalCount } }"
     with caplog.at_level(logging.ERROR):
         data = (await gql(human, query)).json()
     assert data["data"] is None and codes(data) == ["invalid_request"], data
     assert "unhandled" not in caplog.text
+    # and in the service's words, never Python's ("Exceeds the limit (4300
+    # digits) for integer string conversion ... sys.set_int_max_str_digits()"):
+    # a literal, a variable's default, a mutation's input
+    for each in (
+        query,
+        "query ($n: Int = " + big + ") { projects(first: $n) { totalCount } }",
+        'mutation { policyUpdate(input: {idempotencyKey: "k", projectId: "p",'
+        " expectedRevision: " + big + "}) { replayed } }",
+    ):
+        data = (await gql(human, each)).json()
+        in_our_words(data["errors"])
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(
+            'subscription { projectEvents(projectId: "p", after: ' + big + ") { sequence } }"
+        )
+        message = await client.receive()
+        assert (message["id"], message["type"]) == (op, "error"), message
+        in_our_words(message["payload"])
+
+
+def in_our_words(errors: list[dict[str, Any]]) -> None:
+    [error] = errors
+    assert error["message"].startswith("Expected value of type 'Int'"), error
+    assert "Exceeds" not in error["message"] and "sys." not in error["message"], error
+    assert error["extensions"] == {"code": "invalid_request"}
 
 
 def operations_sharing_fragments(operations: int, fragments: int) -> str:

@@ -402,6 +402,21 @@ async def test_action_post_accepts_an_empty_body(service: Service) -> None:
     assert r.status_code == 201, r.text
 
 
+@pytest.mark.parametrize("body", [b" \t\r\n", b"\x0b", b"\x0c", b"\x1c"])
+async def test_an_action_body_of_json_whitespace_alone_is_empty(
+    service: Service, body: bytes
+) -> None:
+    """JSON's whitespace is space, tab, CR and LF (RFC 8259): a body of a
+    vertical tab or a form feed was read as empty (Python's `bytes.strip`)."""
+    agent = await service.principal("agent")
+    headers = {**agent.headers("ws-body"), "Content-Type": "application/json"}
+    r = await agent.client.post("/api/v1/sessions", content=body, headers=headers)
+    if body.strip(b" \t\r\n"):
+        assert_error(r, 400, "invalid_request")
+    else:
+        assert r.status_code == 201, r.text
+
+
 async def test_action_post_accepts_an_empty_object(service: Service) -> None:
     agent = await service.principal("agent")
     assert (await agent.post("/api/v1/sessions", {})).status_code == 201

@@ -186,7 +186,8 @@ async def _body_value(scope: Scope, receive: Receive) -> Any:
         raw = await read_body(scope, receive, BODY_LIMIT)
         if raw and not json_body:  # chunks may add up to no body, which needs no type
             raise UnsupportedMediaType("Content-Type must be application/json")
-    return parse_json(raw) if raw.strip() else {}
+    # JSON's whitespace only (RFC 8259): bytes.strip() took VT and FF too
+    return parse_json(raw) if raw.strip(b" \t\r\n") else {}
 
 
 def now_header(scope: Scope) -> dict[str, str]:

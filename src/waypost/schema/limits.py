@@ -513,6 +513,22 @@ def _explain_abort(errors: list[GraphQLError]) -> list[GraphQLError]:
     return errors
 
 
+def _in_our_words(errors: list[GraphQLError]) -> list[GraphQLError]:
+    """graphql-core quotes the exception a literal's parsing raised: an Int
+    literal of 4,300 digits or more answered in Python's own words ("Exceeds
+    the limit (4300 digits) for integer string conversion ... use
+    sys.set_int_max_str_digits()"), over HTTP and WebSocket alike."""
+    return [
+        e
+        if e.original_error is None or isinstance(e.original_error, GraphQLError)
+        else GraphQLError(
+            e.message.replace(f", but encountered error '{e.original_error}'; found", ", found"),
+            e.nodes,
+        )
+        for e in errors
+    ]
+
+
 class QueryLimits(SchemaExtension):
     """Replaces Strawberry's validation step: limits first, then graphql-core's rules.
 
@@ -544,7 +560,7 @@ class QueryLimits(SchemaExtension):
             cached = _RESULTS.get(key) if key is not None else None
             if cached is None:
                 found = await off_loop(validate_document, schema, document, rules)
-                cached = _explain_abort(found)
+                cached = _in_our_words(_explain_abort(found))
                 if key is not None:
                     _RESULTS.put(key, cached)
             errors = cached
