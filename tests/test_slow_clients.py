@@ -345,6 +345,16 @@ async def test_a_head_rfc_9112_refuses_is_refused_and_closed(
         answer = await exchange(port, head)
     assert answer.split(b" ")[1] == status, answer
     assert b"echo:" not in answer  # the app never ran
+    if http == "httptools":  # the service's refusal (h11 writes its own)
+        assert_security_headers(answer)
+
+
+def assert_security_headers(answer: bytes) -> None:
+    """The service's own refusals carry them too ("every response, errors
+    included"; they had none: httpsemaudit)."""
+    head = answer.partition(b"\r\n\r\n")[0].lower()
+    assert b"\r\ncache-control: no-store\r\n" in head + b"\r\n", head
+    assert b"\r\nx-content-type-options: nosniff\r\n" in head + b"\r\n", head
 
 
 UPGRADE = (
@@ -372,6 +382,7 @@ async def test_a_websocket_upgrade_gets_the_head_checks_too(head: bytes, status:
     async with listening("httptools", deadline=60) as port:
         answer = await exchange(port, head)
     assert answer.split(b" ")[1] == status, answer[:100]
+    assert_security_headers(answer)
 
 
 @pytest.mark.parametrize("http", PARSERS)
@@ -733,6 +744,36 @@ async def test_an_upgrade_pipelined_behind_unanswered_requests_is_refused_after_
     statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", answer)
     assert statuses == [b"200"] * ahead + [b"400"], statuses
     assert answer.endswith(b"A WebSocket upgrade is not taken behind requests not yet answered.")
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+@pytest.mark.parametrize(
+    "refused",
+    [
+        b"get / HTTP/1.1\r\nHost: x\r\n\r\n",  # a head the parser refuses
+        b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+        # a body the parser refuses (no chunk size): its request is cut
+        b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+async def test_a_request_the_parser_refuses_is_answered_after_those_before_it(
+    ahead: int, refused: bytes
+) -> None:
+    """uvicorn answered it 400 at once and closed: the answer of the request
+    being answered was lost (a write committed, its client read the 400 as
+    its answer; httpsemaudit). Those ahead are answered, in order, then the
+    400, and the connection closes."""
+    async with listening("httptools", deadline=60) as port:
+        request = b"POST /?wait=0.1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi"
+        answer = await exchange(port, request * ahead + refused)
+    statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", answer)
+    assert statuses == [b"200"] * ahead + [b"400"], answer
+    assert answer.count(b"echo:hi") == ahead
+    assert_security_headers(answer.rpartition(b"HTTP/1.1 400 ")[2])
+    async with listening("httptools", deadline=60) as port:
+        alone = await exchange(port, refused)  # nothing ahead: at once
+    assert alone.startswith(b"HTTP/1.1 400 "), alone
+    assert_security_headers(alone)
 
 
 async def test_a_refused_upgrade_closes_even_when_its_client_never_reads() -> None:

@@ -87,6 +87,8 @@ from uvicorn.importer import import_from_string
 from uvicorn.protocols.http.flow_control import FlowControl
 from websockets.http11 import MAX_LINE_LENGTH, MAX_NUM_HEADERS
 
+from waypost.http.responses import SECURITY_HEADERS, raw_headers
+
 # The request line and headers of one request, at most (a bearer token, a
 # session, an idempotency key and a browser's headers take a few KiB).
 HEAD_MOST = 64 * 1024
@@ -162,19 +164,18 @@ class _Refusal:
 
     def __init__(self, status: int, reason: str, message: bytes) -> None:
         self.status, self.message = status, message
-        self.raw = (
-            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
-            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-            % (status, reason.encode(), len(message), message)
-        )
+        # the security headers too: "every response, errors included"
+        self.headers = [
+            (b"content-type", b"text/plain; charset=utf-8"),
+            (b"content-length", b"%d" % len(message)),
+            (b"connection", b"close"),
+            *raw_headers(SECURITY_HEADERS),
+        ]
+        lines = b"".join(b"%s: %s\r\n" % header for header in self.headers)
+        self.raw = b"HTTP/1.1 %d %s\r\n%s\r\n%s" % (status, reason.encode(), lines, message)
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        headers = [
-            (b"content-type", b"text/plain; charset=utf-8"),
-            (b"content-length", b"%d" % len(self.message)),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": self.status, "headers": headers})
+        await send({"type": "http.response.start", "status": self.status, "headers": self.headers})
         await send({"type": "http.response.body", "body": self.message})
 
 
@@ -270,16 +271,19 @@ def with_request_deadline(
         # bytes the client sent that wait unparsed while PIPELINE_MOST
         # requests wait for their answers (httptools)
         _held = b""
-        # a WebSocket upgrade came pipelined behind requests still to be
-        # answered: refused once they are, nothing more read (httptools)
-        _upgrade_refused = False
+        # the answer to a request refused behind requests still to be
+        # answered (a WebSocket upgrade, a request the parser refused): sent
+        # once they are, nothing more read meanwhile (httptools)
+        _refused_behind: bytes | None = None
+        # the request whose body the parser's refusal cut: never answered
+        _cut: Any = None
 
         def connection_made(self, transport: Any) -> None:
             self._unanswered = deque()
             super().connection_made(transport)
             if counts_bytes:  # before any request (each cycle is handed `flow`)
                 self.flow = _HoldingFlow(
-                    transport, lambda: bool(self._held) or self._upgrade_refused
+                    transport, lambda: bool(self._held) or self._refused_behind is not None
                 )
             if cap is not None and cap.full():
                 cap.refused()
@@ -288,7 +292,7 @@ def with_request_deadline(
             self._watch()
 
         def data_received(self, data: bytes) -> None:
-            if self._upgrade_refused:
+            if self._refused_behind is not None:
                 return  # the connection closes once the answers before it are out
             if not counts_bytes:
                 self._parse(data)
@@ -308,7 +312,7 @@ def with_request_deadline(
                     return
                 if self.transport.is_closing() or self._refuse_after_response:
                     return  # closed, or to be once its answer is out: the rest is never read
-                if self._upgrade_refused:
+                if self._refused_behind is not None:
                     return
                 if len(self._pending()) > PIPELINE_MOST:
                     self._held = data[start:]
@@ -380,9 +384,10 @@ def with_request_deadline(
             if self._refuse_after_response:
                 self._close_refused()
                 return
-            if self._upgrade_refused:
-                if not self._pending() and not self.transport.is_closing():
-                    self.transport.write(_upgrade_pipelined.raw)
+            if self._refused_behind is not None:
+                waiting = any(cycle is not self._cut for cycle in self._pending())
+                if not waiting and not self.transport.is_closing():
+                    self.transport.write(self._refused_behind)
                     self.transport.close()
                     # a close waits for the unsent rest: the client must take it
                     # (review31: a client that never read held it for ever)
@@ -418,10 +423,7 @@ def with_request_deadline(
                 # requests before it still wait for their answers: its 101
                 # went out first, and their answers after it, into the
                 # WebSocket's stream (review30). It is refused after them.
-                self._upgrade_refused = True
-                # through the flow control, which holds off uvicorn's resuming
-                # after each answer (review31: 200 MB read and dropped)
-                self.flow.pause_reading()
+                self._refuse_behind(_upgrade_pipelined.raw)
                 return
             refusal = self._head_refusal
             if refusal is not None:
@@ -443,6 +445,32 @@ def with_request_deadline(
                 self.transport.close()
                 return
             super().handle_websocket_upgrade(*event)
+
+        def send_400_response(self, msg: str) -> None:
+            """uvicorn (httptools) answers a request its parser refuses at
+            once, and closes: behind a request still being answered, that
+            answer was lost while its write committed, and its client read
+            the 400 as the write's answer (httpsemaudit). The 400 waits for
+            the answers before it, as a refused upgrade does, and carries
+            the security headers, as every answer does."""
+            if not counts_bytes:
+                super().send_400_response(msg)  # h11's, one request at a time
+                return
+            answer = _Refusal(400, "Bad Request", msg.encode()).raw
+            if self._answering():
+                self._disarm()
+                # a refusal in a body cuts its request, which will never be whole
+                self._cut = None if self._in_head else self.cycle
+                self._refuse_behind(answer)
+            else:
+                self.transport.write(answer)
+                self.transport.close()
+
+        def _refuse_behind(self, answer: bytes) -> None:
+            self._refused_behind = answer
+            # through the flow control, which holds off uvicorn's resuming
+            # after each answer (review31: 200 MB read and dropped)
+            self.flow.pause_reading()
 
         def pause_writing(self) -> None:
             super().pause_writing()
