@@ -3,6 +3,8 @@ the same answers Starlette's own routes gave, without their per-call cost."""
 
 from __future__ import annotations
 
+import asyncio
+
 from tests.conftest import Caller, Service
 
 
@@ -44,6 +46,12 @@ async def test_an_encoded_slash_is_no_segment_boundary(human: Caller, project: s
         assert r.json()["error"]["code"] == "not_found"
     r = await human.client.get(f"/api/v1/projects/{project}/policy", headers=human.headers())
     assert r.status_code == 200
+    # every route, not the REST tables' alone: the event stream and the
+    # OpenAPI document answered (httpsemaudit)
+    for path in (f"/api/v1/projects%2F{project}/events/stream", "/api%2Fv1%2Fopenapi.json"):
+        r = await asyncio.wait_for(human.client.get(path, headers=human.headers()), 5)
+        assert r.status_code == 404, (path, r.text)
+        assert r.json()["error"]["code"] == "not_found"
 
 
 async def test_path_parameters_are_whole_segments_and_reach_the_handler(

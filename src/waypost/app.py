@@ -17,6 +17,7 @@ from waypost.clock import Clock
 from waypost.decoding import query_items
 from waypost.errors import InvalidRequest, MethodNotAllowed, NotFound
 from waypost.http.auth import BearerAuthentication
+from waypost.http.encoded_slash import EncodedSlash
 from waypost.live import sse
 from waypost.mcp_server.http_endpoint import McpEndpoint
 from waypost.observe.requests import RequestObserver
@@ -94,6 +95,7 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     graphql = graphql_view(settings.graphiql)
     routes: list[Any] = [
+        EncodedSlash(),  # first: decoded, such a path reached another route
         Route("/mcp", mcp),
         Route("/healthz", healthz),
         *([Route("/metrics", metrics)] if settings.metrics else []),

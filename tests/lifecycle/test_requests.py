@@ -122,6 +122,20 @@ async def test_a_trailing_slash_is_404_never_a_redirect(author: Member) -> None:
         assert "location" not in r.headers
 
 
+async def test_an_encoded_slash_is_no_segment_boundary(author: Member) -> None:
+    """Decoded before routing, `adr.x%2Fevents` answered the memo's events,
+    and a comment POSTed to `adr.x%2Fcomments` was stored (httpsemaudit)."""
+    m = memo()
+    assert (await author.register(m)).status_code == 200
+    memo_url = f"{URL}/{m['id']}"
+    for path in (f"{URL}/{m['id']}%2Fevents", f"{URL}/{m['id']}%2fevents", "/v1%2Fdecisions"):
+        refused(await author.get(path), 404, "not_found")
+    comment = {"version": 1, "body": {"text": "looks right"}}
+    refused(await author.post(f"{URL}/{m['id']}%2Fcomments", comment), 404, "not_found")
+    events = (await author.get(f"{memo_url}/events")).json()["events"]
+    assert [e["type"] for e in events] == ["memo.registered"], events
+
+
 # -- 415 / 413 / 400 on the envelope of a POST ---------------------------------
 
 

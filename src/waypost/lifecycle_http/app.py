@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from waypost.http.encoded_slash import EncodedSlash
 from waypost.lifecycle_http.auth import Authenticate
 from waypost.lifecycle_http.envelope import status_response
 from waypost.lifecycle_http.routes import make_routes
@@ -34,7 +35,8 @@ def create_lifecycle_app(rt: Runtime, verifier: TokenVerifier) -> Starlette:
     # the cursor key lives in this process only: a restart invalidates every cursor
     signer = CursorSigner()
     app = Starlette(
-        routes=make_routes(rt, signer, verifier),
+        # first: decoded, a path with an encoded slash reached another route
+        routes=[EncodedSlash(), *make_routes(rt, signer, verifier)],
         exception_handlers={404: http_error, 405: http_error},
     )
     # a trailing slash is an unknown route (404), never a redirect whose

@@ -322,11 +322,7 @@ class RestRoutes(BaseRoute):
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         if scope["type"] != "http":
             return Match.NONE, {}
-        path: str = scope["path"]
-        if b"%2f" in scope.get("raw_path", b"").lower():
-            # an encoded slash is in no id: decoded, `demo%2Fpolicy` reached
-            # the policy, past any rule a front proxy keeps by path
-            return Match.NONE, {}
+        path: str = scope["path"]  # never with an encoded slash (http/encoded_slash.py)
         # an empty segment (a trailing or doubled slash) matches nothing, as
         # in Starlette's own routes (which then redirect a trailing slash)
         parts = path[1:].split("/")
