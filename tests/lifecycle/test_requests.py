@@ -136,6 +136,22 @@ async def test_an_encoded_slash_is_no_segment_boundary(author: Member) -> None:
     assert [e["type"] for e in events] == ["memo.registered"], events
 
 
+async def test_nul_in_any_text_is_refused_and_nothing_is_stored(author: Member) -> None:
+    """It was stored and came back in the memo, its events and webhook
+    deliveries (jsonedgeaudit); the public API refuses it (docs/api.md)."""
+    for over in ({"title": "a\u0000b"}, {"tags": ["ok", "x\u0000"]}):
+        m = memo("adr.nul", **over)
+        refused(await author.register(m), 400, "invalid_request")
+    # nothing was stored: the id is still free
+    assert (await author.register(memo("adr.nul"))).status_code == 200
+    m = memo()
+    assert (await author.register(m)).status_code == 200
+    comment = {"version": 1, "body": {"text": "hi\u0000there"}}
+    refused(await author.post(f"{URL}/{m['id']}/comments", comment), 400, "invalid_request")
+    events = (await author.get(f"{URL}/{m['id']}/events")).json()["events"]
+    assert [e["type"] for e in events] == ["memo.registered"], events
+
+
 # -- 415 / 413 / 400 on the envelope of a POST ---------------------------------
 
 

@@ -9,8 +9,8 @@ routes refused it themselves; every route is refused it here, once.
 
 from __future__ import annotations
 
-from starlette.exceptions import HTTPException
 from starlette.datastructures import URLPath
+from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match, NoMatchFound
 from starlette.types import Receive, Scope, Send
 

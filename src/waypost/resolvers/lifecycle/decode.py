@@ -1,9 +1,10 @@
 """The one decoder of lifecycle bodies: bytes to the closed model, or a 400.
 
 Order matters only for which refusal a body with several faults gets:
-strict JSON (duplicate keys, non-finite numbers, truncation), nesting depth,
-approval pins and seals by name, the typed model (unknown fields at any
-depth, wrong types, booleans as versions), then the memo's own rules.
+strict JSON (duplicate keys, non-finite numbers, truncation), NUL in text,
+nesting depth, approval pins and seals by name, the typed model (unknown
+fields at any depth, wrong types, booleans as versions), then the memo's
+own rules.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from waypost.decoding import convert, parse_json
+from waypost.decoding import convert, parse_json, refuse_nul
 from waypost.resolvers.lifecycle import checks
 from waypost.resolvers.lifecycle.model import Memo
 
@@ -23,6 +24,11 @@ T = TypeVar("T")
 def decode(raw: bytes, model: type[T]) -> tuple[T, Any]:
     """(the body as `model`, the parsed JSON value, for the fingerprint)."""
     value = parse_json(raw)
+    # as the public API refuses it (docs/api.md): no text a person writes
+    # needs it, and a client, tool or PostgreSQL `text` that met it in a memo,
+    # an event or a webhook delivery could not hold it (documents travel as
+    # base64, so their bytes are not text here)
+    refuse_nul(value)
     checks.check_depth(value)
     checks.check_refused_names(value)
     body = convert(value, model)
