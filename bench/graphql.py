@@ -72,6 +72,25 @@ query TaskBoard($project: String!) {
 }
 """
 
+# a knowledge board: fifty records with scope, provenance, feedback and their
+# latest revisions (on the fast path since 2026-12-05)
+KNOWLEDGE_BOARD = """
+query KnowledgeBoard($project: String!) {
+  project(id: $project) {
+    knowledge(first: 50) {
+      totalCount
+      nodes {
+        restId kind collection title body status tags applicability revision updatedAt
+        scope { components environments versions taskIds }
+        provenance { summary sourceUri actorId recordedAt actor { name } }
+        feedbackTotals { useful notUseful }
+        revisions(first: 3) { nodes { revision title status feedback { useful notUseful } } }
+      }
+    }
+  }
+}
+"""
+
 
 @dataclass
 class Bench:
@@ -146,6 +165,27 @@ async def graphql_call(b: Bench, query: str = DASHBOARD) -> dict[str, Any]:
     return body
 
 
+async def add_knowledge(b: Bench, count: int) -> None:
+    """Records for the knowledge board: each corrected twice, with feedback."""
+    scope = {"task_ids": [], "components": ["billing"], "environments": ["prod"], "versions": []}
+    provenance = {"summary": "from a review", "source_uri": None, "source_task_id": None,
+                  "source_submission_id": None}  # fmt: skip
+    for i in range(count):
+        record = await b.send("POST", f"{API}/knowledge", {
+            "kind": "lesson", "title": f"Lesson {i}", "body": "Copy in batches of 10k. " * 8,
+            "tags": ["db", "billing"], "scope": scope, "provenance": provenance,
+        })  # fmt: skip
+        path = f"{API}/knowledge/{record['id']}"
+        for status in ("observed", "validated"):
+            record = await b.send("PATCH", path, {
+                "expected_revision": record["revision"], "title": record["title"],
+                "body": record["body"] + status, "status": status, "scope": scope,
+                "tags": record["tags"], "applicability": "", "provenance": provenance,
+            })  # fmt: skip
+        body = {"expected_revision": record["revision"], "useful": True}
+        await b.send("POST", f"{path}/feedback", body)
+
+
 async def edit_priorities(b: Bench, times: int) -> None:
     """Revisions for the task board: priority edits (not judged, so every
     answer keeps counting)."""
@@ -207,6 +247,16 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
         with per_field_execution():
             await graphql_call(b, TASK_BOARD)
 
+    async def knowledge_board(i: int) -> None:
+        await graphql_call(b, KNOWLEDGE_BOARD)
+
+    async def knowledge_board_per_field(i: int) -> None:
+        with per_field_execution():
+            await graphql_call(b, KNOWLEDGE_BOARD)
+
+    async def rest_knowledge(i: int) -> None:
+        await b.send("GET", f"{API}/knowledge?limit=50")
+
     rows = [
         await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
                       budget=budget, warmup=5),
@@ -220,9 +270,16 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
                       board, budget=budget, warmup=5),
         await measure("GraphQL task board, fast path off (graphql-core per field)", n,
                       board_per_field, budget=budget, warmup=5),
+        await measure("GraphQL knowledge board: 50 records, 3 revisions each", n,
+                      knowledge_board, budget=budget, warmup=5),
+        await measure("GraphQL knowledge board, fast path off (graphql-core per field)", n,
+                      knowledge_board_per_field, budget=budget, warmup=5),
+        await measure("REST knowledge list, limit=50 (one call)", n,
+                      rest_knowledge, budget=budget, warmup=5),
     ]  # fmt: skip
     rows[2].name += f" = {calls[-1]} calls"
-    runs = (gql, rest_list, rest_all, gql_per_field, board, board_per_field)
+    runs = (gql, rest_list, rest_all, gql_per_field, board, board_per_field,
+            knowledge_board, knowledge_board_per_field, rest_knowledge)  # fmt: skip
     sql = [await b.statements(f) for f in runs]
     return rows, sql
 
@@ -242,6 +299,7 @@ async def run_suite(directory: Path, n: int, budget: float) -> None:
             counts.append((size, await b.statements(gql)))
             if size == 50:
                 await edit_priorities(b, 4)
+                await add_knowledge(b, 50)
                 rows, sql = await side_by_side(b, n, budget)
         print(f"(seeding through the API: {time.perf_counter() - started:.1f}s)\n")
         report(rows, rows[1], "x one REST list")
@@ -255,3 +313,7 @@ async def run_suite(directory: Path, n: int, budget: float) -> None:
         print(f"\nGraphQL dashboard / one REST list (median): {ratio:.2f}x (target: within 2x)")
         board = rows[5].median / rows[4].median
         print(f"Task board, graphql-core per field / fast path (median): {board:.2f}x")
+        knowledge = rows[7].median / rows[6].median
+        print(f"Knowledge board, graphql-core per field / fast path (median): {knowledge:.2f}x")
+        rest = rows[6].median / rows[8].median
+        print(f"Knowledge board / one REST knowledge list (median): {rest:.2f}x")

@@ -26,6 +26,7 @@ from tests.decisions_support import (
     set_policy,
     task_path,
 )
+from tests.knowledge_support import correction, create, kpath
 from waypost.schema import fastpath
 from waypost.schema.fastpath import known
 from waypost.schema.memo import Memo
@@ -126,5 +127,43 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
         "required_actor": "human", "task_ids": [elsewhere], "environment": "prod",
     })  # fmt: skip
     assert r.status_code == 201, r.text
+    records = await seed_knowledge(human, agent, [a, b], elsewhere)
     return {"tasks": [a, b, c, d], "elsewhere": elsewhere,
-            "decisions": [pending["id"], twice["id"]]}  # fmt: skip
+            "decisions": [pending["id"], twice["id"]], "knowledge": records}  # fmt: skip
+
+
+async def seed_knowledge(
+    human: Caller, agent: Caller, tasks: list[str], elsewhere: str
+) -> list[str]:
+    """Records of both projects: scoped to tasks, with a source task, corrected,
+    with feedback; one superseded by another of its project; one of `other`
+    shared and superseded by a project-only record (which `demo` cannot read)."""
+    lesson = await create(
+        human, "demo", title="Copy in batches", tags=["db", "billing"],
+        scope={"task_ids": tasks, "components": ["billing"], "environments": ["prod"],
+               "versions": []},
+        provenance={"summary": "from the migration", "source_task_id": tasks[1]},
+    )  # fmt: skip
+    lesson = await correct(human, "demo", lesson, status="validated", body="Batches of 10k.")
+    for caller, useful in ((human, True), (agent, False)):
+        path = kpath("demo", lesson["id"], "feedback")
+        r = await caller.post(path, {"expected_revision": 2, "useful": useful})
+        assert r.status_code == 201, r.text
+    fact = await create(human, "demo", kind="fact", title="Backups run nightly")
+    await correct(human, "demo", fact, status="superseded", superseded_by_id=lesson["id"])
+    hidden = await create(human, "other", title="Other's own", scope={"task_ids": [elsewhere]})
+    shared = await create(
+        human, "other", kind="rejected_approach", title="Shared advice",
+        collection="shared", share_across_projects=True,
+    )  # fmt: skip
+    await correct(human, "other", shared, status="superseded", superseded_by_id=hidden["id"])
+    return [lesson["id"], fact["id"], hidden["id"], shared["id"]]
+
+
+async def correct(
+    caller: Caller, project: str, record: dict[str, Any], **changes: Any
+) -> dict[str, Any]:
+    r = await caller.patch(kpath(project, record["id"]), correction(record, **changes))
+    assert r.status_code == 200, r.text
+    corrected: dict[str, Any] = r.json()
+    return corrected

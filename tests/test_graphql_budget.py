@@ -415,7 +415,7 @@ def test_both_paths_draw_the_line_at_the_same_place(
         task_ids = [*seeded["tasks"], seeded["elsewhere"], "task_nope"]
 
         @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
-        @given(documents(task_ids))
+        @given(documents(task_ids, [*seeded["knowledge"], "kn_nope"]))
         def check(document: tuple[str, dict[str, Any]]) -> None:
             query, variables = document
             counts.clear()

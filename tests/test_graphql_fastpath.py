@@ -99,6 +99,24 @@ REALISTIC = [
                nodes { restId status generation affected { taskId } } } } } } }""",
         None,
     ),
+    (
+        """fragment K on Knowledge { id restId projectId kind collection shareAcrossProjects
+             revision createdAt updatedAt title body status tags applicability supersededById
+             scope { taskIds components environments versions tasks { restId ready } }
+             provenance { summary sourceUri sourceTaskId sourceSubmissionId actorId
+               actorSessionId recordedAt actor { name } sourceTask { restId title } }
+             project { restId } sourceTask { restId } feedbackTotals { useful notUseful }
+             supersededBy { restId supersededBy { restId } }
+             revisions(first: 2) { totalCount pageInfo { hasNextPage endCursor }
+               nodes { knowledgeId revision title status feedback { useful notUseful }
+                 supersededBy { restId } provenance { actorId } } } }
+           query ($shared: Boolean!) { demo: project(id: "demo") {
+             knowledge(includeShared: $shared) { totalCount nodes { ...K } }
+             lesson: knowledge(kind: LESSON, tag: "db", first: 1) { nodes { restId } }
+             old: knowledge(status: SUPERSEDED) { totalCount nodes { restId } } }
+           other: project(id: "other") { knowledge { nodes { ...K } } } }""",
+        {"shared": True},
+    ),
 ]
 
 
@@ -216,6 +234,34 @@ async def test_activities_are_answered_on_the_fast_path(
     assert result.answered and result.fast == result.slow
     nodes = json.loads(result.fast)["data"]["project"]["tasks"]["nodes"]
     assert any(n["activities"] for n in nodes), nodes  # the seed's "Verify" on "Migrate"
+
+
+async def test_knowledge_is_answered_on_the_fast_path(
+    human: Caller, seeded: dict[str, Any]
+) -> None:
+    """A record reached through a project that cannot read its replacement
+    (a shared record of `other` superseded by one of `other`'s own) shows
+    `supersededBy` null there, as REST answers 404 for it; through its own
+    project, the replacement."""
+    hidden, shared = seeded["knowledge"][2:]
+    query = """query ($id: String!) {
+      demo: project(id: "demo") { knowledgeItem(id: $id) { ...K } }
+      other: project(id: "other") { knowledgeItem(id: $id) { ...K } } }
+    fragment K on Knowledge { restId supersededById supersededBy { restId }
+      revisions { nodes { revision supersededBy { restId } } } }"""
+    result = await both(human, query, {"id": shared})
+    assert result.answered and result.fast == result.slow
+    data = json.loads(result.fast)["data"]
+    assert data["demo"]["knowledgeItem"]["supersededById"] == hidden
+    assert data["demo"]["knowledgeItem"]["supersededBy"] is None
+    assert data["demo"]["knowledgeItem"]["revisions"]["nodes"][0]["supersededBy"] is None
+    assert data["other"]["knowledgeItem"]["supersededBy"] == {"restId": hidden}
+    # a project-only record of another project is not readable at all
+    result = await both(human, query, {"id": hidden})
+    assert result.answered and result.fast == result.slow
+    data = json.loads(result.fast)["data"]
+    assert data["demo"]["knowledgeItem"] is None
+    assert data["other"]["knowledgeItem"]["restId"] == hidden
 
 
 async def test_the_inbox_stops_at_the_same_limits_on_both_paths(
@@ -351,11 +397,24 @@ LEAVES: dict[str, list[str]] = {
                      "priority", "dependsOnIds", "changedFields", "judgedChange", "at"],
     "TaskCheckpoint": ["restId", "note", "actorSessionId", "at"],
     "Submission": ["restId", "taskRevision", "summary", "actorSessionId", "at"],
+    "KnowledgeConnection": ["totalCount"],
+    "KnowledgeEdge": ["cursor"],
+    "KnowledgeRevisionConnection": ["totalCount"],
+    "KnowledgeRevisionEdge": ["cursor"],
+    "Knowledge": ["id", "restId", "projectId", "kind", "collection", "shareAcrossProjects",
+                  "revision", "createdAt", "updatedAt", "title", "body", "status", "tags",
+                  "applicability", "supersededById", "__typename"],
+    "KnowledgeRevision": ["knowledgeId", "revision", "title", "status", "supersededById"],
+    "KnowledgeScope": ["taskIds", "components", "environments", "versions"],
+    "KnowledgeProvenance": ["summary", "sourceUri", "sourceTaskId", "sourceSubmissionId",
+                            "actorId", "actorSessionId", "recordedAt"],
+    "FeedbackTotals": ["useful", "notUseful"],
 }  # fmt: skip
 LINKS: dict[str, dict[str, str]] = {
     "Project": {"createdBy": "Principal", "decisions": "DecisionConnection",
                 "tasks": "TaskConnection", "task": "Task", "policy": "Policy",
-                "digest": "Digest"},
+                "digest": "Digest", "knowledge": "KnowledgeConnection",
+                "knowledgeItem": "Knowledge"},
     "Policy": {"integrationOwner": "Principal", "updatedBy": "Principal"},
     "Digest": {"pendingDecisions": "Decision", "proceededByTimeout": "Decision",
                "timingOutSoon": "Decision", "blockedTasks": "Task",
@@ -382,6 +441,16 @@ LINKS: dict[str, dict[str, str]] = {
     **{f"{t}Connection": {"nodes": t, "edges": f"{t}Edge", "pageInfo": "PageInfo"}
        for t in ("TaskRevision", "TaskCheckpoint", "Submission")},
     **{f"{t}Edge": {"node": t} for t in ("TaskRevision", "TaskCheckpoint", "Submission")},
+    **{f"{t}Connection": {"nodes": t, "edges": f"{t}Edge", "pageInfo": "PageInfo"}
+       for t in ("Knowledge", "KnowledgeRevision")},
+    **{f"{t}Edge": {"node": t} for t in ("Knowledge", "KnowledgeRevision")},
+    "Knowledge": {"scope": "KnowledgeScope", "provenance": "KnowledgeProvenance",
+                  "supersededBy": "Knowledge", "project": "Project", "sourceTask": "Task",
+                  "feedbackTotals": "FeedbackTotals", "revisions": "KnowledgeRevisionConnection"},
+    "KnowledgeRevision": {"scope": "KnowledgeScope", "provenance": "KnowledgeProvenance",
+                          "supersededBy": "Knowledge", "feedback": "FeedbackTotals"},
+    "KnowledgeScope": {"tasks": "Task"},
+    "KnowledgeProvenance": {"actor": "Principal", "sourceTask": "Task"},
     "TaskRevision": {"dependsOn": "Task", "actor": "Principal"},
     "TaskCheckpoint": {"actor": "Principal"},
     "Submission": {"task": "Task", "actor": "Principal"},
@@ -404,6 +473,16 @@ ARGS: dict[tuple[str, str], list[str]] = {
     ("Task", "checkpoints"): PAGING,
     ("Task", "submissions"): PAGING,
     ("Task", "decisions"): PAGING,
+    ("Project", "knowledge"): [
+        *PAGING,
+        "(includeShared: true)",
+        "(kind: FACT)",
+        "(status: SUPERSEDED, includeShared: true)",
+        '(tag: "db")',
+        '(q: "batches")',
+    ],
+    ("Project", "knowledgeItem"): ["(id: $knowledge)", '(id: "kn_nope")'],
+    ("Knowledge", "revisions"): PAGING,
 }
 FRAGMENTS = {
     "TaskBits": "fragment TaskBits on Task { restId title status ready revision }",
@@ -421,6 +500,8 @@ STARTS = [
     ("Digest", "digest { * }"),
     ("TaskRevision", "tasks(first: 3) { nodes { revisions { nodes { * } } } }"),
     ("Submission", "tasks { nodes { submissions(first: 2) { nodes { * } } } }"),
+    ("Knowledge", "knowledge(includeShared: true) { nodes { * } }"),
+    ("KnowledgeRevision", "knowledge { nodes { revisions { nodes { * } } } }"),
 ]
 aliases = st.sampled_from(["", "", "", "x: ", "y: "])
 directives = st.sampled_from(["", "", "", " @include(if: $yes)", " @skip(if: $yes)",
@@ -452,7 +533,9 @@ def selection(type_name: str, depth: int) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def documents(draw: st.DrawFn, task_ids: list[str]) -> tuple[str, dict[str, Any]]:
+def documents(
+    draw: st.DrawFn, task_ids: list[str], knowledge_ids: list[str]
+) -> tuple[str, dict[str, Any]]:
     project = draw(st.sampled_from(['"demo"', '"demo"', '"other"', '"nope"', "$project"]))
     # start at the project, or deeper along the dashboard's path (so every
     # type of the registry is reached often), then select at random
@@ -474,6 +557,9 @@ def documents(draw: st.DrawFn, task_ids: list[str]) -> tuple[str, dict[str, Any]
     if "$task" in text:
         declared.append("$task: String!")
         variables["task"] = draw(st.sampled_from(task_ids))
+    if "$knowledge" in text:
+        declared.append("$knowledge: String!")
+        variables["knowledge"] = draw(st.sampled_from(knowledge_ids))
     head = f"query ({', '.join(declared)}) " if declared else "query "
     return head + text + " " + " ".join(FRAGMENTS[name] for name in used), variables
 
@@ -510,7 +596,7 @@ def test_any_selection_answers_as_graphql_core_does(
 
         @settings(max_examples=80, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
-        @given(documents(task_ids))
+        @given(documents(task_ids, [*seeded["knowledge"], "kn_nope"]))
         def check(document: tuple[str, dict[str, Any]]) -> None:
             query, variables = document
             result = loop.run_until_complete(both(human, query, variables))

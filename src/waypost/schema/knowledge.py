@@ -329,7 +329,7 @@ class ProjectKnowledgeFields:
         q: str | None = None,
     ) -> Connection[Knowledge]:
         w = window(first, after, last, before)
-        query = _list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
+        query = list_query(q, kind, status, tag, include_shared, w.cursor, w.limit)
         rt, project_id = info.context.rt, self.rest_id
         loaders = info.context.loaders
 
@@ -352,7 +352,7 @@ class ProjectKnowledgeFields:
         return await load_knowledge(info, id, self.rest_id)
 
 
-def _list_query(
+def list_query(
     q: str | None,
     kind: KnowledgeKind | None,
     status: KnowledgeStatus | None,
@@ -375,8 +375,6 @@ def _check_list(arguments: dict[str, Any]) -> None:
     """The list's refusals that need no data, before a mutation whose selection holds it
     (kind and status are enums, which GraphQL itself checks)."""
     with graphql_field_names():  # an explicit null includeShared is `includeShared`
-        query = _list_query(
-            arguments["q"], None, None, arguments["tag"], arguments["includeShared"]
-        )
+        query = list_query(arguments["q"], None, None, arguments["tag"], arguments["includeShared"])
         if query.q is not None:
             search_terms(query.q)

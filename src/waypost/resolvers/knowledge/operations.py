@@ -244,14 +244,16 @@ async def list_knowledge(
     return await (rt.db.read(read) if q.q is None else filtered_read(rt, read))
 
 
-async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
+def count_sync(conn: sqlite3.Connection, project_id: str, q: KnowledgeListQuery) -> int:
     """How many records the list with these filters holds (GraphQL `totalCount`)."""
-    match = _match(q)
+    return count_rows(conn, project_id, q, _match(q))
 
+
+async def count_knowledge(rt: Runtime, project_id: str, q: KnowledgeListQuery) -> int:
     def read(conn: sqlite3.Connection) -> int:
-        return count_rows(conn, project_id, q, match)
+        return count_sync(conn, project_id, q)
 
-    return await (rt.db.read(read) if match is None else filtered_read(rt, read))
+    return await (rt.db.read(read) if q.q is None else filtered_read(rt, read))
 
 
 def decode_submission_lessons(

@@ -35,7 +35,7 @@ from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
 from waypost.schema import budget, loaders
-from waypost.schema.fastpath import task_histories
+from waypost.schema.fastpath import knowledge, task_histories
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
 
@@ -322,6 +322,8 @@ _register("Project", {
     "task": _project_task,
     "policy": _project_policy,
     "digest": _project_digest,
+    "knowledge": knowledge.project_list,
+    "knowledgeItem": knowledge.project_item,
 })  # fmt: skip
 _register("Principal", {
     "id": _global_id("Principal"),
@@ -562,3 +564,64 @@ _register("Submission", {
     "actor": ref("principal", _principals, "actor_id"),
     "at": key("at"),
 })  # fmt: skip
+
+
+# --- knowledge (knowledge.py) ----------------------------------------------------
+
+_source_task = ref("task", _tasks, "source_task_id")  # of a provenance
+_connection("Knowledge")
+_connection("KnowledgeRevision")
+# the revisioned fields a record and each of its revisions share
+# (schema.knowledge.KnowledgeContent)
+_CONTENT: dict[str, Resolver] = {
+    "title": key("title"),
+    "body": key("body"),
+    "status": key("status"),
+    "scope": key("scope"),
+    "tags": key("tags"),
+    "applicability": key("applicability"),
+    "provenance": key("provenance"),
+    "supersededById": key("superseded_by_id"),
+    "supersededBy": knowledge.superseded_by,
+}
+_register("Knowledge", {
+    **_CONTENT,
+    "id": _global_id("Knowledge"),
+    "restId": key("id"),
+    "projectId": key("project_id"),
+    "kind": key("kind"),
+    "collection": key("collection"),
+    "shareAcrossProjects": key("share_across_projects"),
+    "revision": key("revision"),
+    "createdAt": key("created_at"),
+    "updatedAt": key("updated_at"),
+    "project": ref("project", _projects, "project_id"),
+    "sourceTask": lambda r, ps, a: _source_task(r, [p["provenance"] for p in ps], a),
+    "feedbackTotals": knowledge.feedback_totals,
+    "revisions": knowledge.revisions,
+})  # fmt: skip
+_register("KnowledgeRevision", {
+    **_CONTENT,
+    "knowledgeId": key("knowledge_id"),
+    "revision": key("revision"),
+    "feedback": key("feedback"),
+})  # fmt: skip
+_register("KnowledgeScope", {
+    "taskIds": key("task_ids"),
+    "components": key("components"),
+    "environments": key("environments"),
+    "versions": key("versions"),
+    "tasks": refs("task", _tasks, "task_ids"),
+})  # fmt: skip
+_register("KnowledgeProvenance", {
+    "summary": key("summary"),
+    "sourceUri": key("source_uri"),
+    "sourceTaskId": key("source_task_id"),
+    "sourceSubmissionId": key("source_submission_id"),
+    "actorId": key("actor_id"),
+    "actorSessionId": key("actor_session_id"),
+    "recordedAt": key("recorded_at"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "sourceTask": _source_task,
+})  # fmt: skip
+_register("FeedbackTotals", {"useful": key("useful"), "notUseful": key("not_useful")})
