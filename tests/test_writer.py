@@ -814,6 +814,41 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     assert wal_bytes() > 4 * 1024 * 1024  # the held read kept the log, as it must
 
 
+async def test_an_owed_restart_is_tried_again_by_an_idle_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restart came only after a commit: with the read that held it
+    gone, the file stayed past the bound on an idle service until some
+    client wrote (233 MiB, walaudit). Once the back-off ends, an idle writer
+    tries it again, and cuts the file."""
+    monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.2)
+    monkeypatch.setattr(writer, "WAL_RESTART_BACKOFF", 0.5)
+    path = tmp_path / "w.db"
+    conn, wal_bytes = _wal_store(path)
+    store = Writer(conn, 5000, wal_bytes=wal_bytes)
+    shell = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    shell.execute("BEGIN")
+    shell.execute("SELECT count(*) FROM t").fetchone()
+    try:
+        for _ in range(4):
+            await store.submit(
+                lambda c: c.execute("INSERT INTO t VALUES (zeroblob(524288))"), transaction=True
+            )
+        assert wal_bytes() > 1024 * 1024  # held: the restart is owed
+        shell.execute("COMMIT")  # the read ends; nobody writes again
+        for _ in range(50):
+            if wal_bytes() <= 1024 * 1024:
+                break
+            await asyncio.sleep(0.1)
+        assert wal_bytes() == 0, wal_bytes()  # truncated, without a commit
+        # and the writer still writes
+        await store.submit(lambda c: c.execute("INSERT INTO t VALUES (1)"), transaction=True)
+    finally:
+        shell.close()
+        await asyncio.to_thread(store.stop)
+
+
 @pytest.fixture
 async def short_budget(tmp_path: Path, migrated_template: Path) -> AsyncIterator[Database]:
     """A store whose writes have 300 ms of budget, and whose batches are

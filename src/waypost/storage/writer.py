@@ -159,6 +159,9 @@ class Writer:
         # back-off has passed or the file has doubled, whichever comes first
         self._next_wal_restart = 0.0
         self._next_wal_restart_bytes = 0
+        # a restart that could not finish is owed: an idle writer tries it
+        # again when the back-off ends (`_next_item`)
+        self._wal_restart_owed = False
         # what changed among the database's files since they were opened
         # (storage/files.py): looked at before every batch
         self._files_changed = files_changed
@@ -236,7 +239,9 @@ class Writer:
         pending: deque[_Unit] = deque()
         while not (self._stop_taken and not pending):
             if not pending:
-                item = self._queue.get()
+                item = self._next_item()
+                if item is None:
+                    continue  # idle: an owed restart was tried
                 if item is _STOP:
                     break
                 pending.append(item)
@@ -251,6 +256,20 @@ class Writer:
                 self._end_transaction()
                 self._answer_all(pending)
         self._conn.close()
+
+    def _next_item(self) -> Any:
+        """The next unit (or the stop marker), waiting for it; None when the
+        writer was idle until an owed WAL restart's back-off ended and tried
+        it. The restart came only after a commit: with the read that held it
+        gone, a 233 MiB file stayed so on an idle service until some client
+        wrote, the metric's alert firing all along (walaudit)."""
+        if not self._wal_restart_owed:
+            return self._queue.get()
+        try:
+            return self._queue.get(timeout=max(0.0, self._next_wal_restart - time.monotonic()))
+        except queue.Empty:
+            self._restart_wal(idle=True)
+            return None
 
     def _answer_all(self, pending: deque[_Unit]) -> None:
         """Answer every waiting unit 503 (the writer cannot vouch for them)."""
@@ -507,28 +526,32 @@ class Writer:
         self._reply(failed, done, committed=bool(done))
         self._restart_wal()  # after the answers: nobody waits for it but later writes
 
-    def _restart_wal(self) -> None:
+    def _restart_wal(self, idle: bool = False) -> None:
         """Restart a WAL grown past WAL_RESTART_BYTES: a RESTART checkpoint
         copies every frame back and waits (up to WAL_RESTART_WAIT) for the
         reads that began before it, while no write comes in (this thread is
         the writer), so the log starts again from its beginning and the next
-        commit cuts the file to `journal_size_limit`."""
+        commit cuts the file to `journal_size_limit`. `idle`: no commit is
+        coming, so a TRUNCATE checkpoint cuts the file itself."""
         if self._wal_bytes is None:
             return
         size = self._wal_bytes()
-        if size <= WAL_RESTART_BYTES or (
-            time.monotonic() < self._next_wal_restart and size < self._next_wal_restart_bytes
-        ):
+        if size <= WAL_RESTART_BYTES:
+            self._wal_restart_owed = False
+            return
+        if time.monotonic() < self._next_wal_restart and size < self._next_wal_restart_bytes:
             return
         self._set_busy_timeout(min(self._busy_timeout, WAL_RESTART_WAIT))
+        mode = "TRUNCATE" if idle else "RESTART"
         try:
-            busy = self._conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
+            busy = self._conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()[0]
         except sqlite3.Error as exc:
             busy, reason = 1, str(exc)
         else:
             reason = "a read transaction held it"
         finally:
             self._set_busy_timeout(self._busy_timeout)
+        self._wal_restart_owed = bool(busy)
         if busy:
             # a read that outlived the wait (a cold cache after a start made
             # one search take longer) must not leave the file to grow for the
