@@ -91,6 +91,27 @@ query KnowledgeBoard($project: String!) {
 }
 """
 
+# an activity feed: the last hundred events with what each is about (the
+# union `subject`; on the fast path since 2026-12-05)
+ACTIVITY_FEED = """
+query ActivityFeed($project: String!) {
+  project(id: $project) {
+    events(last: 100) {
+      nodes {
+        sequence type at data actor { name }
+        subject {
+          __typename
+          ... on Task { restId title taskStatus: status ready }
+          ... on Decision { restId question decisionStatus: status }
+          ... on Knowledge { restId title knowledgeStatus: status }
+          ... on PolicyRevision { revision }
+        }
+      }
+    }
+  }
+}
+"""
+
 
 @dataclass
 class Bench:
@@ -257,6 +278,13 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
     async def rest_knowledge(i: int) -> None:
         await b.send("GET", f"{API}/knowledge?limit=50")
 
+    async def feed(i: int) -> None:
+        await graphql_call(b, ACTIVITY_FEED)
+
+    async def feed_per_field(i: int) -> None:
+        with per_field_execution():
+            await graphql_call(b, ACTIVITY_FEED)
+
     rows = [
         await measure("GraphQL dashboard: 50 decisions, generations, tasks", n, gql,
                       budget=budget, warmup=5),
@@ -276,10 +304,15 @@ async def side_by_side(b: Bench, n: int, budget: float) -> tuple[list[Result], l
                       knowledge_board_per_field, budget=budget, warmup=5),
         await measure("REST knowledge list, limit=50 (one call)", n,
                       rest_knowledge, budget=budget, warmup=5),
+        await measure("GraphQL activity feed: 100 events with their subjects", n,
+                      feed, budget=budget, warmup=5),
+        await measure("GraphQL activity feed, fast path off (graphql-core per field)", n,
+                      feed_per_field, budget=budget, warmup=5),
     ]  # fmt: skip
     rows[2].name += f" = {calls[-1]} calls"
     runs = (gql, rest_list, rest_all, gql_per_field, board, board_per_field,
-            knowledge_board, knowledge_board_per_field, rest_knowledge)  # fmt: skip
+            knowledge_board, knowledge_board_per_field, rest_knowledge, feed,
+            feed_per_field)  # fmt: skip
     sql = [await b.statements(f) for f in runs]
     return rows, sql
 
@@ -317,3 +350,5 @@ async def run_suite(directory: Path, n: int, budget: float) -> None:
         print(f"Knowledge board, graphql-core per field / fast path (median): {knowledge:.2f}x")
         rest = rows[6].median / rows[8].median
         print(f"Knowledge board / one REST knowledge list (median): {rest:.2f}x")
+        feed = rows[10].median / rows[9].median
+        print(f"Activity feed, graphql-core per field / fast path (median): {feed:.2f}x")

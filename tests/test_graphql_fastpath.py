@@ -100,6 +100,26 @@ REALISTIC = [
         None,
     ),
     (
+        """{ project(id: "demo") { events(first: 100) { totalCount
+             pageInfo { hasNextPage hasPreviousPage startCursor endCursor }
+             edges { cursor node { sequence projectId type subjectType subjectId actorId
+               actorSessionId at data actor { name } project { restId }
+               subject { __typename
+                 ... on Project { restId name }
+                 ... on PolicyRevision { revision rules agentRuleEditing
+                   allowRelayedHumanAnswers integrationOwnerId leaseSeconds reviewMode
+                   actorId actorKind actorSessionId at provenance actor { name }
+                   integrationOwner { name } }
+                 ... on Task { restId title revision ready }
+                 ... on Knowledge { restId title supersededBy { restId } }
+                 ... on Decision { restId status generation } } } } }
+           policyHistory(first: 3) { totalCount pageInfo { hasNextPage endCursor }
+             nodes { revision rules actor { kind } } } }
+           other: project(id: "other") { events(last: 5) { nodes { sequence type
+             subject { ... on Knowledge { restId supersededBy { restId } } } } } } }""",
+        None,
+    ),
+    (
         """fragment K on Knowledge { id restId projectId kind collection shareAcrossProjects
              revision createdAt updatedAt title body status tags applicability supersededById
              scope { taskIds components environments versions tasks { restId ready } }
@@ -409,12 +429,32 @@ LEAVES: dict[str, list[str]] = {
     "KnowledgeProvenance": ["summary", "sourceUri", "sourceTaskId", "sourceSubmissionId",
                             "actorId", "actorSessionId", "recordedAt"],
     "FeedbackTotals": ["useful", "notUseful"],
+    "EventConnection": ["totalCount"],
+    "EventEdge": ["cursor"],
+    "PolicyRevisionConnection": ["totalCount"],
+    "PolicyRevisionEdge": ["cursor"],
+    "Event": ["sequence", "projectId", "type", "subjectType", "subjectId", "actorId",
+              "actorSessionId", "at", "data"],
+    "PolicyRevision": ["revision", "rules", "agentRuleEditing", "allowRelayedHumanAnswers",
+                       "integrationOwnerId", "leaseSeconds", "reviewMode", "actorId",
+                       "actorKind", "actorSessionId", "at", "provenance"],
 }  # fmt: skip
+# the union of an event's subject: inline fragments on its types
+SUBJECT_PARTS = [
+    "__typename",
+    "... on Task { restId title ready }",
+    "... on Decision { restId status generation }",
+    "... on Knowledge { restId title supersededBy { restId } }",
+    "... on PolicyRevision { revision rules actor { name } }",
+    "... on Project { restId name }",
+    "... on Task { t: __typename }",
+]
 LINKS: dict[str, dict[str, str]] = {
     "Project": {"createdBy": "Principal", "decisions": "DecisionConnection",
                 "tasks": "TaskConnection", "task": "Task", "policy": "Policy",
                 "digest": "Digest", "knowledge": "KnowledgeConnection",
-                "knowledgeItem": "Knowledge"},
+                "knowledgeItem": "Knowledge", "events": "EventConnection",
+                "policyHistory": "PolicyRevisionConnection"},
     "Policy": {"integrationOwner": "Principal", "updatedBy": "Principal"},
     "Digest": {"pendingDecisions": "Decision", "proceededByTimeout": "Decision",
                "timingOutSoon": "Decision", "blockedTasks": "Task",
@@ -450,6 +490,11 @@ LINKS: dict[str, dict[str, str]] = {
     "KnowledgeRevision": {"scope": "KnowledgeScope", "provenance": "KnowledgeProvenance",
                           "supersededBy": "Knowledge", "feedback": "FeedbackTotals"},
     "KnowledgeScope": {"tasks": "Task"},
+    **{f"{t}Connection": {"nodes": t, "edges": f"{t}Edge", "pageInfo": "PageInfo"}
+       for t in ("Event", "PolicyRevision")},
+    **{f"{t}Edge": {"node": t} for t in ("Event", "PolicyRevision")},
+    "Event": {"actor": "Principal", "project": "Project", "subject": "EventSubject"},
+    "PolicyRevision": {"actor": "Principal", "integrationOwner": "Principal"},
     "KnowledgeProvenance": {"actor": "Principal", "sourceTask": "Task"},
     "TaskRevision": {"dependsOn": "Task", "actor": "Principal"},
     "TaskCheckpoint": {"actor": "Principal"},
@@ -483,6 +528,8 @@ ARGS: dict[tuple[str, str], list[str]] = {
     ],
     ("Project", "knowledgeItem"): ["(id: $knowledge)", '(id: "kn_nope")'],
     ("Knowledge", "revisions"): PAGING,
+    ("Project", "events"): [*PAGING, '(after: "3")', '(last: 3, before: "20")'],
+    ("Project", "policyHistory"): PAGING,
 }
 FRAGMENTS = {
     "TaskBits": "fragment TaskBits on Task { restId title status ready revision }",
@@ -502,6 +549,8 @@ STARTS = [
     ("Submission", "tasks { nodes { submissions(first: 2) { nodes { * } } } }"),
     ("Knowledge", "knowledge(includeShared: true) { nodes { * } }"),
     ("KnowledgeRevision", "knowledge { nodes { revisions { nodes { * } } } }"),
+    ("Event", "events(first: 100) { nodes { * } }"),
+    ("PolicyRevision", "policyHistory { nodes { * } }"),
 ]
 aliases = st.sampled_from(["", "", "", "x: ", "y: "])
 directives = st.sampled_from(["", "", "", " @include(if: $yes)", " @skip(if: $yes)",
@@ -509,6 +558,8 @@ directives = st.sampled_from(["", "", "", " @include(if: $yes)", " @skip(if: $ye
 
 
 def selection(type_name: str, depth: int) -> st.SearchStrategy[str]:
+    if type_name == "EventSubject":
+        return st.lists(st.sampled_from(SUBJECT_PARTS), min_size=1, max_size=3).map(" ".join)
     leaf = st.tuples(aliases, st.sampled_from(LEAVES[type_name]), directives).map("".join)
     options = [leaf]
     links = LINKS.get(type_name, {})

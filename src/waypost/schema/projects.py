@@ -210,7 +210,7 @@ class Project(
         before: str | None = None,
     ) -> Connection[Event]:
         w = window(first, after, last, before)
-        start = _sequence_cursor(w.cursor, "before" if w.backward else "after")
+        start = sequence_cursor(w.cursor, "before" if w.backward else "after")
         rt, project_id = info.context.rt, self.rest_id
         page = await events.page_for_project(rt, project_id, start, w.limit, w.backward)
         return Connection.of(
@@ -232,7 +232,7 @@ class Project(
         )
 
 
-def _sequence_cursor(cursor: str | None, name: str) -> int | None:
+def sequence_cursor(cursor: str | None, name: str) -> int | None:
     if cursor is None:
         return None
     sequence = event_sequence(cursor)

@@ -35,7 +35,7 @@ from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.resolvers.tasks import stored_gate
 from waypost.schema import budget, loaders
-from waypost.schema.fastpath import knowledge, task_histories
+from waypost.schema.fastpath import events, knowledge, task_histories
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.relay import global_id, window
 
@@ -255,12 +255,8 @@ def _project_task(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
 # --- policy and digest (the console's inbox) ---------------------------------------
 
 
-def _policies(r: Reads, ids: list[str]) -> list[Json | None]:
-    return policy.policies_by_ids(r.conn, ids)
-
-
 def _project_policy(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    found = r.records("policy", [p["id"] for p in parents], _policies)
+    found = r.records("policy", [p["id"] for p in parents], events.policies)
     if None in found:
         raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
     return found
@@ -324,6 +320,8 @@ _register("Project", {
     "digest": _project_digest,
     "knowledge": knowledge.project_list,
     "knowledgeItem": knowledge.project_item,
+    "events": events.project_events,
+    "policyHistory": events.policy_history,
 })  # fmt: skip
 _register("Principal", {
     "id": _global_id("Principal"),
@@ -625,3 +623,78 @@ _register("KnowledgeProvenance", {
     "sourceTask": _source_task,
 })  # fmt: skip
 _register("FeedbackTotals", {"useful": key("useful"), "notUseful": key("not_useful")})
+
+
+# --- events and policy history (events.py) -----------------------------------------
+
+_connection("Event")
+_connection("PolicyRevision")
+
+
+def _subjects(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Event.subject`: (type name, record) pairs for the union, each kind
+    read in one batch, as `schema.projects._load_subject` reads them: a
+    knowledge record as its event's project sees it, a policy revision by
+    the revision the event's data names."""
+    kinds: dict[str, list[Any]] = {}
+    for p in parents:
+        kinds.setdefault(p["subject_type"], []).append(p)
+
+    def of(kind: str, read: Read) -> dict[str, Json | None]:
+        ids = [p["subject_id"] for p in kinds.get(kind, ())]
+        return dict(zip(ids, r.records(kind, ids, read), strict=True))
+
+    projects, tasks = of("project", _projects), of("task", _tasks)
+    decisions, records = of("decision", _decisions), of("knowledge", knowledge.records)
+    keys = [(p["subject_id"], p["data"]["revision"]) for p in kinds.get("policy", ())]
+    revisions = dict(zip(keys, policy.revisions_by_keys(r.conn, keys) if keys else [], strict=True))
+    result: list[Any] = []
+    for p in parents:
+        kind, subject_id = p["subject_type"], p["subject_id"]
+        found: tuple[str, Json | None]
+        if kind == "project":
+            found = ("Project", projects[subject_id])
+        elif kind == "policy":
+            found = ("PolicyRevision", revisions[(subject_id, p["data"]["revision"])])
+        elif kind == "task":
+            found = ("Task", tasks[subject_id])
+        elif kind == "knowledge":
+            found = ("Knowledge", knowledge.seen_from(records[subject_id], p["project_id"]))
+        elif kind == "decision":
+            found = ("Decision", decisions[subject_id])
+        else:
+            found = ("", None)
+        result.append(None if found[1] is None else found)
+    return result
+
+
+_register("Event", {
+    "sequence": key("sequence"),
+    "projectId": key("project_id"),
+    "type": key("type"),
+    "subjectType": key("subject_type"),
+    "subjectId": key("subject_id"),
+    "actorId": key("actor_id"),
+    "actorSessionId": key("actor_session_id"),
+    "at": key("at"),
+    "data": key("data"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "project": ref("project", _projects, "project_id"),
+    "subject": _subjects,
+})  # fmt: skip
+_register("PolicyRevision", {
+    "revision": key("revision"),
+    "rules": key("rules"),
+    "agentRuleEditing": key("agent_rule_editing"),
+    "allowRelayedHumanAnswers": key("allow_relayed_human_answers"),
+    "integrationOwnerId": key("integration_owner"),
+    "leaseSeconds": key("lease_seconds"),
+    "reviewMode": key("review_mode"),
+    "actorId": key("actor_id"),
+    "actorKind": key("actor_kind"),
+    "actorSessionId": key("actor_session_id"),
+    "at": key("at"),
+    "provenance": key("provenance"),
+    "actor": ref("principal", _principals, "actor_id"),
+    "integrationOwner": ref("principal", _principals, "integration_owner"),
+})  # fmt: skip

@@ -7,8 +7,8 @@ project a record was reached through, which decides whether its
 `supersededBy` may be shown) travels here as the `VIEWED` key of a copy of
 the record's JSON, so that the records cache keeps the plain records.
 Through graphql-core a dashboard's fifty records with their scope,
-provenance, feedback and latest revisions cost ten times the REST list of
-the same records (20 ms against 2; docs/graphql.md).
+provenance, feedback and latest revisions cost several times what they cost
+here (docs/graphql.md, "The fast path", measures both).
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from waypost.schema.relay import check_cursor, window
 VIEWED = "viewed_from"  # never a key of the REST JSON
 
 
-def _records(r: Reads, ids: list[str]) -> list[Json | None]:
+def records(r: Reads, ids: list[str]) -> list[Json | None]:
     found = knowledge.get_many_sync(r.conn, ids)
     return [found.get(i) for i in ids]
 
 
-def _seen_from(record: Json | None, project_id: str) -> Json | None:
+def seen_from(record: Json | None, project_id: str) -> Json | None:
     """The record as reached through `project_id`, or None when that project
     cannot read it (as `schema.knowledge.load_knowledge`)."""
     if record is None or not visible_to(record, project_id):
@@ -66,15 +66,15 @@ def project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
 
 def project_item(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.knowledgeItem(id)`: the record, if the project can read it."""
-    found = r.records("knowledge", [a["id"]], _records)[0]
-    return [_seen_from(found, p["id"]) for p in parents]
+    found = r.records("knowledge", [a["id"]], records)[0]
+    return [seen_from(found, p["id"]) for p in parents]
 
 
 def superseded_by(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """The replacement, as the project the record was reached through sees it."""
     ids = [p["superseded_by_id"] for p in parents]
-    found = iter(r.records("knowledge", [i for i in ids if i is not None], _records))
-    return [None if i is None else _seen_from(next(found), p[VIEWED])
+    found = iter(r.records("knowledge", [i for i in ids if i is not None], records))
+    return [None if i is None else seen_from(next(found), p[VIEWED])
             for p, i in zip(parents, ids, strict=True)]  # fmt: skip
 
 

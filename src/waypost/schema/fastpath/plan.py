@@ -10,8 +10,11 @@ compiled once per field of the document, not once per item, so a list of
 fifty decisions costs one compilation of its selection.
 
 Compilation says no (returns None) for anything the fast path does not
-handle: a field not in the registry (introspection included), an abstract
-type, `@defer`/`@stream`. The operation then runs on graphql-core unchanged.
+handle: a field not in the registry (introspection included), an interface,
+`@defer`/`@stream`. The operation then runs on graphql-core unchanged. A
+union (an event's `subject`) is compiled once for each of its object types,
+with the fields each fragment selects on it; its resolver names the type of
+each value it returns.
 """
 
 from __future__ import annotations
@@ -57,10 +60,12 @@ class FieldPlan:
     args: dict[str, Any]
     # the field's full return type (non-null and list wrappers included)
     type: GraphQLOutputType
-    # the selection on the field's object type, None for scalars and enums
+    # the selection on the field's object type, None for scalars, enums and unions
     sub: SelectionPlan | None
     # the field's name in the schema (`key` may be an alias)
     name: str = ""
+    # a union's: the selection on each of its object types (by type name)
+    by_type: tuple[tuple[str, SelectionPlan], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,8 @@ def _selected(plan: SelectionPlan) -> Iterator[tuple[str, str]]:
         yield plan.type_name, field.name
         if field.sub is not None:
             yield from _selected(field.sub)
+        for _, sub in field.by_type or ():
+            yield from _selected(sub)
 
 
 def _selection(
@@ -164,33 +171,44 @@ def _selection(
             details[0].fragment_variable_values,
             executor.hide_suggestions,
         )
-        named = _object_type(field_def.type)
-        sub = None
-        if named is not None:
-            collected = collect_subfields(
-                executor.schema,
-                executor.fragments,
-                executor.variable_values,
-                executor.operation,
-                named,
-                details,
-                executor.hide_suggestions,
+        named = _named_type(field_def.type)
+        sub, by_type = None, None
+        if isinstance(named, GraphQLObjectType):
+            sub = _sub_selection(executor, named, details)
+        elif isinstance(named, GraphQLUnionType):
+            by_type = tuple(
+                (possible.name, _sub_selection(executor, possible, details))
+                for possible in executor.schema.get_possible_types(named)
             )
-            sub = _selection(executor, named, _grouped(collected))
-        fields.append(FieldPlan(key, resolve, args, field_def.type, sub, name))
+        fields.append(FieldPlan(key, resolve, args, field_def.type, sub, name, by_type))
     return SelectionPlan(parent.name, tuple(fields))
 
 
-def _object_type(t: GraphQLOutputType) -> GraphQLObjectType | None:
-    """The object type under the wrappers; None for a leaf. Interfaces and
-    unions are not eligible (their runtime type needs graphql-core)."""
+def _sub_selection(
+    executor: Executor[Any], named: GraphQLObjectType, details: list[FieldDetails]
+) -> SelectionPlan:
+    """The selection of `details` on the object type `named` (for a union,
+    one of its types: the fragments on it, `__typename`)."""
+    collected = collect_subfields(
+        executor.schema,
+        executor.fragments,
+        executor.variable_values,
+        executor.operation,
+        named,
+        details,
+        executor.hide_suggestions,
+    )
+    return _selection(executor, named, _grouped(collected))
+
+
+def _named_type(t: GraphQLOutputType) -> GraphQLOutputType:
+    """The type under the wrappers. Interfaces are not eligible (none of
+    their fields is registered)."""
     while isinstance(t, GraphQLNonNull | GraphQLList):
         t = t.of_type
-    if isinstance(t, GraphQLObjectType):
-        return t
-    if isinstance(t, GraphQLInterfaceType | GraphQLUnionType):
+    if isinstance(t, GraphQLInterfaceType):
         raise _NotEligible
-    return None
+    return t
 
 
 _TYPENAME = GraphQLNonNull(GraphQLString)

@@ -21,6 +21,7 @@ from graphql import (
     GraphQLObjectType,
     GraphQLOutputType,
     GraphQLScalarType,
+    GraphQLUnionType,
 )
 
 from waypost.schema import budget
@@ -42,12 +43,13 @@ def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[
         raise budget.ObjectsExceeded
     results: list[dict[str, Any]] = [{} for _ in parents]
     for field in plan.fields:
-        if field.sub is not None:  # a field of an object type counts as it starts
+        if field.sub is not None or field.by_type is not None:
+            # a field of an object (or union) type counts as it starts
             reads.objects += len(parents)
             if reads.objects > reads.max_objects:
                 raise budget.ObjectsExceeded
         values = field.resolve(reads, parents, field.args)
-        done = _complete(reads, field.type, field.sub, values)
+        done = _complete(reads, field.type, field.sub, values, field.by_type)
         if len(done) != len(results):
             raise Fallback  # a resolver broke its contract: let graphql-core answer
         name = field.key
@@ -58,7 +60,11 @@ def execute(reads: Reads, plan: SelectionPlan, parents: list[Any]) -> list[dict[
 
 
 def _complete(
-    reads: Reads, t: GraphQLOutputType, sub: SelectionPlan | None, values: list[Any]
+    reads: Reads,
+    t: GraphQLOutputType,
+    sub: SelectionPlan | None,
+    values: list[Any],
+    by_type: tuple[tuple[str, SelectionPlan], ...] | None = None,
 ) -> list[Any]:
     if isinstance(t, GraphQLNonNull):
         if None in values:
@@ -67,7 +73,7 @@ def _complete(
     if isinstance(t, GraphQLList):
         # every item of every list completed together, then cut back into lists
         flat = [item for v in values if v is not None for item in v]
-        done = _complete(reads, t.of_type, sub, flat)
+        done = _complete(reads, t.of_type, sub, flat, by_type)
         lists: list[Any] = []
         start = 0
         for v in values:
@@ -83,6 +89,9 @@ def _complete(
             return execute(reads, sub, values)
         objects = iter(execute(reads, sub, [v for v in values if v is not None]))
         return [None if v is None else next(objects) for v in values]
+    if isinstance(t, GraphQLUnionType):
+        assert by_type is not None
+        return _complete_union(reads, by_type, values)
     if isinstance(t, GraphQLEnumType):
         names = _enum_names(t)
         try:
@@ -93,6 +102,11 @@ def _complete(
         # (execution.py `_counted`), and both paths must stop at one limit
         _count_text(reads, done)
         return done
+    if isinstance(t, GraphQLScalarType) and t.name == "JSON":
+        # Strawberry's JSON scalar serializes a value as it is; its strings
+        # count as text, as graphql-core's leaves do (a whole object: none)
+        _count_text(reads, values)
+        return values
     if isinstance(t, GraphQLScalarType):
         kinds = _SCALARS.get(t.name)
         if kinds is None or not set(map(type, values)) <= kinds:
@@ -105,6 +119,24 @@ def _complete(
                 raise Fallback  # graphql-core refuses Ints beyond 32 bits
         return values
     raise Fallback
+
+
+def _complete_union(
+    reads: Reads, by_type: tuple[tuple[str, SelectionPlan], ...], values: list[Any]
+) -> list[Any]:
+    """A union's values, each a (type name, record) pair from its resolver:
+    the records of each type completed together by that type's selection."""
+    done: list[Any] = [None] * len(values)
+    plans = dict(by_type)
+    if any(v is not None and v[0] not in plans for v in values):
+        raise Fallback  # a type the resolver named wrongly: graphql-core decides
+    for name, plan in by_type:
+        at = [i for i, v in enumerate(values) if v is not None and v[0] == name]
+        if at:
+            objects = execute(reads, plan, [values[i][1] for i in at])
+            for i, result in zip(at, objects, strict=True):
+                done[i] = result
+    return done
 
 
 def _count_text(reads: Reads, leaves: list[Any]) -> None:
