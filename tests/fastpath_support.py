@@ -77,8 +77,8 @@ async def both(caller: Caller, query: str, variables: dict[str, Any] | None = No
 
 
 async def seed(service: Service, human: Caller) -> dict[str, Any]:
-    """Two projects; tasks with dependencies, criteria, a lease, revisions,
-    checkpoints and a submission; decisions
+    """Two projects; tasks with dependencies, criteria, leases, a publication,
+    revisions, checkpoints and a submission; decisions
     pending, allowed, deferred and reopened, relayed, and reopened twice."""
     for project_id in ("demo", "other"):
         r = await human.post("/api/v1/projects", {"id": project_id, "name": project_id.title()})
@@ -99,6 +99,14 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
         assert r.status_code == 200, r.text
     r = await agent.post(f"{task_path(c)}/submit", {"summary": "Announced in #general."})
     assert r.status_code == 200, r.text
+    # a task under a lease, and one under publication with its result
+    leased = await new_task(human, "Index")
+    r = await agent.post(f"{BASE}/claims", {"task_id": leased})
+    assert r.status_code == 200, r.text
+    published = await new_task(human, "Release")
+    assert (await human.post(f"{task_path(published)}/publication/prepare")).status_code == 200
+    body = {"outcome": "succeeded", "detail": "v1.2 tagged"}
+    assert (await human.post(f"{task_path(published)}/publication/result", body)).status_code == 200
 
     pending = await open_decision(
         human, [a, b], recommendation="Proceed", expires_at="2027-01-01T00:00:00Z"

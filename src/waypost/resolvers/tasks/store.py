@@ -156,7 +156,10 @@ def task_rows_by_ids(conn: sqlite3.Connection, task_ids: Sequence[str]) -> dict[
 GATE_OPEN: Final = "gate_open"
 _SHOWABLE: Final = frozenset({
     "id", "project_id", "title", "description", "acceptance_criteria", "kind", "priority",
-    "subject_task_id", "status", "revision", "lease_owner_id", "created_at", "updated_at",
+    "subject_task_id", "status", "revision", "created_at", "updated_at",
+    "lease_owner_id", "lease_session_id", "lease_expires_at", "lease_workflow",
+    "publication_holder_id", "publication_holder_session_id", "publication_prepared_at",
+    "publication_result",
 })  # fmt: skip
 
 

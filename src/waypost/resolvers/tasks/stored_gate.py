@@ -15,11 +15,11 @@ statement, and leaves `blocked_by` out of a task the stored state says is
 blocked. The list of blocking decisions is then derived from the history,
 the authority, only when a caller asks for it (`fill_blocked_by`); a task
 the stored state says is open is blocked by no decision, so its `blocked_by`
-is complete at once. The JSON is `views.shape`'s, key for key, except
-`lease` and `publication`, which no field of the fast path shows (each
-column read costs; tests/test_tasks_stored_gate.py holds the two to each
-other across every kind of gate transition, and a fast path field reading
-a key left out would meet a KeyError, which hands the query to graphql-core).
+is complete at once. The JSON is `views.shape`'s, key for key, each
+key read only when asked for (each column read costs;
+tests/test_tasks_stored_gate.py holds the two to each other across every
+kind of gate transition, and a fast path field reading a key left out would
+meet a KeyError, which hands the query to graphql-core).
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks.readiness import Readiness, unready_reason
 from waypost.resolvers.tasks.store import GATE_OPEN, dependency_map, shown_rows_by_ids
+from waypost.resolvers.tasks.views import lease_json, publication_json
 
-__all__ = ["KEYS", "NOT_SHOWN", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
+__all__ = ["KEYS", "GateStateDrift", "fill_blocked_by", "tasks_by_ids"]
 
 log = logging.getLogger(__name__)
 
@@ -55,21 +56,21 @@ def _json_list(text: str) -> Any:
     return [] if text == "[]" else json.loads(text)
 
 
-# the task JSON's keys this module leaves out (see the module docstring)
-NOT_SHOWN: Final = frozenset({"lease", "publication"})
-
-
 # Every key tasks_by_ids can show; `id`, `project_id` and `subject_task_id`
 # are always shown (a task is placed and its gate derived by them).
 KEYS: Final = frozenset({
     "id", "project_id", "title", "description", "acceptance_criteria", "kind", "priority",
     "depends_on", "subject_task_id", "status", "revision", "ready", "blocked_by",
-    "created_at", "updated_at",
+    "lease", "publication", "created_at", "updated_at",
 })  # fmt: skip
 _ALWAYS: Final = ("id", "project_id", "subject_task_id")
 # keys that are a column of their own, under the same name
 _PLAIN: Final = ("title", "description", "kind", "priority", "status", "revision",
                  "created_at", "updated_at")  # fmt: skip
+# the columns behind the two objects (views.lease_json, views.publication_json)
+_LEASE: Final = ("lease_owner_id", "lease_session_id", "lease_expires_at", "lease_workflow")
+_PUBLICATION: Final = ("publication_holder_id", "publication_holder_session_id",
+                       "publication_prepared_at", "publication_result")  # fmt: skip
 
 
 def tasks_by_ids(
@@ -91,7 +92,13 @@ def tasks_by_ids(
         columns.append("acceptance_criteria")
     if gate_part:
         columns += ["status", "lease_owner_id", GATE_OPEN]
+    if "lease" in keys:
+        columns += _LEASE
+    if "publication" in keys:
+        columns += _PUBLICATION
     columns = list(dict.fromkeys(columns))
+    # the columns read for the gate or an object, not keys of the JSON
+    raw = [c for c in columns if c in _LEASE or c in _PUBLICATION]
     rows = shown_rows_by_ids(conn, task_ids, format_time(now), columns)
     if "depends_on" in keys or "blocked_by" in keys:
         deps = dependency_map(conn, [r[0] for r in rows])
@@ -108,6 +115,10 @@ def tasks_by_ids(
     found: dict[str, dict[str, Any]] = {}
     for row in rows:
         task = dict(zip(columns, row, strict=True))
+        if "lease" in keys:
+            task["lease"] = lease_json(task)
+        if "publication" in keys:
+            task["publication"] = publication_json(task)
         if "acceptance_criteria" in task:
             task["acceptance_criteria"] = _json_list(task["acceptance_criteria"])
         own = deps.get(task["id"], [])
@@ -115,7 +126,7 @@ def tasks_by_ids(
             task["depends_on"] = [dep_id for dep_id, _ in own]
         if gate_part:
             gate_open = task.pop(GATE_OPEN)
-            lease_owner = task.pop("lease_owner_id")
+            lease_owner = task["lease_owner_id"]
             undone = [dep_id for dep_id, dep_status in own if dep_status != "done"]
             # the predicate, its decision part stored
             reason = unready_reason(task["status"], lease_owner, undone, not gate_open)
@@ -126,6 +137,8 @@ def tasks_by_ids(
                 task["blocked_by"] = Readiness(False, None, [], undone).blocked_by()
             elif "blocked_by" in keys:
                 task[_UNDONE] = undone
+        for column in raw:
+            del task[column]
         found[task["id"]] = task
     return found
 

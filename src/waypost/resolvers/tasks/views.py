@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,7 @@ from waypost.resolvers.tasks.readiness import Readiness, readiness
 from waypost.resolvers.tasks.store import dependency_map
 
 
-def lease_json(row: sqlite3.Row) -> dict[str, Any] | None:
+def lease_json(row: sqlite3.Row | Mapping[str, Any]) -> dict[str, Any] | None:
     """The contract's lease object, exactly its four fields (a lease whose
     `expires_at` has passed is stale work that only `recover` takes over)."""
     if row["lease_owner_id"] is None:
@@ -30,7 +31,7 @@ def lease_json(row: sqlite3.Row) -> dict[str, Any] | None:
     }
 
 
-def publication_json(row: sqlite3.Row) -> dict[str, Any] | None:
+def publication_json(row: sqlite3.Row | Mapping[str, Any]) -> dict[str, Any] | None:
     if row["publication_holder_id"] is None:
         return None
     result = row["publication_result"]

@@ -92,6 +92,8 @@ TASK_KEYS: dict[tuple[str, str], str] = {
     ("Task", "updatedAt"): "updated_at",
     ("Task", "dependsOn"): "depends_on",
     ("Task", "revisions"): "revision",  # revisions are numbered 1..revision
+    ("Task", "lease"): "lease",
+    ("Task", "publication"): "publication",
     ("DecisionAffected", "currentRevision"): "revision",
 }
 
@@ -515,10 +517,31 @@ _register("Task", {
     "dependsOn": refs("task", _tasks, "depends_on"),
     "subject": ref("task", _tasks, "subject_task_id"),
     "activities": _activities,
+    "lease": key("lease"),
+    "publication": key("publication"),
     "revisions": task_histories.revisions,
     "checkpoints": task_histories.history(task_reads.CHECKPOINTS),
     "submissions": task_histories.history(task_reads.SUBMISSIONS),
     "decisions": task_histories.decisions,
+})  # fmt: skip
+_register("Lease", {
+    "sessionId": key("session_id"),
+    "expiresAt": key("expires_at"),
+    "workflow": key("workflow"),
+    # judged at the request's one instant, as `ready` is
+    "expired": lambda r, ps, a: [p["expires_at"] <= r.now_at for p in ps],
+    "owner": ref("principal", _principals, "owner_id"),
+})  # fmt: skip
+_register("Publication", {
+    "holderSessionId": key("holder_session_id"),
+    "preparedAt": key("prepared_at"),
+    "result": key("result"),
+    "holder": ref("principal", _principals, "holder_id"),
+})  # fmt: skip
+_register("PublicationResult", {
+    "outcome": key("outcome"),
+    "detail": key("detail"),
+    "at": key("at"),
 })  # fmt: skip
 _register("BlockedBy", {
     "decisionIds": key("decisions"),
