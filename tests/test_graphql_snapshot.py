@@ -21,9 +21,9 @@ from tests.decisions_support import answer, new_task, open_decision
 from waypost.clock import format_time
 from waypost.schema.loaders import Loaders
 
-# `lease` keeps the query on graphql-core's path (the fast path reads one
+# `me` keeps the query on graphql-core's path (the fast path reads one
 # snapshot in one unit of work): its level-by-level reads are what is tested
-QUERY = """query ($task: String!) { project(id: "demo") { task(id: $task) {
+QUERY = """query ($task: String!) { me { name } project(id: "demo") { task(id: $task) {
   ready
   blockedBy { decisionIds decisions { ... on Decision { restId status } } }
   lease { expiresAt }
@@ -74,7 +74,7 @@ async def test_a_query_is_judged_at_one_instant(
         return await read_decisions(self, keys)
 
     monkeypatch.setattr(Loaders, "_task_decisions", an_hour_later)
-    query = """query ($task: String!) { project(id: "demo") { task(id: $task) {
+    query = """query ($task: String!) { me { name } project(id: "demo") { task(id: $task) {
       ready lease { expiresAt }
       decisions(first: 5) { nodes { restId status } } } } }"""
     found = (await human.gql(query, {"task": task}))["data"]["project"]["task"]

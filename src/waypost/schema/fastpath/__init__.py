@@ -10,7 +10,8 @@ here (`fields.FIELDS`), the whole operation is instead answered in one step:
 - its selection sets compiled once (`plan.py`, graphql-core's own field
   collection and argument coercion);
 - run level by level inside one read unit of work (`run.py`), every relation
-  one batch of the same reads the DataLoaders make (`fields.py`), building
+  one batch of the same reads the DataLoaders make (`registry.py` and the
+  domain modules `fields.py` gathers), building
   the JSON result directly.
 
 Anything else falls back to graphql-core, unchanged: mutations and

@@ -19,6 +19,18 @@ from waypost.resolvers.knowledge import feedback
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.knowledge.rules import visible_to
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.fastpath.registry import (
+    Resolver,
+    connection,
+    global_id_of,
+    key,
+    read_principals,
+    read_projects,
+    read_tasks,
+    ref,
+    refs,
+    register,
+)
 from waypost.schema.knowledge import list_query
 from waypost.schema.relay import check_cursor, window
 
@@ -109,3 +121,64 @@ def revisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         # as position_page: a forward page after a cursor has items before it
         result.append(Conn(items, page.cursors, page.has_next, w.cursor is not None, count))
     return result
+
+
+# --- registrations ------------------------------------------------------------------
+
+_source_task = ref("task", read_tasks, "source_task_id")  # of a provenance
+connection("Knowledge")
+connection("KnowledgeRevision")
+# the revisioned fields a record and each of its revisions share
+# (schema.knowledge.KnowledgeContent)
+_CONTENT: dict[str, Resolver] = {
+    "title": key("title"),
+    "body": key("body"),
+    "status": key("status"),
+    "scope": key("scope"),
+    "tags": key("tags"),
+    "applicability": key("applicability"),
+    "provenance": key("provenance"),
+    "supersededById": key("superseded_by_id"),
+    "supersededBy": superseded_by,
+}
+register("Knowledge", {
+    **_CONTENT,
+    "id": global_id_of("Knowledge"),
+    "restId": key("id"),
+    "projectId": key("project_id"),
+    "kind": key("kind"),
+    "collection": key("collection"),
+    "shareAcrossProjects": key("share_across_projects"),
+    "revision": key("revision"),
+    "createdAt": key("created_at"),
+    "updatedAt": key("updated_at"),
+    "project": ref("project", read_projects, "project_id"),
+    "sourceTask": lambda r, ps, a: _source_task(r, [p["provenance"] for p in ps], a),
+    "feedbackTotals": feedback_totals,
+    "revisions": revisions,
+})  # fmt: skip
+register("KnowledgeRevision", {
+    **_CONTENT,
+    "knowledgeId": key("knowledge_id"),
+    "revision": key("revision"),
+    "feedback": key("feedback"),
+})  # fmt: skip
+register("KnowledgeScope", {
+    "taskIds": key("task_ids"),
+    "components": key("components"),
+    "environments": key("environments"),
+    "versions": key("versions"),
+    "tasks": refs("task", read_tasks, "task_ids"),
+})  # fmt: skip
+register("KnowledgeProvenance", {
+    "summary": key("summary"),
+    "sourceUri": key("source_uri"),
+    "sourceTaskId": key("source_task_id"),
+    "sourceSubmissionId": key("source_submission_id"),
+    "actorId": key("actor_id"),
+    "actorSessionId": key("actor_session_id"),
+    "recordedAt": key("recorded_at"),
+    "actor": ref("principal", read_principals, "actor_id"),
+    "sourceTask": _source_task,
+})  # fmt: skip
+register("FeedbackTotals", {"useful": key("useful"), "notUseful": key("not_useful")})

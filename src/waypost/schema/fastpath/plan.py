@@ -73,7 +73,7 @@ class SelectionPlan:
     type_name: str
     fields: tuple[FieldPlan, ...]
     # on the operation's plan: every (type name, field name) selected anywhere
-    # in it, so a read can take only what some selection shows (fields.py)
+    # in it, so a read can take only what some selection shows (registry.py)
     selected: frozenset[tuple[str, str]] = frozenset()
 
 
