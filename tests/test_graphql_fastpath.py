@@ -216,6 +216,32 @@ async def test_the_console_inbox_answers_byte_for_byte(
     assert result.answered
 
 
+# the console's pages: a decision (with its policy history, generations and
+# affected tasks' revisions), knowledge, policy, the decision list
+PAGES = ["DECISION", "DECISION_VERSION", "DECISION_LIST", "KNOWLEDGE_LIST", "KNOWLEDGE_ITEM",
+         "POLICY", "PROJECTS", "PROJECT_NAME"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", PAGES)
+async def test_the_console_pages_answer_byte_for_byte(
+    human: Caller, seeded: dict[str, Any], name: str
+) -> None:
+    """Each of the console's read pages is the fast path's (the decision
+    page took graphql-core's until `Project.decision` was registered)."""
+    query = console_query(name)
+    variables: dict[str, Any] = {"project": "demo", "shared": True}
+    if "$id" in query:
+        variables["id"] = (
+            seeded["knowledge"][0] if "knowledge" in query else (seeded["decisions"][1])
+        )
+    used = {"$" + m for m in re.findall(r"\$(\w+)", query)}
+    variables = {k: v for k, v in variables.items() if f"${k}" in used}
+    result = await both(human, query, variables)
+    assert result.fast == result.slow
+    assert b'"errors"' not in result.fast, result.fast[:300]
+    assert result.answered, name
+
+
 PROJECT_PAGES = [
     "{ projects(first: 2) { totalCount pageInfo { hasNextPage hasPreviousPage startCursor"
     " endCursor } edges { cursor node { id restId name createdAt } } } }",

@@ -14,9 +14,12 @@ from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.fastpath import events, knowledge
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.fastpath.registry import (
+    Read,
+    Resolver,
     connection,
     global_id_of,
     key,
+    read_decisions,
     read_principals,
     read_projects,
     read_tasks,
@@ -108,11 +111,16 @@ def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     return once_per_project(parents, read)
 
 
-def _project_task(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    """`Project.task(id)`: the task by id, null unless it is this project's."""
-    found = r.records("task", [a["id"]], read_tasks)[0]
-    return [found if found is not None and found["project_id"] == p["id"] else None
-            for p in parents]  # fmt: skip
+def _own(kind: str, read: Read) -> Resolver:
+    """`Project.task(id)`, `Project.decision(id)`: the record by id, null
+    unless it is this project's."""
+
+    def resolve(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+        found = r.records(kind, [a["id"]], read)[0]
+        return [found if found is not None and found["project_id"] == p["id"] else None
+                for p in parents]  # fmt: skip
+
+    return resolve
 
 
 # --- policy and digest (the console's inbox) ---------------------------------------
@@ -178,7 +186,8 @@ register("Project", {
     "createdBy": ref("principal", read_principals, "created_by"),
     "decisions": _project_decisions,
     "tasks": _project_tasks,
-    "task": _project_task,
+    "task": _own("task", read_tasks),
+    "decision": _own("decision", read_decisions),
     "policy": _project_policy,
     "digest": _project_digest,
     "knowledge": knowledge.project_list,
