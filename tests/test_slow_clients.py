@@ -776,6 +776,17 @@ async def test_a_request_the_parser_refuses_is_answered_after_those_before_it(
     assert_security_headers(alone)
 
 
+async def test_a_request_the_parser_cut_is_never_run() -> None:
+    """A request whose body the parser refused, behind one still being
+    answered, waited in uvicorn's pipeline and ran once the answer before it
+    was done: its own answer came after the 400 (review46). It never runs."""
+    cut = b"POST /early HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"
+    async with listening("httptools", deadline=60) as port:
+        answer = await exchange(port, b"GET /tail HTTP/1.1\r\nHost: x\r\n\r\n" + cut)
+    statuses = re.findall(rb"HTTP/1.1 (\d{3}) ", answer)
+    assert statuses == [b"200", b"400"], statuses
+
+
 async def test_a_refused_upgrade_closes_even_when_its_client_never_reads() -> None:
     """The refusal's close waited for ever for a client that took nothing of
     the answers ahead of it, and held a graceful stop (review31)."""

@@ -849,6 +849,38 @@ async def test_an_owed_restart_is_tried_again_by_an_idle_writer(
         await asyncio.to_thread(store.stop)
 
 
+async def test_no_owed_restart_is_tried_once_the_files_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After the database's files changed under the service, the idle
+    writer's TRUNCATE dropped from the WAL a row another process had
+    committed through its own index (review46): as a close's checkpoint
+    would, which the service skips then too (docs/operations.md)."""
+    monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.2)
+    monkeypatch.setattr(writer, "WAL_RESTART_BACKOFF", 0.3)
+    path = tmp_path / "w.db"
+    conn, wal_bytes = _wal_store(path)
+    changed: list[str] = []
+    store = Writer(conn, 5000, wal_bytes=wal_bytes, files_changed=lambda: next(iter(changed), None))
+    shell = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    shell.execute("BEGIN")
+    shell.execute("SELECT count(*) FROM t").fetchone()
+    try:
+        for _ in range(4):
+            await store.submit(
+                lambda c: c.execute("INSERT INTO t VALUES (zeroblob(524288))"), transaction=True
+            )
+        changed.append("the -shm was replaced by another file")
+        shell.execute("COMMIT")
+        held = wal_bytes()
+        await asyncio.sleep(1.2)  # the back-off ends, more than once
+        assert wal_bytes() == held  # no checkpoint touched the log
+    finally:
+        shell.close()
+        await asyncio.to_thread(store.stop)
+
+
 @pytest.fixture
 async def short_budget(tmp_path: Path, migrated_template: Path) -> AsyncIterator[Database]:
     """A store whose writes have 300 ms of budget, and whose batches are

@@ -253,6 +253,7 @@ def with_request_deadline(
 
     class RequestDeadline(base):  # type: ignore[misc, valid-type]
         app: Any  # uvicorn's: the ASGI app each new request is served with
+        pipeline: deque[Any]  # uvicorn's (httptools): requests waiting their turn
         _deadline: asyncio.TimerHandle | None = None  # for the next request to arrive
         _stalled: asyncio.TimerHandle | None = None  # for the client to read again
         # the requests of this connection not answered whole yet, oldest
@@ -459,8 +460,12 @@ def with_request_deadline(
             answer = _Refusal(400, "Bad Request", msg.encode()).raw
             if self._answering():
                 self._disarm()
-                # a refusal in a body cuts its request, which will never be whole
-                self._cut = None if self._in_head else self.cycle
+                # a refusal in a body cuts its request, which will never be
+                # whole: it waits in uvicorn's pipeline, and ran after the
+                # answer before it, its own answer written after the 400
+                # (review46); it is never started
+                cut = self._cut = None if self._in_head else self.cycle
+                self.pipeline = deque(p for p in self.pipeline if p[0] is not cut)
                 self._refuse_behind(answer)
             else:
                 self.transport.write(answer)

@@ -268,6 +268,12 @@ class Writer:
         try:
             return self._queue.get(timeout=max(0.0, self._next_wal_restart - time.monotonic()))
         except queue.Empty:
+            if self._files_changed is not None and self._files_changed() is not None:
+                # the files changed under the service (docs/operations.md): a
+                # checkpoint now would drop from the WAL what another process
+                # wrote through its own index (review46), as a close's would
+                self._wal_restart_owed = False
+                return None
             self._restart_wal(idle=True)
             return None
 
