@@ -209,13 +209,32 @@ async def position_page(
             page = await load((record_id, encode_cursor(start), w.limit))
         # as every forward page: `after` names a position, so items precede it
         return Page(page.items, page.cursors, page.has_next, w.cursor is not None)
+    back = backward_window(total, w)
+    if back.after is None:
+        return Page([], [], back.has_next, back.has_previous)
+    page = await load((record_id, back.after, back.limit))
+    return Page(page.items, page.cursors, back.has_next, back.has_previous)
+
+
+@dataclass(frozen=True)
+class BackwardWindow:
+    """A backward page of a history numbered 1..total, as the forward page
+    that holds it (`after`, `limit`; `after` None when the page is empty)."""
+
+    after: str | None
+    limit: int
+    has_next: bool
+    has_previous: bool
+
+
+def backward_window(total: int, w: Window) -> BackwardWindow:
+    """Where `position_page`'s backward page lies (the GraphQL fast path
+    pages the same way, `schema/fastpath/`)."""
     p = 0
     if w.cursor is not None:
         # a made-up position below 1 is past the list's oldest end, as 0 is
         # (-1 gave a page shorter than asked, -3 none under hasPreviousPage)
         p = max(0, int(str(decode_cursor(w.cursor, int, field_name="before")[0])))
     top = min(total, p + w.limit)
-    if top <= p:
-        return Page([], [], w.cursor is not None, top < total)
-    page = await load((record_id, encode_cursor(top + 1), top - p))
-    return Page(page.items, page.cursors, w.cursor is not None, top < total)
+    after = encode_cursor(top + 1) if top > p else None
+    return BackwardWindow(after, max(top - p, 0), w.cursor is not None, top < total)

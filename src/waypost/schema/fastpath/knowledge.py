@@ -13,11 +13,14 @@ here (docs/graphql.md, "The fast path", measures both).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from waypost.pagination import Page
 from waypost.resolvers.knowledge import feedback
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.knowledge.rules import visible_to
+from waypost.schema.fastpath.positions import PageKey, position_pages
 from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
 from waypost.schema.fastpath.registry import (
     Resolver,
@@ -32,7 +35,7 @@ from waypost.schema.fastpath.registry import (
     register,
 )
 from waypost.schema.knowledge import list_query
-from waypost.schema.relay import check_cursor, window
+from waypost.schema.relay import window
 
 VIEWED = "viewed_from"  # never a key of the REST JSON
 
@@ -97,30 +100,17 @@ def feedback_totals(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any
     return r.records("feedback totals", [p["id"] for p in parents], read)
 
 
+def _revision_pages(r: Reads, keys: Sequence[PageKey]) -> dict[PageKey, Page[Json]]:
+    return dict(zip(keys, knowledge.history_pages_sync(r.conn, keys), strict=True))
+
+
 def revisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    """`Knowledge.revisions`, forward (backward pages take the normal path,
-    `relay.position_page`), as `task_histories.revisions`: numbered 1..n, n
-    the record's `revision`, read in the record's snapshot."""
-    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
-    if w.backward:
-        raise Fallback
-    check_cursor(w, int)
-    keys = [(p["id"], w.cursor, w.limit) for p in parents]
-    unique = list(dict.fromkeys(keys))
-    pages = dict(zip(unique, knowledge.history_pages_sync(r.conn, unique), strict=True))
-    result = []
-    for p, k in zip(parents, keys, strict=True):
-        page = pages[k]
-        if page.items and page.items[0]["revision"] > p["revision"]:
-            raise Fallback  # not one snapshot after all: position_page knows what to do
-        items = [{**d, VIEWED: p[VIEWED]} for d in page.items]
-
-        def count(r: Reads, n: int = p["revision"]) -> int:
-            return n
-
-        # as position_page: a forward page after a cursor has items before it
-        result.append(Conn(items, page.cursors, page.has_next, w.cursor is not None, count))
-    return result
+    """`Knowledge.revisions`, numbered 1..n, n the record's `revision`, in
+    either direction (`positions.py`), each seen from where its record was."""
+    pages = position_pages(r, parents, a, _revision_pages)
+    for p, page in zip(parents, pages, strict=True):
+        page.items = [{**d, VIEWED: p[VIEWED]} for d in page.items]
+    return pages
 
 
 # --- registrations ------------------------------------------------------------------

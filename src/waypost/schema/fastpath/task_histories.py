@@ -16,9 +16,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from waypost.pagination import Page
 from waypost.resolvers.decisions import by_task
 from waypost.resolvers.tasks import reads as task_reads
-from waypost.schema.fastpath.reads import Conn, Fallback, Reads
+from waypost.schema.fastpath.positions import PageKey, position_pages
+from waypost.schema.fastpath.reads import Conn, Json, Reads
 from waypost.schema.relay import check_cursor, window
 
 CountAll = Callable[[sqlite3.Connection, Sequence[str]], dict[str, int]]
@@ -61,30 +63,17 @@ def history(kind: task_reads.History) -> Callable[[Reads, list[Any], dict[str, A
     return resolve
 
 
+def _revision_pages(r: Reads, keys: Sequence[PageKey]) -> dict[PageKey, Page[Json]]:
+    found = task_reads.history_pages(
+        r.conn, task_reads.REVISIONS, [(i, limit, cursor, False) for i, cursor, limit in keys]
+    )
+    return {(i, cursor, limit): found[(i, limit, cursor, False)] for i, cursor, limit in keys}
+
+
 def revisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    """`Task.revisions`, forward (backward pages take the normal path,
-    `relay.position_page`). Revisions are numbered 1..n, n the task's
-    `revision`, which is their count; the task and its history are read in
-    one snapshot here, so no page starts above the task's own revision (the
-    case `position_page` pages again for a replayed mutation's payload)."""
-    w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
-    if w.backward:
-        raise Fallback
-    check_cursor(w, int)
-    keys = [(p["id"], w.limit, w.cursor, False) for p in parents]
-    pages = task_reads.history_pages(r.conn, task_reads.REVISIONS, list(dict.fromkeys(keys)))
-    result = []
-    for p, k in zip(parents, keys, strict=True):
-        page = pages[k]
-        if page.items and page.items[0]["revision"] > p["revision"]:
-            raise Fallback  # not one snapshot after all: position_page knows what to do
-
-        def count(r: Reads, n: int = p["revision"]) -> int:
-            return n
-
-        # as position_page: a forward page after a cursor has items before it
-        result.append(Conn(page.items, page.cursors, page.has_next, w.cursor is not None, count))
-    return result
+    """`Task.revisions`, numbered 1..n, n the task's `revision` (their count),
+    in either direction (`positions.py`)."""
+    return position_pages(r, parents, a, _revision_pages)
 
 
 def decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
