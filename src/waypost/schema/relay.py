@@ -219,12 +219,14 @@ async def position_page(
 @dataclass(frozen=True)
 class BackwardWindow:
     """A backward page of a history numbered 1..total, as the forward page
-    that holds it (`after`, `limit`; `after` None when the page is empty)."""
+    that holds it (`after`, `limit`; `after` None when the page is empty):
+    positions `top` down to `top - limit + 1`."""
 
     after: str | None
     limit: int
     has_next: bool
     has_previous: bool
+    top: int
 
 
 def backward_window(total: int, w: Window) -> BackwardWindow:
@@ -237,4 +239,4 @@ def backward_window(total: int, w: Window) -> BackwardWindow:
         p = max(0, int(str(decode_cursor(w.cursor, int, field_name="before")[0])))
     top = min(total, p + w.limit)
     after = encode_cursor(top + 1) if top > p else None
-    return BackwardWindow(after, max(top - p, 0), w.cursor is not None, top < total)
+    return BackwardWindow(after, max(top - p, 0), w.cursor is not None, top < total, top)

@@ -8,7 +8,7 @@ from typing import Any
 
 from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import views as decision_views
-from waypost.schema.fastpath.reads import Conn, Fallback, Reads
+from waypost.schema.fastpath.reads import Conn, Reads
 from waypost.schema.fastpath.registry import (
     connection,
     global_id_of,
@@ -19,14 +19,15 @@ from waypost.schema.fastpath.registry import (
     ref,
     register,
 )
-from waypost.schema.relay import window
+from waypost.schema.relay import backward_window, check_cursor, window
 
 # --- decisions --------------------------------------------------------------------
 
 
 def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    """`Decision.generations`, forward (backward pages take the normal path,
-    relay.position_page).
+    """`Decision.generations`, in either direction, as `relay.position_page`
+    pages them (a backward page is the forward page that holds it,
+    `relay.backward_window`).
 
     Generations are numbered 1..n, n the decision's `generation` (what
     `position_page` and `totalCount` rely on too), so a page's keys follow
@@ -36,22 +37,28 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     the page is made as `history_pages` makes it.
     """
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
-    if w.backward:
-        raise Fallback
-    before = 2**62 if w.cursor is None else decode_cursor(w.cursor, int)[0]
+    check_cursor(w, int)
+    before = 2**62 if w.cursor is None or w.backward else decode_cursor(w.cursor, int)[0]
     assert isinstance(before, int)
     wanted = []
+    flags: list[tuple[bool, bool] | None] = []  # (hasNextPage, hasPreviousPage) if backward
     for d in parents:
-        top = min(before - 1, d["generation"])
-        # up to limit + 1 keys: the extra one tells that another page follows
-        wanted.append([(d["id"], g) for g in range(top, max(top - w.limit - 1, 0), -1)])
+        if w.backward:
+            back = backward_window(d["generation"], w)
+            top, size = back.top, back.limit
+            flags.append((back.has_next, back.has_previous))
+        else:
+            # up to limit + 1 keys: the extra one tells that another page follows
+            top, size = min(before - 1, d["generation"]), w.limit + 1
+            flags.append(None)
+        wanted.append([(d["id"], g) for g in range(top, max(top - size, 0), -1)])
     older = {k for d, keys in zip(parents, wanted, strict=True) for k in keys
              if k[1] != d["generation"]}  # fmt: skip
     # only the keys some selection of the operation shows (each column costs)
     gen_keys, answer_keys = _generation_keys(r.selected)
     loaded = decision_views.load_generations_showing(r.conn, sorted(older), gen_keys, answer_keys)
     result = []
-    for d, keys in zip(parents, wanted, strict=True):
+    for d, keys, backward in zip(parents, wanted, flags, strict=True):
         # Page.from_rows' rule (limit + 1 rows fetched: the extra one means more),
         # with the cursors (encode_cursor(generation)) made only if asked for
         shown = keys[: w.limit]
@@ -64,7 +71,8 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
             return n  # generations are numbered 1..n: the current one is their count
 
         # as relay.position_page: a forward page after a cursor has items before it
-        result.append(Conn(items, cursors, len(keys) > w.limit, w.cursor is not None, count))
+        more, earlier = backward or (len(keys) > w.limit, w.cursor is not None)
+        result.append(Conn(items, cursors, more, earlier, count))
     return result
 
 
