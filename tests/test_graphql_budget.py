@@ -128,6 +128,17 @@ async def test_graphql_core_counts_every_object_it_completes(human: Caller, proj
         assert r.status_code == 200 and over_the_limit(r.content)
 
 
+async def hubs_of_revisions(human: Caller) -> list[str]:
+    """Five base tasks, and four hubs depending on all five, each edited
+    twice (three revisions of five dependencies): returns the base tasks."""
+    base = [await new_task(human, f"base {n}") for n in range(5)]
+    for n in range(4):
+        hub = await new_task(human, f"hub {n}", depends_on=base)
+        for priority in (1, 2):
+            await edit_task(human, hub, priority=priority)
+    return base
+
+
 async def test_a_list_of_dependencies_counts_whole_as_it_starts(
     human: Caller, project: str
 ) -> None:
@@ -137,11 +148,7 @@ async def test_a_list_of_dependencies_counts_whole_as_it_starts(
     event loop 3 s (gqlloopaudit). Counted whole as the field starts, a list
     that starts past the limit builds none of its tasks. (`me` keeps the
     query on graphql-core's path; the count is the same.)"""
-    base = [await new_task(human, f"base {n}") for n in range(5)]
-    for n in range(4):
-        hub = await new_task(human, f"hub {n}", depends_on=base)
-        for priority in (1, 2):
-            await edit_task(human, hub, priority=priority)
+    await hubs_of_revisions(human)
     query = """query { me { name } project(id: "demo") { tasks(first: 9) { nodes {
       revisions { nodes { revision dependsOn { title } } } } } } }"""
     built: list[str] = []
@@ -174,11 +181,7 @@ async def test_the_fast_path_refuses_a_list_of_ids_before_reading_its_tasks(
     every id of a level's lists becomes an object of the next level, so a
     level whose ids pass the limit is refused before its tasks are read,
     where graphql-core refuses it too."""
-    base = [await new_task(human, f"base {n}") for n in range(5)]
-    for n in range(4):
-        hub = await new_task(human, f"hub {n}", depends_on=base)
-        for priority in (1, 2):
-            await edit_task(human, hub, priority=priority)
+    base = await hubs_of_revisions(human)
     query = """query { project(id: "demo") { tasks(first: 9) { nodes {
       revisions { nodes { revision dependsOn { title } } } } } } }"""
     read: list[list[str]] = []

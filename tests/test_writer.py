@@ -814,6 +814,24 @@ async def test_a_read_held_elsewhere_delays_the_restart_rarely_and_says_so(
     assert wal_bytes() > 4 * 1024 * 1024  # the held read kept the log, as it must
 
 
+async def _owed_restart(
+    path: Path, store: Writer, monkeypatch: pytest.MonkeyPatch
+) -> sqlite3.Connection:
+    """A WAL past a 1 MiB bound whose restart a read held elsewhere refused
+    (the back-off 0.4 s): returns that reader's connection, still inside BEGIN."""
+    monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
+    monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.2)
+    monkeypatch.setattr(writer, "WAL_RESTART_BACKOFF", 0.4)
+    shell = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    shell.execute("BEGIN")
+    shell.execute("SELECT count(*) FROM t").fetchone()
+    for _ in range(4):
+        await store.submit(
+            lambda c: c.execute("INSERT INTO t VALUES (zeroblob(524288))"), transaction=True
+        )
+    return shell
+
+
 async def test_an_owed_restart_is_tried_again_by_an_idle_writer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -821,20 +839,11 @@ async def test_an_owed_restart_is_tried_again_by_an_idle_writer(
     gone, the file stayed past the bound on an idle service until some
     client wrote (233 MiB, walaudit). Once the back-off ends, an idle writer
     tries it again, and cuts the file."""
-    monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
-    monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.2)
-    monkeypatch.setattr(writer, "WAL_RESTART_BACKOFF", 0.5)
     path = tmp_path / "w.db"
     conn, wal_bytes = _wal_store(path)
     store = Writer(conn, 5000, wal_bytes=wal_bytes)
-    shell = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    shell.execute("BEGIN")
-    shell.execute("SELECT count(*) FROM t").fetchone()
+    shell = await _owed_restart(path, store, monkeypatch)
     try:
-        for _ in range(4):
-            await store.submit(
-                lambda c: c.execute("INSERT INTO t VALUES (zeroblob(524288))"), transaction=True
-            )
         assert wal_bytes() > 1024 * 1024  # held: the restart is owed
         shell.execute("COMMIT")  # the read ends; nobody writes again
         for _ in range(50):
@@ -856,21 +865,12 @@ async def test_no_owed_restart_is_tried_once_the_files_changed(
     writer's TRUNCATE dropped from the WAL a row another process had
     committed through its own index (review46): as a close's checkpoint
     would, which the service skips then too (docs/operations.md)."""
-    monkeypatch.setattr(writer, "WAL_RESTART_BYTES", 1024 * 1024)
-    monkeypatch.setattr(writer, "WAL_RESTART_WAIT", 0.2)
-    monkeypatch.setattr(writer, "WAL_RESTART_BACKOFF", 0.3)
     path = tmp_path / "w.db"
     conn, wal_bytes = _wal_store(path)
     changed: list[str] = []
     store = Writer(conn, 5000, wal_bytes=wal_bytes, files_changed=lambda: next(iter(changed), None))
-    shell = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    shell.execute("BEGIN")
-    shell.execute("SELECT count(*) FROM t").fetchone()
+    shell = await _owed_restart(path, store, monkeypatch)
     try:
-        for _ in range(4):
-            await store.submit(
-                lambda c: c.execute("INSERT INTO t VALUES (zeroblob(524288))"), transaction=True
-            )
         changed.append("the -shm was replaced by another file")
         shell.execute("COMMIT")
         held = wal_bytes()
