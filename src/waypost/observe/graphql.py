@@ -12,7 +12,8 @@ from waypost.observe.requests import note_graphql_operation
 class GraphQLObserver(SchemaExtension):
     """Names the operation on the request's log line and counts it by type and
     outcome: `refused` (not parsed, not valid, over a limit: nothing ran),
-    `errors` (ran, with errors), `ok`."""
+    `errors` (ran, with errors; a variable that does not fit its type too:
+    graphql-core checks variables as execution begins), `ok`."""
 
     executed = False
 
