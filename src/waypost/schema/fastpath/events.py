@@ -22,6 +22,7 @@ from waypost.schema.fastpath.registry import (
     connection,
     key,
     read_decisions,
+    read_policies,
     read_principals,
     read_projects,
     read_tasks,
@@ -50,11 +51,6 @@ def project_events(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     return [pages[p["id"]] for p in parents]
 
 
-def policies(r: Reads, ids: list[str]) -> list[Json | None]:
-    """The projects' policies (their latest revisions), by project id."""
-    return policy.policies_by_ids(r.conn, ids)
-
-
 def policy_history(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.policyHistory`, newest first, either direction; its count is
     the policy's revision (revisions are numbered 1..n), read only when asked."""
@@ -66,7 +62,7 @@ def policy_history(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
             page = policy.history_sync(r.conn, project_id, w.cursor, w.limit, w.backward)
 
             def count(r: Reads, project_id: str = project_id) -> int:
-                found = r.records("policy", [project_id], policies)[0]
+                found = r.records("policy", [project_id], read_policies)[0]
                 if found is None:
                     raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
                 return int(found["revision"])

@@ -20,6 +20,7 @@ from waypost.schema.fastpath.registry import (
     global_id_of,
     key,
     read_decisions,
+    read_policies,
     read_principals,
     read_projects,
     read_tasks,
@@ -127,7 +128,7 @@ def _own(kind: str, read: Read) -> Resolver:
 
 
 def _project_policy(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
-    found = r.records("policy", [p["id"] for p in parents], events.policies)
+    found = r.records("policy", [p["id"] for p in parents], read_policies)
     if None in found:
         raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
     return found

@@ -29,6 +29,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
+from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import stored_gate
 from waypost.schema import budget, loaders
 from waypost.schema.fastpath.reads import Json, Reads
@@ -96,6 +97,11 @@ TASK_KEYS: dict[tuple[str, str], str] = {
 @lru_cache(maxsize=256)
 def _task_keys(selected: frozenset[tuple[str, str]]) -> frozenset[str]:
     return frozenset(TASK_KEYS[s] for s in selected if s in TASK_KEYS)
+
+
+def read_policies(r: Reads, ids: list[str]) -> list[Json | None]:
+    """The projects' policies (their latest revisions), by project id."""
+    return policy.policies_by_ids(r.conn, ids)
 
 
 def read_decisions(r: Reads, ids: list[str]) -> list[Json | None]:
