@@ -117,8 +117,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         w.decisions["stale"] = w.open_decision(
             agent, question="Deploy build 412 to staging?", task_ids=[tasks["deploy"]]
         )
-        alice.send("PATCH", f"/api/v1/projects/demo/tasks/{tasks['deploy']}",
-                   {"expected_revision": 1, "title": "Deploy build 413"})  # fmt: skip
+        # with a field that stales nothing in the same edit
+        edit = {"expected_revision": 1, "title": "Deploy build 413", "priority": 5}
+        alice.send("PATCH", f"/api/v1/projects/demo/tasks/{tasks['deploy']}", edit)
         assert w.decision(w.decisions["stale"])["status"] == "stale"
         yield w
 
@@ -443,7 +444,9 @@ def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: Worl
     # of context was "Reopen…" again and again)
     card.get_by_role("link", name="Reopen… Deploy build 412 to staging?", exact=True).click()
     page.get_by_role("heading", name="Why it is stale").wait_for()
-    assert "changed what was judged (title)" in page.locator(".reason-box").inner_text()
+    # a priority changed in the same edit is not named as judged (consolefast)
+    assert "changed what was judged (title) between" in page.locator(".reason-box").inner_text()
+    page.get_by_text("Also changed, not judged (does not stale): priority.").wait_for()
     assert page.get_by_role("button", name="Allow: Proceed").count() == 0
     diff = page.locator("pre.diff").first.inner_text()
     assert "- Deploy build 412" in diff and "+ Deploy build 413" in diff
@@ -1279,6 +1282,36 @@ def test_rules_whose_line_endings_changed_diff_line_by_line(tab: Tab, world: Wor
     assert "(line endings changed)" in diff and "… 20 unchanged lines" in diff
 
 
+def test_a_records_page_shows_its_tags_scope_and_source(tab: Tab, world: World) -> None:
+    """They showed only in a correction's diff, and only where they changed:
+    a record's page never said what it applies to (consolefast)."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/knowledge", {
+        "kind": "lesson", "title": "Warm the cache first", "body": "Cold starts time out.",
+        "tags": ["cache", "🚀 deploy"],
+        "scope": {"task_ids": [world.tasks["orders"]], "components": ["api"],
+                  "environments": [], "versions": ["2.1", "2.2"]},
+        "provenance": {"summary": "Seen in the load test", "source_uri": "https://ci.example/run/7",
+                       "source_task_id": world.tasks["orders"]}}, 201)  # fmt: skip
+    general = world.alice.send("POST", "/api/v1/projects/demo/knowledge",
+                               {"kind": "fact", "title": "Plain", "body": "b"}, 201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/k/{made['id']}")
+    page.get_by_role("heading", name="Warm the cache first").wait_for()
+    fact = page.locator("main [data-fact]")
+    assert fact.nth(0).inner_text() == "Tags: cache, 🚀 deploy"
+    task = world.tasks["orders"]
+    assert fact.nth(1).inner_text() == f"Scope: tasks {task}; components api; versions 2.1, 2.2"
+    assert fact.nth(2).inner_text() == (
+        f"Source: Seen in the load test · https://ci.example/run/7 · task {task}"
+    )
+    page.goto(f"{tab.origin}/console#/p/demo/k/{general['id']}")
+    page.get_by_role("heading", name="Plain").wait_for()
+    assert [fact.nth(i).inner_text() for i in range(3)] == [
+        "Tags: none", "Scope: general (any task, component, environment and version)",
+        "Source: not given"]  # fmt: skip
+
+
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
     """Read through another project, the "Superseded by" link pointed at the
     reader's project, where the (project-only) replacement is not found."""
@@ -1822,30 +1855,49 @@ def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: Worl
     _accessible_and_narrow(page)
 
 
-def test_a_project_summary_says_200_plus_where_the_digest_cut_its_list(
+def test_the_inbox_counts_and_lists_what_awaits_an_answer_past_its_first_page(
     tab: Tab, world: World
 ) -> None:
     """With 230 pending decisions the summary read "200 awaiting an answer"
-    beside a group headed "(200+)"."""
+    beside a group headed "(200+)"; and once 200 older ones had gone stale, a
+    fresh question was not listed at all ("Nothing awaits an answer"): the
+    group came from the digest's unanswered list, stale ones and all, cut at
+    200 (consolefast)."""
     alice, agent = world.alice, world.agent
     alice.send("POST", "/api/v1/projects", {"id": "heaps", "name": "Heaps"}, 201)
     task = alice.send("POST", "/api/v1/projects/heaps/tasks", {"title": "Busy"}, 201)["id"]
+    ask = {"options": ["Go", "Stop"], "rationale": "r", "required_actor": "human",
+           "environment": "e"}  # fmt: skip
     for i in range(201):
         agent.send("POST", "/api/v1/projects/heaps/decisions",
-                   {"question": f"Heap {i}?", "options": ["Go", "Stop"], "rationale": "r",
-                    "required_actor": "human", "environment": "e", "task_ids": [task]},
-                   201)  # fmt: skip
+                   {**ask, "question": f"Heap {i}?", "task_ids": [task]}, 201)  # fmt: skip
     page = tab.page
     tab.sign_in(alice.token)
-    summary = page.locator("section[aria-labelledby=proj-heaps] > p.muted").first
-    summary.get_by_text("200+ awaiting an answer").wait_for()
-    awaiting = page.locator("section[aria-labelledby=proj-heaps] [data-group=awaiting]")
-    assert "(200+)" in awaiting.inner_text()
+    section = page.locator("section[aria-labelledby=proj-heaps]")
+    summary = section.locator("> p.muted").first
+    summary.get_by_text("201 awaiting an answer").wait_for()
+    awaiting = section.locator("[data-group=awaiting]")
+    assert "(100+)" in awaiting.inner_text()
+    assert "Only the first 100 are listed" in awaiting.inner_text()
+    assert awaiting.locator("[data-decision]").count() == 100
     # and the page that lists every one
     awaiting.get_by_role("link", name="every one awaiting an answer").click()
     page.get_by_role("heading", name="Decisions · Heaps", level=1).wait_for()
     assert page.get_by_label("Status").input_value() == "PENDING"
     page.get_by_text("25 decision(s) shown.").wait_for()
+
+    # all 201 go stale (what they judged changed), then one fresh question
+    alice.send("PATCH", f"/api/v1/projects/heaps/tasks/{task}",
+               {"expected_revision": 1, "title": "Busy, renamed"})  # fmt: skip
+    other = alice.send("POST", "/api/v1/projects/heaps/tasks", {"title": "Calm"}, 201)["id"]
+    fresh = agent.send("POST", "/api/v1/projects/heaps/decisions",
+                       {**ask, "question": "Fresh?", "task_ids": [other]}, 201)["id"]  # fmt: skip
+    page.goto(f"{tab.origin}/console#/")
+    summary.get_by_text("1 awaiting an answer").wait_for()
+    awaiting.locator(f"[data-decision='{fresh}']").wait_for()
+    assert "Nothing awaits an answer" not in awaiting.inner_text()
+    reopen = section.locator("[data-group=reopen]")
+    reopen.get_by_text("50 of 201 are listed").wait_for()
 
 
 def test_how_long_ago_follows_the_services_clock_not_the_browsers(

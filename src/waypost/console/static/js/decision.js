@@ -19,6 +19,25 @@ const ENVIRONMENT_MAX = 200;
 const CONDITIONS_MAX = 50;
 const CONDITION_MAX = 1000;
 
+// the task fields an answer judges (resolvers/tasks/models.py JUDGED_FIELDS):
+// one edit may change these and others (a title and a priority at once)
+const JUDGED_FIELDS = new Set(["title", "description", "acceptance_criteria", "kind"]);
+
+// The fields changed between a pin and now, split into what stales an
+// answer and what does not.
+function changedSince(revs, a) {
+  const fields = new Set();
+  for (const r of revs) {
+    if (r.revision > a.pinnedRevision && r.revision <= a.currentRevision) {
+      for (const f of r.changedFields) fields.add(f);
+    }
+  }
+  return {
+    judged: [...fields].filter((f) => JUDGED_FIELDS.has(f)),
+    other: [...fields].filter((f) => !JUDGED_FIELDS.has(f)),
+  };
+}
+
 const JUDGED = [
   ["Title", (r) => r.title],
   ["Description", (r) => r.description],
@@ -102,11 +121,9 @@ export function staleReasons(project) {
   for (const a of d.current.affected) {
     if (!a.task || a.currentRevision === a.pinnedRevision) continue;
     const revs = a.task.revisions.edges.map((e) => e.node);
-    const judged = revs.filter((r) => r.revision > a.pinnedRevision && r.revision <= a.currentRevision
-      && r.judgedChange);
+    const { judged } = changedSince(revs, a);
     if (judged.length) {
-      const fields = [...new Set(judged.flatMap((r) => r.changedFields))];
-      reasons.push(h("li", {}, words`Task "${a.task.title}" changed what was judged (${fields.join(", ")}) `,
+      reasons.push(h("li", {}, words`Task "${a.task.title}" changed what was judged (${judged.join(", ")}) `,
         `between revision ${a.pinnedRevision} and ${a.currentRevision}.`));
     }
   }
@@ -501,11 +518,9 @@ function renderAffected(project) {
 }
 
 function otherChanges(revs, a) {
-  const other = revs.filter((r) => r.revision > a.pinnedRevision && r.revision <= a.currentRevision
-    && !r.judgedChange);
+  const { other } = changedSince(revs, a);
   if (!other.length) return null;
-  const fields = [...new Set(other.flatMap((r) => r.changedFields))];
-  return h("p", { class: "muted" }, `Also changed, not judged (does not stale): ${fields.join(", ") || "nothing"}.`);
+  return h("p", { class: "muted" }, `Also changed, not judged (does not stale): ${other.join(", ")}.`);
 }
 
 function renderPolicyPin(project) {

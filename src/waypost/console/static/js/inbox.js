@@ -102,41 +102,37 @@ function renderProject(project) {
   const digest = project.digest;
   // those timing out soon are listed once, in their own group, below
   const soon = new Set(digest.timingOutSoon.map((d) => d.restId));
-  const awaiting = digest.pendingDecisions.filter((d) => d.status === "PENDING" && !soon.has(d.restId));
-  // Stale and expired ones: unanswered (from the digest) and answered ones
-  // whose answer stopped counting; both need a reopen before an answer.
-  const seen = new Set();
-  const needReopen = [];
-  for (const d of [
-    ...digest.pendingDecisions.filter((x) => x.status !== "PENDING"),
-    ...project.stale.edges.map((e) => e.node),
-    ...project.expired.edges.map((e) => e.node),
-  ]) {
-    if (!seen.has(d.restId)) {
-      seen.add(d.restId);
-      needReopen.push(d);
-    }
-  }
+  // Read by status, not from the digest: the digest's unanswered list holds
+  // stale and expired ones too, oldest first, and stops at 200, so 200 old
+  // stale ones hid every fresh question ("Nothing awaits an answer"; consolefast).
+  const awaiting = project.awaiting.nodes.filter((d) => !soon.has(d.restId));
+  const awaitingTotal = project.awaiting.totalCount -
+    digest.timingOutSoon.filter((d) => d.status === "PENDING").length;
+  // exact, unless the digest cut its list of those timing out soon
+  const awaitingCount = digest.truncated.timingOutSoon
+    ? `${awaiting.length}+` : `${awaitingTotal}`;
+  // Stale and expired ones: unanswered and answered ones whose answer
+  // stopped counting; both need a reopen before an answer.
+  const needReopen = [...project.stale.nodes, ...project.expired.nodes];
   const section = h("section", { class: "project", "aria-labelledby": `proj-${project.restId}` },
     projectHeading(project),
     h("p", { class: "muted" },
+      `${awaitingCount} awaiting an answer · `,
       // a digest list holds its first 200: "200+" where it was cut, as the group says
-      `${awaiting.length}${digest.truncated.pendingDecisions ? "+" : ""} awaiting an answer · `,
       `${digest.blockedTasks.length}${digest.truncated.blockedTasks ? "+" : ""} blocked task(s) · `,
       `${digest.readyTaskCount} ready task(s) · `,
       link(`#/p/${enc(project.restId)}/decisions`, "decisions"), " · ",
       link(`#/p/${enc(project.restId)}/knowledge`, "knowledge"), " · ",
       link(`#/p/${enc(project.restId)}/policy`, `policy r${project.policy.revision}`)),
   );
-  const cut = digest.truncated.pendingDecisions
-    ? ["Only the first 200 are listed: ", allDecisions(project, "PENDING", "every one awaiting an answer"), "."]
-    : false;
+  const cut = project.awaiting.nodes.length < project.awaiting.totalCount
+    && [`Only the first ${project.awaiting.nodes.length} are listed: `,
+      allDecisions(project, "PENDING", "every one awaiting an answer"), "."];
   section.append(group(
     "Awaiting an answer", awaiting, (d) => pendingCard(project, d),
     "Nothing awaits an answer.", cut, `awaiting-${project.restId}`));
   if (needReopen.length) {
-    // the first 50 stale and the first 50 expired (with the digest's): say
-    // so when there are more
+    // the first 50 stale and the first 50 expired: say so when there are more
     const total = project.stale.totalCount + project.expired.totalCount;
     section.append(group(
       "Stale or expired: reopen before answering", needReopen, (d) => reopenCard(project, d),

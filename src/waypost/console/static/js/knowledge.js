@@ -130,6 +130,31 @@ const CONTENT = [
   ["Superseded by", (r) => r.supersededById || ""],
 ];
 
+const SCOPE = [["taskIds", "tasks"], ["components", "components"],
+  ["environments", "environments"], ["versions", "versions"]];
+
+// Its tags, scope and provenance as they are now: only a correction's diff
+// showed them, and only where they changed (consolefast).
+function facts(k) {
+  const label = (text) => h("span", { class: "label" }, text);
+  const scoped = SCOPE.filter(([dim]) => k.scope[dim].length);
+  const p = k.provenance;
+  const source = [
+    p.summary,
+    p.sourceUri ? h("code", {}, p.sourceUri) : null,
+    p.sourceTaskId ? ["task ", h("code", {}, p.sourceTaskId)] : null,
+  ].filter(Boolean);
+  return [
+    h("p", { dataset: { fact: "tags" } }, label("Tags: "),
+      k.tags.length ? joined(k.tags.map((t) => h("span", { class: "tag" }, t)), ", ") : "none"),
+    h("p", { dataset: { fact: "scope" } }, label("Scope: "), scoped.length
+      ? joined(scoped.map(([dim, name]) => [`${name} `, joined(k.scope[dim], ", ")]), "; ")
+      : "general (any task, component, environment and version)"),
+    h("p", { dataset: { fact: "provenance" } }, label("Source: "),
+      source.length ? joined(source, " · ") : "not given"),
+  ];
+}
+
 export async function renderKnowledgeItem(projectId, id) {
   const data = await gql(KNOWLEDGE_ITEM, { project: projectId, id });
   const k = data.project && data.project.knowledgeItem;
@@ -147,6 +172,7 @@ export async function renderKnowledgeItem(projectId, id) {
     h("section", { "aria-labelledby": "k-body" }, h("h2", { id: "k-body" }, "Current text"),
       h("p", { class: "prose" }, k.body),
       k.applicability ? h("p", {}, h("span", { class: "label" }, "Applies when: "), k.applicability) : null,
+      ...facts(k),
       k.supersededById ? h("p", {}, "Superseded by ",
         link(`#/p/${enc(k.projectId)}/k/${enc(k.supersededById)}`, k.supersededById)) : null),
     h("section", { "aria-labelledby": "k-revs" }, h("h2", { id: "k-revs" }, "Revisions and corrections"),

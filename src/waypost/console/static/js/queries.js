@@ -20,17 +20,17 @@ fragment InboxProject on Project {
   policy { revision }
   digest {
     readyTaskCount
-    pendingDecisions { ...Card }
     timingOutSoon { ...Card }
     proceededByTimeout { ...Card }
     blockedTasks {
       restId title status priority
       blockedBy { decisionIds decisionsTruncated decisions { ... on Decision { restId question } } dependencies { restId title } }
     }
-    truncated { pendingDecisions timingOutSoon proceededByTimeout blockedTasks }
+    truncated { timingOutSoon proceededByTimeout blockedTasks }
   }
-  stale: decisions(status: STALE, first: 50) { totalCount edges { node { ...Card } } }
-  expired: decisions(status: EXPIRED, first: 50) { totalCount edges { node { ...Card } } }
+  awaiting: decisions(status: PENDING, first: 100) { totalCount nodes { ...Card } }
+  stale: decisions(status: STALE, first: 50) { totalCount nodes { ...Card } }
+  expired: decisions(status: EXPIRED, first: 50) { totalCount nodes { ...Card } }
 }
 ${DECISION_CARD}`;
 
@@ -93,7 +93,7 @@ query Decision($project: String!, $id: String!) {
             restId title status revision
             revisions(first: 100) { edges { node {
               revision title description acceptanceCriteria kind priority
-              changedFields judgedChange at actor { name }
+              changedFields at actor { name }
             } } }
           }
         }
