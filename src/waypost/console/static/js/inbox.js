@@ -106,8 +106,8 @@ function renderProject(project) {
   // stale and expired ones too, oldest first, and stops at 200, so 200 old
   // stale ones hid every fresh question ("Nothing awaits an answer"; consolefast).
   const awaiting = project.awaiting.nodes.filter((d) => !soon.has(d.restId));
-  const awaitingTotal = project.awaiting.totalCount -
-    digest.timingOutSoon.filter((d) => d.status === "PENDING").length;
+  const awaitingTotal = Math.max(0, project.awaiting.totalCount -
+    digest.timingOutSoon.filter((d) => d.status === "PENDING").length);
   // exact, unless the digest cut its list of those timing out soon
   const awaitingCount = digest.truncated.timingOutSoon
     ? `${awaiting.length}+` : `${awaitingTotal}`;
