@@ -2156,6 +2156,32 @@ def test_the_pages_own_answer_is_not_announced_as_a_change_elsewhere(
     assert world.decision(decision_id)["status"] == "denied"
 
 
+def test_each_change_elsewhere_is_said_once(tab: Tab, world: World) -> None:
+    """A second change (a reopening after an answer) rewrote the words of the
+    banner, a role=status live region, and the announcer said "changed
+    elsewhere again" too: a screen reader heard both (consoleux2)."""
+    page, decision_id = _pending_in_alices_tab(tab, world, "Shard the events table?")
+    page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
+      new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
+        .observe(region, { childList: true, characterData: true, subtree: true }); }""")
+    path = f"/api/v1/projects/demo/decisions/{decision_id}"
+    world.admin.send("POST", f"{path}/answer", {"expected_generation": 1, "disposition": "defer",
+                     "answer": "Stop", "rationale": "Later."})  # fmt: skip
+    banner = page.locator("#changed-elsewhere")
+    banner.wait_for(timeout=70000)
+    world.admin.send("POST", f"{path}/reopen", {"expected_generation": 1, "rationale": "Now."})
+    banner.get_by_text("generation 2").wait_for(timeout=70000)
+    page.wait_for_timeout(300)  # the announcer writes a moment later
+    said = page.evaluate("() => window.said")
+    assert said == ["This decision changed elsewhere.", "This decision changed elsewhere again."]
+    # the banner is seen, not a second voice: no live region holds it
+    live = page.evaluate("""() => { let el = document.getElementById('changed-elsewhere');
+      for (; el; el = el.parentElement) {
+        if (el.role || el.getAttribute('aria-live')) return el.outerHTML.slice(0, 80);
+      } return null; }""")
+    assert live is None, live
+
+
 def test_a_reopen_links_name_cuts_the_question_at_a_character(tab: Tab, world: World) -> None:
     """docs/console.md: "Reopen… " and the question's first 120 characters.
     They were 120 UTF-16 units: an emoji across the cut left half a

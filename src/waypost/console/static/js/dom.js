@@ -215,8 +215,12 @@ export function noSuch(what) {
   return [h("h1", { tabindex: "-1" }, `No such ${what}`), h("p", {}, link("#/", "Back to the inbox"))];
 }
 
+// An error is an alert, said as it appears. Any other notice is only seen:
+// the page says it through the announcer (`announce`), its one voice, since
+// a notice of role=status whose words changed (a second change elsewhere)
+// was read out beside the announcer's own sentence (consoleux2).
 export function notice(kind, ...children) {
-  return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : "status" }, ...children);
+  return h("div", { class: `notice notice-${kind}`, role: kind === "error" ? "alert" : null }, ...children);
 }
 
 // A form's refusal, said in `box` as a role=alert notice and tied to the field
