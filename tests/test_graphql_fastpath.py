@@ -787,6 +787,38 @@ async def test_the_fast_path_reads_a_constant_number_of_statements(
     assert await statements() == few
 
 
+async def test_a_project_reached_through_many_tasks_reads_each_list_once(
+    service: Service, human: Caller, seeded: dict[str, Any]
+) -> None:
+    """Its events, policy history, knowledge and decisions, reached through
+    each of a page of tasks: the same bytes as graphql-core, and one read
+    of each list however many tasks lead to it (fastpathreview: the events
+    and policy history of a repeated project were never tested)."""
+    query = """query ($n: Int!) { project(id: "demo") { tasks(first: $n) { nodes { restId project {
+      events(first: 3) { totalCount pageInfo { hasNextPage endCursor }
+        edges { cursor node { sequence type subject { __typename } } } }
+      policyHistory(first: 2) { totalCount edges { node { revision } } }
+      knowledge(first: 2) { totalCount nodes { restId } }
+      decisions(first: 2) { totalCount nodes { restId } } } } } } }"""
+
+    async def statements(n: int) -> int:
+        result = await both(human, query, {"n": n})
+        assert result.fast == result.slow and result.answered, result.fast
+        assert result.fast.count(b'"policyHistory"') == n
+        seen: list[str] = []
+        await service.rt.db.set_trace(seen.append)
+        try:
+            with spying() as answered:
+                await human.gql(query, {"n": n})
+        finally:
+            await service.rt.db.set_trace(None)
+        assert answered == [True]
+        return len(seen)
+
+    assert len(seeded["tasks"]) >= 4
+    assert await statements(4) == await statements(1)
+
+
 async def test_a_fault_of_the_fast_path_is_logged_and_graphql_core_answers(
     human: Caller, seeded: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -21,6 +21,7 @@ from waypost.schema.fastpath.registry import (
     Read,
     connection,
     key,
+    once_per_project,
     read_decisions,
     read_policies,
     read_principals,
@@ -38,37 +39,31 @@ def project_events(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     sequence, checked as the resolver checks it."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     start = sequence_cursor(w.cursor, "before" if w.backward else "after")
-    pages: dict[str, Conn] = {}  # one page per distinct project, as once_per_project
-    for p in parents:
-        project_id = p["id"]
-        if project_id not in pages:
-            page = events.event_page(r.conn, project_id, start, w.limit, w.backward)
 
-            def count(r: Reads, project_id: str = project_id) -> int:
-                return events.count_events(r.conn, project_id)
+    def read(project_id: str) -> Conn:
+        page = events.event_page(r.conn, project_id, start, w.limit, w.backward)
+        return Conn.of(page, lambda r: events.count_events(r.conn, project_id))
 
-            pages[project_id] = Conn.of(page, count)
-    return [pages[p["id"]] for p in parents]
+    return once_per_project(parents, read)
 
 
 def policy_history(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.policyHistory`, newest first, either direction; its count is
     the policy's revision (revisions are numbered 1..n), read only when asked."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
-    pages: dict[str, Conn] = {}
-    for p in parents:
-        project_id = p["id"]
-        if project_id not in pages:
-            page = policy.history_sync(r.conn, project_id, w.cursor, w.limit, w.backward)
 
-            def count(r: Reads, project_id: str = project_id) -> int:
-                found = r.records("policy", [project_id], read_policies)[0]
-                if found is None:
-                    raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
-                return int(found["revision"])
+    def read(project_id: str) -> Conn:
+        page = policy.history_sync(r.conn, project_id, w.cursor, w.limit, w.backward)
 
-            pages[project_id] = Conn.of(page, count)
-    return [pages[p["id"]] for p in parents]
+        def count(r: Reads) -> int:
+            found = r.records("policy", [project_id], read_policies)[0]
+            if found is None:
+                raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
+            return int(found["revision"])
+
+        return Conn.of(page, count)
+
+    return once_per_project(parents, read)
 
 
 # --- registrations ------------------------------------------------------------------

@@ -27,6 +27,7 @@ from waypost.schema.fastpath.registry import (
     connection,
     global_id_of,
     key,
+    once_per_project,
     read_principals,
     read_projects,
     read_tasks,
@@ -62,7 +63,6 @@ def project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     query = list_query(None, a.get("kind"), a.get("status"), a.get("tag"),
                        a.get("includeShared", False), w.cursor, w.limit)  # fmt: skip
-    pages: dict[str, Conn] = {}  # one page per distinct project, as once_per_project
 
     def read(project_id: str) -> Conn:
         page = knowledge.list_sync(r.conn, project_id, query, w.backward)
@@ -73,10 +73,7 @@ def project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
         seen = page.with_items([{**d, VIEWED: project_id} for d in page.items])
         return Conn.of(seen, count)
 
-    for p in parents:
-        if p["id"] not in pages:
-            pages[p["id"]] = read(p["id"])
-    return [pages[p["id"]] for p in parents]
+    return once_per_project(parents, read)
 
 
 def project_item(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:

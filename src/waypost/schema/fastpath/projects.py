@@ -19,6 +19,7 @@ from waypost.schema.fastpath.registry import (
     connection,
     global_id_of,
     key,
+    once_per_project,
     read_decisions,
     read_policies,
     read_principals,
@@ -63,20 +64,6 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
         return Conn.of(page, counter(project_id))
 
     return once_per_project(parents, read)
-
-
-def once_per_project(parents: list[Any], read: Callable[[str], Conn]) -> list[Conn]:
-    """One page per distinct project among `parents`: a project reached through
-    each of 2,000 affected tasks read its `decisions(first: 100)` 2,000 times
-    (34 s) before the object limit refused the answer."""
-    pages: dict[str, Conn] = {}
-    result = []
-    for p in parents:
-        page = pages.get(p["id"])
-        if page is None:
-            page = pages[p["id"]] = read(p["id"])
-        result.append(page)
-    return result
 
 
 def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
