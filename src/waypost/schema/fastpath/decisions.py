@@ -8,7 +8,7 @@ from typing import Any
 
 from waypost.pagination import decode_cursor, encode_cursor
 from waypost.resolvers.decisions import views as decision_views
-from waypost.schema.fastpath.reads import Conn, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Reads
 from waypost.schema.fastpath.registry import (
     connection,
     global_id_of,
@@ -72,7 +72,7 @@ def _generations(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
 
         # as relay.position_page: a forward page after a cursor has items before it
         more, earlier = backward or (len(keys) > w.limit, w.cursor is not None)
-        result.append(Conn(items, cursors, more, earlier, count))
+        result.append(ConnectionValue(items, cursors, more, earlier, count))
     return result
 
 

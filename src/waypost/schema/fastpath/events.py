@@ -16,7 +16,7 @@ from typing import Any
 from waypost.resolvers.core import events
 from waypost.resolvers.projects import policy
 from waypost.schema.fastpath import knowledge
-from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Fallback, Json, Reads
 from waypost.schema.fastpath.registry import (
     Read,
     connection,
@@ -40,9 +40,9 @@ def project_events(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     start = sequence_cursor(w.cursor, "before" if w.backward else "after")
 
-    def read(project_id: str) -> Conn:
+    def read(project_id: str) -> ConnectionValue:
         page = events.event_page(r.conn, project_id, start, w.limit, w.backward)
-        return Conn.of(page, lambda r: events.count_events(r.conn, project_id))
+        return ConnectionValue.of(page, lambda r: events.count_events(r.conn, project_id))
 
     return once_per_project(parents, read)
 
@@ -52,7 +52,7 @@ def policy_history(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
     the policy's revision (revisions are numbered 1..n), read only when asked."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
 
-    def read(project_id: str) -> Conn:
+    def read(project_id: str) -> ConnectionValue:
         page = policy.history_sync(r.conn, project_id, w.cursor, w.limit, w.backward)
 
         def count(r: Reads) -> int:
@@ -61,7 +61,7 @@ def policy_history(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
                 raise Fallback  # `Project.policy` raises NotFound: graphql-core renders it
             return int(found["revision"])
 
-        return Conn.of(page, count)
+        return ConnectionValue.of(page, count)
 
     return once_per_project(parents, read)
 

@@ -21,7 +21,7 @@ from waypost.resolvers.knowledge import feedback
 from waypost.resolvers.knowledge import operations as knowledge
 from waypost.resolvers.knowledge.rules import visible_to
 from waypost.schema.fastpath.positions import PageKey, position_pages
-from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Fallback, Json, Reads
 from waypost.schema.fastpath.registry import (
     Resolver,
     connection,
@@ -64,14 +64,14 @@ def project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     query = list_query(None, a.get("kind"), a.get("status"), a.get("tag"),
                        a.get("includeShared", False), w.cursor, w.limit)  # fmt: skip
 
-    def read(project_id: str) -> Conn:
+    def read(project_id: str) -> ConnectionValue:
         page = knowledge.list_sync(r.conn, project_id, query, w.backward)
 
         def count(r: Reads) -> int:
             return knowledge.count_sync(r.conn, project_id, query)
 
         seen = page.with_items([{**d, VIEWED: project_id} for d in page.items])
-        return Conn.of(seen, count)
+        return ConnectionValue.of(seen, count)
 
     return once_per_project(parents, read)
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from waypost.pagination import Page
-from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Fallback, Json, Reads
 from waypost.schema.relay import backward_window, check_cursor, window
 
 # (record id, forward cursor, limit)
@@ -23,7 +23,9 @@ PageKey = tuple[str, str | None, int]
 PageRead = Callable[[Reads, Sequence[PageKey]], dict[PageKey, Page[Json]]]
 
 
-def position_pages(r: Reads, parents: list[Any], a: dict[str, Any], read: PageRead) -> list[Conn]:
+def position_pages(
+    r: Reads, parents: list[Any], a: dict[str, Any], read: PageRead
+) -> list[ConnectionValue]:
     """One page per parent (a record with `id` and `revision`), counted by
     the record's revision."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
@@ -50,5 +52,5 @@ def position_pages(r: Reads, parents: list[Any], a: dict[str, Any], read: PageRe
             return n
 
         more = page.has_next if has_next is None else has_next
-        result.append(Conn(page.items, page.cursors, more, has_previous, count))
+        result.append(ConnectionValue(page.items, page.cursors, more, has_previous, count))
     return result

@@ -12,7 +12,7 @@ from waypost.resolvers.decisions import operations as decisions
 from waypost.resolvers.projects import operations as project_ops
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.fastpath import events, knowledge
-from waypost.schema.fastpath.reads import Conn, Fallback, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Fallback, Json, Reads
 from waypost.schema.fastpath.registry import (
     Read,
     Resolver,
@@ -45,7 +45,7 @@ def _project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     (408 ms against 132 at 50,000 records, scaleaudit2)."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     page = project_ops.list_projects_sync(r.conn, w.cursor, w.limit, w.backward)
-    found = Conn.of(page, lambda r: project_ops.count_projects_sync(r.conn))
+    found = ConnectionValue.of(page, lambda r: project_ops.count_projects_sync(r.conn))
     return [found for _ in parents]
 
 
@@ -58,10 +58,10 @@ def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[
     def counter(project_id: str) -> Callable[[Reads], int]:
         return lambda r: decisions.count_sync(r.conn, project_id, r.now_at, status)
 
-    def read(project_id: str) -> Conn:
+    def read(project_id: str) -> ConnectionValue:
         page = decisions.list_sync(r.conn, project_id, r.now_at, status, w.cursor, w.limit,
                                    w.backward)  # fmt: skip
-        return Conn.of(page, counter(project_id))
+        return ConnectionValue.of(page, counter(project_id))
 
     return once_per_project(parents, read)
 
@@ -82,7 +82,7 @@ def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
             r.conn, project_id, r.now, status=status, ready=ready, q=q
         )
 
-    def read(project_id: str) -> Conn:
+    def read(project_id: str) -> ConnectionValue:
         page = task_reads.list_tasks_sync(
             r.conn,
             project_id,
@@ -94,7 +94,7 @@ def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]
             q=q,
             backward=w.backward,
         )
-        return Conn.of(page, counter(project_id))
+        return ConnectionValue.of(page, counter(project_id))
 
     return once_per_project(parents, read)
 

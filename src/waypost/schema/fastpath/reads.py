@@ -54,7 +54,7 @@ class Reads:
         return [cache[i] for i in ids]
 
 
-class Conn:
+class ConnectionValue:
     """A connection's value: a page's items, where it sits, and how to count
     the whole list (read only when `totalCount` is selected, as in the normal
     path). Cursors are made only when `edges` or `pageInfo` ask for them."""
@@ -84,7 +84,7 @@ class Conn:
         return self._counted
 
     @classmethod
-    def of(cls, page: Page[Json], total: Callable[[Reads], int]) -> Conn:
+    def of(cls, page: Page[Json], total: Callable[[Reads], int]) -> ConnectionValue:
         return cls(page.items, page.cursors, page.has_next, page.has_previous, total)
 
     @property

@@ -32,7 +32,7 @@ from typing import Any
 from waypost.resolvers.projects import policy
 from waypost.resolvers.tasks import stored_gate
 from waypost.schema import budget, loaders
-from waypost.schema.fastpath.reads import Conn, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Json, Reads
 from waypost.schema.relay import global_id
 
 Resolver = Callable[[Reads, list[Any], dict[str, Any]], list[Any]]
@@ -108,11 +108,13 @@ def read_decisions(r: Reads, ids: list[str]) -> list[Json | None]:
     return loaders.decisions_sync(r.conn, ids, r.now_at)
 
 
-def once_per_project(parents: list[Any], read: Callable[[str], Conn]) -> list[Conn]:
+def once_per_project(
+    parents: list[Any], read: Callable[[str], ConnectionValue]
+) -> list[ConnectionValue]:
     """One page per distinct project among `parents`: a project reached through
     each of 2,000 affected tasks read its `decisions(first: 100)` 2,000 times
     (34 s) before the object limit refused the answer."""
-    pages: dict[str, Conn] = {}
+    pages: dict[str, ConnectionValue] = {}
     result = []
     for p in parents:
         page = pages.get(p["id"])
@@ -170,7 +172,7 @@ def connection(type_name: str) -> None:
     })  # fmt: skip
 
 
-# the parent of a PageInfo is its Conn
+# the parent of a PageInfo is its ConnectionValue
 register("PageInfo", {
     "hasNextPage": lambda r, ps, a: [p.has_next for p in ps],
     "hasPreviousPage": lambda r, ps, a: [p.has_previous for p in ps],

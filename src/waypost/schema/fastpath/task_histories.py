@@ -20,7 +20,7 @@ from waypost.pagination import Page
 from waypost.resolvers.decisions import by_task
 from waypost.resolvers.tasks import reads as task_reads
 from waypost.schema.fastpath.positions import PageKey, position_pages
-from waypost.schema.fastpath.reads import Conn, Json, Reads
+from waypost.schema.fastpath.reads import ConnectionValue, Json, Reads
 from waypost.schema.relay import check_cursor, window
 
 CountAll = Callable[[sqlite3.Connection, Sequence[str]], dict[str, int]]
@@ -58,7 +58,7 @@ def history(kind: task_reads.History) -> Callable[[Reads, list[Any], dict[str, A
             return task_reads.count_histories(conn, kind, task_ids)
 
         totals = _counted_together(ids, count_all)
-        return [Conn.of(pages[k], total) for k, total in zip(keys, totals, strict=True)]
+        return [ConnectionValue.of(pages[k], total) for k, total in zip(keys, totals, strict=True)]
 
     return resolve
 
@@ -85,4 +85,4 @@ def decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     keys = [(i, w.limit, w.cursor, w.backward) for i in ids]
     pages = by_task.pages_sync(r.conn, list(dict.fromkeys(keys)), r.now_at)
     totals = _counted_together(ids, by_task.counts_sync)
-    return [Conn.of(pages[k], total) for k, total in zip(keys, totals, strict=True)]
+    return [ConnectionValue.of(pages[k], total) for k, total in zip(keys, totals, strict=True)]
