@@ -867,6 +867,23 @@ async def test_nul_in_a_graphql_input_is_a_user_error_naming_its_field(
     assert _written(service) == before
 
 
+async def test_nul_beside_another_fault_is_named_first_over_rest_and_graphql(
+    human: Caller, project: str
+) -> None:
+    """REST named the priority past its bound, GraphQL the title holding NUL:
+    the same input refused for two different fields (parity2)."""
+    r = await human.post(TASKS, {"title": "a\x00", "priority": 9999999})
+    assert_error(r, 400, "invalid_request", "title")
+    data = await human.gql(
+        'mutation($t: String!) { taskCreate(input: {idempotencyKey: "n3", projectId: "demo",'
+        " title: $t, priority: 9999999}) { userErrors { code field } } }",
+        {"t": "a\x00"},
+    )
+    assert data["data"]["taskCreate"]["userErrors"] == [
+        {"code": "invalid_request", "field": "title"}
+    ]
+
+
 # -- headers that take one value ----------------------------------------------------
 
 
