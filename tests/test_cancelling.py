@@ -1,12 +1,14 @@
-"""`cancel_and_wait`: a stopped task's cancellation is swallowed, the caller's is not."""
+"""`cancel_and_wait`: a stopped task's cancellation is swallowed, the caller's is not;
+`holding_until_done`: a caller that goes while it waits for a place runs nothing."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
-from waypost.cancelling import cancel_and_wait
+from waypost.cancelling import CallerGone, caller_gone, cancel_and_wait, holding_until_done
 
 
 async def _forever() -> None:
@@ -54,3 +56,82 @@ async def test_a_failure_of_the_stopped_task_reaches_the_caller() -> None:
     await asyncio.sleep(0)
     with pytest.raises(RuntimeError, match="clean-up failed"):
         await cancel_and_wait(task)
+
+
+# -- a place of a gate, while the caller may go --------------------------------------
+
+
+async def _ran(gate: asyncio.Semaphore, gone: Any) -> list[str]:
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("work")
+
+    token = caller_gone.set(gone)
+    try:
+        await holding_until_done(gate, work)
+    finally:
+        caller_gone.reset(token)
+    return ran
+
+
+async def test_work_whose_caller_went_while_it_waited_never_runs() -> None:
+    gate = asyncio.Semaphore(1)
+    await gate.acquire()  # the only place, taken
+    left = asyncio.Event()
+    waiting = asyncio.ensure_future(_ran(gate, left.wait))
+    await asyncio.sleep(0.01)
+    left.set()
+    with pytest.raises(CallerGone):
+        await waiting
+    gate.release()
+    # no place was kept for it: the gate has its one place again
+    assert not gate.locked()
+
+
+async def test_work_that_got_its_place_runs_though_its_watch_goes_on() -> None:
+    gate = asyncio.Semaphore(1)
+    await gate.acquire()
+    never = asyncio.Event()
+    waiting = asyncio.ensure_future(_ran(gate, never.wait))
+    await asyncio.sleep(0.01)
+    gate.release()
+    assert await waiting == ["work"]
+    assert not gate.locked()
+
+
+async def test_a_watch_that_fails_leaves_the_work_waiting_for_its_place() -> None:
+    gate = asyncio.Semaphore(1)
+    await gate.acquire()
+
+    async def broken() -> None:
+        raise RuntimeError("the transport's receive failed")
+
+    waiting = asyncio.ensure_future(_ran(gate, broken))
+    await asyncio.sleep(0.01)
+    assert not waiting.done()
+    gate.release()
+    assert await waiting == ["work"]
+
+
+async def test_a_caller_cancelled_while_it_waits_keeps_no_place() -> None:
+    gate = asyncio.Semaphore(1)
+    await gate.acquire()
+    never = asyncio.Event()
+    waiting = asyncio.ensure_future(_ran(gate, never.wait))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    gate.release()  # the place frees as the cancellation lands
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await asyncio.sleep(0.01)
+    assert not gate.locked()
+
+
+async def test_a_free_place_is_taken_without_watching() -> None:
+    gate = asyncio.Semaphore(1)
+
+    async def must_not_be_called() -> None:
+        raise AssertionError("watched although a place was free")
+
+    assert await _ran(gate, must_not_be_called) == ["work"]

@@ -1,5 +1,5 @@
-"""A read whose client has gone ends there: a search queued for the search
-lane never runs (http/client_gone.py)."""
+"""A REST read whose client has gone while it waited for a place of the
+search lane ends there, unrun (cancelling.caller_gone, http/client_gone.py)."""
 
 from __future__ import annotations
 

@@ -14,9 +14,23 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+# Set by a transport that can tell when its caller has gone (a REST read):
+# returns once it has. uvicorn never cancels a request whose client went, so
+# without it a search queued for the search lane ran its turn for no one,
+# ahead of the searches still wanted.
+caller_gone: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar(
+    "caller_gone", default=None
+)
+
+
+class CallerGone(Exception):
+    """The caller went away while its work waited for a place of a gate: the
+    work never ran."""
 
 
 async def cancel_and_wait(task: asyncio.Task[None]) -> None:
@@ -39,7 +53,7 @@ async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitab
     after its caller is cancelled: a place given back then let more of it
     run at once than the gate admits (the reader that search lanes keep
     free for other reads was taken)."""
-    await gate.acquire()
+    await _acquire(gate)
     try:
         running = asyncio.ensure_future(work())
     except BaseException:
@@ -53,6 +67,38 @@ async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitab
 
     running.add_done_callback(ended)
     return await asyncio.shield(running)
+
+
+async def _acquire(gate: asyncio.Semaphore) -> None:
+    """A place of `gate`; CallerGone when `caller_gone` fires while waiting
+    for one (watched only when there is a wait: a free place costs nothing)."""
+    gone = caller_gone.get()
+    if gone is None or not gate.locked():
+        await gate.acquire()
+        return
+    acquiring = asyncio.ensure_future(gate.acquire())
+    watching = asyncio.ensure_future(gone())
+    try:
+        await asyncio.wait((acquiring, watching), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # cancelled itself: it leaves no place taken behind
+        watching.cancel()
+        _give_up(gate, acquiring)
+        raise
+    if acquiring.done():
+        watching.cancel()
+        return
+    if watching.exception() is not None:  # a watch that failed saw nothing
+        await acquiring
+        return
+    _give_up(gate, acquiring)
+    raise CallerGone
+
+
+def _give_up(gate: asyncio.Semaphore, acquiring: asyncio.Future[Any]) -> None:
+    if acquiring.done() and not acquiring.cancelled():
+        gate.release()
+    else:
+        acquiring.cancel()
 
 
 def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:

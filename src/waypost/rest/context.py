@@ -11,7 +11,7 @@ from waypost.rest.routing import Call, RouteTable
 table = RouteTable("context")
 
 
-@table.get("/api/v1/projects/{project}/context", query=ContextQuery, searches=True)
+@table.get("/api/v1/projects/{project}/context", query=ContextQuery)
 async def get_context(call: Call) -> dict[str, Any]:
     """Policy, open decisions, then ranked task and knowledge matches, within limit and budget."""
     # a HEAD sends no body: no item text goes to the provider for it

@@ -28,7 +28,7 @@ async def create_knowledge(call: Call) -> Outcome:
     return await knowledge.create(call.rt, call.actor, call.idem, call.params["project"], call.body)
 
 
-@table.get(BASE, query=KnowledgeListQuery, searches=True)
+@table.get(BASE, query=KnowledgeListQuery)
 async def list_knowledge(call: Call) -> Page[Any]:
     """Records newest first; shared records of other projects only with include_shared=true."""
     return await knowledge.list_knowledge(call.rt, call.params["project"], call.query)

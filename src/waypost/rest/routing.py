@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Receive, Scope, Send
 
+from waypost.cancelling import CallerGone, caller_gone
 from waypost.clock import format_time
 from waypost.decoding import (
     convert,
@@ -28,7 +29,7 @@ from waypost.decoding import (
 )
 from waypost.errors import InvalidRequest, Unavailable, UnsupportedMediaType, WaypostError
 from waypost.http.bodies import read_body
-from waypost.http.client_gone import unless_client_gone
+from waypost.http.client_gone import disconnect_of
 from waypost.http.headers import content_coding_refusal, header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer
@@ -73,10 +74,6 @@ class RestRoute:
     body: type | None = None
     query: type | None = None
     status: int = 200
-    # a read that may wait for a place of the search lane (storage/db.py):
-    # it ends when its client goes (http/client_gone.py); other reads are
-    # not watched, which costs each about 17 µs
-    searches: bool = False
 
     @property
     def is_mutation(self) -> bool:
@@ -256,14 +253,15 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
     try:
         with rt.pinned_now():
             at = rt.now()
-            if route.searches:
-                # one whose client has gone ends there (a queued search never runs)
-                found = await unless_client_gone(_outcome(route, scope, receive), receive)
-                if found is None:
-                    return
-                parts = found
-            else:
+            # a read whose client has gone while it waited for a place of
+            # the search lane ends there, unrun and unanswered
+            gone = caller_gone.set(disconnect_of(receive))
+            try:
                 parts = await _outcome(route, scope, receive)
+            except CallerGone:
+                return
+            finally:
+                caller_gone.reset(gone)
     except Unavailable as error:  # the pin's own read of the clock: nothing ran
         parts = error_parts(error)
     await _answer(scope, send, *parts, at=at)
@@ -277,8 +275,8 @@ async def _outcome(
         status, body, replayed = rendered(await _result(route, scope, receive))
     except WaypostError as error:
         return error_parts(error)
-    except ClientDisconnect:
-        raise  # authentication ends the request quietly: the client is gone
+    except (ClientDisconnect, CallerGone):
+        raise  # the client is gone: the request ends quietly
     except Exception as exc:
         log_internal(exc)
         return 500, INTERNAL_ERROR, None

@@ -24,7 +24,7 @@ async def create_task(call: Call) -> Outcome:
     return await tasks.create(call.rt, call.actor, call.idem, call.params["project"], call.body)
 
 
-@table.get("/api/v1/projects/{project}/tasks", query=tasks.TaskListQuery, searches=True)
+@table.get("/api/v1/projects/{project}/tasks", query=tasks.TaskListQuery)
 async def list_tasks(call: Call) -> Page[Any]:
     """Tasks in creation order; filters `status`, `ready` and full-text `q`."""
     q = call.query
