@@ -6,6 +6,11 @@ read (its route takes none), so its `receive` is free to watch for the
 disconnect; a read that waits for a place of a gate (a search queued for
 the search lane, storage/db.py) watches it and ends there, never running
 (`cancelling.caller_gone`).
+
+It sees a close only while the connection is read: a request pipelined
+behind this one pauses reading until this answer is sent, so a client that
+sent another request and then left is not seen to go, and its search runs
+(review48).
 """
 
 from __future__ import annotations

@@ -148,11 +148,11 @@ async def call_for(
 def decode_body(route: RestRoute, value: Any) -> Any:
     """A mutation's body `value` decoded by the route's model, or the
     InvalidRequest naming what this build refuses in it."""
-    # NUL first, as GraphQL's input finds it before the model's own checks:
-    # a title holding NUL beside a priority past its bound was refused for
-    # the priority here and for the title there (parity2)
-    refuse_nul(value)
+    # the model first (types, required fields, bounds), then NUL: GraphQL
+    # checks types and required fields first too, but its bounds after NUL
+    # (docs/api.md); naming NUL first here broke the first two (review48)
     body: Any = convert(value, route.body or _Empty)
+    refuse_nul(value)
     return body
 
 
