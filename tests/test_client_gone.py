@@ -4,14 +4,38 @@ search lane ends there, unrun (cancelling.caller_gone, http/client_gone.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import uvicorn
 
 from tests.conftest import Caller, Service
-from tests.live_support import running
+from tests.live_support import _Server, loopback_socket
+from waypost.http.slow_clients import with_request_deadline
 from waypost.resolvers.context import packet
+from waypost.resolvers.decisions import digest
+
+
+@contextlib.asynccontextmanager
+async def _serving(service: Service, http: str) -> AsyncIterator[int]:
+    """The app on a real socket, on the HTTP protocol `serve` runs it with."""
+    sock = loopback_socket()
+    config = uvicorn.Config(
+        service.app, log_level="warning", lifespan="off", http=with_request_deadline(http, 30)
+    )
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, 10)
+        sock.close()
 
 
 async def _hold_the_search_lane(service: Service, release: threading.Event) -> list[Any]:
@@ -28,37 +52,49 @@ async def _hold_the_search_lane(service: Service, release: threading.Event) -> l
     return holders
 
 
-async def _send_context_get(url: str, token: str) -> tuple[Any, Any]:
-    host, port = url.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
+async def _get(port: int, path: str, token: str) -> tuple[Any, Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
-        b"GET /api/v1/projects/demo/context?q=runner HTTP/1.1\r\nHost: x\r\n"
-        + f"Authorization: Bearer {token}\r\n\r\n".encode()
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n\r\n".encode()
     )
     await writer.drain()
     return reader, writer
 
 
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+@pytest.mark.parametrize(
+    ("path", "module", "name"),
+    [("/api/v1/projects/demo/context?q=runner", packet, "read_sync"),
+     ("/api/v1/projects/demo/digest", digest, "digest_sync")],
+)  # fmt: skip
 async def test_a_queued_search_whose_client_left_never_runs(
-    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+    service: Service,
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    http: str,
+    path: str,
+    module: Any,
+    name: str,
 ) -> None:
     """Clients that gave up and asked again queued searches no one would
     read, each holding a place of the lane up to the time limit once its
-    turn came, ahead of the searches still wanted."""
-    searched: list[str] = []
-    real = packet.read_sync
+    turn came, ahead of the searches still wanted (uvicorn never cancels a
+    request whose client went)."""
+    ran: list[str] = []
+    real = getattr(module, name)
 
-    def spied(conn: Any, project_id: str, query: Any, *rest: Any) -> Any:
-        searched.append(query.q)
-        return real(conn, project_id, query, *rest)
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        ran.append(name)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(packet, "read_sync", spied)
+    monkeypatch.setattr(module, name, spied)
     release = threading.Event()
-    async with running(service) as url:
+    async with _serving(service, http) as port:
         holders = await _hold_the_search_lane(service, release)
         try:
-            _, left = await _send_context_get(url, human.token)
-            stays, stays_writer = await _send_context_get(url, human.token)
+            _, left = await _get(port, path, human.token)
+            stays, stays_writer = await _get(port, path, human.token)
             await asyncio.sleep(0.5)  # both requests are in, waiting for a place
             left.close()
             await left.wait_closed()
@@ -66,9 +102,9 @@ async def test_a_queued_search_whose_client_left_never_runs(
         finally:
             release.set()
             await asyncio.gather(*holders)
-        # the client that stayed gets its packet: only its search ran
+        # the client that stayed gets its answer: only its read ran
         head = await asyncio.wait_for(stays.readuntil(b"\r\n\r\n"), 10)
         assert head.startswith(b"HTTP/1.1 200"), head
         stays_writer.close()
-        await asyncio.sleep(0.2)  # a search let through would have run by now
-    assert searched == ["runner"]
+        await asyncio.sleep(0.2)  # a read let through would have run by now
+    assert ran == [name]
