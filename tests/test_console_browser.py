@@ -1312,6 +1312,21 @@ def test_a_records_page_shows_its_tags_scope_and_source(tab: Tab, world: World) 
         "Source: not given"]  # fmt: skip
 
 
+def test_a_kind_in_the_address_is_read_in_any_case(tab: Tab, world: World) -> None:
+    """`?kind=fact` (as the select shows kinds, and as the decisions page reads
+    `?status=pending`) was no filter: every record listed, the select on "any"
+    (consoleux2)."""
+    base = "/api/v1/projects/demo/knowledge"
+    world.alice.send("POST", base, {"kind": "fact", "title": "Casefold fact", "body": "b"}, 201)
+    world.alice.send("POST", base, {"kind": "lesson", "title": "Casefold lesson", "body": "b"}, 201)
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge?kind=fact&q=casefold")
+    page.get_by_text("Casefold fact").wait_for()
+    assert page.get_by_label("Kind").input_value() == "FACT"
+    assert page.get_by_text("Casefold lesson").count() == 0
+
+
 def test_a_shared_records_replacement_opens_in_its_own_project(tab: Tab, world: World) -> None:
     """Read through another project, the "Superseded by" link pointed at the
     reader's project, where the (project-only) replacement is not found."""

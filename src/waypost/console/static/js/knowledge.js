@@ -26,10 +26,18 @@ function select(id, label, values, chosen) {
 
 class NoSuchProject extends Error {}
 
+// A kind or status in the address, in any case (`?kind=fact`, as the select
+// shows it and as the decisions page reads its status); anything else is no
+// filter.
+function chosen(query, name, values) {
+  const asked = (query.get(name) || "").toUpperCase();
+  return values.includes(asked) ? asked : null;
+}
+
 export async function renderKnowledgeList(projectId, query) {
   const filters = {
-    kind: KINDS.includes(query.get("kind")) ? query.get("kind") : null,
-    status: STATUSES.includes(query.get("status")) ? query.get("status") : null,
+    kind: chosen(query, "kind", KINDS),
+    status: chosen(query, "status", STATUSES),
     tag: query.get("tag") || null,
     q: query.get("q") || null,
     shared: query.get("shared") === "1",
