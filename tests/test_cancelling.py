@@ -75,12 +75,18 @@ async def _ran(gate: asyncio.Semaphore, gone: Any) -> list[str]:
     return ran
 
 
-async def test_work_whose_caller_went_while_it_waited_never_runs() -> None:
+async def _waiting(gone: Any) -> tuple[asyncio.Semaphore, asyncio.Future[list[str]]]:
+    """A gate whose only place is taken, and work waiting for it."""
     gate = asyncio.Semaphore(1)
-    await gate.acquire()  # the only place, taken
-    left = asyncio.Event()
-    waiting = asyncio.ensure_future(_ran(gate, left.wait))
+    await gate.acquire()
+    waiting = asyncio.ensure_future(_ran(gate, gone))
     await asyncio.sleep(0.01)
+    return gate, waiting
+
+
+async def test_work_whose_caller_went_while_it_waited_never_runs() -> None:
+    left = asyncio.Event()
+    gate, waiting = await _waiting(left.wait)
     left.set()
     with pytest.raises(CallerGone):
         await waiting
@@ -90,36 +96,24 @@ async def test_work_whose_caller_went_while_it_waited_never_runs() -> None:
 
 
 async def test_work_that_got_its_place_runs_though_its_watch_goes_on() -> None:
-    gate = asyncio.Semaphore(1)
-    await gate.acquire()
-    never = asyncio.Event()
-    waiting = asyncio.ensure_future(_ran(gate, never.wait))
-    await asyncio.sleep(0.01)
+    gate, waiting = await _waiting(asyncio.Event().wait)
     gate.release()
     assert await waiting == ["work"]
     assert not gate.locked()
 
 
 async def test_a_watch_that_fails_leaves_the_work_waiting_for_its_place() -> None:
-    gate = asyncio.Semaphore(1)
-    await gate.acquire()
-
     async def broken() -> None:
         raise RuntimeError("the transport's receive failed")
 
-    waiting = asyncio.ensure_future(_ran(gate, broken))
-    await asyncio.sleep(0.01)
+    gate, waiting = await _waiting(broken)
     assert not waiting.done()
     gate.release()
     assert await waiting == ["work"]
 
 
 async def test_a_caller_cancelled_while_it_waits_keeps_no_place() -> None:
-    gate = asyncio.Semaphore(1)
-    await gate.acquire()
-    never = asyncio.Event()
-    waiting = asyncio.ensure_future(_ran(gate, never.wait))
-    await asyncio.sleep(0.01)
+    gate, waiting = await _waiting(asyncio.Event().wait)
     waiting.cancel()
     gate.release()  # the place frees as the cancellation lands
     with pytest.raises(asyncio.CancelledError):
