@@ -108,3 +108,51 @@ async def test_a_queued_search_whose_client_left_never_runs(
         stays_writer.close()
         await asyncio.sleep(0.2)  # a read let through would have run by now
     assert ran == [name]
+
+
+async def _response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    return head, await reader.readexactly(length)
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+async def test_a_watched_read_leaves_nothing_to_the_connections_next_request(
+    service: Service, human: Caller, project: str, http: str
+) -> None:
+    """The watch reads the connection, and uvicorn's `receive` resumes its
+    reading; on asyncio's loop that put the socket's reader in the watch's
+    context, and the next request on the connection started in it: a write
+    an hour later said the first read's instant in `Waypost-Now`, and a
+    GraphQL query waiting for its lane met the stale watch (review49)."""
+    release = threading.Event()
+    async with _serving(service, http) as port:
+        holders = await _hold_the_search_lane(service, release)
+        reader, writer = await _get(port, "/api/v1/projects/demo/context?q=runner", human.token)
+        # a request pipelined behind it, while the read waits and watches
+        writer.write(
+            f"GET /api/v1/projects/demo HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {human.token}\r\n\r\n".encode()
+        )
+        await asyncio.sleep(0.5)
+        release.set()
+        await asyncio.gather(*holders)
+        for _ in range(2):
+            head, _ = await _response(reader)
+            assert head.startswith(b"HTTP/1.1 200"), head
+        service.clock.advance(hours=1)
+        body = b'{"title": "an hour later"}'
+        writer.write(
+            b"POST /api/v1/projects/demo/tasks HTTP/1.1\r\nHost: x\r\n"
+            + f"Authorization: Bearer {human.token}\r\nIdempotency-Key: later-{http}\r\n".encode()
+            + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        head, _ = await _response(reader)
+        writer.close()
+    assert head.startswith(b"HTTP/1.1 201"), head
+    assert f"waypost-now: {service.clock.iso()}".lower().encode() in head.lower(), head

@@ -13,8 +13,8 @@ two apart (Python 3.11).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
+import contextvars
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -23,8 +23,8 @@ T = TypeVar("T")
 # returns once it has. uvicorn never cancels a request whose client went, so
 # without it a search queued for the search lane ran its turn for no one,
 # ahead of the searches still wanted.
-caller_gone: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar(
-    "caller_gone", default=None
+caller_gone: contextvars.ContextVar[Callable[[], Coroutine[Any, Any, None]] | None] = (
+    contextvars.ContextVar("caller_gone", default=None)
 )
 
 
@@ -77,7 +77,12 @@ async def _acquire(gate: asyncio.Semaphore) -> None:
         await gate.acquire()
         return
     acquiring = asyncio.ensure_future(gate.acquire())
-    watching = asyncio.ensure_future(gone())
+    # in a context of its own: the watch reads the connection, and uvicorn's
+    # `receive` resumes reading there, which on asyncio's loop registers the
+    # socket's reader in the current context; the next request on the
+    # connection started in it, with this read's pinned clock and watch
+    # (review49)
+    watching = asyncio.get_running_loop().create_task(gone(), context=contextvars.Context())
     try:
         await asyncio.wait((acquiring, watching), return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # cancelled itself: it leaves no place taken behind

@@ -212,9 +212,13 @@ def _config(app: Any, host: str, port: int, http: type[asyncio.Protocol]) -> uvi
     # ws_per_message_deflate off: compression is per socket, so each
     # subscriber's copy of each event was deflated on its own (about 6 µs a
     # message, an eighth of a delivery's cost), on the core the writers need
+    # reset_contextvars: each request starts in a context of its own; on
+    # asyncio's loop a request could start in the context of the one before
+    # it on the connection (CPython issue 140947), with its pinned clock
     return uvicorn.Config(
         app, host=host, port=port, http=http, log_level="info", access_log=False,
         log_config=None, ws_max_size=1024 * 1024, ws_per_message_deflate=False,
+        reset_contextvars=True,
     )  # fmt: skip
 
 

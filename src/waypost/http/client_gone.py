@@ -8,19 +8,21 @@ the search lane, storage/db.py) watches it and ends there, never running
 (`cancelling.caller_gone`).
 
 It sees a close only while the connection is read: a request pipelined
-behind this one pauses reading until this answer is sent, so a client that
-sent another request and then left is not seen to go, and its search runs
-(review48).
+behind this one once it waits pauses reading until this answer is sent, so
+a client that sent another request then and left is not seen to go, and
+its search runs (review48; one sent with it is read by the watch itself,
+review49).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from starlette.types import Receive
 
 
-def disconnect_of(receive: Receive) -> Callable[[], Awaitable[None]]:
+def disconnect_of(receive: Receive) -> Callable[[], Coroutine[Any, Any, None]]:
     """What returns once the client has gone: uvicorn then answers every
     `receive` with `http.disconnect` (any body a client sent with its GET is
     read and dropped on the way)."""
