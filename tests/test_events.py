@@ -151,11 +151,15 @@ async def test_event_data_never_holds_tokens_or_headers(
     service: Service, human: Caller, project: str
 ) -> None:
     agent = await service.agent()
-    await human.patch(POLICY, {"expected_revision": 1, "agent_rule_editing": True})
-    await agent.patch(POLICY, {"expected_revision": 2, "rules": "x"})
+    r = await human.patch(POLICY, {"expected_revision": 1, "agent_rule_editing": True})
+    assert r.status_code == 200, r.text
+    r = await agent.patch(POLICY, {"expected_revision": 2, "rules": "x"})
+    assert r.status_code == 200, r.text  # an agent's write is among those scanned
     conn = sqlite3.connect(service.db_path)
+    types = [t for (t,) in conn.execute("SELECT type FROM events ORDER BY sequence")]
     rows = [r[0] for r in conn.execute("SELECT data FROM events")]
     conn.close()
+    assert types == ["project.created", "session.started", "policy.updated", "policy.updated"]
     text = "\n".join(rows).lower()
     for secret in (human.token, agent.token, "authorization", "bearer", "idempotency"):
         assert secret.lower() not in text
