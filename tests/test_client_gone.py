@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import logging
 import threading
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,6 +19,7 @@ from tests.live_support import _Server, loopback_socket
 from waypost.http.slow_clients import with_request_deadline
 from waypost.resolvers.context import packet
 from waypost.resolvers.decisions import digest
+from waypost.schema import offload
 
 
 @contextlib.asynccontextmanager
@@ -112,12 +115,13 @@ async def test_a_queued_search_whose_client_left_never_runs(
 
 async def _response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-    length = next(
+    lengths = [
         int(line.split(b":")[1])
         for line in head.split(b"\r\n")
         if line.lower().startswith(b"content-length:")
-    )
-    return head, await reader.readexactly(length)
+    ]
+    assert len(lengths) == 1, head
+    return head, await reader.readexactly(lengths[0])
 
 
 @pytest.mark.parametrize("http", ["h11", "httptools"])
@@ -156,3 +160,83 @@ async def test_a_watched_read_leaves_nothing_to_the_connections_next_request(
         writer.close()
     assert head.startswith(b"HTTP/1.1 201"), head
     assert f"waypost-now: {service.clock.iso()}".lower().encode() in head.lower(), head
+
+
+async def _post_graphql(port: int, query: str, token: str) -> tuple[Any, Any]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    body = json.dumps({"query": query}).encode()
+    writer.write(
+        b"POST /graphql HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    await writer.drain()
+    return reader, writer
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+async def test_a_graphql_packet_whose_client_left_never_searches(
+    service: Service,
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    http: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`Project.context` over HTTP queues for the search lane as the REST
+    route does; a client that left no longer has its search run, and its
+    leaving is no fault to log."""
+    ran: list[str] = []
+    real = packet.read_sync
+
+    def spied(*args: Any, **kwargs: Any) -> Any:
+        ran.append("read_sync")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(packet, "read_sync", spied)
+    query = '{ project(id: "demo") { context(q: "runner") { items { __typename } } } }'
+    release = threading.Event()
+    async with _serving(service, http) as port:
+        holders = await _hold_the_search_lane(service, release)
+        try:
+            _, left = await _post_graphql(port, query, human.token)
+            stays, stays_writer = await _post_graphql(port, query, human.token)
+            await asyncio.sleep(0.5)  # both queries are in, waiting for a place
+            left.close()
+            await left.wait_closed()
+            await asyncio.sleep(0.3)
+        finally:
+            release.set()
+            await asyncio.gather(*holders)
+        head, answer = await _response(stays)
+        stays_writer.close()
+        await asyncio.sleep(0.2)  # a search let through would have run by now
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert "errors" not in json.loads(answer), answer
+    assert ran == ["read_sync"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_an_introspection_built_for_two_is_not_given_up_when_one_leaves(
+    service: Service, human: Caller
+) -> None:
+    """One build answers every request for the same introspection; the one
+    that started it leaving must not end it for the one still waiting."""
+    query = "query GoneTest { __schema { queryType { name } } }"
+    lane = offload._gate(offload.INTROSPECTION)
+    async with _serving(service, "h11") as port:
+        await lane.acquire()  # the lane taken: both requests wait for the one build
+        try:
+            _, left = await _post_graphql(port, query, human.token)
+            await asyncio.sleep(0.3)
+            stays, stays_writer = await _post_graphql(port, query, human.token)
+            await asyncio.sleep(0.3)
+            left.close()
+            await left.wait_closed()
+            await asyncio.sleep(0.3)
+        finally:
+            lane.release()
+        head, answer = await _response(stays)
+        stays_writer.close()
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert json.loads(answer) == {"data": {"__schema": {"queryType": {"name": "Query"}}}}

@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# Set by a transport that can tell when its caller has gone (a REST read):
-# returns once it has. uvicorn never cancels a request whose client went, so
-# without it a search queued for the search lane ran its turn for no one,
-# ahead of the searches still wanted.
+# Set by a transport that can tell when its caller has gone (a REST read, a
+# GraphQL request over HTTP): returns once it has. uvicorn never cancels a
+# request whose client went, so without it a search queued for the search
+# lane ran its turn for no one, ahead of the searches still wanted.
 caller_gone: contextvars.ContextVar[Callable[[], Coroutine[Any, Any, None]] | None] = (
     contextvars.ContextVar("caller_gone", default=None)
 )
@@ -31,6 +31,14 @@ caller_gone: contextvars.ContextVar[Callable[[], Coroutine[Any, Any, None]] | No
 class CallerGone(Exception):
     """The caller went away while its work waited for a place of a gate: the
     work never ran."""
+
+
+def for_everyone(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """`work` as a task whose result more callers than the one starting it
+    wait for: it runs on when that caller goes (it watches none of theirs)."""
+    context = contextvars.copy_context()
+    context.run(caller_gone.set, None)
+    return asyncio.get_running_loop().create_task(work, context=context)
 
 
 async def cancel_and_wait(task: asyncio.Task[None]) -> None:

@@ -1,10 +1,11 @@
-"""Telling that a REST read's client has gone.
+"""Telling that a REST read's or a GraphQL request's client has gone.
 
 uvicorn does not cancel a request's task when its client disconnects: the
-task runs to its end and its answer goes nowhere. A read's body is never
-read (its route takes none), so its `receive` is free to watch for the
-disconnect; a read that waits for a place of a gate (a search queued for
-the search lane, storage/db.py) watches it and ends there, never running
+task runs to its end and its answer goes nowhere. A REST read's body is
+never read (its route takes none), and a GraphQL request's is read whole
+before it runs, so their `receive` is free to watch for the disconnect; a
+request that waits for a place of a gate (a search queued for the search
+lane, storage/db.py) watches it and ends there, never running
 (`cancelling.caller_gone`).
 
 It sees a close only while the connection is read: a request pipelined

@@ -39,6 +39,7 @@ from graphql.pyutils import Path
 from strawberry.schema.schema import StrawberryGraphQLCoreExecutionContext
 from strawberry.types.field import StrawberryField
 
+from waypost.cancelling import CallerGone
 from waypost.errors import WaypostError
 from waypost.http.responses import graphql_extensions
 from waypost.schema import budget, fastpath, introspection, shared_events
@@ -101,6 +102,8 @@ def shaped_error(
                             extensions=extensions)  # fmt: skip
     if isinstance(exc, GraphQLError) and (original is None or isinstance(original, GraphQLError)):
         return exc
+    if isinstance(original, CallerGone):  # no fault: the view answers no one (schema/view.py)
+        return GraphQLError("The caller has gone.", nodes, path=path, original_error=original)
     log.error("unhandled GraphQL error", exc_info=original)
     return GraphQLError("Unexpected error.", nodes, path=path, original_error=original,
                         extensions=MASKED)  # fmt: skip

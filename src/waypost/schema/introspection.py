@@ -31,6 +31,7 @@ from graphql import (
 )
 from graphql.execution.collect_fields import FragmentDetails
 
+from waypost.cancelling import for_everyone
 from waypost.schema.memo import Memo, variables_key
 from waypost.schema.offload import INTROSPECTION, off_loop
 
@@ -112,7 +113,7 @@ async def answer(
     if building is None:
         # a task of its own: a caller that leaves stops waiting, the build
         # goes on for the others (and is kept for the next)
-        building = _BUILDING[key] = asyncio.ensure_future(_build(key, run, objects))
+        building = _BUILDING[key] = for_everyone(_build(key, run, objects))
         building.add_done_callback(_seen)
     return await asyncio.shield(building)
 

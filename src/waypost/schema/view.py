@@ -20,9 +20,11 @@ from strawberry.subscriptions import GRAPHQL_TRANSPORT_WS_PROTOCOL
 from strawberry.types import ExecutionResult
 
 from waypost import console
+from waypost.cancelling import CallerGone, caller_gone
 from waypost.clock import format_time
 from waypost.decoding import MESSAGE_MOST, clip, is_json_media_type, parse_json
 from waypost.errors import Unavailable, WaypostError
+from waypost.http.client_gone import disconnect_of
 from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import (
     error_headers,
@@ -157,8 +159,14 @@ class WaypostGraphQL(GraphQL[Context, None]):
             response = http_error(400, "invalid_request", why, {})
             await response(scope, receive, send)
             return
+        # the body is read: `receive` now tells only that the client has
+        # gone, and work waiting for a place of a lane (a context packet's
+        # search) then ends unrun, the request unanswered, as a REST read's
+        gone = caller_gone.set(disconnect_of(receive))
         try:
             response = await self._answer(request, body)
+        except CallerGone:
+            return
         except WaypostError as error:
             response = refusal_response(error)
         except HTTPException as exc:
@@ -167,6 +175,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
             else:
                 code = _HTTP_CODES.get(exc.status_code, "invalid_request")
                 response = http_error(exc.status_code, code, exc.reason, {})
+        finally:
+            caller_gone.reset(gone)
         await response(scope, receive, send)
 
     async def _answer(self, request: Request, body: dict[str, Any]) -> Response:
@@ -258,6 +268,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
         if result.errors and not isinstance(request, WebSocket):
             for error in result.errors:
                 refusal = error.original_error
+                if isinstance(refusal, CallerGone):
+                    raise refusal  # the request ends unanswered (see __call__)
                 if refusal is not None and refuses_the_caller(refusal):
                     # as at the gate: 401 or 403 and nothing else (a mutation
                     # before it in the document committed; its receipt
