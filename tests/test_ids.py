@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import time
 
-from waypost.ids import ID_PATTERN, _time_part, new_id
+from waypost.errors import NotFound
+from waypost.ids import ID_PATTERN, _time_part, global_id_parts, new_id
+from waypost.schema.relay import global_id
 
 
 def test_ids_fit_the_contract_and_do_not_repeat() -> None:
@@ -25,3 +28,22 @@ def test_ids_made_later_sort_after_earlier_ones() -> None:
     first = new_id("kn")
     time.sleep(0.002)
     assert new_id("kn")[: 3 + 8] > first[: 3 + 8]
+
+
+def test_a_global_id_is_told_apart_from_rest_ids() -> None:
+    assert global_id_parts(global_id("Decision", "dec_x")) == ("Decision", "dec_x")
+    padded = base64.urlsafe_b64encode(b"Task:task_1").decode()  # as once served
+    assert padded.endswith("=") and global_id_parts(padded) == ("Task", "task_1")
+    made = [new_id("dec") for _ in range(2_000)] + ["demo", "a-b-c", "RGVj", "", "!!!"]
+    assert [i for i in made if global_id_parts(i) is not None] == []
+
+
+def test_a_record_not_found_by_its_global_id_says_which_id_to_give() -> None:
+    """A dashboard that passed `id` where `restId` is taken was told only
+    that there was no such decision (dashdev)."""
+    given = global_id("Decision", "dec_x")
+    error = NotFound("no such decision", {"decision_id": given})
+    assert error.message.startswith("no such decision (")
+    assert '"dec_x"' in error.message and "`restId`" in error.message
+    assert error.details == {"decision_id": given}
+    assert NotFound("no such decision", {"decision_id": "dec_x"}).message == "no such decision"

@@ -29,6 +29,7 @@ from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 from waypost.schema import schema
+from waypost.schema.relay import global_id
 from waypost.schema.websocket import TransportWS
 
 EVENTS = """subscription ($after: Int) {
@@ -697,6 +698,12 @@ async def test_unknown_records_and_limits_are_errors(
         message = await client.receive()
         assert message["id"] == op
         assert message["payload"]["errors"][0]["extensions"]["code"] == "not_found"
+        assert (await client.receive()) == {"id": op, "type": "complete"}
+        # a decision's global id, where its REST id is taken: the error says so
+        op = await client.subscribe(CHANGED, {"id": global_id("Decision", "dec_nope")})
+        error = (await client.receive())["payload"]["errors"][0]
+        assert error["extensions"]["code"] == "not_found"
+        assert '"dec_nope"' in error["message"] and "`restId`" in error["message"], error
         assert (await client.receive()) == {"id": op, "type": "complete"}
         # a negative position, refused as by the SSE route (it streamed from 1)
         op = await client.subscribe(EVENTS, {"after": -5})

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from waypost.ids import global_id_parts
+
 
 class WaypostError(Exception):
     code: ClassVar[str] = "internal"
@@ -82,6 +84,23 @@ class CallerSessionNotLive(Forbidden):
 class NotFound(WaypostError):
     code = "not_found"
     status = 404
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message + _global_id_hint(details or {}), details)
+
+
+def _global_id_hint(details: dict[str, Any]) -> str:
+    """What to give instead, when the id looked up is a GraphQL global id: a
+    dashboard that passed a record's `id` where its `restId` is taken was
+    told only that there is no such record."""
+    for key, value in details.items():
+        parts = global_id_parts(value) if key.endswith("_id") and isinstance(value, str) else None
+        if parts is not None:
+            type_name, rest_id = parts
+            return (
+                f' (that is the global id of {type_name} "{rest_id}": give its REST id, `restId`)'
+            )
+    return ""
 
 
 class MethodNotAllowed(WaypostError):

@@ -10,6 +10,8 @@ import secrets
 import threading
 import time
 
+from waypost.b64url import decode_b64url
+
 # The characters of a record's id and of a project's id (a slug), written
 # once: each place that checks one anchors them in its own dialect.
 ID_CHARS = "[A-Za-z0-9_-]{1,64}"
@@ -19,6 +21,19 @@ SLUG_CHARS = "[a-z0-9][a-z0-9-]{0,62}"
 # Python's alone), and jsonschema and msgspec match with Python's re.
 END = r"(?![\s\S])"
 ID_PATTERN = re.compile(f"^{ID_CHARS}{END}")
+# What a GraphQL global id encodes: a type's name, then the record's REST id
+_GLOBAL_ID_TEXT = re.compile(f"^([A-Z][A-Za-z]{{0,39}}):({ID_CHARS}){END}")
+
+
+def global_id_parts(value: str) -> tuple[str, str] | None:
+    """The type and REST id a GraphQL global id (schema/relay.py) names;
+    None for anything else, a REST id among them."""
+    try:
+        text = decode_b64url(value, padded=True).decode()
+    except (ValueError, UnicodeError):
+        return None
+    found = _GLOBAL_ID_TEXT.match(text)
+    return (found[1], found[2]) if found else None
 
 
 class _RandomPool:
