@@ -432,6 +432,29 @@ def test_a_refused_subscription_leaves_the_poll_in_charge(tab: Tab, world: World
     assert len(sockets) == 1  # one subscription per project, all refused on it
 
 
+# Each visible box's border contrast against the nearest background behind
+# the box (WCAG's relative luminance)
+_BORDER_CONTRASTS = """selector => {
+  const rgb = text => text.match(/[\\d.]+/g).map(Number);
+  const lum = ([r, g, b]) => [r, g, b].map(c => c / 255)
+    .map(c => c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4)
+    .reduce((sum, c, i) => sum + c * [0.2126, 0.7152, 0.0722][i], 0);
+  const behind = el => {
+    for (let at = el.parentElement; at; at = at.parentElement) {
+      const c = rgb(getComputedStyle(at).backgroundColor);
+      if (c.length < 4 || c[3] > 0) return c;
+    }
+    return [255, 255, 255];
+  };
+  return [...document.querySelectorAll(selector)]
+    .filter(el => el.offsetParent !== null && el.type !== "checkbox")
+    .map(el => {
+      const [a, b] = [lum(rgb(getComputedStyle(el).borderTopColor)), lum(behind(el))];
+      return (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    });
+}"""
+
+
 def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: World) -> None:
     page = tab.page
     tab.sign_in(world.alice.token)
@@ -450,6 +473,11 @@ def test_a_stale_decision_offers_reopen_instead_of_answers(tab: Tab, world: Worl
     assert page.get_by_role("button", name="Allow: Proceed").count() == 0
     diff = page.locator("pre.diff").first.inner_text()
     assert "- Deploy build 412" in diff and "+ Deploy build 413" in diff
+    # the reopen form's boxes on the answer panel: each box's border is all
+    # that shows where it is, and was 2.85:1 against the panel (WCAG 1.4.11
+    # asks 3:1; consolereflowaudit)
+    borders = page.evaluate(_BORDER_CONTRASTS, ".answer input, .answer textarea, .answer select")
+    assert len(borders) >= 2 and min(borders) >= 3, borders
     page.get_by_label("Why reopen (required)").fill("Build 413 replaces 412.")
     page.get_by_role("button", name="Reopen").click()
     page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
