@@ -215,6 +215,15 @@ async def test_a_graphql_packet_whose_client_left_never_searches(
     assert "errors" not in json.loads(answer), answer
     assert ran == ["read_sync"]
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    # counted as gone, not as an operation that ran with errors (review50)
+    registry = service.rt.metrics.registry
+    outcomes = {
+        outcome: registry.get_sample_value(
+            "waypost_graphql_operations_total", {"type": "query", "outcome": outcome}
+        )
+        for outcome in ("ok", "gone", "errors")
+    }
+    assert outcomes == {"ok": 1.0, "gone": 1.0, "errors": None}
 
 
 async def test_an_introspection_built_for_two_is_not_given_up_when_one_leaves(

@@ -7,6 +7,7 @@ from typing import Any
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, reopen, send_answer
+from waypost.schema.relay import global_id
 
 _keys = itertools.count()
 
@@ -116,6 +117,16 @@ async def test_mutation_refusals_come_back_as_user_errors_with_rest_codes(
             "code": "invalid_request",
             "field": "taskIds[1]",
             "message": "no such task in this project",
+        }
+    ]
+    # a task's global id where its REST id is taken: the refusal says which to give
+    bad = await human.gql(OPEN, {"input": open_input([task, global_id("Task", task)])})
+    assert bad["data"]["decisionOpen"]["userErrors"] == [
+        {
+            "code": "invalid_request",
+            "field": "taskIds[1]",
+            "message": f'no such task in this project (that is the global id of Task "{task}":'
+            " give its REST id, `restId`)",
         }
     ]
     decision = await open_decision(human, [task])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import time
 
-from waypost.errors import NotFound
+from waypost.errors import InvalidRequest, NotFound
 from waypost.ids import ID_PATTERN, _time_part, global_id_parts, new_id
 from waypost.schema.relay import global_id
 
@@ -47,3 +47,12 @@ def test_a_record_not_found_by_its_global_id_says_which_id_to_give() -> None:
     assert '"dec_x"' in error.message and "`restId`" in error.message
     assert error.details == {"decision_id": given}
     assert NotFound("no such decision", {"decision_id": "dec_x"}).message == "no such decision"
+    # another type's global id: not the advice to give its REST id here
+    wrong = NotFound("no such decision", {"decision_id": global_id("Task", "task_x")})
+    assert wrong.message == (
+        'no such decision (that is the global id of Task "task_x", not a REST id)'
+    )
+    given = global_id("Task", "t")
+    refused = InvalidRequest.unknown("depends_on[0]", "no such task", given, "Task")
+    assert refused.details == {"field": "depends_on[0]"}
+    assert '"t": give its REST id' in refused.message

@@ -49,6 +49,12 @@ class InvalidRequest(WaypostError):
     def field(cls, field: str, message: str) -> InvalidRequest:
         return cls(message, {"field": field})
 
+    @classmethod
+    def unknown(cls, field: str, message: str, given: str, type_name: str) -> InvalidRequest:
+        """`field` names a `type_name` record that is not there (`message`),
+        with what to give instead when `given` is a GraphQL global id."""
+        return cls(message + global_id_hint(given, type_name), {"field": field})
+
 
 class Unauthenticated(WaypostError):
     code = "unauthenticated"
@@ -86,21 +92,27 @@ class NotFound(WaypostError):
     status = 404
 
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message + _global_id_hint(details or {}), details)
+        given = details or {}
+        hints = (global_id_hint(v, _ID_TYPES.get(k)) for k, v in given.items() if k.endswith("_id"))
+        super().__init__(message + next((h for h in hints if h), ""), details)
 
 
-def _global_id_hint(details: dict[str, Any]) -> str:
-    """What to give instead, when the id looked up is a GraphQL global id: a
+# The record type a detail names (`decision_id`: a decision's REST id)
+_ID_TYPES = {"project_id": "Project", "task_id": "Task", "decision_id": "Decision",
+             "knowledge_id": "Knowledge"}  # fmt: skip
+
+
+def global_id_hint(value: object, expected: str | None) -> str:
+    """What to give instead, when an id looked up is a GraphQL global id: a
     dashboard that passed a record's `id` where its `restId` is taken was
-    told only that there is no such record."""
-    for key, value in details.items():
-        parts = global_id_parts(value) if key.endswith("_id") and isinstance(value, str) else None
-        if parts is not None:
-            type_name, rest_id = parts
-            return (
-                f' (that is the global id of {type_name} "{rest_id}": give its REST id, `restId`)'
-            )
-    return ""
+    told only that there is no such record. "" for anything else."""
+    parts = global_id_parts(value) if isinstance(value, str) else None
+    if parts is None:
+        return ""
+    type_name, rest_id = parts
+    if expected is not None and type_name != expected:
+        return f' (that is the global id of {type_name} "{rest_id}", not a REST id)'
+    return f' (that is the global id of {type_name} "{rest_id}": give its REST id, `restId`)'
 
 
 class MethodNotAllowed(WaypostError):

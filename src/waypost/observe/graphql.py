@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from strawberry.extensions import SchemaExtension
 
+from waypost.cancelling import CallerGone
 from waypost.observe.requests import note_graphql_operation
 
 
@@ -40,9 +41,12 @@ class GraphQLObserver(SchemaExtension):
             kind = ctx.operation_type.value
         except Exception:  # no document, or no operation of that name
             kind = "unknown"
-        if not self.executed:
+        errors = ctx.result.errors if ctx.result is not None else None
+        if errors and any(isinstance(e.original_error, CallerGone) for e in errors):
+            outcome = "gone"  # its client left while it waited: no fault, nothing answered
+        elif not self.executed:
             outcome = "refused"
-        elif ctx.result is not None and ctx.result.errors:
+        elif errors:
             outcome = "errors"
         else:
             outcome = "ok"

@@ -28,7 +28,8 @@ def pin_tasks(
     revisions = store.task_revisions(conn, project_id, task_ids)
     for i, task_id in enumerate(task_ids):
         if task_id not in revisions:
-            raise InvalidRequest.field(f"task_ids[{i}]", "no such task in this project")
+            missing = "no such task in this project"
+            raise InvalidRequest.unknown(f"task_ids[{i}]", missing, task_id, "Task")
     return [(task_id, revisions[task_id]) for task_id in task_ids]
 
 

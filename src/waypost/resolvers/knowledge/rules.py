@@ -52,12 +52,18 @@ def check_references(
     """Task, submission and replacement references must name records of `project_id`."""
     for index, task_id in enumerate(c.task_ids):
         if not task_exists(conn, project_id, task_id):
-            raise InvalidRequest.field(
-                f"{prefix}scope.task_ids[{index}]", f"no task {task_id!r} in this project"
+            raise InvalidRequest.unknown(
+                f"{prefix}scope.task_ids[{index}]",
+                f"no task {task_id!r} in this project",
+                task_id,
+                "Task",
             )
     if c.source_task_id is not None and not task_exists(conn, project_id, c.source_task_id):
-        raise InvalidRequest.field(
-            f"{prefix}provenance.source_task_id", "no such task in this project"
+        raise InvalidRequest.unknown(
+            f"{prefix}provenance.source_task_id",
+            "no such task in this project",
+            c.source_task_id,
+            "Task",
         )
     if c.source_submission_id is not None:
         submitted_for = submission_task(conn, project_id, c.source_submission_id)
@@ -73,8 +79,11 @@ def check_references(
     if c.superseded_by_id is not None:
         replacement = get_row(conn, c.superseded_by_id)
         if replacement is None or replacement["project_id"] != project_id:
-            raise InvalidRequest.field(
-                f"{prefix}superseded_by_id", "no such knowledge record in this project"
+            raise InvalidRequest.unknown(
+                f"{prefix}superseded_by_id",
+                "no such knowledge record in this project",
+                c.superseded_by_id,
+                "Knowledge",
             )
 
 

@@ -51,7 +51,7 @@ def _check_owner(conn: sqlite3.Connection, changes: dict[str, Any]) -> None:
     caller who read an older policy is told to read again first."""
     owner = changes.get("integration_owner")
     if owner is not None and not principal_exists(conn, owner):
-        raise InvalidRequest.field("integration_owner", "no such principal")
+        raise InvalidRequest.unknown("integration_owner", "no such principal", owner, "Principal")
 
 
 def _authorize(actor: Actor, project: sqlite3.Row, changes: dict[str, Any]) -> None:

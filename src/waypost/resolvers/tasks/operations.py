@@ -105,7 +105,8 @@ def _check_dependencies(
     found = store.existing_task_ids(conn, project_id, depends_on)
     for index, dep in enumerate(depends_on):
         if dep not in found:
-            raise InvalidRequest.field(f"depends_on[{index}]", "no such task in this project")
+            missing = "no such task in this project"
+            raise InvalidRequest.unknown(f"depends_on[{index}]", missing, dep, "Task")
 
 
 def _creates_cycle(conn: sqlite3.Connection, task_id: str, depends_on: list[str]) -> bool:
@@ -151,7 +152,8 @@ async def create(
         _check_dependencies(tx.conn, project_id, task_id, body.depends_on)
         subject = body.subject_task_id
         if subject is not None and not store.task_exists(tx.conn, project_id, subject):
-            raise InvalidRequest.field("subject_task_id", "no such task in this project")
+            missing = "no such task in this project"
+            raise InvalidRequest.unknown("subject_task_id", missing, subject, "Task")
         store.insert_task(
             tx.conn,
             {"id": task_id, "project_id": project_id, "title": body.title,
