@@ -211,3 +211,65 @@ async def test_judged_edit_is_refused_while_the_task_or_an_activity_publishes(
     await human.post(task_path(review["id"], "publication/finalize"))
     r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "new"})
     assert r.status_code == 200, r.text
+
+
+async def test_a_holder_the_policy_no_longer_names_records_no_result_but_gives_it_back(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Changing `integration_owner` is a human's lever over publication: the
+    old owner went on to record a result, and the new one was locked out
+    (publicationaudit)."""
+    old, new = await service.agent("old-owner"), await service.agent("new-owner")
+    await set_policy(human, integration_owner=old.principal_id)
+    task = await make_task(human)
+    assert (await old.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    await set_policy(human, integration_owner=new.principal_id)
+    r = await old.post(task_path(task["id"], "publication/result"), {"outcome": "succeeded"})
+    assert error(r) == (
+        403,
+        "forbidden",
+        {"reason": "not_integration_owner", "integration_owner": new.principal_id},
+    )
+    # the new owner may not publish over it, and the old one may give it back
+    r = await new.post(task_path(task["id"], "publication/prepare"))
+    assert error(r) == (409, "publication_in_progress", {"holder_id": old.principal_id})
+    r = await old.post(task_path(task["id"], "publication/finalize"))
+    assert r.status_code == 200 and r.json()["publication"] is None, r.text
+    finalized = (await human.get(f"{BASE}/events")).json()["items"][-1]
+    assert finalized["type"] == "task.publication_finalized"
+    assert finalized["data"] == {
+        "holder_id": old.principal_id,
+        "prepared_at": "2026-11-29T18:00:00.000Z",
+        "result": None,
+    }
+
+
+async def test_the_owner_named_now_ends_authority_the_policy_no_longer_backs(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A holder that has gone away kept its authority for good (no forced
+    release): the principal the policy now lets publish may end it, and
+    only once the policy no longer lets the holder."""
+    bob = await service.principal("human", "bob")
+    agent = await service.agent("integrator")
+    task = await make_task(human)
+    assert (await bob.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    # while the policy still lets bob publish, another human cannot end it
+    r = await human.post(task_path(task["id"], "publication/finalize"))
+    assert error(r) == (409, "publication_in_progress", {"holder_id": bob.principal_id})
+    await set_policy(human, integration_owner=agent.principal_id)
+    # nor may a principal the policy does not name now
+    r = await human.post(task_path(task["id"], "publication/finalize"))
+    assert error(r)[:3] == (
+        403,
+        "forbidden",
+        {"reason": "not_integration_owner", "integration_owner": agent.principal_id},
+    )
+    r = await agent.post(task_path(task["id"], "publication/finalize"))
+    assert r.status_code == 200 and r.json()["publication"] is None, r.text
+    finalized = (await human.get(f"{BASE}/events")).json()["items"][-1]
+    assert (finalized["actor_id"], finalized["data"]["holder_id"]) == (
+        agent.principal_id,
+        bob.principal_id,
+    )
+    assert (await agent.post(task_path(task["id"], "publication/prepare"))).status_code == 200

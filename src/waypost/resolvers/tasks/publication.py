@@ -4,10 +4,14 @@
 the outside world (only the policy's `integration_owner`, or any human when it
 is null). The holder records the external outcome once with `result` and
 gives the authority back with `finalize`, after which `publication` is null
-again. While authority is held no decision can be opened on the task, its
-subject or its activities, and no live allow among them reopened (the
-decisions resolver reads these columns), so a publisher never meets a new
-blocker halfway through.
+again. The policy is read again at each step: a holder it no longer names
+(its `integration_owner` changed) records no result, and may only give the
+authority back; so may the principal it names now, so that changing the
+owner is a way to end authority whose holder has gone away. While authority
+is held no decision can be opened on the task, its subject or its
+activities, and no live allow among them reopened (the decisions resolver
+reads these columns), so a publisher never meets a new blocker halfway
+through.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from waypost.errors import Forbidden, PublicationInProgress, StateConflict
 from waypost.resolvers.access.sessions import require_session
+from waypost.resolvers.access.store import principal_row
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.models import ResultBody
@@ -25,6 +30,12 @@ from waypost.resolvers.tasks.operations import current_task, ensure_work_allowed
 from waypost.runtime import Actor, Runtime
 
 __all__ = ["ResultBody", "finalize", "prepare", "result"]  # transports decode ResultBody
+
+
+def _may_publish(principal_id: str, is_human: bool, project: sqlite3.Row) -> bool:
+    """Whether the policy as it stands lets this principal hold authority."""
+    owner = project["integration_owner"]
+    return owner == principal_id or (owner is None and is_human)
 
 
 def _authorize(actor: Actor, project: sqlite3.Row) -> None:
@@ -61,6 +72,20 @@ def _require_holder(tx: Tx, row: sqlite3.Row) -> None:
         )
 
 
+def _require_finalizer(tx: Tx, project: sqlite3.Row, row: sqlite3.Row) -> None:
+    """The holder gives its authority back; so may the principal the policy
+    lets publish now, once the policy no longer lets the holder (else the
+    holder's 409)."""
+    try:
+        _require_holder(tx, row)
+    except PublicationInProgress:
+        holder = principal_row(tx.conn, row["publication_holder_id"])
+        human = holder is not None and holder["kind"] == "human"
+        if _may_publish(row["publication_holder_id"], human, project):
+            raise
+        _authorize(tx.actor, project)
+
+
 async def prepare(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
@@ -92,8 +117,18 @@ async def result(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str, body: ResultBody
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        _, row = load_in_tx(tx, project_id, task_id)
+        project, row = load_in_tx(tx, project_id, task_id)
         _require_holder(tx, row)
+        if not _may_publish(actor.principal_id, actor.is_human, project):
+            # its right to publish came from the policy, which changed since
+            raise Forbidden(
+                "the policy no longer lets you publish (its integration owner changed"
+                " since you prepared): finalize to give the authority back",
+                {
+                    "reason": "not_integration_owner",
+                    "integration_owner": project["integration_owner"],
+                },
+            )
         if row["publication_result"] is not None:
             raise StateConflict(
                 "the result is already recorded; finalize, then prepare again to retry",
@@ -113,13 +148,14 @@ async def finalize(
     rt: Runtime, actor: Actor, idem: Idempotency, project_id: str, task_id: str
 ) -> Outcome:
     def unit(tx: Tx) -> tuple[int, dict[str, Any]]:
-        _, row = load_in_tx(tx, project_id, task_id)
-        _require_holder(tx, row)
+        project, row = load_in_tx(tx, project_id, task_id)
+        _require_finalizer(tx, project, row)
         ensure_work_allowed(tx.conn, row, tx.now)
         recorded = row["publication_result"]
         store.clear_publication(tx.conn, task_id, tx.at)
         # The event keeps what the projection forgets: who held it and the outcome.
         data = {
+            "holder_id": row["publication_holder_id"],
             "prepared_at": row["publication_prepared_at"],
             "result": json.loads(recorded) if recorded else None,
         }
