@@ -23,6 +23,12 @@ CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
         ("digest", {}, "project", "project is required"),
         ("digest", {"project": 5}, "project", "project must be of type string"),
         ("digest", {"project": "demo", "colour": "red"}, "colour", "unknown argument colour"),
+        # a key quoted back is cut to 40 characters, as REST cuts it
+        ("digest", {"project": "demo", "zz" + "q" * 5000: 1}, "zz" + "q" * 38 + "...",
+         "unknown argument zz" + "q" * 38 + "..."),
+        ("knowledge_record", {"project": "demo", "kind": "fact", "title": "t", "body": "b",
+                              "scope": {"yy" + "q" * 5000: []}},
+         "scope.yy" + "q" * 38 + "...", "unknown argument scope.yy" + "q" * 38 + "..."),
         ("knowledge_search", {"project": "demo", "limit": 0}, "limit", "limit must be at least 1"),
         ("knowledge_search", {"project": "demo", "limit": True}, "limit",
          "limit must be of type integer or null"),
@@ -51,6 +57,7 @@ def test_a_refused_argument_is_named_in_the_rest_format(
     text = explain(refused, "demo")
     assert text.startswith(f"invalid_request: {message}")
     assert "'" not in refused.message  # no Python reprs
+    assert len(text) < 1_000  # nothing the caller sent is echoed whole
 
 
 def test_valid_arguments_pass() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import ValidationError, best_match
 
+from waypost.decoding import clip
 from waypost.ids import END
 from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.schemas import IDEMPOTENCY_KEY
@@ -96,7 +97,9 @@ def _explain(error: ValidationError) -> tuple[str, str]:
         schema = error.schema if isinstance(error.schema, dict) else {}
         known = set(schema.get("properties", {}))
         unknown = sorted(k for k in instance if k not in known)
-        name = unknown[0] if unknown else ""
+        # quoted cut short, as REST quotes a key: one of 5,000 characters
+        # came back four times in a 20 KB answer (errmsgaudit)
+        name = clip(unknown[0]) if unknown else ""
         field = f"{where}.{name}" if where else name
         return field, f"unknown argument {field}"
     if kind in ("anyOf", "oneOf") and error.context:
