@@ -36,13 +36,13 @@ async def send(human: Caller, query: str, **variables: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("variables", "field", "says"),
     [
-        ({"n": 0}, "first", "limit must be from 1 to 100"),
-        ({"n": 101}, "first", "limit must be from 1 to 100"),
+        ({"n": 0}, "first", "first must be from 1 to 100"),
+        ({"n": 101}, "first", "first must be from 1 to 100"),
         ({"n": 5, "after": "garbage"}, "after", "malformed cursor"),
         # an Int sent as a float is that Int (graphql-core coerces 0.0 to 0):
         # the check read the raw 0.0 as no Int and let the write commit
-        ({"n": 0.0}, "first", "limit must be from 1 to 100"),
-        ({"n": 101.0}, "first", "limit must be from 1 to 100"),
+        ({"n": 0.0}, "first", "first must be from 1 to 100"),
+        ({"n": 101.0}, "first", "first must be from 1 to 100"),
     ],
 )
 async def test_a_refused_paging_argument_refuses_the_mutation_and_writes_nothing(

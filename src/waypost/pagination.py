@@ -105,5 +105,5 @@ def check_limit(limit: int | None, *, maximum: int = LIMIT_MAX, field_name: str 
     if limit is None:
         return DEFAULT_LIMIT
     if not 1 <= limit <= maximum:
-        raise InvalidRequest.field(field_name, f"limit must be from 1 to {maximum}")
+        raise InvalidRequest.field(field_name, f"{field_name} must be from 1 to {maximum}")
     return limit
