@@ -72,6 +72,10 @@ async def test_stale_expected_revision_is_a_revision_conflict(human: Caller, pro
     error = r.json()["error"]
     assert error["code"] == "revision_conflict"
     assert error["details"] == {"expected_revision": 1, "current_revision": 2}
+    # the way on, in words: which revision it is at, and to read it again
+    assert error["message"].startswith(
+        "the knowledge record changed since revision 1: it is at revision 2; read it again"
+    )
     r = await human.patch(path, correction(record, expected_revision=9))
     assert r.status_code == 409
     assert (await human.get(path)).json()["title"] == "two"

@@ -130,9 +130,28 @@ class Conflict(WaypostError):
 class RevisionConflict(Conflict):
     code = "revision_conflict"
 
+    @classmethod
+    def behind(cls, what: str, expected: int, current: int) -> RevisionConflict:
+        """`what` is at `current`, not at the `expected` revision the caller
+        read: said with the way on, which re-sending blindly is not."""
+        return cls(
+            f"the {what} changed since revision {expected}: it is at revision {current};"
+            f" read it again, and send your change against revision {current} if it still"
+            " applies",
+            {"expected_revision": expected, "current_revision": current},
+        )
+
 
 class GenerationConflict(Conflict):
     code = "generation_conflict"
+
+    @classmethod
+    def behind(cls, expected: int, current: int) -> GenerationConflict:
+        return cls(
+            f"the decision has moved from generation {expected} to {current}: read it again,"
+            f" and send your answer or reopen against generation {current} if it still applies",
+            {"expected_generation": expected, "current_generation": current},
+        )
 
 
 class IdempotencyInFlight(Conflict):

@@ -66,10 +66,7 @@ def future_instant(value: str | None, now: datetime) -> str | None:
 def check_generation(expected: int, current: int) -> None:
     """A stale `expected_generation` is a generation_conflict (answer and reopen)."""
     if expected != current:
-        raise GenerationConflict(
-            "the decision has moved to another generation",
-            {"expected_generation": expected, "current_generation": current},
-        )
+        raise GenerationConflict.behind(expected, current)
 
 
 def require_state(

@@ -49,9 +49,8 @@ async def record(
         require_project(tx.conn, project_id)
         row = visible_row(tx.conn, project_id, knowledge_id)
         if body.expected_revision != row["revision"]:
-            raise RevisionConflict(
-                "the knowledge record changed since that revision",
-                {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
+            raise RevisionConflict.behind(
+                "knowledge record", body.expected_revision, row["revision"]
             )
         feedback_id = new_id("kfb")
         stored = insert_feedback(

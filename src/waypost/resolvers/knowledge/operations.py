@@ -117,9 +117,8 @@ async def correct(
         # caller who read an older revision is told to read again, not that
         # its request is invalid against a state it has not seen (raceaudit)
         if body.expected_revision != row["revision"]:
-            raise RevisionConflict(
-                "the knowledge record changed since that revision",
-                {"expected_revision": body.expected_revision, "current_revision": row["revision"]},
+            raise RevisionConflict.behind(
+                "knowledge record", body.expected_revision, row["revision"]
             )
         check_references(tx.conn, project_id, content)
         if content.superseded_by_id is not None:

@@ -82,11 +82,9 @@ async def update(
         _authorize(actor, project, changes)
         _validate(patch, changes)
         if patch.expected_revision != project["policy_revision"]:
-            raise RevisionConflict(
-                "the policy changed since that revision",
-                {"expected_revision": patch.expected_revision,
-                 "current_revision": project["policy_revision"]},
-            )  # fmt: skip
+            raise RevisionConflict.behind(
+                "policy", patch.expected_revision, project["policy_revision"]
+            )
         _check_owner(tx.conn, changes)
         revision = project["policy_revision"] + 1
         rules_changed = "rules" in changes and changes["rules"] != project["rules"]

@@ -243,10 +243,7 @@ async def update(
             raise InvalidRequest.field("", "the patch names no task field to change")
         _, row = load_in_tx(tx, project_id, task_id)
         if patch.expected_revision != row["revision"]:
-            raise RevisionConflict(
-                "the task changed since that revision",
-                {"expected_revision": patch.expected_revision, "current_revision": row["revision"]},
-            )
+            raise RevisionConflict.behind("task", patch.expected_revision, row["revision"])
         reopening = requested.get("status") == "open" and row["status"] == "cancelled"
         if row["status"] in ("done", "cancelled") and not reopening:
             raise StateConflict(
