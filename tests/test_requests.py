@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import httpx
 import msgspec
@@ -78,6 +78,30 @@ def test_wrong_nested_type_is_named_by_its_json_path() -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_body(b'{"inner": {"a": true}}', _Outer)
     assert caught.value.details["field"] == "inner.a"
+
+
+class _Picked(msgspec.Struct, forbid_unknown_fields=True):
+    mode: Literal["any", "human", "none"] | None = None
+    items: Annotated[list[Literal["a", "b"]], msgspec.Meta(max_length=5)] = []
+
+
+def test_a_value_outside_an_enum_is_told_the_values_taken() -> None:
+    """msgspec says `Invalid enum value 'bogus'`: the caller learnt neither
+    what was wrong with it nor what to send (errmsgaudit)."""
+    for raw, field, values in ((b'{"mode": "bogus"}', "mode", "any, human, none"),
+                               (b'{"items": ["a", "c"]}', "items[1]", "a, b")):  # fmt: skip
+        with pytest.raises(InvalidRequest) as caught:
+            decode_body(raw, _Picked)
+        assert caught.value.details["field"] == field
+        assert caught.value.message == f"{field} must be one of {values}"
+
+
+async def test_a_policy_review_mode_outside_its_values_names_them(
+    human: Caller, project: str
+) -> None:
+    r = await human.patch(POLICY, {"expected_revision": 1, "review_mode": "bogus_value"})
+    assert_error(r, 400, "invalid_request", "review_mode")
+    assert r.json()["error"]["message"] == "review_mode must be one of any, human, none"
 
 
 async def test_duplicate_top_level_key_is_refused(human: Caller, project: str) -> None:

@@ -241,9 +241,53 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
         return msgspec.convert(value, model, strict=strict)
     except msgspec.ValidationError as exc:
         path, message = field_of(exc)
+        if message.startswith("Invalid enum value"):
+            # msgspec quotes the value refused; the caller needs those taken
+            # (an agent was told `Invalid enum value 'bogus'` and no more)
+            allowed = _enum_values(msgspec.inspect.type_info(model), path)
+            if allowed:
+                message = f"{path} must be one of {', '.join(allowed)}"
         # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
         message = clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
         raise InvalidRequest(message, {"field": path}) from exc
+
+
+_PATH_PART = re.compile(r"\[\d+\]|[^.\[]+")
+
+
+def _enum_values(info: msgspec.inspect.Type, path: str) -> list[str]:
+    """The values the enum at `path` (`lessons[0].kind`) of a model takes;
+    [] where the path leads to none."""
+    for part in _PATH_PART.findall(path):
+        info = _unwrapped(info)
+        if part.startswith("[") and isinstance(info, msgspec.inspect.ListType):
+            info = info.item_type
+        elif isinstance(info, msgspec.inspect.StructType):
+            found = [f.type for f in info.fields if f.encode_name == part]
+            if not found:
+                return []
+            info = found[0]
+        else:
+            return []
+    info = _unwrapped(info)
+    if isinstance(info, msgspec.inspect.LiteralType):
+        return [str(v) for v in info.values]
+    return []
+
+
+def _unwrapped(info: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """The type inside constraints and an optional's union with None (msgspec
+    leaves UNSET out of a field's type)."""
+    while True:
+        if isinstance(info, msgspec.inspect.Metadata):
+            info = info.type
+        elif isinstance(info, msgspec.inspect.UnionType):
+            kept = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
+            if len(kept) != 1:
+                return info
+            info = kept[0]
+        else:
+            return info
 
 
 def decimal_integer(text: str, signed: bool = True) -> int | None:
