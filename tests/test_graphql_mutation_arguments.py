@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller
+from waypost.pagination import MALFORMED_CURSOR
 
 CREATE = """mutation ($key: String!, $n: Int, $after: String) {
   taskCreate(input: {idempotencyKey: $key, projectId: "demo", title: "paged"}) {
@@ -38,7 +39,7 @@ async def send(human: Caller, query: str, **variables: Any) -> dict[str, Any]:
     [
         ({"n": 0}, "first", "first must be from 1 to 100"),
         ({"n": 101}, "first", "first must be from 1 to 100"),
-        ({"n": 5, "after": "garbage"}, "after", "malformed cursor"),
+        ({"n": 5, "after": "garbage"}, "after", MALFORMED_CURSOR),
         # an Int sent as a float is that Int (graphql-core coerces 0.0 to 0):
         # the check read the raw 0.0 as no Int and let the write commit
         ({"n": 0.0}, "first", "first must be from 1 to 100"),

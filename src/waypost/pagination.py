@@ -21,12 +21,20 @@ def encode_cursor(*parts: str | int) -> str:
     return encode_b64url(json.dumps(list(parts), separators=(",", ":")).encode())
 
 
+# The refusal of a cursor no list wrote, with the way on (in words both REST
+# and GraphQL callers read: `next_cursor` there, `endCursor` here)
+MALFORMED_CURSOR = (
+    "malformed cursor: send back a cursor this list gave, unchanged, or none to start at"
+    " the first page"
+)
+
+
 def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tuple[object, ...]:
     """Decode a cursor made by `encode_cursor` whose parts have exactly `types`."""
     try:
         parts = json.loads(decode_b64url(cursor))
     except (ValueError, UnicodeError, RecursionError) as exc:
-        raise InvalidRequest.field(field_name, "malformed cursor") from exc
+        raise InvalidRequest.field(field_name, MALFORMED_CURSOR) from exc
     if (
         not isinstance(parts, list)
         or len(parts) != len(types)
@@ -39,7 +47,7 @@ def decode_cursor(cursor: str, *types: type, field_name: str = "cursor") -> tupl
         # spaces or a byte-order mark in the JSON were read as a position
         or encode_cursor(*parts) != cursor
     ):
-        raise InvalidRequest.field(field_name, "malformed cursor")
+        raise InvalidRequest.field(field_name, MALFORMED_CURSOR)
     return tuple(parts)
 
 

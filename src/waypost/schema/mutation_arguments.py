@@ -44,7 +44,7 @@ from graphql import (
 
 from waypost.errors import InvalidRequest
 from waypost.http.responses import graphql_extensions
-from waypost.pagination import decode_cursor
+from waypost.pagination import MALFORMED_CURSOR, decode_cursor
 from waypost.schema.operation import coerced_variables, selected_operation
 from waypost.schema.relay import event_sequence, window
 
@@ -192,7 +192,7 @@ class _Walk:
         try:
             w = window(first, after, last, before)
             if w.cursor is not None and not _is_cursor(w.cursor):
-                raise InvalidRequest.field("before" if w.backward else "after", "malformed cursor")
+                raise InvalidRequest.field("before" if w.backward else "after", MALFORMED_CURSOR)
         except InvalidRequest as refusal:
             self.refusals.append(_refused(refusal, node))
 

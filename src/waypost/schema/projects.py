@@ -10,6 +10,7 @@ from strawberry.scalars import JSON
 
 from waypost.decoding import convert
 from waypost.errors import InvalidRequest, NotFound
+from waypost.pagination import MALFORMED_CURSOR
 from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Outcome
 from waypost.resolvers.projects import operations as projects
@@ -237,7 +238,7 @@ def sequence_cursor(cursor: str | None, name: str) -> int | None:
         return None
     sequence = event_sequence(cursor)
     if sequence is None:
-        raise InvalidRequest.field(name, "malformed cursor")
+        raise InvalidRequest.field(name, MALFORMED_CURSOR)
     return sequence
 
 

@@ -153,7 +153,8 @@ def _replayed(row: sqlite3.Row | None, idem: Idempotency) -> Outcome | None:
         return None
     if row["fingerprint"] != idem.fingerprint:
         raise IdempotencyKeyReused(
-            "this idempotency key was used for a different request",
+            "this idempotency key was used for a different request: send a new key for a"
+            " new request (the same request again, under the same key, replays its answer)",
             {"field": "Idempotency-Key"},
         )
     return Outcome(row["status"], json.loads(row["body"]), replayed=True)
