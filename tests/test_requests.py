@@ -454,6 +454,26 @@ async def test_action_post_refuses_unknown_fields(service: Service) -> None:
 # -- query parameters and cursors ---------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("path", "params", "field", "message"),
+    [("/api/v1/projects/demo/tasks", {"bogus": "1"}, "bogus",
+      "unknown query parameter bogus (this route takes cursor, limit, q, ready, status)"),
+     (POLICY, {"cursor": "x"}, "cursor",
+      "unknown query parameter cursor (this route takes none)"),
+     ("/api/v1/projects/demo/tasks", {"z" * 500: "1"}, "z" * 40 + "...",
+      f"unknown query parameter {'z' * 40}... (this route takes cursor, limit, q, ready, status)"),
+     ("/api/v1/projects/demo/context", {}, "q", "q is required")],
+)  # fmt: skip
+async def test_a_refused_query_parameter_is_told_in_a_query_strings_words(
+    human: Caller, project: str, path: str, params: dict[str, str], field: str, message: str
+) -> None:
+    """They were refused in a body's words ("Object contains unknown field"),
+    and an unknown one without the ones the route takes (errmsgaudit)."""
+    r = await human.get(path, **params)
+    assert_error(r, 400, "invalid_request", field)
+    assert r.json()["error"]["message"] == message
+
+
 @pytest.mark.parametrize("path", ["/api/v1/projects", f"{POLICY}/history"])
 @pytest.mark.parametrize("cursor", ["!!!", "bm90IGpzb24", "WyJ4IiwieSJd", "W3RydWVd", "8J-Ygw"])
 async def test_malformed_cursor_is_400(human: Caller, project: str, path: str, cursor: str) -> None:

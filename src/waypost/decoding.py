@@ -370,6 +370,14 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     names, integers, booleans = _typed_fields(model)
     if values.get("cursor") == "" and "cursor" in names:
         del values["cursor"]  # a route that pages by something else refuses it by name
+    unknown = sorted(values.keys() - names)
+    if unknown:
+        # in a query string's words, with the ones taken (msgspec's own said
+        # "Object contains unknown field", of a body the request has not)
+        named, taken = clip(unknown[0]), ", ".join(sorted(names)) or "none"
+        raise InvalidRequest.field(
+            named, f"unknown query parameter {named} (this route takes {taken})"
+        )
     typed: dict[str, object] = dict(values)
     for key in integers & values.keys():
         number = decimal_integer(values[key])
@@ -380,4 +388,11 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
         if values[key] not in _BOOLEANS:
             raise InvalidRequest.field(key, f"{key} must be true or false")
         typed[key] = _BOOLEANS[values[key]]
-    return convert(typed, model, strict=True)
+    try:
+        return convert(typed, model, strict=True)
+    except InvalidRequest as error:
+        if error.message.startswith("Object missing required field"):
+            raise InvalidRequest.field(
+                error.details["field"], f"{error.details['field']} is required"
+            ) from error
+        raise
