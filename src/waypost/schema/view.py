@@ -39,6 +39,7 @@ from waypost.schema.context import Context
 from waypost.schema.errors import refuses_the_caller
 from waypost.schema.execution import MASKED
 from waypost.schema.fastpath import known
+from waypost.schema.variable_errors import reworded
 from waypost.schema.websocket import NOBODY, TransportWS, refused_subscribe
 
 log = logging.getLogger("waypost.graphql")
@@ -66,8 +67,13 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
         # that will not parse (an Int of 5,000 digits: int() refuses it) is
         # one too, raised before anything runs. graphql-core quotes a refused
         # value whole ("Value 'kkk...' does not exist"): 60 KB came back
-        formatted["message"] = clip(formatted["message"], MESSAGE_MOST)
+        # a variable's refusal names its path within `variables`, as REST
+        # names a body's field (variable_errors.py)
+        message, field = reworded(formatted["message"], schema)
+        formatted["message"] = clip(message, MESSAGE_MOST)
         formatted["extensions"] = {"code": "invalid_request"}
+        if field is not None:
+            formatted["extensions"]["field"] = field
     else:
         if error.extensions != MASKED:  # the executor logs the faults it masks
             log.error("unhandled GraphQL error", exc_info=original)

@@ -1,0 +1,52 @@
+"""graphql-core's refusals of variables and enum values, in the service's terms.
+
+A variable that does not coerce to its type is refused by graphql-core with
+a message alone: no `extensions.field`, where REST names the body's field
+and a mutation's userErrors name theirs, so a client correcting its request
+in a loop had nothing to read (errmsgaudit). Its message also quoted the
+whole input as a Python `repr` ("found: {'projectId': 'demo', ...}"). Here
+the field is the path within `variables` (`i.title`, `i.taskIds[1]`, `n`),
+the repr is dropped, and an unknown enum value is told the values taken.
+"""
+
+from __future__ import annotations
+
+import re
+
+from strawberry import Schema
+from strawberry.types.enum import StrawberryEnumDefinition
+
+from waypost.decoding import clip
+
+_VARIABLE = re.compile(
+    r"Variable '\$(?P<name>\w+)' has invalid value(?: at (?P<at>[^:]+))?: (?P<why>.*)\Z", re.S
+)
+# the input field a required or unknown field's refusal names
+_NAMED = re.compile(r"(?:required|unknown) field '(?P<field>[^']*)'")
+_FOUND = re.compile(r"[;,] found: .*\Z", re.S)
+_ENUM = re.compile(r"does not exist in '(?P<enum>\w+)' enum\.")
+
+
+def reworded(message: str, schema: Schema) -> tuple[str, str | None]:
+    """`message` with an enum's values and without the input's repr, and the
+    path within `variables` it refuses (None when it refuses no variable)."""
+    message = _ENUM.sub(lambda m: _with_values(m, schema), message, count=1)
+    found = _VARIABLE.match(message)
+    if found is None:
+        return message, None
+    at = found["at"] or ""
+    why = _FOUND.sub(".", found["why"])
+    field = found["name"] + at.strip()
+    named = _NAMED.search(why)
+    if named is not None:
+        field = f"{field}.{clip(named['field'])}"
+    where = f" at {at}" if at else ""
+    return f"Variable '${found['name']}' has invalid value{where}: {why}", field
+
+
+def _with_values(found: re.Match[str], schema: Schema) -> str:
+    kind = schema.get_type_by_name(found["enum"])
+    if not isinstance(kind, StrawberryEnumDefinition):
+        return found[0]
+    values = ", ".join(value.name for value in kind.values)
+    return f"does not exist in '{found['enum']}' enum (one of {values})."
