@@ -1105,7 +1105,8 @@ async def test_request_errors_over_the_socket_carry_code_and_field_as_over_http(
                                     {"n": "x"})  # fmt: skip
         message = await client.receive()
         assert message["id"] == op and message["type"] == "next", message
-        assert message["payload"]["errors"][0]["extensions"] == {"code": "invalid_request"}
+        error = message["payload"]["errors"][0]
+        assert error["extensions"] == {"code": "invalid_request", "field": "n"}, error
         assert (await client.receive()) == {"id": op, "type": "complete"}
         op = await client.subscribe(mutation)
         message = await client.receive()

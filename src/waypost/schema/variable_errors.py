@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from strawberry import Schema
+from strawberry.schema.base import BaseSchema
 from strawberry.types.enum import StrawberryEnumDefinition
 
 from waypost.decoding import clip
@@ -27,7 +27,7 @@ _FOUND = re.compile(r"[;,] found: .*\Z", re.S)
 _ENUM = re.compile(r"does not exist in '(?P<enum>\w+)' enum\.")
 
 
-def reworded(message: str, schema: Schema) -> tuple[str, str | None]:
+def reworded(message: str, schema: BaseSchema) -> tuple[str, str | None]:
     """`message` with an enum's values and without the input's repr, and the
     path within `variables` it refuses (None when it refuses no variable)."""
     message = _ENUM.sub(lambda m: _with_values(m, schema), message, count=1)
@@ -44,7 +44,7 @@ def reworded(message: str, schema: Schema) -> tuple[str, str | None]:
     return f"Variable '${found['name']}' has invalid value{where}: {why}", field
 
 
-def _with_values(found: re.Match[str], schema: Schema) -> str:
+def _with_values(found: re.Match[str], schema: BaseSchema) -> str:
     kind = schema.get_type_by_name(found["enum"])
     if not isinstance(kind, StrawberryEnumDefinition):
         return found[0]

@@ -51,6 +51,7 @@ from waypost.runtime import Actor, Runtime
 from waypost.schema import request_rules
 from waypost.schema.context import Context
 from waypost.schema.frame_top import member_value, top_level
+from waypost.schema.variable_errors import reworded
 
 log = logging.getLogger("waypost.graphql")
 
@@ -180,10 +181,17 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         else:
             errors = []
         for error in errors:
-            error.setdefault("extensions", {}).setdefault("code", "invalid_request")
+            extensions = error.setdefault("extensions", {})
+            text = error.get("message")
+            if "code" not in extensions:
+                extensions["code"] = "invalid_request"
+                if isinstance(text, str):  # a variable named by its path, as over HTTP
+                    text, field = reworded(text, self.schema)
+                    if field is not None:
+                        extensions["field"] = field
             # as over HTTP (view.shape_error): a refused value is not echoed whole
-            if isinstance(error.get("message"), str):
-                error["message"] = clip(error["message"], MESSAGE_MOST)
+            if isinstance(text, str):
+                error["message"] = clip(text, MESSAGE_MOST)
         await super().send_message(message)
 
     async def handle_task_exception(self, error: Exception) -> None:
