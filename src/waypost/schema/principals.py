@@ -84,7 +84,10 @@ class PrincipalQueries:
         data = await sessions.me(info.context.rt, info.context.actor)
         return Principal.from_json(data["principal"])
 
-    @strawberry.field(description="The caller's live session: the one named by the header, if any.")
+    @strawberry.field(
+        description="The caller's live session: the one named by `Waypost-Session`, else"
+        " the caller's live session that expires last; null for a human or when none is live."
+    )
     async def my_session(self, info: Info) -> Session | None:
         data = await sessions.me(info.context.rt, info.context.actor)
         return Session.from_json(data["session"]) if data["session"] else None
