@@ -55,15 +55,38 @@ from waypost.storage.readers import ReaderPool, run_read
 from waypost.storage.snapshots import PinnedSnapshots
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
-__all__ = ["Database", "DatabaseUnusable", "connect_sync", "run_read", "run_write"]
+__all__ = [
+    "Database",
+    "DatabaseUnusable",
+    "SearchAbandoned",
+    "connect_sync",
+    "run_read",
+    "run_write",
+    "search_abandoned",
+]
 
 log = logging.getLogger("waypost.storage")
 _conditions = ConditionLog(log)
 T = TypeVar("T")
 
 
-class _CallerLeft(Exception):
-    """A search whose caller had gone before a reader took it up: not run."""
+class SearchAbandoned(Exception):
+    """A search whose caller had gone: not run when it went before a reader
+    took it up, else ended at its time limit's next check."""
+
+
+# The `left` flag of the search this reader thread runs: a search's time
+# limit (resolvers/context/search.py) also ends it once its caller has gone
+# (an MCP call cancelled, a WebSocket operation completed), on this thread
+# and inside its own statement, so nothing reaches the reader's next unit
+# as `Connection.interrupt()` from another thread could
+_running_search = threading.local()
+
+
+def search_abandoned() -> bool:
+    """Whether the caller of the search running on this thread has gone."""
+    left: threading.Event | None = getattr(_running_search, "left", None)
+    return left is not None and left.is_set()
 
 
 # Bytes the WAL file is cut back to once a checkpoint restarts it (8 MiB:
@@ -321,8 +344,12 @@ class Database:
 
         def unless_left(conn: sqlite3.Connection) -> T:
             if left.is_set():
-                raise _CallerLeft
-            return fn(conn)
+                raise SearchAbandoned
+            _running_search.left = left
+            try:
+                return fn(conn)
+            finally:
+                _running_search.left = None
 
         try:
             return await holding_until_done(self._searches, lambda: self.read(unless_left))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.context.words_store import Words, words_of
+from waypost.storage.db import SearchAbandoned, search_abandoned
 
 if TYPE_CHECKING:
     from waypost.runtime import Runtime
@@ -99,7 +100,9 @@ def _phrase(term: str) -> str:
 
 @contextmanager
 def time_limit(conn: sqlite3.Connection, limit_ms: int) -> Iterator[None]:
-    """Interrupt the statements run inside after `limit_ms` milliseconds.
+    """Interrupt the statements run inside after `limit_ms` milliseconds, or
+    once the search's caller has gone (`SearchAbandoned`: a cancelled MCP
+    call's search held a reader up to the limit for no one).
 
     A progress handler (Datasette's way of bounding a query) on this
     connection only; it runs on the connection's own thread, so it sees the
@@ -109,13 +112,15 @@ def time_limit(conn: sqlite3.Connection, limit_ms: int) -> Iterator[None]:
     deadline = time.monotonic() + limit_ms / 1000
 
     def past_deadline() -> int:
-        return 1 if time.monotonic() > deadline else 0
+        return 1 if time.monotonic() > deadline or search_abandoned() else 0
 
     conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
     try:
         yield
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
+            if search_abandoned():
+                raise SearchAbandoned from exc
             raise SearchTimedOut from exc
         raise
     finally:
