@@ -3,6 +3,7 @@ documented JSON shapes; every command takes --db (env WAYPOST_DB)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -208,8 +210,61 @@ def test_project_create_refusals_name_the_option_to_change(
 
 
 def test_project_create_needs_a_human_principal(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
     result = run("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
     assert result.exit_code == 1 and "human principal" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["token", "revoke", "--token-id", "tok_x"], ["token", "issue", "--principal", "prn_x"],
+     ["project", "create", "--id", "ops", "--name", "Ops"],
+     ["lifecycle", "grant", "--principal", "prn_x", "--tenant", "t", "--role", "reader"],
+     ["lifecycle", "revoke", "--principal", "prn_x"]],
+)  # fmt: skip
+def test_a_write_on_a_database_that_is_not_there_makes_none(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A mistyped `--db` made a new database, then `token revoke` said "no
+    such token" of a token that still worked elsewhere (cliaudit); only
+    `migrate` and `principal create` start a database."""
+    missing = tmp_path / "typo.db"
+    result = run("admin", *command, "--db", str(missing))
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: not_found: no database at {missing}\n"
+    assert list(tmp_path.iterdir()) == []
+    ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", str(missing))
+    assert missing.exists()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["principal", "list"], ["token", "list"], ["lifecycle", "grants"], ["verify"],
+     ["backup", "--to", "{out}"], ["token", "revoke", "--token-id", "tok_x"]],
+)  # fmt: skip
+def test_a_fifo_as_the_database_is_refused_not_waited_on(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Opening a FIFO read-only waits for a writer: the read-only commands
+    hung for good (cliaudit). A writer opened after 10 s frees a command
+    that waits, so that this test fails rather than hangs."""
+    fifo = tmp_path / "f.db"
+    os.mkfifo(fifo)
+    done = threading.Event()
+
+    def unblock() -> None:
+        if not done.wait(10):
+            with contextlib.suppress(OSError), open(fifo, "wb"):
+                pass
+
+    threading.Thread(target=unblock, daemon=True).start()
+    args = [a.replace("{out}", str(tmp_path / "copy.db")) for a in command]
+    try:
+        result = run("admin", *args, "--db", str(fifo))
+    finally:
+        done.set()
+    assert result.exit_code == 1, result.output
+    assert result.stderr == f"Error: database_unusable: {fifo}: not a regular file\n"
 
 
 @pytest.mark.parametrize("token", ["wp_secretmark\u00e9", "wp_secretmark\ninjected: 1", "wp_a b"])

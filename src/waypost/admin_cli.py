@@ -60,9 +60,30 @@ def admin() -> None:
     """Administrative commands; they never read TYPESAFE_API_KEY."""
 
 
-def _write(db_path: Path, fn: Callable[[sqlite3.Connection, str], T]) -> T:
-    """A unit of work in one BEGIN IMMEDIATE transaction, after migrating."""
+def _write(
+    db_path: Path, fn: Callable[[sqlite3.Connection, str], T], *, creates: bool = False
+) -> T:
+    """A unit of work in one BEGIN IMMEDIATE transaction, after migrating.
+    Only a command that can start a database (`creates`: a principal's
+    creation) makes the file: the others need records a new file has not,
+    and `token revoke` on a mistyped `--db` made one and said "no such
+    token" of a token that still worked (cliaudit)."""
+    if not creates:
+        _require_file(db_path)
     return _unit(db_path, lambda conn: run_write(conn, lambda c: fn(c, _now())))
+
+
+def _require_file(db_path: Path) -> None:
+    """`not_found` for a `--db` naming no file, `database_unusable` for one
+    that cannot be looked at or is no regular file."""
+    from waypost.maintenance import BackupError, present
+
+    try:
+        found = present(db_path)
+    except BackupError as error:
+        raise click.ClickException(str(error)) from error
+    if not found:
+        raise click.ClickException(f"not_found: no database at {db_path}")
 
 
 def _now() -> str:
@@ -121,14 +142,7 @@ def _read(db_path: Path, fn: Callable[[sqlite3.Connection], T]) -> T:
     and a mistyped `--db` would answer `[]` instead of saying so. It reads in a
     read transaction, so another process holding the write lock (a stuck
     writer, a long import) does not stop an operator from listing tokens."""
-    from waypost.maintenance import BackupError, present
-
-    try:
-        found = present(db_path)
-    except BackupError as error:
-        raise click.ClickException(str(error)) from error
-    if not found:
-        raise click.ClickException(f"not_found: no database at {db_path}")
+    _require_file(db_path)
     conn = _current_read_only(db_path)
     if conn is None:
         return _unit(db_path, lambda conn: run_read(conn, fn))
@@ -196,7 +210,9 @@ def principal_group() -> None:
 @click.option("--name", required=True, type=TEXT)
 def principal_create(db_path: Path, kind: str, name: str) -> None:
     """Create a principal; prints its api token (once) and the token's id."""
-    _print(_write(db_path, lambda c, at: principals.create_principal(c, kind, name, at)))
+    _print(
+        _write(db_path, lambda c, at: principals.create_principal(c, kind, name, at), creates=True)
+    )
 
 
 @principal_group.command("list")

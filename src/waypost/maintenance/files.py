@@ -18,11 +18,17 @@ class BackupError(Exception):
 def present(path: Path) -> bool:
     """Whether a file is at `path`; a path that cannot even be looked at (a
     directory this user may not search, a name too long) is `database_unusable`,
-    said in one line, not a traceback."""
+    said in one line, not a traceback, and so is a FIFO, a socket or a device
+    (opening a FIFO read-only waits for a writer: the command hung; a
+    directory is refused by each command in its own words)."""
     try:
-        return path.exists()
+        exists = path.exists()
+        special = exists and not path.is_file() and not path.is_dir()
     except OSError as exc:
         raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
+    if special:
+        raise BackupError("database_unusable", f"{path}: not a regular file")
+    return exists
 
 
 def open_read_only(path: Path) -> sqlite3.Connection:
