@@ -38,7 +38,20 @@ TASK = {"projectId": "demo", "idempotencyKey": "k1", "title": "t"}
       "Variable '$i' has invalid value at .reviewMode: Value 'BOGUS' does not exist in"
       " 'ReviewMode' enum (one of NONE, HUMAN, ANY)."),
      (FIRST, {"n": "x"}, "n", "Variable '$n' has invalid value: Int cannot represent"
-      " non-integer value: 'x'")],
+      " non-integer value: 'x'"),
+     # a near miss is told the field meant, still without the input's repr (review51)
+     (CREATE, {"i": {**TASK, "titl": "a private note"}}, "i.titl",
+      "Variable '$i' has invalid value: Expected value of type 'TaskCreateInput' not to"
+      " include unknown field 'titl'. Did you mean 'title'?"),
+     # the client's text never moves the path or cuts the message short
+     (CREATE, {"i": {**TASK, "title": {"x": "required field 'zz'"}}}, "i.title",
+      "Variable '$i' has invalid value at .title: String cannot represent a non string"
+      " value: {'x': \"required field 'zz'\"}"),
+     (FIRST, {"n": "a; found: b"}, "n", "Variable '$n' has invalid value: Int cannot"
+      " represent non-integer value: 'a; found: b'"),
+     (CREATE, {"i": {**TASK, "a, found: b": 1}}, "i.a, found: b",
+      "Variable '$i' has invalid value: Expected value of type 'TaskCreateInput' not to"
+      " include unknown field 'a, found: b'.")],
 )  # fmt: skip
 async def test_a_refused_variable_is_named_by_its_path(
     human: Caller, project: str, query: str, variables: dict[str, Any], field: str, says: str

@@ -78,6 +78,9 @@ async def test_stale_expected_revision_is_a_revision_conflict(human: Caller, pro
     )
     r = await human.patch(path, correction(record, expected_revision=9))
     assert r.status_code == 409
+    assert r.json()["error"]["message"].startswith(
+        "the knowledge record was never at revision 9: it is at revision 2"
+    )
     assert (await human.get(path)).json()["title"] == "two"
 
 

@@ -1058,6 +1058,40 @@ async def test_an_agent_plans_and_publishes_its_work_with_tools(
     ]
 
 
+async def test_a_changed_integration_owner_is_told_how_authority_is_given_back(
+    waypost: Waypost,
+) -> None:
+    """Told to "leave publication to them", the holder the policy no longer
+    named kept its authority, and the new owner was told to wait for a
+    holder that may have gone (review51)."""
+    project = waypost.project("owner-changed")
+    old, new = waypost.principal("agent", "old-owner"), waypost.principal("agent", "new-owner")
+    ids = [waypost.rest("GET", "/api/v1/me", token=t).json()["principal"]["id"] for t in (old, new)]
+
+    def name_owner(owner_id: str) -> None:
+        policy = waypost.rest("GET", f"/api/v1/projects/{project}/policy").json()
+        edited = waypost.rest("PATCH", f"/api/v1/projects/{project}/policy",
+                              {"expected_revision": policy["revision"],
+                               "integration_owner": owner_id})  # fmt: skip
+        assert edited.status_code == 200, edited.text
+
+    name_owner(ids[0])
+    async with session("stdio", waypost.url, old) as s:
+        task_id = (await call(s, "task_create", project=project, title="Publish"))["id"]
+        await call(s, "publication_prepare", project=project, task_id=task_id)
+        name_owner(ids[1])
+        refusal = await refused(s, "publication_result", project=project, task_id=task_id,
+                                outcome="succeeded")  # fmt: skip
+        assert refusal.startswith("forbidden") and "call publication_finalize" in refusal
+    async with session("stdio", waypost.url, new) as s:
+        waiting = await refused(s, "publication_prepare", project=project, task_id=task_id)
+        assert "you may end its authority with publication_finalize" in waiting, waiting
+        ended = await call(s, "publication_finalize", project=project, task_id=task_id)
+        assert ended["publication"] is None
+        held = await call(s, "publication_prepare", project=project, task_id=task_id)
+    assert held["publication"]["holder_id"] == ids[1]
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_an_agent_edits_the_rules_where_the_policy_delegates_it(
     waypost: Waypost, transport: str

@@ -462,7 +462,12 @@ async def test_action_post_refuses_unknown_fields(service: Service) -> None:
       "unknown query parameter cursor (this route takes none)"),
      ("/api/v1/projects/demo/tasks", {"z" * 500: "1"}, "z" * 40 + "...",
       f"unknown query parameter {'z' * 40}... (this route takes cursor, limit, q, ready, status)"),
-     ("/api/v1/projects/demo/context", {}, "q", "q is required")],
+     ("/api/v1/projects/demo/context", {}, "q", "q is required"),
+     # the first refused in the request is named, as before (review51)
+     ("/api/v1/projects/demo/tasks", {"zeta": "1", "alpha": "2"}, "zeta",
+      "unknown query parameter zeta (this route takes cursor, limit, q, ready, status)"),
+     ("/api/v1/projects/demo/tasks", {"limit": "abc", "bogus": "1"}, "limit",
+      "limit must be a decimal integer")],
 )  # fmt: skip
 async def test_a_refused_query_parameter_is_told_in_a_query_strings_words(
     human: Caller, project: str, path: str, params: dict[str, str], field: str, message: str

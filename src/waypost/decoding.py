@@ -370,14 +370,6 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     names, integers, booleans = _typed_fields(model)
     if values.get("cursor") == "" and "cursor" in names:
         del values["cursor"]  # a route that pages by something else refuses it by name
-    unknown = sorted(values.keys() - names)
-    if unknown:
-        # in a query string's words, with the ones taken (msgspec's own said
-        # "Object contains unknown field", of a body the request has not)
-        named, taken = clip(unknown[0]), ", ".join(sorted(names)) or "none"
-        raise InvalidRequest.field(
-            named, f"unknown query parameter {named} (this route takes {taken})"
-        )
     typed: dict[str, object] = dict(values)
     for key in integers & values.keys():
         number = decimal_integer(values[key])
@@ -388,6 +380,15 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
         if values[key] not in _BOOLEANS:
             raise InvalidRequest.field(key, f"{key} must be true or false")
         typed[key] = _BOOLEANS[values[key]]
+    unknown = next((key for key in values if key not in names), None)
+    if unknown is not None:
+        # in a query string's words, with the ones taken (msgspec's own said
+        # "Object contains unknown field", of a body the request has not);
+        # the first in the request, as msgspec named it
+        named, taken = clip(unknown), ", ".join(sorted(names)) or "none"
+        raise InvalidRequest.field(
+            named, f"unknown query parameter {named} (this route takes {taken})"
+        )
     try:
         return convert(typed, model, strict=True)
     except InvalidRequest as error:

@@ -134,10 +134,14 @@ class RevisionConflict(Conflict):
     def behind(cls, what: str, expected: int, current: int) -> RevisionConflict:
         """`what` is at `current`, not at the `expected` revision the caller
         read: said with the way on, which re-sending blindly is not."""
+        moved = (
+            f"changed since revision {expected}"
+            if expected < current
+            else f"was never at revision {expected}"  # ahead of it: a number made up
+        )
         return cls(
-            f"the {what} changed since revision {expected}: it is at revision {current};"
-            f" read it again, and send your change against revision {current} if it still"
-            " applies",
+            f"the {what} {moved}: it is at revision {current}; read it again, and send"
+            f" your change against revision {current} if it still applies",
             {"expected_revision": expected, "current_revision": current},
         )
 
@@ -147,9 +151,14 @@ class GenerationConflict(Conflict):
 
     @classmethod
     def behind(cls, expected: int, current: int) -> GenerationConflict:
+        moved = (
+            f"has moved from generation {expected} to {current}"
+            if expected < current
+            else f"is at generation {current}, not {expected}"
+        )
         return cls(
-            f"the decision has moved from generation {expected} to {current}: read it again,"
-            f" and send your answer or reopen against generation {current} if it still applies",
+            f"the decision {moved}: read it again, and send your answer or reopen against"
+            f" generation {current} if it still applies",
             {"expected_generation": expected, "current_generation": current},
         )
 

@@ -239,6 +239,14 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             "time out to its recommendation): open it with reversible false, or ask your "
             "user to open it."
         )
+    if code == "forbidden" and reason == "not_integration_owner" and tool == "publication_result":
+        # the holder the policy no longer names: its authority still blocks
+        # decisions and judged edits of the task until it is given back
+        return (
+            "The policy changed since you prepared: call publication_finalize on this "
+            "task_id to give the authority back (it blocks new decisions and judged edits "
+            "of the task while you hold it), then go on with other work."
+        )
     if code == "forbidden" and reason == "not_integration_owner":
         owner = d.get("integration_owner")
         who = f"its integration owner ({owner})" if owner else "a human (the policy names none)"
@@ -277,7 +285,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             return (
                 f"{wait} If details.holder_id is your own id (me), an earlier "
                 "publication_prepare of yours went through: go on with publication_result, "
-                "then publication_finalize."
+                "then publication_finalize. If the policy names you and not the holder "
+                "(the owner changed), you may end its authority with publication_finalize, "
+                "then prepare."
             )
         if d.get("holder_id"):
             return (

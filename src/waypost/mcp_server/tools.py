@@ -246,7 +246,8 @@ ROUTE_TOOLS: list[RouteTool] = [
         "publication_finalize",
         "publication/finalize",
         "Release the publication authority you hold on a task, so that others may prepare "
-        "theirs (the task's publication is null again).",
+        "theirs (the task's publication is null again); as the integration owner the policy "
+        "names now, end authority a holder it no longer names kept.",
     ),
     _task(
         "task_recover",

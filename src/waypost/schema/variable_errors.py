@@ -18,12 +18,21 @@ from strawberry.types.enum import StrawberryEnumDefinition
 
 from waypost.decoding import clip
 
+# graphql-core's prefix: the variable, then the path of schema field names
+# and list indexes to the refused value (no text of the client's in either)
 _VARIABLE = re.compile(
-    r"Variable '\$(?P<name>\w+)' has invalid value(?: at (?P<at>[^:]+))?: (?P<why>.*)\Z", re.S
+    r"Variable '\$(?P<name>\w+)' has invalid value(?: at (?P<at>(?:\.\w+|\[\d+\])+))?:"
+    r" (?P<why>.*)\Z",
+    re.S,
 )
-# the input field a required or unknown field's refusal names
-_NAMED = re.compile(r"(?:required|unknown) field '(?P<field>[^']*)'")
-_FOUND = re.compile(r"[;,] found: .*\Z", re.S)
+# its refusals of an input object, each ending with the whole input's repr:
+# the field is a schema name, or (unknown) the client's key, up to the tail
+_INPUT_OBJECT = re.compile(
+    r"(?P<said>Expected value of type '\w+'(?: to be an object| to include required field"
+    r" '(?P<required>\w+)'| not to include unknown field '(?P<unknown>.*?)'"
+    r"(?P<hint>\. Did you mean [^?]*\?)?))[,.]? [Ff]ound: .*\Z",
+    re.S,
+)
 _ENUM = re.compile(r"does not exist in '(?P<enum>\w+)' enum\.")
 
 
@@ -34,12 +43,18 @@ def reworded(message: str, schema: BaseSchema) -> tuple[str, str | None]:
     found = _VARIABLE.match(message)
     if found is None:
         return message, None
-    at = found["at"] or ""
-    why = _FOUND.sub(".", found["why"])
-    field = found["name"] + at.strip()
-    named = _NAMED.search(why)
-    if named is not None:
-        field = f"{field}.{clip(named['field'])}"
+    at, why = found["at"] or "", found["why"]
+    field = found["name"] + at
+    refused = _INPUT_OBJECT.match(why)
+    if refused is not None:
+        named = refused["required"] or refused["unknown"]
+        if named is not None:
+            field = f"{field}.{clip(named)}"
+        # the repr dropped; a long unknown key quoted cut short, as REST quotes one
+        said = refused["said"]
+        if refused["unknown"] is not None:
+            said = said.replace(f"'{refused['unknown']}'", f"'{clip(refused['unknown'])}'", 1)
+        why = said + ("" if refused["hint"] else ".")
     where = f" at {at}" if at else ""
     return f"Variable '${found['name']}' has invalid value{where}: {why}", field
 
