@@ -9,9 +9,9 @@ context packet; `store.BLOCKED_CTE` is the same predicate again as a set of
 task ids, derived per statement; only the claim's safety net uses it now.
 `named_blockers` gives `blocking_decisions`' answer with the stored state's
 help, so that a refusal costs a key look-up per decision on the task, not a
-status derived for each; the guard and `declined_blockers` (the context
-packet's next actions) read it (a page of task JSON derives in one
-statement, whatever its tasks hold).
+status derived for each; the guard, `declined_blockers` (the context
+packet's next actions) and the task JSON of the tasks the stored state holds
+(tasks/readiness.py) read it.
 Claims, ready lists and the digest read the stored gate state instead
 (migration 0014: the part of the status only writes change, kept by
 triggers; the expiry compared at read time; docs/tasks.md says why that is
@@ -104,8 +104,8 @@ def named_blockers(
     if not task_ids:
         return result
     params = gate_params(project_id, now)
-    for r in store.held_pairs(conn, task_ids, params, MAX_IDS + 1):
-        result[r["task_id"]].append(r["decision_id"])
+    for task_id, decision_id in store.held_pairs(conn, task_ids, params, MAX_IDS + 1):
+        result[task_id].append(decision_id)
     named = list(dict.fromkeys(d for found in result.values() for d in found))
     if named:
         status_of = store.statuses(conn, named, params)

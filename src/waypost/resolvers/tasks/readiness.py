@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from waypost.clock import format_time
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.tasks import ready_store
+from waypost.resolvers.tasks.ready_store import gate_held
 from waypost.resolvers.tasks.store import dependency_map
 
 __all__ = [
@@ -94,9 +96,7 @@ def readiness(
     ids = [row["id"] for row in task_rows]
     if deps is None:
         deps = dependency_map(conn, ids)
-    subjects = {row["subject_task_id"] for row in task_rows if row["subject_task_id"]}
-    gate_ids = list(dict.fromkeys([*ids, *sorted(subjects)]))
-    blocking = gate.blocking_decisions(conn, project_id, gate_ids, now)
+    blocking = _gate_of(conn, project_id, task_rows, now)
     result: dict[str, Readiness] = {}
     for row in task_rows:
         own = list(blocking.get(row["id"], []))
@@ -106,6 +106,34 @@ def readiness(
         reason = unready_reason(row["status"], row["lease_owner_id"], undone, bool(decisions))
         result[row["id"]] = Readiness(reason is None, reason, decisions, undone)
     return result
+
+
+def _gate_of(
+    conn: sqlite3.Connection, project_id: str, task_rows: Sequence[sqlite3.Row], now: datetime
+) -> dict[str, list[str]]:
+    """The decisions blocking each task and each activity's subject, from the
+    history either way. For a task its stored gate state holds (an activity's
+    covers its subject), that state names the first decisions (a walk that
+    stops there) and the history confirms them: deriving every decision of
+    every task cost 223 ms for a page of 100 tasks under 900 decisions each
+    (gatescaleaudit). A task the stored state lets through is derived whole,
+    as only the history may let work through; a stale row only chooses the
+    slower way (each way reads the state as it is now)."""
+    now_at = format_time(now)
+    held: dict[str, None] = {}
+    passing: dict[str, None] = {}
+    for row in task_rows:
+        side = held if gate_held(row, now_at) else passing
+        side[row["id"]] = None
+        if row["subject_task_id"]:
+            side[row["subject_task_id"]] = None
+    blocking: dict[str, list[str]] = {}
+    if held:
+        blocking.update(gate.named_blockers(conn, project_id, list(held), now))
+    derived = [task_id for task_id in passing if task_id not in held]
+    if derived:
+        blocking.update(gate.blocking_decisions(conn, project_id, derived, now))
+    return blocking
 
 
 def unready_reason(

@@ -159,7 +159,7 @@ def fill_blocked_by(
     for project_id, group in by_project.items():
         ids = [t["id"] for t in group]
         subjects = sorted({t["subject_task_id"] for t in group if t["subject_task_id"]})
-        blocking = gate.blocking_decisions(
+        blocking = gate.named_blockers(
             conn, project_id, list(dict.fromkeys([*ids, *subjects])), now
         )
         for task in group:
