@@ -278,6 +278,16 @@ def test_mcp_refuses_a_token_no_header_can_carry_without_quoting_it(token: str) 
     assert isinstance(result.exception, SystemExit)
 
 
+@pytest.mark.parametrize("url", ["notaurl", "ftp://x y", "", "http://", "https://h:99999"])
+def test_mcp_refuses_a_url_no_call_could_reach(url: str) -> None:
+    """It said "cannot reach notaurl/ yet" and ran on, every tool failing, as
+    for a service not started yet (cliaudit); `serve` refuses such a webhook."""
+    env = {"WAYPOST_TOKEN": "wp_x"}
+    result = CliRunner().invoke(main, ["mcp", "--url", url], env=env, input="")
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--url'" in result.stderr, result.stderr
+
+
 def test_db_defaults_to_env_waypost_db(tmp_path: Path) -> None:
     path = tmp_path / "from-env.db"
     ok("admin", "migrate", env={"WAYPOST_DB": str(path)})

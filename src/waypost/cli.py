@@ -340,10 +340,16 @@ def _busy(db_path: Path) -> str:
 )
 def mcp_command(url: str) -> None:
     """MCP server over stdio (for clients that launch a process); token from WAYPOST_TOKEN."""
+    from waypost.http.urls import endpoint_url_refusal
     from waypost.mcp_server.stdio import TokenRefused
     from waypost.mcp_server.stdio import main as serve_mcp
     from waypost.observe import logs
 
+    refused = endpoint_url_refusal(url, ("http", "https"))
+    if refused is not None:
+        # no call could ever reach it: it said "cannot reach ... yet" and ran
+        # on, each tool failing, as for a service not started (cliaudit)
+        raise click.BadParameter(refused, param_hint="'--url'")
     token = os.environ.get("WAYPOST_TOKEN", "").strip()
     if not token:
         raise click.UsageError("set WAYPOST_TOKEN to a Waypost API token")
