@@ -13,6 +13,7 @@ import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -183,6 +184,45 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
         assert r.status_code == 200
     finally:
         second.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_while_the_database_opens_stops_cleanly_once_it_is_open(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
+    """Opening may take seconds (a migration; here another process's lock
+    on the first write, the admin's creation). A SIGTERM there killed the
+    process (-15) and a Ctrl-C printed "Aborted!" (exit 1), the work cut
+    short (cliaudit); the stop now waits for the store to open, then ends
+    as any stop does, serving nothing."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    made = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the admin's creation waits for it
+    served = start(db, clock)
+    try:
+        served.wait_for(r"opening ")
+        time.sleep(0.3)
+        served.process.send_signal(sig)
+        served.wait_for(f"{sig.name}: stopping once the database is open")
+        holder.execute("ROLLBACK")
+        assert served.process.wait(timeout=30) == 0
+        lines = served.rest_of_log()
+    finally:
+        holder.close()
+        if served.process.poll() is None:
+            served.stop()
+    said = served.seen + lines
+    assert any("created human principal 'admin'" in x for x in said), said
+    assert not any("listening on" in x or "Traceback" in x or " ERROR " in x for x in said)
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    conn.close()
 
 
 def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:

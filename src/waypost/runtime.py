@@ -146,6 +146,9 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         # last of all: the condition lines held back in their window (a
         # full disk's, a lock's) are logged with their count, not lost
         stack.callback(conditions.flush_all)
+        # said first: a migration may take seconds, and a lock another
+        # process holds up to the busy timeout
+        log.info("opening %s", settings.db_path)
         await db.open()
         stack.push_async_callback(db.close)
         _warn_if_open_to_others(settings)

@@ -298,8 +298,15 @@ async def serve_forever(settings: Settings, http: str = "auto") -> None:
 
 async def _serve(settings: Settings, http: str, listeners: list[list[socket.socket]]) -> None:
     servers: list[_Server] = []
+    # a signal while the store opens (a migration may take seconds) is
+    # honoured once it is open: Python's own handlers killed the process
+    # there (-15) or printed "Aborted!" (exit 1), a migration cut short
+    early: list[signal.Signals] = []
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, _stop_once_open, sig, early)
     try:
-        await _serve_runtime(settings, http, listeners, servers)
+        await _serve_runtime(settings, http, listeners, servers, early)
     finally:
         # once the store has closed (answering what was queued for it, 503)
         for server in servers:
@@ -313,21 +320,33 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
             loop.remove_signal_handler(sig)
 
 
+def _stop_once_open(sig: signal.Signals, early: list[signal.Signals]) -> None:
+    log.info("%s: stopping once the database is open", sig.name)
+    early.append(sig)
+
+
 def _already_stopping(sig: signal.Signals) -> None:
     log.info("%s: already stopping (the database is closing)", sig.name)
 
 
 async def _serve_runtime(
-    settings: Settings, http: str, listeners: list[list[socket.socket]], servers: list[_Server]
+    settings: Settings,
+    http: str,
+    listeners: list[list[socket.socket]],
+    servers: list[_Server],
+    early: list[signal.Signals],
 ) -> None:
     """Open the runtime and serve its apps; `servers` is filled with the
     uvicorn servers as they are made (the caller ends their requests after a
-    forced quit, once the runtime has closed)."""
+    forced quit, once the runtime has closed). A signal in `early` came
+    while it opened: it closes again, serving nothing."""
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
 
     async with open_runtime(settings) as rt:
+        if early:
+            return
         await start_delivery(rt, settings.lifecycle)
         caps = connection_caps(settings)
         deadline = settings.request_read_timeout
@@ -352,6 +371,8 @@ async def _serve_runtime(
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop, sig)
+        for sig in early:  # came while the apps were made: they stop as they start
+            stop(sig)
         for name, sockets in zip(("public", "lifecycle"), listeners, strict=False):
             _announce(name, sockets)
         with settled_heap():
