@@ -143,6 +143,25 @@ def test_a_list_leaves_a_backup_as_it_was(tmp_path: Path, command: list[str]) ->
     ]
 
 
+@pytest.mark.parametrize(
+    "command", [["principal", "list"], ["token", "list"], ["verify"], ["backup", "--to", "{out}"]]
+)
+def test_reading_a_live_file_at_rest_leaves_nothing_beside_it(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A WAL database at rest that this user may write: read-only, SQLite
+    made a `-wal` and a `-shm` it could not remove, and left them (cliaudit)."""
+    db = tmp_path / "w.db"
+    ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", str(db))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]  # WAL mode, at rest
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    args = [a.replace("{out}", str(tmp_path / "b.db")) for a in command]
+    result = run("admin", *args, "--db", str(db))
+    assert result.exit_code == 0, result.output
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("w.db-")]
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
 def test_a_list_of_a_file_that_needs_migrating_still_migrates_it(tmp_path: Path) -> None:
     """Only a file with every migration is read as it is; an older one is
     migrated first, as before (the lists read this build's schema)."""

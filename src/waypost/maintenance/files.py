@@ -36,16 +36,18 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     here: `prod#1.db` was read as the file `prod` (a new, empty one), and
     `prod%41.db` as `prodA.db`.
 
-    A WAL file at rest that this user may not write is read as immutable:
-    SQLite otherwise creates its `-wal` and `-shm` with the file's read-only
-    mode and leaves them, and they kept `serve` refused after the file's
-    mode was mended. At rest (no `-wal`, no `-shm`: no connection has it
-    open) the file holds every commit; were a service to start on it and
-    checkpoint during the read, the read could fail as malformed, never
-    change the file."""
+    A WAL file at rest is read as immutable: SQLite otherwise creates its
+    `-wal` and `-shm` and, read-only, cannot remove them (an empty `-wal`
+    and a 32 KiB `-shm` were left beside the file after a list or a backup,
+    cliaudit); for a file this user may not write, with the file's
+    read-only mode, and they kept `serve` refused after the file's mode was
+    mended. At rest (no `-wal`, no `-shm`: no connection has it open) the
+    file holds every commit; were a service to start on it and checkpoint
+    during the read, the read could fail as malformed, never change the
+    file."""
     resolved = path.resolve()  # the name SQLite gives the -wal and -shm (a symlink's target)
     uri = f"{resolved.as_uri()}?mode=ro"
-    if not os.access(resolved, os.W_OK) and _wal_at_rest(resolved):
+    if _wal_at_rest(resolved):
         uri += "&immutable=1"
     return sqlite3.connect(uri, uri=True, timeout=5)
 
