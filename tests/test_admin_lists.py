@@ -143,14 +143,14 @@ def test_a_list_leaves_a_backup_as_it_was(tmp_path: Path, command: list[str]) ->
     ]
 
 
-@pytest.mark.parametrize(
-    "command", [["principal", "list"], ["token", "list"], ["verify"], ["backup", "--to", "{out}"]]
-)
+@pytest.mark.parametrize("command", [["principal", "list"], ["token", "list"], ["verify"]])
 def test_reading_a_live_file_at_rest_leaves_nothing_beside_it(
     tmp_path: Path, command: list[str]
 ) -> None:
     """A WAL database at rest that this user may write: read-only, SQLite
-    made a `-wal` and a `-shm` it could not remove, and left them (cliaudit)."""
+    made a `-wal` and a `-shm` it could not remove, and left them (cliaudit).
+    A backup's copy still takes the locks (one snapshot, whatever starts
+    beside it), and leaves them."""
     db = tmp_path / "w.db"
     ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", str(db))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]  # WAL mode, at rest

@@ -116,7 +116,7 @@ def _refuse_foreign_source(source: Path) -> None:
 
 def _copy(source: Path, target: Path) -> tuple[str, int]:
     """One snapshot of `source` into `target`; its integrity_check and page count."""
-    src = open_read_only(source)
+    src = open_read_only(source, locking=True)
     dst = sqlite3.connect(target)
     try:
         # pages=-1: the whole database in one step, so from one snapshot

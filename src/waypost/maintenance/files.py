@@ -31,7 +31,7 @@ def present(path: Path) -> bool:
     return exists
 
 
-def open_read_only(path: Path) -> sqlite3.Connection:
+def open_read_only(path: Path, *, locking: bool = False) -> sqlite3.Connection:
     """`path` opened read-only. Through a URI, whose path is percent-encoded
     here: `prod#1.db` was read as the file `prod` (a new, empty one), and
     `prod%41.db` as `prodA.db`.
@@ -44,10 +44,13 @@ def open_read_only(path: Path) -> sqlite3.Connection:
     mended. At rest (no `-wal`, no `-shm`: no connection has it open) the
     file holds every commit; were a service to start on it and checkpoint
     during the read, the read could fail as malformed, never change the
-    file."""
+    file. A `locking` read (a backup's copy, which must be one snapshot
+    whatever starts beside it) takes SQLite's locks on a file it may write,
+    and leaves those two files."""
     resolved = path.resolve()  # the name SQLite gives the -wal and -shm (a symlink's target)
     uri = f"{resolved.as_uri()}?mode=ro"
-    if _wal_at_rest(resolved):
+    writable = os.access(resolved, os.W_OK)
+    if (not locking or not writable) and _wal_at_rest(resolved):
         uri += "&immutable=1"
     return sqlite3.connect(uri, uri=True, timeout=5)
 
