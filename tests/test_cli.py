@@ -240,7 +240,8 @@ def test_a_write_on_a_database_that_is_not_there_makes_none(
 @pytest.mark.parametrize(
     "command",
     [["principal", "list"], ["token", "list"], ["lifecycle", "grants"], ["verify"],
-     ["backup", "--to", "{out}"], ["token", "revoke", "--token-id", "tok_x"]],
+     ["backup", "--to", "{out}"], ["token", "revoke", "--token-id", "tok_x"], ["migrate"],
+     ["principal", "create", "--kind", "human", "--name", "h"]],
 )  # fmt: skip
 def test_a_fifo_as_the_database_is_refused_not_waited_on(
     tmp_path: Path, command: list[str]

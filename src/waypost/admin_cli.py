@@ -68,21 +68,21 @@ def _write(
     creation) makes the file: the others need records a new file has not,
     and `token revoke` on a mistyped `--db` made one and said "no such
     token" of a token that still worked (cliaudit)."""
-    if not creates:
-        _require_file(db_path)
+    _require_file(db_path, created=creates)
     return _unit(db_path, lambda conn: run_write(conn, lambda c: fn(c, _now())))
 
 
-def _require_file(db_path: Path) -> None:
-    """`not_found` for a `--db` naming no file, `database_unusable` for one
-    that cannot be looked at or is no regular file."""
+def _require_file(db_path: Path, *, created: bool = False) -> None:
+    """`not_found` for a `--db` naming no file (unless the command may
+    create one), `database_unusable` for one that cannot be looked at or is
+    no regular file."""
     from waypost.maintenance import BackupError, present
 
     try:
         found = present(db_path)
     except BackupError as error:
         raise click.ClickException(str(error)) from error
-    if not found:
+    if not found and not created:
         raise click.ClickException(f"not_found: no database at {db_path}")
 
 
@@ -189,6 +189,7 @@ def _print(data: dict[str, Any] | list[dict[str, Any]]) -> None:
 @db_option
 def admin_migrate(db_path: Path) -> None:
     """Create or upgrade the database."""
+    _require_file(db_path, created=True)
     with _in_one_line(db_path):
         conn = connect_sync(db_path)
     with _in_one_line(db_path):
