@@ -62,7 +62,7 @@ __all__ = [
     "connect_sync",
     "run_read",
     "run_write",
-    "search_abandoned",
+    "search_left",
 ]
 
 log = logging.getLogger("waypost.storage")
@@ -79,14 +79,15 @@ class SearchAbandoned(Exception):
 # limit (resolvers/context/search.py) also ends it once its caller has gone
 # (an MCP call cancelled, a WebSocket operation completed), on this thread
 # and inside its own statement, so nothing reaches the reader's next unit
-# as `Connection.interrupt()` from another thread could
+# as `Connection.interrupt()` from another thread could (`search_left`)
 _running_search = threading.local()
 
 
-def search_abandoned() -> bool:
-    """Whether the caller of the search running on this thread has gone."""
+def search_left() -> threading.Event | None:
+    """Set once the caller of the search running on this thread has gone;
+    None on a thread that runs no search (a pinned read, a plain read)."""
     left: threading.Event | None = getattr(_running_search, "left", None)
-    return left is not None and left.is_set()
+    return left
 
 
 # Bytes the WAL file is cut back to once a checkpoint restarts it (8 MiB:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, TypeVar
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.params import search_terms
 from waypost.resolvers.context.words_store import Words, words_of
-from waypost.storage.db import SearchAbandoned, search_abandoned
+from waypost.storage.db import SearchAbandoned, search_left
 
 if TYPE_CHECKING:
     from waypost.runtime import Runtime
@@ -110,16 +110,17 @@ def time_limit(conn: sqlite3.Connection, limit_ms: int) -> Iterator[None]:
     to stop. The handler is removed again however the block ends.
     """
     deadline = time.monotonic() + limit_ms / 1000
+    left = search_left()  # read once: the handler runs some 60 times a search
 
     def past_deadline() -> int:
-        return 1 if time.monotonic() > deadline or search_abandoned() else 0
+        return 1 if time.monotonic() > deadline or (left is not None and left.is_set()) else 0
 
     conn.set_progress_handler(past_deadline, PROGRESS_STEPS)
     try:
         yield
     except sqlite3.OperationalError as exc:
         if "interrupted" in str(exc):
-            if search_abandoned():
+            if left is not None and left.is_set():
                 raise SearchAbandoned from exc
             raise SearchTimedOut from exc
         raise
