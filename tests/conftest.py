@@ -123,15 +123,19 @@ class Service:
     rt: Runtime
     clock: MovableClock
     db_path: Path
+    made: int = 0  # principals made by default name
 
     async def principal(self, kind: str = "human", name: str | None = None) -> Caller:
         at = self.clock.iso()
+        # names are unique (principals.create_principal): a default one each time
+        self.made += 1
+        named = name or f"{kind}-{self.made}"
         created = await self.rt.db.write(
-            lambda conn: principals.create_principal(conn, kind, name or f"{kind}-x", at)
+            lambda conn: principals.create_principal(conn, kind, named, at)
         )
         return Caller(self.client, created["principal_id"], kind, created["token"])
 
-    async def agent(self, name: str = "agent") -> Caller:
+    async def agent(self, name: str | None = None) -> Caller:
         caller = await self.principal("agent", name)
         await caller.start_session()
         return caller

@@ -209,6 +209,19 @@ def test_project_create_refusals_name_the_option_to_change(
     assert result.stderr.startswith(f"Error: invalid_request: {option}: ")
 
 
+@pytest.mark.parametrize("name", ["admin", "admin\u200b", " admin", "\u202eadmin"])
+def test_a_principal_shown_by_anothers_name_is_refused(db: str, name: str) -> None:
+    """Answers show their principal by name: a second "admin" (or one
+    differing by an invisible character) made every answer of the first
+    read as its (spoofaudit). An override is refused in any name."""
+    ok("admin", "principal", "create", "--kind", "human", "--name", "admin", "--db", db)
+    result = run("admin", "principal", "create", "--kind", "agent", "--name", name, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: invalid_request: --name: "), result.stderr
+    listed = ok("admin", "principal", "list", "--db", db)
+    assert [p["name"] for p in listed] == ["admin"]
+
+
 def test_project_create_needs_a_human_principal(db: str) -> None:
     ok("admin", "migrate", "--db", db)
     result = run("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)

@@ -121,6 +121,11 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"options": ["Stop", "Stop\u00a0"]}, "options[1]"),  # a trailing space
         ({"options": ["Caf\u00e9", "Caf\u00e9\ufe0f"]}, "options[1]"),  # no variants
         ({"options": ["Caf\u00e9", "Cafe\u0301"]}, "options[1]"),  # composed, decomposed
+        # drawn "Keep it" by its override: it passed as distinct (spoofaudit)
+        ({"options": ["Keep it", "\u202eti peeK"]}, "options[1]"),
+        ({"options": ["Go", "\u202aStay\u202c"]}, "options[1]"),  # an embedding
+        ({"environment": "prod \u202dx"}, "environment"),
+        ({"conditions": ["\u202ekcab"]}, "conditions[0]"),
         ({"environment": "\u2800"}, "environment"),  # the Braille blank
         ({"conditions": ["backup taken", "\u202e"]}, "conditions[1]"),
         ({"question": ""}, "question"),

@@ -68,6 +68,27 @@ def require_name(value: str, field: str) -> None:
     require_text(value, field)
     if any(unicodedata.category(ch) in _BREAKS_A_LINE for ch in value):
         raise InvalidRequest.field(field, f"{field} must be one line without control characters")
+    require_drawn_in_order(value, field)
+
+
+# The bidi embeddings and overrides (and the pop that ends them): they
+# reorder how the letters after them are drawn, so text holding one reads
+# as other words than it holds (U+202E + "ti peeK" is drawn "Keep it", and
+# an option so written passed as distinct from "Keep it": spoofaudit).
+# Right-to-left text needs none of them: its letters carry their direction,
+# and the marks and isolates (U+200E, U+200F, U+061C, U+2066-U+2069) stay.
+_REORDERING = frozenset("\u202a\u202b\u202c\u202d\u202e")
+
+
+def require_drawn_in_order(value: str, field: str) -> None:
+    """Refuse text a person picks or vouches for (an option, a name, what an
+    allow confirms) that holds a bidi embedding or override."""
+    if any(ch in _REORDERING for ch in value):
+        raise InvalidRequest.field(
+            field,
+            f"{field} must not hold a bidi embedding or override (U+202A-U+202E): they"
+            " make it read as other words than it holds",
+        )
 
 
 # Format characters that do change what a reader sees: the zero-width

@@ -16,7 +16,7 @@ from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.core.text import require_distinct, require_text
+from waypost.resolvers.core.text import require_distinct, require_drawn_in_order, require_text
 from waypost.resolvers.decisions import lists_store, store
 from waypost.resolvers.decisions.models import DecisionCreate
 from waypost.resolvers.decisions.pins import (
@@ -50,8 +50,10 @@ def require_pinned_text(environment: str | None, conditions: list[str] | None) -
     """What an allow vouches for (a box to tick each) holds text."""
     if environment is not None:
         require_text(environment, "environment")
+        require_drawn_in_order(environment, "environment")
     for i, condition in enumerate(conditions or ()):
         require_text(condition, f"conditions[{i}]")
+        require_drawn_in_order(condition, f"conditions[{i}]")
 
 
 def _validate(body: DecisionCreate) -> None:
@@ -59,6 +61,7 @@ def _validate(body: DecisionCreate) -> None:
     require_text(body.rationale, "rationale")
     for i, option in enumerate(body.options):
         require_text(option, f"options[{i}]")
+        require_drawn_in_order(option, f"options[{i}]")
     # a person picks one: two that look the same (`Deny`, `Deny` + U+200B) are one too many
     require_distinct(body.options, "options")
     require_pinned_text(body.environment, body.conditions)
