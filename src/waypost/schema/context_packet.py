@@ -65,7 +65,8 @@ class ContextPacket:
         description="False when the budget was smaller than the policy; then items is empty."
     )
     truncated: bool = strawberry.field(
-        description="True when a matching item was left out (limit, budget or time limit)."
+        description="True when a matching item was left out (limit, budget or time limit),"
+        " and whenever instructionsComplete is false."
     )
     next_actions: list[str] = strawberry.field(
         description="Concrete advice; non-empty whenever items is empty or truncated is true."

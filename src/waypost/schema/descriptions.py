@@ -75,7 +75,8 @@ ENUM_VALUES = {
     "RequiredActor.HUMAN": "Only a human may answer (or an agent relaying, when allowed).",
     "RequiredActor.AGENT": "Only an agent may answer.",
     "RequiredActor.EITHER": "A human or an agent may answer.",
-    "ReviewMode.NONE": "The submitter may complete its own work.",
+    "ReviewMode.NONE": "Only the principal that made the latest submission completes it"
+    " (anyone else, a human included, is refused).",
     "ReviewMode.HUMAN": "Only a human may complete submitted work.",
     "ReviewMode.ANY": "Any principal other than the submitter may complete it.",
     "TaskStatus.OPEN": "Waiting to be claimed.",
@@ -175,7 +176,9 @@ FIELDS_BY_NAME = {
     "options": "The options offered.",
     "requiredActor": "Who may answer.",
     "recommendation": "The asker's recommendation, if any.",
-    "reversible": "Whether the answer can time out and be reopened by agents.",
+    "reversible": "Whether a generation left unanswered for 24 hours is answered by the"
+    " service: allow, with the recommendation (an agent may not open or reopen a reversible"
+    " decision that requires a human).",
     "environment": "The environment the question is about.",
     "conditions": "Conditions the answer must confirm.",
     "expiresAt": "When it stops counting (null: never).",

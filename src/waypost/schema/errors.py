@@ -36,8 +36,9 @@ class UserError:
     wait_on: list[str] | None = strawberry.field(
         default=None,
         description="For decision_required: the subscriptions to wait on instead of polling,"
-        ' one per blocking decision (`decisionChanged(id: "dec_...")`); null otherwise, and'
-        " when one of them was answered deny or defer (nothing to wait for).",
+        " one per decision in details.decision_ids, at most 20 (`decisionChanged(id:"
+        ' "dec_...")`); null otherwise, and when one of them was answered deny or defer'
+        " (nothing to wait for).",
     )
     details: JSON | None = strawberry.field(
         default=None,

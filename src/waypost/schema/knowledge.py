@@ -311,7 +311,8 @@ class ProjectKnowledgeFields:
         rest_id: str
 
     @strawberry.field(
-        description="Knowledge newest first, optionally only records matching the full-text"
+        description="Knowledge, most recently changed first (updatedAt, then id), optionally"
+        " only records matching the full-text"
         " q; shared records of other projects only when includeShared is true. Statuses"
         " are evidence, never binding policy."
     )

@@ -129,7 +129,9 @@ class PrincipalMutations:
 
         return _payload(*await mutate(run))
 
-    @strawberry.mutation(description="Extend a live session by 15 minutes.")
+    @strawberry.mutation(
+        description="Extend a live session to 15 minutes from now (never shortens it)."
+    )
     async def session_heartbeat(self, info: Info, input: SessionActionInput) -> SessionPayload:
         async def run() -> Outcome:
             idem, body = split_input("sessionHeartbeat", input)
