@@ -330,3 +330,26 @@ def test_the_instructions_name_only_tools_that_exist() -> None:
     named = set(re.findall(r"`([a-z_]+)`", INSTRUCTIONS)) - {"idempotency_key"}
     assert {"project_list", "context", "task_create", "task_claim"} <= named
     assert named <= {t.name for t in tool_list()}, named
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "tool", "says"),
+    [("revision_conflict", {"expected_revision": 9, "current_revision": 2}, "task_edit",
+      "You sent a revision it never had. The current revision is 2."),
+     ("revision_conflict", {"expected_revision": 1, "current_revision": 2}, "task_edit",
+      "The record changed since you read it. The current revision is 2."),
+     ("generation_conflict", {"expected_generation": 5, "current_generation": 1},
+      "decision_reopen", "You sent a generation it never had. The current generation is 1."),
+     ("forbidden", {"reason": "human_required"}, "decision_answer",
+      "send your user's answer verbatim as relay"),
+     ("forbidden", {"reason": "relay_disabled"}, "decision_answer",
+      "This project's policy does not take relayed answers")],
+)  # fmt: skip
+def test_advice_fits_what_was_refused(
+    code: str, details: dict[str, Any], tool: str, says: str
+) -> None:
+    """mcpdescaudit: a number ahead of the record was told the record had
+    moved on; a human-required refusal never named relay where the policy
+    takes it; a refused relay was told to open a decision."""
+    text = explain(ApiError(code, "refused", details, 409), "demo", tool=tool)
+    assert says in text, text

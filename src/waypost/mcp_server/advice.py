@@ -132,15 +132,17 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
     if code == "revision_conflict":
         current = d.get("current_revision")
         hint = f" The current revision is {current}." if current is not None else ""
+        moved = _moved(d, "revision", "The record changed since you read it.")
         return (
-            f"The record changed since you read it.{hint} Read it again (task_get, policy, "
+            f"{moved}{hint} Read it again (task_get, policy, "
             "or knowledge_get for a knowledge record), check that your change still "
             "makes sense, and retry with expected_revision set to the current revision."
         )
     if code == "generation_conflict":
         current = d.get("current_generation")
         hint = f" The current generation is {current}." if current is not None else ""
-        return f"The decision was reopened since you read it.{hint} Call decision_get and retry."
+        moved = _moved(d, "generation", "The decision was reopened since you read it.")
+        return f"{moved}{hint} Call decision_get and retry."
     if reason == "lease_expired":
         return (
             "The lease on this task expired, so nobody holds it. Call task_recover with "
@@ -221,9 +223,16 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         )
     if code == "forbidden" and reason == "human_required":
         return (
-            "Only a human answers this decision: tell your user what it asks. If decision_get "
+            "Only a human answers this decision: tell your user what it asks (where the "
+            "policy's allow_relayed_human_answers is on, see policy, send your user's "
+            "answer verbatim as relay). If decision_get "
             f"shows it stale or expired, it must be reopened first ({_REOPEN_WHO}); once it "
             "is pending, decision_wait until it is answered."
+        )
+    if code == "forbidden" and reason == "relay_disabled":
+        return (
+            "This project's policy does not take relayed answers: a human answers this "
+            "decision; tell your user what it asks, then decision_wait."
         )
     # the same reason from decision_open and decision_reopen: the tool tells
     # them apart (its message's words did, which a rewording would change)
@@ -298,6 +307,15 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
     if code == "payload_too_large":
         return f"The arguments are too large (REST bodies are limited to {BODY_LIMIT // 1024} KiB)."
     return _BY_CODE.get(code, "An unexpected server fault; retry later.")
+
+
+def _moved(d: dict[str, Any], kind: str, said: str) -> str:
+    """What a conflict says of the record: `said`, unless the number sent is
+    ahead of the record's, which it never had (no one changed it)."""
+    expected, current = d.get(f"expected_{kind}"), d.get(f"current_{kind}")
+    if isinstance(expected, int) and isinstance(current, int) and expected > current:
+        return f"You sent a {kind} it never had."
+    return said
 
 
 def explain(

@@ -46,8 +46,9 @@ T = TypeVar("T")
 log = logging.getLogger("waypost.mcp")
 INSTRUCTIONS = (
     "Waypost coordinates AI agents and humans on shared projects (`project_list` names them). "
-    "Before acting on a project, call `context` (or at least `policy`): the policy's rules "
-    "bind you. Split work with `task_create`, claim it with `task_claim`, leave notes with "
+    "Before acting on a project, call `context` (its rules text) and `policy` (review mode, "
+    "lease length, integration owner): the policy's rules bind you. Split work with "
+    "`task_create`, claim it with `task_claim`, leave notes with "
     "`task_checkpoint`, finish with `task_submit` (record lessons there). When a task needs "
     "a human's call, `decision_open` then `decision_wait`; never work around a pending "
     "decision. Mutating tools take an optional `idempotency_key`: reuse it to retry a call "

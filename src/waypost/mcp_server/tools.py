@@ -82,8 +82,10 @@ ROUTE_TOOLS: list[RouteTool] = [
     ),
     RouteTool(
         "context",
-        "Call this first, before acting on a project: the complete binding policy and the "
-        "decisions, tasks and knowledge that match your query, within a byte budget. Follow "
+        "Call this first, before acting on a project: the complete binding rules text and the "
+        "decisions, tasks and knowledge that match your query, within a byte budget (the "
+        "policy tool gives the rest of the policy: review mode, lease length, integration "
+        "owner). Follow "
         "`next_actions` when `truncated` is true or nothing matched.",
         "GET",
         PROJECT + "/context",
@@ -258,7 +260,8 @@ ROUTE_TOOLS: list[RouteTool] = [
     RouteTool(
         "decision_open",
         "Ask a narrow, structured question that gates the listed tasks until answered "
-        "(question, 2-20 options, rationale, who must answer). Then call decision_wait.",
+        "(question, 2-20 options, rationale, who must answer, the task_ids it gates and the "
+        "environment it is about). Then call decision_wait.",
         "POST",
         PROJECT + "/decisions",
     ),
@@ -274,7 +277,8 @@ ROUTE_TOOLS: list[RouteTool] = [
         "decision_answer",
         "Answer a decision an agent may answer (required_actor agent or either): one of its "
         "options exactly, allow, deny or defer, your rationale, and the current generation "
-        "(decision_get) as expected_generation; confirm its conditions. A decision that "
+        "(decision_get) as expected_generation; an allow sends conditions_confirmed: true "
+        "(even when it lists no conditions). A decision that "
         "requires a human is a human's to answer (or relay, where the policy allows).",
         "POST",
         DECISION + "/answer",
@@ -283,8 +287,10 @@ ROUTE_TOOLS: list[RouteTool] = [
     ),
     RouteTool(
         "decision_reopen",
-        "Reopen a decision that is stale (what it judged changed) or expired, so it can be "
-        "answered again: a new generation pinned to the current task revisions and rules, "
+        "Reopen a decision, whatever its status, so it can be answered again: a stale (what "
+        "it judged changed) or expired one must be before it can be answered, and a denied "
+        "or deferred one when something changed that its answerer should weigh. A new "
+        "generation pinned to the current task revisions and rules, "
         "with your rationale (and, optionally, a new environment, conditions or expiry; "
         "an expired one needs a new expires_at, or null for none). Send the generation you "
         "read (decision_get) as expected_generation; then call decision_wait. The question, "
