@@ -125,6 +125,9 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"options": ["Keep it", "\u202eti peeK"]}, "options[1]"),
         ({"options": ["Go", "\u202aStay\u202c"]}, "options[1]"),  # an embedding
         ({"environment": "prod \u202dx"}, "environment"),
+        ({"environment": "prod\u2029x"}, "environment"),  # shown "prod x" (spoofaudit)
+        ({"environment": "prod\n"}, "environment"),
+        ({"environment": "\x1b[31mprod"}, "environment"),
         ({"conditions": ["\u202ekcab"]}, "conditions[0]"),
         ({"environment": "\u2800"}, "environment"),  # the Braille blank
         ({"conditions": ["backup taken", "\u202e"]}, "conditions[1]"),

@@ -66,9 +66,15 @@ def require_name(value: str, field: str) -> None:
     holds a control character: names are one line, printed by `waypost admin`
     and shown beside every record their owner writes."""
     require_text(value, field)
+    require_one_line(value, field)
+    require_drawn_in_order(value, field)
+
+
+def require_one_line(value: str, field: str) -> None:
+    """Refuse a label shown as one line (a name, a decision's environment)
+    that holds a control character or a line or paragraph separator."""
     if any(unicodedata.category(ch) in _BREAKS_A_LINE for ch in value):
         raise InvalidRequest.field(field, f"{field} must be one line without control characters")
-    require_drawn_in_order(value, field)
 
 
 # The bidi embeddings and overrides (and the pop that ends them): they

@@ -16,7 +16,12 @@ from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.core.text import require_distinct, require_drawn_in_order, require_text
+from waypost.resolvers.core.text import (
+    require_distinct,
+    require_drawn_in_order,
+    require_one_line,
+    require_text,
+)
 from waypost.resolvers.decisions import lists_store, store
 from waypost.resolvers.decisions.models import DecisionCreate
 from waypost.resolvers.decisions.pins import (
@@ -49,7 +54,10 @@ __all__ = [
 def require_pinned_text(environment: str | None, conditions: list[str] | None) -> None:
     """What an allow vouches for (a box to tick each) holds text."""
     if environment is not None:
+        # a label an allow vouches for, shown on one line (a knowledge
+        # scope's environment is held to the same: spoofaudit)
         require_text(environment, "environment")
+        require_one_line(environment, "environment")
         require_drawn_in_order(environment, "environment")
     for i, condition in enumerate(conditions or ()):
         require_text(condition, f"conditions[{i}]")
