@@ -8,7 +8,7 @@ import contextlib
 import json
 import logging
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -92,12 +92,24 @@ async def test_a_queued_search_whose_client_left_never_runs(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(module, name, spied)
+    head, _ = await _one_of_two_leaves(service, http, lambda port: _get(port, path, human.token))
+    # the client that stayed gets its answer: only its read ran
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert ran == [name]
+
+
+async def _one_of_two_leaves(
+    service: Service, http: str, send: Callable[[int], Awaitable[tuple[Any, Any]]]
+) -> tuple[bytes, bytes]:
+    """Two like requests wait for a place of the held search lane, the
+    first's client leaves, the lane is let go: the answer of the one that
+    stayed (once a search let through would have run too)."""
     release = threading.Event()
     async with _serving(service, http) as port:
         holders = await _hold_the_search_lane(service, release)
         try:
-            _, left = await _get(port, path, human.token)
-            stays, stays_writer = await _get(port, path, human.token)
+            _, left = await send(port)
+            stays, stays_writer = await send(port)
             await asyncio.sleep(0.5)  # both requests are in, waiting for a place
             left.close()
             await left.wait_closed()
@@ -105,12 +117,10 @@ async def test_a_queued_search_whose_client_left_never_runs(
         finally:
             release.set()
             await asyncio.gather(*holders)
-        # the client that stayed gets its answer: only its read ran
-        head = await asyncio.wait_for(stays.readuntil(b"\r\n\r\n"), 10)
-        assert head.startswith(b"HTTP/1.1 200"), head
+        answer = await _response(stays)
         stays_writer.close()
-        await asyncio.sleep(0.2)  # a read let through would have run by now
-    assert ran == [name]
+        await asyncio.sleep(0.2)  # a search let through would have run by now
+    return answer
 
 
 async def _response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
@@ -195,22 +205,9 @@ async def test_a_graphql_packet_whose_client_left_never_searches(
 
     monkeypatch.setattr(packet, "read_sync", spied)
     query = '{ project(id: "demo") { context(q: "runner") { items { __typename } } } }'
-    release = threading.Event()
-    async with _serving(service, http) as port:
-        holders = await _hold_the_search_lane(service, release)
-        try:
-            _, left = await _post_graphql(port, query, human.token)
-            stays, stays_writer = await _post_graphql(port, query, human.token)
-            await asyncio.sleep(0.5)  # both queries are in, waiting for a place
-            left.close()
-            await left.wait_closed()
-            await asyncio.sleep(0.3)
-        finally:
-            release.set()
-            await asyncio.gather(*holders)
-        head, answer = await _response(stays)
-        stays_writer.close()
-        await asyncio.sleep(0.2)  # a search let through would have run by now
+    head, answer = await _one_of_two_leaves(
+        service, http, lambda port: _post_graphql(port, query, human.token)
+    )
     assert head.startswith(b"HTTP/1.1 200"), head
     assert "errors" not in json.loads(answer), answer
     assert ran == ["read_sync"]
