@@ -209,7 +209,9 @@ def test_project_create_refusals_name_the_option_to_change(
     assert result.stderr.startswith(f"Error: invalid_request: {option}: ")
 
 
-@pytest.mark.parametrize("name", ["admin", "admin\u200b", " admin", "\u202eadmin"])
+@pytest.mark.parametrize(
+    "name", ["admin", "admin\u200b", " admin", "\u202eadmin", "\u2067in\u200f\u200fadm\u2069"]
+)
 def test_a_principal_shown_by_anothers_name_is_refused(db: str, name: str) -> None:
     """Answers show their principal by name: a second "admin" (or one
     differing by an invisible character) made every answer of the first

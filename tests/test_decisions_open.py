@@ -97,6 +97,26 @@ async def test_open_answers_201_and_writes_a_decision_opened_event(
     }  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    "options",
+    [["\u05db\u05df", "\u05dc\u05d0"],  # Hebrew: yes, no
+     ["\u0646\u0639\u0645", "\u0644\u0627"],  # Arabic
+     ["\u0645\u06cc\u200c\u0631\u0648\u0645", "\u0645\u06cc\u0631\u0648\u0645"],  # Persian, ZWNJ
+     ["Deploy to \u05de\u05e2\u05e8\u05db\u05ea", "Wait"],
+     ["\u2067\u05db\u05df\u2069 (yes)", "\u200fno\u200f", "\u061cmaybe"],
+     ["\U0001f468\u200d\U0001f469", "\U0001f468 \U0001f469"]],  # one picture, two
+)  # fmt: skip
+async def test_right_to_left_text_and_its_marks_are_taken(
+    human: Caller, project: str, options: list[str]
+) -> None:
+    """The rules against text drawn as other words must leave right-to-left
+    text, its marks and isolates, and joined emoji alone (review53)."""
+    task = await new_task(human)
+    r = await human.post(DECISIONS, decision_body([task], options=options, environment=options[0]))
+    assert r.status_code == 201, r.text
+    assert r.json()["options"] == options
+
+
 async def test_open_replay_returns_the_stored_decision(human: Caller, project: str) -> None:
     task = await new_task(human)
     body = decision_body([task])
@@ -124,6 +144,9 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         # drawn "Keep it" by its override: it passed as distinct (spoofaudit)
         ({"options": ["Keep it", "\u202eti peeK"]}, "options[1]"),
         ({"options": ["Go", "\u202aStay\u202c"]}, "options[1]"),  # an embedding
+        # drawn "Keep it" too: an isolate and two marks reorder the words (review53)
+        ({"options": ["Keep it", "\u2067it\u200f \u200fKeep\u2069"]}, "options[1]"),
+        ({"options": ["\u05d1 \u05d0", "\u2066\u05d0\u200e \u200e\u05d1\u2069"]}, "options[1]"),
         ({"environment": "prod \u202dx"}, "environment"),
         ({"environment": "prod\u2029x"}, "environment"),  # shown "prod x" (spoofaudit)
         ({"environment": "prod\n"}, "environment"),

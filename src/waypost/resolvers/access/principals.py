@@ -11,7 +11,7 @@ from waypost.errors import InvalidRequest, NotFound, Unauthenticated
 from waypost.ids import new_id, new_token, token_digest
 from waypost.resolvers.access import store
 from waypost.resolvers.access.store import principal_json
-from waypost.resolvers.core.text import require_name, shown_as
+from waypost.resolvers.core.text import drawn_as, require_name
 from waypost.runtime import Actor
 
 __all__ = [
@@ -43,9 +43,10 @@ def create_principal(conn: sqlite3.Connection, kind: str, name: str, at: str) ->
     # names are how people tell principals apart in the console and in
     # `principal list` (answers show a name, not an id): a second "admin"
     # made every answer of the first read as its (spoofaudit)
-    shown = shown_as(name)
-    if any(shown_as(row["name"]) == shown for row in store.principal_rows(conn)):
-        raise InvalidRequest.field("name", "a principal is already shown by that name")
+    drawn = drawn_as(name)
+    for row in store.principal_rows(conn):
+        if any(a == b for a, b in zip(drawn_as(row["name"]), drawn, strict=True)):
+            raise InvalidRequest.field("name", "a principal is already shown by that name")
     principal_id = new_id("prn")
     store.insert_principal(conn, principal_id, kind, name, at)
     token = issue_token(conn, principal_id, "api", at)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from bidi import get_display
+
 from waypost.errors import InvalidRequest
 
 # Characters that show nothing on their own: controls, format characters
@@ -166,15 +168,31 @@ def _between_shaped(text: str, i: int) -> bool:
     return 0 < i < len(text) - 1 and not (text[i - 1].isascii() or text[i + 1].isascii())
 
 
+def drawn_as(value: str) -> tuple[str, str]:
+    """How `value` reads once drawn: `shown_as` of its letters in the order
+    the Unicode bidirectional algorithm draws them, on a line of its own
+    direction (as the console isolates record text) and on a left-to-right
+    one. In stored order an isolate and two marks passed "Keep it" drawn
+    from `it`, RLM, space, RLM, `Keep` inside U+2067 as another option than
+    "Keep it" (review53); two values with a key in common, at the same
+    place, look the same."""
+    return (
+        shown_as(get_display(value)),
+        shown_as(get_display(value, base_dir="L")),
+    )
+
+
 def require_distinct(values: list[str], field: str) -> None:
     """Refuse a list with two entries a reader cannot tell apart (`café`
-    composed and decomposed, `Deny` and `Deny` + U+200B), naming the later."""
-    seen: dict[str, str] = {}
+    composed and decomposed, `Deny` and `Deny` + U+200B, words drawn in
+    another order than stored), naming the later."""
+    seen: dict[tuple[int, str], str] = {}
     for index, value in enumerate(values):
-        shown = shown_as(value)
-        if shown in seen:
-            same = "a duplicate of" if seen[shown] == value else "shown the same as"
+        keys = list(enumerate(drawn_as(value)))
+        earlier = next((seen[key] for key in keys if key in seen), None)
+        if earlier is not None:
+            same = "a duplicate of" if earlier == value else "shown the same as"
             raise InvalidRequest.field(
                 f"{field}[{index}]", f"{field}[{index}] is {same} an earlier entry"
             )
-        seen[shown] = value
+        seen.update((key, value) for key in keys)
