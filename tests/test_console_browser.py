@@ -720,13 +720,15 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
 ) -> None:
     """A task titled "Archive old logs \u202enow" (RIGHT-TO-LEFT OVERRIDE)
     showed the console's "(task_x, open)" after it reversed, on the page where
-    a human decides; and an option's "(recommended)" the same way. Record text
-    holding such characters is isolated in a <bdi>; other text is not wrapped."""
+    a human decides; and an option's "(recommended)" the same way (an option
+    now takes no override, but one left open by an isolate, U+2067, turns
+    what follows as well). Record text holding such characters is isolated
+    in a <bdi>; other text is not wrapped."""
     made = world.alice.send("POST", "/api/v1/projects/demo/tasks",
                             {"title": "Archive old logs \u202enow"}, 201)  # fmt: skip
     decision = world.open_decision(
         world.agent, question="Archive the logs?", task_ids=[made["id"]],
-        options=["Proceed \u202esafely", "Stop"], recommendation="Proceed \u202esafely",
+        options=["Proceed \u2067safely", "Stop"], recommendation="Proceed \u2067safely",
     )  # fmt: skip
     page = tab.page
     tab.sign_in(world.alice.token)
@@ -754,10 +756,10 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
     page.get_by_label("Why (required)").fill("The logs are archived weekly.")
     for box in page.locator("fieldset input[type=checkbox]").all():
         box.check()
-    page.get_by_role("button", name="Allow: Proceed \u202esafely").click()
+    page.get_by_role("button", name="Allow: Proceed \u2067safely").click()
     page.get_by_text("Your answer is recorded").wait_for()
     isolated = page.locator("main bdi").all_inner_texts()
-    assert "Proceed \u202esafely" in isolated
+    assert "Proceed \u2067safely" in isolated
     # every <bdi> holds record text alone, never the console's words beside it
     assert all(text.startswith(("Archive", "Proceed")) for text in isolated), isolated
     assert page.evaluate("() => document.title") == "Archive the logs? · Waypost console"
@@ -785,7 +787,7 @@ def test_record_text_in_a_list_or_a_diff_line_cannot_reorder_its_neighbours(
              for title in ("Archive old logs \u202e", "Rotate keys")]  # fmt: skip
     decision = agent.send("POST", "/api/v1/projects/bidi/decisions", {
         "question": "Roll back the logs?", "rationale": "Needs a human.", "required_actor": "human",
-        "environment": "staging", "options": ["Wait \u202e", "Roll back now"],
+        "environment": "staging", "options": ["Wait \u2067", "Roll back now"],
         "task_ids": tasks}, 201)["id"]  # fmt: skip
     base = "/api/v1/projects/bidi/knowledge"
     record = {"kind": "fact", "title": "Retention", "body": "שמירה שבוע\nKeep a week",
@@ -803,7 +805,7 @@ def test_record_text_in_a_list_or_a_diff_line_cannot_reorder_its_neighbours(
         card = page.locator(f"article[data-decision='{decision}']").first
         card.wait_for(timeout=20000)
         options = card.locator("p").filter(has_text="Options:")
-        assert options.locator("bdi").all_inner_texts() == ["Wait \u202e"]
+        assert options.locator("bdi").all_inner_texts() == ["Wait \u2067"]
         assert "Roll back now" in options.inner_text()
         blocks = card.locator("p").filter(has_text="Blocks:")
         assert blocks.locator("bdi").all_inner_texts() == ["Archive old logs \u202e"]

@@ -116,8 +116,12 @@ class Lifecycle:
         rt = self.service.rt
         at = self.service.clock.iso()
 
+        # names are unique (principals.create_principal): one of its own each
+        self.service.made += 1
+        name = f"{kind}-{role}-{self.service.made}"
+
         def make(conn: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-            created = principals.create_principal(conn, kind, f"{kind}-{role}", at)
+            created = principals.create_principal(conn, kind, name, at)
             token = principals.issue_token(conn, created["principal_id"], "lifecycle", at)
             if role is not None:
                 store.upsert_grant(conn, created["principal_id"], tenant, role, at)
