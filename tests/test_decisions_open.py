@@ -104,7 +104,8 @@ async def test_open_answers_201_and_writes_a_decision_opened_event(
      ["\u0645\u06cc\u200c\u0631\u0648\u0645", "\u0645\u06cc\u0631\u0648\u0645"],  # Persian, ZWNJ
      ["Deploy to \u05de\u05e2\u05e8\u05db\u05ea", "Wait"],
      ["\u2067\u05db\u05df\u2069 (yes)", "\u200fno\u200f", "\u061cmaybe"],
-     ["\U0001f468\u200d\U0001f469", "\U0001f468 \U0001f469"]],  # one picture, two
+     ["\U0001f468\u200d\U0001f469", "\U0001f468 \U0001f469"],  # one picture, two
+     ["\u05db\u05df \u05dc\u05d0", "\u05dc\u05d0 \u05db\u05df"]],  # words in another order
 )  # fmt: skip
 async def test_right_to_left_text_and_its_marks_are_taken(
     human: Caller, project: str, options: list[str]
@@ -147,6 +148,11 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         # drawn "Keep it" too: an isolate and two marks reorder the words (review53)
         ({"options": ["Keep it", "\u2067it\u200f \u200fKeep\u2069"]}, "options[1]"),
         ({"options": ["\u05d1 \u05d0", "\u2066\u05d0\u200e \u200e\u05d1\u2069"]}, "options[1]"),
+        # a line break is a space on the page; a bracket turned round in an RTL run (review54)
+        ({"options": ["\u05db\u05df\n\u05dc\u05d0", "\u05db\u05df \u05dc\u05d0"]}, "options[1]"),
+        ({"options": ["Approve (prod)", "\u200f(prod) Approve"]}, "options[1]"),
+        # both drawn "1 בלש" on a left-to-right line (a terminal, a mail)
+        ({"options": ["\u05e9\u05dc\u05d1 1", "1 \u05e9\u05dc\u05d1"]}, "options[1]"),
         ({"environment": "prod \u202dx"}, "environment"),
         ({"environment": "prod\u2029x"}, "environment"),  # shown "prod x" (spoofaudit)
         ({"environment": "prod\n"}, "environment"),

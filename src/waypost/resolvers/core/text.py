@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 
 from bidi import get_display
+from bidi.mirror import MIRRORED
 
 from waypost.errors import InvalidRequest
 
@@ -168,18 +169,32 @@ def _between_shaped(text: str, i: int) -> bool:
     return 0 < i < len(text) - 1 and not (text[i - 1].isascii() or text[i + 1].isascii())
 
 
-def drawn_as(value: str) -> tuple[str, str]:
-    """How `value` reads once drawn: `shown_as` of its letters in the order
-    the Unicode bidirectional algorithm draws them, on a line of its own
-    direction (as the console isolates record text) and on a left-to-right
-    one. In stored order an isolate and two marks passed "Keep it" drawn
-    from `it`, RLM, space, RLM, `Keep` inside U+2067 as another option than
-    "Keep it" (review53); two values with a key in common, at the same
-    place, look the same."""
+def drawn_as(value: str) -> tuple[str, str, str]:
+    """How `value` reads: `shown_as` of it as stored, and of its letters in
+    the order the Unicode bidirectional algorithm draws them, on a line of
+    its own direction (as the console isolates record text) and on a
+    left-to-right one. In stored order an isolate and two marks passed
+    "Keep it" drawn from `it`, RLM, space, RLM, `Keep` inside U+2067 as
+    another option than "Keep it" (review53). Two values with a key in
+    common, at the same place, look the same.
+
+    Drawn on one line, as a page shows a list's entries: a line break laid
+    out as a break kept "yes" + newline + "no" in Hebrew apart from "yes no"
+    (review54). And a bracket counts as its mirror: python-bidi does not
+    turn brackets round in a right-to-left run (the algorithm's rule L4,
+    which the browser applies), so RLM + "(prod) Approve", drawn "Approve
+    (prod)", was compared as "(prod) Approve" (review54); two entries told
+    apart only by which way a bracket faces are one too many."""
+    line = " ".join(value.split())
     return (
-        shown_as(get_display(value)),
-        shown_as(get_display(value, base_dir="L")),
+        shown_as(value),
+        _unmirrored(shown_as(get_display(line))),
+        _unmirrored(shown_as(get_display(line, base_dir="L"))),
     )
+
+
+def _unmirrored(text: str) -> str:
+    return "".join(min(ch, MIRRORED.get(ch, ch)) for ch in text)
 
 
 def require_distinct(values: list[str], field: str) -> None:
