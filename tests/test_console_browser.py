@@ -1977,15 +1977,18 @@ def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
 ) -> None:
     """A condition holding a newline showed as two lines of the box, and an
     environment's newline was dropped by its input: a reopen that touched
-    neither sent both, rewritten. And a decision staled by a rules edit that
-    was later undone said "A pin changed" beside "The rules text is the same"."""
+    neither sent both, rewritten (an environment is one line since
+    2026-12-05; a reopen sending an earlier one back as it was is taken,
+    tests/test_decisions_reopen.py). And a decision staled by a rules edit
+    that was later undone said "A pin changed" beside "The rules text is the
+    same"."""
     alice = world.alice
     alice.send("POST", "/api/v1/projects", {"id": "pins", "name": "Pins"}, 201)
     made = alice.send("POST", "/api/v1/projects/pins/tasks", {"title": "Rotate certificates"}, 201)
     asked = alice.send("POST", "/api/v1/projects/pins/decisions", {
         "question": "Rotate them tonight?", "options": ["Proceed", "Stop"],
         "rationale": "Needs a human.", "required_actor": "human", "task_ids": [made["id"]],
-        "environment": "prod\neu-west", "conditions": ["line1\nline2", "  padded  "],
+        "environment": "  prod eu-west ", "conditions": ["line1\nline2", "  padded  "],
     }, 201)  # fmt: skip
     pinned = asked["current"]["policy_revision"]
     policy = alice.get("/api/v1/projects/pins/policy")
@@ -2014,7 +2017,7 @@ def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
     page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
     current = alice.get(path)["current"]
     assert current["conditions"] == ["line1\nline2", "  padded  "]
-    assert current["environment"] == "prod\neu-west"
+    assert current["environment"] == "  prod eu-west "
 
 
 def test_a_second_change_elsewhere_updates_the_notice(tab: Tab, world: World) -> None:

@@ -17,6 +17,7 @@ from tests.decisions_support import (
     send_answer,
     set_policy,
 )
+from waypost.resolvers.decisions import operations
 
 
 async def test_reopen_pins_all_current_revisions_and_unblocks_after_a_new_allow(
@@ -184,3 +185,27 @@ async def test_reopen_writes_a_decision_reopened_event(human: Caller, project: s
     reopened = [e for e in events if e["type"] == "decision.reopened"]
     assert [e["data"] for e in reopened] == [{"generation": 2, "previous_status": "denied"}]
     assert reopened[0]["subject_id"] == decision["id"]
+
+
+async def test_a_reopen_takes_back_what_an_earlier_build_let_the_decision_hold(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A decision asked before the environment had to be one line (and
+    before overrides were refused, 2026-12-05): a reopen that sends its pins
+    back as they were is taken; a new text is held to today's rules."""
+    task = await new_task(human)
+    with monkeypatch.context() as earlier:  # the rules an earlier build applied
+        earlier.setattr(operations, "require_one_line", lambda value, field: None)
+        earlier.setattr(operations, "require_drawn_in_order", lambda value, field: None)
+        decision = await open_decision(
+            human, [task], environment="prod\neu-west", conditions=["kcab\u202e", "line1\nline2"]
+        )
+    again = await reopen(
+        human, decision["id"], 1, environment="prod\neu-west", conditions=["kcab\u202e"]
+    )
+    assert again.status_code == 200, again.text
+    assert again.json()["current"]["environment"] == "prod\neu-west"
+    for changed, field in (({"environment": "prod\nus-east"}, "environment"),
+                           ({"conditions": ["new\u202e"]}, "conditions[0]")):  # fmt: skip
+        r = await reopen(human, decision["id"], 2, **changed)
+        assert error(r) == (400, "invalid_request", {"field": field}), r.text

@@ -51,17 +51,26 @@ __all__ = [
 ]
 
 
-def require_pinned_text(environment: str | None, conditions: list[str] | None) -> None:
-    """What an allow vouches for (a box to tick each) holds text."""
-    if environment is not None:
-        # a label an allow vouches for, shown on one line (a knowledge
-        # scope's environment is held to the same: spoofaudit)
+def require_pinned_text(
+    environment: str | None,
+    conditions: list[str] | None,
+    kept: tuple[str | None, list[str]] = (None, []),
+) -> None:
+    """What an allow vouches for (a box to tick each) holds text: the
+    environment on one line (a knowledge scope's is held to the same), and
+    neither reordered by a bidi override (spoofaudit). What a reopen sends
+    as the last generation held it (`kept`) is taken as it is: a decision
+    asked before these rules (2026-12-05) is asked again without having to
+    be rewritten."""
+    kept_environment, kept_conditions = kept
+    if environment is not None and environment != kept_environment:
         require_text(environment, "environment")
         require_one_line(environment, "environment")
         require_drawn_in_order(environment, "environment")
     for i, condition in enumerate(conditions or ()):
-        require_text(condition, f"conditions[{i}]")
-        require_drawn_in_order(condition, f"conditions[{i}]")
+        if condition not in kept_conditions:
+            require_text(condition, f"conditions[{i}]")
+            require_drawn_in_order(condition, f"conditions[{i}]")
 
 
 def _validate(body: DecisionCreate) -> None:

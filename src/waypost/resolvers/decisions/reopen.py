@@ -46,9 +46,11 @@ def reopen_sync(
     project = require_project(tx.conn, project_id)
     decision, status = require_state(tx.conn, project_id, decision_id, tx.at)
     require_text(body.rationale, "rationale")
+    previous = store.generation_row(tx.conn, decision_id, decision["generation"])
     require_pinned_text(
         None if isinstance(body.environment, msgspec.UnsetType) else body.environment,
         None if isinstance(body.conditions, msgspec.UnsetType) else body.conditions,
+        kept=(previous["environment"], json.loads(previous["conditions"])),
     )
     if tx.actor.is_agent and decision["required_actor"] == "human" and decision["reversible"]:
         # It could then time out on an agent's say-so; only a human may ask it again.
@@ -58,7 +60,6 @@ def reopen_sync(
         )
     generation = decision["generation"]
     check_generation(body.expected_generation, generation)
-    previous = store.generation_row(tx.conn, decision_id, generation)
     if isinstance(body.expires_at, msgspec.UnsetType):
         expires_at = previous["expires_at"]
         if expires_at is not None and parse_time(expires_at) <= tx.now:
