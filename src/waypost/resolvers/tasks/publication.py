@@ -39,13 +39,14 @@ def _may_publish(principal_id: str, is_human: bool, project: sqlite3.Row) -> boo
 
 
 def _authorize(actor: Actor, project: sqlite3.Row) -> None:
+    """The caller may publish (`_may_publish`, said as the policy stands)."""
     owner = project["integration_owner"]
-    if owner is None and not actor.is_human:
-        raise Forbidden(
-            "only a human may publish while the policy names no integration owner",
-            {"reason": "not_integration_owner"},
-        )
-    if owner is not None and actor.principal_id != owner:
+    if not _may_publish(actor.principal_id, actor.is_human, project):
+        if owner is None:
+            raise Forbidden(
+                "only a human may publish while the policy names no integration owner",
+                {"reason": "not_integration_owner"},
+            )
         raise Forbidden(
             "only the policy's integration owner may publish",
             {"reason": "not_integration_owner", "integration_owner": owner},
