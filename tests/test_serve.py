@@ -186,6 +186,68 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
         second.stop()
 
 
+def _principals(db: Path) -> list[str]:
+    conn = sqlite3.connect(db)
+    try:
+        return [row[0] for row in conn.execute("SELECT name FROM principals")]
+    finally:
+        conn.close()
+
+
+def test_a_standard_error_that_cannot_take_the_token_makes_no_admin(tmp_path: Path) -> None:
+    """The first admin's token is shown once, on standard error. When that
+    cannot take it (here a full device), the admin was stored anyway, its
+    token lost and never offered again, and serve exited 1 without a word
+    (cliaudit); now nothing is made, and the next start with a terminal
+    shows the token of the admin it makes."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock)}
+    env.pop("TYPESAFE_API_KEY", None)
+    with open("/dev/full", "w") as full:
+        failed = subprocess.run(
+            [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", "0"],
+            stderr=full, stdout=subprocess.PIPE, env=env, timeout=60, text=True,
+        )  # fmt: skip
+    assert failed.returncode != 0 and "wp_" not in failed.stdout
+    assert _principals(db) == []
+    second = start(db, clock)
+    try:
+        token = second.wait_for(r"^\s+(wp_\S+)$").group(1)
+        second.wait_for(r"listening on http://")
+        assert httpx.get(f"{second.url}/api/v1/me", headers=auth(token)).status_code == 200
+    finally:
+        second.stop()
+
+
+def test_no_standard_error_makes_no_admin_and_prints_no_token(tmp_path: Path) -> None:
+    """With standard error closed (`2>&-`) print() would have sent the
+    token to standard output, which may be a log pipeline."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    env = {**os.environ, "WAYPOST_CLOCK_FILE": str(clock), "PYTHONUNBUFFERED": "1"}
+    env.pop("TYPESAFE_API_KEY", None)
+    port = free_port()
+    process = subprocess.Popen(
+        ["/bin/sh", "-c", f'exec "{sys.executable}" -m waypost.cli serve --db "{db}"'
+         f" --port {port} 2>&-"],
+        stdout=subprocess.PIPE, env=env, text=True,
+    )  # fmt: skip
+    try:
+        # it serves only once the start-up, the admin's creation included, is done
+        deadline, up = time.monotonic() + 60, False
+        while time.monotonic() < deadline and not up:
+            with contextlib.suppress(httpx.TransportError):
+                up = httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+            time.sleep(0.1)
+        assert up
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, _ = process.communicate(timeout=30)
+    assert "wp_" not in out and "shown once" not in out
+    assert _principals(db) == []
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_the_database_opens_stops_cleanly_once_it_is_open(
     tmp_path: Path, sig: signal.Signals

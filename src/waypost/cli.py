@@ -283,6 +283,7 @@ def _run(settings: Settings) -> None:
     """Serve until stopped; a file or address that cannot be used is a
     one-line refusal, not a traceback (docs/operations.md)."""
     from waypost import serving
+    from waypost.runtime import CannotShowToken
     from waypost.storage.db import DatabaseUnusable, connections_left_open
 
     try:
@@ -310,6 +311,8 @@ def _run(settings: Settings) -> None:
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except serving.CannotListen as error:
         raise click.ClickException(f"cannot_listen: {error}") from error
+    except CannotShowToken as error:
+        raise click.ClickException(f"cannot_show_token: {error}") from error
     except Unavailable as error:
         if _held_elsewhere(error.__cause__):
             raise click.ClickException(_busy(settings.db_path)) from error

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from waypost.cancelling import cancel_and_wait
 from waypost.clock import Clock, FileClock, SystemClock, format_time
@@ -211,20 +211,48 @@ async def _sweep_forever(rt: Runtime, interval: float) -> None:
             rt.metrics.sweep_runs.labels(outcome="failed").inc()
 
 
+class CannotShowToken(Exception):
+    """Standard error could not take the first admin's token: nothing was made."""
+
+
 async def _bootstrap(rt: Runtime) -> None:
     """On a database with no principals, create `admin` and print its token once.
 
     Printed straight to standard error (the operator's terminal), never through
-    the log handler, so the token cannot reach a log pipeline or file."""
+    the log handler, so the token cannot reach a log pipeline or file. It is
+    printed inside the write, before its COMMIT: when standard error cannot
+    take it (a full disk, a closed pipe) the admin is not made, and the next
+    start with a terminal makes it; before, an admin whose token nobody saw
+    was stored and never offered again. With no standard error at all
+    (`2>&-`) nothing is made: print() would have sent the token to standard
+    output, which may be a log pipeline."""
     from waypost.resolvers.access import principals  # resolvers import this module
 
     at = format_time(rt.now())
-    created = await rt.db.write(lambda conn: principals.bootstrap_admin(conn, at))
-    if created:
+    stderr = sys.stderr
+    if stderr is None:
+        if not await rt.db.read(principals.has_principals):
+            log.warning("no standard error to show the first admin's token on: no admin made")
+        return
+
+    def bootstrap(conn: sqlite3.Connection) -> None:
+        created = principals.bootstrap_admin(conn, at)
+        if created:
+            _show_admin_token(stderr, created["token"], created["token_id"])
+
+    await rt.db.write(bootstrap)
+
+
+def _show_admin_token(stderr: TextIO, token: str, token_id: str) -> None:
+    try:
         print(
             "waypost: created human principal 'admin'; its token (shown once):\n"
-            f"  {created['token']}\n"
-            f"waypost: its token_id is {created['token_id']} (for `admin token revoke`)",
-            file=sys.stderr,
+            f"  {token}\n"
+            f"waypost: its token_id is {token_id} (for `admin token revoke`)",
+            file=stderr,
             flush=True,
         )
+    except (OSError, ValueError) as error:  # ValueError: a closed file object
+        raise CannotShowToken(
+            f"standard error cannot take the first admin's token: {error}"
+        ) from error
