@@ -737,6 +737,10 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
     heading.wait_for()
     title, label = heading.locator("bdi"), heading.locator("span.muted")
     assert title.inner_text() == "Archive old logs \u202enow"
+    # within the title the override still turns "now": a note says it is there
+    note = heading.locator(".controls-note")
+    assert note.inner_text() == " [direction controls]"
+    assert "U+202E" in (note.get_attribute("title") or "")
     # the console's words stay whole, to the right of the title
     assert label.inner_text() == f"({made['id']}, open)"
     assert (
@@ -769,6 +773,7 @@ def test_right_to_left_text_in_a_record_cannot_reorder_the_consoles_words(
                                  task_ids=[made["id"]])  # fmt: skip
     page.goto(f"{tab.origin}/console#/p/demo/d/{turned}")
     page.locator("h1 bdi").wait_for()
+    assert page.locator("h1 .controls-note").count() == 1
     title = page.evaluate("() => document.title")
     assert title == "\u2068Purge \u202eall logs?\u2069 · Waypost console", ascii(title)
 
@@ -817,6 +822,8 @@ def test_record_text_in_a_list_or_a_diff_line_cannot_reorder_its_neighbours(
         removed = page.locator("pre.diff del").filter(has_text="שמירה שבוע")
         line = removed.locator("bdi")
         assert line.inner_text() == "שמירה שבוע"  # the sign is not in it
+        # right-to-left letters are no direction controls: no note for them
+        assert removed.locator(".controls-note").count() == 0
         assert line.bounding_box()["x"] > removed.bounding_box()["x"]  # the sign comes first
 
         page.goto(f"{tab.origin}/console#/p/bidi/d/{decision}")

@@ -79,7 +79,7 @@ function append(el, children) {
     if (child === null || child === undefined || child === false) continue;
     if (Array.isArray(child)) append(el, child);
     else if (child instanceof Node) el.append(child);
-    else el.append(isolated(el, String(child)));
+    else el.append(...isolated(el, String(child)));
   }
 }
 
@@ -117,14 +117,26 @@ export function fill(el, ...children) {
   append(el, children);
 }
 
+// Explicit direction controls (embeddings, overrides, isolates): letters of
+// any script never need them, and within the text they still turn it, so
+// "Keep \u202Eetirw" reads "Keep write" although "etirw" is what was sent.
+const CONTROLS = /[\u202a-\u202e\u2066-\u2069]/;
+
 // Such text in a <bdi> of its own: what it turns ends where it ends, and the
 // console's words around it keep their order (as record text, it is kept as
-// it was written, within).
+// it was written, within). Text holding explicit controls is followed by a
+// note that says so, where a human decides on what it seems to say.
 function isolated(el, text) {
-  if (TEXT_ONLY.has(el.tagName) || !DIRECTIONAL.test(text)) return text;
+  if (TEXT_ONLY.has(el.tagName) || !DIRECTIONAL.test(text)) return [text];
   const bdi = document.createElement("bdi");
   bdi.textContent = text;
-  return bdi;
+  if (!CONTROLS.test(text)) return [bdi];
+  const note = document.createElement("span");
+  note.className = "controls-note";
+  note.textContent = " [direction controls]";
+  note.title = "This text holds Unicode direction controls (U+202A to U+202E, U+2066 to"
+    + " U+2069): it may not read in the order it was written.";
+  return [bdi, note];
 }
 
 let uid = 0;

@@ -140,6 +140,14 @@ function showFor(number, parts, focus = true) {
   if (number === pageNumber) show(parts, focus);
 }
 
+// The heading's text less the console's notes on it (inside the title's
+// isolate, after an override, the note itself would read backwards).
+function headingText(heading) {
+  const copy = heading.cloneNode(true);
+  for (const note of copy.querySelectorAll(".controls-note")) note.remove();
+  return copy.textContent;
+}
+
 function show(parts, focus = true) {
   // a part left out by a condition is null: replaceChildren would show "null"
   main.replaceChildren(...parts.filter((part) => part !== null));
@@ -147,7 +155,7 @@ function show(parts, focus = true) {
   // the tab's title is the page's heading, whatever drew it: set by each
   // route before its page loaded, a picker, "Not found" or a failed load
   // kept the title of the page before
-  document.title = `${isolatedText(heading ? heading.textContent : "Waypost")} · Waypost console`;
+  document.title = `${isolatedText(heading ? headingText(heading) : "Waypost")} · Waypost console`;
   if (!focus) return;
   // a page may say where the keyboard goes first: a refused filter's box
   // (docs/console.md: "the focus goes there"; it stayed on the heading)
