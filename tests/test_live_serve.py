@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from tests.serve_support import START, start
 
@@ -66,5 +67,38 @@ async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> No
         assert time.monotonic() - stopped < 15
         # what it had sent before ending: the replay of the one event
         assert [line for line in rest if line.startswith("event:")] == ["event: project.created"]
+    finally:
+        srv.stop()
+
+
+async def test_a_handshake_from_another_origin_is_refused_and_said_once(tmp_path: Path) -> None:
+    """A browser page's WebSocket handshake carries its Origin: one that is
+    not the Host's is refused 403 (Strawberry's rule), which a proxy that
+    rewrites the Host meets too (docs/operations.md passes it on). Each refusal wrote a WARNING with the
+    Origin as sent, 2 KB a line for anyone with no token (proxyaudit): the
+    lines are one per window, the origin cut short."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        srv.wait_for(r"listening on http://")
+        ws_url = srv.url.replace("http://", "ws://") + "/graphql"
+        host = srv.url.removeprefix("http://")
+        protocols = ["graphql-transport-ws"]
+        async with connect(ws_url, subprotocols=protocols,  # type: ignore[arg-type]
+                           origin=f"http://{host}") as same:  # type: ignore[arg-type]  # fmt: skip
+            assert same.response is not None and same.response.status_code == 101
+        foreign = "https://" + "x" * 3000 + ".example"
+        for _ in range(5):
+            with pytest.raises(InvalidStatus) as refused:
+                async with connect(ws_url, subprotocols=protocols,  # type: ignore[arg-type]
+                                   origin=foreign):  # type: ignore[arg-type]  # fmt: skip
+                    pass
+            assert refused.value.response.status_code == 403
+        line = srv.wait_for(r"WebSocket handshake whose Origin is not its Host.*")
+        assert f"host '{host}'" in line.group(0) and "characters)" in line.group(0)
+        time.sleep(0.5)
+        assert not any("Rejected WebSocket connection" in seen for seen in srv.seen)
+        assert sum("Origin is not its Host" in seen for seen in srv.seen) == 1
     finally:
         srv.stop()

@@ -570,6 +570,36 @@ def test_warnings_any_client_can_make_are_one_per_window(caplog: pytest.LogCaptu
     assert any("upgrade other than" in s and "and 3 more like it" in s for s in said[2:]), said
 
 
+def test_foreign_origin_handshakes_are_one_line_per_window(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Strawberry logs a WARNING, with the Origin as sent, for each WebSocket
+    handshake whose Origin is not its Host: 50 tokenless handshakes with a
+    6 KB Origin wrote 50 lines of 2 KB (proxyaudit)."""
+    from waypost.observe.conditions import flush_all
+    from waypost.observe.logs import ClientMadeWarningsHeldBack
+
+    caplog.set_level(logging.WARNING)
+    held_back = ClientMadeWarningsHeldBack()
+    ws = logging.getLogger("strawberry.http.async_base_view")
+    template = (
+        "Rejected WebSocket connection from origin %r to host %r. If pages "
+        "on this origin should be able to connect, add it to `allowed_origins`."
+    )
+    origin = "https://" + "a" * 6000 + ".example"
+    records = [
+        ws.makeRecord(ws.name, logging.WARNING, __file__, 1, template, (origin, "h:8080"), None)
+        for _ in range(50)
+    ]
+    assert not any(held_back.filter(r) for r in records)
+    flush_all()
+    said = [r.getMessage() for r in caplog.records if r.name == "waypost.http"]
+    assert len(said) == 2, said
+    assert all("Origin is not its Host" in s and "'h:8080'" in s for s in said), said
+    assert all(len(s) < 400 and "(6018 characters)" in s for s in said), said
+    assert "and 48 more like it" in said[1]
+
+
 def sample(service: Service, name: str, **labels: str) -> float:
     found = service.rt.metrics.registry.get_sample_value(name, labels)
     return found or 0.0

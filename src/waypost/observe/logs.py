@@ -138,7 +138,11 @@ class ClientMadeWarningsHeldBack(logging.Filter):
     sweep of made-up methods (obsaudit), and as many of the second (review33).
     Each is held to one line per 10 s, saying how many it stands for, as
     every condition that refuses many requests in a row is
-    (observe/conditions.py)."""
+    (observe/conditions.py). So is Strawberry's WARNING for each WebSocket
+    handshake whose Origin is not the Host's (refused 403): 50 tokenless
+    handshakes with a 6 KB Origin wrote 50 lines of 2 KB (proxyaudit); its
+    line keeps the origin and the host, cut short, since a proxy that sends
+    its own Host makes every browser's handshake one of these."""
 
     SAID_AS: Final = {
         "Invalid HTTP request received.": "a request the HTTP parser could not read was"
@@ -151,14 +155,33 @@ class ClientMadeWarningsHeldBack(logging.Filter):
         super().__init__()
         self._condition = ConditionLog(logging.getLogger("waypost.http"))
 
+    FOREIGN_ORIGIN: Final = "Rejected WebSocket connection from origin"
+    FOREIGN_ORIGIN_SAID_AS: Final = (
+        "a WebSocket handshake whose Origin is not its Host was refused 403 (origin %s,"
+        " host %s; behind a proxy, pass the Host on: docs/operations.md)"
+    )
+
     def filter(self, record: logging.LogRecord) -> bool:
         # (a record's msg may be any object, a dict too: unhashable)
         msg = record.msg
-        said_as = self.SAID_AS.get(msg) if isinstance(msg, str) else None
+        if not isinstance(msg, str):
+            return True
+        said_as = self.SAID_AS.get(msg)
         if said_as is not None and record.name.startswith("uvicorn"):
             self._condition.warning(said_as, msg)
             return False
+        if msg.startswith(self.FOREIGN_ORIGIN) and record.name.startswith("strawberry"):
+            args = record.args if isinstance(record.args, tuple) else ()
+            origin, host = (_clipped(a) for a in (*args, None, None)[:2])
+            self._condition.warning(self.FOREIGN_ORIGIN_SAID_AS, origin, host)
+            return False
         return True
+
+
+def _clipped(value: object, most: int = 80) -> str:
+    """A client's header value for a log line: repr'd, and cut to `most` characters."""
+    said = repr(value)
+    return said if len(said) <= most else f"{said[:most]}... ({len(said)} characters)"
 
 
 def configure(log_format: str, level: int = logging.INFO) -> None:
