@@ -74,9 +74,10 @@ async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> No
 async def test_a_handshake_from_another_origin_is_refused_and_said_once(tmp_path: Path) -> None:
     """A browser page's WebSocket handshake carries its Origin: one that is
     not the Host's is refused 403 (Strawberry's rule), which a proxy that
-    rewrites the Host meets too (docs/operations.md passes it on). Each refusal wrote a WARNING with the
-    Origin as sent, 2 KB a line for anyone with no token (proxyaudit): the
-    lines are one per window, the origin cut short."""
+    rewrites the Host meets too (docs/operations.md passes it on). Each
+    refusal wrote a WARNING with the Origin as sent, 2 KB a line for anyone
+    with no token (proxyaudit): the lines are one per window, the origin
+    cut short."""
     clock = tmp_path / "clock"
     clock.write_text(START)
     srv = start(tmp_path / "waypost.db", clock)
