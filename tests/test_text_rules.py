@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from waypost.errors import InvalidRequest
-from waypost.resolvers.core.text import require_distinct, require_text, shown_as
+from waypost.resolvers.core.text import (
+    drawn_as,
+    drawn_in_general,
+    require_distinct,
+    require_text,
+    shown_as,
+)
 
 SHOWS_NOTHING = [
     "", "   ", "\t\n", "\u00a0", "\u3000",  # whitespace
@@ -80,3 +88,18 @@ def test_entries_a_reader_cannot_tell_apart_are_one_too_many() -> None:
         with pytest.raises(InvalidRequest) as refused:
             require_distinct(values, "options")
         assert refused.value.details == {"field": "options[2]"}
+
+
+@given(st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=40))
+@settings(max_examples=2000, deadline=None)
+def test_printable_ascii_is_drawn_as_any_text_is(value: str) -> None:
+    """drawn_as takes a short way for printable ASCII (nearly every tag and
+    option): it must draw such text exactly as the general way does."""
+    assert drawn_as(value) == drawn_in_general(value)
+
+
+@pytest.mark.parametrize(
+    "value", ["(prod) Approve", "a]b[c", "{x}  <y>", "  spaced   out  ", "123", "", "\tTab"]
+)
+def test_brackets_and_spaces_are_drawn_alike_either_way(value: str) -> None:
+    assert drawn_as(value) == drawn_in_general(value)

@@ -68,6 +68,8 @@ def is_utf8(text: str) -> bool:
 
 def _find_text(value: Any, pattern: re.Pattern[str]) -> str | None:
     """The JSON path of the first key or string `pattern` finds something in."""
+    if not _holds_text(value, pattern):
+        return None  # the usual case: no path is spelled for a value that has none
     stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, item = stack.pop()
@@ -81,6 +83,23 @@ def _find_text(value: Any, pattern: re.Pattern[str]) -> str | None:
         elif isinstance(item, list):
             stack.extend(reversed([(_join(path, i), v) for i, v in enumerate(item)]))
     return None
+
+
+def _holds_text(value: Any, pattern: re.Pattern[str]) -> bool:
+    """Whether `pattern` finds something in any key or string of `value`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if pattern.search(item):
+                return True
+        elif isinstance(item, dict):
+            if any(pattern.search(key) for key in item):
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _join(path: str, key: str | int) -> str:
