@@ -14,8 +14,9 @@ Then, sequentially on one connection: the p50 of a create (fresh idempotency
 key) and of its replay (same key, same body).
 
 `--before-src PATH` adds one more server: the public app of another checkout
-(its `src/`), e.g. the commit before a change, served by uvicorn with
-asyncio + h11, measured in the same rotation.
+(its `src/`), e.g. the commit before a change, served by this tree's
+launcher (bench/serve_variant.py, so `serving.run`, on asyncio + h11) with
+the other tree's `waypost` imported, measured in the same rotation.
 """
 
 from __future__ import annotations
@@ -205,18 +206,14 @@ def servers(
         if before is not None:
             port = free_port()
             db = directory / "before.db"
-            code = (
-                "import sys, uvicorn\n"
-                "from pathlib import Path\n"
-                "from waypost.app import create_app\n"
-                "from waypost.settings import Settings\n"
-                "app = create_app(Settings(db_path=Path(sys.argv[1]), sweep_interval=3600))\n"
-                "uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[2]), loop='asyncio',"
-                " http='h11', log_level='warning')\n"
-            )
+            # the same launcher as this tree's servers (bench/serve_variant.py,
+            # `serving.run`: its GC settings, deadlines and connection caps),
+            # importing the other tree's `waypost`: a bare `uvicorn.run` of its
+            # app compared launchers as well as code (createprofile)
             proc = subprocess.Popen(
-                [sys.executable, "-c", code, str(db), str(port)],
-                cwd=directory, env={**env, "PYTHONPATH": str(before.resolve() / "src")},
+                [sys.executable, "-m", "bench.serve_variant", "--db", str(db),
+                 "--port", str(port), "--loop", "asyncio", "--http", "h11"],
+                cwd=ROOT, env={**env, "PYTHONPATH": str(before.resolve() / "src")},
                 stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             procs.append(Process("waypost before", proc, port))
