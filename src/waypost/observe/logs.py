@@ -151,15 +151,15 @@ class ClientMadeWarningsHeldBack(logging.Filter):
         " WebSocket and was served as a plain request (%s)",
     }
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._condition = ConditionLog(logging.getLogger("waypost.http"))
-
     FOREIGN_ORIGIN: Final = "Rejected WebSocket connection from origin"
     FOREIGN_ORIGIN_SAID_AS: Final = (
         "a WebSocket handshake whose Origin is not its Host was refused 403 (origin %s,"
         " host %s; behind a proxy, pass the Host on: docs/operations.md)"
     )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._condition = ConditionLog(logging.getLogger("waypost.http"))
 
     def filter(self, record: logging.LogRecord) -> bool:
         # (a record's msg may be any object, a dict too: unhashable)
