@@ -16,8 +16,10 @@ import uvicorn
 
 from tests.conftest import Caller, Service
 from tests.live_support import _Server, loopback_socket
+from waypost.cancelling import caller_gone
 from waypost.http.slow_clients import with_request_deadline
 from waypost.resolvers.context import packet
+from waypost.resolvers.context.search import time_limit
 from waypost.resolvers.decisions import digest
 from waypost.schema import offload
 
@@ -246,3 +248,80 @@ async def test_an_introspection_built_for_two_is_not_given_up_when_one_leaves(
         stays_writer.close()
     assert head.startswith(b"HTTP/1.1 200"), head
     assert json.loads(answer) == {"data": {"__schema": {"queryType": {"name": "Query"}}}}
+
+
+COUNT_TO_A_BILLION = (
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000)"
+    " SELECT count(*) FROM c"
+)
+
+
+@pytest.mark.parametrize("http", ["h11", "httptools"])
+@pytest.mark.parametrize("over", ["rest", "graphql"])
+async def test_a_running_search_whose_client_left_ends_at_its_next_check(
+    service: Service,
+    human: Caller,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+    http: str,
+    over: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A search already running when its client closed the connection ran on
+    to the time limit (a second by default) for no one, holding a reader
+    and a place of the search lane: it ends at the limit's next check, as
+    a cancelled MCP call's does, answering no one and logging no fault."""
+    started, ended = threading.Event(), threading.Event()
+    outcome: list[str] = []
+
+    def endless(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        started.set()
+        try:
+            with time_limit(conn, 60_000):  # the limit alone would end it in a minute
+                conn.execute(COUNT_TO_A_BILLION).fetchone()
+            outcome.append("finished")
+        except BaseException as exc:
+            outcome.append(type(exc).__name__)
+            raise
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(packet, "read_sync", endless)
+    async with _serving(service, http) as port:
+        if over == "rest":
+            _, writer = await _get(port, "/api/v1/projects/demo/context?q=runner", human.token)
+        else:
+            query = '{ project(id: "demo") { context(q: "runner") { items { __typename } } } }'
+            _, writer = await _post_graphql(port, query, human.token)
+        assert await asyncio.to_thread(started.wait, 10)
+        await asyncio.sleep(0.2)  # past the age a search is watched from
+        writer.close()
+        await writer.wait_closed()
+        assert await asyncio.to_thread(ended.wait, 5), "the search ran on"
+        assert outcome == ["SearchAbandoned"]
+        # the readers answer, and a search after it runs to its end
+        after = service.rt.db.search(lambda c: c.execute("SELECT 3").fetchone()[0])
+        assert await asyncio.wait_for(after, 5) == 3
+        await asyncio.sleep(0.1)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_search_that_ends_soon_starts_no_watch(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch of a running search starts only past its age: a packet's
+    search (1-5 ms at 10,000 records) reads nothing of its connection."""
+    watched: list[str] = []
+
+    async def never() -> None:
+        watched.append("watched")
+        await asyncio.Event().wait()
+
+    token = caller_gone.set(lambda: never())
+    try:
+        for _ in range(5):
+            assert await service.rt.db.search(lambda c: c.execute("SELECT 1").fetchone()[0]) == 1
+        await asyncio.sleep(0.1)
+    finally:
+        caller_gone.reset(token)
+    assert watched == []

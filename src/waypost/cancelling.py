@@ -29,8 +29,9 @@ caller_gone: contextvars.ContextVar[Callable[[], Coroutine[Any, Any, None]] | No
 
 
 class CallerGone(Exception):
-    """The caller went away while its work waited for a place of a gate: the
-    work never ran."""
+    """The caller went away while its work waited for a place of a gate (the
+    work never ran) or while it ran (a search, ended early: SearchAbandoned,
+    storage/db.py). No one is answered."""
 
 
 def for_everyone(work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
@@ -105,6 +106,41 @@ async def _acquire(gate: asyncio.Semaphore) -> None:
         return
     _give_up(gate, acquiring)
     raise CallerGone
+
+
+def watch_caller(on_gone: Callable[[], None], after: float) -> Callable[[], None]:
+    """Call `on_gone` once `caller_gone` fires, watching from `after` seconds
+    on (work that ends sooner, nearly every search, starts no watch); returns
+    what stops the watch. For work already running, which a gate's wait
+    (`_acquire`) no longer watches."""
+    gone = caller_gone.get()
+    if gone is None:
+        return _nothing
+    loop = asyncio.get_running_loop()
+    watching: list[asyncio.Task[None]] = []
+
+    def went(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            on_gone()
+
+    def start() -> None:
+        # in a context of its own, as `_acquire`'s watch (review49)
+        task = loop.create_task(gone(), context=contextvars.Context())
+        task.add_done_callback(went)
+        watching.append(task)
+
+    timer = loop.call_later(after, start)
+
+    def stop() -> None:
+        timer.cancel()
+        for task in watching:
+            task.cancel()
+
+    return stop
+
+
+def _nothing() -> None:
+    return None
 
 
 def _give_up(gate: asyncio.Semaphore, acquiring: asyncio.Future[Any]) -> None:
