@@ -318,7 +318,11 @@ FIELDS = {
     "TaskRevision.kind": "The kind at this revision.",
     "TaskRevision.revision": "This revision's number.",
     "TaskRevision.dependsOnIds": "REST ids of the dependencies this revision named.",
-    "TaskRevision.changedFields": "The fields this revision changed.",
+    "TaskRevision.changedFields": (
+        "The fields this revision changed, by their REST names as the task.updated event"
+        " gives them (`acceptance_criteria`, `depends_on`: acceptanceCriteria and dependsOnIds"
+        " here); empty for an edit that changed nothing."
+    ),
     "TaskRevision.actor": "Who wrote the revision.",
     "TaskCheckpoint.actor": "Who wrote the note.",
     "TaskCreateInput.subjectTaskId": "For an activity: REST id of the task it works on.",
