@@ -19,13 +19,15 @@ def test_memos_from_before_the_keyed_index_are_found_after_it(
 ) -> None:
     conn = sqlite3.connect(tmp_path / "old.db", isolation_level=None)
     every = migrations.available()
-    monkeypatch.setattr(migrations, "available", lambda: [m for m in every if m.name != LATER])
+    # a file of a build before it: the migrations after it (0037 rebuilds
+    # this index from the keys) came later still
+    monkeypatch.setattr(migrations, "available", lambda: [m for m in every if m.name < LATER])
     migrations.migrate(conn)
     conn.execute("INSERT INTO lifecycle_memos VALUES ('t', 'm1', 2, 'x', 'a', 'a')")
     for version, title in [(1, "first draft"), (2, "kafka partitions")]:
         conn.execute(REVISION, (version, title))
     monkeypatch.setattr(migrations, "available", lambda: every)
-    assert migrations.migrate(conn) == [LATER]
+    assert migrations.migrate(conn) == [m.name for m in every if m.name >= LATER]
 
     def found(term: str) -> list[str]:
         return [

@@ -68,17 +68,18 @@ def escape_fts(terms: list[str]) -> str:
 
     A query written differently in Unicode's composed (NFC) and decomposed
     (NFD) forms matches text in either: the index holds text as it was sent,
-    and the tokenizer folds single accents only, so `Việt`, `한국어` or
-    `データ` typed in one form missed a record written in the other (a macOS
-    client may write NFD). The terms as sent, all composed and all
-    decomposed are then ORed, each as before; so the tokenizer itself still
-    drops a term with no word in it (judging words by Python's Unicode
-    tables instead dropped a newer emoji that SQLite's take for a word).
+    and the tokenizer folds the marks of Latin letters only, so `ёлка`,
+    `σχέδιο`, `한국어` or `データ` typed in one form miss a record written in
+    the other (a macOS client may write NFD; `Việt` did too before migration
+    0037). The terms as sent, all composed and all decomposed are then ORed,
+    each as before; so the tokenizer itself still drops a term with no word
+    in it (judging words by Python's Unicode tables instead dropped a newer
+    emoji that SQLite's take for a word).
 
     Each term is asked once (`distinct_terms`), and a form whose words are
-    those of a form before it is left out (a single accent on a Latin letter
-    is the same word composed or decomposed): each costs passes over the
-    index, which spellings of one word repeated 32 times ran to 12 s.
+    those of a form before it is left out (a Latin letter with its marks is
+    the same word composed or decomposed): each costs passes over the index,
+    which spellings of one word repeated 32 times ran to 12 s.
     """
     if all(term.isascii() for term in terms):
         return " ".join(map(_phrase, distinct_terms(terms)[0]))  # one form: most queries

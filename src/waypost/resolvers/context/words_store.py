@@ -6,7 +6,7 @@ word asked for twice is paid for twice: `the` sent 32 times took 3.5 s at
 makes into that one word (`the.`, `thé`, `THÈ`, one decomposed) got round a
 comparison of the terms as sent (12 s and more uncut; searchcostaudit). The
 words are the index's own: the terms go through a table in memory with the
-same tokenizer (`unicode61` with its defaults, as every index here uses),
+same tokenizer (`TOKENIZER`, as every index here uses since migration 0037),
 read back with `fts5vocab`. A term of ASCII letters and digits alone (most
 queries) is its own one word, in lower case, without that round trip.
 """
@@ -18,6 +18,16 @@ import threading
 
 Words = tuple[str, ...]
 
+# The indexes' tokenizer (migration 0037 writes the same text): `unicode61`
+# with combining marks (Mn, Mc) kept in their words, every mark on a Latin
+# letter folded, and the variation selectors U+FE00-U+FE0F (Mn too) left
+# separators, as they were before (as word characters the emoji selector
+# glued `⚠️` to the word after it).
+VARIATION_SELECTORS = "".join(map(chr, range(0xFE00, 0xFE10)))
+TOKENIZER = (
+    f"unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '{VARIATION_SELECTORS}'"
+)
+
 _local = threading.local()
 
 
@@ -27,7 +37,7 @@ def _tokenizer() -> sqlite3.Connection:
     conn: sqlite3.Connection | None = getattr(_local, "conn", None)
     if conn is None:
         conn = sqlite3.connect(":memory:", isolation_level=None)
-        conn.execute("CREATE VIRTUAL TABLE terms USING fts5(term)")
+        conn.execute(f'CREATE VIRTUAL TABLE terms USING fts5(term, tokenize = "{TOKENIZER}")')
         conn.execute("CREATE VIRTUAL TABLE words USING fts5vocab(terms, 'instance')")
         _local.conn = conn
     return conn
