@@ -141,8 +141,9 @@ class ClientMadeWarningsHeldBack(logging.Filter):
     (observe/conditions.py). So is Strawberry's WARNING for each WebSocket
     handshake whose Origin is not the Host's (refused 403): 50 tokenless
     handshakes with a 6 KB Origin wrote 50 lines of 2 KB (proxyaudit); its
-    line keeps the origin and the host, cut short, since a proxy that sends
-    its own Host makes every browser's handshake one of these."""
+    line keeps the origin and the host, cut short, since behind a proxy
+    that sends its own Host a browser's handshake can be one of these (one
+    that says `Sec-Fetch-Site: same-origin`, as to an HTTPS page, is not)."""
 
     SAID_AS: Final = {
         "Invalid HTTP request received.": "a request the HTTP parser could not read was"
