@@ -14,7 +14,12 @@ import pytest
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.knowledge_support import kpath, new_body
 from waypost.resolvers.context.search import escape_fts
-from waypost.resolvers.context.words_store import TOKENIZER, words_of
+from waypost.resolvers.context.words_store import (
+    FOLDED_ACCENTS,
+    GENERIC_MARKS,
+    TOKENIZER,
+    words_of,
+)
 from waypost.settings import Settings
 from waypost.storage import migrate as migrations
 
@@ -84,6 +89,35 @@ async def test_a_variation_selector_is_no_letter(human: Caller, project: str) ->
     assert await found(human, "warning") == by(warning)
     assert await found(human, "✔️") == NOTHING  # no word in it, as before
     assert words_of(["⚠️Warning", "1️⃣"]) == [("warning",), ("1",)]
+
+
+async def test_a_mark_sqlite_does_not_fold_splits_its_word(human: Caller, project: str) -> None:
+    """A script-neutral mark that SQLite does not fold (U+0329 below a
+    Yoruba vowel, a stroke U+0336) split its word before 0037; as a word
+    character it glued to it, and `ile` no longer found `ile` + U+0329
+    (review56). It splits again; the accents SQLite folds still fold."""
+    yoruba = await make(human, "ile\u0329 wa")
+    struck = await make(human, "a\u0336b plan")
+    assert await found(human, "ile") == by(yoruba)
+    assert await found(human, "b plan") == by(struck)
+    assert words_of(["ile\u0329", "e\u0301\u0302"]) == [("ile",), ("e",)]
+
+
+def test_the_accents_named_folded_are_those_sqlite_folds() -> None:
+    """The separators leave out the accents `remove_diacritics 2` drops: were
+    one of them a separator, `tiếng` written decomposed would split in two."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute('CREATE VIRTUAL TABLE t USING fts5(x, tokenize = "unicode61 remove_diacritics 2")')
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance')")
+    folded = set()
+    for point in range(0x300, 0x370):
+        conn.execute("DELETE FROM t")
+        conn.execute("INSERT INTO t (x) VALUES (?)", (f"a{chr(point)}b",))
+        if [row[0] for row in conn.execute("SELECT term FROM v")] == ["ab"]:
+            folded.add(point)
+    conn.close()
+    assert folded == set(FOLDED_ACCENTS)
+    assert not folded & {ord(ch) for ch in GENERIC_MARKS}
 
 
 def test_the_indexes_and_the_terms_share_one_tokenizer(tmp_path: Path) -> None:

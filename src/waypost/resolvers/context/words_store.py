@@ -19,13 +19,37 @@ import threading
 Words = tuple[str, ...]
 
 # The indexes' tokenizer (migration 0037 writes the same text): `unicode61`
-# with combining marks (Mn, Mc) kept in their words, every mark on a Latin
-# letter folded, and the variation selectors U+FE00-U+FE0F (Mn too) left
-# separators, as they were before (as word characters the emoji selector
-# glued `⚠️` to the word after it).
+# with combining marks (Mn, Mc) kept in their words (a script's own marks:
+# Arabic, Hebrew, Thai, Indic vowel signs), the 25 accents SQLite folds
+# dropped from the Latin letters they follow, whatever their number
+# (`remove_diacritics 2`), and two kinds of mark left separators, as every
+# mark was before: the variation selectors U+FE00-U+FE0F (as word
+# characters the emoji selector glued `⚠️` to the word after it) and the
+# marks of the script-neutral blocks SQLite does not fold (overlines,
+# strokes, U+0329 below a Yoruba vowel: as word characters `ile` no longer
+# found `ile` + U+0329; review56).
 VARIATION_SELECTORS = "".join(map(chr, range(0xFE00, 0xFE10)))
+FOLDED_ACCENTS = frozenset(
+    (*range(0x300, 0x305), *range(0x306, 0x30D), 0x30F, 0x311, 0x31B, 0x323, *range(0x324, 0x329),
+     0x32D, 0x32E, 0x330, 0x331)
+)  # fmt: skip
+_GENERIC_MARK_BLOCKS = (
+    (0x300, 0x370),  # Combining Diacritical Marks
+    (0x1AB0, 0x1B00),  # ... Extended
+    (0x1DC0, 0x1E00),  # ... Supplement
+    (0x20D0, 0x2100),  # ... for Symbols
+    (0xFE20, 0xFE30),  # Combining Half Marks
+)
+GENERIC_MARKS = "".join(
+    chr(point)
+    for start, end in _GENERIC_MARK_BLOCKS
+    for point in range(start, end)
+    # U+0345, GREEK YPOGEGRAMMENI, is folded to a letter (iota)
+    if point not in FOLDED_ACCENTS and point != 0x345
+)
 TOKENIZER = (
-    f"unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '{VARIATION_SELECTORS}'"
+    "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc'"
+    f" separators '{VARIATION_SELECTORS}{GENERIC_MARKS}'"
 )
 
 _local = threading.local()
