@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import httpx
 
 from tests.conftest import Caller
+from waypost.resolvers.context.search import time_limit
 
 CONTEXT = "/api/v1/projects/demo/context"
 
@@ -45,3 +47,30 @@ async def task(caller: Caller, title: str, **fields: Any) -> dict[str, Any]:
     assert r.status_code == 201, r.text
     created: dict[str, Any] = r.json()
     return created
+
+
+class EndlessSearch:
+    """A search under a one-minute time limit that would count for ever: it
+    ends only when its caller is found gone (`outcome` says how it ended).
+    Called as a search's unit of work, or in place of `packet.read_sync`."""
+
+    COUNT_TO_A_BILLION = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000)"
+        " SELECT count(*) FROM c"
+    )
+
+    def __init__(self) -> None:
+        self.started, self.ended = threading.Event(), threading.Event()
+        self.outcome: list[str] = []
+
+    def __call__(self, conn: Any, *args: Any, **kwargs: Any) -> None:
+        self.started.set()
+        try:
+            with time_limit(conn, 60_000):  # the limit alone would end it in a minute
+                conn.execute(self.COUNT_TO_A_BILLION).fetchone()
+            self.outcome.append("finished")
+        except BaseException as exc:
+            self.outcome.append(type(exc).__name__)
+            raise
+        finally:
+            self.ended.set()

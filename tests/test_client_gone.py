@@ -15,11 +15,11 @@ import pytest
 import uvicorn
 
 from tests.conftest import Caller, Service
+from tests.context_support import EndlessSearch
 from tests.live_support import _Server, loopback_socket
 from waypost.cancelling import caller_gone
 from waypost.http.slow_clients import with_request_deadline
 from waypost.resolvers.context import packet
-from waypost.resolvers.context.search import time_limit
 from waypost.resolvers.decisions import digest
 from waypost.schema import offload
 
@@ -250,12 +250,6 @@ async def test_an_introspection_built_for_two_is_not_given_up_when_one_leaves(
     assert json.loads(answer) == {"data": {"__schema": {"queryType": {"name": "Query"}}}}
 
 
-COUNT_TO_A_BILLION = (
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000)"
-    " SELECT count(*) FROM c"
-)
-
-
 @pytest.mark.parametrize("http", ["h11", "httptools"])
 @pytest.mark.parametrize("over", ["rest", "graphql"])
 async def test_a_running_search_whose_client_left_ends_at_its_next_check(
@@ -271,21 +265,7 @@ async def test_a_running_search_whose_client_left_ends_at_its_next_check(
     to the time limit (a second by default) for no one, holding a reader
     and a place of the search lane: it ends at the limit's next check, as
     a cancelled MCP call's does, answering no one and logging no fault."""
-    started, ended = threading.Event(), threading.Event()
-    outcome: list[str] = []
-
-    def endless(conn: Any, *args: Any, **kwargs: Any) -> Any:
-        started.set()
-        try:
-            with time_limit(conn, 60_000):  # the limit alone would end it in a minute
-                conn.execute(COUNT_TO_A_BILLION).fetchone()
-            outcome.append("finished")
-        except BaseException as exc:
-            outcome.append(type(exc).__name__)
-            raise
-        finally:
-            ended.set()
-
+    endless = EndlessSearch()
     monkeypatch.setattr(packet, "read_sync", endless)
     async with _serving(service, http) as port:
         if over == "rest":
@@ -293,12 +273,12 @@ async def test_a_running_search_whose_client_left_ends_at_its_next_check(
         else:
             query = '{ project(id: "demo") { context(q: "runner") { items { __typename } } } }'
             _, writer = await _post_graphql(port, query, human.token)
-        assert await asyncio.to_thread(started.wait, 10)
+        assert await asyncio.to_thread(endless.started.wait, 10)
         await asyncio.sleep(0.2)  # past the age a search is watched from
         writer.close()
         await writer.wait_closed()
-        assert await asyncio.to_thread(ended.wait, 5), "the search ran on"
-        assert outcome == ["SearchAbandoned"]
+        assert await asyncio.to_thread(endless.ended.wait, 5), "the search ran on"
+        assert endless.outcome == ["SearchAbandoned"]
         # the readers answer, and a search after it runs to its end
         after = service.rt.db.search(lambda c: c.execute("SELECT 3").fetchone()[0])
         assert await asyncio.wait_for(after, 5) == 3

@@ -13,10 +13,10 @@ import httpx
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service
+from tests.context_support import EndlessSearch
 from waypost.app import create_app
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
-from waypost.resolvers.context.search import time_limit
 from waypost.settings import Settings
 from waypost.storage import migrate as migrations
 from waypost.storage.db import Database, connect_sync, run_write
@@ -522,29 +522,15 @@ async def test_a_running_search_whose_caller_left_ends_at_its_next_check(
     limit's next check, and the reader's next read is untouched."""
     db = Database(tmp_path / "s.db", readers=2)
     await db.open()
-    started, ended = threading.Event(), threading.Event()
-    outcome: list[str] = []
-
-    def endless(conn: sqlite3.Connection) -> None:
-        started.set()
-        try:
-            with time_limit(conn, 60_000):  # the limit alone would end it in a minute
-                conn.execute(COUNT_TO_A_BILLION).fetchone()
-            outcome.append("finished")
-        except BaseException as exc:
-            outcome.append(type(exc).__name__)
-            raise
-        finally:
-            ended.set()
-
+    endless = EndlessSearch()
     try:
         search = asyncio.create_task(db.search(endless))
-        assert await asyncio.to_thread(started.wait, 10)
+        assert await asyncio.to_thread(endless.started.wait, 10)
         await asyncio.sleep(0.2)
         search.cancel()
         await asyncio.gather(search, return_exceptions=True)
-        assert await asyncio.to_thread(ended.wait, 5), "the search ran on"
-        assert outcome == ["SearchAbandoned"]
+        assert await asyncio.to_thread(endless.ended.wait, 5), "the search ran on"
+        assert endless.outcome == ["SearchAbandoned"]
         # both readers answer, and a search after it runs to its end
         reads = [db.read(lambda c: c.execute("SELECT 2").fetchone()[0]) for _ in range(2)]
         assert await asyncio.wait_for(asyncio.gather(*reads), 5) == [2, 2]
@@ -552,12 +538,6 @@ async def test_a_running_search_whose_caller_left_ends_at_its_next_check(
         assert await asyncio.wait_for(after, 5) == 3
     finally:
         await db.close()
-
-
-COUNT_TO_A_BILLION = (
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000000000)"
-    " SELECT count(*) FROM c"
-)
 
 
 async def until(condition: Callable[[], bool]) -> None:
