@@ -153,9 +153,9 @@ def main() -> None:
         help="another checkout to measure beside this one in the store suite",
     )  # fmt: skip
     parser.add_argument(
-        "--sizes", default="10000,100000",
+        "--sizes", default="10000,100000,1000000",
         help="context suite: knowledge records per size, comma-separated; tasks are a"
-        " tenth (10000,100000; add 1000000 for the large run)",
+        " tenth (10000,100000,1000000: issue 14's three; 10000,100000 for a quick run)",
     )  # fmt: skip
     parser.add_argument("--queries", type=int, default=200, help="context suite: queries (200)")
     parser.add_argument("-n", type=int, default=1000, help="samples per mutation row (1000)")

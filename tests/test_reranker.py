@@ -651,3 +651,18 @@ async def test_one_log_line_per_attempt_without_text_or_key(
     assert lines[2].startswith("rerank outcome=failed reason=bad_status candidates=3 elapsed_ms=")
     for line in lines:
         assert KEY not in line and "zebra" not in line and "okapi" not in line
+
+
+async def test_a_candidate_that_cannot_be_excerpted_takes_no_permit(
+    service: Service, provider: Provider, human: Caller, project: str
+) -> None:
+    """The documents were built after the breaker's ticket and a limiter
+    permit were taken, outside what gives them back: an item that could not
+    be excerpted kept the permit for good (a probe's would hold the circuit
+    half open; issuecheck). They are built first now."""
+    rr = reranker(service)
+    items = [{"type": "knowledge", "id": f"kn_{i}", "title": "zebra"} for i in range(2)]
+    with pytest.raises(KeyError):
+        await rr.rerank("zebra", items)  # no `body`: a packet's items always have one
+    assert rr.limiter.in_use == 0 and rr.breaker.state == "closed"
+    assert provider.calls == 0

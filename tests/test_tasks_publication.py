@@ -195,8 +195,9 @@ async def test_integration_owner_agent_finalizes_from_a_new_session(
 async def test_judged_edit_is_refused_while_the_task_or_an_activity_publishes(
     human: Caller, project: str
 ) -> None:
-    # an edit would make an allow stale; the holder's finalize passes the gate and
-    # no decision can be reopened while authority is held: nothing could move again
+    # an edit would make an allow stale under the holder, whose finalize has
+    # passed the gate: judged edits wait for the publication to end (a decision
+    # that already blocks may still be reopened meanwhile: section 14)
     task = await make_task(human)
     review = await make_task(human, "review", subject_task_id=task["id"])
     r = await human.post(task_path(review["id"], "publication/prepare"))

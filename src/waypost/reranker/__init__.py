@@ -84,14 +84,17 @@ class Reranker:
             return self._skip(items, "too_few", count, started)
         if count > MAX_CANDIDATES:
             return self._skip(items, "too_many", count, started)
+        # built before a ticket and a permit are taken: nothing between
+        # taking them and `_call`, which gives them back, may raise (a
+        # permit lost so, on a probe, held the circuit half open for good)
+        candidates = [items[i] for i in positions]
+        documents = [{"id": c["id"], "text": excerpt(c)} for c in candidates]
         ticket = self.breaker.admit()
         if ticket is None:
             return self._skip(items, "circuit_open", count, started)
         if not self.limiter.try_acquire():
             self.breaker.release(ticket)
             return self._skip(items, "busy", count, started)
-        candidates = [items[i] for i in positions]
-        documents = [{"id": c["id"], "text": excerpt(c)} for c in candidates]
         call = self._call(ticket, query, documents, started)
         if ticket.probe:
             # the probe runs to its end whoever waits for it: a GraphQL

@@ -84,5 +84,6 @@ def words_of(terms: list[str]) -> list[Words]:
         for doc, word in conn.execute("SELECT doc, term FROM words ORDER BY doc, offset"):
             found[doc - 1].append(word)
     finally:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:  # (SQLite may have ended it itself)
+            conn.execute("ROLLBACK")
     return [tuple(words) for words in found]
