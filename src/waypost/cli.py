@@ -286,6 +286,7 @@ def _run(settings: Settings) -> None:
     from waypost.runtime import CannotShowToken
     from waypost.storage.db import DatabaseUnusable, connections_left_open
 
+    _fill_closed_standard_fds()
     try:
         serving.run(settings)
         if connections_left_open():
@@ -320,6 +321,22 @@ def _run(settings: Settings) -> None:
         # file damaged: SQLite's words, as for a file that fails to open
         cause = error.__cause__ or error.message
         raise click.ClickException(f"database_unusable: {settings.db_path}: {cause}") from error
+
+
+def _fill_closed_standard_fds() -> None:
+    """A closed standard descriptor (`serve 2>&-`) is /dev/null from here on:
+    the next file, socket or event loop opened took its number, and uvloop
+    aborted the process as it closed its loop on descriptor 2 (exit 134 at
+    every stop; opsdocs2). Python's `sys.stderr` stays None, so the first
+    admin is still not made (runtime.py)."""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            opened = os.open(os.devnull, os.O_RDWR)
+            if opened != fd:  # (a lower one was closed too: filled in its turn)
+                os.dup2(opened, fd)
+                os.close(opened)
 
 
 def _held_elsewhere(error: BaseException | None) -> bool:

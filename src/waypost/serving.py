@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import gc
 import logging
 import resource
@@ -249,21 +250,39 @@ def bind(host: str, port: int) -> list[socket.socket]:
         )
     except (socket.gaierror, UnicodeError) as error:
         raise CannotListen(f"{host}:{port}: {error}") from error
+    addresses = list(dict.fromkeys(found))
+    # port 0 on several addresses (a blank --host: 0.0.0.0 and ::) is one
+    # port for all, the one the first was given (each had its own, and the
+    # `listening on` lines named two); taken on another address, try again
+    tries = 10 if port == 0 and len(addresses) > 1 else 1
+    for attempt in range(tries):
+        try:
+            return _listen_on(addresses)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE and attempt < tries - 1:
+                continue
+            raise CannotListen(f"{host}:{port}: {error.strerror or error}") from error
+    raise AssertionError("unreachable")  # the last try returns or raises
+
+
+def _listen_on(addresses: list[tuple[Any, ...]]) -> list[socket.socket]:
     sockets: list[socket.socket] = []
+    chosen = 0
     try:
-        for family, kind, proto, _, address in dict.fromkeys(found):
+        for family, kind, proto, _, address in addresses:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+            sock.bind((address[0], chosen, *address[2:]) if chosen else address)
+            chosen = chosen or sock.getsockname()[1]
             sock.listen(2048)  # uvicorn's default backlog
             sock.setblocking(False)
-    except OSError as error:
+    except OSError:
         for sock in sockets:
             sock.close()
-        raise CannotListen(f"{host}:{port}: {error.strerror or error}") from error
+        raise
     return sockets
 
 
