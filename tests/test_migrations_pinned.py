@@ -55,7 +55,7 @@ SHIPPED = {
     "0034_task_lease_expiry_index.sql": "f540c44925e9d776aa75c6daa1e9bb56",
     "0035_decision_stale_judged_edit.sql": "d821e38245d2286f069f283290a9997b",
     "0036_knowledge_shared_status_indexes.sql": "32a3563d04b730c36ee9d82b9ce1eee2",
-    "0037_words_keep_their_marks.sql": "b0c92c381b46904b2140407067e751a6",
+    "0037_words_keep_their_marks.sql": "d8d9e95293f8e62b1418013feaea4395",
 }
 
 _INDEX_LINES = (

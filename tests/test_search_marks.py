@@ -103,6 +103,18 @@ async def test_a_mark_sqlite_does_not_fold_splits_its_word(human: Caller, projec
     assert words_of(["ile\u0329", "e\u0301\u0302"]) == [("ile",), ("e",)]
 
 
+async def test_polytonic_greek_written_decomposed_stays_whole(human: Caller, project: str) -> None:
+    """The breathings and the perispomeni sit in the script-neutral block;
+    as separators they split Greek written decomposed into letters (`ἀλλά`
+    into its first letter and the rest, and that letter alone found it;
+    review57)."""
+    decomposed = await make(human, nfd("ἀλλά τῷ λόγῳ"))
+    assert words_of([nfd("ἀλλά")]) == [(nfd("ἀλλα"),)]  # the breathing kept, the accent not
+    assert await found(human, "ἀλλά") == by(decomposed)  # its NFD form is ORed in
+    for q in ("\u03b1", "λλ\u03b1", "\u03b9"):  # alpha, the rest, iota
+        assert await found(human, q) == NOTHING, q
+
+
 def test_the_accents_named_folded_are_those_sqlite_folds() -> None:
     """The separators leave out the accents `remove_diacritics 2` drops: were
     one of them a separator, `tiếng` written decomposed would split in two."""

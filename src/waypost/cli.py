@@ -333,10 +333,9 @@ def _fill_closed_standard_fds() -> None:
         try:
             os.fstat(fd)
         except OSError:
-            opened = os.open(os.devnull, os.O_RDWR)
-            if opened != fd:  # (a lower one was closed too: filled in its turn)
-                os.dup2(opened, fd)
-                os.close(opened)
+            # the lowest free descriptor, this one: those below it are open
+            # or were filled in their turn, and no other thread runs yet
+            os.open(os.devnull, os.O_RDWR)
 
 
 def _held_elsewhere(error: BaseException | None) -> bool:

@@ -40,12 +40,18 @@ _GENERIC_MARK_BLOCKS = (
     (0x20D0, 0x2100),  # ... for Symbols
     (0xFE20, 0xFE30),  # Combining Half Marks
 )
+# Polytonic Greek's own marks, though they sit in the first block: the
+# breathings, the perispomeni and the koronis and dialytika tonos (U+0313,
+# U+0314, U+0342-U+0344), and U+0345, YPOGEGRAMMENI, which SQLite folds to
+# an iota. As separators they split Greek written decomposed into letters
+# (`ἀλλά` into two words, its first letter and the rest, and that letter
+# alone found it; review57).
+_GREEK_MARKS = frozenset((0x313, 0x314, 0x342, 0x343, 0x344, 0x345))
 GENERIC_MARKS = "".join(
     chr(point)
     for start, end in _GENERIC_MARK_BLOCKS
     for point in range(start, end)
-    # U+0345, GREEK YPOGEGRAMMENI, is folded to a letter (iota)
-    if point not in FOLDED_ACCENTS and point != 0x345
+    if point not in FOLDED_ACCENTS and point not in _GREEK_MARKS
 )
 TOKENIZER = (
     "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc'"

@@ -13,8 +13,8 @@
 --
 -- Two kinds of mark stay separators, as they were: the sixteen variation
 -- selectors U+FE00-U+FE0F and the marks of the script-neutral blocks that
--- SQLite does not fold (U+0300-U+036F less those 25 and U+0345, U+1AB0-
--- U+1AFF, U+1DC0-U+1DFF, U+20D0-U+20FF, U+FE20-U+FE2F). They are written
+-- SQLite does not fold (U+0300-U+036F less those 25 and polytonic Greek's
+-- own, U+1AB0-U+1AFF, U+1DC0-U+1DFF, U+20D0-U+20FF, U+FE20-U+FE2F). They are written
 -- here as themselves, invisible, between the quotes after `separators`
 -- (resolvers/context/words_store.py spells them out; a test compares the
 -- two). As token characters the emoji selector U+FE0F (after `⚠`, `❤`,
@@ -33,7 +33,7 @@ DROP TABLE tasks_fts;
 CREATE VIRTUAL TABLE tasks_fts USING fts5(
   title, description, acceptance_text,
   content = 'tasks', content_rowid = 'rowid',
-  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̓̔̽̾̿̀́͂̓̈́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
+  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̽̾̿̀́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
 );
 INSERT INTO tasks_fts (tasks_fts) VALUES ('rebuild');
 
@@ -41,14 +41,14 @@ DROP TABLE knowledge_fts;
 CREATE VIRTUAL TABLE knowledge_fts USING fts5(
   title, body, tags, applicability,
   content = 'knowledge', content_rowid = 'rowid',
-  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̓̔̽̾̿̀́͂̓̈́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
+  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̽̾̿̀́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
 );
 INSERT INTO knowledge_fts (knowledge_fts) VALUES ('rebuild');
 
 DROP TABLE lifecycle_search;
 CREATE VIRTUAL TABLE lifecycle_search USING fts5 (
   title, question, context,
-  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̓̔̽̾̿̀́͂̓̈́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
+  tokenize = "unicode61 remove_diacritics 2 categories 'L* N* Co Mn Mc' separators '︀︁︂︃︄︅︆︇︈︉︊︋︌︍︎️̴̵̶̷̸̡̢̖̗̘̙̜̝̞̟̠̩̪̫̬̯̲̳̹̺̻̼͇͈͉͍͎̅̍̎̐̒̽̾̿̀́͆͊͋͌̕̚͏͓͔͕͖͙͚᪵᪶᪷᪸᪹᪺᪽͐͑͒͗͛ͣͤͥͦͧͨͩͪͫͬͭͮͯ᪰᪱᪲᪳᪴᪻᪼͘͜͟͢͝͞͠͡᪾ᪿᫀ᫃᫄᫊᫁᫂᫅᫆᫇᫈᫉᫋ᫌᫍᫎ᫏᫐᫑᫒᫓᫔᫕᫖᫗᫘᫙᫚᫛᫜᫝᫞᫟᫠᫡᫢᫣᫤᫥᫦᫧᫨᫩᫪᫫᫬᫭᫮᫯᫰᫱᫲᫳᫴᫵᫶᫷᫸᫹᫺᫻᫼᫽᫾᫿⃒⃓⃘⃙⃚᷐᷎᷺᷂᷊᷏᷹᷽᷿᷷᷸᷀᷁᷃᷄᷅᷆᷇᷈᷉᷋᷌᷑᷒ᷓᷔᷕᷖᷗᷘᷙᷚᷛᷜᷝᷞᷟᷠᷡᷢᷣᷤᷥᷦᷧᷨᷩᷪᷫᷬᷭᷮᷯᷰᷱᷲᷳᷴ᷵᷻᷾⃐⃑⃔⃕⃖⃗⃛⃜᷶᷼᷍⃝⃞⃟⃠⃡⃢⃣⃤⃥⃦⃪⃫⃨⃬⃭⃮⃯⃧⃩⃰⃱⃲⃳⃴⃵⃶⃷⃸⃹⃺⃻⃼⃽⃾⃿︧︨︩︪︫︬︭︠︡︢︣︤︥︦︮︯'"
 );
 INSERT INTO lifecycle_search (rowid, title, question, context)
   SELECT k.rowid, r.title, r.question, r.context
