@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import time
 
 from waypost.storage.connection import rollback_if_open
 from waypost.storage.schema_guard import (
@@ -21,6 +23,8 @@ from waypost.storage.statistics import analyze_unanalyzed
 __all__ = [
     "EARLIER_TEXTS", "Migration", "MigrationError", "available", "migrate", "recorded", "refusals",
 ]  # fmt: skip
+
+log = logging.getLogger("waypost.storage")
 
 
 def _recorded_checksum(conn: sqlite3.Connection, migration: Migration) -> str | None:
@@ -64,6 +68,12 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         raise MigrationError(found[0])
     done: list[str] = []
     pending = [migration for migration in known if migration.name not in applied]
+    # said before and after: most take milliseconds, but one that rebuilds
+    # an index (0037: 53 s at a million records) held the start with no
+    # line after `opening PATH`, and looked hung
+    started = time.monotonic()
+    if pending:
+        log.info("applying %s", _named([migration.name for migration in pending]))
     for migration in pending:
         # executescript commits any open transaction first, so the transaction is
         # part of the script: DDL and its record commit together or not at all.
@@ -89,4 +99,10 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             rollback_if_open(conn)
             raise
         done.append(migration.name)
+    if done:
+        log.info("applied %s in %.1f s", _named(done), time.monotonic() - started)
     return done
+
+
+def _named(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{len(names)} migrations, {names[0]} to {names[-1]}"
