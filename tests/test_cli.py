@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import resource
@@ -57,6 +58,24 @@ async def call(db: str, token: str, path: str) -> httpx.Response:
 def test_migrate_applies_every_migration_once(db: str) -> None:
     assert ok("admin", "migrate", "--db", db) == {"applied": [m.name for m in available()]}
     assert ok("admin", "migrate", "--db", db) == {"applied": []}
+
+
+def test_migrate_says_what_it_applies_on_standard_error(db: str) -> None:
+    """A long migration (0037: 53 s at a million records) ran with nothing
+    said (upgradeaudit3): the lines go to standard error, the JSON alone to
+    standard output, and the logger is left as it was."""
+    storage = logging.getLogger("waypost.storage")
+    handlers, level = list(storage.handlers), storage.level
+    first = run("admin", "migrate", "--db", db)
+    names = [m.name for m in available()]
+    assert json.loads(first.stdout) == {"applied": names}
+    said = first.stderr.splitlines()
+    assert len(said) == 2, said
+    assert f"applying {len(names)} migrations, {names[0]} to {names[-1]}" in said[0]
+    assert " in " in said[1] and said[1].endswith(" s")
+    again = run("admin", "migrate", "--db", db)
+    assert json.loads(again.stdout) == {"applied": []} and again.stderr == ""
+    assert storage.handlers == handlers and storage.level == level
 
 
 def test_migrate_refuses_a_changed_migration(db: str) -> None:

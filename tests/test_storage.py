@@ -283,7 +283,7 @@ def test_a_failing_migration_rolls_back_entirely(
 
 
 def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "race.db"
     first = connect_sync(path)
@@ -304,7 +304,11 @@ def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
             return real_execute_script(self, script)
 
     racing = sqlite3.connect(path, isolation_level=None, factory=Racing)
+    caplog.set_level(logging.INFO, logger="waypost.storage")
     assert migrate(racing) == []
+    # it said it was applying it: it says what became of it (upgradeaudit3)
+    said = [r.getMessage() for r in caplog.records if r.name == "waypost.storage"]
+    assert "9999_extra.sql was applied meanwhile by another process" in said, said
     assert [r[0] for r in first.execute("SELECT name FROM schema_migrations")][-1] == (
         "9999_extra.sql"
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import signal
 import sqlite3
 import sys
@@ -192,12 +193,33 @@ def admin_migrate(db_path: Path) -> None:
     _require_file(db_path, created=True)
     with _in_one_line(db_path):
         conn = connect_sync(db_path)
-    with _in_one_line(db_path):
+    with _in_one_line(db_path), _migrations_said():
         try:
             applied = migrate(conn)
         finally:
             conn.close()
     _print({"applied": applied})
+
+
+@contextlib.contextmanager
+def _migrations_said() -> Iterator[None]:
+    """What is applied, and how long it took, on standard error while the
+    command runs (standard output stays its one JSON line): 0037 ran 53 s
+    at a million records with nothing said (upgradeaudit3). A handler of
+    this logger's own, taken off again: the root's are the caller's."""
+    from waypost.observe.logs import TextFormatter
+
+    storage = logging.getLogger("waypost.storage")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(TextFormatter())
+    level = storage.level
+    storage.addHandler(handler)
+    storage.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        storage.removeHandler(handler)
+        storage.setLevel(level)
 
 
 @admin.group("principal")

@@ -94,7 +94,9 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             rollback_if_open(conn)
             if _recorded_checksum(conn, migration) is None:
                 raise
-            continue  # applied meanwhile by another process, with this checksum
+            # applied meanwhile by another process, with this checksum
+            log.info("%s was applied meanwhile by another process", migration.name)
+            continue
         except BaseException:
             rollback_if_open(conn)
             raise
