@@ -86,12 +86,7 @@ async def _acquire(gate: asyncio.Semaphore) -> None:
         await gate.acquire()
         return
     acquiring = asyncio.ensure_future(gate.acquire())
-    # in a context of its own: the watch reads the connection, and uvicorn's
-    # `receive` resumes reading there, which on asyncio's loop registers the
-    # socket's reader in the current context; the next request on the
-    # connection started in it, with this read's pinned clock and watch
-    # (review49)
-    watching = asyncio.get_running_loop().create_task(gone(), context=contextvars.Context())
+    watching = _watch(gone)
     try:
         await asyncio.wait((acquiring, watching), return_when=asyncio.FIRST_COMPLETED)
     except BaseException:  # cancelled itself: it leaves no place taken behind
@@ -124,8 +119,7 @@ def watch_caller(on_gone: Callable[[], None], after: float) -> Callable[[], None
             on_gone()
 
     def start() -> None:
-        # in a context of its own, as `_acquire`'s watch (review49)
-        task = loop.create_task(gone(), context=contextvars.Context())
+        task = _watch(gone)
         task.add_done_callback(went)
         watching.append(task)
 
@@ -141,6 +135,15 @@ def watch_caller(on_gone: Callable[[], None], after: float) -> Callable[[], None
 
 def _nothing() -> None:
     return None
+
+
+def _watch(gone: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
+    """`gone()` as a task in a context of its own: the watch reads the
+    connection, and uvicorn's `receive` resumes reading there, which on
+    asyncio's loop registers the socket's reader in the current context; the
+    next request on the connection started in it, with this read's pinned
+    clock and watch (review49)."""
+    return asyncio.get_running_loop().create_task(gone(), context=contextvars.Context())
 
 
 def _give_up(gate: asyncio.Semaphore, acquiring: asyncio.Future[Any]) -> None:
