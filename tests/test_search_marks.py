@@ -95,11 +95,15 @@ async def test_a_mark_sqlite_does_not_fold_splits_its_word(human: Caller, projec
     """A script-neutral mark that SQLite does not fold (U+0329 below a
     Yoruba vowel, a stroke U+0336) split its word before 0037; as a word
     character it glued to it, and `ile` no longer found `ile` + U+0329
-    (review56). It splits again; the accents SQLite folds still fold."""
+    (review56). It splits again; the accents SQLite folds still fold. So
+    does a mark newer than SQLite's Unicode tables (U+1AB0), which was a
+    word character before 0037 (review58)."""
     yoruba = await make(human, "ile\u0329 wa")
     struck = await make(human, "a\u0336b plan")
+    newer = await make(human, "ab\u1ab0cd")
     assert await found(human, "ile") == by(yoruba)
     assert await found(human, "b plan") == by(struck)
+    assert await found(human, "ab") == await found(human, "cd") == by(newer)
     assert words_of(["ile\u0329", "e\u0301\u0302"]) == [("ile",), ("e",)]
 
 

@@ -206,7 +206,8 @@ def test_a_standard_error_that_cannot_take_the_token_makes_no_admin(tmp_path: Pa
     env.pop("TYPESAFE_API_KEY", None)
     with open("/dev/full", "w") as full:
         failed = subprocess.run(
-            [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", "0"],
+            [sys.executable, "-m", "waypost.cli", "serve", "--db", str(db), "--port", "0",
+             "--lifecycle-port", "0"],
             stderr=full, stdout=subprocess.PIPE, env=env, timeout=60, text=True,
         )  # fmt: skip
     assert failed.returncode != 0 and "wp_" not in failed.stdout
@@ -230,7 +231,7 @@ def test_no_standard_error_makes_no_admin_and_prints_no_token(tmp_path: Path) ->
     port = free_port()
     process = subprocess.Popen(
         ["/bin/sh", "-c", f'exec "{sys.executable}" -m waypost.cli serve --db "{db}"'
-         f" --port {port} 2>&-"],
+         f" --port {port} --lifecycle-port 0 2>&-"],
         stdout=subprocess.PIPE, env=env, text=True,
     )  # fmt: skip
     try:

@@ -22,8 +22,9 @@ Words = tuple[str, ...]
 # with combining marks (Mn, Mc) kept in their words (a script's own marks:
 # Arabic, Hebrew, Thai, Indic vowel signs), the 25 accents SQLite folds
 # dropped from the Latin letters they follow, whatever their number
-# (`remove_diacritics 2`), and two kinds of mark left separators, as every
-# mark was before: the variation selectors U+FE00-U+FE0F (as word
+# (`remove_diacritics 2`), and two kinds of mark made separators (as the
+# marks SQLite's Unicode tables know were before; the 125 newer ones were
+# word characters): the variation selectors U+FE00-U+FE0F (as word
 # characters the emoji selector glued `⚠️` to the word after it) and the
 # marks of the script-neutral blocks SQLite does not fold (overlines,
 # strokes, U+0329 below a Yoruba vowel: as word characters `ile` no longer
