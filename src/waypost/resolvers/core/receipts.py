@@ -166,9 +166,8 @@ def _run(
     earlier = _replay(conn, actor, idem)
     if earlier is not None:
         return earlier
-    now = rt.now()
-    recheck_actor(conn, actor, format_time(now))
-    tx = Tx(conn, now, actor)
+    tx = Tx(conn, rt.now(), actor)
+    recheck_actor(conn, actor, tx.at)
     status, body = unit(tx)
     store.insert_receipt(conn, slot_of(actor, idem), idem.fingerprint, (status, body), tx.at)
     return Outcome(status, body)
