@@ -30,6 +30,12 @@ def test_every_table_that_refuses_delete_refuses_replace(tmp_path: Path) -> None
     migrate(conn)
     refusing_delete = _history_tables(conn, "_no_delete")
     assert len(refusing_delete) >= 16
+    unguarded = refusing_delete - _history_tables(conn, "_no_replace")
+    assert not unguarded, (
+        f"{sorted(unguarded)}: add a BEFORE INSERT trigger <table>_no_replace that raises when"
+        " the new row's key exists (and, for a table with a rowid, its rowid: migrations"
+        " 0017 and 0018)"
+    )
     assert _history_tables(conn, "_no_replace") == refusing_delete
     conn.close()
 

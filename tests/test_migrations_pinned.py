@@ -81,7 +81,10 @@ def test_no_shipped_migration_changed() -> None:
     shipped = {m.name: m.checksum[:32] for m in available()}
     changed = sorted(name for name in SHIPPED if shipped.get(name) != SHIPPED[name])
     assert not changed, f"shipped migrations edited (add a new one instead): {changed}"
-    assert set(shipped) - set(SHIPPED) == set(), "pin the new migration's checksum in SHIPPED"
+    unpinned = {name: shipped[name] for name in sorted(set(shipped) - set(SHIPPED))}
+    assert not unpinned, "pin the new migrations in SHIPPED: " + ", ".join(
+        f'"{name}": "{checksum}"' for name, checksum in unpinned.items()
+    )
 
 
 def test_the_accepted_earlier_texts_are_those_of_0004() -> None:

@@ -125,6 +125,12 @@ def test_every_success_response_has_a_schema() -> None:
                 assert set(content) == {"text/event-stream"}
                 continue
             assert set(content) == {"application/json"}, (method, path)
+            # a route whose handler has no entry in SCHEMAS and RESPONSES of
+            # rest/response_schemas.py is documented without a schema
+            assert "schema" in content["application/json"], (
+                f"{method.upper()} {path}: add its handler ({op['operationId']}) to SCHEMAS and"
+                " RESPONSES in src/waypost/rest/response_schemas.py"
+            )
             ref = content["application/json"]["schema"]["$ref"]
             assert ref.removeprefix("#/components/schemas/") in schemas, (method, path, ref)
     assert set(response_schemas.RESPONSES) == {
@@ -424,6 +430,8 @@ async def test_every_operation_answers_as_its_schema_says(service: Service, huma
     await workflow(service, human, agent, tasks["t1"], tasks["t4"], c)
     await context_and_digest(service, human, ids, c)
     await events(service, human, c)
+    unseen = operations(c.document) - c.seen
+    assert not unseen, f"call these in one of this test's scenarios above: {sorted(unseen)}"
     assert c.seen == operations(c.document)
 
 
