@@ -64,6 +64,8 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
             reason = "database_files_changed"
         elif rt.db.damage() is not None:
             reason = "database_damaged"
+        elif rt.db.upgraded() is not None:
+            reason = "database_upgraded"
         if reason is not None:
             # the store answers 503 until a restart (on a restored file)
             body = {"status": "unavailable", "reason": reason}

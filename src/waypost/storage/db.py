@@ -52,7 +52,9 @@ from waypost.storage.connection import (
 from waypost.storage.files import FileWatch, files_changed_refusal
 from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, run_read
+from waypost.storage.schema_guard import available
 from waypost.storage.snapshots import PinnedSnapshots
+from waypost.storage.upgrades import SchemaWatch, upgraded_refusal
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
 __all__ = [
@@ -183,6 +185,7 @@ class Database:
         self._snapshots: PinnedSnapshots | None = None
         self._point: sqlite3.Connection | None = None
         self._files: FileWatch | None = None
+        self._schema = SchemaWatch(available())  # another build's migrations (upgrades.py)
         self._damage: str | None = None  # SQLite's word, the first time it found the file damaged
         self._loop: asyncio.AbstractEventLoop | None = None
         self._commit_listeners: list[CommitListener] = []  # add_commit_listener
@@ -244,6 +247,7 @@ class Database:
             max_seconds=seconds,
             files_changed=files.check if files is not None else None,
             wal_bytes=self.wal_bytes if files is not None else None,
+            schema_moved=self._schema.check,
         )
 
     async def close(self) -> None:
@@ -292,7 +296,7 @@ class Database:
         (inside `pinned()`, the request's one snapshot)."""
         if self._readers is None:
             raise Unavailable("the database is not open")
-        self._check_files()
+        self._check_store()
         pin = snapshots.current(self)
         try:
             if pin is not None:
@@ -387,7 +391,7 @@ class Database:
         conn = self._point
         if conn is None:
             return await self.read(fn)
-        self._check_files()
+        self._check_store()
         try:
             return fn(conn)
         except sqlite3.DatabaseError as exc:
@@ -403,6 +407,11 @@ class Database:
         """What changed among the database's files since they were opened
         (storage/files.py), or None: for /healthz."""
         return self._files.check() if self._files is not None else None
+
+    def upgraded(self) -> str | None:
+        """Why this build no longer serves the file, once the writer found it
+        migrated by another build (storage/upgrades.py), or None: for /healthz."""
+        return self._schema.upgraded
 
     def damage(self) -> str | None:
         """SQLite's word for the damage a read or write found in the file
@@ -441,10 +450,14 @@ class Database:
             retry_after=STORAGE_RETRY_AFTER,
         )
 
-    def _check_files(self) -> None:
+    def _check_store(self) -> None:
+        """Refuse a read once the files changed under the service, or once
+        the writer found them migrated by another build."""
         files = self._files
         if files is not None and files.check_now_and_then() is not None:
             raise files_changed_refusal()
+        if self._schema.upgraded is not None:
+            raise upgraded_refusal()
 
     # -- commit listeners -------------------------------------------------------------
 

@@ -43,6 +43,7 @@ from waypost.errors import Unavailable
 from waypost.observe.conditions import ConditionLog
 from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, is_damage, storage_refusal
 from waypost.storage.files import files_changed_refusal
+from waypost.storage.upgrades import upgraded_refusal
 
 log = logging.getLogger("waypost.storage")
 
@@ -151,6 +152,7 @@ class Writer:
         max_seconds: float = 0.01,
         files_changed: Callable[[], str | None] | None = None,
         wal_bytes: Callable[[], int] | None = None,
+        schema_moved: Callable[[sqlite3.Connection], str | None] | None = None,
     ) -> None:
         self._conn = conn
         # the -wal file's size (None: not looked after, e.g. in memory)
@@ -165,6 +167,9 @@ class Writer:
         # what changed among the database's files since they were opened
         # (storage/files.py): looked at before every batch
         self._files_changed = files_changed
+        # whether another build migrated the file (storage/upgrades.py):
+        # looked at inside every batch's transaction
+        self._schema_moved = schema_moved
         self._in_unit = False  # a unit of a batch runs (read by `_guard`)
         conn.set_authorizer(self._guard)
         self._busy_timeout = busy_timeout_ms / 1000
@@ -311,10 +316,10 @@ class Writer:
             self._run_bare(pending.popleft())
             return
         if self._files_changed is not None and self._files_changed() is not None:
-            self._refuse_all(pending)
+            self._refuse_all(pending, files_changed_refusal)
             return
         self._end_transaction()  # one a failed ROLLBACK left open
-        if self._begin(pending):
+        if self._begin(pending) and not self._migrated_elsewhere(pending):
             self._batch(pending)
 
     def _run_bare(self, unit: _Unit) -> None:
@@ -361,13 +366,31 @@ class Writer:
         finally:
             self._set_busy_timeout(self._busy_timeout)
 
-    def _refuse_all(self, pending: deque[_Unit]) -> None:
+    def _migrated_elsewhere(self, pending: deque[_Unit]) -> bool:
+        """Inside the batch's transaction: when another build has migrated the
+        file (storage/upgrades.py), end it and refuse every unit, running none."""
+        if self._schema_moved is None:
+            return False
+        try:
+            moved = self._schema_moved(self._conn)
+        except sqlite3.Error as exc:  # the file damaged, its storage failing
+            self._end_transaction()
+            self._fail_all(pending, exc)
+            return True
+        if moved is None:
+            return False
+        self._end_transaction()
+        self._refuse_all(pending, upgraded_refusal)
+        return True
+
+    def _refuse_all(self, pending: deque[_Unit], refusal: Callable[[], Unavailable]) -> None:
         """Answer every waiting unit 503 without running it: the files this
-        connection writes are no longer the ones at the database's path."""
+        connection writes are no longer the ones at the database's path, or
+        another build migrated them."""
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         while pending and pending[0].transaction:
             unit = pending.popleft()
-            by_loop.setdefault(unit.loop, []).append((unit, None, files_changed_refusal()))
+            by_loop.setdefault(unit.loop, []).append((unit, None, refusal()))
         for loop, replies in by_loop.items():
             _answer(loop, replies)
 
