@@ -326,7 +326,11 @@ async def test_a_damaged_file_answers_503_and_says_so_once(
                     "/graphql", json={"query": query}, headers=human.headers()
                 )
                 (error,) = r.json()["errors"]
-                assert error["extensions"] == {"code": "unavailable", "retryAfter": 30}, r.text
+                assert error["extensions"] == {
+                    "code": "unavailable",
+                    "reason": "database_damaged",
+                    "retryAfter": 30,
+                }, r.text
     # the GraphQL fast path took the store's error for a fault of its own
     # and logged a WARNING with a traceback per query
     assert not [r for r in caplog.records if "fast path" in r.getMessage()]

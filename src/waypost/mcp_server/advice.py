@@ -29,9 +29,22 @@ _REOPEN_WHO = (
 )
 
 
+# The store needs an operator (the same reasons as GET /healthz's): retrying
+# helps no sooner than someone has acted (upgradeaudit4: the advice for
+# `unavailable` alone had agents retry "in a few seconds")
+_OPERATOR = (
+    "Waypost cannot serve until an operator {}: tell your user; retrying will not help before then."
+)
+
 # Advice that depends on the refusal's code and `details.reason` alone (no
 # other branch below names these pairs).
 _BY_REASON: Final[dict[tuple[str, str], str]] = {
+    # the store needs an operator (the same reasons as GET /healthz's)
+    ("unavailable", "database_files_changed"): _OPERATOR.format("restarts it"),
+    ("unavailable", "database_damaged"): _OPERATOR.format("restores its database"),
+    ("unavailable", "database_upgraded"): _OPERATOR.format(
+        "starts it again with the build that migrated its database"
+    ),
     # most often a retry of a finalize (or of a result before it) whose answer
     # was lost: the publication is over, and advice to prepare again would
     # have the agent publish twice (mcpteamflow)

@@ -447,6 +447,7 @@ class Database:
             )
         return Unavailable(
             "the database file is damaged; an operator must restore it from a backup",
+            {"reason": "database_damaged"},
             retry_after=STORAGE_RETRY_AFTER,
         )
 

@@ -41,6 +41,7 @@ def files_changed_refusal() -> Unavailable:
     under the service (the paths stay in the log: they are not the client's)."""
     return Unavailable(
         "the database's files were changed under the service; an operator must restart it",
+        {"reason": "database_files_changed"},
         retry_after=STORAGE_RETRY_AFTER,
     )
 

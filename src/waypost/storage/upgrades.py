@@ -4,14 +4,15 @@ A newer build's `waypost admin migrate` (or its `serve`) may migrate the file
 while an older `serve` still runs on it. SQLite prepares the older build's
 statements again against the new schema and they run on: its writes would
 go on, past rules and columns it does not know, into a file whose meaning
-the newer build may have changed. So the writer looks at the schema's
-version at the start of every batch, inside its write transaction (one
-`PRAGMA`, a few microseconds); when the version moved, it reads which
-migrations the file records, and once one is not this build's (or one
-changed) every read and write answers 503 and `/healthz` says
-`database_upgraded`, until the service is started again with the newer
-build. A move that brought no migration of another build (an `ANALYZE`, an
-index made by hand) changes nothing.
+the newer build may have changed. So the writer counts the migrations the
+file records at the start of every batch, inside its write transaction (one
+small statement, a few microseconds; not the schema's version, which a
+migration that only changes rows, a backfill, leaves as it was:
+upgradeaudit4); when the count moved, it reads them, and once one is not
+this build's (or one changed) every read and write answers 503 and
+`/healthz` says `database_upgraded`, until the service is started again with
+the newer build. A schema change that records no migration (an `ANALYZE`,
+an index made by hand) changes nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def upgraded_refusal() -> Unavailable:
     return Unavailable(
         "the database was migrated by another Waypost build; an operator must start the"
         " service again with that build",
+        {"reason": "database_upgraded"},
         retry_after=STORAGE_RETRY_AFTER,
     )
 
@@ -40,7 +42,7 @@ class SchemaWatch:
 
     def __init__(self, known: list[Migration]) -> None:
         self._known = known
-        self._version: int | None = None  # the schema version last found all ours
+        self._count: int | None = None  # the migrations recorded when last found all ours
         # once set, never cleared: this build cannot vouch for the file again
         self.upgraded: str | None = None
 
@@ -49,12 +51,12 @@ class SchemaWatch:
         the writer's transaction, so no migration is half applied."""
         if self.upgraded is not None:
             return self.upgraded
-        version = conn.execute("PRAGMA schema_version").fetchone()[0]
-        if version == self._version:
+        count = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+        if count == self._count:
             return None
         found = refusals(recorded(conn), self._known)
         if not found:
-            self._version = version
+            self._count = count
             return None
         self.upgraded = found[0]
         log.error(
