@@ -290,6 +290,45 @@ def test_a_signal_while_the_database_opens_stops_cleanly_once_it_is_open(
     conn.close()
 
 
+def test_while_the_database_opens_the_listeners_answer_starting(tmp_path: Path) -> None:
+    """Opening may take a while (a migration; here another process's lock on
+    the admin's creation). A connection made meanwhile was accepted and
+    answered nothing, /healthz included, until the store was open."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    made = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    port, lifecycle = free_port(), free_port()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # the admin's creation waits for it
+    served = start(db, clock, lifecycle, "--port", str(port))
+    try:
+        served.wait_for(r"opening ")
+        base, timeout = f"http://127.0.0.1:{port}", httpx.Timeout(2.0)
+        health = httpx.get(f"{base}/healthz", timeout=timeout)
+        assert (health.status_code, health.json()) == (503, {"status": "starting"})
+        assert health.headers["retry-after"] == "1"
+        assert health.headers["cache-control"] == "no-store"
+        # a request with a body is answered whole too (not reset with it unread)
+        posted = httpx.post(
+            f"{base}/api/v1/projects", json={"id": "p", "name": "x" * 100_000}, timeout=timeout
+        )
+        assert posted.status_code == 503
+        assert posted.json()["error"]["code"] == "unavailable"
+        assert posted.json()["error"]["details"] == {"reason": "starting"}
+        private = httpx.get(f"http://127.0.0.1:{lifecycle}/memos", timeout=timeout)
+        assert (private.status_code, private.json()) == (503, {"error": "unavailable"})
+        holder.execute("ROLLBACK")
+        served.wait_for(r"listening on http://")
+        assert httpx.get(f"{base}/healthz", timeout=timeout).json() == {"status": "ok"}
+    finally:
+        holder.close()
+        assert served.stop() == 0
+
+
 def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
     """SIGKILL gives the process no chance to flush anything: whatever was
     acknowledged must already be in the database file (WAL, synchronous=FULL)."""

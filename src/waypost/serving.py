@@ -23,6 +23,7 @@ import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 
 from waypost.http.slow_clients import ConnectionCap, with_request_deadline
+from waypost.http.starting import StartingAnswers, lifecycle_answer, public_answer
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
@@ -324,9 +325,14 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, _stop_once_open, sig, early)
+    # while the store opens, the listeners answer 503 "starting" (http/starting.py)
+    starting = StartingAnswers()
     try:
-        await _serve_runtime(settings, http, listeners, servers, early)
+        for sockets, answer in zip(listeners, (public_answer, lifecycle_answer), strict=False):
+            await starting.start(sockets, answer)
+        await _serve_runtime(settings, http, listeners, servers, early, starting)
     finally:
+        starting.close()
         # once the store has closed (answering what was queued for it, 503)
         for server in servers:
             await _end_forced_requests(server)
@@ -354,16 +360,19 @@ async def _serve_runtime(
     listeners: list[list[socket.socket]],
     servers: list[_Server],
     early: list[signal.Signals],
+    starting: StartingAnswers,
 ) -> None:
     """Open the runtime and serve its apps; `servers` is filled with the
     uvicorn servers as they are made (the caller ends their requests after a
     forced quit, once the runtime has closed). A signal in `early` came
-    while it opened: it closes again, serving nothing."""
+    while it opened: it closes again, serving nothing. `starting` answers
+    until the runtime is open."""
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
 
     async with open_runtime(settings) as rt:
+        starting.stop()
         if early:
             return
         await start_delivery(rt, settings.lifecycle)
