@@ -126,7 +126,8 @@ class WithSecurityHeaders:
                 await error_response(NotFound("no such file"))(scope, receive, wrapped)
                 return
             response = error_response(MethodNotAllowed("pages and files take GET and HEAD"))
-            response.headers.update(exc.headers or {})  # `Allow: GET, HEAD`
+            # said here: StaticFiles' own 405 names no methods before Starlette 1.8
+            response.headers["Allow"] = "GET, HEAD"
             await response(scope, receive, wrapped)
 
 
