@@ -321,10 +321,68 @@ def test_while_the_database_opens_the_listeners_answer_starting(tmp_path: Path) 
         assert posted.json()["error"]["details"] == {"reason": "starting"}
         private = httpx.get(f"http://127.0.0.1:{lifecycle}/memos", timeout=timeout)
         assert (private.status_code, private.json()) == (503, {"error": "unavailable"})
+        # GraphQL's shape on /graphql, also for a target in absolute form
+        graphql = httpx.post(f"{base}/graphql", json={"query": "{ me { id } }"}, timeout=timeout)
+        assert graphql.status_code == 503
+        assert graphql.json()["errors"][0]["extensions"] == {
+            "code": "unavailable", "reason": "starting", "retryAfter": 1
+        }  # fmt: skip
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as raw:
+            raw.sendall(b"HEAD http://waypost/healthz HTTP/1.1\r\nHost: waypost\r\n\r\n")
+            head = _read_to_end(raw)
+        assert head.startswith(b"HTTP/1.1 503 ") and head.endswith(b"\r\n\r\n")
+        assert b"content-length: 21\r\n" in head.lower()  # {"status":"starting"}, not sent
         holder.execute("ROLLBACK")
         served.wait_for(r"listening on http://")
         assert httpx.get(f"{base}/healthz", timeout=timeout).json() == {"status": "ok"}
     finally:
+        holder.close()
+        assert served.stop() == 0
+
+
+def _read_to_end(sock: socket.socket) -> bytes:
+    got = b""
+    while chunk := sock.recv(65536):
+        got += chunk
+    return got
+
+
+def test_while_the_database_opens_each_listener_holds_its_own_connections(
+    tmp_path: Path,
+) -> None:
+    """Connections past a listener's cap wait in the backlog, as before the
+    store opens (they were closed unanswered past 64 of both listeners
+    together, and 64 idle ones locked out /healthz and the lifecycle
+    listener: startaudit); the request read timeout ends the idle ones."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    made = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    port, lifecycle = free_port(), free_port()
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    served = start(
+        db, clock, lifecycle, "--port", str(port), "--max-connections", "16",
+        "--request-read-timeout", "1",
+    )  # fmt: skip
+    idle: list[socket.socket] = []
+    try:
+        served.wait_for(r"opening ")
+        idle = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(20)]
+        private = httpx.get(f"http://127.0.0.1:{lifecycle}/memos", timeout=1.0)
+        assert private.status_code == 503  # the public listener's crowd is not its own
+        began = time.monotonic()
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=4.0)
+        assert (health.status_code, health.json()) == (503, {"status": "starting"})
+        assert time.monotonic() - began >= 0.5  # its turn came when idle ones were cut
+        holder.execute("ROLLBACK")
+        served.wait_for(r"listening on http://")
+    finally:
+        for sock in idle:
+            sock.close()
         holder.close()
         assert served.stop() == 0
 

@@ -328,8 +328,11 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
     # while the store opens, the listeners answer 503 "starting" (http/starting.py)
     starting = StartingAnswers()
     try:
-        for sockets, answer in zip(listeners, (public_answer, lifecycle_answer), strict=False):
-            await starting.start(sockets, answer)
+        answers = (public_answer, lifecycle_answer)
+        for sockets, answer, cap in zip(
+            listeners, answers, connection_caps(settings), strict=False
+        ):
+            starting.start(sockets, answer, cap.most, settings.request_read_timeout)
         await _serve_runtime(settings, http, listeners, servers, early, starting)
     finally:
         starting.close()

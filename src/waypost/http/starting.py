@@ -7,41 +7,51 @@ meanwhile was accepted by the kernel and answered nothing, `/healthz`
 included, until the store was open: a probe or an agent saw a hang, not a
 state. Meanwhile these answers go out instead, each on a connection of its
 own that closes after it: `GET /healthz` is `503 {"status": "starting"}`,
-every other public request `503 unavailable` with `details.reason`
-`starting`, the lifecycle listener's `503 {"error": "unavailable"}`, all with
-`Retry-After: 1`. Once the store is open the responders stop accepting, and
-uvicorn serves the same sockets (a connection still waiting in the backlog
-is uvicorn's).
+`/graphql` a GraphQL error, every other public request `503 unavailable`
+with `details.reason` `starting`, the lifecycle listener's `503 {"error":
+"unavailable"}`, all with `Retry-After: 1`. Once the store is open the
+responders stop accepting, and uvicorn serves the same sockets (a
+connection still waiting in the backlog is uvicorn's).
 
-Plain asyncio protocols on duplicates of the listening sockets: closing
-them closes the duplicates, never the sockets uvicorn is handed.
+Each listener's responder accepts on a duplicate of its listening socket
+(closing it never closes the socket uvicorn is handed) and gives each
+connection a transport of its own, with no asyncio `Server` behind it:
+closing a `Server` failed the connections it had accepted and not yet set
+up, on asyncio's loop (startaudit). It holds at most the listener's own
+connection cap; past it, it stops accepting until a connection ends, and
+the rest wait in the backlog as they did before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import functools
 import json
 import socket
+from collections.abc import Callable
 from typing import Any, cast
 
-from waypost.http.responses import SECURITY_HEADERS
+from waypost.http.responses import SECURITY_HEADERS, graphql_error_body
 
 # a request head larger than this is not read on: the connection is closed
 HEAD_LIMIT = 64 * 1024
-# how long a connection may take to send its head, and to close after its answer
+# how long an answered connection may take to close before it is cut
 LINGER_SECONDS = 5.0
-# connections answered at once (more are closed as they come: a start is short)
-MOST_AT_ONCE = 64
+# how long accepting waits when the process is out of descriptors (asyncio's own wait)
+OUT_OF_FILES_PAUSE = 1.0
 
 STARTING_MESSAGE = (
     "the service is starting (opening its database, which may migrate it); retry shortly"
 )
 
+Answer = Callable[[bytes], bytes]
 
-def _response(status: str, body: dict[str, Any]) -> bytes:
+
+def _response(body: dict[str, Any]) -> bytes:
     payload = json.dumps(body, separators=(",", ":")).encode()
     head = [
-        f"HTTP/1.1 {status}",
+        "HTTP/1.1 503 Service Unavailable",
         "Content-Type: application/json",
         f"Content-Length: {len(payload)}",
         "Retry-After: 1",
@@ -51,36 +61,55 @@ def _response(status: str, body: dict[str, Any]) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
 
 
-_UNAVAILABLE = "503 Service Unavailable"
-PUBLIC_HEALTH = _response(_UNAVAILABLE, {"status": "starting"})
-PUBLIC_OTHER = _response(
-    _UNAVAILABLE,
+_PUBLIC_HEALTH = _response({"status": "starting"})
+_PUBLIC_GRAPHQL = _response(
+    graphql_error_body(STARTING_MESSAGE, "unavailable", {"reason": "starting", "retryAfter": 1})
+)
+_PUBLIC_OTHER = _response(
     {
         "error": {
             "code": "unavailable",
             "message": STARTING_MESSAGE,
             "details": {"reason": "starting"},
         }
-    },
+    }
 )
-LIFECYCLE = _response(_UNAVAILABLE, {"error": "unavailable"})
+_LIFECYCLE = _response({"error": "unavailable"})
+
+
+def _path(target: bytes) -> bytes:
+    """The path of a request target, also in absolute form (`http://h/p?q`)."""
+    if target.startswith((b"http://", b"https://")):
+        target = b"/" + target.split(b"/", 3)[3] if target.count(b"/") >= 3 else b"/"
+    return target.split(b"?", 1)[0]
 
 
 def public_answer(target: bytes) -> bytes:
-    """The answer to a request for `target` (the request line's path and query)."""
-    return PUBLIC_HEALTH if target.split(b"?", 1)[0] == b"/healthz" else PUBLIC_OTHER
+    path = _path(target)
+    if path == b"/healthz":
+        return _PUBLIC_HEALTH
+    return _PUBLIC_GRAPHQL if path == b"/graphql" else _PUBLIC_OTHER
 
 
 def lifecycle_answer(target: bytes) -> bytes:
-    return LIFECYCLE
+    return _LIFECYCLE
+
+
+def _same(protocol: _Answering) -> _Answering:
+    return protocol
+
+
+def _head_end(head: bytes | bytearray) -> int:
+    """Where the request head ends (after its empty line), or -1."""
+    ends = [i + len(m) for m in (b"\r\n\r\n", b"\n\n") if (i := head.find(m)) >= 0]
+    return min(ends, default=-1)
 
 
 class _Answering(asyncio.Protocol):
     """One connection: read its request head, send the answer, close."""
 
-    def __init__(self, answer: Any, open_now: set[_Answering]) -> None:
-        self._answer = answer
-        self._open_now = open_now
+    def __init__(self, responder: _Responder) -> None:
+        self._responder = responder
         self._head = bytearray()
         self._answered = False
         self._transport: asyncio.Transport | None = None
@@ -89,25 +118,33 @@ class _Answering(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses
         self._transport = cast(asyncio.Transport, transport)
-        if len(self._open_now) >= MOST_AT_ONCE:
-            self._transport.abort()
-            return
-        self._open_now.add(self)
-        self._timer = asyncio.get_running_loop().call_later(LINGER_SECONDS, self._transport.abort)
+        self._cut_after(self._responder.head_seconds)
+
+    def _cut_after(self, seconds: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        assert self._transport is not None
+        self._timer = asyncio.get_running_loop().call_later(seconds, self._transport.abort)
 
     def data_received(self, data: bytes) -> None:
         if self._answered or self._transport is None:
             return  # what follows the head (a body) is read and dropped
         self._head += data
-        if b"\r\n\r\n" not in self._head:
+        end = _head_end(self._head)
+        if end < 0:
             if len(self._head) > HEAD_LIMIT:
                 self._transport.abort()
             return
-        request_line = bytes(self._head.split(b"\r\n", 1)[0])
+        # empty lines before the request line are ignored (RFC 9112, 2.2)
+        request_line = bytes(self._head[:end]).lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
         parts = request_line.split(b" ")
         self._answered = True
         self._head.clear()
-        self._transport.write(self._answer(parts[1] if len(parts) == 3 else b""))
+        answer = self._responder.answer(parts[1] if len(parts) == 3 else b"")
+        if parts[0] == b"HEAD":
+            answer = answer[: answer.index(b"\r\n\r\n") + 4]
+        self._transport.write(answer)
+        self._cut_after(LINGER_SECONDS)
         # Half-close and read on until the client closes (or the timer ends
         # it): closing with a request body unread would reset the
         # connection, and the client could lose the answer.
@@ -124,34 +161,114 @@ class _Answering(asyncio.Protocol):
             self._transport.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._open_now.discard(self)
         if self._timer is not None:
             self._timer.cancel()
+        self._responder.ended(self)
 
 
-class StartingAnswers:
-    """Responders on duplicates of the listeners' sockets, until `stop()`."""
+class _Responder:
+    """One listener's answers, on a duplicate of each of its sockets."""
 
-    def __init__(self) -> None:
-        self._servers: list[asyncio.AbstractServer] = []
+    def __init__(
+        self, sockets: list[socket.socket], answer: Answer, most: int, head_seconds: float
+    ) -> None:
+        self.answer = answer
+        self.head_seconds = head_seconds
+        self._most = most
+        self._loop = asyncio.get_running_loop()
+        self._duplicates = [sock.dup() for sock in sockets]
         self._open_now: set[_Answering] = set()
+        self._accepting = False
+        self._stopped = False
+        self._resume_later: asyncio.TimerHandle | None = None
+        self._resume()
 
-    async def start(self, sockets: list[socket.socket], answer: Any) -> None:
-        loop = asyncio.get_running_loop()
-        for sock in sockets:
-            server = await loop.create_server(
-                lambda: _Answering(answer, self._open_now), sock=sock.dup()
+    def _resume(self) -> None:
+        if not self._accepting and not self._stopped:
+            self._accepting = True
+            for dup in self._duplicates:
+                self._loop.add_reader(dup.fileno(), self._accept, dup)
+
+    def _resume_after_pause(self) -> None:
+        self._resume_later = None
+        self._resume()
+
+    def _pause(self) -> None:
+        if self._accepting:
+            self._accepting = False
+            for dup in self._duplicates:
+                self._loop.remove_reader(dup.fileno())
+
+    def _accept(self, dup: socket.socket) -> None:
+        while len(self._open_now) < self._most:
+            try:
+                conn, _ = dup.accept()
+            except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                return
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # out of descriptors: wait, as asyncio's own accept does
+                    self._pause()
+                    self._resume_later = self._loop.call_later(
+                        OUT_OF_FILES_PAUSE, self._resume_after_pause
+                    )
+                return
+            conn.setblocking(False)
+            protocol = _Answering(self)
+            self._open_now.add(protocol)  # counted from the accept on
+            made = self._loop.create_task(
+                self._loop.connect_accepted_socket(functools.partial(_same, protocol), conn)
             )
-            self._servers.append(server)
+            made.add_done_callback(functools.partial(self._made, protocol, conn))
+        # at the cap: the rest wait in the backlog until a connection ends
+        self._pause()
+
+    def _made(self, protocol: _Answering, conn: socket.socket, done: asyncio.Task[Any]) -> None:
+        """A connection whose transport could not be made is closed and not counted."""
+        if done.cancelled() or done.exception() is not None:
+            conn.close()
+            self.ended(protocol)
+
+    def ended(self, protocol: _Answering) -> None:
+        self._open_now.discard(protocol)
+        if len(self._open_now) < self._most and self._resume_later is None:
+            self._resume()
 
     def stop(self) -> None:
         """Stop accepting (the connections already made finish their answers)."""
-        servers, self._servers = self._servers, []
-        for server in servers:
-            server.close()
+        self._stopped = True
+        self._pause()
+        if self._resume_later is not None:
+            self._resume_later.cancel()
+        for dup in self._duplicates:
+            dup.close()
+        self._duplicates = []
+
+    def close(self) -> None:
+        self.stop()
+        for protocol in list(self._open_now):
+            protocol.abort()
+
+
+class StartingAnswers:
+    """The listeners' responders while the store opens, until `stop()`."""
+
+    def __init__(self) -> None:
+        self._responders: list[_Responder] = []
+
+    def start(
+        self, sockets: list[socket.socket], answer: Answer, most: int, head_seconds: float
+    ) -> None:
+        """Answer on `sockets` (one listener's), holding at most `most`
+        connections, each given `head_seconds` to send its request head."""
+        self._responders.append(_Responder(sockets, answer, most, head_seconds))
+
+    def stop(self) -> None:
+        """Stop accepting (the connections already made finish their answers)."""
+        for responder in self._responders:
+            responder.stop()
 
     def close(self) -> None:
         """Stop accepting, and end the connections still open (serve is ending)."""
-        self.stop()
-        for answering in list(self._open_now):
-            answering.abort()
+        for responder in self._responders:
+            responder.close()
