@@ -79,7 +79,7 @@ _LIFECYCLE = _response({"error": "unavailable"})
 
 def _path(target: bytes) -> bytes:
     """The path of a request target, also in absolute form (`http://h/p?q`)."""
-    if target.startswith((b"http://", b"https://")):
+    if target[:8].lower().startswith((b"http://", b"https://")):  # schemes ignore case
         target = b"/" + target.split(b"/", 3)[3] if target.count(b"/") >= 3 else b"/"
     return target.split(b"?", 1)[0]
 
@@ -129,14 +129,15 @@ class _Answering(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._answered or self._transport is None:
             return  # what follows the head (a body) is read and dropped
+        # empty lines before the request line are ignored (RFC 9112, 2.2)
         self._head += data
-        end = _head_end(self._head)
+        head = bytes(self._head).lstrip(b"\r\n")
+        end = _head_end(head)
         if end < 0:
-            if len(self._head) > HEAD_LIMIT:
+            if len(head) > HEAD_LIMIT:
                 self._transport.abort()
             return
-        # empty lines before the request line are ignored (RFC 9112, 2.2)
-        request_line = bytes(self._head[:end]).lstrip(b"\r\n").split(b"\n", 1)[0].rstrip(b"\r")
+        request_line = head[:end].split(b"\n", 1)[0].rstrip(b"\r")
         parts = request_line.split(b" ")
         self._answered = True
         self._head.clear()

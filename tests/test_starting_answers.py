@@ -1,0 +1,73 @@
+"""The listeners' answers while the store opens (http/starting.py), request
+by request: the forms of a request head RFC 9112 lets a server accept."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from waypost.http.starting import StartingAnswers, lifecycle_answer, public_answer
+from waypost.serving import bind
+
+STARTING = {"status": "starting"}
+
+
+async def _ask(port: int, raw: bytes) -> tuple[bytes, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 5)
+    writer.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head, body
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"GET /healthz HTTP/1.1\r\nHost: w\r\n\r\n", STARTING),
+        (b"GET /healthz?full=1 HTTP/1.1\r\nHost: w\r\n\r\n", STARTING),
+        (b"\r\n\r\nGET /healthz HTTP/1.1\r\nHost: w\r\n\r\n", STARTING),  # empty lines first
+        (b"GET /healthz HTTP/1.1\nHost: w\n\n", STARTING),  # bare LF
+        (b"GET HTTP://w:8080/healthz HTTP/1.1\r\nHost: w\r\n\r\n", STARTING),  # absolute form
+        (b"GET /healthz HTTP/1.0\r\n\r\n", STARTING),
+        (b"GET /api/v1/me HTTP/1.1\r\nHost: w\r\n\r\n", "unavailable"),
+        (b"POST /graphql HTTP/1.1\r\nHost: w\r\nContent-Length: 2\r\n\r\n{}", "graphql"),
+    ],
+)
+async def test_each_request_gets_its_answer(raw: bytes, expected: object) -> None:
+    sockets = bind("127.0.0.1", 0)
+    starting = StartingAnswers()
+    starting.start(sockets, public_answer, 16, 5.0)
+    try:
+        head, body = await _ask(sockets[0].getsockname()[1], raw)
+    finally:
+        starting.close()
+        for sock in sockets:
+            sock.close()
+    assert head.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1" in head
+    answer = json.loads(body)
+    if expected == "unavailable":
+        assert answer["error"]["details"] == {"reason": "starting"}
+    elif expected == "graphql":
+        assert answer["errors"][0]["extensions"]["reason"] == "starting"
+    else:
+        assert answer == expected
+
+
+async def test_a_head_request_gets_no_body_and_the_lifecycle_its_own() -> None:
+    public, private = bind("127.0.0.1", 0), bind("127.0.0.1", 0)
+    starting = StartingAnswers()
+    starting.start(public, public_answer, 16, 5.0)
+    starting.start(private, lifecycle_answer, 16, 5.0)
+    try:
+        head, body = await _ask(public[0].getsockname()[1], b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        _, lifecycle = await _ask(private[0].getsockname()[1], b"GET /memos HTTP/1.1\r\n\r\n")
+    finally:
+        starting.close()
+        for sock in (*public, *private):
+            sock.close()
+    assert b"\r\nContent-Length: 21" in head and body == b""
+    assert json.loads(lifecycle) == {"error": "unavailable"}
