@@ -251,6 +251,22 @@ def test_no_standard_error_makes_no_admin_and_prints_no_token(tmp_path: Path) ->
     assert process.returncode == 0
 
 
+def _migrated_and_held(tmp_path: Path) -> tuple[Path, Path, sqlite3.Connection]:
+    """(database, clock file, holder): a migrated database whose write lock
+    another connection holds, so that a start waits in its opening (the
+    admin's creation waits for the lock, up to the busy timeout of 5 s)."""
+    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
+    clock.write_text(START)
+    made = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    return db, clock, holder
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_while_the_database_opens_stops_cleanly_once_it_is_open(
     tmp_path: Path, sig: signal.Signals
@@ -260,15 +276,7 @@ def test_a_signal_while_the_database_opens_stops_cleanly_once_it_is_open(
     process (-15) and a Ctrl-C printed "Aborted!" (exit 1), the work cut
     short (cliaudit); the stop now waits for the store to open, then ends
     as any stop does, serving nothing."""
-    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
-    clock.write_text(START)
-    made = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # the admin's creation waits for it
+    db, clock, holder = _migrated_and_held(tmp_path)
     served = start(db, clock)
     try:
         served.wait_for(r"opening ")
@@ -294,16 +302,8 @@ def test_while_the_database_opens_the_listeners_answer_starting(tmp_path: Path) 
     """Opening may take a while (a migration; here another process's lock on
     the admin's creation). A connection made meanwhile was accepted and
     answered nothing, /healthz included, until the store was open."""
-    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
-    clock.write_text(START)
-    made = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    db, clock, holder = _migrated_and_held(tmp_path)
     port, lifecycle = free_port(), free_port()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")  # the admin's creation waits for it
     served = start(db, clock, lifecycle, "--port", str(port))
     try:
         served.wait_for(r"opening ")
@@ -354,16 +354,8 @@ def test_while_the_database_opens_each_listener_holds_its_own_connections(
     store opens (they were closed unanswered past 64 of both listeners
     together, and 64 idle ones locked out /healthz and the lifecycle
     listener: startaudit); the request read timeout ends the idle ones."""
-    db, clock = tmp_path / "waypost.db", tmp_path / "clock"
-    clock.write_text(START)
-    made = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", "migrate", "--db", str(db)],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
+    db, clock, holder = _migrated_and_held(tmp_path)
     port, lifecycle = free_port(), free_port()
-    holder = sqlite3.connect(db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
     served = start(
         db, clock, lifecycle, "--port", str(port), "--max-connections", "16",
         "--request-read-timeout", "1",
