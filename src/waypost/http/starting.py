@@ -7,9 +7,10 @@ meanwhile was accepted by the kernel and answered nothing, `/healthz`
 included, until the store was open: a probe or an agent saw a hang, not a
 state. Meanwhile these answers go out instead, each on a connection of its
 own that closes after it: `GET /healthz` is `503 {"status": "starting"}`,
-`/graphql` a GraphQL error, every other public request `503 unavailable`
-with `details.reason` `starting`, the lifecycle listener's `503 {"error":
-"unavailable"}`, all with `Retry-After: 1`. Once the store is open the
+`/graphql` a GraphQL error, the console's page a page that loads again by
+itself, every other public request `503 unavailable` with `details.reason`
+`starting`, the lifecycle listener's `503 {"error": "unavailable"}`, all
+with `Retry-After: 1`. Once the store is open the
 responders stop accepting, and uvicorn serves the same sockets (a
 connection still waiting in the backlog is uvicorn's).
 
@@ -48,17 +49,36 @@ STARTING_MESSAGE = (
 Answer = Callable[[bytes], bytes]
 
 
-def _response(body: dict[str, Any]) -> bytes:
-    payload = json.dumps(body, separators=(",", ":")).encode()
+def _response(body: dict[str, Any] | str) -> bytes:
+    """A whole 503 answer: JSON, or (a str) an HTML page."""
+    if isinstance(body, str):
+        payload, kind = body.encode(), ["Content-Type: text/html; charset=utf-8", _PAGE_POLICY]
+    else:
+        payload, kind = json.dumps(body, separators=(",", ":")).encode(), _JSON
     head = [
         "HTTP/1.1 503 Service Unavailable",
-        "Content-Type: application/json",
+        *kind,
         f"Content-Length: {len(payload)}",
         "Retry-After: 1",
         "Connection: close",
         *(f"{name}: {value}" for name, value in SECURITY_HEADERS.items()),
     ]
     return ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+
+
+_JSON = ["Content-Type: application/json"]
+# the page runs nothing and loads nothing; it may not be framed
+_PAGE_POLICY = "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'"
+# The console's page, asked for again (a reload) while the service starts:
+# the app that retries by itself is not loaded, so the page reloads itself
+# (consolerestart: the reload showed the JSON answer, for good)
+_CONSOLE_PAGE = (
+    '<!doctype html><html lang="en"><meta charset="utf-8">'
+    '<meta http-equiv="refresh" content="2"><title>Waypost is starting</title>'
+    "<p>Waypost is starting (opening its database, which may migrate it). This page"
+    " loads again by itself.</p></html>"
+)
+_CONSOLE_PAGES = (b"/", b"/console", b"/console/")
 
 
 _PUBLIC_HEALTH = _response({"status": "starting"})
@@ -74,6 +94,7 @@ _PUBLIC_OTHER = _response(
         }
     }
 )
+_PUBLIC_CONSOLE = _response(_CONSOLE_PAGE)
 _LIFECYCLE = _response({"error": "unavailable"})
 
 
@@ -88,6 +109,8 @@ def public_answer(target: bytes) -> bytes:
     path = _path(target)
     if path == b"/healthz":
         return _PUBLIC_HEALTH
+    if path in _CONSOLE_PAGES:
+        return _PUBLIC_CONSOLE
     return _PUBLIC_GRAPHQL if path == b"/graphql" else _PUBLIC_OTHER
 
 
