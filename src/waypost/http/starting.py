@@ -33,7 +33,8 @@ import socket
 from collections.abc import Callable
 from typing import Any, cast
 
-from waypost.http.responses import SECURITY_HEADERS, graphql_error_body
+from waypost.errors import Unavailable
+from waypost.http.responses import SECURITY_HEADERS, graphql_refusal_body
 
 # a request head larger than this is not read on: the connection is closed
 HEAD_LIMIT = 64 * 1024
@@ -81,19 +82,11 @@ _CONSOLE_PAGE = (
 _CONSOLE_PAGES = (b"/", b"/console", b"/console/")
 
 
+# the refusal every other answer spells, in each transport's words
+_STARTING = Unavailable(STARTING_MESSAGE, {"reason": "starting"}, retry_after=1)
 _PUBLIC_HEALTH = _response({"status": "starting"})
-_PUBLIC_GRAPHQL = _response(
-    graphql_error_body(STARTING_MESSAGE, "unavailable", {"reason": "starting", "retryAfter": 1})
-)
-_PUBLIC_OTHER = _response(
-    {
-        "error": {
-            "code": "unavailable",
-            "message": STARTING_MESSAGE,
-            "details": {"reason": "starting"},
-        }
-    }
-)
+_PUBLIC_GRAPHQL = _response(graphql_refusal_body(_STARTING))
+_PUBLIC_OTHER = _response(_STARTING.to_json())
 _PUBLIC_CONSOLE = _response(_CONSOLE_PAGE)
 _LIFECYCLE = _response({"error": "unavailable"})
 
