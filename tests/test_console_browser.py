@@ -9,6 +9,7 @@ working tree alone).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from tests.console_support import (
 )
 from tests.serve_support import Server, serve, write_clock
 from waypost.clock import format_time, parse_time
+from waypost.http.starting import public_answer
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -1489,6 +1491,85 @@ def test_a_busy_service_is_asked_again_by_the_page_that_could_not_load(
     assert page.get_by_role("button", name="Try again").is_visible()
     page.unroute("**/graphql")
     page.get_by_role("heading", name="Inbox", level=1).wait_for(timeout=20000)
+
+
+def _starting(page: Any) -> list[float]:
+    """Every GraphQL request of the page answered as the service answers it
+    while it opens its database (http/starting.py: 503, `Retry-After: 1`),
+    and the page's WebSocket held open and silent (the page polls), so that
+    the page's own retries show. The times the page asked, monotonic."""
+    head, body = public_answer(b"/graphql").split(b"\r\n\r\n", 1)
+    status_line, *lines = head.decode().split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines)
+    for name in ("Content-Length", "Connection"):  # the browser's to set
+        del headers[name]
+    asked: list[float] = []
+
+    def answer(route: Any) -> None:
+        asked.append(time.monotonic())
+        route.fulfill(status=int(status_line.split()[1]), headers=headers, body=body)
+
+    page.route("**/graphql", answer)
+    return asked
+
+
+def _polling(page: Any) -> None:
+    """The page's WebSocket opened but never acknowledged: the page polls."""
+    page.route_web_socket(re.compile(r".*/graphql$"), lambda ws: None)
+
+
+def test_a_page_loaded_while_the_service_starts_comes_when_it_is_ready(
+    tab: Tab, world: World
+) -> None:
+    """A page that could not load while the service started backed off
+    (2, 4, 8, 16 s) past the end of the start: the service's `Retry-After: 1`
+    now sets the next try, and the page comes within about a second."""
+    page = tab.page
+    _polling(page)
+    tab.sign_in(world.alice.token)
+    asked = _starting(page)
+    page.reload()
+    page.locator("main").get_by_text("tries again by itself").wait_for()
+    page.wait_for_timeout(15000)  # the old back-off's next try: 30 s after the first
+    page.unroute("**/graphql")
+    ready = time.monotonic()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for(timeout=5000)
+    assert time.monotonic() - ready < 3
+    gaps = [b - a for a, b in itertools.pairwise(asked)]
+    # asked again as often as it said, and no more often
+    assert len(asked) >= 10 and min(gaps) > 0.9, gaps
+
+
+def test_an_answer_refused_while_the_service_starts_is_asked_for_again(
+    tab: Tab, world: World
+) -> None:
+    """An answer refused while the service started kept "the service is
+    starting" under the form for good, and the page's refreshes backed off
+    (8, 16 s) past the start's end: the refresh now tries again when the
+    service said, and once it answers the form says to press again."""
+    decision_id = world.open_decision(world.agent, question="Restart the queue workers?",
+                                      task_ids=[world.tasks["docs"]])  # fmt: skip
+    page = tab.page
+    _polling(page)
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.get_by_label("Why (required)").fill("After the deploy window.")
+    status = page.locator("#live-status")
+    asked = _starting(page)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("the service is starting").wait_for()
+    status.wait_for(state="visible", timeout=10000)  # the page's refresh fails too
+    page.wait_for_timeout(13000)  # the old back-off's next try: 28 s after the answer
+    page.unroute("**/graphql")
+    again = page.locator("main").get_by_text("The service answers again.")
+    again.wait_for(timeout=5000)
+    status.wait_for(state="hidden", timeout=1000)
+    assert "Press your choice again" in again.inner_text()
+    assert len(asked) >= 8  # the refresh asked about once a second meanwhile
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
+    assert world.decision(decision_id)["current"]["answer"]["disposition"] == "deny"
 
 
 def test_every_generation_of_a_decision_reopened_past_a_page(tab: Tab, world: World) -> None:

@@ -20,11 +20,48 @@ function refused(message, checkingACandidate) {
   return new Unauthenticated(message);
 }
 export class RequestFailed extends Error {
-  constructor(message, code, field = null) {
+  constructor(message, code, field = null, retryAfter = null) {
     super(message);
     this.code = code;
     this.field = field; // the argument a refusal names (extensions.field)
+    // seconds the service asked to wait before trying again (a start, a
+    // busy lock: `Retry-After`), or null when it said nothing of the kind
+    this.retryAfter = retryAfter;
   }
+}
+
+// When to try again after `error`: the service's own Retry-After when it
+// gave one (it is answering, and says when it will be ready: a retry on the
+// page's back-off came up to a minute after a long start had ended), never
+// sooner than a second nor later than `most`; otherwise the caller's
+// back-off. In milliseconds.
+export function retryDelay(error, backOff, most) {
+  const asked = error && error.retryAfter;
+  if (typeof asked !== "number" || !Number.isFinite(asked)) return backOff;
+  return Math.min(Math.max(asked * 1000, 1000), most);
+}
+
+// `Retry-After` in delta-seconds (the only form the service sends); a
+// proxy's HTTP-date is read as no advice
+function retryAfterHeader(response) {
+  const value = (response.headers.get("Retry-After") || "").trim();
+  return /^\d{1,6}$/.test(value) ? Number(value) : null;
+}
+
+// Requests answered by the service from now on: `handler` runs once, after
+// the first request sent later than this call that the service answered
+// (a form says its refusal "the service is starting" no longer holds).
+let requestsSent = 0;
+let waitingForAnAnswer = [];
+export function onceAnswered(handler) {
+  waitingForAnAnswer.push({ after: requestsSent, handler });
+}
+
+function answered(sentAs) {
+  const due = waitingForAnAnswer.filter((w) => sentAs > w.after);
+  if (!due.length) return;
+  waitingForAnAnswer = waitingForAnAnswer.filter((w) => sentAs <= w.after);
+  for (const w of due) w.handler();
 }
 
 export function token() {
@@ -64,6 +101,7 @@ export async function gql(query, variables = {}, tokenOverride = null) {
   let response;
   let body;
   const sent = Date.now();
+  const sentAs = ++requestsSent;
   const signal = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
   try {
     response = await fetch("/graphql", {
@@ -94,16 +132,23 @@ export async function gql(query, variables = {}, tokenOverride = null) {
     // the network fails, not a fault of the service's ("answered 504")
     if (GATEWAY_STATUSES.has(response.status)) {
       throw new RequestFailed(
-        `The service did not answer (${response.status} from the way to it).`, "network");
+        `The service did not answer (${response.status} from the way to it).`, "network", null,
+        retryAfterHeader(response));
     }
     throw new RequestFailed(`The service answered ${response.status} without JSON.`, "internal");
   }
   if (body.errors && body.errors.length) {
     const first = body.errors[0];
-    const code = (first.extensions && first.extensions.code) || "error";
+    const extensions = first.extensions || {};
+    const code = extensions.code || "error";
     if (code === "unauthenticated") throw refused(first.message, candidate);
-    throw new RequestFailed(first.message, code, (first.extensions && first.extensions.field) || null);
+    // the service's refusal to do anything now (503: starting, busy) is no
+    // answer to wait for; any other is
+    if (code !== "unavailable") answered(sentAs);
+    const retryAfter = typeof extensions.retryAfter === "number" ? extensions.retryAfter : retryAfterHeader(response);
+    throw new RequestFailed(first.message, code, extensions.field || null, retryAfter);
   }
+  answered(sentAs);
   return body.data;
 }
 

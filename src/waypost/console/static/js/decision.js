@@ -2,7 +2,7 @@
 // answer (or reopen) form. The page fills in the idempotency key and the
 // expected generation itself.
 
-import { allNodes, gql, mutate } from "./api.js";
+import { allNodes, gql, mutate, onceAnswered } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
   ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, whatYouWrote,
@@ -305,7 +305,7 @@ function renderAnswerForm(project, onChanged) {
           generation: d.generation, answer: { disposition, answer: option, rationale: rationale.value },
         });
       }
-      sayError(errorBox, null, error.message);
+      sayNotTaken(errorBox, error, "Press your choice again to send your answer");
     } finally {
       status.stop();
       for (const b of buttons) b.disabled = false;
@@ -340,6 +340,28 @@ function sendingStatus() {
     start: () => box.replaceChildren(h("p", { class: "muted sending" }, "Sending…")),
     stop: () => box.replaceChildren(),
   };
+}
+
+// A form's request the service did not take: unreachable, or refusing for
+// now (503 `unavailable`: starting, a busy lock). Said under the form, and
+// said again once the service answers a later request of this tab, since
+// the refusal no longer holds then (an answer refused while the service
+// started kept "the service is starting" under the form until the next
+// press). A second later: a reply that was lost but recorded redraws the
+// page first (the refresh that answered finds it), and then nothing is said.
+const RETAKE_DELAY_MS = 1000;
+function sayNotTaken(errorBox, error, again) {
+  sayError(errorBox, null, error.message);
+  if (error.code !== "network" && error.code !== "unavailable") return;
+  const shown = errorBox.firstChild;
+  onceAnswered(() => setTimeout(() => {
+    if (!errorBox.isConnected || errorBox.firstChild !== shown) return; // pressed again, or redrawn
+    // the form's key is the same: a request that did reach the service is
+    // answered again as it was, not recorded twice
+    const text = `The service answers again. ${again} (if the first attempt was recorded, this only shows it).`;
+    errorBox.replaceChildren(notice("conflict", text));
+    announce(text);
+  }, RETAKE_DELAY_MS));
 }
 
 // A refusal: conflicts reload the page and say what happened; anything else
@@ -468,7 +490,7 @@ function renderReopen(project, onChanged, prominent) {
       if (error.code === "network") {
         ownChange.lost.set(d.restId, { generation: d.generation, reopen: rationale.value });
       }
-      sayError(errorBox, null, error.message);
+      sayNotTaken(errorBox, error, "Press Reopen again to send your reopening");
     } finally {
       status.stop();
       button.disabled = false;

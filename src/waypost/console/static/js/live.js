@@ -2,8 +2,10 @@
 // (graphql-transport-ws at /graphql: `projectEventBatches`, `decisionChanged`),
 // messages trigger refreshes (at most one a second while they keep coming);
 // without them, a bounded poll: one request every few seconds while the tab
-// is visible, backing off after failures.
+// is visible, backing off after failures (or, when the service refused with a
+// Retry-After, trying again when it said).
 
+import { retryDelay } from "./api.js";
 import { announce } from "./dom.js";
 
 const POLL_MS = 4000;
@@ -123,9 +125,13 @@ export class Live {
       await this.run();
       return;
     }
-    const ok = await this.run();
-    this.delay = ok ? POLL_MS : Math.min(this.delay * 2, MAX_BACKOFF_MS);
-    this.schedule(this.delay);
+    const failure = await this.run();
+    const ok = failure === null;
+    // the service's Retry-After (it is starting, or busy) sets the next try
+    // and restarts the back-off; no answer at all doubles it
+    const asked = ok ? null : retryDelay(failure, null, MAX_BACKOFF_MS);
+    this.delay = ok || asked !== null ? POLL_MS : Math.min(this.delay * 2, MAX_BACKOFF_MS);
+    this.schedule(asked !== null ? asked : this.delay);
     // the socket had worked and went (the service restarted): once the
     // service answers again, subscribe again instead of polling for good
     // (a socket the service refused, too many streams, waits a while)
@@ -135,15 +141,16 @@ export class Live {
     }
   }
 
+  // The refresh's failure, or null when it worked.
   async run() {
     try {
       await this.refresh();
       showPaused(false);
-      return true;
+      return null;
     } catch (error) {
       // said on the page: what it shows may be out of date until a refresh works
       if (!this.stopped) showPaused(true);
-      return false;
+      return error;
     }
   }
 

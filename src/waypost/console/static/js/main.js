@@ -1,6 +1,6 @@
 // The console's shell: sign in and out, hash routes, and the live inbox.
 
-import { forgetToken, gql, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
+import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
@@ -416,7 +416,7 @@ async function route() {
       // the back-off's retry failed as the last attempt did: the page stays
       // as it is (each redraw took the focus back to the heading and said
       // the alert again, four times a minute, from a link being reached)
-      retryLater();
+      retryLater(error);
       return;
     }
     show([h("h1", { tabindex: "-1", "data-failed": failure }, "Something went wrong"), notice("error", error.message),
@@ -425,19 +425,21 @@ async function route() {
       r.name === "inbox"
         ? h("p", {}, h("button", { type: "button", class: "btn", onclick: () => route() }, "Try again"))
         : h("p", {}, h("a", { href: "#/" }, "Back to the inbox"))]);
-    if (passing) retryLater();
+    if (passing) retryLater(error);
     return;
   }
   reload.delay = 2000;
 }
 
-// The page loads again by itself, backing off to once a minute.
-function retryLater() {
+// The page loads again by itself, backing off to once a minute, or when the
+// service's Retry-After said (it is starting: the back-off restarts).
+function retryLater(error) {
+  const asked = retryDelay(error, null, 60000);
   reload.timer = setTimeout(() => {
     reload.automatic = true;
     route();
-  }, reload.delay);
-  reload.delay = Math.min(reload.delay * 2, 60000);
+  }, asked !== null ? asked : reload.delay);
+  reload.delay = asked !== null ? 2000 : Math.min(reload.delay * 2, 60000);
 }
 
 // Whether it drew the page: false when another page is showing by then.
