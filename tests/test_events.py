@@ -52,9 +52,30 @@ async def test_events_have_the_contract_shape_oldest_first(
         "actor_id": human.principal_id,
         "actor_session_id": None,
         "at": clock.iso(),
-        "data": {"revision": 2, "fields": ["rules"], "rules_changed": True},
-    }
+        "data": {
+            "revision": 2, "fields": ["rules"], "changed_fields": ["rules"], "values": {},
+            "rules_changed": True,
+        },
+    }  # fmt: skip
     assert body["next_after"] == items[-1]["sequence"]
+
+
+async def test_a_policy_event_says_what_changed_and_to_what(human: Caller, project: str) -> None:
+    """It said only which fields the patch named: whether a named field
+    changed, and to what, took a read of two history revisions."""
+    await human.patch(POLICY, {"expected_revision": 1, "rules": "r", "lease_seconds": 600})
+    # the same rules and review mode again, a new lease and an owner
+    same = {"rules": "r", "review_mode": "human", "lease_seconds": 900}
+    await human.patch(POLICY, {"expected_revision": 2, **same, "agent_rule_editing": True})
+    items = (await human.get(EVENTS)).json()["items"]
+    assert [e["data"] for e in items[-2:]] == [
+        {"revision": 2, "fields": ["lease_seconds", "rules"],
+         "changed_fields": ["lease_seconds", "rules"], "values": {"lease_seconds": 600},
+         "rules_changed": True},
+        {"revision": 3, "fields": ["agent_rule_editing", "lease_seconds", "review_mode", "rules"],
+         "changed_fields": ["agent_rule_editing", "lease_seconds"],
+         "values": {"agent_rule_editing": True, "lease_seconds": 900}, "rules_changed": False},
+    ]  # fmt: skip
 
 
 async def test_agent_event_records_its_session(

@@ -100,16 +100,30 @@ async def update(
             provenance,
         )
         policy = policy_json(require_project(tx.conn, project_id))
-        tx.event(
-            project_id,
-            "policy.updated",
-            "policy",
-            project_id,
-            {"revision": revision, "fields": sorted(changes), "rules_changed": rules_changed},
-        )
+        tx.event(project_id, "policy.updated", "policy", project_id, _event_data(
+            revision, changes, project, rules_changed
+        ))  # fmt: skip
         return 200, policy
 
     return await run_mutation(rt, actor, idem, unit)
+
+
+def _event_data(
+    revision: int, changes: dict[str, Any], before: sqlite3.Row, rules_changed: bool
+) -> dict[str, Any]:
+    """`fields`: what the patch named; `changed_fields`: those whose value
+    changed, with each new value but the rules' (up to 64 KiB: `rules_changed`
+    says, the revision holds them), so that a follower of the event stream
+    knows what changed without reading the history (it had to compare two
+    revisions to learn whether a named field changed at all)."""
+    changed = sorted(f for f, value in changes.items() if value != before[f])
+    return {
+        "revision": revision,
+        "fields": sorted(changes),
+        "changed_fields": changed,
+        "values": {f: changes[f] for f in changed if f != "rules"},
+        "rules_changed": rules_changed,
+    }
 
 
 async def get(rt: Runtime, project_id: str) -> dict[str, Any]:
