@@ -168,6 +168,26 @@ async def test_a_long_unknown_key_is_named_in_a_few_characters(human: Caller, pr
         assert r.status_code == 400 and len(r.content) < 500, r.content[:200]
 
 
+async def test_a_long_id_in_a_path_is_named_in_a_few_characters(
+    human: Caller, project: str
+) -> None:
+    """A 404 echoed an id of any length whole (10 KB in, 10 KB out); no
+    record's id is longer than 64 characters, nor its global id than 128."""
+    long_id = "t" * 10_000
+    for path in (f"/api/v1/projects/{project}/tasks/{long_id}", f"/api/v1/projects/{long_id}",
+                 f"/api/v1/projects/{project}/decisions/{long_id}"):  # fmt: skip
+        r = await human.client.get(path, headers=human.headers())
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
+        assert len(r.content) < 500, r.content[:200]
+        named = next(v for k, v in r.json()["error"]["details"].items() if k.endswith("_id"))
+        assert named == "t" * 128 + "..."
+    # an id of a real length is echoed whole
+    r = await human.client.get(
+        f"/api/v1/projects/{project}/tasks/{'t' * 64}", headers=human.headers()
+    )
+    assert r.json()["error"]["details"]["task_id"] == "t" * 64
+
+
 def test_non_finite_number_deep_in_a_document_is_named() -> None:
     with pytest.raises(InvalidRequest) as caught:
         parse_json(b'{"a": [1, {"b": NaN}]}')

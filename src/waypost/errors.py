@@ -94,7 +94,19 @@ class NotFound(WaypostError):
     def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
         given = details or {}
         hints = (global_id_hint(v, _ID_TYPES.get(k)) for k, v in given.items() if k.endswith("_id"))
-        super().__init__(message + next((h for h in hints if h), ""), details)
+        # an id named in a path is echoed, but not one of 10 KB: no record's
+        # id is longer than 64 characters, nor its GraphQL global id than 128
+        echoed = {k: _clipped(v) for k, v in details.items()} if details else details
+        super().__init__(message + next((h for h in hints if h), ""), echoed)
+
+
+_ECHO_MOST = 128
+
+
+def _clipped(value: object) -> object:
+    if isinstance(value, str) and len(value) > _ECHO_MOST:
+        return value[:_ECHO_MOST] + "..."
+    return value
 
 
 # The record type a detail names (`decision_id`: a decision's REST id)
