@@ -316,6 +316,37 @@ def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
         conn.close()
 
 
+def test_the_summary_counts_the_migrations_another_process_applied_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It said "applied 2 migrations, A to C" when another process had
+    applied B between them (review58)."""
+    path = tmp_path / "race.db"
+    first = connect_sync(path)
+    migrate(first)
+    extras = [Migration(f"999{n}_extra.sql", f"CREATE TABLE extra{n} (x);\n") for n in range(3)]
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), *extras])
+    real_execute_script = sqlite3.Connection.executescript
+    calls = []
+
+    class Racing(sqlite3.Connection):
+        def executescript(self, script: str) -> sqlite3.Cursor:
+            calls.append(script)
+            if len(calls) == 2:  # the second's turn: another process applies it first
+                first.executescript(script + "\nCOMMIT;")
+            return real_execute_script(self, script)
+
+    racing = sqlite3.connect(path, isolation_level=None, factory=Racing)
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    assert migrate(racing) == ["9990_extra.sql", "9992_extra.sql"]
+    said = [r.getMessage() for r in caplog.records if r.name == "waypost.storage"]
+    summary = next(line for line in said if line.startswith("applied "))
+    assert summary.startswith("applied 2 migrations, 9990_extra.sql to 9992_extra.sql in ")
+    assert summary.endswith("; 1 other(s) applied meanwhile by another process"), summary
+    for conn in (first, racing):
+        conn.close()
+
+
 @pytest.mark.parametrize("round_", range(5))
 def test_processes_opening_a_new_database_together_each_apply_migrations_once(
     tmp_path: Path, round_: int
