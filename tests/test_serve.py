@@ -59,6 +59,16 @@ def test_the_clock_file_warning_is_logged(server: tuple[Server, str]) -> None:
     assert any("WAYPOST_CLOCK_FILE is set" in line for line in srv.seen)
 
 
+def test_a_start_without_the_lifecycle_listener_says_so(server: tuple[Server, str]) -> None:
+    """With `--lifecycle-port 0` it said that lifecycle deliveries stay
+    pending for want of a webhook (nothing is made to deliver without the
+    listener), and nothing of the listener being off (triage27)."""
+    srv, _ = server
+    said = srv.logged()
+    assert any(line.endswith("no lifecycle listener (--lifecycle-port 0)") for line in said), said
+    assert not any("lifecycle deliveries stay pending" in line for line in said), said
+
+
 def test_graphql_over_real_http(server: tuple[Server, str]) -> None:
     srv, token = server
     r = httpx.post(
@@ -451,6 +461,8 @@ def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path
         status = srv.stop()
     assert status == 0  # SIGTERM stops both listeners, and the process exits cleanly
     logged = srv.logged()
+    assert any("no --lifecycle-webhook: lifecycle deliveries stay pending" in x for x in logged)
+    assert not any("no lifecycle listener" in line for line in logged), logged
     assert not any("not part of this build" in line for line in logged)
     assert not any("ERROR" in line for line in logged), logged
     assert sum("Finished server process" in line for line in logged) == 2

@@ -378,7 +378,7 @@ async def _serve_runtime(
         starting.stop()
         if early:
             return
-        await start_delivery(rt, settings.lifecycle)
+        await start_delivery(rt, settings.lifecycle, bool(settings.lifecycle_port))
         caps = connection_caps(settings)
         deadline = settings.request_read_timeout
         public = with_request_deadline(http, deadline, caps[0])
@@ -406,6 +406,8 @@ async def _serve_runtime(
             stop(sig)
         for name, sockets in zip(("public", "lifecycle"), listeners, strict=False):
             _announce(name, sockets)
+        if not settings.lifecycle_port:
+            log.info("no lifecycle listener (--lifecycle-port 0)")
         with settled_heap():
             tasks = [
                 asyncio.create_task(server.serve(sockets=sockets))

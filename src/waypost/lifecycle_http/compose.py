@@ -35,10 +35,13 @@ async def lifecycle_verifier(rt: Runtime, cfg: LifecycleSettings) -> TokenVerifi
     return verifier
 
 
-async def start_delivery(rt: Runtime, cfg: LifecycleSettings) -> None:
-    """Run the delivery worker until the Runtime closes (when a webhook is set)."""
+async def start_delivery(rt: Runtime, cfg: LifecycleSettings, listening: bool) -> None:
+    """Run the delivery worker until the Runtime closes (when a webhook is set:
+    with the lifecycle listener off it still delivers what an earlier run
+    left pending). `listening`: whether the lifecycle listener is on."""
     if cfg.webhook is None:
-        log.info("no --lifecycle-webhook: lifecycle deliveries stay pending")
+        if listening:  # without the listener nothing is made to deliver
+            log.info("no --lifecycle-webhook: lifecycle deliveries stay pending")
         return
     client = httpx.AsyncClient(timeout=10.0)
     task = asyncio.create_task(deliver_forever(rt, client, cfg.webhook))
