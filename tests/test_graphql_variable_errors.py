@@ -39,6 +39,12 @@ TASK = {"projectId": "demo", "idempotencyKey": "k1", "title": "t"}
       " 'ReviewMode' enum (one of NONE, HUMAN, ANY)."),
      (FIRST, {"n": "x"}, "n", "Variable '$n' has invalid value: Int cannot represent"
       " non-integer value: 'x'"),
+     # a null where one is not taken, said in JSON's word (it said Python's `None`)
+     (FIRST, {"n": None}, "n", "Variable '$n' has invalid value: Expected value of non-null"
+      " type 'Int!' not to be null."),
+     (CREATE, {"i": {**TASK, "title": None}}, "i.title",
+      "Variable '$i' has invalid value at .title: Expected value of non-null type 'String!'"
+      " not to be null."),
      # a near miss is told the field meant, still without the input's repr (review51)
      (CREATE, {"i": {**TASK, "titl": "a private note"}}, "i.titl",
       "Variable '$i' has invalid value: Expected value of type 'TaskCreateInput' not to"

@@ -44,6 +44,8 @@ def reworded(message: str, schema: BaseSchema) -> tuple[str, str | None]:
     if found is None:
         return message, None
     at, why = found["at"] or "", found["why"]
+    # JSON's word for what was sent, not Python's
+    why = why.replace(" not to be None.", " not to be null.", 1)
     field = found["name"] + at
     refused = _INPUT_OBJECT.match(why)
     if refused is not None:
