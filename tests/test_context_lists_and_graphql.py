@@ -6,7 +6,7 @@ from typing import Any
 
 from tests.conftest import Caller
 from tests.context_support import context, ids, knowledge, task
-from tests.tasks_support import open_decision
+from tests.tasks_support import open_decision, set_policy
 
 PACKET = """
 query($q: String!, $limit: Int! = 20, $budget: Int! = 16384, $taskId: String) {
@@ -91,6 +91,28 @@ async def test_graphql_context_is_the_rest_packet(human: Caller, project: str) -
     assert packet["policy"] == rest["policy"]
     assert packet["instructionsComplete"] is True and packet["truncated"] is False
     assert packet["rerank"] == {"applied": False, "reason": "disabled"}
+
+
+async def test_graphql_context_advice_uses_graphqls_names(human: Caller, project: str) -> None:
+    """`nextActions` told a GraphQL client to `set include_shared=true`, drop
+    `task_id` or read "the policy route": names its API does not have."""
+    t = await task(human, "walrus")
+    advice = 'query($taskId: String) { project(id: "demo") { context(q: "zebra",'
+    advice += ' taskId: $taskId, component: "api") { nextActions } } }'
+    data = await human.gql(advice, {"taskId": t["id"]})
+    [said] = data["data"]["project"]["context"]["nextActions"]
+    assert "drop a scope filter (taskId, component)" in said, said
+    assert "set includeShared: true" in said, said
+    assert "include_shared" not in said and "task_id" not in said, said
+    rest = await context(human, "zebra", task_id=t["id"], component="api")
+    assert "drop a scope filter (task_id, component)" in rest["next_actions"][0]
+    assert "set include_shared=true" in rest["next_actions"][0]
+    # a policy no budget can hold beside an item: where to read it whole
+    await set_policy(human, rules='"' * 65536)
+    data = await human.gql(PACKET, {"q": "walrus", "budget": 131072})
+    [said] = data["data"]["project"]["context"]["nextActions"]
+    assert "the project's policy field" in said and "route" not in said, said
+    assert "decisions field (status: PENDING, STALE or EXPIRED)" in said, said
 
 
 async def test_graphql_context_bounds_name_the_argument(human: Caller, project: str) -> None:

@@ -148,5 +148,5 @@ class ProjectContextFields:
             # transaction stays open while the packet calls the reranking
             # provider (the query's other reads wait, then see a newer one)
             async with rt.db.unpinned():
-                built = await packet.build(rt, self.rest_id, query)
+                built = await packet.build(rt, self.rest_id, query, words=packet.GRAPHQL_WORDS)
         return ContextPacket.from_json(built, self.rest_id)

@@ -33,7 +33,41 @@ from waypost.runtime import Runtime
 
 log = logging.getLogger("waypost.context")
 
-SCOPE_FILTERS = "a scope filter (task_id, component, environment, version)"
+
+@dataclass(frozen=True)
+class Words:
+    """How `next_actions` names the request's arguments and the other reads
+    it points to: REST's (and MCP's, which calls REST), or GraphQL's (a
+    dashboard on GraphQL was told `include_shared=true` and "the policy
+    route", names its API does not have)."""
+
+    filters: tuple[str, str, str, str]  # task_id, component, environment, version
+    include_shared: str
+    policy: str
+    decision: str  # where one decision is read
+    decisions: str  # where the decisions that hold work are listed
+    lists: str
+
+    def scope_filters(self) -> str:
+        return f"a scope filter ({', '.join(self.filters)})"
+
+
+REST_WORDS = Words(
+    ("task_id", "component", "environment", "version"),
+    "set include_shared=true",
+    "the policy route",
+    "the decisions route",
+    "the decisions route (status=pending, stale or expired)",
+    "the tasks and knowledge routes with q",
+)
+GRAPHQL_WORDS = Words(
+    ("taskId", "component", "environment", "version"),
+    "set includeShared: true",
+    "the project's policy field",
+    "the project's decision field",
+    "the project's decisions field (status: PENDING, STALE or EXPIRED)",
+    "the project's tasks and knowledge fields with q",
+)
 
 
 @dataclass(frozen=True)
@@ -98,10 +132,11 @@ def read_sync(
 
 
 def next_actions(
-    query: ContextQuery, snap: Snapshot, filled: Fill, time_limit_ms: int
+    query: ContextQuery, snap: Snapshot, filled: Fill, time_limit_ms: int, words: Words = REST_WORDS
 ) -> list[str]:
     """Concrete advice whenever the packet is empty or incomplete, and when
     decisions answered deny or defer hold the requested task."""
+    scope_filters = words.scope_filters()
     actions: list[str] = []
     held: list[str] = []
     if snap.declined:
@@ -110,14 +145,14 @@ def next_actions(
         held.append(
             f"Task {query.task_id} is held by decision(s) {', '.join(snap.declined)}, answered"
             " deny or defer: work on it stays refused until one is reopened and answered"
-            " allow (read each at the decisions route for its answer and rationale); there"
+            f" allow (read each at {words.decision} for its answer and rationale); there"
             " is no answer to wait for, so leave this task for other work unless whoever"
             " answered is to be asked again."
         )
     timed_out = (
         f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
         " ranking, so no text matches are included: use more specific terms (more or"
-        f" rarer words) or {SCOPE_FILTERS}."
+        f" rarer words) or {scope_filters}."
     )
     if filled.stopped_by == "policy":
         if filled.used <= BUDGET_MAX:
@@ -133,10 +168,9 @@ def next_actions(
             actions.append(
                 f"The policy alone takes {filled.used} bytes, more than the largest budget"
                 f" ({BUDGET_MAX}), so no packet of this project can hold an item: read the"
-                " policy whole from the policy route, the decisions that hold work from"
-                " the decisions route (status=pending, stale or expired), and the matches"
-                " from the tasks and knowledge routes with q; or have a human shorten the"
-                " rules."
+                f" policy whole from {words.policy}, the decisions that hold work from"
+                f" {words.decisions}, and the matches from {words.lists}; or have a human"
+                " shorten the rules."
             )
         # section 14: a search ended by its limit always says so, whatever else stopped
         return [*held, *actions, timed_out] if snap.timed_out else [*held, *actions]
@@ -145,7 +179,7 @@ def next_actions(
     if filled.stopped_by == "limit":
         actions.append(
             f"More items matched than limit={query.limit}: raise limit (up to 100), or"
-            f" narrow the search with more specific terms or {SCOPE_FILTERS}."
+            f" narrow the search with more specific terms or {scope_filters}."
         )
     elif filled.stopped_by == "budget":
         if query.budget < BUDGET_MAX:
@@ -153,21 +187,22 @@ def next_actions(
         else:
             # the largest budget already: the next match alone may be larger
             # than what the policy leaves, and only the lists hold it whole
-            advice = "list the matches whole from the tasks and knowledge routes with q, or narrow"
+            advice = f"list the matches whole from {words.lists}, or narrow"
         actions.append(
             f"More matching items did not fit the budget of {query.budget} bytes: {advice}"
-            f" the search with more specific terms or {SCOPE_FILTERS}."
+            f" the search with more specific terms or {scope_filters}."
         )
     if not filled.items and not actions:
         # only what the request can still change: a filter it did not send
         # cannot be dropped, an opt-in it made cannot be made again
-        sent = [f for f in ("task_id", "component", "environment", "version")
+        fields = ("task_id", "component", "environment", "version")
+        sent = [name for f, name in zip(fields, words.filters, strict=True)
                 if getattr(query, f) is not None]  # fmt: skip
         hints = ["try other or fewer search terms"]
         if sent:
             hints.append(f"drop a scope filter ({', '.join(sent)})")
         if not query.include_shared:
-            hints.append("set include_shared=true")
+            hints.append(words.include_shared)
         actions.append(
             f"Nothing matched: {', '.join(hints[:-1])}{' or ' if len(hints) > 1 else ''}"
             f"{hints[-1]}; no decision is pending for this scope."
@@ -176,10 +211,16 @@ def next_actions(
 
 
 async def build(
-    rt: Runtime, project_id: str, query: ContextQuery, *, rerank: bool = True
+    rt: Runtime,
+    project_id: str,
+    query: ContextQuery,
+    *,
+    rerank: bool = True,
+    words: Words = REST_WORDS,
 ) -> dict[str, Any]:
     """The context packet of section 8 for `query`; `rerank=False` leaves
-    the provider out (reported `disabled`) where no one will read the items."""
+    the provider out (reported `disabled`) where no one will read the items;
+    `words`: the API whose names `next_actions` uses."""
     match = fts_query(query.q)
     now = rt.now()
     limit_ms = search_time_limit_ms(rt)
@@ -199,6 +240,6 @@ async def build(
         "items": items,
         "instructions_complete": filled.stopped_by != "policy",
         "truncated": filled.stopped_by is not None or snap.timed_out,
-        "next_actions": next_actions(query, snap, filled, limit_ms),
+        "next_actions": next_actions(query, snap, filled, limit_ms, words),
         "rerank": reranked,
     }
