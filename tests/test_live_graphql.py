@@ -611,6 +611,27 @@ async def test_decision_changed_reports_expiry_when_time_passes(
         assert (await _next(client, op))["decisionChanged"]["status"] == "EXPIRED"
 
 
+async def test_each_message_says_the_services_clock(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Every HTTP answer carries the service's clock (`Waypost-Now`); a
+    message over the socket carried none, and a dashboard counting down to
+    an expiry had only the browser's clock, which may be hours off."""
+    task = await new_task(human)
+    expires = format_time(service.clock.now() + timedelta(minutes=5))
+    decision = await open_decision(human, [task], expires_at=expires)
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(CHANGED, {"id": decision["id"]})
+        first = await client.receive()
+        assert first["id"] == op and first["payload"]["extensions"] == {
+            "now": format_time(service.clock.now())
+        }  # fmt: skip
+        service.clock.advance(minutes=6)
+        expired = await client.receive()
+        assert expired["payload"]["data"]["decisionChanged"]["status"] == "EXPIRED"
+        assert expired["payload"]["extensions"]["now"] == format_time(service.clock.now())
+
+
 async def test_decision_changed_sees_an_expiry_the_clock_passes_while_a_state_is_sent(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -913,7 +934,7 @@ async def test_operations_past_the_sockets_limit_are_told_to_wait(
         while message.get("id") != op:  # the other subscription's events
             message = await client.receive()
         assert message["type"] == "next", message
-        assert message["payload"] == {"data": {"me": {"name": "alice"}}}
+        assert message["payload"]["data"] == {"me": {"name": "alice"}}
 
 
 @pytest.mark.parametrize(

@@ -180,6 +180,8 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             errors = (message.get("payload") or {}).get("errors") or []
         else:
             errors = []
+        if kind == "next" and isinstance(message.get("payload"), dict):
+            message = {**message, "payload": self._with_now(message["payload"])}
         for error in errors:
             extensions = error.setdefault("extensions", {})
             text = error.get("message")
@@ -193,6 +195,21 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             if isinstance(text, str):
                 error["message"] = clip(text, MESSAGE_MOST)
         await super().send_message(message)
+
+    def _with_now(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """`payload` with the service's clock as it is sent (`extensions.now`),
+        as `Waypost-Now` says it on every HTTP answer: a dashboard counting
+        down to a decision's expiry over the socket had no clock of the
+        service's to count by (it may be simulated, or hours from the
+        browser's). A copy: one event's answer may be shared by several
+        subscriptions. Left as it is when a clock file being rewritten
+        cannot be read: the message stands."""
+        try:
+            now = format_time(self.context.rt.now())
+        except Unavailable:
+            return payload
+        extensions = payload.get("extensions")
+        return {**payload, "extensions": {**(extensions or {}), "now": now}}
 
     async def handle_task_exception(self, error: Exception) -> None:
         """Strawberry logs any fault of an operation's task as an ERROR with a
