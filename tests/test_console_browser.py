@@ -920,6 +920,9 @@ def test_an_answer_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, worl
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
     page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
     assert "changed elsewhere" not in page.locator("main").inner_text()
+    # nor, a moment later, told to press again (consolereview27)
+    page.wait_for_timeout(2000)
+    assert "The service answers again" not in page.locator("main").inner_text()
     page.unroute("**/graphql")
     assert world.decision(decision_id)["current"]["answer"]["disposition"] == "deny"
 
@@ -1570,6 +1573,45 @@ def test_an_answer_refused_while_the_service_starts_is_asked_for_again(
     page.get_by_role("button", name="Deny: Proceed").click()
     page.locator("main").get_by_text("Your answer is recorded").wait_for()
     assert world.decision(decision_id)["current"]["answer"]["disposition"] == "deny"
+
+
+def test_an_answer_refused_for_a_busy_lock_keeps_its_words(tab: Tab, world: World) -> None:
+    """While another process holds the write lock, reads are answered and
+    writes refused: the form said "The service answers again, press again"
+    at the next answered read, and pressing again was refused the same way
+    (consolereview27)."""
+    decision_id = world.open_decision(world.agent, question="Vacuum the database now?",
+                                      task_ids=[world.tasks["docs"]])  # fmt: skip
+    page = tab.page
+    _polling(page)
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
+    page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    page.get_by_label("Why (required)").fill("Not during business hours.")
+    busy = {"errors": [{"message": "the database is busy; retry shortly",
+                        "extensions": {"code": "unavailable", "retryAfter": 1}}]}  # fmt: skip
+    reads: list[str] = []
+
+    def refuse_writes(route: Any) -> None:
+        if "decisionAnswer" in (route.request.post_data or ""):
+            route.fulfill(status=200, headers={"Retry-After": "1"}, json=busy)
+        else:
+            reads.append(route.request.post_data or "")
+            route.continue_()
+
+    page.route("**/graphql", refuse_writes)
+    page.get_by_role("button", name="Deny: Proceed").click()
+    page.locator("main").get_by_text("the database is busy").wait_for()
+    answered = len(reads)
+    for _ in range(100):  # the page's next refresh, a read the service answers
+        if len(reads) > answered:
+            break
+        page.wait_for_timeout(100)
+    page.wait_for_timeout(1500)  # the form's retake came a second after such an answer
+    assert len(reads) > answered
+    text = page.locator("main").inner_text()
+    assert "the database is busy" in text and "The service answers again" not in text
+    page.unroute("**/graphql")
 
 
 def test_every_generation_of_a_decision_reopened_past_a_page(tab: Tab, world: World) -> None:

@@ -20,13 +20,14 @@ function refused(message, checkingACandidate) {
   return new Unauthenticated(message);
 }
 export class RequestFailed extends Error {
-  constructor(message, code, field = null, retryAfter = null) {
+  constructor(message, code, field = null, retryAfter = null, reason = null) {
     super(message);
     this.code = code;
     this.field = field; // the argument a refusal names (extensions.field)
     // seconds the service asked to wait before trying again (a start, a
     // busy lock: `Retry-After`), or null when it said nothing of the kind
     this.retryAfter = retryAfter;
+    this.reason = reason; // extensions.reason: `starting`, `database_damaged`...
   }
 }
 
@@ -146,7 +147,8 @@ export async function gql(query, variables = {}, tokenOverride = null) {
     // answer to wait for; any other is
     if (code !== "unavailable") answered(sentAs);
     const retryAfter = typeof extensions.retryAfter === "number" ? extensions.retryAfter : retryAfterHeader(response);
-    throw new RequestFailed(first.message, code, extensions.field || null, retryAfter);
+    throw new RequestFailed(first.message, code, extensions.field || null, retryAfter,
+      extensions.reason || null);
   }
   answered(sentAs);
   return body.data;

@@ -342,20 +342,27 @@ function sendingStatus() {
   };
 }
 
-// A form's request the service did not take: unreachable, or refusing for
-// now (503 `unavailable`: starting, a busy lock). Said under the form, and
+// A form's request the service did not take: unreachable, or not yet
+// serving (503 `unavailable`, reason `starting`). Said under the form, and
 // said again once the service answers a later request of this tab, since
 // the refusal no longer holds then (an answer refused while the service
 // started kept "the service is starting" under the form until the next
-// press). A second later: a reply that was lost but recorded redraws the
-// page first (the refresh that answered finds it), and then nothing is said.
+// press). Not for a busy lock or an operator's fault: reads go on being
+// answered while writes are refused, so an answered read says nothing of
+// them. A second later, and only if the page said nothing of the decision
+// meanwhile: the refresh that answered may find the lost reply's answer
+// recorded, or someone else's, and says so in its banner (main.js); "press
+// again" then contradicted it.
 const RETAKE_DELAY_MS = 1000;
 function sayNotTaken(errorBox, error, again) {
   sayError(errorBox, null, error.message);
-  if (error.code !== "network" && error.code !== "unavailable") return;
+  if (error.code !== "network" && error.reason !== "starting") return;
   const shown = errorBox.firstChild;
+  const banner = () => document.getElementById("changed-elsewhere")?.dataset.version ?? null;
+  const bannerBefore = banner();
   onceAnswered(() => setTimeout(() => {
     if (!errorBox.isConnected || errorBox.firstChild !== shown) return; // pressed again, or redrawn
+    if (banner() !== bannerBefore) return; // the page said what became of the decision
     // the form's key is the same: a request that did reach the service is
     // answered again as it was, not recorded twice
     const text = `The service answers again. ${again} (if the first attempt was recorded, this only shows it).`;
