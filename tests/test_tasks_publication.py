@@ -38,6 +38,33 @@ async def test_prepare_result_finalize_cycle_shows_and_clears_the_holder(
     assert events[-1]["data"]["result"]["outcome"] == "succeeded"
 
 
+async def test_a_result_whose_detail_holds_a_credential_is_refused_and_loses_nothing(
+    human: Caller, project: str
+) -> None:
+    """A failed push's output with the token it pushed with was recorded,
+    and finalize copied it into an event, which is never rewritten
+    (eventdata): the result is refused naming `detail`, and can be sent
+    again without it."""
+    task = await make_task(human)
+    await human.post(task_path(task["id"], "publication/prepare"))
+    before = (await human.get(f"{BASE}/events")).json()["items"]
+    token = "ghp_" + "B" * 36
+    for detail in (f"git push https://x:{token}@github.com/o/r.git rejected",
+                   "Authorization: Bearer wp_" + "A" * 43, "PASSWORD=hunter22hunter"):  # fmt: skip
+        r = await human.post(
+            task_path(task["id"], "publication/result"), {"outcome": "failed", "detail": detail}
+        )
+        assert error(r) == (400, "invalid_request",
+                            {"reason": "secret_marker_detected", "field": "detail"})  # fmt: skip
+        assert detail not in r.text
+    assert (await human.get(f"{BASE}/events")).json()["items"] == before
+    shown = await human.get(task_path(task["id"]))
+    assert shown.json()["publication"]["result"] is None
+    r = await human.post(task_path(task["id"], "publication/result"),
+                         {"outcome": "failed", "detail": "git push rejected (auth)"})  # fmt: skip
+    assert r.status_code == 200, r.text
+
+
 async def test_second_prepare_while_held_is_publication_in_progress(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -17,6 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from waypost.errors import PayloadTooLarge, StateConflict
+from waypost.resolvers.core.secret_markers import has_secret
 from waypost.resolvers.lifecycle import checks, store
 from waypost.resolvers.lifecycle.model import Document, Memo
 
@@ -86,7 +87,7 @@ def check_documents(memo: Memo, documents: list[Document]) -> list[Content]:
         if entry.media_type != doc.media_type:
             raise _refuse("document_media_type_mismatch", "media type differs from the packet", i)
         text = _scanned_text(data, doc.media_type)
-        if text is not None and checks.has_secret(text):
+        if text is not None and has_secret(text):
             raise checks.refuse(
                 "secret_marker_detected", "a secret marker was found", f"documents[{i}]"
             )
