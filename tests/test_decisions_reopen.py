@@ -183,7 +183,9 @@ async def test_reopen_writes_a_decision_reopened_event(human: Caller, project: s
     await reopen(human, decision["id"], 1)
     events = (await human.get(f"{BASE}/events")).json()["items"]
     reopened = [e for e in events if e["type"] == "decision.reopened"]
-    assert [e["data"] for e in reopened] == [{"generation": 2, "previous_status": "denied"}]
+    assert [e["data"] for e in reopened] == [
+        {"generation": 2, "previous_status": "denied", "task_ids": [task], "expires_at": None}
+    ]
     assert reopened[0]["subject_id"] == decision["id"]
 
 

@@ -95,7 +95,9 @@ async def test_sweep_answers_a_reversible_decision_after_24_hours_with_its_recom
     assert len(timed_out) == 1
     assert timed_out[0]["actor_id"] == agent.principal_id
     assert timed_out[0]["actor_session_id"] is None
-    assert timed_out[0]["data"] == {"generation": 1, "disposition": "allow", "answer": "Stop"}
+    # the keys of decision.answered, which it stands for
+    assert timed_out[0]["data"] == {"generation": 1, "disposition": "allow", "answer": "Stop",
+                                    "relayed": False, "task_ids": [task]}  # fmt: skip
     assert await run_sweep(service) == 0
 
 

@@ -229,7 +229,9 @@ async def test_patch_with_unchanged_values_writes_the_next_revision(
     assert newest["title"] == "same" and len(revisions) == 2
     events = (await human.get("/api/v1/projects/demo/events", limit=200)).json()["items"]
     [logged] = [e for e in events if e["type"] == "task.updated"]
-    assert logged["data"] == {"revision": 2, "changed_fields": [], "judged_change": False}
+    assert logged["data"] == {
+        "revision": 2, "changed_fields": [], "values": {}, "judged_change": False
+    }  # fmt: skip
     stale = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "same"})
     assert error(stale)[:2] == (409, "revision_conflict")
 
@@ -484,7 +486,14 @@ async def test_create_and_update_write_events(human: Caller, project: str) -> No
     events = (await human.get(f"{BASE}/events")).json()["items"]
     mine = [e for e in events if e["subject_id"] == task["id"]]
     assert [e["type"] for e in mine] == ["task.created", "task.updated"]
-    assert mine[1]["data"] == {"revision": 2, "changed_fields": ["title"], "judged_change": True}
+    assert mine[1]["data"] == {"revision": 2, "changed_fields": ["title"],
+                               "values": {"title": "renamed"}, "judged_change": True}  # fmt: skip
+    # the new values a board shows, not the description's 64 KiB
+    edit = {"expected_revision": 2, "priority": 7, "description": "longer", "kind": "bug"}
+    await human.patch(task_path(task["id"]), edit)
+    last = (await human.get(f"{BASE}/events")).json()["items"][-1]
+    assert sorted(last["data"]["changed_fields"]) == ["description", "kind", "priority"]
+    assert last["data"]["values"] == {"priority": 7, "kind": "bug"}
 
 
 async def test_task_routes_appear_in_the_openapi_document(human: Caller) -> None:

@@ -132,7 +132,10 @@ FIELDS_BY_NAME = {
     "sessionId": "The session's REST id.",
     "principalId": "The principal's REST id.",
     "actorId": "REST id of the principal who did it.",
-    "actorSessionId": "The agent session it was done in; null for humans.",
+    "actorSessionId": (
+        "The agent session it was done in; null for humans, for an agent writing"
+        " without a session, and for what the service did by itself (a timeout)."
+    ),
     "actor": "The principal who did it.",
     "at": "When it was recorded (service time).",
     "createdAt": "When it was created (service time).",

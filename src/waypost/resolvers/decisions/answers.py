@@ -120,7 +120,8 @@ def answer_sync(
         "decision",
         decision_id,
         {"generation": decision["generation"], "disposition": body.disposition,
-         "answer": body.answer, "relayed": relay is not None},
+         "answer": body.answer, "relayed": relay is not None,
+         "task_ids": store.affected_task_ids(tx.conn, decision_id, decision["generation"])},
     )  # fmt: skip
     return 200, load_decision(tx.conn, project_id, decision_id, tx.at)
 

@@ -99,7 +99,12 @@ def reopen_sync(
         "decision.reopened",
         "decision",
         decision_id,
-        {"generation": generation + 1, "previous_status": status},
+        {
+            "generation": generation + 1,
+            "previous_status": status,
+            "task_ids": task_ids,
+            "expires_at": expires_at,
+        },
     )
     return 200, load_decision(tx.conn, project_id, decision_id, tx.at)
 

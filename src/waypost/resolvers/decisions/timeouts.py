@@ -54,7 +54,8 @@ def answer_timed_out(conn: sqlite3.Connection, now: datetime) -> int:
             actor_session_id=None,
             at=at,
             data={"generation": d["generation"], "disposition": "allow",
-                  "answer": d["recommendation"]},
+                  "answer": d["recommendation"], "relayed": False,
+                  "task_ids": store.affected_task_ids(conn, d["decision_id"], d["generation"])},
         )  # fmt: skip
         if time.monotonic() >= deadline:
             return answered

@@ -129,6 +129,10 @@ def check_bytes(field: str, text: str) -> None:
         raise InvalidRequest.field(field, f"{field} may hold at most 64 KiB")
 
 
+# the task fields whose new value `task.updated` carries
+EVENT_VALUES = frozenset({"title", "kind", "priority", "depends_on"})
+
+
 def check_text_fields(values: dict[str, Any]) -> None:
     """A title and each acceptance criterion hold text, not only whitespace
     (as a knowledge title and a decision's question do)."""
@@ -290,6 +294,10 @@ async def update(
         data: dict[str, Any] = {
             "revision": revision,
             "changed_fields": changed,
+            # the new values a list or a board shows, as policy.updated's;
+            # not the description's or the criteria's (up to 64 KiB: the
+            # revision holds them), nor the status's (`status` below)
+            "values": {f: requested[f] for f in changed if f in EVENT_VALUES},
             "judged_change": judged,
         }
         if "status" in changed:
