@@ -486,6 +486,9 @@ async def test_create_and_update_write_events(human: Caller, project: str) -> No
     events = (await human.get(f"{BASE}/events")).json()["items"]
     mine = [e for e in events if e["subject_id"] == task["id"]]
     assert [e["type"] for e in mine] == ["task.created", "task.updated"]
+    # a new card's fields, as a board shows them, without reading the task
+    assert mine[0]["data"] == {"title": task["title"], "revision": 1, "subject_task_id": None,
+                               "kind": "feature", "priority": 0, "depends_on": []}  # fmt: skip
     assert mine[1]["data"] == {"revision": 2, "changed_fields": ["title"],
                                "values": {"title": "renamed"}, "judged_change": True}  # fmt: skip
     # the new values a board shows, not the description's 64 KiB

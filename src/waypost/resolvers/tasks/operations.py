@@ -175,8 +175,10 @@ async def create(
             "task.created",
             "task",
             task_id,
-            {"title": body.title, "revision": 1, "subject_task_id": body.subject_task_id},
-        )
+            # what a board shows of a new card, as task.updated's `values`
+            {"title": body.title, "revision": 1, "subject_task_id": body.subject_task_id,
+             "kind": body.kind, "priority": body.priority, "depends_on": body.depends_on},
+        )  # fmt: skip
         return 201, task
 
     return await run_mutation(rt, actor, idem, unit)
