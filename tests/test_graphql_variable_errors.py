@@ -81,6 +81,17 @@ async def test_an_unknown_enum_literal_is_told_the_values(human: Caller, project
     )
 
 
+async def test_a_literal_null_where_one_is_needed_is_told_in_graphqls_word(
+    human: Caller, project: str
+) -> None:
+    """The variable's form said `null` and the literal's still Python's
+    `None` (review60)."""
+    answer = await human.gql("query { project(id: null) { name } }")
+    (error,) = answer["errors"]
+    assert error["extensions"] == {"code": "invalid_request"}
+    assert error["message"] == "Expected value of non-null type 'String!' not to be null."
+
+
 async def test_a_long_unknown_field_is_named_in_a_few_characters(
     human: Caller, project: str
 ) -> None:

@@ -49,19 +49,24 @@ async def test_a_result_whose_detail_holds_a_credential_is_refused_and_loses_not
     await human.post(task_path(task["id"], "publication/prepare"))
     before = (await human.get(f"{BASE}/events")).json()["items"]
     token = "ghp_" + "B" * 36
-    for detail in (f"git push https://x:{token}@github.com/o/r.git rejected",
-                   "Authorization: Bearer wp_" + "A" * 43, "PASSWORD=hunter22hunter"):  # fmt: skip
+    for detail, kind in ((f"push to github.com/o/r.git with {token} refused", "a GitHub token"),
+                         ("Authorization: Bearer wp_" + "A" * 43, "a Waypost token"),
+                         ("DB_PASSWORD=hunter22hunter", "a password=, secret= or token="),
+                         ("fatal: https://ci:hunter2@git.example.com/o/r.git denied",
+                          "a password in a URL")):  # fmt: skip
         r = await human.post(
             task_path(task["id"], "publication/result"), {"outcome": "failed", "detail": detail}
         )
         assert error(r) == (400, "invalid_request",
                             {"reason": "secret_marker_detected", "field": "detail"})  # fmt: skip
-        assert detail not in r.text
+        assert detail not in r.text and f"looks like {kind}" in r.json()["error"]["message"]
     assert (await human.get(f"{BASE}/events")).json()["items"] == before
     shown = await human.get(task_path(task["id"]))
     assert shown.json()["publication"]["result"] is None
+    # a branch whose name holds `sk-` and 20 letters is no key (review60)
+    clean = "git push rejected for branch task-20261205releasecandidate (auth)"
     r = await human.post(task_path(task["id"], "publication/result"),
-                         {"outcome": "failed", "detail": "git push rejected (auth)"})  # fmt: skip
+                         {"outcome": "failed", "detail": clean})  # fmt: skip
     assert r.status_code == 200, r.text
 
 

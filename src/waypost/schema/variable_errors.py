@@ -40,12 +40,13 @@ def reworded(message: str, schema: BaseSchema) -> tuple[str, str | None]:
     """`message` with an enum's values and without the input's repr, and the
     path within `variables` it refuses (None when it refuses no variable)."""
     message = _ENUM.sub(lambda m: _with_values(m, schema), message, count=1)
+    # JSON's and GraphQL's word for what was sent, not Python's (a variable's
+    # null and a literal's alike)
+    message = message.replace(" not to be None.", " not to be null.", 1)
     found = _VARIABLE.match(message)
     if found is None:
         return message, None
     at, why = found["at"] or "", found["why"]
-    # JSON's word for what was sent, not Python's
-    why = why.replace(" not to be None.", " not to be null.", 1)
     field = found["name"] + at
     refused = _INPUT_OBJECT.match(why)
     if refused is not None:

@@ -17,18 +17,35 @@ import re
 # but a private key all the same (a choice beyond the model; docs/lifecycle.md).
 # Two more choices: `password=`, `secret=` and `token=` in any letter case
 # (`PASSWORD=` in a pasted .env file passed), and Waypost's own API tokens
-# (`wp_` and the 43 characters of `ids.new_token`).
-SECRET_MARKERS = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-    r"|AKIA[A-Z0-9]{16}"
-    r"|gh[pos]_[A-Za-z0-9]{36}"
-    r"|xox[abprs]-"
-    r"|sk-[A-Za-z0-9]{20,}"
-    r"|(?i:password|secret|token)=\S{8,}"
+# (`wp_` and the 43 characters of `ids.new_token`). Named by what they are.
+_MARKERS = {
+    "a private key": r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+    "an AWS access key": r"AKIA[A-Z0-9]{16}",
+    "a GitHub token": r"gh[pos]_[A-Za-z0-9]{36}",
+    "a Slack token": r"xox[abprs]-",
+    "an API key (sk-)": r"sk-[A-Za-z0-9]{20,}",
+    "a password=, secret= or token= setting": r"(?i:password|secret|token)=\S{8,}",
     # exactly a token's length: `wp_ajax_nopriv_woocommerce_checkout_...` is none
-    r"|(?<![A-Za-z0-9_-])wp_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"
-)
+    "a Waypost token": r"(?<![A-Za-z0-9_-])wp_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])",
+}
+SECRET_MARKERS = re.compile("|".join(_MARKERS.values()))
+
+# In free text, such as a push's output, a marker starts a word: a branch
+# `task-20261205releasecandidate` holds `sk-` and 20 alphanumerics, and is no
+# key (review60). The lifecycle's markers stay as its model writes them,
+# wherever they appear. And a URL's password (`https://user:pass@host`), which
+# a push that failed prints with its remote.
+_IN_FREE_TEXT = {
+    **{kind: rf"(?<![A-Za-z0-9]){pattern}" for kind, pattern in _MARKERS.items()},
+    "a password in a URL": r"://[^/\s:@]+:[^/\s@]+@",
+}
+_FREE_TEXT_MARKERS = [(kind, re.compile(pattern)) for kind, pattern in _IN_FREE_TEXT.items()]
 
 
 def has_secret(text: str) -> bool:
     return SECRET_MARKERS.search(text) is not None
+
+
+def credential_in(text: str) -> str | None:
+    """What kind of credential free text holds ("a GitHub token"), or None."""
+    return next((kind for kind, found in _FREE_TEXT_MARKERS if found.search(text)), None)

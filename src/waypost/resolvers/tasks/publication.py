@@ -24,7 +24,7 @@ from waypost.errors import Forbidden, InvalidRequest, PublicationInProgress, Sta
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.access.store import principal_row
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.core.secret_markers import has_secret
+from waypost.resolvers.core.secret_markers import credential_in
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.models import ResultBody
 from waypost.resolvers.tasks.operations import current_task, ensure_work_allowed, load_in_tx
@@ -149,15 +149,15 @@ async def result(
 
 def _refuse_credentials(detail: str) -> None:
     """A failed push's output may carry the credential it pushed with (a
-    token in the remote's URL, an `Authorization` header). The finalize
+    token or a password in the remote's URL). The finalize
     event keeps the detail for good, and an event's data never holds
     credentials (service-contract section 10): refused at the door, naming
     the field, with the markers the lifecycle API refuses."""
-    if has_secret(detail):
+    kind = credential_in(detail)
+    if kind is not None:
         raise InvalidRequest(
-            "the detail holds what looks like a credential (a token, a key, a password=):"
-            " remove it and send the result again; the task's events keep the detail, and"
-            " events are never rewritten",
+            f"the detail holds what looks like {kind}: remove it and send the result again;"
+            " the task's events keep the detail, and events are never rewritten",
             {"reason": "secret_marker_detected", "field": "detail"},
         )
 
