@@ -93,8 +93,14 @@ async def test_open_answers_201_and_writes_a_decision_opened_event(
     assert len(opened) == 1
     assert opened[0]["subject_id"] == decision["id"]
     assert opened[0]["data"] == {
-        "generation": 1, "task_ids": [task], "required_actor": "either", "reversible": False
+        "generation": 1, "task_ids": [task], "required_actor": "either", "reversible": False,
+        "expires_at": None,
     }  # fmt: skip
+    # its expiry, which a follower counts down to by the service's clock (dashdrift)
+    at = "2026-12-01T09:00:00.000Z"
+    await open_decision(human, [task], expires_at=at)
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    assert events[-1]["data"]["expires_at"] == at
 
 
 @pytest.mark.parametrize(

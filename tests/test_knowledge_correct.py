@@ -119,9 +119,10 @@ async def test_correction_writes_a_corrected_event(human: Caller, project: str) 
     events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
     event = events[-1]
     assert event["type"] == "knowledge.corrected" and event["subject_id"] == record["id"]
+    # the new title and tags a list shows, never the body (dashdrift)
     assert event["data"] == {
         "revision": 2, "status": "observed", "changed_fields": ["title", "tags"],
-        "superseded_by_id": None,
+        "values": {"title": "x", "tags": ["t"]}, "superseded_by_id": None,
     }  # fmt: skip
 
 

@@ -134,7 +134,7 @@ def open_decision_sync(tx: Tx, project_id: str, body: DecisionCreate) -> tuple[i
         "decision",
         decision_id,
         {"generation": 1, "task_ids": body.task_ids, "required_actor": body.required_actor,
-         "reversible": body.reversible},
+         "reversible": body.reversible, "expires_at": expires_at},
     )  # fmt: skip
     return 201, load_decision(tx.conn, project_id, decision_id, tx.at)
 

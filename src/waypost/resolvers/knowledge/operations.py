@@ -90,12 +90,19 @@ async def create(
 
 
 def _created(record: dict[str, Any]) -> dict[str, Any]:
+    # what a list shows of a new record (its title), not its body
     return {
         "revision": record["revision"],
+        "title": record["title"],
         "kind": record["kind"],
         "status": record["status"],
         "collection": record["collection"],
     }
+
+
+# the corrected fields whose new value `knowledge.corrected` carries: what a
+# list shows, not the body (up to 64 KiB: the revision holds it)
+EVENT_VALUES = ("title", "tags")
 
 
 async def correct(
@@ -125,6 +132,7 @@ async def correct(
             check_no_supersession_cycle(tx.conn, knowledge_id, content.superseded_by_id)
         before = knowledge_json(row)
         record = append_revision(tx.conn, row, content, actor, tx.at)
+        changed = changed_fields(before, record)
         tx.event(
             project_id,
             "knowledge.corrected",
@@ -133,7 +141,8 @@ async def correct(
             {
                 "revision": record["revision"],
                 "status": record["status"],
-                "changed_fields": changed_fields(before, record),
+                "changed_fields": changed,
+                "values": {f: record[f] for f in EVENT_VALUES if f in changed},
                 "superseded_by_id": record["superseded_by_id"],
             },
         )
