@@ -734,6 +734,36 @@ def test_python_m_waypost_is_the_same_command_line(tmp_path: Path) -> None:
     assert usage.returncode == 0 and usage.stdout.startswith("Usage: waypost "), usage.stdout
 
 
+# a Ctrl-C at the moment `waypost.cli` is imported, as one that comes while
+# the script's modules load (a quarter of a second at start)
+_INTERRUPTED_IMPORT = """
+import sys
+class Interrupt:
+    def find_spec(self, name, path=None, target=None):
+        if name == "waypost.cli":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, Interrupt())
+from waypost.launch import main
+main()
+"""
+
+
+def test_a_ctrl_c_while_the_modules_import_ends_quietly() -> None:
+    """It printed a KeyboardInterrupt traceback through the import frames
+    (triage27); it ends as a Ctrl-C does: 130, nothing said."""
+    run = subprocess.run(
+        [sys.executable, "-c", _INTERRUPTED_IMPORT, "serve"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (run.returncode, run.stderr, run.stdout) == (130, "", "")
+
+
+def test_the_waypost_script_starts_the_command_line() -> None:
+    script = Path(sys.executable).parent / "waypost"
+    usage = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60)
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: waypost "), usage.stdout
+
+
 def test_port_0_on_every_interface_is_one_port_for_all() -> None:
     """A blank --host with --port 0 listens on 0.0.0.0 and :: (where the
     machine has IPv6): each address was given a free port of its own, and

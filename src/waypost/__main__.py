@@ -1,6 +1,6 @@
 """`python -m waypost`: the same command line as the `waypost` script, for a
 checkout or an environment whose scripts are not on PATH."""
 
-from waypost.cli import main
+from waypost.launch import main
 
-main(prog_name="waypost")
+main()
