@@ -102,8 +102,8 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             raise
         done.append(migration.name)
     if done:
-        # the first and last named are this process's; the ones between that
-        # another process applied are counted, not hidden in the range
+        # the first and last named are this process's; any others of those
+        # announced, applied by another process, are counted, not hidden
         others = len(pending) - len(done)
         besides = f"; {others} other(s) applied meanwhile by another process" if others else ""
         log.info("applied %s in %.1f s%s", _named(done), time.monotonic() - started, besides)

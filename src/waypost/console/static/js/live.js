@@ -128,7 +128,7 @@ export class Live {
     const failure = await this.run();
     const ok = failure === null;
     // the service's Retry-After (it is starting, or busy) sets the next try
-    // and restarts the back-off; no answer at all doubles it
+    // and restarts the back-off; any other failure doubles it
     const asked = ok ? null : retryDelay(failure, null, MAX_BACKOFF_MS);
     this.delay = ok || asked !== null ? POLL_MS : Math.min(this.delay * 2, MAX_BACKOFF_MS);
     this.schedule(asked !== null ? asked : this.delay);
