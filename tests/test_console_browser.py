@@ -863,11 +863,16 @@ def test_a_background_refresh_keeps_the_focus_where_it_was(tab: Tab, world: Worl
     assert inside == first
 
 
-def _half_answered(tab: Tab, world: World, question: str, why: str) -> tuple[Any, str]:
-    """A new decision an agent asked, open in Alice's tab with its reason typed."""
+def _half_answered(
+    tab: Tab, world: World, question: str, why: str, polling: bool = False
+) -> tuple[Any, str]:
+    """A new decision an agent asked, open in Alice's tab with its reason
+    typed; `polling`: the page's WebSocket held silent (`_polling`)."""
     decision_id = world.open_decision(world.agent, question=question,
                                       task_ids=[world.tasks["docs"]])  # fmt: skip
     page = tab.page
+    if polling:
+        _polling(page)
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
     page.get_by_role("heading", name="Answer", exact=True).wait_for()
@@ -1550,14 +1555,9 @@ def test_an_answer_refused_while_the_service_starts_is_asked_for_again(
     starting" under the form for good, and the page's refreshes backed off
     (8, 16 s) past the start's end: the refresh now tries again when the
     service said, and once it answers the form says to press again."""
-    decision_id = world.open_decision(world.agent, question="Restart the queue workers?",
-                                      task_ids=[world.tasks["docs"]])  # fmt: skip
-    page = tab.page
-    _polling(page)
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
-    page.get_by_label("Why (required)").fill("After the deploy window.")
+    page, decision_id = _half_answered(
+        tab, world, "Restart the queue workers?", "After the deploy window.", polling=True
+    )
     status = page.locator("#live-status")
     asked = _starting(page)
     page.get_by_role("button", name="Deny: Proceed").click()
@@ -1580,14 +1580,9 @@ def test_an_answer_refused_for_a_busy_lock_keeps_its_words(tab: Tab, world: Worl
     writes refused: the form said "The service answers again, press again"
     at the next answered read, and pressing again was refused the same way
     (consolereview27)."""
-    decision_id = world.open_decision(world.agent, question="Vacuum the database now?",
-                                      task_ids=[world.tasks["docs"]])  # fmt: skip
-    page = tab.page
-    _polling(page)
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
-    page.get_by_role("heading", name="Answer", exact=True).wait_for()
-    page.get_by_label("Why (required)").fill("Not during business hours.")
+    page, _ = _half_answered(
+        tab, world, "Vacuum the database now?", "Not during business hours.", polling=True
+    )
     busy = {"errors": [{"message": "the database is busy; retry shortly",
                         "extensions": {"code": "unavailable", "retryAfter": 1}}]}  # fmt: skip
     reads: list[str] = []
