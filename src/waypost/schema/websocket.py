@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 import msgspec
@@ -161,6 +162,24 @@ def client_gone(error: BaseException) -> bool:
 MAX_OPERATIONS = 100
 
 
+# One event goes to every subscriber within the same millisecond, and the
+# clock is said to the millisecond: read and formatted once a millisecond
+# for all of them (it cost 4 us a message, measured in the fanout bench,
+# where a hundred `projectEvents` subscriptions send a hundred messages a
+# write). (runtime's clock, monotonic millisecond, text)
+_said: tuple[object, int, str] = (None, -1, "")
+
+
+def _clock_text(rt: Runtime) -> str:
+    global _said
+    tick = time.monotonic_ns() // 1_000_000
+    clock, said_at, text = _said
+    if clock is not rt.clock or said_at != tick:
+        text = format_time(rt.now())
+        _said = (rt.clock, tick, text)
+    return text
+
+
 class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
     # the token this socket is counted for (Hub.open_socket) once acknowledged
@@ -205,7 +224,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         subscriptions. Left as it is when a clock file being rewritten
         cannot be read: the message stands."""
         try:
-            now = format_time(self.context.rt.now())
+            now = _clock_text(self.context.rt)
         except Unavailable:
             return payload
         extensions = payload.get("extensions")
