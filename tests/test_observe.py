@@ -258,6 +258,34 @@ def test_an_error_whose_message_is_no_string_is_logged(
     assert " ERROR x {'a': 1}" in capsys.readouterr().err
 
 
+async def test_a_fault_logged_while_a_request_is_served_names_its_request_id(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The id a client got in `X-Request-Id`, the one the operator is told to
+    quote, was only on the access line written after the ERROR and its
+    traceback, and with `--no-access-log` nowhere (logaudit)."""
+    from waypost.resolvers.projects import operations as projects
+
+    async def broken(*_: Any) -> Any:
+        raise RuntimeError("a fault of the service")
+
+    monkeypatch.setattr(projects, "get", broken)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        logs.configure("text")
+        answered = await human.get(f"/api/v1/projects/{project}")
+        logging.getLogger("elsewhere").error("outside any request")
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    assert answered.status_code == 500
+    lines = [line for line in capsys.readouterr().err.splitlines() if " ERROR " in line]
+    request_id = answered.headers["x-request-id"]
+    assert lines[0].endswith(f" ERROR waypost.rest unhandled error request_id={request_id}")
+    assert lines[1].endswith(" ERROR elsewhere outside any request")
+
+
 def test_outbound_requests_log_no_line_of_their_own() -> None:
     """A reranker attempt logs one line (waypost.reranker); httpx added a
     second, at INFO, for the request it sent."""

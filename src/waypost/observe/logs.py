@@ -193,6 +193,10 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     handler.addFilter(NoQueryStrings())
     handler.addFilter(ClientFaultsAreNoErrors())
     handler.addFilter(ClientMadeWarningsHeldBack())
+    # (imported here: requests.py builds its lines on this module's names)
+    from waypost.observe.requests import RequestIdOnRecords
+
+    handler.addFilter(RequestIdOnRecords())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -21,6 +21,7 @@ families.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -66,6 +67,20 @@ class RequestLine:
 
 
 _current: ContextVar[RequestLine | None] = ContextVar("waypost_request_line", default=None)
+
+
+class RequestIdOnRecords(logging.Filter):
+    """A record logged while a request is served (a fault's ERROR and its
+    traceback, a warning) names that request's id, the one its client got
+    in `X-Request-Id` and the operator is told to quote: the id was only on
+    the access line written after it, and with `--no-access-log` nowhere
+    (logaudit). A record with fields of its own (an access line) keeps them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        line = _current.get()
+        if line is not None and not hasattr(record, FIELDS):
+            setattr(record, FIELDS, {"request_id": line.request_id})
+        return True
 
 
 def note_principal(principal_id: str) -> None:
