@@ -273,12 +273,20 @@ async def fts_and_rerank_with(
 
 
 async def test_nothing_listening_is_a_connect_error(
-    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+    tmp_path: Path,
+    clock: MovableClock,
+    rerank_settings: RerankSettings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     url = f"https://127.0.0.1:{closed_port()}/rerank"
     rerank = dataclasses.replace(rerank_settings, url=url)
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
     fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
     assert packet == (fts, "connect_error")
+    # the line says what the network said, which `connect_error` does not
+    [line] = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    assert line.startswith("rerank outcome=failed reason=connect_error candidates=3")
+    assert " error=" in line and "ConnectionRefusedError: [Errno 111] " in line
 
 
 @pytest.mark.parametrize("change", [{"api_key": "cl\u00e9-key"}, {"url": "https://[::1/rerank"}])
@@ -293,12 +301,19 @@ async def test_a_request_httpx_cannot_build_is_a_connect_error_not_a_500(
 
 
 async def test_an_untrusted_certificate_is_a_connect_error(
-    tmp_path: Path, clock: MovableClock, provider: Provider, rerank_settings: RerankSettings
+    tmp_path: Path,
+    clock: MovableClock,
+    provider: Provider,
+    rerank_settings: RerankSettings,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     rerank = dataclasses.replace(rerank_settings, ca_bundle=None)  # public CAs only
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
     fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
     assert packet == (fts, "connect_error")
     assert provider.calls == 0  # the handshake failed before any request
+    [line] = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    assert "SSLCertVerificationError: " in line and "CERTIFICATE_VERIFY_FAILED" in line
 
 
 async def test_a_failure_keeps_the_same_items_and_budget(
@@ -421,6 +436,39 @@ async def test_three_consecutive_failures_open_the_circuit(
     assert (await rerank_of(human))[1] == "applied"
     assert reranker(service).breaker.state == "closed"
     assert (await rerank_of(human))[1] == "applied"
+
+
+async def test_each_transition_of_the_circuit_is_one_line_an_operator_sees(
+    provider: Provider, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The attempt lines are INFO, one per request: the opening and the
+    closing are WARNING lines of their own, once each, and a probe that
+    fails while the provider stays down one INFO line (logaudit)."""
+    await three_records(human)
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    await fail_three_times(provider, human)
+    for _ in range(3):
+        assert (await rerank_of(human))[1] == "circuit_open"
+    await asyncio.sleep(WINDOW + 0.05)
+    assert (await rerank_of(human))[1] == "bad_status"  # the probe
+    await asyncio.sleep(WINDOW + 0.05)
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"  # the next probe closes it
+    assert (await rerank_of(human))[1] == "applied"
+    said = [
+        (r.levelname, r.getMessage())
+        for r in caplog.records
+        if r.name == "waypost.reranker" and not r.getMessage().startswith("rerank outcome=")
+    ]
+    assert said == [
+        (
+            "WARNING",
+            "reranker circuit opened after 3 failures in a row (the last: bad_status):"
+            f" packets keep their full-text order for {WINDOW:g} s, then one request probes",
+        ),
+        ("INFO", f"reranker probe failed (bad_status): the circuit stays open {WINDOW:g} s more"),
+        ("WARNING", "reranker circuit closed: the probe succeeded, packets are reranked again"),
+    ]
 
 
 async def test_exactly_one_probe_while_twenty_requests_arrive(

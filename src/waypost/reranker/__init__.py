@@ -126,14 +126,14 @@ class Reranker:
         try:
             scores = await score(self._client, self._url, self._key, query, documents)
         except ProviderFailure as failure:
-            self.breaker.failed(ticket)
-            _log("failed", failure.reason, count, started)
+            self._settle(ticket, failure.reason)
+            _log("failed", failure.reason, count, started, failure.__cause__)
             return failure.reason
         except Exception:
             # a fault of ours (no failure the contract names): the packet
             # still keeps its FTS order, and a probe still settles the circuit
             log.exception("rerank failed unexpectedly")
-            self.breaker.failed(ticket)
+            self._settle(ticket, "connect_error")
             _log("failed", "connect_error", count, started)
             return "connect_error"
         except asyncio.CancelledError:
@@ -141,14 +141,43 @@ class Reranker:
             # the provider; a probe is cancelled only as the server stops,
             # and must not leave the circuit half open for ever
             if ticket.probe:
-                self.breaker.failed(ticket)
+                self._settle(ticket, "cancelled")
             _log("cancelled", "cancelled", count, started)
             raise
         finally:
             self.limiter.release()
-        self.breaker.succeeded(ticket)
+        self._settle(ticket, None)
         _log("applied", "applied", count, started)
         return scores
+
+    def _settle(self, ticket: Ticket, failure: str | None) -> None:
+        """Tell the breaker how a call ended (`failure` None: it succeeded),
+        and log a transition it makes: the attempt lines are INFO, one per
+        request, and an operator who watches WARNING learned nothing when
+        reranking went off for every packet (logaudit)."""
+        before = self.breaker.state
+        if failure is None:
+            self.breaker.succeeded(ticket)
+        else:
+            self.breaker.failed(ticket)
+        after = self.breaker.state
+        if after == before:
+            return
+        window = self.breaker.open_seconds
+        if before == "closed":
+            log.warning(
+                "reranker circuit opened after %d failures in a row (the last: %s):"
+                " packets keep their full-text order for %g s, then one request probes",
+                self.breaker.threshold,
+                failure,
+                window,
+            )
+        elif after == "open":
+            said = "reranker probe failed (%s): the circuit stays open %g s more"
+            log.info(said, failure, window)
+        else:
+            # at the opening's level: whoever saw that line sees this one
+            log.warning("reranker circuit closed: the probe succeeded, packets are reranked again")
 
     def _skip(
         self, items: list[dict[str, Any]], reason: Reason, count: int, started: float
@@ -157,13 +186,35 @@ class Reranker:
         return items, reason
 
 
-def _log(outcome: str, reason: str, count: int, started: float) -> None:
-    # never the query, item text or the key: counts and times only
+def _log(
+    outcome: str, reason: str, count: int, started: float, cause: BaseException | None = None
+) -> None:
+    # never the query, item text or the key: counts and times only, and for
+    # a connection that failed what the network said (refused, a TLS
+    # verification, a name that does not resolve: `connect_error` is each)
     elapsed_ms = (time.monotonic() - started) * 1000
-    log.info(
-        "rerank outcome=%s reason=%s candidates=%d elapsed_ms=%.1f",
-        outcome,
-        reason,
-        count,
-        elapsed_ms,
-    )
+    line = "rerank outcome=%s reason=%s candidates=%d elapsed_ms=%.1f"
+    args: list[object] = [outcome, reason, count, elapsed_ms]
+    said = _network_said(cause) if reason == "connect_error" else ""
+    if said:
+        line += " error=%r"
+        args.append(said)
+    log.info(line, *args)
+
+
+def _network_said(cause: BaseException | None) -> str:
+    """What the network said under a transport error, cut at 200 characters:
+    the first error of its chain (httpx's own words for a refused connection
+    are "All connection attempts failed"; the socket's under them say
+    `ConnectionRefusedError: [Errno 111] ...`). No header is in any of them,
+    so never the key."""
+    if not isinstance(cause, httpx.TransportError):
+        return ""
+    first: BaseException = cause
+    for _ in range(8):  # a chain is short; a loop in one must not hang a log line
+        under = first.__cause__ or first.__context__
+        if under is None:
+            break
+        first = under
+    said = f"{type(first).__name__}: {first}" if str(first) else type(first).__name__
+    return said if len(said) <= 200 else said[:200] + "..."
