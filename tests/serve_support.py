@@ -149,10 +149,10 @@ class Server:
         """The service's now: START plus `delta`."""
         write_clock(self.clock, format_time(parse_time(START) + timedelta(**delta)))
 
-    def stop(self) -> int:
-        """SIGTERM, as a process manager would; returns the exit status."""
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> int:
+        """SIGTERM, as a process manager would (or `sig`); returns the exit status."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(sig)
         try:
             status = self.process.wait(timeout=20)
         except subprocess.TimeoutExpired:

@@ -196,6 +196,34 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
         second.stop()
 
 
+def test_a_hang_up_stops_serve_as_sigterm_does(tmp_path: Path) -> None:
+    """The terminal or SSH session that ran `serve` closing sends SIGHUP:
+    Python's default killed the process (exit 129), its requests unanswered
+    and nothing logged (logaudit)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"listening on http://")
+        made = httpx.post(f"{srv.url}/api/v1/projects", json={"id": "hup", "name": "Hup"},
+                          headers={**auth(token), "Idempotency-Key": "hup-1"})  # fmt: skip
+        assert made.status_code == 201
+    finally:
+        status = srv.stop(signal.SIGHUP)
+    assert status == 0
+    logged = srv.logged()
+    stopping = [i for i, line in enumerate(logged) if "SIGHUP: stopping (no new" in line]
+    stopped = [i for i, line in enumerate(logged) if "stopped: the database is closed" in line]
+    assert len(stopping) == 1 and len(stopped) == 1 and stopping[0] < stopped[0], logged
+    assert not any("ERROR" in line for line in logged), logged
+    conn = sqlite3.connect(tmp_path / "waypost.db")
+    try:
+        assert conn.execute("SELECT name FROM projects WHERE id = 'hup'").fetchone() == ("Hup",)
+    finally:
+        conn.close()
+
+
 def _principals(db: Path) -> list[str]:
     conn = sqlite3.connect(db)
     try:

@@ -28,6 +28,11 @@ from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
+
+# What stops `serve` with its drain. SIGHUP too: the terminal or SSH session
+# that ran `serve` closing sent it, and Python's default killed the process
+# (exit 129) with its requests unanswered and nothing logged (logaudit).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LIFESPAN_SHUTDOWN_SECONDS = 5
 # after a forced quit, how long requests whose connections were closed get to end
 FORCED_REQUEST_SECONDS = 1.0
@@ -323,7 +328,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
     # there (-15) or printed "Aborted!" (exit 1), a migration cut short
     early: list[signal.Signals] = []
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in STOP_SIGNALS:
         loop.add_signal_handler(sig, _stop_once_open, sig, early)
     # while the store opens, the listeners answer 503 "starting" (http/starting.py)
     starting = StartingAnswers()
@@ -334,6 +339,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         ):
             starting.start(sockets, answer, cap.most, settings.request_read_timeout)
         await _serve_runtime(settings, http, listeners, servers, early, starting)
+        log.info("stopped: the database is closed")
     finally:
         starting.close()
         # once the store has closed (answering what was queued for it, 503)
@@ -344,7 +350,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         # handlers, which killed the process (-15) or raised through the
         # queued write's request (a 500 and a traceback)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.remove_signal_handler(sig)
 
 
@@ -393,6 +399,12 @@ async def _serve_runtime(
         loop = asyncio.get_running_loop()
 
         def stop(sig: signal.Signals) -> None:
+            if not any(server.should_exit for server in servers):
+                log.info("%s: stopping (no new connections; the requests under way finish)",
+                         sig.name)  # fmt: skip
+            elif sig == signal.SIGINT and not all(server.force_exit for server in servers):
+                log.info("%s again: a forced quit (open connections are not waited for)",
+                         sig.name)  # fmt: skip
             rt.begin_stop()  # ends open streams and MCP sessions, which would hold up the exit
             for server in servers:
                 # a second SIGINT while stopping: stop waiting for open
@@ -400,7 +412,7 @@ async def _serve_runtime(
                 server.force_exit |= server.should_exit and sig == signal.SIGINT
                 server.should_exit = True
 
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in STOP_SIGNALS:
             loop.add_signal_handler(sig, stop, sig)
         for sig in early:  # came while the apps were made: they stop as they start
             stop(sig)
@@ -426,5 +438,5 @@ async def _serve_runtime(
             finally:
                 # the listeners are done; the store closes next (`_serve`
                 # removes these once it has)
-                for sig in (signal.SIGINT, signal.SIGTERM):
+                for sig in STOP_SIGNALS:
                     loop.add_signal_handler(sig, _already_stopping, sig)
