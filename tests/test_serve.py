@@ -24,6 +24,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
+from websockets.typing import Subprotocol
 
 from tests.serve_support import START, Server, auth, free_port, serve, start, write_clock
 from waypost.maintenance import verify
@@ -464,6 +465,35 @@ def test_acknowledged_writes_survive_a_killed_process(tmp_path: Path) -> None:
 async def websocket_handshake(url: str) -> None:
     async with connect(url, open_timeout=10):
         pass
+
+
+async def graphql_socket_opened_and_closed(url: str) -> None:
+    async with connect(url, subprotocols=[Subprotocol("graphql-transport-ws")], open_timeout=10):
+        pass
+
+
+@pytest.mark.parametrize("access_log", [True, False])
+def test_without_the_access_log_no_line_names_a_socket_or_a_request(
+    tmp_path: Path, access_log: bool
+) -> None:
+    """uvicorn's own lines for each WebSocket (its address, `[accepted]`,
+    `connection open`, `connection closed`) stayed under `--no-access-log`
+    (logaudit)."""
+    flag = "--access-log" if access_log else "--no-access-log"
+    with serve(tmp_path, flag) as srv:
+        assert httpx.get(f"{srv.url}/healthz").status_code == 200
+        ws_url = srv.url.replace("http://", "ws://") + "/graphql"
+        asyncio.run(graphql_socket_opened_and_closed(ws_url))
+        if access_log:
+            srv.wait_for(r"waypost\.access websocket")
+    said = srv.logged()
+    per_request = [line for line in said if "WebSocket /graphql" in line
+                   or "connection open" in line or "waypost.access" in line]  # fmt: skip
+    if access_log:
+        assert len(per_request) >= 4, said  # [accepted], open, the two access lines
+    else:
+        assert per_request == [], said
+        assert any("listening on http://" in line for line in said)
 
 
 def test_one_process_serves_the_public_and_the_lifecycle_listener(tmp_path: Path) -> None:

@@ -148,7 +148,7 @@ def serve(
     """Run the service (the default command)."""
     from waypost.observe import logs
 
-    logs.configure(log_format)
+    logs.configure(log_format, access_log=access_log)
     clock_file = _clock_file()
     rerank = _rerank_settings()
     if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):

@@ -179,14 +179,34 @@ class ClientMadeWarningsHeldBack(logging.Filter):
         return True
 
 
+class NoSocketLinesOfUvicorn(logging.Filter):
+    """uvicorn writes its own lines for each WebSocket (`127.0.0.1:33208 -
+    "WebSocket /graphql" [accepted]`, and the websockets library's
+    `connection open` and `connection closed`, through uvicorn's logger), each
+    with the client's address: access lines in all but name, which
+    `--no-access-log` left on (logaudit). Installed only then; with the
+    access log on they stay, beside the service's own `websocket` line."""
+
+    SOCKET_LINES: Final = frozenset({"connection open", "connection closed"})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg
+        if record.levelno > logging.INFO or not record.name.startswith("uvicorn"):
+            return True
+        if not isinstance(msg, str):
+            return True
+        return not (msg.startswith('%s - "WebSocket %s"') or msg in self.SOCKET_LINES)
+
+
 def _clipped(value: object, most: int = 80) -> str:
     """A client's header value for a log line: repr'd, and cut to `most` characters."""
     said = repr(value)
     return said if len(said) <= most else f"{said[:most]}... ({len(said)} characters)"
 
 
-def configure(log_format: str, level: int = logging.INFO) -> None:
-    """Root handler on standard error; uvicorn's loggers propagate into it."""
+def configure(log_format: str, level: int = logging.INFO, access_log: bool = True) -> None:
+    """Root handler on standard error; uvicorn's loggers propagate into it.
+    Without the access log, uvicorn's lines for each WebSocket go too."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # on the handler: it sees the records of every logger (uvicorn's included)
@@ -197,6 +217,8 @@ def configure(log_format: str, level: int = logging.INFO) -> None:
     from waypost.observe.requests import RequestIdOnRecords
 
     handler.addFilter(RequestIdOnRecords())
+    if not access_log:
+        handler.addFilter(NoSocketLinesOfUvicorn())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
