@@ -114,7 +114,12 @@ async def claimable(service: Service, human: Caller, agent: Caller, task_id: str
     stored = await assert_gate_exact(service)
     task: dict[str, Any] = (await human.get(f"{BASE}/tasks/{task_id}")).json()
     ready: bool = task["ready"]
-    assert (task_id in await ready_ids(human)) == ready, task
+    listed = await ready_ids(human)
+    assert (task_id in listed) == ready, task
+    # the digest counts over the stored state as the list walks it (at an
+    # expiry's very instant it could differ unnoticed: mutantaudit2)
+    digest = (await human.get(f"{BASE}/digest")).json()
+    assert digest["ready_task_count"] == len(listed), digest
     if task["status"] == "open" and not task["depends_on"]:
         assert stored[task_id] == ready, task
     taken = await claim_any(agent)

@@ -42,7 +42,7 @@ class Provider:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     # what to answer: "scores", "status", "slow_headers", "drip", "large",
-    # "large_declared", "raw"
+    # "large_declared", "at_the_limit", "raw", "gzip_bomb"
     mode: str = "scores"
     scorer: Scorer = field(default_factory=lambda: reverse_scores)
     status: int = 500
@@ -98,7 +98,18 @@ class Provider:
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"{}"})
         elif mode == "large_declared":
-            await _respond(send, 200, b" " * (256 * 1024 + 1))
+            # the length named, and the body held back past the 3 s total:
+            # only the head can refuse it in time (uvicorn sends a body without
+            # a Content-Length chunked, so the length is named)
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": _length(256 * 1024 + 1)})  # fmt: skip
+            await send({"type": "http.response.body", "body": b" ", "more_body": True})
+            await asyncio.sleep(4)
+            await send({"type": "http.response.body", "body": b" " * (256 * 1024)})
+        elif mode == "at_the_limit":
+            # good scores padded with JSON's own whitespace to exactly 256 KiB
+            scores = json.dumps(self.scorer(body["documents"])).encode()
+            await _respond(send, 200, scores.ljust(256 * 1024), _length(256 * 1024))
         elif mode == "raw":
             await _respond(send, 200, self.raw)
         elif mode == "gzip_bomb":
@@ -108,6 +119,10 @@ class Provider:
             await _respond(send, 200, bomb, [(b"content-encoding", b"gzip")])
         else:
             await _respond(send, 200, json.dumps(self.scorer(body["documents"])).encode())
+
+
+def _length(size: int) -> list[tuple[bytes, bytes]]:
+    return [(b"content-length", str(size).encode())]
 
 
 async def _respond(

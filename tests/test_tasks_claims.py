@@ -176,6 +176,47 @@ async def test_named_claim_with_dependency_not_done_is_state_conflict(
     )
 
 
+async def test_a_cancelled_dependency_is_not_done(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Section 5: ready needs "every dependency done"; cancelled is no done,
+    for the list, the ordinary claim and the named one alike (the stored
+    form of the rule could have counted it unnoticed: mutantaudit2)."""
+    base = await make_task(human, "base")
+    dependent = await make_task(human, "dependent", depends_on=[base["id"]])
+    r = await human.patch(
+        task_path(base["id"]), {"expected_revision": base["revision"], "status": "cancelled"}
+    )
+    assert r.status_code == 200, r.text
+    ready = (await human.get(f"{BASE}/tasks", ready="true")).json()["items"]
+    assert ready == []
+    assert (await human.get(task_path(dependent["id"]))).json()["ready"] is False
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r) == (404, "not_found", {"reason": "nothing_ready"})
+    r = await agent.post(f"{BASE}/claims", {"task_id": dependent["id"]})
+    assert error(r) == (
+        409,
+        "state_conflict",
+        {"reason": "dependencies_not_done", "dependencies": [base["id"]]},
+    )
+
+
+async def test_an_ordinary_claim_never_takes_another_projects_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201, r.text
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "their work"})
+    assert r.status_code == 201, r.text
+    theirs = r.json()
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {})
+    assert error(r) == (404, "not_found", {"reason": "nothing_ready"})
+    r = await human.get(f"/api/v1/projects/other/tasks/{theirs['id']}")
+    assert r.json()["status"] == "open" and r.json()["lease"] is None
+
+
 async def test_ordinary_claim_skips_task_whose_dependency_is_not_done(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from tests.lifecycle.support import TABLES, Lifecycle, Member, memo
+from tests.lifecycle.support import TABLES, Lifecycle, Member, memo, with_docs
 from tests.lifecycle.test_requests import refused
 from waypost.cli import main
 
@@ -57,12 +57,24 @@ async def test_a_get_hears_the_policy_before_its_query(
 
 
 async def test_memo_ids_are_scoped_by_tenant(lifecycle: Lifecycle, author: Member) -> None:
-    await author.register(memo())
+    acme, docs = with_docs(memo(), b"acme's own notes")
+    assert (await author.register(acme, docs)).status_code == 200
+    assert (await author.post(f"{M}/comments", COMMENT)).status_code == 200
     other = await lifecycle.member("author", tenant="globex")
     # the other tenant registers the same id without learning that it exists elsewhere
     assert (await other.register(memo(title="Globex's own"))).status_code == 200
     assert (await author.get(M)).json()["title"] == "Retry policy for payment webhooks"
     assert (await other.get(M)).json()["title"] == "Globex's own"
+    # and each reads its own memo's events and documents only (the event
+    # list lost its tenant term unnoticed: mutantaudit2)
+    theirs = (await other.get(f"{M}/events")).json()["events"]
+    assert [(e["type"], e["actor"]) for e in theirs] == [("memo.registered", other.id)]
+    ours = (await author.get(f"{M}/events")).json()["events"]
+    assert [e["type"] for e in ours] == ["memo.registered", "comment.added"]
+    assert {e["actor"] for e in ours} == {author.id}
+    digest = docs[0]["digest"]
+    assert (await author.get(f"{M}/documents/{digest}", version="1")).status_code == 200
+    assert (await other.get(f"{M}/documents/{digest}", version="1")).status_code == 404
 
 
 async def test_a_reader_reads_but_cannot_write_or_comment(
