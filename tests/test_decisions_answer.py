@@ -124,6 +124,23 @@ async def test_stale_expected_generation_is_a_generation_conflict(
     assert (await send_answer(human, decision["id"], generation=2)).status_code == 200
 
 
+async def test_an_expected_generation_ahead_of_the_current_one_is_a_conflict(
+    human: Caller, project: str
+) -> None:
+    """Only the current generation is answered or reopened: one the client
+    cannot have seen is no more current than an old one (pinned over REST
+    only by the GraphQL tests: mutantaudit1)."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    r = await send_answer(human, decision["id"], generation=2)
+    assert error(r) == (409, "generation_conflict",
+                        {"expected_generation": 2, "current_generation": 1})  # fmt: skip
+    r = await reopen(human, decision["id"], 2)
+    assert error(r) == (409, "generation_conflict",
+                        {"expected_generation": 2, "current_generation": 1})  # fmt: skip
+    assert (await get_decision(human, decision["id"]))["generation"] == 1
+
+
 async def test_a_second_answer_on_the_same_generation_is_a_state_conflict(
     human: Caller, project: str
 ) -> None:

@@ -29,7 +29,10 @@ async def test_open_pins_current_task_and_policy_revisions(human: Caller, projec
     other = await new_task(human, "Second task")
     r = await human.patch(task_path(task), {"expected_revision": 1, "priority": 5})
     assert r.status_code == 200, r.text
+    # the policy's revision, not the one its rules last changed in (3 and 2
+    # here; equal, a pin of the wrong one went unnoticed: mutantaudit1)
     await set_policy(human, rules="No Friday deploys.")
+    await set_policy(human, lease_seconds=600)
     decision = await open_decision(human, [task, other], expires_at="2026-12-01T00:00:00+01:00")
     assert decision["status"] == "pending" and decision["work_allowed"] is False
     assert decision["generation"] == 1
@@ -38,7 +41,7 @@ async def test_open_pins_current_task_and_policy_revisions(human: Caller, projec
         {"task_id": task, "task_revision": 2},
         {"task_id": other, "task_revision": 1},
     ]
-    assert current["policy_revision"] == 2
+    assert current["policy_revision"] == 3
     assert current["environment"] == "staging"
     assert current["conditions"] == ["rollback owner recorded"]
     assert current["expires_at"] == "2026-11-30T23:00:00.000Z"
@@ -231,6 +234,18 @@ async def test_open_in_an_unknown_project_is_not_found(human: Caller, project: s
     task = await new_task(human)
     r = await human.post("/api/v1/projects/nope/decisions", decision_body([task]))
     assert error(r)[:2] == (404, "not_found")
+
+
+async def test_an_agent_opens_a_human_required_decision_that_is_not_reversible(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Only the reversible kind is refused to an agent (pinned over REST
+    only by the MCP loop's test: mutantaudit1)."""
+    task = await new_task(human)
+    agent = await service.agent()
+    r = await agent.post(DECISIONS, decision_body([task], reversible=False))
+    assert r.status_code == 201, r.text
+    assert r.json()["required_actor"] == "human" and r.json()["status"] == "pending"
 
 
 async def test_agent_cannot_open_a_reversible_human_required_decision(

@@ -85,7 +85,11 @@ async def test_reopen_refuses_a_carried_over_expiry_that_has_passed(
 ) -> None:
     task = await new_task(human)
     decision = await open_decision(human, [task], expires_at="2026-11-29T19:00:00.000Z")
-    service.clock.advance(hours=2)
+    # at the expiry's very instant it has passed (the status says `expired`)
+    service.clock.advance(hours=1)
+    r = await reopen(human, decision["id"], 1)
+    assert error(r)[:2] == (400, "invalid_request") and error(r)[2]["field"] == "expires_at"
+    service.clock.advance(hours=1)
     r = await reopen(human, decision["id"], 1)
     assert error(r)[:2] == (400, "invalid_request") and error(r)[2]["field"] == "expires_at"
     r = await reopen(human, decision["id"], 1, expires_at="2026-11-29T19:30:00.000Z")

@@ -148,6 +148,23 @@ async def test_sweep_skips_an_expired_decision(
     assert found["status"] == "expired" and found["current"]["answer"] is None
 
 
+async def test_sweep_skips_a_decision_that_expired_while_no_sweep_ran(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Its expiry is past its 24 h (the stored timeout column keeps it), and
+    no sweep ran before it passed (the service was down): the status check
+    itself must refuse it, which no test reached (mutantaudit1)."""
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True,
+        expires_at="2026-12-01T00:00:00.000Z",
+    )  # fmt: skip
+    service.clock.advance(hours=31)
+    assert await run_sweep(service) == 0
+    found = await get_decision(human, decision["id"])
+    assert found["status"] == "expired" and found["current"]["answer"] is None
+
+
 async def test_sweep_leaves_answered_decisions_alone(
     service: Service, human: Caller, project: str
 ) -> None:
