@@ -69,6 +69,12 @@ async def test_blocked_tasks_ahead_do_not_change_the_claimed_task(
     assert r.status_code == 200, r.text
     await assert_gate_exact(service)
     assert await claim_any(agent) == min(batches[1]) == await derived_pick(service)
+    # a judged edit makes that allow stale: its batch is held again, by the
+    # stored state and by the history alike (the history's form of a stale
+    # allow went untested: mutantaudit1)
+    await edit_task(human, batches[1][0], title="A different scope")
+    await assert_gate_exact(service)
+    assert await claim_any(agent) is None and await derived_pick(service) is None
 
 
 async def decision_of(human: Caller, task_id: str) -> str:
