@@ -387,6 +387,42 @@ async def test_each_workflow_step_writes_its_event(
     assert claimed["actor_session_id"] == agent.session_id
 
 
+async def test_a_completion_names_the_tasks_waiting_on_it(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`task.completed` names its open dependents, oldest first, so that a
+    follower re-reads those and not the whole project; done and cancelled
+    ones are not named, and past 100 the list is cut and says so."""
+    task, agent = await claimed_by_agent(service, human)
+    waiting = []
+    for i in range(101):
+        waiting.append((await make_task(human, f"after {i}", depends_on=[task["id"]]))["id"])
+        service.clock.advance(seconds=1)
+    cancelled = await make_task(human, "dropped", depends_on=[task["id"]])
+    r = await human.patch(
+        task_path(cancelled["id"]), {"expected_revision": 1, "status": "cancelled"}
+    )
+    assert r.status_code == 200, r.text
+    await submit(agent, task["id"])
+    assert (await human.post(task_path(task["id"], "complete"))).status_code == 200
+    events = (await human.get(f"{BASE}/events", limit="200")).json()["items"]
+    [completed] = [e for e in events if e["type"] == "task.completed"]
+    assert completed["data"]["dependent_task_ids"] == waiting[:100]
+    assert completed["data"]["dependents_truncated"] is True
+
+
+async def test_a_completion_with_nothing_waiting_names_no_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    task, agent = await claimed_by_agent(service, human)
+    await submit(agent, task["id"])
+    assert (await human.post(task_path(task["id"], "complete"))).status_code == 200
+    events = (await human.get(f"{BASE}/events")).json()["items"]
+    [completed] = [e for e in events if e["type"] == "task.completed"]
+    assert completed["data"]["dependent_task_ids"] == []
+    assert completed["data"]["dependents_truncated"] is False
+
+
 async def test_replayed_renew_does_not_extend_the_lease_again(
     service: Service, human: Caller, project: str
 ) -> None:

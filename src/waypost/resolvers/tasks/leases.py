@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 RECOVER_CHECKPOINTS = 20
+# the dependents `task.completed` names; more are `dependents_truncated`
+EVENT_DEPENDENTS_MOST = 100
 
 
 # ---------------------------------------------------------------- checks
@@ -358,7 +360,15 @@ async def complete(
         _authorize_completion(actor, project["review_mode"], latest["actor_id"])
         ensure_work_allowed(tx.conn, row, tx.now)
         store.set_status(tx.conn, task_id, "done", tx.at)
-        data = {"submission_id": latest["id"], "review_mode": project["review_mode"]}
+        # the tasks that may become ready now, for a follower to re-read
+        # rather than every task of the project
+        dependents = store.open_dependents(tx.conn, task_id, EVENT_DEPENDENTS_MOST + 1)
+        data = {
+            "submission_id": latest["id"],
+            "review_mode": project["review_mode"],
+            "dependent_task_ids": dependents[:EVENT_DEPENDENTS_MOST],
+            "dependents_truncated": len(dependents) > EVENT_DEPENDENTS_MOST,
+        }
         tx.event(project_id, "task.completed", "task", task_id, data)
         return 200, current_task(tx, project_id, task_id)
 

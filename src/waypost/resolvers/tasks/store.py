@@ -243,6 +243,18 @@ def dependency_map(
     return result
 
 
+def open_dependents(conn: sqlite3.Connection, task_id: str, most: int) -> list[str]:
+    """The tasks, neither done nor cancelled, whose dependencies hold `task_id`,
+    oldest first, at most `most` of them."""
+    rows = conn.execute(
+        "SELECT t.id FROM task_dependencies d JOIN tasks t ON t.id = d.task_id"
+        " WHERE d.depends_on_id = ? AND t.status NOT IN ('done', 'cancelled')"
+        " ORDER BY t.created_at, t.id LIMIT ?",
+        (task_id, most),
+    ).fetchall()
+    return [row["id"] for row in rows]
+
+
 def reaches(conn: sqlite3.Connection, start_ids: Sequence[str], task_id: str) -> bool:
     """Does following dependencies from `start_ids` reach `task_id`?"""
     row = conn.execute(
