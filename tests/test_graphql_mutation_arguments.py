@@ -40,6 +40,9 @@ async def send(human: Caller, query: str, **variables: Any) -> dict[str, Any]:
         ({"n": 0}, "first", "first must be from 1 to 100"),
         ({"n": 101}, "first", "first must be from 1 to 100"),
         ({"n": 5, "after": "garbage"}, "after", MALFORMED_CURSOR),
+        # an event sequence, the events connection's cursor, is no cursor of
+        # another connection: it passed, and the write stood (gqlfuzz)
+        ({"n": 5, "after": "0"}, "after", MALFORMED_CURSOR),
         # an Int sent as a float is that Int (graphql-core coerces 0.0 to 0):
         # the check read the raw 0.0 as no Int and let the write commit
         ({"n": 0.0}, "first", "first must be from 1 to 100"),
@@ -87,6 +90,25 @@ async def test_a_cursor_the_service_made_passes(human: Caller, project: str) -> 
     ]
     again = await send(human, CREATE, key="k6", n=1, after=cursor)
     assert again["data"]["taskCreate"]["task"]["revisions"] == {"totalCount": 1}
+    assert await titles(human) == ["paged", "paged"]
+
+
+async def test_the_events_connection_takes_a_sequence_and_only_that(
+    human: Caller, project: str
+) -> None:
+    events = CREATE.replace(
+        "revisions(first: $n, after: $after)", "project { events(first: $n, after: $after)"
+    ).replace("{ totalCount } }", "{ totalCount } } }")
+    passed = await send(human, events, key="k7", n=1, after="0")
+    assert passed["data"]["taskCreate"]["task"]["project"]["events"]["totalCount"] >= 1
+    encoded = await send(human, CREATE, key="k8", n=1)  # a revisions cursor, made by the service
+    task_id = encoded["data"]["taskCreate"]["task"]["id"]
+    query = """query ($id: ID!) { node(id: $id) { ... on Task {
+      revisions(first: 1) { edges { cursor } } } } }"""
+    page = (await send(human, query, id=task_id))["data"]["node"]["revisions"]
+    refused = await send(human, events, key="k9", n=1, after=page["edges"][0]["cursor"])
+    assert refused["data"] is None
+    assert refused["errors"][0]["extensions"] == {"code": "invalid_request", "field": "after"}
     assert await titles(human) == ["paged", "paged"]
 
 
