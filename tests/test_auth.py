@@ -528,3 +528,25 @@ async def test_every_authority_refusal_names_its_reason(service: Service) -> Non
     for reason, r in refusals:
         assert r.status_code == 403, r.text
         assert r.json()["error"]["details"]["reason"] == reason, r.text
+
+
+async def test_a_graphql_body_past_its_limit_without_a_token_is_401(service: Service) -> None:
+    """The token is checked before any body is read (docs/api.md): a body
+    over the 64 KiB a GraphQL request may send is no business of a caller
+    without one (the order went unpinned: mutantaudit3)."""
+    body = b'{"query": "{ me { id } }", "pad": "' + b"a" * (70 * 1024) + b'"}'
+    r = await service.client.post(
+        "/graphql", content=body, headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 401, r.text
+    assert r.json()["errors"][0]["extensions"] == {"code": "unauthenticated"}
+
+
+async def test_an_empty_session_header_names_no_live_session(service: Service) -> None:
+    """`Waypost-Session:` with no value is a session named and not live, not
+    a request without one (section 3; unpinned: mutantaudit3)."""
+    agent = await service.principal("agent", "bot")
+    headers = {"Authorization": f"Bearer {agent.token}", "Waypost-Session": ""}
+    r = await service.client.get("/api/v1/me", headers=headers)
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["details"]["reason"] == "session_not_live"

@@ -451,3 +451,23 @@ async def test_an_event_cursor_says_what_lies_on_its_other_side_in_this_project(
     # the demo project's own log, from its start
     own, info = await page("demo", first=1, after="0")
     assert own == [1] and info["hasPreviousPage"] is False
+
+
+EVENTS_BEFORE = """query ($before: String) { project(id: "demo") {
+  events(last: 2, before: $before) { nodes { sequence } pageInfo { startCursor } } } }"""
+
+
+async def test_events_paged_backward_never_repeat_the_cursors_event(
+    human: Caller, project: str
+) -> None:
+    """`before` is exclusive, as `after` is (backward paging over events was
+    tested without a cursor only: mutantaudit3)."""
+    task = await new_task(human, "A")
+    for i in range(4):
+        await edit_task(human, task, title=f"A{i}")
+    last = (await human.gql(EVENTS_BEFORE, {}))["data"]["project"]["events"]
+    newest = [n["sequence"] for n in last["nodes"]]
+    before = {"before": last["pageInfo"]["startCursor"]}
+    page = (await human.gql(EVENTS_BEFORE, before))["data"]["project"]["events"]
+    older = [n["sequence"] for n in page["nodes"]]
+    assert older == [newest[0] - 2, newest[0] - 1], (newest, older)

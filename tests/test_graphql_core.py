@@ -13,6 +13,7 @@ import pytest
 from graphql import get_introspection_query
 
 from tests.conftest import Caller, MovableClock, Service
+from tests.decisions_support import new_task, open_decision
 from waypost.app import create_app
 from waypost.resolvers.projects import store as project_store
 from waypost.settings import Settings
@@ -662,3 +663,49 @@ async def test_user_errors_carry_the_rest_reason(service: Service, project: str)
     assert data["data"]["taskClaim"]["userErrors"] == [
         {"code": "forbidden", "field": None, "reason": "session_required"}
     ], data
+
+
+# `me` is no field of the fast path (schema/fastpath): these run through
+# graphql-core's resolvers, whose project checks and per-operation caches the
+# fast path's answers hid (mutantaudit3)
+TWO_PROJECTS = """{ me { restId }
+  a: project(id: "demo") { ...Lists } b: project(id: "other") { ...Lists } }
+fragment Lists on Project {
+  tasks(first: 5) { nodes { title } } decisions(first: 5) { totalCount }
+  knowledge(first: 5) { nodes { title } } }"""
+OTHERS_RECORDS = """query ($id: String!, $task: String!) { me { restId }
+  project(id: "other") { decision(id: $id) { restId } task(id: $task) { restId } } }"""
+
+
+async def other_project(human: Caller) -> None:
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201, r.text
+
+
+async def test_two_projects_connections_with_the_same_arguments_are_each_their_own(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human, "in demo")
+    await open_decision(human, [task])
+    await other_project(human)
+    r = await human.post("/api/v1/projects/other/tasks", {"title": "in other"})
+    assert r.status_code == 201, r.text
+    record = {"kind": "fact", "title": "known in demo", "body": "b", "collection": "project"}
+    r = await human.post("/api/v1/projects/demo/knowledge", record)
+    assert r.status_code == 201, r.text
+    data = (await human.gql(TWO_PROJECTS))["data"]
+    assert data["a"]["tasks"]["nodes"] == [{"title": "in demo"}], data
+    assert data["b"]["tasks"]["nodes"] == [{"title": "in other"}], data
+    assert data["a"]["knowledge"]["nodes"] == [{"title": "known in demo"}], data
+    assert data["b"]["knowledge"]["nodes"] == [], data
+    assert (data["a"]["decisions"]["totalCount"], data["b"]["decisions"]["totalCount"]) == (1, 0)
+
+
+async def test_another_projects_task_and_decision_are_null_through_this_one(
+    human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    await other_project(human)
+    answer = await human.gql(OTHERS_RECORDS, {"id": decision["id"], "task": task})
+    assert answer["data"]["project"] == {"decision": None, "task": None}, answer

@@ -24,7 +24,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, reopen, send_answer
 from tests.live_support import GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
-from waypost.live import streams
+from waypost.live import LiveLimits, streams
 from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
@@ -1162,3 +1162,25 @@ def test_a_subscriber_cut_by_the_keepalive_is_no_fault() -> None:
         assert client_gone(RuntimeError(said))
     assert not client_gone(RuntimeError("Unexpected ASGI message 'websocket.accept'"))
     assert not client_gone(ValueError("Unexpected ASGI message 'websocket.send', after sending"))
+
+
+async def test_a_rules_edit_pushes_stale_at_once_not_at_the_next_recheck(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A rules edit makes every allow of the project stale: `decisionChanged`
+    says so as the policy event arrives. The tests' short re-check (0.3 s)
+    hid a stream that waited for it (15 s in service: mutantaudit3)."""
+    task = await new_task(human)
+    decision = await open_decision(human, [task])
+    slow = LiveLimits(poll_seconds=0.1, keepalive_seconds=30, recheck_seconds=60)
+    async with running(service, slow) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(CHANGED, {"id": decision["id"]})
+        assert (await _next(client, op))["decisionChanged"]["status"] == "PENDING"
+        assert (await send_answer(human, decision["id"], disposition="allow")).status_code == 200
+        assert (await _next(client, op))["decisionChanged"]["status"] == "ALLOWED"
+        r = await human.patch(
+            "/api/v1/projects/demo/policy", {"expected_revision": 1, "rules": "new rules"}
+        )
+        assert r.status_code == 200, r.text
+        async with asyncio.timeout(5):
+            assert (await _next(client, op))["decisionChanged"]["status"] == "STALE"

@@ -416,3 +416,22 @@ async def test_an_empty_after_is_refused_as_on_the_event_list(
     async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
         r = await asyncio.wait_for(client.get(f"{STREAM}?after=", headers=human.headers()), 10)
         assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"
+
+
+async def test_a_stream_holds_only_its_own_projects_events(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Another project's write while a stream is open never reaches it (no
+    test kept a stream open while another project wrote: mutantaudit3)."""
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201, r.text
+    async with running(service) as base, httpx.AsyncClient(base_url=base, timeout=10) as client:
+        path = "/api/v1/projects/demo/events/stream"
+        async with client.stream("GET", path, headers=human.headers()) as response:
+            received = sse_events(response)
+            r = await human.post("/api/v1/projects/other/tasks", {"title": "theirs"})
+            assert r.status_code == 201, r.text
+            r = await human.post("/api/v1/projects/demo/tasks", {"title": "ours"})
+            assert r.status_code == 201, r.text
+            first = (await next_data_event(received)).json()
+            assert (first["project_id"], first["data"]["title"]) == ("demo", "ours"), first
