@@ -33,6 +33,7 @@ log = logging.getLogger("waypost")
 # that ran `serve` closing sent it, and Python's default killed the process
 # (exit 129) with its requests unanswered and nothing logged (logaudit).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
 LIFESPAN_SHUTDOWN_SECONDS = 5
 # after a forced quit, how long requests whose connections were closed get to end
 FORCED_REQUEST_SECONDS = 1.0
