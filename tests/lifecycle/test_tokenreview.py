@@ -467,3 +467,46 @@ def test_serve_refuses_tokenreview_without_its_flags(tmp_path: Path) -> None:
         )  # fmt: skip
         assert result.exit_code == 2 and "--k8s-api" in result.output, (api, result.output)
     assert not (tmp_path / "x.db").exists()
+
+
+# What a TokenReview answer must hold to name a caller (docs/lifecycle.md: a
+# review that is not `authenticated`, lacks the `lifecycle` audience or a
+# username is 401; an answer other than 200/201 is the identity service
+# failing, 503). Unpinned before: mutantaudit4.
+def answer(status: dict[str, Any]) -> bytes:
+    return json.dumps({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                       "status": status}).encode()  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        # only the JSON `true` authenticates (a string or a number is no boolean)
+        {"authenticated": "true", "user": {"username": SA}, "audiences": ["lifecycle"]},
+        {"authenticated": 1, "user": {"username": SA}, "audiences": ["lifecycle"]},
+        # an empty username names nobody
+        {"authenticated": True, "user": {"username": ""}, "audiences": ["lifecycle"]},
+    ],
+)
+async def test_a_review_that_names_no_authenticated_user_is_401(
+    k8s: tuple[Lifecycle, StandIn], status: dict[str, Any]
+) -> None:
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    await lifecycle.grant("", "acme", "author")
+    state.body = answer(status)
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    refused(r, 401, "unauthenticated")
+
+
+@pytest.mark.parametrize("code", [202, 203, 204, 302])
+async def test_a_review_answered_with_another_status_is_503(
+    k8s: tuple[Lifecycle, StandIn], code: int
+) -> None:
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    state.status = code
+    state.body = answer({"authenticated": True, "user": {"username": SA},
+                         "audiences": ["lifecycle"]})  # fmt: skip
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    refused(r, 503, "unavailable")

@@ -1,0 +1,149 @@
+"""`waypost admin verify`: each check finds the damage it names (docs/operations.md),
+one test each (only one test tampered with a copy, and most checks could
+have stopped looking unnoticed: mutantaudit4); and a backup of a damaged file
+is refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import Caller, Service
+from tests.test_backup_verify import populate
+from tests.test_cli import run
+from waypost.maintenance import backup, verify
+from waypost.storage.migrate import migrate
+
+
+async def test_verify_finds_a_history_row_missing_below_the_last(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """checks.py: "Each record's current revision is its last history row,
+    with none missing": a deleted revision 1 under a task at revision 2."""
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (task_id,) = conn.execute("SELECT id FROM tasks WHERE revision >= 2 LIMIT 1").fetchone()
+    conn.execute("DROP TRIGGER task_revisions_no_delete")  # written around the service
+    conn.execute("DELETE FROM task_revisions WHERE task_id = ? AND revision = 1", (task_id,))
+    conn.close()
+    history = verify(copy)["checks"]["history"]
+    assert history["ok"] is False
+    assert any(task_id in s for s in history["shown"])
+
+
+async def test_verify_finds_a_receipt_whose_stored_answer_is_a_redirect(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """checks.py: a stored answer must be "a 2xx (refusals store none)"."""
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (key,) = conn.execute("SELECT key FROM receipts LIMIT 1").fetchone()
+    conn.execute("UPDATE receipts SET status = 302 WHERE key = ?", (key,))
+    conn.close()
+    receipts = verify(copy)["checks"]["receipts"]
+    assert receipts["problems"] == 1 and repr(key) in receipts["shown"][0]
+
+
+async def tampered(
+    service: Service, human: Caller, tmp_path: Path
+) -> tuple[Path, sqlite3.Connection]:
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    return copy, sqlite3.connect(copy, isolation_level=None)
+
+
+async def test_verify_finds_an_event_of_a_missing_project(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `events`: "every event's project exists"."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
+        " VALUES ('prj_ghost', 'task.created', 'task', 'tsk_x', NULL,"
+        " '2026-01-01T00:00:00.000Z', '{}')"
+    )
+    conn.close()
+    events = verify(copy)["checks"]["events"]
+    assert any("names a missing project prj_ghost" in s for s in events["shown"]), events
+
+
+async def test_verify_finds_a_tag_row_with_another_updated_at(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `tag_rows`: the rows are each record's current tags
+    "with its project, status, `updated_at` and sharing"."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute("UPDATE knowledge_tags SET updated_at = '2000-01-01T00:00:00.000Z'"
+                 " WHERE tag = 'ops'")  # fmt: skip
+    conn.close()
+    tags = verify(copy)["checks"]["tag_rows"]
+    assert tags["problems"] == 1 and tags["shown"][0].endswith("tag row 'ops' stale"), tags
+
+
+async def test_verify_finds_a_row_that_breaks_a_foreign_key(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `foreign_keys`: `PRAGMA foreign_key_check` finds nothing."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute(
+        "UPDATE tokens SET principal_id = 'prn_ghost' WHERE rowid = (SELECT MIN(rowid) FROM tokens)"
+    )
+    conn.close()
+    report = verify(copy)
+    fks = report["checks"]["foreign_keys"]
+    assert report["ok"] is False and fks["problems"] == 1, fks
+    assert fks["shown"][0].startswith("tokens rowid ")
+
+
+async def test_verify_shows_at_most_20_problems_and_counts_them_all(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md: "At most 20 problems are shown per check; `problems` counts them all"."""
+    copy, conn = await tampered(service, human, tmp_path)
+    for n in range(25):
+        conn.execute("INSERT INTO receipts VALUES ('prn_x', ?, 'f', 200, '{}', ?)",
+                     (f"k{n}", f"2026-01-01T00:00:{n:02d}.000Z"))  # fmt: skip
+    conn.close()
+    receipts = verify(copy)["checks"]["receipts"]
+    assert receipts["problems"] == 25 and len(receipts["shown"]) == 20
+
+
+async def test_verify_finds_a_task_decision_row_at_another_time(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `task_decisions`: the list names the pinning
+    decisions "at their creation time": the row at the wrong time is both
+    missing (at the right one) and stray."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute("DROP TRIGGER task_decisions_no_update")  # written around the service
+    conn.execute("UPDATE task_decisions SET created_at = '2000-01-01T00:00:00.000Z'")
+    conn.close()
+    listed = verify(copy)["checks"]["task_decisions"]
+    assert listed["problems"] == 2, listed
+    assert any("which does not pin it" in s for s in listed["shown"]), listed
+
+
+def test_a_backup_whose_copy_fails_integrity_check_is_refused_corrupt(tmp_path: Path) -> None:
+    db = tmp_path / "waypost.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn)
+    # an index that disagrees with its table: the pages copy, integrity_check fails
+    conn.execute("CREATE TABLE probe (a TEXT, b TEXT)")
+    conn.execute("CREATE INDEX probe_a ON probe (a)")
+    conn.executemany("INSERT INTO probe VALUES (?, ?)", [(f"a{i}", f"b{i}") for i in range(50)])
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = 'CREATE INDEX probe_a ON probe (b)' WHERE name = 'probe_a'"
+    )
+    conn.close()
+    target = tmp_path / "b.db"
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 1, result.output
+    assert "corrupt" in result.stderr
+    assert target.exists()  # kept for inspection
