@@ -14,33 +14,23 @@ current generation).
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     initialize,
     invariant,
     precondition,
     rule,
 )
 
-from tests.conftest import Caller, MovableClock
-from waypost.app import create_app
+from tests.stateful_support import ServiceMachine
 from waypost.clock import format_time
-from waypost.resolvers.access import principals
 from waypost.resolvers.core import sweep
-from waypost.settings import Settings
 
-T = TypeVar("T")
 BASE = "/api/v1/projects/demo"
 TASKS = 3
 STATUS_OF = {"allow": "allowed", "deny": "denied", "defer": "deferred"}
@@ -108,12 +98,9 @@ class Model:
         return {d.id for d in self.decisions if task in d.tasks and self.status(d) != "allowed"}
 
 
-class DecisionMachine(RuleBasedStateMachine):
+class DecisionMachine(ServiceMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.TemporaryDirectory()
-        self.loop = asyncio.new_event_loop()
-        self.clock = MovableClock()
         self.model = Model(self.clock.now())
         self.snapshots: dict[tuple[str, int], dict[str, Any]] = {}
         self.task_revision: dict[str, int] = {}
@@ -121,21 +108,9 @@ class DecisionMachine(RuleBasedStateMachine):
         self.edits = 0
         self.run(self._start())
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
-
     async def _start(self) -> None:
-        settings_ = Settings(db_path=Path(self.tmp.name) / "w.db", sweep_interval=3600)
-        self.app = create_app(settings_, clock=self.clock)
-        self.lifespan = self.app.router.lifespan_context(self.app)
-        await self.lifespan.__aenter__()
-        transport = httpx.ASGITransport(app=self.app)
-        self.client = httpx.AsyncClient(transport=transport, base_url="http://w.test")
-        at = self.clock.iso()
-        created = await self.app.state.runtime.db.write(
-            lambda conn: principals.create_principal(conn, "human", "hana", at)
-        )
-        self.human = Caller(self.client, created["principal_id"], "human", created["token"])
+        await self.open_service()
+        self.human = await self.new_caller("human", "hana")
         assert (await self.human.post("/api/v1/projects", {"id": "demo", "name": "D"})).is_success
         self.tasks = []
         for i in range(TASKS):
@@ -143,17 +118,6 @@ class DecisionMachine(RuleBasedStateMachine):
             self.tasks.append(r.json()["id"])
             self.task_revision[r.json()["id"]] = 1
             self.model.judged[r.json()["id"]] = 0
-
-    def teardown(self) -> None:
-        async def stop() -> None:
-            await self.client.aclose()
-            await self.lifespan.__aexit__(None, None, None)
-
-        try:
-            self.run(stop())
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
 
     # --- decisions ------------------------------------------------------------------
 

@@ -21,33 +21,25 @@ for an accepted write; none for a refusal.
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sqlite3
-import tempfile
-from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
-    RuleBasedStateMachine,
     initialize,
     invariant,
     precondition,
     rule,
 )
 
-from tests.conftest import Caller, MovableClock
+from tests.conftest import Caller
 from tests.knowledge_support import kpath
-from waypost.app import create_app
-from waypost.resolvers.access import principals
-from waypost.settings import Settings
+from tests.stateful_support import ServiceMachine
 
-T = TypeVar("T")
 PROJECTS = ("kp0", "kp1", "kp2")
 TASKS_PER_PROJECT = 2
 MAX_RECORDS = 14
@@ -144,38 +136,21 @@ class Record:
         return set(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-class KnowledgeMachine(RuleBasedStateMachine):
+class KnowledgeMachine(ServiceMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.TemporaryDirectory()
-        self.db_path = Path(self.tmp.name) / "w.db"
-        self.loop = asyncio.new_event_loop()
-        self.clock = MovableClock()
         self.records: list[Record] = []  # in creation order
         self.expected_events: dict[str, list[dict[str, Any]]] = {p: [] for p in PROJECTS}
         self.touched: set[str] = set()
         self.rows: dict[tuple[str, int], tuple[Any, ...]] = {}
         self.run(self._start())
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
-
     async def _start(self) -> None:
-        settings_ = Settings(db_path=self.db_path, sweep_interval=3600)
-        self.app = create_app(settings_, clock=self.clock)
-        self.lifespan = self.app.router.lifespan_context(self.app)
-        await self.lifespan.__aenter__()
-        transport = httpx.ASGITransport(app=self.app)
-        self.client = httpx.AsyncClient(transport=transport, base_url="http://w.test")
-        at = self.clock.iso()
-
-        def principal(kind: str, name: str) -> Callable[[Any], dict[str, Any]]:
-            return lambda conn: principals.create_principal(conn, kind, name, at)
-
-        self.actors: list[Caller] = []
-        for kind, name in (("human", "hana"), ("agent", "ada"), ("agent", "bob")):
-            made = await self.app.state.runtime.db.write(principal(kind, name))
-            self.actors.append(Caller(self.client, made["principal_id"], kind, made["token"]))
+        await self.open_service()
+        self.actors = [
+            await self.new_caller(kind, name)
+            for kind, name in (("human", "hana"), ("agent", "ada"), ("agent", "bob"))
+        ]
         await self.actors[1].start_session()  # ada writes in a session, bob without one
         human = self.actors[0]
         self.tasks: dict[str, list[str]] = {}
@@ -190,17 +165,6 @@ class KnowledgeMachine(RuleBasedStateMachine):
                 self.tasks[project].append(r.json()["id"])
             events = await human.get(f"/api/v1/projects/{project}/events", limit=200)
             self.seen[project] = events.json()["next_after"]
-
-    def teardown(self) -> None:
-        async def stop() -> None:
-            await self.client.aclose()
-            await self.lifespan.__aexit__(None, None, None)
-
-        try:
-            self.run(stop())
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
 
     # --- helpers ----------------------------------------------------------------
 

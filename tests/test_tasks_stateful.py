@@ -17,27 +17,21 @@ an accepted write, none for a refusal.
 
 from __future__ import annotations
 
-import asyncio
-import tempfile
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from tests.conftest import Caller, MovableClock
+from tests.conftest import Caller
+from tests.stateful_support import ServiceMachine
 from tests.tasks_support import BASE, task_path
-from waypost.app import create_app
 from waypost.clock import format_time, parse_time
-from waypost.resolvers.access import principals
-from waypost.settings import Settings
 
-T = TypeVar("T")
 MAX_TASKS = 7
 LEASE_SECONDS = 300  # shorter than a session (15 minutes), so leases lapse in live sessions
 SESSION = timedelta(minutes=15)
@@ -121,12 +115,9 @@ class Model:
         return sorted(ready, key=lambda t: (-t.priority, t.created_at, t.id))
 
 
-class TaskMachine(RuleBasedStateMachine):
+class TaskMachine(ServiceMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = tempfile.TemporaryDirectory()
-        self.loop = asyncio.new_event_loop()
-        self.clock = MovableClock()
         self.model = Model(self.clock.now())
         self.sessions: dict[str, datetime] = {}  # session id -> expiry
         self.policy_revision = 1
@@ -134,25 +125,11 @@ class TaskMachine(RuleBasedStateMachine):
         self.expected_events: list[tuple[str, str]] = []
         self.run(self._start())
 
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return self.loop.run_until_complete(coro)
-
     async def _start(self) -> None:
-        settings_ = Settings(db_path=Path(self.tmp.name) / "w.db", sweep_interval=3600)
-        self.app = create_app(settings_, clock=self.clock)
-        self.lifespan = self.app.router.lifespan_context(self.app)
-        await self.lifespan.__aenter__()
-        transport = httpx.ASGITransport(app=self.app)
-        self.client = httpx.AsyncClient(transport=transport, base_url="http://w.test")
+        await self.open_service()
         self.actors: list[Caller] = []
-        at = self.clock.iso()
-
-        def principal(kind: str, name: str) -> Callable[[Any], dict[str, Any]]:
-            return lambda conn: principals.create_principal(conn, kind, name, at)
-
         for kind, name in (("agent", "ada"), ("agent", "bob"), ("human", "hana")):
-            made = await self.app.state.runtime.db.write(principal(kind, name))
-            caller = Caller(self.client, made["principal_id"], kind, made["token"])
+            caller = await self.new_caller(kind, name)
             if kind == "agent":
                 await caller.start_session()
                 assert caller.session_id is not None
@@ -163,17 +140,6 @@ class TaskMachine(RuleBasedStateMachine):
         assert r.status_code == 201, r.text
         await self._patch_policy(lease_seconds=LEASE_SECONDS)
         self.seen = (await self.human.get(f"{BASE}/events", limit=200)).json()["next_after"]
-
-    def teardown(self) -> None:
-        async def stop() -> None:
-            await self.client.aclose()
-            await self.lifespan.__aexit__(None, None, None)
-
-        try:
-            self.run(stop())
-        finally:
-            self.loop.close()
-            self.tmp.cleanup()
 
     # --- helpers ----------------------------------------------------------------
 

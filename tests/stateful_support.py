@@ -1,0 +1,62 @@
+"""The service a stateful test drives: the app over a real SQLite file in a
+temporary directory, opened as `serve` opens it, on an event loop of the
+machine's own (Hypothesis calls a machine's rules synchronously), its
+clock a MovableClock. Each machine builds its world in `_start`, after
+`open_service`, and is torn down with its service."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from hypothesis.stateful import RuleBasedStateMachine
+
+from tests.conftest import Caller, MovableClock
+from waypost.app import create_app
+from waypost.resolvers.access import principals
+from waypost.settings import Settings
+
+T = TypeVar("T")
+
+
+class ServiceMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tmp = tempfile.TemporaryDirectory()
+        self.db_path = Path(self.tmp.name) / "w.db"
+        self.loop = asyncio.new_event_loop()
+        self.clock = MovableClock()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    async def open_service(self) -> None:
+        settings = Settings(db_path=self.db_path, sweep_interval=3600)
+        self.app = create_app(settings, clock=self.clock)
+        self.lifespan = self.app.router.lifespan_context(self.app)
+        await self.lifespan.__aenter__()
+        transport = httpx.ASGITransport(app=self.app)
+        self.client = httpx.AsyncClient(transport=transport, base_url="http://w.test")
+
+    async def new_caller(self, kind: str, name: str) -> Caller:
+        """A new principal with its token (an agent without a session yet)."""
+        at = self.clock.iso()
+        made = await self.app.state.runtime.db.write(
+            lambda conn: principals.create_principal(conn, kind, name, at)
+        )
+        return Caller(self.client, made["principal_id"], kind, made["token"])
+
+    def teardown(self) -> None:
+        async def stop() -> None:
+            await self.client.aclose()
+            await self.lifespan.__aexit__(None, None, None)
+
+        try:
+            self.run(stop())
+        finally:
+            self.loop.close()
+            self.tmp.cleanup()
