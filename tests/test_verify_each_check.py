@@ -15,15 +15,21 @@ from waypost.maintenance import backup, verify
 from waypost.storage.migrate import migrate
 
 
+async def tampered(
+    service: Service, human: Caller, tmp_path: Path
+) -> tuple[Path, sqlite3.Connection]:
+    await populate(service, human)
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    return copy, sqlite3.connect(copy, isolation_level=None)
+
+
 async def test_verify_finds_a_history_row_missing_below_the_last(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
     """checks.py: "Each record's current revision is its last history row,
     with none missing": a deleted revision 1 under a task at revision 2."""
-    await populate(service, human)
-    copy = tmp_path / "copy.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    copy, conn = await tampered(service, human, tmp_path)
     (task_id,) = conn.execute("SELECT id FROM tasks WHERE revision >= 2 LIMIT 1").fetchone()
     conn.execute("DROP TRIGGER task_revisions_no_delete")  # written around the service
     conn.execute("DELETE FROM task_revisions WHERE task_id = ? AND revision = 1", (task_id,))
@@ -37,24 +43,12 @@ async def test_verify_finds_a_receipt_whose_stored_answer_is_a_redirect(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:
     """checks.py: a stored answer must be "a 2xx (refusals store none)"."""
-    await populate(service, human)
-    copy = tmp_path / "copy.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    copy, conn = await tampered(service, human, tmp_path)
     (key,) = conn.execute("SELECT key FROM receipts LIMIT 1").fetchone()
     conn.execute("UPDATE receipts SET status = 302 WHERE key = ?", (key,))
     conn.close()
     receipts = verify(copy)["checks"]["receipts"]
     assert receipts["problems"] == 1 and repr(key) in receipts["shown"][0]
-
-
-async def tampered(
-    service: Service, human: Caller, tmp_path: Path
-) -> tuple[Path, sqlite3.Connection]:
-    await populate(service, human)
-    copy = tmp_path / "copy.db"
-    backup(service.db_path, copy)
-    return copy, sqlite3.connect(copy, isolation_level=None)
 
 
 async def test_verify_finds_an_event_of_a_missing_project(
