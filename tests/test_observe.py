@@ -286,6 +286,39 @@ async def test_a_fault_logged_while_a_request_is_served_names_its_request_id(
     assert lines[1].endswith(" ERROR elsewhere outside any request")
 
 
+async def test_a_task_that_outlives_its_request_names_it_no_more() -> None:
+    """A task a request started and later requests share (the live hub's
+    follower) logged the first request's id for the life of the process
+    (review62): it names it only while that request lasts."""
+    from waypost.observe.requests import RequestIdOnRecords, RequestLine, _run_observed
+
+    said: list[dict[str, Any] | None] = []
+    go = asyncio.Event()
+    logged = asyncio.Event()
+    records = RequestIdOnRecords()
+
+    def log_one() -> None:
+        record = logging.LogRecord("x", logging.ERROR, __file__, 1, "fault", (), None)
+        records.filter(record)
+        said.append(getattr(record, FIELDS, None))
+
+    async def outliving() -> None:
+        log_one()  # while its request lasts
+        await go.wait()
+        log_one()  # after it was answered
+        logged.set()
+
+    async def request() -> None:
+        asyncio.get_running_loop().create_task(outliving())
+        await asyncio.sleep(0)
+
+    line = RequestLine(request_id="req_first", method="GET")
+    await _run_observed(line, request())
+    go.set()
+    await asyncio.wait_for(logged.wait(), 5)
+    assert said == [{"request_id": "req_first"}, None]
+
+
 def test_outbound_requests_log_no_line_of_their_own() -> None:
     """A reranker attempt logs one line (waypost.reranker); httpx added a
     second, at INFO, for the request it sent."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import contextvars
 import functools
 import logging
 from collections.abc import AsyncIterator
@@ -159,7 +160,11 @@ class Hub:
         """Read the log's current end and start following it (once; callers
         arriving meanwhile wait for the same start)."""
         if self._starting is None:
-            self._starting = asyncio.ensure_future(self._start())
+            # a context of its own: the first listener's request ended long
+            # before the follower does, and its id stayed on every line the
+            # follower logged (review62)
+            loop = asyncio.get_running_loop()
+            self._starting = loop.create_task(self._start(), context=contextvars.Context())
         starting = self._starting
         try:
             await asyncio.shield(starting)

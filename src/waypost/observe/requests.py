@@ -53,6 +53,7 @@ class RequestLine:
     principal_id: str | None = None
     operation: str | None = None
     stream: bool = False  # answered as an event stream (not in the field list)
+    finished: bool = False  # answered: a task that outlives it names it no more
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -74,11 +75,13 @@ class RequestIdOnRecords(logging.Filter):
     traceback, a warning) names that request's id, the one its client got
     in `X-Request-Id` and the operator is told to quote: the id was only on
     the access line written after it, and with `--no-access-log` nowhere
-    (logaudit). A record with fields of its own (an access line) keeps them."""
+    (logaudit). A record with fields of its own (an access line) keeps them;
+    a task the request started that outlives it (one shared by later
+    requests) names it only while it lasts."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         line = _current.get()
-        if line is not None and not hasattr(record, FIELDS):
+        if line is not None and not line.finished and not hasattr(record, FIELDS):
             setattr(record, FIELDS, {"request_id": line.request_id})
         return True
 
@@ -135,6 +138,7 @@ async def _run_observed(line: RequestLine, call: Awaitable[None]) -> None:
         raise
     finally:
         _current.reset(token)
+        line.finished = True
         line.duration_ms = round((time.perf_counter() - started) * 1000, 3)
 
 
