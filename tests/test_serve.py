@@ -225,6 +225,31 @@ def test_a_hang_up_stops_serve_as_sigterm_does(tmp_path: Path) -> None:
         conn.close()
 
 
+def test_a_hang_up_ignored_as_serve_starts_stays_ignored(tmp_path: Path) -> None:
+    """Under `nohup` (SIGHUP ignored before the program starts) a closing
+    terminal changes nothing: the stop on SIGHUP must not take that back
+    (review62)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    # the ignored disposition is inherited by the child, as nohup leaves it
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        srv = start(tmp_path / "waypost.db", clock)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+    try:
+        srv.wait_for(r"listening on http://")
+        srv.process.send_signal(signal.SIGHUP)
+        assert httpx.get(f"{srv.url}/healthz").status_code == 200
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            srv.process.wait(timeout=1)
+        assert srv.process.poll() is None  # still serving
+    finally:
+        status = srv.stop()
+    assert status == 0
+    assert not any("SIGHUP" in line for line in srv.logged())
+
+
 def _principals(db: Path) -> list[str]:
     conn = sqlite3.connect(db)
     try:

@@ -29,11 +29,6 @@ from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
 
-# What stops `serve` with its drain. SIGHUP too: the terminal or SSH session
-# that ran `serve` closing sent it, and Python's default killed the process
-# (exit 129) with its requests unanswered and nothing logged (logaudit).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
 LIFESPAN_SHUTDOWN_SECONDS = 5
 # after a forced quit, how long requests whose connections were closed get to end
 FORCED_REQUEST_SECONDS = 1.0
@@ -322,6 +317,17 @@ async def serve_forever(settings: Settings, http: str = "auto") -> None:
                 sock.close()
 
 
+def stop_signals() -> tuple[signal.Signals, ...]:
+    """What stops `serve` with its drain. SIGHUP too: the terminal or SSH
+    session that ran `serve` closing sent it, and Python's default killed the
+    process (exit 129) with its requests unanswered and nothing logged
+    (logaudit); but not when it is ignored as `serve` starts, as `nohup` and
+    some process managers leave it so that a closing terminal changes
+    nothing (a handler of ours took that back: review62)."""
+    hang_up = () if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN else (signal.SIGHUP,)
+    return (signal.SIGINT, signal.SIGTERM, *hang_up)
+
+
 async def _serve(settings: Settings, http: str, listeners: list[list[socket.socket]]) -> None:
     servers: list[_Server] = []
     # a signal while the store opens (a migration may take seconds) is
@@ -329,7 +335,8 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
     # there (-15) or printed "Aborted!" (exit 1), a migration cut short
     early: list[signal.Signals] = []
     loop = asyncio.get_running_loop()
-    for sig in STOP_SIGNALS:
+    signals = stop_signals()
+    for sig in signals:
         loop.add_signal_handler(sig, _stop_once_open, sig, early)
     # while the store opens, the listeners answer 503 "starting" (http/starting.py)
     starting = StartingAnswers()
@@ -339,7 +346,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
             listeners, answers, connection_caps(settings), strict=False
         ):
             starting.start(sockets, answer, cap.most, settings.request_read_timeout)
-        await _serve_runtime(settings, http, listeners, servers, early, starting)
+        await _serve_runtime(settings, http, listeners, servers, early, starting, signals)
         log.info("stopped: the database is closed")
     finally:
         starting.close()
@@ -351,7 +358,7 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         # handlers, which killed the process (-15) or raised through the
         # queued write's request (a 500 and a traceback)
         loop = asyncio.get_running_loop()
-        for sig in STOP_SIGNALS:
+        for sig in signals:
             loop.remove_signal_handler(sig)
 
 
@@ -371,12 +378,13 @@ async def _serve_runtime(
     servers: list[_Server],
     early: list[signal.Signals],
     starting: StartingAnswers,
+    signals: tuple[signal.Signals, ...],
 ) -> None:
     """Open the runtime and serve its apps; `servers` is filled with the
     uvicorn servers as they are made (the caller ends their requests after a
     forced quit, once the runtime has closed). A signal in `early` came
     while it opened: it closes again, serving nothing. `starting` answers
-    until the runtime is open."""
+    until the runtime is open. `signals` stop it (`stop_signals`)."""
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery
@@ -413,7 +421,7 @@ async def _serve_runtime(
                 server.force_exit |= server.should_exit and sig == signal.SIGINT
                 server.should_exit = True
 
-        for sig in STOP_SIGNALS:
+        for sig in signals:
             loop.add_signal_handler(sig, stop, sig)
         for sig in early:  # came while the apps were made: they stop as they start
             stop(sig)
@@ -439,5 +447,5 @@ async def _serve_runtime(
             finally:
                 # the listeners are done; the store closes next (`_serve`
                 # removes these once it has)
-                for sig in STOP_SIGNALS:
+                for sig in signals:
                     loop.add_signal_handler(sig, _already_stopping, sig)
