@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.context_support import CONTEXT, context, ids, knowledge, task
 from tests.provider_support import Provider, closed_port, running_provider
 from tests.tasks_support import open_decision
-from waypost.reranker import Reranker
+from waypost.reranker import Reranker, _network_said
 from waypost.settings import RerankSettings, Settings
 
 KEY = "sk-test-secret-key"
@@ -303,6 +304,27 @@ async def test_nothing_listening_is_a_connect_error(
     assert " error=" in line and "ConnectionRefusedError: [Errno 111] " in line
 
 
+def test_a_name_refused_at_every_address_says_each_refusal() -> None:
+    """A provider's name with an IPv4 and an IPv6 address, both refused: the
+    chain ends in a group whose own words say nothing (review62)."""
+    refusals = [
+        ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 443)"),
+        ConnectionRefusedError(111, "Connect call failed ('::1', 443, 0, 0)"),
+    ]
+    group = ExceptionGroup("multiple connection attempts failed", refusals)
+    try:
+        try:
+            raise OSError("All connection attempts failed") from group
+        except OSError as inner:
+            raise httpx.ConnectError("All connection attempts failed") from inner
+    except httpx.ConnectError as failure:
+        said = _network_said(failure)
+    assert said == (
+        "ConnectionRefusedError: [Errno 111] Connect call failed ('127.0.0.1', 443); "
+        "ConnectionRefusedError: [Errno 111] Connect call failed ('::1', 443, 0, 0)"
+    )
+
+
 @pytest.mark.parametrize("change", [{"api_key": "cl\u00e9-key"}, {"url": "https://[::1/rerank"}])
 async def test_a_request_httpx_cannot_build_is_a_connect_error_not_a_500(
     tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings, change: dict[str, str]
@@ -573,9 +595,14 @@ async def test_a_probe_whose_client_leaves_runs_to_its_end_and_counts(
 
 
 async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
-    service: Service, provider: Provider, human: Caller, project: str
+    service: Service,
+    provider: Provider,
+    human: Caller,
+    project: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     hold = await _probe_out_and_its_client_gone(provider, human)
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
     try:
         await reranker(service).aclose()  # as the runtime closes it
     finally:
@@ -583,6 +610,10 @@ async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
     breaker = reranker(service).breaker
     assert breaker.state == "open" and breaker.open_until > time.monotonic()
     assert reranker(service).limiter.in_use == 0
+    # said as what it is, not as a provider found down (review62)
+    said = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    assert "reranker probe cancelled: the server is stopping" in said
+    assert not any("probe failed" in line for line in said)
 
 
 async def test_a_probe_cancelled_before_its_first_step_still_opens_a_fresh_window(

@@ -172,6 +172,10 @@ class Reranker:
                 failure,
                 window,
             )
+        elif failure == "cancelled":
+            # only `aclose` cancels a probe: the server is stopping, and the
+            # provider was not found down (review62)
+            log.info("reranker probe cancelled: the server is stopping")
         elif after == "open":
             said = "reranker probe failed (%s): the circuit stays open %g s more"
             log.info(said, failure, window)
@@ -216,5 +220,8 @@ def _network_said(cause: BaseException | None) -> str:
         if under is None:
             break
         first = under
-    said = f"{type(first).__name__}: {first}" if str(first) else type(first).__name__
+    # every address of a name failed (a host with an IPv4 and an IPv6
+    # address): each one's words, not "multiple connection attempts failed"
+    errors = first.exceptions if isinstance(first, BaseExceptionGroup) else (first,)
+    said = "; ".join(f"{type(e).__name__}: {e}" if str(e) else type(e).__name__ for e in errors)
     return said if len(said) <= 200 else said[:200] + "..."
