@@ -203,7 +203,13 @@ def test_a_hang_up_stops_serve_as_sigterm_does(tmp_path: Path) -> None:
     and nothing logged (logaudit)."""
     clock = tmp_path / "clock"
     clock.write_text(START)
-    srv = start(tmp_path / "waypost.db", clock)
+    # SIGHUP at its default for serve, whatever this run inherited (under
+    # nohup it is ignored, and an ignored SIGHUP stays ignored: below)
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        srv = start(tmp_path / "waypost.db", clock)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
     try:
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
         srv.wait_for(r"listening on http://")
