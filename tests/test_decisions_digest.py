@@ -6,6 +6,7 @@ import asyncio
 import sqlite3
 import threading
 from typing import Any
+from unittest import mock
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import (
@@ -18,6 +19,7 @@ from tests.decisions_support import (
     send_answer,
 )
 from tests.test_decisions_sweep import insert_agent_asked_human_decision, run_sweep
+from waypost.resolvers.decisions import digest as digest_module
 
 
 async def digest(caller: Caller) -> dict[str, Any]:
@@ -167,3 +169,43 @@ async def test_blocked_tasks_and_ready_count_follow_the_gate(human: Caller, proj
     await send_answer(human, decision["id"])
     found = await digest(human)
     assert found["blocked_tasks"] == [] and found["ready_task_count"] == 4
+
+
+# what the suite did not pin (mutantaudit5): `proceeded_by_timeout` "most
+# recent first" (no test held two), and each list cut at its limit with
+# `truncated` saying so exactly when something was left out (none held 200)
+
+
+async def test_proceeded_by_timeout_lists_the_most_recent_first(
+    service: Service, human: Caller, project: str
+) -> None:
+    made = []
+    for title in ("first", "second", "third"):
+        made.append(
+            (await open_decision(human, [await new_task(human, title)], **REVERSIBLE))["id"]
+        )
+        service.clock.advance(hours=24)
+        assert await run_sweep(service) == 1
+        service.clock.advance(minutes=5)
+    listed = (await digest(human))["proceeded_by_timeout"]
+    assert [d["id"] for d in listed] == made[::-1]
+
+
+LISTS = ("pending_decisions", "timing_out_soon", "blocked_tasks")
+
+
+async def test_digest_lists_are_cut_at_the_limit_and_say_so(
+    service: Service, human: Caller, project: str
+) -> None:
+    with mock.patch.object(digest_module, "DIGEST_LIMIT", 2):
+        for n in range(2):
+            await open_decision(human, [await new_task(human, f"t{n}")], **REVERSIBLE)
+        exactly = await digest(human)  # two of each: nothing left out
+        assert [len(exactly[name]) for name in LISTS] == [2, 0, 2]
+        assert not any(exactly["truncated"].values())
+
+        await open_decision(human, [await new_task(human, "t2")], **REVERSIBLE)
+        service.clock.advance(hours=19)  # all three within six hours of their timeout
+        more = await digest(human)
+        assert [len(more[name]) for name in LISTS] == [2, 2, 2]
+        assert all(more["truncated"][name] for name in LISTS), more["truncated"]

@@ -197,19 +197,25 @@ def test_restart_on_the_same_database_prints_no_token(tmp_path: Path) -> None:
         second.stop()
 
 
+def started_with_hang_up(tmp_path: Path, disposition: signal.Handlers) -> Server:
+    """`serve` started with SIGHUP's disposition `disposition`, which a child
+    inherits (this process's own is put back at once)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    previous = signal.signal(signal.SIGHUP, disposition)
+    try:
+        return start(tmp_path / "waypost.db", clock)
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 def test_a_hang_up_stops_serve_as_sigterm_does(tmp_path: Path) -> None:
     """The terminal or SSH session that ran `serve` closing sends SIGHUP:
     Python's default killed the process (exit 129), its requests unanswered
     and nothing logged (logaudit)."""
-    clock = tmp_path / "clock"
-    clock.write_text(START)
-    # SIGHUP at its default for serve, whatever this run inherited (under
-    # nohup it is ignored, and an ignored SIGHUP stays ignored: below)
-    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    try:
-        srv = start(tmp_path / "waypost.db", clock)
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    # at its default whatever this run inherited (under nohup it is
+    # ignored, and an ignored SIGHUP stays ignored: below)
+    srv = started_with_hang_up(tmp_path, signal.SIG_DFL)
     try:
         token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
         srv.wait_for(r"listening on http://")
@@ -235,14 +241,7 @@ def test_a_hang_up_ignored_as_serve_starts_stays_ignored(tmp_path: Path) -> None
     """Under `nohup` (SIGHUP ignored before the program starts) a closing
     terminal changes nothing: the stop on SIGHUP must not take that back
     (review62)."""
-    clock = tmp_path / "clock"
-    clock.write_text(START)
-    # the ignored disposition is inherited by the child, as nohup leaves it
-    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    try:
-        srv = start(tmp_path / "waypost.db", clock)
-    finally:
-        signal.signal(signal.SIGHUP, previous)
+    srv = started_with_hang_up(tmp_path, signal.SIG_IGN)  # as nohup leaves it
     try:
         srv.wait_for(r"listening on http://")
         srv.process.send_signal(signal.SIGHUP)
