@@ -9,6 +9,7 @@ import sqlite3
 import ssl
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +98,46 @@ async def test_failures_retry_with_backoff_and_nothing_overtakes(
     first, second = sorted(set(sent))
     assert sent[:4] == [first, first, first, second]
     assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]
+
+
+@dataclass(frozen=True)
+class CountingBackoff(Backoff):
+    """A backoff that notes the failure count each wait is asked for; its
+    waits are a moment: the count, not the seconds, is what is under test."""
+
+    asked: list[int] = field(default_factory=list)
+
+    def delay(self, failures: int) -> float:
+        self.asked.append(failures)
+        return super().delay(failures)
+
+
+async def test_a_success_ends_the_outage_so_the_next_backoff_starts_again(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """After a delivery succeeds, the next event's first failure waits the
+    first delay again, not where the last outage left off (an outage of an
+    hour last week must not make a blip today wait five minutes)."""
+    await make_events(author, 1)  # two events
+    answers = [500, 500, 200, 502]  # then 200 for ever
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(answers.pop(0) if answers else 200)
+
+    rt = lifecycle.service.rt
+    backoff = CountingBackoff(first=0.001, limit=0.001, poll=0.05)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
+        for _ in range(500):  # until both are delivered (bounded: 5 s)
+            await asyncio.sleep(0.01)
+            states = await rt.db.read(
+                lambda c: c.execute("SELECT state FROM lifecycle_deliveries").fetchall()
+            )
+            if all(r["state"] == "delivered" for r in states):
+                break
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert backoff.asked == [1, 2, 1]
 
 
 @contextlib.asynccontextmanager
