@@ -97,6 +97,40 @@ async def test_a_failed_heartbeat_is_tried_again_soon_not_an_interval_later(
         tasks.cancel_scope.cancel()
 
 
+class _Beats(LocalBackend):
+    """Counts the heartbeats sent, whatever their answer."""
+
+    beats = 0
+
+    async def call(self, method: str, path: str, params: dict[str, str], **kw: Any) -> Any:
+        if path.endswith("/heartbeat"):
+            self.beats += 1
+        return await super().call(method, path, params, **kw)
+
+
+async def test_a_heartbeat_refused_for_a_revoked_token_stops_the_keeper(
+    service: Service,
+) -> None:
+    """The agent's only token revoked, every beat is refused `unauthenticated`
+    and always will be: the keeper forgets the session after the first
+    refusal instead of retrying it for ever as if the service were busy."""
+    agent = await service.principal("agent", "revoked")
+    actor = await actor_of(service, agent)
+    backend = _Beats(service.rt, actor)
+    async with anyio.create_task_group() as tasks:
+        keeper = AgentSession("m-rev", tasks, heartbeat_seconds=0.05, retry_seconds=0.01)
+        session_id = await keeper.ensure(backend)
+        assert session_id is not None
+        at = service.clock.iso()
+        await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        with anyio.fail_after(5):
+            while keeper.session_id is not None:
+                await anyio.sleep(0.01)
+        await anyio.sleep(0.2)  # four intervals: no beat follows the refusal
+        assert backend.beats == 1
+        tasks.cancel_scope.cancel()
+
+
 async def test_a_human_gets_no_session(service: Service, human: Caller) -> None:
     async with anyio.create_task_group() as tasks:
         keeper = AgentSession("m2", tasks)
