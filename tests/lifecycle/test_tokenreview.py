@@ -269,6 +269,20 @@ async def test_an_answer_past_its_bound_is_503_unread(
     assert state.seen[-1][1]["Accept-Encoding"] == "identity"
 
 
+@pytest.mark.parametrize(("extra", "status"), [(0, 200), (1, 503)])
+async def test_an_answer_of_exactly_64_kib_is_read_and_one_byte_more_is_not(
+    k8s: tuple[Lifecycle, StandIn], extra: int, status: int
+) -> None:
+    """The bound is on what is read: 65,536 bytes is a review (padded with the
+    whitespace JSON allows), 65,537 is not."""
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    review = json.dumps({"status": state.review("good-sa-token")}).encode()
+    state.body = review + b" " * (verifiers.REVIEW_READ_MAX - len(review) + extra)
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    assert r.status_code == status, r.text
+
+
 async def test_a_review_is_bounded_whole_not_read_by_read(
     service: Service, api: tuple[str, Path, StandIn]
 ) -> None:
