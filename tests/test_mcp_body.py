@@ -17,7 +17,7 @@ from tests.conftest import Caller, MovableClock, Service
 from tests.mcp_support import MCP_HEADERS, open_session
 from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
-from waypost.mcp_server.envelope import Refusal
+from waypost.mcp_server.envelope import MESSAGE_LIMIT, Refusal
 from waypost.mcp_server.stdio import message_of_line
 
 
@@ -141,6 +141,24 @@ async def test_a_body_over_the_limit_is_413_with_its_id(human: Caller) -> None:
         assert r.status_code == 413, r.text
         assert r.json() == {"jsonrpc": "2.0", "id": request_id, "error": {
             "code": -32600, "message": "MCP bodies are limited to 278528 bytes"}}  # fmt: skip
+
+
+@pytest.mark.parametrize(("extra", "answered"), [(0, {"result": {}}), (1, {"error": {
+    "code": -32600, "message": "MCP bodies are limited to 278528 bytes"}})])  # fmt: skip
+async def test_a_message_of_exactly_the_limit_is_read_and_one_byte_more_is_not(
+    human: Caller, extra: int, answered: dict[str, Any]
+) -> None:
+    """The limit counts the body's bytes: a ping padded (with the whitespace
+    JSON allows) to exactly 278,528 bytes is answered, one byte more is the
+    call's own refusal (in a live session, as a refused argument is)."""
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    ping = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    body = ping + b" " * (MESSAGE_LIMIT - len(ping) + extra)
+    r = await human.client.post("/mcp", content=body, headers=headers)
+    assert r.status_code == 200, r.text
+    data = [line[6:] for line in r.text.splitlines() if line.startswith("data: ")]
+    assert json.loads(data[0] if data else r.text) == {"jsonrpc": "2.0", "id": 1, **answered}
 
 
 async def test_a_content_length_that_is_no_number_is_400(human: Caller) -> None:
