@@ -124,7 +124,9 @@ async def test_proceeded_by_timeout_lists_sweep_answers_of_the_last_seven_days(
     assert (await digest(human))["pending_decisions"] == []
     service.clock.advance(days=6, hours=23)
     assert ids((await digest(human))["proceeded_by_timeout"]) == [decision["id"]]
-    service.clock.advance(hours=1, seconds=1)
+    service.clock.advance(hours=1)  # exactly 7 days: still in the window
+    assert ids((await digest(human))["proceeded_by_timeout"]) == [decision["id"]]
+    service.clock.advance(milliseconds=1)
     assert (await digest(human))["proceeded_by_timeout"] == []
 
 
