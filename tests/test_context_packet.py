@@ -347,6 +347,29 @@ async def test_a_policy_no_budget_can_hold_points_to_the_routes_that_can(
     assert "decisions route" in advice and "knowledge routes with q" in advice
 
 
+@pytest.mark.parametrize("over", [0, 1])
+async def test_a_policy_of_exactly_the_largest_budget_is_advised_to_it(
+    human: Caller, project: str, over: int
+) -> None:
+    """A policy of exactly 131,072 bytes fits the largest budget (complete
+    instructions, no room for an item), so the advice is to raise the budget
+    to it; one byte more and no budget can hold it, so the advice names the
+    routes instead (docs/context.md)."""
+    await task(human, "zebra")
+    await set_policy(human, rules='"' * 65536)
+    # 64 KiB of rules, quotes costing two bytes and x one: as many x as the
+    # policy object's own keys take, so that the whole comes to 131,072
+    overhead = size((await context(human, "zebra", budget=1024))["policy"]) - 131072
+    await set_policy(human, rules='"' * (65536 - overhead + over) + "x" * (overhead - over))
+    packet = await context(human, "zebra", budget=1024)
+    assert size(packet["policy"]) == 131072 + over
+    [advice] = packet["next_actions"]
+    assert advice.startswith("Increase budget to at least 131072") == (over == 0), advice
+    if not over:
+        largest = await context(human, "zebra", budget=131072)
+        assert largest["instructions_complete"] is True and largest["items"] == []
+
+
 async def test_at_the_largest_budget_the_advice_is_not_to_raise_it(
     human: Caller, project: str
 ) -> None:
