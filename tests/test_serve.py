@@ -255,6 +255,29 @@ def test_a_hang_up_ignored_as_serve_starts_stays_ignored(tmp_path: Path) -> None
     assert not any("SIGHUP" in line for line in srv.logged())
 
 
+def test_each_listeners_own_lines_name_it(tmp_path: Path) -> None:
+    """Both uvicorn servers write the same start and stop lines, and a
+    connection either could not read was logged alike: each such line now
+    names its listener (logaudit)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock, free_port())
+    try:
+        srv.wait_for(r"listening on http://\S+ \(lifecycle\)")
+        srv.wait_for(r"Application startup complete\. listener=public")
+        with socket.create_connection(("127.0.0.1", int(srv.url.rsplit(":", 1)[1]))) as sock:
+            sock.sendall(b"GARBAGE \x00\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.1 400 ")
+        srv.wait_for(r"could not read was answered 400 .* listener=public$")
+    finally:
+        assert srv.stop() == 0
+    logged = srv.logged()
+    for said in ("Started server process", "Application startup complete.", "Shutting down",
+                 "Application shutdown complete.", "Finished server process"):  # fmt: skip
+        named = sorted(line.rpartition("listener=")[2] for line in logged if said in line)
+        assert named == ["lifecycle", "public"], (said, logged)
+
+
 def _principals(db: Path) -> list[str]:
     conn = sqlite3.connect(db)
     try:

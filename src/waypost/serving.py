@@ -24,10 +24,13 @@ from uvicorn.lifespan.on import LifespanOn
 
 from waypost.http.slow_clients import ConnectionCap, with_request_deadline
 from waypost.http.starting import StartingAnswers, lifecycle_answer, public_answer
+from waypost.observe.logs import serving_as
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
 
 log = logging.getLogger("waypost")
+# the listeners' names, in the order `serve` binds them (the log names each)
+LISTENERS = ("public", "lifecycle")
 
 LIFESPAN_SHUTDOWN_SECONDS = 5
 # after a forced quit, how long requests whose connections were closed get to end
@@ -425,14 +428,14 @@ async def _serve_runtime(
             loop.add_signal_handler(sig, stop, sig)
         for sig in early:  # came while the apps were made: they stop as they start
             stop(sig)
-        for name, sockets in zip(("public", "lifecycle"), listeners, strict=False):
+        for name, sockets in zip(LISTENERS, listeners, strict=False):
             _announce(name, sockets)
         if not settings.lifecycle_port:
             log.info("no lifecycle listener (--lifecycle-port 0)")
         with settled_heap():
             tasks = [
-                asyncio.create_task(server.serve(sockets=sockets))
-                for server, sockets in zip(servers, listeners, strict=True)
+                asyncio.create_task(serving_as(name, server.serve(sockets=sockets)))
+                for name, server, sockets in zip(LISTENERS, servers, listeners, strict=False)
             ]
             try:
                 # one listener ending (stopped, or failed to bind) ends the other

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Awaitable
+from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from waypost.observe.conditions import ConditionLog
 
@@ -198,6 +200,38 @@ class NoSocketLinesOfUvicorn(logging.Filter):
         return not (msg.startswith('%s - "WebSocket %s"') or msg in self.SOCKET_LINES)
 
 
+# The listener whose uvicorn server runs the current task: set once in each
+# server's task, and inherited by everything that server starts (its
+# lifespan, its connections, their requests).
+_listener: ContextVar[str | None] = ContextVar("waypost_listener", default=None)
+
+
+T = TypeVar("T")
+
+
+async def serving_as(name: str, serving: Awaitable[T]) -> T:
+    """Await `serving` (one listener's uvicorn server) with its lines named `name`."""
+    _listener.set(name)
+    return await serving
+
+
+class ListenerOnRecords(logging.Filter):
+    """Each uvicorn server writes its own start and stop lines ("Started
+    server process", "Application startup complete.", "Shutting down"):
+    with two listeners in one process every such line came twice, alike,
+    and a line about a connection one listener could not read named neither
+    (logaudit). A line a listener's server writes outside any request says
+    `listener=public` or `listener=lifecycle`; one within a request names
+    the request (`RequestIdOnRecords`, installed before this filter), whose
+    access line names the listener by its logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = _listener.get()
+        if name is not None and not hasattr(record, FIELDS):
+            setattr(record, FIELDS, {"listener": name})
+        return True
+
+
 def _clipped(value: object, most: int = 80) -> str:
     """A client's header value for a log line: repr'd, and cut to `most` characters."""
     said = repr(value)
@@ -217,6 +251,7 @@ def configure(log_format: str, level: int = logging.INFO, access_log: bool = Tru
     from waypost.observe.requests import RequestIdOnRecords
 
     handler.addFilter(RequestIdOnRecords())
+    handler.addFilter(ListenerOnRecords())
     if not access_log:
         handler.addFilter(NoSocketLinesOfUvicorn())
     root = logging.getLogger()
