@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
 from waypost.cli import main
+from waypost.errors import WaypostError
 from waypost.http.environment import environment_refusal
 from waypost.http.urls import endpoint_url_refusal
 from waypost.maintenance import backup
@@ -226,6 +227,109 @@ async def test_a_receiver_deduplicates_by_an_id_a_restore_does_not_hand_out_agai
     conn.close()
     assert str(reused) in {sequence for sequence, _ in seen.values()}
     assert row["delivery_id"] not in seen
+
+
+def test_the_default_timings_are_the_documented_ones() -> None:
+    """docs/lifecycle.md: "no answer within 10 seconds per attempt", "retried
+    after 1, 2, 4, ... seconds (at most 5 minutes)", "looks every 2 seconds
+    besides" (the other tests set their own, mutantaudit6)."""
+    b = Backoff()
+    assert [b.delay(n) for n in range(1, 11)] == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300]
+    assert b.poll == 2 and delivery.ATTEMPT_SECONDS == 10
+
+
+async def test_an_idle_worker_looks_by_itself_for_what_no_commit_woke_it_for(
+    lifecycle: Lifecycle,
+) -> None:
+    """An event committed by another process (another connection: no commit
+    of this one wakes the worker) goes out at the worker's next look."""
+    got = asyncio.Event()
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        got.set()
+        return httpx.Response(200)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=0.1)))
+        try:
+            await asyncio.sleep(0.2)  # idle: nothing pending
+            conn = sqlite3.connect(lifecycle.service.db_path, isolation_level=None)
+            conn.row_factory = sqlite3.Row
+            try:
+                with conn:
+                    append_event(conn, "acme", "adr.other", 1, "memo.registered", "x", "t", {})
+            finally:
+                conn.close()
+            await asyncio.wait_for(got.wait(), 3)
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_a_busy_store_is_tried_again_after_the_backoff_not_the_idle_wait(
+    lifecycle: Lifecycle, author: Member, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store too busy to read the pending delivery is no idle worker: it
+    tries again after the first delay (here 0.05 s), not the poll (a minute)."""
+    await make_events(author, 0)
+    look = delivery.deliver_once
+    looks = 0
+
+    async def busy_once(*args: Any) -> bool | None:
+        nonlocal looks
+        looks += 1
+        if looks == 1:
+            raise WaypostError("the store is busy")
+        return await look(*args)
+
+    monkeypatch.setattr(delivery, "deliver_once", busy_once)
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(ok)) as client:
+        worker = asyncio.create_task(
+            deliver_forever(rt, client, HOOK, Backoff(first=0.05, limit=0.1, poll=60))
+        )
+        try:
+            for _ in range(200):  # bounded: 2 s
+                await asyncio.sleep(0.01)
+                if await pending(rt) == 0:
+                    break
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+    assert looks >= 2 and await pending(rt) == 0
+
+
+async def test_an_answer_is_read_as_sent_never_decoded(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A 2xx that says gzip but is none is delivered: the status decides and
+    nothing of the answer is inflated (a compressed answer could expand to
+    gigabytes in the process both listeners share)."""
+    await make_events(author, 0)
+
+    async def not_gzip() -> AsyncIterator[bytes]:
+        yield b"not gzip at all"
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"Content-Encoding": "gzip"}, content=not_gzip())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        assert await deliver_once(lifecycle.service.rt, client, HOOK) is True
+
+
+def ok(request: httpx.Request) -> httpx.Response:
+    return httpx.Response(200)
+
+
+async def pending(rt: Any) -> int:
+    """How many deliveries are still pending."""
+    row = await rt.db.read(
+        lambda c: c.execute(
+            "SELECT count(*) AS n FROM lifecycle_deliveries WHERE state = 'pending'"
+        ).fetchone()
+    )
+    return int(row["n"])
 
 
 def test_backoff_doubles_up_to_its_limit() -> None:

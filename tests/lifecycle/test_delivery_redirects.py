@@ -13,10 +13,13 @@ from tests.lifecycle.test_delivery import HOOK, make_events
 from waypost.resolvers.lifecycle.delivery import deliver_once
 
 
-@pytest.mark.parametrize("status", [301, 302, 303, 307, 308, 304])
+@pytest.mark.parametrize("status", [300, 301, 302, 303, 307, 308, 304])
+@pytest.mark.parametrize("client_follows", [False, True])
 async def test_a_redirect_is_a_failure_and_the_event_stays_pending(
-    lifecycle: Lifecycle, author: Member, status: int
+    lifecycle: Lifecycle, author: Member, status: int, client_follows: bool
 ) -> None:
+    """Also from a client made to follow redirects (the worker's rule, not
+    only `serve`'s client: mutantaudit6); a 300 is no 2xx either."""
     await make_events(author, 0)
     sent: list[str] = []
 
@@ -25,7 +28,8 @@ async def test_a_redirect_is_a_failure_and_the_event_stays_pending(
         return httpx.Response(status, headers={"Location": "https://elsewhere.example/"})
 
     rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+    transport = httpx.MockTransport(hook)
+    async with httpx.AsyncClient(transport=transport, follow_redirects=client_follows) as client:
         assert await deliver_once(rt, client, HOOK) is False
     assert sent == [HOOK]  # not followed
     rows = await rt.db.read(

@@ -88,10 +88,12 @@ async def _post(
         "Waypost-Delivery-Id": row["delivery_id"],
     }
     try:
-        async with (
-            asyncio.timeout(seconds),
-            client.stream("POST", url, content=payload.encode(), headers=headers) as response,
-        ):
+        # redirects not followed whatever client the worker is given (`serve`'s
+        # or an embedder's): an event goes to the URL the operator named only
+        request = client.stream(
+            "POST", url, content=payload.encode(), headers=headers, follow_redirects=False
+        )
+        async with asyncio.timeout(seconds), request as response:
             # raw: a compressed answer is not inflated (one small chunk of a
             # gzip bomb inflates to gigabytes); a body already held is read
             read = 0
