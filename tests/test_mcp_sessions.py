@@ -98,31 +98,68 @@ async def test_a_failed_heartbeat_is_tried_again_soon_not_an_interval_later(
 
 
 class _Beats(LocalBackend):
-    """Counts the heartbeats sent, whatever their answer."""
+    """Counts the heartbeats sent; those numbered in `failing` (from 1) fail
+    as an unreachable service's would, the others reach the service."""
 
-    beats = 0
+    def __init__(self, backend: LocalBackend, failing: frozenset[int] = frozenset()) -> None:
+        super().__init__(backend.rt, backend.actor)
+        self.failing, self.beats = failing, 0
 
     async def call(self, method: str, path: str, params: dict[str, str], **kw: Any) -> Any:
         if path.endswith("/heartbeat"):
             self.beats += 1
+            if self.beats in self.failing:
+                raise ApiError("unavailable", "ConnectError", {}, 503)
         return await super().call(method, path, params, **kw)
 
 
-async def test_a_heartbeat_refused_for_a_revoked_token_stops_the_keeper(
-    service: Service,
-) -> None:
-    """The agent's only token revoked, every beat is refused `unauthenticated`
-    and always will be: the keeper forgets the session after the first
-    refusal instead of retrying it for ever as if the service were busy."""
-    agent = await service.principal("agent", "revoked")
+async def test_the_keeper_beats_on_the_documented_schedule(service: Service) -> None:
+    """docs/mcp.md: a beat every 5 minutes; one that fails is tried again
+    after 10 seconds, then 20, 40, ... up to the 5 minutes; a beat that goes
+    through goes back to the interval (the other tests set their own
+    intervals: mutantaudit6). The waits are noted, not waited."""
+    agent = await service.principal("agent", "schedule")
+    backend = _Beats(LocalBackend(service.rt, await actor_of(service, agent)),
+                     failing=frozenset({1, 2, 3, 4, 5, 6, 7, 9}))  # fmt: skip
+    slept: list[float] = []
+    kept: list[tuple[AgentSession, str]] = []
+
+    async def noted(seconds: float) -> None:
+        slept.append(seconds)
+        if len(slept) == 11:
+            keeper, session_id = kept[0]
+            keeper.forget(session_id)  # the beats end at the next look
+        await anyio.sleep(0)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            keeper = AgentSession("m-schedule", tasks, sleep=noted)
+            session_id = await keeper.ensure(backend)
+            assert session_id is not None
+            kept.append((keeper, session_id))
+    assert slept == [300, 10, 20, 40, 80, 160, 300, 300, 300, 10, 300]
+    assert backend.beats == 10
+
+
+@pytest.mark.parametrize("how", ["token revoked", "session ended elsewhere"])
+async def test_a_heartbeat_refused_for_good_stops_the_keeper(service: Service, how: str) -> None:
+    """The agent's only token revoked (`unauthenticated`), or its session
+    ended by another client of the agent (`forbidden`): every beat would be
+    refused, and always will be. The keeper forgets the session after the
+    first refusal instead of retrying it for ever as if the service were busy."""
+    agent = await service.principal("agent", "refused")
     actor = await actor_of(service, agent)
-    backend = _Beats(service.rt, actor)
+    backend = _Beats(LocalBackend(service.rt, actor))
     async with anyio.create_task_group() as tasks:
         keeper = AgentSession("m-rev", tasks, heartbeat_seconds=0.05, retry_seconds=0.01)
         session_id = await keeper.ensure(backend)
         assert session_id is not None
-        at = service.clock.iso()
-        await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        if how == "token revoked":
+            at = service.clock.iso()
+            await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+        else:
+            ended = await agent.post(f"/api/v1/sessions/{session_id}/end", {})
+            assert ended.status_code == 200, ended.text
         with anyio.fail_after(5):
             while keeper.session_id is not None:
                 await anyio.sleep(0.01)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -34,6 +35,7 @@ class AgentSession:
         tasks: anyio.abc.TaskGroup,
         heartbeat_seconds: float = HEARTBEAT_SECONDS,
         retry_seconds: float = HEARTBEAT_RETRY_SECONDS,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.mcp_id = mcp_id
         self.session_id: str | None = None
@@ -43,6 +45,9 @@ class AgentSession:
         self._serial = itertools.count(1)
         self._heartbeat_seconds = heartbeat_seconds
         self._retry_seconds = retry_seconds
+        # how the keeper waits between beats (a test records the schedule of
+        # minutes and seconds instead of waiting it out)
+        self._sleep = sleep
 
     def key(self, purpose: str) -> str:
         """A fresh idempotency key for the keeper's own session calls."""
@@ -87,7 +92,7 @@ class AgentSession:
         path = "/api/v1/sessions/{session_id}/heartbeat"
         delay, retry = self._heartbeat_seconds, self._retry_seconds
         while True:
-            await anyio.sleep(delay)
+            await self._sleep(delay)
             backend = self._backend
             if self.session_id != session_id or backend is None:
                 return
