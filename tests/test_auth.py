@@ -197,6 +197,31 @@ async def test_me_returns_the_live_session_without_the_header(service: Service) 
     assert r.json()["session"]["id"] == agent.session_id
 
 
+async def test_of_sessions_expiring_together_me_names_the_one_started_last(
+    service: Service,
+) -> None:
+    """Two sessions started at one instant expire together: `me` without the
+    header names the one started last, the same one every time (the order
+    was the index's, unsaid: sessionmodel)."""
+    agent = await service.agent()
+    started = [agent.session_id]
+    for n in range(2):
+        r = await agent.client.post(
+            "/api/v1/sessions", json={},
+            headers={**agent.headers(session=False), "Idempotency-Key": f"again-{n}"},
+        )  # fmt: skip
+        assert r.status_code == 201, r.text
+        started.append(r.json()["id"])
+    for _ in range(3):
+        r = await agent.client.get("/api/v1/me", headers=agent.headers(session=False))
+        assert r.json()["session"]["id"] == started[-1]
+    # the last one ended: the one started before it
+    ended = await agent.post(f"/api/v1/sessions/{started[-1]}/end", {})
+    assert ended.status_code == 200, ended.text
+    r = await agent.client.get("/api/v1/me", headers=agent.headers(session=False))
+    assert r.json()["session"]["id"] == started[-2]
+
+
 # -- sessions ------------------------------------------------------------------
 
 

@@ -86,7 +86,8 @@ class PrincipalQueries:
 
     @strawberry.field(
         description="The caller's live session: the one named by `Waypost-Session`, else"
-        " the caller's live session that expires last; null for a human or when none is live."
+        " the caller's live session that expires last (of several that expire together, the"
+        " one started last); null for a human or when none is live."
     )
     async def my_session(self, info: Info) -> Session | None:
         data = await sessions.me(info.context.rt, info.context.actor)

@@ -173,10 +173,11 @@ def own_session_row(
 def latest_live_session_row(
     conn: sqlite3.Connection, principal_id: str, at: str
 ) -> sqlite3.Row | None:
-    """The principal's live session that expires last, if any."""
+    """The principal's live session that expires last, if any; of several
+    that expire together (started at one instant), the one started last."""
     row: sqlite3.Row | None = conn.execute(
         "SELECT * FROM sessions WHERE principal_id = ? AND ended_at IS NULL AND expires_at > ?"
-        " ORDER BY expires_at DESC LIMIT 1",
+        " ORDER BY expires_at DESC, started_at DESC, rowid DESC LIMIT 1",
         (principal_id, at),
     ).fetchone()
     return row
