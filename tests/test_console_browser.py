@@ -1110,6 +1110,9 @@ def test_the_inbox_says_when_its_updates_fail(tab: Tab, world: World) -> None:
     world.open_decision(world.agent, question="Seen while down?", task_ids=[world.tasks["docs"]])
     status.wait_for(state="visible", timeout=20000)
     assert "may be out of date" in status.inner_text()
+    # in a landmark of its own, as all of the page's content is (a11yaudit:
+    # axe's `region`, between the header and main)
+    assert page.get_by_role("region", name="Live updates").is_visible()
     # said to screen readers too: a region shown with its text already in it
     # is often not read out (a11yaudit); the announcer writes 50 ms later
     # (wait_for_function's polling evaluates a string, which the page's CSP refuses)
@@ -2789,6 +2792,69 @@ def test_a_retry_after_of_several_seconds_is_waited_out(tab: Tab, world: World) 
     after = [t - asked[0] for t in asked]
     assert all(t < 0.5 or t >= 2.5 for t in after) and any(t >= 2.5 for t in after), after
     page.get_by_role("heading", name="Inbox", level=1).wait_for(timeout=20000)
+
+
+def test_what_was_said_of_one_page_is_not_left_on_the_next(tab: Tab, world: World) -> None:
+    """The announcer is visually hidden, not empty: "Answer recorded." stayed
+    in it on the inbox and every page after, where a screen reader reading
+    on came upon it (a11yaudit)."""
+    page, _ = _pending_in_alices_tab(tab, world, "Said once, then gone?")
+    page.get_by_label("Why (required)").fill("Yes.")
+    page.get_by_role("button", name="Deny: Stop").click()
+    page.locator("main").get_by_text("Your answer is recorded").wait_for()
+    announcer = page.locator("#announce")
+    for _ in range(50):  # the announcer writes 50 ms after it is told
+        if announcer.text_content() == "Answer recorded.":
+            break
+        page.wait_for_timeout(50)
+    assert announcer.text_content() == "Answer recorded."
+    page.locator("main").get_by_role("link", name="Back to the inbox").click()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+    assert announcer.text_content() == ""
+
+
+def test_a_change_elsewhere_keeps_the_focused_button_where_it_was(tab: Tab, world: World) -> None:
+    """The notice of a change elsewhere is drawn above the form: an answer
+    button focused at the foot of the window was pushed out of sight, the
+    focus still on it (a11yaudit). The page keeps it in place."""
+    page, decision_id = _pending_in_alices_tab(tab, world, "Keep my place?")
+    button = page.get_by_role("button", name="Defer: Stop")
+    box = button.bounding_box()
+    assert box is not None
+    # the window's foot just below the button, the page at its top
+    page.set_viewport_size({"width": 1000, "height": int(box["y"] + box["height"]) + 4})
+    page.evaluate("() => window.scrollTo(0, 0)")
+    button.focus()
+    before = button.bounding_box()
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not now."})  # fmt: skip
+    page.locator("#changed-elsewhere").wait_for()
+    after = button.bounding_box()
+    assert before is not None and after is not None
+    assert abs(after["y"] - before["y"]) < 2, (before, after)
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-label')") == (
+        "Defer: Stop")  # fmt: skip
+
+
+def test_on_a_narrow_screen_the_options_words_get_the_width(tab: Tab, world: World) -> None:
+    """At 320 px the answer grid gave half of each row to three buttons a
+    third as wide, and the option (what is decided) broke mid-word; the
+    buttons' cell, a flex box and no table cell, had its border apart from
+    its row's (a11yaudit)."""
+    page = tab.page
+    page.set_viewport_size({"width": 320, "height": 740})
+    _pending_in_alices_tab(tab, world, "Restart the workers automatically?")
+    sizes = page.evaluate("""() => {
+      const row = document.querySelector('.answer-grid tbody tr');
+      const [th, td] = [row.querySelector('th'), row.querySelector('td')]
+        .map((cell) => cell.getBoundingClientRect());
+      const widest = Math.max(...[...row.querySelectorAll('button')]
+        .map((b) => b.getBoundingClientRect().width));
+      return { th: th.width, td: td.width, widest, bottoms: [th.bottom, td.bottom] }; }""")
+    assert sizes["th"] > 1.4 * sizes["td"] and sizes["td"] >= sizes["widest"], sizes
+    assert abs(sizes["bottoms"][0] - sizes["bottoms"][1]) < 1, sizes
+    _accessible_and_narrow(page)
 
 
 def _expiring_in_alices_tab(tab: Tab, world: World, question: str) -> tuple[Any, str, datetime]:

@@ -236,12 +236,16 @@ function renderAnswerForm(project, onChanged) {
   const buttons = [];
   const table = h("table", { class: "answer-grid" },
     h("caption", { class: "visually-hidden" }, "Answer with an option"),
+    // the columns' widths (a fixed table takes them from here: its header row is hidden)
+    h("colgroup", {}, h("col", {}), h("col", { class: "answers-col" })),
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Option"),
       h("th", { scope: "col" }, h("span", { class: "visually-hidden" }, "Answers")))),
     h("tbody", {}, d.options.map((option) => h("tr", {},
       h("th", { scope: "row" }, option,
         option === d.recommendation ? h("span", { class: "muted" }, " (recommended)") : null),
-      h("td", {}, ["ALLOW", "DENY", "DEFER"].map((disposition) => {
+      // the buttons wrap inside a box of their own: a cell that is itself a
+      // flex box is no table cell (its border sat apart from its row's)
+      h("td", {}, h("div", { class: "answers" }, ["ALLOW", "DENY", "DEFER"].map((disposition) => {
         const button = h("button", {
           type: "button", class: `btn btn-${disposition.toLowerCase()}`,
           "aria-label": `${cap(disposition)}: ${option}`,
@@ -250,7 +254,7 @@ function renderAnswerForm(project, onChanged) {
         }, cap(disposition));
         buttons.push(button);
         return button;
-      }))))));
+      })))))));
 
   async function submit(disposition, option) {
     // the button pressed: disabled while the request is on its way, it lost

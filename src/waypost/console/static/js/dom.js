@@ -222,6 +222,12 @@ export function announce(text) {
   setTimeout(() => { region.textContent = text; }, 50);
 }
 
+// Empty the announcer: what it last said belongs to a page no longer shown.
+export function clearAnnouncement() {
+  const region = document.getElementById("announce");
+  if (region) region.textContent = "";
+}
+
 // The page for a project, decision or record that is not there (one wording).
 export function noSuch(what) {
   return [h("h1", { tabindex: "-1" }, `No such ${what}`), h("p", {}, link("#/", "Back to the inbox"))];

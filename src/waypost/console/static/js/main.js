@@ -4,7 +4,8 @@ import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRe
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
-  announce, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, typedInto, whatYouWrote, words,
+  announce, clearAnnouncement, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, typedInto,
+  whatYouWrote, words,
 } from "./dom.js";
 import { everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
@@ -87,9 +88,22 @@ const decisionLive = new Live(async () => {
   banner.id = "changed-elsewhere";
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
-  if (heading) (heading.nextElementSibling || heading).after(banner);
+  if (heading) inPlaceOfFocus(() => (heading.nextElementSibling || heading).after(banner));
   announce(said || "This decision changed elsewhere.");
 });
+
+// Run `change` (something drawn above the keyboard's place) and keep the
+// focused control where it was on the screen: the banner pushed an answer
+// button at the foot of the window out of sight, the focus still on it
+// (a11yaudit). Nothing moves when the focus is above the change or out of view.
+function inPlaceOfFocus(change) {
+  const focused = main.contains(document.activeElement) ? document.activeElement : null;
+  const before = focused ? focused.getBoundingClientRect().top : null;
+  change();
+  if (focused === null || before < 0 || before >= window.innerHeight) return;
+  const shift = focused.getBoundingClientRect().top - before;
+  if (shift > 0) window.scrollBy(0, shift);
+}
 
 // Pressing "Show the new state" redraws the form empty: what was typed into it
 // stays under "What you wrote", with what changed, as a conflict's notice
@@ -135,6 +149,7 @@ function versionOf(d) {
 // Each route() is a page of its own: a load that ends after the next page
 // began (a slow answer, a link followed meanwhile) must not replace that page.
 let pageNumber = 0;
+let routedTo = null; // the address of the page last routed to
 
 function showFor(number, parts, focus = true) {
   if (number === pageNumber) show(parts, focus);
@@ -355,6 +370,12 @@ const reload = { timer: null, delay: 2000, automatic: false };
 
 async function route() {
   const mine = ++pageNumber;
+  if (location.hash !== routedTo) {
+    // what was said of the last page ("Answer recorded.") is no longer
+    // true of this one, and a screen reader reading on still came upon it
+    routedTo = location.hash;
+    clearAnnouncement();
+  }
   clearTimeout(reload.timer);
   const automatic = reload.automatic;
   reload.automatic = false;
