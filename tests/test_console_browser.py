@@ -2857,6 +2857,27 @@ def test_on_a_narrow_screen_the_options_words_get_the_width(tab: Tab, world: Wor
     _accessible_and_narrow(page)
 
 
+def test_the_navigation_says_which_section_is_shown(tab: Tab, world: World) -> None:
+    """`aria-current` on the section's link, a decision's page under
+    Decisions and a record's under Knowledge (it said nothing: a11yaudit)."""
+    page, _ = _pending_in_alices_tab(tab, world, "Which section is this?")
+    nav = page.get_by_role("navigation", name="Sections")
+
+    def current() -> list[str]:
+        return [link.inner_text() for link in nav.locator("a[aria-current=page]").all()]
+
+    assert current() == ["Decisions"]
+    nav.get_by_role("link", name="Inbox").click()
+    page.get_by_role("heading", name="Inbox", level=1).wait_for()
+    assert current() == ["Inbox"]
+    page.goto(f"{tab.origin}/console#/p/demo/policy")
+    page.get_by_role("heading", name="Policy", level=1).first.wait_for()
+    assert current() == ["Policy"]
+    page.goto(f"{tab.origin}/console#/nowhere")
+    page.get_by_role("heading", name="Not found").wait_for()
+    assert current() == []
+
+
 def _expiring_in_alices_tab(tab: Tab, world: World, question: str) -> tuple[Any, str, datetime]:
     """A pending decision asking `question` that expires 30 s after the
     service's now, open in Alice's tab at its answer form; and that now."""

@@ -187,6 +187,22 @@ function show(parts, focus = true) {
 const PICKED = ["decisions", "knowledge", "policy"];
 const SECTION_TITLES = { decisions: "Decisions", knowledge: "Knowledge", policy: "Policy" };
 
+// The section each page belongs to, by its link in the navigation.
+const SECTION_OF = {
+  inbox: "#/", decision: "#/decisions", decisions: "#/decisions", "decisions-pick": "#/decisions",
+  knowledge: "#/knowledge", "knowledge-item": "#/knowledge", "knowledge-pick": "#/knowledge",
+  policy: "#/policy", "policy-pick": "#/policy",
+};
+
+// The navigation says which section is shown, to the eye and to a screen
+// reader (`aria-current`); it said nothing (a11yaudit).
+function markSection(name) {
+  for (const link of document.querySelectorAll("#nav a")) {
+    if (link.getAttribute("href") === SECTION_OF[name]) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+}
+
 function currentRoute() {
   const [path, search] = (location.hash.replace(/^#/, "") || "/").split("?");
   // a link with a broken percent-escape is a page that does not exist
@@ -384,6 +400,7 @@ async function route() {
     return;
   }
   const r = currentRoute();
+  markSection(r.name);
   if (r.name !== "inbox") live.stop();
   if (r.name !== "decision") {
     decisionLive.stop();
