@@ -21,6 +21,18 @@ from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 T = TypeVar("T")
+Expected = tuple[int, str, str | None]  # status code, error code, details.reason
+
+
+def answered_as(r: httpx.Response, refusal: Expected | None, ok: int = 200) -> bool:
+    """Assert the refusal a model predicts, or success (`ok`); True on success."""
+    if refusal is None:
+        assert r.status_code == ok, r.text
+        return True
+    error = r.json().get("error", {})
+    got = (r.status_code, error.get("code"), error.get("details", {}).get("reason"))
+    assert got == refusal, (got, refusal, r.text)
+    return False
 
 
 class ServiceMachine(RuleBasedStateMachine):

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import Expected, ServiceMachine, answered_as
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time
 from waypost.resolvers.access import principals
@@ -54,7 +54,6 @@ AGENT = st.integers(0, AGENTS - 1)
 WHICH = st.integers(0, 99)
 TOKEN = st.sampled_from([-1, -1, -1, -1, -1, 0, 1, 2, 3])  # -1: a usable one (if any)
 HEADER = st.sampled_from(["own", "own", "own", "none", "any"])
-Expected = tuple[int, str, str | None]  # status code, error code, details.reason
 
 SESSION_FIELDS = "restId principalId startedAt expiresAt endedAt"
 MUTATIONS = {
@@ -274,16 +273,6 @@ class SessionMachine(ServiceMachine):
             return (403, "forbidden", "session_required")
         return None
 
-    def expect(self, r: httpx.Response, refusal: Expected | None, ok: int = 200) -> bool:
-        """Assert the refusal the model predicts, or success."""
-        if refusal is None:
-            assert r.status_code == ok, r.text
-            return True
-        error = r.json().get("error", {})
-        got = (r.status_code, error.get("code"), error.get("details", {}).get("reason"))
-        assert got == refusal, (got, refusal, r.text)
-        return False
-
     def expect_gql(
         self, r: httpx.Response, op: str, gate: Expected | None, refusal: Expected | None
     ) -> dict[str, Any] | None:
@@ -365,7 +354,7 @@ class SessionMachine(ServiceMachine):
             sid, status, body = got["restId"], 200, got
         else:
             r = self.send(call, "POST", "/api/v1/sessions", {}, key)
-            if not self.expect(r, gate or refusal, 201):
+            if not answered_as(r, gate or refusal, 201):
                 return
             sid, status, body = r.json()["id"], 201, r.json()
         session = Session(sid, p.id, self.now, self.now + SESSION)
@@ -412,7 +401,7 @@ class SessionMachine(ServiceMachine):
             status, body = 200, got
         else:
             r = self.send(call, "POST", f"/api/v1/sessions/{sid}/{op}", {}, key)
-            if not self.expect(r, gate or refusal):
+            if not answered_as(r, gate or refusal):
                 return
             status, body = 200, r.json()
         session = self.sessions[sid]
@@ -453,9 +442,9 @@ class SessionMachine(ServiceMachine):
                     path = f"/api/v1/sessions/{swap[sent.op]}"
             r = self.send(call, "POST", path, {}, sent.key)
             if different:
-                self.expect(r, gate or (422, "idempotency_key_reused", None))
+                answered_as(r, gate or (422, "idempotency_key_reused", None))
                 return
-            if self.expect(r, gate, sent.status):
+            if answered_as(r, gate, sent.status):
                 assert r.json() == sent.body, (r.json(), sent)
                 assert r.headers.get("idempotent-replayed") == "true", r.headers
             return
@@ -487,7 +476,7 @@ class SessionMachine(ServiceMachine):
                 refusal = (409, "state_conflict", "already_claimed")
             else:
                 refusal = (409, "lease_conflict", "held_by_another")
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             self.take(call, task, "task.claimed")
             assert r.json()["lease"] == self.lease_json(task.lease), (r.json(), task)
 
@@ -516,7 +505,7 @@ class SessionMachine(ServiceMachine):
                 refusal = (409, "lease_conflict", "lease_expired")
             elif not self.holds(call, task.lease):
                 refusal = (409, "lease_conflict", "held_by_another")
-        if not self.expect(r, refusal):
+        if not answered_as(r, refusal):
             return
         assert task.lease is not None
         if op == "renew":
@@ -586,7 +575,7 @@ class SessionMachine(ServiceMachine):
                     refusal = (409, "state_conflict", "already_claimed")
                 else:
                     refusal = (409, "lease_conflict", "lease_live")
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             assert previous is not None
             assert r.json()["previous_lease"] == self.lease_json(previous), r.json()
             self.take(call, task, "task.recovered")
@@ -619,7 +608,7 @@ class SessionMachine(ServiceMachine):
         refusal = self.gate(call) or self.session_required(call)
         if refusal is None and self.decisions[decision]:
             refusal = (409, "state_conflict", "already_answered")
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             self.decisions[decision] = True
             self.event(call, "decision.answered", decision)
 
@@ -702,7 +691,7 @@ class SessionMachine(ServiceMachine):
             if call.header is not None:
                 # a read in the session it last started: refused once that is not live
                 r = self.run(self._send("GET", "/api/v1/me", call.token.secret, call.header))
-                if self.expect(r, self.gate(call)):
+                if answered_as(r, self.gate(call)):
                     assert r.json()["session"] == self.sessions[call.header].json(), r.json()
         self.tokens_changed = False
 

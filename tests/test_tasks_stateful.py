@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import Expected, ServiceMachine, answered_as
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time, parse_time
 
@@ -39,7 +39,6 @@ ACTORS = 3  # two agents and a human (the last); actor number ACTORS is "the hol
 ACTOR = st.one_of(st.just(ACTORS), st.integers(0, ACTORS))  # the holder more often
 WHICH = st.integers(0, 99)
 FOCUS = st.sampled_from([True, True, False])
-Expected = tuple[int, str, str | None]  # status code, error code, details.reason
 
 
 @dataclass
@@ -178,16 +177,6 @@ class TaskMachine(ServiceMachine):
         expires = self.model.now + timedelta(seconds=LEASE_SECONDS)
         return Lease(caller.principal_id, caller.session_id, expires, task.subject is not None)
 
-    def expect(self, r: httpx.Response, refusal: Expected | None, ok: int = 200) -> bool:
-        """Assert the refusal the model predicts (and no event), or success."""
-        if refusal is None:
-            assert r.status_code == ok, r.text
-            return True
-        error = r.json().get("error", {})
-        got = (r.status_code, error.get("code"), error.get("details", {}).get("reason"))
-        assert got == refusal, (got, refusal, r.text)
-        return False
-
     def session_refusal(self, caller: Caller) -> Expected | None:
         if not self.session_live(caller):
             return (403, "forbidden", "session_not_live")
@@ -285,7 +274,7 @@ class TaskMachine(ServiceMachine):
             if refusal is not None:
                 assert set(named) == set(lapsed), (named, lapsed)
                 assert [lapsed[i] for i in named] == sorted(lapsed.values()), named
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             task = order[0]
             assert r.json()["task"]["id"] == task.id, (r.json()["task"]["id"], order)
             self._take(caller, task, "task.claimed")
@@ -315,7 +304,7 @@ class TaskMachine(ServiceMachine):
             refusal = (409, "state_conflict", "dependencies_not_done")
         refusal = refusal or self.gate_refusal(task)
         self.check_blockers(r, task)
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             assert r.json()["lease"]["workflow"] is (task.subject is not None)
             self._take(caller, task, "task.claimed")
 
@@ -335,7 +324,7 @@ class TaskMachine(ServiceMachine):
         if refusal is None and op == "submit":
             refusal = self.gate_refusal(task)
         self.check_blockers(r, task)
-        if not self.expect(r, refusal):
+        if not answered_as(r, refusal):
             return
         if op == "renew":
             assert task.lease is not None
@@ -362,7 +351,7 @@ class TaskMachine(ServiceMachine):
                     refusal = (409, "state_conflict", "already_claimed")
                 else:
                     refusal = (409, "lease_conflict", "lease_live")
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             assert task.lease is not None
             assert r.json()["previous_lease"]["owner_id"] == task.lease.owner
             self._take(caller, task, "task.recovered")
@@ -383,7 +372,7 @@ class TaskMachine(ServiceMachine):
                 refusal = (403, "forbidden", "review_mode")
         refusal = refusal or self.gate_refusal(task)
         self.check_blockers(r, task)
-        if self.expect(r, refusal):
+        if answered_as(r, refusal):
             task.status = "done"
             self.expected_events.append(("task.completed", task.id))
 
@@ -419,7 +408,7 @@ class TaskMachine(ServiceMachine):
                            "open": ("cancelled", "submitted")}  # fmt: skip
                 if task.status not in allowed[status]:
                     refusal = (409, "state_conflict", "invalid_transition")
-        accepted = self.expect(r, refusal)
+        accepted = answered_as(r, refusal)
         if accepted:
             task.revision += 1
             assert r.json()["revision"] == task.revision
@@ -499,7 +488,7 @@ class TaskMachine(ServiceMachine):
         r = self.run(self.human.post(f"{BASE}/decisions/{d.id}/answer", body))
         status = self.model.decision_status(d)
         reason = {"stale": "stale", "expired": "expired"}.get(status, "already_answered")
-        if not self.expect(r, None if status == "pending" else (409, "state_conflict", reason)):
+        if not answered_as(r, None if status == "pending" else (409, "state_conflict", reason)):
             return
         d.answer = disposition
         self.expected_events.append(("decision.answered", d.id))
@@ -528,7 +517,7 @@ class TaskMachine(ServiceMachine):
         caller = self.actors[agent]
         assert caller.session_id is not None
         r = self.run(caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat"))
-        if self.expect(r, self.session_refusal(caller)):
+        if answered_as(r, self.session_refusal(caller)):
             expiry = self.sessions[caller.session_id]
             self.sessions[caller.session_id] = max(expiry, self.model.now + SESSION)
             assert parse_time(r.json()["expires_at"]) == self.sessions[caller.session_id]

@@ -142,9 +142,10 @@ async def test_a_success_ends_the_outage_so_the_next_backoff_starts_again(
 
 
 @contextlib.asynccontextmanager
-async def an_idle_worker(lifecycle: Lifecycle) -> AsyncIterator[asyncio.Event]:
-    """`deliver_forever` polling once a minute, so only a commit's wake makes
-    it deliver soon; the event is set when the receiver gets a delivery."""
+async def an_idle_worker(lifecycle: Lifecycle, poll: float = 60) -> AsyncIterator[asyncio.Event]:
+    """`deliver_forever` looking by itself every `poll` seconds (once a minute:
+    only a commit's wake makes it deliver soon); the event is set when the
+    receiver gets a delivery."""
     got = asyncio.Event()
 
     def hook(request: httpx.Request) -> httpx.Response:
@@ -153,7 +154,7 @@ async def an_idle_worker(lifecycle: Lifecycle) -> AsyncIterator[asyncio.Event]:
 
     rt = lifecycle.service.rt
     async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=60)))
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=poll)))
         try:
             yield got
         finally:
@@ -243,28 +244,16 @@ async def test_an_idle_worker_looks_by_itself_for_what_no_commit_woke_it_for(
 ) -> None:
     """An event committed by another process (another connection: no commit
     of this one wakes the worker) goes out at the worker's next look."""
-    got = asyncio.Event()
-
-    def hook(request: httpx.Request) -> httpx.Response:
-        got.set()
-        return httpx.Response(200)
-
-    rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=0.1)))
+    async with an_idle_worker(lifecycle, poll=0.1) as got:
+        await asyncio.sleep(0.2)  # idle: nothing pending
+        conn = sqlite3.connect(lifecycle.service.db_path, isolation_level=None)
+        conn.row_factory = sqlite3.Row
         try:
-            await asyncio.sleep(0.2)  # idle: nothing pending
-            conn = sqlite3.connect(lifecycle.service.db_path, isolation_level=None)
-            conn.row_factory = sqlite3.Row
-            try:
-                with conn:
-                    append_event(conn, "acme", "adr.other", 1, "memo.registered", "x", "t", {})
-            finally:
-                conn.close()
-            await asyncio.wait_for(got.wait(), 3)
+            with conn:
+                append_event(conn, "acme", "adr.other", 1, "memo.registered", "x", "t", {})
         finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+            conn.close()
+        await asyncio.wait_for(got.wait(), 3)
 
 
 async def test_a_busy_store_is_tried_again_after_the_backoff_not_the_idle_wait(
