@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.conftest import Caller, Service
 from tests.tasks_support import BASE, claim, error, make_task, set_policy, submit, task_path
 
@@ -244,6 +246,34 @@ async def test_judged_edit_is_refused_while_the_task_or_an_activity_publishes(
     await human.post(task_path(review["id"], "publication/finalize"))
     r = await human.patch(task_path(task["id"]), {"expected_revision": 2, "title": "new"})
     assert r.status_code == 200, r.text
+
+
+async def test_a_judged_edit_names_the_nearest_task_holding_publication(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Several tasks around the edited one holding authority: `task_id` named
+    any of them, as the index gave (publicationmodel). Now the task itself,
+    else its subject, else its oldest activity holding it."""
+    task = await make_task(human)
+    older = await make_task(human, "first review", subject_task_id=task["id"])
+    service.clock.advance(seconds=1)
+    newer = await make_task(human, "second review", subject_task_id=task["id"])
+
+    async def named(target: dict[str, Any]) -> str:
+        r = await human.patch(task_path(target["id"]), {"expected_revision": 1, "title": "x"})
+        status, code, details = error(r)
+        assert (status, code) == (409, "publication_in_progress"), r.text
+        return str(details["task_id"])
+
+    for holder in (newer, older):
+        r = await human.post(task_path(holder["id"], "publication/prepare"))
+        assert r.status_code == 200, r.text
+    assert await named(task) == older["id"]
+    assert (await human.post(task_path(task["id"], "publication/prepare"))).status_code == 200
+    assert await named(task) == task["id"]
+    assert await named(newer) == newer["id"]
+    await human.post(task_path(newer["id"], "publication/finalize"))
+    assert await named(newer) == task["id"]
 
 
 async def test_a_holder_the_policy_no_longer_names_records_no_result_but_gives_it_back(

@@ -212,11 +212,13 @@ def activity_rows(conn: sqlite3.Connection, subject_ids: Sequence[str]) -> list[
 
 def publication_held_around(conn: sqlite3.Connection, row: sqlite3.Row) -> sqlite3.Row | None:
     """A task holding publication authority among the task, its subject and its
-    activities (id and holder), if any."""
+    activities (id and holder), if any: the task itself first, then its
+    subject, then its activities oldest first (the same one every time)."""
     held: sqlite3.Row | None = conn.execute(
         "SELECT id, publication_holder_id FROM tasks WHERE publication_holder_id IS NOT NULL"
-        " AND (id = ? OR id = ? OR subject_task_id = ?) LIMIT 1",
-        (row["id"], row["subject_task_id"], row["id"]),
+        " AND (id = :task OR id = :subject OR subject_task_id = :task)"
+        " ORDER BY id = :task DESC, id IS :subject DESC, created_at, id LIMIT 1",
+        {"task": row["id"], "subject": row["subject_task_id"]},
     ).fetchone()
     return held
 
