@@ -448,6 +448,18 @@ async def test_body_over_64_kib_is_413_graphql_shaped(human: Caller) -> None:
     assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
 
 
+async def test_a_body_of_exactly_64_kib_is_run_and_one_byte_more_is_413(human: Caller) -> None:
+    """The contract's 64 KiB, to the byte (the test above sends far more)."""
+    head, tail = b'{"query": "{ me { name } }"', b"}"
+    headers = {**human.headers(), "Content-Type": "application/json"}
+    exact = head + b" " * (64 * 1024 - len(head) - len(tail)) + tail
+    r = await human.client.post("/graphql", content=exact, headers=headers)
+    assert r.status_code == 200 and r.json()["data"]["me"]["name"], r.text
+    r = await human.client.post("/graphql", content=exact + b" ", headers=headers)
+    assert r.status_code == 413
+    assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
+
+
 async def test_a_content_length_that_is_no_number_is_400_graphql_shaped(human: Caller) -> None:
     # "²" (0xB2) is a digit to str.isdigit(), not to HTTP: int() raised, a 500
     headers = {**human.headers(), "Content-Type": "application/json"}

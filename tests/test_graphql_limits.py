@@ -481,3 +481,15 @@ async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(
                  "query Q { ...S } fragment S on Query { me { name } ...S }"):  # fmt: skip
         with pytest.raises(FragmentCycle):
             reach(parse(text))
+
+
+async def test_introspection_under_type_is_not_counted_for_depth(human: Caller) -> None:
+    """ "depth 16 (introspection fields ignored)": `__type`'s `ofType` chain
+    nests past 16 as `__schema`'s may (mutantaudit7)."""
+    inner = "name"
+    for _ in range(20):
+        inner = f"ofType {{ {inner} }}"
+    query = '{ __type(name: "Query") { fields { type { ' + inner + " } } } }"
+    data = (await gql(human, query)).json()
+    assert not data.get("errors"), data.get("errors")
+    assert data["data"]["__type"]["fields"]

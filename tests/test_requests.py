@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from tests.conftest import Caller, Service
-from waypost.decoding import convert, parse_json, refuse_nul
+from waypost.decoding import convert, decimal_integer, parse_json, refuse_nul
 from waypost.errors import InvalidRequest
 from waypost.resolvers.projects import policy
 from waypost.rest.routing import BODY_LIMIT
@@ -270,13 +270,47 @@ async def test_refused_body_changes_nothing(human: Caller, project: str) -> None
     assert r.json()["revision"] == 1 and r.json()["rules"] == ""
 
 
+def test_json_takes_every_64_bit_integer_and_no_more() -> None:
+    """Both ends of the range the contract allows (section 2: "integers
+    outside the 64-bit range" are refused); -2^63 is 20 characters long."""
+    lowest, highest = -(2**63), 2**63 - 1
+    assert parse_json(b'{"a": -9223372036854775808}') == {"a": lowest}
+    assert parse_json(b'{"a": 9223372036854775807}') == {"a": highest}
+    for past in (b"-9223372036854775809", b"9223372036854775808"):
+        with pytest.raises(InvalidRequest):
+            parse_json(b'{"a": ' + past + b"}")
+
+
+def test_a_query_integer_of_19_digits_is_read() -> None:
+    assert decimal_integer("9223372036854775807") == 2**63 - 1
+    assert decimal_integer("-9223372036854775808") == -(2**63)
+    assert decimal_integer("1000000000000000000") == 10**18
+    assert decimal_integer("9223372036854775808") is None
+
+
+def test_a_refusal_names_the_first_refused_field_in_document_order() -> None:
+    """Several refused values in one body (NaN, a duplicate key, a number
+    past a float): the one named is the first as written."""
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(b'{"a": NaN, "b": {"c": 1, "c": 2}, "d": 1e999}')
+    assert caught.value.details["field"] == "a"
+    with pytest.raises(InvalidRequest) as caught:
+        parse_json(b'{"x": 1, "b": {"c": 1, "c": 2}, "d": 1e999}')
+    assert caught.value.details["field"] == "b.c"
+
+
 # -- sizes --------------------------------------------------------------------
+
+
+# The contract's number, not the module's constant: a test sized by
+# BODY_LIMIT moved with it when it changed (mutantaudit7).
+CONTRACT_BODY_MOST = 256 * 1024
 
 
 async def test_body_of_exactly_256_kib_is_read(human: Caller, project: str) -> None:
     prefix = b'{"expected_revision": 1, "rules": "x", "provenance": "'
-    raw = prefix + b"p" * (BODY_LIMIT - len(prefix) - 2) + b'"}'
-    assert len(raw) == BODY_LIMIT
+    raw = prefix + b"p" * (CONTRACT_BODY_MOST - len(prefix) - 2) + b'"}'
+    assert len(raw) == CONTRACT_BODY_MOST
     r = await raw_patch(human, raw)
     # read and decoded: refused for the provenance size, not for the body size
     assert_error(r, 400, "invalid_request", "provenance")
@@ -284,8 +318,8 @@ async def test_body_of_exactly_256_kib_is_read(human: Caller, project: str) -> N
 
 async def test_body_over_256_kib_is_413(human: Caller, project: str) -> None:
     prefix = b'{"expected_revision": 1, "rules": "x", "provenance": "'
-    raw = prefix + b"p" * (BODY_LIMIT - len(prefix) - 1) + b'"}'
-    assert len(raw) == BODY_LIMIT + 1
+    raw = prefix + b"p" * (CONTRACT_BODY_MOST - len(prefix) - 1) + b'"}'
+    assert len(raw) == CONTRACT_BODY_MOST + 1
     assert_error(await raw_patch(human, raw), 413, "payload_too_large")
 
 

@@ -851,3 +851,24 @@ async def test_pipelined_requests_cost_each_the_same(monkeypatch: pytest.MonkeyP
     few = (await _pipelined(tiny * 300, 300, monkeypatch))[0].reads
     many = (await _pipelined(tiny * 1200, 1200, monkeypatch))[0].reads
     assert many <= few * 6, (few, many)
+
+
+@pytest.mark.parametrize("http", PARSERS)
+async def test_a_request_after_a_body_larger_than_a_head_on_one_connection_is_served(
+    http: str,
+) -> None:
+    """The head bound counts one request's head: a keep-alive request after a
+    100 KiB body is no head over 64 KiB (which is 431: docs/api.md) (mutantaudit7)."""
+    body = b"b" * (100 * 1024)
+    async with listening(http, deadline=60) as port:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length")))  # fmt: skip
+        await asyncio.wait_for(reader.readexactly(length), 10)
+        writer.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        second = await asyncio.wait_for(reader.readuntil(b"\r\n"), 10)
+        assert second.startswith(b"HTTP/1.1 200 "), second
+        await hang_up(writer)

@@ -8,10 +8,14 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import Caller, Service
+from tests.decisions_support import new_task, open_decision
 from tests.test_backup_verify import populate
 from tests.test_cli import run
 from waypost.maintenance import backup, verify
+from waypost.resolvers.core import sweep
 from waypost.storage.migrate import migrate
 
 
@@ -39,13 +43,15 @@ async def test_verify_finds_a_history_row_missing_below_the_last(
     assert any(task_id in s for s in history["shown"])
 
 
+@pytest.mark.parametrize("status", [302, 300])
 async def test_verify_finds_a_receipt_whose_stored_answer_is_a_redirect(
-    service: Service, human: Caller, project: str, tmp_path: Path
+    service: Service, human: Caller, project: str, tmp_path: Path, status: int
 ) -> None:
-    """checks.py: a stored answer must be "a 2xx (refusals store none)"."""
+    """checks.py: a stored answer must be "a 2xx (refusals store none)";
+    300 is the first status past them (mutantaudit7)."""
     copy, conn = await tampered(service, human, tmp_path)
     (key,) = conn.execute("SELECT key FROM receipts LIMIT 1").fetchone()
-    conn.execute("UPDATE receipts SET status = 302 WHERE key = ?", (key,))
+    conn.execute("UPDATE receipts SET status = ? WHERE key = ?", (status, key))
     conn.close()
     receipts = verify(copy)["checks"]["receipts"]
     assert receipts["problems"] == 1 and repr(key) in receipts["shown"][0]
@@ -141,3 +147,31 @@ def test_a_backup_whose_copy_fails_integrity_check_is_refused_corrupt(tmp_path: 
     assert result.exit_code == 1, result.output
     assert "corrupt" in result.stderr
     assert target.exists()  # kept for inspection
+
+
+async def test_verify_finds_a_timed_out_event_filed_under_another_project(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `events`: every `decision.timed_out` event is a
+    timed-out answer of its decision at its time, in that project: a copy of
+    the sweep's event filed under another project is found (mutantaudit7)."""
+    task = await new_task(human)
+    decision = await open_decision(
+        human, [task], required_actor="either", recommendation="Proceed", reversible=True
+    )
+    r = await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    assert r.status_code == 201, r.text
+    service.clock.advance(hours=24)
+    assert (await sweep.run_once(service.rt))["decisions_timed_out"] == 1
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (sequence,) = conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
+        " SELECT 'other', type, subject_type, subject_id, actor_id, at, data FROM events"
+        " WHERE type = 'decision.timed_out' RETURNING sequence"
+    ).fetchone()
+    conn.close()
+    shown = verify(copy)["checks"]["events"]["shown"]
+    said = f"event {sequence}: decision.timed_out of decision {decision['id']}"
+    assert any(line.startswith(said) for line in shown), shown

@@ -649,6 +649,170 @@ async def test_a_batch_stops_taking_units_at_its_bound(tmp_path: Path) -> None:
     assert batches == [4, 4, 3]  # the holder and three, then four, then three
 
 
+def slow(name: str, seconds: float) -> Callable[[sqlite3.Connection], str]:
+    """A unit that works `seconds` before its insert."""
+    inner = recorded(name)
+
+    def unit(conn: sqlite3.Connection) -> str:
+        time.sleep(seconds)
+        return inner(conn)
+
+    return unit
+
+
+async def test_a_batch_stops_taking_units_once_it_has_run_its_time(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """ "No more once the batch has run for `max_seconds`": 30 ms units under a
+    50 ms bound commit a few at a time, never all in one batch that holds
+    every caller's answer (a slower machine only makes batches smaller)
+    (mutantaudit7)."""
+    path = copy_database(migrated_template, tmp_path / "timed.db")
+    db = Database(path, hooks=CONNECTION_HOOKS, batch_seconds=0.05)
+    await db.open()
+    try:
+        batches: list[int] = []
+        db.observe_batches(lambda units, seconds: batches.append(units))
+        results = await queue_behind(db, [slow(f"t{i}", 0.03) for i in range(6)])
+    finally:
+        await db.close()
+    assert results == [f"t{i}" for i in range(6)]
+    assert len(batches) >= 3 and max(batches) <= 3, batches
+
+
+async def test_the_writes_queued_behind_a_solo_unit_commit_apart_from_it(
+    patient: Database,
+) -> None:
+    """A `solo` unit commits in a transaction of its own: the writes queued
+    behind it do not join its batch either (mutantaudit7)."""
+    batches: list[int] = []
+    patient.observe_batches(lambda units, seconds: batches.append(units))
+    held = Held()
+    first = asyncio.create_task(patient.write(held, solo=True))
+    await asyncio.to_thread(held.entered.wait, 10)
+    behind = [asyncio.create_task(patient.write(recorded(f"b{i}"))) for i in range(3)]
+    await asyncio.sleep(0)
+    held.release.set()
+    await asyncio.gather(first, *behind)
+    assert batches == [1, 3], batches
+
+
+async def test_a_write_that_waited_within_its_grace_for_the_writer_still_runs(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Only a write that waited its whole busy budget and half a second more
+    for the writer itself is shed as overloaded (`_LATE_GRACE`, within the
+    contract's second of grace): one that waited 0.45 s of a 0.3 s budget
+    runs (mutantaudit7)."""
+    path = copy_database(migrated_template, tmp_path / "grace.db")
+    db = Database(path, busy_timeout_ms=300, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    try:
+        held = Held()
+        holder = asyncio.create_task(db.write(held))
+        await asyncio.to_thread(held.entered.wait, 10)
+        waiting = asyncio.create_task(db.write(recorded("patient")))
+        await asyncio.sleep(0.45)  # past its 300 ms, well within 300 + 500
+        held.release.set()
+        await holder
+        assert await waiting == "patient"
+        assert "patient" in (await db.read(left_behind))["principals"]
+    finally:
+        await db.close()
+
+
+async def test_under_a_lock_a_write_with_budget_left_waits_on_after_older_ones_are_refused(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """When BEGIN gives up for the oldest write, only the writes whose own
+    budget is spent are answered 503; a younger one waits out what is left
+    of its own and commits once the lock goes. 2 s budgets: A at 0 s, B at
+    0.5 s, C at 1.5 s, the lock let go at 3 s (half a second from every
+    edge) (mutantaudit7)."""
+    path = copy_database(migrated_template, tmp_path / "budget.db")
+    db = Database(path, busy_timeout_ms=2000, hooks=CONNECTION_HOOKS, batch_seconds=60)
+    await db.open()
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+
+        async def let_go() -> None:  # timed from the same start as the writes
+            await asyncio.sleep(3.0)
+            other.execute("ROLLBACK")
+
+        async def at(delay: float, name: str) -> object:
+            await asyncio.sleep(delay)
+            try:
+                return await db.write(recorded(name))
+            except Unavailable as refused:
+                return refused
+
+        a, b, c, _ = await asyncio.gather(at(0.0, "a"), at(0.5, "b"), at(1.5, "c"), let_go())
+    finally:
+        other.close()
+        await db.close()
+    assert isinstance(a, Unavailable) and isinstance(b, Unavailable), (a, b)
+    assert c == "c", c
+
+
+async def test_a_lock_met_inside_a_unit_is_a_503_not_a_fault(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """SQLite's busy met by a unit itself (a second connection refused the
+    write lock the writer holds) is the busy database it is: 503 with
+    Retry-After 1, never a raw sqlite3 error, a 500 (mutantaudit7)."""
+    path = copy_database(migrated_template, tmp_path / "inner.db")
+    db = Database(path, hooks=CONNECTION_HOOKS)
+    await db.open()
+
+    def locked(conn: sqlite3.Connection) -> None:
+        second = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            second.execute("BEGIN IMMEDIATE")
+        finally:
+            second.close()
+
+    try:
+        with pytest.raises(Unavailable) as refused:
+            await db.write(locked)
+        assert refused.value.retry_after == 1
+    finally:
+        await db.close()
+
+
+async def test_the_units_of_a_lost_transaction_run_again_once_not_twice(
+    patient: Database,
+) -> None:
+    """ "The others run again in a fresh transaction (once)": a unit whose
+    transaction SQLite rolled back twice is answered 503, not run a third
+    time (mutantaudit7)."""
+    _held, first, lost1, lost2 = await queue_all(
+        patient, [recorded("first"), fills_the_disk(False), fills_the_disk(False)]
+    )
+    assert isinstance(lost1, Unavailable) and isinstance(lost2, Unavailable)
+    assert isinstance(first, Unavailable), first  # ran twice, lost twice
+    assert await names_of(patient, "first") == []
+
+
+async def test_a_failing_commit_listener_does_not_silence_the_others(patient: Database) -> None:
+    """Each listener hears each committed batch; one that raises is logged,
+    and the next still hears of the commit (the live hub and the lifecycle
+    delivery share the list) (mutantaudit7)."""
+    heard: list[str] = []
+
+    def broken() -> None:
+        raise RuntimeError("a listener fails")
+
+    patient.add_commit_listener(broken)
+    patient.add_commit_listener(lambda: heard.append("second"))
+    assert await patient.write(recorded("one")) == "one"
+    for _ in range(100):  # bounded: 1 s
+        if heard:
+            break
+        await asyncio.sleep(0.01)
+    assert heard == ["second"], heard
+
+
 async def test_the_runtime_reports_group_commits_in_its_metrics(service: Service) -> None:
     def units_committed() -> float:
         text = service.rt.metrics.render().decode()
