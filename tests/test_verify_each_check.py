@@ -175,3 +175,22 @@ async def test_verify_finds_a_timed_out_event_filed_under_another_project(
     shown = verify(copy)["checks"]["events"]["shown"]
     said = f"event {sequence}: decision.timed_out of decision {decision['id']}"
     assert any(line.startswith(said) for line in shown), shown
+
+
+@pytest.mark.parametrize("table", ["tasks_fts", "knowledge_fts"])
+async def test_verify_reports_a_dropped_search_index(
+    service: Service, human: Caller, project: str, tmp_path: Path, table: str
+) -> None:
+    """A file whose search index was dropped (with its triggers) ended verify
+    with `verify_failed: no such table`, and no report (mutantaudit7)."""
+    copy, conn = await tampered(service, human, tmp_path)
+    triggers = conn.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND sql LIKE ?", (f"%{table}%",)
+    ).fetchall()
+    for (trigger,) in triggers:
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute(f"DROP TABLE {table}")
+    conn.close()
+    report = verify(copy)
+    assert report["ok"] is False
+    assert report["checks"]["full_text"]["shown"] == [f"{table}: missing"]

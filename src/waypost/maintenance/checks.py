@@ -78,6 +78,13 @@ def _fts(conn: sqlite3.Connection, check: Check) -> None:
     snapshot, and once `serve` committed after it, its write was refused at
     once ("database is locked") instead of waiting its turn."""
     for table in FTS_TABLES:
+        # a file whose index was dropped is damage to report, not a failure of
+        # the whole check ("no such table" is an OperationalError, re-raised below)
+        if not conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone():
+            check.add(f"{table}: missing")
+            continue
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.execute(f"INSERT INTO {table} ({table}, rank) VALUES ('integrity-check', 1)")
