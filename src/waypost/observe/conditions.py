@@ -16,6 +16,7 @@ closes.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -27,11 +28,14 @@ CONDITION_LOG_SECONDS = 10.0
 
 @dataclass
 class _Held:
-    """Lines of one kind held back in the current window: how many, and the last."""
+    """Lines of one kind held back in the current window: how many, and the
+    last, with the context it was logged in (a timer's thread has none: the
+    line it writes names what the held one would have, its listener)."""
 
     count: int
     message: str
     args: tuple[object, ...]
+    context: contextvars.Context
 
 
 class ConditionLog:
@@ -51,7 +55,8 @@ class ConditionLog:
             last = self._last.get(kind)
             if last is not None and now - last < self.seconds:
                 held = self._held.get(kind)
-                self._held[kind] = _Held(held.count + 1 if held else 1, message, args)
+                count = held.count + 1 if held else 1
+                self._held[kind] = _Held(count, message, args, contextvars.copy_context())
                 if kind not in self._timers:
                     self._schedule(kind, last + self.seconds - now)
                 return
@@ -82,7 +87,7 @@ class ConditionLog:
             del self._held[kind]
             self._last[kind] = now
         # the last line held stands for itself; the others are "more like it"
-        self._emit(held.message, held.args, held.count - 1)
+        held.context.run(self._emit, held.message, held.args, held.count - 1)
 
     def flush(self) -> None:
         """Log the lines held back in every kind's window now, each kind's
@@ -96,7 +101,7 @@ class ConditionLog:
         for timer in timers:
             timer.cancel()
         for line in held.values():
-            self._emit(line.message, line.args, line.count - 1)
+            line.context.run(self._emit, line.message, line.args, line.count - 1)
 
     def _emit(self, message: str, args: tuple[object, ...], held: int) -> None:
         since = f" (and {held} more like it since the last such line)" if held else ""

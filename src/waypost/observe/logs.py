@@ -171,7 +171,8 @@ class ClientMadeWarningsHeldBack(logging.Filter):
             return True
         said_as = self.SAID_AS.get(msg)
         if said_as is not None and record.name.startswith("uvicorn"):
-            self._condition.warning(said_as, msg)
+            # one window per listener: a line standing for some names its own
+            self._condition.warning(said_as, msg, key=f"{said_as} {_listener.get()}")
             return False
         if msg.startswith(self.FOREIGN_ORIGIN) and record.name.startswith("strawberry"):
             args = record.args if isinstance(record.args, tuple) else ()
