@@ -150,8 +150,15 @@ async def test_a_heartbeat_refused_for_good_stops_the_keeper(service: Service, h
     agent = await service.principal("agent", "refused")
     actor = await actor_of(service, agent)
     backend = _Beats(LocalBackend(service.rt, actor))
+    refused = anyio.Event()
+
+    async def once_refused(seconds: float) -> None:
+        # no beat before the refusal is made, however slow the machine
+        await refused.wait()
+        await anyio.sleep(0.01)
+
     async with anyio.create_task_group() as tasks:
-        keeper = AgentSession("m-rev", tasks, heartbeat_seconds=0.05, retry_seconds=0.01)
+        keeper = AgentSession("m-rev", tasks, sleep=once_refused)
         session_id = await keeper.ensure(backend)
         assert session_id is not None
         if how == "token revoked":
@@ -160,10 +167,11 @@ async def test_a_heartbeat_refused_for_good_stops_the_keeper(service: Service, h
         else:
             ended = await agent.post(f"/api/v1/sessions/{session_id}/end", {})
             assert ended.status_code == 200, ended.text
+        refused.set()
         with anyio.fail_after(5):
             while keeper.session_id is not None:
                 await anyio.sleep(0.01)
-        await anyio.sleep(0.2)  # four intervals: no beat follows the refusal
+        await anyio.sleep(0.2)  # twenty waits: no beat follows the refusal
         assert backend.beats == 1
         tasks.cancel_scope.cancel()
 

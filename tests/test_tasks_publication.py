@@ -252,12 +252,15 @@ async def test_a_judged_edit_names_the_nearest_task_holding_publication(
     service: Service, human: Caller, project: str
 ) -> None:
     """Several tasks around the edited one holding authority: `task_id` named
-    any of them, as the index gave (publicationmodel). Now the task itself,
-    else its subject, else its oldest activity holding it."""
+    whichever the query plan gave (publicationmodel). Now the task itself,
+    else its subject, else its oldest activity holding it: here the activity
+    made first in the file is the newer (the clock stepped back between
+    them), so the file's order cannot stand in for the rule (review63)."""
     task = await make_task(human)
-    older = await make_task(human, "first review", subject_task_id=task["id"])
-    service.clock.advance(seconds=1)
+    service.clock.advance(seconds=10)
     newer = await make_task(human, "second review", subject_task_id=task["id"])
+    service.clock.advance(seconds=-5)
+    older = await make_task(human, "first review", subject_task_id=task["id"])
 
     async def named(target: dict[str, Any]) -> str:
         r = await human.patch(task_path(target["id"]), {"expected_revision": 1, "title": "x"})

@@ -174,7 +174,7 @@ def latest_live_session_row(
     conn: sqlite3.Connection, principal_id: str, at: str
 ) -> sqlite3.Row | None:
     """The principal's live session that expires last, if any; of several
-    that expire together (started at one instant), the one started last."""
+    that expire together, the one started last."""
     row: sqlite3.Row | None = conn.execute(
         "SELECT * FROM sessions WHERE principal_id = ? AND ended_at IS NULL AND expires_at > ?"
         " ORDER BY expires_at DESC, started_at DESC, rowid DESC LIMIT 1",
