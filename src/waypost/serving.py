@@ -435,7 +435,9 @@ async def _serve_runtime(
         with settled_heap():
             tasks = [
                 asyncio.create_task(serving_as(name, server.serve(sockets=sockets)))
-                for name, server, sockets in zip(LISTENERS, servers, listeners, strict=False)
+                for name, (server, sockets) in zip(
+                    LISTENERS, zip(servers, listeners, strict=True), strict=False
+                )
             ]
             try:
                 # one listener ending (stopped, or failed to bind) ends the other
