@@ -2837,22 +2837,28 @@ def test_a_change_elsewhere_keeps_the_focused_button_where_it_was(tab: Tab, worl
         "Defer: Stop")  # fmt: skip
 
 
-def test_on_a_narrow_screen_the_options_words_get_the_width(tab: Tab, world: World) -> None:
+@pytest.mark.parametrize("width", [320, 600, 1200])
+def test_the_options_words_get_the_width_the_buttons_leave(
+    tab: Tab, world: World, width: int
+) -> None:
     """At 320 px the answer grid gave half of each row to three buttons a
-    third as wide, and the option (what is decided) broke mid-word; the
-    buttons' cell, a flex box and no table cell, had its border apart from
-    its row's (a11yaudit)."""
+    third as wide, and the option (what is decided) broke mid-word, and just
+    past a phone's width the buttons wrapped again; the buttons' cell, a
+    flex box and no table cell, had its border apart from its row's
+    (a11yaudit, review63). Narrow, they stack; wide, they sit in a row."""
     page = tab.page
-    page.set_viewport_size({"width": 320, "height": 740})
+    page.set_viewport_size({"width": width, "height": 740})
     _pending_in_alices_tab(tab, world, "Restart the workers automatically?")
     sizes = page.evaluate("""() => {
       const row = document.querySelector('.answer-grid tbody tr');
       const [th, td] = [row.querySelector('th'), row.querySelector('td')]
         .map((cell) => cell.getBoundingClientRect());
-      const widest = Math.max(...[...row.querySelectorAll('button')]
-        .map((b) => b.getBoundingClientRect().width));
-      return { th: th.width, td: td.width, widest, bottoms: [th.bottom, td.bottom] }; }""")
+      const buttons = [...row.querySelectorAll('button')].map((b) => b.getBoundingClientRect());
+      return { th: th.width, td: td.width, widest: Math.max(...buttons.map((b) => b.width)),
+               rows: new Set(buttons.map((b) => Math.round(b.top))).size,
+               bottoms: [th.bottom, td.bottom] }; }""")
     assert sizes["th"] > 1.4 * sizes["td"] and sizes["td"] >= sizes["widest"], sizes
+    assert sizes["rows"] == (1 if width > 720 else 3), sizes
     assert abs(sizes["bottoms"][0] - sizes["bottoms"][1]) < 1, sizes
     _accessible_and_narrow(page)
 
