@@ -781,3 +781,40 @@ def test_port_0_on_every_interface_is_one_port_for_all() -> None:
     finally:
         for sock in sockets:
             sock.close()
+
+
+# -- bounds no test pinned (mutantaudit8) --------------------------------------
+
+
+def test_lifecycle_grant_takes_256_characters_and_refuses_257(db: str) -> None:
+    """`--principal` and `--tenant` are 1-256 characters."""
+    ok("admin", "migrate", "--db", db)
+    granted = ok("admin", "lifecycle", "grant", "--db", db, "--principal", "p" * 256,
+                 "--tenant", "t" * 256, "--role", "reader")  # fmt: skip
+    assert granted["principal_id"] == "p" * 256 and granted["tenant"] == "t" * 256
+    for principal, tenant in (("p" * 257, "t"), ("p", "t" * 257)):
+        refused = run("admin", "lifecycle", "grant", "--db", db, "--principal", principal,
+                      "--tenant", tenant, "--role", "reader")  # fmt: skip
+        assert refused.exit_code == 2 and "1-256 characters" in refused.output
+
+
+def test_serve_refuses_a_read_timeout_past_an_hour(db: str) -> None:
+    result = run("serve", "--db", db, "--request-read-timeout", "3601")
+    assert result.exit_code == 2 and "seconds from 0.1 to 3600" in result.output, result.output
+
+
+def test_a_refusal_names_the_option_to_change(db: str) -> None:
+    """The refused field is named as the command's option (`--token-id` for
+    `token_id`), so the operator knows what to type differently."""
+    ok("admin", "migrate", "--db", db)
+    result = run("admin", "token", "revoke", "--db", db, "--token-id", "tok_nope")
+    assert result.exit_code == 1
+    assert "Error: not_found: --token-id: no such token" in result.output, result.output
+
+
+def test_deliveries_limit_is_1_to_10000(db: str) -> None:
+    ok("admin", "migrate", "--db", db)
+    listed: Any = ok("admin", "lifecycle", "deliveries", "--db", db, "--limit", "10000")
+    assert listed == []
+    refused = run("admin", "lifecycle", "deliveries", "--db", db, "--limit", "10001")
+    assert refused.exit_code == 2 and "--limit" in refused.output, refused.output

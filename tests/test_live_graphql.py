@@ -13,6 +13,7 @@ from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
 
+import msgspec
 import pytest
 import starlette.websockets
 from graphql import ExecutionResult
@@ -22,15 +23,16 @@ from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision, reopen, send_answer
-from tests.live_support import GraphQLWS, graphql_ws, running
+from tests.live_support import QUICK, GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
-from waypost.live import LiveLimits, streams
+from waypost.http.auth import GRAPHQL_BODY_LIMIT
+from waypost.live import Hub, LiveLimits, TooManyStreams, streams
 from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 from waypost.schema import schema
 from waypost.schema.relay import global_id
-from waypost.schema.websocket import TransportWS
+from waypost.schema.websocket import TransportWS, _size_refusal
 
 EVENTS = """subscription ($after: Int) {
   projectEvents(projectId: "demo", after: $after) {
@@ -1184,3 +1186,40 @@ async def test_a_rules_edit_pushes_stale_at_once_not_at_the_next_recheck(
         assert r.status_code == 200, r.text
         async with asyncio.timeout(5):
             assert (await _next(client, op))["decisionChanged"]["status"] == "STALE"
+
+
+# -- what mutation testing found unpinned (mutantaudit8) -----------------------
+
+
+def test_a_subscribe_of_exactly_the_body_limit_is_taken() -> None:
+    """As on POST /graphql: a document and its variables of exactly
+    GRAPHQL_BODY_LIMIT bytes are taken, one byte more refused."""
+    base = {"query": "", "variables": {}}
+    pad = GRAPHQL_BODY_LIMIT - len(msgspec.json.encode(base))
+    exact = {"query": "#" * pad, "variables": {}}
+    assert len(msgspec.json.encode(exact)) == GRAPHQL_BODY_LIMIT
+    assert _size_refusal(exact) is None
+    refusal = _size_refusal({"query": "#" * (pad + 1), "variables": {}})
+    assert refusal is not None and refusal["extensions"]["code"] == "payload_too_large"
+
+
+async def test_a_closed_socket_gives_back_exactly_its_own_place(service: Service) -> None:
+    """A token's GraphQL WebSockets are counted one by one (QUICK: 3 per
+    token): closing one of two leaves one, and the cap still holds."""
+    hub = Hub(service.rt.db, QUICK)
+    hub.open_socket("t")
+    hub.open_socket("t")
+    hub.close_socket("t")
+    assert hub.socket_count() == 1
+    hub.open_socket("t")
+    hub.open_socket("t")
+    with pytest.raises(TooManyStreams):
+        hub.open_socket("t")
+
+
+async def test_a_connection_init_without_a_payload_is_unauthenticated_not_malformed(
+    service: Service, project: str
+) -> None:
+    """The protocol's payload is an object or absent; a null one carries no
+    token: 4401, not the malformed-message 4400."""
+    assert await close_code_after_init(service, None) == 4401

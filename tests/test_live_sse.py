@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -435,3 +437,75 @@ async def test_a_stream_holds_only_its_own_projects_events(
             assert r.status_code == 201, r.text
             first = (await next_data_event(received)).json()
             assert (first["project_id"], first["data"]["title"]) == ("demo", "ours"), first
+
+
+# -- what mutation testing found unpinned (mutantaudit8) -----------------------
+
+
+async def test_streams_past_the_servers_total_are_refused(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/api.md: 16 open streams for the token, or 1,000 for the service
+    (QUICK: 3 and 5). Two tokens fill the service (3 + 2); a third token,
+    under its own cap, is refused with the total."""
+    agent, third = await service.agent(), await service.agent()
+    async with running(service) as base, contextlib.AsyncExitStack() as stack:
+        readers = []  # held: a reader let go is closed, and its stream with it
+        for caller, n in ((human, 3), (agent, 2)):
+            for _ in range(n):
+                _, evs = await stack.enter_async_context(stream(base, caller))
+                readers.append(evs)
+                await anext(evs)
+        assert hub_for(service.rt).open_count() == len(readers) == 5
+        async with httpx.AsyncClient(base_url=base, timeout=10) as client:
+            refused = await asyncio.wait_for(client.get(STREAM, headers=third.headers()), 10)
+        assert refused.status_code == 429, refused.status_code
+        error = refused.json()["error"]
+        assert error["code"] == "too_many_streams" and error["details"] == {"limit": 5}
+
+
+async def test_keep_alives_come_every_interval_not_later(
+    service: Service, human: Caller, project: str
+) -> None:
+    """A keep-alive every `keepalive_seconds`: with 0.4 s, three quiet ones
+    come within 2 s (at twice the interval they would take 2.4)."""
+    limits = LiveLimits(per_token=3, total=5, window=20, poll_seconds=0.1,
+                        keepalive_seconds=0.4, recheck_seconds=30)  # fmt: skip
+    async with running(service, limits) as base, stream(base, human) as (_, evs):
+        assert (await anext(evs)).comments == ["stream open"]
+        started = time.monotonic()
+        for _ in range(3):
+            assert (await asyncio.wait_for(anext(evs), 5)).comments == ["keep-alive"]
+        took = time.monotonic() - started
+    assert took < 2.0, took
+
+
+def test_the_default_intervals_keep_the_contracts_15_seconds() -> None:
+    """Contract: a keep-alive at least every 15 s, and a revoked token's
+    stream ends within 15 s (the re-check): the defaults must say so."""
+    limits = LiveLimits()
+    assert limits.keepalive_seconds < 15 and limits.recheck_seconds <= 15
+
+
+async def test_a_resume_from_just_behind_the_trimmed_window_misses_nothing(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The hub's window (QUICK: 20, kept up to 40) trims in halves: a
+    listener resuming from any position, just behind the trimmed window
+    included, gets the very next event (each once, in order, none missed)."""
+    async with running(service):
+        hub = hub_for(service.rt)
+        async with hub.listen("demo", "keeper", None) as keeper:
+            assert await keeper.next_batch(0.05) == []
+            for i in range(45):
+                await new_task(human, f"t{i}")
+            everything = await rest_events(human)
+            for _ in range(100):  # until the hub has read them (bounded: 2 s)
+                if hub.position >= everything[-1]["sequence"]:
+                    break
+                await asyncio.sleep(0.02)
+            sequences = [e["sequence"] for e in everything]
+            for before, expected in itertools.pairwise(sequences):
+                async with hub.listen("demo", "resumer", before) as resumer:
+                    batch = await resumer.next_batch(0.05)
+                assert batch and batch[0]["sequence"] == expected, (before, batch[:1])

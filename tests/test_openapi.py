@@ -154,3 +154,49 @@ async def test_policy_patch_schema_carries_the_validation_limits(document: dict[
         "description": "An integer written without a fraction or exponent.",
     }
     assert set(schema["properties"]["review_mode"]["enum"]) == {"none", "human", "any"}
+
+
+# -- what the document says of the shared headers and the stream (mutantaudit8) --
+
+
+def _operations(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{method.upper()} {path}", op)
+            for path, item in doc["paths"].items() for method, op in item.items()]  # fmt: skip
+
+
+async def test_the_session_header_is_optional_everywhere(document: dict[str, Any]) -> None:
+    """A request acts in a session when it carries `Waypost-Session`: never required."""
+    for name, op in _operations(document):
+        session = [p for p in op["parameters"] if p["name"] == "Waypost-Session"]
+        assert session and session[0]["in"] == "header", name
+        assert session[0]["required"] is False, name
+
+
+async def test_the_idempotency_key_pattern_takes_1_to_256_printable_ascii(
+    document: dict[str, Any], human: Caller, project: str
+) -> None:
+    """Contract section 2: `Idempotency-Key` of 1-256 printable ASCII; and the
+    server takes what the document says."""
+    keys = [p for _, op in _operations(document) for p in op["parameters"]
+            if p["name"] == "Idempotency-Key"]  # fmt: skip
+    assert keys
+    for key in keys:
+        assert key["required"] is True
+        pattern = re.compile(key["schema"]["pattern"])
+        assert pattern.fullmatch("!" * 256) and pattern.fullmatch("~")
+        assert not pattern.fullmatch("x" * 257) and not pattern.fullmatch("")
+        assert not pattern.fullmatch("a b")
+    r = await human.post(f"/api/v1/projects/{project}/tasks", {"title": "k"}, key="k" * 256)
+    assert r.status_code == 201, r.text
+
+
+async def test_the_streams_positions_stop_at_64_bits(document: dict[str, Any]) -> None:
+    """`Last-Event-ID` and `after` are positions of at most 2^63-1, as the
+    server reads them (an empty `Last-Event-ID` is no header)."""
+    op = document["paths"]["/api/v1/projects/{project}/events/stream"]["get"]
+    header = next(p for p in op["parameters"] if p["name"] == "Last-Event-ID")
+    pattern = re.compile(header["schema"]["pattern"])
+    assert pattern.fullmatch(str(2**63 - 1)) and pattern.fullmatch("")
+    assert not pattern.fullmatch("1" + "0" * 19)
+    after = next(p for p in op["parameters"] if p["name"] == "after")
+    assert after["schema"]["minimum"] == 0 and after["schema"]["maximum"] == 2**63 - 1

@@ -532,3 +532,22 @@ def test_proxy_variables_httpx_cannot_use_are_a_usage_error(
     # TokenReview's client has its own SSL context: it reads no certificate variable
     if any(name.startswith("SSL_CERT_") for name in variables):
         assert environment_refusal(ssl.create_default_context()) is None
+
+
+async def test_admin_deliveries_lists_only_pending_ones_by_default(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """`--state` pending (the default), delivered or all (mutantaudit8: the
+    listing had no delivered row to leave out)."""
+    await make_events(author, 1)
+    db = str(lifecycle.service.db_path)
+    await lifecycle.service.rt.db.write(lambda c: c.execute(
+        "UPDATE lifecycle_deliveries SET state = 'delivered', delivered_at = ?"
+        " WHERE event_sequence = (SELECT min(event_sequence) FROM lifecycle_deliveries)",
+        ("2026-11-29T18:00:00.000Z",)))  # fmt: skip
+    pending = await asyncio.to_thread(cli, "admin", "lifecycle", "deliveries", "--db", db)
+    assert [d["state"] for d in pending] == ["pending"]
+    every = await asyncio.to_thread(
+        cli, "admin", "lifecycle", "deliveries", "--db", db, "--state", "all"
+    )
+    assert sorted(d["state"] for d in every) == ["delivered", "pending"]
