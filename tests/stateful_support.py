@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from collections.abc import Coroutine
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +22,7 @@ from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
 T = TypeVar("T")
+SESSION = timedelta(minutes=15)  # an agent session's life from its start or latest beat
 Expected = tuple[int, str, str | None]  # status code, error code, details.reason
 
 
@@ -61,6 +63,20 @@ class ServiceMachine(RuleBasedStateMachine):
             lambda conn: principals.create_principal(conn, kind, name, at)
         )
         return Caller(self.client, made["principal_id"], kind, made["token"])
+
+    async def open_team(self) -> tuple[list[Caller], dict[str, datetime]]:
+        """ada and bob (agents, each in a session) and hana (a human), who
+        makes the project `demo`; and each session's expiry by its id."""
+        actors: list[Caller] = []
+        sessions: dict[str, datetime] = {}
+        for kind, name in (("agent", "ada"), ("agent", "bob"), ("human", "hana")):
+            caller = await self.new_caller(kind, name)
+            if kind == "agent":
+                sessions[await caller.start_session()] = self.clock.now() + SESSION
+            actors.append(caller)
+        r = await actors[-1].post("/api/v1/projects", {"id": "demo", "name": "D"})
+        assert r.status_code == 201, r.text
+        return actors, sessions
 
     def teardown(self) -> None:
         async def stop() -> None:

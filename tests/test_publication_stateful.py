@@ -34,11 +34,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import SESSION, ServiceMachine
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time
 
-SESSION = timedelta(minutes=15)
 LEASE = timedelta(seconds=900)  # the default lease_seconds
 ACTORS = 3  # ada and bob (agents), hana (human); number ACTORS is "the one who should"
 ACTOR = st.one_of(st.just(ACTORS), st.integers(0, ACTORS))
@@ -180,17 +179,9 @@ class PublicationMachine(ServiceMachine):
 
     async def _start(self) -> None:
         await self.open_service()
-        self.actors: list[Caller] = []
-        for kind, name in (("agent", "ada"), ("agent", "bob"), ("human", "hana")):
-            caller = await self.new_caller(kind, name)
-            if kind == "agent":
-                await caller.start_session()
-                assert caller.session_id is not None
-                self.sessions[caller.session_id] = self.clock.now() + SESSION
-            self.actors.append(caller)
+        self.actors, started = await self.open_team()
+        self.sessions.update(started)
         self.human = self.actors[-1]
-        r = await self.human.post("/api/v1/projects", {"id": "demo", "name": "D"})
-        assert r.status_code == 201, r.text
         # two tasks, and an activity (a review) on the first
         subjects: list[str | None] = [None, None]
         for i in range(3):

@@ -28,13 +28,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import Expected, ServiceMachine, answered_as
+from tests.stateful_support import SESSION, Expected, ServiceMachine, answered_as
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time, parse_time
 
 MAX_TASKS = 7
 LEASE_SECONDS = 300  # shorter than a session (15 minutes), so leases lapse in live sessions
-SESSION = timedelta(minutes=15)
 ACTORS = 3  # two agents and a human (the last); actor number ACTORS is "the holder"
 ACTOR = st.one_of(st.just(ACTORS), st.integers(0, ACTORS))  # the holder more often
 WHICH = st.integers(0, 99)
@@ -126,17 +125,9 @@ class TaskMachine(ServiceMachine):
 
     async def _start(self) -> None:
         await self.open_service()
-        self.actors: list[Caller] = []
-        for kind, name in (("agent", "ada"), ("agent", "bob"), ("human", "hana")):
-            caller = await self.new_caller(kind, name)
-            if kind == "agent":
-                await caller.start_session()
-                assert caller.session_id is not None
-                self.sessions[caller.session_id] = self.clock.now() + SESSION
-            self.actors.append(caller)
+        self.actors, started = await self.open_team()
+        self.sessions.update(started)
         self.human = self.actors[-1]
-        r = await self.human.post("/api/v1/projects", {"id": "demo", "name": "D"})
-        assert r.status_code == 201, r.text
         await self._patch_policy(lease_seconds=LEASE_SECONDS)
         self.seen = (await self.human.get(f"{BASE}/events", limit=200)).json()["next_after"]
 
