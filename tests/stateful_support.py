@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine
 
 from tests.conftest import Caller, MovableClock
@@ -23,6 +24,19 @@ from waypost.settings import Settings
 
 T = TypeVar("T")
 SESSION = timedelta(minutes=15)  # an agent session's life from its start or latest beat
+
+
+def machine_settings(examples: int, steps: int = 40) -> settings:
+    """A model's run: `examples` sequences of up to `steps` steps, each step
+    a real request, so no deadline (a loaded two-core machine is slow)."""
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+
+
 Expected = tuple[int, str, str | None]  # status code, error code, details.reason
 
 

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     initialize,
@@ -27,7 +26,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import ServiceMachine, machine_settings
 from waypost.clock import format_time
 from waypost.resolvers.core import sweep
 
@@ -317,10 +316,5 @@ class DecisionMachine(ServiceMachine):
             assert g["answer"] is None, (seen, g)
 
 
-DecisionMachine.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=15,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+DecisionMachine.TestCase.settings = machine_settings(20, steps=15)
 TestDecisionStateMachine = DecisionMachine.TestCase

@@ -111,16 +111,28 @@ async def test_feedback_writes_an_event_on_the_source_project(human: Caller, pro
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("useful", [True, False])
 async def test_feedback_on_a_shared_record_through_another_project(
-    human: Caller, project: str
+    human: Caller, project: str, useful: bool
 ) -> None:
+    """Counted on the record, and its event is in the record's own project,
+    naming the project it came through (docs/api.md: `via_project_id`);
+    none in the other (mutantaudit5)."""
     record = await create(human, project, collection="shared", share_across_projects=True)
     other = await make_project(human, "other")
     r = await human.post(
-        kpath(other, record["id"], "feedback"), {"expected_revision": 1, "useful": True}
+        kpath(other, record["id"], "feedback"), {"expected_revision": 1, "useful": useful}
     )
     assert r.status_code == 201 and r.json()["project_id"] == project
-    assert (await human.get(kpath(project, record["id"]))).json()["feedback"]["useful"] == 1
+    counted = (await human.get(kpath(project, record["id"]))).json()["feedback"]
+    assert counted["useful" if useful else "not_useful"] == 1
+    events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
+    assert events[-1]["type"] == "knowledge.feedback_recorded"
+    assert events[-1]["data"] == {
+        "feedback_id": r.json()["id"], "revision": 1, "useful": useful, "via_project_id": other
+    }  # fmt: skip
+    theirs = (await human.get(f"/api/v1/projects/{other}/events")).json()["items"]
+    assert all(e["type"] != "knowledge.feedback_recorded" for e in theirs)
 
 
 async def test_feedback_on_an_unknown_record_is_not_found(human: Caller, project: str) -> None:

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     initialize,
@@ -38,7 +37,7 @@ from hypothesis.stateful import (
 
 from tests.conftest import Caller
 from tests.knowledge_support import kpath
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import ServiceMachine, machine_settings
 
 PROJECTS = ("kp0", "kp1", "kp2")
 TASKS_PER_PROJECT = 2
@@ -702,10 +701,5 @@ class KnowledgeMachine(ServiceMachine):
             self.expected_events[project] = []
 
 
-KnowledgeMachine.TestCase.settings = settings(
-    max_examples=30,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+KnowledgeMachine.TestCase.settings = machine_settings(30)
 TestKnowledgeStateMachine = KnowledgeMachine.TestCase

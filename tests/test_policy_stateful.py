@@ -27,12 +27,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import ServiceMachine
+from tests.stateful_support import ServiceMachine, machine_settings
 
 BASE = "/api/v1/projects/demo"
 POLICY = f"{BASE}/policy"
@@ -525,10 +525,5 @@ class PolicyMachine(ServiceMachine):
         self.expected_events = []
 
 
-PolicyMachine.TestCase.settings = settings(
-    max_examples=40,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+PolicyMachine.TestCase.settings = machine_settings(40)
 TestPolicyStateMachine = PolicyMachine.TestCase

@@ -29,12 +29,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import SESSION, ServiceMachine
+from tests.stateful_support import SESSION, ServiceMachine, machine_settings
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time
 
@@ -811,10 +811,5 @@ class PublicationMachine(ServiceMachine):
             assert decisions[d.id]["generation"] == len(d.generations)
 
 
-PublicationMachine.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+PublicationMachine.TestCase.settings = machine_settings(20)
 TestPublicationStateMachine = PublicationMachine.TestCase

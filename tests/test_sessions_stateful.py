@@ -31,11 +31,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from tests.stateful_support import Expected, ServiceMachine, answered_as
+from tests.stateful_support import Expected, ServiceMachine, answered_as, machine_settings
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time
 from waypost.resolvers.access import principals
@@ -745,10 +744,5 @@ class SessionMachine(ServiceMachine):
             assert got["ready"] is (task.lease is None), (task, got)
 
 
-SessionMachine.TestCase.settings = settings(
-    max_examples=20,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+SessionMachine.TestCase.settings = machine_settings(20)
 TestSessionStateMachine = SessionMachine.TestCase

@@ -23,12 +23,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
-from tests.stateful_support import SESSION, Expected, ServiceMachine, answered_as
+from tests.stateful_support import SESSION, Expected, ServiceMachine, answered_as, machine_settings
 from tests.tasks_support import BASE, task_path
 from waypost.clock import format_time, parse_time
 
@@ -559,10 +558,5 @@ class TaskMachine(ServiceMachine):
         assert digest["ready_task_count"] == len(expected)
 
 
-TaskMachine.TestCase.settings = settings(
-    max_examples=30,
-    stateful_step_count=40,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+TaskMachine.TestCase.settings = machine_settings(30)
 TestTaskStateMachine = TaskMachine.TestCase
