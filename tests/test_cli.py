@@ -425,7 +425,13 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
 def test_serve_refuses_settings_it_cannot_run_with(
     db: str, env: dict[str, str], args: list[str], says: str
 ) -> None:
-    result = run("serve", "--db", db, *args, env=env)
+    with socket.socket() as taken:
+        # Should a refusal go, the start ends on this busy port (a failure)
+        # instead of serving on 8080 until CI's time runs out (mutantaudit8).
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = [] if "--port" in args else ["--port", str(taken.getsockname()[1])]
+        result = run("serve", "--db", db, *port, *args, env=env)
     assert result.exit_code == 2 and says in result.output, result.output
     assert not Path(db).exists()
     # the reranker's warning is for a service that starts, not one refused

@@ -230,7 +230,13 @@ async def test_a_head_request_gets_the_head_and_holds_no_stream(
 async def test_bad_positions_and_unknown_projects_are_refused(
     service: Service, human: Caller, project: str
 ) -> None:
-    async with running(service) as base, httpx.AsyncClient(base_url=base) as client:
+    # A refusal that became a stream would be read for ever (its keep-alives
+    # reset httpx's read timeout): the whole test has a deadline (mutantaudit8).
+    async with (
+        asyncio.timeout(30),
+        running(service) as base,
+        httpx.AsyncClient(base_url=base) as client,
+    ):
         r = await client.get(STREAM, params={"after": "x"}, headers=human.headers())
         assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "after"
         r = await client.get(STREAM, headers={**human.headers(), "Last-Event-ID": "-1"})
