@@ -102,6 +102,18 @@ def test_backup_refuses_an_existing_file_and_a_missing_database(tmp_path: Path) 
     assert result.exit_code == 1 and "no database" in result.stderr
 
 
+def test_a_backup_to_a_name_ending_in_a_slash_is_refused(tmp_path: Path) -> None:
+    """`--to nightly/` names a directory: it wrote a file called `nightly`
+    (the trailing slash was lost on the way to the copy; backupaudit)."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    result = run("admin", "backup", "--db", str(db), "--to", f"{tmp_path / 'nightly'}/")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: cannot_create:"), result.stderr
+    assert "names a directory" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]
+
+
 @pytest.mark.parametrize("name", ["b" * 252 + ".db", "é" * 126 + ".db"])
 def test_a_backup_takes_any_name_the_file_system_takes(tmp_path: Path, name: str) -> None:
     """A target of 242-255 bytes was refused as "File name too long": the

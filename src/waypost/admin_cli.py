@@ -281,10 +281,9 @@ def token_list(db_path: Path, principal_id: str | None) -> None:
 
 @admin.command("backup")
 @db_option
-@click.option("--to", "target", required=True,
-              type=click.Path(path_type=Path),
+@click.option("--to", "target", required=True, type=click.Path(),
               help="The new backup file (refused if it exists).")  # fmt: skip
-def admin_backup(db_path: Path, target: Path) -> None:
+def admin_backup(db_path: Path, target: str) -> None:
     """Copy the database through SQLite's online backup API; safe while serve runs."""
     from waypost.maintenance import BackupError, backup
 
@@ -296,6 +295,7 @@ def admin_backup(db_path: Path, target: Path) -> None:
 
     previous = signal.signal(signal.SIGTERM, terminated)
     try:
+        # the name as typed: a Path drops the trailing "/" that says "directory"
         _print(backup(db_path, target))
     except BackupError as error:
         raise click.ClickException(str(error)) from error

@@ -17,8 +17,8 @@ from waypost.maintenance.files import BackupError, open_read_only, present
 from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
 
 
-def backup(source: Path, target: Path) -> dict[str, Any]:
-    """Copy `source` into the new file `target` (mode 0600) and check the copy.
+def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
+    """Copy `source` into the new file `target_name` (mode 0600) and check the copy.
 
     The copy is written under a temporary name beside `target` and takes
     `target`'s name only once complete: a copy cut short (SIGTERM, SIGKILL,
@@ -29,8 +29,15 @@ def backup(source: Path, target: Path) -> dict[str, Any]:
         raise BackupError("not_found", f"no database at {source}")
     if source.is_dir():  # SQLite says only "disk I/O error" of it
         raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
-    if os.path.lexists(target):
-        raise BackupError("target_exists", f"{target} exists; choose a new file")
+    if os.path.lexists(target_name):
+        raise BackupError("target_exists", f"{target_name} exists; choose a new file")
+    if str(target_name).endswith((os.sep, os.altsep or os.sep)):
+        # `newdir/` names a directory: copying to a file called `newdir`
+        # answers a request the operator did not make
+        raise BackupError(
+            "cannot_create", f"{target_name}: names a directory; give the backup a file name"
+        )
+    target = Path(target_name)
     _refuse_foreign_source(source)
     _refuse_unnameable(target)
     partial = _partial_name(target)
