@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
+from waypost.decoding import convert
+from waypost.errors import InvalidRequest
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
 from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.server import INSTRUCTIONS, tool_list
+from waypost.resolvers.decisions.models import DecisionCreate
+from waypost.resolvers.knowledge.models import KnowledgeCreate
+from waypost.resolvers.tasks.models import TaskCreate
 
 CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
 
@@ -122,18 +127,50 @@ def test_a_huge_array_of_the_wrong_type_is_judged_by_its_first_errors(
     from waypost.mcp_server import arguments as module
 
     seen: list[int] = []
-    real = module.best_match
+    real = module._earliest
 
-    def counting(errors: Any) -> Any:
-        found = list(errors)
-        seen.append(len(found))
-        return real(iter(found))
+    def counting(errors: Any, arguments: Any) -> Any:
+        seen.append(len(errors))
+        return real(errors, arguments)
 
-    monkeypatch.setattr(module, "best_match", counting)
+    monkeypatch.setattr(module, "_earliest", counting)
     refused = CHECKER.refusal("knowledge_record", {"project": "demo", "kind": "fact",
                               "title": "t", "body": "b", "tags": list(range(130_000))})  # fmt: skip
     assert refused is not None and refused.details["field"].startswith("tags")
     assert seen == [module.FIRST_ERRORS]
+
+
+@pytest.mark.parametrize(
+    ("tool", "model", "body"),
+    [
+        ("decision_open", DecisionCreate, {"options": ["A"], "task_ids": []}),
+        ("decision_open", DecisionCreate, {"task_ids": [], "options": ["A"]}),
+        ("decision_open", DecisionCreate, {"question": "", "rationale": ""}),
+        ("decision_open", DecisionCreate, {"options": ["A"], "required_actor": "bogus"}),
+        ("decision_open", DecisionCreate, {"required_actor": "bogus", "options": ["A"]}),
+        ("knowledge_record", KnowledgeCreate, {"kind": "nope", "title": ""}),
+        ("knowledge_record", KnowledgeCreate, {"title": "", "kind": "nope"}),
+        ("knowledge_record", KnowledgeCreate,
+         {"title": "t", "colour": 1, "kind": "nope", "body": "b"}),
+        ("knowledge_record", KnowledgeCreate,
+         {"scope": {"components": [1], "task_ids": 2}, "kind": "nope"}),
+        ("task_create", TaskCreate, {"title": "", "priority": 2_000_000}),
+        ("task_create", TaskCreate, {"priority": 2_000_000, "title": ""}),
+        ("task_create", TaskCreate, {"priority": 2_000_000}),
+        ("task_create", TaskCreate, {"description": 5}),
+    ],
+)  # fmt: skip
+def test_several_bad_arguments_name_the_one_rest_names(
+    tool: str, model: type, body: dict[str, Any]
+) -> None:
+    """REST names the first bad value of the body as written; the tool named
+    the one jsonschema ranked best, another of the two (mcpparity), so an
+    agent mended one argument to meet a refusal of the other."""
+    with pytest.raises(InvalidRequest) as rest:
+        convert(body, model)
+    refused = CHECKER.refusal(tool, {"project": "demo", **body})
+    assert refused is not None
+    assert refused.details["field"] == rest.value.details["field"], body
 
 
 def test_request_ids_5_and_quoted_5_derive_two_keys() -> None:
