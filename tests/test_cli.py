@@ -392,6 +392,9 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
     assert result.exit_code == 2 and "https://" in result.output
 
 
+HOST_253 = f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 61}"
+
+
 # Settings `serve` cannot run with: refused at start with one line naming
 # them, not a traceback, and never a server that fails each request later.
 @pytest.mark.parametrize(
@@ -405,6 +408,10 @@ def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> No
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://[::1"}, [], "not a valid URL"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTP://x.example"}, [], "https://"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://x.example:99999/r"}, [], "port"),
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://x.example:0/r"}, [], "port"),
+        # 254 characters: past DNS's 253 (mutantaudit9)
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": f"https://{HOST_253}b/r"}, [], "host name"),
+        ({"TYPESAFE_API_KEY": "sk two"}, [], "visible ASCII"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https:// x.example/r"}, [], "host name"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://-x.example/r"}, [], "host name"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_CA_BUNDLE": "/nonexistent.pem"}, [], "PEM"),
@@ -470,11 +477,15 @@ def test_serve_ignores_the_k8s_ca_without_tokenreview(db: str) -> None:
     assert "TYPESAFE_API_KEY is not set" in result.output
 
 
-@pytest.mark.parametrize("url", ["HTTPS://x.example/v1/rerank", "https://type_safe:8443/v1/rerank"])
+@pytest.mark.parametrize(
+    "url",
+    ["HTTPS://x.example/v1/rerank", "https://type_safe:8443/v1/rerank", f"https://{HOST_253}/r"],
+)
 def test_serve_takes_an_upper_case_scheme_and_a_container_name(db: str, url: str) -> None:
     """URL schemes are case-insensitive, and a container's name may hold an
-    underscore (it was refused as no host name). The settings pass: only the
-    busy port, looked at after them, stops this start."""
+    underscore (it was refused as no host name); a host name may be DNS's
+    253 characters long. The settings pass: only the busy port, looked at
+    after them, stops this start."""
     env = {"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": url}
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

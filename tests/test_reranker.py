@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -25,6 +26,7 @@ from tests.context_support import CONTEXT, context, ids, knowledge, task
 from tests.provider_support import Provider, closed_port, running_provider
 from tests.tasks_support import open_decision
 from waypost.reranker import Reranker, _network_said
+from waypost.reranker.client import check_settings, make_client
 from waypost.settings import RerankSettings, Settings
 
 KEY = "sk-test-secret-key"
@@ -285,6 +287,68 @@ async def fts_and_rerank_with(
         await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
         fts = await three_records(human)
         return fts, await rerank_of(human)
+
+
+async def test_the_client_waits_1_s_to_connect_and_3_s_in_all() -> None:
+    """The contract's "1 second to connect, 3 seconds in total" on the
+    client every call is made with (mutantaudit9: 4 s passed the wall-clock
+    test above, whose bound allows for a loaded machine)."""
+    made = make_client(None, 4)
+    try:
+        assert made.timeout.connect == 1.0
+        assert (made.timeout.read, made.timeout.write, made.timeout.pool) == (3.0, 3.0, 3.0)
+    finally:
+        await made.aclose()
+
+
+async def test_a_provider_that_never_completes_the_handshake_times_out_in_1_s(
+    tmp_path: Path,
+    clock: MovableClock,
+    rerank_settings: RerankSettings,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A port that accepts the TCP connection (in the kernel's backlog) and
+    never speaks TLS: `timeout` after the connect second, not the 3 s of a
+    whole call, and not `connect_error` (mutantaudit9: no test had one)."""
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"https://127.0.0.1:{silent.getsockname()[1]}/rerank"
+        rerank = dataclasses.replace(rerank_settings, url=url)
+        fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert packet == (fts, "timeout")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    elapsed_ms = float(line.split("elapsed_ms=")[1].split()[0])
+    assert 900 <= elapsed_ms < 2_900, line
+
+
+async def test_no_proxy_from_the_environment_is_used(
+    tmp_path: Path,
+    clock: MovableClock,
+    rerank_settings: RerankSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Only the TYPESAFE_* variables decide where the data goes: a proxy
+    named in the environment (here a closed port) is not used."""
+    dead = f"http://127.0.0.1:{closed_port()}"
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(name, dead)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    fts, (order, reason) = await fts_and_rerank_with(tmp_path, clock, rerank_settings)
+    assert reason == "applied" and sorted(order) == sorted(fts)
+
+
+async def test_an_upper_case_scheme_serve_takes_is_called(
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+) -> None:
+    """`serve` takes `HTTPS://` (schemes are case-insensitive): the calls are
+    then made, not each refused as `connect_error`."""
+    rerank = dataclasses.replace(rerank_settings, url=rerank_settings.url.replace("https", "HTTPS"))
+    check_settings(rerank)
+    fts, (order, reason) = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert reason == "applied" and sorted(order) == sorted(fts)
 
 
 async def test_nothing_listening_is_a_connect_error(
