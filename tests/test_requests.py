@@ -539,11 +539,42 @@ async def test_malformed_cursor_is_400(human: Caller, project: str, path: str, c
     assert_error(await human.get(path, cursor=cursor), 400, "invalid_request", "cursor")
 
 
-async def test_forged_cursor_with_a_huge_integer_is_400(human: Caller, project: str) -> None:
+@pytest.mark.parametrize("position", [10**30, 2**63, -(2**63) - 1])
+async def test_forged_cursor_with_a_huge_integer_is_400(
+    human: Caller, project: str, position: int
+) -> None:
+    """Past SQLite's 64 bits a position would fail in the store: refused as
+    a cursor no list wrote, from one past the largest (mutantaudit9)."""
     from waypost.pagination import encode_cursor
 
-    r = await human.get(f"{POLICY}/history", cursor=encode_cursor(10**30))
+    r = await human.get(f"{POLICY}/history", cursor=encode_cursor(position))
     assert_error(r, 400, "invalid_request", "cursor")
+
+
+@pytest.mark.parametrize("position", [2**63 - 1, -(2**63)])
+async def test_a_cursor_at_the_ends_of_64_bits_is_read(
+    human: Caller, project: str, position: int
+) -> None:
+    from waypost.pagination import encode_cursor
+
+    r = await human.get(f"{POLICY}/history", cursor=encode_cursor(position))
+    assert r.status_code == 200, r.text
+
+
+async def test_a_list_without_limit_answers_50_items(human: Caller, project: str) -> None:
+    """Section 13: "Defaults: list `limit` 50" (no test read a list without
+    one; mutantaudit9)."""
+    for n in range(51):
+        r = await human.post(
+            f"/api/v1/projects/{project}/knowledge", {"kind": "fact", "title": f"n{n}", "body": "b"}
+        )
+        assert r.status_code == 201, r.text
+    page = (await human.get(f"/api/v1/projects/{project}/knowledge")).json()
+    assert len(page["items"]) == 50 and page["next_cursor"] is not None
+    rest = (
+        await human.get(f"/api/v1/projects/{project}/knowledge", cursor=page["next_cursor"])
+    ).json()
+    assert len(rest["items"]) == 1 and rest["next_cursor"] is None
 
 
 @pytest.mark.parametrize("json_text", [' [ "2026-01-01T00:00:00.000Z" , "t" ] ', '\ufeff["a","b"]'])
