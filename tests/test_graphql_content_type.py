@@ -18,6 +18,10 @@ BODY = b'{"query": "{ me { name } }"}'
         "application/json;charset=utf-8",
         "application/json ; charset = utf-8",
         'application/json; charset="utf-8"',  # the same value quoted (RFC 9110, 8.3.2)
+        # empty parameters are none (RFC 9110, 5.6.6); the second was refused
+        "application/json;",
+        "application/json;charset=utf-8;",
+        "application/json; ; charset=utf-8",
     ],
 )
 async def test_json_media_types_are_accepted(human: Caller, content_type: str) -> None:
@@ -37,6 +41,8 @@ async def test_json_media_types_are_accepted(human: Caller, content_type: str) -
         "application/json; charset=latin-1",
         'application/json; charset="latin-1"',
         "application/json; charset=utf-8; v=2",
+        "application/json; charset=utf-8; charset=utf-8",
+        'application/json; charset="utf-8;"',
         "application/graphql",
         "text/plain",
         "multipart/form-data; boundary=x",
@@ -52,6 +58,16 @@ async def test_other_media_types_are_415(human: Caller, content_type: str | None
     [error] = r.json()["errors"]
     assert error["extensions"] == {"code": "unsupported_media_type"}
     assert "application/json" in error["message"]
+
+
+@pytest.mark.parametrize("content_type", ["application/json;charset=utf-8;", "application/json;"])
+async def test_rest_takes_the_same_media_types(human: Caller, content_type: str) -> None:
+    r = await human.client.post(
+        "/api/v1/projects",
+        content=b'{"id": "p", "name": "P"}',
+        headers={**human.headers("k1"), "Content-Type": content_type},
+    )
+    assert r.status_code == 201, r.text
 
 
 @pytest.mark.parametrize("content_type", ["application/jsonx", "text/html, application/json"])

@@ -220,14 +220,19 @@ def is_json_media_type(content_type: str | None) -> bool:
 
     The one rule for REST and GraphQL bodies (service contract 13 and 14).
     The charset may be quoted, `charset="utf-8"`: the same value (RFC 9110,
-    8.3.2), which was refused 415.
+    8.3.2), which was refused 415. An empty parameter is no parameter (RFC
+    9110, 5.6.6): `application/json;charset=utf-8;` was refused where
+    `application/json;` was taken (sec14audit).
     """
-    kind, _, params = (content_type or "").partition(";")
+    kind, *parts = (content_type or "").split(";")
     if kind.strip(" \t").lower() != "application/json":
         return False
-    if not params.strip(" \t"):
+    params = [part for part in parts if part.strip(" \t")]
+    if not params:
         return True
-    name, _, value = params.partition("=")
+    if len(params) > 1:  # a second charset says nothing more, or contradicts the first
+        return False
+    name, _, value = params[0].partition("=")
     value = value.strip(" \t")
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = _QUOTED_PAIR.sub(r"\1", value[1:-1])
