@@ -295,7 +295,10 @@ ROUTE_TOOLS: list[RouteTool] = [
         "an expired one needs a new expires_at, or null for none). Send the generation you "
         "read (decision_get) as expected_generation; then call decision_wait. The question, "
         "options and who answers never change; a reversible decision that requires a human "
-        "only a human reopens.",
+        "only a human reopens. An allowed decision is not reopened while a task it affects "
+        "(or its subject or an activity of it) holds publication authority "
+        "(publication_in_progress: wait for the holder to finalize); one that already blocks "
+        "may be.",
         "POST",
         DECISION + "/reopen",
         {"decision_id": ("decision", "decision")},
