@@ -60,25 +60,28 @@ async def test_other_media_types_are_415(human: Caller, content_type: str | None
     assert "application/json" in error["message"]
 
 
-@pytest.mark.parametrize("content_type", ["application/json;charset=utf-8;", "application/json;"])
-async def test_rest_takes_the_same_media_types(human: Caller, content_type: str) -> None:
+@pytest.mark.parametrize(
+    ("content_type", "taken"),
+    [
+        ("application/json;charset=utf-8;", True),
+        ("application/json;", True),
+        ("application/jsonx", False),
+        ("text/html, application/json", False),
+    ],
+)
+async def test_rest_takes_and_refuses_the_same_media_types(
+    human: Caller, content_type: str, taken: bool
+) -> None:
     r = await human.client.post(
         "/api/v1/projects",
         content=b'{"id": "p", "name": "P"}',
         headers={**human.headers("k1"), "Content-Type": content_type},
     )
-    assert r.status_code == 201, r.text
-
-
-@pytest.mark.parametrize("content_type", ["application/jsonx", "text/html, application/json"])
-async def test_rest_refuses_the_same_media_types(human: Caller, content_type: str) -> None:
-    r = await human.client.post(
-        "/api/v1/projects",
-        content=b'{"id": "p", "name": "P"}',
-        headers={**human.headers("k1"), "Content-Type": content_type},
-    )
-    assert r.status_code == 415
-    assert r.json()["error"]["code"] == "unsupported_media_type"
+    if taken:
+        assert r.status_code == 201, r.text
+    else:
+        assert r.status_code == 415
+        assert r.json()["error"]["code"] == "unsupported_media_type"
 
 
 @pytest.mark.parametrize("coding", ["gzip", "br", "identity, gzip", "x-made-up"])

@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from tests.conftest import Caller
+from tests.lifecycle import support as lifecycle_support
 from tests.stateful_support import ServiceMachine, machine_settings
 from waypost.lifecycle_http import create_lifecycle_app
 from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
@@ -65,16 +66,7 @@ ALLOWED = {
     "reviewer": {"read", "comment"},
     "author": {"read", "comment", "write"},
 }
-TABLES = (
-    "lifecycle_memos",
-    "lifecycle_revisions",
-    "lifecycle_documents",
-    "lifecycle_events",
-    "lifecycle_deliveries",
-    "lifecycle_receipts",
-    "lifecycle_review_requests",
-    "lifecycle_outcomes",
-)
+TABLES = (*lifecycle_support.TABLES, "lifecycle_review_requests", "lifecycle_outcomes")
 # authors more often than the others, so that most runs build memos to refuse on
 WHO = st.sampled_from([0, 0, 0, 1, 2, 3, 4, 4, 5, 6, 6])
 WHICH = st.integers(0, 99)
@@ -292,6 +284,28 @@ class LifecycleMachine(ServiceMachine):
     def touch(self, memo: Memo | None) -> None:
         if memo is not None:
             self.touched.add((memo.tenant, memo.id))
+
+    def collaborate(
+        self,
+        m: Member,
+        memo_id: str,
+        memo: Memo | None,
+        kind: str,
+        body: dict[str, Any],
+        refusal: Refusal,
+        action: str,
+        event_type: str,
+        data: Any,
+        fresh: str,
+    ) -> None:
+        """A comment, source, evaluation or publication on `body["version"]`:
+        the predicted refusal, or its event and the answer naming it."""
+        self.touch(memo)
+        r = self.mutate(m, f"/v1/decisions/{memo_id}/{kind}", body, refusal, action, fresh)
+        if r is not None and memo is not None:
+            version = body["version"]
+            seq = self.event(memo, version, event_type, m, data)
+            assert r.json() == {"event_id": seq, "memo_id": memo_id, "version": version}
 
     # --- plans of the search ----------------------------------------------------------
 
@@ -551,11 +565,10 @@ class LifecycleMachine(ServiceMachine):
         text = f"comment {next(self.made)}"
         body = {"version": version, "body": {"text": text, "locator": "L2"}}
         refusal = self.on_version(m, memo, version, "comment")
-        self.touch(memo)
-        r = self.mutate(m, f"/v1/decisions/{memo_id}/comments", body, refusal, "comment", fresh)
-        if r is not None and memo is not None:
-            seq = self.event(memo, version, "comment.added", m, {"text": text, "locator": "L2"})
-            assert r.json() == {"event_id": seq, "memo_id": memo_id, "version": version}
+        data = {"text": text, "locator": "L2"}
+        self.collaborate(
+            m, memo_id, memo, "comments", body, refusal, "comment", "comment.added", data, fresh
+        )
 
     @rule(
         who=WHO,
@@ -576,11 +589,9 @@ class LifecycleMachine(ServiceMachine):
             packet = {e["digest"] for e in memo.revisions[version - 1]["packet"]}
             if source["digest"] not in packet:
                 refusal = (400, "invalid_request")
-        self.touch(memo)
-        r = self.mutate(m, f"/v1/decisions/{memo_id}/sources", body, refusal, "write", fresh)
-        if r is not None and memo is not None:
-            seq = self.event(memo, version, "source.added", m, source)
-            assert r.json() == {"event_id": seq, "memo_id": memo_id, "version": version}
+        self.collaborate(
+            m, memo_id, memo, "sources", body, refusal, "write", "source.added", source, fresh
+        )
 
     @rule(
         who=WHO,
@@ -602,11 +613,18 @@ class LifecycleMachine(ServiceMachine):
         options = {o["id"] for o in memo.revisions[version - 1]["options"]} if memo else set()
         if refusal is None and option not in options:
             refusal = (400, "invalid_request")
-        self.touch(memo)
-        r = self.mutate(m, f"/v1/decisions/{memo_id}/evaluations", body, refusal, "write", fresh)
-        if r is not None and memo is not None:
-            seq = self.event(memo, version, "evaluation.added", m, evaluation)
-            assert r.json() == {"event_id": seq, "memo_id": memo_id, "version": version}
+        self.collaborate(
+            m,
+            memo_id,
+            memo,
+            "evaluations",
+            body,
+            refusal,
+            "write",
+            "evaluation.added",
+            evaluation,
+            fresh,
+        )
 
     @rule(
         who=WHO,
@@ -632,11 +650,19 @@ class LifecycleMachine(ServiceMachine):
         body = {"version": version, "audience": audience}
         empty = (400, "invalid_request") if not subjects and not groups else None
         refusal = self.on_version(m, memo, version, "write", empty)
-        self.touch(memo)
-        r = self.mutate(m, f"/v1/decisions/{memo_id}/publications", body, refusal, "write", fresh)
-        if r is not None and memo is not None:
-            seq = self.event(memo, version, "publication.recorded", m, {"audience": audience})
-            assert r.json() == {"event_id": seq, "memo_id": memo_id, "version": version}
+        data = {"audience": audience}
+        self.collaborate(
+            m,
+            memo_id,
+            memo,
+            "publications",
+            body,
+            refusal,
+            "write",
+            "publication.recorded",
+            data,
+            fresh,
+        )
 
     # --- review handoff ----------------------------------------------------------------------
 
