@@ -81,3 +81,15 @@ def test_a_last_character_whose_unused_bits_differ_is_refused(raw: bytes) -> Non
 def test_broken_lengths_and_padding_are_refused(text: str) -> None:
     with pytest.raises(ValueError):
         decode_b64url(text)
+
+
+@given(st.binary(min_size=1, max_size=64))
+def test_where_padding_is_taken_only_the_encoders_padding_is(raw: bytes) -> None:
+    """docs/api.md: a global id "may also come padded, as ids were once
+    served": as an encoder pads it, not with any number of `=` (mutantaudit10)."""
+    text = encode_b64url(raw)
+    padded = text + "=" * (-len(text) % 4)
+    assert decode_b64url(padded, padded=True) == raw
+    for wrong in {text + "=" * n for n in range(1, 4)} - {padded}:
+        with pytest.raises(ValueError):
+            decode_b64url(wrong, padded=True)

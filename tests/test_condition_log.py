@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from waypost.lifecycle_http import verifiers
 from waypost.observe.conditions import ConditionLog
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
@@ -106,3 +107,58 @@ async def test_the_lines_held_when_the_runtime_closes_are_logged_with_their_coun
             "refused write 0: disk full",
             "refused write 4: disk full (and 3 more like it since the last such line)",
         ]
+
+
+def test_the_window_is_10_seconds_by_default() -> None:
+    """docs/lifecycle.md: "one WARNING per kind of failure every 10 s at most"
+    (mutantaudit10)."""
+    assert ConditionLog(logging.getLogger("waypost.test.conditions")).seconds == 10.0
+    assert verifiers._conditions.seconds == 10.0
+
+
+def test_one_format_string_under_two_keys_is_two_kinds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Lines are told apart by their key (by default their format string):
+    "TokenReview failed: %s" keyed by the error's name must not hide a
+    ConnectError behind a ReadTimeout (mutantaudit10)."""
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=5.0)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        conditions.warning("failed: %s", "ReadTimeout", key="ReadTimeout")
+        conditions.warning("failed: %s", "ConnectError", key="ConnectError")
+        assert _messages(caplog) == ["failed: ReadTimeout", "failed: ConnectError"]
+        conditions.flush()
+
+
+def test_a_flushed_line_begins_a_window(caplog: pytest.LogCaptureFixture) -> None:
+    """At most one line per window: the line a flush writes counts as one
+    (mutantaudit10). Windows of 2 s, so that a loaded machine's late sleep
+    (up to 0.8 s) changes nothing."""
+    window = 2.0
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=window)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        conditions.warning("full %s", "a")
+        conditions.warning("full %s", "b")  # held
+        time.sleep(window / 2)
+        conditions.flush()  # "full b" now, and a window from here
+        assert _messages(caplog) == ["full a", "full b"]
+        time.sleep(window / 2 + 0.2)  # past a's window, within the flushed line's
+        conditions.warning("full %s", "c")
+        assert _messages(caplog) == ["full a", "full b"]
+        assert _wait_for(caplog, 3) == ["full a", "full b", "full c"]
+
+
+def test_the_held_line_is_logged_when_the_window_of_the_first_ends(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """ "When the window ends, a timer logs the last of them": the window the
+    first line began, not one counted from the held line (mutantaudit10)."""
+    window = 2.0
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=window)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        start = time.monotonic()
+        conditions.warning("full %s", "a")
+        time.sleep(1.2)
+        conditions.warning("full %s", "b")  # held until start + 2.0, not + 3.2
+        assert _wait_for(caplog, 2) == ["full a", "full b"]
+        assert time.monotonic() - start < 2.9

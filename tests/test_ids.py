@@ -56,3 +56,11 @@ def test_a_record_not_found_by_its_global_id_says_which_id_to_give() -> None:
     refused = InvalidRequest.unknown("depends_on[0]", "no such task", given, "Task")
     assert refused.details == {"field": "depends_on[0]"}
     assert '"t": give its REST id' in refused.message
+
+
+def test_an_id_is_1_to_64_of_the_alphabet() -> None:
+    """docs/api.md: "Ids are opaque strings (1-64 of `A-Za-z0-9_-`)"; a
+    65-character reference was refused all the same, on the same field, by
+    the route's own bound (mutantaudit10)."""
+    assert ID_PATTERN.match("a" * 64) and ID_PATTERN.match("a")
+    assert not ID_PATTERN.match("a" * 65) and not ID_PATTERN.match("")

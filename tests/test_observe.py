@@ -21,6 +21,7 @@ from tests.conftest import Caller, MovableClock, Service, serving
 from tests.live_support import graphql_ws, running
 from waypost.observe import logs
 from waypost.observe.logs import FIELDS, JsonFormatter, TextFormatter
+from waypost.observe.metrics import Metrics
 from waypost.resolvers.access import principals
 from waypost.settings import Settings
 
@@ -737,3 +738,25 @@ async def test_an_event_stream_is_counted_but_not_timed(metered: Service) -> Non
         ).status_code == 200
     project = {"method": "GET", "route": "/api/v1/projects/{project}", "status": "200"}
     assert sample(metered, timed, **project) == 1
+
+
+def test_the_method_label_is_one_of_the_seven_or_other() -> None:
+    """docs/operations.md, waypost_http_requests_total: "`method` is `GET`,
+    `HEAD`, `POST`, `PUT`, `PATCH`, `DELETE`, `OPTIONS` or `other`"
+    (mutantaudit10: dropping one of the seven went unseen)."""
+    metrics = Metrics()
+    seven = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+    for method in (*seven, "PROPFIND", "get"):
+        metrics.observe_request(method, "/api/v1/projects", 200, 0.01)
+    for method, count in [*((m, 1.0) for m in seven), ("other", 2.0)]:
+        labels = {"method": method, "route": "/api/v1/projects", "status": "200"}
+        assert metrics.registry.get_sample_value("waypost_http_requests_total", labels) == count
+
+
+def test_a_request_answered_in_no_measurable_time_is_still_timed() -> None:
+    """Only an event stream (seconds None) goes untimed: 0.0 is a latency."""
+    metrics = Metrics()
+    metrics.observe_request("GET", "/api/v1/projects", 200, 0.0)
+    labels = {"method": "GET", "route": "/api/v1/projects", "status": "200"}
+    timed = "waypost_http_request_duration_seconds_count"
+    assert metrics.registry.get_sample_value(timed, labels) == 1.0

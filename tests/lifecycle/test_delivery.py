@@ -551,3 +551,13 @@ async def test_admin_deliveries_lists_only_pending_ones_by_default(
         cli, "admin", "lifecycle", "deliveries", "--db", db, "--state", "all"
     )
     assert sorted(d["state"] for d in every) == ["delivered", "pending"]
+
+
+def test_a_webhook_port_is_1_to_65535() -> None:
+    """docs/lifecycle.md: the URL is checked when `serve` starts, "a port
+    from 1 to 65535"; httpx itself takes `:0` and `:65536` (mutantaudit10)."""
+    for port in (0, 65536):
+        refusal = endpoint_url_refusal(f"http://127.0.0.1:{port}/hook", ("http", "https"))
+        assert refusal == "has a port outside 1-65535", port
+    for port in (1, 65535):
+        assert endpoint_url_refusal(f"https://127.0.0.1:{port}/hook", ("http", "https")) is None

@@ -496,3 +496,30 @@ async def test_a_query_parameter_that_is_not_utf_8_is_refused(author: Member) ->
     """`q=%FF` searched for U+FFFD; now it is refused like any bad parameter."""
     r = await author.client.get("/v1/decisions?q=%FF", headers=author.headers())
     refused(r, 400, "invalid_request")
+
+
+async def test_only_spaces_and_tabs_around_the_content_type_are_trimmed(
+    author: Member,
+) -> None:
+    """docs/lifecycle.md: exactly `Content-Type: application/json`; RFC 9110
+    5.5 trims SP and HTAB only. NBSP and NEL are obs-text, which h11 passes
+    through (mutantaudit10)."""
+    body = {"memo": memo()}
+    for media_type in [b"application/json\xa0", b"\xa0application/json", b"application/json\x85"]:
+        r = await author.post(URL, body, headers={"Content-Type": media_type})
+        refused(r, 415, "unsupported_media_type")
+    r = await author.post(URL, body, headers={"Content-Type": " \tapplication/json\t "})
+    assert r.status_code == 200, r.text
+
+
+def test_an_error_of_a_status_outside_the_table_is_answered_internal() -> None:
+    """docs/lifecycle.md: the codes are a closed set and `500 {"error":
+    "internal"}` is a bug; a 422 (the public listener's reused key) escaped
+    as Starlette's text/plain 500 through a KeyError under the mutant
+    (mutantaudit10)."""
+    from waypost.errors import IdempotencyKeyReused
+    from waypost.lifecycle_http.envelope import error_response, status_and_code
+
+    assert status_and_code(IdempotencyKeyReused("reused")) == (500, "internal")
+    r = error_response(IdempotencyKeyReused("reused"))
+    assert (r.status_code, r.body) == (500, b'{"error": "internal"}')

@@ -23,6 +23,7 @@ from tests.lifecycle.support import Lifecycle, memo
 from tests.lifecycle.test_requests import refused
 from waypost.lifecycle_http import create_lifecycle_app, verifiers
 from waypost.lifecycle_http.verifiers import TOKENREVIEW_PATH, TokenReviewVerifier
+from waypost.observe.logs import FIELDS
 
 SA = "system:serviceaccount:state-hub:lifecycle-client"
 
@@ -524,3 +525,91 @@ async def test_a_review_answered_with_another_status_is_503(
                          "audiences": ["lifecycle"]})  # fmt: skip
     r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
     refused(r, 503, "unavailable")
+
+
+REVIEWED = {"authenticated": True, "user": {"username": SA}, "audiences": ["lifecycle"]}
+
+
+async def test_a_review_answered_201_names_the_caller(k8s: tuple[Lifecycle, StandIn]) -> None:
+    """docs/lifecycle.md: a status other than 200 or 201 is 503; 201 is what
+    an API server answers a created TokenReview (mutantaudit10)."""
+    lifecycle, state = k8s
+    await lifecycle.grant(SA, "acme", "author")
+    state.status = 201
+    state.body = answer(REVIEWED)
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    assert r.status_code == 200, r.text
+
+
+async def test_a_token_that_names_another_user_after_the_upload_is_401(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    """The second review must name the same caller, not merely someone, even
+    one with a grant of their own (mutantaudit10)."""
+    lifecycle, state = k8s
+    other = "system:serviceaccount:state-hub:someone-else"
+    await lifecycle.grant(SA, "acme", "author")
+    await lifecycle.grant(other, "acme", "author")
+    payload = json.dumps({"memo": memo()}).encode()
+
+    async def slow_upload() -> AsyncIterator[bytes]:
+        yield payload[:10]
+        state.body = answer({**REVIEWED, "user": {"username": other}})
+        yield payload[10:]
+
+    headers = {
+        **bearer("good-sa-token"),
+        "Idempotency-Key": "k",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(payload)),
+    }
+    r = await lifecycle.client.post("/v1/decisions", content=slow_upload(), headers=headers)
+    refused(r, 401, "unauthenticated")
+    assert len(state.seen) == 2
+
+
+async def test_a_reviewed_callers_access_line_names_no_principal(
+    k8s: tuple[Lifecycle, StandIn], caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/operations.md: `principal_id` is the caller's when a Waypost token
+    of audience `lifecycle` named it, `null` under TokenReview (mutantaudit10)."""
+    lifecycle, _ = k8s
+    caplog.set_level(logging.INFO, logger="waypost")
+    await lifecycle.grant(SA, "acme", "author")
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    assert r.status_code == 200, r.text
+    lines = [getattr(x, FIELDS) for x in caplog.records if x.name == "waypost.lifecycle.access"]
+    assert [x["principal_id"] for x in lines] == [None]
+
+
+@pytest.mark.parametrize(("length", "status"), [(256, 200), (257, 401)])
+async def test_a_username_of_up_to_256_characters_names_the_caller(
+    k8s: tuple[Lifecycle, StandIn], length: int, status: int
+) -> None:
+    """docs/lifecycle.md: a review that "names no username of 1 to 256
+    characters ... is `401`" (granted, so that a 403 cannot stand in)."""
+    lifecycle, state = k8s
+    name = "system:serviceaccount:ns:" + "a" * (length - 25)
+    assert len(name) == length
+    await lifecycle.grant(name, "acme", "author")
+    state.body = answer({**REVIEWED, "user": {"username": name}})
+    r = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+    if status == 200:
+        assert r.status_code == 200, r.text
+    else:
+        refused(r, 401, "unauthenticated")
+
+
+async def test_a_review_is_bounded_at_5_seconds_by_default(
+    api: tuple[str, Path, StandIn],
+) -> None:
+    """docs/lifecycle.md: a review that "takes longer than 5 s for the whole
+    review" is 503; serve composes the verifier without a timeout of its own
+    (compose.lifecycle_verifier), so the default is the bound (mutantaudit10)."""
+    url, ca_file, _ = api
+    verifier = TokenReviewVerifier(url, ca_file)
+    try:
+        assert verifier.timeout == 5.0
+        assert verifier.client.timeout.read == 5.0
+    finally:
+        await verifier.aclose()
