@@ -4,22 +4,22 @@ answers with (mcp_server/arguments.py), not the SDK's jsonschema text."""
 
 from __future__ import annotations
 
+import random
 import re
 from typing import Any
 
 import pytest
 
-from waypost.decoding import convert
 from waypost.errors import InvalidRequest
 from waypost.mcp_server.advice import explain
-from waypost.mcp_server.arguments import ArgumentChecker
+from waypost.mcp_server.backend import ROUTES
 from waypost.mcp_server.calls import ApiError
-from waypost.mcp_server.server import INSTRUCTIONS, tool_list
-from waypost.resolvers.decisions.models import DecisionCreate
-from waypost.resolvers.knowledge.models import KnowledgeCreate
-from waypost.resolvers.tasks.models import TaskCreate
+from waypost.mcp_server.schemas import model_schema
+from waypost.mcp_server.server import INSTRUCTIONS, argument_checker, tool_list
+from waypost.mcp_server.tools import ROUTE_TOOLS
+from waypost.rest.routing import decode_body
 
-CHECKER = ArgumentChecker({t.name: t.inputSchema for t in tool_list()})
+CHECKER = argument_checker()
 
 
 @pytest.mark.parametrize(
@@ -129,9 +129,9 @@ def test_a_huge_array_of_the_wrong_type_is_judged_by_its_first_errors(
     seen: list[int] = []
     real = module._earliest
 
-    def counting(errors: Any, arguments: Any) -> Any:
+    def counting(errors: Any, arguments: Any, order: Any) -> Any:
         seen.append(len(errors))
-        return real(errors, arguments)
+        return real(errors, arguments, order)
 
     monkeypatch.setattr(module, "_earliest", counting)
     refused = CHECKER.refusal("knowledge_record", {"project": "demo", "kind": "fact",
@@ -140,37 +140,144 @@ def test_a_huge_array_of_the_wrong_type_is_judged_by_its_first_errors(
     assert seen == [module.FIRST_ERRORS]
 
 
+def _rest_names(tool: str, body: dict[str, Any]) -> str | None:
+    """The field REST's decoding of `body` names (rest/routing.py), or None."""
+    made = next(t for t in ROUTE_TOOLS if t.name == tool)
+    try:
+        decode_body(ROUTES[(made.method, made.path)], body)
+    except InvalidRequest as refused:
+        return str(refused.details["field"])
+    return None
+
+
 @pytest.mark.parametrize(
-    ("tool", "model", "body"),
+    ("tool", "body"),
     [
-        ("decision_open", DecisionCreate, {"options": ["A"], "task_ids": []}),
-        ("decision_open", DecisionCreate, {"task_ids": [], "options": ["A"]}),
-        ("decision_open", DecisionCreate, {"question": "", "rationale": ""}),
-        ("decision_open", DecisionCreate, {"options": ["A"], "required_actor": "bogus"}),
-        ("decision_open", DecisionCreate, {"required_actor": "bogus", "options": ["A"]}),
-        ("knowledge_record", KnowledgeCreate, {"kind": "nope", "title": ""}),
-        ("knowledge_record", KnowledgeCreate, {"title": "", "kind": "nope"}),
-        ("knowledge_record", KnowledgeCreate,
-         {"title": "t", "colour": 1, "kind": "nope", "body": "b"}),
-        ("knowledge_record", KnowledgeCreate,
-         {"scope": {"components": [1], "task_ids": 2}, "kind": "nope"}),
-        ("task_create", TaskCreate, {"title": "", "priority": 2_000_000}),
-        ("task_create", TaskCreate, {"priority": 2_000_000, "title": ""}),
-        ("task_create", TaskCreate, {"priority": 2_000_000}),
-        ("task_create", TaskCreate, {"description": 5}),
+        ("decision_open", {"options": ["A"], "task_ids": []}),
+        ("decision_open", {"task_ids": [], "options": ["A"]}),
+        ("decision_open", {"question": "", "rationale": ""}),
+        ("decision_open", {"options": ["A"], "required_actor": "bogus"}),
+        ("decision_open", {"required_actor": "bogus", "options": ["A"]}),
+        ("knowledge_record", {"kind": "nope", "title": ""}),
+        ("knowledge_record", {"title": "", "kind": "nope"}),
+        ("knowledge_record", {"title": "t", "colour": 1, "kind": "nope", "body": "b"}),
+        ("knowledge_record", {"scope": {"components": [1], "task_ids": 2}, "kind": "nope"}),
+        ("knowledge_record", {"scope": {"zq": 1, "mm": 2}, "kind": "fact"}),
+        ("task_create", {"title": "", "priority": 2_000_000}),
+        ("task_create", {"priority": 2_000_000, "title": ""}),
+        ("task_create", {"priority": 2_000_000}),
+        ("task_create", {"description": 5}),
+        # NUL is REST's second step, after the model's (review64)
+        ("knowledge_feedback", {"comment": "a\x00b", "useful": True}),
+        ("decision_open", {"recommendation": "a\x00b", "task_ids": "x", "options": 5}),
+        # two unknown keys: the first written (it was the first in sorted order)
+        ("task_checkpoint", {"zz": 1, "aa": 2}),
+        # more than FIRST_ERRORS errors in an argument written after the bad one
+        ("task_create", {"zz": 1, "title": "t", "depends_on": [5] * 25}),
+        ("task_create", {"priority": "x", "acceptance_criteria": [5] * 20}),
+        ("task_submit", {"lessons": [{"title": True}], "summary": 5}),
     ],
 )  # fmt: skip
-def test_several_bad_arguments_name_the_one_rest_names(
-    tool: str, model: type, body: dict[str, Any]
-) -> None:
-    """REST names the first bad value of the body as written; the tool named
-    the one jsonschema ranked best, another of the two (mcpparity), so an
-    agent mended one argument to meet a refusal of the other."""
-    with pytest.raises(InvalidRequest) as rest:
-        convert(body, model)
-    refused = CHECKER.refusal(tool, {"project": "demo", **body})
-    assert refused is not None
-    assert refused.details["field"] == rest.value.details["field"], body
+def test_several_bad_arguments_name_the_one_rest_names(tool: str, body: dict[str, Any]) -> None:
+    """REST names the first bad value of the body as written (missing ones
+    after), then NUL, then the path's ids and the key; the tool named the
+    one jsonschema ranked best, another of the two (mcpparity, review64),
+    so an agent mended one argument to meet a refusal of the other."""
+    made = next(t for t in ROUTE_TOOLS if t.name == tool)
+    path = {name: "T1" for name in made.path_args}
+    rest = _rest_names(tool, body)
+    assert rest is not None
+    refused = CHECKER.refusal(tool, {"project": "demo", **path, **body})
+    assert refused is not None and refused.details["field"] == rest, body
+    # a bad project or key as well: REST reads them after the body
+    late = {"project": "Bad Slug", **path, "idempotency_key": "has space", **body}
+    refused = CHECKER.refusal(tool, late)
+    assert refused is not None and refused.details["field"] == rest, body
+
+
+def test_the_key_comes_before_a_lessons_fields_and_these_before_the_path() -> None:
+    """REST reads the key before the write, the lessons in the write, the
+    project and the task there after them (what it answered, review64)."""
+    lesson = {"summary": "s", "lessons": [{"title": True}]}
+    for arguments, field in [
+        ({"project": "demo", "task_id": "T1", "idempotency_key": "has space", **lesson},
+         "idempotency_key"),
+        ({"project": "Bad Slug", "task_id": "bad id", **lesson}, "lessons[0].title"),
+        ({"project": "Bad Slug", "task_id": "T1", "summary": "s"}, "project"),
+    ]:  # fmt: skip
+        refused = CHECKER.refusal("task_submit", arguments)
+        assert refused is not None and refused.details["field"] == field, arguments
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_any_bad_body_is_named_as_rest_names_it(seed: int) -> None:
+    """Random bodies of every writing tool, most with several bad values:
+    wherever both refuse, the tool names the field REST names (review64's
+    comparison, which found the cases above)."""
+    rng = random.Random(seed)
+    writing = [t for t in ROUTE_TOOLS if t.available and t.mutating]
+    compared = 0
+    for _ in range(300):
+        made = rng.choice(writing)
+        route = ROUTES[(made.method, made.path)]
+        if route.body is None:
+            continue
+        body = _some_object(rng, model_schema(route.body, in_query=False), 0.5)
+        rest = _rest_names(made.name, body)
+        path = {name: "T1" for name in made.path_args}
+        refused = CHECKER.refusal(made.name, {"project": "demo", **path, **body})
+        if rest is not None and refused is not None:
+            compared += 1
+            assert refused.details["field"] == rest, (made.name, body)
+    assert compared > 150
+
+
+def _some_value(rng: random.Random, schema: dict[str, Any], bad: bool) -> Any:
+    """A value `schema` takes (most of the time), or one it may well not."""
+    if bad:
+        wrong: list[Any] = [5, "x", True, [], {}, None, 2**40, "", "a\x00b", -5, "bogus"]
+        if schema.get("type") == "array" and "items" in schema:
+            items = schema["items"]
+            wrong.append([_some_value(rng, items, False), _some_value(rng, items, True)])
+        if schema.get("type") == "object":
+            wrong.append(_some_object(rng, schema, 0.6))
+        return rng.choice(wrong)
+    if "anyOf" in schema:
+        return _some_value(rng, rng.choice(schema["anyOf"]), False)
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema.get("type")
+    if kind == "boolean":
+        return rng.choice([True, False])
+    if kind == "integer":
+        return max(schema.get("minimum", 0), 1)
+    if kind == "string":
+        return "2030-01-01T00:00:00Z" if schema.get("format") == "date-time" else "abc"
+    if kind == "array":
+        count = max(schema.get("minItems", 0), rng.choice([0, 1, 2]))
+        made = [_some_value(rng, schema["items"], False) for _ in range(count)]
+        return [f"{v}{i}" if isinstance(v, str) else v for i, v in enumerate(made)]
+    if kind == "object":
+        return _some_object(rng, schema, 0.0)
+    return None
+
+
+def _some_object(rng: random.Random, schema: dict[str, Any], bad: float) -> dict[str, Any]:
+    """Properties in a random order, some left out, a share `bad` of them
+    bad, and sometimes unknown keys among them."""
+    required = set(schema.get("required", []))
+    names = list(schema.get("properties", {}))
+    rng.shuffle(names)
+    pairs: list[tuple[str, Any]] = []
+    for name in names:
+        if rng.random() < (bad * 0.3 if name in required else 0.4):
+            continue
+        value_bad = rng.random() < bad
+        pairs.append((name, _some_value(rng, schema["properties"][name], value_bad)))
+    for unknown in ("zz", "aa"):
+        if rng.random() < bad * 0.3:
+            pairs.insert(rng.randrange(len(pairs) + 1), (unknown, 1))
+    return dict(pairs)
 
 
 def test_request_ids_5_and_quoted_5_derive_two_keys() -> None:

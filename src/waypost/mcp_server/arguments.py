@@ -9,7 +9,8 @@ check runs here, with the same schema (schemas.py, the REST body's).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -26,14 +27,30 @@ from waypost.rest.openapi import NUL_FREE_PATTERN
 FIRST_ERRORS = 20  # errors looked at to choose the one to report
 
 
-class ArgumentChecker:
-    """One compiled validator per tool schema."""
+@dataclass(frozen=True)
+class RestOrder:
+    """What the REST route a tool stands for checks after the body's model
+    and its NUL check (rest/routing.py `decode_body`): the key (`key`), then,
+    inside the write, the items of `items_later`, then the project and the
+    path's ids (`path`)."""
 
-    def __init__(self, schemas: dict[str, dict[str, Any]]) -> None:
+    key: frozenset[str] = frozenset()
+    items_later: frozenset[str] = frozenset()
+    path: frozenset[str] = frozenset()
+
+
+class ArgumentChecker:
+    """One compiled validator per tool schema, and the order its REST route
+    checks the arguments in."""
+
+    def __init__(
+        self, schemas: dict[str, dict[str, Any]], orders: Mapping[str, RestOrder] | None = None
+    ) -> None:
         self._validators = {
             name: jsonschema.validators.validator_for(schema)(_left_to_rest(schema))
             for name, schema in schemas.items()
         }
+        self._orders = dict(orders or {})
 
     def fit(self, tool: str, arguments: dict[str, Any]) -> bool:
         """Whether each of `arguments` (some of a call's) is valid on its own,
@@ -52,29 +69,84 @@ class ArgumentChecker:
         validator = self._validators.get(tool)
         if validator is None:
             return None
-        # the first few only: every error of a 130,000-item array of the
-        # wrong type took 2 s to build, on the event loop
-        error = _earliest(list(islice(validator.iter_errors(arguments), FIRST_ERRORS)), arguments)
+        order = self._orders.get(tool, RestOrder())
+        error = _earliest(_first_errors(validator, arguments), arguments, order)
         if error is None:
             return None
         field, message = _explain(error)
         return ApiError("invalid_request", message, {"field": field}, 400)
 
 
-def _earliest(errors: list[ValidationError], arguments: dict[str, Any]) -> ValidationError | None:
-    """The error REST would name for the same body: its decoder reads the
-    body in the order it was written and stops at the first bad value (a
-    missing field is found after the fields present), where jsonschema's own
-    choice named another of two bad arguments (mcpparity). jsonschema's
-    relevance breaks ties within one value."""
+def _first_errors(validator: Any, arguments: Any) -> list[ValidationError]:
+    """Each argument's first errors, in the order written, then the call's
+    own (unknown or missing arguments). The first few only: every error of
+    a 130,000-item array of the wrong type took 2 s to build, on the event
+    loop; and a cut of the whole call's errors, which come in the schema's
+    order, could leave out the argument REST names (review64)."""
+    schema = validator.schema
+    if not isinstance(schema, dict) or not isinstance(arguments, dict):
+        return list(islice(validator.iter_errors(arguments), FIRST_ERRORS))
+    properties = schema.get("properties", {})
+    found: list[ValidationError] = []
+    for name, value in arguments.items():
+        if name in properties:
+            own = validator.evolve(schema=properties[name]).iter_errors(value)
+            for error in islice(own, FIRST_ERRORS):
+                error.path.appendleft(name)
+                found.append(error)
+    shape = {**schema, "properties": dict.fromkeys(properties, True)}
+    found.extend(islice(validator.evolve(schema=shape).iter_errors(arguments), FIRST_ERRORS))
+    return found
+
+
+def _earliest(
+    errors: list[ValidationError], arguments: dict[str, Any], order: RestOrder
+) -> ValidationError | None:
+    """The error REST would name for the same call: by its steps (`_step`),
+    and within one step where its decoder, reading the body in the order it
+    was written, stops first (a missing field after the fields present),
+    where jsonschema's own choice named another of two bad arguments
+    (mcpparity). jsonschema's relevance breaks ties within one value."""
     if not errors:
         return None
-    places = [_place(error, arguments) for error in errors]
-    first = min(places)
+    keys = [(_step(error, order), _place(error, arguments)) for error in errors]
+    first = min(keys)
     chosen: ValidationError | None = best_match(
-        e for e, place in zip(errors, places, strict=True) if place == first
+        e for e, key in zip(errors, keys, strict=True) if key == first
     )
     return chosen
+
+
+def _step(error: ValidationError, order: RestOrder) -> int:
+    """REST's order: 0 the body's model, 1 NUL anywhere in the body, 2 the
+    key, 3 the items the write checks, 4 the project and the path's ids."""
+    path = error.absolute_path
+    top: Any = path[0] if path else None
+    required: Any = error.validator_value
+    if not path and error.validator == "required" and isinstance(error.instance, dict):
+        top = next((n for n in required if n not in error.instance), None)
+    if top in order.path:
+        return 4
+    if top in order.key:
+        return 2
+    if _only_nul(error):
+        return 1
+    if top in order.items_later and len(path) >= 2:
+        # an item of the wrong type is the model's (a list of objects)
+        return 0 if len(path) == 2 and error.validator == "type" else 3
+    return 0
+
+
+def _only_nul(error: ValidationError) -> bool:
+    """Whether what `error` refuses is NUL alone, the value otherwise fit
+    (an optional argument's `T or null` refuses through its branches)."""
+    if error.validator == "pattern":
+        return bool(error.validator_value == NUL_FREE_PATTERN)
+    if error.validator in ("anyOf", "oneOf") and error.context:
+        return any(_only_nul(e) for e in error.context) and all(
+            _only_nul(e) or e.validator == "type" for e in error.context
+        )
+    return False
 
 
 def _place(error: ValidationError, arguments: dict[str, Any]) -> tuple[int, ...]:
@@ -134,7 +206,8 @@ def _explain(error: ValidationError) -> tuple[str, str]:
     if kind == "additionalProperties" and isinstance(instance, dict):
         schema = error.schema if isinstance(error.schema, dict) else {}
         known = set(schema.get("properties", {}))
-        unknown = sorted(k for k in instance if k not in known)
+        # the first written, where REST's decoder stops
+        unknown = [k for k in instance if k not in known]
         # quoted cut short, as REST quotes a key: one of 5,000 characters
         # came back four times in a 20 KB answer (errmsgaudit)
         name = clip(unknown[0]) if unknown else ""

@@ -24,6 +24,7 @@ from waypost.rest.openapi import ITEM_MODELS, property_bounds, state_text_bounds
 # which clients validate with
 ID_PATTERN = ids.ID_PATTERN.pattern  # the one the service checks ids with
 SLUG_PATTERN = f"^{SLUG_CHARS}{END}"
+IDEMPOTENCY_KEY_ARGUMENT = "idempotency_key"
 IDEMPOTENCY_KEY: dict[str, Any] = {
     "type": "string",
     "pattern": f"^[!-~]{{1,{KEY_MAX}}}" + END,
@@ -97,7 +98,7 @@ def tool_schema(
             properties[name] = prop
         required += inner.get("required", [])
     if mutating:
-        properties["idempotency_key"] = IDEMPOTENCY_KEY
+        properties[IDEMPOTENCY_KEY_ARGUMENT] = IDEMPOTENCY_KEY
     return {
         "type": "object",
         "properties": properties,

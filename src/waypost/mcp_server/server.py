@@ -315,6 +315,12 @@ def tool_list() -> list[types.Tool]:
     return listed
 
 
+def argument_checker() -> ArgumentChecker:
+    """The tools' arguments checked as their REST routes check them."""
+    orders = {t.name: t.rest_order() for t in tools.ROUTE_TOOLS if t.available}
+    return ArgumentChecker({t.name: t.inputSchema for t in tool_list()}, orders)
+
+
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
 
 
@@ -355,7 +361,7 @@ def build_server(
     )
     listed = tool_list()
     by_name = {t.name: t for t in tools.ROUTE_TOOLS if t.available}
-    checker = ArgumentChecker({t.name: t.inputSchema for t in listed})
+    checker = argument_checker()
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:

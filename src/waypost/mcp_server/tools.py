@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from waypost.mcp_server import schemas
+from waypost.mcp_server.arguments import RestOrder
 from waypost.mcp_server.backend import ROUTES, has_route
+from waypost.rest.openapi import ITEM_MODELS
 
 PROJECT = "/api/v1/projects/{project}"
 TASK = PROJECT + "/tasks/{task}"
@@ -39,6 +41,21 @@ class RouteTool:
     @property
     def available(self) -> bool:
         return has_route(self.method, self.path)
+
+    def rest_order(self) -> RestOrder:
+        """What the route checks after the body's model and NUL: the key,
+        the items of a field its write checks, the project and the path's
+        ids."""
+        if not self.mutating:
+            return RestOrder()
+        body = ROUTES[(self.method, self.path)].body
+        owner = body.__name__ if body is not None else None
+        path = {*self.path_args, *(["project"] if self.project_arg else [])}
+        return RestOrder(
+            key=frozenset([schemas.IDEMPOTENCY_KEY_ARGUMENT]),
+            items_later=frozenset(f for (model, f) in ITEM_MODELS if model == owner),
+            path=frozenset(path),
+        )
 
     def input_schema(self) -> dict[str, Any]:
         route = ROUTES[(self.method, self.path)]
