@@ -102,16 +102,28 @@ def test_backup_refuses_an_existing_file_and_a_missing_database(tmp_path: Path) 
     assert result.exit_code == 1 and "no database" in result.stderr
 
 
-def test_a_backup_to_a_name_ending_in_a_slash_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ending", ["/", "//", "/.", "/.."])
+def test_a_backup_to_a_name_of_a_directory_is_refused(tmp_path: Path, ending: str) -> None:
     """`--to nightly/` names a directory: it wrote a file called `nightly`
-    (the trailing slash was lost on the way to the copy; backupaudit)."""
+    (the trailing slash was lost on the way to the copy; backupaudit), and
+    `nightly/.` still did (review64)."""
     db = tmp_path / "w.db"
     assert run("admin", "migrate", "--db", str(db)).exit_code == 0
-    result = run("admin", "backup", "--db", str(db), "--to", f"{tmp_path / 'nightly'}/")
+    result = run("admin", "backup", "--db", str(db), "--to", f"{tmp_path / 'nightly'}{ending}")
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith("Error: cannot_create:"), result.stderr
-    assert "names a directory" in result.stderr
+    assert "names no file" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]
+
+
+def test_a_backup_to_no_name_is_refused(tmp_path: Path) -> None:
+    """`--to ''` ended in a traceback (review64); it was `target_exists: .`
+    before, where nothing is named at all."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    result = run("admin", "backup", "--db", str(db), "--to", "")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("Error: cannot_create: '': names no file"), result.stderr
 
 
 @pytest.mark.parametrize("name", ["b" * 252 + ".db", "é" * 126 + ".db"])

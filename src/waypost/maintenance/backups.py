@@ -31,12 +31,11 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
         raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
     if os.path.lexists(target_name):
         raise BackupError("target_exists", f"{target_name} exists; choose a new file")
-    if str(target_name).endswith((os.sep, os.altsep or os.sep)):
-        # `newdir/` names a directory: copying to a file called `newdir`
-        # answers a request the operator did not make
-        raise BackupError(
-            "cannot_create", f"{target_name}: names a directory; give the backup a file name"
-        )
+    typed = os.fsdecode(target_name)
+    if os.path.basename(typed) in ("", ".", ".."):
+        # `newdir/` or `newdir/.` names a directory: a copy to a file called
+        # `newdir` answers a request the operator did not make ('' is none)
+        raise BackupError("cannot_create", f"{typed!r}: names no file; give the backup a file name")
     target = Path(target_name)
     _refuse_foreign_source(source)
     _refuse_unnameable(target)
