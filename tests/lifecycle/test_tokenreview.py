@@ -9,7 +9,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -117,6 +117,28 @@ async def k8s(
     await verifier.aclose()
 
 
+async def _register_changing_midway(
+    lifecycle: Lifecycle, midway: Callable[[], object]
+) -> tuple[httpx.Response, bytes, dict[str, str]]:
+    """A registration whose body comes in two parts, `midway` run between
+    them: the answer, the body and the headers (to send it again)."""
+    payload = json.dumps({"memo": memo()}).encode()
+
+    async def slow_upload() -> AsyncIterator[bytes]:
+        yield payload[:10]
+        midway()
+        yield payload[10:]
+
+    headers = {
+        **bearer("good-sa-token"),
+        "Idempotency-Key": "k",
+        "Content-Type": "application/json",
+        "Content-Length": str(len(payload)),
+    }
+    r = await lifecycle.client.post("/v1/decisions", content=slow_upload(), headers=headers)
+    return r, payload, headers
+
+
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -154,20 +176,10 @@ async def test_a_token_revoked_during_the_upload_is_401_and_writes_nothing(
     was still coming, and the command was committed under it."""
     lifecycle, state = k8s
     await lifecycle.grant(SA, "acme", "author")
-    payload = json.dumps({"memo": memo()}).encode()
-
-    async def slow_upload() -> AsyncIterator[bytes]:
-        yield payload[:10]
-        state.revoked.add("good-sa-token")  # revoked at the API server meanwhile
-        yield payload[10:]
-
-    headers = {
-        **bearer("good-sa-token"),
-        "Idempotency-Key": "k",
-        "Content-Type": "application/json",
-        "Content-Length": str(len(payload)),
-    }
-    r = await lifecycle.client.post("/v1/decisions", content=slow_upload(), headers=headers)
+    # revoked at the API server while the body is still coming
+    r, payload, headers = await _register_changing_midway(
+        lifecycle, lambda: state.revoked.add("good-sa-token")
+    )
     refused(r, 401, "unauthenticated")
     assert len(state.seen) == 2  # reviewed at the start, and again after the upload
     state.revoked.clear()
@@ -550,20 +562,11 @@ async def test_a_token_that_names_another_user_after_the_upload_is_401(
     other = "system:serviceaccount:state-hub:someone-else"
     await lifecycle.grant(SA, "acme", "author")
     await lifecycle.grant(other, "acme", "author")
-    payload = json.dumps({"memo": memo()}).encode()
 
-    async def slow_upload() -> AsyncIterator[bytes]:
-        yield payload[:10]
+    def names_another() -> None:
         state.body = answer({**REVIEWED, "user": {"username": other}})
-        yield payload[10:]
 
-    headers = {
-        **bearer("good-sa-token"),
-        "Idempotency-Key": "k",
-        "Content-Type": "application/json",
-        "Content-Length": str(len(payload)),
-    }
-    r = await lifecycle.client.post("/v1/decisions", content=slow_upload(), headers=headers)
+    r, _, _ = await _register_changing_midway(lifecycle, names_another)
     refused(r, 401, "unauthenticated")
     assert len(state.seen) == 2
 
