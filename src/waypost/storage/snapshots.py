@@ -108,9 +108,14 @@ class PinnedSnapshots:
         finally:
             self._free.put_nowait(slot)
 
+    def refuse_new(self) -> None:
+        """Hand out no slot from now on: the database is closing. A read
+        already running goes on; one waiting for a slot is refused."""
+        self._closed = True
+
     def close(self) -> None:
         """Wait for running reads, then close every connection (blocks)."""
-        self._closed = True
+        self.refuse_new()
         for slot in self._slots:
             slot.thread.shutdown(wait=True)
             slot.conn.close()
