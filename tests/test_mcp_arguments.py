@@ -176,6 +176,10 @@ def _rest_names(tool: str, body: dict[str, Any]) -> str | None:
         ("task_create", {"zz": 1, "title": "t", "depends_on": [5] * 25}),
         ("task_create", {"priority": "x", "acceptance_criteria": [5] * 20}),
         ("task_submit", {"lessons": [{"title": True}], "summary": 5}),
+        # inside a value of `T or null`, the same order (review65)
+        ("decision_answer", {"relay": {"response": 5, "prompt": 6}}),
+        ("decision_answer", {"relay": {"zz": 1, "prompt": ""}}),
+        ("decision_answer", {"relay": {"prompt": "a\x00", "response": ""}}),
     ],
 )  # fmt: skip
 def test_several_bad_arguments_name_the_one_rest_names(tool: str, body: dict[str, Any]) -> None:
@@ -193,6 +197,17 @@ def test_several_bad_arguments_name_the_one_rest_names(tool: str, body: dict[str
     late = {"project": "Bad Slug", **path, "idempotency_key": "has space", **body}
     refused = CHECKER.refusal(tool, late)
     assert refused is not None and refused.details["field"] == rest, body
+
+
+@pytest.mark.parametrize("tool", ["knowledge_search", "task_list", "task_checkpoints"])
+def test_a_reading_tool_names_a_bad_query_before_a_bad_project(tool: str) -> None:
+    """REST decodes the query before it looks the project up (review65):
+    `GET .../projects/Bad_Slug/knowledge?limit=0` names `limit`."""
+    arguments = {"project": "Bad_Slug", "task_id": "bad id", "limit": 0}
+    if tool != "task_checkpoints":
+        del arguments["task_id"]
+    refused = CHECKER.refusal(tool, arguments)
+    assert refused is not None and refused.details["field"] == "limit"
 
 
 def test_the_key_comes_before_a_lessons_fields_and_these_before_the_path() -> None:
@@ -241,6 +256,9 @@ def _some_value(rng: random.Random, schema: dict[str, Any], bad: bool) -> Any:
             wrong.append([_some_value(rng, items, False), _some_value(rng, items, True)])
         if schema.get("type") == "object":
             wrong.append(_some_object(rng, schema, 0.6))
+        # an object of `T or null` with bad values inside (review65)
+        objects = [b for b in schema.get("anyOf", []) if b.get("type") == "object"]
+        wrong.extend(_some_object(rng, branch, 0.6) for branch in objects)
         return rng.choice(wrong)
     if "anyOf" in schema:
         return _some_value(rng, rng.choice(schema["anyOf"]), False)

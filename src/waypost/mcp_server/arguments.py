@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import ValidationError, best_match
+from jsonschema.exceptions import ValidationError, best_match, relevance
 
 from waypost.decoding import clip
 from waypost.ids import END
@@ -106,14 +106,23 @@ def _earliest(
     and within one step where its decoder, reading the body in the order it
     was written, stops first (a missing field after the fields present),
     where jsonschema's own choice named another of two bad arguments
-    (mcpparity). jsonschema's relevance breaks ties within one value."""
+    (mcpparity). jsonschema's relevance breaks ties within one value; the
+    errors inside a value of `T or null` (decision_answer's `relay`) are
+    chosen the same way, where `best_match` chose among them by relevance
+    alone (review65)."""
     if not errors:
         return None
     keys = [(_step(error, order), _place(error, arguments)) for error in errors]
     first = min(keys)
-    chosen: ValidationError | None = best_match(
-        e for e, key in zip(errors, keys, strict=True) if key == first
-    )
+    chosen = max((e for e, key in zip(errors, keys, strict=True) if key == first), key=relevance)
+    if chosen.validator in ("anyOf", "oneOf") and chosen.context:
+        # what the branch the value is of found in it (not that it is no null)
+        at = len(chosen.absolute_path)
+        inner = [
+            e for e in chosen.context if not (e.validator == "type" and len(e.absolute_path) == at)
+        ]
+        if inner:
+            return _earliest(inner, arguments, order)
     return chosen
 
 

@@ -45,12 +45,12 @@ class RouteTool:
     def rest_order(self) -> RestOrder:
         """What the route checks after the body's model and NUL: the key,
         the items of a field its write checks, the project and the path's
-        ids."""
-        if not self.mutating:
-            return RestOrder()
+        ids (after a reading route's query, too)."""
+        path = {*self.path_args, *(["project"] if self.project_arg else [])}
+        if not self.mutating:  # the query first, the project and ids after
+            return RestOrder(path=frozenset(path))
         body = ROUTES[(self.method, self.path)].body
         owner = body.__name__ if body is not None else None
-        path = {*self.path_args, *(["project"] if self.project_arg else [])}
         return RestOrder(
             key=frozenset([schemas.IDEMPOTENCY_KEY_ARGUMENT]),
             items_later=frozenset(f for (model, f) in ITEM_MODELS if model == owner),
