@@ -315,10 +315,12 @@ def tool_list() -> list[types.Tool]:
     return listed
 
 
-def argument_checker() -> ArgumentChecker:
-    """The tools' arguments checked as their REST routes check them."""
+def argument_checker(listed: list[types.Tool] | None = None) -> ArgumentChecker:
+    """The tools' (`listed`, else tool_list()'s) arguments checked as their
+    REST routes check them."""
     orders = {t.name: t.rest_order() for t in tools.ROUTE_TOOLS if t.available}
-    return ArgumentChecker({t.name: t.inputSchema for t in tool_list()}, orders)
+    schemas = {t.name: t.inputSchema for t in (listed or tool_list())}
+    return ArgumentChecker(schemas, orders)
 
 
 Handler = TypeVar("Handler", bound=Callable[..., Awaitable[Any]])
@@ -361,7 +363,7 @@ def build_server(
     )
     listed = tool_list()
     by_name = {t.name: t for t in tools.ROUTE_TOOLS if t.available}
-    checker = argument_checker()
+    checker = argument_checker(listed)
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
