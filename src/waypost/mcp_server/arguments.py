@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 import jsonschema
-from jsonschema.exceptions import ValidationError, best_match, relevance
+from jsonschema.exceptions import ValidationError, relevance
 
 from waypost.decoding import clip
 from waypost.ids import END
@@ -108,8 +108,8 @@ def _earliest(
     where jsonschema's own choice named another of two bad arguments
     (mcpparity). jsonschema's relevance breaks ties within one value; the
     errors inside a value of `T or null` (decision_answer's `relay`) are
-    chosen the same way, where `best_match` chose among them by relevance
-    alone (review65)."""
+    chosen the same way, where jsonschema's `best_match` chose among them by
+    relevance alone (review65)."""
     if not errors:
         return None
     keys = [(_step(error, order), _place(error, arguments)) for error in errors]
@@ -223,13 +223,10 @@ def _explain(error: ValidationError) -> tuple[str, str]:
         field = f"{where}.{name}" if where else name
         return field, f"unknown argument {field}"
     if kind in ("anyOf", "oneOf") and error.context:
-        # an optional argument is `T or null`: say what the closest branch wants
-        if all(e.validator == "type" for e in error.context):
-            kinds = " or ".join(str(e.validator_value) for e in error.context)
-            return where, f"{where or 'the arguments'} must be of type {kinds}"
-        closest = best_match(e for e in error.context if e.validator != "type")
-        if closest is not None:
-            return _explain(closest)
+        # an optional argument is `T or null` of no type it takes (what a
+        # branch found inside a value `_earliest` has chosen already)
+        kinds = " or ".join(str(e.validator_value) for e in error.context)
+        return where, f"{where or 'the arguments'} must be of type {kinds}"
     label = where or "the arguments"
     return where, f"{label} {_constraint(str(kind), value)}"
 
