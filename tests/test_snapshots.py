@@ -75,16 +75,18 @@ async def test_connections_come_back_after_errors_and_cancellations(db: Database
             await db.read(count)
             raise RuntimeError("the request failed")
 
-    async def cancelled() -> None:
+    async def cancelled(holding: asyncio.Event) -> None:
         async with db.pinned():
             await db.read(count)
+            holding.set()
             await asyncio.sleep(10)
 
     for _ in range(3):  # each round would take every pinned connection for good
         with pytest.raises(RuntimeError):
             await failing()
-        task = asyncio.create_task(cancelled())
-        await asyncio.sleep(0.05)
+        holding = asyncio.Event()
+        task = asyncio.create_task(cancelled(holding))
+        await holding.wait()  # cancelled while it holds its connection
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -125,24 +127,20 @@ async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
     connection leaked this way, and then every GraphQL query hung."""
     await insert(db, 1)
     release = threading.Event()
-    holders_in = asyncio.Event()
-    inside = 0
+    holding = threading.Semaphore(0)
 
     def hold(conn: sqlite3.Connection) -> int:
+        holding.release()
         release.wait(10)
         return count(conn)
 
     async def holder() -> int:
-        nonlocal inside
         async with db.pinned():
-            inside += 1
-            if inside == 2:
-                holders_in.set()
             return await db.read(hold)
 
     holders = [asyncio.create_task(holder()) for _ in range(2)]  # every pinned connection
-    await holders_in.wait()
-    await asyncio.sleep(0.05)
+    for _ in holders:  # each holds its connection, inside its read
+        assert await asyncio.to_thread(holding.acquire, True, 10)
     async with db.pinned():
         stray = asyncio.create_task(db.read(count))  # waits for a connection
         await asyncio.sleep(0.05)
