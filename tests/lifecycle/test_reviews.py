@@ -226,6 +226,7 @@ async def test_only_named_human_reviewers_record_outcomes(
     assert r.status_code == 403
     r = await reviewer.api.post("/api/v1/reviews/rr_missing/outcome", body)
     assert r.status_code == 404
+    assert r.json()["error"]["details"] == {"request_id": "rr_missing"}  # as every 404 names its id
 
 
 async def test_a_named_reviewer_records_an_outcome_whatever_their_grant_now(
@@ -335,7 +336,10 @@ async def test_a_request_of_another_tenant_reads_as_one_that_is_not_there(
         missing = await who.api.post("/api/v1/reviews/rr_missing/outcome", body)
         there = await who.api.post(f"/api/v1/reviews/{request_id}/outcome", body)
         assert there.status_code == missing.status_code == 404, there.text
-        assert there.json()["error"] == missing.json()["error"]
+        # the same answer, but for the id each names
+        assert there.json()["error"]["details"] == {"request_id": request_id}
+        assert missing.json()["error"]["details"] == {"request_id": "rr_missing"}
+        assert there.json()["error"]["message"] == missing.json()["error"]["message"]
     insider = await lifecycle.member("reviewer")
     r = await insider.api.post(f"/api/v1/reviews/{request_id}/outcome", body)
     assert (r.status_code, r.json()["error"]["details"]["reason"]) == (403, "not_a_reviewer")

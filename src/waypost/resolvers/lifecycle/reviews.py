@@ -139,7 +139,7 @@ async def record_outcome(
             # tenant's, which told a caller outside it that the request
             # existed (lifecycle-model.md: no caller learns whether another
             # tenant's memo exists)
-            raise NotFound("no such review request")
+            raise NotFound("no such review request", {"request_id": request_id})
         if not actor.is_human:
             raise Forbidden.reason("human_reviewer_required", "outcomes are recorded by humans")
         if not named:
