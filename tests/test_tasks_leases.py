@@ -465,3 +465,30 @@ async def test_submit_with_lessons_and_recover_write_one_event_each(
     assert r.status_code == 200, r.text
     events = (await human.get(f"{BASE}/events", limit="200")).json()["items"][before:]
     assert [e["type"] for e in events] == ["task.recovered", "task.submitted"]
+
+
+async def test_a_claimed_event_says_whether_the_claim_named_its_task(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`task.claimed` says whether the claim named its task (docs/api.md, the
+    event table: `named`, a claim of this task, not of the next ready one;
+    eventaudit: no test pinned it)."""
+    agent = await service.agent()
+    first = await make_task(human, "first")
+    second = await make_task(human, "second")
+    after = (await human.get(f"{BASE}/events")).json()["next_after"]
+    await claim(agent)  # the next ready one: `first`, the oldest
+    r = await agent.post(task_path(first["id"], "release"))
+    assert r.status_code == 200, r.text
+    await claim(agent, second["id"])
+    items = (await human.get(f"{BASE}/events", after=after)).json()["items"]
+    claimed = [(e["subject_id"], e["data"]) for e in items if e["type"] == "task.claimed"]
+    assert [(subject, data["named"]) for subject, data in claimed] == [
+        (first["id"], False),
+        (second["id"], True),
+    ]
+    assert all(
+        {"owner_id", "session_id", "expires_at", "workflow", "named"} <= set(data)
+        for _, data in claimed
+    )
+    assert all(data["session_id"] == agent.session_id for _, data in claimed)
