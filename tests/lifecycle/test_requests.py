@@ -9,9 +9,12 @@ from typing import Any
 
 import httpx
 import pytest
+from starlette.types import ASGIApp, Message, Scope
 
 from tests.conftest import Service
 from tests.lifecycle.support import TABLES, Lifecycle, Member, memo
+from waypost.lifecycle_http import create_lifecycle_app
+from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
 
 URL = "/v1/decisions"
 
@@ -59,6 +62,50 @@ async def test_a_token_with_other_whitespace_attached_is_401(
         refused(r, 401, "unauthenticated")
     spaced = {"Authorization": b"Bearer  " + token + b" \t"}
     assert (await lifecycle.client.get(URL, headers=spaced)).status_code == 200
+
+
+async def _upgrade(app: ASGIApp, headers: list[tuple[bytes, bytes]]) -> list[Message]:
+    """What `app` sends to a WebSocket upgrade of URL, asked straight over ASGI."""
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope: Scope = {
+        "type": "websocket",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "scheme": "ws",
+        "path": URL,
+        "raw_path": URL.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"host", b"lifecycle.test"), *headers],
+        "client": ("127.0.0.1", 40000),
+        "server": ("127.0.0.1", 80),
+        "subprotocols": [],
+        "state": {},
+    }
+    await app(scope, receive, send)
+    return sent
+
+
+async def test_a_websocket_is_closed_before_its_handshake_with_1008(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """The listener has no WebSocket route (docs/lifecycle.md): an upgrade is
+    closed before it is accepted, with 1008 (policy violation), before any
+    token check, a good token or none. uvicorn answers the handshake 403
+    whatever the code (tests/test_serve.py), so only ASGI shows it."""
+    rt = lifecycle.service.rt
+    app = create_lifecycle_app(rt, WaypostTokenVerifier(rt))
+    good = [(b"authorization", f"Bearer {author.token}".encode())]
+    for headers in ([], good):
+        sent = await _upgrade(app, headers)
+        assert sent == [{"type": "websocket.close", "code": 1008}], sent
 
 
 async def test_a_revoked_lifecycle_token_is_401(lifecycle: Lifecycle, author: Member) -> None:

@@ -616,3 +616,20 @@ async def test_a_review_is_bounded_at_5_seconds_by_default(
         assert verifier.client.timeout.read == 5.0
     finally:
         await verifier.aclose()
+
+
+async def test_a_token_past_8192_characters_is_401_without_a_review(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    """lifecycle_http/auth.py: a bearer token longer than 8,192 characters is
+    refused before any verifier sees it. The API server failing here, a
+    reviewed token answers 503; one past the bound is 401 and never sent."""
+    lifecycle, state = k8s
+    state.status = 500
+    at_bound = await lifecycle.client.get("/v1/decisions", headers=bearer("t" * 8192))
+    refused(at_bound, 503, "unavailable")
+    assert [len(body["spec"]["token"]) for _, _, body in state.seen] == [8192]
+    past = await lifecycle.client.get("/v1/decisions", headers=bearer("t" * 8193))
+    refused(past, 401, "unauthenticated")
+    assert past.headers["www-authenticate"] == "Bearer"
+    assert len(state.seen) == 1  # no review of it

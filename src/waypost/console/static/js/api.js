@@ -84,8 +84,10 @@ export function forgetToken() {
 // answer (no request of the console's takes long; a service stopped, not
 // gone, held a form's "sending" and the inbox's refresh for ever).
 export const REQUEST_TIMEOUT_MS = 30000;
-// a reverse proxy's answers for a service it could not get an answer from
-const GATEWAY_STATUSES = new Set([502, 503, 504]);
+// a reverse proxy's answers for a service it could not get an answer from,
+// or would not ask now (429: its rate limit, whose Retry-After counts as a
+// 503's; the service itself answers /graphql's refusals in JSON)
+const GATEWAY_STATUSES = new Set([429, 502, 503, 504]);
 
 // Runs one GraphQL document. Top-level errors become a RequestFailed (their
 // first message, with extensions.code); a 401 becomes Unauthenticated; no
