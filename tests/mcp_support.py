@@ -130,3 +130,10 @@ async def open_session(caller: Caller) -> str:
     headers = {**caller.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
     assert (await caller.client.post("/mcp", json=done, headers=headers)).status_code == 202
     return session_id
+
+
+def messages_of(r: httpx.Response) -> list[dict[str, Any]]:
+    """The JSON-RPC messages of an answer, as JSON or as an event stream."""
+    if r.headers.get("content-type", "").startswith("text/event-stream"):
+        return [json.loads(line[6:]) for line in r.text.splitlines() if line.startswith("data: ")]
+    return [r.json()] if r.content else []

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service
-from tests.mcp_support import MCP_HEADERS, open_session
+from tests.mcp_support import MCP_HEADERS, messages_of, open_session
 from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.envelope import MESSAGE_LIMIT, Refusal
@@ -832,3 +832,35 @@ def test_a_resource_uris_scheme_is_ascii_in_any_case() -> None:
 
     assert RESOURCE_URI.fullmatch("WayPost://projects/demo/policy")
     assert RESOURCE_URI.fullmatch("waypo\u017ft://projects/demo/policy") is None
+
+
+PING = b'{"jsonrpc": "2.0", "id": 7, "method": "ping"}'
+# a request this endpoint refuses for its params (a key twice) before the SDK sees it
+TWICE = (b'{"jsonrpc": "2.0", "id": 8, "method": "tools/call",'
+         b' "params": {"name": "me", "arguments": {"a": 1, "a": 2}}}')  # fmt: skip
+
+
+@pytest.mark.parametrize("padded", ["Mcp-Session-Id", "MCP-Protocol-Version"])
+async def test_a_padded_header_gets_one_verdict_for_a_valid_and_a_refused_request(
+    service: Service, padded: str
+) -> None:
+    """Spaces and tabs around a header's value are not part of it (RFC 9110,
+    5.5): the endpoint's own checks strip them (`header`), the SDK does not
+    (httptools, which `serve` runs, hands them over; so does this client).
+    docs/mcp.md says the SDK's verdict on the session and the protocol
+    version holds "for a refused message as for a valid one"; with
+    `Mcp-Session-Id: <live id><space>` a ping was the SDK's 404 "Session not
+    found" while a request refused for its params was answered in the
+    session (200), and with `MCP-Protocol-Version: 2025-06-18<space>` the
+    ping was the SDK's 400 "Unsupported protocol version" and the refused
+    one a 200 (mcpsessionmodel)."""
+    agent = await service.agent()
+    session_id = await open_session(agent)
+    headers = {**agent.headers(session=False), **MCP_HEADERS,
+               "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
+    headers[padded] += " "
+    valid = await agent.client.post("/mcp", content=PING, headers=headers)
+    refused = await agent.client.post("/mcp", content=TWICE, headers=headers)
+    assert valid.status_code == refused.status_code == 200, (valid.text, refused.text)
+    assert messages_of(valid)[0]["result"] == {}  # the ping, answered in its session
+    assert messages_of(refused)[0]["error"]["code"] == -32602

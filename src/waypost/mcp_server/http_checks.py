@@ -216,6 +216,24 @@ def media_types_lowered(scope: Scope) -> Scope:
     return {**scope, "headers": kept}
 
 
+# the headers the SDK compares as sent, whose value this endpoint reads
+# without the spaces and tabs around it (RFC 9110, 5.5; `header`)
+_COMPARED_AS_SENT = (b"mcp-session-id", b"mcp-protocol-version")
+
+
+def padding_stripped(scope: Scope) -> Scope:
+    """The scope with the spaces and tabs around the values of
+    `Mcp-Session-Id` and `MCP-Protocol-Version` taken off, so that the SDK
+    reads the value this endpoint's checks judged (httptools hands them
+    over: a padded live session id was the SDK's 404 for a valid request
+    and served for a refused one)."""
+    headers = scope["headers"]
+    if not any(k in _COMPARED_AS_SENT and v != v.strip(b" \t") for k, v in headers):
+        return scope
+    kept = [(k, v.strip(b" \t") if k in _COMPARED_AS_SENT else v) for k, v in headers]
+    return {**scope, "headers": kept}
+
+
 def id_of(message: Any) -> RequestId | None:
     """The id of a POST's request, when it has one (a refused one's too)."""
     if isinstance(message, Refusal):

@@ -40,6 +40,7 @@ from waypost.mcp_server.http_checks import (
     id_of,
     json_rpc_error,
     media_types_lowered,
+    padding_stripped,
     read_post,
     refused_in_session,
     sdk_would_serve,
@@ -222,7 +223,7 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         message: Any = None  # a POST's JSON-RPC message, once read
         unread = receive  # before a POST's body is read
-        scope = media_types_lowered(scope)
+        scope = padding_stripped(media_types_lowered(scope))
         # what every answer of the service carries, in place of the SDK's own
         # (its event streams said `Cache-Control: no-cache, no-transform`)
         send = security_headers_send(send, replace=True)
