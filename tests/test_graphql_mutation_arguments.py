@@ -226,3 +226,27 @@ async def test_a_variable_that_does_not_coerce_is_refused_in_its_own_words(
     assert "$limit" in error["message"], error
     assert error.get("extensions", {}).get("field") != "q"
     assert await titles(human) == []
+
+
+async def test_fields_that_do_run_are_checked_in_inline_fragments_and_under_directives(
+    human: Caller, project: str
+) -> None:
+    """A field `@include(if: true)` or `@skip(if: false)` runs, as does one in
+    an inline fragment (typed or not): its bad argument refuses the mutation
+    before it writes, as a plain field's does."""
+    included = CREATE.replace(
+        "revisions(first: $n, after: $after)",
+        "revisions(first: $n, after: $after) @skip(if: false) @include(if: true)",
+    )
+    answer = await send(human, included, key="k21", n=0)
+    assert answer["data"] is None
+    assert answer["errors"][0]["extensions"] == {"code": "invalid_request", "field": "first"}
+    for fragment in ("... on Task", "..."):
+        inline = CREATE.replace(
+            "task { id revisions(first: $n, after: $after) { totalCount } }",
+            "task { id " + fragment + " { revisions(first: $n, after: $after) { totalCount } } }",
+        )
+        answer = await send(human, inline, key="k22", n=0)
+        assert answer["data"] is None, fragment
+        assert answer["errors"][0]["extensions"] == {"code": "invalid_request", "field": "first"}
+    assert await titles(human) == []

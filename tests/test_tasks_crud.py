@@ -539,3 +539,21 @@ async def test_text_limits_count_utf8_bytes_not_characters(
     assert error(r) == (400, "invalid_request", {"field": "summary"})
     r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "description": wide})
     assert error(r) == (400, "invalid_request", {"field": "description"})
+
+
+async def test_a_claimed_task_cannot_be_sent_back_to_open(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/tasks.md: `open` is reached from cancelled (reopen) or submitted
+    (rework) only; from `claimed` it is 409 `invalid_transition`, and the
+    lease stands (the owner sees the status of a task it holds as claimed)."""
+    task, _ = await claimed_by_agent(service, human)
+    held = (await human.get(task_path(task["id"]))).json()
+    r = await human.patch(
+        task_path(task["id"]), {"expected_revision": held["revision"], "status": "open"}
+    )
+    refusal = {"reason": "invalid_transition", "status": "claimed", "field": "status"}
+    assert error(r) == (409, "state_conflict", refusal)
+    after = (await human.get(task_path(task["id"]))).json()
+    assert (after["status"], after["revision"]) == ("claimed", held["revision"])
+    assert after["lease"] == held["lease"]

@@ -570,3 +570,27 @@ def test_an_error_of_a_status_outside_the_table_is_answered_internal() -> None:
     assert status_and_code(IdempotencyKeyReused("reused")) == (500, "internal")
     r = error_response(IdempotencyKeyReused("reused"))
     assert (r.status_code, r.body) == (500, b'{"error": "internal"}')
+
+
+async def test_a_verifier_fault_is_a_plain_500_with_the_security_headers(
+    lifecycle: Lifecycle, author: Member, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fault inside the verifier (no refusal of the token: a bug, a library
+    raising) is the envelope's bare 500 with `no-store` and `nosniff`, its
+    text in the log only; nothing is routed. It escaped the ASGI app (the
+    server's own 500, without the headers)."""
+    rt = lifecycle.service.rt
+
+    class Faulty(WaypostTokenVerifier):
+        async def verify(self, token: str) -> Any:
+            raise RuntimeError("/secret/path/of/the/verifier")
+
+    app = create_lifecycle_app(rt, Faulty(rt))
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://l") as c:
+        r = await c.get("/v1/decisions", headers={"Authorization": f"Bearer {author.token}"})
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal"}
+    assert "secret" not in r.text
+    assert r.headers["cache-control"] == "no-store"
+    assert r.headers["x-content-type-options"] == "nosniff"
