@@ -17,7 +17,8 @@ from tests.conftest import Caller, MovableClock, Service, serving
 from tests.knowledge_support import correction, create
 from tests.tasks_support import claimed_by_agent, make_task, open_decision, set_policy, submit
 from tests.test_cli import run
-from waypost.maintenance import backup, verify
+from waypost.maintenance import backup, backups, verify
+from waypost.maintenance.files import BackupError
 from waypost.settings import Settings
 
 
@@ -660,3 +661,25 @@ async def test_verify_finds_a_timeout_without_its_event(
         f" {answered_at}, which no timed-out answer of that decision"
         " in that project has"
     ]
+
+
+async def test_a_backup_never_takes_the_name_of_a_file_made_while_it_copied(
+    service: Service, human: Caller, project: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """backups.py `_take_name`: the finished copy takes the target's name
+    "never over a file made meanwhile" (the look before the copy cannot
+    see one made during it); the partial copy is removed."""
+    target = tmp_path / "backup.db"
+    real_copy = backups._copy
+
+    def copy_then_another_writes_the_target(source: Path, partial: Path) -> Any:
+        found = real_copy(source, partial)
+        target.write_bytes(b"another program's file")
+        return found
+
+    monkeypatch.setattr(backups, "_copy", copy_then_another_writes_the_target)
+    with pytest.raises(BackupError) as refused:
+        backup(service.db_path, target)
+    assert refused.value.code == "target_exists", refused.value
+    assert target.read_bytes() == b"another program's file"
+    assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []

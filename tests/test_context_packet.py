@@ -554,3 +554,15 @@ async def test_a_missing_or_blank_key_disables_reranking(
         packet = await context(human, "zebra")
         assert packet["rerank"] == {"applied": False, "reason": "disabled"}
         assert len(packet["items"]) == 3
+
+
+def test_valid_reranker_settings_are_read_from_the_environment() -> None:
+    """docs/operations.md: `TYPESAFE_MAX_CONCURRENCY` "a whole number of at
+    least 1", `TYPESAFE_CIRCUIT_OPEN_SECONDS` "a finite number above 0":
+    only refusals were tested, and a parser that kept the default passed."""
+    settings = RerankSettings.from_environ(
+        {"TYPESAFE_MAX_CONCURRENCY": " 7 ", "TYPESAFE_CIRCUIT_OPEN_SECONDS": "2.5"}
+    )
+    assert settings.max_concurrency == 7
+    assert settings.circuit_open_seconds == 2.5
+    assert RerankSettings.from_environ({}).max_concurrency == 4

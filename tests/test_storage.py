@@ -716,3 +716,38 @@ def test_the_migrations_applied_are_said_before_and_after(
     assert said[0] == f"applying {every}"
     assert said[-1].startswith(f"applied {every} in ")
     assert len(said) == 2, said  # two lines however many: not 37 of each on a new file
+
+
+def test_a_migration_applied_meanwhile_with_another_text_is_refused(tmp_path: Path) -> None:
+    """storage/migrate.py: a recorded migration whose text differs is refused,
+    also when another process recorded it between this one's read and its
+    lock (its INSERT meets the other's row): "applied meanwhile" holds only
+    for the same checksum. Taken as applied, the build ran its next
+    migrations on a schema another text made."""
+    db = tmp_path / "waypost.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    other = sqlite3.connect(db, isolation_level=None)
+    first = available()[0].name
+    raced: list[str] = []
+
+    def meanwhile(statement: str) -> None:
+        # the first migration's script is about to take the lock: another
+        # process records the same migration, with another text, first
+        if not raced and statement.startswith("BEGIN IMMEDIATE"):
+            raced.append(statement)
+            other.execute(
+                "INSERT INTO schema_migrations (name, checksum, applied_at)"
+                " VALUES (?, ?, '2026-01-01T00:00:00.000Z')",
+                (first, "0" * 64),
+            )
+
+    conn.set_trace_callback(meanwhile)
+    try:
+        with pytest.raises(MigrationError, match=f"migration {first} changed after it was applied"):
+            migrate(conn)
+    finally:
+        conn.set_trace_callback(None)
+        other.close()
+    assert raced, "the race was not staged"
+    assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [(first,)]
+    conn.close()

@@ -194,3 +194,60 @@ async def test_verify_reports_a_dropped_search_index(
     report = verify(copy)
     assert report["ok"] is False
     assert report["checks"]["full_text"]["shown"] == [f"{table}: missing"]
+
+
+def test_verify_reports_what_integrity_check_finds(tmp_path: Path) -> None:
+    """docs/operations.md, `integrity`: `PRAGMA integrity_check` says ok.
+    Only `backup` was shown refusing such a file; verify's own check could
+    drop every line it read and call the file sound."""
+    db = tmp_path / "waypost.db"
+    conn = sqlite3.connect(db, isolation_level=None)
+    migrate(conn)
+    # an index that disagrees with its table
+    conn.execute("CREATE TABLE probe (a TEXT, b TEXT)")
+    conn.execute("CREATE INDEX probe_a ON probe (a)")
+    conn.executemany("INSERT INTO probe VALUES (?, ?)", [(f"a{i}", f"b{i}") for i in range(50)])
+    conn.execute("PRAGMA writable_schema = ON")
+    conn.execute(
+        "UPDATE sqlite_master SET sql = 'CREATE INDEX probe_a ON probe (b)' WHERE name = 'probe_a'"
+    )
+    conn.close()
+    report = verify(db)
+    integrity = report["checks"]["integrity"]
+    assert report["ok"] is False and integrity["ok"] is False, integrity
+    assert integrity["problems"] >= 1
+    assert any("probe_a" in line for line in integrity["shown"]), integrity
+
+
+async def test_verify_finds_history_rows_of_a_record_that_is_gone(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """checks.py `_histories`: history rows whose record is missing are
+    named (a record deleted around the service leaves its revisions behind)."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    (knowledge_id,) = conn.execute("SELECT id FROM knowledge LIMIT 1").fetchone()
+    for (trigger,) in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'knowledge'"
+    ).fetchall():
+        conn.execute(f"DROP TRIGGER {trigger}")  # written around the service
+    conn.execute("DELETE FROM knowledge WHERE id = ?", (knowledge_id,))
+    conn.close()
+    history = verify(copy)["checks"]["history"]
+    assert history["ok"] is False, history
+    assert (
+        f"knowledge_revisions rows for a missing knowledge row {knowledge_id}" in history["shown"]
+    ), history
+
+
+def test_verify_of_a_database_that_is_not_there_is_not_found_and_makes_none(
+    tmp_path: Path,
+) -> None:
+    """`admin verify` "changes nothing": a mistyped `--db` is `not_found`, as
+    for the other commands that need a database (test_cli: only writes and
+    backup were shown so), and no file is left at the path."""
+    missing = tmp_path / "typo.db"
+    result = run("admin", "verify", "--db", str(missing))
+    assert result.exit_code == 1, result.output
+    assert result.stderr == f"Error: not_found: no database at {missing}\n"
+    assert list(tmp_path.iterdir()) == []
