@@ -515,3 +515,18 @@ async def test_a_resume_from_just_behind_the_trimmed_window_misses_nothing(
                 async with hub.listen("demo", "resumer", before) as resumer:
                     batch = await resumer.next_batch(0.05)
                 assert batch and batch[0]["sequence"] == expected, (before, batch[:1])
+
+
+async def test_an_event_streams_429_carries_the_security_headers(
+    service: Service, human: Caller, project: str
+) -> None:
+    # a hub whose cap is reached before any stream opens: refused at once
+    hub_for(service.rt, LiveLimits(per_token=0, total=0))
+    for method in ("GET", "HEAD"):
+        r = await service.client.request(method, STREAM, headers=human.headers())
+        assert r.status_code == 429, (method, r.text)
+        if method == "GET":
+            assert r.json()["error"]["code"] == "too_many_streams"
+        # docs/api.md: every response, errors included
+        assert r.headers["cache-control"] == "no-store", method
+        assert r.headers["x-content-type-options"] == "nosniff", method

@@ -18,6 +18,7 @@ from tests.mcp_support import MCP_HEADERS, messages_of, open_session
 from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.envelope import MESSAGE_LIMIT, Refusal
+from waypost.mcp_server.http_checks import padding_stripped
 from waypost.mcp_server.stdio import message_of_line
 
 
@@ -841,8 +842,9 @@ TWICE = (b'{"jsonrpc": "2.0", "id": 8, "method": "tools/call",'
 
 
 @pytest.mark.parametrize("padded", ["Mcp-Session-Id", "MCP-Protocol-Version"])
+@pytest.mark.parametrize(("before", "after"), [("", " "), ("", "\t"), (" \t", "")])
 async def test_a_padded_header_gets_one_verdict_for_a_valid_and_a_refused_request(
-    service: Service, padded: str
+    service: Service, padded: str, before: str, after: str
 ) -> None:
     """Spaces and tabs around a header's value are not part of it (RFC 9110,
     5.5): the endpoint's own checks strip them (`header`), the SDK does not
@@ -858,9 +860,26 @@ async def test_a_padded_header_gets_one_verdict_for_a_valid_and_a_refused_reques
     session_id = await open_session(agent)
     headers = {**agent.headers(session=False), **MCP_HEADERS,
                "Mcp-Session-Id": session_id, "MCP-Protocol-Version": "2025-06-18"}  # fmt: skip
-    headers[padded] += " "
+    headers[padded] = before + headers[padded] + after
     valid = await agent.client.post("/mcp", content=PING, headers=headers)
     refused = await agent.client.post("/mcp", content=TWICE, headers=headers)
     assert valid.status_code == refused.status_code == 200, (valid.text, refused.text)
     assert messages_of(valid)[0]["result"] == {}  # the ping, answered in its session
     assert messages_of(refused)[0]["error"]["code"] == -32602
+
+
+def test_the_headers_the_sdk_compares_reach_it_without_their_padding() -> None:
+    """What the SDK reads of each header it compares as sent is the value
+    this endpoint judged: a `Last-Event-ID` of blanks is none (this endpoint
+    lets the GET through), and the SDK, given the blanks, took its resuming
+    path, which returns without answering when there is no event store."""
+    scope: dict[str, Any] = {"headers": [
+        (b"mcp-session-id", b" \tabc\t "), (b"mcp-protocol-version", b"2025-06-18 "),
+        (b"last-event-id", b" \t"), (b"user-agent", b" kept as sent "),
+    ]}  # fmt: skip
+    assert padding_stripped(scope)["headers"] == [
+        (b"mcp-session-id", b"abc"), (b"mcp-protocol-version", b"2025-06-18"),
+        (b"last-event-id", b""), (b"user-agent", b" kept as sent "),
+    ]  # fmt: skip
+    unpadded = {"headers": [(b"mcp-session-id", b"abc")]}
+    assert padding_stripped(unpadded) is unpadded  # nothing to take off: the same scope

@@ -129,11 +129,12 @@ async def test_verify_finds_a_task_decision_row_at_another_time(
     assert any("which does not pin it" in s for s in listed["shown"]), listed
 
 
-def test_a_backup_whose_copy_fails_integrity_check_is_refused_corrupt(tmp_path: Path) -> None:
+def a_database_whose_index_disagrees_with_its_table(tmp_path: Path) -> Path:
+    """A migrated database that `PRAGMA integrity_check` finds damaged: the
+    index `probe_a` says it indexes a column it does not."""
     db = tmp_path / "waypost.db"
     conn = sqlite3.connect(db, isolation_level=None)
     migrate(conn)
-    # an index that disagrees with its table: the pages copy, integrity_check fails
     conn.execute("CREATE TABLE probe (a TEXT, b TEXT)")
     conn.execute("CREATE INDEX probe_a ON probe (a)")
     conn.executemany("INSERT INTO probe VALUES (?, ?)", [(f"a{i}", f"b{i}") for i in range(50)])
@@ -142,6 +143,12 @@ def test_a_backup_whose_copy_fails_integrity_check_is_refused_corrupt(tmp_path: 
         "UPDATE sqlite_master SET sql = 'CREATE INDEX probe_a ON probe (b)' WHERE name = 'probe_a'"
     )
     conn.close()
+    return db
+
+
+def test_a_backup_whose_copy_fails_integrity_check_is_refused_corrupt(tmp_path: Path) -> None:
+    # the pages copy, integrity_check fails
+    db = a_database_whose_index_disagrees_with_its_table(tmp_path)
     target = tmp_path / "b.db"
     result = run("admin", "backup", "--db", str(db), "--to", str(target))
     assert result.exit_code == 1, result.output
@@ -200,18 +207,7 @@ def test_verify_reports_what_integrity_check_finds(tmp_path: Path) -> None:
     """docs/operations.md, `integrity`: `PRAGMA integrity_check` says ok.
     Only `backup` was shown refusing such a file; verify's own check could
     drop every line it read and call the file sound."""
-    db = tmp_path / "waypost.db"
-    conn = sqlite3.connect(db, isolation_level=None)
-    migrate(conn)
-    # an index that disagrees with its table
-    conn.execute("CREATE TABLE probe (a TEXT, b TEXT)")
-    conn.execute("CREATE INDEX probe_a ON probe (a)")
-    conn.executemany("INSERT INTO probe VALUES (?, ?)", [(f"a{i}", f"b{i}") for i in range(50)])
-    conn.execute("PRAGMA writable_schema = ON")
-    conn.execute(
-        "UPDATE sqlite_master SET sql = 'CREATE INDEX probe_a ON probe (b)' WHERE name = 'probe_a'"
-    )
-    conn.close()
+    db = a_database_whose_index_disagrees_with_its_table(tmp_path)
     report = verify(db)
     integrity = report["checks"]["integrity"]
     assert report["ok"] is False and integrity["ok"] is False, integrity

@@ -316,6 +316,22 @@ async def test_graphql_records_an_outcome_by_the_same_rules(
     assert [o["disposition"] for o in state["outcomes"]] == ["accepted"]
 
 
+async def test_graphql_names_the_request_id_of_a_missing_review_request(
+    reviewer: Member,
+) -> None:
+    """A review outcome's 404 names the id looked up; GraphQL's userError
+    carries the REST `details` as REST names them."""
+    query = OUTCOME_MUTATION.replace("reason }", "reason details }")
+    data = await reviewer.api.gql(query, {"input": {
+        "idempotencyKey": "g", "requestId": "rr_missing", "disposition": "ACCEPTED",
+        "rationale": "sound"}})  # fmt: skip
+    assert "errors" not in data, data
+    payload = data["data"]["reviewOutcome"]
+    assert payload["outcome"] is None
+    [error] = payload["userErrors"]
+    assert (error["code"], error["details"]) == ("not_found", {"request_id": "rr_missing"})
+
+
 async def test_a_request_of_another_tenant_reads_as_one_that_is_not_there(
     lifecycle: Lifecycle, registered: Member, reviewer: Member
 ) -> None:

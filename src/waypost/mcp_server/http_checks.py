@@ -218,15 +218,16 @@ def media_types_lowered(scope: Scope) -> Scope:
 
 # the headers the SDK compares as sent, whose value this endpoint reads
 # without the spaces and tabs around it (RFC 9110, 5.5; `header`)
-_COMPARED_AS_SENT = (b"mcp-session-id", b"mcp-protocol-version")
+_COMPARED_AS_SENT = (b"mcp-session-id", b"mcp-protocol-version", b"last-event-id")
 
 
 def padding_stripped(scope: Scope) -> Scope:
     """The scope with the spaces and tabs around the values of
-    `Mcp-Session-Id` and `MCP-Protocol-Version` taken off, so that the SDK
-    reads the value this endpoint's checks judged (httptools hands them
-    over: a padded live session id was the SDK's 404 for a valid request
-    and served for a refused one)."""
+    `Mcp-Session-Id`, `MCP-Protocol-Version` and `Last-Event-ID` taken off,
+    so that the SDK reads the value this endpoint's checks judged (httptools
+    hands them over: a padded live session id was the SDK's 404 for a valid
+    request and served for a refused one; a `Last-Event-ID` of blanks, none
+    here, sent the SDK down its resuming path, which never answers)."""
     headers = scope["headers"]
     if not any(k in _COMPARED_AS_SENT and v != v.strip(b" \t") for k, v in headers):
         return scope

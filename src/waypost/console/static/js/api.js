@@ -132,7 +132,8 @@ export async function gql(query, variables = {}, tokenOverride = null) {
     }
     // a proxy's own answer for a service that is down, slow or overloaded:
     // the request may have reached the service (and been recorded), as when
-    // the network fails, not a fault of the service's ("answered 504")
+    // the network fails, not a fault of the service's ("answered 504"); a
+    // proxy's 429 never reached it, which the lost-reply check then finds
     if (GATEWAY_STATUSES.has(response.status)) {
       throw new RequestFailed(
         `The service did not answer (${response.status} from the way to it).`, "network", null,
