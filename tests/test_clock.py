@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -108,9 +108,10 @@ class _TickingClock:
 
 
 async def _as_a_human(
-    clock: Any, tmp_path: Path
+    clock: Any, tmp_path: Path, after_each_commit: Callable[[], None] | None = None
 ) -> AsyncIterator[tuple[httpx.AsyncClient, dict[str, str], str]]:
-    """A client of a service on `clock`, a human's headers, and a project of it."""
+    """A client of a service on `clock`, a human's headers, and a project of
+    it; `after_each_commit` is called after each commit that follows."""
     app = create_app(Settings(db_path=tmp_path / "w.db", sweep_interval=3600), clock)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
@@ -124,6 +125,8 @@ async def _as_a_human(
                 headers={**headers, "Idempotency-Key": "p"},
             )  # fmt: skip
             assert created.status_code == 201, created.text
+            if after_each_commit is not None:
+                app.state.runtime.db.add_commit_listener(after_each_commit)
             yield client, headers, created.json()["id"]
 
 
@@ -207,6 +210,48 @@ async def test_a_writes_waypost_now_is_read_after_the_write(tmp_path: Path) -> N
     assert rest.headers["Waypost-Now"] > rest.json()["created_at"]
     created = graphql.json()["data"]["projectCreate"]["project"]["createdAt"]
     assert graphql.headers["Waypost-Now"] > created, graphql.text
+
+
+class _ClockGoneAfterACommit:
+    """A clock file rewritten just as a write commits: valid until then."""
+
+    def __init__(self) -> None:
+        self.gone = False
+
+    def now(self) -> datetime:
+        if self.gone:
+            raise Unavailable("the clock file holds no valid instant", retry_after=1)
+        return parse_time("2026-11-29T18:00:00.000Z")
+
+
+async def test_a_write_whose_clock_cannot_be_read_after_it_is_answered_without_waypost_now(
+    tmp_path: Path,
+) -> None:
+    """A write's `Waypost-Now` is read after it commits; a clock file being
+    rewritten then leaves the header out, and the committed write is answered
+    as it is, on REST and GraphQL (a 503 would tell the client its write did
+    not happen)."""
+    clock = _ClockGoneAfterACommit()
+    create = (
+        'mutation { projectCreate(input: {idempotencyKey: "m", id: "q", name: "Q"})'
+        " { project { name } } }"
+    )
+
+    def gone() -> None:
+        clock.gone = True
+
+    async for client, headers, _ in _as_a_human(clock, tmp_path, after_each_commit=gone):
+        rest = await client.post(
+            "/api/v1/projects", json={"id": "r", "name": "R"},
+            headers={**headers, "Idempotency-Key": "r"},
+        )  # fmt: skip
+        assert rest.status_code == 201, rest.text
+        assert rest.json()["id"] == "r" and "waypost-now" not in rest.headers
+        clock.gone = False
+        graphql = await client.post("/graphql", json={"query": create}, headers=headers)
+        assert graphql.status_code == 200, graphql.text
+        assert graphql.json()["data"]["projectCreate"]["project"] == {"name": "Q"}
+        assert "waypost-now" not in graphql.headers
 
 
 async def test_a_pipelined_request_reads_its_own_clock(service: Service, human: Caller) -> None:

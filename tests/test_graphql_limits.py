@@ -483,6 +483,21 @@ async def test_a_fragment_cycle_is_refused_before_graphql_cores_rules_walk_it(
             reach(parse(text))
 
 
+async def test_a_spread_of_an_unknown_fragment_is_refused_in_graphql_cores_words(
+    human: Caller,
+) -> None:
+    """The limits pass measures what a spread reaches: one naming no fragment
+    reaches nothing there, and graphql-core's rules refuse it (a 200 with
+    `invalid_request` at the spread), never a fault of the measure."""
+    for query in ("{ ...Nope }", "query Q { ...F } fragment F on Query { ...Nope }",
+                  "query Q { ...F } fragment F on Query { me { ...Nope } }"):  # fmt: skip
+        r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
+        assert r.status_code == 200, r.text
+        data = r.json()
+        assert data["data"] is None and codes(data) == ["invalid_request"], data
+        assert data["errors"][0]["message"] == "Unknown fragment 'Nope'.", data
+
+
 async def test_introspection_under_type_is_not_counted_for_depth(human: Caller) -> None:
     """ "depth 16 (introspection fields ignored)": `__type`'s `ofType` chain
     nests past 16 as `__schema`'s may (mutantaudit7)."""

@@ -465,6 +465,23 @@ async def test_idempotency_key_of_printable_ascii_up_to_256_is_accepted(
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.parametrize("key", [None, b"has space"])
+async def test_a_refused_body_is_named_before_a_missing_or_invalid_key(
+    human: Caller, project: str, key: bytes | None
+) -> None:
+    """A body decoding refuses is looked up under its key first (a retry
+    after an upgrade gets its stored answer); without a usable key there is
+    nothing to look up, and the body's refusal stands (rest/routing.py
+    `_earlier_answer`), a 400 naming the body's field, never a fault."""
+    headers: dict[str, Any] = {**human.headers(), "Content-Type": "application/json"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    r = await human.client.patch(
+        POLICY, content=b'{"expected_revision": "one", "rules": "x"}', headers=headers
+    )
+    assert_error(r, 400, "invalid_request", "expected_revision")
+
+
 async def test_action_post_without_idempotency_key_is_400(service: Service) -> None:
     agent = await service.principal("agent")
     r = await agent.client.post("/api/v1/sessions", headers=agent.headers())

@@ -26,7 +26,8 @@ from tests.context_support import CONTEXT, context, ids, knowledge, task
 from tests.provider_support import Provider, closed_port, running_provider
 from tests.tasks_support import open_decision
 from waypost.reranker import Reranker, _network_said
-from waypost.reranker.client import check_settings, make_client
+from waypost.reranker.client import ProviderFailure, check_settings, make_client, score
+from waypost.reranker.limiter import Limiter
 from waypost.settings import RerankSettings, Settings
 
 KEY = "sk-test-secret-key"
@@ -167,6 +168,7 @@ BAD_SCORES = [
     "huge",
     "utf16",
     "bom",
+    "not_objects",
 ]
 
 
@@ -204,6 +206,8 @@ def bad_body(kind: str | bytes, ids_: list[str]) -> bytes:
         return json.dumps({"scores": scores}).encode("utf-16")
     elif kind == "bom":
         return b"\xef\xbb\xbf" + json.dumps({"scores": scores}).encode()
+    elif kind == "not_objects":  # as many entries as ids, none an object
+        return json.dumps({"scores": [1.0 for _ in ids_]}).encode()
 
     return json.dumps({"scores": scores}).encode()
 
@@ -823,3 +827,59 @@ async def test_a_candidate_that_cannot_be_excerpted_takes_no_permit(
         await rr.rerank("zebra", items)  # no `body`: a packet's items always have one
     assert rr.limiter.in_use == 0 and rr.breaker.state == "closed"
     assert provider.calls == 0
+
+
+async def test_a_url_not_https_is_never_sent_the_key_or_the_documents() -> None:
+    """`serve` refuses a plain-HTTP provider at start; the rule is kept where
+    the data leaves too: a call to one is `connect_error` and sends nothing."""
+    sent: list[httpx.Request] = []
+
+    class Body(httpx.AsyncByteStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield b'{"scores": [{"id": "a", "score": 1}]}'
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, stream=Body())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        with pytest.raises(ProviderFailure) as refused:
+            await score(client, "http://provider.test/rerank", KEY, "q", [{"id": "a", "text": "t"}])
+        assert refused.value.reason == "connect_error"
+        assert sent == []
+        # the same call over https is made (the refusal is the scheme's)
+        found = await score(client, "https://provider.test/rerank", KEY, "q",
+                            [{"id": "a", "text": "t"}])  # fmt: skip
+        assert found == {"a": 1.0} and len(sent) == 1
+
+
+async def test_a_fault_of_ours_keeps_the_fts_order_and_gives_the_permit_back(
+    service: Service, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception no failure of the contract names (a bug of ours, not the
+    network's) is `connect_error`: the packet keeps its FTS order, the fault
+    is logged with its traceback, and the permit and the circuit are settled
+    as for any failure (a permit kept would leave reranking `busy` for good)."""
+    fts = await three_records(human)
+    rr = reranker(service)
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise RuntimeError("a fault of ours")
+
+    await rr._client.aclose()
+    rr._client = httpx.AsyncClient(transport=httpx.MockTransport(broken))
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    for _ in range(3):
+        assert await rerank_of(human) == (fts, "connect_error")
+        assert rr.limiter.in_use == 0
+    faults = [r for r in caplog.records if r.getMessage() == "rerank failed unexpectedly"]
+    assert len(faults) == 3 and all(r.levelname == "ERROR" and r.exc_info for r in faults)
+    # counted as failures: three in a row open the circuit, as the network's do
+    assert await rerank_of(human) == (fts, "circuit_open")
+
+
+def test_a_reranker_needs_a_key_and_a_limiter_a_permit(rerank_settings: RerankSettings) -> None:
+    with pytest.raises(ValueError, match="needs an API key"):
+        Reranker(dataclasses.replace(rerank_settings, api_key=""))
+    with pytest.raises(ValueError, match="at least one permit"):
+        Limiter(0)

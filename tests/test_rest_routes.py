@@ -70,3 +70,14 @@ async def test_request_metrics_name_the_route_template(
     assert r.status_code == 200
     metrics = service.rt.metrics.render().decode()
     assert 'route="/api/v1/projects/{project}/knowledge"' in metrics
+
+
+async def test_a_path_without_get_names_no_head_in_allow(human: Caller, project: str) -> None:
+    """HEAD is allowed where GET is (it answers like it); a path that only
+    takes POST names POST alone."""
+    r = await human.client.put("/api/v1/sessions", headers=human.headers())
+    assert r.status_code == 405
+    assert r.json()["error"]["code"] == "method_not_allowed"
+    assert r.headers["allow"] == "POST"
+    head = await human.client.head("/api/v1/sessions", headers=human.headers())
+    assert head.status_code == 405 and head.headers["allow"] == "POST"

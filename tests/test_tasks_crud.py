@@ -213,6 +213,20 @@ async def test_patch_without_expected_revision_is_invalid(human: Caller, project
     assert error(r) == (400, "invalid_request", {"field": "expected_revision"})
 
 
+async def test_patch_naming_no_task_field_is_invalid_and_writes_nothing(
+    human: Caller, project: str
+) -> None:
+    """A PATCH names a field besides `expected_revision` (the document's
+    `minProperties`): one that names none is 400, where an edit naming a
+    field, even with its current value, writes the next revision."""
+    task = await make_task(human)
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1})
+    assert error(r) == (400, "invalid_request", {"field": ""})
+    assert (await human.get(task_path(task["id"]))).json()["revision"] == 1
+    events = (await human.get(f"{BASE}/events", limit=200)).json()["items"]
+    assert [e["type"] for e in events if e["type"] == "task.updated"] == []
+
+
 async def test_patch_with_unchanged_values_writes_the_next_revision(
     human: Caller, project: str
 ) -> None:

@@ -289,6 +289,45 @@ async def test_a_busy_store_is_tried_again_after_the_backoff_not_the_idle_wait(
     assert looks >= 2 and await pending(rt) == 0
 
 
+async def test_the_worker_outlives_a_fault_of_ours_and_logs_it(
+    lifecycle: Lifecycle,
+    author: Member,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An exception no rule names (a bug, not a busy store) is logged with its
+    traceback and the worker tries again after the backoff: one fault must
+    not end webhook delivery until a restart."""
+    await make_events(author, 0)
+    look = delivery.deliver_once
+    looks = 0
+
+    async def broken_once(*args: Any) -> bool | None:
+        nonlocal looks
+        looks += 1
+        if looks == 1:
+            raise RuntimeError("a fault of ours")
+        return await look(*args)
+
+    monkeypatch.setattr(delivery, "deliver_once", broken_once)
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(ok)) as client:
+        worker = asyncio.create_task(
+            deliver_forever(rt, client, HOOK, Backoff(first=0.05, limit=0.1, poll=60))
+        )
+        try:
+            for _ in range(200):  # bounded: 2 s
+                await asyncio.sleep(0.01)
+                if await pending(rt) == 0 or worker.done():
+                    break
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+    assert looks >= 2 and await pending(rt) == 0
+    [fault] = [r for r in caplog.records if r.getMessage() == "lifecycle delivery failed"]
+    assert fault.levelname == "ERROR" and fault.exc_info is not None
+
+
 async def test_an_answer_is_read_as_sent_never_decoded(
     lifecycle: Lifecycle, author: Member
 ) -> None:
@@ -431,6 +470,28 @@ async def test_an_attempt_is_bounded_as_a_whole_not_per_read(
     )
     assert (row["state"], row["attempts"]) == ("pending", 1)
     assert row["last_error"] == "no answer within 0.5 seconds"
+
+
+async def test_a_receiver_that_cannot_be_reached_is_an_attempt_noted_by_its_error_name(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """A transport failure (nothing listening, a refused TLS handshake) is a
+    failed attempt like any other: the event stays pending for a retry, its
+    `last_error` the error's name (no URL, no header), and the worker goes on."""
+    await make_events(author, 0)
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("All connection attempts failed", request=request)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        assert await deliver_once(rt, client, HOOK) is False
+    row = await rt.db.read(
+        lambda c: c.execute(
+            "SELECT state, attempts, last_error FROM lifecycle_deliveries"
+        ).fetchone()
+    )
+    assert (row["state"], row["attempts"], row["last_error"]) == ("pending", 1, "ConnectError")
 
 
 async def test_a_receivers_answer_is_read_no_further_than_its_first_64_kib(

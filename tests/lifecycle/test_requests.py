@@ -594,3 +594,15 @@ async def test_a_verifier_fault_is_a_plain_500_with_the_security_headers(
     assert "secret" not in r.text
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-content-type-options"] == "nosniff"
+
+
+async def test_a_recommendation_naming_no_option_is_refused_with_nothing_written(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    """`recommendation.option_id` names one of the options (lifecycle-model.md
+    §memo): one naming none is 400 before anything is written."""
+    counts = [await lifecycle.count(t) for t in TABLES]
+    bad = memo(recommendation={"option_id": "c", "rationale": "no such option"})
+    refused(await author.register(bad), 400, "invalid_request")
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+    assert (await author.register(memo())).status_code == 200  # the same memo, named right
