@@ -181,7 +181,8 @@ async def test_an_unavailable_graphql_answer_carries_retry_after_as_rest_does(
     impatient: Service,
 ) -> None:
     """The answer stays 200 (a GraphQL result); the header lets an HTTP
-    client's retry logic wait as it does for REST's 503 (it had none)."""
+    client's retry logic wait as it does for REST's 503 (it had none). Both
+    carry the security headers, as every response does (docs/api.md)."""
     human = await impatient.principal("human")
     await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
     mutation = (
@@ -190,13 +191,20 @@ async def test_an_unavailable_graphql_answer_carries_retry_after_as_rest_does(
     )
     other = hold_write_lock(impatient.db_path)
     try:
+        rest = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="busy")
         busy = await human.client.post(
             "/graphql", json={"query": mutation}, headers=human.headers()
         )
     finally:
         other.execute("ROLLBACK")
         other.close()
+    assert rest.status_code == 503 and rest.headers["retry-after"] == "1"
+    assert rest.json()["error"]["code"] == "unavailable"
     assert busy.status_code == 200 and busy.headers["retry-after"] == "1"
+    assert busy.json()["errors"][0]["extensions"]["code"] == "unavailable"
+    for r in (rest, busy):
+        assert r.headers["cache-control"] == "no-store", r.request.url
+        assert r.headers["x-content-type-options"] == "nosniff", r.request.url
     done = await human.client.post("/graphql", json={"query": mutation}, headers=human.headers())
     assert done.json()["data"]["policyUpdate"]["policy"] == {"revision": 2}
     assert "retry-after" not in done.headers
@@ -751,28 +759,3 @@ def test_a_migration_applied_meanwhile_with_another_text_is_refused(tmp_path: Pa
     assert raced, "the race was not staged"
     assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [(first,)]
     conn.close()
-
-
-async def test_a_busy_stores_refusals_carry_the_security_headers(impatient: Service) -> None:
-    human = await impatient.principal("human")
-    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
-    mutation = (
-        'mutation { policyUpdate(input: {idempotencyKey: "g", projectId: "demo",'
-        ' expectedRevision: 1, rules: "x"}) { policy { revision } } }'
-    )
-    other = hold_write_lock(impatient.db_path)
-    try:
-        rest = await human.patch(POLICY, {"expected_revision": 1, "rules": "x"}, key="busy")
-        graphql = await human.client.post(
-            "/graphql", json={"query": mutation}, headers=human.headers()
-        )
-    finally:
-        other.execute("ROLLBACK")
-        other.close()
-    assert rest.status_code == 503 and rest.headers["retry-after"] == "1"
-    assert rest.json()["error"]["code"] == "unavailable"
-    assert graphql.status_code == 200 and graphql.headers["retry-after"] == "1"
-    assert graphql.json()["errors"][0]["extensions"]["code"] == "unavailable"
-    for r in (rest, graphql):  # docs/api.md: every response, errors included
-        assert r.headers["cache-control"] == "no-store", r.request.url
-        assert r.headers["x-content-type-options"] == "nosniff", r.request.url
