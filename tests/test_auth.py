@@ -587,3 +587,33 @@ async def test_an_empty_session_header_names_no_live_session(service: Service) -
     r = await service.client.get("/api/v1/me", headers=headers)
     assert r.status_code == 403, r.text
     assert r.json()["error"]["details"]["reason"] == "session_not_live"
+
+
+@pytest.mark.parametrize(("path", "graphql"), [("/api/v1/projects", False), ("/graphql", True)])
+async def test_a_fault_while_authenticating_is_a_plain_internal_error(
+    service: Service, human: Caller, monkeypatch: pytest.MonkeyPatch, path: str, graphql: bool
+) -> None:
+    """A fault of the authentication itself (not a refusal) answers the
+    service's own 500, `internal error` and nothing of the cause (docs/api.md),
+    with the security headers, in the shape of the endpoint: it escaped to the
+    server's plain-text 500, without them."""
+
+    def broken(*args: Any) -> Any:
+        raise RuntimeError("secret detail of the fault")
+
+    monkeypatch.setattr(principals, "actor_of_token", broken)
+    if graphql:
+        r = await service.client.post(path, json={"query": "{ me { name } }"},
+                                      headers=human.headers())  # fmt: skip
+    else:
+        r = await service.client.get(path, headers=human.headers())
+    assert r.status_code == 500
+    assert "secret" not in r.text
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["cache-control"] == "no-store"
+    body = r.json()
+    if graphql:
+        assert body["errors"][0]["extensions"]["code"] == "internal"
+    else:
+        assert body["error"]["code"] == "internal"
+        assert body["error"]["message"] == "internal error"

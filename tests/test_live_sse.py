@@ -18,8 +18,10 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import new_task
 from tests.live_support import SseEvent, next_data_event, running, sse_events
 from waypost.clock import format_time
+from waypost.errors import Unavailable
 from waypost.live import Hub, LiveLimits, SlowConsumer, hub_for
 from waypost.live.sse import _encoded_for
+from waypost.live.streams import still_valid
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events
 
@@ -530,3 +532,87 @@ async def test_an_event_streams_429_carries_the_security_headers(
         # docs/api.md: every response, errors included
         assert r.headers["cache-control"] == "no-store", method
         assert r.headers["x-content-type-options"] == "nosniff", method
+
+
+# --- the follower and the frame cache under failure and load ---------------------
+
+
+async def test_a_stop_during_the_hubs_start_leaves_nothing_following(service: Service) -> None:
+    """A hub stopped while its start still read the log's end (the server
+    stopping as the first stream opened) starts no follower afterwards: it
+    ran, and stayed on the database's commit listeners, after the stop."""
+    hub = Hub(service.rt.db)
+    before = set(asyncio.all_tasks())
+    starting = asyncio.create_task(hub.start())
+    hub.stop()  # before the start's read has returned
+    await starting
+    await asyncio.sleep(0)
+    following = [t for t in set(asyncio.all_tasks()) - before
+                 if t.get_name() == "waypost-live-hub" and not t.done()]  # fmt: skip
+    assert following == []
+    await hub.close()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Unavailable("the database is busy; retry shortly", retry_after=1), RuntimeError("a fault")],
+)
+async def test_the_follower_reads_on_after_a_failed_read(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch,
+    failure: Exception,
+) -> None:  # fmt: skip
+    """A read of new events that fails (a busy store, a fault) is tried
+    again on the next wake: the follower is the only reader of new events
+    for every stream, and had it ended, every stream stayed open and silent."""
+    hub = Hub(service.rt.db, LiveLimits(poll_seconds=0.05))
+    real = events.events_after_any_project
+    failed: list[int] = []
+
+    def fails_once(conn: Any, after: int, count: int) -> Any:
+        if not failed:
+            failed.append(1)
+            raise failure
+        return real(conn, after=after, count=count)
+
+    try:
+        async with hub.listen(project, "tok", None) as listener:
+            monkeypatch.setattr(events, "events_after_any_project", fails_once)
+            await new_task(human, "after a failed read")
+            found: list[Any] = []
+            for _ in range(200):  # bounded: the follower's retry comes within a poll
+                found += await listener.next_batch(0.05)
+                if found:
+                    break
+        assert failed == [1]
+        assert [e["data"]["title"] for e in found] == ["after a failed read"]
+    finally:
+        await hub.close()
+
+
+def test_the_shared_frame_cache_stays_bounded(service: Service) -> None:
+    """Frames and joined chunks are kept for the streams of a hub to share,
+    the oldest dropped past their bounds: kept for ever, every event the
+    service ever streamed stayed in memory."""
+    hub = Hub(service.rt.db)
+    encoded = _encoded_for(hub)
+    made = [{"sequence": n, "type": "task.created", "data": {}} for n in range(1, 5001)]
+    for event in made:
+        encoded.chunk([event])
+    assert len(encoded._frames) == encoded.FRAMES_KEPT
+    assert len(encoded._chunks) == encoded.CHUNKS_KEPT
+    assert b"id: 5000\n" in encoded.chunk([made[-1]])  # the newest are the ones kept
+    assert 1 not in encoded._frames
+
+
+async def test_a_fault_while_rechecking_a_streams_token_ends_the_stream(
+    service: Service, human: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A token nobody could check (the check failed with a fault) is not
+    trusted: the stream ends, as for a revoked one."""
+
+    def broken(conn: Any, token: str, audience: str) -> Any:
+        raise RuntimeError("the check fails")
+
+    assert await still_valid(service.rt, human.token)
+    monkeypatch.setattr(principals, "authenticate", broken)
+    assert not await still_valid(service.rt, human.token)

@@ -406,6 +406,22 @@ def test_run_write_commits_or_rolls_back_as_one(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_run_write_refuses_a_transaction_it_could_not_begin(tmp_path: Path) -> None:
+    """A BEGIN IMMEDIATE that fails for another reason than a lock held
+    elsewhere (here: a transaction already open) is the caller's error, and
+    the unit does not run: outside its own transaction its writes would not
+    commit or roll back as one."""
+    conn = connect_sync(tmp_path / "w.db")
+    migrate(conn)
+    ran: list[int] = []
+    conn.execute("BEGIN")
+    with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+        run_write(conn, lambda c: ran.append(1))
+    assert ran == []
+    conn.execute("ROLLBACK")
+    conn.close()
+
+
 # -- commit listeners ---------------------------------------------------------------
 
 

@@ -476,6 +476,19 @@ async def test_a_closed_database_refuses_writes_and_reads(tmp_path: Path) -> Non
         await db.write(lambda c: None)
     with pytest.raises(Unavailable):
         await db.read(lambda c: None)
+    # and every other way in: a point read, a search, a pinned block's
+    # reads, the metrics' batch observer, a statement trace
+    with pytest.raises(Unavailable):
+        await db.read_point(lambda c: None)
+    with pytest.raises(Unavailable):
+        await db.search(lambda c: None)
+    with pytest.raises(Unavailable):
+        async with db.pinned():
+            await db.read(lambda c: None)
+    with pytest.raises(Unavailable):
+        db.observe_batches(lambda units, seconds: None)
+    with pytest.raises(Unavailable):
+        await db.set_trace(None)
 
 
 # -- file modes --------------------------------------------------------------------
@@ -1144,3 +1157,106 @@ async def test_a_write_that_goes_late_behind_a_slow_unit_in_its_batch_is_shed(
     assert isinstance(slow.exception(), ValueError)
     assert "overloaded" in str(behind.exception()), behind
     assert "behind" not in left["principals"]
+
+
+# -- a failure's cleanup: no write lock, no caller left behind ------------------------
+
+
+def write_lock_free(path: Path) -> bool:
+    """Whether another connection can take the database's write lock at once
+    (no wait: a lock the service still holds answers busy here)."""
+    other = sqlite3.connect(path, isolation_level=None, timeout=0)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc) or "busy" in str(exc), exc
+        return False
+    finally:
+        other.close()
+
+
+def breaks_a_deferred_reference(conn: sqlite3.Connection) -> str:
+    """A unit that runs to its end, whose batch's COMMIT then fails with the
+    transaction still open (SQLite checks a deferred foreign key at COMMIT
+    and leaves the transaction as it was when that check fails)."""
+    conn.execute("PRAGMA defer_foreign_keys = ON")
+    conn.execute(
+        "INSERT INTO sessions (id, principal_id, started_at, expires_at)"
+        " VALUES ('s-orphan', 'no-such-principal', ?, ?)",
+        (AT, AT),
+    )
+    return "ran"
+
+
+async def test_a_commit_that_fails_with_the_transaction_open_leaves_no_write_lock_held(
+    patient: Database,
+) -> None:
+    """A COMMIT that fails without SQLite ending the transaction is rolled
+    back at once: left open, it kept the write lock until the next write came
+    (on an idle service, for good), and every other process's write (an
+    admin command, a backup's restore) waited and failed busy meanwhile."""
+    with pytest.raises(sqlite3.IntegrityError, match="FOREIGN KEY"):
+        await asyncio.wait_for(patient.write(breaks_a_deferred_reference), 10)
+    assert write_lock_free(patient.path)
+    sessions = await patient.read(
+        lambda c: c.execute("SELECT count(*) FROM sessions WHERE id = 's-orphan'").fetchone()[0]
+    )
+    assert sessions == 0
+    assert await asyncio.wait_for(patient.write(recorded("after")), 10) == "after"
+
+
+async def test_a_schema_check_that_fails_leaves_no_write_lock_held(patient: Database) -> None:
+    """The check for another build's migrations runs inside the batch's
+    transaction (storage/upgrades.py); when it fails (here the table it reads
+    was renamed by another process) the batch's units are answered with the
+    error and the transaction is ended, not left holding the write lock."""
+    other = connect_sync(patient.path)
+    try:
+        other.execute("ALTER TABLE schema_migrations RENAME TO schema_migrations_aside")
+        with pytest.raises(sqlite3.OperationalError, match="schema_migrations"):
+            await asyncio.wait_for(patient.write(recorded("refused")), 10)
+        assert write_lock_free(patient.path)
+        other.execute("ALTER TABLE schema_migrations_aside RENAME TO schema_migrations")
+    finally:
+        other.close()
+    assert await names_of(patient, "refused") == []
+    assert await asyncio.wait_for(patient.write(recorded("after")), 10) == "after"
+
+
+async def test_a_failing_batch_observer_still_answers_the_batch(patient: Database) -> None:
+    """The metrics' observer runs on the writer thread after the COMMIT; one
+    that raises is logged: escaping, it left the committed batch's callers
+    waiting for ever."""
+
+    def broken(units: int, seconds: float) -> None:
+        raise RuntimeError("an observer fails")
+
+    patient.observe_batches(broken)
+    assert await asyncio.wait_for(patient.write(recorded("observed")), 10) == "observed"
+    assert await asyncio.wait_for(patient.write(recorded("next")), 10) == "next"
+    patient.observe_batches(None)
+    assert await names_of(patient, "observed") == ["observed"]
+
+
+class _NotAnException(BaseException):
+    """What a unit may raise that is no `Exception` (as KeyboardInterrupt)."""
+
+
+async def test_a_unit_raising_a_base_exception_is_answered_a_runtime_error(
+    patient: Database,
+) -> None:
+    """A unit's BaseException reaches its caller wrapped in a RuntimeError:
+    set on the caller's future as it is, a KeyboardInterrupt or SystemExit
+    from a unit ran out of the event loop (the server), not the request."""
+
+    def unit(conn: sqlite3.Connection) -> None:
+        principals.create_principal(conn, "agent", "interrupted", AT)
+        raise _NotAnException("stop")
+
+    with pytest.raises(RuntimeError, match="_NotAnException") as raised:
+        await asyncio.wait_for(patient.write(unit), 10)
+    assert isinstance(raised.value.__cause__, _NotAnException)
+    assert await names_of(patient, "interrupted") == []
+    assert await asyncio.wait_for(patient.write(recorded("after")), 10) == "after"
