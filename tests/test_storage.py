@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,8 +21,9 @@ from waypost.app import create_app
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
 from waypost.settings import Settings
+from waypost.storage import db as db_module
 from waypost.storage import migrate as migrations
-from waypost.storage.db import Database, connect_sync, run_write
+from waypost.storage.db import Database, DatabaseUnusable, connect_sync, run_write
 from waypost.storage.migrate import Migration, MigrationError, available, migrate
 
 POLICY = "/api/v1/projects/demo/policy"
@@ -775,3 +778,43 @@ def test_a_migration_applied_meanwhile_with_another_text_is_refused(tmp_path: Pa
     assert raced, "the race was not staged"
     assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [(first,)]
     conn.close()
+
+
+def _open_files_of(path: Path) -> list[str]:
+    """This process's open descriptors on the database's files."""
+    fds = Path("/proc/self/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile (the listing's own descriptor)
+            continue
+        if target.startswith(str(path)):
+            found.append(target)
+    return found
+
+
+async def test_a_database_that_fails_to_open_midway_leaves_no_connection_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection that cannot be opened after others were (descriptors run
+    out) refuses the database as unusable, and closes the ones already
+    opened: only the writer's was closed, and the readers' stayed open for the
+    life of a process that embeds the store and goes on (covgapsD)."""
+    path = tmp_path / "w.db"
+    opened = 0
+
+    def sixth_fails(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        nonlocal opened
+        opened += 1
+        if opened == 6:
+            raise sqlite3.OperationalError("unable to open database file")
+        return real_connect(*args, **kwargs)
+
+    real_connect = db_module.connect
+    monkeypatch.setattr(db_module, "connect", sixth_fails)
+    db = Database(path)
+    with pytest.raises(DatabaseUnusable, match="unable to open database file"):
+        await db.open()
+    assert opened == 6
+    assert _open_files_of(path) == []

@@ -202,18 +202,20 @@ class Database:
             conn = connect(self.path, self._busy_timeout_ms, self._hooks)
         except (sqlite3.Error, OSError) as exc:
             raise DatabaseUnusable(f"{self.path}: {exc}") from exc
+        # every connection opened so far, closed if a later step fails (the
+        # readers opened before a failing one stayed open)
+        opened = [conn]
+
+        def reader() -> sqlite3.Connection:
+            opened.append(connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True))
+            return opened[-1]
+
         try:
             migrate(conn)
             check_writable(conn)
-            readers = [
-                connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
-                for _ in range(self._reader_count)
-            ]
-            pinned = [
-                connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
-                for _ in range(self._reader_count)
-            ]
-            point = connect(self.path, self._busy_timeout_ms, self._hooks, read_only=True)
+            readers = [reader() for _ in range(self._reader_count)]
+            pinned = [reader() for _ in range(self._reader_count)]
+            point = reader()
             # never waits: a lock held elsewhere sends the read to the pool
             point.execute("PRAGMA busy_timeout = 0")
             # Each unit runs in a savepoint, whose journal SQLite otherwise
@@ -227,11 +229,11 @@ class Database:
             conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
             # all three files exist now (WAL mode, connections open)
             files = None if str(self.path) == ":memory:" else FileWatch(self.path)
-        except (sqlite3.Error, OSError) as exc:
-            conn.close()
-            raise DatabaseUnusable(f"{self.path}: {exc}") from exc
-        except BaseException:
-            conn.close()
+        except BaseException as exc:
+            for each in opened:
+                each.close()
+            if isinstance(exc, sqlite3.Error | OSError):
+                raise DatabaseUnusable(f"{self.path}: {exc}") from exc
             raise
         self._files = files
         self._point = point
