@@ -23,6 +23,7 @@ from waypost.resolvers.access import principals
 from waypost.settings import Settings
 from waypost.storage import db as db_module
 from waypost.storage import migrate as migrations
+from waypost.storage.connection import connect
 from waypost.storage.db import Database, DatabaseUnusable, connect_sync, run_write
 from waypost.storage.migrate import Migration, MigrationError, available, migrate
 
@@ -809,9 +810,8 @@ async def test_a_database_that_fails_to_open_midway_leaves_no_connection_open(
         opened += 1
         if opened == 6:
             raise sqlite3.OperationalError("unable to open database file")
-        return real_connect(*args, **kwargs)
+        return connect(*args, **kwargs)
 
-    real_connect = db_module.connect
     monkeypatch.setattr(db_module, "connect", sixth_fails)
     db = Database(path)
     with pytest.raises(DatabaseUnusable, match="unable to open database file"):
