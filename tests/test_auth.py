@@ -617,3 +617,23 @@ async def test_a_fault_while_authenticating_is_a_plain_internal_error(
     else:
         assert body["error"]["code"] == "internal"
         assert body["error"]["message"] == "internal error"
+
+
+async def test_a_fault_escaping_a_route_before_its_answer_is_a_plain_internal_error(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A route that does not answer its own fault (/healthz's checks of the
+    store): the answer has not started, so it is the service's own 500,
+    `internal error` with the security headers and nothing of the cause, not
+    the server's plain-text one."""
+
+    def broken() -> Any:
+        raise RuntimeError("secret detail of the fault")
+
+    monkeypatch.setattr(service.rt.db, "files_changed", broken)
+    r = await service.client.get("/healthz")
+    assert r.status_code == 500
+    assert "secret" not in r.text
+    assert r.headers["x-content-type-options"] == "nosniff"
+    assert r.headers["cache-control"] == "no-store"
+    assert r.json()["error"] == {"code": "internal", "message": "internal error", "details": {}}

@@ -181,3 +181,33 @@ async def test_concurrent_requests_each_get_their_own_answer(
     assert answers[0].headers.get("idempotent-replayed") == "true"
     assert answers[0].json() == first.json()
     assert answers[2].json()["id"] != first.json()["id"]
+
+
+async def test_a_cancelled_batch_read_cancels_every_asker(service: Service) -> None:
+    """The batch's read is cancelled while it waits (the loop closing, the
+    read gone to a pool thread since the file was busy): its askers are
+    cancelled with it, none left waiting for an answer that never comes."""
+    in_pool, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def busy_then_held(conn: sqlite3.Connection, keys: Sequence[str]) -> dict[str, Any]:
+        if not calls:  # the loop's own connection: busy, so on to a pool thread
+            calls.append("point")
+            raise sqlite3.OperationalError("database is locked")
+        calls.append("pool")
+        in_pool.set()
+        release.wait(10)
+        return {key: key for key in keys}
+
+    rows: Coalesced[str, Any] = Coalesced(service.rt.db, busy_then_held)
+    try:
+        async with write_under_way(service):
+            asked = [asyncio.ensure_future(rows.get(key)) for key in ("a", "b", "a")]
+            assert await asyncio.to_thread(in_pool.wait, 10)
+            assert calls == ["point", "pool"] and len(rows._reads) == 1
+            for read in list(rows._reads):
+                read.cancel()
+            results = await asyncio.wait_for(asyncio.gather(*asked, return_exceptions=True), 10)
+    finally:
+        release.set()
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)

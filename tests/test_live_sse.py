@@ -616,3 +616,66 @@ async def test_a_fault_while_rechecking_a_streams_token_ends_the_stream(
     assert await still_valid(service.rt, human.token)
     monkeypatch.setattr(principals, "authenticate", broken)
     assert not await still_valid(service.rt, human.token)
+
+
+async def test_a_fault_mid_stream_ends_it_with_an_internal_error_event(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read that fails with a fault after the stream began (a resume from
+    before the window, read from the log): the response has started, so the
+    stream ends with an `error` event coded `internal`, not a cut body."""
+    await new_task(human, "before")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the log read fails")
+
+    async with running(service) as base:
+        await hub_for(service.rt).start()  # its window starts past the events above
+        monkeypatch.setattr(events, "list_events", broken)
+        async with stream(base, human, after="0") as (r, evs):
+            assert r.status_code == 200
+            got = [event async for event in evs]
+    assert got[0].comments == ["stream open"]
+    assert got[-1].event == "error"
+    assert got[-1].json() == {"code": "internal", "message": "internal error", "details": {}}
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [Unavailable("the database is busy; retry shortly", retry_after=1), RuntimeError("a fault")],
+)
+async def test_the_follower_goes_on_after_a_failed_read_of_the_logs_end(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch,
+    failure: Exception,
+) -> None:  # fmt: skip
+    """With nobody listening the follower only keeps the log's end current: a
+    read of it that fails (a busy store, a fault) keeps the old position and
+    the follower goes on, or every stream opened later stayed silent."""
+    hub = Hub(service.rt.db, LiveLimits(poll_seconds=0.05))
+    real = events.last_sequence
+    failed: list[int] = []
+
+    def fails_once(conn: Any) -> Any:
+        if not failed:
+            failed.append(1)
+            raise failure
+        return real(conn)
+
+    try:
+        await hub.start()
+        monkeypatch.setattr(events, "last_sequence", fails_once)
+        for _ in range(500):  # bounded: the follower reads the end every poll
+            if failed:
+                break
+            await asyncio.sleep(0.01)
+        assert failed == [1]
+        async with hub.listen(project, "tok", None) as listener:
+            await new_task(human, "after a failed read of the end")
+            found: list[Any] = []
+            for _ in range(200):  # bounded, as above
+                found += await listener.next_batch(0.05)
+                if found:
+                    break
+        assert [e["data"]["title"] for e in found] == ["after a failed read of the end"]
+    finally:
+        await hub.close()

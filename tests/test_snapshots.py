@@ -261,3 +261,52 @@ async def test_pinned_searches_never_wait_on_each_other_for_slots_and_permits(
     await asyncio.sleep(0.1)  # it holds the permit (before: and waits for a slot)
     go.set()
     assert await asyncio.wait_for(asyncio.gather(*holders, waiting), 5) == [0, 0, 0]
+
+
+async def test_a_read_that_got_its_slot_during_an_unpinned_block_gives_it_back(
+    db: Database,
+) -> None:
+    """A sibling field's read waited for a pinned connection (every one
+    taken by other queries); the packet's `unpinned()` block began
+    meanwhile. The connection the read then got must go back at once, the
+    read waiting for the block to end (docs/graphql.md): kept, its read
+    transaction stayed open as long as the reranking provider took."""
+    await insert(db, 1)
+    release = threading.Event()
+    holding = threading.Semaphore(0)
+
+    def hold(conn: sqlite3.Connection) -> int:
+        holding.release()
+        release.wait(10)
+        return count(conn)
+
+    async def holder() -> int:
+        async with db.pinned():
+            return await db.read(hold)
+
+    holders = [asyncio.create_task(holder()) for _ in range(2)]  # every pinned connection
+    for _ in holders:
+        assert await asyncio.to_thread(holding.acquire, True, 10)
+    provider_called = asyncio.Event()
+    provider_answers = asyncio.Event()
+
+    async def packet() -> int:
+        async with db.unpinned():
+            found = await db.read(count)  # on the reader pool
+            provider_called.set()
+            await provider_answers.wait()
+            return found
+
+    async with db.pinned():
+        sibling = asyncio.create_task(db.read(count))
+        await asyncio.sleep(0.05)  # it waits for a pinned connection
+        building = asyncio.create_task(packet())
+        await provider_called.wait()
+        release.set()  # the holders end: the sibling gets a connection now
+        assert await asyncio.gather(*holders) == [1, 1]
+        # it gave the connection back: two other requests can hold both
+        assert await two_pinned_at_once(db) == [1, 1]
+        await insert(db, 2)
+        provider_answers.set()
+        assert await building == 1
+        assert await asyncio.wait_for(sibling, 5) == 2  # a snapshot begun after the block

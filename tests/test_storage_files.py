@@ -371,3 +371,27 @@ async def test_the_live_hub_logs_a_refusing_store_once_not_every_second(
     finally:
         hub.stop()
         await db.close()
+
+
+async def test_a_stop_after_the_shm_was_deleted_and_not_made_again_closes_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rm w.db-shm` and nothing else: no other process indexed the WAL, so
+    the close checkpoints through this process's index as usual; nothing is
+    left open for the process's exit, and every write is in the file."""
+    monkeypatch.setattr(db_module, "_LEFT_OPEN", [])
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE note (x)"))
+    rows = [(i,) for i in range(20)]
+    await db.write(lambda c: c.executemany("INSERT INTO note VALUES (?)", rows))
+    os.unlink(f"{path}-shm")
+    await db.close()
+    assert not db_module.connections_left_open()
+    assert not os.path.exists(f"{path}-wal")  # the last close checkpointed it
+    check = sqlite3.connect(path)
+    try:
+        assert check.execute("SELECT count(*) FROM note").fetchone() == (20,)
+    finally:
+        check.close()
