@@ -553,10 +553,14 @@ async def test_a_stop_during_the_hubs_start_leaves_nothing_following(service: Se
     await hub.close()
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [Unavailable("the database is busy; retry shortly", retry_after=1), RuntimeError("a fault")],
-)
+# what a follower's read can meet: a busy store, a fault of ours
+FOLLOWER_FAILURES = [
+    Unavailable("the database is busy; retry shortly", retry_after=1),
+    RuntimeError("a fault"),
+]
+
+
+@pytest.mark.parametrize("failure", FOLLOWER_FAILURES)
 async def test_the_follower_reads_on_after_a_failed_read(
     service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch,
     failure: Exception,
@@ -640,10 +644,7 @@ async def test_a_fault_mid_stream_ends_it_with_an_internal_error_event(
     assert got[-1].json() == {"code": "internal", "message": "internal error", "details": {}}
 
 
-@pytest.mark.parametrize(
-    "failure",
-    [Unavailable("the database is busy; retry shortly", retry_after=1), RuntimeError("a fault")],
-)
+@pytest.mark.parametrize("failure", FOLLOWER_FAILURES)
 async def test_the_follower_goes_on_after_a_failed_read_of_the_logs_end(
     service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch,
     failure: Exception,

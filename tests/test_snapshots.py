@@ -119,13 +119,11 @@ async def test_more_blocks_than_connections_wait_their_turn(db: Database) -> Non
     assert most == 2  # as many at once as there are pinned connections
 
 
-async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
+async def every_pinned_connection_held(
     db: Database,
-) -> None:
-    """A task of the request (a DataLoader batch graphql-core stopped waiting
-    for) got its slot after the request had ended and kept it: every pinned
-    connection leaked this way, and then every GraphQL query hung."""
-    await insert(db, 1)
+) -> tuple[list[asyncio.Task[int]], threading.Event]:
+    """Two blocks, each holding a pinned connection (every one) inside a read
+    until the event is set; each read then counts the rows."""
     release = threading.Event()
     holding = threading.Semaphore(0)
 
@@ -138,9 +136,20 @@ async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
         async with db.pinned():
             return await db.read(hold)
 
-    holders = [asyncio.create_task(holder()) for _ in range(2)]  # every pinned connection
+    holders = [asyncio.create_task(holder()) for _ in range(2)]
     for _ in holders:  # each holds its connection, inside its read
         assert await asyncio.to_thread(holding.acquire, True, 10)
+    return holders, release
+
+
+async def test_a_read_still_waiting_when_its_request_ends_gives_its_slot_back(
+    db: Database,
+) -> None:
+    """A task of the request (a DataLoader batch graphql-core stopped waiting
+    for) got its slot after the request had ended and kept it: every pinned
+    connection leaked this way, and then every GraphQL query hung."""
+    await insert(db, 1)
+    holders, release = await every_pinned_connection_held(db)
     async with db.pinned():
         stray = asyncio.create_task(db.read(count))  # waits for a connection
         await asyncio.sleep(0.05)
@@ -272,21 +281,7 @@ async def test_a_read_that_got_its_slot_during_an_unpinned_block_gives_it_back(
     read waiting for the block to end (docs/graphql.md): kept, its read
     transaction stayed open as long as the reranking provider took."""
     await insert(db, 1)
-    release = threading.Event()
-    holding = threading.Semaphore(0)
-
-    def hold(conn: sqlite3.Connection) -> int:
-        holding.release()
-        release.wait(10)
-        return count(conn)
-
-    async def holder() -> int:
-        async with db.pinned():
-            return await db.read(hold)
-
-    holders = [asyncio.create_task(holder()) for _ in range(2)]  # every pinned connection
-    for _ in holders:
-        assert await asyncio.to_thread(holding.acquire, True, 10)
+    holders, release = await every_pinned_connection_held(db)
     provider_called = asyncio.Event()
     provider_answers = asyncio.Event()
 
