@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.console_support import Rest
+from tests.mcp_support import MCP_HEADERS
 from tests.serve_support import Server, serve
 
 pytestmark = pytest.mark.slow
@@ -70,13 +71,21 @@ def test_a_second_signal_during_the_lifespan_shutdown_runs_it_once(tmp_path: Pat
     SIGINT came; `serve` then ran it a second time ("Waiting for application
     shutdown." twice)."""
     with serve(tmp_path) as served:
+        # an MCP client's session: the endpoint's half-second grace for it
+        # keeps the shutdown going while the second signal comes (with none
+        # open the shutdown ends at once)
+        hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+        headers = {**MCP_HEADERS, "Authorization": f"Bearer {served.admin_token}"}
+        opened = httpx.post(f"{served.url}/mcp", json=hello, headers=headers, timeout=30)
+        assert "mcp-session-id" in opened.headers, opened.text
         served.process.send_signal(signal.SIGINT)
         lines: list[str] = []
         deadline = time.monotonic() + 20
         while not any("Waiting for application shutdown" in x for x in lines):
             assert time.monotonic() < deadline, lines
             lines.append(served.lines.get(timeout=20))
-        # the MCP endpoint's half-second grace keeps the shutdown going meanwhile
         served.process.send_signal(signal.SIGINT)
         assert served.process.wait(timeout=30) == 0
         lines += served.rest_of_log()

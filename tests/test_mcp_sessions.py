@@ -7,13 +7,16 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import pytest
 
-from tests.conftest import Caller, Service
+from tests.conftest import Caller, MovableClock, Service, copy_database, serving
+from tests.mcp_support import MCP_HEADERS, open_session
+from waypost.mcp_server import http_endpoint
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.calls import ApiError
 from waypost.mcp_server.server import McpState, _once_more_if_session_ended, derived_key
@@ -22,6 +25,7 @@ from waypost.mcp_server.tools import PROJECT
 from waypost.resolvers.access import principals
 from waypost.resolvers.core.receipts import check_key
 from waypost.runtime import Actor
+from waypost.settings import Settings
 
 
 async def actor_of(service: Service, caller: Caller) -> Actor:
@@ -325,7 +329,6 @@ async def test_a_session_with_its_stream_open_keeps_its_place(
     this endpoint aged sessions by the end of their requests alone, so after
     15 minutes such sessions dropped out of the count and four more opened."""
     from tests.live_support import running
-    from waypost.mcp_server import http_endpoint
 
     monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 2)
     monkeypatch.setattr(http_endpoint, "IDLE_SECONDS", 0.3)
@@ -355,7 +358,6 @@ async def test_a_delete_the_sdk_refuses_frees_no_place(
 ) -> None:
     """A DELETE refused for its protocol version left the session open and
     freed its place all the same: eight such rounds held 24 sessions."""
-    from waypost.mcp_server import http_endpoint
 
     monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 2)
     agent = await service.agent()
@@ -382,7 +384,6 @@ async def test_an_answered_initialize_holds_one_place_not_two(
     then the new session was counted twice (a session and an opening), and
     the next initialize, sent at once, was refused with one place free (4
     of 10 runs over HTTP)."""
-    from waypost.mcp_server import http_endpoint
 
     monkeypatch.setattr(http_endpoint, "SESSIONS_PER_PRINCIPAL", 3)
     agent = await service.agent()
@@ -660,9 +661,6 @@ async def test_a_stream_whose_last_part_fails_to_go_out_still_idles_out(
     book-keeping; a last part that failed to go out skipped the book-keeping,
     and the session stayed in flight for ever: never idle, counted against
     its principal's sixteen places until the process ended."""
-    from tests.mcp_support import open_session
-    from waypost.mcp_server import http_endpoint
-
     agent = await service.agent()
     session_id = await open_session(agent)
     headers = {**agent.headers(session=False), "Accept": "text/event-stream",
@@ -722,3 +720,57 @@ async def test_what_the_sdk_sends_after_its_response_ended_is_dropped() -> None:
         ("http.response.body", None),
         ("http.response.body", None),
     ]
+
+
+@pytest.mark.parametrize("session_open", [False, True])
+async def test_a_stop_gives_its_grace_only_where_an_mcp_session_is_open(
+    tmp_path: Path,
+    clock: MovableClock,
+    migrated_template: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    session_open: bool,
+) -> None:
+    """A stop gives the MCP calls in flight half a second to answer before
+    the sessions end. With no session open, none opening and no call
+    running there is nothing to give it to: every stop of a service that no
+    MCP client had used took that half second more."""
+    # where no grace is due, one that would fail the test by far
+    grace = 0.3 if session_open else 30.0
+    monkeypatch.setattr(http_endpoint, "STOP_GRACE_SECONDS", grace)
+    db = copy_database(migrated_template, tmp_path / "w.db")
+    loop = asyncio.get_running_loop()
+    async with asyncio.timeout(60):
+        async with serving(Settings(db_path=db, sweep_interval=3600), clock) as svc:
+            if session_open:
+                await open_session(await svc.agent("ada"))
+            svc.rt.stopping.set()
+            stopped = loop.time()
+        took = loop.time() - stopped
+    if session_open:
+        assert took >= grace
+    else:
+        assert took < grace
+
+
+async def test_a_request_after_the_stop_ended_the_sessions_is_told_it_is_stopping(
+    tmp_path: Path, clock: MovableClock, migrated_template: Path
+) -> None:
+    """Once a stop has ended the SDK's session manager, the SDK takes no
+    request (a body still arriving, a keep-alive connection's next one):
+    it raised "Task group is not initialized" and the client got a 500 and
+    the log an ERROR. It is now the 503 `unavailable` of a service stopping."""
+    db = copy_database(migrated_template, tmp_path / "w.db")
+    async with serving(Settings(db_path=db, sweep_interval=3600), clock) as svc:
+        agent = await svc.agent("ada")
+        svc.rt.stopping.set()
+        # no session open: the manager ends within a few turns of the loop
+        await asyncio.sleep(0.1)
+        hello = {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+        r = await svc.client.post("/mcp", json=hello, headers={**agent.headers(), **MCP_HEADERS})
+        assert r.status_code == 503, r.text
+        assert r.headers["retry-after"] == "1"
+        error = r.json()["error"]
+        assert error["code"] == -32603 and r.json()["id"] == 7
+        assert "the server is stopping" in error["message"]

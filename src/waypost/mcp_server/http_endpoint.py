@@ -23,7 +23,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.types import Message, Receive, Scope, Send
 
-from waypost.errors import WaypostError
+from waypost.errors import Unavailable, WaypostError
 from waypost.http.auth import MCP_UNAVAILABLE
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import error_headers, security_headers_send, send_json
@@ -71,13 +71,14 @@ IDLE_SECONDS = 15 * 60
 # filled them all in a minute (and 700 MB), and every other principal was
 # refused for the idle timeout.
 SESSIONS_PER_PRINCIPAL = 16
-# Once the server stops, calls in flight get at least this long to answer (a
-# decision_wait answers `unavailable` at once) before every MCP session ends,
-# and a call still running is waited for up to the busy timeout plus
-# STOP_DRAIN_EXTRA_SECONDS: a write queued behind another process's lock
-# gets its answer (`unavailable` at worst) within the busy timeout and a
-# second, as a REST request does. Ending the sessions at 0.5 s closed such a
-# call's stream with no answer, and the SDK client waited for ever.
+# Once the server stops with an MCP session open (or opening), calls in
+# flight get at least this long to answer (a decision_wait answers
+# `unavailable` at once) before every MCP session ends, and a call still
+# running is waited for up to the busy timeout plus STOP_DRAIN_EXTRA_SECONDS:
+# a write queued behind another process's lock gets its answer
+# (`unavailable` at worst) within the busy timeout and a second, as a REST
+# request does. Ending the sessions at 0.5 s closed such a call's stream
+# with no answer, and the SDK client waited for ever.
 STOP_GRACE_SECONDS = 0.5
 STOP_DRAIN_EXTRA_SECONDS = 2.0
 
@@ -168,6 +169,10 @@ class McpEndpoint:
         # first's place and one of the two was never answered (nor did the
         # server stop while its client waited)
         self._running: set[tuple[str, str]] = set()
+        # set as the session manager ends: the SDK cannot take a request
+        # after that (its "Task group is not initialized" was a 500 and an
+        # ERROR for a request arriving during a stop)
+        self._ended = False
 
     def _backend_for(self, ctx: Context) -> Backend:
         # a tool call over Streamable HTTP always carries its HTTP request
@@ -197,6 +202,7 @@ class McpEndpoint:
                     end.cancel()
                 if stopping.is_set():
                     await self._calls_answered()
+                self._ended = True
 
         holder = asyncio.create_task(hold())
         waiter = asyncio.create_task(started.wait())
@@ -214,6 +220,11 @@ class McpEndpoint:
         """The stop's grace, then until no call is running (bounded)."""
         settings = self._runtime().settings
         busy = settings.busy_timeout_ms / 1000 if settings else 0.0
+        if not (self._running or self._opening or any(self._sessions.values())):
+            # no session open, none opening, no call running: nothing the
+            # grace could let finish (every stop of a service no MCP client
+            # used took half a second more)
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + busy + STOP_DRAIN_EXTRA_SECONDS
         await asyncio.sleep(STOP_GRACE_SECONDS)
@@ -280,6 +291,12 @@ class McpEndpoint:
             return
         opening = session_id is None and scope["method"] == "POST"
         if opening and not await self._may_open(send, actor, live, message):
+            return
+        if self._ended:
+            # no await since this check: the SDK takes the request or it is
+            # answered here, never handed to a manager that has ended
+            stopping = Unavailable("the server is stopping; send this again once it is back")
+            await _answer_unavailable(scope, send, message, stopping)
             return
         await self._through_the_sdk(
             scope, receive, send, actor, (live, session_id), running=running, opening=opening
