@@ -26,11 +26,12 @@ from tests.decisions_support import edit_task, new_task, open_decision, reopen, 
 from tests.live_support import QUICK, GraphQLWS, graphql_ws, running
 from waypost.clock import format_time
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
-from waypost.live import Hub, LiveLimits, TooManyStreams, streams
+from waypost.live import Hub, LiveLimits, TooManyStreams, hub_for, streams
 from waypost.live.streams import decision_changes
 from waypost.resolvers.access import principals
 from waypost.resolvers.projects import store as project_store
 from waypost.schema import schema
+from waypost.schema.context import Context
 from waypost.schema.relay import global_id
 from waypost.schema.websocket import TransportWS, _size_refusal
 
@@ -413,10 +414,10 @@ async def test_only_an_answer_without_errors_is_shared_and_its_task_let_go() -> 
     second = shared_events.answer(payload, "op", runner("second", good))
     assert await first is good and await second is good  # type: ignore[misc]
     assert runs == ["first"]
-    assert shared_events._ANSWERS[(id(payload), "op")][1] is good  # the answer, no task
+    assert shared_events._ANSWERS.entries[(id(payload), "op")][1] is good  # the answer, no task
     erring = [shared_events.answer(other, "op", runner(n, bad)) for n in ("a", "b")]
     assert [await e for e in erring] == [bad, bad]  # type: ignore[misc]
-    assert runs == ["first", "a", "b"] and (id(other), "op") not in shared_events._ANSWERS
+    assert runs == ["first", "a", "b"] and (id(other), "op") not in shared_events._ANSWERS.entries
 
     async def failing() -> ExecutionResult:
         runs.append("failing")
@@ -1223,3 +1224,47 @@ async def test_a_connection_init_without_a_payload_is_unauthenticated_not_malfor
     """The protocol's payload is an object or absent; a null one carries no
     token: 4401, not the malformed-message 4400."""
     assert await close_code_after_init(service, None) == 4401
+
+
+async def test_a_subscriber_that_falls_behind_the_window_is_told_where_to_resume(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Caught up once, then further behind than the window (20, kept up to
+    40) while it took nothing: its next message is an error `slow_consumer`
+    with `after`, the last sequence it was sent, then the end (docs/graphql.md
+    "Bounded resources"). A subscription that ended quietly instead
+    (`complete` alone) let a dashboard believe it had every event, and no
+    test said so (liveaudit)."""
+    hub = hub_for(service.rt, QUICK)
+    actor = await service.rt.db.read(lambda conn: principals.authenticate(conn, human.token, "api"))
+    context = Context(rt=service.rt, actor=actor, token=human.token)
+    asked = """subscription ($after: Int) {
+      projectEvents(projectId: "demo", after: $after) { sequence } }"""
+    subscription = await schema.subscribe(
+        asked, variable_values=await log_end(human), context_value=context
+    )
+    assert not isinstance(subscription, ExecutionResult), subscription
+    async with aclosing(subscription) as results:
+        # it listens (the generator runs from the first ask) before the event
+        # it is sent first commits: it is caught up
+        asking = asyncio.ensure_future(anext(results))
+        async with asyncio.timeout(10):
+            while hub.open_count() < 1:
+                await asyncio.sleep(0.01)
+        await new_task(human, "seen")
+        first = await asyncio.wait_for(asking, 10)
+        assert not first.errors and first.data is not None, first.errors
+        seen = first.data["projectEvents"]["sequence"]
+        for n in range(60):  # it takes nothing meanwhile
+            await new_task(human, f"unread {n}")
+        end = (await log_end(human))["after"]
+        async with asyncio.timeout(10):
+            while hub.position < end:  # the hub has read them all
+                await asyncio.sleep(0.01)
+        dropped = await asyncio.wait_for(anext(results), 10)
+        assert dropped.data is None and dropped.errors, dropped
+        extensions = dropped.errors[0].extensions or {}
+        assert extensions.get("code") == "slow_consumer", extensions
+        assert extensions.get("after") == seen, extensions  # resumed there, nothing is lost
+        with pytest.raises(StopAsyncIteration):
+            await asyncio.wait_for(anext(results), 10)
