@@ -1962,6 +1962,67 @@ def test_an_answer_given_just_now_reads_as_past(tab: Tab, world: World) -> None:
     assert "less than a minute ago" in text and "in less than a minute" not in text
 
 
+def test_a_decision_proceeded_by_timeout_is_shown_as_it_is_now(tab: Tab, world: World) -> None:
+    """The digest lists what a timeout answered in the last 7 days as it is
+    now (docs/decisions.md): one a human reopened and denied since read
+    "Allowed with ... by timeout" and "Affects:" though it blocked its task
+    (digestaudit). The service's answer for the states a real world reached
+    (reopened and denied; reopened and unanswered; gone stale) is played to
+    the page over the module's own decision, which stays as it is."""
+    page = tab.page
+    timed = world.decisions["timed"]
+    now: dict[str, Any] = {}
+
+    def as_now(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        if now and "proceededByTimeout" in (route.request.post_data or ""):
+            for decision in _decisions_in(body):
+                if decision.get("restId") == timed and "current" in decision:
+                    decision["status"] = now["status"]
+                    decision["current"]["answer"] = now["answer"]
+        route.fulfill(response=response, body=json.dumps(body))
+
+    page.route("**/graphql", as_now)
+    tab.sign_in(world.alice.token)
+    card = page.locator(f"section[aria-labelledby=proj-demo] [data-group=proceeded] "
+                        f"[data-decision='{timed}']")  # fmt: skip
+    card.get_by_text("Affects: ").wait_for()  # as it is: allowed by the timeout
+    assert 'Allowed with "Default schedule" by timeout' in card.inner_text()
+    at = world.decision(timed)["current"]["answer"]["at"]
+    alice = {"name": "Alice", "kind": "HUMAN"}
+    denied = {"disposition": "DENY", "answer": "Wait", "timedOut": False, "at": at, "actor": alice}
+    by_timeout = {"disposition": "ALLOW", "answer": "Default schedule", "timedOut": True,
+                  "at": at, "actor": alice}  # fmt: skip
+    for status, answer, said in (
+        ("DENIED", denied, 'Timed out, then reopened and answered deny: "Wait"'),
+        ("PENDING", None, "Timed out, then reopened: it awaits an answer."),
+        ("STALE", by_timeout, "by timeout"),
+    ):
+        now.update(status=status, answer=answer)
+        page.reload()
+        card.get_by_text("Blocks: ").wait_for()
+        text = card.inner_text()
+        assert said in text and "Affects: " not in text, text
+        assert card.locator(f".badge-{status.lower()}").inner_text() == status.lower()
+        if status == "STALE":
+            assert "it no longer applies" in text, text
+    page.unroute("**/graphql")
+
+
+def _decisions_in(body: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a GraphQL answer that has a `restId` (decisions among them)."""
+    stack = [body]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "restId" in item:
+                yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def test_the_inbox_says_when_it_lists_only_part_of_a_group(tab: Tab, world: World) -> None:
     """55 answered decisions gone stale showed as "(50)" with no word of the
     rest, and a task blocked by 21 decisions named 20 as if that were all."""

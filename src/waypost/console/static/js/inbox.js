@@ -252,15 +252,29 @@ function timingOutCard(project, d) {
     blocks(d));
 }
 
+// Listed for the timeout that answered it in the last 7 days, shown as it is
+// now (docs/decisions.md): one reopened since, and perhaps answered again,
+// or gone stale or expired, said "Allowed ... by timeout" and "Affects:",
+// though it blocked its tasks (digestaudit).
 function proceededCard(project, d) {
   const answer = d.current.answer;
+  const allowed = Boolean(answer && answer.timedOut) && d.status === "ALLOWED";
   return h("article", { class: "card", dataset: { decision: d.restId } },
-    h("h4", {}, decisionLink(project, d)),
-    answer
-      ? h("p", {}, words`Allowed with "${answer.answer}" by timeout `, ago(answer.at),
-        answer.actor ? words` (attributed to ${answer.actor.name})` : "")
-      : null,
-    blocks(d, "Affects: "));
+    h("h4", {}, decisionLink(project, d), allowed ? null : [" ", badge(lower(d.status), d.status)]),
+    h("p", {}, ...sinceTheTimeout(d, allowed)),
+    blocks(d, allowed ? "Affects: " : "Blocks: "));
+}
+
+function sinceTheTimeout(d, allowed) {
+  const answer = d.current.answer;
+  if (!answer) return ["Timed out, then reopened: it awaits an answer."];
+  const who = answer.actor ? answer.actor.name : null;
+  if (!answer.timedOut) {
+    return [words`Timed out, then reopened and answered ${lower(answer.disposition)}: "${answer.answer}" `,
+      ago(answer.at), who ? words` by ${who}.` : "."];
+  }
+  return [words`Allowed with "${answer.answer}" by timeout `, ago(answer.at),
+    who ? words` (attributed to ${who})` : "", allowed ? "" : "; it no longer applies."];
 }
 
 function blockedCard(project, t) {
