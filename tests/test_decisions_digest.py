@@ -16,6 +16,7 @@ from tests.decisions_support import (
     get_decision,
     new_task,
     open_decision,
+    reopen,
     send_answer,
 )
 from tests.test_decisions_sweep import insert_agent_asked_human_decision, run_sweep
@@ -211,3 +212,74 @@ async def test_digest_lists_are_cut_at_the_limit_and_say_so(
         more = await digest(human)
         assert [len(more[name]) for name in LISTS] == [2, 2, 2]
         assert all(more["truncated"][name] for name in LISTS), more["truncated"]
+
+
+# what the suite did not pin (digestaudit): `proceeded_by_timeout` cut at the
+# limit with `truncated` saying so, a decision that timed out twice placed by
+# its latest timeout, `timing_out_soon` by when the current cycle opened (not
+# when the decision was made), `pending_decisions` by creation time (not id)
+
+
+async def test_proceeded_by_timeout_is_cut_at_the_limit_and_says_so(
+    service: Service, human: Caller, project: str
+) -> None:
+    with mock.patch.object(digest_module, "DIGEST_LIMIT", 2):
+        for n in range(2):
+            await open_decision(human, [await new_task(human, f"t{n}")], **REVERSIBLE)
+        service.clock.advance(hours=24)
+        assert await run_sweep(service) == 2
+        exactly = await digest(human)
+        assert len(exactly["proceeded_by_timeout"]) == 2
+        assert exactly["truncated"]["proceeded_by_timeout"] is False
+        latest = await open_decision(human, [await new_task(human, "t2")], **REVERSIBLE)
+        service.clock.advance(hours=24)
+        assert await run_sweep(service) == 1
+        more = await digest(human)
+        listed = [d["id"] for d in more["proceeded_by_timeout"]]
+        assert len(listed) == 2 and listed[0] == latest["id"]
+        assert more["truncated"]["proceeded_by_timeout"] is True
+
+
+async def test_a_decision_that_timed_out_twice_is_placed_by_its_latest_timeout(
+    service: Service, human: Caller, project: str
+) -> None:
+    twice = await open_decision(human, [await new_task(human, "twice")], **REVERSIBLE)
+    service.clock.advance(hours=1)
+    once = await open_decision(human, [await new_task(human, "once")], **REVERSIBLE)
+    service.clock.advance(hours=23)
+    assert await run_sweep(service) == 1  # `twice`, first time
+    assert (await reopen(human, twice["id"], 1)).status_code == 200
+    service.clock.advance(hours=1)
+    assert await run_sweep(service) == 1  # `once`
+    service.clock.advance(hours=23)
+    assert await run_sweep(service) == 1  # `twice` again, after `once`
+    listed = (await digest(human))["proceeded_by_timeout"]
+    assert [d["id"] for d in listed] == [twice["id"], once["id"]]
+
+
+async def test_timing_out_soon_goes_by_when_the_current_cycle_opened(
+    service: Service, human: Caller, project: str
+) -> None:
+    reopened = await open_decision(human, [await new_task(human, "made first")], **REVERSIBLE)
+    service.clock.advance(hours=1)
+    made_later = await open_decision(human, [await new_task(human, "made later")], **REVERSIBLE)
+    service.clock.advance(hours=1)
+    assert (await reopen(human, reopened["id"], 1)).status_code == 200  # due an hour after
+    service.clock.advance(hours=19)
+    soon = (await digest(human))["timing_out_soon"]
+    assert [d["id"] for d in soon] == [made_later["id"], reopened["id"]]
+
+
+async def test_pending_decisions_go_by_creation_time_not_by_id(
+    service: Service, human: Caller, project: str
+) -> None:
+    task = await new_task(human)
+    agent = await service.agent()
+    made = await open_decision(human, [task])
+    # an id that sorts after every made one, created an hour before them
+    legacy = insert_agent_asked_human_decision(
+        service.db_path, task, agent.principal_id, "2026-11-29T17:00:00.000Z"
+    )
+    assert legacy > made["id"]
+    pending = (await digest(human))["pending_decisions"]
+    assert [d["id"] for d in pending] == [legacy, made["id"]]
