@@ -18,10 +18,12 @@ import pytest
 from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
+from tests.provider_support import running_provider
 from waypost.cli import main
 from waypost.errors import WaypostError
-from waypost.http.environment import environment_refusal
+from waypost.http.environment import VARIABLES, environment_refusal
 from waypost.http.urls import endpoint_url_refusal
+from waypost.lifecycle_http.compose import start_delivery
 from waypost.maintenance import backup
 from waypost.resolvers.lifecycle import delivery
 from waypost.resolvers.lifecycle.delivery import (
@@ -31,6 +33,7 @@ from waypost.resolvers.lifecycle.delivery import (
     list_deliveries,
 )
 from waypost.resolvers.lifecycle.store import append_event
+from waypost.settings import LifecycleSettings
 
 HOOK = "https://hooks.example/lifecycle"
 M = "/v1/decisions/adr.payments-retry"
@@ -598,3 +601,129 @@ def test_a_webhook_port_is_1_to_65535() -> None:
         assert refusal == "has a port outside 1-65535", port
     for port in (1, 65535):
         assert endpoint_url_refusal(f"https://127.0.0.1:{port}/hook", ("http", "https")) is None
+
+
+# rules of docs/lifecycle.md no other test held (deliveryaudit)
+
+
+async def the_delivery(lifecycle: Lifecycle) -> dict[str, Any]:
+    [row] = await lifecycle.service.rt.db.read(lambda c: list_deliveries(c, None, 10))
+    return row
+
+
+async def test_an_attempt_with_no_answer_at_all_is_bounded_too(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """docs/lifecycle.md, "no answer within 10 seconds per attempt, counted
+    from the request": a receiver that takes the request and never sends a
+    status line held the attempt (and every later event) for as long as the
+    client allowed when only the body's reading was timed. The wait below
+    only turns such a hang into a failure."""
+    await make_events(author, 0)
+    never = asyncio.Event()
+
+    async def silent(request: httpx.Request) -> httpx.Response:
+        await never.wait()
+        return httpx.Response(200)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(silent)) as client:
+        attempt = deliver_once(lifecycle.service.rt, client, HOOK, seconds=0.2)
+        assert await asyncio.wait_for(attempt, 30) is False
+    row = await the_delivery(lifecycle)
+    assert (row["state"], row["attempts"]) == ("pending", 1)
+    assert row["last_error"] == "no answer within 0.2 seconds"
+
+
+async def test_a_delivery_is_json_and_the_listing_says_when_it_went(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """The event is POSTed as JSON (a receiver's framework refuses a POST
+    without its media type, or reads it as a form), and `delivered_at` in
+    `admin lifecycle deliveries` is the service's clock when it went."""
+    await make_events(author, 0)
+    types: list[str | None] = []
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        types.append(request.headers.get("content-type"))
+        return httpx.Response(204)
+
+    lifecycle.service.clock.advance(minutes=5)
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        assert await deliver_once(lifecycle.service.rt, client, HOOK) is True
+    assert types == ["application/json"]
+    row = await the_delivery(lifecycle)
+    assert row["state"] == "delivered" and row["last_error"] is None
+    assert row["delivered_at"] == row["last_attempt_at"] == lifecycle.service.clock.iso()
+
+
+async def test_no_more_of_an_answer_is_read_than_the_read_that_passes_64_kib(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """In reads of 16 KiB (a network read is at most 64 KiB), the fourth
+    passes 64 KiB: reading on to a mebibyte is not what the page says."""
+    await make_events(author, 0)
+    sent = 0
+
+    async def endless() -> AsyncIterator[bytes]:
+        nonlocal sent
+        while True:
+            sent += 1
+            yield b"x" * 16 * 1024
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=endless())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        assert await deliver_once(lifecycle.service.rt, client, HOOK, seconds=5) is True
+    assert sent <= 5
+
+
+@pytest.mark.parametrize("trusted", [False, True])
+async def test_serves_client_trusts_certifi_or_ssl_cert_file_only(
+    lifecycle: Lifecycle,
+    author: Member,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    trusted: bool,
+) -> None:
+    """docs/lifecycle.md, "An https:// receiver must present a certificate
+    that certifi's CA bundle trusts (httpx's default; `SSL_CERT_FILE` names
+    another bundle)": the worker `serve` starts (its own client, not a
+    test's) refuses a receiver signed by a CA of its own, and delivers to it once
+    `SSL_CERT_FILE` names that CA. A client made with `verify=False`, or
+    deaf to the environment (`trust_env=False`), passed every other test."""
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    await make_events(author, 0)
+    with running_provider(tmp_path) as receiver:
+        receiver.mode, receiver.raw = "raw", b"{}"
+        if trusted:
+            monkeypatch.setenv("SSL_CERT_FILE", str(receiver.ca_path))
+        made: list[httpx.AsyncClient] = []
+
+        class Noted(httpx.AsyncClient):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, **kwargs)
+                made.append(self)
+
+        monkeypatch.setattr(httpx, "AsyncClient", Noted)
+        rt = lifecycle.service.rt
+        await start_delivery(rt, LifecycleSettings(webhook=receiver.url), True)
+        row: dict[str, Any] = {}
+        for _ in range(1000):  # until the first attempt is noted (bounded: 10 s)
+            await asyncio.sleep(0.01)
+            row = await the_delivery(lifecycle)
+            if row["attempts"] >= 1:
+                break
+        if trusted:
+            assert (row["state"], row["attempts"]) == ("delivered", 1)
+            assert receiver.calls == 1
+            assert receiver.headers[0]["waypost-delivery-id"] == row["delivery_id"]
+            # nothing is pending: the idle worker calls no more. Its kept-alive
+            # connection is closed before the receiver stops
+            [client] = made
+            await client.aclose()
+        else:
+            assert (row["state"], row["last_error"]) == ("pending", "ConnectError")
+            assert receiver.calls == 0
