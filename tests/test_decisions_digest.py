@@ -235,7 +235,7 @@ async def test_proceeded_by_timeout_is_cut_at_the_limit_and_says_so(
         service.clock.advance(hours=24)
         assert await run_sweep(service) == 1
         more = await digest(human)
-        listed = [d["id"] for d in more["proceeded_by_timeout"]]
+        listed = ids(more["proceeded_by_timeout"])
         assert len(listed) == 2 and listed[0] == latest["id"]
         assert more["truncated"]["proceeded_by_timeout"] is True
 
@@ -254,7 +254,7 @@ async def test_a_decision_that_timed_out_twice_is_placed_by_its_latest_timeout(
     service.clock.advance(hours=23)
     assert await run_sweep(service) == 1  # `twice` again, after `once`
     listed = (await digest(human))["proceeded_by_timeout"]
-    assert [d["id"] for d in listed] == [twice["id"], once["id"]]
+    assert ids(listed) == [twice["id"], once["id"]]
 
 
 async def test_timing_out_soon_goes_by_when_the_current_cycle_opened(
@@ -267,7 +267,7 @@ async def test_timing_out_soon_goes_by_when_the_current_cycle_opened(
     assert (await reopen(human, reopened["id"], 1)).status_code == 200  # due an hour after
     service.clock.advance(hours=19)
     soon = (await digest(human))["timing_out_soon"]
-    assert [d["id"] for d in soon] == [made_later["id"], reopened["id"]]
+    assert ids(soon) == [made_later["id"], reopened["id"]]
 
 
 async def test_pending_decisions_go_by_creation_time_not_by_id(
@@ -282,4 +282,4 @@ async def test_pending_decisions_go_by_creation_time_not_by_id(
     )
     assert legacy > made["id"]
     pending = (await digest(human))["pending_decisions"]
-    assert [d["id"] for d in pending] == [legacy, made["id"]]
+    assert ids(pending) == [legacy, made["id"]]

@@ -473,12 +473,15 @@ async def test_a_receiver_that_cannot_be_reached_is_an_attempt_noted_by_its_erro
     assert (row["state"], row["attempts"], row["last_error"]) == ("pending", 1, "ConnectError")
 
 
+@pytest.mark.parametrize(("chunk", "most_reads"), [(1024 * 1024, 2), (16 * 1024, 5)])
 async def test_a_receivers_answer_is_read_no_further_than_its_first_64_kib(
-    lifecycle: Lifecycle, author: Member
+    lifecycle: Lifecycle, author: Member, chunk: int, most_reads: int
 ) -> None:
     """A receiver answering 1.5 GB had it read whole into the process both
     listeners share (3 GB peak, seconds of latency on both): the status
-    decides, and the rest of the body is left unread."""
+    decides, and the rest of the body is left unread. In reads of 16 KiB the
+    fourth passes 64 KiB: reading on to a mebibyte is not what the page says
+    (deliveryaudit)."""
     await make_events(author, 0)
     sent = 0
 
@@ -486,7 +489,7 @@ async def test_a_receivers_answer_is_read_no_further_than_its_first_64_kib(
         nonlocal sent
         while True:
             sent += 1
-            yield b"x" * 1024 * 1024
+            yield b"x" * chunk
 
     def hook(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, content=endless())
@@ -494,7 +497,7 @@ async def test_a_receivers_answer_is_read_no_further_than_its_first_64_kib(
     rt = lifecycle.service.rt
     async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
         assert await deliver_once(rt, client, HOOK, seconds=5) is True
-    assert sent <= 2
+    assert sent <= most_reads
 
 
 def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> None:
@@ -654,28 +657,6 @@ async def test_a_delivery_is_json_and_the_listing_says_when_it_went(
     row = await the_delivery(lifecycle)
     assert row["state"] == "delivered" and row["last_error"] is None
     assert row["delivered_at"] == row["last_attempt_at"] == lifecycle.service.clock.iso()
-
-
-async def test_no_more_of_an_answer_is_read_than_the_read_that_passes_64_kib(
-    lifecycle: Lifecycle, author: Member
-) -> None:
-    """In reads of 16 KiB (a network read is at most 64 KiB), the fourth
-    passes 64 KiB: reading on to a mebibyte is not what the page says."""
-    await make_events(author, 0)
-    sent = 0
-
-    async def endless() -> AsyncIterator[bytes]:
-        nonlocal sent
-        while True:
-            sent += 1
-            yield b"x" * 16 * 1024
-
-    def hook(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(200, content=endless())
-
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        assert await deliver_once(lifecycle.service.rt, client, HOOK, seconds=5) is True
-    assert sent <= 5
 
 
 @pytest.mark.parametrize("trusted", [False, True])
