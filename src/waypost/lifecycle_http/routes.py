@@ -7,7 +7,6 @@ envelope.py turns into `{"error": "code"}`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -17,6 +16,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from waypost.errors import WaypostError
+from waypost.json_text import compact
 from waypost.lifecycle_http import body as rules
 from waypost.lifecycle_http.auth import bearer_token
 from waypost.lifecycle_http.envelope import error_response, internal_error, json_bytes
@@ -62,7 +62,7 @@ def _receipt(receipt: Receipt) -> Response:
 
 
 def _json(value: Any) -> Response:
-    return json_bytes(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    return json_bytes(compact(value))
 
 
 def guarded(handler: Handler) -> Handler:

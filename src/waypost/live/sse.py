@@ -28,6 +28,7 @@ from waypost.decoding import decimal_integer, decode_query, query_items
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import SECURITY_HEADERS
+from waypost.json_text import compact
 from waypost.live import Hub, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import error_response
@@ -74,7 +75,7 @@ class _Encoded:
         sequence: int = event["sequence"]
         frame = self._frames.get(sequence)
         if frame is None:
-            data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+            data = compact(event)
             data = data.translate(_LINE_BREAKS_ESCAPED)
             frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
             self._frames[sequence] = frame

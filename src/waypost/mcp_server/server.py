@@ -30,6 +30,7 @@ from pydantic import AnyUrl
 from waypost import __version__
 from waypost.decoding import INT64_MAX, INT64_MIN, clip
 from waypost.errors import WaypostError
+from waypost.json_text import compact
 from waypost.mcp_server import tools
 from waypost.mcp_server.advice import explain
 from waypost.mcp_server.arguments import ArgumentChecker
@@ -277,7 +278,7 @@ REPLAYED_META = "waypost/replayed"
 
 
 def _result(body: Any, replayed: bool = False) -> types.CallToolResult:
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    text = compact(body)
     structured = body if isinstance(body, dict) else {"result": body}
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=text)],

@@ -27,6 +27,7 @@ from waypost.errors import (
     Unauthenticated,
 )
 from waypost.ids import visible_ascii
+from waypost.json_text import canonical
 from waypost.resolvers.access import store as access_store
 from waypost.resolvers.core import events, store
 from waypost.runtime import Actor, Runtime
@@ -48,9 +49,10 @@ class Idempotency:
         """Check the key and fingerprint the request (operation + canonical body)."""
         check_key(key)
         assert key is not None
-        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        # json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        text = canonical(body)
         try:
-            digest = hashlib.sha256(f"{operation}\n{canonical}".encode()).hexdigest()
+            digest = hashlib.sha256(f"{operation}\n{text}".encode()).hexdigest()
         except UnicodeEncodeError as exc:
             # a lone surrogate (e.g. from a GraphQL string escape) is not storable text
             raise InvalidRequest("text must not hold an unpaired surrogate", {"field": ""}) from exc

@@ -7,15 +7,17 @@ receipts.py.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from waypost.json_text import compact
+
 
 def _json(value: Any) -> str:
     # one canonical spelling, so equal bodies are stored as equal bytes
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    # (json.dumps's, without its per-call set-up: waypost/json_text.py)
+    return compact(value)
 
 
 # ---------------------------------------------------------------- receipts

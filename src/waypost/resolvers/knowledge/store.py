@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from waypost.ids import new_id
+from waypost.json_text import compact
 from waypost.pagination import keyset
 from waypost.resolvers.context.lists_store import ListMatch, list_match
 from waypost.resolvers.knowledge.models import Content, KnowledgeListQuery, NewRecord
@@ -35,7 +36,13 @@ _MARKS = ", ".join("?" for _ in CONTENT_COLUMNS)
 
 def _list(values: list[str]) -> str:
     # one canonical spelling, so equal content is stored as equal bytes
-    return json.dumps(values, separators=(",", ":"), ensure_ascii=False)
+    # (json.dumps's, without its per-call set-up: waypost/json_text.py)
+    return compact(values) if values else "[]"
+
+
+def _loads_list(text: str) -> list[Any]:
+    # most scope lists are empty: "[]" needs no parser
+    return [] if text == "[]" else json.loads(text)
 
 
 def _values(c: Content, actor: Actor, at: str) -> tuple[Any, ...]:
@@ -53,12 +60,12 @@ def _content_json(row: sqlite3.Row) -> dict[str, Any]:
         "body": row["body"],
         "status": row["status"],
         "scope": {
-            "task_ids": json.loads(row["scope_task_ids"]),
-            "components": json.loads(row["scope_components"]),
-            "environments": json.loads(row["scope_environments"]),
-            "versions": json.loads(row["scope_versions"]),
+            "task_ids": _loads_list(row["scope_task_ids"]),
+            "components": _loads_list(row["scope_components"]),
+            "environments": _loads_list(row["scope_environments"]),
+            "versions": _loads_list(row["scope_versions"]),
         },
-        "tags": json.loads(row["tags"]),
+        "tags": _loads_list(row["tags"]),
         "applicability": row["applicability"],
         "provenance": {
             "summary": row["provenance_summary"],

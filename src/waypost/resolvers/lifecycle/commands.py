@@ -20,6 +20,7 @@ import msgspec
 from waypost.clock import format_time
 from waypost.errors import NotFound, StateConflict
 from waypost.ids import visible_ascii
+from waypost.json_text import compact
 from waypost.resolvers.core.receipts import KEY_MAX, holding
 from waypost.resolvers.lifecycle import authz, checks, documents, store
 from waypost.resolvers.lifecycle.authz import Action, Caller, Grant
@@ -166,7 +167,7 @@ def _run(
     if previous is not None:
         raise IdempotencyKeyConflict("this idempotency key was used for another request")
     body = unit(Tx(conn, at, grant, current))
-    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    text = compact(body)
     store.insert_receipt(
         conn,
         req.caller.id,

@@ -9,11 +9,11 @@ own rules.
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 import msgspec
 
+from waypost import json_text
 from waypost.decoding import convert, parse_json, refuse_nul
 from waypost.resolvers.lifecycle import checks
 from waypost.resolvers.lifecycle.model import Memo
@@ -40,7 +40,7 @@ def decode(raw: bytes, model: type[T]) -> tuple[T, Any]:
 
 def canonical(value: Any) -> str:
     """Canonical JSON: keys sorted, no insignificant whitespace, UTF-8 (no \\u escapes)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json_text.canonical(value)
 
 
 def memo_json(memo: Memo) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sqlite3
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ import httpx
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.http.urls import endpoint_url_refusal
+from waypost.json_text import compact
 from waypost.resolvers.lifecycle import store
 from waypost.runtime import Runtime
 
@@ -81,7 +81,7 @@ async def _post(
     client: httpx.AsyncClient, url: str, row: sqlite3.Row, seconds: float = ATTEMPT_SECONDS
 ) -> str | None:
     """None when delivered, else a short reason kept on the delivery."""
-    payload = json.dumps(store.event_json(row), separators=(",", ":"), ensure_ascii=False)
+    payload = compact(store.event_json(row))
     headers = {
         "Content-Type": "application/json",
         "Waypost-Delivery": str(row["sequence"]),

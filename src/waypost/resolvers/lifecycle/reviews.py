@@ -16,6 +16,7 @@ from typing import Any
 
 from waypost.clock import format_time, parse_time
 from waypost.errors import Forbidden, NotFound, StateConflict
+from waypost.json_text import compact
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
 from waypost.resolvers.lifecycle import checks, store
 from waypost.resolvers.lifecycle.commands import NEEDS, Receipt, Request, memo_at, run
@@ -100,7 +101,7 @@ async def request_review(
             "request_id": request_id,
             "envelope": envelope,
         }
-        text = json.dumps(receipt, separators=(",", ":"), ensure_ascii=False)
+        text = compact(receipt)
         store.insert_review_request(
             tx.conn,
             request_id,

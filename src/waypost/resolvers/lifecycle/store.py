@@ -12,11 +12,13 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from waypost.json_text import compact
+
 Row = sqlite3.Row
 
 
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return compact(value)
 
 
 # -- grants ------------------------------------------------------------------
