@@ -2,7 +2,7 @@
 // first 200 awaiting an answer, and a project may hold more.
 
 import { gql } from "./api.js";
-import { ago, badge, enc, h, link, lower, nextId, noSuch, words } from "./dom.js";
+import { ago, badge, enc, h, link, lower, nextId, noSuch, until, words } from "./dom.js";
 import { pagedList } from "./paged.js";
 import { DECISION_LIST } from "./queries.js";
 
@@ -16,7 +16,7 @@ function card(projectId, d) {
     h("h2", {}, link(`#/p/${enc(projectId)}/d/${enc(d.restId)}`, d.question)),
     h("p", { class: "meta" }, badge(lower(d.status), d.status),
       ` generation ${d.generation} · ${lower(d.requiredActor)} answers · asked `, ago(d.current.at),
-      d.current.expiresAt ? [" · expires ", ago(d.current.expiresAt)] : ""),
+      d.current.expiresAt ? [" · expires ", until(d.current.expiresAt)] : ""),
     answer ? h("p", { class: "muted" }, words`${lower(answer.disposition)}: "${answer.answer}", `, ago(answer.at)) : null);
 }
 

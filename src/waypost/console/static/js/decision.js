@@ -5,8 +5,8 @@
 import { allNodes, gql, mutate, onceAnswered } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
-  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, whatYouWrote,
-  when, words,
+  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, timeoutDue,
+  until, whatYouWrote, when, words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 import { instantEcho, localInstant } from "./localtime.js";
@@ -151,13 +151,36 @@ function rulesEditsSince(project, pinned) {
     && byNumber.get(r.revision - 1) !== r.rules).map((r) => r.revision).sort((a, b) => a - b);
 }
 
+// Whether this cycle can time out, as the service decides it (docs/decisions.md,
+// migration 0029): "yes: unanswered for 24 hours, the recommendation applies"
+// was said of one that expires first, or that an agent asked of a human, which
+// the sweep never answers (consoletruth).
+function reversibleRow(d) {
+  if (!d.reversible) return "no";
+  const c = d.current;
+  const due = timeoutDue(c.at);
+  if (c.answer) return "yes: a cycle left unanswered for 24 hours gets its recommendation";
+  if (d.status !== "PENDING") return `yes, but not this cycle: the sweep answers no ${lower(d.status)} decision`;
+  if (c.expiresAt && Date.parse(c.expiresAt) <= Date.parse(due)) {
+    return "yes, but not this cycle: it expires before its 24 hours";
+  }
+  if (d.requiredActor === "HUMAN" && c.actor && c.actor.kind === "AGENT") {
+    return "yes, but not this cycle: an agent asked it of a human, who answers it";
+  }
+  return ["yes: the sweep may apply the recommendation from ", when(due), " (", until(due),
+    ") unless someone answers first"];
+}
+
 export function renderDecision(project, banner, onChanged) {
   const d = project.decision;
   const parts = [
     h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, d.question),
     h("p", { class: "meta" }, badge(lower(d.status), d.status), " ",
-      d.workAllowed ? "Work may go on." : "Work on the affected tasks is blocked.",
+      // workAllowed is this decision's alone: "Work may go on" was said of a
+      // task another decision still blocked (consoletruth)
+      d.workAllowed ? "This decision blocks none of its tasks (another may)."
+        : "Work on the affected tasks is blocked.",
       words` Generation ${d.generation} · project ${project.name}`),
   ];
   if (banner) parts.push(banner);
@@ -197,9 +220,9 @@ function renderAsked(project) {
         h("li", {}, o, o === d.recommendation ? h("span", { class: "muted" }, " (recommended)") : null)))),
       row("Conditions", conditionList(c.conditions)),
       row("Environment", h("span", { class: "prose" }, c.environment)),
-      row("Expires", c.expiresAt ? [when(c.expiresAt), " (", ago(c.expiresAt), ")"] : "never"),
+      row("Expires", c.expiresAt ? [when(c.expiresAt), " (", until(c.expiresAt), ")"] : "never"),
       row("Who answers", lower(d.requiredActor)),
-      row("Reversible", d.reversible ? "yes: unanswered for 24 hours, the recommendation applies" : "no"),
+      row("Reversible", reversibleRow(d)),
       row("Asked", who ? words`${who.name} (${lower(who.kind)}), ` : "", ago(c.at)),
       row("Pinned policy", `revision ${c.policyRevision}`),
       c.reopenRationale ? row("Reopened because", h("span", { class: "prose" }, c.reopenRationale)) : null,

@@ -180,16 +180,31 @@ export function describeSpan(ms) {
 // serverNow() is an estimate (`Waypost-Now` read as of the middle of its
 // exchange) and may run a little behind the instant an answer was stamped:
 // an answer recorded just now read "in less than a minute". Within that
-// margin an instant is taken as just past.
+// margin an instant recorded is taken as just past; a deadline (an expiry,
+// a timeout) is not recorded, and one a few seconds ahead read "less than a
+// minute ago" on a question still open (consoletruth).
 const LEARNED_LATE_MS = 5000;
 
 export function ago(iso) {
-  return h("time", { class: "ago", datetime: iso, title: formatAbsolute(iso) }, agoText(iso));
+  return h("time", { class: "ago", datetime: iso, title: formatAbsolute(iso) }, agoText(iso, false));
 }
 
-function agoText(iso) {
+// When a cycle opened at `openedAt` is due for the sweep's timeout (24 hours
+// unanswered, docs/decisions.md), as an ISO instant.
+export function timeoutDue(openedAt) {
+  return new Date(Date.parse(openedAt) + 24 * 60 * 60 * 1000).toISOString();
+}
+
+// the same as ago(), for a deadline: ahead until it has passed
+export function until(iso) {
+  return h("time", { class: "ago", datetime: iso, title: formatAbsolute(iso), dataset: { deadline: "" } },
+    agoText(iso, true));
+}
+
+function agoText(iso, deadline) {
   const ms = serverNow() - Date.parse(iso);
-  return ms > -LEARNED_LATE_MS ? `${describeSpan(Math.max(ms, 0))} ago` : `in ${describeSpan(ms)}`;
+  const past = deadline ? ms > 0 : ms > -LEARNED_LATE_MS;
+  return past ? `${describeSpan(Math.max(ms, 0))} ago` : `in ${describeSpan(ms)}`;
 }
 
 // Bring every "... ago" under `root` up to the service's clock, in place: a
@@ -197,7 +212,7 @@ function agoText(iso) {
 // selection, a screen reader's place), but the times still move on.
 export function refreshAgo(root) {
   for (const time of root.querySelectorAll("time.ago")) {
-    const text = agoText(time.getAttribute("datetime"));
+    const text = agoText(time.getAttribute("datetime"), time.hasAttribute("data-deadline"));
     if (time.textContent !== text) time.textContent = text;
   }
 }

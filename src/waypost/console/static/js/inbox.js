@@ -2,10 +2,8 @@
 // out soon, what proceeded by timeout, and the blocked tasks.
 
 import { allNodes, gql, RequestFailed } from "./api.js";
-import { ago, badge, enc, h, joined, link, lower, when, words } from "./dom.js";
+import { ago, badge, enc, h, joined, link, lower, timeoutDue, until, when, words } from "./dom.js";
 import { INBOX, INBOX_ONE_PROJECT, INBOX_PROJECT_IDS } from "./queries.js";
-
-const TIMEOUT_MS = 24 * 60 * 60 * 1000; // the sweep's 24 hours (docs/decisions.md)
 
 // Set once the whole inbox was too large for one query: from then on this tab
 // asks project by project (asking again would cost the service the refusal).
@@ -125,12 +123,20 @@ function renderProject(project) {
       link(`#/p/${enc(project.restId)}/knowledge`, "knowledge"), " · ",
       link(`#/p/${enc(project.restId)}/policy`, `policy r${project.policy.revision}`)),
   );
-  const cut = project.awaiting.nodes.length < project.awaiting.totalCount
-    && [`Only the first ${project.awaiting.nodes.length} are listed: `,
+  const read = project.awaiting.nodes.length;
+  const cut = read < project.awaiting.totalCount
+    && [`Only the first ${read} are listed: `,
       allDecisions(project, "PENDING", "every one awaiting an answer"), "."];
+  // the first read may all time out soon (listed below): the one asked after
+  // 100 such was on no group, under "Nothing awaits an answer" (consoletruth)
+  const nothingRead = cut && !awaiting.length;
   section.append(group(
     "Awaiting an answer", awaiting, (d) => pendingCard(project, d),
-    "Nothing awaits an answer.", cut, `awaiting-${project.restId}`));
+    nothingRead ? `The first ${read} read all time out soon (listed below).` : "Nothing awaits an answer.",
+    nothingRead
+      ? ["More await an answer: ", allDecisions(project, "PENDING", "every one awaiting an answer"), "."]
+      : cut,
+    `awaiting-${project.restId}`));
   if (needReopen.length) {
     // the first 50 stale and the first 50 expired: say so when there are more
     const total = project.stale.totalCount + project.expired.totalCount;
@@ -201,7 +207,7 @@ function pendingCard(project, d) {
     asked(d),
     blocks(d),
     h("p", { class: "meta" }, badge(lower(d.requiredActor) + " answers", "actor"),
-      d.current.expiresAt ? [" expires ", ago(d.current.expiresAt)] : null,
+      d.current.expiresAt ? [" expires ", until(d.current.expiresAt)] : null,
       d.reversible ? " · reversible" : null),
   );
 }
@@ -243,12 +249,17 @@ function reopenCard(project, d) {
   );
 }
 
+// Due from 24 hours after its cycle opened; the sweep (every 5 minutes)
+// applies it then. One already due is still unanswered (no sweep since, a
+// stopped service): "Applies 30 min ago unless someone answers" read as done
+// (consoletruth). Said so as to hold either side of the instant, since the
+// page's times move on without a redraw.
 function timingOutCard(project, d) {
-  const applies = new Date(Date.parse(d.current.at) + TIMEOUT_MS).toISOString();
+  const due = timeoutDue(d.current.at);
   return h("article", { class: "card", dataset: { decision: d.restId } },
     h("h4", {}, decisionLink(project, d)),
     h("p", {}, h("span", { class: "label" }, "Recommendation: "), d.recommendation || "none"),
-    h("p", {}, "Applies ", ago(applies), " unless someone answers (", when(applies), ")."),
+    h("p", {}, "The sweep may apply it from ", when(due), " (", until(due), ") unless someone answers first."),
     blocks(d));
 }
 
