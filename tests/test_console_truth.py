@@ -71,6 +71,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         w.ids["due"] = w.decision(
             "due", question="Due for its timeout?", recommendation="Proceed", reversible=True,
             task_ids=[w.task("due", "Due task")])  # fmt: skip
+        # expired an hour after it was asked, long before the world's now
+        w.ids["expired"] = w.decision(
+            "exp", question="Expired already?", expires_at=_at(hours=1),
+            task_ids=[w.task("exp", "Expired task")])  # fmt: skip
         served.set_clock(hours=1)
         many = w.task("many", "Many task")
         for i in range(100):
@@ -241,3 +245,13 @@ def test_what_held_the_states_shown_as_they_are(page: Any, world: World) -> None
     section = _inbox_project(page, world, "many")
     assert section.locator("[data-group=soon] h3").inner_text() == "Timing out soon (100)"
     assert section.locator("[data-group=soon] [data-decision]").count() == 100
+
+
+def test_the_decisions_list_says_an_expired_one_expired(page: Any, world: World) -> None:
+    """It read "· expires 23 h 30 min ago" (minor, consoletruth)."""
+    _load(page, f"{world.served.url}/console#/p/exp/decisions?status=EXPIRED")
+    card = page.locator(f"[data-decision='{world.ids['expired']}']")
+    assert "· expired 23 h 30 min ago" in card.inner_text(), card.inner_text()
+    _load(page, f"{world.served.url}/console#/p/exp/decisions?status=PENDING")
+    card = page.locator(f"[data-decision='{world.ids['exp']}']")
+    assert "· expires in 2 h" in card.inner_text(), card.inner_text()

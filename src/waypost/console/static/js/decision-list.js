@@ -16,8 +16,15 @@ function card(projectId, d) {
     h("h2", {}, link(`#/p/${enc(projectId)}/d/${enc(d.restId)}`, d.question)),
     h("p", { class: "meta" }, badge(lower(d.status), d.status),
       ` generation ${d.generation} · ${lower(d.requiredActor)} answers · asked `, ago(d.current.at),
-      d.current.expiresAt ? [" · expires ", until(d.current.expiresAt)] : ""),
+      d.current.expiresAt ? expiry(d) : ""),
     answer ? h("p", { class: "muted" }, words`${lower(answer.disposition)}: "${answer.answer}", `, ago(answer.at)) : null);
+}
+
+// an expired one "expired 2 h ago" (it read "expires 2 h ago"), by its status
+function expiry(d) {
+  return d.status === "EXPIRED"
+    ? [" · expired ", ago(d.current.expiresAt)]
+    : [" · expires ", until(d.current.expiresAt)];
 }
 
 export async function renderDecisionList(projectId, query) {
