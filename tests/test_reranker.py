@@ -684,6 +684,27 @@ async def test_a_probe_cancelled_as_the_server_stops_opens_a_fresh_window(
     assert not any("probe failed" in line for line in said)
 
 
+async def test_a_packet_after_the_reranker_closed_is_not_reranked_and_no_failure(
+    service: Service,
+    provider: Provider,
+    human: Caller,
+    project: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The runtime closes the reranker before the store: a packet still
+    running then (a forced quit's) met the closed client, logged an ERROR
+    with a traceback and counted a failure against the provider (stopaudit).
+    It is `disabled` now, as with no key: nothing sent, nothing counted."""
+    fts = await three_records(human)
+    rr = reranker(service)
+    await rr.aclose()  # as the runtime closes it
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    for _ in range(3):
+        assert await rerank_of(human) == (fts, "disabled")
+    assert provider.calls == 0 and rr.breaker.state == "closed"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 async def test_a_probe_cancelled_before_its_first_step_still_opens_a_fresh_window(
     service: Service, provider: Provider, human: Caller, project: str
 ) -> None:

@@ -192,6 +192,46 @@ async def test_a_token_revoked_during_the_upload_is_401_and_writes_nothing(
     assert [e["type"] for e in events.json()["events"]] == ["memo.registered"]
 
 
+async def test_a_review_once_the_verifier_has_closed_is_503_and_no_fault(
+    service: Service, api: tuple[str, Path, StandIn], caplog: pytest.LogCaptureFixture
+) -> None:
+    """`serve` closes the verifier's client with the runtime's resources, before
+    the store: a forced quit's lifecycle write whose upload ended while the
+    store closed met the closed client at its second review, httpx's
+    RuntimeError, a 500 and an ERROR with a traceback (stopaudit). It is the
+    identity service being unavailable: 503, and nothing written."""
+    url, ca_file, _ = api
+    verifier = TokenReviewVerifier(url, ca_file)
+    lifecycle = Lifecycle(service, httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=create_lifecycle_app(service.rt, verifier)),
+        base_url="http://l.test"))  # fmt: skip
+    await lifecycle.grant(SA, "acme", "author")
+    payload = json.dumps({"memo": memo()}).encode()
+
+    async def upload_ending_after_the_close() -> AsyncIterator[bytes]:
+        yield payload[:10]
+        await verifier.aclose()  # the stop, while the body still comes
+        yield payload[10:]
+
+    headers = {**bearer("good-sa-token"), "Idempotency-Key": "k",
+               "Content-Type": "application/json", "Content-Length": str(len(payload))}  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        r = await lifecycle.client.post(
+            "/v1/decisions", content=upload_ending_after_the_close(), headers=headers
+        )
+        refused(r, 503, "unavailable")
+        assert r.headers["retry-after"] == "1"
+        # a request that starts after the close is refused at authentication
+        later = await lifecycle.client.get("/v1/decisions", headers=bearer("good-sa-token"))
+        refused(later, 503, "unavailable")
+    await lifecycle.client.aclose()
+    assert [x for x in caplog.records if x.levelno >= logging.ERROR] == []
+    count = await service.rt.db.read(
+        lambda conn: conn.execute("SELECT count(*) FROM lifecycle_memos").fetchone()[0]
+    )
+    assert count == 0
+
+
 async def test_an_unauthenticated_review_is_401(k8s: tuple[Lifecycle, StandIn]) -> None:
     lifecycle, _ = k8s
     r = await lifecycle.client.get("/v1/decisions", headers=bearer("expired"))

@@ -113,6 +113,11 @@ class TokenReviewVerifier:
             "kind": "TokenReview",
             "spec": {"token": token, "audiences": [AUDIENCE]},
         }
+        if self.client.is_closed:
+            # `serve` closes it with the runtime, before the store: a request
+            # still running then (a forced quit's) met httpx's RuntimeError,
+            # a 500 and an ERROR (stopaudit)
+            raise Unavailable("identity service unavailable")
         headers = {**self._credential(), "Accept-Encoding": "identity"}
         try:
             # the whole review: httpx's timeout bounds each read, so an API

@@ -16,4 +16,9 @@ def hub_for(rt: Runtime, limits: LiveLimits | None = None) -> Hub:
         hub = Hub(rt.db, limits)
         rt.hub = hub
         rt.resources.push_async_callback(hub.close)
+        if rt.stopping.is_set():
+            # made once the stop began (a request pipelined behind one under
+            # way runs after it): `begin_stop` found no hub to stop, and this
+            # one's streams held the graceful stop for ever
+            hub.stop()
     return rt.hub

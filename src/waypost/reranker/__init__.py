@@ -84,6 +84,11 @@ class Reranker:
             return self._skip(items, "too_few", count, started)
         if count > MAX_CANDIDATES:
             return self._skip(items, "too_many", count, started)
+        if self._client.is_closed:
+            # closed with the runtime, before the store: a packet still
+            # running then (a forced quit's) met httpx's RuntimeError, an
+            # ERROR and a failure counted against the provider (stopaudit)
+            return self._skip(items, "disabled", count, started)
         # built before a ticket and a permit are taken: nothing between
         # taking them and `_call`, which gives them back, may raise (a
         # permit lost so, on a probe, held the circuit half open for good)
