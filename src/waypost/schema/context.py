@@ -32,8 +32,6 @@ class Context:
     # event) only: a dashboard query reads each record once, and no answer is
     # cached across requests
     _loaders: Loaders = field(init=False)
-    # per-request answers worth computing once (keys name their use)
-    memo: dict[tuple[object, ...], object] = field(default_factory=dict)
     # the request's key when the fast path may learn it (schema/fastpath/known.py)
     known_key: Hashable | None = None
     # the instant a query was judged at (schema/snapshot.py): its `Waypost-Now`
@@ -41,6 +39,13 @@ class Context:
 
     def __post_init__(self) -> None:
         self._loaders = Loaders(self.rt)
+
+    @property
+    def memo(self) -> dict[tuple[object, ...], object]:
+        """The running operation's answers worth computing once (keys name
+        their use): kept on the Context, a WebSocket's grew with every
+        operation for the socket's life (cacheaudit)."""
+        return self.loaders.memo
 
     @property
     def loaders(self) -> Loaders:

@@ -22,7 +22,7 @@ from graphql import DocumentNode, GraphQLError, parse
 from strawberry.extensions import SchemaExtension
 
 from waypost.schema.limits import CACHED_QUERIES, MAX_TOKENS
-from waypost.schema.memo import Memo
+from waypost.schema.memo import TOKENS_KEPT, Memo, tokens_kept
 from waypost.schema.offload import off_loop
 
 # Parsed on the loop up to this length: a few milliseconds at most, and no
@@ -30,7 +30,7 @@ from waypost.schema.offload import off_loop
 INLINE_PARSE_CHARS = 2_000
 
 # query text -> its document, or the syntax error the pipeline reports
-_DOCUMENTS: Memo[DocumentNode | GraphQLError] = Memo(CACHED_QUERIES)
+_DOCUMENTS: Memo[DocumentNode | GraphQLError] = Memo(CACHED_QUERIES, tokens_kept, TOKENS_KEPT)
 
 
 def _parse(query: str) -> DocumentNode | GraphQLError:

@@ -105,6 +105,8 @@ class Loaders:
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
+        # the request's answers worth computing once (Context.memo)
+        self.memo: dict[tuple[object, ...], object] = {}
         self.principal = self._make(self._principals)
         self.project = self._make(self._projects)
         self.policy = self._make(self._policies)

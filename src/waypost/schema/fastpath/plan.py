@@ -48,7 +48,7 @@ from graphql.execution.values import get_argument_values
 
 from waypost.schema.fastpath.fields import FIELDS, Resolver, typename
 from waypost.schema.limits import CACHED_QUERIES
-from waypost.schema.memo import Memo, variables_key
+from waypost.schema.memo import TOKENS_KEPT, Memo, tokens_kept, variables_key
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,9 @@ def _grouped(collected: CollectedFields) -> GroupedFieldSet:
 # document), and the parser cache hands back the same document for the same
 # text. The node is kept in the entry, so its id cannot be reused while the
 # entry lives, and is compared on every hit.
-_PLANS: Memo[tuple[OperationDefinitionNode, SelectionPlan | None]] = Memo(CACHED_QUERIES)
+_PLANS: Memo[tuple[OperationDefinitionNode, SelectionPlan | None]] = Memo(
+    CACHED_QUERIES, lambda found: tokens_kept(found[0]), TOKENS_KEPT
+)
 
 
 def compile_query(executor: Executor[Any]) -> SelectionPlan | None:
