@@ -1994,19 +1994,24 @@ def test_a_decision_proceeded_by_timeout_is_shown_as_it_is_now(tab: Tab, world: 
     denied = {"disposition": "DENY", "answer": "Wait", "timedOut": False, "at": at, "actor": alice}
     by_timeout = {"disposition": "ALLOW", "answer": "Default schedule", "timedOut": True,
                   "at": at, "actor": alice}  # fmt: skip
-    for status, answer, said in (
-        ("DENIED", denied, 'Timed out, then reopened and answered deny: "Wait"'),
-        ("PENDING", None, "Timed out, then reopened: it awaits an answer."),
-        ("STALE", by_timeout, "by timeout"),
-    ):
+    allowed = {"disposition": "ALLOW", "answer": "Now", "timedOut": False, "at": at, "actor": alice}
+    reopen_first = "it takes a reopen before an answer."
+    for status, answer, said, label in (
+        ("DENIED", denied, 'Timed out, then reopened and answered deny: "Wait"', "Blocks: "),
+        ("PENDING", None, "Timed out, then reopened: it awaits an answer.", "Blocks: "),
+        ("STALE", by_timeout, "(attributed to Alice); it no longer applies.", "Blocks: "),
+        # allowed by a person since, it blocks none of its tasks (review67)
+        ("ALLOWED", allowed, 'Timed out, then reopened and answered allow: "Now"', "Affects: "),
+        # not answerable until reopened again: it does not "await an answer"
+        ("EXPIRED", None, f"Timed out, then reopened, and now expired: {reopen_first}", "Blocks: "),
+        ("STALE", None, f"Timed out, then reopened, and now stale: {reopen_first}", "Blocks: "),
+    ):  # fmt: skip
         now.update(status=status, answer=answer)
         page.reload()
-        card.get_by_text("Blocks: ").wait_for()
+        card.get_by_text(said).wait_for()
         text = card.inner_text()
-        assert said in text and "Affects: " not in text, text
+        assert label in text and ({"Blocks: ", "Affects: "} - {label}).pop() not in text, text
         assert card.locator(f".badge-{status.lower()}").inner_text() == status.lower()
-        if status == "STALE":
-            assert "it no longer applies" in text, text
     page.unroute("**/graphql")
 
 

@@ -255,3 +255,21 @@ def test_the_decisions_list_says_an_expired_one_expired(page: Any, world: World)
     _load(page, f"{world.served.url}/console#/p/exp/decisions?status=PENDING")
     card = page.locator(f"[data-decision='{world.ids['exp']}']")
     assert "· expires in 2 h" in card.inner_text(), card.inner_text()
+
+
+def test_an_expiry_ahead_stays_ahead_as_the_inbox_refreshes(page: Any, world: World) -> None:
+    """refreshAgo rewrites every relative time in place on each quiet
+    refresh: a deadline must be rewritten as a deadline (`data-deadline`),
+    or the card drawn "expires in less than a minute" read "expires less
+    than a minute ago" 4 s later, of a question still open (review67)."""
+    card = _inbox_project(page, world, "near").locator(
+        f"[data-group=awaiting] [data-decision='{world.ids['near']}']"
+    )
+    expiry = card.locator("time[data-deadline]")
+    assert expiry.inner_text() == "in less than a minute"
+    expiry.evaluate("t => { t.textContent = 'unrefreshed'; }")
+    # the next quiet refresh brings it up to the service's clock
+    page.wait_for_function(
+        "t => t.textContent !== 'unrefreshed'", arg=expiry.element_handle(), timeout=20000
+    )
+    assert "expires in less than a minute" in card.inner_text(), card.inner_text()

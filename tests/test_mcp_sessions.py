@@ -763,8 +763,12 @@ async def test_a_request_after_the_stop_ended_the_sessions_is_told_it_is_stoppin
     async with serving(Settings(db_path=db, sweep_interval=3600), clock) as svc:
         agent = await svc.agent("ada")
         svc.rt.stopping.set()
-        # no session open: the manager ends within a few turns of the loop
-        await asyncio.sleep(0.1)
+        # no session open: the manager ends at once (waited for, not slept:
+        # review67 delayed the stop 150 ms and a sleep of 100 saw it serve)
+        endpoint = next(r.endpoint for r in svc.app.routes if getattr(r, "path", "") == "/mcp")
+        async with asyncio.timeout(10):
+            while not endpoint._ended:
+                await asyncio.sleep(0.01)
         hello = {"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
@@ -774,3 +778,45 @@ async def test_a_request_after_the_stop_ended_the_sessions_is_told_it_is_stoppin
         error = r.json()["error"]
         assert error["code"] == -32603 and r.json()["id"] == 7
         assert "the server is stopping" in error["message"]
+
+
+async def test_a_session_opening_as_the_stop_begins_gets_the_grace(
+    tmp_path: Path, clock: MovableClock, migrated_template: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An initialize the SDK holds as the stop begins is no session yet, but
+    an opening: the stop gives it the grace, and it is answered with its
+    session, not cut off by a manager ended at once (review67)."""
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    monkeypatch.setattr(http_endpoint, "STOP_GRACE_SECONDS", 5.0)
+    held, gate, entered = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    handle = StreamableHTTPSessionManager.handle_request
+    calls_answered = http_endpoint.McpEndpoint._calls_answered
+
+    async def gated(self: Any, scope: Any, receive: Any, send: Any) -> None:
+        held.set()
+        await gate.wait()
+        await handle(self, scope, receive, send)
+
+    async def marked(self: Any) -> None:
+        entered.set()
+        await calls_answered(self)
+
+    monkeypatch.setattr(StreamableHTTPSessionManager, "handle_request", gated)
+    monkeypatch.setattr(http_endpoint.McpEndpoint, "_calls_answered", marked)
+    db = copy_database(migrated_template, tmp_path / "w.db")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    async with asyncio.timeout(60):
+        async with serving(Settings(db_path=db, sweep_interval=3600), clock) as svc:
+            agent = await svc.agent("ada")
+            headers = {**agent.headers(), **MCP_HEADERS}
+            opening = asyncio.create_task(svc.client.post("/mcp", json=hello, headers=headers))
+            await held.wait()  # in the SDK's hands, not yet answered
+            svc.rt.stopping.set()
+            await entered.wait()  # the stop has come to the grace
+            gate.set()
+            r = await opening
+    assert r.status_code == 200, r.text
+    assert "mcp-session-id" in r.headers

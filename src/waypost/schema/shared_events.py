@@ -23,10 +23,11 @@ socket leaves the others' answer alone; once finished, the answer is kept
 and its task, which holds that context, let go.
 
 Answers are kept for the subscribers woken with the same events, so the
-memory is short: the latest MOST answers and at most MOST_BYTES of their
-text, the oldest let go first. By count alone it kept 4,096 answers however
-large, after every subscriber had gone: 100 MB for 1,600 events of a task's
-64 KiB description (liveaudit), more for a richer selection.
+memory is short: the latest MOST answers and at most MOST_TEXT characters of
+their text, the oldest let go first (a larger answer is not kept at all).
+By count alone it kept 4,096 answers however large, after every subscriber
+had gone: 100 MB for 1,600 events of a task's 64 KiB description
+(liveaudit), more for a richer selection.
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ T = TypeVar("T")
 # Recent (event, operation) answers. Subscribers handed the same event are
 # answered within one wake of the hub, so a short memory serves them all.
 MOST: int = 4096
-# ... and at most this much of their text (**Choice**: 256 answers of 64 KiB)
-MOST_BYTES: int = 16 * 1024 * 1024
+# ... and at most this many characters of their text (**Choice**: 256
+# answers of 64 Ki); an answer may hold 32 Mi (budget.MAX_TEXT)
+MOST_TEXT: int = 16 * 1024 * 1024
 Kept = ExecutionResult | asyncio.Future[ExecutionResult]
 
 
@@ -98,11 +100,13 @@ class _Answers:
 
     def put(self, key: Hashable, payload: object, kept: Kept) -> None:
         self.drop(key)
+        size = text_size(kept.data) if isinstance(kept, ExecutionResult) else 0
+        if size > MOST_TEXT:
+            return  # not kept, and the others stay (it flushed them all: review67)
         self.entries[key] = (payload, kept)
-        if isinstance(kept, ExecutionResult):
-            self.sizes[key] = size = text_size(kept.data)
-            self.total += size
-        while self.entries and (len(self.entries) > MOST or self.total > MOST_BYTES):
+        self.sizes[key] = size
+        self.total += size
+        while len(self.entries) > MOST or self.total > MOST_TEXT:
             self.drop(next(iter(self.entries)))
 
     def drop(self, key: Hashable) -> None:
@@ -211,8 +215,8 @@ def _keep(key: Hashable, payload: object, result: ExecutionResult) -> None:
 
 
 def text_size(data: object) -> int:
-    """About the bytes an answer holds: its strings' lengths, and a few
-    bytes for every other value (iterative: answers nest deep)."""
+    """About the text an answer holds: its strings' lengths in characters,
+    and a few for every other value (iterative: answers nest deep)."""
     size, stack = 0, [data]
     while stack:
         item = stack.pop()

@@ -269,23 +269,28 @@ function timingOutCard(project, d) {
 // though it blocked its tasks (digestaudit).
 function proceededCard(project, d) {
   const answer = d.current.answer;
-  const allowed = Boolean(answer && answer.timedOut) && d.status === "ALLOWED";
+  const asApplied = Boolean(answer && answer.timedOut) && d.status === "ALLOWED";
   return h("article", { class: "card", dataset: { decision: d.restId } },
-    h("h4", {}, decisionLink(project, d), allowed ? null : [" ", badge(lower(d.status), d.status)]),
-    h("p", {}, ...sinceTheTimeout(d, allowed)),
-    blocks(d, allowed ? "Affects: " : "Blocks: "));
+    h("h4", {}, decisionLink(project, d), asApplied ? null : [" ", badge(lower(d.status), d.status)]),
+    h("p", {}, ...sinceTheTimeout(d, asApplied)),
+    // allowed (by whom it may be), it blocks none of them
+    blocks(d, d.status === "ALLOWED" ? "Affects: " : "Blocks: "));
 }
 
-function sinceTheTimeout(d, allowed) {
+function sinceTheTimeout(d, asApplied) {
   const answer = d.current.answer;
-  if (!answer) return ["Timed out, then reopened: it awaits an answer."];
+  if (!answer) {
+    // a stale or expired one takes a reopen before any answer (review67)
+    return [d.status === "PENDING" ? "Timed out, then reopened: it awaits an answer."
+      : `Timed out, then reopened, and now ${lower(d.status)}: it takes a reopen before an answer.`];
+  }
   const who = answer.actor ? answer.actor.name : null;
   if (!answer.timedOut) {
     return [words`Timed out, then reopened and answered ${lower(answer.disposition)}: "${answer.answer}" `,
       ago(answer.at), who ? words` by ${who}.` : "."];
   }
   return [words`Allowed with "${answer.answer}" by timeout `, ago(answer.at),
-    who ? words` (attributed to ${who})` : "", allowed ? "" : "; it no longer applies."];
+    who ? words` (attributed to ${who})` : "", asApplied ? "" : "; it no longer applies."];
 }
 
 function blockedCard(project, t) {
