@@ -41,7 +41,7 @@ def max_length(annotated: Any) -> int:
         ("knowledge.js", "TAG_MAX", knowledge.TAG_MAX_CHARS),
         ("knowledge.js", "KINDS", [k.upper() for k in get_args(knowledge.Kind)]),
         ("knowledge.js", "STATUSES", [s.upper() for s in get_args(knowledge.Status)]),
-        ("inbox.js", "TIMEOUT_MS", TIMEOUT.total_seconds() * 1000),
+        ("dom.js", "TIMEOUT_MS", TIMEOUT.total_seconds() * 1000),
     ],
 )
 def test_a_console_limit_is_the_apis(module: str, name: str, expected: Any) -> None:

@@ -189,10 +189,14 @@ export function ago(iso) {
   return h("time", { class: "ago", datetime: iso, title: formatAbsolute(iso) }, agoText(iso, false));
 }
 
+// the sweep's 24 hours (docs/decisions.md; tests/test_console_limits.py
+// holds it to the service's)
+const TIMEOUT_MS = 24 * 60 * 60 * 1000;
+
 // When a cycle opened at `openedAt` is due for the sweep's timeout (24 hours
-// unanswered, docs/decisions.md), as an ISO instant.
+// unanswered), as an ISO instant.
 export function timeoutDue(openedAt) {
-  return new Date(Date.parse(openedAt) + 24 * 60 * 60 * 1000).toISOString();
+  return new Date(Date.parse(openedAt) + TIMEOUT_MS).toISOString();
 }
 
 // the same as ago(), for a deadline: ahead until it has passed
