@@ -4,11 +4,13 @@ WAYPOST_CHROMIUM), driven by Playwright; Playwright never downloads one."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,3 +73,17 @@ def admin_principal(served: Server, kind: str, name: str) -> Rest:
     """A principal made with the admin command."""
     created = admin_json(served, "principal", "create", "--kind", kind, "--name", name)
     return Rest(served.url, created["token"], created["principal_id"])
+
+
+@contextlib.contextmanager
+def launched_chromium(path: str) -> Iterator[Any]:
+    """The OS's Chromium at `path` under Playwright's sync API, as the
+    console's browser tests drive it (each imports-or-skips Playwright first)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        try:
+            yield browser
+        finally:
+            browser.close()

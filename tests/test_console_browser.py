@@ -30,6 +30,7 @@ from tests.console_support import (
     admin_json,
     admin_principal,
     chromium_path,
+    launched_chromium,
 )
 from tests.serve_support import Server, serve, write_clock
 from waypost.clock import format_time, parse_time
@@ -128,10 +129,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
+    assert CHROMIUM is not None
+    with launched_chromium(CHROMIUM) as launched:
+        yield launched
 
 
 @dataclass

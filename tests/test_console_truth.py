@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.console_support import Rest, admin_principal, chromium_path
+from tests.console_support import Rest, admin_principal, chromium_path, launched_chromium
 from tests.serve_support import START, Server, serve
 from waypost.clock import format_time, parse_time
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 CHROMIUM = chromium_path()
 if CHROMIUM is None:
     pytest.skip("no Chromium (see tests/test_console_browser.py)", allow_module_level=True)
-playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
+pytest.importorskip("playwright.sync_api", reason="playwright is a dev dependency")
 
 # the world's "now": 24 h 30 min after START
 NOW = {"hours": 24, "minutes": 30}
@@ -105,10 +105,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
+    assert CHROMIUM is not None
+    with launched_chromium(CHROMIUM) as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
