@@ -249,8 +249,8 @@ function reopenCard(project, d) {
   );
 }
 
-// Due from 24 hours after its cycle opened; the sweep (every 5 minutes)
-// applies it then. One already due is still unanswered (no sweep since, a
+// Due from 24 hours after its cycle opened; the sweep (every 5 minutes by
+// default, `--sweep-interval`) applies it then. One already due is still unanswered (no sweep since, a
 // stopped service): "Applies 30 min ago unless someone answers" read as done
 // (consoletruth). Said so as to hold either side of the instant, since the
 // page's times move on without a redraw.
