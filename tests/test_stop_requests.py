@@ -40,6 +40,16 @@ async def test_a_stream_opened_once_the_stop_began_ends_though_no_hub_was_made_b
     assert r.text == ": stream open\n\n"
 
 
+async def test_healthz_says_stopping_once_the_stop_began(service: Service) -> None:
+    """A `GET /healthz` pipelined behind a write answered `200 ok` after a
+    forced quit had closed the store, where every other request got `503`."""
+    assert (await service.client.get("/healthz")).json() == {"status": "ok"}
+    service.rt.begin_stop()
+    r = await service.client.get("/healthz")
+    assert (r.status_code, r.json()) == (503, {"status": "stopping"})
+    assert r.headers["Retry-After"] == "1"
+
+
 async def test_a_stop_wakes_a_stream_waiting_for_its_next_batch(service: Service) -> None:
     """A listener waiting for events ends when the hub stops, not at its next
     poll (14 s later for a quiet SSE stream, past a supervisor's patience)."""

@@ -59,6 +59,12 @@ def create_app(runtime: Runtime | Settings, clock: Clock | None = None) -> Starl
 
     async def healthz(request: Request) -> Response:
         rt: Runtime = request.app.state.runtime
+        if rt.stopping.is_set():
+            # a request pipelined behind another, or on a keep-alive
+            # connection, is still answered while the service stops; it was
+            # told `ok` even after the store had closed, where every other
+            # request got 503 "the database is not open" (stopaudit)
+            return json_response({"status": "stopping"}, 503, {"Retry-After": "1"})
         reason = None
         if rt.db.files_changed() is not None:
             reason = "database_files_changed"
