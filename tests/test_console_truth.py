@@ -66,7 +66,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with serve(tmp_path_factory.mktemp("truth"), "--sweep-interval", "3600") as served:
         alice = admin_principal(served, "human", "Alice")
         w = World(served, alice, {})
-        for project in ["due", "many", "exp", "two", "near"]:
+        for project in ["due", "many", "exp", "two", "near", "src"]:
             alice.send("POST", "/api/v1/projects", {"id": project, "name": project.upper()}, 201)
         w.ids["due"] = w.decision(
             "due", question="Due for its timeout?", recommendation="Proceed", reversible=True,
@@ -99,6 +99,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         w.ids["near"] = w.decision(
             "near", question="Near its expiry?", expires_at=_at(**NOW, seconds=3),
             task_ids=[w.task("near", "Near task")])  # fmt: skip
+        w.ids["shared"] = w.alice.send("POST", "/api/v1/projects/src/knowledge", {
+            "kind": "fact", "title": "Shared fact", "body": "b", "collection": "shared",
+            "share_across_projects": True}, 201)["id"]  # fmt: skip
         assert w.alice.get(f"/api/v1/projects/due/decisions/{w.ids['due']}")["status"] == "pending"
         yield w
 
@@ -272,3 +275,28 @@ def test_an_expiry_ahead_stays_ahead_as_the_inbox_refreshes(page: Any, world: Wo
         "t => t.textContent !== 'unrefreshed'", arg=expiry.element_handle(), timeout=20000
     )
     assert "expires in less than a minute" in card.inner_text(), card.inner_text()
+
+
+def test_another_projects_shared_record_names_its_source_on_its_page(
+    page: Any, world: World
+) -> None:
+    """Opened from the list of a project that sees it, its page named no
+    source project (the list said "shared from src"), and its back link
+    led to the list without other projects' records (consoletruth)."""
+    _load(page, f"{world.served.url}/console#/p/two/knowledge?shared=1")
+    card = page.locator("article.card", has_text="Shared fact")
+    assert "· shared from src" in card.inner_text(), card.inner_text()
+    card.get_by_role("link", name="Shared fact").click()
+    page.get_by_role("heading", name="Shared fact", level=1).wait_for()
+    assert "· shared from src" in page.locator("p.meta").first.inner_text()
+    back = page.get_by_role("link", name="← Knowledge")
+    assert back.get_attribute("href") == "#/p/two/knowledge?shared=1"
+    back.click()
+    page.locator("article.card", has_text="Shared fact").wait_for()
+    # the source project's own page of it: no "shared from", the plain list
+    _load(page, f"{world.served.url}/console#/p/src/k/{world.ids['shared']}")
+    page.get_by_role("heading", name="Shared fact", level=1).wait_for()
+    assert "shared from" not in page.locator("p.meta").first.inner_text()
+    assert page.get_by_role("link", name="← Knowledge").get_attribute("href") == (
+        "#/p/src/knowledge"
+    )

@@ -171,11 +171,16 @@ export async function renderKnowledgeItem(projectId, id) {
     const more = await gql(KNOWLEDGE_ITEM, { project: projectId, id, after });
     return more.project && more.project.knowledgeItem && more.project.knowledgeItem.revisions;
   });
+  // another project's shared record, opened from this project's list: its
+  // page named no source (the list did), and "← Knowledge" led to the list
+  // without other projects' records, where it is not (consoletruth)
+  const foreign = k.projectId !== projectId;
   return [
-    h("p", {}, link(`#/p/${enc(projectId)}/knowledge`, "← Knowledge")),
+    h("p", {}, link(`#/p/${enc(projectId)}/knowledge${foreign ? "?shared=1" : ""}`, "← Knowledge")),
     h("h1", { tabindex: "-1" }, k.title),
     h("p", { class: "meta" }, badge(lower(k.kind), "kind"), " ", badge(lower(k.status), k.status),
       ` revision ${k.revision} · ${lower(k.collection)} collection${k.shareAcrossProjects ? ", shared across projects" : ""}`,
+      foreign ? ` · shared from ${k.projectId}` : "",
       ` · useful ${k.feedbackTotals.useful}, not useful ${k.feedbackTotals.notUseful} (all revisions)`),
     h("section", { "aria-labelledby": "k-body" }, h("h2", { id: "k-body" }, "Current text"),
       h("p", { class: "prose" }, k.body),
