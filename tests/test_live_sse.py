@@ -569,7 +569,7 @@ async def test_the_follower_reads_on_after_a_failed_read(
     again on the next wake: the follower is the only reader of new events
     for every stream, and had it ended, every stream stayed open and silent."""
     hub = Hub(service.rt.db, LiveLimits(poll_seconds=0.05))
-    real = events.events_after_any_project
+    real = events.weighed_events_after
     failed: list[int] = []
 
     def fails_once(conn: Any, after: int, count: int) -> Any:
@@ -580,7 +580,7 @@ async def test_the_follower_reads_on_after_a_failed_read(
 
     try:
         async with hub.listen(project, "tok", None) as listener:
-            monkeypatch.setattr(events, "events_after_any_project", fails_once)
+            monkeypatch.setattr(events, "weighed_events_after", fails_once)
             await new_task(human, "after a failed read")
             found: list[Any] = []
             for _ in range(200):  # bounded: the follower's retry comes within a poll
@@ -589,6 +589,46 @@ async def test_the_follower_reads_on_after_a_failed_read(
                     break
         assert failed == [1]
         assert [e["data"]["title"] for e in found] == ["after a failed read"]
+    finally:
+        await hub.close()
+
+
+async def test_the_windows_of_all_projects_stay_within_their_characters(
+    service: Service, human: Caller
+) -> None:
+    """Each listened project's window was bounded by a count only: 4,000
+    events of up to 3.2 KB each (37 MB of objects) a project, for as many
+    projects as streams may listen to (cacheaudit). Past `window_chars` the
+    heaviest window loses its older half; a listener at its tail misses
+    nothing, and one far behind reads the rest from the log."""
+    for name in ("busy", "quiet"):
+        await human.post("/api/v1/projects", {"id": name, "name": name})
+    limits = LiveLimits(window=1000, window_chars=20_000, poll_seconds=0.05)
+    hub = Hub(service.rt.db, limits)
+    try:
+        async with (
+            hub.listen("busy", "tok", None) as tail,
+            hub.listen("busy", "tok", None) as behind,
+            hub.listen("quiet", "tok", None) as quiet,
+        ):
+            await human.post("/api/v1/projects/quiet/tasks", {"title": "q"})
+            assert [e["data"]["title"] for e in await quiet.next_batch(5)] == ["q"]
+            titles = [f"{i:03d} " + "x" * 190 for i in range(60)]  # ~500 characters each
+            seen: list[str] = []
+            for title in titles:
+                await human.post("/api/v1/projects/busy/tasks", {"title": title})
+                while len(seen) < len(titles) and seen[-1:] != [title]:
+                    seen += [e["data"]["title"] for e in await tail.next_batch(5)]
+                windows = hub._windows
+                assert hub._held == sum(w.held for w in windows.values()) <= 20_000
+            assert seen == titles  # the tail listener kept up: nothing missed
+            assert len(hub._windows["busy"].items) < 60  # trimmed by weight, not count
+            assert hub._windows["quiet"].items  # the lighter window kept its event
+            caught_up: list[str] = []
+            while len(caught_up) < len(titles):  # a resume from the log, in order
+                caught_up += [e["data"]["title"] for e in await behind.next_batch(5)]
+            assert caught_up == titles
+        assert hub._held == 0 and hub._windows == {}  # each window's weight left with it
     finally:
         await hub.close()
 

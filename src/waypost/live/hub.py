@@ -18,7 +18,9 @@ Resources are bounded: at most `per_token` open listeners per token and
 `total` in all (past that, `TooManyStreams`), and as many acknowledged
 GraphQL WebSockets (`open_socket`), with or without subscriptions; the window
 per project holds between `window` and twice `window` events (it is trimmed
-in halves); a listener that had caught up and then falls behind the oldest
+in halves), and the windows of all projects together at most `window_chars`
+characters of event data (past that the heaviest window loses its older
+half, until they fit); a listener that had caught up and then falls behind the oldest
 event the window holds is dropped (`SlowConsumer`) rather than buffered
 for; it can resume from its last sequence.
 """
@@ -67,6 +69,13 @@ class LiveLimits:
     per_token: int = 16
     total: int = 1000
     window: int = 2000
+    # The windows' events weighed together by their stored JSON text: the
+    # count alone let each listened project hold up to 4,000 events of up to
+    # 3.2 KB each (a task with 100 `depends_on`), 37 MB of Python objects,
+    # so a thousand listened projects could take tens of GB (cacheaudit).
+    # 16 Mi characters are some 45 MB of objects; typical events (~300
+    # characters) fill it only past a dozen busy projects' whole windows.
+    window_chars: int = 16 * 1024 * 1024
     poll_seconds: float = 1.0
     # The hub waits this long per open listener (at most `coalesce_max`)
     # before reading new events, so that one read and one wake per listener
@@ -88,16 +97,30 @@ class _Window:
     floor: int
     items: list[Event] = field(default_factory=list)
     sequences: list[int] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)
+    held: int = 0  # the sum of `weights`
     listeners: set[Listener] = field(default_factory=set)
 
-    def add(self, event: Event, limit: int) -> None:
+    def add(self, event: Event, weight: int, limit: int) -> int:
+        """Add one event; the characters held now less before (a trim may
+        make it negative)."""
         self.items.append(event)
         self.sequences.append(event["sequence"])
+        self.weights.append(weight)
+        self.held += weight
+        freed = 0
         if len(self.items) > 2 * limit:
             # trim in halves: amortized O(1) per event, never more than 2x the limit
-            cut = len(self.items) - limit
-            self.floor = self.sequences[cut - 1]
-            del self.items[:cut], self.sequences[:cut]
+            freed = self.trim(len(self.items) - limit)
+        return weight - freed
+
+    def trim(self, cut: int) -> int:
+        """Drop the oldest `cut` events; the characters they held."""
+        freed = sum(self.weights[:cut])
+        self.floor = self.sequences[cut - 1]
+        del self.items[:cut], self.sequences[:cut], self.weights[:cut]
+        self.held -= freed
+        return freed
 
     def after(self, sequence: int) -> list[Event]:
         start = bisect.bisect_right(self.sequences, sequence)
@@ -146,6 +169,7 @@ class Hub:
         self.limits = limits or LiveLimits()
         self.position = 0  # highest sequence read from the log
         self._windows: dict[str, _Window] = {}
+        self._held = 0  # characters of event data all windows hold
         self._per_token: dict[str, int] = {}
         self._count = 0
         self._sockets: dict[str, int] = {}  # acknowledged GraphQL WebSockets per token
@@ -260,6 +284,7 @@ class Hub:
                 del self._per_token[token_id]
             if not window.listeners:
                 del self._windows[project_id]
+                self._held -= window.held
 
     def open_socket(self, token_id: str) -> None:
         """Count one acknowledged GraphQL WebSocket of `token_id`; past
@@ -352,6 +377,16 @@ class Hub:
                 log.exception("reading new events failed")
                 await asyncio.sleep(self.limits.poll_seconds)
 
+    def _fit(self) -> None:
+        """Trim the heaviest window by its older half until all fit in
+        `window_chars` (its newest event stays: a caught-up listener at the
+        tail loses nothing; one further behind resumes from the log)."""
+        while self._held > self.limits.window_chars:
+            heaviest = max(self._windows.values(), key=lambda w: w.held)
+            if len(heaviest.items) < 2:
+                return  # one event each: nothing left to trim
+            self._held -= heaviest.trim(len(heaviest.items) // 2)
+
     async def _read_position(self) -> int:
         try:
             return max(self.position, await self.db.read(events.last_sequence))
@@ -364,17 +399,18 @@ class Hub:
 
     async def _read_new(self) -> None:
         while True:
-            rows: list[Event] = await self.db.read(
-                functools.partial(events.events_after_any_project, after=self.position, count=PAGE)
+            rows: list[tuple[Event, int]] = await self.db.read(
+                functools.partial(events.weighed_events_after, after=self.position, count=PAGE)
             )
             touched: set[str] = set()
-            for event in rows:
+            for event, weight in rows:
                 window = self._windows.get(event["project_id"])
                 if window is not None:
-                    window.add(event, self.limits.window)
+                    self._held += window.add(event, weight, self.limits.window)
                     touched.add(event["project_id"])
+            self._fit()
             if rows:
-                self.position = rows[-1]["sequence"]
+                self.position = rows[-1][0]["sequence"]
             for project_id in touched:
                 for listener in self._windows[project_id].listeners:
                     listener.wake.set()

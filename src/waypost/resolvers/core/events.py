@@ -127,13 +127,18 @@ async def count_for_project(rt: Runtime, project_id: str) -> int:
     return await rt.db.read(lambda conn: count_events(conn, project_id))
 
 
-def events_after_any_project(
+def weighed_events_after(
     conn: sqlite3.Connection, after: int, count: int
-) -> list[dict[str, Any]]:
+) -> list[tuple[dict[str, Any], int]]:
     """Up to `count` events of every project after sequence `after`, oldest
-    first: what the live fan-out reads after each commit."""
+    first, each with its weight (its data's stored JSON characters and its
+    other fields'): what the live fan-out reads after each commit."""
     rows = store.event_rows_after_any_project(conn, after, count)
-    return [event_json(r) for r in rows]
+    return [(event_json(r), len(r["data"]) + _ENVELOPE) for r in rows]
+
+
+# the characters of an event's fields but its data, about (ids, type, time)
+_ENVELOPE = 200
 
 
 def last_sequence(conn: sqlite3.Connection) -> int:
