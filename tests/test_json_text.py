@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from waypost.json_text import canonical, compact
+from waypost.json_text import canonical, compact, line_breaks_escaped
 
 _scalars = (
     st.none()
@@ -36,6 +36,16 @@ def test_spelled_as_json_dumps(value: Any) -> None:
     assert canonical(value) == json.dumps(
         value, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     )
+
+
+@settings(max_examples=200)
+@given(st.recursive(st.text() | st.integers(), lambda inner: st.lists(inner, max_size=4),
+                    max_leaves=10))  # fmt: skip
+def test_line_breaks_escaped_is_the_same_value_on_one_line(value: Any) -> None:
+    """Every line reader reads it as one line (str.splitlines breaks at NEL,
+    U+2028 and U+2029 too), and it is the same JSON value."""
+    text = line_breaks_escaped(compact(value).encode()).decode()
+    assert len(text.splitlines()) <= 1 and json.loads(text) == value
 
 
 def test_every_code_point_and_the_edges() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service
+from tests.knowledge_support import create
 from tests.mcp_support import MCP_HEADERS, messages_of, open_session
 from waypost.errors import Unavailable
 from waypost.mcp_server.backend import LocalBackend
@@ -883,3 +884,27 @@ def test_the_headers_the_sdk_compares_reach_it_without_their_padding() -> None:
     ]  # fmt: skip
     unpadded = {"headers": [(b"mcp-session-id", b"abc")]}
     assert padding_stripped(unpadded) is unpadded  # nothing to take off: the same scope
+
+
+@pytest.mark.parametrize("separator", ["\x85", "\u2028", "\u2029"], ids=["nel", "ls", "ps"])
+async def test_a_tool_answer_is_one_line_per_event_whatever_its_text(
+    human: Caller, project: str, separator: str
+) -> None:
+    """NEL, U+2028 and U+2029 left raw in an event-stream answer broke it
+    into lines for readers that end a line there (`str.splitlines`, httpx's
+    `iter_lines`): a stored text holding one made every answer that carried
+    it unreadable to them, as the public event stream's were before
+    (docs/graphql.md, "Server-Sent Events"; unicodeaudit)."""
+    body = f"first{separator}second"
+    record = await create(human, project, title="Line separator probe", body=body)
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    arguments = {"project": project, "knowledge_id": record["id"]}
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "knowledge_get", "arguments": arguments}}  # fmt: skip
+    r = await human.client.post("/mcp", json=call, headers=headers)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    lines = [line for line in r.text.splitlines() if line]
+    assert [line.split(":", 1)[0] for line in lines] == ["event", "data"], lines
+    answer = json.loads(lines[1].removeprefix("data: "))
+    assert json.loads(answer["result"]["content"][0]["text"])["body"] == body

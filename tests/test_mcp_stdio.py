@@ -103,6 +103,24 @@ async def test_every_request_read_before_the_input_ends_is_answered(
     assert "client went away" in _tool_text(answers[3])
 
 
+async def test_an_answer_is_one_line_for_every_line_reader(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """NEL, U+2028 and U+2029 were written raw: an answer carrying a text
+    with one was two lines or more to `str.splitlines` (unicodeaudit)."""
+    project, agent, _ = _an_agent_and_a_decision(waypost, "lines", "liner")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    body = "a\x85b\u2028c\u2029d"
+    process.stdin.write(_line(_call(2, "knowledge_record", project=project, kind="fact",
+                                    title="Separators", body=body)))  # fmt: skip
+    line = await asyncio.wait_for(process.stdout.readline(), 30)
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 30) == 0
+    assert len(line.decode().splitlines()) == 1, line
+    assert json.loads(_tool_text(json.loads(line)))["body"] == body
+
+
 async def test_a_line_of_any_length_is_refused_in_bounded_memory(
     waypost: Waypost, tmp_path: Path
 ) -> None:

@@ -49,3 +49,21 @@ def _spelling(sort_keys: bool) -> Callable[[Any], str]:
 compact = _spelling(sort_keys=False)
 # the same with sort_keys=True
 canonical = _spelling(sort_keys=True)
+
+# NEL, U+2028 and U+2029 in UTF-8, and their JSON escapes
+_LINE_BREAKS = [(c.encode(), f"\\u{ord(c):04x}".encode()) for c in "\x85\u2028\u2029"]
+
+
+def line_breaks_escaped(text: bytes) -> bytes:
+    """UTF-8 JSON text with NEL, U+2028 and U+2029 written as `\\u`
+    escapes: the same JSON value, on one line for every line reader.
+
+    JSON leaves them raw, and SSE and JSON lines end a line at CR and LF
+    only, but many readers (Python's `str.splitlines`, httpx's
+    `iter_lines`) end one there too: a client reading that way got half a
+    JSON object for a text holding one. Outside JSON strings the text is
+    ASCII, so only string contents change."""
+    for raw, escaped in _LINE_BREAKS:
+        if raw in text:
+            text = text.replace(raw, escaped)
+    return text

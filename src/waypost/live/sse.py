@@ -28,7 +28,7 @@ from waypost.decoding import decimal_integer, decode_query, query_items
 from waypost.errors import InvalidRequest, WaypostError
 from waypost.http.headers import bearer_token, header
 from waypost.http.responses import SECURITY_HEADERS
-from waypost.json_text import compact
+from waypost.json_text import compact, line_breaks_escaped
 from waypost.live import Hub, StreamEnded, hub_for
 from waypost.live.streams import KEEPALIVE, OPENED, check_project, project_event_batches
 from waypost.rest.responses import error_response
@@ -75,9 +75,10 @@ class _Encoded:
         sequence: int = event["sequence"]
         frame = self._frames.get(sequence)
         if frame is None:
-            data = compact(event)
-            data = data.translate(_LINE_BREAKS_ESCAPED)
-            frame = f"id: {sequence}\nevent: {event['type']}\ndata: {data}\n\n".encode()
+            # one line whatever its texts hold (a task titled "a\u2028b"
+            # gave a client reading by lines half a JSON object)
+            data = line_breaks_escaped(compact(event).encode())
+            frame = b"id: %d\nevent: %s\ndata: %s\n\n" % (sequence, event["type"].encode(), data)
             self._frames[sequence] = frame
             if len(self._frames) > self.FRAMES_KEPT:
                 self._frames.popitem(last=False)
@@ -95,14 +96,6 @@ class _Encoded:
 
 
 _ENCODED: WeakKeyDictionary[Hub, _Encoded] = WeakKeyDictionary()
-
-
-# Characters that JSON leaves raw but many line readers break a line at
-# (Python's str.splitlines, httpx's iter_lines): NEL and the Unicode line
-# and paragraph separators. SSE ends a line at CR and LF only, but a client
-# reading with such a reader (docs/graphql.md's own example) got half a JSON
-# object for a task titled "a\u2028b". Escaped, they are the same JSON value.
-_LINE_BREAKS_ESCAPED = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def _encoded_for(hub: Hub) -> _Encoded:

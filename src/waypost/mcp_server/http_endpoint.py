@@ -51,6 +51,7 @@ from waypost.mcp_server.http_sending import (
     OneResponse,
     StatusNoted,
     accepted,
+    event_lines_kept,
     finishing,
     gone_once,
     noting_disconnect,
@@ -380,7 +381,7 @@ class McpEndpoint:
         response = OneResponse(send)
         try:
             await self.manager.handle_request(
-                scope_with_user, receive, null_sdk_error_ids(response.send)
+                scope_with_user, receive, event_lines_kept(null_sdk_error_ids(response.send))
             )
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             if not response.ended:

@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import Message, Receive, Send
 
+from waypost.json_text import line_breaks_escaped
+
 log = logging.getLogger("waypost.mcp")
 
 
@@ -90,6 +92,30 @@ class OneResponse:
         elif message["type"] == "http.response.body" and not message.get("more_body", False):
             self.ended = True
         await self._send(message)
+
+
+def event_lines_kept(send: Send) -> Send:
+    """`send`, with NEL, U+2028 and U+2029 written as JSON escapes in an
+    event-stream answer (json_text.line_breaks_escaped): the SDK leaves them
+    raw, and a tool's answer holding a text with one broke into lines for
+    readers such as `str.splitlines` (unicodeaudit), as the public event
+    stream's did. The SDK sends each event whole in one part, so no
+    character is split between parts; a JSON answer is left as it is (it is
+    one document, read whole, and its length is counted)."""
+    streaming = False
+
+    async def sending(message: Message) -> None:
+        nonlocal streaming
+        if message["type"] == "http.response.start":
+            streaming = any(
+                name.lower() == b"content-type" and value.startswith(b"text/event-stream")
+                for name, value in message.get("headers", [])
+            )
+        elif streaming and message["type"] == "http.response.body":
+            message = {**message, "body": line_breaks_escaped(message.get("body", b""))}
+        await send(message)
+
+    return sending
 
 
 def on_last_part(send: Send, ended: Callable[[], None]) -> Send:

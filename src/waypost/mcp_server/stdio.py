@@ -51,6 +51,7 @@ from mcp.types import (
 from pydantic import ValidationError
 
 from waypost import __version__
+from waypost.json_text import line_breaks_escaped
 from waypost.mcp_server.backend import HttpBackend
 from waypost.mcp_server.envelope import (
     ID_SEARCH_MAX,
@@ -257,6 +258,9 @@ async def checked_stdio(
 
     async def write_line(data: bytes) -> None:
         nonlocal output_closed, writing
+        # one line for every line reader: a text holding U+2028 split an
+        # answer for `str.splitlines` (unicodeaudit), as over /mcp
+        data = line_breaks_escaped(data)
         async with one_line_at_a_time:
             if output_closed:
                 return
