@@ -2189,7 +2189,7 @@ def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
     asked = alice.send("POST", "/api/v1/projects/pins/decisions", {
         "question": "Rotate them tonight?", "options": ["Proceed", "Stop"],
         "rationale": "Needs a human.", "required_actor": "human", "task_ids": [made["id"]],
-        "environment": "  prod eu-west ", "conditions": ["line1\nline2", "  padded  "],
+        "environment": "prod  eu-west", "conditions": ["line1\nline2", "  padded  "],
     }, 201)  # fmt: skip
     pinned = asked["current"]["policy_revision"]
     policy = alice.get("/api/v1/projects/pins/policy")
@@ -2214,11 +2214,21 @@ def test_a_reopen_keeps_pins_nobody_edited_and_says_why_the_rules_stale_it(
     assert "reads as it did then" in reasons and "A pin changed" not in reasons
     assert "edited since" in page.locator("section[aria-labelledby=policy-h]").inner_text()
     page.get_by_label("Why reopen (required)").fill("Ask again under the same rules.")
+    # a space at its end: the refusal says what an environment must be (it
+    # said "give 1 to 200 characters" of one the service refused for that)
+    environment = page.get_by_label("Environment", exact=True)
+    environment.fill("prod  eu-west ")
+    page.get_by_role("button", name="Reopen", exact=True).click()
+    refusal = page.get_by_role("alert").filter(has_text="Environment:")
+    assert "no space at either end" in refusal.inner_text()
+    environment.fill("prod  eu-west")
     page.get_by_role("button", name="Reopen", exact=True).click()
     page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
     current = alice.get(path)["current"]
     assert current["conditions"] == ["line1\nline2", "  padded  "]
-    assert current["environment"] == "  prod eu-west "
+    # its two spaces kept (an environment begins and ends with a character
+    # that shows since 2026-12-06: its padding is a condition's here)
+    assert current["environment"] == "prod  eu-west"
 
 
 def test_a_second_change_elsewhere_updates_the_notice(tab: Tab, world: World) -> None:

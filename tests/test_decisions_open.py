@@ -120,9 +120,12 @@ async def test_right_to_left_text_and_its_marks_are_taken(
     human: Caller, project: str, options: list[str]
 ) -> None:
     """The rules against text drawn as other words must leave right-to-left
-    text, its marks and isolates, and joined emoji alone (review53)."""
+    text, its marks and isolates, and joined emoji alone (review53); the
+    environment may hold them too, inside (it begins and ends with a
+    character that shows, as a knowledge scope's does)."""
     task = await new_task(human)
-    r = await human.post(DECISIONS, decision_body([task], options=options, environment=options[0]))
+    environment = f"eu {options[0]} prod"
+    r = await human.post(DECISIONS, decision_body([task], options=options, environment=environment))
     assert r.status_code == 201, r.text
     assert r.json()["options"] == options
 
@@ -168,6 +171,10 @@ async def test_open_replay_returns_the_stored_decision(human: Caller, project: s
         ({"environment": "\x1b[31mprod"}, "environment"),
         ({"conditions": ["\u202ekcab"]}, "conditions[0]"),
         ({"environment": "\u2800"}, "environment"),  # the Braille blank
+        # read "prod" by the person who ticks it, and not it (unicodeaudit)
+        ({"environment": "prod\u200b"}, "environment"),
+        ({"environment": " prod"}, "environment"),
+        ({"environment": "prod\u00a0"}, "environment"),
         ({"conditions": ["backup taken", "\u202e"]}, "conditions[1]"),
         ({"question": ""}, "question"),
         ({"question": "   "}, "question"),

@@ -73,6 +73,17 @@ def require_name(value: str, field: str) -> None:
     require_drawn_in_order(value, field)
 
 
+def require_shown_at_both_ends(value: str, field: str) -> None:
+    """Refuse a value matched or vouched for exactly (a knowledge scope's
+    environment, a decision's) that begins or ends with whitespace or a
+    character that shows nothing: `prod` + U+200B is read as `prod` and is
+    not it. A combining mark at the end (`café` decomposed) shows, with its
+    letter, and passes."""
+    if value and not (shown_as(value[0]) and shown_as(value[-1])):
+        shows_nothing = "whitespace or a character that shows nothing"
+        raise InvalidRequest.field(field, f"{field} must not begin or end with {shows_nothing}")
+
+
 def require_one_line(value: str, field: str) -> None:
     """Refuse a label shown as one line (a name, a decision's environment)
     that holds a control character or a line or paragraph separator."""

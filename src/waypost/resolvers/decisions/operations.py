@@ -20,6 +20,7 @@ from waypost.resolvers.core.text import (
     require_distinct,
     require_drawn_in_order,
     require_one_line,
+    require_shown_at_both_ends,
     require_text,
 )
 from waypost.resolvers.decisions import lists_store, store
@@ -66,6 +67,8 @@ def require_pinned_text(
     if environment is not None and environment != kept_environment:
         require_text(environment, "environment")
         require_one_line(environment, "environment")
+        # a person ticks "prod": `prod` + U+200B would read so and not be it
+        require_shown_at_both_ends(environment, "environment")
         require_drawn_in_order(environment, "environment")
     for i, condition in enumerate(conditions or ()):
         if condition not in kept_conditions:

@@ -19,8 +19,8 @@ from waypost.ids import END, ID_CHARS
 from waypost.resolvers.core.text import (
     ONE_LINE_PATTERN,
     require_distinct,
+    require_shown_at_both_ends,
     require_text,
-    shown_as,
 )
 
 # Limits fixed by the service contract (section 6).
@@ -127,12 +127,9 @@ def _check_scope_value(value: str, field: str) -> None:
     reader sees: the context filters match it exactly, so `prod ` or `prod`
     + U+200B (refused beside `prod` as a duplicate a reader cannot tell
     apart) was kept from every `environment=prod` packet, and ` ` or U+200B
-    alone matched no filter a person could type. A combining mark at the end
-    (`café` decomposed) shows, with its letter, and passes."""
+    alone matched no filter a person could type."""
     require_text(value, field)
-    if not (shown_as(value[0]) and shown_as(value[-1])):
-        shows_nothing = "whitespace or a character that shows nothing"
-        raise InvalidRequest.field(field, f"{field} must not begin or end with {shows_nothing}")
+    require_shown_at_both_ends(value, field)
 
 
 class NewRecord(msgspec.Struct, forbid_unknown_fields=True):

@@ -429,7 +429,11 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
   const field = String(error.field || "").replace(/\[\d+\]$/, "");
   const fieldWords = {
     expiresAt: "Set an expiry in the future, or tick \"No expiry\".",
-    environment: `Environment: give 1 to ${ENVIRONMENT_MAX} characters.`,
+    // what the service refuses in one: its length, a line break, a bidi
+    // override, a space or an invisible character at either end (it said
+    // "give 1 to 200 characters" of a refused " prod")
+    environment: `Environment: one line of 1 to ${ENVIRONMENT_MAX} characters, beginning and`
+      + " ending with one that shows (no space at either end), without bidi override characters.",
     conditions: `Conditions: at most ${CONDITIONS_MAX} lines of at most ${CONDITION_MAX} characters each.`,
   };
   const said = (error.code === "invalid_request" && fieldWords[field]) || error.message;
