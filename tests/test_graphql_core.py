@@ -721,3 +721,36 @@ async def test_another_projects_task_and_decision_are_null_through_this_one(
     await other_project(human)
     answer = await human.gql(OTHERS_RECORDS, {"id": decision["id"], "task": task})
     assert answer["data"]["project"] == {"decision": None, "task": None}, answer
+
+
+def _rest_refusal(r: Any) -> tuple[str, Any]:
+    error = r.json()["error"]
+    return error["code"], error.get("details", {}).get("field")
+
+
+async def test_the_same_bad_input_is_refused_alike_on_both_surfaces(
+    human: Caller, project: str
+) -> None:
+    query = """
+    mutation($i: TaskCreateInput!) {
+      taskCreate(input: $i) { task { restId } userErrors { code field message } }
+    }"""
+    cases: list[tuple[dict[str, Any], dict[str, Any], str | None]] = [
+        ({"title": " "}, {"title": " "}, "title"),
+        ({"title": "t", "acceptance_criteria": ["a", " "]},
+         {"title": "t", "acceptanceCriteria": ["a", " "]}, "acceptanceCriteria[1]"),
+        ({"title": "t", "depends_on": ["task_nope"]},
+         {"title": "t", "dependsOn": ["task_nope"]}, "dependsOn[0]"),
+        ({"title": "t", "subject_task_id": "task_nope"},
+         {"title": "t", "subjectTaskId": "task_nope"}, "subjectTaskId"),
+    ]  # fmt: skip
+    for n, (rest_body, graphql_input, field) in enumerate(cases):
+        r = await human.post("/api/v1/projects/demo/tasks", rest_body)
+        code, rest_field = _rest_refusal(r)
+        variables = {"i": {"idempotencyKey": f"p-{n}", "projectId": "demo", **graphql_input}}
+        payload = (await human.gql(query, variables))["data"]["taskCreate"]
+        [refusal] = payload["userErrors"]
+        assert (refusal["code"], refusal["field"]) == (code, field), (rest_body, refusal)
+        assert r.status_code == 400 and code == "invalid_request"
+        # the same words, with the field named as each surface names it
+        assert refusal["message"] == r.json()["error"]["message"].replace(rest_field, field)

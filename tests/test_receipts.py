@@ -435,3 +435,30 @@ async def test_replayed_response_still_carries_common_headers(human: Caller, pro
     r: httpx.Response = await human.patch(POLICY, body, key="h")
     assert r.headers["cache-control"] == "no-store"
     assert r.headers["x-content-type-options"] == "nosniff"
+
+
+SESSION_ACTION = """
+mutation($i: SessionActionInput!) {
+  %s(input: $i) { session { restId endedAt } userErrors { code field } replayed }
+}"""
+
+
+async def test_a_graphql_key_names_its_mutation_not_only_its_input(service: Service) -> None:
+    # (parityaudit: with the name dropped from the identity, no test failed)
+    # sessionHeartbeat and sessionEnd take the same input: the receipt's
+    # identity is the mutation's name plus its input (docs/graphql.md), so
+    # ending a session under the heartbeat's key is a reused key, never the
+    # heartbeat's answer replayed as if the session had ended
+    agent = await service.agent()
+    variables = {"i": {"idempotencyKey": "same", "sessionId": agent.session_id}}
+    beat = (await agent.gql(SESSION_ACTION % "sessionHeartbeat", variables))["data"]
+    beat = beat["sessionHeartbeat"]
+    assert beat["userErrors"] == [] and beat["replayed"] is False
+    end = (await agent.gql(SESSION_ACTION % "sessionEnd", variables))["data"]["sessionEnd"]
+    assert end == {
+        "session": None,
+        "userErrors": [{"code": "idempotency_key_reused", "field": "idempotencyKey"}],
+        "replayed": False,
+    }
+    me = (await agent.get("/api/v1/me")).json()
+    assert me["session"]["id"] == agent.session_id and me["session"]["ended_at"] is None
