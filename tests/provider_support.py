@@ -42,7 +42,7 @@ class Provider:
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     # what to answer: "scores", "status", "slow_headers", "drip", "large",
-    # "large_declared", "at_the_limit", "raw", "gzip_bomb"
+    # "large_declared", "at_the_limit", "raw", "gzip_bomb", "endless", "reset"
     mode: str = "scores"
     scorer: Scorer = field(default_factory=lambda: reverse_scores)
     status: int = 500
@@ -72,12 +72,12 @@ class Provider:
         if self.hold is not None:
             hold = self.hold
             await asyncio.get_running_loop().run_in_executor(None, hold.wait, 30)
-        await self._answer(self.bodies[-1], send)
+        await self._answer(self.bodies[-1], send, receive)
 
-    async def _answer(self, body: dict[str, Any], send: Any) -> None:
+    async def _answer(self, body: dict[str, Any], send: Any, receive: Any) -> None:
         mode = self.mode
         if mode == "status":
-            headers = [(b"location", b"https://127.0.0.1:1/elsewhere")]
+            headers = [(b"location", b"https://127.0.0.1:1/elsewhere"), (b"retry-after", b"0")]
             await _respond(send, self.status, b"{}", headers)
         elif mode == "slow_headers":
             await asyncio.sleep(4)
@@ -110,6 +110,22 @@ class Provider:
             # good scores padded with JSON's own whitespace to exactly 256 KiB
             scores = json.dumps(self.scorer(body["documents"])).encode()
             await _respond(send, 200, scores.ljust(256 * 1024), _length(256 * 1024))
+        elif mode == "endless":
+            # chunked and never ending (until the client hangs up, or 10 s):
+            # only a client that stops reading at the limit answers `too_large`
+            gone = asyncio.create_task(_hung_up(receive))
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            chunk = b" " * 65536
+            deadline = time.monotonic() + 10
+            while not gone.done() and time.monotonic() < deadline:
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await asyncio.sleep(0)
+            gone.cancel()
+        elif mode == "reset":
+            # a length named, part of the body sent, then the connection dropped
+            await send({"type": "http.response.start", "status": 200, "headers": _length(4096)})
+            await send({"type": "http.response.body", "body": b'{"scores": [', "more_body": True})
+            raise ConnectionResetError("the provider dropped the connection mid-body")
         elif mode == "raw":
             await _respond(send, 200, self.raw)
         elif mode == "gzip_bomb":
@@ -119,6 +135,12 @@ class Provider:
             await _respond(send, 200, bomb, [(b"content-encoding", b"gzip")])
         else:
             await _respond(send, 200, json.dumps(self.scorer(body["documents"])).encode())
+
+
+async def _hung_up(receive: Any) -> None:
+    """Returns when the client has closed the connection."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 def _length(size: int) -> list[tuple[bytes, bytes]]:

@@ -269,6 +269,63 @@ async def test_the_body_is_counted_as_sent_never_decompressed(
     assert provider.headers[-1]["accept-encoding"] == "identity"
 
 
+async def test_a_connection_dropped_mid_body_is_a_connect_error_the_network_said(
+    service: Service,
+    provider: Provider,
+    human: Caller,
+    project: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """docs/context.md: `connect_error` is "refused, reset, ... broken
+    response", logged with what the network said; only a fault of ours is an
+    ERROR with a traceback. The next call is made on a fresh connection and
+    reads its own answer, not the rest of the broken one."""
+    fts = await three_records(human)
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    provider.mode = "reset"
+    assert await rerank_of(human) == (fts, "connect_error")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "waypost.reranker"]
+    assert line.startswith("rerank outcome=failed reason=connect_error candidates=3")
+    assert " error='RemoteProtocolError: " in line, line
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert reranker(service).limiter.in_use == 0
+    provider.mode = "scores"
+    assert await rerank_of(human) == (list(reversed(fts)), "applied")
+
+
+async def test_a_body_that_never_ends_is_abandoned_at_the_limit(
+    provider: Provider,
+    human: Caller,
+    project: str,
+) -> None:
+    """ "Read in chunks, abandoned there": a client that read the whole body
+    and measured it afterwards still said `too_large` for the 512 KiB of the
+    `large` mode, and for an endless one says `timeout` after holding up to
+    3 s of it in memory."""
+    fts = await three_records(human)
+    provider.mode = "endless"
+    assert await rerank_of(human) == (fts, "too_large")
+    provider.mode = "scores"
+    assert (await rerank_of(human))[1] == "applied"
+
+
+@pytest.mark.parametrize("status", [429, 503])
+async def test_a_busy_provider_with_retry_after_is_one_call_never_retried(
+    service: Service,
+    provider: Provider,
+    human: Caller,
+    project: str,
+    status: int,
+) -> None:
+    """ "These controls do not add retries, requests": a 429 or 503 with
+    `Retry-After: 0` is `bad_status` after exactly one call, and a failure."""
+    fts = await three_records(human)
+    provider.mode, provider.status = "status", status
+    assert await rerank_of(human) == (fts, "bad_status")
+    assert provider.calls == 1
+    assert reranker(service).breaker.failures == 1
+
+
 @pytest.mark.parametrize("mode", ["slow_headers", "drip"])
 async def test_three_seconds_in_total_is_a_timeout(
     provider: Provider, human: Caller, project: str, mode: str
@@ -904,3 +961,27 @@ def test_a_reranker_needs_a_key_and_a_limiter_a_permit(rerank_settings: RerankSe
         Reranker(dataclasses.replace(rerank_settings, api_key=""))
     with pytest.raises(ValueError, match="at least one permit"):
         Limiter(0)
+
+
+@pytest.mark.parametrize("key", ["sk-test\x00secret-key", "sk-test\r\nsecret-key"])
+async def test_the_key_is_in_no_log_line_when_httpx_refuses_its_header(
+    tmp_path: Path,
+    clock: MovableClock,
+    rerank_settings: RerankSettings,
+    caplog: pytest.LogCaptureFixture,
+    key: str,
+) -> None:
+    """`serve` refuses such a key at start; a runtime built with one anyway
+    keeps the FTS order (test_reranker.py), but the `error=` of its line
+    quoted h11's refusal, `Illegal header value b'Bearer <the key>'`: the
+    contract's "never ... the key" (knowledge-and-decision contract,
+    reranking) and `_network_said`'s "so never the key"."""
+    caplog.set_level(logging.INFO, logger="waypost.reranker")
+    rerank = dataclasses.replace(rerank_settings, api_key=key)
+    fts, packet = await fts_and_rerank_with(tmp_path, clock, rerank)
+    assert packet == (fts, "connect_error")
+    secret = "secret-key"  # its tail, however the head is joined to it or quoted
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("waypost")]
+    assert any(line.startswith("rerank outcome=failed reason=connect_error") for line in said)
+    leaked = [line for line in said if secret in line]
+    assert leaked == []

@@ -215,9 +215,12 @@ def _network_said(cause: BaseException | None) -> str:
     """What the network said under a transport error, cut at 200 characters:
     the first error of its chain (httpx's own words for a refused connection
     are "All connection attempts failed"; the socket's under them say
-    `ConnectionRefusedError: [Errno 111] ...`). No header is in any of them,
-    so never the key."""
-    if not isinstance(cause, httpx.TransportError):
+    `ConnectionRefusedError: [Errno 111] ...`), which quote no header. A
+    request h11 refused to send is said nothing of: its words quote the
+    header it refused (`Illegal header value b'Bearer <the key>'`, for a
+    key holding a line break, which `serve` refuses at start but a runtime
+    built otherwise took; rerankeraudit)."""
+    if not isinstance(cause, httpx.TransportError) or isinstance(cause, httpx.LocalProtocolError):
         return ""
     first: BaseException = cause
     for _ in range(8):  # a chain is short; a loop in one must not hang a log line
