@@ -66,6 +66,22 @@ async def test_create_refuses_bad_input_naming_the_field(
     assert (status, code, details["field"]) == (400, "invalid_request", field)
 
 
+@pytest.mark.parametrize("kind", ["k" * 64, "a", "0", "web_api-2", "_", "-"])
+async def test_create_accepts_every_kind_of_1_to_64_of_the_alphabet(
+    human: Caller, project: str, kind: str
+) -> None:
+    """Section 13: "`kind` is 1-64 of `a-z0-9_-`": the refusals above bound
+    it from outside (65, empty, other characters), and a pattern that
+    refused 64 characters passed them all; this bounds it from inside, on
+    create and on PATCH (sec13audit)."""
+    r = await human.post(f"{BASE}/tasks", {"title": "t", "kind": kind})
+    assert r.status_code == 201, r.text
+    assert r.json()["kind"] == kind
+    made = await make_task(human, "edited")
+    r = await human.patch(task_path(made["id"]), {"expected_revision": 1, "kind": kind})
+    assert r.status_code == 200 and r.json()["kind"] == kind, r.text
+
+
 @pytest.mark.parametrize(
     ("body", "field"),
     [
