@@ -58,6 +58,38 @@ async def test_comment_body_rules(registered: Member, body: dict[str, Any]) -> N
     refused(await registered.post(f"{M}/comments", body), 400, "invalid_request")
 
 
+async def test_collaboration_bodies_at_their_bounds_are_taken(registered: Member) -> None:
+    """lifecycle-model.md: comment text 1-8,000 and locator <= 200; source
+    title <= 200 and note <= 2,000; evaluation criterion <= 200 and
+    rationale <= 4,000; an audience of <= 100 entries of 1-256 characters.
+    Past a bound is refused (pinned beside); the bound itself is taken."""
+    bodies = {
+        "comments": {"version": 1, "body": {"text": "t" * 8000, "locator": "l" * 200}},
+        "sources": {"version": 1, "source": {"title": "t" * 200, "note": "n" * 2000}},
+        "evaluations": {
+            "version": 1,
+            "evaluation": {
+                "option_id": "a", "criterion": "c" * 200, "score": 2, "rationale": "r" * 4000,
+            },
+        },
+        "publications": {
+            "version": 1,
+            "audience": {
+                "subjects": [f"{i:03}" + "s" * 253 for i in range(100)],
+                "groups": [f"{i:03}" + "g" * 253 for i in range(100)],
+            },
+        },
+    }  # fmt: skip
+    for route, body in bodies.items():
+        r = await registered.post(f"{M}/{route}", body)
+        assert r.status_code == 200, (route, r.text)
+    over = {"option_id": "a", "criterion": "c", "score": 0, "rationale": "r" * 4001}
+    r = await registered.post(f"{M}/evaluations", {"version": 1, "evaluation": over})
+    refused(r, 400, "invalid_request")
+    types = [e["type"] for e in await events(registered)][-4:]
+    assert types == ["comment.added", "source.added", "evaluation.added", "publication.recorded"]
+
+
 async def test_a_comment_on_a_missing_version_is_404(registered: Member) -> None:
     r = await registered.post(f"{M}/comments", {"version": 9, "body": {"text": "x"}})
     refused(r, 404, "not_found")
@@ -343,6 +375,17 @@ async def test_search_shows_only_the_callers_tenant(lifecycle: Lifecycle, author
     await other.register(memo("theirs"))
     ids = [i["id"] for i in (await author.get("/v1/decisions")).json()["items"]]
     assert ids == ["ours"]
+
+
+async def test_search_pages_twenty_by_default(author: Member, clock: MovableClock) -> None:
+    """lifecycle-model.md: "Search takes `limit` 1-100 (default 20)"."""
+    await register_many(author, clock, 21)
+    page = (await author.get("/v1/decisions")).json()
+    assert [item["id"] for item in page["items"]] == [f"m{i}" for i in range(20, 0, -1)]
+    assert page["next_cursor"] is not None
+    rest = (await author.get("/v1/decisions", cursor=page["next_cursor"])).json()
+    assert rest == {"items": [rest["items"][0]], "next_cursor": None}
+    assert rest["items"][0]["id"] == "m0"
 
 
 async def test_search_limits(author: Member) -> None:

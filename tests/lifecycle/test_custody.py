@@ -92,6 +92,10 @@ async def test_at_most_100_documents(author: Member) -> None:
     blobs = [str(i).encode() for i in range(101)]
     m = memo(packet=[packet_entry(f"p{i}", b) for i, b in enumerate(blobs)])
     refused(await author.register(m, [document(b) for b in blobs]), 400, "invalid_request")
+    # and 100 are taken (lifecycle-http-contract.md: "At most 100 documents")
+    m = memo(packet=[packet_entry(f"p{i}", b) for i, b in enumerate(blobs[:100])])
+    r = await author.register(m, [document(b) for b in blobs[:100]])
+    assert r.status_code == 200, r.text
 
 
 async def test_a_document_over_192_kib_is_413(author: Member) -> None:

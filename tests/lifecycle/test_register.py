@@ -55,6 +55,26 @@ async def test_a_replay_answers_the_same_receipt_and_writes_nothing(
     assert [await lifecycle.count(t) for t in TABLES] == counts
 
 
+async def test_a_replay_after_the_receipt_sweep_answers_the_original_receipt(
+    author: Member, lifecycle: Lifecycle
+) -> None:
+    """Service contract section 10: a receipt is kept at least 24 hours;
+    docs/lifecycle.md: lifecycle receipts are not swept, a replay answers the
+    original receipt however late it comes. Three days later, after the
+    sweep that purges the public listener's receipts (48 hours), the replay
+    still runs nothing."""
+    from waypost.resolvers.core import sweep
+
+    first = await author.post("/v1/decisions", {"memo": memo()}, key="late")
+    counts = [await lifecycle.count(t) for t in TABLES]
+    lifecycle.service.clock.advance(hours=72)
+    assert (await sweep.run_once(lifecycle.service.rt))["receipts_purged"] == 0
+    again = await author.post("/v1/decisions", {"memo": memo()}, key="late")
+    assert (again.status_code, again.content) == (200, first.content)
+    assert again.headers["idempotent-replayed"] == "true"
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
 async def test_the_same_key_with_another_request_is_409_and_writes_nothing(
     author: Member, lifecycle: Lifecycle
 ) -> None:

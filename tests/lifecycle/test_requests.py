@@ -150,6 +150,25 @@ async def test_the_public_listener_answers_no_lifecycle_route(
 # -- 404 / 405 -----------------------------------------------------------------
 
 
+async def test_no_disposition_route_is_exposed(author: Member, lifecycle: Lifecycle) -> None:
+    """lifecycle-http-contract.md: "Disposition routes are not exposed" (an
+    outcome is recorded on the public listener's protected route only): a
+    POST to a memo's outcomes is 405, and no other path takes a disposition."""
+    await author.register(memo())
+    counts = [await lifecycle.count(t) for t in TABLES]
+    body = {"disposition": "accepted", "rationale": "fine"}
+    r = await author.post(f"{URL}/adr.payments-retry/outcomes", body)
+    refused(r, 405, "method_not_allowed")
+    assert set(r.headers["allow"].split(", ")) == {"GET", "HEAD"}
+    for path in [
+        f"{URL}/adr.payments-retry/dispositions",
+        f"{URL}/adr.payments-retry/review-requests/rr_{'0' * 32}/outcome",
+        "/v1/reviews/rr_x/outcome",
+    ]:
+        refused(await author.post(path, body), 404, "not_found")
+    assert [await lifecycle.count(t) for t in TABLES] == counts
+
+
 async def test_unknown_route_is_404_and_wrong_method_405(author: Member) -> None:
     refused(await author.get("/v1/nothing"), 404, "not_found")
     r = await author.client.delete(URL, headers=author.headers())
@@ -353,6 +372,25 @@ async def test_approvals_pins_and_seals_are_refused_by_name(author: Member, name
     refused(await author.register(memo(**{name: {"by": "x"}})), 400, "approval_not_accepted")
     nested = memo(recommendation={"option_id": "a", "rationale": "", name: "x"})
     refused(await author.register(nested), 400, "approval_not_accepted")
+
+
+async def test_a_memo_takes_two_to_twenty_options_and_a_question_of_500(
+    author: Member,
+) -> None:
+    """lifecycle-model.md: `options`: 2-20; the question is 1-500 characters.
+    Only the refusals past the bounds were pinned: the bounds themselves
+    must be taken."""
+    options = [
+        {"id": "a" if i == 0 else f"o{i}", "title": f"Option {i}", "summary": ""} for i in range(21)
+    ]
+    refused(await author.register(memo("m21", options=options)), 400, "invalid_request")
+    r = await author.register(memo("m20", options=options[:20]))
+    assert r.status_code == 200, r.text
+    question = "x" * 499 + "?"
+    r = await author.register(memo("q500", question=question))
+    assert r.status_code == 200, r.text
+    got = await author.get(f"{URL}/q500")
+    assert got.json()["question"] == question
 
 
 @pytest.mark.parametrize(

@@ -122,6 +122,19 @@ async def test_reviewers_must_hold_a_reviewer_or_author_role_in_the_tenant(
     refused(r, 400, "invalid_reviewer")
 
 
+async def test_a_review_request_at_its_bounds_is_taken(
+    registered: Member, lifecycle: Lifecycle
+) -> None:
+    """lifecycle-model.md: 1-10 reviewers, a note <= 2,000: ten reviewers and
+    a note of 2,000 characters are taken (eleven and 2,001 are refused,
+    pinned below)."""
+    ten = [registered.id] + [(await lifecycle.member("reviewer")).id for _ in range(9)]
+    r = await registered.post(f"{M}/review-requests", request_body(*ten, note="n" * 2000))
+    assert r.status_code == 200, r.text
+    envelope = r.json()["envelope"]
+    assert envelope["reviewers"] == ten and envelope["note"] == "n" * 2000
+
+
 @pytest.mark.parametrize(
     "options",
     [
