@@ -544,6 +544,19 @@ def test_serve_help_lists_every_option() -> None:
         assert option in text
 
 
+def test_serve_sweeps_every_five_minutes_by_default(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The knowledge-and-decision contract: the timeout sweep "runs inside
+    serve every five minutes"; no test read the default."""
+    started: list[Settings] = []
+    monkeypatch.setattr("waypost.cli._run", started.append)
+    result = run("serve", "--db", db, env={"TYPESAFE_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    assert [s.sweep_interval for s in started] == [300.0]
+    assert Settings(db_path=Path(db)).sweep_interval == 300.0
+
+
 def test_serve_warns_of_a_blank_host(db: str) -> None:
     """Blank (an unset variable in a unit file), the private lifecycle
     listener listened on every interface with no warning."""

@@ -308,6 +308,31 @@ async def test_budget_counts_policy_and_items_as_compact_json(human: Caller, pro
     assert policy_cost + sum(size(i) for i in packet["items"]) <= budget - 1
 
 
+async def test_filling_stops_at_the_first_item_over_the_budget(human: Caller, project: str) -> None:
+    """The contract: items are included "stopping at the item count or byte
+    budget". The test above grows its items down the order, so a fill that
+    skipped an item over the budget and went on to a smaller one passed it."""
+    t = await task(human, "unrelated")
+    r = await human.post(
+        "/api/v1/projects/demo/decisions",
+        {"question": "Ship it? " + "Long question. " * 250, "options": ["Proceed", "Stop"],
+         "rationale": "risky", "required_actor": "human", "task_ids": [t["id"]],
+         "environment": "staging"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    small = await knowledge(human, "zebra")
+    full = await context(human, "zebra", budget=131072)
+    assert ids(full) == [r.json()["id"], small["id"]]  # the decision first, as ever
+    decision_cost, small_cost = (size(i) for i in full["items"])
+    policy_cost = size(full["policy"])
+    budget = max(1024, policy_cost + small_cost)
+    assert policy_cost + decision_cost > budget  # the first item does not fit, the second would
+    packet = await context(human, "zebra", budget=budget)
+    assert packet["items"] == []
+    assert packet["truncated"] is True and packet["instructions_complete"] is True
+    assert any("budget" in a for a in packet["next_actions"])
+
+
 async def test_limit_counts_items_and_truncates(human: Caller, project: str) -> None:
     t = await task(human, "zebra task")
     pending = await open_decision(human, t["id"])
@@ -566,3 +591,5 @@ def test_valid_reranker_settings_are_read_from_the_environment() -> None:
     assert settings.max_concurrency == 7
     assert settings.circuit_open_seconds == 2.5
     assert RerankSettings.from_environ({}).max_concurrency == 4
+    # "the shared circuit opens for 60 seconds by default"
+    assert RerankSettings.from_environ({}).circuit_open_seconds == 60.0

@@ -121,6 +121,38 @@ async def test_excerpts_hold_the_named_fields_cut_at_1800_characters(
     assert texts["zebra task"] == "zebra task\nd\nc1\nc2"
 
 
+async def test_a_knowledge_excerpt_holds_title_body_and_applicability(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """The contract's excerpt of a knowledge item is its title, its body and
+    its applicability: the test above cut its record's text before the
+    applicability, so an excerpt without it passed."""
+    await knowledge(human, "zebra short", body="b", applicability="only on Tuesdays")
+    await knowledge(human, "zebra other", body="c")
+    await rerank_of(human)
+    texts = {d["text"][:11]: d["text"] for d in provider.bodies[0]["documents"]}
+    assert texts["zebra short"] == "zebra short\nb\nonly on Tuesdays"
+    assert texts["zebra other"] == "zebra other\nc"
+
+
+async def test_a_key_with_surrounding_whitespace_is_sent_without_it(
+    provider: Provider, tmp_path: Path, clock: MovableClock
+) -> None:
+    """The contract: a nonempty TYPESAFE_API_KEY, "surrounding whitespace is
+    ignored" (a key read from a file often ends in a newline)."""
+    rerank = RerankSettings.from_environ({
+        "TYPESAFE_API_KEY": f"  {KEY}\t\n", "TYPESAFE_URL": provider.url,
+        "TYPESAFE_CA_BUNDLE": str(provider.ca_path),
+    })  # fmt: skip
+    settings = Settings(db_path=tmp_path / "padded.db", sweep_interval=3600, rerank=rerank)
+    async with serving(settings, clock) as svc:
+        human = await svc.principal("human")
+        await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+        await three_records(human)
+        assert (await rerank_of(human))[1] == "applied"
+    assert provider.headers[0]["authorization"] == f"Bearer {KEY}"
+
+
 async def test_candidate_counts_outside_2_to_40_make_no_call(
     provider: Provider, human: Caller, project: str
 ) -> None:
