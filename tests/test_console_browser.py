@@ -2599,6 +2599,22 @@ def test_a_relayed_answers_prompt_and_response_keep_their_line_breaks(
     text = relay.inner_text()
     assert "Ship it?\nReply yes or no." in text, text
     assert "yes\nbut after lunch" in text, text
+    # who authorized relaying: the one whose policy edit allowed it (consoledocaudit)
+    assert "Relayed by the agent, authorized by Alice (policy revision 2)." in text, text
+
+
+def test_an_answer_the_sweep_applied_says_so_in_its_generation(tab: Tab, world: World) -> None:
+    """docs/console.md: every generation shows its answer "or applied by
+    timeout" (consoledocaudit: no test read a timeout's answer on the
+    decision's page)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/d/{world.decisions['timed']}")
+    first = page.locator("ol.history > li", has=page.get_by_role("heading", name="Generation 1"))
+    text = first.inner_text()
+    assert '"Default schedule" by Alice (human)' in text, text
+    assert "(applied by timeout)" in text, text
+    assert "Applied by the sweep: the recommendation after 24 hours unanswered." in text, text
 
 
 def test_a_token_refused_under_a_reopen_keeps_its_edited_environment(

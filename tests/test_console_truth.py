@@ -66,7 +66,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with serve(tmp_path_factory.mktemp("truth"), "--sweep-interval", "3600") as served:
         alice = admin_principal(served, "human", "Alice")
         w = World(served, alice, {})
-        for project in ["due", "many", "exp", "two", "near", "src"]:
+        for project in ["due", "many", "exp", "two", "near", "src", "old"]:
             alice.send("POST", "/api/v1/projects", {"id": project, "name": project.upper()}, 201)
         w.ids["due"] = w.decision(
             "due", question="Due for its timeout?", recommendation="Proceed", reversible=True,
@@ -75,6 +75,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         w.ids["expired"] = w.decision(
             "exp", question="Expired already?", expires_at=_at(hours=1),
             task_ids=[w.task("exp", "Expired task")])  # fmt: skip
+        # reversible, expired an hour after it was asked: the sweep answers
+        # no expired decision, whatever its recommendation
+        w.ids["old"] = w.decision(
+            "old", question="Reversible, expired?", recommendation="Proceed", reversible=True,
+            expires_at=_at(hours=1), task_ids=[w.task("old", "Old task")])  # fmt: skip
         served.set_clock(hours=1)
         many = w.task("many", "Many task")
         for i in range(100):
@@ -300,3 +305,89 @@ def test_another_projects_shared_record_names_its_source_on_its_page(
     assert page.get_by_role("link", name="← Knowledge").get_attribute("href") == (
         "#/p/src/knowledge"
     )
+
+
+def test_a_status_in_the_address_is_read_in_any_case_and_no_status_lists_all(
+    page: Any, world: World
+) -> None:
+    """docs/console.md: "A status in the address is read in any case
+    (`?status=pending`); one that is no status lists every decision"
+    (consoledocaudit: no test read either)."""
+    _load(page, f"{world.served.url}/console#/p/two/decisions?status=allowed")
+    page.get_by_text("1 decision(s) shown.").wait_for()
+    assert page.get_by_label("Status").input_value() == "ALLOWED"
+    page.get_by_role("link", name="First gate?").wait_for()
+    _load(page, f"{world.served.url}/console#/p/two/decisions?status=answered")
+    page.get_by_text("2 decision(s) shown.").wait_for()
+    assert page.get_by_label("Status").input_value() == ""
+
+
+def test_a_projects_inbox_leaves_out_the_stale_group_while_it_has_none(
+    page: Any, world: World
+) -> None:
+    """docs/console.md: the stale or expired group "is left out while a
+    project has none (the others say "nothing")" (consoledocaudit)."""
+    section = _inbox_project(page, world, "near")
+    groups = [g.get_attribute("data-group") for g in section.locator("section.group").all()]
+    assert groups == ["awaiting", "soon", "proceeded", "blocked"], groups
+    assert "Nothing will time out in the next 6 hours." in section.inner_text()
+    assert "Nothing proceeded by timeout." in section.inner_text()
+    old = _inbox_project(page, world, "old").locator("[data-group=reopen]")
+    assert "Reversible, expired?" in old.inner_text(), old.inner_text()
+
+
+def test_a_reversible_decision_that_expired_is_not_this_cycles_timeout(
+    page: Any, world: World
+) -> None:
+    """docs/console.md: "Reversible" says "why not this cycle (... it is
+    stale or expired)": the sweep answers neither (consoledocaudit)."""
+    _decision_page(page, world, "old", "old")
+    assert page.locator("p.meta").first.inner_text().startswith("expired")
+    assert _fact(page, "Reversible") == (
+        "yes, but not this cycle: the sweep answers no expired decision"
+    )
+
+
+def test_a_record_that_is_not_there_reads_no_such_record(page: Any, world: World) -> None:
+    """docs/console.md: "A project, decision or record that is not there
+    reads "No such project" (or decision, or record) with a link back to
+    the inbox" (consoledocaudit: the record's page was read by no test)."""
+    _load(page, f"{world.served.url}/console#/p/src/k/kn_nothere")
+    page.get_by_role("heading", name="No such record", level=1).wait_for()
+    assert page.get_by_role("link", name="Back to the inbox").get_attribute("href") == "#/"
+    assert page.title() == "No such record · Waypost console"
+    # in a project that is not there either, the project is what is missing:
+    # a record's and a decision's page said "No such record" and "No such
+    # decision" of it, where the lists said "No such project" (consoledocaudit)
+    for path in ("k/kn_nothere", "d/dec_nothere"):
+        _load(page, f"{world.served.url}/console#/p/nope/{path}")
+        page.get_by_role("heading", name="No such project", level=1).wait_for()
+        assert page.title() == "No such project · Waypost console"
+
+
+def test_a_digest_list_cut_at_200_says_so_and_counts_with_a_plus(page: Any, world: World) -> None:
+    """docs/console.md: "The digest lists at most 200 of groups 3 to 5; past
+    that the group says "Only the first 200 are listed", and its count, and
+    the summary line's count of blocked tasks, end in `+`" (consoledocaudit).
+    200 blocked tasks are a large world: the service's own answer is played
+    to the page with each of the digest's lists marked cut."""
+
+    def cut(route: Any) -> None:
+        response = route.fetch()
+        body = response.json()
+        for edge in ((body.get("data") or {}).get("projects") or {}).get("edges", []):
+            digest = edge["node"].get("digest")
+            if digest:
+                digest["truncated"] = {key: True for key in digest["truncated"]}
+        route.fulfill(response=response, json=body)
+
+    page.route("**/graphql", cut)
+    try:
+        section = _inbox_project(page, world, "two")
+        summary = section.locator("p.muted").first.inner_text()
+        assert " · 1+ blocked task(s) · " in summary, summary
+        blocked = section.locator("[data-group=blocked]")
+        assert blocked.locator("h3").inner_text() == "Blocked tasks (1+)"
+        assert "Only the first 200 are listed." in blocked.inner_text()
+    finally:
+        page.unroute("**/graphql")

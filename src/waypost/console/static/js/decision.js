@@ -92,9 +92,12 @@ async function asOwnChange(id, send) {
   }
 }
 
+// The project with its decision, or what is not there ("project" or
+// "decision": a missing project read "No such decision", consoledocaudit).
 export async function loadDecision(projectId, decisionId) {
   const data = await gql(DECISION, { project: projectId, id: decisionId });
-  if (!data.project || !data.project.decision) return null;
+  if (!data.project) return "project";
+  if (!data.project.decision) return "decision";
   // the pinned policy revision may be older than the newest page of history
   const pinned = data.project.decision.current.policyRevision;
   const history = await allNodes(data.project.policyHistory, async (after) => {

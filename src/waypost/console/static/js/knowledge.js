@@ -165,7 +165,9 @@ function facts(k) {
 
 export async function renderKnowledgeItem(projectId, id) {
   const data = await gql(KNOWLEDGE_ITEM, { project: projectId, id });
-  const k = data.project && data.project.knowledgeItem;
+  // a missing project read "No such record" (consoledocaudit)
+  if (!data.project) return noSuch("project");
+  const k = data.project.knowledgeItem;
   if (!k) return noSuch("record");
   const revs = await allNodes(k.revisions, async (after) => {
     const more = await gql(KNOWLEDGE_ITEM, { project: projectId, id, after });

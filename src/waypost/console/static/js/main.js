@@ -484,8 +484,8 @@ function retryLater(error) {
 async function showDecision(project, id, banner, number = pageNumber) {
   const data = await loadDecision(project, id);
   if (number !== pageNumber) return false;
-  if (!data) {
-    show(noSuch("decision"));
+  if (typeof data === "string") {
+    show(noSuch(data));
     return true;
   }
   const onChanged = async (newBanner) => {
