@@ -87,6 +87,10 @@ async def test_a_token_with_other_whitespace_attached_is_no_token(
     # spaces and tabs around it are trimmed, as around any header's value
     spaced = {"Authorization": b"Bearer  " + token + b" \t"}
     assert (await service.client.get("/api/v1/me", headers=spaced)).status_code == 200
+    # the scheme in any letter case (RFC 9110, 11.1; mutantaudit11)
+    for scheme in (b"bearer ", b"BEARER "):
+        cased = {"Authorization": scheme + token}
+        assert (await service.client.get("/api/v1/me", headers=cased)).status_code == 200
     # but the scheme is followed by a space (RFC 9110's `1*SP`; docs/api.md)
     tabbed = {"Authorization": b"Bearer\t" + token}
     assert_401(await service.client.get("/api/v1/me", headers=tabbed))

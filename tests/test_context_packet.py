@@ -333,6 +333,31 @@ async def test_filling_stops_at_the_first_item_over_the_budget(human: Caller, pr
     assert any("budget" in a for a in packet["next_actions"])
 
 
+async def test_the_default_limit_is_20_items(human: Caller, project: str) -> None:
+    """service-contract section 14: context `limit` defaults to 20 (every
+    test named its limit: mutantaudit11)."""
+    for n in range(21):
+        await knowledge(human, f"zebra {n}")
+    packet = await context(human, "zebra")
+    assert len(packet["items"]) == 20 and packet["truncated"] is True
+    assert any("limit" in a for a in packet["next_actions"])
+
+
+@pytest.mark.parametrize("over", [0, 1])
+async def test_the_default_budget_is_16384_bytes(human: Caller, project: str, over: int) -> None:
+    """service-contract section 14: context `budget` defaults to 16,384: a
+    policy of exactly that many bytes is complete without a budget, one byte
+    more is not (every test named its budget: mutantaudit11)."""
+    await task(human, "zebra")
+    await set_policy(human, rules="x" * 16000)
+    grown = 16384 - size((await context(human, "zebra", budget=131072))["policy"])
+    await set_policy(human, rules="x" * (16000 + grown + over))
+    packet = await context(human, "zebra")
+    assert size(packet["policy"]) == 16384 + over
+    assert packet["items"] == [] and packet["truncated"] is True
+    assert packet["instructions_complete"] is (over == 0)
+
+
 async def test_limit_counts_items_and_truncates(human: Caller, project: str) -> None:
     t = await task(human, "zebra task")
     pending = await open_decision(human, t["id"])
@@ -517,6 +542,9 @@ async def test_a_list_filter_past_the_time_limit_is_refused_naming_q(
         ({"q": "x" * 1025}, "q"),
         ({"q": "é" * 513}, "q"),
         ({"q": " ".join(["a"] * 33)}, "q"),
+        # terms are split at any whitespace, tabs and newlines too (mutantaudit11)
+        ({"q": "\t".join(["a"] * 16) + "\n" + " ".join(["a"] * 17)}, "q"),
+        ({"q": "a", "environment": "e" * 201}, "environment"),
         ({"q": "a\x00b"}, "q"),
         ({"q": "a", "limit": "0"}, "limit"),
         ({"q": "a", "limit": "101"}, "limit"),
@@ -546,6 +574,7 @@ async def test_bounds_at_their_edges_are_accepted(human: Caller, project: str) -
         {"q": " ".join(["a"] * 32)},
         {"q": "a", "limit": "1", "budget": "1024"},
         {"q": "a", "limit": "100", "budget": "131072"},
+        {"q": "a", "component": "c" * 200, "environment": "e" * 200, "version": "v" * 200},
     ):
         r = await context_response(human, **params)
         assert r.status_code == 200, (params, r.text)

@@ -108,15 +108,27 @@ async def test_a_body_with_a_content_coding_is_415_on_both(human: Caller, coding
     assert (await human.get("/api/v1/projects/coded")).status_code == 404
 
 
-async def test_the_identity_coding_is_no_coding(human: Caller) -> None:
+@pytest.mark.parametrize("coding", ["identity", "IDENTITY", " identity ,identity", ""])
+async def test_the_identity_coding_is_no_coding(human: Caller, coding: str) -> None:
+    """`identity` in any letter case (RFC 9110, 8.4.1), with spaces around
+    it, several times, or an empty list, is no coding (mutantaudit11: only
+    `identity` itself was sent)."""
     headers = {**human.headers(), "Content-Type": "application/json",
-               "Content-Encoding": "identity"}  # fmt: skip
+               "Content-Encoding": coding}  # fmt: skip
     assert (await human.client.post("/graphql", content=BODY, headers=headers)).status_code == 200
     r = await human.client.post(
         "/api/v1/projects", content=b'{"id": "plain", "name": "P"}',
         headers={**headers, **human.headers("k-plain")},
     )  # fmt: skip
     assert r.status_code == 201, r.text
+
+
+async def test_a_coding_in_a_second_content_encoding_header_is_415(human: Caller) -> None:
+    """Every Content-Encoding header is read, not only the first (mutantaudit11)."""
+    headers = [*human.headers().items(), ("Content-Type", "application/json"),
+               ("Content-Encoding", "identity"), ("Content-Encoding", "gzip")]  # fmt: skip
+    r = await human.client.post("/graphql", content=BODY, headers=headers)
+    assert r.status_code == 415, r.text
 
 
 @pytest.mark.parametrize("method", ["HEAD", "PUT", "DELETE", "PATCH", "OPTIONS", "PROPFIND"])

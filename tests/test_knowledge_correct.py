@@ -369,6 +369,8 @@ async def test_a_shared_record_is_corrected_only_through_its_source_project(
     r = await human.patch(kpath(other, record["id"]), correction(record, title="hijack"))
     assert r.status_code == 403
     assert r.json()["error"]["details"]["reason"] == "source_project_only"
+    # and names the project to correct it through, not the caller's (mutantaudit11)
+    assert r.json()["error"]["details"]["project_id"] == project
     assert (await human.get(kpath(project, record["id"]))).json()["revision"] == 1
 
 

@@ -217,6 +217,11 @@ async def test_create_accepts_tasks_and_a_submission_of_the_project(
     )
     assert r.status_code == 201, r.text
     assert r.json()["provenance"]["source_submission_id"] == submission["id"]
+    # a submission alone, without a source task to disagree with (mutantaudit11)
+    alone = lesson(provenance={"source_submission_id": submission["id"]})
+    r = await human.post(kpath(project), alone)
+    assert r.status_code == 201, r.text
+    assert r.json()["provenance"]["source_task_id"] is None
     # a submission of another task than the named source task is refused
     r = await human.post(
         kpath(project),

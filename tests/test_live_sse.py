@@ -20,6 +20,7 @@ from tests.live_support import SseEvent, next_data_event, running, sse_events
 from waypost.clock import format_time
 from waypost.errors import Unavailable
 from waypost.live import Hub, LiveLimits, SlowConsumer, hub_for
+from waypost.live.hub import _Window
 from waypost.live.sse import _encoded_for
 from waypost.live.streams import still_valid
 from waypost.resolvers.access import principals
@@ -631,6 +632,79 @@ async def test_the_windows_of_all_projects_stay_within_their_characters(
         assert hub._held == 0 and hub._windows == {}  # each window's weight left with it
     finally:
         await hub.close()
+
+
+def _windows_of(hub: Hub, weights: dict[str, list[int]]) -> None:
+    """Give `hub` one window per project holding events of these weights."""
+    sequence = itertools.count(1)
+    for project_id, project_weights in weights.items():
+        window = hub._windows[project_id] = _Window(floor=0)
+        for weight in project_weights:
+            event = {"sequence": next(sequence), "project_id": project_id}
+            hub._held += window.add(event, weight, hub.limits.window)
+
+
+@pytest.mark.parametrize(
+    ("weights", "left"),
+    [
+        # exactly `window_chars`: nothing to trim
+        ({"a": [20] * 4, "b": [20]}, {"a": 4, "b": 1}),
+        # one over: the heaviest by weight (not by count) loses its older half
+        ({"a": [40, 40], "b": [10, 10, 11]}, {"a": 1, "b": 3}),
+        ({"a": [20] * 5, "b": [1]}, {"a": 3, "b": 1}),
+        ({"a": [30] * 4, "b": [5]}, {"a": 2, "b": 1}),
+    ],
+)
+async def test_past_window_chars_the_heaviest_window_loses_its_older_half(
+    service: Service, weights: dict[str, list[int]], left: dict[str, int]
+) -> None:
+    """docs/graphql.md: the windows together hold at most `window_chars`,
+    past which the heaviest window gives up its older half; exactly that many
+    is within the bound (mutantaudit11: the test above held only the bound)."""
+    hub = Hub(service.rt.db, LiveLimits(window_chars=100))
+    try:
+        _windows_of(hub, weights)
+        hub._fit()
+        assert {p: len(w.items) for p, w in hub._windows.items()} == left
+        for project_id, window in hub._windows.items():
+            kept = window.sequences  # the newest, in order, above the new floor
+            assert kept == [e["sequence"] for e in window.items]
+            assert window.weights == weights[project_id][-len(kept) :]
+            assert window.held == sum(window.weights)
+            assert window.floor == (kept[0] - 1 if len(kept) < len(weights[project_id]) else 0)
+        assert hub._held == sum(w.held for w in hub._windows.values()) <= 100
+    finally:
+        await hub.close()
+
+
+async def test_a_windows_count_trim_gives_back_its_characters(
+    service: Service, human: Caller
+) -> None:
+    """A window past twice `window` events drops its older ones: the
+    characters they held leave the hub's total with them, or the total grew
+    with every trim until `window_chars` trimmed windows that were small
+    (mutantaudit11: no test trimmed a window by its count)."""
+    await human.post("/api/v1/projects", {"id": "count", "name": "count"})
+    hub = Hub(service.rt.db, LiveLimits(window=2, poll_seconds=0.05))
+    try:
+        async with hub.listen("count", "tok", None) as listener:
+            titles = [f"task {n}" for n in range(9)]
+            seen: list[str] = []
+            for title in titles:
+                await human.post("/api/v1/projects/count/tasks", {"title": title})
+                while seen[-1:] != [title]:
+                    seen += [e["data"]["title"] for e in await listener.next_batch(5)]
+            assert seen == titles
+            window = hub._windows["count"]
+            assert 2 <= len(window.items) <= 4
+            assert window.held == sum(window.weights) == hub._held
+    finally:
+        await hub.close()
+
+
+def test_the_windows_hold_16_mi_characters_by_default() -> None:
+    """docs/graphql.md: "at most 16 Mi characters of events"."""
+    assert LiveLimits().window_chars == 16 * 1024 * 1024
 
 
 def test_the_shared_frame_cache_stays_bounded(service: Service) -> None:

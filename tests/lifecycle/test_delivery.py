@@ -526,6 +526,9 @@ def test_a_webhook_url_that_cannot_work_is_refused_at_start(tmp_path: Path) -> N
     # a name in another script is no refusal: httpx sends it as punycode
     assert endpoint_url_refusal("http://bücher.de/hook", ("http",)) is None
     assert endpoint_url_refusal("http://xn--bcher-kva.de/hook", ("http",)) is None
+    # nor is an IPv6 literal (mutantaudit11: no test named one)
+    assert endpoint_url_refusal("http://[::1]:8080/hook", ("http",)) is None
+    assert endpoint_url_refusal("https://[2001:db8::1]/hook", ("https",)) is None
 
 
 @pytest.mark.parametrize(

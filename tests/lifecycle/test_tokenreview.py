@@ -683,3 +683,15 @@ async def test_a_token_past_8192_characters_is_401_without_a_review(
     refused(past, 401, "unauthenticated")
     assert past.headers["www-authenticate"] == "Bearer"
     assert len(state.seen) == 1  # no review of it
+
+
+async def test_a_bearer_scheme_without_a_token_is_401_without_a_review(
+    k8s: tuple[Lifecycle, StandIn],
+) -> None:
+    """A scheme with nothing after it names no token: 401, and the API
+    server is never asked about an empty one (mutantaudit11)."""
+    lifecycle, state = k8s
+    for value in ("Bearer", "Bearer ", "Bearer \t", "bearer  "):
+        r = await lifecycle.client.get("/v1/decisions", headers={"Authorization": value})
+        refused(r, 401, "unauthenticated")
+    assert state.seen == []
