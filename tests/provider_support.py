@@ -41,6 +41,8 @@ class Provider:
     calls: int = 0
     bodies: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
+    # each call's method and target (path and query, as sent)
+    targets: list[tuple[str, str]] = field(default_factory=list)
     # what to answer: "scores", "status", "slow_headers", "drip", "large",
     # "large_declared", "at_the_limit", "raw", "gzip_bomb", "endless", "reset"
     mode: str = "scores"
@@ -68,6 +70,9 @@ class Provider:
             self.calls += 1
             self.bodies.append(json.loads(raw))
             self.headers.append({k.decode(): v.decode() for k, v in scope["headers"]})
+            query = scope.get("query_string", b"").decode()
+            target = scope["raw_path"].decode() + (f"?{query}" if query else "")
+            self.targets.append((scope["method"], target))
         self.arrived.release()
         if self.hold is not None:
             hold = self.hold

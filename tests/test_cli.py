@@ -14,6 +14,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from click.testing import CliRunner, Result
 from tests.conftest import MovableClock
 from waypost.app import create_app
 from waypost.cli import main
+from waypost.clock import parse_time
 from waypost.settings import Settings
 from waypost.storage.migrate import available
 
@@ -386,6 +388,23 @@ def test_admin_commands_never_read_typesafe_settings(db: str) -> None:
     assert data["kind"] == "human"
 
 
+def test_admin_commands_never_read_the_clock_file(db: str, tmp_path: Path) -> None:
+    """Section 1: `WAYPOST_CLOCK_FILE` is among the "environment read by
+    `serve` only": an admin command stamps its records with the machine's
+    clock, and a clock file it could not even read stops none of them."""
+    clock = tmp_path / "clock"
+    clock.write_text("2030-01-01T00:00:00.000Z")
+    before = datetime.now(UTC)
+    for name, path in (("h1", clock), ("h2", tmp_path / "missing")):
+        env = {"WAYPOST_CLOCK_FILE": str(path)}
+        ok("admin", "principal", "create", "--kind", "human", "--name", name, "--db", db, env=env)
+    created = ok("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db,
+                 env={"WAYPOST_CLOCK_FILE": str(clock)})  # fmt: skip
+    listed = json.loads(run("admin", "principal", "list", "--db", db).stdout)
+    for at in [created["created_at"], *(p["created_at"] for p in listed)]:
+        assert before - timedelta(seconds=1) <= parse_time(at) <= datetime.now(UTC)
+
+
 def test_serve_refuses_a_non_https_typesafe_url_when_a_key_is_set(db: str) -> None:
     env = {"TYPESAFE_API_KEY": "  k  ", "TYPESAFE_URL": "http://plain.example"}
     result = run("serve", "--db", db, env=env)
@@ -555,6 +574,32 @@ def test_serve_sweeps_every_five_minutes_by_default(
     assert result.exit_code == 0, result.output
     assert [s.sweep_interval for s in started] == [300.0]
     assert Settings(db_path=Path(db)).sweep_interval == 300.0
+
+
+def test_serve_listens_where_the_contract_says_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Section 1: `--host` 127.0.0.1, `--port` 8080, `--lifecycle-host`
+    127.0.0.1, `--lifecycle-port` 8081, `--graphiql/--no-graphiql` off and
+    `--db` ./waypost.db; section 14: `--search-time-limit-ms` 1,000. Every
+    test names its ports and sets its own search limit, so a changed default
+    port or limit, or GraphiQL switched on by default, passed them all."""
+    started: list[Settings] = []
+    monkeypatch.setattr("waypost.cli._run", started.append)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WAYPOST_DB", raising=False)
+    result = run("serve", env={"TYPESAFE_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    [settings] = started
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+    assert (settings.lifecycle_host, settings.lifecycle_port) == ("127.0.0.1", 8081)
+    assert settings.graphiql is False
+    assert settings.db_path == Path("./waypost.db")
+    assert settings.search_time_limit_ms == 1000
+    named = run("serve", "--graphiql", "--search-time-limit-ms", "250",
+                env={"TYPESAFE_API_KEY": ""})  # fmt: skip
+    assert named.exit_code == 0, named.output
+    assert (started[-1].graphiql, started[-1].search_time_limit_ms) == (True, 250)
 
 
 def test_serve_warns_of_a_blank_host(db: str) -> None:

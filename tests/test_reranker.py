@@ -100,6 +100,19 @@ async def test_success_reorders_by_score_and_sends_only_the_wire_format(
     assert provider.headers[0]["authorization"] == f"Bearer {KEY}"
 
 
+async def test_the_call_is_a_post_of_json_to_the_url_itself(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """Section 9: `POST {TYPESAFE_URL}`. The provider recorded neither the
+    method nor the target, so a PUT, or a path of the client's own beside
+    the configured one, passed every test."""
+    await three_records(human)
+    assert (await rerank_of(human))[1] == "applied"
+    assert provider.url.endswith("/rerank")
+    assert provider.targets == [("POST", "/rerank")]
+    assert provider.headers[0]["content-type"] == "application/json"
+
+
 async def test_decisions_keep_their_positions_when_they_are_not_first(
     provider: Provider, human: Caller, project: str
 ) -> None:
