@@ -453,6 +453,11 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
          "go on with it", "Read it again", "task_claim"),
         ("state_conflict", {"reason": "already_claimed"}, "you already hold this task",
          "task_renew extends", "Claim other work", "task_recover"),
+        # docs/mcp.md: each reason that needs an operator (database_files_changed,
+        # database_damaged, database_upgraded) says to tell the user, not to
+        # retry (mcpdocaudit: only the other two were pinned, in test_storage_upgrades)
+        ("unavailable", {"reason": "database_damaged"}, "the database is damaged",
+         "tell your user", "retry in a few seconds", "task_submit"),
     ],
 )  # fmt: skip
 def test_advice_for_refusals_an_mcp_agent_met_names_a_step_that_works(

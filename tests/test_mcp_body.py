@@ -629,12 +629,33 @@ async def test_an_unknown_tool_and_a_tools_list_cursor_are_invalid_params(human:
     error = r.json()["error"]
     assert error["code"] == -32602 and error["message"].startswith("Unknown tool: nnn")
     assert len(error["message"]) < 120  # the name is clipped, not echoed
+    # docs/mcp.md: clipped to 40 characters, and the message says where the names are
+    assert error["message"] == "Unknown tool: " + "n" * 40 + "... (tools/list names the tools)"
     body = {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"cursor": "garbage"}}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.json()["error"]["code"] == -32602 and "Invalid cursor" in r.text
     body = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {}}
     r = await human.client.post("/mcp", json=body, headers=headers)
     assert r.status_code == 200 and '"name":"digest"' in r.text.replace(" ", ""), r.text
+
+
+async def test_prompts_are_not_offered(human: Caller) -> None:
+    """docs/mcp.md, Resources: "Prompts are not offered": the initialize answer
+    names no prompts capability and `prompts/list` is a method this server
+    does not have (mcpdocaudit)."""
+    hello = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}  # fmt: skip
+    r = await human.client.post("/mcp", json=hello, headers={**human.headers(), **MCP_HEADERS})
+    [answer] = messages_of(r)
+    assert set(answer["result"]["capabilities"]) <= {"experimental", "resources", "tools"}
+    session_id = await open_session(human)
+    headers = {**human.headers(), **MCP_HEADERS, "Mcp-Session-Id": session_id}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "prompts/list", "params": {}}
+    r = await human.client.post("/mcp", json=body, headers=headers)
+    assert r.status_code == 200, r.text
+    [listed] = messages_of(r)
+    assert listed["id"] == 9 and listed["error"]["code"] == -32601, listed
 
 
 @pytest.mark.parametrize(

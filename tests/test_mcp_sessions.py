@@ -274,6 +274,37 @@ async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> 
     assert (await initialize(agent)).status_code == 200
 
 
+async def test_any_post_without_a_session_at_the_cap_is_refused_429_with_its_id(
+    service: Service,
+) -> None:
+    """docs/mcp.md: past the 16, an `initialize` "and any other `POST` without
+    an `Mcp-Session-Id`, which could only open a session" answers 429 with a
+    JSON-RPC `-32600` carrying the request's id (mcpdocaudit: only the
+    initialize was pinned; the SDK's own answer would be a 400 with a null id)."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    agent = await service.agent()
+    both = {**agent.headers(session=False), "Accept": "application/json, text/event-stream"}
+    for _ in range(SESSIONS_PER_PRINCIPAL):
+        assert (await agent.client.post("/mcp", json=INITIALIZE, headers=both)).status_code == 200
+    listing = {"jsonrpc": "2.0", "id": "past-the-cap", "method": "tools/list"}
+    refused = await agent.client.post("/mcp", json=listing, headers=both)
+    assert refused.status_code == 429, refused.text
+    error = refused.json()
+    assert error["id"] == "past-the-cap" and error["error"]["code"] == -32600
+    assert "at most 16" in error["error"]["message"]
+
+
+def test_an_idle_mcp_session_closes_after_the_agent_sessions_15_minutes() -> None:
+    """docs/mcp.md: an MCP session closes over HTTP after 15 minutes without
+    any request in flight or stream open (Choice: as long as a Waypost session
+    lives without a heartbeat). The other tests shorten it, so its value was
+    pinned nowhere (mcpdocaudit)."""
+    from waypost.resolvers.access.sessions import SESSION_LIFETIME
+
+    assert http_endpoint.IDLE_SECONDS == 15 * 60 == SESSION_LIFETIME.total_seconds()
+
+
 async def test_requests_the_sdk_refuses_take_no_session_place(service: Service) -> None:
     """The SDK answers a refused request without a session (a call before
     initialize, an initialize with a bad Accept) with a session id it then

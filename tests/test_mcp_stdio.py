@@ -701,3 +701,39 @@ async def test_a_resource_uri_is_held_to_its_pattern_as_sent_over_stdio(
     finally:
         process.stdin.close()
         await asyncio.wait_for(process.wait(), 30)
+
+
+def test_a_refused_token_stops_it_with_an_error_on_standard_error(waypost: Waypost) -> None:
+    """docs/mcp.md: at start it asks `GET /api/v1/me`, and a refused token
+    stops it with an error on standard error, exit status 1 (mcpdocaudit: the
+    official client's failing to connect was pinned, not the status or where
+    the error is said)."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "waypost.cli", "mcp", "--url", waypost.url],
+        input=_line(HELLO) + _line(INITIALIZED), capture_output=True,
+        env={**os.environ, "WAYPOST_TOKEN": "wp_not-a-token"}, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert done.stdout == b""  # standard output is the protocol's: nothing there
+    said = done.stderr.decode()
+    assert "refused the token in WAYPOST_TOKEN" in said and "Traceback" not in said
+
+
+async def test_an_unreachable_service_lets_it_start_and_its_tools_answer_unavailable(
+    tmp_path: Path,
+) -> None:
+    """docs/mcp.md: an unreachable Waypost does not stop it (a desktop client
+    may start it first), and the tools then answer `unavailable` until the
+    service is up (mcpdocaudit: the start was pinned, not the tools' answer)."""
+    log = tmp_path / "mcp.log"
+    process = await _initialized("http://127.0.0.1:9", "wp_any", log)
+    assert process.stdin is not None
+    process.stdin.write(_line(_call(2, "me")))
+    answer = await _answer(process)
+    assert answer["id"] == 2 and answer["result"]["isError"], answer
+    assert _tool_text(answer).startswith("unavailable: cannot reach Waypost"), answer
+    process.stdin.close()
+    assert await asyncio.wait_for(process.wait(), 60) == 0
+    assert "cannot reach http://127.0.0.1:9 yet" in log.read_text()
