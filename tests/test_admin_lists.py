@@ -38,6 +38,27 @@ async def test_the_token_of_principal_create_can_be_revoked_by_its_id(db: str) -
     assert (await call(db, made["token"], "/api/v1/me")).status_code == 401
 
 
+def test_revoking_a_revoked_token_answers_as_before_and_keeps_its_first_revoked_at(
+    db: str,
+) -> None:
+    """docs/operations.md: "Revoking a token that is already revoked answers
+    `{"token_id", "revoked": true}` and keeps its first `revoked_at`"; no
+    test revoked a token twice (opsdocaudit). The first instant is set far
+    back by hand, so that a second revocation that wrote its own instant
+    shows, however close the two commands ran."""
+    made = ok("admin", "principal", "create", "--kind", "human", "--name", "ann", "--db", db)
+    answer = {"token_id": made["token_id"], "revoked": True}
+    assert ok("admin", "token", "revoke", "--token-id", made["token_id"], "--db", db) == answer
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("UPDATE tokens SET revoked_at = '2020-01-01T00:00:00.000Z' WHERE id = ?",
+                     (made["token_id"],))  # fmt: skip
+    conn.close()
+    assert ok("admin", "token", "revoke", "--token-id", made["token_id"], "--db", db) == answer
+    [token] = listed("admin", "token", "list", "--db", db)
+    assert token["revoked_at"] == "2020-01-01T00:00:00.000Z"
+
+
 def test_principal_list_shows_every_principal_oldest_first(db: str) -> None:
     ok("admin", "migrate", "--db", db)
     assert listed("admin", "principal", "list", "--db", db) == []

@@ -683,3 +683,25 @@ async def test_a_backup_never_takes_the_name_of_a_file_made_while_it_copied(
     assert refused.value.code == "target_exists", refused.value
     assert target.read_bytes() == b"another program's file"
     assert [p.name for p in tmp_path.iterdir() if ".partial-" in p.name] == []
+
+
+def test_verify_under_a_lock_it_cannot_get_fails_as_no_finding(tmp_path: Path) -> None:
+    """docs/operations.md: "A lock it cannot get within 5 s is no finding:
+    the command exits 1 with `Error: verify_failed: ... database is
+    locked`"; only the full-text check's own wait was tested, never the
+    command (opsdocaudit). Not a report of a clean file either: a locked
+    file taken for a read-only one was checked through a copy, passed, and
+    exited 0 while the live file went unchecked."""
+    db = tmp_path / "live.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")  # another process's writer, holding on
+    try:
+        result = run("admin", "verify", "--db", str(db))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert result.stderr == f"Error: verify_failed: {db}: database is locked\n"

@@ -124,6 +124,25 @@ def test_principal_create_refuses_an_empty_name(db: str) -> None:
     assert result.exit_code == 1 and "invalid_request" in result.stderr
 
 
+def test_a_principal_name_is_1_to_200_characters(db: str) -> None:
+    """docs/operations.md: a principal's `--name` is 1-200 characters, and
+    a longer one is refused `name must be 1-200 characters`; only the empty
+    name was tried (opsdocaudit)."""
+    made = ok("admin", "principal", "create", "--kind", "human", "--name", "a" * 200, "--db", db)
+    assert made["name"] == "a" * 200
+    result = run("admin", "principal", "create", "--kind", "agent", "--name", "b" * 201, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr == "Error: invalid_request: --name: name must be 1-200 characters\n"
+    assert [p["name"] for p in ok_list("admin", "principal", "list", "--db", db)] == ["a" * 200]
+
+
+def ok_list(*args: str) -> list[dict[str, Any]]:
+    result = run(*args)
+    assert result.exit_code == 0, result.output
+    data: list[dict[str, Any]] = json.loads(result.stdout)
+    return data
+
+
 @pytest.mark.parametrize("name", ["   ", "ann\nbob", "\x1b[2Jann", "ann\x7f"])
 def test_principal_create_refuses_a_name_that_is_not_one_visible_line(db: str, name: str) -> None:
     ok("admin", "migrate", "--db", db)
@@ -187,6 +206,9 @@ async def test_project_create_prints_the_project_with_policy_revision_1(db: str)
     assert policy["revision"] == 1 and policy["review_mode"] == "human"
     events = (await call(db, p["token"], "/api/v1/projects/ops/events")).json()["items"]
     assert [e["type"] for e in events] == ["project.created"]
+    # docs/operations.md: "writes a `project.created` event whose data says
+    # `"via": "admin"`" (no test read it; opsdocaudit)
+    assert events[0]["data"]["via"] == "admin"
 
 
 def test_project_create_is_by_the_first_human_whatever_the_clocks_said(db: str) -> None:
@@ -602,6 +624,87 @@ def test_serve_listens_where_the_contract_says_by_default(
     assert (started[-1].graphiql, started[-1].search_time_limit_ms) == (True, 250)
 
 
+def test_a_bare_waypost_serves_with_the_documented_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md: "a bare `waypost` with no arguments also serves,
+    with every default", and the `serve` options table's defaults no test
+    read: `--request-read-timeout` 30, `--graphql-max-objects` 50000,
+    `--log-format` text, access log on, `--metrics` off, `--sweep-interval`
+    300, no `--max-connections` (the open-file room) (opsdocaudit)."""
+    started: list[Settings] = []
+    configured: list[tuple[str, bool]] = []
+    monkeypatch.setattr("waypost.cli._run", started.append)
+    monkeypatch.setattr("waypost.observe.logs.configure",
+                        lambda fmt, access_log: configured.append((fmt, access_log)))  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WAYPOST_DB", raising=False)
+    result = run(env={"TYPESAFE_API_KEY": ""})
+    assert result.exit_code == 0, result.output
+    [settings] = started
+    assert (settings.host, settings.port) == ("127.0.0.1", 8080)
+    assert (settings.lifecycle_host, settings.lifecycle_port) == ("127.0.0.1", 8081)
+    # a str here (click skips `--db`'s callback when `main` invokes serve)
+    # met `path.exists()` as the start opened the file: a traceback
+    assert isinstance(settings.db_path, Path) and settings.db_path == Path("./waypost.db")
+    assert settings.request_read_timeout == 30.0
+    assert settings.graphql_max_objects == 50_000
+    assert settings.sweep_interval == 300.0 and settings.max_connections is None
+    assert (settings.access_log, settings.metrics, settings.graphiql) == (True, False, False)
+    assert configured == [("text", True)]
+
+
+@pytest.mark.parametrize(
+    ("option", "most"), [("--search-time-limit-ms", 60_000), ("--graphql-max-objects", 10_000_000)]
+)
+def test_serve_takes_the_documented_range_of_its_limits(
+    db: str, option: str, most: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md: `--search-time-limit-ms` is 1-60,000 and
+    `--graphql-max-objects` 1-10,000,000; neither bound was tried
+    (opsdocaudit)."""
+    started: list[Settings] = []
+    monkeypatch.setattr("waypost.cli._run", started.append)
+    for value in (1, most):
+        result = run("serve", "--db", db, option, str(value), env={"TYPESAFE_API_KEY": ""})
+        assert result.exit_code == 0, result.output
+    field = option.removeprefix("--").replace("-", "_")
+    assert [getattr(s, field) for s in started] == [1, most]
+    for value in (0, most + 1):
+        refused = run("serve", "--db", db, option, str(value), env={"TYPESAFE_API_KEY": ""})
+        assert refused.exit_code == 2 and option in refused.output, refused.output
+    assert len(started) == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(None, "the clock file cannot be read: No such file or directory"),
+     ("not an instant", "holds no valid instant"),
+     ("9999-01-01T00:00:00.000Z", "outside the years 0002 to 9998"),
+     ("0001-06-01T00:00:00.000Z", "outside the years 0002 to 9998")],
+)  # fmt: skip
+def test_serve_refuses_a_clock_file_it_cannot_read_now(
+    db: str, tmp_path: Path, content: str | None, says: str
+) -> None:
+    """docs/operations.md: a missing or invalid `WAYPOST_CLOCK_FILE` stops
+    `serve` at start with `Error: clock_unavailable:`, exit 1, nothing
+    created; no test started `serve` on one (opsdocaudit)."""
+    clock = tmp_path / "clock"
+    if content is not None:
+        clock.write_text(content)
+    with socket.socket() as taken:
+        # should the refusal go, the start ends on this busy port instead
+        # of serving on 8080
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        result = run("serve", "--db", db, "--port", port, "--lifecycle-port", "0",
+                     env={"WAYPOST_CLOCK_FILE": str(clock), "TYPESAFE_API_KEY": ""})  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert f"Error: clock_unavailable: {clock}: " in result.output and says in result.output
+    assert not Path(db).exists()
+
+
 def test_serve_warns_of_a_blank_host(db: str) -> None:
     """Blank (an unset variable in a unit file), the private lifecycle
     listener listened on every interface with no warning."""
@@ -893,3 +996,23 @@ def test_deliveries_limit_is_1_to_10000(db: str) -> None:
     assert listed == []
     refused = run("admin", "lifecycle", "deliveries", "--db", db, "--limit", "10001")
     assert refused.exit_code == 2 and "--limit" in refused.output, refused.output
+
+
+def test_deliveries_lists_at_most_100_pending_by_default(
+    db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md: `lifecycle deliveries` defaults to `--state
+    pending` and `--limit 100`; the default limit was never read (no test
+    makes 101 deliveries; opsdocaudit)."""
+    from waypost.resolvers.lifecycle import delivery
+
+    ok("admin", "migrate", "--db", db)
+    asked: list[tuple[str | None, int]] = []
+
+    def listed(conn: sqlite3.Connection, state: str | None, limit: int) -> list[Any]:
+        asked.append((state, limit))
+        return []
+
+    monkeypatch.setattr(delivery, "list_deliveries", listed)
+    assert ok_list("admin", "lifecycle", "deliveries", "--db", db) == []
+    assert asked == [("pending", 100)]

@@ -64,6 +64,13 @@ def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
     assert answers == [503]  # the queued write was answered, not dropped
     assert [x for x in lines if " ERROR " in x or "Traceback" in x] == []
     assert any("Application shutdown complete" in x for x in lines)
+    # docs/operations.md, "Stopping": each signal says what it did, in the
+    # words operators read (no test read the forced quit's; opsdocaudit)
+    said = [x.split(" INFO waypost ", 1)[-1] for x in served.seen if " INFO waypost " in x]
+    first = "SIGINT: stopping (no new connections; the requests under way finish)"
+    forced = "SIGINT again: a forced quit (open connections are not waited for)"
+    assert said.count(first) == 1 and said.count(forced) == 1, said
+    assert said.index(first) < said.index(forced)
 
 
 def test_a_second_signal_during_the_lifespan_shutdown_runs_it_once(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from tests.serve_support import START, start
 
@@ -63,6 +63,12 @@ async def test_streams_end_and_the_server_exits_on_sigterm(tmp_path: Path) -> No
                 srv.process.send_signal(15)
                 rest = [line async for line in lines]  # the stream ends by itself
                 assert json.loads(await asyncio.wait_for(ws.recv(), 20))["type"] == "complete"
+                # docs/operations.md, "Stopping": then close code 1012 (service
+                # restart), which tells a client to reconnect and resubscribe
+                # (no test read the code; opsdocaudit)
+                with pytest.raises(ConnectionClosed):
+                    await asyncio.wait_for(ws.recv(), 20)
+                assert ws.close_code == 1012, (ws.close_code, ws.close_reason)
         assert srv.process.wait(timeout=20) == 0
         assert time.monotonic() - stopped < 15
         # what it had sent before ending: the replay of the one event

@@ -39,7 +39,12 @@ log = logging.getLogger("waypost")
 def main(ctx: click.Context) -> None:
     """Waypost: coordination for teams of AI agents and humans."""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(serve)
+        # parsed as `waypost serve` with no arguments: ctx.invoke(serve) ran
+        # none of its options' callbacks, so `--db`'s default reached the
+        # start as a str and a bare `waypost` died with a traceback
+        # (opsdocaudit)
+        with serve.make_context("serve", [], parent=ctx) as serving:
+            serve.invoke(serving)
 
 
 MIN_SWEEP_SECONDS = 0.1
