@@ -167,6 +167,33 @@ async def test_one_operation_runs_at_most_five_searches(human: Caller, project: 
     assert "errors" not in again, again
 
 
+async def test_each_root_mutation_counts_its_own_searches(human: Caller, project: str) -> None:
+    """docs/graphql.md, full-text searches: each operation counts its own, and
+    each root mutation is one (each reads what the ones before it wrote):
+    two root mutations of three searches each run all six; five in one root
+    mutation's selection pass, the sixth is refused there, after its write."""
+    three = " ".join(f's{i}: tasks(q: "w{i}") {{ totalCount }}' for i in range(3))
+
+    def create(alias: str, title: str, searches: str) -> str:
+        return (
+            f'{alias}: taskCreate(input: {{idempotencyKey: "roots-{alias}", projectId: "demo",'
+            f' title: "{title}"}}) {{ task {{ project {{ {searches} }} }} }}'
+        )
+
+    both = await human.gql(f"mutation {{ {create('a', 'A', three)} {create('b', 'B', three)} }}")
+    assert "errors" not in both, both
+    assert both["data"]["b"]["task"]["project"] == {f"s{i}": {"totalCount": 0} for i in range(3)}
+    six = " ".join(f's{i}: tasks(q: "v{i}") {{ totalCount }}' for i in range(6))
+    data = await human.gql(f"mutation {{ {create('c', 'C', six)} }}")
+    # a refused search is a non-null field: its parent, the project, is null
+    assert data["data"] == {"c": {"task": {"project": None}}}, data
+    [error] = data["errors"]
+    assert error["path"][-1] == "s5" and error["extensions"] == {"code": "invalid_request",
+                                                                 "field": "q"}  # fmt: skip
+    titles = [t["title"] for t in (await human.get("/api/v1/projects/demo/tasks")).json()["items"]]
+    assert titles == ["A", "B", "C"]  # the write stood
+
+
 async def test_a_search_reached_through_many_parents_counts_once(
     human: Caller, project: str
 ) -> None:

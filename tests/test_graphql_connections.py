@@ -471,3 +471,28 @@ async def test_events_paged_backward_never_repeat_the_cursors_event(
     page = (await human.gql(EVENTS_BEFORE, before))["data"]["project"]["events"]
     older = [n["sequence"] for n in page["nodes"]]
     assert older == [newest[0] - 2, newest[0] - 1], (newest, older)
+
+
+async def test_an_empty_cursor_is_no_cursor_on_every_connection(
+    human: Caller, project: str
+) -> None:
+    """docs/graphql.md, Connections: an empty `after` or `before` is no cursor
+    (the first page), on every connection, `events` included, as an empty
+    REST `cursor=` is; the forward page it gives says no page lies before it."""
+    for title in ("A", "B", "C"):
+        await new_task(human, title)
+    query = """query ($a: String, $b: String) { project(id: "demo") {
+      tasks(first: 2, after: $a) { nodes { title } pageInfo { hasPreviousPage } }
+      back: tasks(last: 2, before: $b) { nodes { title } pageInfo { hasNextPage } }
+      events(first: 2, after: $a) { nodes { sequence } pageInfo { hasPreviousPage } }
+      policyHistory(first: 1, after: $a) { nodes { revision } } }
+      projects(first: 1, after: $a) { nodes { restId } } }"""
+    empty = await human.gql(query, {"a": "", "b": ""})
+    assert "errors" not in empty, empty
+    assert empty == await human.gql(query, {"a": None, "b": None})
+    project_data = empty["data"]["project"]
+    assert [n["title"] for n in project_data["tasks"]["nodes"]] == ["A", "B"]
+    assert project_data["tasks"]["pageInfo"]["hasPreviousPage"] is False
+    assert [n["title"] for n in project_data["back"]["nodes"]] == ["B", "C"]
+    assert project_data["back"]["pageInfo"]["hasNextPage"] is False
+    assert [n["sequence"] for n in project_data["events"]["nodes"]] == [1, 2]

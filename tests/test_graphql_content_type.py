@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from tests.conftest import Caller
+from tests.conftest import Caller, MovableClock, copy_database, serving
+from waypost.settings import Settings
 
 BODY = b'{"query": "{ me { name } }"}'
 
@@ -142,3 +145,21 @@ async def test_other_methods_are_405_in_graphql_shape(human: Caller, method: str
     if method != "HEAD":  # a HEAD answer has no body
         assert r.json()["errors"][0]["extensions"] == {"code": "method_not_allowed"}
     assert r.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+async def test_other_methods_name_get_and_head_too_under_graphiql(
+    tmp_path: Path, clock: MovableClock, migrated_template: Path, method: str
+) -> None:
+    """docs/graphql.md: any other method is 405 in GraphQL's error shape, with
+    `Allow: POST`, or `Allow: GET, HEAD, POST` under `--graphiql` (GET and
+    HEAD then serve the page)."""
+    db_path = copy_database(migrated_template, tmp_path / "ide.db")
+    settings = Settings(db_path=db_path, sweep_interval=3600, graphiql=True)
+    async with serving(settings, clock) as service:
+        caller = await service.principal("human", "ide-user")
+        r = await service.client.request(method, "/graphql", content=BODY, headers={
+            **caller.headers(), "Content-Type": "application/json"})  # fmt: skip
+    assert r.status_code == 405, r.text
+    assert r.json()["errors"][0]["extensions"] == {"code": "method_not_allowed"}
+    assert r.headers["allow"] == "GET, HEAD, POST"

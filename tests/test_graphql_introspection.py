@@ -131,3 +131,30 @@ async def test_requests_for_one_new_text_share_one_build(
     assert len(builds) == 1
     assert all(a == answers[0] for a in answers) and "errors" not in answers[0]
     assert introspection._BUILDING == {}
+
+
+async def test_sixteen_texts_are_kept_and_the_least_recently_used_let_go(
+    human: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/graphql.md: an introspection answer is kept (16 texts are kept,
+    the least recently used are dropped); the next request with the same
+    text is answered from what was kept, without a build."""
+    builds: list[object] = []
+    real = introspection.off_loop
+
+    async def counted(work: Any, *args: object, lane: str) -> Any:
+        builds.append(work)
+        return await real(work, *args, lane=lane)
+
+    monkeypatch.setattr(introspection, "off_loop", counted)
+    texts = [f'{{ lru{i}: __type(name: "Task") {{ name }} }}' for i in range(17)]
+    for i, text in enumerate(texts):
+        assert await gql(human, {"query": text}) == {"data": {f"lru{i}": {"name": "Task"}}}
+    assert len(builds) == 17
+    kept = {key[0] for key in introspection._RESULTS.items}  # type: ignore[index]
+    assert len(introspection._RESULTS.items) == 16
+    assert texts[0] not in kept and set(texts[1:]) <= kept
+    await gql(human, {"query": texts[16]})  # kept: no build
+    assert len(builds) == 17
+    await gql(human, {"query": texts[0]})  # let go: built again
+    assert len(builds) == 18

@@ -137,6 +137,27 @@ async def test_fragments_chained_past_100_levels_are_refused(human: Caller) -> N
     assert "more than 100 levels" in data["errors"][0]["message"]
 
 
+def _chain(fragments: int) -> str:
+    """The operation's own selection set, then `fragments` fragments each
+    spreading the next, the last selecting `__typename`: 1 + `fragments`
+    selection sets along one path."""
+    parts = [f"fragment F{i} on Query {{ ...F{i + 1} }}" for i in range(fragments - 1)]
+    last = f"fragment F{fragments - 1} on Query {{ __typename }}"
+    return " ".join(["{ ...F0 }", *parts, last])
+
+
+async def test_100_selection_sets_along_one_path_pass_and_101_are_refused(
+    human: Caller,
+) -> None:
+    """docs/graphql.md: "A document that nests more than 100 selection sets
+    along one path is refused": the operation's own set counted as level 0,
+    so 101 passed and only 102 were refused (graphqldocaudit)."""
+    assert (await gql(human, _chain(99))).json() == {"data": {"__typename": "Query"}}
+    data = (await gql(human, _chain(100))).json()
+    assert codes(data) == ["invalid_request"]
+    assert "more than 100 levels" in data["errors"][0]["message"]
+
+
 def nested(depth: int) -> str:
     inner = "leaf"
     for i in range(depth):
@@ -344,6 +365,16 @@ async def test_operations_times_fragments_are_bounded_before_validation(human: C
     data = r.json()
     assert data["data"] is None and codes(data) == ["invalid_request"]
     assert "reach 20,100 fragments" in data["errors"][0]["message"]
+    # one past the limit (13 operations x 77 fragments = 1,001) is refused
+    query = operations_sharing_fragments(13, 76)
+    r = await human.client.post("/graphql", headers=human.headers(),
+                                json={"query": query, "operationName": "Q0"})  # fmt: skip
+    data = r.json()
+    assert data["data"] is None and codes(data) == ["invalid_request"], data
+    assert data["errors"][0]["message"].startswith(
+        "the document's operations reach 1,001 fragments in all"
+    )
+    assert "limit is 1,000" in data["errors"][0]["message"]
     # at the limit (40 x 25 = 1,000) the document is validated and runs
     query = operations_sharing_fragments(40, 24)
     r = await human.client.post("/graphql", headers=human.headers(),
@@ -376,6 +407,9 @@ OPERATIONS = "the document holds "
         (" ".join(f"query Q{i} {{ ...F }}" for i in range(480))
          + " fragment F on Query { me { name } }", OPERATIONS,
          "480 operations; the limit is 100 per document"),
+        (" ".join(f"query Q{i} {{ ...F }}" for i in range(101))
+         + " fragment F on Query { me { name } }", OPERATIONS,
+         "101 operations; the limit is 100 per document"),
         (" ".join(f"query Q{i} {{ ...F }}" for i in range(100))
          + " fragment F on Query { me { name } }", OPERATIONS, None),
     ],

@@ -1268,3 +1268,57 @@ async def test_a_subscriber_that_falls_behind_the_window_is_told_where_to_resume
         assert extensions.get("after") == seen, extensions  # resumed there, nothing is lost
         with pytest.raises(StopAsyncIteration):
             await asyncio.wait_for(anext(results), 10)
+
+
+async def test_a_null_session_in_connection_init_is_no_session(
+    service: Service, human: Caller
+) -> None:
+    """docs/graphql.md: a `Waypost-Session` that is not a string closes the
+    socket (4401), but a `null` one is no session, as a header left out."""
+    payload = {"Authorization": f"Bearer {human.token}", "Waypost-Session": None}
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            assert json.loads(await asyncio.wait_for(ws.recv(), 10)) == {
+                "type": "connection_ack"}  # fmt: skip
+
+
+async def test_a_socket_that_never_sends_connection_init_is_closed_4408(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/graphql.md: a socket that never sends `connection_init` is closed
+    after 60 seconds (4408). The view's wait is read here, then shortened so
+    that the close itself is seen."""
+    from starlette.routing import WebSocketRoute
+
+    from waypost.schema.view import WaypostGraphQL
+
+    view = next(r.app for r in service.app.routes if isinstance(r, WebSocketRoute))
+    assert isinstance(view, WaypostGraphQL)
+    assert view.connection_init_wait_timeout == timedelta(seconds=60)
+    monkeypatch.setattr(view, "connection_init_wait_timeout", timedelta(seconds=0.2))
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4408
+
+
+async def test_a_batch_holds_at_most_200_events(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/graphql.md: an `EventBatch` holds one or more events, at most 200,
+    and its `lastSequence` is the `after` to resume from: 250 events behind
+    the subscription come as 200, then the rest."""
+    for i in range(249):
+        await new_task(human, f"t{i}")
+    async with running(service) as base, graphql_ws(base, human.token) as client:
+        op = await client.subscribe(BATCHES, {"after": 0})
+        first = (await _next(client, op))["projectEventBatches"]
+        assert [e["sequence"] for e in first["events"]] == list(range(1, 201))
+        assert first["lastSequence"] == 200
+        second = (await _next(client, op))["projectEventBatches"]
+    assert [e["sequence"] for e in second["events"]] == list(range(201, 251))
+    assert second["lastSequence"] == 250

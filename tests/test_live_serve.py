@@ -109,3 +109,29 @@ async def test_a_handshake_from_another_origin_is_refused_and_said_once(tmp_path
         assert sum("Origin is not its Host" in seen for seen in srv.seen) == 1
     finally:
         srv.stop()
+
+
+async def test_a_frame_over_1_mib_closes_the_socket_1009(tmp_path: Path) -> None:
+    """docs/graphql.md: a subscribe over the 64 KiB body limit is refused for
+    its operation, but WebSocket frames are at most 1 MiB: a larger one
+    closes the socket with 1009 (uvicorn's default allowed 16 MiB)."""
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    srv = start(tmp_path / "waypost.db", clock)
+    try:
+        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
+        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
+        srv.wait_for(r"listening on http://")
+        ws_url = srv.url.replace("http://", "ws://") + "/graphql"
+        async with connect(ws_url, subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
+                           max_size=None) as ws:  # fmt: skip
+            init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+            await ws.send(json.dumps(init))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"
+            payload = {"query": "{ __typename }", "variables": {"pad": "x" * (1024 * 1024)}}
+            await ws.send(json.dumps({"id": "big", "type": "subscribe", "payload": payload}))
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 20)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    finally:
+        srv.stop()

@@ -496,6 +496,20 @@ def test_the_default_intervals_keep_the_contracts_15_seconds() -> None:
     assert limits.keepalive_seconds < 15 and limits.recheck_seconds <= 15
 
 
+def test_the_default_figures_are_the_documented_ones() -> None:
+    """docs/graphql.md, "Bounded resources" (the tests run with smaller ones):
+    at most 16 open streams and subscriptions per token and 1,000 per server
+    (acknowledged GraphQL WebSockets counted the same way); a shared window
+    of the latest 2,000-4,000 events of a project; the hub waits 1 ms per
+    open stream before it reads, at most 100 ms; another process's writes
+    are picked up within a second."""
+    limits = LiveLimits()
+    assert (limits.per_token, limits.total) == (16, 1000)
+    assert limits.window == 2000  # trimmed back to it past twice as many
+    assert (limits.coalesce_per_listener, limits.coalesce_max) == (0.001, 0.1)
+    assert limits.poll_seconds <= 1.0
+
+
 async def test_a_resume_from_just_behind_the_trimmed_window_misses_nothing(
     service: Service, human: Caller, project: str
 ) -> None:

@@ -173,7 +173,9 @@ class _Measurer:
     def selections(
         self, selection_set: SelectionSetNode, parent: GraphQLNamedType | None, level: int
     ) -> Measure:
-        if level > MAX_NESTING:
+        # level 0 is the operation's own set: MAX_NESTING sets are levels 0
+        # to MAX_NESTING - 1 (`>` let 101 through; graphqldocaudit)
+        if level >= MAX_NESTING:
             raise _TooDeep
         depth = aliases = nodes = 0
         schemas: frozenset[str] = frozenset()
