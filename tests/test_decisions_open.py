@@ -130,6 +130,24 @@ async def test_right_to_left_text_and_its_marks_are_taken(
     assert r.json()["options"] == options
 
 
+@pytest.mark.parametrize(
+    "environment",
+    ["prod \u26a0\ufe0f", "\u2764\ufe0f prod", "cafe\u0301", "prod 1\ufe0f\u20e3",
+     "prod \U0001f44d\U0001f3fd", "\u05e9\u05dc\u05d1 1"],
+)  # fmt: skip
+async def test_an_environment_ending_in_what_shows_with_its_character_is_taken(
+    human: Caller, project: str, environment: str
+) -> None:
+    """Each end is judged as a reader sees it: an emoji's variation
+    selector, a keycap or a combining mark shows with the character before
+    it. `prod` + U+26A0 U+FE0F was refused for "a character that shows
+    nothing" at its end (review68)."""
+    task = await new_task(human)
+    r = await human.post(DECISIONS, decision_body([task], environment=environment))
+    assert r.status_code == 201, r.text
+    assert r.json()["current"]["environment"] == environment
+
+
 async def test_open_replay_returns_the_stored_decision(human: Caller, project: str) -> None:
     task = await new_task(human)
     body = decision_body([task])

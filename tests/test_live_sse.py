@@ -20,7 +20,7 @@ from tests.live_support import SseEvent, next_data_event, running, sse_events
 from waypost.clock import format_time
 from waypost.errors import Unavailable
 from waypost.live import Hub, LiveLimits, SlowConsumer, hub_for
-from waypost.live.hub import _Window
+from waypost.live.hub import Listener, _Window
 from waypost.live.sse import _encoded_for
 from waypost.live.streams import still_valid
 from waypost.resolvers.access import principals
@@ -615,7 +615,8 @@ async def test_the_windows_of_all_projects_stay_within_their_characters(
     events of up to 3.2 KB each (37 MB of objects) a project, for as many
     projects as streams may listen to (cacheaudit). Past `window_chars` the
     heaviest window loses its older half; a listener at its tail misses
-    nothing, and one far behind reads the rest from the log."""
+    nothing, and one far behind that never caught up (`behind` reads
+    nothing until the end) reads the rest from the log."""
     for name in ("busy", "quiet"):
         await human.post("/api/v1/projects", {"id": name, "name": name})
     limits = LiveLimits(window=1000, window_chars=20_000, poll_seconds=0.05)
@@ -667,6 +668,9 @@ def _windows_of(hub: Hub, weights: dict[str, list[int]]) -> None:
         ({"a": [40, 40], "b": [10, 10, 11]}, {"a": 1, "b": 3}),
         ({"a": [20] * 5, "b": [1]}, {"a": 3, "b": 1}),
         ({"a": [30] * 4, "b": [5]}, {"a": 2, "b": 1}),
+        # the heaviest holds one event: the next heaviest is trimmed instead
+        # (it gave up there, over the bound: review68)
+        ({"a": [60], "b": [20, 20, 20]}, {"a": 1, "b": 2}),
     ],
 )
 async def test_past_window_chars_the_heaviest_window_loses_its_older_half(
@@ -712,6 +716,32 @@ async def test_a_windows_count_trim_gives_back_its_characters(
             window = hub._windows["count"]
             assert 2 <= len(window.items) <= 4
             assert window.held == sum(window.weights) == hub._held
+    finally:
+        await hub.close()
+
+
+async def test_a_caught_up_listener_behind_a_weight_trim_is_a_slow_consumer(
+    service: Service,
+) -> None:
+    """A trim by weight moves the floor as a trim by count does: a listener
+    that had caught up and is now below it is dropped (`slow_consumer`, to
+    resume from its last sequence), never served from the log with a gap or
+    left waiting; one at the tail is not (review68: `_fit` said one further
+    behind "resumes from the log")."""
+    hub = Hub(service.rt.db, LiveLimits(window_chars=100))
+    try:
+        _windows_of(hub, {"a": [30, 30, 30, 30]})  # sequences 1-4, 120 > 100
+        window = hub._windows["a"]
+        behind, tail = Listener(hub, "a", "tok", 1), Listener(hub, "a", "tok", 4)
+        for listener in (behind, tail):
+            listener.caught_up = True
+            window.listeners.add(listener)
+        hub._fit()
+        assert window.floor == 2 and window.sequences == [3, 4]
+        with pytest.raises(SlowConsumer) as dropped:
+            hub._in_window(behind)
+        assert dropped.value.details == {"after": 1}
+        assert hub._in_window(tail) == []
     finally:
         await hub.close()
 

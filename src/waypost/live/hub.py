@@ -17,10 +17,11 @@ fire no commit hook here: a periodic re-read (`poll_seconds`) covers them.
 Resources are bounded: at most `per_token` open listeners per token and
 `total` in all (past that, `TooManyStreams`), and as many acknowledged
 GraphQL WebSockets (`open_socket`), with or without subscriptions; the window
-per project holds between `window` and twice `window` events (it is trimmed
-in halves), and the windows of all projects together at most `window_chars`
-characters of event data (past that the heaviest window loses its older
-half, until they fit); a listener that had caught up and then falls behind the oldest
+per project holds at most twice `window` events (it is trimmed in halves,
+to `window`), and the windows of all projects together at most
+`window_chars` characters of event data (past that the heaviest window
+loses its older half, until they fit: with many busy projects a window
+then holds fewer than `window`); a listener that had caught up and then falls behind the oldest
 event the window holds is dropped (`SlowConsumer`) rather than buffered
 for; it can resume from its last sequence.
 """
@@ -73,8 +74,10 @@ class LiveLimits:
     # count alone let each listened project hold up to 4,000 events of up to
     # 3.2 KB each (a task with 100 `depends_on`), 37 MB of Python objects,
     # so a thousand listened projects could take tens of GB (cacheaudit).
-    # 16 Mi characters are some 45 MB of objects; typical events (~300
-    # characters) fill it only past a dozen busy projects' whole windows.
+    # 16 Mi characters are some 45 MB of such objects, up to 80 MB of small
+    # events (their other fields weigh 200 here and take more; review68);
+    # typical events (~330) fill it only past a dozen busy projects' whole
+    # windows, and then a caught-up stream has less room to fall behind.
     window_chars: int = 16 * 1024 * 1024
     poll_seconds: float = 1.0
     # The hub waits this long per open listener (at most `coalesce_max`)
@@ -378,12 +381,17 @@ class Hub:
                 await asyncio.sleep(self.limits.poll_seconds)
 
     def _fit(self) -> None:
-        """Trim the heaviest window by its older half until all fit in
-        `window_chars` (its newest event stays: a caught-up listener at the
-        tail loses nothing; one further behind resumes from the log)."""
+        """Trim the heaviest window of two events or more by its older half
+        until all fit in `window_chars`. Its newest event stays: a listener
+        at the tail loses nothing; one that had caught up and is now behind
+        the new floor is a slow consumer, as past a count trim (one that
+        never caught up reads from the log)."""
         while self._held > self.limits.window_chars:
-            heaviest = max(self._windows.values(), key=lambda w: w.held)
-            if len(heaviest.items) < 2:
+            trimmable = (w for w in self._windows.values() if len(w.items) > 1)
+            # not simply the heaviest: one of a single event (a heavy one)
+            # left the others over the bound untrimmed (review68)
+            heaviest = max(trimmable, key=lambda w: w.held, default=None)
+            if heaviest is None:
                 return  # one event each: nothing left to trim
             self._held -= heaviest.trim(len(heaviest.items) // 2)
 

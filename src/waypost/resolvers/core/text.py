@@ -77,9 +77,12 @@ def require_shown_at_both_ends(value: str, field: str) -> None:
     """Refuse a value matched or vouched for exactly (a knowledge scope's
     environment, a decision's) that begins or ends with whitespace or a
     character that shows nothing: `prod` + U+200B is read as `prod` and is
-    not it. A combining mark at the end (`café` decomposed) shows, with its
-    letter, and passes."""
-    if value and not (shown_as(value[0]) and shown_as(value[-1])):
+    not it. Each end is judged as the reader sees the whole: a combining mark
+    at the end (`café` decomposed) shows with its letter, and so does the
+    variation selector of an emoji (`prod ⚠️`), which alone shows nothing
+    and was refused (review68)."""
+    composed, shown = unicodedata.normalize("NFC", value), shown_as(value)
+    if value and not (shown and composed.startswith(shown[0]) and composed.endswith(shown[-1])):
         shows_nothing = "whitespace or a character that shows nothing"
         raise InvalidRequest.field(field, f"{field} must not begin or end with {shows_nothing}")
 

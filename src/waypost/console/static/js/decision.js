@@ -436,7 +436,7 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
     // override, a space or an invisible character at either end (it said
     // "give 1 to 200 characters" of a refused " prod")
     environment: `Environment: one line of 1 to ${ENVIRONMENT_MAX} characters, beginning and`
-      + " ending with one that shows (no space at either end), without bidi override characters.",
+      + " ending with one that shows (no space at either end), without bidi embedding or override characters.",
     conditions: `Conditions: at most ${CONDITIONS_MAX} lines of at most ${CONDITION_MAX} characters each.`,
   };
   const said = (error.code === "invalid_request" && fieldWords[field]) || error.message;
