@@ -113,11 +113,8 @@ async def test_a_result_past_the_cached_size_is_answered_not_kept(human: Caller)
     assert not [key for key in introspection._RESULTS.items if key[0] == query]  # type: ignore[index]
 
 
-async def test_requests_for_one_new_text_share_one_build(
-    human: Caller, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Ten copies of a new text that arrived together were built one after
-    another on the lane (120 ms each, the tenth answered after 1.65 s)."""
+def _counted_builds(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The introspection builds run from here on, each noted as it starts."""
     builds: list[object] = []
     real = introspection.off_loop
 
@@ -126,6 +123,15 @@ async def test_requests_for_one_new_text_share_one_build(
         return await real(work, *args, lane=lane)
 
     monkeypatch.setattr(introspection, "off_loop", counted)
+    return builds
+
+
+async def test_requests_for_one_new_text_share_one_build(
+    human: Caller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ten copies of a new text that arrived together were built one after
+    another on the lane (120 ms each, the tenth answered after 1.65 s)."""
+    builds = _counted_builds(monkeypatch)
     query = get_introspection_query().replace("query IntrospectionQuery", "query Shared")
     answers = await asyncio.gather(*(gql(human, {"query": query}) for _ in range(10)))
     assert len(builds) == 1
@@ -139,14 +145,7 @@ async def test_sixteen_texts_are_kept_and_the_least_recently_used_let_go(
     """docs/graphql.md: an introspection answer is kept (16 texts are kept,
     the least recently used are dropped); the next request with the same
     text is answered from what was kept, without a build."""
-    builds: list[object] = []
-    real = introspection.off_loop
-
-    async def counted(work: Any, *args: object, lane: str) -> Any:
-        builds.append(work)
-        return await real(work, *args, lane=lane)
-
-    monkeypatch.setattr(introspection, "off_loop", counted)
+    builds = _counted_builds(monkeypatch)
     texts = [f'{{ lru{i}: __type(name: "Task") {{ name }} }}' for i in range(17)]
     for i, text in enumerate(texts):
         assert await gql(human, {"query": text}) == {"data": {f"lru{i}": {"name": "Task"}}}

@@ -14,7 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from tests.serve_support import START, start
+from tests.serve_support import START, serve, start
 
 pytestmark = pytest.mark.slow
 
@@ -115,17 +115,12 @@ async def test_a_frame_over_1_mib_closes_the_socket_1009(tmp_path: Path) -> None
     """docs/graphql.md: a subscribe over the 64 KiB body limit is refused for
     its operation, but WebSocket frames are at most 1 MiB: a larger one
     closes the socket with 1009 (uvicorn's default allowed 16 MiB)."""
-    clock = tmp_path / "clock"
-    clock.write_text(START)
-    srv = start(tmp_path / "waypost.db", clock)
-    try:
-        srv.wait_for(r"created human principal 'admin'; its token \(shown once\)")
-        token = srv.wait_for(r"^\s+(wp_\S+)$").group(1)
-        srv.wait_for(r"listening on http://")
+    with serve(tmp_path) as srv:
         ws_url = srv.url.replace("http://", "ws://") + "/graphql"
         async with connect(ws_url, subprotocols=["graphql-transport-ws"],  # type: ignore[list-item]
                            max_size=None) as ws:  # fmt: skip
-            init = {"type": "connection_init", "payload": {"Authorization": f"Bearer {token}"}}
+            init = {"type": "connection_init",
+                    "payload": {"Authorization": f"Bearer {srv.admin_token}"}}  # fmt: skip
             await ws.send(json.dumps(init))
             assert json.loads(await ws.recv())["type"] == "connection_ack"
             payload = {"query": "{ __typename }", "variables": {"pad": "x" * (1024 * 1024)}}
@@ -133,5 +128,3 @@ async def test_a_frame_over_1_mib_closes_the_socket_1009(tmp_path: Path) -> None
             with pytest.raises(ConnectionClosed) as closed:
                 await asyncio.wait_for(ws.recv(), 20)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
-    finally:
-        srv.stop()

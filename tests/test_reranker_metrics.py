@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from tests.conftest import Caller, Service
 from tests.context_support import CONTEXT, ids
@@ -20,6 +19,7 @@ from tests.test_reranker import (  # noqa: F401  (fixtures: a provider and a rer
     start,
     three_records,
 )
+from tests.test_reranker_breaker import Tick
 
 
 def sample(served: Service, name: str, **labels: str) -> float:
@@ -42,16 +42,6 @@ async def test_outcomes_are_counted_and_the_open_circuit_shows(
     assert (await rerank_of(human))[1] == "circuit_open"
     assert sample(service, "waypost_reranker_calls_total", outcome="circuit_open") == 1
     assert sample(service, "waypost_reranker_circuit_state") == 2
-
-
-class Tick:
-    """A hand-moved monotonic clock for the circuit window (no sleeping)."""
-
-    def __init__(self) -> None:
-        self.now = time.monotonic()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 async def test_the_gauge_shows_a_half_open_circuit_while_the_probe_is_out(
