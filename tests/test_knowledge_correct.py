@@ -217,6 +217,16 @@ async def test_correction_refuses_a_scope_value_with_an_unseen_end(
     assert (await human.get(path)).json()["revision"] == 1
 
 
+async def test_correction_keeps_to_the_tag_rules(human: Caller, project: str) -> None:
+    """A correction replaces the tags whole, so it keeps to create's rules:
+    `prod ` is found by no `tag=prod`."""
+    record = await create(human, project)
+    path = kpath(project, record["id"])
+    r = await human.patch(path, correction(record, tags=["ok", "prod "]))
+    assert error_of(r) == (400, "invalid_request", "tags[1]")
+    assert (await human.get(path)).json()["revision"] == 1
+
+
 def _scope(**dimensions: list[str]) -> dict[str, list[str]]:
     return {"task_ids": [], "components": [], "environments": [], "versions": [], **dimensions}
 

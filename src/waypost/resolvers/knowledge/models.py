@@ -19,6 +19,7 @@ from waypost.ids import END, ID_CHARS
 from waypost.resolvers.core.text import (
     ONE_LINE_PATTERN,
     require_distinct,
+    require_drawn_in_order,
     require_shown_at_both_ends,
     require_text,
 )
@@ -122,14 +123,17 @@ class LessonProvenanceInput(msgspec.Struct, forbid_unknown_fields=True):
     source_uri: SourceUri | None = None
 
 
-def _check_scope_value(value: str, field: str) -> None:
-    """A scope value shows something and begins and ends with a character a
-    reader sees: the context filters match it exactly, so `prod ` or `prod`
-    + U+200B (refused beside `prod` as a duplicate a reader cannot tell
-    apart) was kept from every `environment=prod` packet, and ` ` or U+200B
-    alone matched no filter a person could type."""
+def _check_label(value: str, field: str) -> None:
+    """A scope value or a tag shows something, begins and ends with a
+    character a reader sees, and is drawn in the order it holds: the context
+    filters and the list's `tag` filter match it exactly, so `prod ` or
+    `prod` + U+200B (refused beside `prod` as a duplicate a reader cannot
+    tell apart) was kept from every `environment=prod` packet and `tag=prod`
+    page, ` ` or U+200B alone matched no filter a person could type, and
+    U+202E + `dorp` was drawn `prod` and found by no `prod`."""
     require_text(value, field)
     require_shown_at_both_ends(value, field)
+    require_drawn_in_order(value, field)
 
 
 class NewRecord(msgspec.Struct, forbid_unknown_fields=True):
@@ -217,11 +221,11 @@ class Content:
         _check_text(body.title, body.body)
         for name in ("components", "environments", "versions"):
             for i, value in enumerate(getattr(body.scope, name)):
-                _check_scope_value(value, f"scope.{name}[{i}]")
+                _check_label(value, f"scope.{name}[{i}]")
         for name in ("task_ids", "components", "environments", "versions"):
             require_distinct(getattr(body.scope, name), f"scope.{name}")
         for i, tag in enumerate(body.tags):
-            require_text(tag, f"tags[{i}]")
+            _check_label(tag, f"tags[{i}]")
         require_distinct(body.tags, "tags")
         prov = body.provenance
         if not isinstance(prov, LessonProvenanceInput):
