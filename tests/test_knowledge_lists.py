@@ -83,6 +83,12 @@ async def test_filters_by_kind_status_and_tag(human: Caller, project: str) -> No
     assert await ids(tag="ops") == {fact["id"]}
     assert await ids(tag="db", kind="lesson") == {lesson["id"]}
     assert await ids(tag="missing") == set()
+    # exact, code point for code point (docs/knowledge.md): no case folding,
+    # no normalising, so `DB` and a decomposed `café` are other tags
+    upper = await create(human, project, tags=["DB", "caf\u00e9"])
+    assert await ids(tag="DB") == {upper["id"]}
+    assert await ids(tag="db") == {fact["id"], lesson["id"]}
+    assert await ids(tag="cafe\u0301") == set()
 
 
 async def test_tag_filter_follows_corrections(human: Caller, project: str) -> None:
