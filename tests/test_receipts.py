@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import Caller, MovableClock, Service
+from tests.tasks_support import BASE, error
 from waypost.mcp_server.backend import LocalBackend
 from waypost.mcp_server.calls import ApiError
 from waypost.resolvers.access import principals
@@ -462,3 +463,21 @@ async def test_a_graphql_key_names_its_mutation_not_only_its_input(service: Serv
     }
     me = (await agent.get("/api/v1/me")).json()
     assert me["session"]["id"] == agent.session_id and me["session"]["ended_at"] is None
+
+
+async def test_a_key_past_48_hours_is_free_only_once_a_sweep_purged_it(
+    service: Service, human: Caller, project: str, clock: MovableClock
+) -> None:
+    """api.md, Idempotency: receipts are kept 48 hours and then deleted by
+    the sweep (every `--sweep-interval`); until a sweep runs, an older
+    receipt still decides (replay, or `422` for another request)."""
+    r = await human.post(f"{BASE}/tasks", {"title": "first"}, key="old-key")
+    assert r.status_code == 201, r.text
+    clock.advance(hours=49)
+    r = await human.post(f"{BASE}/tasks", {"title": "second"}, key="old-key")
+    assert error(r)[:2] == (422, "idempotency_key_reused")
+    r = await human.post(f"{BASE}/tasks", {"title": "first"}, key="old-key")
+    assert r.status_code == 201 and r.headers.get("idempotent-replayed") == "true"
+    await sweep.run_once(service.rt)
+    r = await human.post(f"{BASE}/tasks", {"title": "second"}, key="old-key")
+    assert r.status_code == 201 and "idempotent-replayed" not in r.headers

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from tests.conftest import Caller, Service
+from tests.tasks_support import error
 from waypost.decoding import convert, decimal_integer, parse_json, refuse_nul
 from waypost.errors import InvalidRequest
 from waypost.resolvers.projects import policy
@@ -1114,3 +1115,35 @@ async def test_every_rest_answer_says_the_services_time(
     refused = await human.get("/api/v1/openapi.json?x=1")
     assert (document.status_code, refused.status_code) == (200, 400)
     assert document.headers["Waypost-Now"] == refused.headers["Waypost-Now"] == service.clock.iso()
+
+
+async def test_rest_names_a_decoding_fault_before_a_bad_key_and_a_bad_key_before_a_rule(
+    human: Caller, project: str
+) -> None:
+    """api.md, Requests: over REST a bad `Idempotency-Key` is named after a
+    fault the body's decoding finds (a type, a bound, a missing field, NUL),
+    and before a rule the operation checks itself (a blank title), which
+    runs only after the key's receipt was looked for (Idempotency)."""
+    for body in ({"title": "x" * 201}, {}, {"title": 5}, {"title": "a\u0000"}):
+        r = await human.post(f"{BASE}/tasks", body, key="bad key")
+        assert error(r)[::2] == (400, {"field": "title"}), (body, r.text)
+    r = await human.post(f"{BASE}/tasks", {"title": " "}, key="bad key")
+    assert error(r)[::2] == (400, {"field": "Idempotency-Key"}), r.text
+
+
+async def test_an_action_body_of_whitespace_is_a_body_that_needs_its_content_type(
+    service: Service,
+) -> None:
+    """api.md, Requests: an action POST takes nothing at all without a
+    `Content-Type`; whitespace alone is taken as an empty body only when
+    sent as `application/json` (without, it is a body of no JSON type: 415)."""
+    agent = await service.agent()
+    path = f"/api/v1/sessions/{agent.session_id}/heartbeat"
+    plain = agent.headers("beat-nothing")
+    r = await agent.client.post(path, headers=plain)
+    assert r.status_code == 200, r.text
+    r = await agent.client.post(path, headers=agent.headers("beat-ws"), content=b" \n")
+    assert error(r)[:2] == (415, "unsupported_media_type")
+    json_headers = {**agent.headers("beat-ws-json"), "Content-Type": "application/json"}
+    r = await agent.client.post(path, headers=json_headers, content=b" \n")
+    assert r.status_code == 200, r.text

@@ -492,3 +492,85 @@ async def test_a_claimed_event_says_whether_the_claim_named_its_task(
         for _, data in claimed
     )
     assert all(data["session_id"] == agent.session_id for _, data in claimed)
+
+
+async def test_a_named_claim_at_the_instant_a_lease_expires_is_lease_expired(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Leases: a named claim refuses a stale lease first
+    (`409 state_conflict`, reason `lease_expired`: use `recover`), and
+    `expires_at` is the first instant the lease no longer holds. At that
+    instant neither its owner (`already_claimed`) nor another agent
+    (`held_by_another`, told to wait until that very instant) is refused
+    as if it were live."""
+    task, agent = await claimed_by_agent(service, human)
+    other = await service.agent("other")
+    lease = (await agent.get(task_path(task["id"]))).json()["lease"]
+    left = datetime.fromisoformat(lease["expires_at"]) - service.clock.now()
+    service.clock.advance(seconds=left.total_seconds() - 60)
+    for caller in (agent, other):  # both sessions outlive the lease
+        await caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat")
+    service.clock.advance(seconds=60 - 0.001)
+    status, code, details = error(await other.post(f"{BASE}/claims", {"task_id": task["id"]}))
+    assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
+    service.clock.advance(seconds=0.001)
+    assert service.clock.iso() == lease["expires_at"]
+    for caller in (agent, other):
+        status, code, details = error(await caller.post(f"{BASE}/claims", {"task_id": task["id"]}))
+        assert (status, code, details["reason"]) == (409, "state_conflict", "lease_expired")
+
+
+async def test_nothing_ready_names_the_longest_lapsed_lease_first(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Leases: `details.expired_leases` lists the lapsed leases
+    longest lapsed first (the one an agent should recover first), not by id."""
+    first = (await human.post(f"{BASE}/tasks", {"title": "made first"})).json()
+    second = (await human.post(f"{BASE}/tasks", {"title": "made second"})).json()
+    agent = await service.agent("holder")
+    await claim(agent, second["id"])  # lapses first
+    service.clock.advance(minutes=1)
+    await claim(agent, first["id"])
+    service.clock.advance(minutes=20)
+    other = await service.agent("poller")
+    status, _, details = error(await other.post(f"{BASE}/claims", {}))
+    assert (status, details["reason"]) == (404, "nothing_ready")
+    assert details["expired_leases"] == [second["id"], first["id"]]
+    assert details["expired_leases_truncated"] is False
+
+
+async def test_recover_answers_the_latest_20_checkpoints(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Leases: `recover` answers the lapsed lease and the latest
+    20 checkpoints (newest first, as the checkpoint list), not more."""
+    task, agent = await claimed_by_agent(service, human)
+    for i in range(22):
+        r = await agent.post(task_path(task["id"], "checkpoint"), {"note": f"step {i}"})
+        assert r.status_code == 200, r.text
+    service.clock.advance(minutes=16)
+    other = await service.agent("other")
+    r = await other.post(task_path(task["id"], "recover"))
+    assert r.status_code == 200, r.text
+    notes = [c["note"] for c in r.json()["checkpoints"]]
+    assert notes == [f"step {i}" for i in range(21, 1, -1)]
+
+
+async def test_nothing_ready_names_at_most_20_lapsed_leases(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Leases: at most 20 lapsed leases are named, and
+    `expired_leases_truncated` says there are more (21 here)."""
+    agent = await service.agent("holder")
+    made = []
+    for i in range(21):
+        task = (await human.post(f"{BASE}/tasks", {"title": f"task {i}"})).json()
+        await claim(agent, task["id"])
+        made.append(task["id"])
+        service.clock.advance(seconds=1)
+    service.clock.advance(minutes=16)
+    other = await service.agent("poller")
+    status, _, details = error(await other.post(f"{BASE}/claims", {}))
+    assert (status, details["reason"]) == (404, "nothing_ready")
+    assert details["expired_leases"] == made[:20]
+    assert details["expired_leases_truncated"] is True
