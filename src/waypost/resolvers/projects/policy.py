@@ -127,7 +127,10 @@ def _event_data(
 
 
 async def get(rt: Runtime, project_id: str) -> dict[str, Any]:
-    return await rt.db.read(lambda conn: policy_json(require_project(conn, project_id)))
+    # one statement, by primary key: a point read on the event loop's own
+    # connection, where the hop to a reader thread and back cost more than
+    # the read (storage/db.py)
+    return await rt.db.read_point(lambda conn: policy_json(require_project(conn, project_id)))
 
 
 def history_sync(
