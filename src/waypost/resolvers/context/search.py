@@ -147,9 +147,13 @@ _DIMENSIONS = (
     ("scope_environments", "environment"),
     ("scope_versions", "version"),
 )
+# As CASE, not `= '[]' OR (:p IS NOT NULL AND EXISTS ...)`: SQLite 3.40 paid
+# for the EXISTS's json_each on each scoped row even when the filter was not
+# sent (the content-row read of 63 ranked rows, 400 us against 215 us at 10k
+# records; ctxprofile). Same value for every row: the columns are NOT NULL.
 SCOPE_SQL = " AND ".join(
-    f"(k.{column} = '[]' OR (:{param} IS NOT NULL AND EXISTS"
-    f" (SELECT 1 FROM json_each(k.{column}) WHERE value = :{param})))"
+    f"(CASE WHEN k.{column} = '[]' THEN 1 WHEN :{param} IS NULL THEN 0"
+    f" ELSE EXISTS (SELECT 1 FROM json_each(k.{column}) WHERE value = :{param}) END)"
     for column, param in _DIMENSIONS
 )
 
