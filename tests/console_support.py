@@ -65,7 +65,10 @@ class Rest:
 def pooled() -> Iterator[None]:
     """Every Rest request on one client's kept-alive connections meanwhile
     (the browser tests': none of them counts the service's connections)."""
-    with httpx.Client(timeout=10) as client:
+    # idle connections dropped after 2 s: `serve` (uvicorn) closes one idle
+    # for 5 s, httpx's default keep-alive expiry, and a request sent on one
+    # just as the service closes it fails (reset or disconnected)
+    with httpx.Client(timeout=10, limits=httpx.Limits(keepalive_expiry=2)) as client:
         Rest.pool = client
         try:
             yield

@@ -88,9 +88,10 @@ export async function renderKnowledgeList(projectId, query) {
       const value = form.querySelector(`[name=${name}]`).value;
       if (value) params.set(name, value);
     }
-    // exactly as typed: a tag matches code point for code point, and the
-    // service keeps a tag's surrounding spaces (one of "  spaced  " was
-    // sent as "spaced" and matched nothing)
+    // exactly as typed: a tag matches code point for code point, and a
+    // record stored before the service refused a tag's blank ends keeps
+    // its surrounding spaces (one of "  spaced  " was sent as "spaced" and
+    // matched nothing)
     const tag = form.querySelector(`#${tagId}`).value;
     if (tag.trim()) params.set("tag", tag);
     const text = form.querySelector(`#${textId}`).value.trim();
