@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -1981,6 +1982,33 @@ def test_filters_the_service_refuses_are_said_beside_the_form(tab: Tab, world: W
     page.locator("main").get_by_text("These filters were refused").wait_for(state="detached")
     counted = re.compile(r"record\(s\) shown|No record matches these filters")
     page.locator("main").get_by_text(counted).wait_for()
+
+
+def test_a_tag_with_blank_ends_stored_before_the_rules_is_filtered_as_typed(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: the tag filter is sent exactly as typed, spaces around
+    it included, so a record stored before the service refused a tag's blank
+    ends is still found by its tag (one of "  spaced  " was sent as "spaced"
+    and matched nothing)."""
+    title = "Legacy spaced tag record"
+    body = {"kind": "fact", "title": title, "body": "Kept from before.", "tags": ["legacy"]}
+    made = world.alice.send("POST", "/api/v1/projects/demo/knowledge", body, 201)
+    with sqlite3.connect(world.served.db) as conn:  # as an earlier build left the row
+        conn.execute(
+            "UPDATE knowledge SET tags = ? WHERE id = ?", (json.dumps(["  spaced  "]), made["id"])
+        )
+    conn.close()
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/demo/knowledge")
+    page.locator("main").get_by_text(re.compile(r"record\(s\) shown")).wait_for()
+    # the links shown so far are marked: the filter's answer has new ones
+    page.evaluate("() => document.querySelectorAll('main a').forEach((a) => a.dataset.old = 1)")
+    page.get_by_label("Tag", exact=True).fill("  spaced  ")
+    page.get_by_role("button", name="Filter").click()
+    page.locator("main a:not([data-old])", has_text=title).wait_for(timeout=10000)
+    assert "1 record(s) shown" in page.locator("main").inner_text()
 
 
 def test_an_answer_given_just_now_reads_as_past(tab: Tab, world: World) -> None:

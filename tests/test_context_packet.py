@@ -235,6 +235,12 @@ async def test_decisions_come_first_even_without_text_matches(human: Caller, pro
         ({"versions": ["2.1"]}, {"version": "2.1", "component": "x"}, True),
         ({"versions": ["2.1"]}, {"version": "2.0"}, False),
         ({"components": ["api"], "versions": ["2"]}, {"component": "api"}, False),
+        # matched exactly, code point for code point (docs/context.md): no
+        # case folding, and `%` and `_` are characters, not wildcards
+        ({"environments": ["prod"]}, {"environment": "PROD"}, False),
+        ({"environments": ["prod"]}, {"environment": "pr%"}, False),
+        ({"environments": ["prod"]}, {"environment": "pr_d"}, False),
+        ({"environments": ["pr%"]}, {"environment": "pr%"}, True),
     ],
 )
 async def test_scope_dimensions_match_the_requested_filters(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import Caller, Service
-from tests.knowledge_support import create, error_of, kpath, new_body, raw
+from tests.knowledge_support import create, error_of, kpath, make_task, new_body, raw
 
 
 async def test_create_returns_the_flat_object_with_revision_1(human: Caller, project: str) -> None:
@@ -179,6 +179,11 @@ REFUSALS: list[tuple[dict[str, Any], str]] = [
     ({"scope": {"environments": ["\u202eprod"]}}, "scope.environments[0]"),  # a bidi control
     ({"scope": {"environments": ["prod\u00ad"]}}, "scope.environments[0]"),  # a soft hyphen
     ({"scope": {"environments": ["prod\u3164"]}}, "scope.environments[0]"),  # drawn blank
+    # a version is a scope value as an environment is (docs/knowledge.md)
+    ({"scope": {"versions": ["2.1 "]}}, "scope.versions[0]"),
+    ({"scope": {"versions": ["2.0", "\u200b2.1"]}}, "scope.versions[1]"),
+    ({"scope": {"versions": ["2\u202e1"]}}, "scope.versions[0]"),
+    ({"scope": {"components": ["api\u00a0"]}}, "scope.components[0]"),
     ({"scope": {"task_ids": ["ok", "not a task id"]}}, "scope.task_ids[1]"),
     ({"scope": {"regions": []}}, "scope.regions"),
     ({"applicability": "x" * 4097}, "applicability"),
@@ -278,4 +283,18 @@ async def test_a_refused_create_writes_no_event_and_its_key_can_be_retried(
     events = (await human.get(f"/api/v1/projects/{project}/events")).json()["items"]
     assert [e["type"] for e in events if e["type"].startswith("knowledge.")] == [
         "knowledge.created"
+    ]
+
+
+async def test_create_refuses_a_task_named_twice_in_its_scope(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/knowledge.md: `scope.task_ids`, no duplicates."""
+    task_id = await make_task(human, project)
+    r = await human.post(kpath(project), new_body(scope={"task_ids": [task_id, task_id]}))
+    assert error_of(r) == (400, "invalid_request", "scope.task_ids[1]"), r.text
+    with raw(service.db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM knowledge").fetchone()[0] == 0
+    assert (await create(human, project, scope={"task_ids": [task_id]}))["scope"]["task_ids"] == [
+        task_id
     ]

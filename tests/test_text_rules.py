@@ -11,6 +11,8 @@ from waypost.resolvers.core.text import (
     drawn_as,
     drawn_in_general,
     require_distinct,
+    require_drawn_in_order,
+    require_shown_at_both_ends,
     require_text,
     shown_as,
 )
@@ -103,3 +105,40 @@ def test_printable_ascii_is_drawn_as_any_text_is(value: str) -> None:
 )
 def test_brackets_and_spaces_are_drawn_alike_either_way(value: str) -> None:
     assert drawn_as(value) == drawn_in_general(value)
+
+
+@pytest.mark.parametrize("control", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e"])
+def test_every_bidi_embedding_and_override_and_their_pop_is_refused_inside(control: str) -> None:
+    """docs/knowledge.md, docs/decisions.md: no bidi embedding or override
+    (U+202A-U+202E), the pop U+202C included, wherever it stands."""
+    with pytest.raises(InvalidRequest) as refused:
+        require_drawn_in_order(f"Keep{control} it", "options[0]")
+    assert refused.value.details == {"field": "options[0]"}
+
+
+def test_the_marks_and_isolates_stay() -> None:
+    for value in ("\u05e9\u200f ok", "a\u200eb", "\u2067\u05e9\u2069 ok", "x\u061cy"):
+        require_drawn_in_order(value, "options[0]")
+
+
+def test_a_variation_selector_with_nothing_before_it_shows_nothing() -> None:
+    """shown_as: a variation selector is of the character shown before it,
+    if any; at the start it selects nothing, so `prod` after one is `prod`
+    and begins with a character that shows nothing."""
+    assert shown_as("\ufe0fDeny") == shown_as(" \ufe0fDeny") == "Deny"
+    with pytest.raises(InvalidRequest):
+        require_distinct(["Deny", "Allow", "\ufe0fDeny"], "options")
+    with pytest.raises(InvalidRequest) as refused:
+        require_shown_at_both_ends("\ufe0fprod", "environment")
+    assert refused.value.details == {"field": "environment"}
+
+
+def test_a_joiner_beside_an_ascii_letter_shows_nothing_on_either_side() -> None:
+    """_between_shaped: beside an ASCII letter a joiner shapes nothing, even
+    with a letter it could shape on its other side."""
+    assert shown_as("Go\u200d\u65e5") == "Go\u65e5"
+    assert shown_as("\u65e5\u200dGo") == "\u65e5Go"
+    for values in (["Go\u65e5", "Go\u200d\u65e5"], ["\u65e5Go", "\u65e5\u200cGo"]):
+        with pytest.raises(InvalidRequest) as refused:
+            require_distinct(values, "tags")
+        assert refused.value.details == {"field": "tags[1]"}
