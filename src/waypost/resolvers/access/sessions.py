@@ -45,7 +45,13 @@ def enter_session(conn: sqlite3.Connection, actor: Actor, session_id: str, at: s
 def require_session(actor: Actor) -> None:
     """Agents need a live session for ownership, answers and submissions (section 3)."""
     if actor.is_agent and actor.session_id is None:
-        raise Forbidden.reason("session_required", "this agent operation needs a live session")
+        # how to get one, not only that one is needed: the agent was left to
+        # guess the route and the header (adviceaudit)
+        raise Forbidden.reason(
+            "session_required",
+            "this agent operation needs a live session: start one (POST /api/v1/sessions,"
+            " or sessionStart over GraphQL) and send its id in the Waypost-Session header",
+        )
 
 
 def current_session(conn: sqlite3.Connection, actor: Actor, at: str) -> dict[str, Any] | None:

@@ -148,13 +148,17 @@ def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
     work where no claim finds it)."""
     lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED + 1)
     if not lapsed:
-        # where to look next: the refusal said only "no task is ready"
+        # where to look next: the refusal said only "no task is ready", and
+        # then only the digest, which lists the tasks decisions hold: a task
+        # waiting on an unfinished or cancelled dependency was nowhere in it
+        # (adviceaudit)
         return NotFound(
             f"no task is ready to claim: GET /api/v1/projects/{project_id}/digest lists the"
             " pending decisions and the blocked tasks with the decisions that hold each;"
             " a decision's own route gives its status (wait on a pending one, reopen a"
             " stale or expired one; one answered deny or defer holds its tasks until"
-            " reconsidered)",
+            f" reconsidered); GET /api/v1/projects/{project_id}/tasks?status=open&ready=false"
+            " lists every open task not ready, those waiting on a dependency included",
             {"reason": "nothing_ready"},
         )
     truncated = len(lapsed) > EXPIRED_LEASES_NAMED
