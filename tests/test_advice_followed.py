@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import open_decision, send_answer
 from tests.tasks_support import BASE, claimed_by_agent, error, make_task, task_path
+from waypost.clock import format_time
 
 
 async def test_a_recover_refused_for_a_live_lease_says_when_it_may_be_recovered(
@@ -160,4 +161,27 @@ async def test_the_holder_named_by_a_claim_refusal_is_recovered_at_the_time_it_n
         in (await other.post(f"{BASE}/claims", {"task_id": task["id"]})).json()["error"]["message"]
     )
     r = await other.post(task_path(task["id"], "recover"))
+    assert r.status_code == 200, r.text
+
+
+async def test_reopen_required_says_an_expired_decision_needs_a_new_expiry(
+    service: Service, human: Caller, project: str
+) -> None:
+    """The refusal said "reopen each one"; done as said, an expired
+    decision's reopen was refused for its passed expiry, one more round
+    trip (adviceaudit; MCP's advice said it). Now the refusal says it, and
+    the reopen it describes goes through."""
+    task = await make_task(human)
+    expiry = service.clock.now() + timedelta(minutes=5)
+    expired = await open_decision(human, [task["id"]], expires_at=format_time(expiry))
+    service.clock.advance(minutes=6)
+    agent = await service.agent()
+    r = await agent.post(f"{BASE}/claims", {"task_id": task["id"]})
+    _status, _code, details = error(r)
+    assert (details["reason"], details["reopen"]) == ("reopen_required", [expired["id"]])
+    assert "expires_at" in r.json()["error"]["message"], r.text
+    path = f"{BASE}/decisions/{expired['id']}/reopen"
+    r = await human.post(
+        path, {"expected_generation": 1, "rationale": "Again.", "expires_at": None}
+    )
     assert r.status_code == 200, r.text

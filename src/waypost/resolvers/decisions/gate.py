@@ -242,7 +242,7 @@ def ensure_all_resolved(
     raise DecisionRequired(
         f"{len(reopen)} of the decisions that block this work cannot be answered as they"
         " stand (stale: what they judged changed; or expired): reopen each one"
-        f" ({reopen_route}, details.reopen) so that it is answered again, wait for the"
-        " answers, then retry",
+        f" ({reopen_route}, details.reopen; an expired one with a new expires_at, or"
+        " null for none) so that it is answered again, wait for the answers, then retry",
         {**details, "reason": "reopen_required", "reopen": reopen},
     )
