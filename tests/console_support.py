@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import httpx
+import pytest
 
 from tests.serve_support import Server
+from waypost.console import STATIC
 
 _keys = itertools.count()
 
@@ -74,6 +78,27 @@ def pooled() -> Iterator[None]:
             yield
         finally:
             Rest.pool = None
+
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="no Node.js to run the console's modules")
+
+
+def run_console_module(name: str, script: str, argument: Any) -> Any:
+    """Run `script` (an ES module) under Node with the URL of the console's
+    module `js/<name>` as argv[1] and `argument` as JSON in argv[2]: what
+    it prints, read as JSON."""
+    assert NODE is not None
+    done = subprocess.run(
+        [NODE, "--input-type=module", "-e", script, (STATIC / "js" / name).as_uri(),
+         json.dumps(argument)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=Path(__file__).parent,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def admin_json(served: Server, *args: str) -> Any:

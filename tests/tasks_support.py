@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from tests.conftest import Caller, Service
@@ -36,6 +37,19 @@ async def claimed_by_agent(service: Service, human: Caller) -> tuple[dict[str, A
     agent = await service.agent()
     await claim(agent, task["id"])
     return task, agent
+
+
+async def wait_until(
+    service: Service, instant: str, *live: Caller, short_by_seconds: float = 0
+) -> None:
+    """Move the service's clock to `instant` (less `short_by_seconds`), as an
+    agent waiting until a lease's `expires_at` would: each of `live` beats
+    a minute before, so that its session outlives the wait."""
+    left = datetime.fromisoformat(instant) - service.clock.now()
+    service.clock.advance(seconds=left.total_seconds() - 60)
+    for caller in live:
+        await caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat")
+    service.clock.advance(seconds=60 - short_by_seconds)
 
 
 async def submit(caller: Caller, task_id: str, summary: str = "done it") -> dict[str, Any]:

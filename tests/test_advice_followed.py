@@ -4,12 +4,19 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import open_decision, send_answer
-from tests.tasks_support import BASE, claimed_by_agent, error, make_task, task_path
+from tests.tasks_support import (
+    BASE,
+    claimed_by_agent,
+    error,
+    make_task,
+    task_path,
+    wait_until,
+)
 from waypost.clock import format_time
 
 
@@ -26,10 +33,7 @@ async def test_a_recover_refused_for_a_live_lease_says_when_it_may_be_recovered(
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
     assert details["expires_at"] == lease["expires_at"]
     # wait exactly as told (the other's session kept live), then recover
-    left = datetime.fromisoformat(details["expires_at"]) - service.clock.now()
-    service.clock.advance(seconds=left.total_seconds() - 60)
-    await other.post(f"/api/v1/sessions/{other.session_id}/heartbeat")
-    service.clock.advance(seconds=60)
+    await wait_until(service, details["expires_at"], other)
     assert service.clock.iso() == details["expires_at"]
     r = await other.post(task_path(task["id"], "recover"))
     assert r.status_code == 200, r.text
@@ -150,10 +154,7 @@ async def test_the_holder_named_by_a_claim_refusal_is_recovered_at_the_time_it_n
     other = await service.agent("other")
     status, code, details = error(await other.post(f"{BASE}/claims", {"task_id": task["id"]}))
     assert (code, details["reason"]) == ("lease_conflict", "held_by_another")
-    left = datetime.fromisoformat(details["expires_at"]) - service.clock.now()
-    service.clock.advance(seconds=left.total_seconds() - 60)
-    await other.post(f"/api/v1/sessions/{other.session_id}/heartbeat")
-    service.clock.advance(seconds=60)
+    await wait_until(service, details["expires_at"], other)
     status, code, details = error(await other.post(f"{BASE}/claims", {"task_id": task["id"]}))
     assert (status, code, details["reason"]) == (409, "state_conflict", "lease_expired")
     assert (

@@ -9,17 +9,9 @@ Retry-After's restart of the back-off, its next try being the one they see."""
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from pathlib import Path
+from tests.console_support import needs_node, run_console_module
 
-import pytest
-
-from waypost.console import STATIC
-
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="no Node.js to run the console's modules")
+pytestmark = needs_node
 
 # Prints the delay of each timer the poll sets: one after start, then one
 # after each failed tick (argv[2]: each failure's Retry-After in seconds, or
@@ -56,17 +48,7 @@ console.log(JSON.stringify(timers));
 
 
 def poll_timers(failures: list[int | None]) -> list[int]:
-    assert NODE is not None
-    module = (STATIC / "js" / "live.js").as_uri()
-    done = subprocess.run(
-        [NODE, "--input-type=module", "-e", _RUN, module, json.dumps(failures)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=Path(__file__).parent,
-    )
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout))
+    return list(run_console_module("live.js", _RUN, failures))
 
 
 def test_the_poll_backs_off_to_once_a_minute_and_starts_over_back_online() -> None:

@@ -8,16 +8,10 @@ and a header without `extensions.retryAfter` are covered here."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
-from pathlib import Path
 
-import pytest
+from tests.console_support import needs_node, run_console_module
 
-from waypost.console import STATIC
-
-NODE = shutil.which("node")
-pytestmark = pytest.mark.skipif(NODE is None, reason="no Node.js to run the console's modules")
+pytestmark = needs_node
 
 # Each case: the HTTP answer (status, headers, body); printed: what gql()
 # threw (code, retryAfter) and retryDelay(error, null, 60000).
@@ -39,17 +33,7 @@ console.log(JSON.stringify(out));
 
 
 def thrown(cases: list[tuple[int, dict[str, str], str]]) -> list[object]:
-    assert NODE is not None
-    module = (STATIC / "js" / "api.js").as_uri()
-    done = subprocess.run(
-        [NODE, "--input-type=module", "-e", _RUN, module, json.dumps(cases)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=Path(__file__).parent,
-    )
-    assert done.returncode == 0, done.stderr
-    return list(json.loads(done.stdout))
+    return list(run_console_module("api.js", _RUN, cases))
 
 
 def _errors(extensions: dict[str, object]) -> str:

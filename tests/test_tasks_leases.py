@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 import pytest
 
 from tests.conftest import Caller, Service
@@ -16,6 +14,7 @@ from tests.tasks_support import (
     set_policy,
     submit,
     task_path,
+    wait_until,
 )
 
 
@@ -115,11 +114,8 @@ async def test_at_the_instant_a_lease_expires_it_has_expired(
     task, agent = await claimed_by_agent(service, human)
     other = await service.agent("other")
     lease = (await agent.get(task_path(task["id"]))).json()["lease"]
-    left = datetime.fromisoformat(lease["expires_at"]) - service.clock.now()
-    service.clock.advance(seconds=left.total_seconds() - 60)
-    for caller in (agent, other):  # both sessions outlive the lease
-        await caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat")
-    service.clock.advance(seconds=60 - 0.001)
+    # both sessions outlive the lease
+    await wait_until(service, lease["expires_at"], agent, other, short_by_seconds=0.001)
     status, code, details = error(await other.post(task_path(task["id"], "recover")))
     assert (status, code, details["reason"]) == (409, "lease_conflict", "lease_live")
     service.clock.advance(seconds=0.001)
@@ -506,11 +502,8 @@ async def test_a_named_claim_at_the_instant_a_lease_expires_is_lease_expired(
     task, agent = await claimed_by_agent(service, human)
     other = await service.agent("other")
     lease = (await agent.get(task_path(task["id"]))).json()["lease"]
-    left = datetime.fromisoformat(lease["expires_at"]) - service.clock.now()
-    service.clock.advance(seconds=left.total_seconds() - 60)
-    for caller in (agent, other):  # both sessions outlive the lease
-        await caller.post(f"/api/v1/sessions/{caller.session_id}/heartbeat")
-    service.clock.advance(seconds=60 - 0.001)
+    # both sessions outlive the lease
+    await wait_until(service, lease["expires_at"], agent, other, short_by_seconds=0.001)
     status, code, details = error(await other.post(f"{BASE}/claims", {"task_id": task["id"]}))
     assert (status, code, details["reason"]) == (409, "lease_conflict", "held_by_another")
     service.clock.advance(seconds=0.001)

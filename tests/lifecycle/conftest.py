@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.conftest import Service
-from tests.lifecycle.support import Lifecycle, Member
+from tests.lifecycle.support import Lifecycle, Member, memo, with_docs
 from waypost.lifecycle_http import create_lifecycle_app
 from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
 
@@ -25,3 +25,16 @@ async def lifecycle(service: Service) -> AsyncIterator[Lifecycle]:
 @pytest.fixture
 async def author(lifecycle: Lifecycle) -> Member:
     return await lifecycle.member("author")
+
+
+@pytest.fixture
+async def reviewer(lifecycle: Lifecycle) -> Member:
+    return await lifecycle.member("reviewer")
+
+
+@pytest.fixture
+async def registered(author: Member) -> Member:
+    """The author, once it has registered the default memo with one document."""
+    m, docs = with_docs(memo(), b"notes")
+    assert (await author.register(m, docs)).status_code == 200
+    return author

@@ -10,18 +10,11 @@ from typing import Any
 import pytest
 
 from tests.conftest import MovableClock
-from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
+from tests.lifecycle.support import Lifecycle, Member, digest, memo
 from tests.lifecycle.test_requests import refused
 from waypost.resolvers.lifecycle.queries import memo_match
 
 M = "/v1/decisions/adr.payments-retry"
-
-
-@pytest.fixture
-async def registered(author: Member) -> Member:
-    m, docs = with_docs(memo(), b"notes")
-    assert (await author.register(m, docs)).status_code == 200
-    return author
 
 
 async def events(member: Member, **params: Any) -> list[dict[str, Any]]:

@@ -7,25 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 
-from tests.lifecycle.support import Lifecycle, Member, memo, with_docs
+from tests.lifecycle.support import Lifecycle, Member
 from tests.lifecycle.test_requests import refused
 from tests.lifecycle.test_reviews import M, request_body, request_review
 from waypost.cli import main
-
-
-@pytest.fixture
-async def reviewer(lifecycle: Lifecycle) -> Member:
-    return await lifecycle.member("reviewer")
-
-
-@pytest.fixture
-async def registered(author: Member) -> Member:
-    m, docs = with_docs(memo(), b"notes")
-    assert (await author.register(m, docs)).status_code == 200
-    return author
 
 
 async def test_grants_are_listed_by_tenant_then_principal(lifecycle: Lifecycle) -> None:

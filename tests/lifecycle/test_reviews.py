@@ -11,23 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.lifecycle.support import Lifecycle, Member, digest, memo, with_docs
+from tests.lifecycle.support import Lifecycle, Member, digest, memo
 from tests.lifecycle.test_requests import refused
 from waypost.maintenance import verify
 
 M = "/v1/decisions/adr.payments-retry"
-
-
-@pytest.fixture
-async def reviewer(lifecycle: Lifecycle) -> Member:
-    return await lifecycle.member("reviewer")
-
-
-@pytest.fixture
-async def registered(author: Member) -> Member:
-    m, docs = with_docs(memo(), b"notes")
-    assert (await author.register(m, docs)).status_code == 200
-    return author
 
 
 def request_body(*reviewers: str, version: int = 1, **options: Any) -> dict[str, Any]:
