@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -79,7 +80,13 @@ async def streams(transport: str, url: str, token: str) -> AsyncIterator[tuple[A
         params = StdioServerParameters(
             command=sys.executable,
             args=["-m", "waypost.cli", "mcp", "--url", url],
-            env={"WAYPOST_TOKEN": token, "PYTHONUNBUFFERED": "1"},
+            # the SDK passes only HOME, PATH and the like on: without
+            # PYTHONPATH a clone's stdio tests ran the installed package
+            env={
+                "WAYPOST_TOKEN": token,
+                "PYTHONUNBUFFERED": "1",
+                **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+            },
             cwd=str(Path(__file__).resolve().parent.parent),
         )
         async with stdio_client(params) as (read, write):

@@ -186,3 +186,34 @@ async def test_reopen_required_says_an_expired_decision_needs_a_new_expiry(
         path, {"expected_generation": 1, "rationale": "Again.", "expires_at": None}
     )
     assert r.status_code == 200, r.text
+
+
+async def test_a_holder_refused_behind_a_denial_is_told_how_to_give_the_task_back(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`declined` said only "leave this work (claim other work)": an agent
+    that did so kept the denied task's lease, and once the denial was
+    reconsidered and answered allow nobody could claim the task until that
+    lease ran out (mcpjourney, over MCP). The message names the release,
+    and the release it names leaves the task to whoever claims it next."""
+    task, holder = await claimed_by_agent(service, human)
+    decision = await open_decision(human, [task["id"]])
+    denied = await send_answer(human, decision["id"], disposition="deny", answer="Stop")
+    assert denied.status_code == 200, denied.text
+    r = await holder.post(task_path(task["id"], "submit"), {"summary": "done it"})
+    _status, _code, details = error(r)
+    assert details["reason"] == "declined"
+    named = re.search(r"POST (\S+/release)", r.json()["error"]["message"])
+    assert named is not None, r.text
+    release = named.group(1).replace("{id}", task["id"])
+    assert (await holder.post(release)).status_code == 200
+    reopened = await human.post(
+        f"{BASE}/decisions/{decision['id']}/reopen",
+        {"expected_generation": 1, "rationale": "The rollback owner is back."},
+    )
+    assert reopened.status_code == 200, reopened.text
+    assert (await send_answer(human, decision["id"], 2)).status_code == 200
+    other = await service.agent("other")
+    r = await other.post(f"{BASE}/claims", {})
+    assert r.status_code == 200, r.text
+    assert r.json()["task"]["id"] == task["id"]

@@ -104,6 +104,18 @@ _BY_CODE: Final[dict[str, str]] = {
 }
 
 
+# The one tool a lease's holder calls that the decision gate refuses (renew,
+# checkpoint and release stay open behind a decision): refused behind a
+# declined decision, the holder is told to give the task back, or its lease
+# outlives the refusal (up to the policy's lease_seconds) and the task stays
+# unclaimable after the decision is reconsidered (mcpjourney).
+_HOLDER_TOOLS: Final = frozenset({"task_submit"})
+_GIVE_BACK: Final = (
+    "You hold this task's lease: give it back with task_release (it is open again "
+    "for whoever takes it once the decision allows). "
+)
+
+
 def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | None) -> str:
     d = error.details
     reason = d.get("reason")
@@ -118,6 +130,7 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             f"Decision(s) {', '.join(declined)} were answered deny or defer: that answer "
             "keeps this work blocked, and decision_wait returns at once, so do not wait or "
             "retry (nor reopen the others first: nothing lifts the work while it stands). "
+            f"{_GIVE_BACK if tool in _HOLDER_TOOLS else ''}"
             "Claim other work with task_claim (no task_id), and tell your user this task is "
             "held; reopen such a decision (decision_reopen) only if something changed that "
             "its answerer should weigh. Do not work around the decision."

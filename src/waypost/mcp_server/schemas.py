@@ -42,6 +42,11 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
         if isinstance(ref, str) and ref.startswith("#/$defs/"):
             target = dict(defs[ref.removeprefix("#/$defs/")])
             target.pop("title", None)
+            # a model's docstring: its first paragraph is for the caller, the
+            # rest is the code's (knowledge_correct's scope told an agent
+            # about "a 400"; mcpjourney)
+            if isinstance(target.get("description"), str):
+                target["description"] = target["description"].split("\n\n")[0]
             return _inline(target, defs)
         return {k: _inline(v, defs) for k, v in node.items()}
     if isinstance(node, list):

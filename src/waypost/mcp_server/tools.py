@@ -278,14 +278,19 @@ ROUTE_TOOLS: list[RouteTool] = [
         "decision_open",
         "Ask a narrow, structured question that gates the listed tasks until answered "
         "(question, 2-20 options, rationale, who must answer, the task_ids it gates and the "
-        "environment it is about). Then call decision_wait.",
+        "environment it is about). Optional: recommendation (one of the options), "
+        "reversible (true needs a recommendation: unanswered for 24 hours, the decision is "
+        "allowed with it; an agent may not make a human-required one reversible) and "
+        "expires_at (RFC 3339 with an offset: unanswered by then, it blocks until reopened). "
+        "Then call decision_wait.",
         "POST",
         PROJECT + "/decisions",
     ),
     RouteTool(
         "decision_get",
         "One decision: status (pending, allowed, denied, deferred, expired, stale), "
-        "work_allowed, the current generation with its answer, and its history.",
+        "work_allowed, the current generation with its answer, and its history (newest "
+        "first, paged with cursor and limit).",
         "GET",
         DECISION,
         {"decision_id": ("decision", "decision")},

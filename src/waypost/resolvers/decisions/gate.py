@@ -228,8 +228,9 @@ def ensure_all_resolved(
             f"{len(declined)} of the decisions that block this work were answered deny or"
             " defer (details.declined), which keeps the work blocked until someone"
             f" reconsiders and reopens the decision ({reopen_route}) and it is answered"
-            " allow: there is no answer to wait for, so leave this work (claim other"
-            f" work) unless whoever answered is to be asked again{stuck}",
+            " allow: there is no answer to wait for, so leave this work (give a task you"
+            f" hold back: POST /api/v1/projects/{project_id}/tasks/{{id}}/release; then"
+            f" claim other work) unless whoever answered is to be asked again{stuck}",
             {
                 **details,
                 "reason": "declined",
