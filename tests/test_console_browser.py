@@ -3171,3 +3171,74 @@ def test_an_answer_given_elsewhere_before_the_expiry_is_a_change_elsewhere(
     banner = page.locator("#changed-elsewhere")
     banner.get_by_text("This decision changed elsewhere").wait_for(timeout=60000)
     assert "expired while you were reading" not in banner.inner_text()
+
+
+def _record_announcements(page: Any) -> None:
+    """Every text the page's announcer (#announce) says from now on, in `window.said`."""
+    page.evaluate("""() => { window.said = []; const region = document.getElementById('announce');
+      new MutationObserver(() => { if (region.textContent) window.said.push(region.textContent); })
+        .observe(region, { childList: true, characterData: true, subtree: true }); }""")
+
+
+def _said(page: Any, text: str) -> None:
+    page.wait_for_function("(text) => window.said.some((s) => s.includes(text))", arg=text)
+
+
+def test_a_decision_arriving_in_the_inbox_is_said_not_only_shown(tab: Tab, world: World) -> None:
+    """A new decision drew a card and said nothing: a screen reader's user
+    on the inbox never learnt that one awaited them (a11yaudit2, WCAG 4.1.3)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    _record_announcements(page)
+    decision_id = world.open_decision(
+        world.agent, question="Said when it arrives?", task_ids=[world.tasks["docs"]]
+    )
+    page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(timeout=20000)
+    _said(page, "1 new decision awaits an answer.")
+    # the focus stayed where it was: on the heading
+    assert page.evaluate("() => document.activeElement.tagName") == "H1"
+
+
+def test_the_focused_card_leaving_the_inbox_says_so(tab: Tab, world: World) -> None:
+    """The card holding the focus left (answered elsewhere) and the focus went
+    to another decision's link without a word: Enter then opened a question
+    other than the one the keyboard had been on (a11yaudit2)."""
+    page = tab.page
+    gone = world.open_decision(world.agent, question="Leaves under the focus?",
+                               task_ids=[world.tasks["docs"]])  # fmt: skip
+    world.open_decision(world.agent, question="Stays after it?", task_ids=[world.tasks["docs"]])
+    tab.sign_in(world.alice.token)
+    page.locator(f"[data-group=awaiting] [data-decision='{gone}'] a").first.focus()
+    _record_announcements(page)
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{gone}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not now."})  # fmt: skip
+    page.locator(f"[data-decision='{gone}']").wait_for(state="detached", timeout=20000)
+    _said(page, "The decision you were on left this list (answered or changed elsewhere).")
+    assert page.evaluate("() => document.activeElement.tagName") != "BODY"
+
+
+def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: World) -> None:
+    """A card drawn above the focused link pushed it out of the window: the
+    page kept its scroll position, the focus on a link out of sight (as the
+    notice of a change elsewhere once did on a decision's page, a11yaudit).
+    The focused control stays where it was on the screen (a11yaudit2)."""
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    link = page.locator("[data-group=blocked] a").last
+    link.scroll_into_view_if_needed()
+    box = link.bounding_box()
+    assert box is not None
+    # the window's foot just below the link
+    page.set_viewport_size({"width": 1000, "height": int(box["y"] + box["height"]) + 4})
+    link.scroll_into_view_if_needed()
+    link.focus()
+    before = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
+    text = page.evaluate("() => document.activeElement.textContent")
+    decision_id = world.open_decision(
+        world.agent, question="Drawn above the focus?", task_ids=[world.tasks["keys"]]
+    )
+    page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(timeout=20000)
+    assert page.evaluate("() => document.activeElement.textContent") == text
+    after = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
+    assert abs(after - before) < 2, (before, after)

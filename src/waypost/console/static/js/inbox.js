@@ -67,6 +67,12 @@ async function loadProjectByProject() {
   return projects;
 }
 
+// The ids of the decisions listed as awaiting an answer (a project too large
+// to list has none listed).
+export function awaitingIds(projects) {
+  return new Set(projects.flatMap((p) => (p.awaiting ? p.awaiting.nodes.map((d) => d.restId) : [])));
+}
+
 export function renderInbox(projects) {
   const parts = [h("h1", { tabindex: "-1" }, "Inbox")];
   if (!projects.length) {

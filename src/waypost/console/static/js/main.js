@@ -7,7 +7,7 @@ import {
   announce, clearAnnouncement, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, typedInto,
   whatYouWrote, words,
 } from "./dom.js";
-import { everyProject, loadInbox, renderInbox } from "./inbox.js";
+import { awaitingIds, everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
 import { renderPolicy } from "./policy.js";
@@ -26,6 +26,8 @@ let keptText = [];
 // tab starts at the inbox, not on the page the previous person left open.
 let previousPrincipal = null;
 let inboxSignature = "";
+// the decisions the inbox last listed as awaiting an answer (null: none drawn yet)
+let inboxAwaiting = null;
 const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
   const projects = await refreshInbox(false);
@@ -303,6 +305,7 @@ function signOut(message, forget = true) {
   if (me !== null) previousPrincipal = me.restId;
   me = null;
   inboxSignature = "";
+  inboxAwaiting = null;
   document.getElementById("who").hidden = true;
   document.getElementById("nav").hidden = true;
   show(signInView(message, keptText));
@@ -321,13 +324,33 @@ async function refreshInbox(focus, number = pageNumber) {
     return null;
   }
   inboxSignature = signature;
+  // what arrived is said, not only drawn (a11yaudit2): a page load's drawing
+  // is the baseline, said nothing of
+  const awaiting = awaitingIds(projects);
+  const arrived = focus || inboxAwaiting === null ? 0
+    : [...awaiting].filter((id) => !inboxAwaiting.has(id)).length;
+  inboxAwaiting = awaiting;
   // a background refresh keeps the keyboard focus, and the page, where they were
   const place = focus ? null : focusPlace(document.activeElement);
   const scrolled = window.scrollY;
+  const focused = place && !place.heading ? document.activeElement.getBoundingClientRect().top : null;
   showFor(number, renderInbox(projects), focus);
   if (!focus) {
     window.scrollTo(0, scrolled);
-    refocus(place);
+    const left = refocus(place);
+    // the focused control stays where it was on the screen: a card drawn above
+    // it pushed it out of sight, the page at the same scroll position (a11yaudit2)
+    if (focused !== null && focused >= 0 && focused < window.innerHeight && main.contains(document.activeElement)) {
+      window.scrollBy(0, document.activeElement.getBoundingClientRect().top - focused);
+    }
+    const said = [
+      arrived ? `${arrived} new decision${arrived > 1 ? "s await" : " awaits"} an answer.` : "",
+      // the focus moved to another card's control without a word, and Enter
+      // then opened a question other than the one the keyboard was on
+      left === "decision" ? "The decision you were on left this list (answered or changed elsewhere)." : "",
+      left === "task" ? "The task you were on left this list." : "",
+    ].filter(Boolean).join(" ");
+    if (said) announce(said);
   }
   return projects;
 }
@@ -342,17 +365,18 @@ function focusPlace(el) {
   return {
     section: section ? section.getAttribute("aria-labelledby") : null,
     card: card ? card.dataset.decision || card.dataset.task : null,
+    kind: card ? (card.dataset.decision ? "decision" : "task") : null,
     href: el.getAttribute("href"),
     text: el.textContent,
   };
 }
 
 function refocus(place) {
-  if (!place) return;
+  if (!place) return null;
   const heading = main.querySelector("h1");
   if (place.heading) {
     if (heading) heading.focus({ preventScroll: true });
-    return;
+    return null;
   }
   const section = place.section
     && main.querySelector(`section[aria-labelledby="${CSS.escape(place.section)}"]`);
@@ -364,6 +388,8 @@ function refocus(place) {
   // the card left (answered elsewhere): its section's first control, else the h1
   const target = same || (scope !== main ? scope.querySelector("a[href], button") : null) || heading;
   if (target) target.focus({ preventScroll: true });
+  // what the card the focus was in held, when it left: "decision" or "task"
+  return place.card && !card ? place.kind : null;
 }
 
 async function pickProject(kind, number = pageNumber) {
