@@ -27,7 +27,13 @@ CHECKER = argument_checker()
     [
         ("digest", {}, "project", "project is required"),
         ("digest", {"project": 5}, "project", "project must be of type string"),
-        ("digest", {"project": "demo", "colour": "red"}, "colour", "unknown argument colour"),
+        # with the ones taken: a record sent back as read lost one member a call
+        ("digest", {"project": "demo", "colour": "red"}, "colour",
+         "unknown argument colour (this tool takes project)"),
+        ("knowledge_correct", {"project": "demo", "knowledge_id": "k", "expected_revision": 1,
+                               "provenance": {"summary": "s", "actor_id": "a"}},
+         "provenance.actor_id", "unknown argument provenance.actor_id (provenance takes"
+         " source_submission_id, source_task_id, source_uri, summary)"),
         # a key quoted back is cut to 40 characters, as REST cuts it
         ("digest", {"project": "demo", "zz" + "q" * 5000: 1}, "zz" + "q" * 38 + "...",
          "unknown argument zz" + "q" * 38 + "..."),

@@ -760,3 +760,55 @@ def test_a_request_answered_in_no_measurable_time_is_still_timed() -> None:
     labels = {"method": "GET", "route": "/api/v1/projects", "status": "200"}
     timed = "waypost_http_request_duration_seconds_count"
     assert metrics.registry.get_sample_value(timed, labels) == 1.0
+
+
+def test_every_c1_control_and_both_unicode_separators_are_escaped() -> None:
+    """docs/operations.md, Logs: text lines write "C1 controls, `\\u2028`"
+    escaped and JSON lines "DEL, C1 and the separators too" (a NEL, U+0085,
+    or U+2029 ends a line for a line-oriented reader; 0x9B is an 8-bit CSI).
+    The forging test sent only `\\x1b`, `\\r`, `\\n`, U+2028 (and, to JSON,
+    DEL and 0x9B): dropping the rest of C1 or U+2029 from either table went
+    unseen (metricsaudit)."""
+    sent = "".join(chr(c) for c in range(0x7F, 0xA0)) + "\u2028\u2029"
+    record = logging.LogRecord(
+        "mcp", logging.WARNING, __file__, 1, "Tool '%s' not listed", (sent,), None
+    )
+    text = TextFormatter().format(record)
+    assert text.isprintable() and len(text.splitlines()) == 1, ascii(text)
+    assert "\\x85" in text and "\\x9b" in text and "\\u2029" in text
+    line = JsonFormatter().format(record)
+    assert line.isprintable() and len(line.splitlines()) == 1, ascii(line)
+    assert all(f"\\u{c:04x}" in line for c in [*range(0x7F, 0xA0), 0x2028, 0x2029])
+    assert json.loads(line)["message"] == f"Tool '{sent}' not listed"
+
+
+async def test_an_operation_that_ran_with_errors_is_counted_as_errors(metered: Service) -> None:
+    """docs/operations.md, waypost_graphql_operations_total: `errors` is an
+    operation that ran with errors, and "a variable whose value does not fit
+    its type counts as `errors`" (graphql-core checks variables as execution
+    begins). Counting them `ok` went unseen by every test (metricsaudit)."""
+    human = await metered.principal("human", "ops")
+    await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+
+    def count(outcome: str) -> float:
+        return sample(metered, "waypost_graphql_operations_total", type="query", outcome=outcome)
+
+    query = "query Q($id: String!) { project(id: $id) { name } }"
+    answer = await human.gql(query, {"id": 5})
+    assert answer["data"] is None and answer["errors"], answer
+    assert (count("errors"), count("ok"), count("refused")) == (1, 0, 0)
+    assert (await human.gql(query, {"id": "demo"}))["data"]["project"]["name"] == "Demo"
+    assert (count("errors"), count("ok"), count("refused")) == (1, 1, 0)
+
+
+async def test_the_page_holds_no_created_series(metered: Service) -> None:
+    """Each counter and histogram would carry a `_created` series beside it
+    (prometheus-client's default), doubling the page for nothing the
+    documented table names; observe/metrics.py turns them off (metricsaudit:
+    dropping that call went unseen)."""
+    human = await metered.principal("human", "ops")
+    assert (await human.get("/api/v1/projects")).status_code == 200
+    token = await metrics_token(metered, human.principal_id)
+    text = (await metered.client.get("/metrics", headers={"Authorization": f"Bearer {token}"})).text
+    assert "waypost_http_requests_total{" in text
+    assert not re.findall(r"^\w+_created\b", text, re.M)

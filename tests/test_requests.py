@@ -73,6 +73,30 @@ def test_unknown_nested_field_is_named_by_its_json_path() -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode_body(b'{"inner": {"a": 1}, "items": [{"a": 1}, {"a": 2, "b": 3}]}', _Outer)
     assert caught.value.details["field"] == "items[1].b"
+    assert caught.value.message == "Object contains unknown field `b` (this object takes a)"
+
+
+async def test_an_unknown_field_is_refused_with_the_fields_its_object_takes(
+    human: Caller, project: str
+) -> None:
+    """A correction sent with the provenance `GET` shows (the server's
+    `actor_id`, `actor_session_id`, `recorded_at`) was refused one member a
+    round trip: the refusal now names the members the object takes, as an
+    unknown query parameter's names the parameters (mcpjourney)."""
+    path = f"/api/v1/projects/{project}/knowledge"
+    r = await human.post(path, {"kind": "fact", "title": "t", "body": "b"})
+    assert r.status_code == 201, r.text
+    record = r.json()
+    body = {"expected_revision": 1, "provenance": record["provenance"]}
+    r = await human.patch(f"{path}/{record['id']}", body)
+    assert_error(r, 400, "invalid_request", "provenance.actor_id")
+    message = r.json()["error"]["message"]
+    assert message.endswith(
+        "(this object takes source_submission_id, source_task_id, source_uri, summary)"
+    ), message
+    r = await human.patch(f"{path}/{record['id']}", {"expected_revision": 1, "colour": "red"})
+    assert_error(r, 400, "invalid_request", "colour")
+    assert "(this object takes applicability, body, " in r.json()["error"]["message"]
 
 
 def test_wrong_nested_type_is_named_by_its_json_path() -> None:

@@ -273,15 +273,22 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
                 message = f"{path} must be one of {', '.join(allowed)}"
         # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
         message = clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
+        if message.startswith("Object contains unknown field"):
+            # with the fields taken, as a query parameter is refused: an agent
+            # that sent a record back as read (provenance's actor_id,
+            # actor_session_id, recorded_at) was told of one a round trip
+            taken = _field_names(msgspec.inspect.type_info(model), _parent(path))
+            if taken:
+                message += f" (this object takes {', '.join(taken)})"
         raise InvalidRequest(message, {"field": path}) from exc
 
 
 _PATH_PART = re.compile(r"\[\d+\]|[^.\[]+")
 
 
-def _enum_values(info: msgspec.inspect.Type, path: str) -> list[str]:
-    """The values the enum at `path` (`lessons[0].kind`) of a model takes;
-    [] where the path leads to none."""
+def _type_at(info: msgspec.inspect.Type, path: str) -> msgspec.inspect.Type | None:
+    """The type at `path` (`lessons[0].kind`) of a model, unwrapped; None
+    where the path leads to none."""
     for part in _PATH_PART.findall(path):
         info = _unwrapped(info)
         if part.startswith("[") and isinstance(info, msgspec.inspect.ListType):
@@ -289,14 +296,35 @@ def _enum_values(info: msgspec.inspect.Type, path: str) -> list[str]:
         elif isinstance(info, msgspec.inspect.StructType):
             found = [f.type for f in info.fields if f.encode_name == part]
             if not found:
-                return []
+                return None
             info = found[0]
         else:
-            return []
-    info = _unwrapped(info)
-    if isinstance(info, msgspec.inspect.LiteralType):
-        return [str(v) for v in info.values]
+            return None
+    return _unwrapped(info)
+
+
+def _enum_values(info: msgspec.inspect.Type, path: str) -> list[str]:
+    """The values the enum at `path` of a model takes; [] where there is none."""
+    found = _type_at(info, path)
+    if isinstance(found, msgspec.inspect.LiteralType):
+        return [str(v) for v in found.values]
     return []
+
+
+def _field_names(info: msgspec.inspect.Type, path: str) -> list[str]:
+    """The fields the object at `path` of a model takes, sorted; [] where
+    there is no object."""
+    found = _type_at(info, path)
+    if isinstance(found, msgspec.inspect.StructType):
+        return sorted(f.encode_name for f in found.fields)
+    return []
+
+
+def _parent(path: str) -> str:
+    """`items[1].b` -> `items[1]`: where the last key of a JSON path sits (a
+    key holding `.` or `[` itself is not split: it leads to no object)."""
+    parts = _PATH_PART.findall(path)
+    return path[: len(path) - len(parts[-1])].removesuffix(".") if parts else ""
 
 
 def _unwrapped(info: msgspec.inspect.Type) -> msgspec.inspect.Type:

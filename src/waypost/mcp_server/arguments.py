@@ -221,7 +221,10 @@ def _explain(error: ValidationError) -> tuple[str, str]:
         # came back four times in a 20 KB answer (errmsgaudit)
         name = clip(unknown[0]) if unknown else ""
         field = f"{where}.{name}" if where else name
-        return field, f"unknown argument {field}"
+        # with the ones taken, as REST says them: a record sent back as read
+        # was refused one unknown member a call (provenance's three)
+        taken = ", ".join(sorted(known)) or "none"
+        return field, f"unknown argument {field} ({where or 'this tool'} takes {taken})"
     if kind in ("anyOf", "oneOf") and error.context:
         # an optional argument is `T or null` of no type it takes (what a
         # branch found inside a value `_earliest` has chosen already)
