@@ -3242,3 +3242,168 @@ def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: Wo
     assert page.evaluate("() => document.activeElement.textContent") == text
     after = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
     assert abs(after - before) < 2, (before, after)
+
+
+def _zoned_page(browser: Any, world: World, zone: str, locale: str) -> tuple[Any, Any]:
+    """A context whose browser reads its clock in `zone` and speaks `locale`,
+    signed in as Alice."""
+    context = browser.new_context(timezone_id=zone, locale=locale)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    Tab(page, world.served.url, [], []).sign_in(world.alice.token)
+    return context, page
+
+
+def test_a_repeated_or_skipped_half_hour_is_said_and_the_first_is_sent(
+    browser: Any, world: World
+) -> None:
+    """docs/console.md: a time the zone's clocks skip is refused with the time
+    they show instead, and one they pass twice is the first of the two, which
+    the line under the box says. Lord Howe Island moves its clocks by 30
+    minutes: only New York's hour was checked, and a search for the repeat
+    from an hour on (not 30 minutes) let 01:45 on the night they move back
+    go out as the first without a word (tzaudit)."""
+    decision = world.open_decision(world.agent, question="Expire on Lord Howe?",
+                                   task_ids=[world.tasks["docs"]])  # fmt: skip
+    world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision}/answer", {
+        "expected_generation": 1, "disposition": "defer", "answer": "Stop",
+        "rationale": "Later."})  # fmt: skip
+    context, page = _zoned_page(browser, world, "Australia/Lord_Howe", "en-AU")
+    sent: list[Any] = []
+
+    def reopening(request: Any) -> None:
+        if request.url.endswith("/graphql") and "decisionReopen" in (request.post_data or ""):
+            sent.append(json.loads(request.post_data)["variables"]["input"])
+
+    page.on("request", reopening)
+    try:
+        page.goto(f"{world.served.url}/console#/p/demo/d/{decision}")
+        page.get_by_text("Reopen to ask again").click()
+        page.get_by_label("Why reopen (required)").fill("Ask again.")
+        expiry = page.get_by_label("New expiry (your local time)")
+        main = page.locator("main")
+        expiry.fill("2027-10-03T02:15")  # 02:00 becomes 02:30 that night
+        skipped = ("2027-10-03 02:15 does not exist in your time zone (the clocks skip it"
+                   " that day): choose another time, such as 2027-10-03 02:45.")  # fmt: skip
+        main.get_by_text(skipped).wait_for()
+        expiry.fill("2027-04-04T01:45")  # 02:00 becomes 01:30 that night
+        twice = ("That is 2027-04-03 14:45:00 UTC (read in your time zone,"
+                 " Australia/Lord_Howe). It happens twice in your time zone that day:"
+                 " this is the first (the second is 2027-04-03 15:15:00 UTC).")  # fmt: skip
+        main.get_by_text(twice).wait_for()
+        page.get_by_role("button", name="Reopen", exact=True).click()
+        main.get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+        assert [s["expiresAt"] for s in sent] == ["2027-04-03T14:45:00.000Z"]
+        assert world.decision(decision)["current"]["expires_at"] == "2027-04-03T14:45:00.000Z"
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize(("zone", "locale"), [("Asia/Kolkata", "de-DE"),
+                                              ("Pacific/Kiritimati", "ar-EG")])  # fmt: skip
+def test_instants_read_in_utc_whatever_the_browsers_zone_and_language(
+    browser: Any, world: World, zone: str, locale: str
+) -> None:
+    """docs/console.md: the page shows times in UTC. Every other test's browser
+    was in UTC already, where a time drawn in the browser's own wall time and
+    called "UTC" read the same (tzaudit). An expiry sent with an offset of
+    +05:30 reads as the instant the service holds, in UTC, with Western
+    digits, in a browser half a day or more away from it."""
+    made = world.alice.send("POST", "/api/v1/projects/demo/tasks", {"title": f"Zone {zone}"}, 201)
+    decision = world.open_decision(
+        world.alice, question=f"Expire at dawn in {zone}?", expires_at="2027-03-28T06:30:00+05:30",
+        recommendation="Proceed", reversible=True, task_ids=[made["id"]])  # fmt: skip
+    held = world.decision(decision)["current"]
+    assert held["expires_at"] == "2027-03-28T01:00:00.000Z"
+    context, page = _zoned_page(browser, world, zone, locale)
+    try:
+        page.goto(f"{world.served.url}/console#/p/demo/d/{decision}")
+        page.get_by_role("heading", name=f"Expire at dawn in {zone}?").wait_for()
+        facts = page.locator("dl.facts")
+        expires = facts.locator("dt:text-is('Expires') + dd").inner_text()
+        assert expires.startswith("2027-03-28 01:00:00 UTC (in "), expires
+        due = format_time(parse_time(held["at"]) + timedelta(hours=24))
+        shown = due.replace("T", " ").split(".")[0] + " UTC"
+        reversible = facts.locator("dt:text-is('Reversible') + dd").inner_text()
+        assert f"the sweep may apply the recommendation from {shown} (in 24 h)" in reversible
+    finally:
+        context.close()
+
+
+def test_a_decisions_times_move_on_while_its_page_stays_open(browser: Any, tmp_path: Path) -> None:
+    """docs/console.md: an expiry reads "in ..." until it has passed, and its
+    passing is said ("This decision expired while you were reading it").
+    The decision's page never brought its relative times up to the
+    service's clock: beside that notice its expiry still read "(in 1 min)"
+    (tzaudit). Its own service here, whose clock this test moves."""
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
+        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
+        expires = format_time(parse_time(served_now(served)) + timedelta(seconds=80))
+        decision = admin.send("POST", "/api/v1/projects/clock/decisions", {
+            "question": "Expire while read?", "rationale": "r", "required_actor": "human",
+            "environment": "staging", "options": ["Proceed", "Stop"], "expires_at": expires,
+            "task_ids": [task]}, 201)["id"]  # fmt: skip
+        context = browser.new_context(timezone_id="Pacific/Kiritimati", locale="en-GB")
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            page.clock.install()  # the page's poll (or minute's safety poll) moved by hand
+            Tab(page, served.url, [], []).sign_in(served.admin_token)
+            page.goto(f"{served.url}/console#/p/clock/d/{decision}")
+            page.get_by_role("heading", name="Expire while read?").wait_for()
+            row = page.locator("dl.facts dt:text-is('Expires') + dd")
+            assert row.inner_text().endswith("(in 1 min)"), row.inner_text()
+            write_clock(served.clock, format_time(parse_time(expires) + timedelta(seconds=60)))
+            banner = page.locator("#changed-elsewhere")
+            _move_clock(page, 65000, lambda: banner.count() > 0, "the expiry said")
+            assert "This decision expired while you were reading it" in banner.inner_text()
+            assert row.inner_text().endswith("(1 min ago)"), row.inner_text()
+        finally:
+            context.close()
+
+
+def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
+    browser: Any, tmp_path: Path
+) -> None:
+    """docs/console.md: an expiry reads "in ..." until it has passed. With
+    the socket the inbox looked again once a minute only (an expiry is no
+    event): a card read "expires in 1 min" for 53 s after the service's
+    clock passed it, while the decision's page had said it expired within a
+    second (tzaudit). The page looks again a second after a deadline it
+    shows. Its own service here, whose clock this test moves."""
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
+        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
+        expires = format_time(parse_time(served_now(served)) + timedelta(seconds=30))
+        decision = admin.send("POST", "/api/v1/projects/clock/decisions", {
+            "question": "Expire on the inbox?", "rationale": "r", "required_actor": "human",
+            "environment": "staging", "options": ["Proceed", "Stop"], "expires_at": expires,
+            "task_ids": [task]}, 201)["id"]  # fmt: skip
+        context = browser.new_context(timezone_id="America/St_Johns", locale="de-DE")
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            page.clock.install()  # the page's timers moved by hand
+            Tab(page, served.url, [], []).sign_in(served.admin_token)
+            live = "() => document.documentElement.dataset.live"
+            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
+            _move_clock(page, 3000)  # the look the socket's start asks for
+            card = page.locator(f"[data-group=awaiting] [data-decision='{decision}']")
+            assert "expires in" in card.inner_text(), card.inner_text()
+            write_clock(served.clock, format_time(parse_time(expires) + timedelta(seconds=1)))
+            expired = page.locator(f"[data-group=reopen] [data-decision='{decision}']")
+            # well within the minute of the safety poll
+            _move_clock(page, 45000, lambda: expired.count() > 0, "the expiry seen", 1000)
+            assert "Expired less than a minute ago" in expired.inner_text(), expired.inner_text()
+        finally:
+            context.close()
+
+
+def served_now(served: Server) -> str:
+    """The service's now, as its answers say it (`Waypost-Now`)."""
+    r = httpx.post(served.url + "/graphql", json={"query": "{ __typename }"},
+                   headers={"Authorization": f"Bearer {served.admin_token}"})  # fmt: skip
+    return str(r.headers["waypost-now"])

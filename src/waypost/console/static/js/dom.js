@@ -221,6 +221,17 @@ export function refreshAgo(root) {
   }
 }
 
+// How long until the soonest deadline under `root` passes by the service's
+// clock (ms), or null when none is ahead.
+export function msToNextDeadline(root) {
+  let soonest = null;
+  for (const time of root.querySelectorAll("time[data-deadline]")) {
+    const ms = Date.parse(time.getAttribute("datetime")) - serverNow();
+    if (ms > 0 && (soonest === null || ms < soonest)) soonest = ms;
+  }
+  return soonest;
+}
+
 export function when(iso) {
   return h("time", { datetime: iso }, formatAbsolute(iso));
 }

@@ -4,8 +4,8 @@ import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRe
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
-  announce, clearAnnouncement, enc, fill, h, isolatedText, noSuch, notice, refreshAgo, sayError, typedInto,
-  whatYouWrote, words,
+  announce, clearAnnouncement, enc, fill, h, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
+  typedInto, whatYouWrote, words,
 } from "./dom.js";
 import { awaitingIds, everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
@@ -33,7 +33,17 @@ const live = new Live(async () => {
   const projects = await refreshInbox(false);
   // a project created since the page loaded is watched from now on
   if (projects) live.follow(projectSubscriptions(projects.map((p) => p.restId)));
+  refreshAtNextDeadline();
 });
+// With the socket, the safety poll comes once a minute: an expiry or a
+// timeout on the page that passes sooner gets a refresh of its own a second
+// after it (a card read "expires in 1 min" for 53 s after its expiry, while
+// the decision's page had said it expired: tzaudit).
+function refreshAtNextDeadline() {
+  if (live.stopped || live.mode !== "socket" || currentRoute().name !== "inbox") return;
+  const ahead = msToNextDeadline(main);
+  if (ahead !== null && ahead < 60000) live.schedule(ahead + 1000);
+}
 // On a decision's page: when it changes elsewhere, say so and offer the new
 // state (never re-render under someone who is typing an answer).
 let watched = null; // {project, id, version}
@@ -54,6 +64,10 @@ const decisionLive = new Live(async () => {
     passedOver = true;
     return;
   }
+  // its "in ..." and "... ago" move on to the service's clock, as the inbox's
+  // do: beside "This decision expired while you were reading it" its expiry
+  // still read "(in 1 min)" (tzaudit)
+  refreshAgo(main);
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
