@@ -76,6 +76,27 @@ def test_unknown_nested_field_is_named_by_its_json_path() -> None:
     assert caught.value.message == "Object contains unknown field `b` (this object takes a)"
 
 
+@pytest.mark.parametrize(
+    ("body", "field", "taken"),
+    [
+        # a flattened key is a key of the object it is written in, not of
+        # the field its first part names (REST listed inner's, MCP the tool's)
+        (b'{"inner": {"a": 1}, "inner.a": 1}', "inner.a", "inner, items"),
+        (b'{"inner": {"a": 1}, "items[0]": 1}', "items[0]", "inner, items"),
+        (b'{"inner": {"a": 1, "b[0]": 1}}', "inner.b[0]", "a"),
+        # a key clipped to 40 characters and "..." is told them too
+        (b'{"inner": {"a": 1, "' + b"k" * 41 + b'": 1}}', "inner." + "k" * 40 + "...", "a"),
+    ],
+)
+def test_an_unknown_key_is_told_the_fields_of_the_object_it_is_in(
+    body: bytes, field: str, taken: str
+) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        decode_body(body, _Outer)
+    assert caught.value.details["field"] == field
+    assert caught.value.message.endswith(f"(this object takes {taken})"), caught.value.message
+
+
 async def test_an_unknown_field_is_refused_with_the_fields_its_object_takes(
     human: Caller, project: str
 ) -> None:

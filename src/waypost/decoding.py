@@ -26,7 +26,8 @@ _UNKNOWN = re.compile(r"^Object contains unknown field `(?P<name>.*)`\Z", re.DOT
 _END_OF_TEXT = re.compile(r"\(\?!\[\\+s\\+S\]\)")
 _MISSING = re.compile(r"^Object missing required field `(?P<name>.*)`\Z", re.DOTALL)
 # a refusal's message at most: msgspec quotes the value it refused whole
-# ("Invalid enum value '...'"), which may be 100 KB of the client's text
+# ("Invalid enum value '...'"), which may be 100 KB of the client's text (an
+# unknown field's list of the fields taken follows, the model's, not the client's)
 MESSAGE_MOST = 200
 
 
@@ -277,7 +278,11 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
             # with the fields taken, as a query parameter is refused: an agent
             # that sent a record back as read (provenance's actor_id,
             # actor_session_id, recorded_at) was told of one a round trip
-            taken = _field_names(msgspec.inspect.type_info(model), _parent(path))
+            # the object msgspec found the key in, from its own path (the
+            # key may hold `.` or `[`, or be clipped to end in "...")
+            at = _PATH.search(str(exc))
+            where = at.group("path").lstrip(".") if at else ""
+            taken = _field_names(msgspec.inspect.type_info(model), where)
             if taken:
                 message += f" (this object takes {', '.join(taken)})"
         raise InvalidRequest(message, {"field": path}) from exc
@@ -318,13 +323,6 @@ def _field_names(info: msgspec.inspect.Type, path: str) -> list[str]:
     if isinstance(found, msgspec.inspect.StructType):
         return sorted(f.encode_name for f in found.fields)
     return []
-
-
-def _parent(path: str) -> str:
-    """`items[1].b` -> `items[1]`: where the last key of a JSON path sits (a
-    key holding `.` or `[` itself is not split: it leads to no object)."""
-    parts = _PATH_PART.findall(path)
-    return path[: len(path) - len(parts[-1])].removesuffix(".") if parts else ""
 
 
 def _unwrapped(info: msgspec.inspect.Type) -> msgspec.inspect.Type:

@@ -278,11 +278,12 @@ ROUTE_TOOLS: list[RouteTool] = [
         "decision_open",
         "Ask a narrow, structured question that gates the listed tasks until answered "
         "(question, 2-20 options, rationale, who must answer, the task_ids it gates and the "
-        "environment it is about). Optional: recommendation (one of the options), "
-        "reversible (true needs a recommendation: unanswered for 24 hours, the decision is "
-        "allowed with it; an agent may not make a human-required one reversible) and "
-        "expires_at (RFC 3339 with an offset: unanswered by then, it blocks until reopened). "
-        "Then call decision_wait.",
+        "environment it is about). Optional: conditions (at most 50, what an allow must "
+        "confirm), recommendation (one of the options), reversible (true needs a "
+        "recommendation: unanswered for 24 hours, the decision is allowed with it; an agent "
+        "may not make a human-required one reversible) and expires_at (RFC 3339 with an "
+        "offset: once it passes the decision expires, answered or not, and blocks until "
+        "reopened). Then call decision_wait.",
         "POST",
         PROJECT + "/decisions",
     ),
