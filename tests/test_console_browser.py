@@ -3407,3 +3407,42 @@ def served_now(served: Server) -> str:
     r = httpx.post(served.url + "/graphql", json={"query": "{ __typename }"},
                    headers={"Authorization": f"Bearer {served.admin_token}"})  # fmt: skip
     return str(r.headers["waypost-now"])
+
+
+def test_a_decision_sliding_into_a_full_inbox_list_is_no_arrival(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The inbox lists 100 of a project's pending decisions. Answering one
+    let the 101st slide into view, and the page said "1 new decision awaits
+    an answer." though none had come (review70): it counts no more arrivals
+    than the rise in the number awaiting. Its own service: 101 pending
+    decisions would crowd the shared world's inbox."""
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "full", "name": "Full"}, 201)
+        task = admin.send("POST", "/api/v1/projects/full/tasks", {"title": "Wait"}, 201)["id"]
+        ids = [admin.send("POST", "/api/v1/projects/full/decisions", {
+            "question": f"Question {n}?", "rationale": "r", "required_actor": "human",
+            "environment": "staging", "options": ["Proceed", "Stop"], "task_ids": [task]},
+            201)["id"] for n in range(101)]  # fmt: skip
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            Tab(page, served.url, [], []).sign_in(served.admin_token)
+            listed = page.locator("[data-group=awaiting] [data-decision]")
+            listed.first.wait_for()
+            assert listed.count() == 100
+            assert page.locator(f"[data-decision='{ids[100]}']").count() == 0
+            page.locator(f"[data-decision='{ids[0]}'] a").first.focus()
+            _record_announcements(page)
+            admin.send("POST", f"/api/v1/projects/full/decisions/{ids[0]}/answer", {
+                "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+                "rationale": "Not now."})  # fmt: skip
+            page.locator(f"[data-decision='{ids[100]}']").wait_for(timeout=20000)
+            # the same refresh says the focused card left, and nothing else
+            _said(page, "The decision you were on left this list")
+            said = page.evaluate("() => window.said")
+            assert not any("new decision" in s for s in said), said
+        finally:
+            context.close()

@@ -95,7 +95,8 @@ async def test_a_holder_behind_a_denied_decision_is_told_to_give_the_task_back(
         assert "task_release" in message, message
         released = await call(s, "task_release", project=project, task_id=task_id)
         assert (released["status"], released["lease"]) == ("open", None)
-    # a claim behind the same decision is not told to release what it does not hold
+    # a claim behind the same decision is not told to task_release what it does not
+    # hold (REST's words beside it say "give a task you hold back", conditionally)
     other = waypost.principal("agent", f"other-{transport}")
     async with session(transport, waypost.url, other) as s:
         message = await refused(s, "task_claim", project=project, task_id=task_id)

@@ -67,10 +67,34 @@ async function loadProjectByProject() {
   return projects;
 }
 
-// The ids of the decisions listed as awaiting an answer (a project too large
-// to list has none listed).
-export function awaitingIds(projects) {
-  return new Set(projects.flatMap((p) => (p.awaiting ? p.awaiting.nodes.map((d) => d.restId) : [])));
+// Per project shown: the ids of the decisions it lists as awaiting an answer
+// and how many await in all (null for a project too large to list).
+export function awaitingByProject(projects) {
+  return new Map(projects.map((p) => [p.restId, p.awaiting
+    ? { ids: new Set(p.awaiting.nodes.map((d) => d.restId)), total: p.awaiting.totalCount }
+    : null]));
+}
+
+// How many decisions came to await an answer between two drawings. Only a
+// project listed both times counts what it newly lists: one listed again
+// after being too large is no news, and where the list before was cut short
+// (100 of more), an answered one lets the next slide into view, so no more
+// count than the rise in the number awaiting (review70). A project new since
+// the drawing before brings all it lists.
+export function arrivals(before, now) {
+  let count = 0;
+  for (const [project, listed] of now) {
+    if (!listed) continue;
+    if (!before.has(project)) {
+      count += listed.ids.size;
+      continue;
+    }
+    const was = before.get(project);
+    if (!was) continue;
+    const fresh = [...listed.ids].filter((id) => !was.ids.has(id)).length;
+    count += was.ids.size < was.total ? Math.min(fresh, Math.max(0, listed.total - was.total)) : fresh;
+  }
+  return count;
 }
 
 export function renderInbox(projects) {

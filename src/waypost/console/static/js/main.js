@@ -7,7 +7,7 @@ import {
   announce, clearAnnouncement, enc, fill, h, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
   typedInto, whatYouWrote, words,
 } from "./dom.js";
-import { awaitingIds, everyProject, loadInbox, renderInbox } from "./inbox.js";
+import { arrivals, awaitingByProject, everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
 import { decisionSubscription, Live, projectSubscriptions } from "./live.js";
 import { renderPolicy } from "./policy.js";
@@ -26,7 +26,8 @@ let keptText = [];
 // tab starts at the inbox, not on the page the previous person left open.
 let previousPrincipal = null;
 let inboxSignature = "";
-// the decisions the inbox last listed as awaiting an answer (null: none drawn yet)
+// per project, the decisions the inbox last listed as awaiting an answer and
+// how many awaited (null: none drawn yet)
 let inboxAwaiting = null;
 const live = new Live(async () => {
   if (currentRoute().name !== "inbox") return;
@@ -340,9 +341,8 @@ async function refreshInbox(focus, number = pageNumber) {
   inboxSignature = signature;
   // what arrived is said, not only drawn (a11yaudit2): a page load's drawing
   // is the baseline, said nothing of
-  const awaiting = awaitingIds(projects);
-  const arrived = focus || inboxAwaiting === null ? 0
-    : [...awaiting].filter((id) => !inboxAwaiting.has(id)).length;
+  const awaiting = awaitingByProject(projects);
+  const arrived = focus || inboxAwaiting === null ? 0 : arrivals(inboxAwaiting, awaiting);
   inboxAwaiting = awaiting;
   // a background refresh keeps the keyboard focus, and the page, where they were
   const place = focus ? null : focusPlace(document.activeElement);
