@@ -311,23 +311,26 @@ def _offers_subscriptions(world: World) -> bool:
 
 
 def test_the_inbox_shows_a_new_decision_by_itself(tab: Tab, world: World) -> None:
+    page = tab.page
+    page.clock.install()  # the socket's (or the poll's) seconds pass on the page's clock
     tab.sign_in(world.alice.token)
     # the live feed when the service has one (graphql-transport-ws), else the poll
     mode = "socket" if _offers_subscriptions(world) else "poll"
-    tab.page.locator(f"html[data-live={mode}]").wait_for(state="attached")
+    live = page.locator(f"html[data-live={mode}]")
+    _move_clock(page, 10000, lambda: live.count() > 0, f"the {mode}", 500)
     question = "Drop the legacy coupons table?"
     decision_id = world.open_decision(
         world.agent, question=question, task_ids=[world.tasks["keys"]]
     )
     # no navigation: the page refreshes itself
-    tab.page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(
-        timeout=20000
-    )
+    card = page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']")
+    _move_clock(page, 20000, lambda: card.count() > 0, "the new decision")
     # answered elsewhere, it leaves by itself too
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
         "expected_generation": 1, "disposition": "deny", "answer": "Stop",
         "rationale": "Not this quarter."})  # fmt: skip
-    tab.page.locator(f"[data-decision='{decision_id}']").wait_for(state="detached", timeout=20000)
+    gone = page.locator(f"[data-decision='{decision_id}']")
+    _move_clock(page, 20000, lambda: gone.count() == 0, "the answered decision gone")
 
 
 def test_the_inbox_keeps_up_while_its_project_is_busy(tab: Tab, world: World) -> None:
@@ -374,13 +377,19 @@ def test_the_inbox_keeps_up_while_its_project_is_busy(tab: Tab, world: World) ->
 def test_a_project_created_after_the_inbox_loaded_is_watched_too(tab: Tab, world: World) -> None:
     if not _offers_subscriptions(world):
         pytest.skip("the poll watches every project anyway")
+    page = tab.page
+    # the socket's seconds pass on the page's clock, moved by hand (never as
+    # far as the minute's safety poll)
+    page.clock.install()
     tab.sign_in(world.alice.token)
-    tab.page.locator("html[data-live=socket]").wait_for(state="attached")
+    live = page.locator("html[data-live=socket]")
+    _move_clock(page, 10000, lambda: live.count() > 0, "the socket", 500)
     world.alice.send("POST", "/api/v1/projects", {"id": "late", "name": "Late project"}, 201)
     # an event of a watched project refreshes the page, which learns of "late"
     world.alice.send("POST", "/api/v1/projects/demo/knowledge", {
         "kind": "fact", "title": "The inbox refreshes", "body": "On any event."}, 201)  # fmt: skip
-    tab.page.locator("section[aria-labelledby]", has_text="Late project").wait_for(timeout=20000)
+    late = page.locator("section[aria-labelledby]", has_text="Late project")
+    _move_clock(page, 20000, lambda: late.count() > 0, "the late project")
     # from then on a decision in "late" shows by itself, long before the
     # minute-long safety poll would find it
     task = world.alice.send("POST", "/api/v1/projects/late/tasks", {
@@ -390,7 +399,8 @@ def test_a_project_created_after_the_inbox_loaded_is_watched_too(tab: Tab, world
         "question": "Ship the late project?", "rationale": "Needs a human's judgement.",
         "required_actor": "human", "environment": "staging", "options": ["Ship", "Wait"],
         "task_ids": [task["id"]]}, 201)  # fmt: skip
-    tab.page.locator(f"[data-decision='{made['id']}']").wait_for(timeout=20000)
+    card = page.locator(f"[data-decision='{made['id']}']")
+    _move_clock(page, 20000, lambda: card.count() > 0, "the late project's decision")
 
 
 def test_the_socket_returns_soon_after_the_service_ends_it(tab: Tab, world: World) -> None:
@@ -3184,17 +3194,26 @@ def _said(page: Any, text: str) -> None:
     page.wait_for_function("(text) => window.said.some((s) => s.includes(text))", arg=text)
 
 
+def _has_said(page: Any, text: str) -> bool:
+    """Whether the announcer has said `text` yet (`_record_announcements`)."""
+    return bool(page.evaluate("(text) => window.said.some((s) => s.includes(text))", text))
+
+
 def test_a_decision_arriving_in_the_inbox_is_said_not_only_shown(tab: Tab, world: World) -> None:
     """A new decision drew a card and said nothing: a screen reader's user
     on the inbox never learnt that one awaited them (a11yaudit2, WCAG 4.1.3)."""
     page = tab.page
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
     tab.sign_in(world.alice.token)
     _record_announcements(page)
     decision_id = world.open_decision(
         world.agent, question="Said when it arrives?", task_ids=[world.tasks["docs"]]
     )
-    page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(timeout=20000)
-    _said(page, "1 new decision awaits an answer.")
+    card = page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']")
+    arrived = "1 new decision awaits an answer."
+    _move_clock(page, 20000, lambda: card.count() > 0 and _has_said(page, arrived), "the arrival")
+    card.wait_for()
+    _said(page, arrived)
     # the focus stayed where it was: on the heading
     assert page.evaluate("() => document.activeElement.tagName") == "H1"
 
@@ -3207,14 +3226,18 @@ def test_the_focused_card_leaving_the_inbox_says_so(tab: Tab, world: World) -> N
     gone = world.open_decision(world.agent, question="Leaves under the focus?",
                                task_ids=[world.tasks["docs"]])  # fmt: skip
     world.open_decision(world.agent, question="Stays after it?", task_ids=[world.tasks["docs"]])
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
     tab.sign_in(world.alice.token)
     page.locator(f"[data-group=awaiting] [data-decision='{gone}'] a").first.focus()
     _record_announcements(page)
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{gone}/answer", {
         "expected_generation": 1, "disposition": "deny", "answer": "Stop",
         "rationale": "Not now."})  # fmt: skip
-    page.locator(f"[data-decision='{gone}']").wait_for(state="detached", timeout=20000)
-    _said(page, "The decision you were on left this list (answered or changed elsewhere).")
+    card = page.locator(f"[data-decision='{gone}']")
+    left = "The decision you were on left this list (answered or changed elsewhere)."
+    _move_clock(page, 20000, lambda: card.count() == 0 and _has_said(page, left), "the leaving")
+    card.wait_for(state="detached")
+    _said(page, left)
     assert page.evaluate("() => document.activeElement.tagName") != "BODY"
 
 
@@ -3224,6 +3247,7 @@ def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: Wo
     notice of a change elsewhere once did on a decision's page, a11yaudit).
     The focused control stays where it was on the screen (a11yaudit2)."""
     page = tab.page
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
     tab.sign_in(world.alice.token)
     link = page.locator("[data-group=blocked] a").last
     link.scroll_into_view_if_needed()
@@ -3238,7 +3262,8 @@ def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: Wo
     decision_id = world.open_decision(
         world.agent, question="Drawn above the focus?", task_ids=[world.tasks["keys"]]
     )
-    page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").wait_for(timeout=20000)
+    card = page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']")
+    _move_clock(page, 20000, lambda: card.count() > 0, "the card drawn above")
     assert page.evaluate("() => document.activeElement.textContent") == text
     after = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
     assert abs(after - before) < 2, (before, after)

@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from tests.console_support import Rest, admin_principal, chromium_path, launched_chromium
+from tests.console_support import (
+    Rest,
+    admin_principal,
+    chromium_path,
+    launched_chromium,
+    pooled,
+)
 from tests.serve_support import START, Server, serve
 from waypost.clock import format_time, parse_time
 
@@ -56,6 +62,14 @@ class World:
         self.alice.send("POST", f"/api/v1/projects/{project}/decisions/{decision}/answer", {
             "expected_generation": 1, "disposition": disposition, "answer": option,
             "rationale": "r", "conditions_confirmed": disposition == "allow"})  # fmt: skip
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _kept_alive() -> Iterator[None]:
+    """The world's REST requests (over a hundred: a decision each) on
+    kept-alive connections, not a new client and connection each."""
+    with pooled():
+        yield
 
 
 @pytest.fixture(scope="module")
