@@ -3241,6 +3241,64 @@ def test_the_focused_card_leaving_the_inbox_says_so(tab: Tab, world: World) -> N
     assert page.evaluate("() => document.activeElement.tagName") != "BODY"
 
 
+def test_a_decision_in_a_project_new_since_the_last_drawing_is_said_to_arrive(
+    tab: Tab, world: World
+) -> None:
+    """inbox.js, arrivals: "A project new since the drawing before brings all
+    it lists." A project created while the inbox is open, a decision already
+    awaiting in it when the page first lists it, is an arrival like any
+    other (a screen reader's user heard nothing of it)."""
+    page = tab.page
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
+    tab.sign_in(world.alice.token)
+    page.locator("[data-group=awaiting]").first.wait_for()
+    _record_announcements(page)
+    world.alice.send("POST", "/api/v1/projects", {"id": "arrives", "name": "Arriving project"}, 201)
+    task = world.alice.send("POST", "/api/v1/projects/arrives/tasks", {"title": "Wait"}, 201)
+    made = world.alice.send("POST", "/api/v1/projects/arrives/decisions", {
+        "question": "Arrive with the project?", "rationale": "r", "required_actor": "human",
+        "environment": "staging", "options": ["Go", "Wait"], "task_ids": [task["id"]]},
+        201)  # fmt: skip
+    # an event of a watched project refreshes the page, which learns of "arrives"
+    world.alice.send("POST", "/api/v1/projects/demo/knowledge", {
+        "kind": "fact", "title": "A project arrives", "body": "On any event."}, 201)  # fmt: skip
+    _move_clock(
+        page,
+        20000,
+        lambda: page.locator(f"[data-decision='{made['id']}']").count() > 0,
+        "the redraw",
+    )
+    _said(page, "1 new decision awaits an answer.")
+
+
+def test_a_card_that_stays_under_the_focus_is_not_said_to_have_left(tab: Tab, world: World) -> None:
+    """The page says the card the focus was in left the list only when it
+    left (main.js, refocus: "what the card the focus was in held, when it
+    left"): a redraw for a decision arriving elsewhere, the focused card
+    still listed, says the arrival and nothing of the focus leaving."""
+    page = tab.page
+    stays = world.open_decision(world.agent, question="Stays under the focus?",
+                                task_ids=[world.tasks["docs"]])  # fmt: skip
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
+    tab.sign_in(world.alice.token)
+    link = page.locator(f"[data-group=awaiting] [data-decision='{stays}'] a").first
+    link.focus()
+    text = page.evaluate("() => document.activeElement.textContent")
+    _record_announcements(page)
+    arrived = world.open_decision(world.agent, question="Arrives beside the focus?",
+                                  task_ids=[world.tasks["docs"]])  # fmt: skip
+    _move_clock(
+        page,
+        20000,
+        lambda: page.locator(f"[data-group=awaiting] [data-decision='{arrived}']").count() > 0,
+        "the redraw",
+    )
+    _said(page, "1 new decision awaits an answer.")
+    said = page.evaluate("() => window.said")
+    assert not any("left this list" in s for s in said), said
+    assert page.evaluate("() => document.activeElement.textContent") == text
+
+
 def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: World) -> None:
     """A card drawn above the focused link pushed it out of the window: the
     page kept its scroll position, the focus on a link out of sight (as the
@@ -3267,6 +3325,68 @@ def test_a_background_refresh_keeps_the_focused_link_in_view(tab: Tab, world: Wo
     assert page.evaluate("() => document.activeElement.textContent") == text
     after = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
     assert abs(after - before) < 2, (before, after)
+
+
+def test_a_background_refresh_keeps_the_scroll_when_the_focus_is_out_of_view(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: the page keeps its scroll position, or, when the
+    focused control was in view, keeps that control where it was on the
+    screen. Scrolled away from the focused link (below the window's foot),
+    a card drawn above it leaves the page where the reader has it."""
+    page = tab.page
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
+    tab.sign_in(world.alice.token)
+    page.set_viewport_size({"width": 1000, "height": 300})
+    page.locator("[data-group=blocked] a").last.wait_for()
+    page.evaluate("""() => {
+        const links = document.querySelectorAll("[data-group=blocked] a");
+        links[links.length - 1].focus({ preventScroll: true });
+        window.scrollTo(0, 0); }""")
+    top = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
+    assert top > 300, top  # out of view, below the window's foot
+    assert page.evaluate("() => window.scrollY") == 0
+    decision_id = world.open_decision(
+        world.agent, question="Drawn above an unseen focus?", task_ids=[world.tasks["keys"]]
+    )
+    _move_clock(
+        page,
+        20000,
+        lambda: page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").count() > 0,
+        "the redraw",
+    )
+    assert page.evaluate("() => window.scrollY") == 0
+    assert page.evaluate("() => document.activeElement.getBoundingClientRect().top") > top
+
+
+def test_a_background_refresh_keeps_the_scroll_when_the_focus_is_above_the_window(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: the page keeps its scroll position, or, when the
+    focused control was in view, keeps that control where it was. Scrolled
+    past the focused link (above the window's top), a card drawn above it
+    leaves the page where the reader has it."""
+    page = tab.page
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
+    tab.sign_in(world.alice.token)
+    page.set_viewport_size({"width": 1000, "height": 200})
+    page.locator("[data-group=blocked] a").first.wait_for()
+    page.evaluate("""() => {
+        document.querySelector("[data-group=blocked] a").focus({ preventScroll: true });
+        window.scrollTo(0, document.documentElement.scrollHeight); }""")
+    top = page.evaluate("() => document.activeElement.getBoundingClientRect().top")
+    assert top < 0, top  # out of view, above the window's top
+    scrolled = page.evaluate("() => window.scrollY")
+    decision_id = world.open_decision(
+        world.agent, question="Drawn above a focus scrolled past?", task_ids=[world.tasks["keys"]]
+    )
+    _move_clock(
+        page,
+        20000,
+        lambda: page.locator(f"[data-group=awaiting] [data-decision='{decision_id}']").count() > 0,
+        "the redraw",
+    )
+    assert page.evaluate("() => window.scrollY") == scrolled
 
 
 def _zoned_page(browser: Any, world: World, zone: str, locale: str) -> tuple[Any, Any]:
@@ -3423,6 +3543,89 @@ def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
             # well within the minute of the safety poll
             _move_clock(page, 45000, lambda: expired.count() > 0, "the expiry seen", 1000)
             assert "Expired less than a minute ago" in expired.inner_text(), expired.inner_text()
+        finally:
+            context.close()
+
+
+def test_an_inbox_on_the_socket_looks_again_at_the_soonest_of_its_deadlines(
+    browser: Any, tmp_path: Path
+) -> None:
+    """main.js: "an expiry or a timeout on the page that passes sooner [than
+    the minute's safety poll] gets a refresh of its own": with two expiries
+    on the page, the one 30 s ahead is seen passing though the other is
+    more than a minute ahead (dom.js, msToNextDeadline: the soonest)."""
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
+        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
+        now = parse_time(served_now(served))
+        made: dict[int, str] = {}
+        for question, seconds in (("Expire later?", 600), ("Expire soon?", 30)):
+            made[seconds] = admin.send("POST", "/api/v1/projects/clock/decisions", {
+                "question": question, "rationale": "r", "required_actor": "human",
+                "environment": "staging", "options": ["Proceed", "Stop"],
+                "expires_at": format_time(now + timedelta(seconds=seconds)),
+                "task_ids": [task]}, 201)["id"]  # fmt: skip
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            page.clock.install()  # the page's timers moved by hand
+            Tab(page, served.url, [], []).sign_in(served.admin_token)
+            live = "() => document.documentElement.dataset.live"
+            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
+            _move_clock(page, 3000)  # the look the socket's start asks for
+            card = page.locator(f"[data-group=awaiting] [data-decision='{made[30]}']")
+            assert "expires in" in card.inner_text(), card.inner_text()
+            write_clock(served.clock, format_time(now + timedelta(seconds=31)))
+            expired = page.locator(f"[data-group=reopen] [data-decision='{made[30]}']")
+            # well within the minute of the safety poll
+            _move_clock(page, 45000, lambda: expired.count() > 0, "the expiry seen", 1000)
+            later = page.locator(f"[data-group=awaiting] [data-decision='{made[600]}']")
+            assert "expires in" in later.inner_text(), later.inner_text()
+        finally:
+            context.close()
+
+
+def test_one_answered_and_one_opened_between_two_drawings_is_an_arrival(
+    browser: Any, tmp_path: Path
+) -> None:
+    """inbox.js, arrivals: a project listed both times counts what it newly
+    lists; only a list cut short (100 of more) counts no more than the rise
+    in the number awaiting. One decision answered and another opened before
+    the page looks again leave the number awaiting as it was, and the new
+    one is still news. Its own service, on the page's clock: both changes
+    land in one drawing."""
+    with serve(tmp_path) as served:
+        admin = Rest(served.url, served.admin_token)
+        admin.send("POST", "/api/v1/projects", {"id": "swap", "name": "Swap"}, 201)
+        task = admin.send("POST", "/api/v1/projects/swap/tasks", {"title": "Wait"}, 201)["id"]
+
+        def open_one(question: str) -> str:
+            return str(admin.send("POST", "/api/v1/projects/swap/decisions", {
+                "question": question, "rationale": "r", "required_actor": "human",
+                "environment": "staging", "options": ["Proceed", "Stop"], "task_ids": [task]},
+                201)["id"])  # fmt: skip
+
+        first = open_one("Answered meanwhile?")
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            page.clock.install()  # the page looks again only when its clock is moved
+            Tab(page, served.url, [], []).sign_in(served.admin_token)
+            page.locator(f"[data-decision='{first}']").wait_for()
+            live = "() => document.documentElement.dataset.live"
+            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
+            _move_clock(page, 3000)  # the look the socket's start asks for
+            _record_announcements(page)
+            admin.send("POST", f"/api/v1/projects/swap/decisions/{first}/answer", {
+                "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+                "rationale": "Not now."})  # fmt: skip
+            second = open_one("Opened meanwhile?")
+            shown = page.locator(f"[data-group=awaiting] [data-decision='{second}']")
+            _move_clock(page, 65000, lambda: shown.count() > 0, "the new decision", 500)
+            _said(page, "1 new decision awaits an answer.")
         finally:
             context.close()
 

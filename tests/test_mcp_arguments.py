@@ -30,6 +30,8 @@ CHECKER = argument_checker()
         # with the ones taken: a record sent back as read lost one member a call
         ("digest", {"project": "demo", "colour": "red"}, "colour",
          "unknown argument colour (this tool takes project)"),
+        # a tool that takes no argument says so, not "takes " and nothing
+        ("me", {"colour": "red"}, "colour", "unknown argument colour (this tool takes none)"),
         ("knowledge_correct", {"project": "demo", "knowledge_id": "k", "expected_revision": 1,
                                "provenance": {"summary": "s", "actor_id": "a"}},
          "provenance.actor_id", "unknown argument provenance.actor_id (provenance takes"
@@ -526,3 +528,22 @@ def test_advice_fits_what_was_refused(
     takes it; a refused relay was told to open a decision."""
     text = explain(ApiError(code, "refused", details, 409), "demo", tool=tool)
     assert says in text, text
+
+
+def test_decision_opens_description_states_the_limits_its_schema_holds() -> None:
+    """decision_open's description names its optional arguments with their
+    limits ("conditions (at most 50, ...)", "2-20 options"): an agent reads
+    the description before the schema, and a limit that drifted from the
+    schema's would be refused without the description saying why."""
+    tool = next(t for t in ROUTE_TOOLS if t.name == "decision_open")
+    properties = tool.input_schema()["properties"]
+
+    def bound(node: dict[str, Any], key: str) -> int:
+        found = node.get(key)
+        if found is None:
+            found = next(b[key] for b in node.get("anyOf", []) if key in b)
+        return int(found)
+
+    options, conditions = properties["options"], properties["conditions"]
+    assert f"{bound(options, 'minItems')}-{bound(options, 'maxItems')} options" in tool.description
+    assert f"conditions (at most {bound(conditions, 'maxItems')}," in tool.description
