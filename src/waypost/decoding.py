@@ -275,11 +275,11 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
         # patterns end in (?![\s\S]) so "$" cannot match before a newline; say "$"
         message = clip(_END_OF_TEXT.sub("$", message), MESSAGE_MOST)
         if message.startswith("Object contains unknown field"):
-            # with the fields taken, as a query parameter is refused: an agent
-            # that sent a record back as read (provenance's actor_id,
-            # actor_session_id, recorded_at) was told of one a round trip
-            # the object msgspec found the key in, from its own path (the
-            # key may hold `.` or `[`, or be clipped to end in "...")
+            # with the fields taken, as a query parameter is refused (an agent
+            # that sent a record back as read was told of provenance's
+            # actor_id, actor_session_id and recorded_at one a round trip):
+            # those of the object msgspec found the key in, from its own path
+            # (the key may hold `.` or `[`, or be clipped to end in "...")
             at = _PATH.search(str(exc))
             where = at.group("path").lstrip(".") if at else ""
             taken = _field_names(msgspec.inspect.type_info(model), where)
