@@ -3674,3 +3674,42 @@ def test_a_decision_sliding_into_a_full_inbox_list_is_no_arrival(
             assert not any("new decision" in s for s in said), said
         finally:
             context.close()
+
+
+def test_a_project_listed_again_after_being_too_large_brings_no_arrival(
+    browser: Any, tmp_path: Path
+) -> None:
+    """inbox.js, arrivals: a project listed again after being too large to
+    list is no news: its decisions awaited all along, unseen in the list,
+    and a count of all it lists said "N new decisions" of none that came
+    (review70; no test held it, mutantaudit13). Past the object limit (50)
+    a project of three decisions is a notice; two answered, it fits, and
+    after the minute the page leaves it unasked it is listed again."""
+    with serve(tmp_path, "--graphql-max-objects", "50") as served:
+        alice = admin_principal(served, "human", "Alice")
+        alice.send("POST", "/api/v1/projects", {"id": "crowded", "name": "Crowded"}, 201)
+        task = alice.send("POST", "/api/v1/projects/crowded/tasks", {"title": "Ship"}, 201)
+        ids = [alice.send("POST", "/api/v1/projects/crowded/decisions", {
+            "question": f"Ship the crowded build now? ({n})", "options": ["Ship", "Hold"],
+            "rationale": "r", "required_actor": "human", "task_ids": [task["id"]],
+            "environment": "production"}, 201)["id"] for n in range(3)]  # fmt: skip
+        context = browser.new_context()
+        page = context.new_page()
+        page.set_default_timeout(15000)
+        try:
+            page.clock.install()  # the page's minute before it asks again, moved by hand
+            Tab(page, served.url, [], []).sign_in(alice.token)
+            crowded = page.get_by_role("region", name="Crowded (crowded)")
+            crowded.get_by_text("is not listed here").wait_for()
+            _record_announcements(page)
+            for decision in ids[:2]:
+                alice.send("POST", f"/api/v1/projects/crowded/decisions/{decision}/answer", {
+                    "expected_generation": 1, "disposition": "deny", "answer": "Hold",
+                    "rationale": "Not now."})  # fmt: skip
+            card = page.locator(f"[data-group=awaiting] [data-decision='{ids[2]}']")
+            _move_clock(page, 130000, lambda: card.count() > 0, "listed again", 5000, 150)
+            _move_clock(page, 2000)  # an announcement is made 50 ms after the drawing
+            said = page.evaluate("() => window.said")
+            assert not any("new decision" in s for s in said), said
+        finally:
+            context.close()
