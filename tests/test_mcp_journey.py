@@ -128,3 +128,27 @@ async def test_no_argument_description_carries_the_codes_notes(waypost: Waypost)
     assert scope["properties"]["scope"]["description"] == (
         "A correction's complete scope: every dimension is sent, even when empty."
     )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_decision_gets_history_comes_newest_first_as_its_description_says(
+    waypost: Waypost, transport: str
+) -> None:
+    """decision_get's description: its history is "newest first, paged with
+    cursor and limit" (docs/decisions.md's detail route); a description
+    saying "oldest first" passed every test (mutantaudit13)."""
+    project, _task, decision = _decided(waypost, f"history-{transport}", "deny")
+    path = f"/api/v1/projects/{project}/decisions/{decision}/reopen"
+    assert waypost.rest("POST", path, {"expected_generation": 1, "rationale": "Again."}).is_success
+    agent = waypost.principal("agent", f"reader-{transport}")
+    async with session(transport, waypost.url, agent) as s:
+        listed = await s.list_tools()
+        (described,) = [t.description for t in listed.tools if t.name == "decision_get"]
+        assert described is not None and "newest first, paged with cursor and limit" in described
+        got = await call(s, "decision_get", project=project, decision_id=decision)
+        assert [g["generation"] for g in got["history"]["items"]] == [2, 1], got["history"]
+        page = await call(s, "decision_get", project=project, decision_id=decision, limit=1)
+        assert [g["generation"] for g in page["history"]["items"]] == [2]
+        cursor = page["history"]["next_cursor"]
+        rest = await call(s, "decision_get", project=project, decision_id=decision, cursor=cursor)
+        assert [g["generation"] for g in rest["history"]["items"]] == [1]
