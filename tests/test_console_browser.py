@@ -17,6 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -3483,19 +3484,13 @@ def test_a_decisions_times_move_on_while_its_page_stays_open(browser: Any, tmp_p
     (tzaudit). Its own service here, whose clock this test moves."""
     with serve(tmp_path) as served:
         admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
-        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
         expires = format_time(parse_time(served_now(served)) + timedelta(seconds=80))
-        decision = admin.send("POST", "/api/v1/projects/clock/decisions", {
-            "question": "Expire while read?", "rationale": "r", "required_actor": "human",
-            "environment": "staging", "options": ["Proceed", "Stop"], "expires_at": expires,
-            "task_ids": [task]}, 201)["id"]  # fmt: skip
-        context = browser.new_context(timezone_id="Pacific/Kiritimati", locale="en-GB")
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        try:
-            page.clock.install()  # the page's poll (or minute's safety poll) moved by hand
-            Tab(page, served.url, [], []).sign_in(served.admin_token)
+        _, (decision,) = _project_of_decisions(
+            admin, "clock", {"Expire while read?": {"expires_at": expires}}
+        )
+        with _signed_in(
+            browser, served, served.admin_token, timezone_id="Pacific/Kiritimati", locale="en-GB"
+        ) as page:
             page.goto(f"{served.url}/console#/p/clock/d/{decision}")
             page.get_by_role("heading", name="Expire while read?").wait_for()
             row = page.locator("dl.facts dt:text-is('Expires') + dd")
@@ -3505,8 +3500,6 @@ def test_a_decisions_times_move_on_while_its_page_stays_open(browser: Any, tmp_p
             _move_clock(page, 65000, lambda: banner.count() > 0, "the expiry said")
             assert "This decision expired while you were reading it" in banner.inner_text()
             assert row.inner_text().endswith("(1 min ago)"), row.inner_text()
-        finally:
-            context.close()
 
 
 def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
@@ -3520,22 +3513,14 @@ def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
     shows. Its own service here, whose clock this test moves."""
     with serve(tmp_path) as served:
         admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
-        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
         expires = format_time(parse_time(served_now(served)) + timedelta(seconds=30))
-        decision = admin.send("POST", "/api/v1/projects/clock/decisions", {
-            "question": "Expire on the inbox?", "rationale": "r", "required_actor": "human",
-            "environment": "staging", "options": ["Proceed", "Stop"], "expires_at": expires,
-            "task_ids": [task]}, 201)["id"]  # fmt: skip
-        context = browser.new_context(timezone_id="America/St_Johns", locale="de-DE")
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        try:
-            page.clock.install()  # the page's timers moved by hand
-            Tab(page, served.url, [], []).sign_in(served.admin_token)
-            live = "() => document.documentElement.dataset.live"
-            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
-            _move_clock(page, 3000)  # the look the socket's start asks for
+        _, (decision,) = _project_of_decisions(
+            admin, "clock", {"Expire on the inbox?": {"expires_at": expires}}
+        )
+        with _signed_in(
+            browser, served, served.admin_token, timezone_id="America/St_Johns", locale="de-DE"
+        ) as page:
+            _on_the_socket(page)
             card = page.locator(f"[data-group=awaiting] [data-decision='{decision}']")
             assert "expires in" in card.inner_text(), card.inner_text()
             write_clock(served.clock, format_time(parse_time(expires) + timedelta(seconds=1)))
@@ -3543,8 +3528,6 @@ def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
             # well within the minute of the safety poll
             _move_clock(page, 45000, lambda: expired.count() > 0, "the expiry seen", 1000)
             assert "Expired less than a minute ago" in expired.inner_text(), expired.inner_text()
-        finally:
-            context.close()
 
 
 def test_an_inbox_on_the_socket_looks_again_at_the_soonest_of_its_deadlines(
@@ -3556,25 +3539,13 @@ def test_an_inbox_on_the_socket_looks_again_at_the_soonest_of_its_deadlines(
     more than a minute ahead (dom.js, msToNextDeadline: the soonest)."""
     with serve(tmp_path) as served:
         admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "clock", "name": "Clock"}, 201)
-        task = admin.send("POST", "/api/v1/projects/clock/tasks", {"title": "Wait"}, 201)["id"]
         now = parse_time(served_now(served))
-        made: dict[int, str] = {}
-        for question, seconds in (("Expire later?", 600), ("Expire soon?", 30)):
-            made[seconds] = admin.send("POST", "/api/v1/projects/clock/decisions", {
-                "question": question, "rationale": "r", "required_actor": "human",
-                "environment": "staging", "options": ["Proceed", "Stop"],
-                "expires_at": format_time(now + timedelta(seconds=seconds)),
-                "task_ids": [task]}, 201)["id"]  # fmt: skip
-        context = browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        try:
-            page.clock.install()  # the page's timers moved by hand
-            Tab(page, served.url, [], []).sign_in(served.admin_token)
-            live = "() => document.documentElement.dataset.live"
-            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
-            _move_clock(page, 3000)  # the look the socket's start asks for
+        _, ids = _project_of_decisions(admin, "clock", {
+            "Expire later?": {"expires_at": format_time(now + timedelta(seconds=600))},
+            "Expire soon?": {"expires_at": format_time(now + timedelta(seconds=30))}})  # fmt: skip
+        made = {600: ids[0], 30: ids[1]}
+        with _signed_in(browser, served, served.admin_token) as page:
+            _on_the_socket(page)
             card = page.locator(f"[data-group=awaiting] [data-decision='{made[30]}']")
             assert "expires in" in card.inner_text(), card.inner_text()
             write_clock(served.clock, format_time(now + timedelta(seconds=31)))
@@ -3583,8 +3554,6 @@ def test_an_inbox_on_the_socket_looks_again_at_the_soonest_of_its_deadlines(
             _move_clock(page, 45000, lambda: expired.count() > 0, "the expiry seen", 1000)
             later = page.locator(f"[data-group=awaiting] [data-decision='{made[600]}']")
             assert "expires in" in later.inner_text(), later.inner_text()
-        finally:
-            context.close()
 
 
 def test_one_answered_and_one_opened_between_two_drawings_is_an_arrival(
@@ -3598,36 +3567,61 @@ def test_one_answered_and_one_opened_between_two_drawings_is_an_arrival(
     land in one drawing."""
     with serve(tmp_path) as served:
         admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "swap", "name": "Swap"}, 201)
-        task = admin.send("POST", "/api/v1/projects/swap/tasks", {"title": "Wait"}, 201)["id"]
-
-        def open_one(question: str) -> str:
-            return str(admin.send("POST", "/api/v1/projects/swap/decisions", {
-                "question": question, "rationale": "r", "required_actor": "human",
-                "environment": "staging", "options": ["Proceed", "Stop"], "task_ids": [task]},
-                201)["id"])  # fmt: skip
-
-        first = open_one("Answered meanwhile?")
-        context = browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        try:
-            page.clock.install()  # the page looks again only when its clock is moved
-            Tab(page, served.url, [], []).sign_in(served.admin_token)
+        task, (first,) = _project_of_decisions(admin, "swap", {"Answered meanwhile?": {}})
+        with _signed_in(browser, served, served.admin_token) as page:
             page.locator(f"[data-decision='{first}']").wait_for()
-            live = "() => document.documentElement.dataset.live"
-            _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
-            _move_clock(page, 3000)  # the look the socket's start asks for
+            _on_the_socket(page)
             _record_announcements(page)
             admin.send("POST", f"/api/v1/projects/swap/decisions/{first}/answer", {
                 "expected_generation": 1, "disposition": "deny", "answer": "Stop",
                 "rationale": "Not now."})  # fmt: skip
-            second = open_one("Opened meanwhile?")
+            second = _pending(admin, "swap", task, "Opened meanwhile?")
             shown = page.locator(f"[data-group=awaiting] [data-decision='{second}']")
             _move_clock(page, 65000, lambda: shown.count() > 0, "the new decision", 500)
             _said(page, "1 new decision awaits an answer.")
-        finally:
-            context.close()
+
+
+def _pending(rest: Rest, project: str, task: str, question: str, **fields: Any) -> str:
+    """A pending human-required decision on `task` (`fields` added to the body): its id."""
+    return str(rest.send("POST", f"/api/v1/projects/{project}/decisions", {
+        "question": question, "rationale": "r", "required_actor": "human",
+        "environment": "staging", "options": ["Proceed", "Stop"], "task_ids": [task],
+        **fields}, 201)["id"])  # fmt: skip
+
+
+def _project_of_decisions(
+    rest: Rest, project: str, decisions: dict[str, dict[str, Any]]
+) -> tuple[str, list[str]]:
+    """A project with one task and a pending decision on it for each question
+    of `decisions` (with its extra fields): (the task's id, the decisions' ids
+    in order)."""
+    rest.send("POST", "/api/v1/projects", {"id": project, "name": project.title()}, 201)
+    task = str(rest.send("POST", f"/api/v1/projects/{project}/tasks", {"title": "Wait"}, 201)["id"])
+    return task, [_pending(rest, project, task, q, **f) for q, f in decisions.items()]
+
+
+def _on_the_socket(page: Any) -> None:
+    """Move the page's clock until the inbox runs on its socket, and past the
+    look the socket's start asks for."""
+    live = "() => document.documentElement.dataset.live"
+    _move_clock(page, 10000, lambda: page.evaluate(live) == "socket", "the socket", 500)
+    _move_clock(page, 3000)
+
+
+@contextmanager
+def _signed_in(browser: Any, served: Server, token: str, **options: Any) -> Iterator[Any]:
+    """A page of a new browser context (`options`: its time zone, its
+    locale) on `served`, its clock installed (the page's timers move only
+    when the test moves them), signed in with `token`."""
+    context = browser.new_context(**options)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    try:
+        page.clock.install()
+        Tab(page, served.url, [], []).sign_in(token)
+        yield page
+    finally:
+        context.close()
 
 
 def served_now(served: Server) -> str:
@@ -3647,12 +3641,7 @@ def test_a_decision_sliding_into_a_full_inbox_list_is_no_arrival(
     decisions would crowd the shared world's inbox."""
     with serve(tmp_path) as served:
         admin = Rest(served.url, served.admin_token)
-        admin.send("POST", "/api/v1/projects", {"id": "full", "name": "Full"}, 201)
-        task = admin.send("POST", "/api/v1/projects/full/tasks", {"title": "Wait"}, 201)["id"]
-        ids = [admin.send("POST", "/api/v1/projects/full/decisions", {
-            "question": f"Question {n}?", "rationale": "r", "required_actor": "human",
-            "environment": "staging", "options": ["Proceed", "Stop"], "task_ids": [task]},
-            201)["id"] for n in range(101)]  # fmt: skip
+        _, ids = _project_of_decisions(admin, "full", {f"Question {n}?": {} for n in range(101)})
         context = browser.new_context()
         page = context.new_page()
         page.set_default_timeout(15000)
@@ -3687,29 +3676,18 @@ def test_a_project_listed_again_after_being_too_large_brings_no_arrival(
     after the minute the page leaves it unasked it is listed again."""
     with serve(tmp_path, "--graphql-max-objects", "50") as served:
         alice = admin_principal(served, "human", "Alice")
-        alice.send("POST", "/api/v1/projects", {"id": "crowded", "name": "Crowded"}, 201)
-        task = alice.send("POST", "/api/v1/projects/crowded/tasks", {"title": "Ship"}, 201)
-        ids = [alice.send("POST", "/api/v1/projects/crowded/decisions", {
-            "question": f"Ship the crowded build now? ({n})", "options": ["Ship", "Hold"],
-            "rationale": "r", "required_actor": "human", "task_ids": [task["id"]],
-            "environment": "production"}, 201)["id"] for n in range(3)]  # fmt: skip
-        context = browser.new_context()
-        page = context.new_page()
-        page.set_default_timeout(15000)
-        try:
-            page.clock.install()  # the page's minute before it asks again, moved by hand
-            Tab(page, served.url, [], []).sign_in(alice.token)
+        questions = {f"Ship the crowded build now? ({n})": {} for n in range(3)}
+        _, ids = _project_of_decisions(alice, "crowded", questions)
+        with _signed_in(browser, served, alice.token) as page:
             crowded = page.get_by_role("region", name="Crowded (crowded)")
             crowded.get_by_text("is not listed here").wait_for()
             _record_announcements(page)
             for decision in ids[:2]:
                 alice.send("POST", f"/api/v1/projects/crowded/decisions/{decision}/answer", {
-                    "expected_generation": 1, "disposition": "deny", "answer": "Hold",
+                    "expected_generation": 1, "disposition": "deny", "answer": "Stop",
                     "rationale": "Not now."})  # fmt: skip
             card = page.locator(f"[data-group=awaiting] [data-decision='{ids[2]}']")
             _move_clock(page, 130000, lambda: card.count() > 0, "listed again", 5000, 150)
             _move_clock(page, 2000)  # an announcement is made 50 ms after the drawing
             said = page.evaluate("() => window.said")
             assert not any("new decision" in s for s in said), said
-        finally:
-            context.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from typing import Any
 
 from tests.conftest import Caller
 from tests.decisions_support import new_task, open_decision
@@ -22,12 +23,20 @@ def gid(type_name: str, rest_id: str) -> str:
     return base64.urlsafe_b64encode(f"{type_name}:{rest_id}".encode()).decode().rstrip("=")
 
 
+async def _known(human: Caller) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """A task, a decision on it and a knowledge record in "demo", each known."""
+    task = await new_task(human, "Known task")
+    return (
+        task,
+        await open_decision(human, [task]),
+        await create(human, "demo", title="Known record"),
+    )
+
+
 async def test_node_batches_answer_null_for_the_unknown_ids_only(
     human: Caller, project: str
 ) -> None:
-    task = await new_task(human, "Known task")
-    decision = await open_decision(human, [task])
-    record = await create(human, "demo", title="Known record")
+    task, decision, record = await _known(human)
     query = """query ($t: ID!, $tx: ID!, $d: ID!, $dx: ID!, $k: ID!, $kx: ID!, $u: ID!, $ux: ID!,
                       $p: ID!, $px: ID!) {
         t: node(id: $t) { ... on Task { restId } }      tx: node(id: $tx) { id }
@@ -56,9 +65,7 @@ async def test_project_lookups_answer_null_for_the_unknown_ids_only(
     human: Caller, project: str
 ) -> None:
     """The same on the fast path and on graphql-core's (one batch each way)."""
-    task = await new_task(human, "Known task")
-    decision = await open_decision(human, [task])
-    record = await create(human, "demo", title="Known record")
+    task, decision, record = await _known(human)
     query = """query ($t: String!, $d: String!, $k: String!) {
         a: project(id: "demo") {
           t: task(id: $t) { restId } tx: task(id: "task_nope") { restId }

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.mcp_support import TRANSPORTS, Waypost, call, refused, session
-from tests.test_mcp import own_waypost
+from tests.test_mcp import _gated, own_waypost
 
 pytestmark = pytest.mark.slow
 
@@ -25,13 +25,7 @@ def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
 def _decided(waypost: Waypost, name: str, disposition: str) -> tuple[str, str, str]:
     """A project with a task and a human-required decision on it answered
     `disposition` by a human over REST: (project, task id, decision id)."""
-    project = waypost.project(name)
-    task_id = waypost.task(project)
-    decisions = f"/api/v1/projects/{project}/decisions"
-    r = waypost.rest("POST", decisions, {
-        "question": "Go?", "options": ["Yes", "No"], "rationale": "Risky.",
-        "required_actor": "human", "task_ids": [task_id], "environment": "prod"})  # fmt: skip
-    decision_id = str(r.json()["id"])
+    project, task_id, decisions, decision_id = _gated(waypost, name)
     answer = {"expected_generation": 1, "disposition": disposition, "answer": "Yes",
               "rationale": "Decided.", "conditions_confirmed": disposition == "allow"}  # fmt: skip
     assert waypost.rest("POST", f"{decisions}/{decision_id}/answer", answer).is_success
