@@ -399,6 +399,14 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
     assert "task_recover" in names and "task_recover with project='demo', task_id='tsk_a'" in said
     bare = ApiError("not_found", "no task is ready", {"reason": "nothing_ready"}, 404)
     assert "task_recover" not in explain(bare, "demo")
+    # a task a decision holds is not the one to recover (collabjourney)
+    some = {"reason": "nothing_ready", "expired_leases": ["tsk_a", "tsk_b"],
+            "expired_leases_held": ["tsk_a"]}  # fmt: skip
+    said = explain(ApiError("not_found", "no task is ready", some, 404), "demo")
+    assert "task_id='tsk_b'" in said and "A decision holds tsk_a:" in said
+    every = {**some, "expired_leases_held": ["tsk_a", "tsk_b"]}
+    said = explain(ApiError("not_found", "no task is ready", every, 404), "demo")
+    assert "task_recover" not in said and "digest" in said
 
 
 @pytest.mark.parametrize(

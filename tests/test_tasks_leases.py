@@ -9,8 +9,10 @@ from tests.tasks_support import (
     BASE,
     claim,
     claimed_by_agent,
+    decline,
     error,
     make_task,
+    open_decision,
     set_policy,
     submit,
     task_path,
@@ -189,7 +191,8 @@ async def test_expired_lease_is_shown_and_task_is_not_ready(
     assert body["ready"] is False
     r = await human.post(f"{BASE}/claims", {})
     assert error(r)[2] == {"reason": "nothing_ready", "expired_leases": [task["id"]],
-                           "expired_leases_truncated": False}  # fmt: skip
+                           "expired_leases_truncated": False,
+                           "expired_leases_held": []}  # fmt: skip
 
 
 async def test_recover_by_another_principal_then_first_owner_submit_is_refused(
@@ -530,6 +533,30 @@ async def test_nothing_ready_names_the_longest_lapsed_lease_first(
     assert (status, details["reason"]) == (404, "nothing_ready")
     assert details["expired_leases"] == [second["id"], first["id"]]
     assert details["expired_leases_truncated"] is False
+
+
+async def test_nothing_ready_says_which_lapsed_leases_a_decision_holds(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Leases: a recovery ignores decisions, so the refusal names
+    the lapsed tasks the gate holds (`expired_leases_held`) and where to
+    look: an agent sent to recover a denied task recovered work it could
+    not submit (collabjourney)."""
+    denied = (await human.post(f"{BASE}/tasks", {"title": "denied"})).json()
+    free = (await human.post(f"{BASE}/tasks", {"title": "free"})).json()
+    agent = await service.agent("holder")
+    await claim(agent, denied["id"])
+    await claim(agent, free["id"])
+    await decline(human, await open_decision(agent, denied["id"]))
+    service.clock.advance(minutes=20)
+    other = await service.agent("poller")
+    status, _, details = error(await other.post(f"{BASE}/claims", {}))
+    assert (status, details["reason"]) == (404, "nothing_ready")
+    assert details["expired_leases"] == [denied["id"], free["id"]]
+    assert details["expired_leases_held"] == [denied["id"]]
+    message = (await other.post(f"{BASE}/claims", {})).json()["error"]["message"]
+    assert "1 of them (details.expired_leases_held) wait on a decision" in message
+    assert f"GET {BASE}/digest" in message
 
 
 async def test_recover_answers_the_latest_20_checkpoints(

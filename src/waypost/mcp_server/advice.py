@@ -184,10 +184,23 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         )
     if code == "not_found" and reason == "nothing_ready" and d.get("expired_leases"):
         lapsed = [str(i) for i in d["expired_leases"]]
-        return (
+        held = {str(i) for i in d.get("expired_leases_held", ())}
+        free = [i for i in lapsed if i not in held]
+        said = (
             f"No task is ready to claim, but {', '.join(lapsed)} hold a lease that expired "
-            f"(their holder stopped). Call task_recover with {where}task_id={lapsed[0]!r} to "
-            "take one over with its latest checkpoints."
+            "(their holder stopped)."
+        )
+        if held:  # recovered, these could not be submitted (collabjourney)
+            said += (
+                f" A decision holds {', '.join(i for i in lapsed if i in held)}: one "
+                "recovered cannot be submitted until its decisions allow the work (digest "
+                "names them)."
+            )
+        if not free:
+            return said
+        return (
+            f"{said} Call task_recover with {where}task_id={free[0]!r} to take one over "
+            "with its latest checkpoints."
         )
     if code == "not_found" and reason == "nothing_ready":
         return (

@@ -35,6 +35,7 @@ from waypost.resolvers.tasks.operations import (
 )
 from waypost.resolvers.tasks.readiness import next_ready, readiness_apart_from_gate
 from waypost.resolvers.tasks.reads import CHECKPOINTS, history_pages
+from waypost.resolvers.tasks.ready_store import gate_held
 from waypost.resolvers.tasks.views import checkpoint_json, lease_json, submission_json, task_json
 from waypost.runtime import Actor, Runtime
 
@@ -141,36 +142,56 @@ def _lease_body(tx: Tx, row: sqlite3.Row) -> dict[str, Any]:
 EXPIRED_LEASES_NAMED = 20
 
 
+_WHERE_TO_LOOK = (
+    "GET /api/v1/projects/{project}/digest lists the"
+    " pending decisions and the blocked tasks with the decisions that hold each;"
+    " a decision's own route gives its status (wait on a pending one, reopen a"
+    " stale or expired one; one answered deny or defer holds its tasks until"
+    " reconsidered); GET /api/v1/projects/{project}/tasks?status=open&ready=false"
+    " lists every open task not ready, those waiting on a dependency included"
+)
+
+
 def _nothing_ready(tx: Tx, project_id: str) -> NotFound:
     """`nothing_ready`, naming the tasks whose lease lapsed when there are
     some: only a recovery gives them back, and neither the refusal nor the
     digest said they were there (an agent that stopped heartbeating left its
     work where no claim finds it)."""
-    lapsed = store.expired_lease_ids(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED + 1)
+    lapsed = store.expired_leases(tx.conn, project_id, tx.at, EXPIRED_LEASES_NAMED + 1)
     if not lapsed:
         # where to look next: the refusal said only "no task is ready", and
         # then only the digest, which lists the tasks decisions hold: a task
         # waiting on an unfinished or cancelled dependency was nowhere in it
         # (adviceaudit)
         return NotFound(
-            f"no task is ready to claim: GET /api/v1/projects/{project_id}/digest lists the"
-            " pending decisions and the blocked tasks with the decisions that hold each;"
-            " a decision's own route gives its status (wait on a pending one, reopen a"
-            " stale or expired one; one answered deny or defer holds its tasks until"
-            f" reconsidered); GET /api/v1/projects/{project_id}/tasks?status=open&ready=false"
-            " lists every open task not ready, those waiting on a dependency included",
+            f"no task is ready to claim: {_WHERE_TO_LOOK.format(project=project_id)}",
             {"reason": "nothing_ready"},
         )
+    named = lapsed[:EXPIRED_LEASES_NAMED]
     truncated = len(lapsed) > EXPIRED_LEASES_NAMED
     count = f"more than {EXPIRED_LEASES_NAMED}" if truncated else str(len(lapsed))
-    return NotFound(
+    # a recovery ignores decisions, so an agent told only "take one over" took
+    # over work a denial holds, and learnt so only when its submit was refused
+    # (collabjourney): name the ones the gate holds now, as the claim reads it
+    held = [row["id"] for row in named if gate_held(row, tx.at)]
+    message = (
         f"no task is ready to claim, but {count} task(s) hold a lease that expired"
         f" (details.expired_leases): take one over with POST /api/v1/projects/{project_id}"
-        "/tasks/{id}/recover, which gives its latest checkpoints",
+        "/tasks/{id}/recover, which gives its latest checkpoints"
+    )
+    if held:
+        message += (
+            f"; {len(held)} of them (details.expired_leases_held) wait on a decision, and"
+            " one recovered cannot be submitted until its decisions allow the work: "
+            + _WHERE_TO_LOOK.format(project=project_id)
+        )
+    return NotFound(
+        message,
         {
             "reason": "nothing_ready",
-            "expired_leases": lapsed[:EXPIRED_LEASES_NAMED],
+            "expired_leases": [row["id"] for row in named],
             "expired_leases_truncated": truncated,
+            "expired_leases_held": held,
         },
     )
 

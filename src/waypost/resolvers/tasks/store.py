@@ -362,15 +362,17 @@ def set_lease(
     )
 
 
-def expired_lease_ids(conn: sqlite3.Connection, project_id: str, at: str, limit: int) -> list[str]:
+def expired_leases(
+    conn: sqlite3.Connection, project_id: str, at: str, limit: int
+) -> list[sqlite3.Row]:
     """The project's claimed tasks whose lease has passed, longest lapsed
-    first: work only a recovery gives back (claims never pick it)."""
-    rows = conn.execute(
-        "SELECT id FROM tasks WHERE project_id = ? AND status = 'claimed'"
-        " AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?",
+    first: work only a recovery gives back (claims never pick it). Each row
+    has the task's id and its stored gate state."""
+    return conn.execute(
+        "SELECT id, gate_held, gate_expires FROM tasks WHERE project_id = ?"
+        " AND status = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?",
         (project_id, at, limit),
     ).fetchall()
-    return [r["id"] for r in rows]
 
 
 def end_lease(conn: sqlite3.Connection, task_id: str, status: str, at: str) -> None:
