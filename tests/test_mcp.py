@@ -95,6 +95,8 @@ async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
     assert set(record["required"]) == {"project", "kind", "title", "body"}
     submit = tools["task_submit"].inputSchema
     assert submit["properties"]["lessons"]["maxItems"] == 50
+    revision = submit["properties"]["expected_revision"]  # optional, as on REST
+    assert revision["anyOf"][0]["minimum"] == 1 and "expected_revision" not in submit["required"]
     lesson = submit["properties"]["lessons"]["items"]
     assert set(lesson["properties"]["provenance"]["properties"]) == {"summary", "source_uri"}
     opened = tools["decision_open"].inputSchema["properties"]

@@ -388,6 +388,17 @@ def test_advice_names_only_tools_that_exist_and_the_step_that_works() -> None:
     assert "project='billing'" in said and "ask a human" not in said
 
 
+def test_a_submit_behind_an_edit_says_to_read_the_task_and_keeps_the_lease() -> None:
+    """The generic advice spoke of "your change" and knowledge_get."""
+    moved = ApiError(
+        "revision_conflict", "the task changed since revision 1",
+        {"expected_revision": 1, "current_revision": 2}, 409,
+    )  # fmt: skip
+    said = explain(moved, "demo", tool="task_submit")
+    assert "revision 2" in said and "task_get" in said and "knowledge_get" not in said
+    assert "knowledge_get" in explain(moved, "demo", tool="knowledge_correct")
+
+
 def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
     """The advice said to call digest or decision_wait, which show neither."""
     names = {t.name for t in tool_list()}

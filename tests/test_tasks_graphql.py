@@ -184,6 +184,28 @@ async def test_workflow_through_graphql_mutations(
     assert completed["task"]["status"] == "DONE"
 
 
+async def test_a_submit_naming_an_old_revision_is_a_revision_conflict(
+    service: Service, human: Caller, project: str
+) -> None:
+    """taskSubmit's `expectedRevision` is REST's `expected_revision`."""
+    task = await make_task(human)
+    agent = await service.agent()
+    ids = {"projectId": "demo", "taskId": task["id"]}
+    await mutate(agent, "taskClaim", {**ids}, "task { restId }")
+    await mutate(
+        human, "taskUpdate", {**ids, "expectedRevision": 1, "title": "t2"}, "task { revision }"
+    )
+    fields = "submission { taskRevision }"
+    stale = await mutate(
+        agent, "taskSubmit", {**ids, "summary": "s", "expectedRevision": 1}, fields
+    )
+    assert stale["submission"] is None
+    assert [e["code"] for e in stale["userErrors"]] == ["revision_conflict"]
+    assert "it is at revision 2" in stale["userErrors"][0]["message"]
+    done = await mutate(agent, "taskSubmit", {**ids, "summary": "s", "expectedRevision": 2}, fields)
+    assert done["submission"] == {"taskRevision": 2}
+
+
 async def test_user_errors_carry_rest_codes_and_camel_case_fields(
     human: Caller, project: str
 ) -> None:

@@ -282,6 +282,31 @@ async def test_submit_records_submission_and_ends_the_lease(
     assert [s["id"] for s in listed["items"]] == [submission["id"]]
 
 
+async def test_a_submit_naming_the_revision_it_answers_is_refused_once_the_task_changed(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Submit: anyone may edit a claimed task's judged fields;
+    a holder that names the revision its work answers is told the task
+    moved on, and nothing is written; without it the submission is pinned
+    to the task's current revision (collabjourney: work on "refunds within
+    1 day" was recorded against revision 2's "within 1 hour")."""
+    task, agent = await claimed_by_agent(service, human)
+    edit = {"expected_revision": 1, "acceptance_criteria": ["refunds within 1 hour"]}
+    assert (await human.patch(task_path(task["id"]), edit)).status_code == 200
+    body = {"summary": "done against revision 1", "expected_revision": 1}
+    status, code, details = error(await agent.post(task_path(task["id"], "submit"), body))
+    assert (status, code, details) == (
+        409, "revision_conflict", {"expected_revision": 1, "current_revision": 2}
+    )  # fmt: skip
+    after = (await human.get(task_path(task["id"]))).json()
+    assert after["status"] == "claimed" and after["lease"]["owner_id"] == agent.principal_id
+    assert (await human.get(task_path(task["id"], "submissions"))).json()["items"] == []
+    body["expected_revision"] = 2
+    r = await agent.post(task_path(task["id"], "submit"), body)
+    assert r.status_code == 200, r.text
+    assert r.json()["submission"]["task_revision"] == 2
+
+
 async def test_submit_refuses_more_than_50_lessons(human: Caller, project: str) -> None:
     task = await make_task(human)
     await claim(human, task["id"])

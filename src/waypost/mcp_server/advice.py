@@ -155,6 +155,13 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
             f"{where}decision_id={first!r} to block until it is answered, then call this "
             "tool again. Do not work around the decision."
         )
+    if code == "revision_conflict" and tool == "task_submit":
+        current = d.get("current_revision")
+        return (
+            f"The task was edited while you held it (it is at revision {current}). Call "
+            "task_get, check that your work answers what it asks now, and submit again "
+            "with expected_revision set to it; your lease is still yours."
+        )
     if code == "revision_conflict":
         current = d.get("current_revision")
         hint = f" The current revision is {current}." if current is not None else ""

@@ -238,7 +238,9 @@ ROUTE_TOOLS: list[RouteTool] = [
         "task_submit",
         "submit",
         "Submit the work on a task you hold, with a summary and up to 50 lessons (each a "
-        "knowledge record pinned to this task and submission). Ends your lease.",
+        "knowledge record pinned to this task and submission). Ends your lease. Pass "
+        "expected_revision, the task revision you worked from, to be refused instead if "
+        "someone edited the task since.",
     ),
     _task("task_release", "release", "Give a task you hold back: it is open again for others."),
     _task(

@@ -87,6 +87,12 @@ class TaskSubmitInput:
     task_id: str
     summary: str
     lessons: list[SubmissionLessonInput] | None = strawberry.UNSET
+    expected_revision: int | None = strawberry.field(
+        default=strawberry.UNSET,
+        description="The task revision the work answers (optional): a task edited since"
+        " is refused `revision_conflict` instead of being recorded against a revision"
+        " its holder never read.",
+    )
 
 
 @strawberry.input

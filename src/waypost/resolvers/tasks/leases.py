@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from waypost.clock import format_time
-from waypost.errors import Forbidden, LeaseConflict, NotFound, StateConflict
+from waypost.errors import Forbidden, LeaseConflict, NotFound, RevisionConflict, StateConflict
 from waypost.ids import new_id
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
@@ -333,6 +333,11 @@ async def submit(
         knowledge.decode_submission_lessons(body.lessons, task_id, submission_id)
         _, row = load_in_tx(tx, project_id, task_id)
         require_owner(tx, row)
+        # before the gate: an edit of the judged fields also makes their
+        # decisions stale, and the holder first needs to read what changed
+        expected = body.expected_revision
+        if expected is not None and expected != row["revision"]:
+            raise RevisionConflict.behind("task", expected, row["revision"])
         ensure_work_allowed(tx.conn, row, tx.now)
         by = (actor.principal_id, actor.session_id)
         store.insert_submission(

@@ -74,6 +74,10 @@ class CheckpointBody(msgspec.Struct, forbid_unknown_fields=True):
 
 class SubmitBody(msgspec.Struct, forbid_unknown_fields=True):
     summary: Text
+    # Optional: the task revision the work answers. Anyone may edit a claimed
+    # task's judged fields, and without it a submission is pinned to a
+    # revision its holder never read (docs/tasks.md, Submit).
+    expected_revision: Annotated[int, msgspec.Meta(ge=1)] | None = None
     # Each lesson is a SubmissionLessonInput; the knowledge resolver validates the
     # whole batch inside the submit transaction. Here: at most 50 JSON objects.
     lessons: Annotated[list[dict[str, Any]], msgspec.Meta(max_length=MAX_SUBMISSION_LESSONS)] = (
