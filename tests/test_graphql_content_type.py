@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,61 @@ async def test_other_methods_name_get_and_head_too_under_graphiql(
     assert r.status_code == 405, r.text
     assert r.json()["errors"][0]["extensions"] == {"code": "method_not_allowed"}
     assert r.headers["allow"] == "GET, HEAD, POST"
+
+
+async def _never_sent() -> AsyncIterator[bytes]:
+    """A body that is never to be read: reading it fails the request."""
+    raise AssertionError("the body of a request refused for its method or media type was read")
+    yield b""  # pragma: no cover - makes this an async generator
+
+
+@pytest.mark.parametrize(
+    ("method", "content_type", "coding", "status"),
+    [
+        ("GET", "application/json", None, 405),
+        ("HEAD", "application/json", None, 405),
+        ("PUT", "application/json", None, 405),
+        ("POST", "text/plain", None, 415),
+        ("POST", "application/json", "gzip", 415),
+    ],
+)
+async def test_a_refused_method_or_media_type_is_answered_without_reading_the_body(
+    human: Caller, method: str, content_type: str, coding: str | None, status: int
+) -> None:
+    """/graphql answers its 405 and 415 before reading a body, as /api/v1,
+    /mcp and the lifecycle listener do (httpedgeaudit: the authentication
+    layer read every /graphql body first, so a GET with a body over 64 KiB
+    was 413, a declared body that never came left the request unanswered
+    until --request-read-timeout, and `Expect: 100-continue` got its 100
+    for a request already refused); docs/api.md: "a GET or HEAD never
+    reads one"."""
+    headers = {**human.headers(), "Content-Type": content_type}
+    if coding is not None:
+        headers["Content-Encoding"] = coding
+    r = await human.client.request(method, "/graphql", content=_never_sent(), headers=headers)
+    assert r.status_code == status, r.text
+    if method != "HEAD":
+        code = "method_not_allowed" if status == 405 else "unsupported_media_type"
+        assert r.json()["errors"][0]["extensions"] == {"code": code}
+
+
+@pytest.mark.parametrize(
+    ("method", "content_type", "coding", "status"),
+    [
+        ("GET", "application/json", None, 405),
+        ("POST", "text/plain", None, 415),
+        ("POST", "application/json", "gzip", 415),
+        ("POST", "application/json", None, 413),
+    ],
+)
+async def test_a_body_over_64_kib_is_413_only_where_it_would_be_read(
+    human: Caller, method: str, content_type: str, coding: str | None, status: int
+) -> None:
+    """Over the GraphQL body limit, a request refused for its method or media
+    type keeps that refusal (it was 413, the body read first); a JSON POST
+    is 413 as before."""
+    headers = {**human.headers(), "Content-Type": content_type}
+    if coding is not None:
+        headers["Content-Encoding"] = coding
+    r = await human.client.request(method, "/graphql", content=b" " * 100_000, headers=headers)
+    assert r.status_code == status, r.text

@@ -17,9 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from waypost import console
 from waypost.clock import format_time
+from waypost.decoding import is_json_media_type
 from waypost.errors import Unauthenticated, Unavailable, WaypostError
 from waypost.http.bodies import buffer_body
-from waypost.http.headers import bearer_token, header
+from waypost.http.headers import bearer_token, content_coding_refusal, header
 from waypost.http.responses import (
     error_headers,
     graphql_refusal_body,
@@ -35,6 +36,25 @@ GRAPHQL_BODY_LIMIT = 64 * 1024
 # The ASGI scope's state key of a store (or clock) that could not be read to
 # authenticate a /mcp request: that endpoint answers it in JSON-RPC itself.
 MCP_UNAVAILABLE = "mcp_unavailable"
+
+
+def _graphql_reads_body(scope: Scope) -> bool:
+    """Whether /graphql's view reads this request's body: a POST of JSON
+    without a content coding. It refuses any other (405, 415) without reading
+    one, as /api/v1, /mcp and the lifecycle listener do, so it is not read
+    here either: it was, and a GET with a body over 64 KiB was 413, a
+    refused request whose declared body never came went unanswered until
+    --request-read-timeout, and `Expect: 100-continue` was granted for a
+    request already refused (httpedgeaudit). It must hold for every request
+    schema/view.py goes on to read, which asks the same two functions: one
+    it read unbuffered would have no limit."""
+    if scope["method"] != "POST":
+        return False
+    try:
+        media_type = header(scope, b"content-type")
+    except WaypostError:
+        return False  # two Content-Type headers: the view refuses them
+    return is_json_media_type(media_type) and content_coding_refusal(scope) is None
 
 
 class BearerAuthentication:
@@ -82,7 +102,7 @@ class BearerAuthentication:
                 if path == "/metrics":
                     audience = "metrics" if self.metrics else ("api", "metrics")
                 actor = await self._authenticate(scope, audience)
-                if is_graphql:
+                if is_graphql and _graphql_reads_body(scope):
                     receive = await self._graphql_body(scope, receive)
             except WaypostError as error:
                 if not (path == "/mcp" and isinstance(error, Unavailable)):
