@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import Caller, MovableClock, Service, serving
 from tests.context_support import CONTEXT, context, ids, knowledge, task
-from tests.provider_support import Provider, closed_port, running_provider
+from tests.provider_support import Provider, ProviderServer, closed_port, provider_server
 from tests.tasks_support import open_decision
 from waypost.reranker import Reranker, _network_said
 from waypost.reranker.client import ProviderFailure, check_settings, make_client, score
@@ -34,9 +34,15 @@ KEY = "sk-test-secret-key"
 WINDOW = 1.0  # seconds the circuit stays open in these tests
 
 
+@pytest.fixture(scope="module")
+def provider_at(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProviderServer]:
+    with provider_server(tmp_path_factory.mktemp("provider")) as made:
+        yield made
+
+
 @pytest.fixture
-def provider(tmp_path: Path) -> Iterator[Provider]:
-    with running_provider(tmp_path) as made:
+def provider(provider_at: ProviderServer) -> Iterator[Provider]:
+    with provider_at.serving() as made:
         yield made
 
 

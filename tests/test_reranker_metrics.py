@@ -12,6 +12,7 @@ from tests.test_reranker import (  # noqa: F401  (fixtures: a provider and a rer
     WINDOW,
     fail_three_times,
     provider,
+    provider_at,
     rerank_of,
     rerank_settings,
     reranker,

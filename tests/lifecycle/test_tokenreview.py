@@ -90,7 +90,9 @@ def api(ca: trustme.CA, tmp_path: Path) -> Iterator[tuple[str, Path, StandIn]]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(context)
     server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for serve_forever's next poll: half a second by default,
+    # which was most of this file's time
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     ca_file = tmp_path / "k8s-ca.pem"
     ca.cert_pem.write_to_path(str(ca_file))
