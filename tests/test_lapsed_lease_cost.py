@@ -24,7 +24,8 @@ def _claim(conn: sqlite3.Connection, first: int, count: int, expires_at: str) ->
 
 
 def _lapsed(conn: sqlite3.Connection) -> tuple[list[str], int]:
-    return counting_steps(conn, lambda: store.expired_lease_ids(conn, "demo", NOW, 21))
+    rows, steps = counting_steps(conn, lambda: store.expired_leases(conn, "demo", NOW, 21))
+    return [row["id"] for row in rows], steps
 
 
 def test_lapsed_leases_are_found_without_reading_the_live_ones(
