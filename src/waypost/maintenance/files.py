@@ -6,6 +6,8 @@ import os
 import sqlite3
 from pathlib import Path
 
+from waypost.storage.connection import foreign_wal
+
 
 class BackupError(Exception):
     """A refused backup or verify, with a code as the CLI prints it (`code: message`)."""
@@ -28,6 +30,10 @@ def present(path: Path) -> bool:
         raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
     if special:
         raise BackupError("database_unusable", f"{path}: not a regular file")
+    if exists and path.is_file():
+        foreign = foreign_wal(path)
+        if foreign is not None:
+            raise BackupError("database_unusable", f"{path}: {foreign}")
     return exists
 
 

@@ -194,6 +194,51 @@ def _refuse_orphaned_wal(path: Path) -> None:
         )
 
 
+# a -wal file begins with a 32-byte header; a frame follows it
+_WAL_HEADER_BYTES = 32
+
+
+def foreign_wal(path: Path) -> str | None:
+    """Why the database file at `path` must not be opened, when it is in
+    rollback-journal mode (bytes 18 and 19 of its header are not 2: a
+    backup, which `admin backup` writes so) while a `-wal` beside it holds
+    frames; else None.
+
+    SQLite never leaves that state itself (a file enters WAL mode, its
+    header 2, before its first frame is written), and it replays any `-wal`
+    it finds beside a file, whatever wrote it: a backup put in place of a
+    file whose `-wal` stayed behind (restored while `serve` still ran, whose
+    stop does not checkpoint a moved file, or after a crash) had the other
+    file's pages written over its own: malformed, and the writes of that
+    `-wal` gone from the file they belonged to.
+
+    It opens the file to read its header, and closing any descriptor of a
+    file drops every POSIX lock this process holds on it (SQLite's too): so
+    it runs before this process opens its first connection to the file
+    (`Database._open`; an admin command's `present`), never beside one."""
+    if str(path) == ":memory:":
+        return None
+    wal = Path(companion(path, "-wal"))
+    try:
+        size = wal.stat().st_size
+        if size <= _WAL_HEADER_BYTES:  # no frames: nothing to replay, no file opened
+            return None
+        with open(os.path.realpath(path), "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return None
+    if not header.startswith(b"SQLite format 3\x00"):
+        return None
+    if header[18:20] == b"\x02\x02":
+        return None
+    return (
+        f"{wal.name} beside it holds {size:,} bytes of another file's writes (this file"
+        " is in rollback-journal mode, as a backup is, and SQLite would write those pages"
+        f" over it): put that -wal back beside the file it came from, or move it away,"
+        " then start again"
+    )
+
+
 def configure(conn: sqlite3.Connection, busy_timeout_ms: int) -> None:
     """PRAGMAs every connection needs; durability first (see docs/operations.md)."""
     conn.row_factory = sqlite3.Row

@@ -45,6 +45,7 @@ from waypost.storage.connection import (
     ConnectionHook,
     check_writable,
     connect,
+    foreign_wal,
     is_busy,
     is_damage,
     storage_refusal,
@@ -198,6 +199,9 @@ class Database:
         await asyncio.to_thread(self._open)
 
     def _open(self) -> None:
+        foreign = foreign_wal(self.path)  # before any connection (its docstring)
+        if foreign is not None:
+            raise DatabaseUnusable(f"{self.path}: {foreign}")
         try:
             conn = connect(self.path, self._busy_timeout_ms, self._hooks)
         except (sqlite3.Error, OSError) as exc:
