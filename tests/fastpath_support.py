@@ -42,13 +42,24 @@ class Answered:
 
 
 @contextmanager
+def graphql_core_only() -> Iterator[None]:
+    """The fast path off: graphql-core answers every query, and no request
+    is answered from `known` either."""
+    with (
+        mock.patch.object(fastpath, "answer", lambda executor: None),
+        mock.patch.object(known, "KNOWN", Memo(0)),
+    ):
+        yield
+
+
+@contextmanager
 def spying() -> Iterator[list[bool]]:
     """Notes, for each fast path run, whether it answered (True) or fell back."""
     seen: list[bool] = []
     real = fastpath._run
 
-    async def spy(rt: Any, plan: Any) -> Any:
-        data = await real(rt, plan)
+    async def spy(rt: Any, plan: Any, caller: str) -> Any:
+        data = await real(rt, plan, caller)
         seen.append(data is not None)
         return data
 
@@ -67,11 +78,7 @@ async def post(caller: Caller, query: str, variables: dict[str, Any] | None) -> 
 async def both(caller: Caller, query: str, variables: dict[str, Any] | None = None) -> Answered:
     with spying() as seen:
         fast = await post(caller, query, variables)
-    # off: graphql-core answers, and no request is answered from `known` either
-    with (
-        mock.patch.object(fastpath, "answer", lambda executor: None),
-        mock.patch.object(known, "KNOWN", Memo(0)),
-    ):
+    with graphql_core_only():
         slow = await post(caller, query, variables)
     return Answered(fast, slow, seen == [True])
 

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import edit_task, new_task, open_decision
-from tests.fastpath_support import both
+from tests.fastpath_support import both, graphql_core_only
 from tests.live_support import graphql_ws, running
 from tests.test_graphql_fastpath import documents, world
 from waypost.resolvers.decisions import digest
@@ -106,24 +106,21 @@ async def test_text_past_its_limit_is_one_error_on_both_paths(human: Caller, pro
     with mock.patch.object(budget, "MAX_TEXT", 2 * len(description) - 1):
         past = await both(human, query)
         assert over_the_limit(past.fast) and past.fast == past.slow
-        # and on graphql-core's own path (`me` is not on the fast path)
-        r = await human.client.post(
-            "/graphql",
-            json={"query": "query { me { kind } " + query.removeprefix("query {")},
-            headers=human.headers(),
-        )
+        # and on graphql-core's own path
+        with graphql_core_only():
+            r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert over_the_limit(r.content)
 
 
 async def test_graphql_core_counts_every_object_it_completes(human: Caller, project: str) -> None:
-    """`me` is not on the fast path, so this whole query runs on graphql-core;
-    `me` is one field and one object more."""
+    """The whole query runs on graphql-core here; `me` is one field and one
+    object more."""
     await two_decisions(human)
     query = "query { me { name } " + NESTED.removeprefix("query {")
-    with limited(objects_for(2) + 2):
+    with graphql_core_only(), limited(objects_for(2) + 2):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and json.loads(r.content)["data"]["me"]["name"] == "alice"
-    with limited(objects_for(2) + 1):
+    with graphql_core_only(), limited(objects_for(2) + 1):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
         assert r.status_code == 200 and over_the_limit(r.content)
 
@@ -146,10 +143,10 @@ async def test_a_list_of_dependencies_counts_whole_as_it_starts(
     a page of revisions built every dependency before the count passed the
     limit: 3,100 revisions of 100 each made 310,000 tasks first, holding the
     event loop 3 s (gqlloopaudit). Counted whole as the field starts, a list
-    that starts past the limit builds none of its tasks. (`me` keeps the
-    query on graphql-core's path; the count is the same.)"""
+    that starts past the limit builds none of its tasks. (On graphql-core's
+    path; the count is the same.)"""
     await hubs_of_revisions(human)
-    query = """query { me { name } project(id: "demo") { tasks(first: 9) { nodes {
+    query = """query { project(id: "demo") { tasks(first: 9) { nodes {
       revisions { nodes { revision dependsOn { title } } } } } } }"""
     built: list[str] = []
     from_json = Task.from_json
@@ -161,7 +158,7 @@ async def test_a_list_of_dependencies_counts_whole_as_it_starts(
     def ask() -> Any:
         return human.client.post("/graphql", json={"query": query}, headers=human.headers())
 
-    with mock.patch.object(Task, "from_json", counted):
+    with graphql_core_only(), mock.patch.object(Task, "from_json", counted):
         r = await ask()
         assert json.loads(r.content)["data"]["project"], r.text
         whole, built[:] = len(built), []
@@ -222,9 +219,9 @@ async def test_a_decisions_affected_entries_are_made_only_when_asked_for(
         made.append(fields["task_id"])
         return real(**fields)
 
-    query = """query {{ me {{ name }} project(id: "demo") {{ task(id: "{task}") {{
+    query = """query {{ project(id: "demo") {{ task(id: "{task}") {{
       decisions {{ nodes {{ question {more} }} }} }} }} }}"""
-    with mock.patch.object(module, "DecisionAffected", counted):
+    with graphql_core_only(), mock.patch.object(module, "DecisionAffected", counted):
         for more, expected in (("", []), ("affected { pinnedRevision }", tasks)):
             made.clear()
             body = {"query": query.format(task=tasks[0], more=more)}

@@ -85,6 +85,12 @@ REALISTIC = [
         """{ project(id: "demo") { decisions(first: 1) { pageInfo { endCursor } } } }""",
         None,
     ),
+    # a dashboard's home query names its reader (dashjourney: `me` sent it all
+    # through graphql-core)
+    (
+        """{ me { id restId kind name } project(id: "demo") { name createdBy { name } } }""",
+        None,
+    ),
     (
         """{ project(id: "demo") { tasks { nodes { restId revision
              revisions(first: 2) { totalCount pageInfo { hasNextPage endCursor }
@@ -410,7 +416,7 @@ async def test_queries_beyond_the_registry_and_mutations_take_the_normal_path(
     # `node` is not registered (it reaches any type by a global id)
     for query in (
         '{ project(id: "demo") { restId } node(id: "UHJvamVjdDpkZW1v") { id } }',
-        "{ me { name } }",
+        "{ me { name } mySession { restId } }",
         '{ __type(name: "Decision") { name } }',
     ):
         with spying() as seen:
@@ -424,6 +430,23 @@ async def test_queries_beyond_the_registry_and_mutations_take_the_normal_path(
         )
     assert r["data"]["projectCreate"]["project"] == {"restId": "third", "name": "T"}
     assert seen == []
+
+
+async def test_me_answered_again_without_the_pipeline_is_each_callers_own(
+    service: Service, human: Caller, seeded: dict[str, Any]
+) -> None:
+    """A document the fast path answered once is answered again straight
+    from its plan (known.py), whoever sends it: `me` is read for the caller
+    of each request, never the one the plan was learnt from."""
+    agent = await service.agent("builder-9")
+    query = '{ me { restId name } project(id: "demo") { restId } }'
+    for caller, name in ((human, "alice"), (agent, "builder-9"), (human, "alice")):
+        for _ in range(2):  # learnt, then answered from `known`
+            with spying() as seen:
+                r = await caller.gql(query)
+            assert r["data"]["me"] == {"restId": caller.principal_id, "name": name}, r
+            assert seen in ([True], []), seen
+    assert known.KNOWN.get(known.request_key({"query": query})) is not None
 
 
 async def test_an_unauthenticated_query_is_refused_before_any_execution(
@@ -449,7 +472,6 @@ def test_every_registered_field_exists_in_the_schema() -> None:
 # the fields of the fast path's types it leaves to graphql-core, on purpose
 UNREGISTERED = {
     ("Project", "context"),  # a search on the search readers, the reranker after it
-    ("Query", "me"),  # the caller's own record, and its sessions' rules
     ("Query", "mySession"),
     ("Query", "node"),  # an interface: any type by a global id
 }

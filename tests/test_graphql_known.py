@@ -109,9 +109,9 @@ async def test_other_variables_other_bodies_and_fallbacks_take_the_pipeline(
     real = fastpath._run
     runs: list[bool] = []
 
-    async def once_none(rt: Any, plan: Any) -> Any:
+    async def once_none(rt: Any, plan: Any, caller: str) -> Any:
         runs.append(True)
-        return None if len(runs) == 1 else await real(rt, plan)
+        return None if len(runs) == 1 else await real(rt, plan, caller)
 
     with watching() as seen, mock.patch.object(fastpath, "_run", once_none):
         assert await post(human, body) == expected

@@ -10,7 +10,7 @@ decisions, after the tasks were read.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -18,12 +18,20 @@ import pytest
 
 from tests.conftest import Caller, MovableClock
 from tests.decisions_support import answer, new_task, open_decision
+from tests.fastpath_support import graphql_core_only
 from waypost.clock import format_time
 from waypost.schema.loaders import Loaders
 
-# `me` keeps the query on graphql-core's path (the fast path reads one
-# snapshot in one unit of work): its level-by-level reads are what is tested
-QUERY = """query ($task: String!) { me { name } project(id: "demo") { task(id: $task) {
+
+@pytest.fixture(autouse=True)
+def _on_graphql_core() -> Iterator[None]:
+    """graphql-core's level-by-level reads are what is tested (the fast path
+    reads one snapshot in one unit of work)."""
+    with graphql_core_only():
+        yield
+
+
+QUERY = """query ($task: String!) { project(id: "demo") { task(id: $task) {
   ready
   blockedBy { decisionIds decisions { ... on Decision { restId status } } }
   lease { expiresAt }
@@ -74,7 +82,7 @@ async def test_a_query_is_judged_at_one_instant(
         return await read_decisions(self, keys)
 
     monkeypatch.setattr(Loaders, "_task_decisions", an_hour_later)
-    query = """query ($task: String!) { me { name } project(id: "demo") { task(id: $task) {
+    query = """query ($task: String!) { project(id: "demo") { task(id: $task) {
       ready lease { expiresAt }
       decisions(first: 5) { nodes { restId status } } } } }"""
     found = (await human.gql(query, {"task": task}))["data"]["project"]["task"]

@@ -222,7 +222,7 @@ class WaypostGraphQL(GraphQL[Context, None]):
         # a clock file that cannot be read raises the 503 here
         with rt.pinned_now():
             at = rt.now()
-            data = await fastpath.answer_known(rt, entry)
+            data = await fastpath.answer_known(rt, entry, request.state.actor.principal_id)
         if data is None:
             return None  # an error to render this time: the pipeline does
         # what the pipeline does around execution (observe/graphql.py)

@@ -49,6 +49,8 @@ def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
     fell back at run time), or None when it does not apply at all. The
     awaitable raises `budget.ObjectsExceeded` for a result past the limit."""
     rt = getattr(executor.context_value, "rt", None)
+    actor = getattr(executor.context_value, "actor", None)
+    caller = actor.principal_id if actor is not None else ""
     middleware = executor.middleware_manager
     # field middleware (none in this schema) must see every field: keep its path
     if rt is None or (middleware and middleware.middlewares):
@@ -58,38 +60,39 @@ def answer(executor: Executor[Any]) -> Awaitable[dict[str, Any] | None] | None:
         return None
     key = getattr(executor.context_value, "known_key", None)
     if key is None:
-        return _run(rt, plan)
+        return _run(rt, plan, caller)
     operation = executor.operation  # what Strawberry names the operation by
-    return _learn(rt, plan, key, operation.name.value if operation.name else None)
+    return _learn(rt, plan, caller, key, operation.name.value if operation.name else None)
 
 
 async def _learn(
-    rt: Runtime, plan: SelectionPlan, key: Hashable, name: str | None
+    rt: Runtime, plan: SelectionPlan, caller: str, key: Hashable, name: str | None
 ) -> dict[str, Any] | None:
-    """Run the plan; once it answered, the view may answer `key` directly."""
-    data = await _run(rt, plan)
+    """Run the plan; once it answered, the view may answer `key` directly (the
+    plan is the document's, whoever sends it: `caller` is only this run's)."""
+    data = await _run(rt, plan, caller)
     if data is not None:
         known.KNOWN.put(key, known.Known(plan, name))
     return data
 
 
-async def answer_known(rt: Runtime, entry: known.Known) -> dict[str, Any] | None:
+async def answer_known(rt: Runtime, entry: known.Known, caller: str) -> dict[str, Any] | None:
     """The `data` of a request the pipeline answered before (known.py), or None
     when the fast path falls back this time or the result is past the
     execution limit (the pipeline then answers, and renders that error)."""
     try:
-        return await _run(rt, entry.plan)
+        return await _run(rt, entry.plan, caller)
     except ObjectsExceeded:
         return None
 
 
-async def _run(rt: Runtime, plan: SelectionPlan) -> dict[str, Any] | None:
+async def _run(rt: Runtime, plan: SelectionPlan, caller: str) -> dict[str, Any] | None:
     now = rt.now()
     limit = budget.max_objects(rt)
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
-            reads = Reads(conn, now, format_time(now), plan.selected, max_objects=limit)
+            reads = Reads(conn, now, format_time(now), caller, plan.selected, max_objects=limit)
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
             return None  # an answer graphql-core renders (a refused argument, ...)

@@ -163,7 +163,17 @@ register("DigestTruncated", {
 })  # fmt: skip
 
 
-register("Query", {"project": _project_by_id, "projects": _project_list})
+def _me(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
+    """`Query.me`: the caller's principal, as `sessions.me` reads it. A
+    dashboard's home query with `me { name }` left the fast path whole:
+    19.5 -> 34.6 ms at a few hundred records (dashjourney)."""
+    found = r.records("principal", [r.principal_id], read_principals)[0] if r.principal_id else None
+    if found is None:
+        raise Fallback  # no caller here (a socket's), or one gone: the normal path says
+    return [found for _ in parents]
+
+
+register("Query", {"project": _project_by_id, "projects": _project_list, "me": _me})
 connection("Project")
 register("Project", {
     "id": global_id_of("Project"),

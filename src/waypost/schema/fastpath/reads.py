@@ -29,6 +29,7 @@ class Reads:
     conn: sqlite3.Connection
     now: datetime
     now_at: str
+    principal_id: str = ""  # the caller, for `Query.me` ("": none, which falls back)
     # every (type name, field name) the operation selects (plan.SelectionPlan)
     selected: frozenset[tuple[str, str]] = frozenset()
     # objects completed so far (schema/budget.py counts them against MAX_OBJECTS)
