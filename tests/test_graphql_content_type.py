@@ -222,3 +222,31 @@ async def test_a_body_over_64_kib_is_413_only_where_it_would_be_read(
         headers["Content-Encoding"] = coding
     r = await human.client.request(method, "/graphql", content=b" " * 100_000, headers=headers)
     assert r.status_code == status, r.text
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["application/json; charset=utf-8", "Application/JSON", 'application/json;charset="UTF-8"',
+     "application/json;"],
+)  # fmt: skip
+async def test_every_json_spelling_the_view_reads_is_held_to_64_kib(
+    human: Caller, content_type: str
+) -> None:
+    """The authentication layer buffers exactly the bodies the view goes on
+    to read (auth.py, `_graphql_reads_body`): one the view read that it let
+    through unbuffered would have no limit at all (it was parsed whole, 400)."""
+    headers = {**human.headers(), "Content-Type": content_type}
+    r = await human.client.post("/graphql", content=b" " * 100_000, headers=headers)
+    assert r.status_code == 413, r.text
+    assert r.json()["errors"][0]["extensions"]["code"] == "payload_too_large"
+
+
+async def test_two_content_types_are_refused_without_reading_the_body(human: Caller) -> None:
+    """Two Content-Type headers are 400 before the body is read, as one
+    refused media type is 415."""
+    headers = [*human.headers().items(), ("Content-Type", "application/json"),
+               ("Content-Type", "application/json")]  # fmt: skip
+    for content in (_never_sent(), b" " * 100_000):
+        r = await human.client.post("/graphql", content=content, headers=headers)
+        assert r.status_code == 400, r.text
+        assert r.json()["errors"][0]["extensions"]["code"] == "invalid_request"

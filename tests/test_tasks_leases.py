@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from tests.conftest import Caller, Service
 from tests.tasks_support import (
     BASE,
+    allow,
     claim,
     claimed_by_agent,
     decline,
@@ -582,6 +585,77 @@ async def test_nothing_ready_says_which_lapsed_leases_a_decision_holds(
     message = (await other.post(f"{BASE}/claims", {})).json()["error"]["message"]
     assert "1 of them (details.expired_leases_held) wait on a decision" in message
     assert f"GET {BASE}/digest" in message
+
+
+async def test_expired_leases_held_is_the_gate_a_submit_meets(
+    service: Service, human: Caller, project: str
+) -> None:
+    """`expired_leases_held` reads the gate as the claim does: an allow past
+    its `expires_at`, an allow made stale by a judged edit and an activity
+    whose subject a decision holds are held (each recovered is refused at
+    its submit), an allow that a priority edit left current is not."""
+    names = ("lapsed allow", "stale allow", "subject", "activity", "reprioritised")
+    made: dict[str, str] = {}
+    for name in names:
+        extra = {"subject_task_id": made["subject"]} if name == "activity" else {}
+        made[name] = (await make_task(human, name, **extra))["id"]
+    holder = await service.agent("holder")
+    for name in names:
+        await claim(holder, made[name])
+    r = await human.post(
+        f"{BASE}/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": [made["lapsed allow"]],
+         "environment": "staging", "expires_at": "2026-11-29T18:10:00.000Z"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    await allow(human, r.json()["id"])
+    for name in ("stale allow", "reprioritised"):
+        await allow(human, await open_decision(human, made[name]))
+    await open_decision(human, made["subject"])  # pending: holds the activity too
+    edits: dict[str, dict[str, Any]] = {
+        "stale allow": {"title": "renamed"},
+        "reprioritised": {"priority": 5},
+    }
+    for name, edit in edits.items():
+        r = await human.patch(task_path(made[name]), {"expected_revision": 1, **edit})
+        assert r.status_code == 200, r.text
+    service.clock.advance(minutes=20)
+    poller = await service.agent("poller")
+    _, _, details = error(await poller.post(f"{BASE}/claims", {}))
+    by_id = {made[name]: name for name in names}
+    assert sorted(by_id[i] for i in details["expired_leases"]) == sorted(names)
+    held = sorted(by_id[i] for i in details["expired_leases_held"])
+    assert held == ["activity", "lapsed allow", "stale allow", "subject"]
+    for name in names:  # as each recovered task's submit finds it
+        assert (await poller.post(task_path(made[name], "recover"))).status_code == 200
+        r = await poller.post(task_path(made[name], "submit"), {"summary": "done"})
+        refused = r.status_code == 409 and r.json()["error"]["code"] == "decision_required"
+        assert refused is (name in held), (name, r.text)
+
+
+async def test_a_submit_behind_an_edit_is_a_revision_conflict_before_the_gate(
+    service: Service, human: Caller, project: str
+) -> None:
+    """tasks.md, Submit: the revision is checked before the decision gate, so
+    a judged edit that also made the task's allow stale is reported as the
+    edit (what the holder must read first), and a revision ahead of the task
+    is refused too, as PATCH refuses one."""
+    task, agent = await claimed_by_agent(service, human)
+    await allow(human, await open_decision(human, task["id"]))
+    r = await human.patch(task_path(task["id"]), {"expected_revision": 1, "title": "renamed"})
+    assert r.status_code == 200, r.text
+    path = task_path(task["id"], "submit")
+    for expected in (1, 3):
+        r = await agent.post(path, {"summary": "done", "expected_revision": expected})
+        assert error(r) == (
+            409, "revision_conflict", {"expected_revision": expected, "current_revision": 2}
+        ), r.text  # fmt: skip
+    assert "was never at revision 3" in r.json()["error"]["message"]
+    r = await agent.post(path, {"summary": "done", "expected_revision": 2})
+    assert error(r)[:2] == (409, "decision_required")  # now the gate: the allow is stale
+    after = (await human.get(task_path(task["id"]))).json()
+    assert after["status"] == "claimed" and after["lease"]["owner_id"] == agent.principal_id
 
 
 async def test_recover_answers_the_latest_20_checkpoints(

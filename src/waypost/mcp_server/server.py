@@ -308,7 +308,7 @@ def tool_list() -> list[types.Tool]:
 @functools.cache
 def _tools() -> tuple[types.Tool, ...]:
     """Built once a process: the list is fixed by the route table, and
-    deriving its 31 schemas from the models cost 36 ms, paid by every app
+    deriving its 32 schemas from the models cost 36 ms, paid by every app
     built (each test's service among them) and by each `waypost mcp` start."""
     listed = [
         types.Tool(name=t.name, description=t.description, inputSchema=t.input_schema())

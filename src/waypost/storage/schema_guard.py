@@ -80,7 +80,7 @@ def available() -> list[Migration]:
 @functools.cache
 def _shipped() -> tuple[Migration, ...]:
     """Read once a process: the files ship with the package, and every
-    connection checks them (reading and hashing the 37 files took ~1 ms a
+    connection checks them (reading and hashing the 31 files took ~1 ms a
     connection, eight connections a start)."""
     folder = resources.files("waypost.storage").joinpath("migrations")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
