@@ -21,6 +21,7 @@ from tests.tasks_support import (
     task_path,
     wait_until,
 )
+from waypost.resolvers.tasks.leases import EXPIRED_LEASES_NAMED
 
 
 async def test_task_json_lease_is_exactly_the_contract_lease_even_when_expired(
@@ -580,11 +581,40 @@ async def test_nothing_ready_says_which_lapsed_leases_a_decision_holds(
     other = await service.agent("poller")
     status, _, details = error(await other.post(f"{BASE}/claims", {}))
     assert (status, details["reason"]) == (404, "nothing_ready")
-    assert details["expired_leases"] == [denied["id"], free["id"]]
+    # the one an agent can finish first, though it lapsed at the same instant
+    assert details["expired_leases"] == [free["id"], denied["id"]]
     assert details["expired_leases_held"] == [denied["id"]]
     message = (await other.post(f"{BASE}/claims", {})).json()["error"]["message"]
     assert "1 of them (details.expired_leases_held) wait on a decision" in message
     assert f"GET {BASE}/digest" in message
+
+
+async def test_lapsed_leases_a_decision_holds_never_hide_one_it_does_not(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Held lapsed tasks are left alone (the advice says so), so they are the
+    oldest: named longest lapsed first, 21 of them filled every place, and
+    a task lapsed later that nothing holds was never named nor offered
+    (review71). Those no decision holds come first."""
+    agent = await service.agent("holder")
+    held = []
+    for i in range(EXPIRED_LEASES_NAMED + 1):
+        task = (await human.post(f"{BASE}/tasks", {"title": f"held {i}"})).json()
+        await claim(agent, task["id"])
+        held.append(task["id"])
+    for part in (held[:11], held[11:]):
+        await decline(human, await open_decision(agent, *part))
+    service.clock.advance(minutes=1)
+    free = (await human.post(f"{BASE}/tasks", {"title": "free"})).json()
+    await claim(agent, free["id"])
+    service.clock.advance(minutes=20)
+    other = await service.agent("poller")
+    status, _, details = error(await other.post(f"{BASE}/claims", {}))
+    assert (status, details["reason"]) == (404, "nothing_ready")
+    assert details["expired_leases"][0] == free["id"]
+    assert details["expired_leases"][1:] == held[: EXPIRED_LEASES_NAMED - 1]
+    assert details["expired_leases_truncated"] is True
+    assert details["expired_leases_held"] == held[: EXPIRED_LEASES_NAMED - 1]
 
 
 async def test_expired_leases_held_is_the_gate_a_submit_meets(
