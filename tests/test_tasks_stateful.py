@@ -255,15 +255,20 @@ class TaskMachine(ServiceMachine):
         if refusal is None and not order:
             refusal = (404, "not_found", "nothing_ready")
         if refusal is None or refusal[0] == 404:
-            # the refusal names the tasks whose lease lapsed, longest lapsed first
+            # the refusal names the tasks whose lease lapsed: those no decision
+            # holds first, each part longest lapsed first; and which are held
             lapsed = {
-                t.id: t.lease.expires for t in self.model.tasks.values()
+                t.id: (not self.model.gate_passes(t), t.lease.expires)
+                for t in self.model.tasks.values()
                 if t.lease is not None and t.lease.expires <= self.model.now
             }  # fmt: skip
-            named = r.json().get("error", {}).get("details", {}).get("expired_leases", [])
+            details = r.json().get("error", {}).get("details", {})
+            named = details.get("expired_leases", [])
             if refusal is not None:
                 assert set(named) == set(lapsed), (named, lapsed)
                 assert [lapsed[i] for i in named] == sorted(lapsed.values()), named
+                held = [i for i in named if lapsed[i][0]]
+                assert details.get("expired_leases_held", []) == held, (details, lapsed)
         if answered_as(r, refusal):
             task = order[0]
             assert r.json()["task"]["id"] == task.id, (r.json()["task"]["id"], order)
