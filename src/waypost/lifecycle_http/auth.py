@@ -8,6 +8,7 @@ refusals included, carries `no-store` and `nosniff`.
 
 from __future__ import annotations
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from waypost.errors import Unauthenticated, WaypostError
@@ -59,4 +60,9 @@ class Authenticate:
         # named a principal: a TokenReview caller is a Kubernetes user name
         if caller.token_id is not None:
             state["principal_id"] = caller.id
-        await self.app(scope, receive, send)
+        try:
+            await self.app(scope, receive, send)
+        except ClientDisconnect:
+            # gone mid-body: nobody is left to answer; the access line keeps
+            # 499, as on the public listener (http/auth.py)
+            return

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import msgspec
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -71,6 +71,8 @@ def guarded(handler: Handler) -> Handler:
             return await handler(request)
         except WaypostError as error:
             return error_response(error)
+        except ClientDisconnect:
+            raise  # the client is gone: Authenticate ends the request quietly
         except Exception as exc:
             return internal_error(exc)
 
