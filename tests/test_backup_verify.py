@@ -705,3 +705,38 @@ def test_verify_under_a_lock_it_cannot_get_fails_as_no_finding(tmp_path: Path) -
     assert result.exit_code == 1, result.output
     assert result.stdout == ""
     assert result.stderr == f"Error: verify_failed: {db}: database is locked\n"
+
+
+@pytest.mark.parametrize(
+    ("beside", "suffix"),
+    [("w.db", "-journal"), ("other.db", "-journal"), ("other.db", "-wal"), ("other.db", "-shm")],
+)
+def test_a_backup_named_as_a_databases_journal_or_wal_is_refused(
+    tmp_path: Path, beside: str, suffix: str
+) -> None:
+    """`--to waypost.db-journal` beside the live database was written: every
+    admin command then answered "database is busy" while `serve` ran (SQLite
+    took it for a hot journal) and the next start deleted the backup; `--to
+    other.db-wal` beside a stopped database was reset by its next open
+    (filemistakes). Such a name is refused before anything is copied."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    other = tmp_path / "other.db"
+    assert run("admin", "migrate", "--db", str(other)).exit_code == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    target = tmp_path / f"{beside}{suffix}"
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"Error: cannot_create: {target}: SQLite takes"), result.stderr
+    assert "choose another name" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_backup_whose_name_only_looks_like_a_journal_is_written(tmp_path: Path) -> None:
+    """Refused only beside the database file the name belongs to."""
+    db = tmp_path / "w.db"
+    assert run("admin", "migrate", "--db", str(db)).exit_code == 0
+    target = tmp_path / "nightly-wal"
+    result = run("admin", "backup", "--db", str(db), "--to", str(target))
+    assert result.exit_code == 0, result.output
+    assert target.is_file()

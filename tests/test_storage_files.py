@@ -395,3 +395,81 @@ async def test_a_stop_after_the_shm_was_deleted_and_not_made_again_closes_the_da
         assert check.execute("SELECT count(*) FROM note").fetchone() == (20,)
     finally:
         check.close()
+
+
+async def test_a_database_file_with_a_second_name_is_refused(tmp_path: Path) -> None:
+    """SQLite names the -wal and -shm after the name a process opened: a
+    `serve` on a hard link to the live file wrote another WAL through
+    another index, each process's checkpoint wrote its pages over the
+    other's, and one process's 80 acknowledged writes were gone after both
+    stopped, `admin verify` clean (filemistakes). A second name is refused
+    by `serve` and the admin commands; a symbolic link is not one (above)."""
+    from tests.test_cli import run
+
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    try:
+        await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+        other = tmp_path / "other.db"
+        os.link(path, other)
+        with pytest.raises(DatabaseUnusable, match=r"other\.db: the file has 2 names"):
+            await Database(other).open()
+        result = run("admin", "principal", "create", "--kind", "human", "--name", "x",
+                     "--db", str(other))  # fmt: skip
+        assert result.exit_code == 1, result.output
+        assert result.stderr.startswith("Error: database_unusable:"), result.stderr
+        assert "2 names (hard links)" in result.stderr
+        assert not Path(f"{other}-wal").exists() and not Path(f"{other}-shm").exists()
+        # the process that had it open goes on
+        await db.write(lambda c: c.execute("INSERT INTO t VALUES (1)"))
+        other.unlink()
+    finally:
+        await db.close()
+    again = Database(path)
+    await again.open()
+    try:
+        assert await again.read(lambda c: c.execute("SELECT count(*) FROM t").fetchone()[0]) == 1
+    finally:
+        await again.close()
+
+
+async def test_a_backup_copied_over_the_live_file_in_place_is_noticed_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cp backup waypost.db` while `serve` ran writes into the file it has
+    open (same inode: no identity changed). The service read the backup's
+    pages under its WAL's newer ones, acknowledged 40 more writes, found the
+    file malformed at the next reads, and its stop checkpointed the WAL over
+    the backup (filemistakes). The header says so at once: a backup's is in
+    rollback-journal mode, and no file open in WAL mode can leave it. Every
+    unit is then refused, and the stop leaves the file as copied, with the
+    -wal beside it, which the next start refuses (test_storage_foreign_wal)."""
+    monkeypatch.setattr(db_module, "_LEFT_OPEN", [])
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    rows = "INSERT INTO t VALUES (?)"
+    await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+    await db.write(lambda c: c.executemany(rows, [("a" * 150,)] * 300))
+    live = sqlite3.connect(path)
+    backup = tmp_path / "backup.db"
+    copy = sqlite3.connect(backup)
+    live.backup(copy)
+    copy.execute("PRAGMA journal_mode = DELETE")  # as `admin backup` writes it
+    copy.close()
+    await db.write(lambda c: c.executemany(rows, [("c" * 150,)] * 300))
+    live.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    live.close()
+    await db.write(lambda c: c.execute("DELETE FROM t WHERE x LIKE 'a%'"))
+    await db.write(lambda c: c.executemany(rows, [("b" * 150,)] * 300))
+    restored = backup.read_bytes()
+    subprocess.run(["cp", str(backup), str(path)], check=True)  # the operator's restore
+    with pytest.raises(Unavailable):
+        await db.write(lambda c: c.executemany(rows, [("d" * 150,)] * 10))
+    assert db.files_changed() == f"{path} was overwritten in place (another file copied over it)"
+    await db.close()
+    assert db_module.connections_left_open()
+    assert path.read_bytes() == restored  # no checkpoint wrote the WAL over it
+    with pytest.raises(DatabaseUnusable, match=r"w\.db-wal beside it holds"):
+        await Database(path).open()

@@ -296,9 +296,11 @@ def _run(settings: Settings) -> None:
         serving.run(settings)
         if connections_left_open():
             log.error(
-                "the database's -shm file was replaced while serving: exiting without closing"
-                " the database, so that no checkpoint through this process's stale index drops"
-                " another process's writes (docs/operations.md, 'The database's files')"
+                "the database's -shm file was replaced, or another file copied over the"
+                " database, while serving: exiting without closing the database, so that no"
+                " checkpoint through this process's stale index drops another process's writes"
+                " or writes its pages over the file put there (docs/operations.md, 'The"
+                " database's files')"
             )
             logging.shutdown()
             os._exit(1)

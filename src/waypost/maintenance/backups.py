@@ -36,6 +36,7 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
         # `newdir/` or `newdir/.` names a directory: a copy to a file called
         # `newdir` answers a request the operator did not make ('' is none)
         raise BackupError("cannot_create", f"{typed!r}: names no file; give the backup a file name")
+    _refuse_companion_name(typed)
     target = Path(target_name)
     _refuse_foreign_source(source)
     _refuse_unnameable(target)
@@ -65,6 +66,32 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
 # A file name's bytes on the file systems SQLite files live on (ext4, XFS,
 # btrfs, APFS, NTFS), less the "-journal" SQLite adds to the partial copy's.
 _NAME_BYTES = 255 - len("-journal")
+
+
+# the names SQLite gives a database's journal, WAL and WAL index: the file
+# name followed by one of these
+_COMPANION_SUFFIXES = ("-journal", "-wal", "-shm")
+
+
+def _refuse_companion_name(typed: str) -> None:
+    """A target named as a database file's `-journal`, `-wal` or `-shm` (the
+    file beside it exists) is refused before anything is copied: SQLite
+    takes such a file for that database's own at its next open and, finding
+    no journal or WAL header in it, deletes or resets it. `--to
+    waypost.db-journal` beside the live database succeeded, every admin
+    command then answered "database is busy" while `serve` ran (a hot
+    journal), and the next start deleted the backup; `--to other.db-wal`
+    beside a stopped database was reset by its next open (filemistakes)."""
+    for name in (typed, os.path.realpath(typed)):
+        for suffix in _COMPANION_SUFFIXES:
+            stem = name[: -len(suffix)]
+            if name.endswith(suffix) and stem and os.path.isfile(stem):
+                raise BackupError(
+                    "cannot_create",
+                    f"{typed}: SQLite takes a file of that name for the {suffix[1:]} file"
+                    f" of the database {stem} beside it, and deletes or resets it when that"
+                    " database is next opened; choose another name",
+                )
 
 
 def _partial_name(target: Path) -> Path:

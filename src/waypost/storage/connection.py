@@ -168,6 +168,31 @@ def refuse_unwritable(path: Path) -> None:
             )
 
 
+def refuse_other_names(path: Path) -> None:
+    """Refuse a database file that has more than one name (hard links).
+
+    SQLite names the `-wal` and `-shm` after the name a process opened, so
+    a process that opens the file by another name writes another WAL
+    through another index, and each process's checkpoint writes its pages
+    over the other's: two `serve` processes, one on `waypost.db` and one on
+    a hard link to it, each acknowledged 80 writes, and after both stopped
+    the file held one's 80 and none of the other's, `admin verify` clean
+    (filemistakes). A symbolic link is no other name (SQLite resolves it)."""
+    if str(path) == ":memory:":
+        return
+    try:
+        names = os.stat(path).st_nlink
+    except OSError:
+        return  # no file yet (or none to look at): SQLite says what is wrong
+    if names > 1:
+        raise PermissionError(
+            f"the file has {names} names (hard links): a process that opens it by another"
+            " name writes another -wal, and the two overwrite each other's writes; remove"
+            f" the other names (find / -xdev -samefile {path}) or copy the file instead"
+            " ('admin backup'), then start again"
+        )
+
+
 def companion(path: Path, suffix: str) -> str:
     """The name of the database's `-wal` or `-shm` file: SQLite names them
     after the file a symbolic link points to (the link's own name has none)."""
@@ -281,6 +306,7 @@ def connect(
     """
     create_private(path)
     refuse_unwritable(path)
+    refuse_other_names(path)
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, cached_statements=CACHED_STATEMENTS
     )

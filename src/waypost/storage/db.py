@@ -266,13 +266,17 @@ class Database:
             # for a slot got the one a finished read gave back meanwhile
             # (flakeaudit: the test that said so failed on a loaded machine)
             snapshots.refuse_new()
-        if self._files is not None and self._files.index_replaced():
+        files = self._files
+        if files is not None and (files.index_replaced() or files.overwritten()):
             # The last connection to close checkpoints the WAL through this
             # process's index, which is no longer the file's: what another
             # process wrote through its new -shm would be dropped from the
-            # WAL. Nothing more is written here (every unit is refused), so
-            # the connections stay open for the process's exit, which `serve`
-            # takes without closing them (connections_left_open).
+            # WAL. So would it write the WAL's pages over a file copied over
+            # this one in place (a backup restored while serving), whose own
+            # pages the WAL was never written over. Nothing more is written
+            # here (every unit is refused), so the connections stay open for
+            # the process's exit, which `serve` takes without closing them
+            # (connections_left_open).
             _LEFT_OPEN.append((writer, readers, point, snapshots))
             return
         if point is not None:
@@ -283,6 +287,8 @@ class Database:
             await asyncio.to_thread(readers.close)
         if snapshots is not None:
             await asyncio.to_thread(snapshots.close)
+        if files is not None:
+            files.close()  # after every connection: it drops this process's locks
 
     # -- units of work --------------------------------------------------------------
 

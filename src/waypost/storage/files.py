@@ -8,6 +8,13 @@ two processes write one WAL with two indexes, which destroyed the database;
 a renamed database left the writes acknowledged since in a `-wal` file that
 the next database created at the path reset; a deleted `-wal` held every
 acknowledged write since in a file no process could open after a crash.
+A backup copied over the live file in place (`cp backup waypost.db`: the
+same inode, so no identity changed) was read through the WAL's newer pages
+and written on by the service, which acknowledged writes into a file that
+SQLite then found malformed, and its stop's checkpoint wrote the WAL over
+the backup (filemistakes): so the writer also reads the file's header,
+which says WAL mode for as long as any connection has the file open (a
+backup's says rollback journal; a file being copied over says nothing).
 
 So the writer looks before every batch (three `stat` calls, a few
 microseconds), and reads look at most once a second: once a file is not the
@@ -54,6 +61,10 @@ class FileWatch:
         # absolute names: the working directory may change
         self._names = [os.path.abspath(path), companion(path, "-wal"), companion(path, "-shm")]
         self._known = [_identity(name) for name in self._names]
+        # the file SQLite has open, to read its header: kept open until every
+        # connection is closed (`close`), since closing a descriptor of the
+        # file drops every POSIX lock this process holds on it, SQLite's too
+        self._file: int | None = os.open(self._names[0], os.O_RDONLY)
         self._lock = threading.Lock()
         self._checked_at = time.monotonic()
         # once set, never cleared: a process that wrote through other files
@@ -106,6 +117,26 @@ class FileWatch:
         except OSError:
             return False  # deleted and not made again: nobody else indexed the WAL
 
+    def overwritten(self) -> bool:
+        """Whether the file opened no longer holds a database in WAL mode:
+        another file was copied over it in place (looked at now, whatever
+        change was found first). Its pages are then no longer the ones the
+        WAL was written over: a checkpoint would write them over the file
+        put there."""
+        if self._file is None:
+            return False
+        try:
+            header = os.pread(self._file, 20, 0)
+        except OSError:
+            return False  # no verdict: the reads and writes will say
+        return not (header.startswith(b"SQLite format 3\x00") and header[18:20] == b"\x02\x02")
+
+    def close(self) -> None:
+        """Let go of the file, once every connection to it is closed."""
+        if self._file is not None:
+            os.close(self._file)
+            self._file = None
+
     def _look(self) -> tuple[str, str] | None:
         for name, known in zip(self._names, self._known, strict=True):
             try:
@@ -115,4 +146,6 @@ class FileWatch:
                 return name, "was deleted or moved"
             except OSError:
                 continue  # unreadable directory: no verdict (the writes will say)
+        if self.overwritten():
+            return self._names[0], "was overwritten in place (another file copied over it)"
         return None
