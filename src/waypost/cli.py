@@ -82,7 +82,8 @@ def _read_timeout_seconds(ctx: click.Context, param: click.Parameter, value: flo
               help="0 disables the lifecycle listener.")  # fmt: skip
 @click.option("--sweep-interval", default=300.0, show_default=True, type=float,
               callback=_sweep_seconds,
-              help="Seconds between sweeps (decision timeouts, receipt cleanup).")  # fmt: skip
+              help="Seconds between sweeps (decision timeouts, receipt cleanup); at least "
+                   f"{MIN_SWEEP_SECONDS}.")  # fmt: skip
 @click.option("--graphiql/--no-graphiql", default=False, show_default=True)
 @click.option("--lifecycle-auth", type=click.Choice(get_args(LifecycleAuth)),
               default="waypost", show_default=True,
