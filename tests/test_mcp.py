@@ -297,6 +297,26 @@ async def test_an_agent_answers_an_agents_decision_and_not_a_humans(
         assert message.startswith("forbidden") and "Only a human answers" in message
 
 
+async def test_the_context_tool_promises_advice_only_where_the_packet_gives_it(
+    waypost: Waypost,
+) -> None:
+    """The tool's description is all an MCP agent reads about the packet: it
+    promised `next_actions` whenever "nothing matched", but a query that
+    matches no task or knowledge answers `[]` while an open decision is
+    listed (section 8: advice when `items` is empty or `truncated`;
+    contextjourney pasted an error message and got neither)."""
+    project, _task_id, _, decision_id = _gated(waypost, "advice-promise")
+    agent = waypost.principal("agent", "asker")
+    async with session("http", waypost.url, agent) as s:
+        tools = {t.name: t for t in (await s.list_tools()).tools}
+        packet = await call(s, "context", project=project, q="OperationalError nothingmatches")
+    assert [i["id"] for i in packet["items"]] == [decision_id]
+    assert packet["truncated"] is False and packet["next_actions"] == []
+    said = tools["context"].description or ""
+    assert "nothing matched" not in said and "`items` is empty" in said, said
+    assert "decisions alone" in said, said
+
+
 async def test_a_reviewing_agent_completes_another_agents_work(waypost: Waypost) -> None:
     """Under review_mode `any` an agent reviews another's work; no tool completed."""
     project = waypost.project("review-any")

@@ -103,7 +103,10 @@ ROUTE_TOOLS: list[RouteTool] = [
         "decisions, tasks and knowledge that match your query, within a byte budget (the "
         "policy tool gives the rest of the policy: review mode, lease length, integration "
         "owner). Follow "
-        "`next_actions` when `truncated` is true or nothing matched.",
+        "`next_actions` when `truncated` is true or `items` is empty. Every term of `q` is "
+        "required and matched as a whole word (no stemming); open decisions are listed "
+        "whether or not they match, so an answer of decisions alone, with `next_actions` "
+        "empty, means no task or knowledge matched: try fewer or other words.",
         "GET",
         PROJECT + "/context",
     ),
