@@ -95,6 +95,10 @@ async def test_every_tool_is_listed_with_a_description_and_the_rest_schema(
     assert set(record["required"]) == {"project", "kind", "title", "body"}
     submit = tools["task_submit"].inputSchema
     assert submit["properties"]["lessons"]["maxItems"] == 50
+    # every argument of the tool an agent calls before each step says what it
+    # does (contextjourney: 7 of 9 said nothing)
+    context = tools["context"].inputSchema["properties"]
+    assert all(p.get("description") for p in context.values()), context
     revision = submit["properties"]["expected_revision"]  # optional, as on REST
     assert revision["anyOf"][0]["minimum"] == 1 and "expected_revision" not in submit["required"]
     lesson = submit["properties"]["lessons"]["items"]

@@ -179,7 +179,8 @@ SEARCH_TEXT: dict[str, Any] = {"minLength": 1, "maxLength": 1024}
 # description says (a client that checks only maxLength sends 513 `é`).
 SEARCH_NOTE = (
     "Full-text terms: at most 1,024 bytes of UTF-8 (maxLength is the character"
-    " bound this implies) and 32 terms, at least one of them not blank."
+    " bound this implies) and 32 terms, at least one of them not blank. Every"
+    " term must match, as a whole word (no stemming)."
 )
 
 

@@ -28,17 +28,41 @@ FILTER_MAX_CHARS = 200  # a scope value is at most this long (docs/knowledge.md)
 Filter = Annotated[str, msgspec.Meta(min_length=1, max_length=FILTER_MAX_CHARS)]
 
 
+def _said(description: str) -> msgspec.Meta:
+    return msgspec.Meta(description=description)
+
+
 class ContextQuery(msgspec.Struct, forbid_unknown_fields=True):
     """Query parameters of GET /api/v1/projects/{project}/context."""
 
-    q: str
-    limit: Annotated[int, msgspec.Meta(ge=1, le=LIMIT_MAX)] = LIMIT_DEFAULT
-    budget: Annotated[int, msgspec.Meta(ge=BUDGET_MIN, le=BUDGET_MAX)] = BUDGET_DEFAULT
-    include_shared: bool = False
-    task_id: Filter | None = None
-    component: Filter | None = None
-    environment: Filter | None = None
-    version: Filter | None = None
+    # described for the MCP tool's schema and the OpenAPI document: an agent
+    # read only `project` and `q` described (contextjourney)
+    q: str  # described with every search's `q` (rest/openapi.py SEARCH_NOTE)
+    limit: Annotated[
+        int, msgspec.Meta(ge=1, le=LIMIT_MAX), _said("At most this many items, decisions included.")
+    ] = LIMIT_DEFAULT
+    budget: Annotated[
+        int,
+        msgspec.Meta(ge=BUDGET_MIN, le=BUDGET_MAX),
+        _said("Bytes for the policy and the items together (docs/context.md counts them)."),
+    ] = BUDGET_DEFAULT
+    include_shared: Annotated[bool, _said("Also knowledge other projects share with this one.")] = (
+        False
+    )
+    task_id: Annotated[
+        Filter | None,
+        _said("The task you work on: its decisions (not the whole project's) come first."),
+    ] = None
+    component: Annotated[
+        Filter | None,
+        _said("Your component: a record scoped to components matches only one named here."),
+    ] = None
+    environment: Annotated[
+        Filter | None, _said("Your environment, spelt as records spell it (prod is not Prod).")
+    ] = None
+    version: Annotated[
+        Filter | None, _said("Your version, spelt as records spell it (v2.3.1 is not 2.3.1).")
+    ] = None
 
     def __post_init__(self) -> None:
         # NUL alone is refused: SQLite's JSON reads a stored value only up to
