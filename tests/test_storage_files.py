@@ -473,3 +473,46 @@ async def test_a_backup_copied_over_the_live_file_in_place_is_noticed_and_kept(
     assert path.read_bytes() == restored  # no checkpoint wrote the WAL over it
     with pytest.raises(DatabaseUnusable, match=r"w\.db-wal beside it holds"):
         await Database(path).open()
+
+
+def _locks_held_here(path: Path) -> list[str]:
+    """This process's POSIX locks on the file at `path` (Linux's /proc/locks)."""
+    inode = os.stat(path).st_ino
+    held = []
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" in fields:  # a waiter, not a holder
+            continue
+        mine = fields[1] == "POSIX" and int(fields[4]) == os.getpid()
+        if mine and int(fields[5].rsplit(":", 1)[1]) == inode:
+            held.append(line)
+    return held
+
+
+@pytest.mark.skipif(not Path("/proc/locks").exists(), reason="reads Linux's /proc/locks")
+async def test_the_header_descriptor_is_let_go_only_after_every_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing any descriptor of the file drops every POSIX lock this process
+    holds on it, SQLite's too (its SHARED lock on the file tells another
+    process's last connection not to checkpoint and delete the -wal): so the
+    descriptor the writer reads the header through is closed after every
+    connection, and closed (review72: closing it first, or never, passed
+    every other test)."""
+    path = tmp_path / "w.db"
+    seen: list[list[str]] = []
+    real = files.FileWatch.close
+
+    def close(self: files.FileWatch) -> None:
+        seen.append(_locks_held_here(path))
+        real(self)
+
+    monkeypatch.setattr(files.FileWatch, "close", close)
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+    assert _locks_held_here(path), "a WAL connection holds a lock on the file (the probe reads)"
+    await db.close()
+    assert seen == [[]]
+    fds = Path("/proc/self/fd")
+    assert not [f for f in fds.iterdir() if os.path.realpath(f) == str(path.resolve())]

@@ -111,3 +111,19 @@ async def test_a_wal_mode_file_and_an_empty_or_header_only_wal_still_open(
     assert run("admin", "verify", "--db", str(path)).exit_code == 0
     result = run("admin", "principal", "list", "--db", str(path))
     assert result.exit_code == 0, result.output
+
+
+async def test_a_backup_beside_a_header_only_wal_still_opens(tmp_path: Path) -> None:
+    """A -wal of its 32-byte header alone holds no frame: nothing to replay
+    over the file, so it is no finding (review72: the test above writes an
+    empty -wal only, and refusing any -wal at all passed it)."""
+    path, _, wal = _backup_and_newer_wal(tmp_path)
+    Path(f"{path}-wal").write_bytes(wal[:32])
+    db = Database(path)
+    await db.open()
+    try:
+        count = "SELECT count(*) FROM principals WHERE id LIKE 'prn_a%'"
+        assert await db.read(lambda c: c.execute(count).fetchone()[0]) == 300
+    finally:
+        await db.close()
+    assert run("admin", "principal", "list", "--db", str(path)).exit_code == 0

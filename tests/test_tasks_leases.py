@@ -723,3 +723,33 @@ async def test_nothing_ready_names_at_most_20_lapsed_leases(
     assert (status, details["reason"]) == (404, "nothing_ready")
     assert details["expired_leases"] == made[:20]
     assert details["expired_leases_truncated"] is True
+
+
+async def test_a_lapsed_lease_whose_allow_expired_is_named_after_one_nothing_holds(
+    service: Service, human: Caller, project: str
+) -> None:
+    """An allow past its `expires_at` holds the task as a decline does
+    (`expired_leases_held`), so it is named with the held ones, after a task
+    nothing holds that lapsed later: its stored `gate_held` is 0, only its
+    `gate_expires` says so (review72: ordering by `gate_held` alone passed
+    every other test)."""
+    holder = await service.agent("holder")
+    lapsed_allow = (await make_task(human, "lapsed allow"))["id"]
+    await claim(holder, lapsed_allow)
+    r = await human.post(
+        f"{BASE}/decisions",
+        {"question": "Ship it?", "options": ["Proceed", "Stop"], "rationale": "risky",
+         "required_actor": "human", "task_ids": [lapsed_allow],
+         "environment": "staging", "expires_at": "2026-11-29T18:10:00.000Z"},
+    )  # fmt: skip
+    assert r.status_code == 201, r.text
+    await allow(human, r.json()["id"])
+    service.clock.advance(minutes=1)
+    free = (await make_task(human, "free"))["id"]
+    await claim(holder, free)
+    service.clock.advance(minutes=20)
+    poller = await service.agent("poller")
+    status, _, details = error(await poller.post(f"{BASE}/claims", {}))
+    assert (status, details["reason"]) == (404, "nothing_ready")
+    assert details["expired_leases_held"] == [lapsed_allow]
+    assert details["expired_leases"] == [free, lapsed_allow]

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from waypost.pagination import keyset
 from waypost.resolvers.context.lists_store import list_match
-from waypost.resolvers.tasks.ready_store import GATE_BLOCKED_SQL, GATE_OPEN_SQL, READY_SQL
+from waypost.resolvers.tasks.ready_store import GATE_OPEN_SQL, READY_SQL
 from waypost.storage.key_lists import ids_param
 
 # SET clause that ends a lease (release, submit, status changes)
@@ -365,18 +365,15 @@ def set_lease(
 def expired_leases(
     conn: sqlite3.Connection, project_id: str, at: str, limit: int
 ) -> list[sqlite3.Row]:
-    """The project's claimed tasks whose lease has passed: work only a
-    recovery gives back (claims never pick it). Those no decision holds come
-    first, each part longest lapsed first: held ones, which an agent is told
-    not to take over, are the oldest and would otherwise fill every place
-    named and hide work it could finish (review71). Each row has the task's
-    id and its stored gate state. The range of lapsed leases is read whole
-    to order it, never the live ones (tests/test_lapsed_lease_cost.py)."""
+    """The project's claimed tasks whose lease has passed, longest lapsed
+    first: work only a recovery gives back (claims never pick it). Each row
+    has the task's id and its stored gate state. At most `limit`, read from
+    the index's range of lapsed leases, never the live ones
+    (tests/test_lapsed_lease_cost.py)."""
     return conn.execute(
-        "SELECT t.id, t.gate_held, t.gate_expires FROM tasks t WHERE t.project_id = :project"
-        " AND t.status = 'claimed' AND t.lease_expires_at <= :now"
-        f" ORDER BY {GATE_BLOCKED_SQL}, t.lease_expires_at, t.id LIMIT :n",
-        {"project": project_id, "now": at, "n": limit},
+        "SELECT id, gate_held, gate_expires FROM tasks WHERE project_id = ?"
+        " AND status = 'claimed' AND lease_expires_at <= ? ORDER BY lease_expires_at, id LIMIT ?",
+        (project_id, at, limit),
     ).fetchall()
 
 
