@@ -3483,11 +3483,7 @@ def test_a_decisions_times_move_on_while_its_page_stays_open(browser: Any, tmp_p
     service's clock: beside that notice its expiry still read "(in 1 min)"
     (tzaudit). Its own service here, whose clock this test moves."""
     with serve(tmp_path) as served:
-        admin = Rest(served.url, served.admin_token)
-        expires = format_time(parse_time(served_now(served)) + timedelta(seconds=80))
-        _, (decision,) = _project_of_decisions(
-            admin, "clock", {"Expire while read?": {"expires_at": expires}}
-        )
+        expires, decision = _expiring(served, "Expire while read?", 80)
         with _signed_in(
             browser, served, served.admin_token, timezone_id="Pacific/Kiritimati", locale="en-GB"
         ) as page:
@@ -3512,11 +3508,7 @@ def test_an_inbox_on_the_socket_looks_again_when_an_expiry_passes(
     second (tzaudit). The page looks again a second after a deadline it
     shows. Its own service here, whose clock this test moves."""
     with serve(tmp_path) as served:
-        admin = Rest(served.url, served.admin_token)
-        expires = format_time(parse_time(served_now(served)) + timedelta(seconds=30))
-        _, (decision,) = _project_of_decisions(
-            admin, "clock", {"Expire on the inbox?": {"expires_at": expires}}
-        )
+        expires, decision = _expiring(served, "Expire on the inbox?", 30)
         with _signed_in(
             browser, served, served.admin_token, timezone_id="America/St_Johns", locale="de-DE"
         ) as page:
@@ -3598,6 +3590,15 @@ def _project_of_decisions(
     rest.send("POST", "/api/v1/projects", {"id": project, "name": project.title()}, 201)
     task = str(rest.send("POST", f"/api/v1/projects/{project}/tasks", {"title": "Wait"}, 201)["id"])
     return task, [_pending(rest, project, task, q, **f) for q, f in decisions.items()]
+
+
+def _expiring(served: Server, question: str, seconds: int) -> tuple[str, str]:
+    """Project `clock` with one decision, `question`, expiring `seconds`
+    after the service's now: (its expiry, its id)."""
+    expires = format_time(parse_time(served_now(served)) + timedelta(seconds=seconds))
+    admin = Rest(served.url, served.admin_token)
+    _, (decision,) = _project_of_decisions(admin, "clock", {question: {"expires_at": expires}})
+    return expires, decision
 
 
 def _on_the_socket(page: Any) -> None:

@@ -358,14 +358,6 @@ _TYPED_FIELDS: dict[type, tuple[frozenset[str], frozenset[str], frozenset[str]]]
 _BOOLEANS: dict[str, bool] = {"true": True, "false": False}
 
 
-def _unannotated(kind: msgspec.inspect.Type) -> msgspec.inspect.Type:
-    """The type under a description (`Annotated[bool, Meta(description=...)]`
-    is a Metadata around the bool)."""
-    while isinstance(kind, msgspec.inspect.Metadata):
-        kind = kind.type
-    return kind
-
-
 def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
     """The fields of a query model: all of them, those that take an integer,
     and those that take a boolean (alone or with None)."""
@@ -375,9 +367,10 @@ def _typed_fields(model: type) -> tuple[frozenset[str], frozenset[str], frozense
         assert isinstance(info, msgspec.inspect.StructType)
         integers, booleans = set(), set()
         for f in info.fields:
-            kind = _unannotated(f.type)
+            # under a description's Metadata (a described `bool` is one)
+            kind = _unwrapped(f.type)
             members = kind.types if isinstance(kind, msgspec.inspect.UnionType) else (kind,)
-            kinds = [_unannotated(k) for k in members]
+            kinds = [_unwrapped(k) for k in members]
             if any(isinstance(k, msgspec.inspect.IntType) for k in kinds):
                 integers.add(f.encode_name)
             if any(isinstance(k, msgspec.inspect.BoolType) for k in kinds):
