@@ -389,6 +389,112 @@ async def test_policy_larger_than_the_budget_returns_it_alone(human: Caller, pro
     assert str(size(packet["policy"])) in packet["next_actions"][0]
 
 
+async def test_the_budget_advice_names_a_size_that_takes_the_next_item(
+    human: Caller, project: str
+) -> None:
+    """Told only to raise the budget, an agent asked three times to see one
+    item (contextjourney): each refusal names the budget that holds the next
+    item, and asking with exactly that size returns it."""
+    await set_policy(human, rules="Never skip review. " * 200)
+    first = await knowledge(human, "zebra one", body="stripes " * 40)
+    await knowledge(human, "zebra two", body="stripes " * 300)
+    whole = await context(human, "zebra", budget=131072)
+    policy_size = size(whole["policy"])
+    one_size, two_size = (size(item) for item in whole["items"])
+    over = await context(human, "zebra", budget=1024)
+    [advice] = over["next_actions"]
+    wanted = policy_size + one_size
+    assert advice.startswith(f"Increase budget to at least {wanted} bytes"), advice
+    assert f"policy alone takes {policy_size} bytes" in advice
+    one = await context(human, "zebra", budget=wanted)
+    assert ids(one) == [first["id"]] and one["instructions_complete"] is True
+    [more] = one["next_actions"]
+    assert f"raise budget to at least {wanted + two_size} bytes" in more, more
+    assert len((await context(human, "zebra", budget=wanted + two_size))["items"]) == 2
+    assert (await context(human, "zebra", budget=wanted - 1))["items"] == []
+
+
+async def test_an_item_no_budget_can_hold_is_sent_to_the_lists(human: Caller, project: str) -> None:
+    """The next item would not fit beside the policy in the largest budget:
+    raising the budget (the old advice below the largest) cannot help."""
+    await set_policy(human, rules='"' * 40000)  # 80,000 bytes of JSON
+    await knowledge(human, "zebra", body="é" * 32000)  # 64,000
+    packet = await context(human, "zebra", budget=4096)
+    [advice] = packet["next_actions"]
+    assert advice.startswith(f"Increase budget to at least {size(packet['policy'])} bytes"), advice
+    assert "even in the largest budget" in advice and "knowledge routes with q" in advice
+    small = await knowledge(human, "zebra", body="zebra")
+    packet = await context(human, "zebra", budget=100000)
+    assert ids(packet) == [small["id"]]
+    [advice] = packet["next_actions"]
+    assert "raise budget" not in advice and "knowledge routes with q" in advice, advice
+
+
+async def test_a_decision_left_out_at_the_largest_budget_is_pointed_to(
+    human: Caller, project: str
+) -> None:
+    """The rules fill the largest budget to the byte and their edit made the
+    open decision stale; the budget left it out, and the advice said only to
+    list "the matches" from the lists with q or to narrow the terms. No
+    search finds a decision (they come first whatever q is): only the
+    decisions route does (policyjourney)."""
+    t = await task(human, "deploy billing")
+    await open_decision(human, t["id"])
+    await set_policy(human, rules='"' * 65536)
+    overhead = size((await context(human, "walrus", budget=1024))["policy"]) - 131072
+    await set_policy(human, rules='"' * (65536 - overhead) + "x" * overhead)
+    packet = await context(human, "walrus", budget=131072)  # no task or record matches
+    assert size(packet["policy"]) == 131072
+    assert packet["items"] == [] and packet["truncated"] is True
+    [advice] = packet["next_actions"]
+    assert "read the decisions left out from the decisions route" in advice, advice
+    below = await context(human, "walrus", budget=65536)
+    assert "decisions route" in below["next_actions"][0], below["next_actions"]
+
+
+async def test_more_decisions_than_the_largest_limit_are_pointed_to(
+    human: Caller, project: str
+) -> None:
+    """At limit=100 raising the limit cannot help, and narrowing the terms
+    leaves every decision in front."""
+    t = await task(human, "deploy billing")
+    for _ in range(101):
+        await open_decision(human, t["id"])
+    packet = await context(human, "walrus", limit=100, budget=131072)
+    assert types(packet) == ["decision"] * 100 and packet["truncated"] is True
+    [advice] = packet["next_actions"]
+    assert "raise limit" not in advice and "decisions left out from the decisions route" in advice
+    assert (
+        "raise limit (up to 100)"
+        in (await context(human, "walrus", limit=99, budget=131072))["next_actions"][0]
+    )
+
+
+async def test_narrowing_advice_names_only_filters_not_sent(
+    service: Service, human: Caller, project: str
+) -> None:
+    t = await task(human, "zebra task")
+    for n in range(3):
+        await knowledge(human, f"zebra {n}", scope={"task_ids": [t["id"]]})
+    limited = await context(human, "zebra", task_id=t["id"], limit=1)
+    [advice] = limited["next_actions"]
+    assert "scope filter (component, environment, version)" in advice, advice
+    everything = {"component": "c", "environment": "e", "version": "v"}
+    for n in range(60):  # enough steps for the progress handler to look at the clock
+        await knowledge(human, f"zebra scoped {n}", body="zebra " * 40,
+                        scope={"components": ["c"], "environments": ["e"], "versions": ["v"],
+                               "task_ids": [t["id"]]})  # fmt: skip
+    settings = service.rt.settings
+    assert settings is not None
+    service.rt.settings = dataclasses.replace(settings, search_time_limit_ms=0)
+    try:
+        packet = await context(human, "zebra", task_id=t["id"], **everything)
+    finally:
+        service.rt.settings = settings
+    [advice] = [a for a in packet["next_actions"] if "time limit" in a]
+    assert "scope filter" not in advice and "more specific terms" in advice, advice
+
+
 async def test_a_policy_no_budget_can_hold_points_to_the_routes_that_can(
     human: Caller, project: str
 ) -> None:

@@ -28,6 +28,10 @@ class Fill:
     items: list[dict[str, Any]] = field(default_factory=list)
     used: int = 0
     stopped_by: str | None = None  # "limit" | "budget" | "policy"
+    # when the budget or the policy stopped it: the budget that would have
+    # taken the next item too, so that the advice can name a size that
+    # works (an agent told only "raise budget" asked three times)
+    wanted: int | None = None
 
 
 def fill(policy: dict[str, Any], ordered: list[dict[str, Any]], limit: int, budget: int) -> Fill:
@@ -41,6 +45,7 @@ def fill(policy: dict[str, Any], ordered: list[dict[str, Any]], limit: int, budg
     result = Fill(used=size(policy))
     if result.used > budget:
         result.stopped_by = "policy"
+        result.wanted = result.used + (size(ordered[0]) if ordered else 0)
         return result
     for item in ordered:
         if len(result.items) >= limit:
@@ -49,6 +54,7 @@ def fill(policy: dict[str, Any], ordered: list[dict[str, Any]], limit: int, budg
         cost = size(item)
         if result.used + cost > budget:
             result.stopped_by = "budget"
+            result.wanted = result.used + cost
             break
         result.items.append(item)
         result.used += cost

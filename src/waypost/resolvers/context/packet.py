@@ -18,7 +18,7 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import InvalidRequest
 from waypost.resolvers.context.budget import Fill, fill
-from waypost.resolvers.context.params import BUDGET_MAX, ContextQuery
+from waypost.resolvers.context.params import BUDGET_MAX, LIMIT_MAX, ContextQuery
 from waypost.resolvers.context.ranking_store import Hit, ranked
 from waypost.resolvers.context.search import Scope, SearchTimedOut, fts_query
 from waypost.resolvers.context.search import time_limit as search_time_limit
@@ -48,8 +48,19 @@ class Words:
     decisions: str  # where the decisions that hold work are listed
     lists: str
 
-    def scope_filters(self) -> str:
-        return f"a scope filter ({', '.join(self.filters)})"
+    def narrowing(self, query: ContextQuery) -> str:
+        """How to narrow a search: more specific terms, or a scope filter the
+        request did not send (an agent that sent `task_id` was told to add
+        `task_id`)."""
+        unsent = [name for name, value in zip(self.filters, _scope_values(query), strict=True)
+                  if value is None]  # fmt: skip
+        if not unsent:
+            return "more specific terms (more or rarer words)"
+        return f"more specific terms (more or rarer words) or a scope filter ({', '.join(unsent)})"
+
+
+def _scope_values(query: ContextQuery) -> tuple[str | None, ...]:
+    return (query.task_id, query.component, query.environment, query.version)
 
 
 REST_WORDS = Words(
@@ -136,7 +147,7 @@ def next_actions(
 ) -> list[str]:
     """Concrete advice whenever the packet is empty or incomplete, and when
     decisions answered deny or defer hold the requested task."""
-    scope_filters = words.scope_filters()
+    narrow = words.narrowing(query)
     actions: list[str] = []
     held: list[str] = []
     if snap.declined:
@@ -151,15 +162,30 @@ def next_actions(
         )
     timed_out = (
         f"The search was ended by its time limit ({time_limit_ms} ms) before it finished"
-        " ranking, so no text matches are included: use more specific terms (more or"
-        f" rarer words) or {scope_filters}."
+        f" ranking, so no text matches are included: use {narrow}."
     )
+    wanted = filled.wanted or filled.used
+    # where what no packet can hold is read whole; decisions come first
+    # whatever q is, so no search of the lists finds one a packet left out
+    # (policyjourney: a stale decision behind a policy of the largest budget)
+    elsewhere = f"list the matches whole from {words.lists}"
+    if len(filled.items) < len(snap.decisions):
+        elsewhere = f"read the decisions left out from {words.decisions} and {elsewhere}"
     if filled.stopped_by == "policy":
         if filled.used <= BUDGET_MAX:
+            if wanted <= BUDGET_MAX:
+                target = wanted
+                first = f" ({wanted} holds it and the first item)" if wanted > filled.used else ""
+            else:
+                target = filled.used
+                first = (
+                    f" (the first item does not fit beside it even in the largest budget,"
+                    f" {BUDGET_MAX}: {elsewhere})"
+                )
             actions.append(
-                f"Increase budget to at least {filled.used} bytes: the policy alone takes"
-                f" {filled.used} bytes, so no context items were returned. Do not treat this"
-                " packet as a complete orientation until then."
+                f"Increase budget to at least {target} bytes: the policy alone takes"
+                f" {filled.used} bytes, so no context items were returned{first}. Do not"
+                " treat this packet as a complete orientation until then."
             )
         else:
             # no budget can hold an item beside such a policy (64 KiB of rules
@@ -177,27 +203,27 @@ def next_actions(
     if snap.timed_out:
         actions.append(timed_out)
     if filled.stopped_by == "limit":
+        more = f"raise limit (up to {LIMIT_MAX})" if query.limit < LIMIT_MAX else elsewhere
         actions.append(
-            f"More items matched than limit={query.limit}: raise limit (up to 100), or"
-            f" narrow the search with more specific terms or {scope_filters}."
+            f"More items matched than limit={query.limit}: {more}, or narrow the search"
+            f" with {narrow}."
         )
     elif filled.stopped_by == "budget":
-        if query.budget < BUDGET_MAX:
-            advice = f"raise budget (up to {BUDGET_MAX}), or narrow"
+        if wanted <= BUDGET_MAX:
+            advice = f"raise budget to at least {wanted} bytes for the next one, or narrow"
         else:
-            # the largest budget already: the next match alone may be larger
-            # than what the policy leaves, and only the lists hold it whole
-            advice = f"list the matches whole from {words.lists}, or narrow"
+            # no budget holds the next item beside what came before it (or
+            # beside the policy): only the lists hold it whole
+            advice = f"{elsewhere}, or narrow"
         actions.append(
             f"More matching items did not fit the budget of {query.budget} bytes: {advice}"
-            f" the search with more specific terms or {scope_filters}."
+            f" the search with {narrow}."
         )
     if not filled.items and not actions:
         # only what the request can still change: a filter it did not send
         # cannot be dropped, an opt-in it made cannot be made again
-        fields = ("task_id", "component", "environment", "version")
-        sent = [name for f, name in zip(fields, words.filters, strict=True)
-                if getattr(query, f) is not None]  # fmt: skip
+        sent = [name for name, value in zip(words.filters, _scope_values(query), strict=True)
+                if value is not None]  # fmt: skip
         hints = ["try other or fewer search terms"]
         if sent:
             hints.append(f"drop a scope filter ({', '.join(sent)})")
