@@ -116,7 +116,10 @@ def test_a_file_migrated_by_an_earlier_build_opens_with_todays_schema(
 EDITED = Path(__file__).parent / "data" / "earlier_migrations"
 # each build and its last migration
 BUILDS = {"760d789": "0022", "42e651c": "0023", "ac0ace9": "0023",
-          "9c1fb04": "0030", "c32aa15": "0031"}  # fmt: skip
+          "9c1fb04": "0030", "c32aa15": "0031",
+          # 0037 was edited in place twice on 2026-12-05 (7681c9f at 17:43,
+          # 4606c06 at 18:13): its tokenizer's separators grew each time
+          "d7776ab": "0037", "7681c9f": "0037"}  # fmt: skip
 
 
 def test_the_accepted_earlier_texts_are_those_main_held() -> None:
