@@ -3692,3 +3692,43 @@ def test_a_project_listed_again_after_being_too_large_brings_no_arrival(
             _move_clock(page, 2000)  # an announcement is made 50 ms after the drawing
             said = page.evaluate("() => window.said")
             assert not any("new decision" in s for s in said), said
+
+
+def test_an_unanswered_decision_staled_by_an_undone_rules_edit_claims_no_answer(
+    tab: Tab, world: World
+) -> None:
+    """A decision never answered, staled by a rules edit a later edit undid,
+    said "The text reads as it did then, but the answer was given before
+    those edits": no answer was ever given (consolecrowd). An answered one
+    still says its answer came before them."""
+    alice = world.alice
+    alice.send("POST", "/api/v1/projects", {"id": "undone", "name": "Undone"}, 201)
+    made = alice.send("POST", "/api/v1/projects/undone/tasks", {"title": "Rotate keys"}, 201)
+    base = {"options": ["Proceed", "Stop"], "rationale": "Needs a human.",
+            "required_actor": "human", "environment": "prod", "task_ids": [made["id"]]}  # fmt: skip
+    unanswered = alice.send("POST", "/api/v1/projects/undone/decisions",
+                            {**base, "question": "Rotate them tonight?"}, 201)  # fmt: skip
+    answered = alice.send("POST", "/api/v1/projects/undone/decisions",
+                          {**base, "question": "Rotate them tomorrow?"}, 201)  # fmt: skip
+    alice.send("POST", f"/api/v1/projects/undone/decisions/{answered['id']}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Stop",
+        "rationale": "Not yet.", "conditions_confirmed": False})  # fmt: skip
+    policy = alice.get("/api/v1/projects/undone/policy")
+    for revision, rules in ((policy["revision"], "temporary"),
+                            (policy["revision"] + 1, policy["rules"])):  # fmt: skip
+        alice.send("PATCH", "/api/v1/projects/undone/policy",
+                   {"expected_revision": revision, "rules": rules})  # fmt: skip
+    for asked in (unanswered, answered):
+        path = f"/api/v1/projects/undone/decisions/{asked['id']}"
+        assert alice.get(path)["status"] == "stale"
+    page = tab.page
+    tab.sign_in(alice.token)
+    page.goto(f"{tab.origin}/console#/p/undone/d/{unanswered['id']}")
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    reasons = page.locator(".reason-box").inner_text()
+    assert "reads as it did then" in reasons
+    assert "answer was given" not in reasons, reasons
+    page.goto(f"{tab.origin}/console#/p/undone/d/{answered['id']}")
+    page.get_by_role("heading", name="Rotate them tomorrow?").wait_for()
+    page.get_by_role("heading", name="Why it is stale").wait_for()
+    assert "the answer was given before those edits" in page.locator(".reason-box").inner_text()

@@ -132,8 +132,10 @@ export function staleReasons(project) {
   }
   const edits = rulesEditsSince(project, d.current.policyRevision);
   if (edits.length) {
+    // an unanswered decision goes stale too: it was asked, not answered, before them
+    const before = d.current.answer ? "the answer was given" : "the question was asked";
     const back = rulesAt(project, d.current.policyRevision) === project.policy.rules
-      ? " The text reads as it did then, but the answer was given before those edits." : "";
+      ? ` The text reads as it did then, but ${before} before those edits.` : "";
     reasons.push(h("li", {}, `The project's rules changed since policy revision ${d.current.policyRevision}: `,
       `at revision ${edits.join(", ")} (now ${project.policy.revision}).${back}`));
   }
