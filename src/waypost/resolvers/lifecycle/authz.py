@@ -114,7 +114,8 @@ def authorize_memo(
 
 
 def recheck_identity(conn: sqlite3.Connection, caller: Caller) -> None:
-    """Inside the write transaction: a Waypost token revoked meanwhile is 401."""
+    """In the write transaction, or a replay's point read: a Waypost token
+    revoked meanwhile is 401."""
     if caller.token_id is None:
         return
     if not store.token_live(conn, caller.token_id):

@@ -132,6 +132,15 @@ async def admit(rt: Runtime, caller: Caller, action: Action, memo_id: str | None
 async def run(
     rt: Runtime, req: Request, action: Action, memo_id: str, unit: Unit, *, new: bool = False
 ) -> Receipt:
+    # A retry of a finished command is answered from its receipt by a point
+    # read, before and without its key's slot: a receipt is visible only once
+    # the COMMIT that holds it is durable, and it never changes. Through the
+    # writer, every retry held the slot for a round trip, and retries sent
+    # together heard "still running" about a command long finished
+    # (idemjourney: 16 at once, 1 replay and 15 idempotency_in_flight).
+    finished = await rt.db.read_point(lambda conn: _replay(conn, req))
+    if finished is not None:
+        return finished
     with holding(rt, (f"lifecycle:{req.caller.id}", req.key)):
         # the time is read in the transaction, as the public API's writes
         # read it: read before queueing, a command that waited for the
@@ -150,14 +159,10 @@ def _run(
     unit: Unit,
     new: bool,
 ) -> Receipt:
-    authz.recheck_identity(conn, req.caller)
+    finished = _replay(conn, req)
+    if finished is not None:
+        return finished
     previous = store.receipt(conn, req.caller.id, req.key)
-    if previous is not None and previous["fingerprint"] == req.fingerprint:
-        # a replay is a request like any other: the caller must still hold the right
-        grant = authz.authorize(conn, req.caller, Action(previous["action"]))
-        if grant.tenant != previous["tenant"]:
-            raise authz.denied()
-        return Receipt(previous["body"], replayed=True)
     # every handled command meets the policy first, a reused key included: a
     # caller without the right hears `policy_denied`, whatever its key
     if new:
@@ -178,6 +183,20 @@ def _run(
         at,
     )
     return Receipt(text)
+
+
+def _replay(conn: sqlite3.Connection, req: Request) -> Receipt | None:
+    """The answer of exactly this request, if it has run (None: not run, or
+    the key holds another request, which the writer refuses after the policy)."""
+    authz.recheck_identity(conn, req.caller)
+    previous = store.receipt(conn, req.caller.id, req.key)
+    if previous is None or previous["fingerprint"] != req.fingerprint:
+        return None
+    # a replay is a request like any other: the caller must still hold the right
+    grant = authz.authorize(conn, req.caller, Action(previous["action"]))
+    if grant.tenant != previous["tenant"]:
+        raise authz.denied()
+    return Receipt(previous["body"], replayed=True)
 
 
 def _receipt(event_id: int, memo_id: str, version: int, links: bool = False) -> dict[str, Any]:
