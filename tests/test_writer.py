@@ -884,10 +884,10 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
     corrupt.sqlite_errorcode = sqlite3.SQLITE_MISUSE  # type: ignore[attr-defined]
     with caplog.at_level(logging.WARNING, "waypost"):
         for _ in range(5):
-            _log_failure("COMMIT failed: %r", full)
-            _log_failure("COMMIT failed: %r", corrupt)
+            _log_failure("COMMIT failed: %s", full)
+            _log_failure("COMMIT failed: %s", corrupt)
         writer._conditions.seconds = 0.0
-        _log_failure("COMMIT failed: %r", full)
+        _log_failure("COMMIT failed: %s", full)
     mine = [r for r in caplog.records if r.name == own.log.name or r.levelno >= logging.ERROR]
     assert [(r.levelname, "full" in r.getMessage()) for r in mine] == [
         ("WARNING", True),
@@ -895,6 +895,12 @@ def test_a_storage_refusal_is_a_warning_and_a_fault_an_error(
         ("WARNING", True),
     ]
     assert mine[-1].getMessage().endswith("(and 4 more like it since the last such line)")
+    assert mine[0].getMessage() == (
+        "COMMIT failed: the database's disk is full (SQLite: database or disk is full)"
+    )
+    assert mine[1].getMessage() == (
+        "COMMIT failed: InterfaceError('bad parameter or other API misuse')"
+    )
 
 
 def _wal_store(path: Path) -> tuple[sqlite3.Connection, Callable[[], int]]:

@@ -449,7 +449,7 @@ class Writer:
                 if not self._undo_unit():
                     # SQLite rolled the whole transaction back: what ran before
                     # it is gone too; they run again in a fresh transaction
-                    _log_failure("transaction lost in a unit of work: %r", exc)
+                    _log_failure("transaction lost in a unit of work: %s", exc)
                     failed.append((unit, exc))
                     self._requeue(pending, done)
                     self._reply(failed, [])
@@ -536,7 +536,7 @@ class Writer:
         try:
             conn.execute(_COMMIT)
         except BaseException as exc:
-            _log_failure("COMMIT failed: %r", exc)
+            _log_failure("COMMIT failed: %s", exc)
             if conn.in_transaction:
                 try:
                     conn.execute(_ROLLBACK)
@@ -678,6 +678,10 @@ def _log_failure(message: str, exc: BaseException) -> None:
     )
     if expected:
         code = getattr(exc, "sqlite_errorcode", None)
-        _conditions.warning(message, exc, key=f"{message} {code}")
+        # in words first: `OperationalError('database or disk is full')` made
+        # an operator read a Python repr to learn the disk was full (opsjourney)
+        refused = storage_refusal(exc)
+        said = f"{refused} (SQLite: {exc})" if refused else f"{exc} (SQLite)"
+        _conditions.warning(message, said, key=f"{message} {code}")
     else:
-        log.error(message, exc)
+        log.error(message, repr(exc))
