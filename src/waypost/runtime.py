@@ -19,7 +19,7 @@ import contextlib
 import logging
 import sqlite3
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -71,10 +71,16 @@ class Actor:
         return self.kind == "agent"
 
 
-# (runtime, instant) while a block pins its now (contextvars follow its tasks)
-_PINNED_NOW: ContextVar[tuple[object, datetime] | None] = ContextVar(
-    "waypost_pinned_now", default=None
-)
+@dataclass
+class _Instant:
+    """A block's pinned now: its runtime and instant (moved only by `moving_now`)."""
+
+    owner: object
+    at: datetime
+
+
+# while a block pins its now (contextvars follow its tasks, which share the one _Instant)
+_PINNED_NOW: ContextVar[_Instant | None] = ContextVar("waypost_pinned_now", default=None)
 
 
 @dataclass
@@ -108,9 +114,26 @@ class Runtime:
     def now(self) -> datetime:
         """The service's now; inside `pinned_now()`, the block's one instant."""
         pinned = _PINNED_NOW.get()
-        if pinned is not None and pinned[0] is self:
-            return pinned[1]
+        if pinned is not None and pinned.owner is self:
+            return pinned.at
         return self.clock.now()
+
+    def moving_now(self) -> Callable[[], datetime]:
+        """For a read that may wait before its snapshot begins (a digest in the
+        long reads' lane): a clock to call once the snapshot has begun, on any
+        thread, which also moves the pinned block's instant there, so that
+        the answer's `Waypost-Now` is the instant its snapshot was judged at.
+        Pinned at the request's arrival, a digest that waited behind another
+        listed writes committed after its `generated_at` (digestjourney)."""
+        pinned = _PINNED_NOW.get()
+
+        def now() -> datetime:
+            at = self.clock.now()
+            if pinned is not None and pinned.owner is self:
+                pinned.at = at
+            return at
+
+        return now
 
     @contextlib.contextmanager
     def pinned_now(self) -> Iterator[None]:
@@ -119,7 +142,7 @@ class Runtime:
         moment too. Its lists and loaders each read the clock, so near a
         decision's expiry one answer showed a task ready and its only
         decision expired."""
-        token = _PINNED_NOW.set((self, self.clock.now()))
+        token = _PINNED_NOW.set(_Instant(self, self.clock.now()))
         try:
             yield
         finally:

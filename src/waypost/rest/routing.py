@@ -252,7 +252,6 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
     at: datetime | None = None
     try:
         with rt.pinned_now():
-            at = rt.now()
             # a read whose client has gone while it waited for a place of
             # the search lane ends there, unrun and unanswered
             gone = caller_gone.set(disconnect_of(receive))
@@ -262,6 +261,7 @@ async def _serve(route: RestRoute, scope: Scope, receive: Receive, send: Send) -
                 return
             finally:
                 caller_gone.reset(gone)
+            at = rt.now()  # the instant it was judged at (a digest's is its snapshot's)
     except Unavailable as error:  # the pin's own read of the clock: nothing ran
         parts = error_parts(error)
     await _answer(scope, send, *parts, at=at)

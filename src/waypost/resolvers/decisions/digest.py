@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -84,10 +85,20 @@ def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> in
 
 
 async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
-    now = rt.now()
     # In the long reads' lane, as a search is, one digest at a time: its cost
     # grows with the pairs of open decisions and the tasks each names (250 ms
     # for 900 decisions over 100 tasks), and four clients polling it took
     # every reader, so a policy read elsewhere waited 551 ms at the median.
-    read = functools.partial(digest_sync, project_id=project_id, now=now)
+    # It may wait there: judged at the instant its snapshot begins, which
+    # becomes the request's `Waypost-Now` (REST's; GraphQL's digest is read
+    # by schema/loaders.py on the query's own snapshot, at its one instant).
+    read = functools.partial(_digest_at_snapshot, project_id=project_id, clock=rt.moving_now())
     return await rt.db.search(read, unbounded=True)
+
+
+def _digest_at_snapshot(
+    conn: sqlite3.Connection, project_id: str, clock: Callable[[], datetime]
+) -> dict[str, Any]:
+    require_project(conn, project_id)  # a first read: the snapshot has begun
+    # so every write the digest shows was stamped at or before its instant
+    return digest_sync(conn, project_id, clock())
