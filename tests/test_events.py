@@ -204,3 +204,24 @@ async def test_a_refused_mutation_writes_no_event(human: Caller, project: str) -
     await human.patch(POLICY, {"expected_revision": 9, "rules": "stale"})
     await human.post("/api/v1/projects", {"id": "demo", "name": "dup"})
     assert len((await human.get(EVENTS)).json()["items"]) == 1
+
+
+async def test_a_short_page_ends_at_its_last_item_not_at_the_logs_end(
+    human: Caller, project: str
+) -> None:
+    """Section 13: `next_after` is the last item's sequence. A short page
+    (fewer items than `limit`) followed in the shared log by another
+    project's events still answers its own last item, not the log's end
+    (a consumer keeps it as the last event it saw and hands it to GraphQL's
+    `after` and the stream's `Last-Event-ID`)."""
+    await updates(human, 1)
+    await human.post("/api/v1/projects", {"id": "other", "name": "Other"})
+    r = await human.patch(
+        "/api/v1/projects/other/policy", {"expected_revision": 1, "rules": "elsewhere"}
+    )
+    assert r.status_code == 200, r.text
+    body = (await human.get(EVENTS, limit=50)).json()
+    assert [e["type"] for e in body["items"]] == ["project.created", "policy.updated"]
+    assert body["next_after"] == body["items"][-1]["sequence"]
+    from_middle = (await human.get(EVENTS, after=body["items"][0]["sequence"], limit=50)).json()
+    assert from_middle["next_after"] == body["items"][-1]["sequence"]
