@@ -978,6 +978,8 @@ def test_an_answer_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, worl
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
     page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
     assert "changed elsewhere" not in page.locator("main").inner_text()
+    # the form's refusal is answered by the banner, not left under it (consolecrowd)
+    assert "cannot be reached" not in page.locator("main").inner_text()
     # nor, a moment later, told to press again (consolereview27)
     page.wait_for_timeout(2000)
     assert "The service answers again" not in page.locator("main").inner_text()
@@ -995,6 +997,7 @@ def test_a_reopening_whose_reply_was_lost_is_known_when_it_shows_up(tab: Tab, wo
     page.locator("main").get_by_text("The service cannot be reached").wait_for()
     page.locator("main").get_by_text("Your reopening was recorded, though its reply").wait_for()
     assert "changed elsewhere" not in page.locator("main").inner_text()
+    assert "cannot be reached" not in page.locator("main").inner_text()
     page.unroute("**/graphql")
     assert world.decision(decision)["generation"] == 2
 

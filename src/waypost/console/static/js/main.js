@@ -4,7 +4,7 @@ import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRe
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
-  announce, clearAnnouncement, enc, fill, h, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
+  announce, clearAnnouncement, clearError, enc, fill, h, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
   typedInto, whatYouWrote, words,
 } from "./dom.js";
 import { arrivals, awaitingByProject, everyProject, loadInbox, renderInbox } from "./inbox.js";
@@ -86,6 +86,9 @@ const decisionLive = new Live(async () => {
     : expired ? `This decision expired while you were reading it: ${now}`
       : `This decision changed elsewhere: ${now}`;
   const said = ours ? `Your ${ours} was recorded.` : expired ? "This decision expired." : null;
+  // the form's "cannot be reached" stayed under a banner saying the answer
+  // was recorded (consolecrowd): what it said is answered now
+  if (ours) main.querySelectorAll(".form-error").forEach(clearError);
   const shown = document.getElementById("changed-elsewhere");
   if (shown) {
     // a later change (a reopening after an answer) is said too, in place:
