@@ -546,6 +546,32 @@ async def test_graphql_answers_a_session_ended_while_queued_as_rest_does(
     assert listed.json()["items"] == []
 
 
+async def test_a_session_that_expires_while_its_write_is_queued_refuses_the_write(
+    service: Service, project: str
+) -> None:
+    """The writer re-checks the session's expiry, not only its end: an agent
+    whose session lapses (the service's clock passes its `expires_at`) while
+    its write waits for the writer is refused `403 session_not_live` and
+    nothing is written (docs/graphql.md: "the writer checks both again before
+    it writes"; contract section 3: a session must be live, not ended, not
+    expired). Only the end was pinned (the test above): with the expiry
+    dropped from `recheck_actor` the write committed in a lapsed session."""
+    agent = await service.agent("lapses-meanwhile")
+    r = await _while_queued(
+        service, agent,
+        agent.post("/api/v1/projects/demo/knowledge",
+                   {"kind": "fact", "title": "Queued", "body": "Written after its session lapsed."},
+                   key="k"),
+        lambda conn: service.clock.advance(minutes=16),
+    )  # fmt: skip
+    assert r.status_code == 403, r.text
+    assert r.json()["error"]["details"] == {"reason": "session_not_live"}
+    listed = await service.client.get(
+        "/api/v1/projects/demo/knowledge", headers=agent.headers(session=False)
+    )
+    assert listed.json()["items"] == []
+
+
 async def test_every_authority_refusal_names_its_reason(service: Service) -> None:
     human = await service.principal("human")
     agent = await service.agent()

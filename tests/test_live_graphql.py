@@ -1112,6 +1112,26 @@ async def test_connection_init_with_a_live_session_in_lowercase_is_acknowledged(
             assert json.loads(await ws.recv())["type"] == "connection_ack"
 
 
+async def test_a_socket_is_closed_once_the_session_it_named_ends(service: Service) -> None:
+    """docs/graphql.md: every acknowledged socket re-checks its token *and
+    session* and closes with 4401 once they fail, as connection_init refuses a
+    session that is not live. Only the token's revocation and connection_init
+    were pinned: a watch that re-checked the token alone left an agent's socket
+    acting in a session that had ended (its subscriptions kept streaming)."""
+    agent = await service.agent("ws-ends")
+    payload = {"Authorization": f"Bearer {agent.token}", "Waypost-Session": agent.session_id}
+    async with running(service) as base:
+        url = base.replace("http://", "ws://") + "/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"
+            ended = await agent.post(f"/api/v1/sessions/{agent.session_id}/end")
+            assert ended.status_code == 200, ended.text
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 5)  # QUICK re-checks every 0.3 s
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
 async def test_request_errors_over_the_socket_carry_code_and_field_as_over_http(
     service: Service, human: Caller, project: str
 ) -> None:
