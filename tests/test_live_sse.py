@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import itertools
 import json
 import time
@@ -190,6 +191,35 @@ async def test_stream_ends_when_its_token_is_revoked(
 
         await asyncio.wait_for(drain(), 5)  # the stream ends by itself
     assert not any(e.data for e in rest)
+
+
+async def test_a_stream_opened_in_a_session_ends_when_the_session_ends(
+    service: Service, human: Caller, project: str
+) -> None:
+    """As a GraphQL socket closes once the session it named ends, so does an
+    event stream opened in one (it went on, tokenjourney); the same agent's
+    stream opened in no session goes on."""
+    agent = await service.principal("agent", "ada")
+    session = await agent.start_session()
+    async with (
+        running(service) as base,
+        stream(base, agent) as (_, in_session),
+        stream(base, dataclasses.replace(agent, session_id=None)) as (_, sessionless),
+    ):
+        await anext(in_session)
+        await anext(sessionless)
+        ended = await agent.post(f"/api/v1/sessions/{session}/end")
+        assert ended.status_code == 200, ended.text
+        rest: list[SseEvent] = []
+
+        async def drain() -> None:
+            async for e in in_session:
+                rest.append(e)
+
+        await asyncio.wait_for(drain(), 5)  # the stream ends by itself
+        assert not any(e.data for e in rest)
+        await new_task(human, "after the session")
+        assert (await asyncio.wait_for(next_data_event(sessionless), 5)).event == "task.created"
 
 
 async def test_streams_per_token_are_capped(service: Service, human: Caller, project: str) -> None:

@@ -5,7 +5,8 @@ Each event goes out as `id: <sequence>`, `event: <type>` and `data: <the
 event object, compact JSON>`, oldest first, after `Last-Event-ID` (which wins)
 or `?after=`, else from the next new event. A `: keep-alive` comment goes out
 every `keepalive_seconds` (14, so that none is more than 15 apart). The stream ends when
-the token stops authenticating (re-checked every 15 seconds), when the
+the token stops authenticating or the session it was opened in ends
+(re-checked every 15 seconds), when the
 server stops, or after an `event: error` (a consumer too slow to keep up:
 resume with `Last-Event-ID`).
 """

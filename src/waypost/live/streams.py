@@ -12,7 +12,7 @@ from typing import Any
 from waypost.clock import format_time
 from waypost.errors import Forbidden, NotFound, Unauthenticated, Unavailable
 from waypost.live import hub_for
-from waypost.resolvers.access import principals
+from waypost.resolvers.access import principals, sessions
 from waypost.resolvers.core import events
 from waypost.resolvers.decisions.status import decision_status, work_allowed
 from waypost.resolvers.decisions.views import load_decisions, load_generations
@@ -33,10 +33,20 @@ async def check_project(rt: Runtime, project_id: str) -> None:
     await rt.db.read(lambda conn: require_project(conn, project_id))
 
 
-async def still_valid(rt: Runtime, token: str) -> bool:
-    """Whether the stream's token still authenticates (not revoked meanwhile)."""
+async def still_valid(rt: Runtime, token: str, session_id: str | None = None) -> bool:
+    """Whether the stream's token still authenticates (not revoked meanwhile),
+    and the session it was opened in, if it named one, is still live: an SSE
+    stream opened in a session went on after the session ended, where a
+    GraphQL socket closes (tokenjourney)."""
+    at = format_time(rt.now())
+
+    def check(conn: Any) -> None:
+        actor = principals.authenticate(conn, token, "api")
+        if session_id is not None:
+            sessions.enter_session(conn, actor, session_id, at)
+
     try:
-        await rt.db.read(lambda conn: principals.authenticate(conn, token, "api"))
+        await rt.db.read(check)
     except (Unauthenticated, Forbidden):
         return False
     except Unavailable as refused:
@@ -83,7 +93,7 @@ async def project_event_batches(
                 yield batch
             now = time.monotonic()
             if now - checked >= limits.recheck_seconds:
-                if not await still_valid(rt, token):
+                if not await still_valid(rt, token, actor.session_id):
                     return
                 checked = now
             if now - kept >= limits.keepalive_seconds:
@@ -232,7 +242,7 @@ async def decision_changes(
             batch = await listener.next_batch(limits.poll_seconds)
             due = time.monotonic() - checked >= limits.recheck_seconds
             if due:
-                if not await still_valid(rt, token):
+                if not await still_valid(rt, token, actor.session_id):
                     return
                 checked = time.monotonic()
             elif _lapsed(rt, decision) == lapsed and not any(
