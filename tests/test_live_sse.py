@@ -172,6 +172,10 @@ async def test_rolled_back_writes_never_appear(
     assert event.event == "task.created"
 
 
+async def to_its_end(evs: AsyncIterator[SseEvent]) -> list[SseEvent]:
+    return [e async for e in evs]
+
+
 async def test_stream_ends_when_its_token_is_revoked(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -183,13 +187,7 @@ async def test_stream_ends_when_its_token_is_revoked(
         actor = await service.rt.db.read(lambda c: principals.authenticate(c, other.token, "api"))
         at = format_time(service.clock.now())
         await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
-        rest: list[SseEvent] = []
-
-        async def drain() -> None:
-            async for e in evs:
-                rest.append(e)
-
-        await asyncio.wait_for(drain(), 5)  # the stream ends by itself
+        rest = await asyncio.wait_for(to_its_end(evs), 5)  # the stream ends by itself
     assert not any(e.data for e in rest)
 
 
@@ -210,13 +208,7 @@ async def test_a_stream_opened_in_a_session_ends_when_the_session_ends(
         await anext(sessionless)
         ended = await agent.post(f"/api/v1/sessions/{session}/end")
         assert ended.status_code == 200, ended.text
-        rest: list[SseEvent] = []
-
-        async def drain() -> None:
-            async for e in in_session:
-                rest.append(e)
-
-        await asyncio.wait_for(drain(), 5)  # the stream ends by itself
+        rest = await asyncio.wait_for(to_its_end(in_session), 5)  # the stream ends by itself
         assert not any(e.data for e in rest)
         await new_task(human, "after the session")
         assert (await asyncio.wait_for(next_data_event(sessionless), 5)).event == "task.created"
