@@ -1100,26 +1100,15 @@ async def test_connection_init_reads_the_session_header_in_any_case_and_form(
     assert await close_code_after_init(service, payload) == 4401
 
 
-async def test_connection_init_with_a_live_session_in_lowercase_is_acknowledged(
-    service: Service,
-) -> None:
-    agent = await service.agent("ws-live")
-    payload = {"authorization": f"Bearer {agent.token}", "waypost-session": agent.session_id}
-    async with running(service) as base:
-        url = base.replace("http://", "ws://") + "/graphql"
-        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
-            await ws.send(json.dumps({"type": "connection_init", "payload": payload}))
-            assert json.loads(await ws.recv())["type"] == "connection_ack"
-
-
 async def test_a_socket_is_closed_once_the_session_it_named_ends(service: Service) -> None:
     """docs/graphql.md: every acknowledged socket re-checks its token *and
     session* and closes with 4401 once they fail, as connection_init refuses a
     session that is not live. Only the token's revocation and connection_init
     were pinned: a watch that re-checked the token alone left an agent's socket
-    acting in a session that had ended (its subscriptions kept streaming)."""
+    acting in a session that had ended (its subscriptions kept streaming). A
+    live session named in lowercase is acknowledged first."""
     agent = await service.agent("ws-ends")
-    payload = {"Authorization": f"Bearer {agent.token}", "Waypost-Session": agent.session_id}
+    payload = {"authorization": f"Bearer {agent.token}", "waypost-session": agent.session_id}
     async with running(service) as base:
         url = base.replace("http://", "ws://") + "/graphql"
         async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
