@@ -347,6 +347,18 @@ def test_mcp_refuses_a_url_no_call_could_reach(url: str) -> None:
     assert "Invalid value for '--url'" in result.stderr, result.stderr
 
 
+@pytest.mark.parametrize("url", ["http://agent:s3cretpw@127.0.0.1:9", "https://s3cretpw@h.example"])
+def test_mcp_refuses_a_url_holding_a_password_without_quoting_it(url: str) -> None:
+    """httpx sends a URL's user and password as `Basic`, in place of the
+    token: every call failed, the valid token was blamed ("refused the
+    token"), and the password went to standard error and into every tool's
+    answer (stdiocohabit)."""
+    result = CliRunner().invoke(main, ["mcp", "--url", url], env={"WAYPOST_TOKEN": "wp_x"})
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--url': holds a user name or password" in result.stderr
+    assert "s3cretpw" not in result.output
+
+
 def test_db_defaults_to_env_waypost_db(tmp_path: Path) -> None:
     path = tmp_path / "from-env.db"
     ok("admin", "migrate", env={"WAYPOST_DB": str(path)})
@@ -468,6 +480,9 @@ HOST_253 = f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 61}"
               "--k8s-ca", __file__], "not a PEM CA bundle"),  # a file, but Python
         ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://k8s.example",
               "--k8s-ca", "/nonexistent/ca.pem"], "--k8s-ca /nonexistent/ca.pem: cannot be read"),
+        # its TokenReview calls carry the service account's token
+        ({}, ["--lifecycle-auth", "tokenreview", "--k8s-api", "https://sa:pw@k8s.example",
+              "--k8s-ca", __file__], "--k8s-api holds a user name or password"),
     ],
 )  # fmt: skip
 def test_serve_refuses_settings_it_cannot_run_with(

@@ -248,7 +248,7 @@ def _lifecycle_settings(
     if k8s_api is not None:
         from waypost.http.urls import endpoint_url_refusal
 
-        refused = endpoint_url_refusal(k8s_api, ("https",))
+        refused = endpoint_url_refusal(k8s_api, ("https",), bearer=True)
         if refused is not None:
             raise click.UsageError(f"--k8s-api {refused}")
     if auth == "tokenreview" and k8s_ca is not None:
@@ -372,7 +372,7 @@ def mcp_command(url: str) -> None:
     from waypost.mcp_server.stdio import main as serve_mcp
     from waypost.observe import logs
 
-    refused = endpoint_url_refusal(url, ("http", "https"))
+    refused = endpoint_url_refusal(url, ("http", "https"), bearer=True)
     if refused is not None:
         # no call could ever reach it: it said "cannot reach ... yet" and ran
         # on, each tool failing, as for a service not started (cliaudit)

@@ -14,8 +14,10 @@ import httpx
 _HOST = re.compile(rb"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+")
 
 
-def endpoint_url_refusal(url: str, schemes: tuple[str, ...]) -> str | None:
-    """Why `url` cannot be an endpoint of one of `schemes`; None if fine."""
+def endpoint_url_refusal(url: str, schemes: tuple[str, ...], *, bearer: bool = False) -> str | None:
+    """Why `url` cannot be an endpoint of one of `schemes`; None if fine.
+    `bearer`: the calls carry a bearer token of their own, which a user name
+    or password in the URL would replace (httpx sends them as `Basic`)."""
     wanted = " or ".join(f"{scheme}://" for scheme in schemes)
     try:
         parsed = httpx.URL(url)
@@ -34,4 +36,10 @@ def endpoint_url_refusal(url: str, schemes: tuple[str, ...]) -> str | None:
         return f"names no host a connection can be made to ({host!r})"
     if parsed.port is not None and not 0 < parsed.port < 65536:
         return "has a port outside 1-65535"
+    if bearer and parsed.userinfo:
+        # every call went out as `Basic user:password`, the token dropped: the
+        # valid token was blamed ("refused the token"), and the password
+        # quoted on standard error and in each tool's answer (stdiocohabit).
+        # Named, never quoted: the URL itself holds the password.
+        return "holds a user name or password, which would be sent in place of the token"
     return None
