@@ -56,6 +56,7 @@ SHIPPED = {
     "0035_decision_stale_judged_edit.sql": "d821e38245d2286f069f283290a9997b",
     "0036_knowledge_shared_status_indexes.sql": "32a3563d04b730c36ee9d82b9ce1eee2",
     "0037_words_keep_their_marks.sql": "d8d9e95293f8e62b1418013feaea4395",
+    "0038_bidi_controls_end_words.sql": "af36c4f60f298e68c39324668f6b0184",
 }
 
 _INDEX_LINES = (

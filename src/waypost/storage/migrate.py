@@ -9,7 +9,6 @@ import time
 from waypost.storage.connection import rollback_if_open
 from waypost.storage.schema_guard import (
     EARLIER_TEXTS,
-    REAPPLIED,
     Migration,
     MigrationError,
     available,
@@ -67,9 +66,6 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     found = refusals(applied, known)
     if found:
         raise MigrationError(found[0])
-    for migration in known:
-        if applied.get(migration.name) in REAPPLIED.get(migration.name, frozenset()):
-            _reapply(conn, migration)
     done: list[str] = []
     pending = [migration for migration in known if migration.name not in applied]
     # said before and after: most take milliseconds, but one that rebuilds
@@ -112,29 +108,6 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         besides = f"; {others} other(s) applied meanwhile by another process" if others else ""
         log.info("applied %s in %.1f s%s", _named(done), time.monotonic() - started, besides)
     return done
-
-
-def _reapply(conn: sqlite3.Connection, migration: Migration) -> None:
-    """Run today's text of a migration this file applied in an earlier text
-    (schema_guard.REAPPLIED), recording today's checksum in the same
-    transaction. Another process doing the same meanwhile only runs it once
-    more: the text is safe to run twice."""
-    log.info("applying %s again: this file applied an earlier text of it", migration.name)
-    started = time.monotonic()
-    script = (
-        "BEGIN IMMEDIATE;\n"
-        f"UPDATE schema_migrations SET checksum = '{migration.checksum}',"
-        " applied_at = strftime('%Y-%m-%dT%H:%M:%fZ','now')"
-        f" WHERE name = '{migration.name}';\n"
-        f"{migration.sql}\n;"
-    )
-    try:
-        conn.executescript(script)
-        conn.execute("COMMIT")
-    except BaseException:
-        rollback_if_open(conn)
-        raise
-    log.info("applied %s again in %.1f s", migration.name, time.monotonic() - started)
 
 
 def _named(names: list[str]) -> str:

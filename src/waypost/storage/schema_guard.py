@@ -44,24 +44,9 @@ class MigrationError(RuntimeError):
 # judged-edit trigger migration 0035 makes again, then ac0ace9 and 329a8a4,
 # whose text differs in comments only). tests/data/earlier_migrations holds
 # each text under the build that shipped it. And to 0037 (d7776ab, then
-# 7681c9f, 2026-12-05): see REAPPLIED.
-#
-# Earlier texts whose files are brought level by running today's text once
-# more (storage/migrate.py; the text must be safe to run twice). 0037's first
-# two tokenizers left more marks as separators (its separators grew twice in
-# 40 minutes): its three indexes are dropped and made again with today's, as
-# 0037 itself does. A later numbered migration could not do it only for those
-# files, and doing it for every file rebuilds every index (53 s at a million
-# records) for the few that need it.
-REAPPLIED: dict[str, frozenset[str]] = {
-    "0037_words_keep_their_marks.sql": frozenset({
-        "fa138522512cf765be0c9d58ea0abf6703f7db5ae8cd2b45d3fe32778259cac5",
-        "b0c92c381b46904b2140407067e751a687efcd8da3d467175eee4dd3b6dcf9e1",
-    }),
-}  # fmt: skip
-
+# 7681c9f, 2026-12-05: fewer marks were separators), whose indexes 0038
+# makes again with today's tokenizer.
 EARLIER_TEXTS: dict[str, frozenset[str]] = {
-    **REAPPLIED,
     "0004_decisions.sql": frozenset({
         "070e8caf210bb8c11254fff1083552371724c7173d7add9f720aeb03934de808",
         "05ee6c968f1c0f5107526c5e70487d46d14c1ff67fb130293b0b72254f6c7bd9",
@@ -78,6 +63,10 @@ EARLIER_TEXTS: dict[str, frozenset[str]] = {
     }),
     "0031_task_decisions.sql": frozenset({
         "ab3de4b93e2d866f26ef20f4ba19e8e1f20a5ef144fc27aa616d78247191622c",
+    }),
+    "0037_words_keep_their_marks.sql": frozenset({
+        "fa138522512cf765be0c9d58ea0abf6703f7db5ae8cd2b45d3fe32778259cac5",
+        "b0c92c381b46904b2140407067e751a687efcd8da3d467175eee4dd3b6dcf9e1",
     }),
 }  # fmt: skip
 
