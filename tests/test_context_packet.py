@@ -734,3 +734,48 @@ def test_valid_reranker_settings_are_read_from_the_environment() -> None:
     assert RerankSettings.from_environ({}).max_concurrency == 4
     # "the shared circuit opens for 60 seconds by default"
     assert RerankSettings.from_environ({}).circuit_open_seconds == 60.0
+
+
+async def test_the_decisions_route_is_named_only_when_a_decision_was_left_out(
+    human: Caller, project: str
+) -> None:
+    """The packet holds the open decision; only a record too large for any
+    budget beside the policy was left out. The advice sends to the lists
+    for it, and not to the decisions route: no decision is missing."""
+    t = await task(human, "deploy billing")
+    decision = await open_decision(human, t["id"])
+    await set_policy(human, rules='"' * 40000)  # 80,000 bytes of JSON
+    await knowledge(human, "zebra", body="é" * 32000)  # 64,000
+    packet = await context(human, "zebra", budget=131072)
+    assert ids(packet) == [decision] and packet["truncated"] is True
+    [advice] = packet["next_actions"]
+    assert "knowledge routes with q" in advice and "raise budget" not in advice, advice
+    assert "decisions route" not in advice, advice
+    # the same at a smaller budget where the policy alone stops it (its
+    # advice then names the budget that holds the decision, not a route)
+    small = await context(human, "zebra", budget=4096)
+    [advice] = small["next_actions"]
+    assert "decisions route" not in advice, advice
+
+
+async def test_a_next_item_that_fills_the_largest_budget_exactly_is_one_to_raise_to(
+    human: Caller, project: str
+) -> None:
+    """The policy and the first item take 131,072 bytes together: the
+    largest budget holds both, so the advice names it (not the lists)."""
+    item = await knowledge(human, "zebra", body="z" * 60000)
+    await set_policy(human, rules="x")
+    probe = await context(human, "zebra", budget=131072)
+    [found] = probe["items"]
+    overhead = size(probe["policy"]) - 1  # the policy's bytes besides its rules
+    pairs, odd = divmod(131072 - size(found) - overhead, 2)  # a quote is 2 bytes of JSON
+    await set_policy(human, rules='"' * pairs + "x" * odd)
+    whole = await context(human, "zebra", budget=131072)
+    assert size(whole["policy"]) + size(found) == 131072, "the revision's digits changed"
+    assert ids(whole) == [item["id"]]
+    policy_size = size(whole["policy"])
+    [advice] = (await context(human, "zebra", budget=4096))["next_actions"]
+    assert advice.startswith("Increase budget to at least 131072 bytes"), advice
+    assert "even in the largest budget" not in advice, advice
+    [advice] = (await context(human, "zebra", budget=policy_size))["next_actions"]
+    assert "raise budget to at least 131072 bytes" in advice, advice

@@ -309,7 +309,10 @@ async def test_a_key_still_running_is_409_in_flight_and_one_memo_is_made(
     for r in answers:
         if r.status_code == 409:
             assert r.json() == {"error": "idempotency_in_flight"}
-    assert 409 in statuses  # the first held the key while it waited for the writer
+    # not `409 in statuses`: since a finished command's retry is answered by a
+    # point read (001d2fb), all eight replay when the first commits before
+    # the others reach the key's slot (4 runs in 20); the 409 while the first
+    # still runs is pinned deterministically in test_replay_storm.py
     assert await lifecycle.count("lifecycle_memos") == 1
 
 
