@@ -13,7 +13,6 @@ from contextlib import aclosing
 from datetime import timedelta
 from typing import Any
 
-import msgspec
 import pytest
 import starlette.websockets
 from graphql import ExecutionResult
@@ -33,7 +32,7 @@ from waypost.resolvers.projects import store as project_store
 from waypost.schema import schema
 from waypost.schema.context import Context
 from waypost.schema.relay import global_id
-from waypost.schema.websocket import TransportWS, _size_refusal
+from waypost.schema.websocket import RefusedPayload, TransportWS, oversized_subscribe
 
 EVENTS = """subscription ($after: Int) {
   projectEvents(projectId: "demo", after: $after) {
@@ -1203,14 +1202,19 @@ async def test_a_rules_edit_pushes_stale_at_once_not_at_the_next_recheck(
 
 def test_a_subscribe_of_exactly_the_body_limit_is_taken() -> None:
     """As on POST /graphql: a document and its variables of exactly
-    GRAPHQL_BODY_LIMIT bytes are taken, one byte more refused."""
-    base = {"query": "", "variables": {}}
-    pad = GRAPHQL_BODY_LIMIT - len(msgspec.json.encode(base))
-    exact = {"query": "#" * pad, "variables": {}}
-    assert len(msgspec.json.encode(exact)) == GRAPHQL_BODY_LIMIT
-    assert _size_refusal(exact) is None
-    refusal = _size_refusal({"query": "#" * (pad + 1), "variables": {}})
-    assert refusal is not None and refusal["extensions"]["code"] == "payload_too_large"
+    GRAPHQL_BODY_LIMIT bytes as sent are taken, one byte more refused for
+    the operation (the payload's own bytes, the frame's envelope apart)."""
+
+    def frame(pad: int) -> bytes:
+        payload = '{"query": "' + "#" * pad + '", "variables": {}}'
+        return ('{"id": "1", "type": "subscribe", "payload": ' + payload + "}").encode()
+
+    pad = GRAPHQL_BODY_LIMIT - len('{"query": "", "variables": {}}')
+    assert oversized_subscribe(frame(pad)) is None
+    refused = oversized_subscribe(frame(pad + 1))
+    assert refused is not None and refused["id"] == "1"
+    assert isinstance(refused["payload"], RefusedPayload)
+    assert refused["payload"].refusal.code == "payload_too_large"
 
 
 async def test_a_closed_socket_gives_back_exactly_its_own_place(service: Service) -> None:

@@ -40,7 +40,7 @@ from waypost.schema.errors import refuses_the_caller
 from waypost.schema.execution import MASKED
 from waypost.schema.fastpath import known
 from waypost.schema.variable_errors import reworded
-from waypost.schema.websocket import NOBODY, TransportWS, refused_subscribe
+from waypost.schema.websocket import NOBODY, TransportWS, oversized_subscribe, refused_subscribe
 
 log = logging.getLogger("waypost.graphql")
 _encoder = msgspec.json.Encoder()
@@ -246,6 +246,9 @@ class WaypostGraphQL(GraphQL[Context, None]):
         Strawberry answers as malformed (a WebSocket frame: close 4400).
         HTTP bodies were checked before."""
         raw = data.encode() if isinstance(data, str) else data
+        oversized = oversized_subscribe(raw)
+        if oversized is not None:
+            return oversized
         try:
             return parse_json(raw)
         except WaypostError as error:
