@@ -38,7 +38,6 @@ async def still_valid(rt: Runtime, token: str, session_id: str | None = None) ->
     and the session it was opened in, if it named one, is still live: an SSE
     stream opened in a session went on after the session ended, where a
     GraphQL socket closes (tokenjourney)."""
-    at = format_time(rt.now())
 
     def check(conn: Any) -> None:
         actor = principals.authenticate(conn, token, "api")
@@ -46,6 +45,10 @@ async def still_valid(rt: Runtime, token: str, session_id: str | None = None) ->
             sessions.enter_session(conn, actor, session_id, at)
 
     try:
+        # inside: a clock file being rewritten (Unavailable, Retry-After 1)
+        # says nothing of the token or the session, as a busy store does not;
+        # raised out of here it ended every stream and killed MCP's watch
+        at = format_time(rt.now())
         await rt.db.read(check)
     except (Unauthenticated, Forbidden):
         return False

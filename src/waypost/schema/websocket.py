@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from typing import Any
@@ -127,6 +128,20 @@ def oversized_subscribe(raw: bytes) -> dict[str, object] | None:
     return refused_subscribe(raw, PayloadTooLarge(message), members)
 
 
+def _operation_id(members: dict[str, str]) -> object:
+    """The frame's `id`: a string of any length (its text has no depth and no
+    number to parse: read whole, cheaply), else as `member_value` reads it.
+    An id past member_value's 1,024 characters went unread, and an oversized
+    payload under it ran (review74)."""
+    text = members.get("id", "")
+    if text.startswith('"'):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None
+    return member_value(members, "id")
+
+
 def refused_subscribe(
     raw: bytes, refusal: WaypostError, members: dict[str, str] | None = None
 ) -> dict[str, object] | None:
@@ -138,7 +153,7 @@ def refused_subscribe(
         members = top_level(raw.decode("utf-8", "replace"))
     if members is None or member_value(members, "type") != "subscribe":
         return None
-    operation_id = member_value(members, "id")
+    operation_id = _operation_id(members)
     if not isinstance(operation_id, str) or not members.get("payload", "").startswith("{"):
         return None
     if not operation_id.isascii() and not is_utf8(operation_id):
