@@ -5,17 +5,21 @@ list a read of its own; pinned, all of them see the database as of the
 query's first read, so one answer never mixes moments (a task shown blocked
 by a decision the same answer shows allowed); and the service's clock is
 read once for it, so what depends on time (an expiry, a lease) is judged at
-one instant too. Mutations are not pinned:
+one instant too. The snapshot is begun before the clock is read, so no
+write it holds was stamped after that instant. Mutations are not pinned:
 their answers must see their own writes. Subscriptions are not either: each
 event's answer is read when the event comes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 
 from strawberry.extensions import SchemaExtension
 from strawberry.types.graphql import OperationType
+
+from waypost.errors import Unavailable
 
 
 class QuerySnapshot(SchemaExtension):
@@ -27,8 +31,14 @@ class QuerySnapshot(SchemaExtension):
             kind = None
         if kind is OperationType.QUERY:
             rt = ctx.context.rt
-            # one snapshot, judged at one instant (decision expiry, leases)
+            # one snapshot, judged at one instant (decision expiry, leases),
+            # read once the snapshot has begun: a query that waited for a
+            # connection showed writes committed meanwhile, stamped after it
             async with rt.db.pinned():
+                with contextlib.suppress(Unavailable):
+                    # a store that cannot begin it now: the query's first
+                    # read meets the same and answers for it, as before
+                    await rt.db.begin_pinned()
                 with rt.pinned_now():
                     ctx.context.judged_at = rt.now()
                     yield

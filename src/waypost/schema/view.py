@@ -221,8 +221,8 @@ class WaypostGraphQL(GraphQL[Context, None]):
         # judged at one instant, as the pipeline's query is (schema/snapshot.py);
         # a clock file that cannot be read raises the 503 here
         with rt.pinned_now():
-            at = rt.now()
             data = await fastpath.answer_known(rt, entry, request.state.actor.principal_id)
+            at = rt.now()  # the instant it was judged at: its snapshot's
         if data is None:
             return None  # an error to render this time: the pipeline does
         # what the pipeline does around execution (observe/graphql.py)

@@ -52,7 +52,7 @@ from waypost.storage.connection import (
 )
 from waypost.storage.files import FileWatch, files_changed_refusal
 from waypost.storage.migrate import migrate
-from waypost.storage.readers import ReaderPool, run_read
+from waypost.storage.readers import ReaderPool, begin_snapshot, run_read
 from waypost.storage.schema_guard import available
 from waypost.storage.snapshots import PinnedSnapshots
 from waypost.storage.upgrades import SchemaWatch, upgraded_refusal
@@ -331,6 +331,20 @@ class Database:
         if self._snapshots is None:
             raise Unavailable("the database is not open")
         return snapshots.pinned(self, self._snapshots)
+
+    def in_pinned(self) -> bool:
+        """Whether this task reads inside a `pinned()` block."""
+        return snapshots.current(self) is not None
+
+    async def begin_pinned(self) -> None:
+        """Begin the `pinned()` block's snapshot now, taking its connection
+        (waiting while every one is held), rather than at its first read:
+        a GraphQL query then reads its clock after its snapshot has begun.
+        Pinned at its start, a query that waited for a connection showed
+        writes committed while it waited, stamped after its instant
+        (review73)."""
+        if self.in_pinned():
+            await self.read(begin_snapshot)
 
     @staticmethod
     def unpinned() -> contextlib.AbstractAsyncContextManager[None]:

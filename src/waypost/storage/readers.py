@@ -20,6 +20,16 @@ from waypost.storage.connection import is_busy
 T = TypeVar("T")
 
 
+def begin_snapshot(conn: sqlite3.Connection) -> None:
+    """Begin the open read transaction's snapshot now: a deferred BEGIN takes
+    it at the first statement that reads the file. For a unit that reads the
+    clock after it, so that every write its snapshot holds was stamped at or
+    before the instant it is judged at."""
+    # a table of the file's own: `sqlite_schema` is prepared before the
+    # schema is loaded, so its first run on a connection was prepared twice
+    conn.execute("SELECT 1 FROM schema_migrations LIMIT 1").fetchall()
+
+
 def run_read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
     """Run `fn` inside one read transaction, so it sees a single snapshot.
 

@@ -91,8 +91,8 @@ async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
     # every reader, so a policy read elsewhere waited 551 ms at the median.
     # It may wait there: judged at the instant its snapshot begins, which
     # becomes the request's `Waypost-Now` (REST's; GraphQL's digest is read
-    # by schema/loaders.py on the query's own snapshot, judged at the query's
-    # instant, taken before that snapshot begins: docs/graphql.md's known limit).
+    # by schema/loaders.py on the query's own snapshot, at the query's instant,
+    # read once that snapshot has begun: schema/snapshot.py).
     read = functools.partial(_digest_at_snapshot, project_id=project_id, clock=rt.moving_now())
     return await rt.db.search(read, unbounded=True)
 

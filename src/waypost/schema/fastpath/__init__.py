@@ -40,6 +40,7 @@ from waypost.schema.fastpath.plan import SelectionPlan, compile_query
 from waypost.schema.fastpath.reads import Fallback, Reads
 from waypost.schema.fastpath.run import execute
 from waypost.storage.connection import is_busy, is_damage, storage_refusal
+from waypost.storage.readers import begin_snapshot
 
 log = logging.getLogger("waypost.graphql")
 
@@ -87,11 +88,22 @@ async def answer_known(rt: Runtime, entry: known.Known, caller: str) -> dict[str
 
 
 async def _run(rt: Runtime, plan: SelectionPlan, caller: str) -> dict[str, Any] | None:
-    now = rt.now()
+    # Inside the pipeline's query (schema/snapshot.py) its snapshot has begun
+    # and its instant is read; a request answered from `known` is judged once
+    # its own snapshot has begun (it may wait for a reader first), and the
+    # request's instant moves there
+    pinned = rt.db.in_pinned()
+    at = rt.now()
+    clock = rt.moving_now()
     limit = budget.max_objects(rt)
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
+            if pinned:
+                now = at
+            else:
+                begin_snapshot(conn)
+                now = clock()
             reads = Reads(conn, now, format_time(now), caller, plan.selected, max_objects=limit)
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
