@@ -2,7 +2,7 @@
 
 graphql-core resolves a query level by level, each DataLoader batch and root
 list a read of its own; pinned, all of them see the database as of the
-query's first read, so one answer never mixes moments (a task shown blocked
+query's start, so one answer never mixes moments (a task shown blocked
 by a decision the same answer shows allowed); and the service's clock is
 read once for it, so what depends on time (an expiry, a lease) is judged at
 one instant too. The snapshot is begun before the clock is read, so no

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Awaitable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
+from datetime import datetime
 from typing import Any
 
 from graphql import GraphQLError
@@ -87,23 +88,31 @@ async def answer_known(rt: Runtime, entry: known.Known, caller: str) -> dict[str
         return None
 
 
+def _judged_on_its_snapshot(rt: Runtime) -> Callable[[sqlite3.Connection], datetime]:
+    """The instant a fast path read is judged at, given its connection."""
+    if rt.db.in_pinned():
+        at = rt.now()  # read on the pipeline's snapshot, begun before its instant
+        return lambda conn: at
+    moving = rt.moving_now()
+
+    def once_begun(conn: sqlite3.Connection) -> datetime:
+        begin_snapshot(conn)
+        return moving()
+
+    return once_begun
+
+
 async def _run(rt: Runtime, plan: SelectionPlan, caller: str) -> dict[str, Any] | None:
     # Inside the pipeline's query (schema/snapshot.py) its snapshot has begun
     # and its instant is read; a request answered from `known` is judged once
     # its own snapshot has begun (it may wait for a reader first), and the
     # request's instant moves there
-    pinned = rt.db.in_pinned()
-    at = rt.now()
-    clock = rt.moving_now()
+    judged = _judged_on_its_snapshot(rt)
     limit = budget.max_objects(rt)
 
     def unit(conn: sqlite3.Connection) -> dict[str, Any] | None:
         try:
-            if pinned:
-                now = at
-            else:
-                begin_snapshot(conn)
-                now = clock()
+            now = judged(conn)
             reads = Reads(conn, now, format_time(now), caller, plan.selected, max_objects=limit)
             return execute(reads, plan, [None])[0]
         except (Fallback, WaypostError, GraphQLError):
