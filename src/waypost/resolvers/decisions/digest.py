@@ -29,6 +29,7 @@ from waypost.resolvers.tasks import ready_store
 from waypost.resolvers.tasks.readiness import ready_params
 from waypost.resolvers.tasks.views import present_tasks
 from waypost.runtime import Runtime
+from waypost.storage.readers import begin_snapshot
 
 DIGEST_LIMIT: Final = 200
 TIMED_OUT_WINDOW: Final = timedelta(days=7)
@@ -100,6 +101,5 @@ async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
 def _digest_at_snapshot(
     conn: sqlite3.Connection, project_id: str, clock: Callable[[], datetime]
 ) -> dict[str, Any]:
-    require_project(conn, project_id)  # a first read: the snapshot has begun
-    # so every write the digest shows was stamped at or before its instant
+    begin_snapshot(conn)  # so every write it shows was stamped at or before its instant
     return digest_sync(conn, project_id, clock())

@@ -159,10 +159,11 @@ def _run(
     unit: Unit,
     new: bool,
 ) -> Receipt:
-    finished = _replay(conn, req)
+    authz.recheck_identity(conn, req.caller)
+    previous = store.receipt(conn, req.caller.id, req.key)
+    finished = _replayed(conn, req, previous)
     if finished is not None:
         return finished
-    previous = store.receipt(conn, req.caller.id, req.key)
     # every handled command meets the policy first, a reused key included: a
     # caller without the right hears `policy_denied`, whatever its key
     if new:
@@ -189,7 +190,14 @@ def _replay(conn: sqlite3.Connection, req: Request) -> Receipt | None:
     """The answer of exactly this request, if it has run (None: not run, or
     the key holds another request, which the writer refuses after the policy)."""
     authz.recheck_identity(conn, req.caller)
-    previous = store.receipt(conn, req.caller.id, req.key)
+    return _replayed(conn, req, store.receipt(conn, req.caller.id, req.key))
+
+
+def _replayed(
+    conn: sqlite3.Connection, req: Request, previous: sqlite3.Row | None
+) -> Receipt | None:
+    """`previous`, the receipt under the caller's key, replayed if it holds
+    exactly this request (reauthorized); else None."""
     if previous is None or previous["fingerprint"] != req.fingerprint:
         return None
     # a replay is a request like any other: the caller must still hold the right
