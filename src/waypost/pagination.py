@@ -89,6 +89,13 @@ class Page(Generic[T]):
             return cls(items, [cursor_of(i) for i in items], cursor is not None, more)
         return cls(items, [cursor_of(i) for i in items], more, cursor is not None)
 
+    def first(self, count: int) -> Page[T]:
+        """The page's first `count` items, with more following them: a page
+        cut short (a REST page at its byte bound) goes on from its last item."""
+        if len(self.cursors) != len(self.items):
+            raise ValueError("a page without a cursor per item cannot be cut short")
+        return Page(self.items[:count], self.cursors[:count], True, self.has_previous)
+
     def map(self, fn: Callable[[T], object]) -> Page[object]:
         return Page([fn(i) for i in self.items], self.cursors, self.has_next, self.has_previous)
 

@@ -106,7 +106,7 @@ class LocalBackend:
             result = prepared if isinstance(prepared, Outcome) else await route.handler(prepared)
         except WaypostError as error:
             raise ApiError.of(error) from None
-        return Reply(*rendered(result))
+        return Reply(*rendered(result, encoded=False))
 
     async def _enter(self, session_id: str | None) -> Actor:
         if session_id is None:

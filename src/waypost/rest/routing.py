@@ -33,6 +33,7 @@ from waypost.http.client_gone import disconnect_of
 from waypost.http.headers import content_coding_refusal, header
 from waypost.pagination import Page
 from waypost.resolvers.core.receipts import Idempotency, Outcome, stored_answer
+from waypost.rest.pages import bounded_page
 from waypost.rest.responses import (
     INTERNAL_ERROR,
     encode_json,
@@ -168,12 +169,13 @@ async def _earlier_answer(
     return await stored_answer(rt, actor, idem)
 
 
-def rendered(result: Result) -> tuple[int, Any, bool]:
-    """(status, JSON body, replayed) of what a handler returned."""
+def rendered(result: Result, *, encoded: bool = True) -> tuple[int, Any, bool]:
+    """(status, JSON body, replayed) of what a handler returned; a page's
+    items `encoded` as text for the answer (pages.bounded_page)."""
     if isinstance(result, Outcome):
         return result.status, result.body, result.replayed
     if isinstance(result, Page):
-        return 200, result.to_json(), False
+        return 200, bounded_page(result, encoded=encoded), False
     return 200, result, False
 
 
