@@ -111,8 +111,27 @@ async def check_token(client: httpx.AsyncClient) -> None:
         print(f"waypost mcp: cannot reach {client.base_url} yet ({type(exc).__name__})",
               file=sys.stderr)  # fmt: skip
         return
+    if _is_lifecycle_listener(response):
+        raise TokenRefused(
+            f"{client.base_url} is Waypost's lifecycle listener (the decision-memo API, serve's"
+            " --lifecycle-port), which has no tools' routes: give --url the public listener"
+            " (serve's --port)"
+        )
     if response.status_code == 401:
         raise TokenRefused(f"{client.base_url} refused the token in WAYPOST_TOKEN (401)")
+
+
+def _is_lifecycle_listener(response: httpx.Response) -> bool:
+    """Whether the answer is the lifecycle listener's refusal: its envelope is
+    `{"error": "code"}`, the public one's error an object. Pointed there,
+    `waypost mcp` said the token was refused, naming no way on (stdiocohabit)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return response.status_code in (401, 404) and isinstance(body, dict) and (
+        isinstance(body.get("error"), str)
+    )
 
 
 def message_of_line(line: bytes) -> JSONRPCMessage | Refusal | None:

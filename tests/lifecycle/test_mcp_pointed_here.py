@@ -1,0 +1,47 @@
+"""`waypost mcp --url` pointed at the lifecycle listener says so, whichever
+token it holds, rather than that its token was refused (stdiocohabit)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.conftest import Service
+from tests.lifecycle.support import Lifecycle
+from waypost.lifecycle_http.app import create_lifecycle_app
+from waypost.lifecycle_http.verifiers import WaypostTokenVerifier
+from waypost.mcp_server.stdio import TokenRefused, check_token
+
+
+def _client(app: object, token: str, base: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app),  # type: ignore[arg-type]
+        base_url=base,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+
+
+@pytest.mark.parametrize("audience", ["api", "lifecycle"])
+async def test_the_lifecycle_listener_is_named_whatever_the_token(
+    service: Service, lifecycle: Lifecycle, audience: str
+) -> None:
+    member = await lifecycle.member("author")
+    token = (
+        member.token if audience == "lifecycle" else (await service.principal("agent", "a")).token
+    )
+    app = create_lifecycle_app(service.rt, WaypostTokenVerifier(service.rt))
+    async with _client(app, token, "http://lifecycle.test") as client:
+        with pytest.raises(TokenRefused) as refused:
+            await check_token(client)
+    said = str(refused.value)
+    assert "lifecycle listener" in said and "--port" in said
+    assert "refused the token" not in said
+
+
+async def test_the_public_listener_still_names_a_refused_token(service: Service) -> None:
+    async with _client(service.app, "wp_not-a-token", "http://public.test") as client:
+        with pytest.raises(TokenRefused, match="refused the token in WAYPOST_TOKEN"):
+            await check_token(client)
+    agent = await service.principal("agent", "b")
+    async with _client(service.app, agent.token, "http://public.test") as client:
+        await check_token(client)  # a good token: no refusal
