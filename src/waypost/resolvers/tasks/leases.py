@@ -81,11 +81,24 @@ def require_owner(tx: Tx, row: sqlite3.Row) -> None:
             {"reason": "lease_expired", "expires_at": row["lease_expires_at"]},
         )
     if not _holds(tx.actor, row):
-        raise LeaseConflict(
-            "another principal or session holds the lease",
-            {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
-             "expires_at": row["lease_expires_at"]},
-        )  # fmt: skip
+        raise _held_by_another(tx, row, "the lease")
+
+
+def _held_by_another(tx: Tx, row: sqlite3.Row, what: str) -> LeaseConflict:
+    """Another's live lease, in words saying whose: the lease names its
+    session too, so an agent's own earlier session holds it alike (renew and
+    submit said "another principal or session", and the agent could not
+    tell the lease was its own; leasejourney). `expires_at` says when it
+    lapses (then `recover` takes the task over): an agent whose session
+    ended meanwhile could not tell how long to wait."""
+    yours = row["lease_owner_id"] == tx.actor.principal_id
+    whose = "another session of yours" if yours else "another principal"
+    until = " until it lapses (then recover takes the task over)" if yours else ""
+    return LeaseConflict(
+        f"{whose} holds {what}{until}",
+        {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
+         "expires_at": row["lease_expires_at"]},
+    )  # fmt: skip
 
 
 def _take_lease(tx: Tx, row: sqlite3.Row) -> sqlite3.Row:
@@ -110,16 +123,7 @@ def _check_named_claim(tx: Tx, row: sqlite3.Row) -> None:
             )
         if _holds(tx.actor, row):
             raise StateConflict("you already hold this task", {"reason": "already_claimed"})
-        # the lease names its session too: your own other session holds it alike
-        yours = row["lease_owner_id"] == tx.actor.principal_id
-        whose = "another session of yours" if yours else "another principal"
-        raise LeaseConflict(
-            f"{whose} holds this task",
-            # when it lapses (then `recover` takes the task over): an agent
-            # whose session ended meanwhile could not tell how long to wait
-            {"reason": "held_by_another", "owner_id": row["lease_owner_id"],
-             "expires_at": row["lease_expires_at"]},
-        )  # fmt: skip
+        raise _held_by_another(tx, row, "this task")
     ready = readiness_apart_from_gate(tx.conn, row)
     if ready.reason in ("not_open", "leased"):
         raise StateConflict(
