@@ -740,3 +740,16 @@ def test_a_backup_whose_name_only_looks_like_a_journal_is_written(tmp_path: Path
     result = run("admin", "backup", "--db", str(db), "--to", str(target))
     assert result.exit_code == 0, result.output
     assert target.is_file()
+
+
+def test_a_file_one_migration_behind_is_said_in_the_singular(tmp_path: Path) -> None:
+    """docsjourney: "1 migrations are not applied yet"."""
+    from tests.conftest import earlier_builds_file
+    from waypost.storage.migrate import available
+
+    db = tmp_path / "one-behind.db"
+    newest = available()[-1].name
+    earlier_builds_file(db, before=newest)
+    code, report = verify_cli(db)
+    assert code == 0 and report["ok"] is True, report
+    assert report["checked_a_copy"].startswith(f"1 migration is not applied yet ({newest}):")

@@ -145,3 +145,16 @@ def test_documented_core_routes_exist() -> None:
             continue
         for method in match.group(1).split("|"):
             assert (method, shape(path)) in known, f"docs/api.md mentions {method} {path}"
+
+
+def test_the_readme_start_shows_todays_migrations() -> None:
+    """The README's `make run` output names the migrations a fresh file gets
+    (it named 31, to 0037, after 0038 landed; docsjourney)."""
+    from waypost.storage.migrate import available
+
+    names = [m.name for m in available()]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = re.findall(r"(?:applying|applied) (\d+) migrations, (\S+) to (\S+)", readme)
+    assert shown, "the README shows no migration lines"
+    for count, first, last in shown:
+        assert (int(count), first, last) == (len(names), names[0], names[-1])

@@ -142,7 +142,8 @@ async def test_named_claim_of_task_held_by_another_is_lease_conflict(
     r = await first.post(f"{BASE}/claims", {"task_id": task["id"]})
     assert error(r)[:2] == (409, "lease_conflict")
     assert r.json()["error"]["message"] == (
-        "another session of yours holds this task until it lapses (then recover takes the task over)"
+        "another session of yours holds this task until it lapses"
+        " (then recover takes the task over)"
     )
 
 

@@ -35,7 +35,7 @@ def verify(path: Path) -> dict[str, Any]:
     reasons = [] if writable else ["the database is read-only"]
     if pending:
         reasons.append(
-            f"{len(pending)} migrations are not applied yet ({', '.join(pending)}):"
+            f"{_migrations(len(pending))} not applied yet ({', '.join(pending)}):"
             " checked with them applied, as serve applies them at start"
         )
     with tempfile.TemporaryDirectory(prefix="waypost-verify-") as scratch:
@@ -154,3 +154,7 @@ def _verify(path: Path, unmigrated: str | None = None) -> dict[str, Any]:
     if kind == "empty":
         report["note"] = "an empty database: serve creates the schema when it starts"
     return report
+
+
+def _migrations(count: int) -> str:
+    return "1 migration is" if count == 1 else f"{count} migrations are"

@@ -129,8 +129,10 @@ def _is_lifecycle_listener(response: httpx.Response) -> bool:
         body = response.json()
     except ValueError:
         return False
-    return response.status_code in (401, 404) and isinstance(body, dict) and (
-        isinstance(body.get("error"), str)
+    return (
+        response.status_code in (401, 404)
+        and isinstance(body, dict)
+        and (isinstance(body.get("error"), str))
     )
 
 

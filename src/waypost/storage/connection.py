@@ -181,9 +181,14 @@ def refuse_other_names(path: Path) -> None:
     if str(path) == ":memory:":
         return
     try:
-        names = os.stat(path).st_nlink
+        found = os.stat(path)
     except OSError:
         return  # no file yet (or none to look at): SQLite says what is wrong
+    if stat.S_ISDIR(found.st_mode):
+        # a directory's link count is 2 and more: it was called a file of
+        # that many names, and the operator sent looking for them (docsjourney)
+        raise PermissionError("is a directory, not a database file")
+    names = found.st_nlink
     if names > 1:
         raise PermissionError(
             f"the file has {names} names (hard links): a process that opens it by another"
