@@ -28,7 +28,7 @@ async def _walk(human: Caller, project: str) -> list[dict[str, Any]]:
         r = await human.get(kpath(project), limit=200, **({"cursor": cursor} if cursor else {}))
         assert r.status_code == 200, r.text
         pages.append(r.json())
-        assert len(r.content) <= PAGE_BYTES + 1024  # the items and the envelope around them
+        assert len(r.content) <= PAGE_BYTES
         cursor = pages[-1]["next_cursor"]
         if cursor is None:
             return pages
@@ -42,6 +42,8 @@ async def test_a_page_past_its_byte_bound_ends_early_and_goes_on(
     assert len(pages) == 2
     first, second = pages
     assert 0 < len(first["items"]) < COUNT and first["next_cursor"] is not None
+    # it ends before the item that would take it past the bound, not earlier
+    assert len(json.dumps(first, separators=(",", ":"))) + len(BODY) + 1024 > PAGE_BYTES
     assert len(first["items"]) + len(second["items"]) == COUNT
     seen = [i["id"] for p in pages for i in p["items"]]
     assert seen == sorted(made, reverse=True)  # every record once, in list order
