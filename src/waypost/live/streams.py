@@ -238,21 +238,33 @@ async def decision_changes(
         # the tasks whose edits can make it stale (a reopen keeps them)
         affected = frozenset(a["task_id"] for a in decision["current"]["affected"])
         checked = time.monotonic()
+        owed = False
         while True:
             # an event that can change it, its expiry passing (or, the clock
             # set back, no longer passed), or a token check: look again (the
             # read finds the events itself, in its own snapshot)
             batch = await listener.next_batch(limits.poll_seconds)
             due = time.monotonic() - checked >= limits.recheck_seconds
-            if due:
-                if not await still_valid(rt, token, actor.session_id):
-                    return
-                checked = time.monotonic()
-            elif _lapsed(rt, decision) == lapsed and not any(
-                _may_change(event, decision_id, affected) for event in batch
-            ):
+            if any(_may_change(event, decision_id, affected) for event in batch):
+                owed = True
+            try:
+                if due:
+                    if not await still_valid(rt, token, actor.session_id):
+                        return
+                    checked = time.monotonic()
+                elif not owed and _lapsed(rt, decision) == lapsed:
+                    continue
+                changes = await load_changes(rt, decision_id, seen)
+            except Unavailable as refused:
+                if refused.retry_after > 1:
+                    raise
+                # a clock file being rewritten (or a busy store) says nothing
+                # of the decision: read it again at the next poll, the change
+                # that woke this read still owed (it ended the subscription,
+                # and its follower missed the answer that came next; clockjourney)
+                owed = True
                 continue
-            changes = await load_changes(rt, decision_id, seen)
+            owed = False
             if changes is None:
                 return
             states, seen = changes
