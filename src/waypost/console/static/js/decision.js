@@ -5,8 +5,8 @@
 import { allNodes, gql, mutate, onceAnswered } from "./api.js";
 import { renderFieldDiffs, renderDiff } from "./diff.js";
 import {
-  ago, announce, badge, clearError, enc, h, link, lower, newKey, nextId, notice, sayError, timeoutDue,
-  until, whatYouWrote, when, words,
+  ago, announce, badge, clearError, enc, h, isBusy, link, lower, newKey, nextId, notice, sayError,
+  setBusy, timeoutDue, until, whatYouWrote, when, words,
 } from "./dom.js";
 import { ANSWER_DECISION, DECISION, DECISION_GENERATIONS, POLICY, REOPEN_DECISION } from "./queries.js";
 import { instantEcho, localInstant } from "./localtime.js";
@@ -285,8 +285,9 @@ function renderAnswerForm(project, onChanged) {
       })))))));
 
   async function submit(disposition, option) {
-    // the button pressed: disabled while the request is on its way, it lost
-    // the keyboard focus to <body> when the request failed
+    if (buttons.some(isBusy)) return;
+    // the button pressed: given the focus back should it have lost it
+    // (a disabled button lost it to <body> when the request failed)
     const pressed = document.activeElement;
     clearError(errorBox);
     if (!rationale.value.trim()) {
@@ -299,7 +300,7 @@ function renderAnswerForm(project, onChanged) {
         "An allow vouches for the conditions and the environment: tick each box first.");
       return;
     }
-    for (const b of buttons) b.disabled = true;
+    for (const b of buttons) setBusy(b, true);
     status.start();
     try {
       await asOwnChange(d.restId, async () => {
@@ -340,7 +341,7 @@ function renderAnswerForm(project, onChanged) {
       sayNotTaken(errorBox, error, "Press your choice again to send your answer");
     } finally {
       status.stop();
-      for (const b of buttons) b.disabled = false;
+      for (const b of buttons) setBusy(b, false);
       if (document.activeElement === document.body && buttons.includes(pressed)) pressed.focus();
     }
   }
@@ -477,6 +478,7 @@ function renderReopen(project, onChanged, prominent) {
 
   async function submit(event) {
     event.preventDefault();
+    if (isBusy(button)) return;
     clearError(errorBox);
     if (!rationale.value.trim()) {
       sayError(errorBox, rationale, "Say why you reopen it (the rationale is required).");
@@ -506,7 +508,7 @@ function renderReopen(project, onChanged, prominent) {
       }
       input.expiresAt = instant.iso;
     }
-    button.disabled = true;
+    setBusy(button, true);
     status.start();
     try {
       await asOwnChange(d.restId, async () => {
@@ -536,7 +538,7 @@ function renderReopen(project, onChanged, prominent) {
       sayNotTaken(errorBox, error, "Press Reopen again to send your reopening");
     } finally {
       status.stop();
-      button.disabled = false;
+      setBusy(button, false);
       if (document.activeElement === document.body) button.focus();
     }
   }

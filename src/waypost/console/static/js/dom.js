@@ -347,3 +347,16 @@ export function link(href, ...children) {
 export function enc(part) {
   return encodeURIComponent(part);
 }
+
+// A button busy while its request is on its way: aria-disabled, not
+// disabled, since a disabled button drops the keyboard focus to <body> for
+// as long as the request takes (a11yjourney); its handler asks `isBusy`
+// first, as a disabled button took no press.
+export function setBusy(button, busy) {
+  if (busy) button.setAttribute("aria-disabled", "true");
+  else button.removeAttribute("aria-disabled");
+}
+
+export function isBusy(button) {
+  return button.getAttribute("aria-disabled") === "true";
+}

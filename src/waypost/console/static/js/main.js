@@ -4,8 +4,8 @@ import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRe
 import { loadDecision, ownChange, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
-  announce, clearAnnouncement, clearError, enc, fill, h, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
-  typedInto, whatYouWrote, words,
+  announce, clearAnnouncement, clearError, enc, fill, h, isBusy, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
+  setBusy, typedInto, whatYouWrote, words,
 } from "./dom.js";
 import { arrivals, awaitingByProject, everyProject, loadInbox, renderInbox } from "./inbox.js";
 import { renderKnowledgeItem, renderKnowledgeList } from "./knowledge.js";
@@ -259,12 +259,13 @@ function signInView(message, kept = []) {
   // novalidate: the page's own refusal, tied to the box, not the browser's bubble
   const form = h("form", { class: "sign-in", novalidate: true, onsubmit: async (event) => {
     event.preventDefault();
+    if (isBusy(button)) return;
     const value = input.value.trim();
     if (!value) {
       sayError(error, input, "Paste your token first.");
       return;
     }
-    button.disabled = true;
+    setBusy(button, true);
     try {
       const data = await gql(ME, {}, value);
       saveToken(value);
@@ -280,7 +281,7 @@ function signInView(message, kept = []) {
       sayError(error, input, text);
       input.select();
     } finally {
-      button.disabled = false;
+      setBusy(button, false);
     }
   } },
   h("div", { class: "field" },
@@ -379,8 +380,10 @@ function focusPlace(el) {
   if (el.matches("h1")) return { heading: true };
   const section = el.closest("section[aria-labelledby]");
   const card = el.closest("[data-decision], [data-task]");
+  const project = el.closest("section.project");
   return {
     section: section ? section.getAttribute("aria-labelledby") : null,
+    project: project ? project.getAttribute("aria-labelledby") : null,
     card: card ? card.dataset.decision || card.dataset.task : null,
     kind: card ? (card.dataset.decision ? "decision" : "task") : null,
     href: el.getAttribute("href"),
@@ -397,13 +400,20 @@ function refocus(place) {
   }
   const section = place.section
     && main.querySelector(`section[aria-labelledby="${CSS.escape(place.section)}"]`);
+  const project = place.project
+    && main.querySelector(`section.project[aria-labelledby="${CSS.escape(place.project)}"]`);
   const key = place.card && CSS.escape(place.card);
-  const card = key && (section || main).querySelector(`[data-decision="${key}"], [data-task="${key}"]`);
+  const within = (root) => root && root.querySelector(`[data-decision="${key}"], [data-task="${key}"]`);
+  // the same card in its group, else in another group of its project (a
+  // decision gone stale moves from "Awaiting" to "Stale or expired")
+  const card = key && (within(section || main) || within(project));
   const scope = card || section || main;
   const same = [...scope.querySelectorAll("a[href], button")].find((e) =>
     e.getAttribute("href") === place.href && e.textContent === place.text);
-  // the card left (answered elsewhere): its section's first control, else the h1
-  const target = same || (scope !== main ? scope.querySelector("a[href], button") : null) || heading;
+  // the card left (answered elsewhere): its section's first control, else
+  // its project's, else the h1
+  const target = same || (scope !== main ? scope.querySelector("a[href], button") : null)
+    || (project ? project.querySelector("a[href], button") : null) || heading;
   if (target) target.focus({ preventScroll: true });
   // what the card the focus was in held, when it left: "decision" or "task"
   return place.card && !card ? place.kind : null;

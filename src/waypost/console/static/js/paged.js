@@ -2,7 +2,7 @@
 // button while there are more, and a count said politely. Knowledge and the
 // decisions list use it.
 
-import { h, notice } from "./dom.js";
+import { h, isBusy, notice, setBusy } from "./dom.js";
 
 // `load(after)` returns a connection page ({edges, pageInfo}); `card(node)`
 // renders one item; `counted(n)` says how many are shown (n may be 0).
@@ -25,7 +25,8 @@ export function pagedList(load, card, counted) {
     counter.textContent = counted(shown);
   }
   more.addEventListener("click", async () => {
-    more.disabled = true;
+    if (isBusy(more)) return;
+    setBusy(more, true);
     failure.replaceChildren();
     const firstNew = list.children.length;
     try {
@@ -35,7 +36,7 @@ export function pagedList(load, card, counted) {
       // was an uncaught page error, the keyboard left on <body>)
       failure.replaceChildren(notice("error", error.message));
     } finally {
-      more.disabled = false;
+      setBusy(more, false);
       if (document.activeElement === document.body && !more.hidden) more.focus();
     }
     // the last page hides the button, which had the focus: the keyboard
