@@ -2573,7 +2573,10 @@ def test_each_change_elsewhere_is_said_once(tab: Tab, world: World) -> None:
     banner.get_by_text("generation 2").wait_for(timeout=70000)
     page.wait_for_timeout(300)  # the announcer writes a moment later
     said = page.evaluate("() => window.said")
-    assert said == ["This decision changed elsewhere.", "This decision changed elsewhere again."]
+    assert said == [
+        "This decision changed elsewhere: it is now deferred.",
+        "This decision changed elsewhere again: it is now pending.",
+    ]
     # the banner is seen, not a second voice: no live region holds it
     live = page.evaluate("""() => { let el = document.getElementById('changed-elsewhere');
       for (; el; el = el.parentElement) {

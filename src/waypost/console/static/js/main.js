@@ -72,7 +72,8 @@ const decisionLive = new Live(async () => {
   const d = data.project && data.project.decision;
   if (!d || versionOf(d) === watched.version) return;
   const version = versionOf(d);
-  const now = `it is now ${d.status.toLowerCase()}, generation ${d.generation}. `;
+  const status = d.status.toLowerCase();
+  const now = `it is now ${status}, generation ${d.generation}. `;
   const ours = recordedOwnChange(watched.id, d);
   // its expiry passed while it was read: the same generation, and no answer
   // since (an expired status hides one given elsewhere meanwhile, which is a
@@ -97,7 +98,7 @@ const decisionLive = new Live(async () => {
     if (shown.dataset.version === version) return;
     shown.dataset.version = version;
     shown.querySelector(".changed-text").textContent = text;
-    announce(said || "This decision changed elsewhere again.");
+    announce(said || `This decision changed elsewhere again: it is now ${status}.`);
     return;
   }
   const { project, id } = watched;
@@ -109,7 +110,9 @@ const decisionLive = new Live(async () => {
   banner.dataset.version = version;
   const heading = main.querySelector("h1");
   if (heading) inPlaceOfFocus(() => (heading.nextElementSibling || heading).after(banner));
-  announce(said || "This decision changed elsewhere.");
+  // its new status said, as the banner shows it: "changed elsewhere" alone
+  // left a screen reader to find the banner to learn it went stale (a11yjourney)
+  announce(said || `This decision changed elsewhere: it is now ${status}.`);
 });
 
 // Run `change` (something drawn above the keyboard's place) and keep the
