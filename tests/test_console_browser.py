@@ -3804,3 +3804,67 @@ def test_a_focused_card_gone_stale_keeps_the_keyboard_on_it(tab: Tab, world: Wor
     focused = page.evaluate("""() => document.activeElement.closest('[data-decision]')
         ?.dataset.decision ?? document.activeElement.tagName""")
     assert focused == made["id"], f"the focus went to {focused}, not the card it was on"
+
+
+def test_a_reopening_pressed_again_while_on_its_way_is_sent_once(tab: Tab, world: World) -> None:
+    """docs/console.md: while a request is on its way the button pressed is
+    busy (`aria-disabled`), "taking no second press". A disabled submit
+    button also stopped Enter in the form's text boxes (implicit submission);
+    an aria-disabled one does not, so the form's own busy check is all that
+    keeps a second Enter, or a second press, from sending it again."""
+    page, decision_id = _stale_in_alices_tab(tab, world, "Tag release 13", question="Tag 13?")
+    held: list[Any] = []
+
+    def hold_reopenings(route: Any) -> None:
+        if "decisionReopen" in (route.request.post_data or ""):
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route("**/graphql", hold_reopenings)
+    page.get_by_label("Why reopen (required)").fill("Release 14 replaces 13.")
+    environment = page.get_by_label("Environment")
+    environment.press("Enter")
+    _wait_for_held(page, held, "the reopening was never sent")
+    environment.press("Enter")  # again, while the first is on its way
+    # and the button itself, from the keyboard (Playwright's click waits for
+    # an aria-disabled button to be enabled)
+    page.get_by_role("button", name="Reopen", exact=True).focus()
+    page.keyboard.press("Enter")
+    held[0].continue_()
+    page.locator("main").get_by_text("Reopened: generation 2 awaits an answer.").wait_for()
+    for extra in held[1:]:
+        extra.continue_()
+    page.unroute("**/graphql")
+    assert len(held) == 1, f"{len(held)} reopenings were sent"
+    assert world.decision(decision_id)["generation"] == 2
+
+
+def test_a_focused_card_leaving_an_emptied_group_keeps_the_keyboard_in_its_project(
+    tab: Tab, world: World
+) -> None:
+    """docs/console.md: focus stays "on the same control of the same card ...,
+    or its group's first control if the card left, else its project's". The
+    only decision awaiting in a project (listed after another) is answered
+    elsewhere: its group keeps no control, and the focus goes to that
+    project's first control, not to the page's heading nor another project."""
+    page = tab.page
+    world.alice.send("POST", "/api/v1/projects", {"id": "zz-lone", "name": "Lone"}, 201)
+    task = world.alice.send("POST", "/api/v1/projects/zz-lone/tasks", {"title": "Wait"}, 201)
+    made = world.alice.send("POST", "/api/v1/projects/zz-lone/decisions", {
+        "question": "The only one here?", "rationale": "r", "required_actor": "human",
+        "environment": "staging", "options": ["Go", "Wait"], "task_ids": [task["id"]]},
+        201)  # fmt: skip
+    page.clock.install()  # the poll's (or the socket's) seconds pass on the page's clock
+    tab.sign_in(world.alice.token)
+    page.locator(f"[data-group=awaiting] [data-decision='{made['id']}'] a").first.focus()
+    world.alice.send("POST", f"/api/v1/projects/zz-lone/decisions/{made['id']}/answer", {
+        "expected_generation": 1, "disposition": "deny", "answer": "Wait",
+        "rationale": "Not now."})  # fmt: skip
+    card = page.locator(f"[data-decision='{made['id']}']")
+    _move_clock(page, 20000, lambda: card.count() == 0, "the card's leaving")
+    where = page.evaluate("""() => { const el = document.activeElement;
+        const p = el.closest('section.project');
+        return [el.tagName, p ? p.getAttribute('aria-labelledby') : null,
+          el.getAttribute('href')]; }""")
+    assert where == ["A", "proj-zz-lone", "#/p/zz-lone/decisions"], where

@@ -29,3 +29,21 @@ async def test_an_owner_operation_from_another_session_says_the_lease_is_yours(
     assert "another session of yours" in named.json()["error"]["message"]
     r = await agent.post(task_path(task["id"], action), body)
     assert "another session of yours" in r.json()["error"]["message"]
+
+
+async def test_an_owner_operation_says_whose_lease_in_the_words_tasks_md_quotes(
+    service: Service, human: Caller, project: str
+) -> None:
+    # tasks.md, Leases: "another principal holds the lease", or "another
+    # session of yours holds the lease until it lapses (then recover takes the
+    # task over)"
+    task, agent = await claimed_by_agent(service, human)
+    other = await service.agent()
+    r = await other.post(task_path(task["id"], "renew"), {})
+    assert r.json()["error"]["message"] == "another principal holds the lease"
+    await agent.start_session()
+    r = await agent.post(task_path(task["id"], "renew"), {})
+    assert r.json()["error"]["message"] == (
+        "another session of yours holds the lease until it lapses"
+        " (then recover takes the task over)"
+    )
