@@ -39,3 +39,13 @@ def test_a_directory_as_the_database_is_called_a_directory(
 async def test_the_store_names_a_directory_as_one(tmp_path: Path) -> None:
     with pytest.raises(DatabaseUnusable, match="is a directory"):
         await Database(tmp_path).open()
+
+
+def test_verify_names_a_directory_as_one(tmp_path: Path) -> None:
+    """`admin verify --db DIR` said "unable to open database file" (review75);
+    its code stays `verify_failed` (operations.md)."""
+    result = run("admin", "verify", "--db", str(tmp_path))
+    assert result.exit_code == 1, result.output
+    assert f"Error: verify_failed: {tmp_path}: is a directory, not a database file" in (
+        result.output
+    ), result.output

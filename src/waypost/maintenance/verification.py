@@ -28,6 +28,8 @@ def verify(path: Path) -> dict[str, Any]:
     build before an upgrade was reported `verify_failed`)."""
     if not present(path):
         raise BackupError("not_found", f"no database at {path}")
+    if path.is_dir():  # SQLite says only "unable to open database file" of it
+        raise BackupError("verify_failed", f"{path}: is a directory, not a database file")
     pending = _pending_migrations(path)
     writable = _writable(path)
     if writable and not pending:
