@@ -274,6 +274,46 @@ async def test_one_principal_holds_at_most_16_mcp_sessions(service: Service) -> 
     assert (await initialize(agent)).status_code == 200
 
 
+async def test_sessions_of_a_revoked_token_free_their_principals_places(
+    service: Service,
+) -> None:
+    """Sixteen sessions opened with a leaked token, revoked at once, kept the
+    principal's new token out of MCP until they idled out, 15 minutes
+    (tokenjourney): the cap counts the principal's sessions, whichever token
+    opened them. A revoked token's idle sessions stop counting; a live
+    token's still do."""
+    from waypost.mcp_server.http_endpoint import SESSIONS_PER_PRINCIPAL
+
+    leaked = await service.agent("leaky")
+    actor = await actor_of(service, leaked)
+    at = service.clock.iso()
+    issued = await service.rt.db.write(
+        lambda c: principals.issue_token(c, actor.principal_id, "api", at)
+    )
+    accept = {"Accept": "application/json, text/event-stream"}
+    old = {**leaked.headers(session=False), **accept}
+    new = {"Authorization": f"Bearer {issued['token']}", **accept}
+    opened = [await leaked.client.post("/mcp", json=INITIALIZE, headers=old)]
+    # one opened with the new token, which stays counted
+    kept = await leaked.client.post("/mcp", json=INITIALIZE, headers=new)
+    assert kept.status_code == 200
+    for _ in range(SESSIONS_PER_PRINCIPAL - 2):
+        opened.append(await leaked.client.post("/mcp", json=INITIALIZE, headers=old))
+    assert all(r.status_code == 200 for r in opened)
+    assert (await leaked.client.post("/mcp", json=INITIALIZE, headers=new)).status_code == 429
+    await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+    # the fifteen places of the revoked token are free; the kept one is not
+    again = [await leaked.client.post("/mcp", json=INITIALIZE, headers=new) for _ in range(15)]
+    assert [r.status_code for r in again] == [200] * 15
+    refused = await leaked.client.post("/mcp", json=INITIALIZE, headers=new)
+    assert refused.status_code == 429 and "at most 16" in refused.json()["error"]["message"]
+    # and the revoked token's own sessions take no request
+    first = opened[0].headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    gone = await leaked.client.post("/mcp", json=listing, headers={**old, "Mcp-Session-Id": first})
+    assert gone.status_code == 401
+
+
 async def test_any_post_without_a_session_at_the_cap_is_refused_429_with_its_id(
     service: Service,
 ) -> None:

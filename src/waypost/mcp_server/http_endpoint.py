@@ -133,6 +133,9 @@ class _Session:
 
     in_flight: int = 0
     idle_since: float = field(default_factory=time.monotonic)
+    # the bearer token the session was opened with: once it is revoked the
+    # session stops counting against its principal's cap (below)
+    token: str = ""
 
     def begin(self) -> None:
         self.in_flight += 1
@@ -307,7 +310,12 @@ class McpEndpoint:
         self, send: Send, actor: Actor, live: dict[str, _Session], message: Any
     ) -> bool:
         """Whether this request may open a session; else it is answered here."""
-        if len(live) + self._opening.get(actor.principal_id, 0) >= SESSIONS_PER_PRINCIPAL:
+        if self._held(actor, live) >= SESSIONS_PER_PRINCIPAL:
+            await self._forget_revoked(live)
+        # counted again after that await, with none from here until the
+        # opening is counted (`_through_the_sdk`): two initializes at the cap
+        # cannot both take the one place freed
+        if self._held(actor, live) >= SESSIONS_PER_PRINCIPAL:
             await json_rpc_error(
                 send, 429, INVALID_REQUEST,
                 f"at most {SESSIONS_PER_PRINCIPAL} MCP sessions of one principal may be"
@@ -353,7 +361,8 @@ class McpEndpoint:
             # both ways until the SDK's handler returned (after the client
             # had its answer), the next initialize was refused at 15 sessions
             opened = Once(lambda: self._opened(principal_id))
-            send = _noting_new_session(send, live, opened)
+            token = bearer_token(header(scope, b"authorization")) or ""
+            send = _noting_new_session(send, live, opened, token)
         session = live.get(session_id) if session_id is not None else None
         answered = StatusNoted(send)
         send = answered.send
@@ -412,6 +421,27 @@ class McpEndpoint:
                     live.pop(session_id or "", None)
             if watch is not None:
                 await finish()
+
+    def _held(self, actor: Actor, live: dict[str, _Session]) -> int:
+        """The places the principal holds: its sessions and its openings."""
+        return len(live) + self._opening.get(actor.principal_id, 0)
+
+    async def _forget_revoked(self, live: dict[str, _Session]) -> None:
+        """Stop counting the idle sessions opened with a token revoked since.
+
+        The cap is the principal's, since any of its tokens may use its
+        sessions; so sixteen sessions opened with a leaked token, revoked
+        at once, kept the principal's new token out of MCP until they
+        idled out, 15 minutes (tokenjourney). No request with the revoked
+        token passes the gate, so such a session takes no more work; the
+        SDK keeps it until its idle timeout. Looked at only at the cap."""
+        rt = self._runtime()
+        for session_id, session in list(live.items()):
+            if session.in_flight or not session.token:
+                continue
+            if not await still_valid(rt, session.token):
+                # another request may have ended it meanwhile
+                live.pop(session_id, None)
 
     def _answered(self, running: tuple[str, str]) -> None:
         self._running.discard(running)
@@ -534,7 +564,9 @@ def _running_key(session_id: str | None, message: Any) -> tuple[str, str] | None
     return session_id, id_key(message["id"])  # as `_call_key` names a call
 
 
-def _noting_new_session(send: Send, live: dict[str, _Session], opened: Callable[[], None]) -> Send:
+def _noting_new_session(
+    send: Send, live: dict[str, _Session], opened: Callable[[], None], token: str
+) -> Send:
     """`send`, noting the session id the SDK answers a successful initialize
     with (and calling `opened` then). The SDK puts a session id on its
     refusals too (a request other than initialize without a session, a bad
@@ -545,7 +577,7 @@ def _noting_new_session(send: Send, live: dict[str, _Session], opened: Callable[
         if message["type"] == "http.response.start" and 200 <= message["status"] < 300:
             for key, value in message.get("headers", ()):
                 if key.lower() == b"mcp-session-id":
-                    live[value.decode("latin-1")] = _Session()
+                    live[value.decode("latin-1")] = _Session(token=token)
                     opened()
         await send(message)
 
