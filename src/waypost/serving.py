@@ -24,6 +24,7 @@ from uvicorn.lifespan.on import LifespanOn
 
 from waypost.http.slow_clients import ConnectionCap, with_request_deadline
 from waypost.http.starting import StartingAnswers, lifecycle_answer, public_answer
+from waypost.http.websocket_closing import ClosingWebSocket
 from waypost.observe.logs import serving_as
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
@@ -218,12 +219,15 @@ def _config(app: Any, host: str, port: int, http: type[asyncio.Protocol]) -> uvi
     # ws_per_message_deflate off: compression is per socket, so each
     # subscriber's copy of each event was deflated on its own (about 6 µs a
     # message, an eighth of a delivery's cost), on the core the writers need
+    # ws: uvicorn's default WebSocket protocol, whose close cannot wait for
+    # ever behind a client that reads nothing (http/websocket_closing.py)
     # reset_contextvars: each request starts in a context of its own; on
     # asyncio's loop a request could start in the context of the one before
     # it on the connection (CPython issue 140947), with its pinned clock
     return uvicorn.Config(
         app, host=host, port=port, http=http, log_level="info", access_log=False,
-        log_config=None, ws_max_size=1024 * 1024, ws_per_message_deflate=False,
+        log_config=None, ws=ClosingWebSocket, ws_max_size=1024 * 1024,
+        ws_per_message_deflate=False,
         reset_contextvars=True,
     )  # fmt: skip
 
