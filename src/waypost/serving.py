@@ -245,6 +245,17 @@ def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
     return asyncio.new_event_loop
 
 
+# How long what a connection sent may stay unacknowledged before the kernel
+# drops it (TCP_USER_TIMEOUT). A client gone without a word (a laptop shut, a
+# link down: no FIN, no RST) from a quiet event stream was noticed only when
+# TCP gave up retransmitting its keep-alive comments, 15.5 minutes on, and
+# held its place under the token's 16 streams meanwhile (slowconsumer: the
+# token could open no stream). A client that is there acknowledges within
+# milliseconds; one whose receive window stays shut for a minute (reading
+# nothing) may be dropped too, as the stall checks drop it anyway.
+UNACKED_MS = 60_000
+
+
 class CannotListen(Exception):
     """A listener's address cannot be bound (busy, not local, not resolvable)."""
 
@@ -282,6 +293,8 @@ def _listen_on(addresses: list[tuple[Any, ...]]) -> list[socket.socket]:
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux; each accepted socket inherits it
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_MS)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind((address[0], chosen, *address[2:]) if chosen else address)
