@@ -3,6 +3,7 @@ and a decision's changes, from committed events only (see `waypost.live`)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import TypeVar
@@ -92,7 +93,14 @@ class Subscription:
     ) -> AsyncGenerator[Event, None]:
         async def items() -> AsyncIterator[Event]:
             async for run in _runs_of_events(info, project_id, after):
-                for item in run:
+                for n, item in enumerate(run):
+                    # each event of a run its own turn of the loop: a run is up
+                    # to a page of 200, each executed and sent without a pause,
+                    # so a subscriber catching up on 12,000 events held every
+                    # other request for 5 s (slowconsumer); a live run is
+                    # mostly one event, which waited for its turn already
+                    if n:
+                        await asyncio.sleep(0)
                     # the hub hands every subscriber the same event: one Event
                     # for all, so one execution answers them all (shared_events)
                     yield shared_payload(item, Event.from_json)
@@ -113,6 +121,7 @@ class Subscription:
     ) -> AsyncGenerator[EventBatch, None]:
         async def items() -> AsyncIterator[EventBatch]:
             async for run in _runs_of_events(info, project_id, after):
+                await asyncio.sleep(0)  # each batch its own turn, as each event above
                 # subscribers woken together get the same run: one EventBatch
                 # for all, so one execution answers them all (shared_events)
                 yield shared_batch(run, EventBatch.from_json)
