@@ -28,3 +28,16 @@ def test_every_accepted_connection_has_the_unacknowledged_bound() -> None:
             client.close()
     finally:
         listener.close()
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux only")
+def test_the_bound_is_never_below_the_request_read_timeout() -> None:
+    """A client whose receive window stays shut counts against the bound: at
+    60 s it cut a `--request-read-timeout` of 120 s short (review76)."""
+    option = (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT)
+    for read_timeout, expected in ((30.0, UNACKED_MS), (120.0, 120_000), (0.5, UNACKED_MS)):
+        (listener,) = bind("127.0.0.1", 0, read_timeout)
+        try:
+            assert listener.getsockopt(*option) == expected
+        finally:
+            listener.close()

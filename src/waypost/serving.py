@@ -251,8 +251,10 @@ def loop_factory(loop: str = "auto") -> Callable[[], asyncio.AbstractEventLoop]:
 # TCP gave up retransmitting its keep-alive comments, 15.5 minutes on, and
 # held its place under the token's 16 streams meanwhile (slowconsumer: the
 # token could open no stream). A client that is there acknowledges within
-# milliseconds; one whose receive window stays shut for a minute (reading
-# nothing) may be dropped too, as the stall checks drop it anyway.
+# milliseconds; one whose receive window stays shut that long (reading
+# nothing) is dropped too, which is why the bound is never below the
+# request-read timeout (`--request-read-timeout`: how long a client that
+# stops reading is given; review76).
 UNACKED_MS = 60_000
 
 
@@ -260,9 +262,11 @@ class CannotListen(Exception):
     """A listener's address cannot be bound (busy, not local, not resolvable)."""
 
 
-def bind(host: str, port: int) -> list[socket.socket]:
+def bind(host: str, port: int, read_timeout: float = 0.0) -> list[socket.socket]:
     """Listening sockets for every address `host` resolves to, as asyncio's
-    `create_server` (uvicorn's own binding) would make them."""
+    `create_server` (uvicorn's own binding) would make them; a connection's
+    unacknowledged data is bounded at `UNACKED_MS` or `read_timeout`
+    (seconds), the longer."""
     try:
         # "" is every interface, as for asyncio's create_server (None here)
         found = socket.getaddrinfo(
@@ -277,7 +281,7 @@ def bind(host: str, port: int) -> list[socket.socket]:
     tries = 10 if port == 0 and len(addresses) > 1 else 1
     for attempt in range(tries):
         try:
-            return _listen_on(addresses)
+            return _listen_on(addresses, max(UNACKED_MS, round(read_timeout * 1000)))
         except OSError as error:
             if error.errno == errno.EADDRINUSE and attempt < tries - 1:
                 continue
@@ -285,7 +289,7 @@ def bind(host: str, port: int) -> list[socket.socket]:
     raise AssertionError("unreachable")  # the last try returns or raises
 
 
-def _listen_on(addresses: list[tuple[Any, ...]]) -> list[socket.socket]:
+def _listen_on(addresses: list[tuple[Any, ...]], unacked_ms: int) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     chosen = 0
     try:
@@ -294,7 +298,7 @@ def _listen_on(addresses: list[tuple[Any, ...]]) -> list[socket.socket]:
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux; each accepted socket inherits it
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, UNACKED_MS)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, unacked_ms)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind((address[0], chosen, *address[2:]) if chosen else address)
@@ -326,10 +330,14 @@ async def serve_forever(settings: Settings, http: str = "auto") -> None:
     # Both addresses are bound before the database opens: a busy or foreign
     # address is one clear refusal (CannotListen), not a traceback printed
     # after the admin token.
-    listeners = [bind(settings.host, settings.port)]
+    listeners = [bind(settings.host, settings.port, settings.request_read_timeout)]
     try:
         if settings.lifecycle_port:
-            listeners.append(bind(settings.lifecycle_host, settings.lifecycle_port))
+            listeners.append(
+                bind(
+                    settings.lifecycle_host, settings.lifecycle_port, settings.request_read_timeout
+                )
+            )
         await _serve(settings, http, listeners)
     finally:
         for sockets in listeners:

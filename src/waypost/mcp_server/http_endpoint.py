@@ -133,8 +133,9 @@ class _Session:
 
     in_flight: int = 0
     idle_since: float = field(default_factory=time.monotonic)
-    # the bearer token the session was opened with: once it is revoked the
-    # session stops counting against its principal's cap (below)
+    # the bearer token the session was last used with (any of the
+    # principal's tokens may use it): once that one is revoked, the session
+    # stops counting against its principal's cap (`_forget_revoked`)
     token: str = ""
 
     def begin(self) -> None:
@@ -387,6 +388,10 @@ class McpEndpoint:
             send, finish = finishing(send)
         if session is not None:
             session.begin()  # in flight: the session is not idle meanwhile
+            # the token it is used with now: one switched to a new token
+            # and the old one revoked still serves, and still counts (it was
+            # freed at the cap while it served: a seventeenth; review76)
+            session.token = bearer_token(header(scope, b"authorization")) or session.token
         response = OneResponse(send)
         try:
             await self.manager.handle_request(
@@ -436,12 +441,17 @@ class McpEndpoint:
         token passes the gate, so such a session takes no more work; the
         SDK keeps it until its idle timeout. Looked at only at the cap."""
         rt = self._runtime()
-        for session_id, session in list(live.items()):
-            if session.in_flight or not session.token:
-                continue
-            if not await still_valid(rt, session.token):
-                # another request may have ended it meanwhile
-                live.pop(session_id, None)
+        idle = [(i, s.token) for i, s in live.items() if not s.in_flight and s.token]
+        # each token read once: every refused initialize at the cap reads
+        # as many times as the principal has tokens in use, not sessions
+        # (one read per session, sixteen a refusal; review76)
+        revoked = {t for t in {t for _, t in idle} if not await still_valid(rt, t)}
+        for session_id, token in idle:
+            session = live.get(session_id)  # another request may have ended it
+            # nor used it meanwhile with another token, nor be using it now
+            unchanged = session is not None and session.token == token and not session.in_flight
+            if unchanged and token in revoked:
+                del live[session_id]
 
     def _answered(self, running: tuple[str, str]) -> None:
         self._running.discard(running)

@@ -1,0 +1,71 @@
+"""A WebSocket closed with bytes still unsent (http/websocket_closing.py):
+a client that does read gets all of them, its close frame last; only one
+that reads nothing is dropped once they have had their 5 seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+
+from tests.conftest import Caller, Service
+from tests.test_slow_subscriber import (
+    _buffer_full,
+    _many_events,
+    _never_reading_subscriber,
+    small_buffered,
+)
+
+
+def _close_code(client: socket.socket) -> int | None:
+    """Reads the server's frames to the end of the connection: the close
+    frame's code, or None when the connection ended without one."""
+    client.settimeout(20)
+    data = b""
+    try:
+        while chunk := client.recv(65536):
+            data += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    at = 0
+    while at + 2 <= len(data):
+        opcode, size = data[at] & 0x0F, data[at + 1] & 0x7F
+        at += 2
+        if size == 126:
+            (size,) = struct.unpack("!H", data[at : at + 2])
+            at += 2
+        elif size == 127:
+            (size,) = struct.unpack("!Q", data[at : at + 8])
+            at += 8
+        payload = data[at : at + size]
+        if len(payload) < size:
+            return None  # cut short
+        at += size
+        if opcode == 0x8:
+            return int(struct.unpack("!H", payload[:2])[0])
+    return None
+
+
+async def test_a_client_that_reads_gets_its_close_frame_behind_a_full_buffer(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/operations.md ("Stopping"): a stop closes WebSockets with 1012.
+    Bytes held for the client when the stop closes the socket still go, the
+    close frame after them, to a client that reads them."""
+    await _many_events(human)
+    async with small_buffered(service, ping=3600) as (port, server):
+        client = await asyncio.to_thread(_never_reading_subscriber, port, human.token)
+        try:
+            await _buffer_full(server)
+            assert service.rt.hub is not None
+            service.rt.hub.stop()
+            server.should_exit = True
+            # the stop has closed the socket with its buffer still full
+            async with asyncio.timeout(10):
+                while not all(c.transport.is_closing() for c in server.server_state.connections):
+                    await asyncio.sleep(0.01)
+            assert any(c.transport.get_write_buffer_size() for c in server.server_state.connections)
+            # and now the client reads
+            assert await asyncio.to_thread(_close_code, client) == 1012
+        finally:
+            client.close()
