@@ -81,6 +81,13 @@ async def _many_events(human: Caller) -> None:
         assert r.status_code == 201, r.text
 
 
+def begin_stop(service: Service, server: uvicorn.Server) -> None:
+    """Stop as `serve` does: the hub first (its subscriptions end), then the server."""
+    assert service.rt.hub is not None
+    service.rt.hub.stop()
+    server.should_exit = True
+
+
 async def _buffer_full(server: uvicorn.Server) -> None:
     async with asyncio.timeout(10):
         while not any(
@@ -153,10 +160,7 @@ async def test_a_stop_ends_a_subscriber_that_stops_reading(
         client = await asyncio.to_thread(_never_reading_subscriber, port, human.token)
         try:
             await _buffer_full(server)
-            # the hub first, as `serve`'s stop does: its subscriptions end
-            assert service.rt.hub is not None
-            service.rt.hub.stop()
-            server.should_exit = True
+            begin_stop(service, server)
             async with asyncio.timeout(20):  # the drain's 5 s, with room
                 while server.server_state.connections:
                     await asyncio.sleep(0.1)

@@ -13,6 +13,7 @@ from tests.test_slow_subscriber import (
     _buffer_full,
     _many_events,
     _never_reading_subscriber,
+    begin_stop,
     small_buffered,
 )
 
@@ -57,9 +58,7 @@ async def test_a_client_that_reads_gets_its_close_frame_behind_a_full_buffer(
         client = await asyncio.to_thread(_never_reading_subscriber, port, human.token)
         try:
             await _buffer_full(server)
-            assert service.rt.hub is not None
-            service.rt.hub.stop()
-            server.should_exit = True
+            begin_stop(service, server)
             # the stop has closed the socket with its buffer still full
             async with asyncio.timeout(10):
                 while not all(c.transport.is_closing() for c in server.server_state.connections):
