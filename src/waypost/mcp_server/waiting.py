@@ -225,8 +225,10 @@ async def stream_waker(
             if outcome == "final":
                 waker.event.set()  # the waiter re-reads once more; its bound still holds
                 return
-            if outcome == "ran":
-                waker.event.set()  # a stream that ends wakes the waiter, which re-reads
+            # a stream that ends does not wake the waiter: it ends first as
+            # `serve` stops, and a read then met a stopping service and ended
+            # the whole wait `unavailable` (restartjourney); its reopening
+            # wakes it (above), to read what committed in the gap
             # a stream that had been up a while starts the delays afresh; a
             # refusal, a failure or a stream that ended at once waits longer
             if outcome == "ran" and lasted >= RECONNECT_CAP:
