@@ -432,7 +432,7 @@ class McpEndpoint:
         return len(live) + self._opening.get(actor.principal_id, 0)
 
     async def _forget_revoked(self, live: dict[str, _Session]) -> None:
-        """Stop counting the idle sessions opened with a token revoked since.
+        """Stop counting the idle sessions whose last token was revoked since.
 
         The cap is the principal's, since any of its tokens may use its
         sessions; so sixteen sessions opened with a leaked token, revoked
