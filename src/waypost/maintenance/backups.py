@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from waypost.maintenance.files import BackupError, open_read_only, present
+from waypost.storage.connection import NOT_A_DATABASE_FILE
 from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
 
 
@@ -28,7 +29,7 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
     if not present(source):
         raise BackupError("not_found", f"no database at {source}")
     if source.is_dir():  # SQLite says only "disk I/O error" of it
-        raise BackupError("database_unusable", f"{source}: is a directory, not a database file")
+        raise BackupError("database_unusable", f"{source}: {NOT_A_DATABASE_FILE}")
     if os.path.lexists(target_name):
         raise BackupError("target_exists", f"{target_name} exists; choose a new file")
     typed = os.fsdecode(target_name)

@@ -11,7 +11,7 @@ from typing import Any
 
 from waypost.maintenance.checks import ANY_FILE, CHECKS, Check, database_kind, schema_refused
 from waypost.maintenance.files import BackupError, open_read_only, present
-from waypost.storage.connection import check_writable, storage_refusal
+from waypost.storage.connection import NOT_A_DATABASE_FILE, check_writable, storage_refusal
 from waypost.storage.migrate import MigrationError, available, migrate, recorded, refusals
 
 
@@ -29,7 +29,7 @@ def verify(path: Path) -> dict[str, Any]:
     if not present(path):
         raise BackupError("not_found", f"no database at {path}")
     if path.is_dir():  # SQLite says only "unable to open database file" of it
-        raise BackupError("verify_failed", f"{path}: is a directory, not a database file")
+        raise BackupError("verify_failed", f"{path}: {NOT_A_DATABASE_FILE}")
     pending = _pending_migrations(path)
     writable = _writable(path)
     if writable and not pending:

@@ -168,6 +168,11 @@ def refuse_unwritable(path: Path) -> None:
             )
 
 
+# what a directory given as the database is called, by `serve` and every
+# admin command alike
+NOT_A_DATABASE_FILE = "is a directory, not a database file"
+
+
 def refuse_other_names(path: Path) -> None:
     """Refuse a database file that has more than one name (hard links).
 
@@ -187,7 +192,7 @@ def refuse_other_names(path: Path) -> None:
     if stat.S_ISDIR(found.st_mode):
         # a directory's link count is 2 and more: it was called a file of
         # that many names, and the operator sent looking for them (docsjourney)
-        raise PermissionError("is a directory, not a database file")
+        raise PermissionError(NOT_A_DATABASE_FILE)
     names = found.st_nlink
     if names > 1:
         raise PermissionError(
