@@ -272,14 +272,14 @@ async def test_a_digest_is_read_once_per_project_per_request(human: Caller, proj
         await open_decision(human, [await new_task(human, f"task {n}")])
     query = """query { project(id: "demo") { digest { pendingDecisions { restId } }
       tasks(first: 10) { nodes { project { digest { pendingDecisions { restId } } } } } } }"""
-    real = digest.digest_sync
+    real = digest.digests_of_projects
     calls: list[str] = []
 
-    def counted(conn: Any, project_id: str, now: Any) -> Any:
-        calls.append(project_id)
-        return real(conn, project_id, now)
+    def counted(conn: Any, project_ids: list[str], now: Any, parts: Any) -> Any:
+        calls.extend(project_ids)
+        return real(conn, project_ids, now, parts)
 
-    with mock.patch.object(digest, "digest_sync", counted):
+    with mock.patch.object(digest, "digests_of_projects", counted):
         r = await human.client.post("/graphql", json={"query": query}, headers=human.headers())
     data = json.loads(r.content)["data"]["project"]
     assert len(data["tasks"]["nodes"]) == 3

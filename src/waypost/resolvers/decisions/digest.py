@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Final
 
@@ -36,40 +36,91 @@ TIMED_OUT_WINDOW: Final = timedelta(days=7)
 SOON_WINDOW: Final = timedelta(hours=6)
 
 
-def digest_sync(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, Any]:
+# The digest's parts that cost reads beyond their ids: the three decision
+# lists' objects, the blocked tasks' JSON and the ready count.
+PARTS: Final = frozenset(
+    {
+        "pending_decisions",
+        "proceeded_by_timeout",
+        "timing_out_soon",
+        "blocked_tasks",
+        "ready_task_count",
+    }
+)
+_DECISION_LISTS: Final = ("pending_decisions", "proceeded_by_timeout", "timing_out_soon")
+
+
+def digest_sync(
+    conn: sqlite3.Connection, project_id: str, now: datetime, parts: frozenset[str] = PARTS
+) -> dict[str, Any]:
     require_project(conn, project_id)
+    return digests_of_projects(conn, [project_id], now, parts)[0]
+
+
+def digests_of_projects(
+    conn: sqlite3.Connection,
+    project_ids: Sequence[str],
+    now: datetime,
+    parts: frozenset[str] = PARTS,
+) -> list[dict[str, Any]]:
+    """The digests of projects read on this snapshot (none is looked up
+    again), with only `parts` filled in; `truncated` is always complete.
+    Every digest's decisions are loaded in one batch: the console's inbox
+    reads fifty digests at a time, and one load per project was a quarter
+    of its statements (scalejourney)."""
     at = format_time(now)
+    ids_of = [_decision_ids(conn, project_id, now) for project_id in project_ids]
+    wanted = [name for name in _DECISION_LISTS if name in parts]
+    objects = load_decisions(
+        conn,
+        sorted({i for lists in ids_of for name in wanted for i in lists[name][:DIGEST_LIMIT]}),
+        at,
+    )
+    return [
+        _digest(conn, project_id, now, parts, lists, objects)
+        for project_id, lists in zip(project_ids, ids_of, strict=True)
+    ]
+
+
+def _decision_ids(conn: sqlite3.Connection, project_id: str, now: datetime) -> dict[str, list[str]]:
+    """Each decision list's ids, one past the limit (so a cut shows)."""
     n = DIGEST_LIMIT + 1
-    pending = lists_store.unanswered_ids(conn, project_id, n)
+    at = format_time(now)
     since = format_time(now - TIMED_OUT_WINDOW)
-    timed_out = lists_store.timed_out_since_ids(conn, project_id, since, n)
     # Due ones (the sweep has not run yet) count as timing out soon too.
     cutoff = format_time(now + SOON_WINDOW - TIMEOUT)
-    soon = lists_store.timing_out_ids(conn, project_id, at, cutoff, n)
-    lists = {
-        "pending_decisions": pending[:DIGEST_LIMIT],
-        "proceeded_by_timeout": timed_out[:DIGEST_LIMIT],
-        "timing_out_soon": soon[:DIGEST_LIMIT],
-    }
-    objects = load_decisions(conn, sorted({i for ids in lists.values() for i in ids}), at)
-    blocked = _blocked_task_rows(conn, project_id, now)
-    blocked_json = [
-        t for t in present_tasks(conn, project_id, blocked[:DIGEST_LIMIT], now)
-        if t["blocked_by"]["decisions"]
-    ]  # fmt: skip
     return {
-        "project_id": project_id,
-        "generated_at": at,
-        **{name: [objects[i] for i in ids] for name, ids in lists.items()},
-        "blocked_tasks": blocked_json,
-        "ready_task_count": _ready_count(conn, project_id, now),
-        "truncated": {
-            "pending_decisions": len(pending) > DIGEST_LIMIT,
-            "proceeded_by_timeout": len(timed_out) > DIGEST_LIMIT,
-            "timing_out_soon": len(soon) > DIGEST_LIMIT,
-            "blocked_tasks": len(blocked) > DIGEST_LIMIT,
-        },
+        "pending_decisions": lists_store.unanswered_ids(conn, project_id, n),
+        "proceeded_by_timeout": lists_store.timed_out_since_ids(conn, project_id, since, n),
+        "timing_out_soon": lists_store.timing_out_ids(conn, project_id, at, cutoff, n),
     }
+
+
+def _digest(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now: datetime,
+    parts: frozenset[str],
+    lists: dict[str, list[str]],
+    objects: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    blocked = _blocked_task_rows(conn, project_id, now)
+    found: dict[str, Any] = {"project_id": project_id, "generated_at": format_time(now)}
+    for name, ids in lists.items():
+        if name in parts:
+            found[name] = [objects[i] for i in ids[:DIGEST_LIMIT]]
+    if "blocked_tasks" in parts:
+        found["blocked_tasks"] = [
+            t for t in present_tasks(conn, project_id, blocked[:DIGEST_LIMIT], now)
+            if t["blocked_by"]["decisions"]
+        ]  # fmt: skip
+    if "ready_task_count" in parts:
+        found["ready_task_count"] = _ready_count(conn, project_id, now)
+    found["truncated"] = {
+        **{name: len(ids) > DIGEST_LIMIT for name, ids in lists.items()},
+        "blocked_tasks": len(blocked) > DIGEST_LIMIT,
+    }
+    return found
 
 
 def _blocked_task_rows(

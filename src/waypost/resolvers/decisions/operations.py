@@ -185,9 +185,26 @@ def list_sync(
     backward: bool = False,
 ) -> Page[dict[str, Any]]:
     """A project's decisions by `created_at`, then id; optionally of one status."""
-    size = check_limit(limit)
+    check_limit(limit)
     _check_status(status)
     require_project(conn, project_id)
+    page = id_page_sync(conn, project_id, now_at, status, cursor, limit, backward)
+    return page.with_items(decisions_in_order(conn, page.items, now_at))
+
+
+def id_page_sync(
+    conn: sqlite3.Connection,
+    project_id: str,
+    now_at: str,
+    status: str | None = None,
+    cursor: str | None = None,
+    limit: int | None = None,
+    backward: bool = False,
+) -> Page[str]:
+    """The ids of `list_sync`'s page, of a project read on this snapshot (so
+    that the pages of many projects can load their decisions in one batch)."""
+    size = check_limit(limit)
+    _check_status(status)
     # forward from the start compares with ("", ""); backward from the end with
     # a key above every stored one
     after = (
@@ -202,7 +219,7 @@ def list_sync(
         backward=backward,
         cursor=cursor,
     )
-    return page.with_items(decisions_in_order(conn, [r["decision_id"] for r in page.items], now_at))
+    return page.with_items([r["decision_id"] for r in page.items])
 
 
 def _check_status(status: str | None) -> None:

@@ -51,19 +51,33 @@ def _project_list(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
 
 def _project_decisions(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
     """`Project.decisions`: the resolver's own window check and list read
-    (`decisions.list_sync` is what `decisions.list_decisions` runs)."""
+    (`decisions.list_sync` is what `decisions.list_decisions` runs), every
+    project's page of ids first, then all their decisions in one batch: the
+    console's inbox reads three such lists for each of fifty projects."""
     w = window(a.get("first"), a.get("after"), a.get("last"), a.get("before"))
     status = a["status"].value if a.get("status") is not None else None
 
     def counter(project_id: str) -> Callable[[Reads], int]:
         return lambda r: decisions.count_sync(r.conn, project_id, r.now_at, status)
 
-    def read(project_id: str) -> ConnectionValue:
-        page = decisions.list_sync(r.conn, project_id, r.now_at, status, w.cursor, w.limit,
-                                   w.backward)  # fmt: skip
-        return ConnectionValue.of(page, counter(project_id))
-
-    return once_per_project(parents, read)
+    pages = {
+        project_id: decisions.id_page_sync(
+            r.conn, project_id, r.now_at, status, w.cursor, w.limit, w.backward
+        )
+        for project_id in dict.fromkeys(p["id"] for p in parents)
+    }
+    found = r.records(
+        "decision", [i for page in pages.values() for i in page.items], read_decisions
+    )
+    values: dict[str, ConnectionValue] = {}
+    start = 0
+    for project_id, page in pages.items():
+        mine = found[start : start + len(page.items)]
+        start += len(page.items)
+        # as `decisions_in_order` leaves out an id it does not find
+        items = [o for o in mine if o is not None]
+        values[project_id] = ConnectionValue.of(page.with_items(items), counter(project_id))
+    return [values[p["id"]] for p in parents]
 
 
 def _project_tasks(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
@@ -121,10 +135,23 @@ def _project_policy(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any
     return found
 
 
+# The digest part each `Digest` field reads (digest.PARTS).
+_DIGEST_PARTS: dict[tuple[str, str], str] = {
+    ("Digest", "pendingDecisions"): "pending_decisions",
+    ("Digest", "proceededByTimeout"): "proceeded_by_timeout",
+    ("Digest", "timingOutSoon"): "timing_out_soon",
+    ("Digest", "blockedTasks"): "blocked_tasks",
+    ("Digest", "readyTaskCount"): "ready_task_count",
+}
+
+
 def _digests(r: Reads, ids: list[str]) -> list[Json | None]:
-    # once per project per request, as the loader reads it; a missing project
-    # raises NotFound, which hands the operation to graphql-core
-    return [digest.digest_sync(r.conn, project_id, r.now) for project_id in ids]
+    # once per project per request, as the loader reads it, every project in
+    # one batch, and only the parts some selection reads: the console's inbox
+    # never shows the pending list, whose decisions were a third of its work.
+    # The projects are the parents', read on this snapshot.
+    parts = frozenset(part for field, part in _DIGEST_PARTS.items() if field in r.selected)
+    return list(digest.digests_of_projects(r.conn, ids, r.now, parts))
 
 
 def _project_digest(r: Reads, parents: list[Any], a: dict[str, Any]) -> list[Any]:
