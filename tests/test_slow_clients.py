@@ -421,6 +421,25 @@ async def test_heads_rfc_9112_accepts_are_served(http: str) -> None:
             assert answer.endswith(b"echo:")
 
 
+@pytest.mark.parametrize("http", PARSERS)
+async def test_an_http_1_0_client_is_sent_no_100_continue(http: str) -> None:
+    """RFC 9110: a server ignores a 100-continue expectation in an HTTP/1.0
+    request (10.1.1) and sends no 1xx to an HTTP/1.0 client (15.2), which
+    reads the first status line as the answer: httptools' protocol wrote
+    `HTTP/1.1 100 Continue` first, so such a client took 100 for the status
+    and the real answer for its body (protocoljourney). HTTP/1.1 still gets
+    its 100 before the body is read."""
+    expecting = b"Content-Length: 2\r\nExpect: 100-continue\r\n\r\nhi"
+    keep_off = b"Host: a\r\nConnection: close\r\n"
+    async with listening(http, deadline=60) as port:
+        old = await exchange(port, b"POST / HTTP/1.0\r\n" + expecting)
+        new = await exchange(port, b"POST / HTTP/1.1\r\n" + keep_off + expecting)
+    assert old.startswith((b"HTTP/1.1 200 ", b"HTTP/1.0 200 ")), old
+    assert b" 100 " not in old and old.endswith(b"echo:hi"), old
+    assert new.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 "), new
+    assert new.endswith(b"echo:hi"), new
+
+
 async def connections_left(port: int) -> int:
     """The server's open connections, waiting (at most 10 s) for none."""
     connections = SERVERS[port].server_state.connections

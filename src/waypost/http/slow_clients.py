@@ -357,6 +357,11 @@ def with_request_deadline(
                 else _framing_refusal(self.parser.get_http_version(), self.headers)
             )
             self._head_refusal = refusal
+            if self.parser.get_http_version() == "1.0":
+                # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's 100-continue
+                # is ignored, and no 1xx goes to an HTTP/1.0 client (uvicorn's
+                # httptools protocol sent its 100 whatever the version; h11 not)
+                self.expect_100_continue = False
             if refusal is not None:
                 # uvicorn serves it with `self.app`, as its own 503 for
                 # `limit_concurrency` does (not for an upgrade request: see
