@@ -142,11 +142,22 @@ QUERIES = ["deploy", "the", "rollback owner", "the deploy cache", "w3", "lease w
            "owner lease rollback", "nothing-here", "cache"]  # fmt: skip
 
 
+@pytest.mark.parametrize("owned", [False, True])
 @pytest.mark.parametrize("shared", [False, True])
 @pytest.mark.parametrize("count", [1, 6, 21, 101])
 def test_window_first_ranking_equals_one_filtered_order_by(
-    seeded: sqlite3.Connection, shared: bool, count: int
+    seeded: sqlite3.Connection,
+    shared: bool,
+    count: int,
+    owned: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The same rows and the same ranks, to the bit, whether the index is
+    searched whole or for the project's own rows (`owned`: the owner words'
+    weight is 0, and adds exactly nothing)."""
+    if owned:  # demo holds half the rows: asked for alone all the same
+        monkeypatch.setattr(ranking, "OWNED_MOST", 10**9)
+        monkeypatch.setattr(ranking, "OWNED_SHARE", 1)
     compared = 0
     for q in QUERIES:
         match = escape_fts(q.split())
@@ -254,10 +265,12 @@ def _outranked_db(path: Path, template: Path, others: int) -> sqlite3.Connection
 
 
 def test_a_project_outranked_by_another_falls_back_to_filtering_first(
-    tmp_path: Path, migrated_template: Path
+    tmp_path: Path, migrated_template: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """When other projects' rows fill the whole window, the filtered statement
-    finds the project's own best rows: none is lost."""
+    finds the project's own best rows: none is lost. (The window over the
+    whole index: a project this small is otherwise asked for alone.)"""
+    monkeypatch.setattr(ranking, "OWNED_MOST", 0)
     conn = _outranked_db(tmp_path / "outranked.db", migrated_template, 200)
     try:
         match = escape_fts(["cache"])
@@ -270,13 +283,40 @@ def test_a_project_outranked_by_another_falls_back_to_filtering_first(
         conn.close()
 
 
-def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
+def test_a_small_project_among_many_ranks_its_own_matches_alone(
     tmp_path: Path, migrated_template: Path
+) -> None:
+    """demo's ten rows among 200 of another project's, all matching: only
+    demo's matches are ranked (FTS5 reads each ranked row's size), and the
+    answer is the one statement's over the whole index (scalejourney: a
+    project of 100 records read 2,974 sizes at 20,000 records, 293 at 2,000)."""
+    conn = _outranked_db(tmp_path / "owned.db", migrated_template, 200)
+    try:
+        match = escape_fts(["cache"])
+        expected = _oracle(conn, "demo", match, Scope(), False, 4)
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            assert _new(conn, "demo", match, Scope(), False, 4) == expected
+        finally:
+            conn.set_trace_callback(None)
+        sizes = [s for s in seen if "SELECT sz FROM" in s]
+        assert 0 < len(sizes) <= 10, len(sizes)
+        # a word of the owner column is no user's term
+        owner = ranking.owned("x", "demo", False).split('"')[1]
+        assert _new(conn, "demo", escape_fts([owner]), Scope(), False, 4) == []
+    finally:
+        conn.close()
+
+
+def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
+    tmp_path: Path, migrated_template: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another project's rows outrank the first read (`FIRST_READ * count`
     rows) but not the whole window: the second read finds the project's own
     best rows inside the window, without the statement that reads every
     match's row."""
+    monkeypatch.setattr(ranking, "OWNED_MOST", 0)  # the window over the whole index
     count = 4
     others = ranking.FIRST_READ * count + 3  # past the first read, inside the window
     conn = _outranked_db(tmp_path / "second.db", migrated_template, others)

@@ -152,6 +152,28 @@ LIFECYCLE_REVISION = (
 )
 
 
+def indexed(path: Path, q: str) -> tuple[set[str], set[str]]:
+    """The tasks and records the indexes of a file hold for `q`, read there:
+    this build's lists and packets ask for today's index columns (migration
+    0039's `owner`), which a file migrated only so far does not have."""
+    conn = sqlite3.connect(path)
+    try:
+        match = escape_fts(q.split())
+        return tuple(
+            {
+                r[0]
+                for r in conn.execute(
+                    f"SELECT c.id FROM {table}_fts f JOIN {table} c ON c.rowid = f.rowid"
+                    f" WHERE {table}_fts MATCH ?",
+                    (match,),
+                )
+            }
+            for table in ("tasks", "knowledge")
+        )  # type: ignore[return-value]
+    finally:
+        conn.close()
+
+
 def memos(path: Path, q: str) -> list[str]:
     conn = sqlite3.connect(path)
     try:
@@ -183,9 +205,9 @@ async def test_the_migration_reindexes_what_was_written_before_it(
         made = [await make(human, text) for text in (ARABIC, THAI, VIETNAMESE)]
         arabic, thai, vietnamese = made
         # the old words: a letter finds the marked text, `tieng` misses `tiếng`
-        assert await found(human, "ك") == by(arabic)
-        assert await found(human, "ฉ") == by(thai)
-        assert await found(human, "tieng") == NOTHING
+        assert indexed(path, "ك") == by(arabic)[:2]
+        assert indexed(path, "ฉ") == by(thai)[:2]
+        assert indexed(path, "tieng") == NOTHING[:2]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(LIFECYCLE_MEMO)
     conn.execute(LIFECYCLE_REVISION, (f"{ARABIC} {VIETNAMESE}",))

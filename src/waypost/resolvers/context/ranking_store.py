@@ -23,11 +23,18 @@ scope filters, and each is cheap where the other is not:
   matches belong to other projects or scopes. It runs only when the whole
   window held fewer than `count` passing rows strictly inside its edge.
 
-Both rank with `bm25(table)`, FTS5's default `rank` function called by
-name: the same value, but ordered by SQLite's bounded sorter, which keeps
-only the window, where FTS5's own `ORDER BY rank` sorts every match before
-the LIMIT applies (0.6-0.7x the time of that canonical query at p90 on the
-bench corpus; see docs/context.md). Ties are broken by the item id, then
+Either way, a project that holds few of a table's rows (`_few_owned`) is
+searched for its own rows alone: the query also asks for its owner word
+(migration 0039), so FTS5 finds and ranks no other project's matches (200
+of another project's rows matching `cache` were each ranked for a project
+of ten). The rows and ranks are the same to the bit; only the work differs.
+
+Both rank with `bm25(table, 1, ..., 0)`, FTS5's default `rank` function
+called by name with the owner column weighing nothing: the same value, but
+ordered by SQLite's bounded sorter, which keeps only the window, where
+FTS5's own `ORDER BY rank` sorts every match before the LIMIT applies
+(0.6-0.7x the time of that canonical query at p90 on the bench corpus;
+see docs/context.md). Ties are broken by the item id, then
 its type, as before, so the order is the one the single UNION ALL query
 gave: tests compare the two on seeded files.
 """
@@ -40,7 +47,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from waypost.resolvers.context.search import SCOPE_SQL, Scope
+from waypost.resolvers.context.search import SCOPE_SQL, Scope, owned, text_only
 
 # How many ranked matches per wanted row the window looks at. The bounded
 # sorter makes a wide window almost free (the cost is ranking, not keeping);
@@ -67,17 +74,22 @@ class _Table:
     """How one FTS5 index is searched: its type name and its three statements."""
 
     type: str
+    content: str  # the table of its rows
     window_sql: str  # (rid, rank) of the best `:w` matches, best first
     passes_sql: str  # (rid, id, passes) of the content rows whose rowids are in `:rids`
     filtered_sql: str  # (id, rank) of the best `:n` passing matches, in order
 
 
-def _table(kind: str, content: str, alias: str, passes: str) -> _Table:
+def _table(kind: str, content: str, alias: str, passes: str, text_columns: int) -> _Table:
     fts = f"{content}_fts"
+    # BM25 over the text columns: the owner column (migration 0039) weighs
+    # nothing, so its words, which only an owned query asks for, add nothing
+    bm25 = f"bm25({fts}, {', '.join(['1'] * text_columns)}, 0)"
     return _Table(
         type=kind,
+        content=content,
         window_sql=(
-            f"SELECT rowid AS rid, bm25({fts}) AS rank FROM {fts}"
+            f"SELECT rowid AS rid, {bm25} AS rank FROM {fts}"
             f" WHERE {fts} MATCH :match ORDER BY rank LIMIT :w"
         ),
         passes_sql=(
@@ -85,19 +97,49 @@ def _table(kind: str, content: str, alias: str, passes: str) -> _Table:
             f" FROM {content} {alias} WHERE {alias}.rowid IN (SELECT value FROM json_each(:rids))"
         ),
         filtered_sql=(
-            f"SELECT {alias}.id AS id, bm25({fts}) AS rank"
+            f"SELECT {alias}.id AS id, {bm25} AS rank"
             f" FROM {fts} JOIN {content} {alias} ON {alias}.rowid = {fts}.rowid"
             f" WHERE {fts} MATCH :match AND {passes} ORDER BY rank, id LIMIT :n"
         ),
     )
 
 
-_TASKS = _table("task", "tasks", "t", "t.project_id = :project")
+_TASKS = _table("task", "tasks", "t", "t.project_id = :project", 3)
 _OWN = "k.project_id = :project"
-_KNOWLEDGE = _table("knowledge", "knowledge", "k", f"{_OWN} AND {SCOPE_SQL}")
+_KNOWLEDGE = _table("knowledge", "knowledge", "k", f"{_OWN} AND {SCOPE_SQL}", 4)
 _KNOWLEDGE_SHARED = _table(
-    "knowledge", "knowledge", "k", f"({_OWN} OR k.collection = 'shared') AND {SCOPE_SQL}"
+    "knowledge", "knowledge", "k", f"({_OWN} OR k.collection = 'shared') AND {SCOPE_SQL}", 4
 )
+
+# A project holding at most this many of a table's rows, and at most a
+# quarter of them, has its own matches asked for (`owned`), which FTS5
+# finds by the owner word before ranking any; a larger share is searched
+# over the whole index, where asking for the owner word too cost more than
+# the ranking it saves (3.7 against 0.6 ms at the median for the one
+# project of a 100,000-record file). Counting up to the bound costs a walk
+# of that many index entries at most.
+OWNED_MOST = 2000
+OWNED_SHARE = 4  # (a quarter)
+
+
+def _few_owned(
+    conn: sqlite3.Connection, table: _Table, project_id: str, include_shared: bool
+) -> bool:
+    """Whether the rows the search may keep (the project's, and the shared
+    ones when asked for) are few beside the whole table's."""
+    total = conn.execute(f"SELECT max(rowid) FROM {table.content}").fetchone()[0] or 0
+    bound = min(OWNED_MOST, total // OWNED_SHARE)
+    if bound == 0:
+        return False
+    owners = f"SELECT 1 FROM {table.content} WHERE project_id = ?"
+    if include_shared:
+        # each half walks its own index (an OR scanned the table); the
+        # project's shared rows, counted twice, only make the count cautious
+        owners += f" UNION ALL SELECT 1 FROM {table.content} WHERE collection = 'shared'"
+    counted = conn.execute(
+        f"SELECT count(*) FROM ({owners} LIMIT ?)", (project_id, bound + 1)
+    ).fetchone()[0]
+    return bool(counted <= bound)
 
 
 def _hits(table: _Table, found: list[tuple[float, str]]) -> list[Hit]:
@@ -165,6 +207,10 @@ def ranked(
         "version": scope.version,
     }
     knowledge = _KNOWLEDGE_SHARED if include_shared else _KNOWLEDGE
-    hits = [*_best(conn, _TASKS, params, count), *_best(conn, knowledge, params, count)]
+    hits: list[Hit] = []
+    for table, shared in ((_TASKS, False), (knowledge, include_shared)):
+        few = _few_owned(conn, table, project_id, shared)
+        asked = owned(match, project_id, shared) if few else text_only(match)
+        hits += _best(conn, table, {**params, "match": asked}, count)
     hits.sort(key=lambda h: (h.rank, h.id, h.type))
     return hits[:count]

@@ -49,6 +49,28 @@ def fts_query(q: str) -> str:
     return escape_fts(search_terms(q))
 
 
+def text_only(match: str) -> str:
+    """`match` (an escaped query) asked of the text columns alone: the search
+    indexes also hold each row's owner words (migration 0039), which no
+    user's terms may find."""
+    return f"- owner : ({match})"
+
+
+def owner_word(project_id: str) -> str:
+    """The word of a project's rows in the indexes' `owner` column: `x` and
+    the hex of the id's UTF-8 bytes (migration 0039 writes the same in SQL)."""
+    return "x" + project_id.encode().hex()
+
+
+def owned(match: str, project_id: str, include_shared: bool) -> str:
+    """`match` (an escaped query) asked of the text columns of a project's
+    own rows, and of the rows shared across projects when `include_shared`."""
+    owners = f'owner : "{owner_word(project_id)}"'
+    if include_shared:
+        owners = f'({owners} OR owner : "shared")'
+    return f"{owners} AND {text_only(match)}"
+
+
 def distinct_terms(terms: list[str]) -> tuple[list[str], frozenset[Words]]:
     """`terms` less each whose words (the index's tokenizer's: words_store.py) an
     earlier term already asks for, and the words asked for. A term's phrase

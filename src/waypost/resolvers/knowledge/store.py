@@ -307,7 +307,7 @@ def list_rows(
         at, last = part.order
         source, matched = _matching(found, part)
         where = [part.where, *filters, *matched]
-        args.extend([*part.args, *filter_args, *([match] if matched else [])])
+        args.extend([*part.args, *filter_args, *([found.bound] if found and matched else [])])
         if after is not None:
             # a row value, which SQLite turns into a range of the index: the
             # equivalent `a < ? OR (a = ? AND id < ?)` filtered the project's
@@ -344,7 +344,7 @@ def count_rows(
         if part.source == _TAGGED and not filters and not matched:
             source = _TAG_ROWS  # a tag's rows alone hold all such a count needs
         counts.append(f"(SELECT count(*) FROM {source} WHERE {where})")
-        args.extend([*part.args, *filter_args, *([match] if matched else [])])
+        args.extend([*part.args, *filter_args, *([found.bound] if found and matched else [])])
     return int(conn.execute(f"SELECT {' + '.join(counts)}", args).fetchone()[0])
 
 

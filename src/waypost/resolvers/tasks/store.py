@@ -72,7 +72,7 @@ def _source(
     if match is None:
         return walked
     found = list_match(conn, "tasks", "t", match, ":match")
-    params["match"] = match
+    params["match"] = found.bound
     if found.source is None:
         where.append(found.walk_term)
         return walked
