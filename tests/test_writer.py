@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -1266,3 +1267,36 @@ async def test_a_unit_raising_a_base_exception_is_answered_a_runtime_error(
     assert isinstance(raised.value.__cause__, _NotAnException)
     assert await names_of(patient, "interrupted") == []
     assert await asyncio.wait_for(patient.write(recorded("after")), 10) == "after"
+
+
+async def test_the_sweep_is_not_shed_as_overloaded_while_clients_keep_the_writer_busy(
+    short_budget: Database,
+) -> None:
+    """The sweep (receipt purge, decision timeouts) waits its turn at the
+    writer, however long: it was answered 503 "overloaded" unrun past a
+    client's budget, and one agent keeping the writer saturated (72
+    concurrent decision opens on a real `waypost serve`, `--sweep-interval
+    5`, clock moved 49 h on) had every pass skipped for the whole of its 40 s
+    of load: no receipt purged, no reversible decision timed out
+    (abusejourney). Here one long unit holds the writer past the sweep's
+    budget."""
+    from types import SimpleNamespace
+
+    db = short_budget
+
+    def fill(conn: sqlite3.Connection) -> None:
+        conn.executemany(
+            "INSERT INTO receipts (principal_id, key, fingerprint, status, body, created_at)"
+            " VALUES ('p', ?, 'f', 200, '{}', '2026-11-01T00:00:00.000Z')",
+            [(f"old-{i}",) for i in range(7)],
+        )
+
+    await db.write(fill)
+    rt = SimpleNamespace(db=db, now=lambda: datetime(2026, 11, 29, 18, tzinfo=UTC))
+    held, holder = await holding(db)
+    passing = asyncio.create_task(sweep.run_once(rt))  # type: ignore[arg-type]
+    await asyncio.sleep(1.0)  # past its 300 ms budget and the half second of grace
+    held.release.set()
+    await holder
+    report = await passing
+    assert report["receipts_purged"] == 7

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from waypost.mcp_server.calls import ApiError
 from waypost.rest.routing import BODY_LIMIT
+from waypost.storage.connection import STORAGE_RETRY_AFTER
 
 
 def _decisions(details: dict[str, Any]) -> str:
@@ -116,6 +117,17 @@ _GIVE_BACK: Final = (
 )
 
 
+# The storage refused the write (a full disk, a read-only or failing
+# device): REST's `Retry-After` is STORAGE_RETRY_AFTER, "an operator must
+# act" (docs/api.md); told to retry in a few seconds, an agent on a full disk
+# made 337 calls in 35 s (diskfulljourney).
+_STORAGE = (
+    "Waypost's storage refused the write (the message says how); nothing was written. "
+    "Someone has to act on the server first (free disk space, mend the device): tell your "
+    "user, and retry this call with the same idempotency key in a minute or more."
+)
+
+
 def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | None) -> str:
     d = error.details
     reason = d.get("reason")
@@ -123,6 +135,8 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
     fixed = _BY_REASON.get((code, reason)) if isinstance(reason, str) else None
     if fixed is not None:
         return fixed
+    if code == "unavailable" and (error.retry_after or 0) >= STORAGE_RETRY_AFTER:
+        return _STORAGE
     where = f"project={project!r}, " if project else ""
     if code == "decision_required" and d.get("declined"):
         declined = [str(i) for i in d["declined"]]

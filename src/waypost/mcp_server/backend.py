@@ -192,9 +192,15 @@ class HttpBackend:
                 str(error.get("message", f"HTTP {response.status_code}")),
                 dict(error.get("details") or {}),
                 response.status_code,
+                _seconds(response.headers.get("retry-after")),
             )
         replayed = response.headers.get("idempotent-replayed") == "true"
         return Reply(response.status_code, data, replayed)
+
+
+def _seconds(retry_after: str | None) -> int | None:
+    """A `Retry-After` of delay seconds (the only form the service sends)."""
+    return int(retry_after) if retry_after is not None and retry_after.isdigit() else None
 
 
 def _segment(value: str) -> str:

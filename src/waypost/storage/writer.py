@@ -114,7 +114,7 @@ class _Unit:
     # a long unit (a sweep's batch, ~50 ms) commits in a transaction of its
     # own: joined to a batch already holding a write, it held that write's
     # answer for its whole run (a write during a sweep waited two of its
-    # batches, ~120 ms; sweepbacklogaudit)
+    # batches, ~120 ms; sweepbacklogaudit); nor is it shed as late (`_is_late`)
     solo: bool = False
 
 
@@ -483,7 +483,16 @@ class Writer:
 
     @staticmethod
     def _is_late(unit: _Unit, now: float) -> bool:
-        return unit.transaction and not unit.retried and unit.deadline + _LATE_GRACE <= now
+        # The sweep's units (the only solo ones) wait their turn however long:
+        # no client waits on them, and shed they let one client keeping the
+        # writer busy stop every receipt purge and decision timeout for as
+        # long as it liked (abusejourney)
+        return (
+            unit.transaction
+            and not unit.retried
+            and not unit.solo
+            and unit.deadline + _LATE_GRACE <= now
+        )
 
     def _answer_late(self, late: list[_Unit]) -> None:
         _conditions.warning(
