@@ -6,8 +6,8 @@
 -- A packet's search ranked every match of the whole index, every project's
 -- (BM25 costs about 40 times what finding a row does), and then kept the
 -- asking project's: for a project of 200 records and 200 tasks among the
--- 100,000 of the bench corpus, 80 queries of its own words took 6.1-10.2 ms
--- at the 90th percentile, and 0.8-0.9 ms ranking its own matches alone
+-- 100,000 of the bench corpus, 80 queries of its own words took 8.9-16.7 ms
+-- at the 90th percentile, and 0.78-0.99 ms ranking its own matches alone
 -- (docs/context.md, "Ranking less"). With the owner word in the index, the
 -- search can ask FTS5 for the project's matches alone.
 --
