@@ -309,6 +309,29 @@ def test_a_small_project_among_many_ranks_its_own_matches_alone(
         conn.close()
 
 
+def test_a_file_of_one_projects_rows_is_searched_whole_without_counting(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """Nothing to leave out: the packet of the only project with rows pays
+    two index probes, not a count of its rows up to OWNED_MOST (180 us a
+    table at 2,000, on every packet of the bench's one project)."""
+    rows = [(f"kn_d{i:04d}", "demo", f"cache {i}", "a body") for i in range(40)]
+    conn = _plain_db(tmp_path / "alone.db", migrated_template, rows)
+    try:
+        match = escape_fts(["cache"])
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            found = _new(conn, "demo", match, Scope(), False, 4)
+        finally:
+            conn.set_trace_callback(None)
+        assert found == _oracle(conn, "demo", match, Scope(), False, 4)
+        assert not [s for s in seen if "SELECT count(*)" in s], seen
+        assert not [s for s in seen if 'owner : "x' in s], seen  # not asked as owned
+    finally:
+        conn.close()
+
+
 def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
     tmp_path: Path, migrated_template: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
