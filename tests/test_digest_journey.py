@@ -34,10 +34,10 @@ async def test_a_digest_queued_behind_another_shows_no_state_newer_than_its_inst
         assert await asyncio.to_thread(running.acquire, True, 10)
         asked = asyncio.create_task(human.get(f"{BASE}/digest"))
         for _ in range(1000):  # until the digest waits for the lane
-            if lane._waiters:
+            if lane.waiting():
                 break
             await asyncio.sleep(0.005)
-        assert lane._waiters, "the digest never queued for the lane"
+        assert lane.waiting(), "the digest never queued for the lane"
         service.clock.advance(minutes=1)
         edited = await edit_task(human, task, priority=5)
         release.set()

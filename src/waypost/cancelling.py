@@ -15,9 +15,21 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Gate(Protocol):
+    """What `holding_until_done` holds a place of: an `asyncio.Semaphore`,
+    or a `storage.turns.FairGate` taken as one caller."""
+
+    def locked(self) -> bool: ...
+
+    async def acquire(self) -> bool: ...
+
+    def release(self) -> None: ...
+
 
 # Set by a transport that can tell when its caller has gone (a REST read, a
 # GraphQL request over HTTP): returns once it has. uvicorn never cancels a
@@ -55,7 +67,7 @@ async def cancel_and_wait(task: asyncio.Task[None]) -> None:
             raise
 
 
-async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitable[T]]) -> T:
+async def holding_until_done(gate: Gate, work: Callable[[], Awaitable[T]]) -> T:
     """`work()`, run as a task of its own once it holds a place of `gate`; the
     place is given back when that work ends, not when its caller stops
     waiting. Work on a thread (a search, a document's validation) runs on
@@ -78,7 +90,7 @@ async def holding_until_done(gate: asyncio.Semaphore, work: Callable[[], Awaitab
     return await asyncio.shield(running)
 
 
-async def _acquire(gate: asyncio.Semaphore) -> None:
+async def _acquire(gate: Gate) -> None:
     """A place of `gate`; CallerGone when `caller_gone` fires while waiting
     for one (watched only when there is a wait: a free place costs nothing)."""
     gone = caller_gone.get()
@@ -146,7 +158,7 @@ def _watch(gone: Callable[[], Coroutine[Any, Any, None]]) -> asyncio.Task[None]:
     return asyncio.get_running_loop().create_task(gone(), context=contextvars.Context())
 
 
-def _give_up(gate: asyncio.Semaphore, acquiring: asyncio.Future[Any]) -> None:
+def _give_up(gate: Gate, acquiring: asyncio.Future[Any]) -> None:
     if acquiring.done() and not acquiring.cancelled():
         gate.release()
     else:

@@ -67,4 +67,4 @@ async def reopen_decision(call: Call) -> Outcome:
 @table.get("/api/v1/projects/{project}/digest")
 async def project_digest(call: Call) -> dict[str, Any]:
     """Pending decisions, what proceeded by timeout, what will soon, and blocked work."""
-    return await digest.digest(call.rt, call.params["project"])
+    return await digest.digest(call.rt, call.params["project"], call.actor.principal_id)

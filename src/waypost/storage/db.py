@@ -32,7 +32,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -55,6 +55,7 @@ from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, begin_snapshot, run_read
 from waypost.storage.schema_guard import available
 from waypost.storage.snapshots import PinnedSnapshots
+from waypost.storage.turns import FairGate
 from waypost.storage.upgrades import SchemaWatch, upgraded_refusal
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
@@ -176,7 +177,7 @@ class Database:
         self._reader_count = max(1, readers)
         self._searches = asyncio.Semaphore(max(1, self._reader_count - 1))
         # long reads no time limit bounds (the digest) take one place at a time
-        self._unbounded = asyncio.Semaphore(1)
+        self._unbounded = FairGate(1)  # in turn, by caller (storage/turns.py)
         self._busy_timeout_ms = busy_timeout_ms
         self._hooks = tuple(hooks)
         # a batch takes no more units once it holds this many or has run this long
@@ -354,7 +355,9 @@ class Database:
         reranking provider)."""
         return snapshots.unpinned()
 
-    async def search(self, fn: UnitOfWork[T], *, unbounded: bool = False) -> T:
+    async def search(
+        self, fn: UnitOfWork[T], *, unbounded: bool = False, who: Hashable = None
+    ) -> T:
         """`read` for a unit that may run long (a full-text search: up to the
         search time limit, or longer where none applies). Searches wait for
         one another beyond all readers but one, so every other read still
@@ -366,7 +369,9 @@ class Database:
         cost grows with the data) also waits for the others like it: they
         hold one place of the lane at most, so searches always have the
         rest (four digests of 300 ms polled at once had taken both places,
-        and a context packet waited behind them).
+        and a context packet waited behind them). Its place goes in turn to
+        the callers waiting (`who`, a principal: storage/turns.py), so that
+        one caller's queue of them keeps no other caller's last.
 
         Inside `pinned()` a search reads on the request's own slot, not the
         reader pool, so it takes no place in that lane: taking one and then
@@ -376,7 +381,7 @@ class Database:
             return await self.read(fn)  # on the pin, as read() finds it
         if unbounded:
             # held until the search ends, as the lane's place is (see below)
-            return await holding_until_done(self._unbounded, lambda: self._search(fn))
+            return await holding_until_done(self._unbounded.of(who), lambda: self._search(fn))
         return await self._search(fn)
 
     async def _search(self, fn: UnitOfWork[T]) -> T:

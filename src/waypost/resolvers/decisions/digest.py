@@ -136,7 +136,7 @@ def _ready_count(conn: sqlite3.Connection, project_id: str, now: datetime) -> in
     return ready_store.ready_count(conn, ready_params(project_id, now))
 
 
-async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
+async def digest(rt: Runtime, project_id: str, who: str | None = None) -> dict[str, Any]:
     # In the long reads' lane, as a search is, one digest at a time: its cost
     # grows with the pairs of open decisions and the tasks each names (250 ms
     # for 900 decisions over 100 tasks), and four clients polling it took
@@ -146,7 +146,8 @@ async def digest(rt: Runtime, project_id: str) -> dict[str, Any]:
     # by schema/loaders.py on the query's own snapshot, at the query's instant,
     # read once that snapshot has begun: schema/snapshot.py).
     read = functools.partial(_digest_at_snapshot, project_id=project_id, clock=rt.moving_now())
-    return await rt.db.search(read, unbounded=True)
+    # (in turn with other callers' digests: `who`, the caller's principal)
+    return await rt.db.search(read, unbounded=True, who=who)
 
 
 def _digest_at_snapshot(
