@@ -896,3 +896,22 @@ async def test_arguments_below_a_null_are_never_checked(
     result = await both(human, query)
     assert result.fast == result.slow == b'{"data":{"project":null}}'
     assert result.answered
+
+
+@pytest.mark.parametrize("limit", [0, 1])
+async def test_a_digests_truncated_alone_is_complete_on_the_fast_path(
+    human: Caller, seeded: dict[str, Any], limit: int
+) -> None:
+    """`truncated` selected without the lists it describes: the fast path
+    fills no list part (digest.PARTS), yet each flag is the whole digest's
+    (the lists cut at a small limit, so that the flags are true)."""
+    from waypost.resolvers.decisions import digest
+
+    query = (
+        "{ projects { nodes { id digest { truncated {"
+        " pendingDecisions proceededByTimeout timingOutSoon blockedTasks } } } } }"
+    )
+    with mock.patch.object(digest, "DIGEST_LIMIT", limit):
+        result = await both(human, query)
+    assert result.answered and result.fast == result.slow
+    assert b'"pendingDecisions":true' in result.fast

@@ -57,7 +57,7 @@ SHIPPED = {
     "0036_knowledge_shared_status_indexes.sql": "32a3563d04b730c36ee9d82b9ce1eee2",
     "0037_words_keep_their_marks.sql": "d8d9e95293f8e62b1418013feaea4395",
     "0038_bidi_controls_end_words.sql": "af36c4f60f298e68c39324668f6b0184",
-    "0039_search_owner.sql": "7594945109ceec59c6485202a6092638",
+    "0039_search_owner.sql": "317cc7e1c0ce4ecd0a787b6150ee4742",
 }
 
 _INDEX_LINES = (

@@ -117,14 +117,17 @@ _GIVE_BACK: Final = (
 )
 
 
-# The storage refused the write (a full disk, a read-only or failing
-# device): REST's `Retry-After` is STORAGE_RETRY_AFTER, "an operator must
-# act" (docs/api.md); told to retry in a few seconds, an agent on a full disk
-# made 337 calls in 35 s (diskfulljourney).
+# The storage cannot serve the call (a full disk, a read-only or failing
+# device, a commit whose outcome is unknown): REST's `Retry-After` is
+# STORAGE_RETRY_AFTER, "an operator must act" (docs/api.md); told to retry
+# in a few seconds, an agent on a full disk made 337 calls in 35 s
+# (diskfulljourney). The message says what happened, and whether a write may
+# have been committed (review77): the advice does not guess.
 _STORAGE = (
-    "Waypost's storage refused the write (the message says how); nothing was written. "
-    "Someone has to act on the server first (free disk space, mend the device): tell your "
-    "user, and retry this call with the same idempotency key in a minute or more."
+    "Waypost's storage cannot serve this call now (the message says how). Someone has to "
+    "act on the server first (free disk space, mend the device): tell your user, and retry "
+    "in a minute or more (a write with the same idempotency key, which runs it once "
+    "whatever happened to the first)."
 )
 
 

@@ -1,7 +1,10 @@
 -- Each search index knows whose its rows are: an `owner` column holding
 -- one word for the row's project (`x` and the hex of the project id's
 -- UTF-8 bytes, so no two projects share it and no id can make two words)
--- and, for knowledge shared across projects, the word `shared`.
+-- and, for knowledge, its collection (`project`, or `shared` for a record
+-- shared across projects): as many words in every row of a table, so that
+-- BM25's length normalisation ranks a shared record as a private one of the
+-- same text (with `shared` alone it ranked below it; review77).
 --
 -- A packet's search ranked every match of the whole index, every project's
 -- (BM25 costs about 40 times what finding a row does), and then kept the
@@ -11,11 +14,11 @@
 -- (docs/context.md, "Ranking less"). With the owner word in the index, the
 -- search can ask FTS5 for the project's matches alone.
 --
--- The owner word is never matched by a user's terms: every query names the
--- text columns (`{title body ...} : (...)`), and BM25 is given weight 0 for
--- the owner column, so the ranks of text matches are those of a table
--- without the column but for each row's length counting one or two words
--- more (resolvers/context/search.py).
+-- The owner words are never matched by a user's terms: every query leaves
+-- the column out (`- owner : (...)`), and BM25 is given weight 0 for it, so
+-- the ranks of text matches are those of a table without the column but
+-- for each row's length counting one word more (a task) or two (a record)
+-- (resolvers/context/search.py).
 --
 -- FTS5 reads an external content table only to rebuild an index or check
 -- it; the owner word is not stored anywhere, so each index's content is a
@@ -71,8 +74,7 @@ DROP TRIGGER knowledge_fts_update;
 DROP TABLE knowledge_fts;
 CREATE VIEW knowledge_search AS
   SELECT rowid AS rid, title, body, tags, applicability,
-    'x' || lower(hex(project_id)) || CASE WHEN collection = 'shared' THEN ' shared' ELSE '' END
-      AS owner
+    'x' || lower(hex(project_id)) || ' ' || collection AS owner
   FROM knowledge;
 CREATE VIRTUAL TABLE knowledge_fts USING fts5(
   title, body, tags, applicability, owner,
@@ -83,24 +85,20 @@ INSERT INTO knowledge_fts (knowledge_fts) VALUES ('rebuild');
 CREATE TRIGGER knowledge_fts_insert AFTER INSERT ON knowledge BEGIN
   INSERT INTO knowledge_fts (rowid, title, body, tags, applicability, owner)
   VALUES (new.rowid, new.title, new.body, new.tags, new.applicability,
-    'x' || lower(hex(new.project_id))
-      || CASE WHEN new.collection = 'shared' THEN ' shared' ELSE '' END);
+    'x' || lower(hex(new.project_id)) || ' ' || new.collection);
 END;
 CREATE TRIGGER knowledge_fts_delete AFTER DELETE ON knowledge BEGIN
   INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body, tags, applicability, owner)
   VALUES ('delete', old.rowid, old.title, old.body, old.tags, old.applicability,
-    'x' || lower(hex(old.project_id))
-      || CASE WHEN old.collection = 'shared' THEN ' shared' ELSE '' END);
+    'x' || lower(hex(old.project_id)) || ' ' || old.collection);
 END;
 CREATE TRIGGER knowledge_fts_update
 AFTER UPDATE OF title, body, tags, applicability, project_id, collection ON knowledge
 BEGIN
   INSERT INTO knowledge_fts (knowledge_fts, rowid, title, body, tags, applicability, owner)
   VALUES ('delete', old.rowid, old.title, old.body, old.tags, old.applicability,
-    'x' || lower(hex(old.project_id))
-      || CASE WHEN old.collection = 'shared' THEN ' shared' ELSE '' END);
+    'x' || lower(hex(old.project_id)) || ' ' || old.collection);
   INSERT INTO knowledge_fts (rowid, title, body, tags, applicability, owner)
   VALUES (new.rowid, new.title, new.body, new.tags, new.applicability,
-    'x' || lower(hex(new.project_id))
-      || CASE WHEN new.collection = 'shared' THEN ' shared' ELSE '' END);
+    'x' || lower(hex(new.project_id)) || ' ' || new.collection);
 END;
