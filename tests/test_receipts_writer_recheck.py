@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import Caller, Service
 from tests.rechecks_support import Meanwhiles
+from tests.test_receipts import count
 from waypost.resolvers.core import store
 from waypost.resolvers.core.receipts import Idempotency
 
@@ -32,14 +33,6 @@ mutation ($i: TaskCreateInput!) {
 @pytest.fixture
 def meanwhile(service: Service, monkeypatch: pytest.MonkeyPatch) -> Meanwhiles:
     return Meanwhiles(service, monkeypatch)
-
-
-def count(service: Service, sql: str, *args: Any) -> int:
-    conn = sqlite3.connect(service.db_path)
-    try:
-        return int(conn.execute(sql, args).fetchone()[0])
-    finally:
-        conn.close()
 
 
 def first_attempt_commits(
