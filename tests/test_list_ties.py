@@ -96,3 +96,26 @@ async def test_a_tasks_decisions_page_through_equal_times_by_id(
     for n in (1, 2):
         for backward in (False, True):
             assert await _gql_walk(human, path, "", n, backward) == newest_first
+
+
+async def test_a_task_list_pages_through_equal_times_by_id(
+    service: Service, human: Caller, project: str
+) -> None:
+    """Tasks created in the same millisecond (the clock does not move here):
+    each page goes on after the last task's (created_at, id), not after its
+    time alone, which skipped the rest of that millisecond. Only a `q` test
+    held the id half of the key (cursorjourney)."""
+    made = [await new_task(human, f"task {i}") for i in range(5)]
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        at = {"cursor": cursor} if cursor else {}
+        r = await human.get(f"/api/v1/projects/{project}/tasks", limit=2, **at)
+        assert r.status_code == 200, r.text
+        seen += [t["id"] for t in r.json()["items"]]
+        cursor = r.json()["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == sorted(made)
+    for backward in (False, True):
+        assert await _gql_walk(human, "tasks({}) {{ {} }}", "", 2, backward) == sorted(made)
