@@ -7,6 +7,7 @@ traceback."""
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import subprocess
 import sys
@@ -53,6 +54,37 @@ async def test_a_full_disk_refuses_writes_with_503_and_keeps_everything(
         k["title"] for k in (await human.get("/api/v1/projects/demo/knowledge")).json()["items"]
     ]
     assert sorted(titles) == ["big", "kept"]
+
+
+async def test_the_log_says_when_writes_are_committed_again_after_a_full_disk(
+    service: Service, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
+    for _ in range(2):
+        refused = await human.post("/api/v1/projects/demo/knowledge", big)
+        assert refused.status_code == 503, refused.text
+
+    def said() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "committed again" in r.getMessage()]
+
+    assert said() == []  # nothing committed yet: the refusals have not ended
+    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    # (that write committed: the line counts the two refusals, then is told)
+    assert len(said()) == 1
+    assert "2 refused" in said()[0] and "disk is full" in said()[0]
+    kept = await human.post("/api/v1/projects/demo/knowledge", big)
+    assert kept.status_code == 201
+    assert len(said()) == 1  # once: the next commits after it say nothing
+    # a disk with room for small writes only: refusals and commits take turns,
+    # told of at most once every 10 s (not a line per commit)
+    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    assert (await human.post("/api/v1/projects/demo/knowledge", big)).status_code == 503
+    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    assert len(said()) == 1
 
 
 def test_a_database_that_cannot_be_written_is_named_read_only(tmp_path: Path) -> None:

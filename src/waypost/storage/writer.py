@@ -43,6 +43,7 @@ from waypost.errors import Unavailable
 from waypost.observe.conditions import ConditionLog
 from waypost.storage.connection import STORAGE_RETRY_AFTER, is_busy, is_damage, storage_refusal
 from waypost.storage.files import files_changed_refusal
+from waypost.storage.outage import Outage
 from waypost.storage.upgrades import upgraded_refusal
 
 log = logging.getLogger("waypost.storage")
@@ -188,6 +189,7 @@ class Writer:
         # batch the writer runs or waits to begin (under another process's
         # lock a whole batch waits there, and the queue looks empty)
         self._unanswered = 0
+        self._outage = Outage(log)  # storage refusals, told of at the next commit
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
         self._thread.start()
 
@@ -398,6 +400,7 @@ class Writer:
         _log_failure("the writer could not start a transaction: %s", exc)
         while pending:
             unit = pending.popleft()
+            self._outage.refused(exc)
             _answer(unit.loop, [(unit, None, _for_caller(exc))])
 
     def _batch(self, pending: deque[_Unit]) -> None:
@@ -561,6 +564,8 @@ class Writer:
                 observe(len(done) + len(failed), time.perf_counter() - started)
             except Exception:
                 log.exception("batch observer failed")
+        if done:
+            self._outage.committed()
         self._reply(failed, done, committed=bool(done))
         self._restart_wal()  # after the answers: nobody waits for it but later writes
 
@@ -612,6 +617,7 @@ class Writer:
     ) -> None:
         by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         for unit, exc in failed:
+            self._outage.refused(exc)
             by_loop.setdefault(unit.loop, []).append((unit, None, _for_caller(exc)))
         for unit, result in done:
             by_loop.setdefault(unit.loop, []).append((unit, result, None))
