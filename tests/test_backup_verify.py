@@ -526,6 +526,40 @@ def test_a_path_that_cannot_be_looked_at_is_one_line_not_a_traceback(
     assert "Traceback" not in result.output
 
 
+def test_a_backup_its_disk_cannot_hold_names_that_disk_not_the_database(tmp_path: Path) -> None:
+    """The copy's own writes failing (here a file-size limit on the process,
+    as a full disk would) said "backup_failed: disk I/O error", which left an
+    operator to wonder whether the live database's disk had failed."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.execute("CREATE TABLE filler (x)")
+    conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 1000,)] * 500)
+    conn.commit()
+    conn.close()
+    backups_dir = tmp_path / "backups"
+    backups_dir.mkdir()
+    script = (
+        "import resource, signal, sys\n"
+        "from waypost.cli import main\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["admin", "backup", "--db", str(source), "--to", str(backups_dir / "nightly.db")]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("Error: cannot_write: writing the copy in "), said
+    assert str(backups_dir.resolve()) in said and "the database is untouched" in said
+    assert list(backups_dir.iterdir()) == []
+
+
 def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     """SIGTERM (a cron job stopped, a container shutting down) killed the copy
     outright, leaving `<name>.partial-PID` and its journal; Ctrl-C cleaned up.

@@ -148,6 +148,31 @@ def _refuse_foreign_source(source: Path) -> None:
         conn.close()
 
 
+# SQLite's codes for a write that failed: the copy is the only file a backup
+# writes, so these are the target's disk, never the database's
+_FULL = sqlite3.SQLITE_FULL
+_WRITE_FAILED = (778, 1034)  # SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC
+
+
+def _target_refusal(exc: BaseException, target: Path) -> BackupError | None:
+    """A copy its own disk refused, said with the directory it was written in:
+    "backup_failed: database or disk is full" left an operator to wonder
+    whether the live database's disk was full (diskfulljourney)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if not isinstance(exc, sqlite3.Error) or code is None:
+        return None
+    where = target.parent.resolve()
+    if code & 0xFF == _FULL:
+        said = f"the disk holding {where} is full"
+    elif code in _WRITE_FAILED:
+        said = f"writing the copy in {where} failed"
+    else:
+        return None
+    return BackupError(
+        "cannot_write", f"{said} (SQLite: {exc}); no copy kept, the database is untouched"
+    )
+
+
 def _copy(source: Path, target: Path) -> tuple[str, int]:
     """One snapshot of `source` into `target`; its integrity_check and page count."""
     src = open_read_only(source, locking=True)
@@ -169,6 +194,9 @@ def _copy(source: Path, target: Path) -> tuple[str, int]:
             raise BackupError(
                 "corrupt", f"the source database cannot be read through ({exc}); no copy made"
             ) from exc
+        refused = _target_refusal(exc, target)
+        if refused is not None:
+            raise refused from exc
         raise
     finally:
         src.close()
