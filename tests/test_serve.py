@@ -443,6 +443,45 @@ def test_while_the_database_opens_the_listeners_answer_starting(tmp_path: Path) 
         assert served.stop() == 0
 
 
+def test_the_starting_answers_come_while_the_apps_are_imported(tmp_path: Path) -> None:
+    """Importing the apps (1.7 s, the GraphQL schema's build among them) ran
+    on the event loop after the listeners bound: a probe then waited that
+    long for its 503 (memojourney). Here the import is made to take 4 s."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import sys, time\n"
+        "class Slow:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'waypost.app':\n"
+        "            sys.meta_path.remove(self)\n"
+        "            time.sleep(4)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Slow())\n"
+    )
+    path = os.pathsep.join(p for p in (str(slow), os.environ.get("PYTHONPATH")) if p)
+    clock = tmp_path / "clock"
+    clock.write_text(START)
+    port = free_port()
+    served = start(
+        tmp_path / "waypost.db", clock, 0, "--port", str(port), env_extra={"PYTHONPATH": path}
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # bound before the apps are imported
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and served.process.poll() is None
+                time.sleep(0.02)
+        health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2.0)
+        assert (health.status_code, health.json()) == (503, {"status": "starting"})
+        served.wait_for(r"listening on http://")
+    finally:
+        assert served.stop() == 0
+
+
 def _read_to_end(sock: socket.socket) -> bytes:
     got = b""
     while chunk := sock.recv(65536):

@@ -399,6 +399,12 @@ def _already_stopping(sig: signal.Signals) -> None:
     log.info("%s: already stopping (the database is closing)", sig.name)
 
 
+def _import_apps() -> None:
+    import waypost.app
+    import waypost.lifecycle_http.app
+    import waypost.lifecycle_http.compose  # noqa: F401
+
+
 async def _serve_runtime(
     settings: Settings,
     http: str,
@@ -413,6 +419,11 @@ async def _serve_runtime(
     forced quit, once the runtime has closed). A signal in `early` came
     while it opened: it closes again, serving nothing. `starting` answers
     until the runtime is open. `signals` stop it (`stop_signals`)."""
+    # Imported on a thread: importing the apps (the GraphQL schema's build
+    # among them) takes 1.7 s, and on the event loop it held the starting
+    # answers back, a probe right after the listeners bound waiting that long
+    # for its 503 (memojourney)
+    await asyncio.to_thread(_import_apps)
     from waypost.app import create_app
     from waypost.lifecycle_http.app import create_lifecycle_app
     from waypost.lifecycle_http.compose import lifecycle_verifier, start_delivery

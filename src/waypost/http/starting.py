@@ -50,12 +50,13 @@ STARTING_MESSAGE = (
 Answer = Callable[[bytes], bytes]
 
 
-def _response(body: dict[str, Any] | str) -> bytes:
-    """A whole 503 answer: JSON, or (a str) an HTML page."""
+def _response(body: dict[str, Any] | str, separators: tuple[str, str] = (",", ":")) -> bytes:
+    """A whole 503 answer: JSON (written as the listener's app writes it:
+    `separators`), or (a str) an HTML page."""
     if isinstance(body, str):
         payload, kind = body.encode(), ["Content-Type: text/html; charset=utf-8", _PAGE_POLICY]
     else:
-        payload, kind = json.dumps(body, separators=(",", ":")).encode(), _JSON
+        payload, kind = json.dumps(body, separators=separators).encode(), _JSON
     head = [
         "HTTP/1.1 503 Service Unavailable",
         *kind,
@@ -88,7 +89,9 @@ _PUBLIC_HEALTH = _response({"status": "starting"})
 _PUBLIC_GRAPHQL = _response(graphql_refusal_body(_STARTING))
 _PUBLIC_OTHER = _response(_STARTING.to_json())
 _PUBLIC_CONSOLE = _response(_CONSOLE_PAGE)
-_LIFECYCLE = _response({"error": "unavailable"})
+# json.dumps' own spacing, as every other answer of the lifecycle listener
+# (lifecycle_http/envelope.py): its starting answer alone was compact (memojourney)
+_LIFECYCLE = _response({"error": "unavailable"}, separators=(", ", ": "))
 
 
 def _path(target: bytes) -> bytes:
