@@ -139,6 +139,9 @@ class Listener:
         self.token_id = token_id
         self.last = after
         self.caught_up = False
+        # the events the window already held when this stream opened: a
+        # resume replays them, it was not woken with them (see `_in_window`)
+        self.replay_through = hub.position
         self.wake = asyncio.Event()
 
     async def next_batch(self, timeout: float) -> list[Event]:
@@ -334,7 +337,16 @@ class Hub:
         window = self._windows[listener.project_id]
         if listener.last >= window.floor:
             listener.caught_up = True
-            return window.after(listener.last)
+            found = window.after(listener.last)
+            if found and found[0]["sequence"] <= listener.replay_through:
+                # a resume from inside the window: copies of the events it held
+                # before this stream opened, so that no answer kept from their
+                # first delivery (schema/shared_events.py) is handed out again:
+                # a subscription's `subject` is the record as it is now, not as
+                # it was when another subscriber was sent it (dashboardjourney)
+                through = listener.replay_through
+                found = [dict(e) if e["sequence"] <= through else e for e in found]
+            return found
         if listener.caught_up:
             raise SlowConsumer(
                 "this stream fell too far behind the live events and was dropped;"
