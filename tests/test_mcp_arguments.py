@@ -441,6 +441,9 @@ def test_nothing_ready_with_lapsed_leases_says_to_recover_them() -> None:
          "task_get", "recovered", "task_submit"),
         ("state_conflict", {"reason": "not_claimed", "status": "open"}, "not claimed",
          "task_claim with its task_id", "Stop working", "task_submit"),
+        # a task never claimed is refused so too: no "(it was released)" (docsexamples)
+        ("state_conflict", {"reason": "not_claimed", "status": "open"}, "not claimed",
+         "once it is ready", "released", "task_checkpoint"),
         ("lease_conflict", {"reason": "held_by_another", "owner_id": "prn_x",
                             "expires_at": "2026-12-01T11:15:00.000Z"}, "held",
          "until 2026-12-01T11:15:00.000Z", None, "task_claim"),

@@ -249,8 +249,10 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         )
     if code == "state_conflict" and reason == "not_claimed" and d.get("status") == "open":
         return (
-            "Nobody holds this task now (it was released): task_claim with its task_id "
-            "takes it, if you are to go on with it."
+            # not "(it was released)": a task never claimed is refused so too
+            # (docsexamples), and a named claim takes it only once it is ready
+            "Nobody holds this task now: task_claim with its task_id takes it once it "
+            "is ready (task_get shows what it waits for), if you are to go on with it."
         )
     if code == "state_conflict" and reason == "not_claimed":
         return (
