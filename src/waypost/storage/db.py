@@ -12,7 +12,8 @@ about 100 µs, so a unit of work never awaits statement by statement.
   unit inside one read transaction (one snapshot).
 - Searches (`search`: full-text reads, which may run up to the search time
   limit, and, one at a time, reads whose cost grows with the data, like the
-  digest) take at most all readers but one, so a few slow ones never leave
+  digest) and long reads (`read_long`: a GraphQL answer built whole on a
+  reader) take at most all readers but one, so a few slow ones never leave
   the other reads without a reader.
 - Point reads (`read_point`: a few lookups by key, e.g. a bearer token on
   every request) run on the event loop's own read-only connection instead:
@@ -178,6 +179,9 @@ class Database:
         self._searches = asyncio.Semaphore(max(1, self._reader_count - 1))
         # long reads no time limit bounds (the digest) take one place at a time
         self._unbounded = FairGate(1)  # in turn, by caller (storage/turns.py)
+        # long reads whose cost is what the caller asked for (a GraphQL answer
+        # built whole on a reader): as many places as the search lane, in turn
+        self._answers = FairGate(max(1, self._reader_count - 1))
         self._busy_timeout_ms = busy_timeout_ms
         self._hooks = tuple(hooks)
         # a batch takes no more units once it holds this many or has run this long
@@ -383,6 +387,24 @@ class Database:
             # held until the search ends, as the lane's place is (see below)
             return await holding_until_done(self._unbounded.of(who), lambda: self._search(fn))
         return await self._search(fn)
+
+    async def read_long(self, fn: UnitOfWork[T], *, who: Hashable) -> T:
+        """`read` for a unit whose cost grows with what its caller asked (a
+        GraphQL query answered whole on a reader, up to the object limit).
+        Unbounded on the reader pool, one principal's queries took every
+        reader and queued everyone's reads behind them (8 answers of 1.6 MB
+        at once: another principal's `GET /api/v1/projects/{id}` went from
+        4 ms to 330-410 ms at the median, waiting in the pool's queue;
+        16 at once: 0.7-1.1 s; graphqlfair). They now take a place in turn
+        by caller (`who`, storage/turns.py) and then one of the search lane,
+        so every other read still finds a reader and another principal's
+        query gets the next place. Inside `pinned()` it reads on the pin."""
+        if snapshots.current(self) is not None:
+            return await self.read(fn)
+        return await holding_until_done(
+            self._answers.of(who),
+            lambda: holding_until_done(self._searches, lambda: self.read(fn)),
+        )
 
     async def _search(self, fn: UnitOfWork[T]) -> T:
         # not pinned: on the reader pool, holding a place in the lane until

@@ -31,6 +31,7 @@ from typing import Any
 from graphql import GraphQLError
 from graphql.execution.executor import Executor
 
+from waypost.cancelling import CallerGone
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.runtime import Runtime
@@ -131,9 +132,10 @@ async def _run(rt: Runtime, plan: SelectionPlan, caller: str) -> dict[str, Any] 
             return None
 
     try:
-        data: dict[str, Any] | None = await rt.db.read(unit)
-    except ObjectsExceeded:
-        raise
+        # on a reader in turn by caller: not every reader (storage/db.py)
+        data: dict[str, Any] | None = await rt.db.read_long(unit, who=caller)
+    except (ObjectsExceeded, CallerGone):
+        raise  # CallerGone: left while it waited for a place; no one to answer
     except Exception:  # a busy or closed store: the normal path answers as it does
         data = None
     return data

@@ -1,0 +1,130 @@
+"""A query the fast path answers again without the pipeline (fastpath/known.py)
+is built whole on a reader of the pool, outside any pinned snapshot. One
+principal's many such queries at once must not take every reader (another
+principal's REST read queued behind all of them: 8 answers of 1.6 MB at once
+took a `GET /api/v1/projects/{id}` from 4 ms to 330-720 ms at the median,
+16 to 0.9-1.0 s; graphqlfair), and another principal's query gets the next
+place rather than the last.
+
+Each answer here is held on its reader until the test lets it go, so what is
+checked is who holds a reader and who runs next, not how long anything takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from tests.conftest import Caller, Service
+from waypost.schema import fastpath
+from waypost.schema.fastpath import known
+from waypost.schema.fastpath.run import execute
+from waypost.schema.limits import CACHED_QUERIES
+from waypost.schema.memo import Memo
+
+QUERY = "query Tasks($p: String!) { project(id: $p) { tasks(first: 10) { nodes { title } } } }"
+HEAVY = 6  # more than the pool's three readers
+
+
+@pytest.fixture(autouse=True)
+def fresh() -> Iterator[None]:
+    with mock.patch.object(known, "KNOWN", Memo(CACHED_QUERIES)):
+        yield
+
+
+class HeldAnswers:
+    """The fast path's `execute`, each answer held on its reader thread until
+    a permit is given; notes whose answer entered, in order."""
+
+    def __init__(self) -> None:
+        self.entered: list[str] = []
+        self.permits = threading.Semaphore(0)
+        self.changed = threading.Condition()
+
+    def __call__(self, reads: Any, plan: Any, parents: list[Any]) -> Any:
+        with self.changed:
+            self.entered.append(reads.principal_id)
+            self.changed.notify_all()
+        # bounded, so a failing test never leaves a reader thread behind
+        self.permits.acquire(timeout=30)
+        return execute(reads, plan, parents)
+
+    async def entered_at_least(self, count: int) -> None:
+        def wait() -> None:
+            with self.changed:
+                assert self.changed.wait_for(lambda: len(self.entered) >= count, timeout=10)
+
+        await asyncio.to_thread(wait)
+
+    def release_all(self) -> None:
+        for _ in range(HEAVY + 4):
+            self.permits.release()
+
+
+async def known_query(service: Service, human: Caller) -> dict[str, Any]:
+    r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    assert r.status_code == 201, r.text
+    body = {"query": QUERY, "variables": {"p": "demo"}}
+    for _ in range(2):  # the second is answered from `known`
+        r = await human.client.post("/graphql", json=body, headers=human.headers())
+        assert r.status_code == 200, r.text
+    key = known.request_key(body)
+    assert key is not None and known.KNOWN.get(key) is not None
+    return body
+
+
+async def send(caller: Caller, body: dict[str, Any]) -> int:
+    r = await caller.client.post("/graphql", json=body, headers=caller.headers())
+    return r.status_code
+
+
+async def test_one_principals_known_queries_leave_a_reader_for_others(
+    service: Service, human: Caller
+) -> None:
+    body = await known_query(service, human)
+    other = await service.principal("human", "bob")
+    held = HeldAnswers()
+    with mock.patch.object(fastpath, "execute", held):
+        heavy = [asyncio.create_task(send(human, body)) for _ in range(HEAVY)]
+        try:
+            await held.entered_at_least(1)
+            await asyncio.sleep(0.2)  # let every one of them reach its place or its queue
+            # another principal's REST read finds a reader while they are all held
+            read = await asyncio.wait_for(other.get("/api/v1/projects/demo"), timeout=10)
+            assert read.status_code == 200, read.text
+            # the answers took the search lane's places: all readers but one
+            assert len(held.entered) == 2
+        finally:
+            held.release_all()
+            statuses = await asyncio.gather(*heavy)
+    assert statuses == [200] * HEAVY
+
+
+async def test_another_principals_known_query_gets_the_next_place(
+    service: Service, human: Caller
+) -> None:
+    body = await known_query(service, human)
+    other = await service.principal("human", "bob")
+    held = HeldAnswers()
+    with mock.patch.object(fastpath, "execute", held):
+        heavy = [asyncio.create_task(send(human, body)) for _ in range(HEAVY)]
+        try:
+            await held.entered_at_least(2)
+            await asyncio.sleep(0.2)  # the rest of the heavy ones queue meanwhile
+            mine = asyncio.create_task(send(other, body))
+            await asyncio.sleep(0.2)  # queued behind them
+            held.permits.release()  # one answer ends: its place is given on
+            await held.entered_at_least(3)
+            # bob's query ran next, ahead of the four alice queued before it
+            assert held.entered[2] == other.principal_id
+            assert held.entered[:2] == [human.principal_id] * 2
+        finally:
+            held.release_all()
+            statuses = await asyncio.gather(*heavy)
+    assert statuses == [200] * HEAVY
+    assert await mine == 200
