@@ -26,6 +26,8 @@ from waypost.schema.fastpath import known
 from waypost.schema.fastpath.run import execute
 from waypost.schema.limits import CACHED_QUERIES
 from waypost.schema.memo import Memo
+from waypost.storage import db as db_module
+from waypost.storage.readers import begin_snapshot
 
 QUERY = "query Tasks($p: String!) { project(id: $p) { tasks(first: 10) { nodes { title } } } }"
 HEAVY = 6  # more than the pool's three readers
@@ -128,3 +130,60 @@ async def test_another_principals_known_query_gets_the_next_place(
             statuses = await asyncio.gather(*heavy)
     assert statuses == [200] * HEAVY
     assert await mine == 200
+
+
+async def test_another_principals_query_gets_the_next_snapshot_connection(
+    service: Service, human: Caller
+) -> None:
+    """A query on graphql-core's path holds a pinned connection from its
+    start to its end (schema/snapshot.py); one principal's queued queries
+    took them first come, first served, so another principal's query waited
+    behind all of them (graphqlfair). Each query's snapshot is held as it
+    begins until the test lets it go; distinct texts keep them off the
+    known path."""
+    r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+    assert r.status_code == 201, r.text
+    other = await service.principal("human", "bob")
+    gates: list[threading.Event] = []
+    changed = threading.Condition()
+    let_all_in = threading.Event()
+
+    def held_begin(conn: Any) -> None:
+        gate = threading.Event()
+        with changed:
+            gates.append(gate)
+            changed.notify_all()
+        if not let_all_in.is_set():
+            gate.wait(30)
+        begin_snapshot(conn)
+
+    async def entered(count: int) -> None:
+        def wait() -> None:
+            with changed:
+                assert changed.wait_for(lambda: len(gates) >= count, timeout=10), len(gates)
+
+        await asyncio.to_thread(wait)
+
+    def text(i: int) -> dict[str, Any]:
+        return {"query": f'{{ q{i}: project(id: "demo") {{ name }} }}'}
+
+    slots = 3  # the pinned connections: as many as the readers (Database's default)
+    with mock.patch.object(db_module, "begin_snapshot", held_begin):
+        alice = [asyncio.create_task(send(human, text(i))) for i in range(slots + 2)]
+        try:
+            await entered(slots)  # alice's first queries hold every connection
+            await asyncio.sleep(0.2)  # her other two wait for one
+            bob = asyncio.create_task(send(other, text(99)))
+            await asyncio.sleep(0.2)  # queued behind them
+            gates[0].set()  # one query ends: its connection is given on
+            await entered(slots + 1)
+            gates[slots].set()
+            # the one that came in was bob's: it answers while alice's wait
+            assert await asyncio.wait_for(bob, 10) == 200
+            assert sum(task.done() for task in alice) == 1
+        finally:
+            let_all_in.set()
+            for gate in gates:
+                gate.set()
+            statuses = await asyncio.gather(*alice)
+    assert statuses == [200] * (slots + 2)

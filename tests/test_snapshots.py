@@ -119,6 +119,43 @@ async def test_more_blocks_than_connections_wait_their_turn(db: Database) -> Non
     assert most == 2  # as many at once as there are pinned connections
 
 
+async def test_a_connection_that_comes_free_goes_to_whose_turn_it_is(db: Database) -> None:
+    """First come, first served, one principal's queued queries put another
+    principal's query behind all of them (graphqlfair): a connection that
+    comes free goes to the caller served longest ago, bob before alice's
+    third, fourth and fifth, though he came after them."""
+    await insert(db, 1)
+    release = {who: asyncio.Event() for who in ("a1", "a2", "a3", "a4", "a5", "b1")}
+    order: list[str] = []
+
+    async def query(who: str, name: str) -> int:
+        async with db.pinned(who=who):
+            found = await db.read(count)
+            order.append(name)
+            await release[name].wait()
+            return found
+
+    async def reads(n: int) -> None:
+        async with asyncio.timeout(5):
+            while len(order) < n:
+                await asyncio.sleep(0.01)
+
+    alice = [asyncio.create_task(query("alice", f"a{i}")) for i in range(1, 6)]
+    try:
+        await reads(2)  # two of alice's hold both connections
+        await asyncio.sleep(0.05)  # her other three wait for one
+        bob = asyncio.create_task(query("bob", "b1"))
+        await asyncio.sleep(0.05)
+        release[order[0]].set()
+        await reads(3)
+        assert sorted(order[:2]) == ["a1", "a2"] and order[2] == "b1", order
+    finally:
+        for event in release.values():
+            event.set()
+    assert await asyncio.wait_for(asyncio.gather(*alice, bob), 5) == [1] * 6
+    assert sorted(order[3:]) == ["a3", "a4", "a5"]
+
+
 async def every_pinned_connection_held(
     db: Database,
 ) -> tuple[list[asyncio.Task[int]], threading.Event]:

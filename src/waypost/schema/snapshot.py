@@ -34,7 +34,8 @@ class QuerySnapshot(SchemaExtension):
             # one snapshot, judged at one instant (decision expiry, leases),
             # read once the snapshot has begun: a query that waited for a
             # connection showed writes committed meanwhile, stamped after it
-            async with rt.db.pinned():
+            # in turn by principal: one's many queries never keep another's waiting
+            async with rt.db.pinned(who=ctx.context.actor.principal_id):
                 with contextlib.suppress(Unavailable):
                     # a store that cannot begin it now: the query's first
                     # read meets the same and answers for it, as before

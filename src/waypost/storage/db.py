@@ -330,12 +330,13 @@ class Database:
                 raise
             raise refusal from exc
 
-    def pinned(self) -> contextlib.AbstractAsyncContextManager[None]:
+    def pinned(self, who: Hashable = None) -> contextlib.AbstractAsyncContextManager[None]:
         """Every read inside this block (its tasks included) sees one snapshot:
-        the database as of the block's first read (storage/snapshots.py)."""
+        the database as of the block's first read (storage/snapshots.py).
+        Its connection is handed out in turn by `who` (a principal)."""
         if self._snapshots is None:
             raise Unavailable("the database is not open")
-        return snapshots.pinned(self, self._snapshots)
+        return snapshots.pinned(self, self._snapshots, who)
 
     def in_pinned(self) -> bool:
         """Whether this task reads inside a `pinned()` block."""

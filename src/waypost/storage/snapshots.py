@@ -14,8 +14,10 @@ apart from the reader pool: a request holds its connection for as long as it
 runs, and the pool's connections must stay free for every other read (a
 thread blocked waiting for a connection, while the holders of the
 connections wait for a thread, would be a deadlock). A request that finds
-every pinned connection taken waits for one; reads outside pinned requests
-never do.
+every pinned connection taken waits for one, in turn by whose request it is
+(storage/turns.py): first come, first served, one principal's sixteen
+queries queued put another principal's query behind all of them
+(graphqlfair). Reads outside pinned requests never wait for them.
 
 Nothing is pinned by default: the GraphQL schema pins its queries
 (`schema/snapshot.py`), never its mutations, whose answers must see their own
@@ -30,13 +32,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from typing import TypeVar
 
 from waypost.errors import Unavailable
 from waypost.storage.connection import is_busy
+from waypost.storage.turns import FairGate
 
 T = TypeVar("T")
 
@@ -47,6 +50,7 @@ class _Slot:
     def __init__(self, conn: sqlite3.Connection, index: int) -> None:
         self.conn = conn
         self.thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"waypost-pinned{index}")
+        self.holder: Hashable = None  # whose request took it (its place in the gate)
 
     def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """`fn` inside the slot's read transaction, begun by the first unit."""
@@ -69,22 +73,26 @@ class PinnedSnapshots:
 
     def __init__(self, connections: Sequence[sqlite3.Connection]) -> None:
         self._slots = [_Slot(conn, i) for i, conn in enumerate(connections)]
-        self._free: asyncio.LifoQueue[_Slot] = asyncio.LifoQueue()
-        for slot in self._slots:
-            self._free.put_nowait(slot)
+        # a place in the gate for each free slot: a caller granted one takes a
+        # slot at once (no await between), so there is always one to take
+        self._places = FairGate(len(self._slots))
+        self._free = list(self._slots)  # the last given back is taken first
         self._closed = False
 
     @property
     def connections(self) -> list[sqlite3.Connection]:
         return [slot.conn for slot in self._slots]
 
-    async def take(self) -> _Slot:
+    async def take(self, who: Hashable = None) -> _Slot:
+        """A free slot, waiting in turn with the other callers (`who`)."""
         if self._closed:
             raise Unavailable("the database is not open")
-        slot = await self._free.get()
+        await self._places.acquire(who)
         if self._closed:
-            self._free.put_nowait(slot)
+            self._places.release(who)
             raise Unavailable("the database is not open")
+        slot = self._free.pop()
+        slot.holder = who
         return slot
 
     async def run(self, slot: _Slot, fn: Callable[[sqlite3.Connection], T]) -> T:
@@ -106,7 +114,8 @@ class PinnedSnapshots:
             if not self._closed:
                 raise
         finally:
-            self._free.put_nowait(slot)
+            self._free.append(slot)
+            self._places.release(slot.holder)
 
     def refuse_new(self) -> None:
         """Hand out no slot from now on: the database is closing. A read
@@ -129,8 +138,9 @@ class PinnedRead:
     gets its slot, after the request ended reads on a slot of its own and
     gives it back at once, so no slot is ever left taken."""
 
-    def __init__(self, snapshots: PinnedSnapshots) -> None:
+    def __init__(self, snapshots: PinnedSnapshots, who: Hashable = None) -> None:
         self._snapshots = snapshots
+        self._who = who  # whose request: slots are handed out in turn by it
         self._slot: _Slot | None = None
         self._ended = False
         self._lock = asyncio.Lock()
@@ -145,7 +155,7 @@ class PinnedRead:
         async with self._lock:  # a request's loaders may dispatch together
             while (slot := self._slot) is None:
                 await self._free_to_read.wait()
-                slot = await self._snapshots.take()
+                slot = await self._snapshots.take(self._who)
                 if self._ended:  # before this read, or while it waited for a slot
                     try:
                         return await self._snapshots.run(slot, fn)
@@ -193,8 +203,10 @@ def current(owner: object) -> PinnedRead | None:
 
 
 @contextlib.asynccontextmanager
-async def pinned(owner: object, snapshots: PinnedSnapshots) -> AsyncIterator[None]:
-    pin = PinnedRead(snapshots)
+async def pinned(
+    owner: object, snapshots: PinnedSnapshots, who: Hashable = None
+) -> AsyncIterator[None]:
+    pin = PinnedRead(snapshots, who)
     token = _CURRENT.set((owner, pin))
     try:
         yield
