@@ -27,11 +27,11 @@ class Meanwhiles:
     def before_next_write(self, action: Meanwhile) -> None:
         self._pending = action
 
-    async def _write_after(self, fn: Any, *, solo: bool = False) -> Any:
+    async def _write_after(self, fn: Any, *, solo: bool = False, who: Any = None) -> Any:
         if self._pending is not None:
             action, self._pending = self._pending, None
             await action()
-        return await self._write(fn, solo=solo)
+        return await self._write(fn, solo=solo, who=who)
 
     @property
     def ran(self) -> bool:

@@ -297,15 +297,17 @@ class Database:
 
     # -- units of work --------------------------------------------------------------
 
-    async def write(self, fn: UnitOfWork[T], *, solo: bool = False) -> T:
+    async def write(self, fn: UnitOfWork[T], *, solo: bool = False, who: Hashable = None) -> T:
         """Run one unit of work in the writer's next transaction; returns once
         the COMMIT that holds it has returned. `solo`: a long unit (a sweep's
         batch), committed in a transaction of its own, so that no write
-        batched with it waits for it."""
+        batched with it waits for it. `who`: the caller (a principal), whose
+        writes the writer takes in turn with other callers' (storage/writer.py),
+        so that one caller's backlog keeps no other caller's write waiting."""
         if self._writer is None:
             raise Unavailable("the database is not open")
         try:
-            result: T = await self._writer.submit(fn, transaction=True, solo=solo)
+            result: T = await self._writer.submit(fn, transaction=True, solo=solo, who=who)
         except sqlite3.DatabaseError as exc:
             refusal = self._refusal(exc)
             if refusal is None:

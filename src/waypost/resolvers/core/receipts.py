@@ -139,7 +139,9 @@ async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit)
         earlier = _replayed(await rt.receipt_rows.get(slot), idem)
         if earlier is not None:
             return earlier
-        return await rt.db.write(lambda conn: _run(conn, rt, actor, idem, unit))
+        return await rt.db.write(
+            lambda conn: _run(conn, rt, actor, idem, unit), who=actor.principal_id
+        )
 
 
 def _replay(conn: sqlite3.Connection, actor: Actor, idem: Idempotency) -> Outcome | None:

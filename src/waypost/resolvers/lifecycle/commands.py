@@ -146,7 +146,8 @@ async def run(
         # read it: read before queueing, a command that waited for the
         # writer was stamped earlier than writes committed ahead of it
         return await rt.db.write(
-            lambda conn: _run(conn, format_time(rt.now()), req, action, memo_id, unit, new)
+            lambda conn: _run(conn, format_time(rt.now()), req, action, memo_id, unit, new),
+            who=f"lifecycle:{req.caller.id}",
         )
 
 
