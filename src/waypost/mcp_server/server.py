@@ -21,6 +21,7 @@ from typing import Any, TypeVar, cast
 
 import anyio
 import mcp.types as types
+import msgspec
 from mcp.server.lowlevel import Server
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.shared.context import RequestContext
@@ -40,7 +41,7 @@ from waypost.mcp_server.envelope import RESOURCE_NOT_FOUND, RESOURCE_URI, unknow
 from waypost.mcp_server.running import RunningCalls
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
-from waypost.rest.routing import decode_body
+from waypost.rest.routing import BODY_LIMIT, decode_body
 
 T = TypeVar("T")
 
@@ -114,6 +115,25 @@ def _placeholders(tool: tools.RouteTool) -> dict[str, str]:
     found = {"project": "project"} if tool.project_arg else {}
     found.update({name: placeholder for name, (placeholder, _) in tool.path_args.items()})
     return found
+
+
+def _too_large(tool: tools.RouteTool | None, args: dict[str, Any]) -> ApiError | None:
+    """REST's refusal of a body over its limit, for a write whose arguments,
+    as the REST body they become, are over it: REST refuses such a body
+    before it reads a field of it, so the tool's schema must not name one
+    first (parityjourney)."""
+    if tool is None or not tool.mutating:
+        return None
+    placeholders = _placeholders(tool)
+    body = {k: v for k, v in args.items() if k not in placeholders and k != "idempotency_key"}
+    try:
+        size = len(msgspec.json.encode(_whole_numbers(body)))
+    except (TypeError, OverflowError, msgspec.EncodeError):
+        return None  # the schema's check names what cannot be encoded
+    if size <= BODY_LIMIT:
+        return None
+    message = f"request bodies are limited to {BODY_LIMIT} bytes"
+    return ApiError("payload_too_large", message, {}, 413)
 
 
 async def _route_call(
@@ -387,7 +407,9 @@ def build_server(
         state = ctx.lifespan_context
         backend = backend_for(ctx)
         project = arguments.get("project")
-        refused = checker.refusal(name, arguments)
+        refused = _too_large(by_name.get(name), arguments) or checker.refusal(name, arguments)
+        if refused is not None and refused.code == "payload_too_large":
+            return tool_error(explain(refused, project if isinstance(project, str) else None))
         if refused is not None:
             tool = by_name.get(name)
             try:

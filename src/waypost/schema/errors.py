@@ -133,6 +133,21 @@ def in_graphql_words(message: str, field: object) -> str:
     """`message` naming its field as GraphQL does: the rules are written in
     REST's words ("acceptance_criteria[1] must not be blank") and a client
     reading `acceptanceCriteria[1]` in `field` should read it in the text too."""
+    # a value the client sent, quoted back ("no task 'task_id' in this
+    # project": an id may be spelt as a field is), stays as it was sent
+    # (parityjourney); only the words around it name fields
+    parts = _QUOTED.split(message)  # text, quoted, text, quoted, ..., text
+    return "".join(
+        part if i % 2 else _fields_in_graphql_words(part, field) for i, part in enumerate(parts)
+    )
+
+
+# a quoted value: its quotes not inside a word (an apostrophe, "the task's
+# title", opens nothing)
+_QUOTED = re.compile(r"(?<!\w)('[^']*')(?!\w)")
+
+
+def _fields_in_graphql_words(message: str, field: object) -> str:
     if isinstance(field, str) and "_" in field:
         message = message.replace(field, camel_path(field))
         # a nested field's own name, alone: the decoder names a missing member
