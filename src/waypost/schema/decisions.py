@@ -125,7 +125,14 @@ class DecisionAffected:
             return self.loaded
         return cast("Task | None", load_task(info, self.task_id))
 
-    @strawberry.field(description="The task's revision now; a judged edit since the pin stales.")
+    @strawberry.field(
+        description=(
+            "The task's revision now. Only a judged edit since the pin (title, description,"
+            " acceptance criteria, kind) stales the decision; a priority or dependency edit"
+            " moves this number too, so it may differ from pinnedRevision while the decision"
+            " still counts (status says whether it does)."
+        )
+    )
     def current_revision(self, info: Info) -> int | None:
         if self.loaded is not None:
             return self.loaded.revision
