@@ -28,7 +28,7 @@ async def test_a_graphql_digest_that_waited_for_a_connection_lists_nothing_newer
     take = snapshots.take
     meanwhile: list[dict[str, Any]] = []
 
-    async def take_after_an_edit() -> Any:
+    async def take_after_an_edit(who: Any = None) -> Any:
         # another query held every pinned connection; meanwhile a minute
         # passes and the task is edited (committed before this query's read)
         if not meanwhile:
@@ -37,7 +37,7 @@ async def test_a_graphql_digest_that_waited_for_a_connection_lists_nothing_newer
             # another client's request: none of this query's pins
             edit = edit_task(human, task, priority=5)
             meanwhile[0] = await asyncio.create_task(edit, context=contextvars.Context())
-        return await take()
+        return await take(who)
 
     monkeypatch.setattr(snapshots, "take", take_after_an_edit)
     found = (await human.gql(QUERY))["data"]["project"]["digest"]
