@@ -126,9 +126,15 @@ _SHAPING = frozenset("\u200c\u200d")
 _NEVER_SHOWN = frozenset("\u034f\u17b4\u17b5")
 
 
+# Unicode's Variation_Selector property (PropList.txt): the Mongolian free
+# variation selectors too, which only Mongolian letters have variants for;
+# `Stop` + U+180B was drawn "Stop" and taken apart from it (securityjourney)
+_MONGOLIAN_SELECTORS = frozenset("\u180b\u180c\u180d\u180f")
+
+
 def _variation_selector(ch: str) -> bool:
     code = ord(ch)
-    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF or ch in _MONGOLIAN_SELECTORS
 
 
 def shown_as(value: str) -> str:
