@@ -56,6 +56,10 @@ async def test_each_request_gets_its_answer(raw: bytes, expected: object) -> Non
         assert b"\r\nContent-Type: text/html; charset=utf-8" in head
         assert b'<meta http-equiv="refresh" content="2">' in body
         assert b"Content-Security-Policy: default-src 'none'" in head
+        # as every answer under /console (docs/console.md)
+        assert b"\r\nX-Frame-Options: DENY\r\n" in head
+        assert b"\r\nReferrer-Policy: no-referrer\r\n" in head
+        assert b"\r\nCross-Origin-Opener-Policy: same-origin\r\n" in head
         return
     answer = json.loads(body)
     if expected == "unavailable":

@@ -54,7 +54,7 @@ def _response(body: dict[str, Any] | str, separators: tuple[str, str] = (",", ":
     """A whole 503 answer: JSON (written as the listener's app writes it:
     `separators`), or (a str) an HTML page."""
     if isinstance(body, str):
-        payload, kind = body.encode(), ["Content-Type: text/html; charset=utf-8", _PAGE_POLICY]
+        payload, kind = body.encode(), ["Content-Type: text/html; charset=utf-8", *_PAGE_HEADERS]
     else:
         payload, kind = json.dumps(body, separators=separators).encode(), _JSON
     head = [
@@ -70,7 +70,15 @@ def _response(body: dict[str, Any] | str, separators: tuple[str, str] = (",", ":
 
 _JSON = ["Content-Type: application/json"]
 # the page runs nothing and loads nothing; it may not be framed
-_PAGE_POLICY = "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'"
+# (and, as every console answer, no framing, no referrer, no opener:
+# console/__init__.py `security_headers`; the page lacked the last three,
+# securityjourney)
+_PAGE_HEADERS = [
+    "Content-Security-Policy: default-src 'none'; frame-ancestors 'none'",
+    "X-Frame-Options: DENY",
+    "Referrer-Policy: no-referrer",
+    "Cross-Origin-Opener-Policy: same-origin",
+]
 # The console's page, asked for again (a reload) while the service starts:
 # the app that retries by itself is not loaded, so the page reloads itself
 # (consolerestart: the reload showed the JSON answer, for good)
