@@ -13,20 +13,24 @@ checked is who holds a reader and who runs next, not how long anything takes.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
 import pytest
 
-from tests.conftest import Caller, Service
+from tests.conftest import Caller, Service, copy_database
+from waypost.runtime import CONNECTION_HOOKS
 from waypost.schema import fastpath
 from waypost.schema.fastpath import known
 from waypost.schema.fastpath.run import execute
 from waypost.schema.limits import CACHED_QUERIES
 from waypost.schema.memo import Memo
 from waypost.storage import db as db_module
+from waypost.storage.db import Database
 from waypost.storage.readers import begin_snapshot
 
 QUERY = "query Tasks($p: String!) { project(id: $p) { tasks(first: 10) { nodes { title } } } }"
@@ -187,3 +191,38 @@ async def test_another_principals_query_gets_the_next_snapshot_connection(
                 gate.set()
             statuses = await asyncio.gather(*alice)
     assert statuses == [200] * (slots + 2)
+
+
+async def test_known_answers_and_searches_together_leave_a_reader_for_other_reads(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """A known answer takes a place of its own lane and then one of the
+    search lane (`Database.read_long`), so answers and searches together
+    hold at most all readers but one: with two searches on two of the three
+    readers, an answer waits for a place, and a plain read takes the third
+    reader at once. Taking only its own lane's place, the answer took the
+    third reader and the plain read waited for one of them to end."""
+    path = copy_database(migrated_template, tmp_path / "lanes.db")
+    db = Database(path, hooks=CONNECTION_HOOKS)
+    await db.open()
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def held(conn: sqlite3.Connection) -> int:
+        entered.release()
+        release.wait(30)
+        return 1
+
+    searches = [asyncio.create_task(db.search(held)) for _ in range(2)]
+    answer: asyncio.Task[int] | None = None
+    try:
+        for _ in range(2):
+            assert await asyncio.to_thread(entered.acquire, True, 10)
+        answer = asyncio.create_task(db.read_long(held, who="alice"))
+        await asyncio.sleep(0.2)  # it waits for a place of the search lane
+        one = await asyncio.wait_for(db.read(lambda c: c.execute("SELECT 1").fetchone()[0]), 5)
+        assert one == 1
+    finally:
+        release.set()
+        await asyncio.gather(*searches, *([answer] if answer else []))
+        await db.close()
