@@ -1354,6 +1354,20 @@ async def test_one_callers_writes_keep_their_order_and_their_batch(patient: Data
     assert commits == [1]
 
 
+@pytest.fixture
+async def one_unit_batches(tmp_path: Path, migrated_template: Path) -> AsyncIterator[Database]:
+    """A store whose every batch ends after its first unit (as 10 ms of heavy
+    writes end one), so what a batch took and did not run is put back into
+    the callers' lines before the next is filled; budgets no test reaches."""
+    path = copy_database(migrated_template, tmp_path / "short.db")
+    db = Database(path, busy_timeout_ms=30_000, hooks=CONNECTION_HOOKS, batch_seconds=0)
+    await db.open()
+    try:
+        yield db
+    finally:
+        await db.close()
+
+
 async def test_a_caller_with_two_writes_waiting_is_not_starved_by_callers_writing_one_at_a_time(
     one_unit_batches: Database,
 ) -> None:
