@@ -560,6 +560,44 @@ def test_a_backup_its_disk_cannot_hold_names_that_disk_not_the_database(tmp_path
     assert list(backups_dir.iterdir()) == []
 
 
+def test_a_backup_its_disk_has_no_room_for_says_that_disk_is_full(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documented form (operations.md): `cannot_write: the disk holding
+    /backups is full (SQLite: database or disk is full); ...`. SQLite answers
+    SQLITE_FULL past a connection's max_page_count exactly as when the
+    filesystem runs out of space; here the copy's own connection has room
+    for one page."""
+    from waypost.maintenance import backups as module
+    from waypost.maintenance.files import BackupError
+
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.execute("CREATE TABLE filler (x)")
+    conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 1000,)] * 50)
+    conn.commit()
+    conn.close()
+    connect = sqlite3.connect
+
+    def copy_with_one_page(database: Any, *args: Any, **kwargs: Any) -> sqlite3.Connection:
+        opened: sqlite3.Connection = connect(database, *args, **kwargs)
+        if ".partial-" in str(database):
+            opened.execute("PRAGMA max_page_count = 1")
+        return opened
+
+    monkeypatch.setattr(sqlite3, "connect", copy_with_one_page)  # the module backups uses
+    backups_dir = tmp_path / "backups"
+    backups_dir.mkdir()
+    with pytest.raises(BackupError) as refused:
+        module.backup(source, backups_dir / "nightly.db")
+    assert refused.value.code == "cannot_write", refused.value
+    assert str(refused.value).startswith(
+        f"cannot_write: the disk holding {backups_dir.resolve()} is full (SQLite: "
+    ), refused.value
+    assert list(backups_dir.iterdir()) == []
+
+
 def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     """SIGTERM (a cron job stopped, a container shutting down) killed the copy
     outright, leaving `<name>.partial-PID` and its journal; Ctrl-C cleaned up.

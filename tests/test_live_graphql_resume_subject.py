@@ -73,3 +73,28 @@ async def test_a_resumed_project_events_subscription_gets_the_subject_as_it_is_n
     # ... and so must projectEvents: it was handed the first delivery's
     # answer, "First title" at revision 1, long after the task had changed
     assert [e["subject"] for e in resumed] == [now, now], resumed
+
+
+async def test_the_hub_shares_live_events_and_copies_every_one_a_resume_replays(
+    service: Service, human: Caller, project: str
+) -> None:
+    """At the hub: listeners woken with an event are handed the one object
+    (so one execution answers them all: schema/shared_events.py); a listener
+    opened after it, resuming from before it, a copy, up to and including
+    the last event the window held when it opened."""
+    from waypost.live import hub_for
+
+    hub = hub_for(service.rt)
+    end = await _log_end(human)
+    async with hub.listen("demo", "tok_a", end) as a, hub.listen("demo", "tok_b", end) as b:
+        await new_task(human, "One")
+        got_a, got_b = await a.next_batch(5.0), await b.next_batch(5.0)
+        assert got_a and [id(e) for e in got_a] == [id(e) for e in got_b]
+        last = got_a[-1]["sequence"]
+        assert hub.position == last
+        async with hub.listen("demo", "tok_c", last - 1) as c:
+            (replayed,) = await c.next_batch(5.0)
+        assert replayed == got_a[-1] and replayed is not got_a[-1]
+        await new_task(human, "Two")
+        live_a, live_b = await a.next_batch(5.0), await b.next_batch(5.0)
+        assert live_a and all(x is y for x, y in zip(live_a, live_b, strict=True))

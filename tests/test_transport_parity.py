@@ -110,3 +110,29 @@ def test_an_apostrophe_opens_no_quote_in_graphql_words() -> None:
         "the task's acceptance_criteria isn't 'acceptance_criteria'", "acceptance_criteria"
     )
     assert said == "the task's acceptanceCriteria isn't 'acceptance_criteria'"
+
+
+async def test_a_body_of_exactly_the_rest_limit_is_no_payload_too_large_over_mcp(
+    human: Caller, project: str
+) -> None:
+    """REST refuses a body only past BODY_LIMIT; the tool's check counts the
+    body REST would get: neither the path's arguments (`project`) nor the
+    `idempotency_key` (a header over REST) are in it."""
+    body = _task_body(BODY_LIMIT)
+    raw = msgspec.json.encode(body)
+    assert len(raw) == BODY_LIMIT
+    r = await human.client.post(
+        f"/api/v1/projects/{project}/tasks",
+        content=raw,
+        headers={**human.headers("parity-exact-rest"), "Content-Type": "application/json"},
+    )
+    assert r.status_code != 413, r.text
+    session_id = await open_session(human)
+    arguments = {"project": project, "idempotency_key": "parity-exact-mcp", **body}
+    result = await _tool_call(human, session_id, "task_create", arguments)
+    said = result["content"][0]["text"]
+    if r.status_code >= 400:
+        envelope = json.loads(said.splitlines()[-1])
+        assert envelope["error"]["code"] == r.json()["error"]["code"], said[:300]
+    else:
+        assert result.get("isError") is not True, said[:300]

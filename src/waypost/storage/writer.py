@@ -206,7 +206,8 @@ class Writer:
         # batch the writer runs or waits to begin (under another process's
         # lock a whole batch waits there, and the queue looks empty)
         self._unanswered = 0
-        self._outage = Outage(log)  # storage refusals, told of at the next commit
+        # storage refusals, told of at the next commit (after the WARNINGs held)
+        self._outage = Outage(log, lambda: _conditions.flush())
         self._thread = threading.Thread(target=self._loop, name="waypost-writer", daemon=True)
         self._thread.start()
 
@@ -284,6 +285,7 @@ class Writer:
                 self._end_transaction()
                 self._answer_all(pending)
             self._put_back(pending)
+        self._outage.close()
         self._conn.close()
 
     def _next_item(self) -> Any:
