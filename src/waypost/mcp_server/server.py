@@ -128,7 +128,8 @@ def _too_large(tool: tools.RouteTool | None, args: dict[str, Any]) -> ApiError |
     body = {k: v for k, v in args.items() if k not in placeholders and k != "idempotency_key"}
     try:
         size = len(msgspec.json.encode(_whole_numbers(body)))
-    except (TypeError, OverflowError, msgspec.EncodeError):
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        # (ValueError: a lone surrogate, which msgspec cannot write as UTF-8)
         return None  # the schema's check names what cannot be encoded
     if size <= BODY_LIMIT:
         return None

@@ -397,8 +397,8 @@ class Database:
         Unbounded on the reader pool, one principal's queries took every
         reader and queued everyone's reads behind them (8 answers of 1.6 MB
         at once: another principal's `GET /api/v1/projects/{id}` went from
-        4 ms to 330-410 ms at the median, waiting in the pool's queue;
-        16 at once: 0.7-1.1 s; graphqlfair). They now take a place in turn
+        4 ms to 340-730 ms at the median, waiting in the pool's queue;
+        16 at once: 0.9-1.0 s; graphqlfair, docs/graphql.md). They now take a place in turn
         by caller (`who`, storage/turns.py) and then one of the search lane,
         so every other read still finds a reader and another principal's
         query gets the next place. Inside `pinned()` it reads on the pin."""
