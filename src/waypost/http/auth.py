@@ -10,7 +10,8 @@ bodies are capped at 64 KiB here.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from contextvars import Token
 
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,6 +31,7 @@ from waypost.http.responses import (
 from waypost.ids import token_digest
 from waypost.resolvers.access import principals, sessions
 from waypost.runtime import Actor, Runtime
+from waypost.storage.turns import CALLER
 
 log = logging.getLogger("waypost")
 GRAPHQL_BODY_LIMIT = 64 * 1024
@@ -92,6 +94,7 @@ class BearerAuthentication:
             or (is_graphql and self.graphiql and scope["method"] in ("GET", "HEAD"))
             or console.is_public(scope["method"], path, self.graphiql)
         )
+        caller: Token[Hashable] | None = None
         if not public:
             try:
                 # /metrics takes a token of its own audience, so a scraper's
@@ -122,6 +125,8 @@ class BearerAuthentication:
                 return
             else:
                 scope.setdefault("state", {})["actor"] = actor
+                # whose request, for the lanes that take callers in turn
+                caller = CALLER.set(actor.principal_id)
         started = False
 
         async def guarded_send(message: Message) -> None:
@@ -145,6 +150,9 @@ class BearerAuthentication:
                 raise
             log.exception("unhandled error")
             await self._refuse(scope, send, WaypostError("internal error"), is_graphql)
+        finally:
+            if caller is not None:
+                CALLER.reset(caller)
 
     async def _authenticate(self, scope: Scope, audience: str | tuple[str, ...]) -> Actor:
         token = bearer_token(header(scope, b"authorization"))

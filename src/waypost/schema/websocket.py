@@ -59,6 +59,7 @@ from waypost.schema import request_rules
 from waypost.schema.context import Context
 from waypost.schema.frame_top import member_value, top_level
 from waypost.schema.variable_errors import reworded
+from waypost.storage.turns import CALLER
 
 log = logging.getLogger("waypost.graphql")
 
@@ -314,6 +315,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         self._counted = actor.token_id
         self.context.actor, self.context.token = actor, token
         note_principal(actor.principal_id)
+        CALLER.set(actor.principal_id)  # its operations' turns (storage/turns.py)
         self._init_payload = message.get("payload")
         self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
         await super().handle_connection_init(message)

@@ -56,7 +56,7 @@ from waypost.storage.migrate import migrate
 from waypost.storage.readers import ReaderPool, begin_snapshot, run_read
 from waypost.storage.schema_guard import available
 from waypost.storage.snapshots import PinnedSnapshots
-from waypost.storage.turns import FairGate
+from waypost.storage.turns import CALLER, FairGate
 from waypost.storage.upgrades import SchemaWatch, upgraded_refusal
 from waypost.storage.writer import BUSY_MESSAGE, Writer
 
@@ -176,7 +176,9 @@ class Database:
     ) -> None:
         self.path = path
         self._reader_count = max(1, readers)
-        self._searches = asyncio.Semaphore(max(1, self._reader_count - 1))
+        # in turn by caller: first come, first served, one principal's queue
+        # of context packets kept every other principal's packet waiting
+        self._searches = FairGate(max(1, self._reader_count - 1))
         # long reads no time limit bounds (the digest) take one place at a time
         self._unbounded = FairGate(1)  # in turn, by caller (storage/turns.py)
         # long reads whose cost is what the caller asked for (a GraphQL answer
@@ -378,7 +380,9 @@ class Database:
         rest (four digests of 300 ms polled at once had taken both places,
         and a context packet waited behind them). Its place goes in turn to
         the callers waiting (`who`, a principal: storage/turns.py), so that
-        one caller's queue of them keeps no other caller's last.
+        one caller's queue of them keeps no other caller's last; and so do
+        the lane's places themselves, for every search (`who` defaults to
+        the request's principal, `CALLER`).
 
         Inside `pinned()` a search reads on the request's own slot, not the
         reader pool, so it takes no place in that lane: taking one and then
@@ -386,10 +390,12 @@ class Database:
         a place, hung every GraphQL query and search for good."""
         if snapshots.current(self) is not None:
             return await self.read(fn)  # on the pin, as read() finds it
+        if who is None:
+            who = CALLER.get()  # the request's principal (storage/turns.py)
         if unbounded:
             # held until the search ends, as the lane's place is (see below)
-            return await holding_until_done(self._unbounded.of(who), lambda: self._search(fn))
-        return await self._search(fn)
+            return await holding_until_done(self._unbounded.of(who), lambda: self._search(fn, who))
+        return await self._search(fn, who)
 
     async def read_long(self, fn: UnitOfWork[T], *, who: Hashable) -> T:
         """`read` for a unit whose cost grows with what its caller asked (a
@@ -406,10 +412,10 @@ class Database:
             return await self.read(fn)
         return await holding_until_done(
             self._answers.of(who),
-            lambda: holding_until_done(self._searches, lambda: self.read(fn)),
+            lambda: holding_until_done(self._searches.of(who), lambda: self.read(fn)),
         )
 
-    async def _search(self, fn: UnitOfWork[T]) -> T:
+    async def _search(self, fn: UnitOfWork[T], who: Hashable) -> T:
         # not pinned: on the reader pool, holding a place in the lane until
         # the reader's search ends, also when its caller leaves first (an
         # MCP call cancelled, a stop): a place given back then let a third
@@ -437,7 +443,7 @@ class Database:
                 stop_watching()
 
         try:
-            return await holding_until_done(self._searches, read_watched)
+            return await holding_until_done(self._searches.of(who), read_watched)
         except asyncio.CancelledError:
             left.set()
             raise

@@ -15,6 +15,12 @@ from __future__ import annotations
 import asyncio
 from collections import Counter, deque
 from collections.abc import Hashable
+from contextvars import ContextVar
+
+# Who is asking, for the gates that take callers in turn where no caller is
+# named: set where a request is authenticated (http/auth.py, and the GraphQL
+# socket's connection_init), read by `Database.search`.
+CALLER: ContextVar[Hashable] = ContextVar("waypost_caller", default=None)
 
 
 class FairGate:
