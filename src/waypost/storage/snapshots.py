@@ -15,9 +15,9 @@ runs, and the pool's connections must stay free for every other read (a
 thread blocked waiting for a connection, while the holders of the
 connections wait for a thread, would be a deadlock). A request that finds
 every pinned connection taken waits for one, in turn by whose request it is
-(storage/turns.py): first come, first served, one principal's sixteen
-queries queued put another principal's query behind all of them
-(graphqlfair). Reads outside pinned requests never wait for them.
+(storage/turns.py): first come, first served, another principal's query
+waited behind every query one principal had queued (graphqlfair). Reads
+outside pinned requests never wait for them.
 
 Nothing is pinned by default: the GraphQL schema pins its queries
 (`schema/snapshot.py`), never its mutations, whose answers must see their own
