@@ -1102,9 +1102,18 @@ def test_a_proxys_504_after_the_answer_was_recorded_is_not_a_change_elsewhere(
             route.continue_()
 
     page.route("**/graphql", gateway)
+    # the form's words, kept as they come: once the page has read the
+    # decision again, the banner clears them (consolecrowd), sometimes before
+    # a look at the page would find them
+    page.evaluate("""() => { window.formSaid = []; const main = document.querySelector('main');
+      new MutationObserver(() => main.querySelectorAll('.form-error').forEach(
+        (e) => { if (e.textContent) window.formSaid.push(e.textContent); }))
+        .observe(main, { childList: true, characterData: true, subtree: true }); }""")
     page.get_by_role("button", name="Deny: Proceed").click()
-    page.locator("main").get_by_text("did not answer (504 from the way to it)").wait_for()
     page.locator("main").get_by_text("Your answer was recorded, though its reply").wait_for()
+    said = page.evaluate("() => window.formSaid")
+    assert any("did not answer (504 from the way to it)" in x for x in said), said
+    assert not any("without JSON" in x for x in said), said
     assert "changed elsewhere" not in page.locator("main").inner_text()
     page.unroute("**/graphql")
     assert answered == [200]
