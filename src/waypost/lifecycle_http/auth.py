@@ -16,6 +16,7 @@ from waypost.http.headers import bearer_token as http_bearer_token
 from waypost.http.responses import security_headers_send
 from waypost.lifecycle_http.envelope import error_response, internal_error
 from waypost.lifecycle_http.verifiers import TokenVerifier
+from waypost.storage.turns import CALLER
 
 
 def bearer_token(scope: Scope) -> str:
@@ -60,9 +61,16 @@ class Authenticate:
         # named a principal: a TokenReview caller is a Kubernetes user name
         if caller.token_id is not None:
             state["principal_id"] = caller.id
+        # whose request, for the lanes that take callers in turn (a lifecycle
+        # search's place in the search lane), named as its writes' turns are
+        # (resolvers/lifecycle/commands.py): unset, every lifecycle caller of
+        # every tenant was one caller (None), first come, first served
+        turn = CALLER.set(f"lifecycle:{caller.id}")
         try:
             await self.app(scope, receive, send)
         except ClientDisconnect:
             # gone mid-body: nobody is left to answer; the access line keeps
             # 499, as on the public listener (http/auth.py)
             return
+        finally:
+            CALLER.reset(turn)
