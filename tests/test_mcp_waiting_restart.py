@@ -80,3 +80,68 @@ async def test_a_stdio_wait_sees_an_answer_given_after_a_graceful_restart(
         done = await asyncio.wait_for(waiting.wait_for_decision(waker, service.read, 30), 20)
     assert done["outcome"] == "answered", done
     assert service.streams >= 3  # the stream was opened again after the restart
+
+
+class _LongRestart:
+    """A service that stops and takes a while to come back (its database
+    opening, the process manager's delay): every reopening of the stream and
+    every read meanwhile fails, then it is back with the decision answered."""
+
+    def __init__(self, down_for: float) -> None:
+        self.down_for = down_for
+        self.down_since: float | None = None
+        self.first_read = asyncio.Event()
+        self.streams = 0
+
+    def down(self) -> bool:
+        loop = asyncio.get_running_loop()
+        return self.down_since is not None and loop.time() - self.down_since < self.down_for
+
+    def answered(self) -> bool:
+        return self.down_since is not None and not self.down()
+
+    async def _stream_until_the_stop(self) -> AsyncIterator[bytes]:
+        yield b": stream open\n\n"
+        await self.first_read.wait()
+        self.down_since = asyncio.get_running_loop().time()  # SIGTERM: the stream ends
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        self.streams += 1
+        if self.streams == 1:
+            return httpx.Response(
+                200, content=self._stream_until_the_stop(),
+                headers={"content-type": "text/event-stream"},
+            )  # fmt: skip
+        if self.down():
+            raise httpx.ConnectError("All connection attempts failed", request=request)
+        return httpx.Response(
+            200, content=b": stream open\n\n", headers={"content-type": "text/event-stream"}
+        )
+
+    async def read(self) -> dict[str, Any]:
+        if self.down():
+            raise ApiError("unavailable", "cannot reach Waypost at http://w: ConnectError", {}, 503)
+        self.first_read.set()
+        return {"id": "dec_1", "status": "allowed" if self.answered() else "pending", "current": {}}
+
+
+async def test_a_stdio_wait_outlasts_a_restart_that_spans_its_periodic_re_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """humanloopjourney: the wait also re-reads the decision every 15 seconds
+    (RECHECK_SECONDS, for a step of the service's clock), whatever the stream
+    does. A restart whose gap held that re-read (SIGTERM 13 s into the wait,
+    `serve` back 4 s later, the decision answered then) ended the wait at
+    15.0 s with `unavailable: cannot reach Waypost ...: ConnectError` (2 runs
+    of 2 against a real `serve`; once `the service is starting`), though
+    docs/mcp.md says a graceful restart is waited through. Here the re-read
+    comes every 0.2 s and the service is gone for 1 s."""
+    monkeypatch.setattr(waiting, "RECONNECT_FIRST", 0.05)
+    monkeypatch.setattr(waiting, "RECONNECT_CAP", 0.2)
+    monkeypatch.setattr(waiting, "RECHECK_SECONDS", 0.2)
+    service = _LongRestart(down_for=1.0)
+    client = httpx.AsyncClient(transport=httpx.MockTransport(service.handle), base_url="http://w")
+    async with client:
+        waker = waiting.stream_waker(client, "demo", waiting.ServiceTime().now)
+        done = await asyncio.wait_for(waiting.wait_for_decision(waker, service.read, 30), 20)
+    assert done["outcome"] == "answered", done

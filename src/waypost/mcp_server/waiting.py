@@ -56,6 +56,10 @@ RECHECK_SECONDS = 15.0
 
 
 class Waker(Protocol):
+    # whether a re-read that cannot reach the service (a restart) is waited
+    # through rather than raised: the stdio stream's waker reopens its stream
+    outlasts_outages: bool
+
     async def wait(self, timeout: float) -> None:
         """Return when something may have changed, or after `timeout` seconds."""
 
@@ -64,6 +68,10 @@ class Waker(Protocol):
 
 
 class _EventWaker:
+    # the stream's waker rides out a restart: a re-read that cannot reach the
+    # service (or finds it starting) waits for the stream's reopening instead
+    outlasts_outages = True
+
     def __init__(self, now: Any) -> None:
         self.event = asyncio.Event()
         self._now = now
@@ -111,6 +119,10 @@ class _ListenerWaker:
     Like every stream, a wait ends once its token is revoked, looked at every
     `recheck_seconds` (section 14): a wait ran on to its bound, up to 240 s,
     and answered with what it read after the revocation."""
+
+    # in the service's own process: a stop ends the wait ("the server is
+    # stopping"), and the client calls again
+    outlasts_outages = False
 
     def __init__(self, rt: Runtime, listener: Listener, token_id: str) -> None:
         self._rt = rt
@@ -283,8 +295,8 @@ async def _wait_for_decision(
     deadline = time.monotonic() + timeout
     # subscribe first, then read: a change committed in between still wakes us
     async with waker_scope as waker:
+        decision = await read()
         while True:
-            decision = await read()
             outcome = SETTLED.get(str(decision.get("status")))
             if outcome is not None:
                 return {"outcome": outcome, "decision": decision}
@@ -295,3 +307,15 @@ async def _wait_for_decision(
             if expires_at:
                 remaining = min(remaining, max(waker.seconds_until(expires_at), MIN_TIMED_WAKE))
             await waker.wait(remaining)
+            try:
+                decision = await read()
+            except ApiError as error:
+                # a re-read that met a restart (the periodic one, RECHECK_SECONDS,
+                # comes whatever the stream does): the stream's reopening wakes
+                # the wait again, to read what committed in the gap
+                momentary = error.code == "unavailable" and error.details.get("reason") in (
+                    None, "starting")  # fmt: skip
+                if not (momentary and waker.outlasts_outages):
+                    raise
+                if deadline - time.monotonic() <= 0:
+                    raise
