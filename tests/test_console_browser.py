@@ -3877,3 +3877,36 @@ def test_a_focused_card_leaving_an_emptied_group_keeps_the_keyboard_in_its_proje
         return [el.tagName, p ? p.getAttribute('aria-labelledby') : null,
           el.getAttribute('href')]; }""")
     assert where == ["A", "proj-zz-lone", "#/p/zz-lone/decisions"], where
+
+
+def test_an_edit_that_stales_nothing_shows_on_an_open_decision_page(tab: Tab, world: World) -> None:
+    """The page watched its decision only: a policy edit that stales nothing
+    (the relay switch turned on) left it saying "the policy is now at
+    revision 1", and a task's priority edit "now at revision 1" for 70 s,
+    past the minute's safety poll; only a reload showed revision 2
+    (humanloopjourney). Both sections are drawn again in place, and what
+    the human is typing stays."""
+    world.alice.send("POST", "/api/v1/projects", {"id": "quietedit", "name": "Quiet edit"}, 201)
+    task = world.alice.send("POST", "/api/v1/projects/quietedit/tasks", {"title": "Quiet"}, 201)
+    made = world.agent.send("POST", "/api/v1/projects/quietedit/decisions", {
+        "question": "Go ahead quietly?", "options": ["Yes", "No"], "rationale": "r",
+        "required_actor": "human", "environment": "staging",
+        "task_ids": [task["id"]]}, 201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/quietedit/d/{made['id']}")
+    page.get_by_text("the policy is now at revision 1.").wait_for()
+    page.get_by_label("Why (required)").fill("Half a thought")
+    world.alice.send("PATCH", "/api/v1/projects/quietedit/policy",
+                     {"expected_revision": 1, "allow_relayed_human_answers": True})  # fmt: skip
+    page.get_by_text("the policy is now at revision 2.").wait_for(timeout=10000)
+    world.alice.send("PATCH", f"/api/v1/projects/quietedit/tasks/{task['id']}",
+                     {"expected_revision": 1, "priority": 9})  # fmt: skip
+    page.get_by_text("Pinned to revision 1; now at revision 2.").wait_for(timeout=10000)
+    page.get_by_text("Also changed, not judged (does not stale): priority.").wait_for()
+    # it stales nothing: the same form, with what was typed
+    assert world.alice.get(f"/api/v1/projects/quietedit/decisions/{made['id']}")["status"] == (
+        "pending"
+    )
+    assert page.get_by_label("Why (required)").input_value() == "Half a thought"
+    assert "changed elsewhere" not in page.locator("main").inner_text()

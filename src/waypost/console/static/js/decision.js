@@ -114,6 +114,24 @@ export async function loadDecision(projectId, decisionId) {
   return data.project;
 }
 
+// What the page's "Affected tasks" and "Policy" sections show moving on
+// without the decision changing: an edit that stales nothing (a priority, a
+// policy flag) moves a task's or the policy's revision, and the open page
+// kept "now at revision 1" until a reload (humanloopjourney).
+export function pinsOf(project) {
+  const affected = project.decision.current.affected.map((a) => `${a.taskId}:${a.currentRevision}`);
+  return `${project.policy.revision}/${affected.join(",")}`;
+}
+
+// Those two sections drawn again from `project` in place, the rest of the
+// page (an answer being typed) untouched.
+export function redrawPins(root, project) {
+  for (const [heading, draw] of [["affected-h", renderAffected], ["policy-h", renderPolicyPin]]) {
+    const old = root.querySelector(`section[aria-labelledby="${heading}"]`);
+    if (old) old.replaceWith(draw(project));
+  }
+}
+
 // Why a decision stopped counting, from its pins and the records now.
 export function staleReasons(project) {
   const d = project.decision;

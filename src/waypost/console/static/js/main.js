@@ -1,7 +1,7 @@
 // The console's shell: sign in and out, hash routes, and the live inbox.
 
 import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
-import { loadDecision, ownChange, renderDecision } from "./decision.js";
+import { loadDecision, ownChange, pinsOf, redrawPins, renderDecision } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
   announce, clearAnnouncement, clearError, enc, fill, h, isBusy, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
@@ -70,7 +70,12 @@ const decisionLive = new Live(async () => {
   // still read "(in 1 min)" (tzaudit)
   refreshAgo(main);
   const d = data.project && data.project.decision;
-  if (!d || versionOf(d) === watched.version) return;
+  if (d && versionOf(d) === watched.version) {
+    // the same decision; its tasks or the policy may have moved on
+    if (pinsOf(data.project) !== watched.pins) await redrawMovedPins(number);
+    return;
+  }
+  if (!d) return;
   const version = versionOf(d);
   const status = d.status.toLowerCase();
   const now = `it is now ${status}, generation ${d.generation}. `;
@@ -557,11 +562,25 @@ async function showDecision(project, id, banner, number = pageNumber) {
   };
   show(renderDecision(data, banner, onChanged));
   const previous = watched;
-  watched = { project, id, version: versionOf(data.decision) };
+  watched = { project, id, version: versionOf(data.decision), pins: pinsOf(data) };
   // another decision's page (a pasted link, Back): its own subscription
   if (previous && previous.id !== id) decisionLive.stop();
-  if (decisionLive.stopped) decisionLive.start(decisionSubscription(id), token());
+  // and the project's events: an edit that stales nothing changes no
+  // decision, yet the page shows the revisions it moves
+  const follows = [...decisionSubscription(id), ...projectSubscriptions([project])];
+  if (decisionLive.stopped) decisionLive.start(follows, token());
   return true;
+}
+
+// The decision's tasks or the policy moved on without the decision changing:
+// its "Affected tasks" and "Policy" drawn again, nothing else.
+async function redrawMovedPins(number) {
+  const { project, id } = watched;
+  const data = await loadDecision(project, id);
+  if (number !== pageNumber || !watched || watched.id !== id || typeof data === "string") return;
+  if (versionOf(data.decision) !== watched.version) return; // changed: the banner's turn
+  redrawPins(main, data);
+  watched.pins = pinsOf(data);
 }
 
 const REFUSED = "Your token is no longer accepted (revoked?). Sign in again.";

@@ -186,9 +186,13 @@ query Policy($project: String!, $after: String) {
 export const DECISION_VERSION = `
 query DecisionVersion($project: String!, $id: String!) {
   project(id: $project) {
+    policy { revision }
     decision(id: $id) {
       generation status
-      current { actorId reopenRationale answer { at disposition answer rationale actorId } }
+      current {
+        actorId reopenRationale answer { at disposition answer rationale actorId }
+        affected { taskId currentRevision }
+      }
     }
   }
 }`;
