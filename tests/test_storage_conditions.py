@@ -28,6 +28,22 @@ from waypost.storage.db import Database, DatabaseUnusable
 from waypost.storage.migrate import migrate
 
 
+def _max_pages(conn: sqlite3.Connection, pages: int) -> None:
+    conn.execute(f"PRAGMA max_page_count = {pages}")
+
+
+async def fill_the_disk(db: Database) -> None:
+    """Room for two more pages: SQLite answers SQLITE_FULL ("database or disk
+    is full") past max_page_count, exactly as when the filesystem runs out
+    of space."""
+    pages = await db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
+    await db.write(functools.partial(_max_pages, pages=pages + 2))
+
+
+async def free_the_disk(db: Database) -> None:
+    await db.write(functools.partial(_max_pages, pages=1073741823))
+
+
 async def test_a_full_disk_refuses_writes_with_503_and_keeps_everything(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -35,17 +51,14 @@ async def test_a_full_disk_refuses_writes_with_503_and_keeps_everything(
         "/api/v1/projects/demo/knowledge", {"kind": "fact", "title": "kept", "body": "b"}
     )
     assert kept.status_code == 201
-    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    # SQLite answers SQLITE_FULL ("database or disk is full") past max_page_count,
-    # exactly as when the filesystem runs out of space
-    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    await fill_the_disk(service.rt.db)
     big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
     r = await human.post("/api/v1/projects/demo/knowledge", big)
     assert r.status_code == 503, r.text
     assert r.headers["retry-after"] == str(STORAGE_RETRY_AFTER)
     assert r.json()["error"]["code"] == "unavailable"
     assert "disk is full" in r.json()["error"]["message"]
-    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    await free_the_disk(service.rt.db)
     # nothing of the refused write, and its key is free: the retry runs afresh
     retried = await human.post(
         "/api/v1/projects/demo/knowledge", big, key=r.request.headers["idempotency-key"]
@@ -61,8 +74,7 @@ async def test_the_log_says_when_writes_are_committed_again_after_a_full_disk(
     service: Service, human: Caller, project: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="waypost.storage")
-    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    await fill_the_disk(service.rt.db)
     big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
     for _ in range(2):
         refused = await human.post("/api/v1/projects/demo/knowledge", big)
@@ -72,7 +84,7 @@ async def test_the_log_says_when_writes_are_committed_again_after_a_full_disk(
         return [r.getMessage() for r in caplog.records if "committed again" in r.getMessage()]
 
     assert said() == []  # nothing committed yet: the refusals have not ended
-    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    await free_the_disk(service.rt.db)
     # (that write committed: the line counts the two refusals, then is told)
     assert len(said()) == 1
     assert "2 refused" in said()[0] and "disk is full" in said()[0]
@@ -81,10 +93,9 @@ async def test_the_log_says_when_writes_are_committed_again_after_a_full_disk(
     assert len(said()) == 1  # once: the next commits after it say nothing
     # a disk with room for small writes only: refusals and commits take turns,
     # told of at most once every 10 s (not a line per commit)
-    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    await fill_the_disk(service.rt.db)
     assert (await human.post("/api/v1/projects/demo/knowledge", big)).status_code == 503
-    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    await free_the_disk(service.rt.db)
     assert len(said()) == 1
 
 
@@ -107,13 +118,12 @@ async def test_no_refusal_is_logged_after_the_line_that_says_writes_are_committe
 
     own_condition_log(monkeypatch, writer).seconds = 2.0
     caplog.set_level(logging.INFO, logger="waypost.storage")
-    pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-    await service.rt.db.write(lambda c: c.execute(f"PRAGMA max_page_count = {pages + 2}"))
+    await fill_the_disk(service.rt.db)
     big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
     for _ in range(3):  # the first told at once, the others held in the window
         refused = await human.post("/api/v1/projects/demo/knowledge", big)
         assert refused.status_code == 503, refused.text
-    await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+    await free_the_disk(service.rt.db)
     await asyncio.sleep(2.5)  # the window ends: what it held is logged by now
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     (ended,) = [i for i, (_, said) in enumerate(lines) if "committed again" in said]
@@ -121,10 +131,6 @@ async def test_no_refusal_is_logged_after_the_line_that_says_writes_are_committe
     # observed: ("WARNING", "a write was refused with 503, nothing committed: database
     # or disk is full (and 1 more like it since the last such line)") after it
     assert [said for level, said in lines[ended + 1 :] if level == "WARNING"] == []
-
-
-def _max_pages(conn: sqlite3.Connection, pages: int) -> None:
-    conn.execute(f"PRAGMA max_page_count = {pages}")
 
 
 async def test_writes_committed_again_within_the_window_are_told_of_when_it_ends(
@@ -149,11 +155,10 @@ async def test_writes_committed_again_within_the_window_are_told_of_when_it_ends
     caplog.set_level(logging.INFO, logger="waypost.storage")
     big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
     for _ in range(2):  # full, freed; full again at once, freed again
-        pages = await service.rt.db.read(lambda c: c.execute("PRAGMA page_count").fetchone()[0])
-        await service.rt.db.write(functools.partial(_max_pages, pages=pages + 2))
+        await fill_the_disk(service.rt.db)
         refused = await human.post("/api/v1/projects/demo/knowledge", big)
         assert refused.status_code == 503, refused.text
-        await service.rt.db.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+        await free_the_disk(service.rt.db)
     await asyncio.sleep(2.5)  # nothing more is written
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines[-1][0] == "INFO" and "committed again" in lines[-1][1], lines
