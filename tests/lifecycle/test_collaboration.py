@@ -420,3 +420,22 @@ async def test_a_search_past_its_time_limit_is_503(lifecycle: Lifecycle, author:
         rt.settings = settings
     r = await author.get("/v1/decisions", q="zebra crossing", limit=100)
     assert r.status_code == 200 and len(r.json()["items"]) == 40
+
+
+async def test_a_source_link_holding_its_own_password_is_refused(registered: Member) -> None:
+    """Choice (docs/lifecycle.md): credentials are never returned, and the
+    source's link was stored, listed and delivered with its login in it."""
+    before = await events(registered)
+    for uri in ["https://ci:hunter2@example.org/rfc", "https://x:y@[::1]:8443/"]:
+        r = await registered.post(
+            f"{M}/sources", {"version": 1, "source": {"title": "t", "uri": uri}}
+        )
+        refused(r, 400, "secret_marker_detected")
+        assert r.json() == {"error": "secret_marker_detected"}
+    assert await events(registered) == before
+    # a user name alone, or a colon after the host, is no password
+    for uri in ["https://reader@example.org/rfc", "https://example.org:8443/a@b"]:
+        r = await registered.post(
+            f"{M}/sources", {"version": 1, "source": {"title": "t", "uri": uri}}
+        )
+        assert r.status_code == 200, (uri, r.text)

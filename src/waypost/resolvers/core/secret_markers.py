@@ -40,10 +40,16 @@ _IN_FREE_TEXT = {
     "a password in a URL": r"://[^/\s:@]+:[^/\s@]+@",
 }
 _FREE_TEXT_MARKERS = [(kind, re.compile(pattern)) for kind, pattern in _IN_FREE_TEXT.items()]
+_URL_PASSWORD = re.compile(_IN_FREE_TEXT["a password in a URL"])
 
 
 def has_secret(text: str) -> bool:
     return SECRET_MARKERS.search(text) is not None
+
+
+def password_in_url(text: str) -> bool:
+    """`https://user:pass@host`: a source link that carries its own login."""
+    return _URL_PASSWORD.search(text) is not None
 
 
 def credential_in(text: str) -> str | None:

@@ -16,6 +16,7 @@ import msgspec
 
 from waypost.errors import InvalidRequest
 from waypost.ids import END, ID_CHARS
+from waypost.resolvers.core.secret_markers import credential_in
 from waypost.resolvers.core.text import (
     ONE_LINE_PATTERN,
     require_distinct,
@@ -228,6 +229,8 @@ class Content:
             _check_label(tag, f"tags[{i}]")
         require_distinct(body.tags, "tags")
         prov = body.provenance
+        if prov.source_uri is not None:
+            _check_source_uri(prov.source_uri)
         if not isinstance(prov, LessonProvenanceInput):
             source_task_id, source_submission_id = prov.source_task_id, prov.source_submission_id
         superseded_by = body.superseded_by_id if isinstance(body, KnowledgeCorrect) else None
@@ -278,6 +281,18 @@ def check_correction_status(knowledge_id: str, body: KnowledgeCorrect) -> None:
         )
     if body.superseded_by_id == knowledge_id:
         raise InvalidRequest.field("superseded_by_id", "a record cannot supersede itself")
+
+
+def _check_source_uri(uri: str) -> None:
+    """Revisions are kept for good and travel to packets, events and shared
+    projects, and the service stores no credentials in them (knowledge
+    contract, "Mutations"): `https://ci:hunter2@host/...` or a token in the
+    link was stored and handed to every reader."""
+    kind = credential_in(uri)
+    if kind is not None:
+        raise InvalidRequest.field(
+            "provenance.source_uri", f"provenance.source_uri holds {kind}; link without it"
+        )
 
 
 def _check_text(title: str, body: str) -> None:

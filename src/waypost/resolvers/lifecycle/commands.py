@@ -22,6 +22,7 @@ from waypost.errors import NotFound, StateConflict
 from waypost.ids import visible_ascii
 from waypost.json_text import compact
 from waypost.resolvers.core.receipts import KEY_MAX, holding
+from waypost.resolvers.core.secret_markers import password_in_url
 from waypost.resolvers.lifecycle import authz, checks, documents, store
 from waypost.resolvers.lifecycle.authz import Action, Caller, Grant
 from waypost.resolvers.lifecycle.decode import canonical, memo_json
@@ -328,6 +329,10 @@ async def comment(rt: Runtime, req: Request, memo_id: str, body: CommentBody) ->
 async def add_source(rt: Runtime, req: Request, memo_id: str, body: SourceBody) -> Receipt:
     data = msgspec.to_builtins(body.source)
     checks.check_no_secrets(checks.strings(data), "source")
+    # Choice: a link's own login is a credential the contract never returns
+    # (it was stored, listed and delivered by every webhook of the memo).
+    if body.source.uri is not None and password_in_url(body.source.uri):
+        raise checks.refuse("secret_marker_detected", "source.uri holds a password", "source.uri")
 
     def unit(tx: Tx) -> dict[str, Any]:
         memo = memo_at(tx.conn, tx.grant.tenant, memo_id, body.version)
