@@ -542,11 +542,15 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
     tab.sign_in(world.alice.token)
     page.goto(f"{tab.origin}/console#/p/demo/d/{decision_id}")
     page.get_by_role("heading", name="Answer", exact=True).wait_for()
+    assert page.locator("#decision-status").inner_text() == "pending"
     world.admin.send("POST", f"/api/v1/projects/demo/decisions/{decision_id}/answer", {
         "expected_generation": 1, "disposition": "defer", "answer": "Stop",
         "rationale": "Wait for the load test."})  # fmt: skip
     # the page notices by itself, and leaves the form alone until asked
     page.locator("main").get_by_text("This decision changed elsewhere").wait_for()
+    # but its status is the banner's: it said "pending" beside "it is now
+    # deferred" (humanloopjourney)
+    assert page.locator("#decision-status").inner_text() == "deferred"
     # keyboard only: Tab to the rationale, type, Tab to the button, Enter
     _tab_to(page, "document.activeElement.tagName === 'TEXTAREA'")
     page.keyboard.type("Looks safe.")

@@ -194,12 +194,21 @@ function reversibleRow(d) {
     ") unless someone answers first"];
 }
 
+// The decision's status under its heading; a change noticed while the page is
+// read redraws it (main.js): it said "pending" beside the banner's "it is now
+// stale" until "Show the new state" was pressed (humanloopjourney).
+export function statusBadge(d) {
+  const shown = badge(lower(d.status), d.status);
+  shown.id = "decision-status";
+  return shown;
+}
+
 export function renderDecision(project, banner, onChanged) {
   const d = project.decision;
   const parts = [
     h("p", {}, link("#/", "← Inbox")),
     h("h1", { tabindex: "-1" }, d.question),
-    h("p", { class: "meta" }, badge(lower(d.status), d.status), " ",
+    h("p", { class: "meta" }, statusBadge(d), " ",
       // workAllowed is this decision's alone: "Work may go on" was said of a
       // task another decision still blocked (consoletruth)
       d.workAllowed ? "This decision blocks none of its tasks (another may)."

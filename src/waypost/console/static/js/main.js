@@ -1,7 +1,7 @@
 // The console's shell: sign in and out, hash routes, and the live inbox.
 
 import { forgetToken, gql, retryDelay, saveToken, token, Unauthenticated, whenRefused } from "./api.js";
-import { loadDecision, ownChange, pinsOf, redrawPins, renderDecision } from "./decision.js";
+import { loadDecision, ownChange, pinsOf, redrawPins, renderDecision, statusBadge } from "./decision.js";
 import { renderDecisionList } from "./decision-list.js";
 import {
   announce, clearAnnouncement, clearError, enc, fill, h, isBusy, isolatedText, msToNextDeadline, noSuch, notice, refreshAgo, sayError,
@@ -95,6 +95,8 @@ const decisionLive = new Live(async () => {
   // the form's "cannot be reached" stayed under a banner saying the answer
   // was recorded (consolecrowd): what it said is answered now
   if (ours) main.querySelectorAll(".form-error").forEach(clearError);
+  const statusShown = main.querySelector("#decision-status");
+  if (statusShown) statusShown.replaceWith(statusBadge(d));
   const shown = document.getElementById("changed-elsewhere");
   if (shown) {
     // a later change (a reopening after an answer) is said too, in place:
