@@ -516,3 +516,38 @@ async def test_the_header_descriptor_is_let_go_only_after_every_connection(
     assert seen == [[]]
     fds = Path("/proc/self/fd")
     assert not [f for f in fds.iterdir() if os.path.realpath(f) == str(path.resolve())]
+
+
+async def test_a_stop_that_leaves_writes_in_the_wal_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process holding the database open keeps the last close from
+    checkpointing: the stopped service's `.db` alone then lacks its latest
+    acknowledged writes, which an operator copying it must hear."""
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+    await db.write(lambda c: c.execute("INSERT INTO t VALUES (1)"))
+    other = sqlite3.connect(path)
+    try:
+        other.execute("SELECT count(*) FROM t").fetchone()
+        with caplog.at_level(logging.INFO, logger="waypost.storage"):
+            await db.close()
+        said = [r.getMessage() for r in caplog.records if "still in" in r.getMessage()]
+        assert len(said) == 1 and f"{path}-wal" in said[0], said
+    finally:
+        other.close()
+
+
+async def test_a_stop_that_checkpointed_says_nothing_of_the_wal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "w.db"
+    db = Database(path)
+    await db.open()
+    await db.write(lambda c: c.execute("CREATE TABLE t (x)"))
+    with caplog.at_level(logging.INFO, logger="waypost.storage"):
+        await db.close()
+    assert not Path(f"{path}-wal").exists()
+    assert not [r for r in caplog.records if "still in" in r.getMessage()]

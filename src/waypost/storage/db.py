@@ -296,6 +296,7 @@ class Database:
             await asyncio.to_thread(snapshots.close)
         if files is not None:
             files.close()  # after every connection: it drops this process's locks
+            _say_wal_left(files.wal_name)
 
     # -- units of work --------------------------------------------------------------
 
@@ -587,3 +588,23 @@ class Database:
         pinned = self._snapshots.connections if self._snapshots is not None else []
         for conn in [*self._readers.connections, *pinned]:
             conn.set_trace_callback(callback)
+
+
+def _say_wal_left(wal_name: str) -> None:
+    """The last connection to close checkpoints the WAL into the database and
+    removes it; a `-wal` still there holds acknowledged writes the database
+    file alone lacks (another process has it open, or the checkpoint could
+    not finish: a full disk, a lock). Said, because an operator who copies
+    the stopped service's `.db` alone loses them (docs/operations.md)."""
+    try:
+        size = os.stat(wal_name).st_size
+    except OSError:
+        return
+    if size:
+        log.info(
+            "stopped with %d bytes of writes still in %s (another process has the "
+            "database open, or the last checkpoint could not finish): keep it beside "
+            "the database, or copy with `waypost admin backup`",
+            size,
+            wal_name,
+        )
