@@ -40,7 +40,8 @@ ROUTE_TOOLS = {
     "task_list", "task_get", "task_create", "task_edit", "task_claim", "task_checkpoint",
     "task_renew", "task_submit", "task_release", "task_complete", "task_recover",
     "publication_prepare", "publication_result", "publication_finalize", "decision_open",
-    "decision_get", "decision_answer", "decision_reopen", "decision_wait", "digest",
+    "decision_get", "decision_list", "decision_answer", "decision_reopen", "decision_wait",
+    "digest",
 }  # fmt: skip
 MUTATING = {
     "policy_edit", "knowledge_record", "knowledge_correct", "knowledge_feedback",

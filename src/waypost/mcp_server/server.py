@@ -41,6 +41,7 @@ from waypost.mcp_server.envelope import RESOURCE_NOT_FOUND, RESOURCE_URI, unknow
 from waypost.mcp_server.running import RunningCalls
 from waypost.mcp_server.sessions import HEARTBEAT_SECONDS, AgentSession
 from waypost.mcp_server.waiting import wait_for_decision
+from waypost.resolvers.context import packet
 from waypost.rest.routing import BODY_LIMIT, decode_body
 
 T = TypeVar("T")
@@ -157,6 +158,12 @@ async def _route_call(
             tool.method, tool.path, params, query=query, body=body,
             idempotency_key=key, session_id=session,
         )  # fmt: skip
+        if tool.name == "context" and isinstance(reply.body, dict):
+            # REST's advice names routes; an agent here has tools (agentmcpjourney)
+            actions = reply.body.get("next_actions")
+            if isinstance(actions, list) and all(isinstance(a, str) for a in actions):
+                said = packet.reworded(actions, packet.REST_WORDS, packet.MCP_WORDS)
+                return Reply(reply.status, {**reply.body, "next_actions": said}, reply.replayed)
         if tool.name == "me" and session is None:
             # REST names the caller's latest live session when the request
             # names none, which may be another MCP session's: its leases are

@@ -302,6 +302,14 @@ ROUTE_TOOLS: list[RouteTool] = [
         {"decision_id": ("decision", "decision")},
     ),
     RouteTool(
+        "decision_list",
+        "List a project's decisions, oldest first, filtered by status (pending, allowed, "
+        "denied, deferred, expired, stale); page with cursor. Each says its tasks, its "
+        "current generation with its answer, and work_allowed.",
+        "GET",
+        PROJECT + "/decisions",
+    ),
+    RouteTool(
         "decision_answer",
         "Answer a decision an agent may answer (required_actor agent or either): one of its "
         "options exactly, allow, deny or defer, your rationale, and the current generation "
@@ -348,7 +356,11 @@ DECISION_WAIT_DESCRIPTION = (
     "Block until a decision is answered, goes stale or expires, for at most timeout_seconds "
     f"(default {WAIT_TIMEOUT_DEFAULT}, at most {WAIT_TIMEOUT_MAX}). Returns at once when it "
     'is not pending. Result: {"outcome": "answered"|"stale"|"expired"|"timeout", '
-    '"decision": the decision object}. On "timeout", call it again to keep waiting.'
+    '"decision": the decision object}. On "timeout", call it again to keep waiting. '
+    # a lease runs down while its owner waits: an agent that followed these
+    # words alone lost its task to a recover after four waits (agentmcpjourney)
+    "A task you hold stays yours only while you call task_renew before its lease "
+    "expires: the wait renews nothing."
 )
 
 

@@ -37,9 +37,10 @@ log = logging.getLogger("waypost.context")
 @dataclass(frozen=True)
 class Words:
     """How `next_actions` names the request's arguments and the other reads
-    it points to: REST's (and MCP's, which calls REST), or GraphQL's (a
-    dashboard on GraphQL was told `include_shared=true` and "the policy
-    route", names its API does not have)."""
+    it points to: REST's, GraphQL's (a dashboard on GraphQL was told
+    `include_shared=true` and "the policy route", names its API does not
+    have), or MCP's tools (`reworded`: its `context` tool calls REST, and an
+    agent with tools alone was sent to routes)."""
 
     filters: tuple[str, str, str, str]  # task_id, component, environment, version
     include_shared: str
@@ -79,6 +80,29 @@ GRAPHQL_WORDS = Words(
     "the project's decisions field (status: PENDING, STALE or EXPIRED)",
     "the project's tasks and knowledge fields with q",
 )
+
+MCP_WORDS = Words(
+    REST_WORDS.filters,  # the context tool's arguments are the route's
+    REST_WORDS.include_shared,
+    "the policy tool",
+    "decision_get",
+    "decision_list (status pending, stale or expired)",
+    "task_list and knowledge_search with q",
+)
+
+
+def reworded(actions: list[str], said: Words, wanted: Words) -> list[str]:
+    """`next_actions` written in `said`'s names, in `wanted`'s: the longest
+    name first, since "the decisions route" begins another."""
+    phrases = ("include_shared", "policy", "decision", "decisions", "lists")
+    pairs = sorted(((getattr(said, name), getattr(wanted, name)) for name in phrases),
+                   key=lambda pair: -len(pair[0]))  # fmt: skip
+    out = []
+    for action in actions:
+        for old, new in pairs:
+            action = action.replace(old, new)
+        out.append(action)
+    return out
 
 
 @dataclass(frozen=True)
