@@ -28,6 +28,7 @@ from waypost.http.websocket_closing import ClosingWebSocket
 from waypost.observe.logs import serving_as
 from waypost.runtime import open_runtime
 from waypost.settings import Settings
+from waypost.storage.db import connections_left_open
 
 log = logging.getLogger("waypost")
 # the listeners' names, in the order `serve` binds them (the log names each)
@@ -375,7 +376,8 @@ async def _serve(settings: Settings, http: str, listeners: list[list[socket.sock
         ):
             starting.start(sockets, answer, cap.most, settings.request_read_timeout)
         await _serve_runtime(settings, http, listeners, servers, early, starting, signals)
-        log.info("stopped: the database is closed")
+        if not connections_left_open():  # else cli.py says it exits without closing it
+            log.info("stopped: the database is closed")
     finally:
         starting.close()
         # once the store has closed (answering what was queued for it, 503)

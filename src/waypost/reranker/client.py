@@ -68,6 +68,12 @@ def check_settings(settings: RerankSettings) -> None:
         raise SettingError(f"TYPESAFE_URL is not a valid URL ({error})") from error
     if url.scheme != "https" or not url.host:
         raise SettingError("TYPESAFE_URL must be an https:// URL when TYPESAFE_API_KEY is set")
+    if url.userinfo:
+        # httpx would send it as `Authorization: Basic`, in place of the key
+        raise SettingError(
+            "TYPESAFE_URL holds a user name or password, which would be sent in place of"
+            " TYPESAFE_API_KEY"
+        )
     # httpx parses a port past 65535 and a host with spaces (percent-encoded);
     # neither could ever be connected to
     if url.port is not None and not 1 <= url.port <= 65535:
