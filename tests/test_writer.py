@@ -29,6 +29,7 @@ from tests.conftest import (
     own_condition_log,
     serving,
 )
+from waypost import runtime as runtime_module
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
 from waypost.resolvers.core import events, sweep
@@ -521,29 +522,57 @@ async def test_the_service_creates_its_database_files_owner_only(
         assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
 
 
-async def test_serve_says_when_an_older_builds_file_is_open_to_others(
+async def test_serve_makes_an_older_builds_file_owner_only_before_sqlite_copies_its_mode(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A file an older build made 0644 stays so, and SQLite gives the `-wal`
-    and `-shm` it creates the file's mode: they were made 0644, silently."""
+    """Section 14: the `-wal` and `-shm` are created 0600. SQLite gives those
+    it creates the database file's mode, so beside a file an older build
+    made 0644 they were made 0644 (with a warning, until 2026-12-07)."""
     settings = Settings(db_path=tmp_path / "old.db", sweep_interval=3600)
     async with serving(settings, MovableClock()):
         pass
     assert "open to other users" not in caplog.text  # made by this build: 0600
     settings.db_path.chmod(0o644)
+    assert not list(tmp_path.glob("old.db-*"))  # a clean stop removed them
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="waypost"):
         async with serving(settings, MovableClock()) as made:
             await made.principal("human")  # a write: the -wal and -shm are there
+            files = [settings.db_path, tmp_path / "old.db-wal", tmp_path / "old.db-shm"]
+            assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}
     warned = [r.getMessage() for r in caplog.records if "open to other users" in r.getMessage()]
-    assert any(str(settings.db_path) in line and "0644" in line for line in warned), warned
-    assert all("chmod 600" in line for line in warned)
-    for f in tmp_path.glob("old.db*"):
-        f.chmod(0o600)
+    assert len(warned) == 1 and str(settings.db_path) in warned[0], warned
+    assert "(mode 0644): made it 0600" in warned[0]
     caplog.clear()
     async with serving(settings, MovableClock()):
         pass
     assert "open to other users" not in caplog.text
+
+
+async def test_serve_names_a_file_open_to_others_that_it_may_not_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file this user does not own (root made it) keeps its mode, and the
+    operator is told how to close it."""
+    settings = Settings(db_path=tmp_path / "theirs.db", sweep_interval=3600)
+    async with serving(settings, MovableClock()):
+        pass
+    settings.db_path.chmod(0o640)
+
+    def refused(name: object, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(runtime_module.os, "chmod", refused)
+    with caplog.at_level(logging.WARNING, logger="waypost"):
+        async with serving(settings, MovableClock()):
+            pass
+    warned = [r.getMessage() for r in caplog.records if "open to other users" in r.getMessage()]
+    assert any(
+        "(mode 0640) and could not be made owner-only (Operation not permitted)" in line
+        and "chmod 600" in line
+        for line in warned
+    ), warned
+    assert mode(settings.db_path) == 0o640
 
 
 def test_admin_commands_create_the_database_owner_only(tmp_path: Path, open_umask: None) -> None:

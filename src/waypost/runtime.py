@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -172,9 +173,9 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         # said first: a migration may take seconds, and a lock another
         # process holds up to the busy timeout
         log.info("opening %s", settings.db_path)
+        _make_owner_only(settings)  # before SQLite makes a -wal or -shm
         await db.open()
         stack.push_async_callback(db.close)
-        _warn_if_open_to_others(settings)
         rt = Runtime(db=db, clock=clock or make_clock(settings), settings=settings)
         await stack.enter_async_context(rt.resources)
         # the writer's metrics: batch sizes and COMMIT times, the writes waiting
@@ -198,15 +199,29 @@ async def open_runtime(settings: Settings, clock: Clock | None = None) -> AsyncI
         yield rt
 
 
-def _warn_if_open_to_others(settings: Settings) -> None:
-    """Say at start-up that the database's files are readable by other users
-    (a file an older build made 0644): changing an operator's modes is the
-    operator's call (a backup user in the group may rely on them)."""
+def _make_owner_only(settings: Settings) -> None:
+    """Section 14: the database's `-wal` and `-shm` are created 0600. SQLite
+    gives those it creates the database file's mode, so beside a file an
+    older build made 0644 this build made them 0644 too (until 2026-12-07 it
+    only warned, leaving the modes to the operator). Such a file, and the
+    companions that build left, are made 0600 first, each said with its old
+    mode; one this user may not change is still named for the operator."""
     for name, mode in open_to_others(settings.db_path).items():
+        try:
+            if os.path.getsize(name) == 0 and not name.endswith(("-wal", "-shm")):
+                continue  # no database yet: made 0600 as one is written into it
+            os.chmod(name, 0o600)
+        except OSError as exc:
+            log.warning(
+                "%s is open to other users (mode %04o) and could not be made owner-only"
+                " (%s): it holds every record and token hash; `chmod 600 %s*` while the"
+                " service is stopped (docs/operations.md \"File permissions\")",
+                name, mode, exc.strerror, settings.db_path,
+            )  # fmt: skip
+            continue
         log.warning(
-            "%s is open to other users (mode %04o): it holds every record and token"
-            " hash; `chmod 600 %s*` while the service is stopped (docs/operations.md"
-            " \"File permissions\")", name, mode, settings.db_path,
+            "%s was open to other users (mode %04o): made it 0600, as the service"
+            " creates its files (docs/operations.md \"File permissions\")", name, mode,
         )  # fmt: skip
 
 
