@@ -73,6 +73,21 @@ def test_a_forced_quit_during_the_drain_logs_no_error(tmp_path: Path) -> None:
     assert said.index(first) < said.index(forced)
 
 
+def test_a_sigint_after_a_sigterm_forces_without_saying_again(tmp_path: Path) -> None:
+    """The first SIGINT after a SIGTERM forces the quit too, and was logged
+    "SIGINT again" though no SIGINT had come (operatorjourney)."""
+    with a_write_queued_behind_a_lock(tmp_path) as (served, answers):
+        served.process.send_signal(signal.SIGTERM)
+        served.wait_for("Waiting for connections to close")  # draining
+        served.process.send_signal(signal.SIGINT)
+        assert served.process.wait(timeout=30) == 0
+        served.rest_of_log()
+    said = [x.split(" INFO waypost ", 1)[-1] for x in served.seen if " INFO waypost " in x]
+    assert "SIGINT: a forced quit (open connections are not waited for)" in said, said
+    assert not [x for x in said if "again" in x], said
+    assert answers == [503]
+
+
 def test_a_second_signal_during_the_lifespan_shutdown_runs_it_once(tmp_path: Path) -> None:
     """uvicorn had begun the lifespan's shutdown itself when the second
     SIGINT came; `serve` then ran it a second time ("Waiting for application

@@ -448,13 +448,18 @@ async def _serve_runtime(
             cap.server = server.server_state
         loop = asyncio.get_running_loop()
 
+        received: set[signal.Signals] = set()
+
         def stop(sig: signal.Signals) -> None:
             if not any(server.should_exit for server in servers):
                 log.info("%s: stopping (no new connections; the requests under way finish)",
                          sig.name)  # fmt: skip
             elif sig == signal.SIGINT and not all(server.force_exit for server in servers):
-                log.info("%s again: a forced quit (open connections are not waited for)",
-                         sig.name)  # fmt: skip
+                # "again" only when it is: a first SIGINT after a SIGTERM
+                # forces too, and was logged "SIGINT again" (operatorjourney)
+                log.info("%s%s: a forced quit (open connections are not waited for)",
+                         sig.name, " again" if sig in received else "")  # fmt: skip
+            received.add(sig)
             rt.begin_stop()  # ends open streams and MCP sessions, which would hold up the exit
             for server in servers:
                 # a second SIGINT while stopping: stop waiting for open
