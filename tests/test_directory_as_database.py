@@ -9,6 +9,7 @@ not exist."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,20 @@ def test_verify_names_a_directory_as_one(tmp_path: Path) -> None:
     assert f"Error: verify_failed: {tmp_path}: is a directory, not a database file" in (
         result.output
     ), result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["admin", "migrate"], ["admin", "principal", "list"],
+     ["serve", "--port", "0", "--lifecycle-port", "0"]],
+)  # fmt: skip
+def test_a_fifo_as_the_database_is_called_no_regular_file(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """`serve` said "disk I/O error" of a FIFO, the admin commands "not a
+    regular file" (operatorjourney)."""
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    result = run(*command, "--db", str(fifo))
+    assert result.exit_code == 1, result.output
+    assert f"Error: database_unusable: {fifo}: not a regular file" in result.output, result.output

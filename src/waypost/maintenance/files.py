@@ -6,7 +6,7 @@ import os
 import sqlite3
 from pathlib import Path
 
-from waypost.storage.connection import foreign_wal
+from waypost.storage.connection import NOT_A_REGULAR_FILE, foreign_wal
 
 
 class BackupError(Exception):
@@ -29,7 +29,7 @@ def present(path: Path) -> bool:
     except OSError as exc:
         raise BackupError("database_unusable", f"{path}: {exc.strerror or exc}") from exc
     if special:
-        raise BackupError("database_unusable", f"{path}: not a regular file")
+        raise BackupError("database_unusable", f"{path}: {NOT_A_REGULAR_FILE}")
     if exists and path.is_file():
         foreign = foreign_wal(path)
         if foreign is not None:

@@ -171,6 +171,7 @@ def refuse_unwritable(path: Path) -> None:
 # what a directory given as the database is called, by `serve` and every
 # admin command alike
 NOT_A_DATABASE_FILE = "is a directory, not a database file"
+NOT_A_REGULAR_FILE = "not a regular file"
 
 
 def refuse_other_names(path: Path) -> None:
@@ -193,6 +194,10 @@ def refuse_other_names(path: Path) -> None:
         # a directory's link count is 2 and more: it was called a file of
         # that many names, and the operator sent looking for them (docsjourney)
         raise PermissionError(NOT_A_DATABASE_FILE)
+    if not stat.S_ISREG(found.st_mode):
+        # a FIFO, socket or device: `serve` said "disk I/O error" where the
+        # admin commands say this (operatorjourney)
+        raise PermissionError(NOT_A_REGULAR_FILE)
     names = found.st_nlink
     if names > 1:
         raise PermissionError(
