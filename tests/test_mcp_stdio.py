@@ -328,7 +328,8 @@ async def test_a_cancel_takes_one_answer_of_an_id_used_twice(
     whole: the cancel kept for the ping, which has no call to cancel, was
     handed to the task_create as it started, and its answer was dropped
     too (review35: 10 rounds, no task made and no answer). One cancel takes
-    one answer: each task_create is made, or answered as cancelled."""
+    one answer: each task_create is made, answered as cancelled, or refused
+    as still running (the ping not answered yet, as over /mcp)."""
     project = waypost.project("reused-ids")
     agent = waypost.principal("agent", "reuser")
     process = await _initialized(waypost, agent, tmp_path / "mcp.log")
@@ -354,7 +355,41 @@ async def test_a_cancel_takes_one_answer_of_an_id_used_twice(
     for n in range(100, 110):
         told = [a for a in answers.get(n, []) if "result" in a and "content" in a["result"]]
         cancelled = any(_tool_text(a) == "Request cancelled" for a in told)
-        assert f"Reused {n}" in made or cancelled, (n, answers.get(n), made)
+        running = any(a.get("error", {}).get("code") == -32600 for a in answers.get(n, []))
+        assert (f"Reused {n}" in made) != running or cancelled, (n, answers.get(n), made)
+
+
+async def test_an_id_still_running_is_refused_as_over_http(
+    waypost: Waypost, tmp_path: Path
+) -> None:
+    """A decision_wait with id 500, then a task_create with id 500: both ran,
+    and the task_create's answer came first under the wait's id, which a
+    client takes as the wait's (agentmcpjourney). Over /mcp the second is
+    refused at once, HTTP 409 `-32600` "still running": so it is here."""
+    project = waypost.project("reused-running")
+    task_id = waypost.task(project, "Held")
+    decision = waypost.rest("POST", f"/api/v1/projects/{project}/decisions", {
+        "question": "Go?", "options": ["Yes", "No"], "rationale": "r",
+        "required_actor": "human", "task_ids": [task_id], "environment": "dev"}).json()  # fmt: skip
+    agent = waypost.principal("agent", "reuser-running")
+    process = await _initialized(waypost, agent, tmp_path / "mcp.log")
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        wait = _call(500, "decision_wait", project=project, decision_id=decision["id"],
+                     timeout_seconds=2)  # fmt: skip
+        create = _call(500, "task_create", project=project, title="Never made",
+                       idempotency_key="never-made")  # fmt: skip
+        process.stdin.write(_line(wait) + _line(create))
+        first = await _answer(process)
+        assert first["id"] == 500 and first["error"]["code"] == -32600, first
+        assert "still running" in first["error"]["message"], first
+        second = await _answer(process)
+        assert second["id"] == 500 and json.loads(_tool_text(second))["outcome"] == "timeout"
+    finally:
+        process.stdin.close()
+        await asyncio.wait_for(process.wait(), 30)
+    listed = waypost.rest("GET", f"/api/v1/projects/{project}/tasks").json()["items"]
+    assert [t["title"] for t in listed] == ["Held"]
 
 
 @pytest.mark.parametrize(

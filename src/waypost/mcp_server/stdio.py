@@ -205,8 +205,8 @@ async def lines_of(given: ChunkSource) -> AsyncIterator[bytes]:
 
 
 class _Unanswered:
-    """The requests handed to the SDK and not answered yet, by id (a client
-    may reuse an id while its first request runs: each is answered)."""
+    """The requests handed to the SDK and not answered yet, by id (a
+    request reusing an id that is here is refused, as over /mcp)."""
 
     def __init__(self) -> None:
         self._ids: Counter[Any] = Counter()
@@ -319,6 +319,16 @@ async def checked_stdio(
             if not initialized and root.method not in _BEFORE_INITIALIZE:
                 said = "Received request before initialization was complete: send initialize first"
                 await write_line(_compact(Refusal(root.id, INVALID_PARAMS, said).as_json()))
+                return
+            if root.id in unanswered:
+                # as over /mcp (HTTP 409): MCP forbids reusing an id, and two
+                # answers of one id, the second's first, passed a wait's answer
+                # to a client as its task_create's (agentmcpjourney)
+                said = (
+                    "a request with this id is still running: wait for its answer"
+                    " (sent again once it has answered, it is answered from its receipt)"
+                )
+                await write_line(_compact(Refusal(root.id, INVALID_REQUEST, said).as_json()))
                 return
             initialized = initialized or root.method == "initialize"
             unanswered.add(root.id)
