@@ -137,7 +137,29 @@ async def test_excerpts_hold_the_named_fields_cut_at_1800_characters(
     texts = {d["text"][:10]: d["text"] for d in provider.bodies[0]["documents"]}
     long_text = texts["zebra long"]
     assert len(long_text) == 1800 and long_text.startswith("zebra long\nbbb")
+    # the body gives way to the applicability, which a cut at the end dropped
+    assert long_text.endswith("b\nnever seen"), long_text[-40:]
     assert texts["zebra task"] == "zebra task\nd\nc1\nc2"
+
+
+async def test_a_long_description_leaves_room_for_the_acceptance_criteria(
+    provider: Provider, human: Caller, project: str
+) -> None:
+    """The contract's excerpt is "made of" the title, the description and the
+    acceptance criteria, at most 1,800 characters: a 3,000-character
+    description kept the criteria from the provider (kdcontract). They take
+    up to a third of the room the title leaves, the description the rest."""
+    criteria = ["shards by tenant id", "x" * 2000]
+    await task(human, "zebra big", description="d" * 3000, acceptance_criteria=criteria)
+    await task(human, "zebra small", description="d")
+    await rerank_of(human)
+    texts = {d["text"][:10]: d["text"] for d in provider.bodies[0]["documents"]}
+    big = texts["zebra big\n"]
+    assert len(big) == 1800, len(big)
+    room = 1800 - len("zebra big") - 2
+    title, description, last = big.split("\n", 2)
+    assert title == "zebra big" and description == "d" * (room - room // 3)
+    assert last.startswith("shards by tenant id\nxxx") and len(last) == room // 3
 
 
 async def test_a_knowledge_excerpt_holds_title_body_and_applicability(

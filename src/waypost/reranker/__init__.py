@@ -36,12 +36,28 @@ FAILURE_THRESHOLD = 3
 
 
 def excerpt(item: dict[str, Any]) -> str:
-    """Title, description or body, acceptance criteria or applicability: ≤ 1,800 chars."""
+    """Title, description or body, acceptance criteria or applicability: ≤ 1,800 chars.
+
+    When they do not fit, the description or body gives way to the last
+    part up to a third of the room left by the title: cut at the end, a
+    long description kept the acceptance criteria (and a long body the
+    applicability) from the provider, which the contract's excerpt is
+    "made of" (kdcontract)."""
     if item["type"] == "task":
-        parts = [item["title"], item["description"], *item["acceptance_criteria"]]
+        title, middle, last = (
+            item["title"],
+            item["description"],
+            "\n".join(item["acceptance_criteria"]),
+        )
     else:
-        parts = [item["title"], item["body"], item["applicability"]]
-    return "\n".join(p for p in parts if p)[:EXCERPT_CHARS]
+        title, middle, last = item["title"], item["body"], item["applicability"]
+    whole = "\n".join(p for p in (title, middle, last) if p)
+    if len(whole) <= EXCERPT_CHARS:
+        return whole
+    room = EXCERPT_CHARS - len(title) - 2  # two line breaks between the three
+    last = last[: max(room - len(middle), min(len(last), room // 3))]
+    middle = middle[: max(room - len(last), 0)]
+    return "\n".join(p for p in (title, middle, last) if p)[:EXCERPT_CHARS]
 
 
 class Reranker:
