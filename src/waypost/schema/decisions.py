@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import strawberry
 
 from waypost.resolvers.decisions import operations as decisions
+from waypost.schema import loop_slice
 from waypost.schema.context import Info
 from waypost.schema.principals import Principal, load_principal
 from waypost.schema.relay import (
@@ -151,6 +152,8 @@ async def prefetch_affected(info: Info, generations: list[DecisionGeneration]) -
     if not entries:
         return
     found = await info.context.loaders.task.load_many([a.task_id for a in entries])
+    if loop_slice.spent():  # every list's tasks came in the same turn
+        await loop_slice.next_turn()
     for entry, task in zip(entries, found, strict=True):
         entry.loaded = info.context.loaders.shared_object(task, Task.from_json)
 
@@ -251,6 +254,8 @@ class Decision(Node):
             info.context.loaders.generations.load, self.rest_id, self.generation,
             window(first, after, last, before),
         )  # fmt: skip
+        if loop_slice.spent():  # every decision's page came in the same turn
+            await loop_slice.next_turn()
 
         # generations are numbered 1..n: the current one is their count. This
         # object's own generation is shown as the object holds it (`current`),

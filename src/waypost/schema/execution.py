@@ -42,7 +42,7 @@ from strawberry.types.field import StrawberryField
 from waypost.cancelling import CallerGone
 from waypost.errors import WaypostError
 from waypost.http.responses import graphql_extensions
-from waypost.schema import budget, fastpath, introspection, shared_events
+from waypost.schema import budget, fastpath, introspection, loop_slice, shared_events
 from waypost.schema.context import Context
 from waypost.schema.mutation_arguments import argument_value
 
@@ -288,9 +288,16 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             self.objects += 1
         if self.objects > self.max_objects:
             return {}  # build_response answers with the error, whatever data was made
-        return super().execute_fields(
-            parent_type, source_value, path, grouped_field_set, position_context
-        )
+        execute = super().execute_fields
+        if loop_slice.spent():
+            # this turn of the loop has done its share of graphql work: the
+            # object (and its subtree) starts in a later one (schema/loop_slice.py)
+            return loop_slice.later(
+                lambda: execute(
+                    parent_type, source_value, path, grouped_field_set, position_context
+                )
+            )
+        return execute(parent_type, source_value, path, grouped_field_set, position_context)
 
     def complete_leaf_value(self, return_type: Any, result: Any) -> Any:  # type: ignore[override]
         return self._counted(super().complete_leaf_value(return_type, result))

@@ -1,0 +1,123 @@
+"""Turns of the event loop for graphql-core's execution.
+
+graphql-core completes a value synchronously down to the next awaitable: when
+a DataLoader batch resolves, every field waiting on it resumes in the same
+turn of the loop and completes its whole subtree there (100 decisions'
+generations, each with its affected tasks, held the loop about 0.5 s in one
+turn, and every other request waited for it). Here the objects of a result
+start within a slice of the loop's time: once a turn has run graphql work for
+`SLICE` seconds, the next objects to start wait in one queue, in order, and
+later turns start them, a slice's worth each, so the loop serves other
+requests in between.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# A turn's share of graphql work (seconds). A REST read takes a few turns, so
+# its wait under a flood of large answers is a few slices (graphqlyield).
+SLICE = 0.010
+
+_clock = time.perf_counter
+
+
+class _State(threading.local):
+    loop: asyncio.AbstractEventLoop | None = None  # the loop whose turn is being timed
+    start = 0.0
+    pumping: asyncio.AbstractEventLoop | None = None  # the loop a pump is scheduled on
+
+    def __init__(self) -> None:
+        self.queue: collections.deque[
+            tuple[Callable[[], Any], asyncio.Future[Any], contextvars.Context]
+        ] = collections.deque()
+
+
+_state = _State()
+
+
+def _turn_over(state: _State) -> None:
+    state.loop = None
+
+
+def spent() -> bool:
+    """Whether this turn of the loop has run graphql work for a whole slice
+    (the first call in a turn starts timing it). Never off a running loop
+    (introspection is built synchronously on a worker thread)."""
+    state = _state
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    if state.loop is not loop:
+        state.loop = loop
+        state.start = _clock()
+        loop.call_soon(_turn_over, state)  # runs in the next turn: timing starts again
+        return False
+    return _clock() - state.start > SLICE
+
+
+async def later(work: Callable[[], Any]) -> Any:
+    """`work()` run in a later turn, in its place in the queue (in the
+    caller's context), and awaited if it is awaitable."""
+    state = _state
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+    if state.pumping is not loop:  # none scheduled (or one on a loop since closed)
+        state.queue.clear()
+        state.pumping = loop
+        loop.call_soon(_pump, state, loop)
+    state.queue.append((work, done, contextvars.copy_context()))
+    result = await done
+    if isinstance(result, asyncio.Future):
+        # shielded: a caller cancelled now (a sibling's error, the object
+        # limit) leaves the work to end, as a field already started would
+        return await asyncio.shield(result)
+    return result
+
+
+def _pump(state: _State, loop: asyncio.AbstractEventLoop) -> None:
+    queue = state.queue
+    while queue:
+        work, done, context = queue.popleft()
+        if done.cancelled():
+            continue
+        try:
+            result = context.run(work)
+        except BaseException as error:  # the awaiting field handles it
+            done.set_exception(error)
+        else:
+            if asyncio.iscoroutine(result):
+                # started now, as graphql-core starts the awaitables it
+                # gathers: left for a later await, a caller cancelled
+                # meanwhile left it and the fields it made never awaited
+                result = asyncio.ensure_future(result)
+                result.add_done_callback(_seen)
+            if not done.cancelled():
+                done.set_result(result)
+        if spent():
+            break
+    if queue:
+        loop.call_soon(_pump, state, loop)
+    else:
+        state.pumping = None
+
+
+def _seen(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # its caller sees it; a caller gone leaves it unlogged
+
+
+async def next_turn() -> None:
+    """Wait for a turn with time left in its slice, for a resolver resuming
+    with work of its own to do (each waiter checks again in each turn: for a
+    few hundred waiters at most, as a page's decisions)."""
+    await asyncio.sleep(0)
+    while spent():
+        await asyncio.sleep(0)
