@@ -346,12 +346,14 @@ function renderAnswerForm(project, onChanged) {
           await refused(payload.userErrors[0], onChanged, errorBox, rationale, "answer",
             [["Rationale", rationale.value]]);
         } else {
-          announce("Answer recorded.");
           const drawn = await onChanged(notice("ok",
             words`Your answer is recorded: ${lower(disposition)} "${option}". `,
             link("#/", "Back to the inbox")));
-          // the page was left meanwhile: the one showing now learns of the
-          // change from its subscription, and must know it for this tab's
+          // said only when drawn: over another page it was said of a
+          // decision not shown (consoleslownet). The page was left
+          // meanwhile: the one showing now learns of the change from its
+          // subscription, and must know it for this tab's
+          if (drawn) announce("Answer recorded.");
           if (!drawn) {
             ownChange.lost.set(d.restId, {
               generation: d.generation, answer: { disposition, answer: option, rationale: rationale.value },
@@ -552,9 +554,9 @@ function renderReopen(project, onChanged, prominent) {
             ["Conditions", conds.value !== shown.conditions ? conds.value : ""],
           ]);
         } else {
-          announce("Reopened.");
           const drawn = await onChanged(
             notice("ok", `Reopened: generation ${payload.decision.generation} awaits an answer.`));
+          if (drawn) announce("Reopened.");
           if (!drawn) ownChange.lost.set(d.restId, { generation: d.generation, reopen: rationale.value });
         }
       });

@@ -30,6 +30,8 @@ export class Live {
     this.socket = null;
     this.refreshTimer = null; // a refresh a message asked for, not run yet
     this.lastRefresh = -Infinity; // when the latest such refresh began
+    this.running = null; // the refresh on its way, which others asked for join
+    this.runAgain = false; // asked for while one was on its way: run once more
     this.onVisibility = () => {
       if (!document.hidden && !this.stopped) this.schedule(0);
     };
@@ -99,7 +101,9 @@ export class Live {
       socket.close(1000);
     }
     this.setMode("poll");
-    showPaused(false);
+    // the next page says whether it loads: "Updates resumed" was said of a
+    // page that then could not load (consoleslownet)
+    showPaused(false, true);
   }
 
   // shown on the page (data-live on <html>) so people and tests can tell
@@ -122,7 +126,7 @@ export class Live {
       // the socket drives refreshes; a slow safety poll catches what the
       // sweep changes by the clock alone (timing out soon)
       this.schedule(MAX_BACKOFF_MS);
-      await this.run();
+      this.retriedOnSocket(await this.run());
       return;
     }
     const failure = await this.run();
@@ -141,8 +145,39 @@ export class Live {
     }
   }
 
-  // The refresh's failure, or null when it worked.
-  async run() {
+  // A refresh the socket asked for that failed is tried again on the poll's
+  // back-off (or the service's Retry-After), not at the minute's safety poll:
+  // one dropped request left the page stale, "Retrying...", for about a
+  // minute (consoleslownet).
+  retriedOnSocket(failure) {
+    if (failure === null) {
+      this.delay = POLL_MS;
+    } else if (!this.stopped && this.mode === "socket") {
+      this.delay = Math.min(this.delay * 2, MAX_BACKOFF_MS);
+      this.schedule(retryDelay(failure, this.delay / 2, MAX_BACKOFF_MS));
+    }
+  }
+
+  // The refresh's failure, or null when it worked. One at a time: a second
+  // asked for while one is on its way runs once it has ended, so an older
+  // reply can never be drawn over a newer one (consoleslownet).
+  run() {
+    if (this.running) {
+      this.runAgain = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      let failure;
+      do {
+        this.runAgain = false;
+        failure = await this.runOnce();
+      } while (this.runAgain && !this.stopped);
+      return failure;
+    })();
+    return this.running.finally(() => { this.running = null; });
+  }
+
+  async runOnce() {
     try {
       await this.refresh();
       showPaused(false);
@@ -233,7 +268,7 @@ export class Live {
     this.refreshTimer = setTimeout(() => {
       this.refreshTimer = null;
       this.lastRefresh = performance.now();
-      this.run();
+      this.run().then((failure) => this.retriedOnSocket(failure));
     }, wait);
   }
 
@@ -258,11 +293,11 @@ export class Live {
 // out (a11yaudit), so the change is also said in the page's announcer, once
 // per pause rather than at every failed retry; and so is its end (a screen
 // reader heard "paused" and never that the page was current again).
-function showPaused(paused) {
+function showPaused(paused, quietly = false) {
   const status = document.getElementById("live-status");
   if (status) {
     if (paused && status.hidden) announce(status.textContent);
-    if (!paused && !status.hidden) announce("Updates resumed: this page is current again.");
+    if (!paused && !status.hidden && !quietly) announce("Updates resumed: this page is current again.");
     status.hidden = !paused;
   }
   document.documentElement.dataset.livePaused = paused ? "true" : "false";
