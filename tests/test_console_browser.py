@@ -556,7 +556,7 @@ def test_an_answer_given_elsewhere_first_shows_the_conflict(tab: Tab, world: Wor
     page.keyboard.type("Looks safe.")
     _tab_to(page, "document.activeElement.getAttribute('aria-label') === 'Deny: Proceed'")
     page.keyboard.press("Enter")
-    page.locator("main").get_by_text("Someone else answered first").wait_for()
+    page.locator("main").get_by_text("Someone answered first").wait_for()
     # the new state: the other answer, and no answer buttons any more
     assert "Wait for the load test." in page.locator("main").inner_text()
     assert page.get_by_role("button", name="Deny: Proceed").count() == 0

@@ -441,7 +441,9 @@ async function refused(error, onChanged, errorBox, focusTarget, what = "answer",
   const yours = `Your ${what} was not recorded`;
   const conflicts = {
     generation_conflict: `Someone reopened this decision while you were reading it. ${yours}; the new question is below.`,
-    already_answered: `Someone else answered first. ${yours}; their answer is below.`,
+    // whoever it was: the same person's other tab read "Someone else" of
+    // their own answer (consoleslownet)
+    already_answered: `Someone answered first (another person, or you in another tab or window). ${yours}; that answer is below.`,
     stale: `What this decision judged changed while you were reading it. ${yours}.`,
     expired: `This decision expired while you were reading it. ${yours}.`,
     // this page's key, sent again with another button after a reply was lost:
