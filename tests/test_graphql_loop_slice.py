@@ -112,3 +112,62 @@ async def test_the_answer_is_the_same_when_every_object_waits_for_a_turn(
         monkeypatch.setattr(loop_slice, "SLICE", slice_seconds)
         sliced = await _dashboard(human)
     assert sliced == whole
+
+
+async def test_work_started_in_a_later_turn_runs_in_its_own_callers_context() -> None:
+    """The pump is scheduled by whichever query first waited for a turn: an
+    object's async fields (its loaders, its resolvers' reads) must still run
+    in the context of the query they belong to, not of that first one (the
+    request's pinned snapshot and instant, its caller_gone watch, its
+    principal's turn and its log line are all context variables)."""
+    import contextvars
+
+    from waypost.schema import loop_slice
+
+    whose: contextvars.ContextVar[str] = contextvars.ContextVar("whose")
+
+    async def request(name: str) -> str:
+        whose.set(name)
+
+        async def field() -> str:
+            await asyncio.sleep(0)
+            return whose.get()
+
+        result: str = await loop_slice.later(field)
+        return result
+
+    assert await asyncio.gather(request("A"), request("B")) == ["A", "B"]
+
+
+async def test_a_query_whose_objects_wait_for_a_turn_is_judged_at_its_own_instant(
+    service: Service, human: Caller, project: str, clock: Any, monkeypatch: Any
+) -> None:
+    """Another query's objects wait in the same queue: this one's decisions
+    are still judged at this one's instant (its `Waypost-Now`), not at the
+    instant of the query whose wait scheduled the turn that started them."""
+    from datetime import timedelta
+
+    from tests.decisions_support import answer
+    from waypost.clock import format_time
+    from waypost.schema import loop_slice
+
+    await _decisions(human, decisions=30, tasks=60, per=10)
+    task = await new_task(human, "expiring")
+    expires = format_time(clock.now() + timedelta(minutes=30))
+    decision = (await open_decision(human, [task], expires_at=expires))["id"]
+    await answer(human, decision)
+    query = """query ($task: String!) { project(id: "demo") { task(id: $task) {
+      decisions(first: 5) { nodes { restId status } } } } }"""
+    monkeypatch.setattr(loop_slice, "SLICE", -1.0)  # every object waits for a turn
+    statuses: list[str] = []
+    with graphql_core_only():
+        other = asyncio.ensure_future(_dashboard(human))  # judged before the expiry
+        while loop_slice._state.pumping is None:  # its objects wait for turns
+            await asyncio.sleep(0)
+        clock.advance(hours=1)  # every query from here on: past the allow's expiry
+        while not other.done():
+            r = await human.post("/graphql", {"query": query, "variables": {"task": task}})
+            nodes = r.json()["data"]["project"]["task"]["decisions"]["nodes"]
+            statuses += [n["status"] for n in nodes]
+        await other
+    assert statuses and set(statuses) == {"EXPIRED"}, statuses

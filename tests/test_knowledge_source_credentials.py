@@ -16,6 +16,7 @@ LINKS_WITH_CREDENTIALS = [
     "https://ci:hunter2@git.example.org/team/repo/-/jobs/42",
     "https://x-access-token:ghs_" + "a" * 36 + "@github.com/o/r",
     "https://github.com/o/r?token=" + "b" * 12,
+    "https://:hunter2@git.example.org/team/repo/-/jobs/42",  # a password, no user name
 ]
 
 

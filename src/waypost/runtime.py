@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import sqlite3
+import stat
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextvars import ContextVar
@@ -208,8 +209,8 @@ def _make_owner_only(settings: Settings) -> None:
     mode; one this user may not change is still named for the operator."""
     for name, mode in open_to_others(settings.db_path).items():
         try:
-            if os.path.getsize(name) == 0 and not name.endswith(("-wal", "-shm")):
-                continue  # no database yet: made 0600 as one is written into it
+            if not _an_older_builds_file(name):
+                continue  # refused as it opens, or made 0600 anew: its mode stays
             os.chmod(name, 0o600)
         except OSError as exc:
             log.warning(
@@ -223,6 +224,20 @@ def _make_owner_only(settings: Settings) -> None:
             "%s was open to other users (mode %04o): made it 0600, as the service"
             " creates its files (docs/operations.md \"File permissions\")", name, mode,
         )  # fmt: skip
+
+
+def _an_older_builds_file(name: str) -> bool:
+    """Whether `name` is a database file (or a companion) this service would
+    open: a regular file of one name, a database holding SQLite's header. A
+    directory, a FIFO, a file of two names or one that is no database is
+    refused as it opens, with its mode as the operator left it."""
+    found = os.stat(name)
+    if not stat.S_ISREG(found.st_mode) or found.st_nlink > 1:
+        return False
+    if name.endswith(("-wal", "-shm")):
+        return True
+    with open(name, "rb") as file:
+        return file.read(16) == b"SQLite format 3\x00"
 
 
 async def _sweep_forever(rt: Runtime, interval: float) -> None:

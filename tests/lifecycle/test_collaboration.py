@@ -439,3 +439,18 @@ async def test_a_source_link_holding_its_own_password_is_refused(registered: Mem
             f"{M}/sources", {"version": 1, "source": {"title": "t", "uri": uri}}
         )
         assert r.status_code == 200, (uri, r.text)
+
+
+async def test_a_source_link_holding_a_password_without_a_user_name_is_refused(
+    registered: Member,
+) -> None:
+    """`https://:hunter2@host/` carries a password as much as `ci:hunter2@`
+    does (docs/lifecycle.md: "a `uri` holding a password ... is 400
+    secret_marker_detected"; only "a user name alone is taken")."""
+    before = await events(registered)
+    r = await registered.post(
+        f"{M}/sources",
+        {"version": 1, "source": {"title": "t", "uri": "https://:hunter2@example.org/rfc"}},
+    )
+    refused(r, 400, "secret_marker_detected")
+    assert await events(registered) == before

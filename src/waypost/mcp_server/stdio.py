@@ -375,10 +375,9 @@ async def checked_stdio(
                 root = sent.message.root
                 if isinstance(root, JSONRPCResponse | JSONRPCError):
                     # MCP: a request its client cancelled gets no answer,
-                    # whatever it came to (a cancel can meet the answer).
-                    # One cancel, one answer: of an id a client reused while
-                    # its first request ran, the next answer is written, and
-                    # a cancel kept for a call not started goes with it
+                    # whatever it came to (a cancel can meet the answer);
+                    # one cancel takes one answer (an id is in flight once:
+                    # a request reusing it meanwhile is refused above)
                     dropped = root.id in unanswered.cancelled
                     unanswered.cancelled.discard(root.id)
                     await unanswered.answered(root.id)

@@ -77,36 +77,44 @@ async def later(work: Callable[[], Any]) -> Any:
     result = await done
     if isinstance(result, asyncio.Future):
         # shielded: a caller cancelled now (a sibling's error, the object
-        # limit) leaves the work to end, as a field already started would
+        # limit) leaves the work to end rather than cancel it half done
         return await asyncio.shield(result)
     return result
 
 
 def _pump(state: _State, loop: asyncio.AbstractEventLoop) -> None:
     queue = state.queue
-    while queue:
-        work, done, context = queue.popleft()
-        if done.cancelled():
-            continue
-        try:
-            result = context.run(work)
-        except BaseException as error:  # the awaiting field handles it
-            done.set_exception(error)
+    try:
+        while queue:
+            work, done, context = queue.popleft()
+            if done.cancelled():
+                continue
+            try:
+                result = context.run(work)
+            except BaseException as error:  # the awaiting field handles it
+                if not done.cancelled():
+                    done.set_exception(error)
+            else:
+                if asyncio.iscoroutine(result):
+                    # started now, as graphql-core starts the awaitables it
+                    # gathers (left for a later await, a caller cancelled
+                    # meanwhile left the fields it made never awaited), and in
+                    # the caller's context: the pump runs in that of the query
+                    # whose wait scheduled it, and another query's pinned read,
+                    # instant and caller were used (review79)
+                    result = loop.create_task(result, context=context)
+                    result.add_done_callback(_seen)
+                if not done.cancelled():
+                    done.set_result(result)
+            if spent():
+                break
+    finally:
+        # whatever escaped, the queue is pumped on: a pump that stopped with
+        # `pumping` set left every later object on this loop waiting for good
+        if queue:
+            loop.call_soon(_pump, state, loop)
         else:
-            if asyncio.iscoroutine(result):
-                # started now, as graphql-core starts the awaitables it
-                # gathers: left for a later await, a caller cancelled
-                # meanwhile left it and the fields it made never awaited
-                result = asyncio.ensure_future(result)
-                result.add_done_callback(_seen)
-            if not done.cancelled():
-                done.set_result(result)
-        if spent():
-            break
-    if queue:
-        loop.call_soon(_pump, state, loop)
-    else:
-        state.pumping = None
+            state.pumping = None
 
 
 def _seen(task: asyncio.Future[Any]) -> None:

@@ -592,19 +592,22 @@ class Database:
 
 def _say_wal_left(wal_name: str) -> None:
     """The last connection to close checkpoints the WAL into the database and
-    removes it; a `-wal` still there holds acknowledged writes the database
-    file alone lacks (another process has it open, or the checkpoint could
-    not finish: a full disk, a lock). Said, because an operator who copies
-    the stopped service's `.db` alone loses them (docs/operations.md)."""
+    removes it; a `-wal` still there may hold acknowledged writes the
+    database file alone lacks (another process has it open, or the
+    checkpoint could not finish: a full disk, a lock; its frames may also
+    all be in the file already, which its size does not tell). Said,
+    because an operator who copies the stopped service's `.db` alone may
+    lose them (docs/operations.md)."""
     try:
         size = os.stat(wal_name).st_size
     except OSError:
         return
     if size:
         log.info(
-            "stopped with %d bytes of writes still in %s (another process has the "
-            "database open, or the last checkpoint could not finish): keep it beside "
-            "the database, or copy with `waypost admin backup`",
+            "stopped with %d bytes of WAL still in %s (another process has the "
+            "database open, or the last checkpoint could not finish): it may hold writes "
+            "the database file lacks; keep it beside the database, or copy with "
+            "`waypost admin backup`",
             size,
             wal_name,
         )

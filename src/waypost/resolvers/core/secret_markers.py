@@ -37,7 +37,7 @@ SECRET_MARKERS = re.compile("|".join(_MARKERS.values()))
 # a push that failed prints with its remote.
 _IN_FREE_TEXT = {
     **{kind: rf"(?<![A-Za-z0-9]){pattern}" for kind, pattern in _MARKERS.items()},
-    "a password in a URL": r"://[^/\s:@]+:[^/\s@]+@",
+    "a password in a URL": r"://[^/\s:@]*:[^/\s@]+@",
 }
 _FREE_TEXT_MARKERS = [(kind, re.compile(pattern)) for kind, pattern in _IN_FREE_TEXT.items()]
 _URL_PASSWORD = re.compile(_IN_FREE_TEXT["a password in a URL"])
