@@ -21,6 +21,8 @@ from tests.test_console_browser import (
     _wait_for_held,
 )
 
+pytestmark = pytest.mark.slow
+
 # the browser tests' fixtures, made anew for this module (a service of its own)
 _kept_alive = browser_tests._kept_alive
 browser = browser_tests.browser
