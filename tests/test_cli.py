@@ -462,6 +462,9 @@ HOST_253 = f"{'a' * 63}.{'b' * 63}.{'c' * 63}.{'d' * 61}"
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "HTTP://x.example"}, [], "https://"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://x.example:99999/r"}, [], "port"),
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://x.example:0/r"}, [], "port"),
+        # httpx sends a login in the URL as `Basic`, in place of the key (operatorjourney)
+        ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": "https://user:pw@rerank.example/v1"}, [],
+         "TYPESAFE_URL holds a user name or password"),
         # 254 characters: past DNS's 253 (mutantaudit9)
         ({"TYPESAFE_API_KEY": "k", "TYPESAFE_URL": f"https://{HOST_253}b/r"}, [], "host name"),
         ({"TYPESAFE_API_KEY": "sk two"}, [], "visible ASCII"),

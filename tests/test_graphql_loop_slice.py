@@ -18,29 +18,10 @@ from typing import Any
 
 import pytest
 
+from bench.graphql import DASHBOARD  # the query docs/graphql.md prints
 from tests.conftest import Caller, Service
 from tests.decisions_support import new_task, open_decision
 from tests.fastpath_support import graphql_core_only
-
-DASHBOARD = """
-query Dashboard($project: String!) {
-  project(id: $project) {
-    decisions(first: 50) {
-      totalCount
-      nodes {
-        restId question status generation createdAt
-        generations(first: 10) {
-          nodes {
-            generation at environment
-            answer { disposition answer at }
-            affected { taskId pinnedRevision task { restId title status revision ready } }
-          }
-        }
-      }
-    }
-  }
-}
-"""
 
 
 async def _decisions(human: Caller, decisions: int, tasks: int, per: int) -> None:
