@@ -637,6 +637,29 @@ def test_an_mcp_session_belongs_to_the_principal_that_opened_it(waypost: Waypost
     httpx.delete(f"{waypost.url}/mcp", headers={**headers})
 
 
+@pytest.mark.parametrize(
+    ("asked", "answered"),
+    [("2025-06-18", "2025-06-18"), ("2024-11-05", "2024-11-05"), ("1999-01-01", "2025-11-25")],
+)
+def test_initialize_answers_the_version_asked_or_the_newest_it_speaks(
+    waypost: Waypost, asked: str, answered: str
+) -> None:
+    """docs/mcp.md, "Protocol versions": a version the server knows is
+    answered as asked; one it does not know gets the newest it speaks."""
+    agent = waypost.principal("agent", f"version-{asked}")
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": asked, "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {agent}"}
+    r = httpx.post(f"{waypost.url}/mcp", json=hello, headers=headers)
+    assert r.status_code == 200, r.text
+    data = [line[5:] for line in r.text.splitlines() if line.startswith("data:")]
+    answer = json.loads(data[0]) if data else r.json()
+    assert answer["result"]["protocolVersion"] == answered
+    close = {"Mcp-Session-Id": r.headers["mcp-session-id"], "Mcp-Protocol-Version": answered}
+    httpx.delete(f"{waypost.url}/mcp", headers={**headers, **close})
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_a_wait_past_the_tokens_stream_cap_is_too_many_streams(
     waypost: Waypost, transport: str
