@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+import binascii
 import hashlib
 import os
 import re
@@ -68,14 +68,24 @@ _pool = _RandomPool()
 os.register_at_fork(after_in_child=_pool.forget)
 
 
+_URLSAFE = bytes.maketrans(b"+/", b"-_")
 # 64 characters of the id alphabet in ASCII order, so that a timestamp
 # written with them sorts as its number does
 _ORDERED = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
 
 
+# base64's alphabet (each character standing for its 6 bits) to _ORDERED's
+_TO_ORDERED = bytes.maketrans(
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", _ORDERED.encode()
+)
+
+
 def _time_part(ms: int) -> str:
-    """48 bits of milliseconds as 8 characters that sort in time order."""
-    return "".join(_ORDERED[(ms >> shift) & 63] for shift in range(42, -1, -6))
+    """48 bits of milliseconds as 8 characters that sort in time order: six
+    bytes are eight base64 digits, most significant first, spelt in _ORDERED
+    (a digit at a time in Python was a fifth of a new id's time)."""
+    digits = binascii.b2a_base64((ms & 0xFFFF_FFFF_FFFF).to_bytes(6, "big"), newline=False)
+    return digits.translate(_TO_ORDERED).decode()
 
 
 def new_id(prefix: str) -> str:
@@ -89,7 +99,8 @@ def new_id(prefix: str) -> str:
     the writer spent a third less CPU per create and half the time in its
     COMMIT (docs/architecture.md).
     """
-    random_part = base64.urlsafe_b64encode(_pool.take(12)).decode()
+    # base64.urlsafe_b64encode, without its Python-level wrapper
+    random_part = binascii.b2a_base64(_pool.take(12), newline=False).translate(_URLSAFE).decode()
     return f"{prefix}_{_time_part(time.time_ns() // 1_000_000)}{random_part}"
 
 
