@@ -85,11 +85,14 @@ async def test_the_log_says_when_writes_are_committed_again_after_a_full_disk(
 
     assert said() == []  # nothing committed yet: the refusals have not ended
     await free_the_disk(service.rt.db)
+    assert said() == []  # room again, but no write committed yet
+    kept = await human.post("/api/v1/projects/demo/knowledge", big)
+    assert kept.status_code == 201
     # (that write committed: the line counts the two refusals, then is told)
     assert len(said()) == 1
     assert "2 refused" in said()[0] and "disk is full" in said()[0]
-    kept = await human.post("/api/v1/projects/demo/knowledge", big)
-    assert kept.status_code == 201
+    again = await human.post("/api/v1/projects/demo/knowledge", {**big, "title": "again"})
+    assert again.status_code == 201
     assert len(said()) == 1  # once: the next commits after it say nothing
     # a disk with room for small writes only: refusals and commits take turns,
     # told of at most once every 10 s (not a line per commit)
@@ -124,6 +127,8 @@ async def test_no_refusal_is_logged_after_the_line_that_says_writes_are_committe
         refused = await human.post("/api/v1/projects/demo/knowledge", big)
         assert refused.status_code == 503, refused.text
     await free_the_disk(service.rt.db)
+    small = {"kind": "fact", "title": "small", "body": ""}
+    assert (await human.post("/api/v1/projects/demo/knowledge", small)).status_code == 201
     await asyncio.sleep(2.5)  # the window ends: what it held is logged by now
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     (ended,) = [i for i, (_, said) in enumerate(lines) if "committed again" in said]
@@ -159,6 +164,8 @@ async def test_writes_committed_again_within_the_window_are_told_of_when_it_ends
         refused = await human.post("/api/v1/projects/demo/knowledge", big)
         assert refused.status_code == 503, refused.text
         await free_the_disk(service.rt.db)
+        small = {"kind": "fact", "title": "small", "body": ""}
+        assert (await human.post("/api/v1/projects/demo/knowledge", small)).status_code == 201
     await asyncio.sleep(2.5)  # nothing more is written
     lines = [(r.levelname, r.getMessage()) for r in caplog.records]
     assert lines[-1][0] == "INFO" and "committed again" in lines[-1][1], lines

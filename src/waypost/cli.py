@@ -309,7 +309,9 @@ def _run(settings: Settings) -> None:
         if _held_elsewhere(error.__cause__):
             raise click.ClickException(_busy(settings.db_path)) from error
         # it names the file itself
-        raise click.ClickException(f"database_unusable: {error}") from error
+        raise click.ClickException(
+            f"database_unusable: {error}{_full_disk(settings.db_path, str(error.__cause__))}"
+        ) from error
     except MigrationError as error:
         raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
     except sqlite3.DatabaseError as error:
@@ -317,7 +319,10 @@ def _run(settings: Settings) -> None:
             raise click.ClickException(_busy(settings.db_path)) from error
         # a file that opened and migrated but fails on its first write (damaged
         # pages past the header): the same refusal
-        raise click.ClickException(f"database_unusable: {settings.db_path}: {error}") from error
+        raise click.ClickException(
+            f"database_unusable: {settings.db_path}: {error}"
+            f"{_full_disk(settings.db_path, str(error))}"
+        ) from error
     except serving.CannotListen as error:
         raise click.ClickException(f"cannot_listen: {error}") from error
     except CannotShowToken as error:
@@ -329,6 +334,25 @@ def _run(settings: Settings) -> None:
         # file damaged: SQLite's words, as for a file that fails to open
         cause = error.__cause__ or error.message
         raise click.ClickException(f"database_unusable: {settings.db_path}: {cause}") from error
+
+
+def _full_disk(path: Path, said: str) -> str:
+    """What to add when the disk holding the database has no free byte and
+    SQLite did not say so: the -shm it could not make on a full disk it
+    called "disk I/O error", which reads as a failing device or a damaged
+    file (diskfulljourney)."""
+    if "full" in said:
+        return ""
+    where = os.path.dirname(os.path.realpath(path)) or "."
+    try:
+        free = os.statvfs(where).f_bavail
+    except OSError:
+        return ""
+    return (
+        f" (the disk holding {where} is full: free some space, then start again)"
+        if free == 0
+        else ""
+    )
 
 
 def _fill_closed_standard_fds() -> None:

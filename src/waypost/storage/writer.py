@@ -504,6 +504,10 @@ class Writer:
         failed: list[tuple[_Unit, BaseException]] = []
         started = time.monotonic()
         alone = False  # the batch holds a solo unit
+        # a unit of the batch changed a row: an empty transaction (a sweep
+        # pass with nothing to do) commits on a full or read-only disk too,
+        # and told "writes are committed again" of a disk still full
+        wrote = False
         while pending and pending[0].transaction:
             if len(done) + len(failed) >= self._max_units:
                 break
@@ -521,6 +525,7 @@ class Writer:
                 self._answer_late([unit])
                 continue
             alone = unit.solo
+            changes = conn.total_changes
             try:
                 conn.execute(_SAVEPOINT)
                 self._in_unit = True
@@ -555,9 +560,10 @@ class Writer:
                 failed.append((unit, exc))
             else:
                 done.append((unit, result))
+                wrote = wrote or conn.total_changes != changes
             if not pending:
                 self._take_waiting(pending)
-        self._commit(done, failed)
+        self._commit(done, failed, wrote)
 
     def _shed_late(self, pending: deque[_Unit]) -> None:
         """Answer 503, unrun, each write of `pending` that waited its whole
@@ -659,6 +665,7 @@ class Writer:
         self,
         done: list[tuple[_Unit, Any]],
         failed: list[tuple[_Unit, BaseException]],
+        wrote: bool,
     ) -> None:
         conn = self._conn
         started = time.perf_counter()
@@ -681,7 +688,7 @@ class Writer:
                 observe(len(done) + len(failed), time.perf_counter() - started)
             except Exception:
                 log.exception("batch observer failed")
-        if done:
+        if done and wrote:
             self._outage.committed()
         self._reply(failed, done, committed=bool(done))
         self._restart_wal()  # after the answers: nobody waits for it but later writes
