@@ -234,6 +234,14 @@ def _framing_refusal(version: str, headers: Any) -> _Refusal | None:
     return None
 
 
+def _declared_past_bound(headers: Any) -> bool:
+    """A `Content-Length` past `BODY_MOST`: a body that will be cut."""
+    for name, value in headers:
+        if name == b"content-length" and value.strip().isdigit():
+            return int(value.strip()) > BODY_MOST
+    return False
+
+
 def _has_body(headers: Any) -> bool:
     for name, value in headers:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() != b"0"):
@@ -375,6 +383,11 @@ def with_request_deadline(
                 super().on_headers_complete()
             pending = self._pending()
             cycle = self.cycle
+            if cycle is not None and _declared_past_bound(self.headers):
+                # its body will pass BODY_MOST and the connection be cut: the
+                # answer says so (`Connection: close`), or a keep-alive client
+                # sends its next request down the cut connection (fuzzjourney)
+                cycle.keep_alive = False
             # (an upgrade request makes no cycle: the WebSocket takes over, and
             # `cycle` is still the previous request's, already counted)
             counted = bool(pending) and pending[-1] is cycle
