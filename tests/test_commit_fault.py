@@ -41,10 +41,24 @@ def test_a_failed_commit_sync_is_answered_as_an_unknown_outcome(tmp_path: Path, 
     try:
         token = first.wait_for(r"^\s+(wp_\S+)$").group(1)
         first.wait_for(r"listening on http://")
-        r = httpx.post(f"{first.url}/api/v1/projects", json={"id": "p", "name": "P"},
-                       headers={**auth(token), "Idempotency-Key": "project"})  # fmt: skip
-        assert r.status_code == 201, r.text
+        for project in ("p", "g"):
+            r = httpx.post(f"{first.url}/api/v1/projects", json={"id": project, "name": project},
+                           headers={**auth(token), "Idempotency-Key": project})  # fmt: skip
+            assert r.status_code == 201, r.text
         flag.touch()  # the device fails from here on
+        # over GraphQL the key is the mutation's input field, and the advice
+        # names it so (it named the REST header); first, as the REST write's
+        # frame must be the last one written
+        create = (
+            'mutation { taskCreate(input: {idempotencyKey: "k", projectId: "g", title: "t"})'
+            " { task { title } } }"
+        )
+        r = httpx.post(f"{first.url}/graphql", json={"query": create}, headers=auth(token))
+        (error,) = r.json()["errors"]
+        assert error["extensions"]["code"] == "unavailable", error
+        assert (
+            "same idempotencyKey" in error["message"] and "Idempotency-Key" not in error["message"]
+        )
         headers = {**auth(token), "Idempotency-Key": "the-task"}
         r = httpx.post(f"{first.url}/api/v1/projects/p/tasks", json=task, headers=headers)
         assert r.status_code == 503, r.text

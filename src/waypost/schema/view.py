@@ -51,7 +51,9 @@ def shape_error(error: GraphQLError) -> dict[str, Any]:
     original = error.original_error
     formatted = error.formatted
     if isinstance(original, WaypostError):
-        formatted["message"] = original.message
+        # a retry's advice names the key as a mutation takes it (an input
+        # field), not as the REST header (diskfulljourney)
+        formatted["message"] = original.message.replace("Idempotency-Key", "idempotencyKey")
         if error.extensions and "code" in error.extensions:
             # shaped where it arose (execution.shaped_error), which knows the field
             formatted["extensions"] = dict(error.extensions)
