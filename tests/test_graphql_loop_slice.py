@@ -152,3 +152,130 @@ async def test_a_query_whose_objects_wait_for_a_turn_is_judged_at_its_own_instan
             statuses += [n["status"] for n in nodes]
         await other
     assert statuses and set(statuses) == {"EXPIRED"}, statuses
+
+
+async def test_an_error_raised_as_an_object_starts_in_a_later_turn_reaches_its_field(
+    monkeypatch: Any,
+) -> None:
+    """An object started by a later turn that raises (a non-null field's
+    error, which graphql-core raises out of the object to its nullable
+    parent) raises in the field that waited for it, with its message and
+    path: answered `None`, the parent showed the object as null with no
+    error, or a "Cannot return null" at another path."""
+    from graphql import GraphQLError
+
+    from waypost.schema import loop_slice
+
+    monkeypatch.setattr(loop_slice, "SLICE", -1.0)  # every object waits for a turn
+
+    def failing() -> Any:
+        raise GraphQLError("the field failed", path=["project", "tasks", 3, "title"])
+
+    async def fine() -> str:
+        return "ok"
+
+    results = await asyncio.gather(
+        loop_slice.later(failing), loop_slice.later(fine), return_exceptions=True
+    )
+    error, ok = results
+    assert isinstance(error, GraphQLError), results
+    assert error.message == "the field failed"
+    assert error.path == ["project", "tasks", 3, "title"]
+    assert ok == "ok"
+
+
+def test_a_new_event_loop_starts_no_object_left_waiting_on_a_closed_one(
+    tmp_path: Any, migrated_template: Any, caplog: Any
+) -> None:
+    """Each test (and `asyncio.run`) runs on an event loop of its own, in the
+    same thread: objects left waiting by a loop that stopped before their
+    turn (a server stopped mid-answer) are not started on the next loop. Kept,
+    the next loop's first pump ran the dead query's work in the dead
+    query's context, and answered a future of the closed loop ("Event loop
+    is closed", logged as an error in every later pump)."""
+    import logging
+
+    from tests.conftest import MovableClock, copy_database, serving
+    from waypost.schema import loop_slice
+    from waypost.settings import Settings
+
+    ran: list[str] = []
+    left: list[asyncio.Future[Any]] = []  # never finished: the loop closes under them
+    first = asyncio.new_event_loop()
+    try:
+
+        async def leave_an_object_waiting() -> None:
+            left.append(asyncio.ensure_future(loop_slice.later(lambda: ran.append("closed"))))
+            # the task queues its object in the next turn, and the loop stops
+            # at that turn's end: the pump it scheduled never runs
+            first.call_soon(first.stop)
+
+        left.append(first.create_task(leave_an_object_waiting()))
+        first.run_forever()
+        assert loop_slice._state.pumping is first and not ran
+    finally:
+        first.close()
+
+    async def on_a_new_loop() -> tuple[bytes, bytes]:
+        settings = Settings(db_path=copy_database(migrated_template, tmp_path / "w.db"))
+        async with serving(settings, MovableClock()) as service:
+            human = await service.principal("human", "alice")
+            r = await human.post("/api/v1/projects", {"id": "demo", "name": "Demo"})
+            assert r.status_code == 201, r.text
+            await _decisions(human, decisions=3, tasks=6, per=3)
+            with graphql_core_only():
+                whole = await _dashboard(human)
+                previous, loop_slice.SLICE = loop_slice.SLICE, -1.0
+                try:
+                    sliced = await asyncio.wait_for(_dashboard(human), 30)
+                finally:
+                    loop_slice.SLICE = previous
+            return whole, sliced
+
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        whole, sliced = asyncio.run(on_a_new_loop())
+    assert sliced == whole
+    assert ran == []  # the closed loop's object was never started
+    pumps = [r for r in caplog.records if "_pump" in r.getMessage() or "closed" in r.getMessage()]
+    assert pumps == [], [r.getMessage() for r in pumps]
+
+
+async def test_another_principals_small_query_waits_behind_none_of_a_large_answers_objects(
+    service: Service, human: Caller, project: str, monkeypatch: Any
+) -> None:
+    """Objects waiting for a turn take turns by principal: an object of one
+    principal's small query starts after at most one of each other
+    principal's waiting objects, not after every object their large answers
+    queued before it (in one queue for everyone, an object of another
+    principal's `{ mySession { id } }` started after up to 1,050 of theirs)."""
+    from waypost.schema import loop_slice
+    from waypost.storage.turns import CALLER
+
+    await _decisions(human, decisions=40, tasks=100, per=25)  # 1,000 affected tasks
+    other = await service.principal("human", "bob")
+    monkeypatch.setattr(loop_slice, "SLICE", -1.0)  # every object waits for a turn
+    started: list[object] = []  # whose object started, in order
+    ahead: list[int] = []  # for each of bob's objects: others' objects started before it
+    later = loop_slice.later
+
+    async def noting_later(work: Any) -> Any:
+        who, queued = CALLER.get(), len(started)
+
+        def start() -> Any:
+            if who == other.principal_id:
+                ahead.append(sum(1 for w in started[queued:] if w != who))
+            started.append(who)
+            return work()
+
+        return await later(start)
+
+    monkeypatch.setattr(loop_slice, "later", noting_later)
+    with graphql_core_only():
+        # two (a query holds one of three pinned connections: a third waits for none)
+        large = asyncio.gather(_dashboard(human), _dashboard(human))
+        while not large.done():  # again and again while their objects wait
+            small = await other.gql("query { mySession { id } }")
+            assert small == {"data": {"mySession": None}}
+        await large
+    assert started.count(human.principal_id) > 1000  # the large answers' objects waited
+    assert len(ahead) > 3 and max(ahead) <= 1, sorted(ahead)

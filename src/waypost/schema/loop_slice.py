@@ -6,9 +6,13 @@ turn of the loop and completes its whole subtree there (100 decisions'
 generations, each with its affected tasks, held the loop about 0.5 s in one
 turn, and every other request waited for it). Here the objects of a result
 start within a slice of the loop's time: once a turn has run graphql work for
-`SLICE` seconds, the next objects to start wait in one queue, in order, and
-later turns start them, a slice's worth each, so the loop serves other
-requests in between.
+`SLICE` seconds, the next objects to start wait, and later turns start them,
+a slice's worth each, so the loop serves other requests in between. Each
+principal's objects wait in a queue of their own, in order, and the queues
+take turns object by object: in one queue for everyone, another principal's
+small query waited behind every object one principal's large answers had
+queued (up to 1,050 objects of two dashboards; through a real `serve`, its
+p50 135 -> 98 ms and p95 354 -> 225 ms beside two dashboards; slicereview).
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ import collections
 import contextvars
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
+
+from waypost.storage.turns import CALLER
 
 # A turn's share of graphql work (seconds). A REST read takes a few turns, so
 # its wait under a flood of large answers is a few slices (graphqlyield).
@@ -28,15 +34,18 @@ SLICE = 0.010
 _clock = time.perf_counter
 
 
+_Waiting = tuple[Callable[[], Any], asyncio.Future[Any], contextvars.Context]
+
+
 class _State(threading.local):
     loop: asyncio.AbstractEventLoop | None = None  # the loop whose turn is being timed
     start = 0.0
     pumping: asyncio.AbstractEventLoop | None = None  # the loop a pump is scheduled on
 
     def __init__(self) -> None:
-        self.queue: collections.deque[
-            tuple[Callable[[], Any], asyncio.Future[Any], contextvars.Context]
-        ] = collections.deque()
+        # whose (storage/turns.py's CALLER) -> its objects waiting, in order;
+        # the principals in the order they are served next
+        self.queues: dict[Hashable, collections.deque[_Waiting]] = {}
 
 
 _state = _State()
@@ -70,10 +79,13 @@ async def later(work: Callable[[], Any]) -> Any:
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Any] = loop.create_future()
     if state.pumping is not loop:  # none scheduled (or one on a loop since closed)
-        state.queue.clear()
+        state.queues.clear()
         state.pumping = loop
         loop.call_soon(_pump, state, loop)
-    state.queue.append((work, done, contextvars.copy_context()))
+    queue = state.queues.get(CALLER.get())
+    if queue is None:
+        queue = state.queues[CALLER.get()] = collections.deque()
+    queue.append((work, done, contextvars.copy_context()))
     result = await done
     if isinstance(result, asyncio.Future):
         # shielded: a caller cancelled now (a sibling's error, the object
@@ -83,10 +95,16 @@ async def later(work: Callable[[], Any]) -> Any:
 
 
 def _pump(state: _State, loop: asyncio.AbstractEventLoop) -> None:
-    queue = state.queue
+    queues = state.queues
     try:
-        while queue:
+        while queues:
+            # the next principal's first object; that principal then goes
+            # to the back of the line, if it has more waiting
+            who = next(iter(queues))
+            queue = queues.pop(who)
             work, done, context = queue.popleft()
+            if queue:
+                queues[who] = queue
             if done.cancelled():
                 continue
             try:
@@ -111,7 +129,7 @@ def _pump(state: _State, loop: asyncio.AbstractEventLoop) -> None:
     finally:
         # whatever escaped, the queue is pumped on: a pump that stopped with
         # `pumping` set left every later object on this loop waiting for good
-        if queue:
+        if queues:
             loop.call_soon(_pump, state, loop)
         else:
             state.pumping = None
