@@ -11,8 +11,8 @@ a slice's worth each, so the loop serves other requests in between. Each
 principal's objects wait in a queue of their own, in order, and the queues
 take turns object by object: in one queue for everyone, another principal's
 small query waited behind every object one principal's large answers had
-queued (up to 1,050 objects of two dashboards; through a real `serve`, its
-p50 135 -> 98 ms and p95 354 -> 225 ms beside two dashboards; slicereview).
+queued (up to 1,050 objects of two dashboards; docs/graphql.md has the
+figures; slicereview).
 """
 
 from __future__ import annotations
