@@ -3923,3 +3923,38 @@ def test_an_edit_that_stales_nothing_shows_on_an_open_decision_page(tab: Tab, wo
     )
     assert page.get_by_label("Why (required)").input_value() == "Half a thought"
     assert "changed elsewhere" not in page.locator("main").inner_text()
+
+
+def test_an_edit_that_stales_nothing_keeps_the_focus_in_the_redrawn_sections(
+    tab: Tab, world: World
+) -> None:
+    """"Affected tasks" and "Policy" are drawn again in place when an edit
+    stales nothing, and the keyboard on the "Policy history" link inside them
+    fell to <body> with its section: a screen reader's user lost their place
+    on the page where they decide (a11yjourney, WCAG 2.4.3). It stays on the
+    same link, at the same place on the screen."""
+    world.alice.send("POST", "/api/v1/projects", {"id": "pinfocus", "name": "Pin focus"}, 201)
+    task = world.alice.send("POST", "/api/v1/projects/pinfocus/tasks", {"title": "Keep"}, 201)
+    made = world.agent.send("POST", "/api/v1/projects/pinfocus/decisions", {
+        "question": "Keep the focus?", "options": ["Yes", "No"], "rationale": "r",
+        "required_actor": "human", "environment": "staging",
+        "task_ids": [task["id"]]}, 201)  # fmt: skip
+    page = tab.page
+    tab.sign_in(world.alice.token)
+    page.goto(f"{tab.origin}/console#/p/pinfocus/d/{made['id']}")
+    page.get_by_text("the policy is now at revision 1.").wait_for()
+    history = page.get_by_role("link", name="Policy history")
+    history.focus()
+    top = history.bounding_box()["y"]
+    focused = "() => [document.activeElement.tagName, document.activeElement.getAttribute('href')]"
+    # the Policy section itself drawn again
+    world.alice.send("PATCH", "/api/v1/projects/pinfocus/policy",
+                     {"expected_revision": 1, "allow_relayed_human_answers": True})  # fmt: skip
+    page.get_by_text("the policy is now at revision 2.").wait_for(timeout=10000)
+    assert page.evaluate(focused) == ["A", "#/p/pinfocus/policy"]
+    # "Affected tasks", above it, drawn again a line longer
+    world.alice.send("PATCH", f"/api/v1/projects/pinfocus/tasks/{task['id']}",
+                     {"expected_revision": 1, "priority": 9})  # fmt: skip
+    page.get_by_text("Also changed, not judged (does not stale): priority.").wait_for(timeout=10000)
+    assert page.evaluate(focused) == ["A", "#/p/pinfocus/policy"]
+    assert abs(history.bounding_box()["y"] - top) < 2

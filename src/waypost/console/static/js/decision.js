@@ -125,11 +125,32 @@ export function pinsOf(project) {
 
 // Those two sections drawn again from `project` in place, the rest of the
 // page (an answer being typed) untouched.
+// The keyboard on a control inside them (the "Policy history" link) stays on
+// the same control of the section drawn again, where it was on the screen: it
+// fell to <body> with the old section (a11yjourney).
 export function redrawPins(root, project) {
+  const focused = document.activeElement;
+  const top = focused ? focused.getBoundingClientRect().top : 0;
+  let refocus = null;
   for (const [heading, draw] of [["affected-h", renderAffected], ["policy-h", renderPolicyPin]]) {
     const old = root.querySelector(`section[aria-labelledby="${heading}"]`);
-    if (old) old.replaceWith(draw(project));
+    if (!old) continue;
+    const fresh = draw(project);
+    if (old.contains(focused)) refocus = { fresh, at: controlsIn(old).indexOf(focused) };
+    old.replaceWith(fresh);
   }
+  if (!refocus) return;
+  let target = controlsIn(refocus.fresh)[refocus.at];
+  if (!target) {
+    target = refocus.fresh.querySelector("h2");
+    target.tabIndex = -1;
+  }
+  target.focus({ preventScroll: true });
+  if (top >= 0 && top < window.innerHeight) window.scrollBy(0, target.getBoundingClientRect().top - top);
+}
+
+function controlsIn(section) {
+  return [...section.querySelectorAll("a[href], button, input, select, textarea, [tabindex]")];
 }
 
 // Why a decision stopped counting, from its pins and the records now.
