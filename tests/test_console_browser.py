@@ -3928,7 +3928,7 @@ def test_an_edit_that_stales_nothing_shows_on_an_open_decision_page(tab: Tab, wo
 def test_an_edit_that_stales_nothing_keeps_the_focus_in_the_redrawn_sections(
     tab: Tab, world: World
 ) -> None:
-    """"Affected tasks" and "Policy" are drawn again in place when an edit
+    """The sections "Affected tasks" and "Policy" are drawn again in place when an edit
     stales nothing, and the keyboard on the "Policy history" link inside them
     fell to <body> with its section: a screen reader's user lost their place
     on the page where they decide (a11yjourney, WCAG 2.4.3). It stays on the
