@@ -55,10 +55,11 @@ class Context:
             return found[1]
         return self._loaders
 
-    def start_operation(self) -> None:
+    def start_operation(self) -> Loaders:
         """Fresh loaders for the operation this task runs (and its child tasks)."""
         loaders = self._loaders = Loaders(self.rt)
         _OPERATION_LOADERS.set((self, loaders))
+        return loaders
 
 
 Info = _Info[Context, None]

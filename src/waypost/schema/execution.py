@@ -44,6 +44,7 @@ from waypost.errors import WaypostError
 from waypost.http.responses import graphql_extensions
 from waypost.schema import budget, fastpath, introspection, loop_slice, shared_events
 from waypost.schema.context import Context
+from waypost.schema.loaders import Loaders
 from waypost.schema.mutation_arguments import argument_value
 
 log = logging.getLogger("waypost.graphql")
@@ -145,9 +146,9 @@ _ID_LISTS = {
 }
 
 
-def _fresh_loaders(context: Any) -> None:
+def _fresh_loaders(context: Any, made: list[Loaders]) -> None:
     if isinstance(context, Context):
-        context.start_operation()
+        made.append(context.start_operation())
 
 
 class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
@@ -171,6 +172,10 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     _shared_event: tuple[object, Hashable] | None = None
     _operation_key: Hashable | None = None
 
+    # the loaders this execution made (one per root mutation field), let go
+    # of as its answer is complete (`Loaders.release`)
+    _loaders_made: list[Loaders] | None = None
+
     # set on the executor of a batch of events (shared_events.Batch)
     _batch: shared_events.Batch | None = None
 
@@ -183,9 +188,23 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
             )
         else:
             answer = self._execute_operation(serially)
-        if self._batch is None:
-            return answer
-        return self._whole(answer, self._batch)
+        if self._batch is not None:
+            answer = self._whole(answer, self._batch)
+        if self.is_awaitable(answer):
+            return self._released(answer)
+        self._release_loaders()
+        return answer
+
+    async def _released(self, answer: Awaitable[Any]) -> Any:
+        try:
+            return await answer
+        finally:
+            self._release_loaders()
+
+    def _release_loaders(self) -> None:
+        for loaders in self._loaders_made or ():
+            loaders.release()
+        self._loaders_made = None
 
     async def _whole(self, answer: Any, batch: shared_events.Batch) -> ExecutionResult:
         """The batch's answer, or the end of the subscription: raised here,
@@ -201,7 +220,8 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
     def _execute_operation(self, serially: bool | None) -> Any:
         # loaders for this execution alone: a WebSocket keeps one context for
         # all its operations and events, whose reads must not be cached across
-        _fresh_loaders(self.context_value)
+        self._loaders_made = []
+        _fresh_loaders(self.context_value, self._loaders_made)
         self.max_objects = budget.max_objects(getattr(self.context_value, "rt", None))
         self.mutation = self.operation.operation == OperationType.MUTATION
         if introspection.only_introspection(self.operation, self.fragments):
@@ -243,7 +263,9 @@ class PlainFieldExecutor(StrawberryGraphQLCoreExecutionContext):
         root_mutation = parent_type is self.schema.mutation_type
         if root_mutation:
             # each root mutation reads what the ones before it wrote
-            _fresh_loaders(self.context_value)
+            if self._loaders_made is None:
+                self._loaders_made = []
+            _fresh_loaders(self.context_value, self._loaders_made)
         if self.objects > self.max_objects and not root_mutation:
             # past the limit nothing more runs or raises (an error per field
             # in flight cost as much as the fields): the answer is one error
