@@ -331,3 +331,20 @@ def test_format_time_pads_years_so_strings_sort_in_time_order() -> None:
 def test_parse_time_accepts_only_rfc3339_that_fits_in_utc(text: str) -> None:
     with pytest.raises(ValueError):
         parse_time(text)
+
+
+def test_format_time_spells_any_instant_in_utc_truncated_to_milliseconds() -> None:
+    """clock.format_time (now `isoformat` with its "+00:00" cut): an instant
+    with another offset is spelt in UTC, microseconds are cut, not rounded,
+    and years before 1000 keep four digits (review80)."""
+    from datetime import UTC, timezone
+
+    east = timezone(timedelta(hours=5, minutes=30))
+    assert format_time(datetime(2026, 12, 7, 5, 30, 0, 999_999, tzinfo=east)) == (
+        "2026-12-07T00:00:00.999Z"
+    )
+    west = timezone(-timedelta(hours=1, seconds=5))
+    assert format_time(datetime(2026, 12, 6, 23, 59, 0, 1_000, tzinfo=west)) == (
+        "2026-12-07T00:59:05.001Z"
+    )
+    assert format_time(datetime(7, 1, 2, 3, 4, 5, 6_789, tzinfo=UTC)) == "0007-01-02T03:04:05.006Z"

@@ -64,3 +64,25 @@ def test_an_id_is_1_to_64_of_the_alphabet() -> None:
     the route's own bound (mutantaudit10)."""
     assert ID_PATTERN.match("a" * 64) and ID_PATTERN.match("a")
     assert not ID_PATTERN.match("a" * 65) and not ID_PATTERN.match("")
+
+
+def test_the_time_part_is_the_low_48_bits_spelt_in_the_ordered_alphabet() -> None:
+    """ids._time_part is spelt by binascii and a translation table
+    (storecpu): each 6-bit digit must be the `_ORDERED` character of its
+    value at every one of the 8 places, so that ids sort by time across
+    every letter-digit-symbol boundary of the alphabet (63 `z` after 62
+    `y`, 37 `_` after 36 `Z`), and a value past 48 bits or below zero is cut
+    to its low 48 bits as the digit-by-digit spelling did (reviewed: review80)."""
+    alphabet = "-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ_abcdefghijklmnopqrstuvwxyz"
+
+    def spelt(ms: int) -> str:
+        return "".join(alphabet[(ms >> shift) & 63] for shift in range(42, -1, -6))
+
+    for place in range(8):
+        for digit in range(64):
+            ms = digit << (6 * place)
+            assert _time_part(ms) == spelt(ms), (place, digit)
+    ordered = [d << 42 | d for d in range(64)]
+    assert [_time_part(ms) for ms in ordered] == sorted(_time_part(ms) for ms in ordered)
+    for ms in (2**48, 2**48 + 5, 2**60 + 123, -1, -(2**47)):
+        assert _time_part(ms) == spelt(ms) == _time_part(ms & (2**48 - 1)), ms

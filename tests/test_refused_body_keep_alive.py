@@ -58,3 +58,32 @@ def test_the_next_request_on_the_client_is_not_lost(server: tuple[Server, str], 
             # a valid request, on the same client: it must get its answer
             me = client.get("/api/v1/me", headers=auth(token))
             assert me.status_code == 200, (attempt, me.text)
+
+
+def test_a_pipelined_upgrade_declaring_a_large_body_still_gets_its_refusal(
+    server: tuple[Server, str],
+) -> None:
+    """A WebSocket upgrade makes no request cycle of its own: `cycle` is
+    still the one of the request before it. Its declared `Content-Length`
+    past 1 MiB closed that earlier answer instead (`connection: close`), and
+    the 400 the upgrade is owed behind it was never written (review80)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    srv, _ = server
+    address = urlsplit(srv.url)
+    head = (
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /graphql HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
+        b"Sec-WebSocket-Protocol: graphql-transport-ws\r\n"
+        b"Content-Length: " + str(OVER).encode() + b"\r\n\r\n"
+    )
+    with socket.create_connection((address.hostname, address.port), timeout=10) as sock:
+        sock.sendall(head)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 200 "), got
+    assert b"HTTP/1.1 400 " in got, got  # observed: the 200 alone, then the close
+    assert b"A WebSocket upgrade is not taken behind requests not yet answered." in got

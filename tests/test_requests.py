@@ -170,6 +170,44 @@ def test_nested_duplicate_key_is_named_by_its_json_path(raw: bytes, field: str) 
     assert caught.value.details["field"] == field
 
 
+def test_a_refusal_is_kept_by_its_own_thread_while_another_parses(monkeypatch: Any) -> None:
+    """parse_json's decoder is built once and its hooks note refusals in a
+    list per thread (storecpu): a document parsed on another thread between
+    a hook's marker and its note must not take the note, or the refused
+    document is accepted with the marker as a value (review80)."""
+    import threading
+
+    from waypost import decoding
+
+    marked, resume = threading.Event(), threading.Event()
+    made = decoding._Refused
+    refusing = threading.current_thread()  # replaced below by the refusing thread
+
+    class Paused(made):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            if threading.current_thread() is refusing:
+                marked.set()
+                assert resume.wait(10)
+
+    monkeypatch.setattr(decoding, "_Refused", Paused)
+    outcome: list[Any] = []
+
+    def refuse() -> None:
+        try:
+            outcome.append(parse_json(b'{"k": 1, "k": 2}'))
+        except InvalidRequest as refused:
+            outcome.append(refused.details)
+
+    refusing = threading.Thread(target=refuse)
+    refusing.start()
+    assert marked.wait(10)
+    assert parse_json(b'{"ok": [1, 2.5]}') == {"ok": [1, 2.5]}  # here, meanwhile
+    resume.set()
+    refusing.join(10)
+    assert outcome == [{"field": "k"}]
+
+
 @pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e999", "-1e999"])
 async def test_non_finite_number_is_refused_naming_the_field(
     human: Caller, project: str, literal: str

@@ -102,3 +102,52 @@ def test_serve_started_on_a_full_disk_says_the_disk_is_full(tmp_path: Path) -> N
         assert "full" in reason, last
     finally:
         subprocess.run(["umount", str(mnt)])
+
+
+async def test_a_batch_whose_last_unit_writes_nothing_still_says_writes_are_committed_again(
+    service: Service, human: Caller, project: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The writer tells the line when *a* unit of the committed batch
+    changed a row, not only its last one: a write batched ahead of a unit
+    that changes nothing (a conditional update that matched no row, a
+    sweep's empty pass) was committed all the same (review80)."""
+    import asyncio
+    import threading
+
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    db = service.rt.db
+    await fill_the_disk(db)
+    big = {"kind": "fact", "title": "big", "body": "x" * 60_000}
+    refused = await human.post("/api/v1/projects/demo/knowledge", big)
+    assert refused.status_code == 503, refused.text
+    await free_the_disk(db)
+    assert _recovered(caplog) == []
+
+    started, release = threading.Event(), threading.Event()
+
+    def hold(conn: sqlite3.Connection) -> None:
+        started.set()
+        assert release.wait(10)  # the writer waits here for the two below
+
+    def rename(conn: sqlite3.Connection) -> int:
+        return conn.execute("UPDATE projects SET name = 'Renamed' WHERE id = 'demo'").rowcount
+
+    def nothing(conn: sqlite3.Connection) -> int:
+        return conn.execute("UPDATE projects SET name = 'x' WHERE id = 'none'").rowcount
+
+    batches: list[int] = []
+    db.observe_batches(lambda units, seconds: batches.append(units))
+    try:
+        held = asyncio.ensure_future(db.write(hold))
+        assert await asyncio.to_thread(started.wait, 10)
+        both = asyncio.gather(db.write(rename), db.write(nothing))
+        await asyncio.sleep(0.1)  # both waiting for the writer
+        release.set()
+        await held
+        assert list(await both) == [1, 0]
+    finally:
+        db.observe_batches(service.rt.metrics.observe_commit)
+    # (the held unit, past the batch's time bound, commits alone)
+    assert batches[-1] == 2, batches  # rename and nothing, in one batch
+    (line,) = _recovered(caplog)
+    assert "1 refused" in line

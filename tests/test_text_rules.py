@@ -142,3 +142,14 @@ def test_a_joiner_beside_an_ascii_letter_shows_nothing_on_either_side() -> None:
         with pytest.raises(InvalidRequest) as refused:
             require_distinct(values, "tags")
         assert refused.value.details == {"field": "tags[1]"}
+
+
+@pytest.mark.parametrize("value", ["prod\t", "\tprod", "prod\x7f", "\x1bprod", "prod ", " prod"])
+def test_an_ascii_value_ending_in_a_tab_or_control_is_refused_at_its_end(value: str) -> None:
+    """require_shown_at_both_ends' ASCII fast path (storecpu) is for
+    printable ASCII only: a tab or a control at an end shows nothing, as
+    the general path judges it, and is refused (review80)."""
+    with pytest.raises(InvalidRequest) as refused:
+        require_shown_at_both_ends(value, "environment")
+    assert refused.value.details == {"field": "environment"}
+    require_shown_at_both_ends("prod\tweb", "environment")  # inside: shown at both ends

@@ -365,6 +365,7 @@ def with_request_deadline(
                 else _framing_refusal(self.parser.get_http_version(), self.headers)
             )
             self._head_refusal = refusal
+            previous = self.cycle  # still the one before, if this head makes none (an upgrade)
             if self.parser.get_http_version() == "1.0":
                 # RFC 9110 10.1.1 and 15.2: an HTTP/1.0 request's 100-continue
                 # is ignored, and no 1xx goes to an HTTP/1.0 client (uvicorn's
@@ -383,10 +384,12 @@ def with_request_deadline(
                 super().on_headers_complete()
             pending = self._pending()
             cycle = self.cycle
-            if cycle is not None and _declared_past_bound(self.headers):
+            if cycle is not None and cycle is not previous and _declared_past_bound(self.headers):
                 # its body will pass BODY_MOST and the connection be cut: the
                 # answer says so (`Connection: close`), or a keep-alive client
-                # sends its next request down the cut connection (fuzzjourney)
+                # sends its next request down the cut connection (fuzzjourney).
+                # Only this request's own cycle: an upgrade makes none, and
+                # closing the answer before it dropped the upgrade's 400 (review80)
                 cycle.keep_alive = False
             # (an upgrade request makes no cycle: the WebSocket takes over, and
             # `cycle` is still the previous request's, already counted)
