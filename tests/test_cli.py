@@ -895,6 +895,34 @@ def test_a_file_this_user_may_not_write_is_refused_before_sqlite_opens_it(
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing created beside it
 
 
+@pytest.mark.parametrize("made", [False, True])
+def test_a_directory_this_user_may_not_write_in_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, made: bool
+) -> None:
+    """A directory in which the database file (new) or its -wal and -shm
+    (stopped cleanly, so gone) cannot be created: SQLite said "unable to
+    open database file", a new file "[Errno 1] Operation not permitted",
+    neither naming the directory (diskfulljourney). (Root writes in any
+    directory, so the denial is simulated where the check asks.)"""
+    place = tmp_path / "ro"
+    place.mkdir()
+    db = place / "w.db"
+    if made:
+        ok("admin", "migrate", "--db", str(db))
+        assert sorted(p.name for p in place.iterdir()) == ["w.db"]
+    real_access = os.access
+    monkeypatch.setattr(
+        os,
+        "access",
+        lambda p, mode, **kw: False if str(p) == str(place) else real_access(p, mode, **kw),
+    )
+    before = sorted(p.name for p in place.iterdir())
+    result = run("admin", "migrate", "--db", str(db))
+    assert result.exit_code == 1, result.output
+    assert f"database_unusable: {db}: this user may not create files in {place}" in result.output
+    assert sorted(p.name for p in place.iterdir()) == before  # nothing created in it
+
+
 def test_serve_behind_another_process_lock_is_unavailable(tmp_path: Path) -> None:
     """A start whose migration waited out another process's lock said
     `database_unusable: ...: database is locked`, which reads as a damaged

@@ -147,6 +147,27 @@ def open_to_others(path: Path) -> dict[str, int]:
     return shared
 
 
+def refuse_unwritable_directory(path: Path) -> None:
+    """Refuse, before anything is created, a directory in which this user
+    may not create the files SQLite needs: the database file when it is
+    new, and the `-wal` and `-shm` it makes beside it. SQLite said only
+    "unable to open database file", and a new file "[Errno 1] Operation not
+    permitted", neither naming the directory (diskfulljourney: a directory
+    made immutable, or a file system mounted read-only)."""
+    if str(path) == ":memory:":
+        return
+    names = (str(path), companion(path, "-wal"), companion(path, "-shm"))
+    if all(os.path.exists(name) for name in names):
+        return  # nothing to create
+    directory = os.path.dirname(os.path.realpath(path)) or "."
+    if os.path.isdir(directory) and not os.access(directory, os.W_OK):
+        raise PermissionError(
+            f"this user may not create files in {directory}: SQLite makes the -wal and"
+            " -shm files beside the database; give the service's user write access to"
+            " that directory"
+        )
+
+
 def refuse_unwritable(path: Path) -> None:
     """Refuse, before SQLite opens anything, a database file (or a `-wal` or
     `-shm` beside it) that this user may not write. SQLite opens such a file
@@ -319,6 +340,7 @@ def connect(
     `check_same_thread=False`: the writer and reader threads own their
     connections, but they are opened and closed from the event loop's thread.
     """
+    refuse_unwritable_directory(path)
     create_private(path)
     refuse_unwritable(path)
     refuse_other_names(path)
