@@ -3892,6 +3892,23 @@ def test_a_focused_card_leaving_an_emptied_group_keeps_the_keyboard_in_its_proje
     assert where == ["A", "proj-zz-lone", "#/p/zz-lone/decisions"], where
 
 
+def _a_pending_decision_open(
+    tab: Tab, world: World, project: str, question: str
+) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """A new project with one task and a human-required decision on it, its
+    page open in `tab` for alice: (page, task, decision)."""
+    world.alice.send("POST", "/api/v1/projects", {"id": project, "name": project}, 201)
+    task = world.alice.send("POST", f"/api/v1/projects/{project}/tasks", {"title": "T"}, 201)
+    made = world.agent.send("POST", f"/api/v1/projects/{project}/decisions", {
+        "question": question, "options": ["Yes", "No"], "rationale": "r",
+        "required_actor": "human", "environment": "staging",
+        "task_ids": [task["id"]]}, 201)  # fmt: skip
+    tab.sign_in(world.alice.token)
+    tab.page.goto(f"{tab.origin}/console#/p/{project}/d/{made['id']}")
+    tab.page.get_by_text("the policy is now at revision 1.").wait_for()
+    return tab.page, task, made
+
+
 def test_an_edit_that_stales_nothing_shows_on_an_open_decision_page(tab: Tab, world: World) -> None:
     """The page watched its decision only: a policy edit that stales nothing
     (the relay switch turned on) left it saying "the policy is now at
@@ -3899,16 +3916,7 @@ def test_an_edit_that_stales_nothing_shows_on_an_open_decision_page(tab: Tab, wo
     past the minute's safety poll; only a reload showed revision 2
     (humanloopjourney). Both sections are drawn again in place, and what
     the human is typing stays."""
-    world.alice.send("POST", "/api/v1/projects", {"id": "quietedit", "name": "Quiet edit"}, 201)
-    task = world.alice.send("POST", "/api/v1/projects/quietedit/tasks", {"title": "Quiet"}, 201)
-    made = world.agent.send("POST", "/api/v1/projects/quietedit/decisions", {
-        "question": "Go ahead quietly?", "options": ["Yes", "No"], "rationale": "r",
-        "required_actor": "human", "environment": "staging",
-        "task_ids": [task["id"]]}, 201)  # fmt: skip
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/quietedit/d/{made['id']}")
-    page.get_by_text("the policy is now at revision 1.").wait_for()
+    page, task, made = _a_pending_decision_open(tab, world, "quietedit", "Go ahead quietly?")
     page.get_by_label("Why (required)").fill("Half a thought")
     world.alice.send("PATCH", "/api/v1/projects/quietedit/policy",
                      {"expected_revision": 1, "allow_relayed_human_answers": True})  # fmt: skip
@@ -3933,16 +3941,7 @@ def test_an_edit_that_stales_nothing_keeps_the_focus_in_the_redrawn_sections(
     fell to <body> with its section: a screen reader's user lost their place
     on the page where they decide (a11yjourney, WCAG 2.4.3). It stays on the
     same link, at the same place on the screen."""
-    world.alice.send("POST", "/api/v1/projects", {"id": "pinfocus", "name": "Pin focus"}, 201)
-    task = world.alice.send("POST", "/api/v1/projects/pinfocus/tasks", {"title": "Keep"}, 201)
-    made = world.agent.send("POST", "/api/v1/projects/pinfocus/decisions", {
-        "question": "Keep the focus?", "options": ["Yes", "No"], "rationale": "r",
-        "required_actor": "human", "environment": "staging",
-        "task_ids": [task["id"]]}, 201)  # fmt: skip
-    page = tab.page
-    tab.sign_in(world.alice.token)
-    page.goto(f"{tab.origin}/console#/p/pinfocus/d/{made['id']}")
-    page.get_by_text("the policy is now at revision 1.").wait_for()
+    page, task, _ = _a_pending_decision_open(tab, world, "pinfocus", "Keep the focus?")
     history = page.get_by_role("link", name="Policy history")
     history.focus()
     top = history.bounding_box()["y"]
