@@ -303,6 +303,37 @@ def test_a_failing_migration_rolls_back_entirely(
     conn.close()
 
 
+def test_a_start_that_fails_midway_says_how_far_it_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each migration is applied whole, so a failure midway leaves the ones
+    before it applied: the log says which failed, after how many, and how
+    many wait for the next start (it said only the error; diskfulljourney)."""
+    conn = connect_sync(tmp_path / "m.db")
+    migrate(conn)
+    good = [Migration(f"999{n}_good.sql", f"CREATE TABLE good{n} (x);\n") for n in range(2)]
+    bad = Migration("9997_bad.sql", "INSERT INTO nowhere VALUES (1);\n")
+    after = Migration("9998_after.sql", "CREATE TABLE after (x);\n")
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), *good, bad, after])
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        migrate(conn)
+    failed = [r for r in caplog.records if r.name == "waypost.storage" and r.levelname == "ERROR"]
+    assert [r.getMessage() for r in failed] == [
+        "migration 9997_bad.sql failed after applying 2 migrations, 9990_good.sql to"
+        " 9991_good.sql; 2 not applied"
+    ]
+    recorded = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    assert {"9990_good.sql", "9991_good.sql"} <= recorded
+    assert not {"9997_bad.sql", "9998_after.sql"} & recorded
+    caplog.clear()  # the next start resumes at the one that failed
+    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        migrate(conn)
+    said = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert said == ["migration 9997_bad.sql failed before applying any; 2 not applied"]
+    conn.close()
+
+
 def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -93,12 +93,14 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         except sqlite3.Error:
             rollback_if_open(conn)
             if _recorded_checksum(conn, migration) is None:
+                _say_failed(migration, done, pending)
                 raise
             # applied meanwhile by another process, with this checksum
             log.info("%s was applied meanwhile by another process", migration.name)
             continue
         except BaseException:
             rollback_if_open(conn)
+            _say_failed(migration, done, pending)
             raise
         done.append(migration.name)
     if done:
@@ -108,6 +110,16 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
         besides = f"; {others} other(s) applied meanwhile by another process" if others else ""
         log.info("applied %s in %.1f s%s", _named(done), time.monotonic() - started, besides)
     return done
+
+
+def _say_failed(failed: Migration, done: list[str], pending: list[Migration]) -> None:
+    """Says where a start that failed midway left the file: each migration is
+    applied whole or not at all, so the ones before `failed` stay applied and
+    the next start resumes at it. (It said only the error, and "applying 12
+    migrations" left the operator to guess how many had been.)"""
+    before = f"after applying {_named(done)}" if done else "before applying any"
+    left = len(pending) - pending.index(failed)
+    log.error("migration %s failed %s; %d not applied", failed.name, before, left)
 
 
 def _named(names: list[str]) -> str:
