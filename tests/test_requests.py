@@ -622,7 +622,14 @@ async def test_action_post_refuses_unknown_fields(service: Service) -> None:
      ("/api/v1/projects/demo/tasks", {"zeta": "1", "alpha": "2"}, "zeta",
       "unknown query parameter zeta (this route takes cursor, limit, q, ready, status)"),
      ("/api/v1/projects/demo/tasks", {"limit": "abc", "bogus": "1"}, "limit",
-      "limit must be a decimal integer")],
+      "limit must be a decimal integer"),
+     # digits past 64 bits are an integer, only out of range (eventsjourney)
+     ("/api/v1/projects/demo/events", {"after": str(2**63)}, "after",
+      f"after must be at most {2**63 - 1}"),
+     ("/api/v1/projects/demo/tasks", {"limit": str(-(2**63) - 1)}, "limit",
+      f"limit must be at least {-(2**63)}"),
+     ("/api/v1/projects/demo/events", {"after": "1.0"}, "after",
+      "after must be a decimal integer")],
 )  # fmt: skip
 async def test_a_refused_query_parameter_is_told_in_a_query_strings_words(
     human: Caller, project: str, path: str, params: dict[str, str], field: str, message: str

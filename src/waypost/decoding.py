@@ -368,6 +368,17 @@ def decimal_integer(text: str, signed: bool = True) -> int | None:
     return value if INT64_MIN <= value <= INT64_MAX else None
 
 
+def _not_an_integer(text: str) -> str:
+    """Why `decimal_integer` refused `text`: digits past 64 bits are a
+    decimal integer, only too large ("must be a decimal integer" was said of
+    2**63 too, eventsjourney)."""
+    negative = text[:1] == "-"
+    digits = text[1:] if negative else text
+    if not (digits.isascii() and digits.isdigit()):
+        return "must be a decimal integer"
+    return f"must be at least {INT64_MIN}" if negative else f"must be at most {INT64_MAX}"
+
+
 _TYPED_FIELDS: dict[type, tuple[frozenset[str], frozenset[str], frozenset[str]]] = {}
 _BOOLEANS: dict[str, bool] = {"true": True, "false": False}
 
@@ -441,7 +452,7 @@ def decode_query(items: list[tuple[str, str]], model: type[T]) -> T:
     for key in integers & values.keys():
         number = decimal_integer(values[key])
         if number is None:
-            raise InvalidRequest.field(key, f"{key} must be a decimal integer")
+            raise InvalidRequest.field(key, f"{key} {_not_an_integer(values[key])}")
         typed[key] = number  # "007" is decimal digits too; msgspec refuses leading zeros
     for key in booleans & values.keys():
         if values[key] not in _BOOLEANS:
