@@ -35,8 +35,8 @@ pytestmark = pytest.mark.slow
 PROJECTLESS = {"me", "project_list"}
 ROUTE_TOOLS = {
     *PROJECTLESS, "context", "task_submissions", "task_checkpoints", "policy_edit",
-    "policy", "knowledge_record", "knowledge_correct", "knowledge_feedback", "knowledge_search",
-    "knowledge_get",
+    "policy", "policy_history", "knowledge_record", "knowledge_correct", "knowledge_feedback",
+    "knowledge_search", "knowledge_get",
     "task_list", "task_get", "task_create", "task_edit", "task_claim", "task_checkpoint",
     "task_renew", "task_submit", "task_release", "task_complete", "task_recover",
     "publication_prepare", "publication_result", "publication_finalize", "decision_open",
@@ -1164,8 +1164,15 @@ async def test_an_agent_edits_the_rules_where_the_policy_delegates_it(
                             rules="Run tests first.", provenance="after the outage")  # fmt: skip
         wider = await refused(s, "policy_edit", project=project,
                               expected_revision=edited["revision"], review_mode="none")  # fmt: skip
+        history = await call(s, "policy_history", project=project, limit=1)
     assert edited["rules"] == "Run tests first."
     assert edited["revision"] == delegated.json()["revision"] + 1
+    # what changed is readable where it changed (policyjourney): MCP had no
+    # history, so an agent saw a decision stale with no way to see why
+    assert [(i["revision"], i["rules"]) for i in history["items"]] == [
+        (edited["revision"], "Run tests first.")
+    ]
+    assert history["next_cursor"] is not None
     assert wider.startswith("forbidden") and "rules text only" in wider, wider
     stored = waypost.rest("GET", f"/api/v1/projects/{project}/policy").json()
     assert (stored["revision"], stored["review_mode"]) == (edited["revision"], "human")

@@ -118,6 +118,14 @@ ROUTE_TOOLS: list[RouteTool] = [
         PROJECT + "/policy",
     ),
     RouteTool(
+        "policy_history",
+        "The policy's revisions, newest first: each one's rules text and settings, who "
+        "made it, when and why (provenance); page with cursor. Read it to learn what "
+        "changed since the policy revision a stale decision pinned.",
+        "GET",
+        PROJECT + "/policy/history",
+    ),
+    RouteTool(
         "policy_edit",
         "Edit the project's binding rules, where its policy delegates rule editing to "
         "agents (agent_rule_editing): the revision you read (policy) as expected_revision, "
