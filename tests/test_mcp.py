@@ -242,6 +242,8 @@ async def test_a_claim_behind_a_stale_decision_says_to_reopen_and_the_agent_can(
     async with session(transport, waypost.url, agent) as s:
         message = await refused(s, "task_claim", project=project, task_id=task_id)
         assert message.startswith("decision_required") and "decision_reopen" in message
+        # and where to read what changed, for the reopen's rationale (policyjourney)
+        assert "task_get and policy_history show what changed" in message, message
         details = json.loads(message.splitlines()[-1])["error"]["details"]
         assert details["reopen"] == [decision_id]
         reopened = await call(s, "decision_reopen", project=project, decision_id=decision_id,

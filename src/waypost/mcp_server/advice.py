@@ -157,7 +157,9 @@ def _next_step(error: ApiError, project: str | None, own_key: bool, tool: str | 
         return (
             f"Decision(s) {', '.join(stuck)} are stale or expired: no answer can lift them "
             f"as they stand, and decision_wait returns at once. For each, call decision_get "
-            f"with {where}decision_id, then decision_reopen with its generation as "
+            f"with {where}decision_id (its current.affected task revisions and "
+            "current.policy_revision are what its answer judged: task_get and policy_history "
+            "show what changed since), then decision_reopen with its generation as "
             "expected_generation and a rationale (an expired one also needs a new "
             "expires_at, or null for none); then decision_wait until it is answered and "
             "call this tool again. If decision_reopen is refused (human_required_reversible: "
