@@ -163,6 +163,11 @@ async def _post(client: httpx.AsyncClient, url: str, key: str, payload: dict[str
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
                 raise ProviderFailure("too_large")
+            # a turn of the loop between chunks: the client parses the chunks
+            # of one network read without suspending, so a body of one-byte
+            # chunks (six bytes each on the wire) held every request of the
+            # service for a second at a time, and the total limit with it
+            await asyncio.sleep(0)
         return bytes(body)
 
 
