@@ -821,6 +821,41 @@ def test_a_migration_applied_meanwhile_with_another_text_is_refused(tmp_path: Pa
     conn.close()
 
 
+async def test_a_start_after_a_crash_says_what_the_wal_held(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The files as a `kill -9` leaves them (copied while the process holds
+    them open, a write committed to the WAL): the next start says the last
+    stop was not clean and how much SQLite recovers, where it said only
+    `opening` (crashjourney); a clean stop's file says nothing."""
+    live = Database(tmp_path / "live.db")
+    await live.open()
+    await live.write(lambda conn: conn.execute("CREATE TABLE crashed (x)"))
+    await live.write(lambda conn: conn.execute("INSERT INTO crashed VALUES (42)"))
+    crashed = tmp_path / "crashed.db"
+    for suffix in ("", "-wal"):
+        crashed.with_name(crashed.name + suffix).write_bytes(
+            (tmp_path / f"live.db{suffix}").read_bytes()
+        )
+    await live.close()
+    left = os.stat(f"{crashed}-wal").st_size
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    for path in (crashed, tmp_path / "live.db"):
+        db = Database(path)
+        await db.open()
+        try:
+            rows = await db.read(lambda conn: conn.execute("SELECT x FROM crashed").fetchall())
+            assert [tuple(row) for row in rows] == [(42,)]
+        finally:
+            await db.close()
+    said = [r.getMessage() for r in caplog.records if "-wal holds" in r.getMessage()]
+    assert said == [
+        f"{crashed}-wal holds {left} bytes: the last process to use the database did not close"
+        " it (a crash, kill -9 or a power loss), or another process still uses it; SQLite"
+        " recovers the writes it committed as the file opens"
+    ]
+
+
 @pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs /proc")
 async def test_a_database_that_fails_to_open_midway_leaves_no_connection_open(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

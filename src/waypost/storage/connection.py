@@ -259,6 +259,18 @@ def _refuse_orphaned_wal(path: Path) -> None:
 _WAL_HEADER_BYTES = 32
 
 
+def wal_frame_bytes(path: Path) -> int:
+    """The size of the database's `-wal` when it holds frames, else 0 (none,
+    or only its header: the last process closed the file, or it is new)."""
+    if str(path) == ":memory:":
+        return 0
+    try:
+        size = os.stat(companion(path, "-wal")).st_size
+    except OSError:
+        return 0
+    return size if size > _WAL_HEADER_BYTES else 0
+
+
 def foreign_wal(path: Path) -> str | None:
     """Why the database file at `path` must not be opened, when it is in
     rollback-journal mode (bytes 18 and 19 of its header are not 2: a

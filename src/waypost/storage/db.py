@@ -50,6 +50,7 @@ from waypost.storage.connection import (
     is_busy,
     is_damage,
     storage_refusal,
+    wal_frame_bytes,
 )
 from waypost.storage.files import FileWatch, files_changed_refusal
 from waypost.storage.migrate import migrate
@@ -161,6 +162,23 @@ def run_write(conn: sqlite3.Connection, fn: UnitOfWork[T]) -> T:
     return result
 
 
+def _say_left_wal(path: Path) -> None:
+    """A `-wal` with frames before this process opens the file was left by
+    one that did not close it: a crash, `kill -9`, a power loss (or one still
+    running, an admin command beside this one). SQLite recovers its commits as
+    the file opens; said, so that a log read after an incident shows the
+    stop was not clean (the next start said only `opening`: crashjourney)."""
+    size = wal_frame_bytes(path)
+    if size:
+        log.info(
+            "%s-wal holds %d bytes: the last process to use the database did not close it"
+            " (a crash, kill -9 or a power loss), or another process still uses it; SQLite"
+            " recovers the writes it committed as the file opens",
+            path,
+            size,
+        )
+
+
 class Database:
     """The store's handle. Open it once per process (`waypost.runtime` does)."""
 
@@ -209,6 +227,7 @@ class Database:
         foreign = foreign_wal(self.path)  # before any connection (its docstring)
         if foreign is not None:
             raise DatabaseUnusable(f"{self.path}: {foreign}")
+        _say_left_wal(self.path)
         try:
             conn = connect(self.path, self._busy_timeout_ms, self._hooks)
         except (sqlite3.Error, OSError) as exc:
