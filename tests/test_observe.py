@@ -206,6 +206,7 @@ def _handle_as_configured(record: Callable[[], logging.LogRecord], *levels: int)
         for level in levels:
             logs.configure("text", level)
             root.handlers[0].handle(record())
+            logs.settle()  # written by a thread of their own
     finally:
         root.handlers[:], level = saved
         root.setLevel(level)
@@ -277,6 +278,7 @@ async def test_a_fault_logged_while_a_request_is_served_names_its_request_id(
         logs.configure("text")
         answered = await human.get(f"/api/v1/projects/{project}")
         logging.getLogger("elsewhere").error("outside any request")
+        logs.settle()  # written by a thread of their own
     finally:
         root.handlers[:], level = saved
         root.setLevel(level)

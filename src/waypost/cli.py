@@ -288,11 +288,23 @@ def _environment_usable(verify: ssl.SSLContext | None = None) -> None:
 def _run(settings: Settings) -> None:
     """Serve until stopped; a file or address that cannot be used is a
     one-line refusal, not a traceback (docs/operations.md)."""
+    from waypost.observe import logs
+
+    _fill_closed_standard_fds()
+    try:
+        _serve_until_stopped(settings)
+    finally:
+        # the log's last lines before any refusal click prints, and before
+        # the process leaves (its daemon thread would take them along)
+        logs.settle()
+
+
+def _serve_until_stopped(settings: Settings) -> None:
     from waypost import serving
+    from waypost.observe import logs
     from waypost.runtime import CannotShowToken
     from waypost.storage.db import DatabaseUnusable, connections_left_open
 
-    _fill_closed_standard_fds()
     try:
         serving.run(settings)
         if connections_left_open():
@@ -303,6 +315,7 @@ def _run(settings: Settings) -> None:
                 " or writes its pages over the file put there (docs/operations.md, 'The"
                 " database's files')"
             )
+            logs.settle()
             logging.shutdown()
             os._exit(1)
     except DatabaseUnusable as error:
@@ -419,6 +432,8 @@ def mcp_command(url: str) -> None:
         serve_mcp(url.rstrip("/"), token)
     except TokenRefused as error:
         raise click.ClickException(str(error)) from None
+    finally:
+        logs.settle()
 
 
 main.add_command(admin)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, TextIO
 from waypost.cancelling import cancel_and_wait
 from waypost.clock import Clock, FileClock, SystemClock, format_time
 from waypost.errors import WaypostError
-from waypost.observe import conditions
+from waypost.observe import conditions, logs
 from waypost.observe.metrics import Metrics
 from waypost.reranker import Reranker
 from waypost.resolvers.access import store as access_store
@@ -297,6 +297,7 @@ async def _bootstrap(rt: Runtime) -> None:
 
 
 def _show_admin_token(stderr: TextIO, token: str, token_id: str) -> None:
+    logs.settle(1.0)  # after the lines logged before it (they go by a thread)
     try:
         print(
             "waypost: created human principal 'admin'; its token (shown once):\n"

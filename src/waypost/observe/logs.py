@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 
 from waypost.clock import format_time
 from waypost.observe.conditions import ConditionLog
+from waypost.observe.log_writer import LineWriter, QueuedLines
 
 ACCESS = logging.getLogger("waypost.access")
 # the lifecycle listener's request lines: the same fields, told apart by name
@@ -245,10 +246,18 @@ def _clipped(value: object, most: int = 80) -> str:
     return said if len(said) <= most else f"{said[:most]}... ({len(said)} characters)"
 
 
+_writer: LineWriter | None = None
+
+
 def configure(log_format: str, level: int = logging.INFO, access_log: bool = True) -> None:
-    """Root handler on standard error; uvicorn's loggers propagate into it.
-    Without the access log, uvicorn's lines for each WebSocket go too."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Root handler on standard error, through a thread of its own
+    (observe/log_writer.py); uvicorn's loggers propagate into it. Without
+    the access log, uvicorn's lines for each WebSocket go too."""
+    global _writer
+    if _writer is not None:  # configured again in one process (the tests)
+        _writer.stop(timeout=1.0)
+    handler = QueuedLines()
+    _writer = LineWriter(handler, sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # on the handler: it sees the records of every logger (uvicorn's included)
     handler.addFilter(NoQueryStrings())
@@ -270,3 +279,11 @@ def configure(log_format: str, level: int = logging.INFO, access_log: bool = Tru
     for name in ("httpx", "httpcore"):
         quiet = level if level < logging.INFO else max(level, logging.WARNING)
         logging.getLogger(name).setLevel(quiet)
+
+
+def settle(timeout: float = 5.0) -> None:
+    """Wait until the lines logged so far are on standard error, at most
+    `timeout` seconds: before the process writes there itself (a refusal
+    at exit, the first admin's token) or leaves."""
+    if _writer is not None:
+        _writer.settle(timeout)

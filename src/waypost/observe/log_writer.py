@@ -1,0 +1,135 @@
+"""Log lines reach standard error through a thread of their own.
+
+A write to a pipe whose reader stopped reading (a stalled log shipper, a
+supervisor that never drains it) blocks once the pipe's 64 KiB are full.
+Written on the event loop, as every access line was, that write held the
+loop: after some 360 requests every request, `/healthz` and the SIGTERM
+handler waited on it, and only a SIGKILL ended the process
+(sessionsjourney). So a record is formatted where it is logged (the filters
+read the request's context there) and queued; one daemon thread writes the
+queue out. While standard error takes nothing, lines past the queue's
+capacity are dropped and counted, and the next line that fits says how
+many were lost.
+
+The standard library's `QueueListener` joins its thread without a time
+limit when it stops, so a stop behind such a pipe would hang there instead:
+`settle` waits a bounded time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from logging.handlers import QueueHandler
+from typing import TextIO
+
+# lines waiting for standard error: some 2 MB of formatted text at most
+CAPACITY = 10_000
+_STOP = None  # what tells the thread to end
+
+
+class QueuedLines(QueueHandler):
+    """Formats each record and queues it for the writer thread, dropping it
+    (counted) when the queue is full."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        super().__init__(queue.Queue(capacity))
+        self.dropped = 0
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        # called under the handler's lock (Handler.handle), one at a time
+        if self.dropped:
+            try:
+                self.queue.put_nowait(self.prepare(_dropped_note(self.dropped)))
+            except queue.Full:
+                self.dropped += 1
+                return
+            self.dropped = 0
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            self.dropped += 1
+
+
+def _dropped_note(count: int) -> logging.LogRecord:
+    return logging.LogRecord(
+        "waypost.logs",
+        logging.WARNING,
+        __file__,
+        0,
+        "%d log line(s) dropped: standard error took nothing while they came (a reader"
+        " that stopped reading)",
+        (count,),
+        None,
+    )
+
+
+class LineWriter:
+    """The thread that writes the queued lines to `stream` (standard error).
+
+    To a stream with a descriptor it writes with `os.write`, not through the
+    stream: a thread blocked in the stream's own write holds the stream's
+    lock, and the interpreter's exit, which flushes standard error, waited on
+    it for ever (a SIGTERM ended the service's work and not its process)."""
+
+    def __init__(self, lines: QueuedLines, stream: TextIO | None) -> None:
+        self._queue: queue.Queue[logging.LogRecord | None] = lines.queue  # type: ignore[assignment]
+        self._stream = stream
+        self._fd = _descriptor(stream)
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._thread = threading.Thread(target=self._run, name="waypost-log-lines", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            record = self._queue.get()
+            try:
+                if record is _STOP:
+                    return
+                self._write(f"{record.msg}\n")
+            except (OSError, ValueError):  # ValueError: a closed stream of the tests'
+                pass  # standard error is gone (its reader left): the line with it
+            finally:
+                self._queue.task_done()
+
+    def _write(self, line: str) -> None:
+        if self._fd is None:
+            if self._stream is not None:  # a stream of the tests' (no descriptor)
+                self._stream.write(line)
+                self._stream.flush()
+            return
+        data = memoryview(line.encode(self._encoding, "backslashreplace"))
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+    def settle(self, timeout: float) -> bool:
+        """Wait until every line queued so far is written, at most `timeout`
+        seconds (standard error may take nothing); True when they were."""
+        deadline = time.monotonic() + timeout
+        while self._queue.unfinished_tasks:
+            if time.monotonic() >= deadline or not self._thread.is_alive():
+                return False
+            time.sleep(0.005)
+        return True
+
+    def stop(self, timeout: float) -> None:
+        """Write what is queued (within `timeout`), then end the thread."""
+        if self.settle(timeout):
+            self._queue.put(_STOP)
+            self._thread.join(timeout)
+
+
+def _descriptor(stream: TextIO | None) -> int | None:
+    """The descriptor under `stream`, once what it buffers is written; None
+    for a stream without one (a test's capture)."""
+    if stream is None:
+        return None
+    try:
+        fd = stream.fileno()
+        stream.flush()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        return None
+    return fd
