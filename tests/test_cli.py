@@ -232,6 +232,40 @@ def test_project_create_duplicate_fails_with_state_conflict(db: str) -> None:
     assert result.exit_code == 1 and "state_conflict" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["token", "issue", "--principal", "prn_x"], ["token", "revoke", "--token-id", "tok_x"],
+     ["project", "create", "--id", "ops", "--name", "Ops"], ["token", "list"]],
+)  # fmt: skip
+def test_an_empty_file_is_no_database_and_is_left_empty(db: str, args: list[str]) -> None:
+    """SQLite takes an empty file for a new database: `token issue` migrated
+    a `touch`ed path and said "no such principal" (sessionsjourney)."""
+    Path(db).touch()
+    result = run("admin", *args, "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: not_found: no database at {db} (the file is empty)"
+    assert Path(db).stat().st_size == 0
+
+
+def test_principal_create_and_migrate_make_a_database_of_an_empty_file(db: str) -> None:
+    Path(db).touch()
+    ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
+    assert Path(db).stat().st_size > 0 or Path(f"{db}-wal").stat().st_size > 0
+
+
+def test_project_create_without_a_human_says_how_to_make_one(db: str) -> None:
+    """With an agent made first, `serve` makes no `admin` (it does so only on
+    a database with no principals): the refusal names the one command that
+    helps (sessionsjourney)."""
+    ok("admin", "principal", "create", "--kind", "agent", "--name", "a", "--db", db)
+    result = run("admin", "project", "create", "--id", "ops", "--name", "Ops", "--db", db)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "Error: no_human: create a human principal first"
+        " (`waypost admin principal create --kind human --name NAME`)"
+    )
+
+
 def test_project_create_bad_slug_fails_with_invalid_request(db: str) -> None:
     ok("admin", "principal", "create", "--kind", "human", "--name", "h", "--db", db)
     result = run("admin", "project", "create", "--id", "Ops!", "--name", "Ops", "--db", db)

@@ -85,6 +85,22 @@ def _require_file(db_path: Path, *, created: bool = False) -> None:
         raise click.ClickException(str(error)) from error
     if not found and not created:
         raise click.ClickException(f"not_found: no database at {db_path}")
+    if found and not created and _empty(db_path):
+        # SQLite takes an empty file for a new database: `token issue` on one
+        # (a `touch`ed or truncated path) migrated it, then said "no such
+        # principal" (sessionsjourney), as for a mistyped path
+        raise click.ClickException(f"not_found: no database at {db_path} (the file is empty)")
+
+
+def _empty(db_path: Path) -> bool:
+    """An empty file with nothing in a `-wal` beside it (a new database's
+    first writes may be in its `-wal` alone while `serve` runs)."""
+    from waypost.storage.connection import wal_frame_bytes
+
+    try:
+        return db_path.is_file() and db_path.stat().st_size == 0 and not wal_frame_bytes(db_path)
+    except OSError:
+        return False  # refused as it opens, in the file's own words
 
 
 def _now() -> str:
@@ -339,7 +355,10 @@ def project_create(db_path: Path, project_id: str, name: str) -> None:
         body = convert({"id": project_id, "name": name}, projects.ProjectCreate)
         owner_id = principals.first_human_id(conn)
         if owner_id is None:
-            raise click.ClickException("no_human: create a human principal first")
+            raise click.ClickException(
+                "no_human: create a human principal first"
+                " (`waypost admin principal create --kind human --name NAME`)"
+            )
         return projects.create_as_admin(conn, body, owner_id, at)
 
     _print(_write(db_path, create))
