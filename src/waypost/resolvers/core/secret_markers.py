@@ -1,15 +1,20 @@
 """Credentials pasted into text the service keeps for good.
 
 The lifecycle API refuses them wherever they appear in a memo or its
-documents (lifecycle-model.md "Secret markers"); the task domain refuses
-them in a publication result's `detail`, which its events keep, and events
-are never rewritten (service-contract section 10: `data` never holds
-credentials).
+documents (lifecycle-model.md "Secret markers"). Elsewhere they are refused
+in every text an event copies into its `data` (a project's name, a task's
+title, a knowledge record's title and tags, a decision's options, of which
+its answers copy one, a publication result's `detail`): events are never
+rewritten, and their `data` never holds credentials (service-contract
+section 10). A knowledge record's title and tags went into events unread
+(knowledgejourney).
 """
 
 from __future__ import annotations
 
 import re
+
+from waypost.errors import InvalidRequest
 
 # lifecycle-model.md "Secret markers": refused wherever they appear in the memo
 # or in UTF-8 document content. Besides PEM's private-key headers, OpenPGP's
@@ -55,3 +60,15 @@ def password_in_url(text: str) -> bool:
 def credential_in(text: str) -> str | None:
     """What kind of credential free text holds ("a GitHub token"), or None."""
     return next((kind for kind, found in _FREE_TEXT_MARKERS if found.search(text)), None)
+
+
+def refuse_credential(text: str, field: str) -> None:
+    """`400 invalid_request` (reason `secret_marker_detected`, naming
+    `field`) for a text an event copies, when it holds a credential."""
+    kind = credential_in(text)
+    if kind is not None:
+        raise InvalidRequest(
+            f"{field} holds what looks like {kind}: remove it and send it again; the"
+            " project's events keep it, and events are never rewritten",
+            {"reason": "secret_marker_detected", "field": field},
+        )

@@ -16,6 +16,7 @@ from waypost.errors import Forbidden, InvalidRequest
 from waypost.ids import new_id
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.secret_markers import refuse_credential
 from waypost.resolvers.core.text import (
     require_distinct,
     require_drawn_in_order,
@@ -82,6 +83,7 @@ def _validate(body: DecisionCreate) -> None:
     for i, option in enumerate(body.options):
         require_text(option, f"options[{i}]")
         require_drawn_in_order(option, f"options[{i}]")
+        refuse_credential(option, f"options[{i}]")  # decision.answered keeps the one chosen
     # a person picks one: two that look the same (`Deny`, `Deny` + U+200B) are one too many
     require_distinct(body.options, "options")
     require_pinned_text(body.environment, body.conditions)

@@ -16,7 +16,7 @@ import msgspec
 
 from waypost.errors import InvalidRequest
 from waypost.ids import END, ID_CHARS
-from waypost.resolvers.core.secret_markers import credential_in
+from waypost.resolvers.core.secret_markers import credential_in, refuse_credential
 from waypost.resolvers.core.text import (
     ONE_LINE_PATTERN,
     require_distinct,
@@ -227,6 +227,7 @@ class Content:
             require_distinct(getattr(body.scope, name), f"scope.{name}")
         for i, tag in enumerate(body.tags):
             _check_label(tag, f"tags[{i}]")
+            refuse_credential(tag, f"tags[{i}]")  # knowledge.corrected keeps them
         require_distinct(body.tags, "tags")
         prov = body.provenance
         if prov.source_uri is not None:
@@ -297,6 +298,7 @@ def _check_source_uri(uri: str) -> None:
 
 def _check_text(title: str, body: str) -> None:
     require_text(title, "title")
+    refuse_credential(title, "title")  # knowledge.created and knowledge.corrected keep it
     if len(body.encode("utf-8")) > BODY_MAX_BYTES:
         raise InvalidRequest.field("body", "body may hold at most 64 KiB of UTF-8")
 

@@ -10,6 +10,7 @@ from waypost.errors import Forbidden, NotFound, StateConflict
 from waypost.pagination import Page, check_limit, decode_cursor, encode_cursor
 from waypost.resolvers.core import events
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.secret_markers import refuse_credential
 from waypost.resolvers.core.text import require_name
 from waypost.resolvers.projects import store
 from waypost.resolvers.projects.models import ProjectCreate
@@ -41,6 +42,7 @@ def insert_project(
 ) -> dict[str, Any]:
     """Insert a project and its policy revision 1 (shared by the API and the admin CLI)."""
     require_name(body.name, "name")
+    refuse_credential(body.name, "name")  # project.created keeps it
     if store.project_exists(conn, body.id):
         raise StateConflict("a project with this id exists", {"field": "id", "reason": "exists"})
     store.insert_project(conn, body.id, body.name, actor_id, actor_kind, at)

@@ -25,6 +25,7 @@ from waypost.errors import (
 )
 from waypost.ids import new_id
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
+from waypost.resolvers.core.secret_markers import refuse_credential
 from waypost.resolvers.core.text import require_text
 from waypost.resolvers.decisions import gate
 from waypost.resolvers.projects.operations import require_project
@@ -138,6 +139,7 @@ def check_text_fields(values: dict[str, Any]) -> None:
     (as a knowledge title and a decision's question do)."""
     if "title" in values:
         require_text(values["title"], "title")
+        refuse_credential(values["title"], "title")  # task.created and task.updated keep it
     for i, criterion in enumerate(values.get("acceptance_criteria", ())):
         require_text(criterion, f"acceptance_criteria[{i}]")
 

@@ -20,11 +20,11 @@ import json
 import sqlite3
 from typing import Any
 
-from waypost.errors import Forbidden, InvalidRequest, PublicationInProgress, StateConflict
+from waypost.errors import Forbidden, PublicationInProgress, StateConflict
 from waypost.resolvers.access.sessions import require_session
 from waypost.resolvers.access.store import principal_row
 from waypost.resolvers.core.receipts import Idempotency, Outcome, Tx, run_mutation
-from waypost.resolvers.core.secret_markers import credential_in
+from waypost.resolvers.core.secret_markers import refuse_credential
 from waypost.resolvers.tasks import store
 from waypost.resolvers.tasks.models import ResultBody
 from waypost.resolvers.tasks.operations import current_task, ensure_work_allowed, load_in_tx
@@ -137,7 +137,9 @@ async def result(
                 {"reason": "result_recorded"},
             )
         ensure_work_allowed(tx.conn, row, tx.now)
-        _refuse_credentials(body.detail)
+        # a failed push's output may carry the credential it pushed with (a
+        # token or a password in the remote's URL); the finalize event keeps it
+        refuse_credential(body.detail, "detail")
         recorded = {"outcome": body.outcome, "detail": body.detail, "at": tx.at}
         store.record_publication_result(tx.conn, task_id, recorded, tx.at)
         data = {"outcome": body.outcome}
@@ -145,21 +147,6 @@ async def result(
         return 200, current_task(tx, project_id, task_id)
 
     return await run_mutation(rt, actor, idem, unit)
-
-
-def _refuse_credentials(detail: str) -> None:
-    """A failed push's output may carry the credential it pushed with (a
-    token or a password in the remote's URL). The finalize
-    event keeps the detail for good, and an event's data never holds
-    credentials (service-contract section 10): refused at the door, naming
-    the field, with the markers the lifecycle API refuses."""
-    kind = credential_in(detail)
-    if kind is not None:
-        raise InvalidRequest(
-            f"the detail holds what looks like {kind}: remove it and send the result again;"
-            " the task's events keep the detail, and events are never rewritten",
-            {"reason": "secret_marker_detected", "field": "detail"},
-        )
 
 
 async def finalize(
