@@ -629,6 +629,11 @@ async def test_action_post_refuses_unknown_fields(service: Service) -> None:
      ("/api/v1/projects/demo/tasks", {"limit": str(-(2**63) - 1)}, "limit",
       f"limit must be at least {-(2**63)}"),
      ("/api/v1/projects/demo/events", {"after": "1.0"}, "after",
+      "after must be a decimal integer"),
+     # digits of another script are no decimal integer, not one out of range (review82)
+     ("/api/v1/projects/demo/tasks", {"limit": "\u0661\u0662"}, "limit",
+      "limit must be a decimal integer"),
+     ("/api/v1/projects/demo/events", {"after": "-\u00b2"}, "after",
       "after must be a decimal integer")],
 )  # fmt: skip
 async def test_a_refused_query_parameter_is_told_in_a_query_strings_words(

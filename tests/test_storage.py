@@ -334,6 +334,67 @@ def test_a_start_that_fails_midway_says_how_far_it_got(
     conn.close()
 
 
+def test_a_failure_after_one_applied_meanwhile_counts_what_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process applied one of those announced before this start's
+    failure: the ones not applied are those from the failed one on, not all
+    announced less this process's own (review82)."""
+    path = tmp_path / "race.db"
+    first = connect_sync(path)
+    migrate(first)
+    own = Migration("9990_own.sql", "CREATE TABLE own (x);\n")
+    theirs = Migration("9991_theirs.sql", "CREATE TABLE theirs (x);\n")
+    bad = Migration("9992_bad.sql", "INSERT INTO nowhere VALUES (1);\n")
+    after = Migration("9993_after.sql", "CREATE TABLE after (x);\n")
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), own, theirs, bad, after])
+    real_execute_script = sqlite3.Connection.executescript
+
+    class Racing(sqlite3.Connection):
+        def executescript(self, script: str) -> sqlite3.Cursor:
+            if theirs.name in script:  # the other process commits it first
+                real_execute_script(
+                    first,
+                    "BEGIN IMMEDIATE; INSERT INTO schema_migrations VALUES"
+                    f" ('{theirs.name}', '{theirs.checksum}', 'then'); {theirs.sql} COMMIT;",
+                )
+            return real_execute_script(self, script)
+
+    racing = sqlite3.connect(path, isolation_level=None, factory=Racing)
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    with pytest.raises(sqlite3.OperationalError, match="nowhere"):
+        migrate(racing)
+    failed = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert failed == ["migration 9992_bad.sql failed after applying 9990_own.sql; 2 not applied"]
+    for conn in (first, racing):
+        conn.close()
+
+
+def test_a_start_that_fails_midway_other_than_in_sqlite_says_how_far_it_got(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fault that is no SQLite error (here in the statistics run with the
+    last migration) is said as one in SQLite is (review82)."""
+    conn = connect_sync(tmp_path / "m.db")
+    migrate(conn)
+    good = Migration("9990_good.sql", "CREATE TABLE good (x);\n")
+    last = Migration("9991_last.sql", "CREATE TABLE last (x);\n")
+    monkeypatch.setattr(migrations, "available", lambda: [*available(), good, last])
+
+    def broken(_: sqlite3.Connection) -> None:
+        raise RuntimeError("a fault of ours")
+
+    monkeypatch.setattr(migrations, "analyze_unanalyzed", broken)
+    caplog.set_level(logging.INFO, logger="waypost.storage")
+    with pytest.raises(RuntimeError, match="a fault of ours"):
+        migrate(conn)
+    failed = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert failed == ["migration 9991_last.sql failed after applying 9990_good.sql; 1 not applied"]
+    recorded = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    assert "9990_good.sql" in recorded and "9991_last.sql" not in recorded
+    conn.close()
+
+
 def test_migration_applied_meanwhile_by_another_process_is_not_applied_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -819,6 +880,19 @@ def test_a_migration_applied_meanwhile_with_another_text_is_refused(tmp_path: Pa
     assert raced, "the race was not staged"
     assert conn.execute("SELECT name FROM schema_migrations").fetchall() == [(first,)]
     conn.close()
+
+
+def test_a_wal_of_its_header_alone_holds_no_frames(tmp_path: Path) -> None:
+    """A `-wal` of 32 bytes is its header and no frame: nothing to recover,
+    nothing said at start; one byte more is a frame begun (review82)."""
+    from waypost.storage.connection import wal_frame_bytes
+
+    path = tmp_path / "w.db"
+    wal = tmp_path / "w.db-wal"
+    assert wal_frame_bytes(path) == 0  # none
+    for size, said in ((0, 0), (32, 0), (33, 33)):
+        wal.write_bytes(b"\0" * size)
+        assert wal_frame_bytes(path) == said, size
 
 
 async def test_a_start_after_a_crash_says_what_the_wal_held(

@@ -155,6 +155,10 @@ def serve(
     from waypost.observe import logs
 
     logs.configure(log_format, access_log=access_log)
+    # the log's last lines before click prints any refusal (those raised
+    # here too, before `_run`) and before the process leaves (its daemon
+    # thread would take them along)
+    click.get_current_context().call_on_close(logs.settle)
     clock_file = _clock_file()
     rerank = _rerank_settings()
     if lifecycle_port and (lifecycle_host, lifecycle_port) == (host, port):
@@ -287,24 +291,14 @@ def _environment_usable(verify: ssl.SSLContext | None = None) -> None:
 
 def _run(settings: Settings) -> None:
     """Serve until stopped; a file or address that cannot be used is a
-    one-line refusal, not a traceback (docs/operations.md)."""
-    from waypost.observe import logs
-
-    _fill_closed_standard_fds()
-    try:
-        _serve_until_stopped(settings)
-    finally:
-        # the log's last lines before any refusal click prints, and before
-        # the process leaves (its daemon thread would take them along)
-        logs.settle()
-
-
-def _serve_until_stopped(settings: Settings) -> None:
+    one-line refusal, not a traceback (docs/operations.md); `serve` waits
+    for the log's last lines as its context closes."""
     from waypost import serving
     from waypost.observe import logs
     from waypost.runtime import CannotShowToken
     from waypost.storage.db import DatabaseUnusable, connections_left_open
 
+    _fill_closed_standard_fds()
     try:
         serving.run(settings)
         if connections_left_open():
@@ -379,7 +373,8 @@ def _fill_closed_standard_fds() -> None:
             os.fstat(fd)
         except OSError:
             # the lowest free descriptor, this one: those below it are open
-            # or were filled in their turn, and no other thread runs yet
+            # or were filled in their turn, and no other thread opens one
+            # meanwhile (the log's thread, running already, opens none)
             os.open(os.devnull, os.O_RDWR)
 
 

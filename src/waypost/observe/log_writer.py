@@ -11,45 +11,62 @@ queue out. While standard error takes nothing, lines past the queue's
 capacity are dropped and counted, and the next line that fits says how
 many were lost.
 
-The standard library's `QueueListener` joins its thread without a time
-limit when it stops, so a stop behind such a pipe would hang there instead:
-`settle` waits a bounded time.
+The standard library's `QueueHandler` copies each record to queue it, and
+its `QueueListener` joins its thread without a time limit when it stops (a
+stop behind such a pipe would hang there instead): the queue here holds the
+formatted lines, and `settle` waits a bounded time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
+import select
 import threading
 import time
-from logging.handlers import QueueHandler
+from collections.abc import Callable
 from typing import TextIO
 
 # lines waiting for standard error: some 2 MB of formatted text at most
 CAPACITY = 10_000
 _STOP = None  # what tells the thread to end
+# seconds without a line written after which a wait for the queue gives up
+STALLED = 1.0
 
 
-class QueuedLines(QueueHandler):
-    """Formats each record and queues it for the writer thread, dropping it
-    (counted) when the queue is full."""
+class QueuedLines(logging.Handler):
+    """Formats each record where it is logged and queues the line for the
+    writer thread, dropping it (counted) when the queue is full."""
 
     def __init__(self, capacity: int = CAPACITY) -> None:
-        super().__init__(queue.Queue(capacity))
+        super().__init__()
+        self.queue: queue.Queue[str | None] = queue.Queue(capacity)
         self.dropped = 0
+        # once the process is leaving, its writer's own write: no thread runs then
+        self.direct: Callable[[str], None] | None = None
 
-    def enqueue(self, record: logging.LogRecord) -> None:
+    def emit(self, record: logging.LogRecord) -> None:
         # called under the handler's lock (Handler.handle), one at a time
+        try:
+            line = self.format(record)
+        except Exception:
+            self.handleError(record)
+            return
+        if self.direct is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self.direct(f"{line}\n")
+            return
         if self.dropped:
             try:
-                self.queue.put_nowait(self.prepare(_dropped_note(self.dropped)))
+                self.queue.put_nowait(self.format(_dropped_note(self.dropped)))
             except queue.Full:
                 self.dropped += 1
                 return
             self.dropped = 0
         try:
-            self.queue.put_nowait(record)
+            self.queue.put_nowait(line)
         except queue.Full:
             self.dropped += 1
 
@@ -76,23 +93,25 @@ class LineWriter:
     it for ever (a SIGTERM ended the service's work and not its process)."""
 
     def __init__(self, lines: QueuedLines, stream: TextIO | None) -> None:
-        self._queue: queue.Queue[logging.LogRecord | None] = lines.queue  # type: ignore[assignment]
+        self._queue = lines.queue
         self._stream = stream
         self._fd = _descriptor(stream)
         self._encoding = getattr(stream, "encoding", None) or "utf-8"
+        self._written = 0
         self._thread = threading.Thread(target=self._run, name="waypost-log-lines", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while True:
-            record = self._queue.get()
+            line = self._queue.get()
             try:
-                if record is _STOP:
+                if line is _STOP:
                     return
-                self._write(f"{record.msg}\n")
+                self._write(f"{line}\n")
             except (OSError, ValueError):  # ValueError: a closed stream of the tests'
                 pass  # standard error is gone (its reader left): the line with it
             finally:
+                self._written += 1  # this thread's alone: `settle` only reads it
                 self._queue.task_done()
 
     def _write(self, line: str) -> None:
@@ -103,23 +122,44 @@ class LineWriter:
             return
         data = memoryview(line.encode(self._encoding, "backslashreplace"))
         while data:
-            data = data[os.write(self._fd, data) :]
+            try:
+                data = data[os.write(self._fd, data) :]
+            except BlockingIOError:  # a descriptor another process made non-blocking
+                select.select([], [self._fd], [])  # this thread may wait; no other does
 
     def settle(self, timeout: float) -> bool:
         """Wait until every line queued so far is written, at most `timeout`
-        seconds (standard error may take nothing); True when they were."""
-        deadline = time.monotonic() + timeout
+        seconds, and no longer than STALLED once no line is written (standard
+        error may take nothing: a stop waited its whole time limit twice, as
+        the refusal and as the process left); True when they were."""
+        now = time.monotonic()
+        deadline, written, moved = now + timeout, self._written, now
         while self._queue.unfinished_tasks:
-            if time.monotonic() >= deadline or not self._thread.is_alive():
+            if now >= deadline or now - moved >= STALLED or not self._thread.is_alive():
                 return False
             time.sleep(0.005)
+            now = time.monotonic()
+            if self._written != written:
+                written, moved = self._written, now
         return True
 
-    def stop(self, timeout: float) -> None:
-        """Write what is queued (within `timeout`), then end the thread."""
+    def stop(self, timeout: float) -> bool:
+        """Write what is queued (within `timeout`), then end the thread; True
+        when it ended."""
         if self.settle(timeout):
             self._queue.put(_STOP)
             self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def finish(self, lines: QueuedLines, timeout: float) -> None:
+        """As the process leaves (atexit): what is queued is written, and a
+        line logged after (by another exit handler, or an asyncio task
+        collected as the interpreter ends: a fault's only trace) is written
+        at once, where the daemon thread would take it along unwritten. Not
+        while standard error takes nothing: those lines are dropped, as the
+        exit must not wait on it."""
+        if self.stop(timeout):
+            lines.direct = self._write
 
 
 def _descriptor(stream: TextIO | None) -> int | None:

@@ -7,6 +7,7 @@ here, not taken from the client).
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import sys
@@ -247,16 +248,19 @@ def _clipped(value: object, most: int = 80) -> str:
 
 
 _writer: LineWriter | None = None
+_lines: QueuedLines | None = None
 
 
 def configure(log_format: str, level: int = logging.INFO, access_log: bool = True) -> None:
     """Root handler on standard error, through a thread of its own
     (observe/log_writer.py); uvicorn's loggers propagate into it. Without
     the access log, uvicorn's lines for each WebSocket go too."""
-    global _writer
-    if _writer is not None:  # configured again in one process (the tests)
+    global _writer, _lines
+    if _writer is None:
+        atexit.register(_finish)
+    else:  # configured again in one process (the tests)
         _writer.stop(timeout=1.0)
-    handler = QueuedLines()
+    handler = _lines = QueuedLines()
     _writer = LineWriter(handler, sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # on the handler: it sees the records of every logger (uvicorn's included)
@@ -279,6 +283,11 @@ def configure(log_format: str, level: int = logging.INFO, access_log: bool = Tru
     for name in ("httpx", "httpcore"):
         quiet = level if level < logging.INFO else max(level, logging.WARNING)
         logging.getLogger(name).setLevel(quiet)
+
+
+def _finish() -> None:
+    if _writer is not None and _lines is not None:
+        _writer.finish(_lines, timeout=5.0)
 
 
 def settle(timeout: float = 5.0) -> None:

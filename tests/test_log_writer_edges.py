@@ -1,0 +1,205 @@
+"""The edges of the log lines' own thread (observe/log_writer.py) that its
+first tests left open (review82): the count of dropped lines said once, the
+bytes a descriptor gets for what standard error's text stream escaped, and
+the order of the log's lines against what the process prints itself (the
+first admin's token, click's refusal) when standard error is slow."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from waypost.cli import main
+from waypost.observe import logs
+from waypost.observe.log_writer import LineWriter, QueuedLines
+
+
+def _record(message: str) -> logging.LogRecord:
+    return logging.LogRecord("t", logging.INFO, __file__, 1, message, (), None)
+
+
+def _read_all(fd: int, said: bytearray, wanted: bytes) -> None:
+    while wanted not in said:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return
+        said += chunk
+
+
+@contextlib.contextmanager
+def _slow_standard_error(monkeypatch: pytest.MonkeyPatch, seconds: float) -> Iterator[None]:
+    """Each line reaches standard error `seconds` after the thread takes it
+    (a slow terminal, a loaded pipe), the root logger restored after."""
+    write = LineWriter._write
+
+    def slow(self: LineWriter, line: str) -> None:
+        threading.Event().wait(seconds)
+        write(self, line)
+
+    monkeypatch.setattr(LineWriter, "_write", slow)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        logs.settle()
+        root.handlers[:], level = saved
+        root.setLevel(level)
+
+
+def test_the_count_of_dropped_lines_is_said_once() -> None:
+    """The note goes before the first line that fits after the drops, and
+    the count starts again from nothing: the lines after it carry no note."""
+    unread, written = os.pipe()
+    fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(written, b"x" * 4096)
+    fcntl.fcntl(written, fcntl.F_SETFL, 0)
+    lines = QueuedLines(capacity=3)
+    lines.setFormatter(logging.Formatter("%(message)s"))
+    stream = os.fdopen(written, "w", encoding="utf-8")
+    writer = LineWriter(lines, stream)
+    said = bytearray()
+    try:
+        for n in range(6):
+            lines.handle(_record(f"line {n}"))
+        assert lines.dropped > 0
+        reading = threading.Thread(target=_read_all, args=(unread, said, b"third\n"))
+        reading.start()
+        assert writer.settle(10)
+        for word in ("first", "second", "third"):  # each once the last is written
+            lines.handle(_record(word))
+            assert writer.settle(10)
+        reading.join(10)
+    finally:
+        writer.stop(5)
+        stream.close()
+        os.close(unread)
+    text = said.decode().replace("x", "")
+    assert text.count("log line(s) dropped") == 1, text
+    assert text.endswith("first\nsecond\nthird\n"), text
+
+
+def test_a_descriptor_gets_the_bytes_standard_errors_text_stream_wrote() -> None:
+    """A lone surrogate (a file name read with surrogateescape) or any
+    character the encoding lacks is escaped, as `sys.stderr` (errors
+    `backslashreplace`) wrote it through the StreamHandler; the line is not
+    lost to an encoding error."""
+    unread, written = os.pipe()
+    lines = QueuedLines()
+    lines.setFormatter(logging.Formatter("%(message)s"))
+    stream = os.fdopen(written, "w", encoding="utf-8", errors="backslashreplace")
+    writer = LineWriter(lines, stream)
+    said = bytearray()
+    message = "caf\u00e9 \U0001f600 /srv/\udcff.db"
+    try:
+        lines.handle(_record(message))
+        lines.handle(_record("after"))
+        reading = threading.Thread(target=_read_all, args=(unread, said, b"after\n"))
+        reading.start()
+        assert writer.settle(10)
+        reading.join(10)
+    finally:
+        writer.stop(5)
+        stream.close()
+        os.close(unread)
+    assert bytes(said) == f"{message}\nafter\n".encode("utf-8", "backslashreplace")
+
+
+def test_the_first_admins_token_follows_the_lines_logged_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`applied N migrations` (and every line before it) came before the
+    token on a terminal; the lines go by a thread now, the token does not."""
+    from waypost.runtime import _show_admin_token
+
+    out = (tmp_path / "stderr").open("w", encoding="utf-8")
+    monkeypatch.setattr("sys.stderr", out)
+    with _slow_standard_error(monkeypatch, 0.2):
+        logs.configure("text")
+        logging.getLogger("waypost.storage").info("applied 1 migration")
+        _show_admin_token(out, "wp_secret", "tok_x")
+    out.close()
+    text = (tmp_path / "stderr").read_text()
+    assert text.index("applied 1 migration") < text.index("wp_secret"), text
+
+
+def _busy_port() -> socket.socket:
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    return taken
+
+
+def test_a_refused_start_says_the_lines_logged_before_its_refusal_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start refused once its warnings are logged (`cannot_listen`): the
+    warnings come before click's `Error:` line, not after it or never (the
+    process leaves, and the daemon thread with it)."""
+    with _slow_standard_error(monkeypatch, 0.3), _busy_port() as taken:
+        port = str(taken.getsockname()[1])
+        result = CliRunner().invoke(
+            main,
+            ["serve", "--db", str(tmp_path / "w.db"), "--port", port, "--lifecycle-port", "0"],
+            env={"TYPESAFE_API_KEY": ""},
+        )
+    assert result.exit_code == 1, result.output
+    warned = result.output.find("TYPESAFE_API_KEY is not set")
+    assert 0 <= warned < result.output.index("Error: cannot_listen:"), result.output
+
+
+def test_a_line_logged_before_a_usage_refusal_comes_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` refuses most settings before `_run` (whose `finally` waits for
+    the log): a line logged there before such a refusal reached standard
+    error after click's message or not at all, so a test that a refused
+    start warns of nothing ("WARNING" not in its output) passed whether it
+    warned or not, by the thread's timing."""
+    import click
+
+    def refused(*_: object) -> None:
+        logging.getLogger("waypost").warning("said before the refusal")
+        raise click.UsageError("--lifecycle-auth refused here")
+
+    monkeypatch.setattr("waypost.cli._lifecycle_settings", refused)
+    with _slow_standard_error(monkeypatch, 0.3):
+        result = CliRunner().invoke(
+            main, ["serve", "--db", str(tmp_path / "w.db")], env={"TYPESAFE_API_KEY": ""}
+        )
+    assert result.exit_code == 2, result.output
+    warned = result.output.find("said before the refusal")
+    assert 0 <= warned < result.output.index("refused here"), result.output
+
+
+def test_a_line_logged_as_the_process_leaves_is_written() -> None:
+    """After the last wait for the queue, the daemon thread is taken along
+    as the interpreter ends: a line another exit handler logs (or asyncio's
+    "Task was destroyed but it is pending!", a fault's only trace, which the
+    tests look for in `serve`'s output) was lost, or came out as a logging
+    error of the interpreter's teardown (review82)."""
+    script = (
+        "import atexit, logging\n"
+        "atexit.register(lambda: logging.getLogger('waypost').warning('logged at exit'))\n"
+        "from waypost.observe import logs\n"
+        "logs.configure('text')\n"
+        "logging.getLogger('waypost').warning('logged while running')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    said = [line.split(" ", 3)[-1] for line in done.stderr.splitlines()]
+    assert said == ["logged while running", "logged at exit"], done.stderr
