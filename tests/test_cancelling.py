@@ -4,11 +4,19 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 from typing import Any
 
 import pytest
 
-from waypost.cancelling import CallerGone, caller_gone, cancel_and_wait, holding_until_done
+from waypost.cancelling import (
+    CallerGone,
+    caller_gone,
+    cancel_and_wait,
+    holding_until_done,
+    wait_at_most,
+)
 
 
 async def _forever() -> None:
@@ -129,3 +137,42 @@ async def test_a_free_place_is_taken_without_watching() -> None:
         raise AssertionError("watched although a place was free")
 
     assert await _ran(gate, must_not_be_called) == ["work"]
+
+
+async def _follow(wait: Any, event: asyncio.Event) -> None:
+    """A follower's loop, as the live hub's: wake on the event or the poll."""
+    while True:
+        await wait(event, 10)
+        event.clear()
+
+
+async def _wait_for(event: asyncio.Event, seconds: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), seconds)
+
+
+@pytest.mark.parametrize("wait", [wait_at_most, _wait_for], ids=["wait_at_most", "wait_for"])
+async def test_a_cancellation_as_the_event_is_set_stops_the_loop(wait: Any) -> None:
+    """The event set, then the follower cancelled a few turns of the loop
+    later: whatever the turn, the follower ends. `asyncio.wait_for` on
+    Python 3.11 swallows the cancellation in one of them (gh-86296): the live
+    hub's follower ran on, and the stop awaiting it waited for ever."""
+    went_on = []
+    for turns in range(6):
+        event = asyncio.Event()
+        follower = asyncio.create_task(_follow(wait, event))
+        await asyncio.sleep(0)  # waiting on the event
+        event.set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        follower.cancel()
+        done, _ = await asyncio.wait([follower], timeout=1)
+        if not done:
+            went_on.append(turns)
+            follower.cancel()  # the swallowed one asked again: it ends now
+            with contextlib.suppress(asyncio.CancelledError):
+                await follower
+    if wait is wait_at_most or sys.version_info >= (3, 12):
+        assert went_on == []
+    else:  # what the stdlib's does here: shown, so that the test can tell
+        assert went_on != []

@@ -13,6 +13,7 @@ two apart (Python 3.11).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
@@ -175,3 +176,18 @@ def settle(future: asyncio.Future[Any], result: Any, error: BaseException | None
         future.set_exception(error)
     else:
         future.set_result(result)
+
+
+async def wait_at_most(event: asyncio.Event, seconds: float) -> None:
+    """Wait until `event` is set, or for `seconds` at most.
+
+    Not `asyncio.wait_for(event.wait(), seconds)`: on Python 3.11 a
+    cancellation that lands while the event's own wait has just ended is
+    swallowed (the wait's result is returned instead; gh-86296, rewritten in
+    3.12), and the cancelled task runs on. The live hub's follower did so
+    once, and the stop that cancelled it waited for it for ever (a test's
+    `hub.close()` held a CI run for 30 minutes). `asyncio.timeout` tells its
+    own cancellation from another's (`Task.uncancel`)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()

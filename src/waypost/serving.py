@@ -185,7 +185,8 @@ async def _finish_lifespan(server: _Server) -> None:
     if lifespan.shutdown_event.is_set():
         return
     try:
-        await asyncio.wait_for(lifespan.shutdown(), LIFESPAN_SHUTDOWN_SECONDS)
+        async with asyncio.timeout(LIFESPAN_SHUTDOWN_SECONDS):  # (cancelling.wait_at_most)
+            await lifespan.shutdown()
     except TimeoutError:
         log.warning("the application's shutdown took over %d s; exiting without it",
                     LIFESPAN_SHUTDOWN_SECONDS)  # fmt: skip

@@ -38,7 +38,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from waypost.cancelling import cancel_and_wait
+from waypost.cancelling import cancel_and_wait, wait_at_most
 from waypost.errors import InvalidRequest, Unavailable, WaypostError
 from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.core import events
@@ -367,8 +367,7 @@ class Hub:
 
     async def _follow(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), self.limits.poll_seconds)
+            await wait_at_most(self._dirty, self.limits.poll_seconds)
             delay = min(self.limits.coalesce_max, self.limits.coalesce_per_listener * self._count)
             if self._windows and delay > 0:
                 # let the commits of the next few milliseconds join this read:

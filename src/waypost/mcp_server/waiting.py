@@ -23,6 +23,7 @@ from urllib.parse import quote
 import anyio
 import httpx
 
+from waypost.cancelling import wait_at_most
 from waypost.clock import parse_time
 from waypost.errors import Unavailable
 from waypost.live import hub_for
@@ -77,8 +78,7 @@ class _EventWaker:
         self._now = now
 
     async def wait(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.event.wait(), min(timeout, RECHECK_SECONDS))
+        await wait_at_most(self.event, min(timeout, RECHECK_SECONDS))
         self.event.clear()
 
     def seconds_until(self, instant: str) -> float:

@@ -14,7 +14,6 @@ lists them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from waypost.cancelling import wait_at_most
 from waypost.clock import format_time
 from waypost.errors import WaypostError
 from waypost.http.urls import endpoint_url_refusal
@@ -156,7 +156,6 @@ async def deliver_forever(
                 failures += 1
                 await asyncio.sleep(backoff.delay(failures))
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), backoff.poll)
+            await wait_at_most(wake, backoff.poll)
     finally:
         rt.db.remove_commit_listener(wake.set)
