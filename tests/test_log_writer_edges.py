@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from click.testing import CliRunner
 
 from waypost.cli import main
 from waypost.observe import logs
-from waypost.observe.log_writer import LineWriter, QueuedLines
+from waypost.observe.log_writer import STALLED, LineWriter, QueuedLines
 
 
 def _record(message: str) -> logging.LogRecord:
@@ -203,3 +204,62 @@ def test_a_line_logged_as_the_process_leaves_is_written() -> None:
     )
     said = [line.split(" ", 3)[-1] for line in done.stderr.splitlines()]
     assert said == ["logged while running", "logged at exit"], done.stderr
+
+
+def test_a_line_logged_as_the_process_leaves_never_holds_the_exit_on_a_full_pipe() -> None:
+    """`finish` writes a line logged after the last wait at once, "not while
+    standard error takes nothing: the exit must not wait on it". A reader
+    that stops once the stop's own lines fit, with room left for them and
+    not for the lines an exit handler logs after (a fault's traceback, the
+    asyncio "Task was destroyed" lines): the direct write blocked for ever,
+    under the handler's lock, and only a SIGKILL ended the process (review83)."""
+    script = (
+        "import atexit, fcntl, logging, os, sys\n"
+        "unread, written = os.pipe()\n"
+        "fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)\n"
+        "try:\n"
+        "    while True: os.write(written, b'x' * 4096)\n"
+        "except BlockingIOError: pass\n"
+        "fcntl.fcntl(written, fcntl.F_SETFL, 0)\n"
+        "os.read(unread, 4096)  # one page free: the running line fits, the exit's do not\n"
+        "atexit.register(lambda: [logging.getLogger('waypost').error('at exit %s', 'y' * 1900)"
+        " for _ in range(3)])\n"
+        "sys.stderr = os.fdopen(written, 'w')\n"
+        "from waypost.observe import logs\n"
+        "logs.configure('text')\n"
+        "logging.getLogger('waypost').warning('logged while running')\n"
+    )
+    try:
+        subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=15)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process did not leave: a line logged at exit waited on a full pipe")
+
+
+def test_a_stop_behind_a_standard_error_that_takes_nothing_waits_one_second_not_two() -> None:
+    """docs/operations.md: a stop waits for the lines still waiting "up to
+    5 s, and no more than 1 s once none is written". `serve` waits as its
+    context closes (`logs.settle`) and again as the process leaves
+    (`finish`): behind a reader that stopped, each waited STALLED, 2 s in
+    all (a real `serve` behind `(sleep 9; cat)` took 2.6 s to leave,
+    0.7 s with a reader) (review83)."""
+    unread, written = os.pipe()
+    fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(written, b"x" * 4096)
+    fcntl.fcntl(written, fcntl.F_SETFL, 0)
+    lines = QueuedLines()
+    lines.setFormatter(logging.Formatter("%(message)s"))
+    writer = LineWriter(lines, os.fdopen(written, "w", encoding="utf-8"))
+    try:
+        lines.handle(_record("the stop's last line"))
+        started = time.monotonic()
+        assert not writer.settle(5.0)  # as `serve`'s context closes
+        writer.finish(lines, 5.0)  # as the process leaves
+        waited = time.monotonic() - started
+        assert waited < STALLED + 0.5, waited
+    finally:
+        drained = threading.Thread(target=_read_all, args=(unread, bytearray(), b"line\n"))
+        drained.start()
+        drained.join(10)
+        os.close(unread)

@@ -98,6 +98,8 @@ class LineWriter:
         self._fd = _descriptor(stream)
         self._encoding = getattr(stream, "encoding", None) or "utf-8"
         self._written = 0
+        self._gave_up = False  # a write at exit found standard error taking nothing
+        self._stalled_at: int | None = None  # lines written when a wait last gave up
         self._thread = threading.Thread(target=self._run, name="waypost-log-lines", daemon=True)
         self._thread.start()
 
@@ -134,8 +136,13 @@ class LineWriter:
         the refusal and as the process left); True when they were."""
         now = time.monotonic()
         deadline, written, moved = now + timeout, self._written, now
+        if self._stalled_at == written:
+            # the last wait gave up and nothing was written since: the stop's
+            # second wait (as the process leaves) does not wait STALLED again
+            moved -= STALLED
         while self._queue.unfinished_tasks:
             if now >= deadline or now - moved >= STALLED or not self._thread.is_alive():
+                self._stalled_at = self._written
                 return False
             time.sleep(0.005)
             now = time.monotonic()
@@ -159,7 +166,26 @@ class LineWriter:
         while standard error takes nothing: those lines are dropped, as the
         exit must not wait on it."""
         if self.stop(timeout):
-            lines.direct = self._write
+            lines.direct = self._write_at_exit
+
+    def _write_at_exit(self, line: str) -> None:
+        """`_write`, waiting on standard error no longer than STALLED for a
+        line: a reader that stopped after the last wait leaves that line
+        (cut short) and every later one unwritten, at once (the handler's
+        lock is held here, and the exit must not wait on it)."""
+        if self._fd is None:
+            self._write(line)
+            return
+        data = memoryview(line.encode(self._encoding, "backslashreplace"))
+        deadline = time.monotonic() + (0.0 if self._gave_up else STALLED)
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([], [self._fd], [], left)[1]:
+                self._gave_up = True
+                return
+            # no more than a pipe takes at once once it says it takes any
+            with contextlib.suppress(BlockingIOError):
+                data = data[os.write(self._fd, data[: select.PIPE_BUF]) :]
 
 
 def _descriptor(stream: TextIO | None) -> int | None:
