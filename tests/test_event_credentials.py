@@ -86,3 +86,31 @@ async def test_a_decisions_option_which_its_answer_would_copy(
     refused(await human.post(f"{BASE}/decisions", body), "options[1]")
     assert events(service) == before
     assert all(GITHUB_TOKEN not in data for _, data in events(service))
+
+
+@pytest.mark.parametrize(
+    "title",
+    ["xoxb- tokens for the Slack bot", "Stop printing password=${DB_PASSWORD} at boot",
+     "Mask token=******** lines", "Logs show token=<redacted> in startup",
+     "Template secret={{ vault_secret }}", "Use sk-learn 1.5"],
+)  # fmt: skip
+async def test_a_title_that_names_a_secret_or_a_placeholder_is_taken(
+    human: Caller, project: str, title: str
+) -> None:
+    """What a team writes about secrets is no secret: the kind's prefix alone,
+    a template's placeholder, a redaction (review83 found them refused)."""
+    r = await human.post(f"{BASE}/tasks", {"title": title})
+    assert r.status_code == 201, r.text
+
+
+@pytest.mark.parametrize(
+    ("title", "kind"),
+    [("Bot uses xoxb-1234567890-abcdefghij", "a Slack token"),
+     ("Set token=abcd1234efgh on the runner", "a password=, secret= or token= setting")],
+)  # fmt: skip
+async def test_a_title_holding_the_secret_itself_is_refused(
+    human: Caller, project: str, title: str, kind: str
+) -> None:
+    r = await human.post(f"{BASE}/tasks", {"title": title})
+    assert error(r)[2] == {"reason": "secret_marker_detected", "field": "title"}
+    assert f"looks like {kind}" in r.json()["error"]["message"]

@@ -42,6 +42,14 @@ SECRET_MARKERS = re.compile("|".join(_MARKERS.values()))
 # a push that failed prints with its remote.
 _IN_FREE_TEXT = {
     **{kind: rf"(?<![A-Za-z0-9]){pattern}" for kind, pattern in _MARKERS.items()},
+    # and a title says what it is about: "xoxb- tokens for the Slack bot",
+    # "Stop printing password=${DB_PASSWORD}", "Mask token=********" or
+    # "token=<redacted>" name a kind of secret or a placeholder, not one
+    # (review83); a Slack token has its digits after the prefix
+    "a Slack token": r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}",
+    "a password=, secret= or token= setting": (
+        r"(?<![A-Za-z0-9])(?i:password|secret|token)=(?![<${%*])\S{8,}"
+    ),
     "a password in a URL": r"://[^/\s:@]*:[^/\s@]+@",
 }
 _FREE_TEXT_MARKERS = [(kind, re.compile(pattern)) for kind, pattern in _IN_FREE_TEXT.items()]
