@@ -154,8 +154,11 @@ class LineWriter:
         """Write what is queued (within `timeout`), then end the thread; True
         when it ended."""
         if self.settle(timeout):
-            self._queue.put(_STOP)
-            self._thread.join(timeout)
+            # lines logged meanwhile may have filled the queue again: never
+            # wait on it without end (the thread writes them, or gave up)
+            with contextlib.suppress(queue.Full):
+                self._queue.put(_STOP, timeout=timeout)
+                self._thread.join(timeout)
         return not self._thread.is_alive()
 
     def finish(self, lines: QueuedLines, timeout: float) -> None:
