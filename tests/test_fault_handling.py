@@ -54,7 +54,9 @@ async def test_a_failed_hub_start_is_tried_again_by_the_next_listener(
     with pytest.raises(Unavailable):
         await hub.start()
     await hub.start()  # kept, the first failure refused this one too
-    assert calls == 2
+    # the second start read the log's end; its follower may have read once
+    # more already (it wakes at once now: cancelling.wait_at_most)
+    assert calls >= 2
     hub.stop()
 
 
