@@ -7,7 +7,6 @@ first admin's token, click's refusal) when standard error is slow."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tests.log_support import full_pipe, read_until
 from waypost.cli import main
 from waypost.observe import logs
 from waypost.observe.log_writer import STALLED, LineWriter, QueuedLines
@@ -28,14 +28,6 @@ from waypost.observe.log_writer import STALLED, LineWriter, QueuedLines
 
 def _record(message: str) -> logging.LogRecord:
     return logging.LogRecord("t", logging.INFO, __file__, 1, message, (), None)
-
-
-def _read_all(fd: int, said: bytearray, wanted: bytes) -> None:
-    while wanted not in said:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return
-        said += chunk
 
 
 @contextlib.contextmanager
@@ -62,12 +54,7 @@ def _slow_standard_error(monkeypatch: pytest.MonkeyPatch, seconds: float) -> Ite
 def test_the_count_of_dropped_lines_is_said_once() -> None:
     """The note goes before the first line that fits after the drops, and
     the count starts again from nothing: the lines after it carry no note."""
-    unread, written = os.pipe()
-    fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(written, b"x" * 4096)
-    fcntl.fcntl(written, fcntl.F_SETFL, 0)
+    unread, written = full_pipe()
     lines = QueuedLines(capacity=3)
     lines.setFormatter(logging.Formatter("%(message)s"))
     stream = os.fdopen(written, "w", encoding="utf-8")
@@ -77,7 +64,7 @@ def test_the_count_of_dropped_lines_is_said_once() -> None:
         for n in range(6):
             lines.handle(_record(f"line {n}"))
         assert lines.dropped > 0
-        reading = threading.Thread(target=_read_all, args=(unread, said, b"third\n"))
+        reading = threading.Thread(target=read_until, args=(unread, said, b"third\n"))
         reading.start()
         assert writer.settle(10)
         for word in ("first", "second", "third"):  # each once the last is written
@@ -108,7 +95,7 @@ def test_a_descriptor_gets_the_bytes_standard_errors_text_stream_wrote() -> None
     try:
         lines.handle(_record(message))
         lines.handle(_record("after"))
-        reading = threading.Thread(target=_read_all, args=(unread, said, b"after\n"))
+        reading = threading.Thread(target=read_until, args=(unread, said, b"after\n"))
         reading.start()
         assert writer.settle(10)
         reading.join(10)
@@ -242,12 +229,7 @@ def test_a_stop_behind_a_standard_error_that_takes_nothing_waits_one_second_not_
     (`finish`): behind a reader that stopped, each waited STALLED, 2 s in
     all (a real `serve` behind `(sleep 9; cat)` took 2.6 s to leave,
     0.7 s with a reader) (review83)."""
-    unread, written = os.pipe()
-    fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)
-    with contextlib.suppress(BlockingIOError):
-        while True:
-            os.write(written, b"x" * 4096)
-    fcntl.fcntl(written, fcntl.F_SETFL, 0)
+    unread, written = full_pipe()
     lines = QueuedLines()
     lines.setFormatter(logging.Formatter("%(message)s"))
     writer = LineWriter(lines, os.fdopen(written, "w", encoding="utf-8"))
@@ -259,7 +241,7 @@ def test_a_stop_behind_a_standard_error_that_takes_nothing_waits_one_second_not_
         waited = time.monotonic() - started
         assert waited < STALLED + 0.5, waited
     finally:
-        drained = threading.Thread(target=_read_all, args=(unread, bytearray(), b"line\n"))
+        drained = threading.Thread(target=read_until, args=(unread, bytearray(), b"line\n"))
         drained.start()
         drained.join(10)
         os.close(unread)

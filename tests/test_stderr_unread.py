@@ -18,18 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.log_support import full_pipe, read_until
 from tests.serve_support import START, free_port
 from waypost.observe.log_writer import LineWriter, QueuedLines
 
 pytestmark = pytest.mark.slow
-
-
-def _read_until(fd: int, said: bytearray, wanted: bytes) -> None:
-    while wanted not in said:
-        chunk = os.read(fd, 65536)
-        if not chunk:
-            return
-        said += chunk
 
 
 def test_a_standard_error_nobody_reads_does_not_stop_the_service(tmp_path: Path) -> None:
@@ -75,14 +68,7 @@ def test_a_standard_error_nobody_reads_does_not_stop_the_service(tmp_path: Path)
 def test_lines_past_the_queue_are_counted_and_the_count_said_once_read_again() -> None:
     """While standard error takes nothing, lines past the queue's capacity
     are dropped; the first line that fits after says how many."""
-    import fcntl
-
-    unread, written = os.pipe()
-    fcntl.fcntl(written, fcntl.F_SETFL, os.O_NONBLOCK)
-    with contextlib.suppress(BlockingIOError):  # the pipe full before the first line
-        while True:
-            os.write(written, b"x" * 4096)
-    fcntl.fcntl(written, fcntl.F_SETFL, 0)
+    unread, written = full_pipe()
     lines = QueuedLines(capacity=3)
     lines.setFormatter(logging.Formatter("%(levelname)s %(name)s %(message)s"))
     stream = os.fdopen(written, "w", encoding="utf-8")
@@ -94,7 +80,7 @@ def test_lines_past_the_queue_are_counted_and_the_count_said_once_read_again() -
         # the thread holds one line in its blocked write, the queue three
         assert lines.dropped in (6, 7), lines.dropped
         dropped = lines.dropped
-        reading = threading.Thread(target=_read_until, args=(unread, said, b"after\n"))
+        reading = threading.Thread(target=read_until, args=(unread, said, b"after\n"))
         reading.start()
         assert writer.settle(10)
         lines.handle(logging.LogRecord("t", logging.INFO, __file__, 1, "after", (), None))
