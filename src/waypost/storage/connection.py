@@ -289,13 +289,11 @@ def foreign_wal(path: Path) -> str | None:
     file drops every POSIX lock this process holds on it (SQLite's too): so
     it runs before this process opens its first connection to the file
     (`Database._open`; an admin command's `present`), never beside one."""
-    if str(path) == ":memory:":
+    size = wal_frame_bytes(path)
+    if not size:  # no frames: nothing to replay, no file opened
         return None
     wal = Path(companion(path, "-wal"))
     try:
-        size = wal.stat().st_size
-        if size <= _WAL_HEADER_BYTES:  # no frames: nothing to replay, no file opened
-            return None
         with open(os.path.realpath(path), "rb") as file:
             header = file.read(20)
     except OSError:
