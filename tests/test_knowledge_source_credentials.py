@@ -53,3 +53,24 @@ async def test_links_without_a_secret_are_kept_as_written(human: Caller, project
     for uri in ["https://reader@example.org/x", "https://example.org:8443/a@b", "docs/ci.md#flaky"]:
         record = await create(human, project, provenance={"source_uri": uri})
         assert record["provenance"]["source_uri"] == uri
+
+
+@pytest.mark.parametrize(
+    "uri", [" ", "\u200b", "a\x01b", "\u2028", "\u202ehttps://example.org/x",
+            "https://example.org/a b", "https://example.org/x\u00a0", "https://example.org/\ufeff",
+            "https://example.org/x\n"],
+)  # fmt: skip
+async def test_a_link_with_a_space_control_or_format_character_is_refused(
+    service: Service, human: Caller, project: str, uri: str
+) -> None:
+    before = stored_counts(service)
+    r = await human.post(kpath(project), new_body(provenance={"source_uri": uri}))
+    assert error_of(r) == (400, "invalid_request", "provenance.source_uri")
+    assert "percent-encode" in r.json()["error"]["message"]
+    assert stored_counts(service) == before
+
+
+async def test_a_link_of_letters_beyond_ascii_is_kept(human: Caller, project: str) -> None:
+    uri = "https://例え.jp/ページ?q=café%20au%20lait#ß"
+    record = await create(human, project, provenance={"source_uri": uri})
+    assert record["provenance"]["source_uri"] == uri

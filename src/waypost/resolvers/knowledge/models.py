@@ -9,6 +9,7 @@ here and documented in docs/knowledge.md.
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -284,11 +285,24 @@ def check_correction_status(knowledge_id: str, body: KnowledgeCorrect) -> None:
         raise InvalidRequest.field("superseded_by_id", "a record cannot supersede itself")
 
 
+# Control and format characters (bidi overrides, zero-width ones, the BOM)
+_NOT_IN_A_LINK = frozenset({"Cc", "Cf"})
+
+
 def _check_source_uri(uri: str) -> None:
     """Revisions are kept for good and travel to packets, events and shared
     projects, and the service stores no credentials in them (knowledge
     contract, "Mutations"): `https://ci:hunter2@host/...` or a token in the
     link was stored and handed to every reader."""
+    if any(ch.isspace() or unicodedata.category(ch) in _NOT_IN_A_LINK for ch in uri):
+        # RFC 3986 and 3987 have no raw space, control or bidi/format
+        # character in a link: " ", "\u200b" or a leading U+202E was stored
+        # for good and drawn as a link by every dashboard that shows it
+        raise InvalidRequest.field(
+            "provenance.source_uri",
+            "provenance.source_uri is a link: it holds no space, control or "
+            "invisible formatting character (percent-encode them)",
+        )
     kind = credential_in(uri)
     if kind is not None:
         raise InvalidRequest.field(
