@@ -126,19 +126,21 @@ def holding(rt: Runtime, slot: tuple[str, str]) -> Iterator[None]:
 
 
 async def run_mutation(rt: Runtime, actor: Actor, idem: Idempotency, unit: Unit) -> Outcome:
-    # Held from here: the read below may wait (a busy file), and a second
-    # request with the key meanwhile is in flight, not a replay of nothing yet.
     slot = slot_of(actor, idem)
+    # A retry is answered from its receipt by a point read on the event
+    # loop, without queueing behind the writer (or waiting out another
+    # process's lock): a receipt is visible only once the COMMIT that holds
+    # it is durable, and it never changes. The read is asked with the other
+    # requests of this pass of the loop (storage/coalesced.py), so it is made
+    # before the key's slot is taken: held across it, retries of a finished
+    # request sent together heard "still running" while other writes ran
+    # (as the lifecycle listener's did: resolvers/lifecycle/commands.py).
+    earlier = _replayed(await rt.receipt_rows.get(slot), idem)
+    if earlier is not None:
+        return earlier
+    # A key with no receipt goes to the writer, which looks again and
+    # decides; a second request with the key meanwhile is in flight.
     with holding(rt, slot):
-        # A retry is answered from its receipt by a point read on the event
-        # loop, without queueing behind the writer (or waiting out another
-        # process's lock): a receipt is visible only once the COMMIT that holds
-        # it is durable, and it never changes. A key with no receipt goes to
-        # the writer, which looks again and decides. The read is asked with
-        # the other requests of this pass of the loop (storage/coalesced.py).
-        earlier = _replayed(await rt.receipt_rows.get(slot), idem)
-        if earlier is not None:
-            return earlier
         return await rt.db.write(
             lambda conn: _run(conn, rt, actor, idem, unit), who=actor.principal_id
         )
