@@ -32,8 +32,8 @@ from tests.conftest import (
 from waypost import runtime as runtime_module
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
-from waypost.resolvers.core import events, sweep
-from waypost.resolvers.core.receipts import PURGE_BATCH
+from waypost.resolvers.core import events, receipts, sweep
+from waypost.resolvers.core.receipts import PURGE_BATCH, PURGE_CHUNK
 from waypost.runtime import CONNECTION_HOOKS
 from waypost.settings import Settings
 from waypost.storage import writer
@@ -306,9 +306,8 @@ async def test_nobody_is_answered_before_the_commit(service: Service) -> None:
     assert all(seen)
 
 
-async def test_the_sweep_purges_receipts_in_bounded_batches(service: Service) -> None:
+async def fill_old_receipts(service: Service, count: int) -> None:
     old = "2026-11-01T00:00:00.000Z"
-    count = PURGE_BATCH * 2 + 7
 
     def fill(conn: sqlite3.Connection) -> None:
         conn.executemany(
@@ -318,18 +317,48 @@ async def test_the_sweep_purges_receipts_in_bounded_batches(service: Service) ->
         )
 
     await service.rt.db.write(fill)
-    statements: list[str] = []
-    await service.rt.db.set_trace(statements.append)
-    try:
+
+
+async def purge_units(service: Service, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Run one sweep pass; the receipts each of the purge's units deleted."""
+    units: list[int] = []
+    write = service.rt.db.write
+
+    async def counted(unit: Any, **options: Any) -> Any:
+        done = await write(unit, **options)
+        units.append(done)
+        return done
+
+    with monkeypatch.context() as patched:
+        patched.setattr(service.rt.db, "write", counted)
         report = await sweep.run_once(service.rt)
-    finally:
-        await service.rt.db.set_trace(None)
-    assert report["receipts_purged"] == count
-    deletes = [s for s in statements if s.startswith("DELETE FROM receipts")]
-    # 500 + 500 + 7, each its own unit of work, and one that finds none left
-    assert len(deletes) == 4
+    units.pop()  # the decision timeouts' one unit, which finds none due
+    assert report["receipts_purged"] == sum(units)
     left = await service.rt.db.read(lambda c: c.execute("SELECT count(*) FROM receipts").fetchone())
     assert left[0] == 0
+    return units
+
+
+async def test_the_sweep_purges_receipts_in_bounded_batches(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await fill_old_receipts(service, PURGE_BATCH * 2 + 7)
+    monkeypatch.setattr(receipts, "PURGE_UNIT_SECONDS", 3600.0)  # no unit runs out of time
+    # 500 + 500 + 7, each its own unit of work, and one that finds none left
+    assert await purge_units(service, monkeypatch) == [PURGE_BATCH, PURGE_BATCH, 7, 0]
+
+
+async def test_a_purge_unit_stops_when_its_time_is_up_and_the_pass_goes_on(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receipt holds its answer: 500 of 250 KB each (a task create at the
+    body limit) held the writer 1-2.5 s in one unit (clockjourney), where
+    the decision timeouts stop at 50 ms. A unit now stops once its time is
+    up (here at once: one chunk a unit), and the pass runs units until one
+    deletes none, so the backlog is still gone within the pass."""
+    await fill_old_receipts(service, PURGE_CHUNK * 2 + 3)
+    monkeypatch.setattr(receipts, "PURGE_UNIT_SECONDS", 0.0)
+    assert await purge_units(service, monkeypatch) == [PURGE_CHUNK, PURGE_CHUNK, 3, 0]
 
 
 async def test_a_connection_hook_runs_once_per_connection_not_per_call(tmp_path: Path) -> None:

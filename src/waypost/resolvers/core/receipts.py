@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,8 +36,13 @@ from waypost.runtime import Actor, Runtime
 # Receipts are kept at least this long; the sweep deletes older ones.
 RECEIPT_RETENTION = timedelta(hours=48)
 KEY_MAX = 256
-# Receipts deleted per unit of work by the sweep (a few milliseconds of writer time).
+# Receipts deleted per unit of work by the sweep at most, for about
+# PURGE_UNIT_SECONDS of writer time, PURGE_CHUNK at a time: a receipt holds
+# its answer, up to about 250 KB, and 500 of those held the writer a second
+# or more in one unit, where small ones take a few milliseconds.
 PURGE_BATCH = 500
+PURGE_CHUNK = 10
+PURGE_UNIT_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -206,11 +212,22 @@ def recheck_actor(conn: sqlite3.Connection, actor: Actor, at: str) -> None:
 
 
 def purge_receipts(conn: sqlite3.Connection, now: datetime, limit: int = PURGE_BATCH) -> int:
-    """Delete up to `limit` of the oldest receipts past retention.
+    """Delete up to `limit` of the oldest receipts past retention, for about
+    PURGE_UNIT_SECONDS at most; how many.
 
     Bounded so that one purge never holds the writer for long (a day of
-    receipts can be millions of rows); the sweep calls it again, each call its
-    own unit of work, until it deletes none.
+    receipts can be millions of rows, and a receipt holds its answer: 500 of
+    250 KB each held it 1-2.5 s in one unit, where the decision timeouts stop
+    at 50 ms); the sweep calls it again, each call its own unit of work,
+    until it deletes none.
     """
     cutoff = format_time(now - RECEIPT_RETENTION)
-    return store.delete_receipts_before(conn, cutoff, limit)
+    deadline = time.monotonic() + PURGE_UNIT_SECONDS
+    done = 0
+    while done < limit:
+        asked = min(PURGE_CHUNK, limit - done)
+        deleted = store.delete_receipts_before(conn, cutoff, asked)
+        done += deleted
+        if deleted < asked or time.monotonic() >= deadline:
+            break
+    return done
