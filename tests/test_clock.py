@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import Caller, Service
 from tests.live_support import running
 from waypost.app import create_app
-from waypost.clock import FileClock, format_time, parse_time
+from waypost.clock import CLOCK_FILE_MOST, FileClock, format_time, parse_time
 from waypost.errors import Unavailable
 from waypost.resolvers.access import principals
 from waypost.settings import Settings
@@ -47,6 +47,19 @@ def test_a_clock_file_that_cannot_be_read_says_why(tmp_path: Path) -> None:
         FileClock(tmp_path / "missing").now()
     with pytest.raises(Unavailable, match=r"^the clock file cannot be read: Is a directory$"):
         FileClock(tmp_path).now()
+
+
+def test_a_clock_file_holding_more_than_an_instant_is_unavailable_unread(tmp_path: Path) -> None:
+    """The file is read at every use: an instant and 100 MB of spaces (or a
+    log named by mistake) was read whole each time, 0.5-2 s a request."""
+    path = tmp_path / "clock"
+    instant = b"2026-11-29T18:00:00Z"
+    path.write_bytes(instant + b" " * (CLOCK_FILE_MOST - len(instant)))
+    assert format_time(FileClock(path).now()) == "2026-11-29T18:00:00.000Z"
+    with path.open("ab") as file:
+        file.write(b" ")
+    with pytest.raises(Unavailable, match=r"^the clock file holds more than an instant"):
+        FileClock(path).now()
 
 
 def test_parse_time_refuses_an_instant_without_offset() -> None:

@@ -33,10 +33,19 @@ class FileClock:
         # a missing or half-written file is a passing condition of the
         # simulation, not a fault of the request: retry shortly
         try:
-            data = self.path.read_bytes()
+            with self.path.open("rb") as file:
+                # a bounded read: the file is read at every use, and one
+                # pointed at a growing log by mistake (or an instant and 100 MB
+                # of spaces) took 0.5-2 s a request on the event loop
+                data = file.read(CLOCK_FILE_MOST + 1)
         except OSError as exc:  # said apart: a missing file "held no valid instant"
             reason = exc.strerror or type(exc).__name__
             raise Unavailable(f"the clock file cannot be read: {reason}", retry_after=1) from exc
+        if len(data) > CLOCK_FILE_MOST:
+            raise Unavailable(
+                f"the clock file holds more than an instant (over {CLOCK_FILE_MOST} bytes)",
+                retry_after=1,
+            )
         try:
             moment = parse_time(data.decode().strip())
         except ValueError as exc:  # UnicodeDecodeError too
@@ -50,6 +59,8 @@ class FileClock:
         return moment
 
 
+# An instant with many fractional digits and some whitespace fits many times over.
+CLOCK_FILE_MOST = 4096
 # RFC 3339 date-time: `T` between date and time, and an explicit offset. Python's
 # own parser also takes week dates, a space or a missing offset; those are refused.
 _RFC3339 = re.compile(
