@@ -176,3 +176,18 @@ async def test_a_cancellation_as_the_event_is_set_stops_the_loop(wait: Any) -> N
         assert went_on == []
     else:  # what the stdlib's does here: shown, so that the test can tell
         assert went_on != []
+
+
+async def test_a_wait_at_most_ends_quietly_once_its_time_is_up() -> None:
+    """The poll of the live hub's follower, the MCP waker and the lifecycle
+    delivery: no event within `seconds` returns, no TimeoutError, after
+    about `seconds`; a set event returns at once."""
+    event = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    await asyncio.wait_for(wait_at_most(event, 0.1), 5)
+    assert 0.1 <= loop.time() - started < 1.0
+    event.set()
+    started = loop.time()
+    await asyncio.wait_for(wait_at_most(event, 30), 5)
+    assert loop.time() - started < 1.0

@@ -92,7 +92,15 @@ async def test_a_decisions_option_which_its_answer_would_copy(
     "title",
     ["xoxb- tokens for the Slack bot", "Stop printing password=${DB_PASSWORD} at boot",
      "Mask token=******** lines", "Logs show token=<redacted> in startup",
-     "Template secret={{ vault_secret }}", "Use sk-learn 1.5"],
+     "Template secret={{ vault_secret }}", "Use sk-learn 1.5",
+     # docs/api.md: a value beginning `%` is a placeholder too; a Slack
+     # token needs ten characters after its prefix; a setting 8 or more
+     "Template password=%(db_password)s in settings", "Rotate xoxb-style tokens",
+     "Bot uses xoxb-123456789 here", "Fix token=missing crash",
+     # a value a bug report quotes, or a redaction (review84)
+     "Handle token=undefined in the OAuth callback", "Logs print token=[REDACTED]",
+     "Mask password=REDACTED in logs", "password=xxxxxxxx in the sample env",
+     "Migrate xoxp-legacy-tokens to bot tokens", "Rotate xoxb-token-based integrations"],
 )  # fmt: skip
 async def test_a_title_that_names_a_secret_or_a_placeholder_is_taken(
     human: Caller, project: str, title: str
@@ -106,7 +114,16 @@ async def test_a_title_that_names_a_secret_or_a_placeholder_is_taken(
 @pytest.mark.parametrize(
     ("title", "kind"),
     [("Bot uses xoxb-1234567890-abcdefghij", "a Slack token"),
-     ("Set token=abcd1234efgh on the runner", "a password=, secret= or token= setting")],
+     ("Set token=abcd1234efgh on the runner", "a password=, secret= or token= setting"),
+     ("Bot uses xoxb-1234567890 here", "a Slack token"),
+     ("Set token=abcdefg1 on the runner", "a password=, secret= or token= setting"),
+     # the lifecycle's markers refuse `password=` wherever it appears, and
+     # PGPASSWORD is what psql reads its password from (review84)
+     ("Run migrations with PGPASSWORD=hunter2hunter2", "a password=, secret= or token= setting"),
+     # a redaction's word or one repeated character is exempt only whole
+     ("Set token=undefined1 on the runner", "a password=, secret= or token= setting"),
+     ("Set password=xxxxxxxxy on the runner", "a password=, secret= or token= setting"),
+     ("Set secret=nullnullnull on it", "a password=, secret= or token= setting")],
 )  # fmt: skip
 async def test_a_title_holding_the_secret_itself_is_refused(
     human: Caller, project: str, title: str, kind: str

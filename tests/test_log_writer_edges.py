@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 from click.testing import CliRunner
@@ -245,3 +246,205 @@ def test_a_stop_behind_a_standard_error_that_takes_nothing_waits_one_second_not_
         drained.start()
         drained.join(10)
         os.close(unread)
+
+
+class _SlowStream:
+    """A standard error without a descriptor that takes each line `seconds`
+    after it is handed one: slow, but taking every line."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.text: list[str] = []
+
+    def write(self, text: str) -> None:
+        time.sleep(self.seconds)
+        self.text.append(text)
+
+    def flush(self) -> None:
+        pass
+
+
+def _lines_to(stream: object) -> tuple[QueuedLines, LineWriter]:
+    lines = QueuedLines()
+    lines.setFormatter(logging.Formatter("%(message)s"))
+    return lines, LineWriter(lines, stream)  # type: ignore[arg-type]
+
+
+def test_a_wait_goes_on_while_lines_are_written_however_slowly() -> None:
+    """docs/operations.md: a stop waits "up to 5 s, and no more than 1 s
+    once none is written": eight lines a quarter of STALLED apart take twice
+    STALLED, and each is written, so the wait sees them all out."""
+    stream = _SlowStream(STALLED / 4)
+    lines, writer = _lines_to(stream)
+    try:
+        for n in range(8):
+            lines.handle(_record(f"line {n}"))
+        assert writer.settle(10)
+        assert "".join(stream.text) == "".join(f"line {n}\n" for n in range(8))
+    finally:
+        writer.stop(5)
+
+
+def test_a_wait_ends_at_its_time_limit_though_lines_are_still_written() -> None:
+    """The other bound: lines still coming, slowly, hold a wait no longer
+    than its `timeout` (the stop's 5 s, the first token's 1 s)."""
+    stream = _SlowStream(STALLED / 10)
+    lines, writer = _lines_to(stream)
+    try:
+        for n in range(40):  # 4 STALLED of lines
+            lines.handle(_record(f"line {n}"))
+        started = time.monotonic()
+        assert not writer.settle(STALLED / 2)
+        assert time.monotonic() - started < STALLED, time.monotonic() - started
+    finally:
+        writer.settle(10)
+        writer.stop(5)
+
+
+def test_a_stop_never_waits_on_a_queue_that_filled_again() -> None:
+    """Lines logged between the stop's wait and its stop marker may fill the
+    queue again while standard error takes nothing: the marker's own put
+    gives up at the stop's time limit, and the stop says the thread runs on."""
+    release = threading.Event()
+
+    class Held(_SlowStream):
+        def write(self, text: str) -> None:
+            release.wait(30)
+
+    lines = QueuedLines(capacity=1)
+    lines.setFormatter(logging.Formatter("%(message)s"))
+    writer = LineWriter(lines, Held(0))  # type: ignore[arg-type]
+    lines.handle(_record("taken by the thread, whose write waits"))
+    deadline = time.monotonic() + 5
+    while lines.queue.qsize() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lines.handle(_record("fills the queue"))
+    # as if both came after the stop's wait had seen the queue empty
+    writer.settle = lambda timeout: True  # type: ignore[method-assign]
+    said: list[bool] = []
+    stopping = threading.Thread(target=lambda: said.append(writer.stop(0.3)), daemon=True)
+    try:
+        stopping.start()
+        stopping.join(5)
+        assert not stopping.is_alive(), "the stop waited on a full queue"
+        assert said == [False]
+    finally:
+        release.set()
+
+
+def _pipe_taking_nothing_after_finish() -> tuple[int, TextIO, QueuedLines]:
+    """A writer that finished while standard error took lines (a line logged
+    after goes straight to it), and a reader that stopped since."""
+    unread, written = os.pipe()
+    stream = os.fdopen(written, "w", encoding="utf-8")
+    lines, writer = _lines_to(stream)
+    writer.finish(lines, 5.0)
+    assert lines.direct is not None
+    filler = os.dup(written)
+    os.set_blocking(filler, False)  # (the file's flags: blocking again below)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(filler, b"x" * 4096)
+    os.set_blocking(filler, True)
+    os.close(filler)
+    return unread, stream, lines
+
+
+def test_lines_logged_at_exit_behind_a_reader_that_stopped_wait_one_second_in_all() -> None:
+    """docs/operations.md: a line logged as the process leaves is written at
+    once, "waiting at most a second for standard error": the first such line
+    waits STALLED, and the ones after it, behind the same stalled reader, not
+    at all (a traceback's lines, each `Task was destroyed` line)."""
+    unread, stream, lines = _pipe_taking_nothing_after_finish()
+    try:
+        started = time.monotonic()
+        for n in range(4):
+            lines.handle(_record(f"at exit {n}"))
+        waited = time.monotonic() - started
+        assert waited < STALLED * 2.5, waited  # not 4 x STALLED
+    finally:
+        stream.close()
+        os.close(unread)
+
+
+def test_a_long_line_at_exit_is_written_in_what_the_pipe_takes_not_held_on() -> None:
+    """A pipe with one page free says it takes a write; a 20 KB line (a
+    fault's traceback) written whole would block there until a reader came,
+    under the handler's lock, and the exit with it: written a page at a
+    time, it gives up once the pipe takes no more."""
+    unread, stream, lines = _pipe_taking_nothing_after_finish()
+    os.read(unread, 4096)  # one page free
+    logging_at_exit = threading.Thread(
+        target=lines.handle, args=(_record("y" * 20_000),), daemon=True
+    )
+    try:
+        logging_at_exit.start()
+        logging_at_exit.join(STALLED + 3)
+        assert not logging_at_exit.is_alive(), "a line at exit held on a full pipe"
+    finally:
+        # read to the pipe's end (no descriptor closed under a read: its
+        # number, taken again by the next test's pipe, would be read)
+        drained = threading.Thread(target=read_until, args=(unread, bytearray(), b"\0"))
+        drained.start()
+        logging_at_exit.join(5)
+        stream.close()
+        drained.join(10)
+        os.close(unread)
+
+
+def test_a_line_at_exit_after_the_reader_left_raises_nothing() -> None:
+    """Standard error's reader gone (EPIPE) as the process leaves: the line
+    goes with it, and the exit handler that logged it carries on."""
+    unread, written = os.pipe()
+    stream = os.fdopen(written, "w", encoding="utf-8")
+    lines, writer = _lines_to(stream)
+    writer.finish(lines, 5.0)
+    os.close(unread)
+    try:
+        lines.handle(_record("after the reader left"))  # no BrokenPipeError
+    finally:
+        stream.close()
+
+
+def test_a_line_logged_after_a_stalled_stop_is_dropped_at_once() -> None:
+    """`finish` after a stop that gave up behind a stalled reader writes
+    nothing directly: a line logged after it (another exit handler's) waits
+    on standard error not at all, so the exit waits STALLED once, not twice."""
+    unread, written = full_pipe()
+    stream = os.fdopen(written, "w", encoding="utf-8")
+    lines, writer = _lines_to(stream)
+    try:
+        lines.handle(_record("the stop's last line"))
+        started = time.monotonic()
+        writer.finish(lines, 5.0)
+        lines.handle(_record("logged by another exit handler"))
+        waited = time.monotonic() - started
+        assert waited < STALLED + 0.5, waited
+    finally:
+        drained = threading.Thread(target=read_until, args=(unread, bytearray(), b"line\n"))
+        drained.start()
+        drained.join(10)
+        os.close(unread)
+        stream.close()
+
+
+def test_what_the_stream_buffered_comes_before_the_first_line() -> None:
+    """Text standard error's stream holds unwritten when the thread starts
+    (a message printed before `configure`) goes first: the thread writes to
+    the descriptor, past the stream's buffer."""
+    unread, written = os.pipe()
+    stream = os.fdopen(written, "w", encoding="utf-8")
+    stream.write("printed before\n")
+    lines, writer = _lines_to(stream)
+    said = bytearray()
+    try:
+        lines.handle(_record("logged after"))
+        assert writer.settle(10)
+        reading = threading.Thread(target=read_until, args=(unread, said, b"logged after\n"))
+        reading.start()
+        reading.join(10)
+    finally:
+        writer.stop(5)
+        stream.close()
+        os.close(unread)
+    assert bytes(said).startswith(b"printed before\nlogged after\n"), bytes(said)

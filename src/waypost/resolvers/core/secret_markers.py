@@ -46,9 +46,15 @@ _IN_FREE_TEXT = {
     # "Stop printing password=${DB_PASSWORD}", "Mask token=********" or
     # "token=<redacted>" name a kind of secret or a placeholder, not one
     # (review83); a Slack token has its digits after the prefix
-    "a Slack token": r"(?<![A-Za-z0-9])xox[abprs]-[A-Za-z0-9-]{10,}",
+    # ("xoxp-legacy-tokens" names a kind: review84)
+    "a Slack token": r"(?<![A-Za-z0-9])xox[abprs]-[0-9][A-Za-z0-9-]{9,}",
     "a password=, secret= or token= setting": (
-        r"(?<![A-Za-z0-9])(?i:password|secret|token)=(?![<${%*])\S{8,}"
+        # wherever it appears, as the lifecycle's: `PGPASSWORD=` is psql's own
+        r"(?i:password|secret|token)=(?![<${%*\[])"
+        # and not a value a bug report quotes or a redaction writes:
+        # "token=undefined", "token=[REDACTED]", "password=xxxxxxxx"
+        r"(?!(?i:undefined|null|none|redacted|masked|hidden)(?![A-Za-z0-9]))"
+        r"(?![xX#•._-]+(?!\S))\S{8,}"
     ),
     "a password in a URL": r"://[^/\s:@]*:[^/\s@]+@",
 }
