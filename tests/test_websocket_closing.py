@@ -5,8 +5,13 @@ that reads nothing is dropped once they have had their 5 seconds."""
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Caller, Service
 from tests.test_slow_subscriber import (
@@ -68,3 +73,36 @@ async def test_a_client_that_reads_gets_its_close_frame_behind_a_full_buffer(
             assert await asyncio.to_thread(_close_code, client) == 1012
         finally:
             client.close()
+
+
+async def test_a_stop_sends_a_subscriptions_complete_before_the_sockets_1012(
+    service: Service, human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/operations.md ("Stopping"): a subscription's socket gets its
+    `complete` and then close code 1012. uvicorn sends 1012 on every socket
+    at its stop's first tick (0.1 s); under load a subscription had not yet
+    ended by then, and its client heard the close without the `complete`
+    (shutdownjourney, 4 of 6 subscriptions). Here the hub ends the streams
+    0.4 s after the stop begins, as a busy event loop would."""
+    async with small_buffered(service, ping=3600) as (port, server):
+        url = f"ws://127.0.0.1:{port}/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            token = {"Authorization": f"Bearer {human.token}"}
+            await ws.send(json.dumps({"type": "connection_init", "payload": token}))
+            assert json.loads(await ws.recv())["type"] == "connection_ack"
+            query = 'subscription { projectEvents(projectId: "demo", after: 0) { type } }'
+            await ws.send(json.dumps({"id": "1", "type": "subscribe", "payload": {"query": query}}))
+            assert json.loads(await ws.recv())["type"] == "next"
+            hub = service.rt.hub
+            assert hub is not None
+            stop_streams = hub.stop
+            loop = asyncio.get_running_loop()
+            monkeypatch.setattr(hub, "stop", lambda: loop.call_later(0.4, stop_streams))
+            service.rt.begin_stop()  # as `serve` stops: the runtime, then the server
+            server.should_exit = True
+            heard: list[str] = []
+            with pytest.raises(ConnectionClosed):
+                while True:
+                    heard.append(json.loads(await asyncio.wait_for(ws.recv(), 10))["type"])
+            assert heard == ["complete"]
+            assert ws.close_code == 1012, (ws.close_code, ws.close_reason)

@@ -51,6 +51,7 @@ from waypost.errors import (
 from waypost.http.auth import GRAPHQL_BODY_LIMIT
 from waypost.http.headers import bearer_token
 from waypost.http.responses import graphql_extensions
+from waypost.http.websocket_closing import STOP_GRACE_SECONDS
 from waypost.live import TooManyStreams, hub_for
 from waypost.observe.requests import note_principal
 from waypost.resolvers.access import principals, sessions
@@ -218,8 +219,10 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
     _init_payload: object = None
     # the token this socket is counted for (Hub.open_socket) once acknowledged
     _counted: str | None = None
-    # re-checks that token while the socket is open (`_watch_token`)
+    # re-checks that token while the socket is open (`_watch_token`), and
+    # closes the socket once the server stops (`_close_at_stop`)
     _token_watch: asyncio.Task[None] | None = None
+    _stop_watch: asyncio.Task[None] | None = None
 
     async def send_message(self, message: Any) -> None:
         # parse and validation errors (the query limits among them) carry the
@@ -318,6 +321,7 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         CALLER.set(actor.principal_id)  # its operations' turns (storage/turns.py)
         self._init_payload = message.get("payload")
         self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
+        self._stop_watch = asyncio.create_task(self._close_at_stop())
         await super().handle_connection_init(message)
 
     async def _watch_token(self, seconds: float) -> None:
@@ -337,6 +341,21 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                     await self.websocket.close(code=4401, reason="Unauthorized")
                 return
 
+    async def _close_at_stop(self) -> None:
+        """Once the server stops, close the socket `1012` (service restart)
+        after its operations have ended: the hub ends every subscription's
+        stream, and each sends its `complete` as it ends. uvicorn's own 1012
+        came at its stop's first tick, before a subscription busy with
+        events had ended (shutdownjourney); it now waits for this close, up
+        to http/websocket_closing.STOP_GRACE_SECONDS."""
+        await self.context.rt.stopping.wait()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_GRACE_SECONDS
+        while self.operations and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        with contextlib.suppress(*_CLIENT_GONE, RuntimeError):
+            await self.websocket.close(code=1012, reason="Service Restart")
+
     async def shutdown(self) -> None:
         try:
             await super().shutdown()
@@ -344,15 +363,18 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
             if self._counted is not None:
                 hub_for(self.context.rt).close_socket(self._counted)
                 self._counted = None
-            watch, self._token_watch = self._token_watch, None
-            if watch is not None:
+            watches = (self._token_watch, "token watch"), (self._stop_watch, "stop watch")
+            self._token_watch = self._stop_watch = None
+            for watch, what in watches:
+                if watch is None:
+                    continue
                 watch.cancel()
                 try:
                     await watch
                 except asyncio.CancelledError:
                     pass
-                except Exception:  # a fault of the watch must not cut the socket's clean-up
-                    log.exception("the token watch of a GraphQL WebSocket failed")
+                except Exception:  # a fault of a watch must not cut the socket's clean-up
+                    log.exception("the %s of a GraphQL WebSocket failed", what)
 
     async def handle_message(self, message: Message) -> None:
         if not isinstance(message, dict):
