@@ -22,6 +22,14 @@ def endpoint_url_refusal(url: str, schemes: tuple[str, ...], *, bearer: bool = F
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as exc:
+        if "@" in url:
+            # a password's unescaped `/`, `?` or `#` ends the authority there
+            # and httpx takes the password's first part for a port, which its
+            # message quotes: named, never quoted (deliveryjourney)
+            return (
+                "is not a URL (a user name or password in it must percent-encode"
+                " any `/`, `?`, `#` or `@` it holds)"
+            )
         return f"is not a URL ({exc})"
     if parsed.scheme not in schemes or not parsed.raw_host:
         return f"must be an {wanted} URL with a host"
