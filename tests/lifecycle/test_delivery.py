@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from tests.lifecycle.support import Lifecycle, Member, memo
-from tests.provider_support import running_provider
+from tests.provider_support import closed_port, running_provider
 from waypost.cli import main
 from waypost.errors import WaypostError
 from waypost.http.environment import VARIABLES, environment_refusal
@@ -709,5 +709,32 @@ async def test_serves_client_trusts_certifi_or_ssl_cert_file_only(
             [client] = made
             await client.aclose()
         else:
-            assert (row["state"], row["last_error"]) == ("pending", "ConnectError")
+            assert (row["state"], row["last_error"]) == (
+                "pending",
+                "ConnectError (TLS: the peer's certificate is not trusted)",
+            )
             assert receiver.calls == 0
+
+
+async def test_a_receiver_whose_certificate_is_not_trusted_is_told_apart_from_one_that_is_down(
+    lifecycle: Lifecycle, author: Member, tmp_path: Path
+) -> None:
+    """A real HTTPS receiver (trustme) whose CA the client does not trust
+    was noted `ConnectError` alone, as one with nothing listening is, so an
+    operator could not tell "add its CA" from "start it" (deliveryjourney).
+    Neither the URL nor its host is named."""
+    await make_events(author, 0)
+    rt = lifecycle.service.rt
+
+    async def last_error() -> str:
+        row = await rt.db.read(
+            lambda c: c.execute("SELECT last_error FROM lifecycle_deliveries").fetchone()
+        )
+        return str(row["last_error"])
+
+    with running_provider(tmp_path) as provider:
+        async with httpx.AsyncClient() as client:  # the system's CAs, not the test's
+            assert await deliver_once(rt, client, provider.url) is False
+            assert await last_error() == "ConnectError (TLS: the peer's certificate is not trusted)"
+            assert await deliver_once(rt, client, f"https://127.0.0.1:{closed_port()}/") is False
+            assert await last_error() == "ConnectError"

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import httpx
 
 from waypost.errors import Unauthenticated, Unavailable
+from waypost.http.failures import failure_kind
 from waypost.ids import visible_ascii
 from waypost.observe.conditions import ConditionLog
 from waypost.resolvers.access import principals
@@ -129,7 +130,7 @@ class TokenReviewVerifier:
             raise Unavailable("identity service unavailable") from exc
         except httpx.HTTPError as exc:
             # the upstream's diagnostics go to the log, never to the client
-            name = type(exc).__name__
+            name = failure_kind(exc)
             _conditions.warning("TokenReview failed: %s", name, key=name)
             raise Unavailable("identity service unavailable") from exc
         try:

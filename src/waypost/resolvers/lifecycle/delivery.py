@@ -24,6 +24,7 @@ import httpx
 from waypost.cancelling import wait_at_most
 from waypost.clock import format_time
 from waypost.errors import WaypostError
+from waypost.http.failures import failure_kind
 from waypost.http.urls import endpoint_url_refusal
 from waypost.json_text import compact
 from waypost.resolvers.lifecycle import store
@@ -105,7 +106,7 @@ async def _post(
     except TimeoutError:
         return f"no answer within {seconds:g} seconds"
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        return type(exc).__name__
+        return failure_kind(exc)
     return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
