@@ -106,3 +106,28 @@ async def test_a_stop_sends_a_subscriptions_complete_before_the_sockets_1012(
                     heard.append(json.loads(await asyncio.wait_for(ws.recv(), 10))["type"])
             assert heard == ["complete"]
             assert ws.close_code == 1012, (ws.close_code, ws.close_reason)
+
+
+@pytest.mark.parametrize("acknowledged", [True, False])
+async def test_a_stop_closes_a_socket_with_no_subscription_at_once(
+    service: Service, human: Caller, project: str, acknowledged: bool
+) -> None:
+    """The app closes a socket 1012 itself at a stop (schema/websocket.py
+    `_close_at_stop`): with no operation to wait for, at once, not after
+    uvicorn's STOP_GRACE_SECONDS; one that has sent no connection_init yet
+    too, which waited out the grace (review85)."""
+    async with small_buffered(service, ping=3600) as (port, server):
+        url = f"ws://127.0.0.1:{port}/graphql"
+        async with connect(url, subprotocols=["graphql-transport-ws"]) as ws:  # type: ignore[list-item]
+            if acknowledged:
+                token = {"Authorization": f"Bearer {human.token}"}
+                await ws.send(json.dumps({"type": "connection_init", "payload": token}))
+                assert json.loads(await ws.recv())["type"] == "connection_ack"
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            service.rt.begin_stop()
+            server.should_exit = True
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(ws.recv(), 10)
+            assert ws.close_code == 1012, (ws.close_code, ws.close_reason)
+            assert loop.time() - began < 0.5

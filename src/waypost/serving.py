@@ -486,6 +486,9 @@ async def _serve_runtime(
             try:
                 # one listener ending (stopped, or failed to bind) ends the other
                 done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                # as a signal stops them: open streams, subscriptions and MCP
+                # sessions end rather than hold the other listener's exit
+                rt.begin_stop()
                 for server in servers:
                     server.should_exit = True
                 await asyncio.gather(*tasks, return_exceptions=True)

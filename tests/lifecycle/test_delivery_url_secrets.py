@@ -56,3 +56,13 @@ def test_a_k8s_api_or_mcp_url_refused_does_not_quote_its_password(
     result = CliRunner().invoke(main, ["mcp", "--url", url])
     assert result.exit_code == 2 and "--url" in result.output, result.output
     assert SECRET not in result.output, result.output
+
+
+def test_a_refused_url_without_a_user_part_still_says_what_is_wrong() -> None:
+    """Only a URL that may hold a password is named rather than quoted
+    (review85: the `@` test in http/urls.py, made always true, passed)."""
+    from waypost.http.urls import endpoint_url_refusal
+
+    assert endpoint_url_refusal("http://hooks.example:abc/x", ("http", "https")) == (
+        "is not a URL (Invalid port: 'abc')"
+    )

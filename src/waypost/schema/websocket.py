@@ -321,7 +321,6 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
         CALLER.set(actor.principal_id)  # its operations' turns (storage/turns.py)
         self._init_payload = message.get("payload")
         self._token_watch = asyncio.create_task(self._watch_token(hub.limits.recheck_seconds))
-        self._stop_watch = asyncio.create_task(self._close_at_stop())
         await super().handle_connection_init(message)
 
     async def _watch_token(self, seconds: float) -> None:
@@ -340,6 +339,12 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 with contextlib.suppress(*_CLIENT_GONE, RuntimeError):
                     await self.websocket.close(code=4401, reason="Unauthorized")
                 return
+
+    def on_request_accepted(self) -> None:
+        super().on_request_accepted()
+        # from the socket's start: one that has sent no connection_init yet
+        # waited out uvicorn's delayed 1012, a second more (review85)
+        self._stop_watch = asyncio.create_task(self._close_at_stop())
 
     async def _close_at_stop(self) -> None:
         """Once the server stops, close the socket `1012` (service restart)

@@ -53,7 +53,7 @@ _IN_FREE_TEXT = {
         r"(?i:password|secret|token)=(?![<${%*\[])"
         # and not a value a bug report quotes or a redaction writes:
         # "token=undefined", "token=[REDACTED]", "password=xxxxxxxx"
-        r"(?!(?i:undefined|null|none|redacted|masked|hidden)(?![A-Za-z0-9]))"
+        r"(?!(?i:undefined|null|none|redacted|masked|hidden)(?:(?!\S)|[\"'`,;&)\]}]))"
         r"(?![xX#•._-]+(?!\S))\S{8,}"
     ),
     "a password in a URL": r"://[^/\s:@]*:[^/\s@]+@",
