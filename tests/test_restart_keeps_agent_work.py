@@ -22,7 +22,13 @@ from tests.serve_support import START, Server, admin_command, auth, start
 
 def _started(db: Path, clock: Path) -> Server:
     served = start(db, clock)
-    served.wait_for(r"listening on http://\S+ \(public\)")
+    try:
+        served.wait_for(r"listening on http://\S+ \(public\)")
+    except BaseException:
+        # a start that did not say so in time (a loaded machine) is stopped,
+        # not left serving after the test (one ran on for an hour)
+        served.stop()
+        raise
     return served
 
 
