@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import threading
 
 
 def full_pipe() -> tuple[int, int]:
@@ -27,3 +28,11 @@ def read_until(fd: int, said: bytearray, wanted: bytes) -> None:
         if not chunk:
             return
         said += chunk
+
+
+def drain(fd: int, wanted: bytes) -> None:
+    """Read `fd` until `wanted` came (at most 10 s): a writer blocked on its
+    full pipe is let go before the pipe is closed."""
+    reading = threading.Thread(target=read_until, args=(fd, bytearray(), wanted))
+    reading.start()
+    reading.join(10)

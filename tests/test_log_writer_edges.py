@@ -21,7 +21,7 @@ from typing import TextIO
 import pytest
 from click.testing import CliRunner
 
-from tests.log_support import full_pipe, read_until
+from tests.log_support import drain, full_pipe, read_until
 from waypost.cli import main
 from waypost.observe import logs
 from waypost.observe.log_writer import STALLED, LineWriter, QueuedLines
@@ -242,9 +242,7 @@ def test_a_stop_behind_a_standard_error_that_takes_nothing_waits_one_second_not_
         waited = time.monotonic() - started
         assert waited < STALLED + 0.5, waited
     finally:
-        drained = threading.Thread(target=read_until, args=(unread, bytearray(), b"line\n"))
-        drained.start()
-        drained.join(10)
+        drain(unread, b"line\n")
         os.close(unread)
 
 
@@ -421,9 +419,7 @@ def test_a_line_logged_after_a_stalled_stop_is_dropped_at_once() -> None:
         waited = time.monotonic() - started
         assert waited < STALLED + 0.5, waited
     finally:
-        drained = threading.Thread(target=read_until, args=(unread, bytearray(), b"line\n"))
-        drained.start()
-        drained.join(10)
+        drain(unread, b"line\n")
         os.close(unread)
         stream.close()
 
