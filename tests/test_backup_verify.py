@@ -54,7 +54,7 @@ async def test_verify_is_clean_while_the_service_runs(
     assert report["ok"] is True
     assert set(report["checks"]) == {
         "migrations", "integrity", "foreign_keys", "full_text", "history", "receipts", "events",
-        "gate_state", "tag_rows", "task_decisions",
+        "gate_state", "tag_rows", "task_decisions", "owner_rows",
     }  # fmt: skip
     assert all(c["ok"] and c["problems"] == 0 for c in report["checks"].values())
 

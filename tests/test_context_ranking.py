@@ -138,6 +138,8 @@ SCOPES = [
     Scope(task_id="task_demo_00001", environment="prod"),
     Scope(component="db", environment="staging", version="2.0"),
 ]
+# An OWNED_SHARE no project reaches: every table is searched whole
+WHOLE_INDEX = 10**9
 QUERIES = ["deploy", "the", "rollback owner", "the deploy cache", "w3", "lease w7", "w59 w58",
            "owner lease rollback", "nothing-here", "cache"]  # fmt: skip
 
@@ -155,9 +157,9 @@ def test_window_first_ranking_equals_one_filtered_order_by(
     """The same rows and the same ranks, to the bit, whether the index is
     searched whole or for the project's own rows (`owned`: the owner words'
     weight is 0, and adds exactly nothing)."""
-    if owned:  # demo holds half the rows: asked for alone all the same
-        monkeypatch.setattr(ranking, "OWNED_MOST", 10**9)
-        monkeypatch.setattr(ranking, "OWNED_SHARE", 1)
+    # demo holds half the rows: asked for alone (with the shared records too)
+    # or searched over the whole index, whichever the share would choose
+    monkeypatch.setattr(ranking, "OWNED_SHARE", 1 if owned else WHOLE_INDEX)
     compared = 0
     for q in QUERIES:
         match = escape_fts(q.split())
@@ -270,7 +272,7 @@ def test_a_project_outranked_by_another_falls_back_to_filtering_first(
     """When other projects' rows fill the whole window, the filtered statement
     finds the project's own best rows: none is lost. (The window over the
     whole index: a project this small is otherwise asked for alone.)"""
-    monkeypatch.setattr(ranking, "OWNED_MOST", 0)
+    monkeypatch.setattr(ranking, "OWNED_SHARE", WHOLE_INDEX)
     conn = _outranked_db(tmp_path / "outranked.db", migrated_template, 200)
     try:
         match = escape_fts(["cache"])
@@ -309,12 +311,41 @@ def test_a_small_project_among_many_ranks_its_own_matches_alone(
         conn.close()
 
 
+def test_a_mid_sized_project_among_larger_ones_ranks_its_own_matches_alone(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """demo's 1,100 rows (a fifth of the table) among 4,400 of another
+    project's, all matching: only demo's matches are ranked. (A project past
+    1,000 rows had the whole index ranked, whatever its share: 3,000 tasks
+    among 53,000 took 946 ms for `billing` against 156 ms for its own rows
+    alone, scalejourney.)"""
+    rows = [(f"kn_o{i:05d}", "other", "cache cache cache", "cache cache") for i in range(4400)]
+    rows += [(f"kn_d{i:05d}", "demo", f"cache and {i} more", "a body") for i in range(1100)]
+    conn = _plain_db(tmp_path / "mid.db", migrated_template, rows)
+    try:
+        match = escape_fts(["cache"])
+        expected = _oracle(conn, "demo", match, Scope(), False, 4)
+        seen: list[str] = []
+        conn.set_trace_callback(seen.append)
+        try:
+            assert _new(conn, "demo", match, Scope(), False, 4) == expected
+        finally:
+            conn.set_trace_callback(None)
+        # each of demo's rows ranked twice at most: their equal ranks cut
+        # across the window's edge, and the exact statement ranks them again
+        sizes = [s for s in seen if "SELECT sz FROM" in s]
+        assert 0 < len(sizes) <= 2 * 1100, len(sizes)  # the whole index: 6,600
+    finally:
+        conn.close()
+
+
 def test_a_file_of_one_projects_rows_is_searched_whole_without_counting(
     tmp_path: Path, migrated_template: Path
 ) -> None:
     """Nothing to leave out: the packet of the only project with rows pays
-    two index probes, not a count of its rows up to OWNED_MOST (180 us a
-    table at 2,000, on every packet of the bench's one project)."""
+    one probe of the counts, not a count of its rows (180 us a table at
+    2,000, on every packet of the bench's one project, when they were
+    counted through the index up to a bound)."""
     rows = [(f"kn_d{i:04d}", "demo", f"cache {i}", "a body") for i in range(40)]
     conn = _plain_db(tmp_path / "alone.db", migrated_template, rows)
     try:
@@ -339,7 +370,7 @@ def test_a_first_read_without_enough_passing_rows_reads_the_rest_of_the_window(
     rows) but not the whole window: the second read finds the project's own
     best rows inside the window, without the statement that reads every
     match's row."""
-    monkeypatch.setattr(ranking, "OWNED_MOST", 0)  # the window over the whole index
+    monkeypatch.setattr(ranking, "OWNED_SHARE", WHOLE_INDEX)  # the window over the whole index
     count = 4
     others = ranking.FIRST_READ * count + 3  # past the first read, inside the window
     conn = _outranked_db(tmp_path / "second.db", migrated_template, others)

@@ -59,6 +59,7 @@ SHIPPED = {
     "0038_bidi_controls_end_words.sql": "af36c4f60f298e68c39324668f6b0184",
     "0039_search_owner.sql": "317cc7e1c0ce4ecd0a787b6150ee4742",
     "0040_live_sessions_by_principal.sql": "d4ae10722bcb959e29a5a3a1f9f6ca7a",
+    "0041_search_owner_rows.sql": "f2278402c8bb2296b88ccac0d4617abb",
 }
 
 _INDEX_LINES = (

@@ -85,6 +85,30 @@ async def test_verify_finds_a_tag_row_with_another_updated_at(
     assert tags["problems"] == 1 and tags["shown"][0].endswith("tag row 'ops' stale"), tags
 
 
+async def test_verify_finds_an_owner_count_that_is_not_the_rows(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `owner_rows`: each project's (and the whole
+    table's) count of a searched table's rows is the rows': one count off
+    by one, one missing, one of a project that holds none."""
+    copy, conn = await tampered(service, human, tmp_path)
+    conn.execute(
+        "UPDATE search_owner_rows SET row_count = row_count + 1"
+        " WHERE content = 'tasks' AND owner = 'demo'"
+    )
+    conn.execute("DELETE FROM search_owner_rows WHERE content = 'knowledge' AND owner = '*'")
+    conn.execute("INSERT INTO search_owner_rows VALUES ('tasks', 'ghost', 2)")
+    tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
+    knowledge = conn.execute("SELECT count(*) FROM knowledge").fetchone()[0]
+    conn.close()
+    found = verify(copy)["checks"]["owner_rows"]
+    assert found["shown"] == [
+        f"knowledge of *: 0 counted by the triggers, {knowledge} rows",
+        f"tasks of demo: {tasks + 1} counted by the triggers, {tasks} rows",
+        "tasks of ghost: 2 counted by the triggers, 0 rows",
+    ], found
+
+
 async def test_verify_finds_a_row_that_breaks_a_foreign_key(
     service: Service, human: Caller, project: str, tmp_path: Path
 ) -> None:

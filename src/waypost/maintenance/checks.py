@@ -358,6 +358,39 @@ def _task_decisions(conn: sqlite3.Connection, check: Check) -> None:
         )
 
 
+# Each owner's count of a searched table's rows (migration 0041, kept by
+# triggers) against a count of the rows: one pass over each table's project
+# index and one over the shared records.
+_OWNER_ROWS_WRONG = (
+    "WITH counted (content, owner, row_count) AS ("
+    " SELECT 'tasks', project_id, count(*) FROM tasks GROUP BY project_id"
+    " UNION ALL SELECT 'tasks', '*', count(*) FROM tasks"
+    " UNION ALL SELECT 'knowledge', project_id, count(*) FROM knowledge GROUP BY project_id"
+    " UNION ALL SELECT 'knowledge', '*', count(*) FROM knowledge"
+    " UNION ALL SELECT 'knowledge', '*shared', count(*) FROM knowledge"
+    "  WHERE collection = 'shared')"
+    " SELECT c.content, c.owner, c.row_count AS counted,"
+    " coalesce(s.row_count, 0) AS stored"
+    " FROM counted c LEFT JOIN search_owner_rows s USING (content, owner)"
+    " WHERE coalesce(s.row_count, 0) <> c.row_count"
+    " UNION ALL SELECT s.content, s.owner, 0, s.row_count FROM search_owner_rows s"
+    " WHERE s.row_count <> 0 AND NOT EXISTS (SELECT 1 FROM counted c"
+    "  WHERE c.content = s.content AND c.owner = s.owner)"
+)
+
+
+def _owner_rows(conn: sqlite3.Connection, check: Check) -> None:
+    """How many rows of each searched table each project (and the whole
+    table, and the shared records) holds, as the packet's search reads it to
+    decide whether to ask for a project's rows alone: a wrong count changes
+    no answer, only how much the search ranks."""
+    for row in conn.execute(f"{_OWNER_ROWS_WRONG} ORDER BY 1, 2"):
+        check.add(
+            f"{row['content']} of {row['owner']}: {row['stored']} counted by the triggers,"
+            f" {row['counted']} rows"
+        )
+
+
 def _stored_difference(row: sqlite3.Row) -> str:
     """How a decision's stored state (`decision_holds`) differs from its history."""
     if row["stored"] is None:
@@ -445,4 +478,5 @@ CHECKS: list[tuple[str, Callable[[sqlite3.Connection, Check], None]]] = [
     ("gate_state", _gate_state),
     ("tag_rows", _tag_rows),
     ("task_decisions", _task_decisions),
+    ("owner_rows", _owner_rows),
 ]

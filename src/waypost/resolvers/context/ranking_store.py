@@ -23,8 +23,9 @@ scope filters, and each is cheap where the other is not:
   matches belong to other projects or scopes. It runs only when the whole
   window held fewer than `count` passing rows strictly inside its edge.
 
-Either way, a project that holds few of a table's rows (`_few_owned`) is
-searched for its own rows alone: the query also asks for its owner word
+Either way, a project that holds at most half of a table's rows
+(`_few_owned`, counted by migration 0041's triggers) is searched for its own
+rows alone: the query also asks for its owner word
 (migration 0039), so FTS5 finds and ranks no other project's matches (200
 of another project's rows matching `cache` were each ranked for a project
 of ten). The rows and ranks are the same to the bit; only the work differs.
@@ -111,45 +112,34 @@ _KNOWLEDGE_SHARED = _table(
     "knowledge", "knowledge", "k", f"({_OWN} OR k.collection = 'shared') AND {SCOPE_SQL}", 4
 )
 
-# A project holding at most this many of a table's rows, and at most a
-# quarter of them, has its own matches asked for (`owned`), which FTS5
-# finds by the owner word before ranking any; a larger share is searched
-# over the whole index, where asking for the owner word too cost more than
-# the ranking it saves (3.7 against 0.6 ms at the median for the one
-# project of a 100,000-record file). Counting up to the bound walks that
-# many index entries at most (about 90 us for 1,000; 180 us for 2,000,
-# which a packet of a large project paid for nothing), and a file holding
-# one project's rows alone is known in two index probes (about 10 us).
-OWNED_MOST = 1000
-OWNED_SHARE = 4  # (a quarter)
+# A project whose rows (with the shared records, when asked for) are at
+# most half of a table's has its own matches asked for (`owned`), which
+# FTS5 finds by the owner word before ranking any. Walking the owner word's
+# entries costs less than ranking the other half's matches: on a 53,000-row
+# file of 60 common words, 60 queries of 1-3 words, the median of a
+# table's search for a project holding 6% of it was 10-12 ms owned against
+# 96-123 ms over the whole index; an eighth, 20-29 against 102-195; a
+# quarter, 58-83 against 97-168; a half, 102-156 against 130-206; 94%,
+# 130-269 against 118-196, worse (docs/context.md, "Ranking less").
+OWNED_SHARE = 2  # (a half)
 
 
 def _few_owned(
     conn: sqlite3.Connection, table: _Table, project_id: str, include_shared: bool
 ) -> bool:
     """Whether the rows the search may keep (the project's, and the shared
-    ones when asked for) are few beside the whole table's."""
-    content = table.content
-    others = conn.execute(
-        f"SELECT EXISTS (SELECT 1 FROM {content} WHERE project_id < ?)"
-        f" OR EXISTS (SELECT 1 FROM {content} WHERE project_id > ?)",
-        (project_id, project_id),
-    ).fetchone()[0]
-    if not others:
-        return False  # every row is the project's: nothing to leave out
-    total = conn.execute(f"SELECT max(rowid) FROM {content}").fetchone()[0] or 0
-    bound = min(OWNED_MOST, total // OWNED_SHARE)
-    if bound == 0:
-        return False
-    owners = f"SELECT 1 FROM {content} WHERE project_id = ?"
-    if include_shared:
-        # each half walks its own index (an OR scanned the table); the
-        # project's shared rows, counted twice, only make the count cautious
-        owners += f" UNION ALL SELECT 1 FROM {content} WHERE collection = 'shared'"
-    counted = conn.execute(
-        f"SELECT count(*) FROM ({owners} LIMIT ?)", (project_id, bound + 1)
-    ).fetchone()[0]
-    return bool(counted <= bound)
+    ones when asked for) are few beside the whole table's: one probe of the
+    counts the triggers of migration 0041 keep."""
+    shared = "*shared" if include_shared else project_id  # (IN is a set)
+    kept, total = conn.execute(
+        "SELECT coalesce(sum(row_count) FILTER (WHERE owner <> '*'), 0),"
+        " coalesce(sum(row_count) FILTER (WHERE owner = '*'), 0)"
+        " FROM search_owner_rows WHERE content = ? AND owner IN ('*', ?, ?)",
+        (table.content, project_id, shared),
+    ).fetchone()
+    # the project's shared records, counted twice, only make it cautious;
+    # a file of one project's rows has nothing to leave out
+    return bool(kept < total and kept * OWNED_SHARE <= total)
 
 
 def _hits(table: _Table, found: list[tuple[float, str]]) -> list[Hit]:
