@@ -104,6 +104,55 @@ async def test_failures_retry_with_backoff_and_nothing_overtakes(
     assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]
 
 
+async def test_the_metrics_tell_a_stuck_queue_from_a_quiet_one(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """docs/operations.md: `waypost_lifecycle_delivery_failures_in_a_row`
+    grows while the oldest pending delivery fails (nothing later goes out)
+    and is 0 again once it is delivered; every attempt is counted by its
+    outcome (there was no metric: a receiver down for days showed only as
+    WARNING lines)."""
+    await make_events(author, 1)  # two events
+    answers = [500, 502, 503]  # the first event fails three times
+    release = asyncio.Event()
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        if answers:
+            return httpx.Response(answers.pop(0))
+        return httpx.Response(200 if release.is_set() else 500)
+
+    rt = lifecycle.service.rt
+
+    def sample(name: str, **labels: str) -> float | None:
+        return rt.metrics.registry.get_sample_value(name, labels)
+
+    async def until(done: Any) -> None:
+        for _ in range(500):  # bounded: 5 s
+            if done():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError("not reached")
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        worker = asyncio.create_task(
+            deliver_forever(rt, client, HOOK, Backoff(first=0.01, limit=0.02, poll=0.05))
+        )
+        try:
+            failing = "waypost_lifecycle_delivery_failures_in_a_row"
+            await until(lambda: (sample(failing) or 0) >= 4)
+            assert sample("waypost_lifecycle_deliveries_total", outcome="delivered") is None
+            release.set()
+            await until(
+                lambda: sample("waypost_lifecycle_deliveries_total", outcome="delivered") == 2
+            )
+            assert sample(failing) == 0
+            failed = sample("waypost_lifecycle_deliveries_total", outcome="failed")
+            assert failed is not None and failed >= 4
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+
 @dataclass(frozen=True)
 class CountingBackoff(Backoff):
     """A backoff that notes the failure count each wait is asked for; its

@@ -15,6 +15,9 @@ Hooks for parts that report here:
 - the live hub and the MCP endpoint: `set_live(listeners, websockets)` and
   `set_mcp_sessions(fn)`, read at scrape time (what a long-running process
   holds open for its clients).
+- the lifecycle delivery worker: `lifecycle_attempt(delivered)` per POST to
+  the webhook and `lifecycle_failures_in_a_row(n)` after each look (what
+  tells a receiver that is down, or refuses one event, from a quiet one).
 """
 
 from __future__ import annotations
@@ -149,6 +152,20 @@ class Metrics:
             "MCP sessions over /mcp not yet idle past the 15-minute timeout.",
             registry=r,
         )
+        self.lifecycle_deliveries = Counter(
+            "waypost_lifecycle_deliveries",
+            "Attempts to deliver a lifecycle event to the webhook, by outcome (delivered, failed).",
+            ["outcome"],
+            registry=r,
+        )
+        self.lifecycle_failing = Gauge(
+            "waypost_lifecycle_delivery_failures_in_a_row",
+            "Failed attempts at the oldest pending lifecycle delivery since the last"
+            " success (a busy store among them): no later event is sent before it, so"
+            " a number that keeps growing is a receiver that is down or refuses that"
+            " event.",
+            registry=r,
+        )
 
     def observe_request(
         self, method: str, route: str, status: int, seconds: float | None, lifecycle: bool = False
@@ -209,6 +226,12 @@ class Metrics:
 
     def set_mcp_sessions(self, read: Callable[[], float]) -> None:
         self.mcp_sessions.set_function(read)
+
+    def lifecycle_attempt(self, delivered: bool) -> None:
+        self.lifecycle_deliveries.labels(outcome="delivered" if delivered else "failed").inc()
+
+    def lifecycle_failures_in_a_row(self, failures: int) -> None:
+        self.lifecycle_failing.set(failures)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -120,6 +120,7 @@ async def deliver_once(
         return None
     row = rows[0]
     error = await _post(client, url, row, seconds)
+    rt.metrics.lifecycle_attempt(error is None)  # waypost_lifecycle_deliveries_total
     at = format_time(rt.now())
     sequence = int(row["sequence"])
     if error is None:
@@ -150,11 +151,14 @@ async def deliver_forever(
             except Exception:  # the worker outlives any one failure; it retries later
                 log.exception("lifecycle delivery failed")
                 result = False
+            if result is not None:
+                failures = 0 if result else failures + 1
+                # what tells an operator that the queue stands still: no
+                # later event goes out until this one does
+                rt.metrics.lifecycle_failures_in_a_row(failures)
             if result is True:
-                failures = 0
                 continue
             if result is False:
-                failures += 1
                 await asyncio.sleep(backoff.delay(failures))
                 continue
             await wait_at_most(wake, backoff.poll)
