@@ -104,7 +104,11 @@ async def seed(service: Service, human: Caller) -> dict[str, Any]:
     for note in ("copied half the rows", "copied the rest"):
         r = await agent.post(f"{task_path(c)}/checkpoint", {"note": note})
         assert r.status_code == 200, r.text
-    r = await agent.post(f"{task_path(c)}/submit", {"summary": "Announced in #general."})
+    # with a lesson: a record whose provenance names its task and submission
+    lesson = {"kind": "lesson", "title": "Announce early", "body": "Before the window."}
+    r = await agent.post(
+        f"{task_path(c)}/submit", {"summary": "Announced in #general.", "lessons": [lesson]}
+    )
     assert r.status_code == 200, r.text
     # a task under a lease, and one under publication with its result
     leased = await new_task(human, "Index")

@@ -130,7 +130,8 @@ REALISTIC = [
              revision createdAt updatedAt title body status tags applicability supersededById
              scope { taskIds components environments versions tasks { restId ready } }
              provenance { summary sourceUri sourceTaskId sourceSubmissionId actorId
-               actorSessionId recordedAt actor { name } sourceTask { restId title } }
+               actorSessionId recordedAt actor { name } sourceTask { restId title }
+               sourceSubmission { restId taskRevision summary task { restId } actor { name } } }
              project { restId } sourceTask { restId } feedbackTotals { useful notUseful }
              supersededBy { restId supersededBy { restId } }
              revisions(first: 2) { totalCount pageInfo { hasNextPage endCursor }
@@ -620,7 +621,8 @@ LINKS: dict[str, dict[str, str]] = {
     **{f"{t}Edge": {"node": t} for t in ("Event", "PolicyRevision")},
     "Event": {"actor": "Principal", "project": "Project", "subject": "EventSubject"},
     "PolicyRevision": {"actor": "Principal", "integrationOwner": "Principal"},
-    "KnowledgeProvenance": {"actor": "Principal", "sourceTask": "Task"},
+    "KnowledgeProvenance": {"actor": "Principal", "sourceTask": "Task",
+                            "sourceSubmission": "Submission"},
     "TaskRevision": {"dependsOn": "Task", "actor": "Principal"},
     "TaskCheckpoint": {"actor": "Principal"},
     "Submission": {"task": "Task", "actor": "Principal"},

@@ -266,6 +266,7 @@ FIELDS = {
     "KnowledgeProvenance.recordedAt": "When the service recorded this revision.",
     "KnowledgeProvenance.actor": "Who wrote this revision.",
     "KnowledgeProvenance.sourceTask": "The task it came from, if any.",
+    "KnowledgeProvenance.sourceSubmission": "The submission that recorded it, if any.",
     "ProjectCreateInput.id": "The new project's REST id.",
     "ProjectCreateInput.name": "The new project's display name.",
     "ProjectCreatePayload.project": "The project created.",

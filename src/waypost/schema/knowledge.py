@@ -2,7 +2,8 @@
 knowledge_mutations.py).
 
 Types are built from the REST JSON of the same resolvers. References are
-objects (`project`, `supersededBy`, `sourceTask`, `provenance.actor`), read
+objects (`project`, `supersededBy`, `sourceTask`, `provenance.actor`,
+`provenance.sourceSubmission`), read
 through per-request DataLoaders so a list of records costs a few queries.
 """
 
@@ -35,7 +36,7 @@ from waypost.schema.relay import (
     window,
 )
 from waypost.schema.searches import start_search
-from waypost.schema.tasks import Task, load_task, load_tasks
+from waypost.schema.tasks import Submission, Task, load_task, load_tasks
 
 if TYPE_CHECKING:
     from waypost.schema.projects import Project
@@ -105,6 +106,13 @@ class KnowledgeProvenance:
         if self.source_task_id is None:
             return None
         return await load_task(info, self.source_task_id)
+
+    @strawberry.field
+    async def source_submission(self, info: Info) -> Submission | None:
+        if self.source_submission_id is None:
+            return None
+        found = await info.context.loaders.submission.load(self.source_submission_id)
+        return Submission.from_json(found) if found else None
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> KnowledgeProvenance:

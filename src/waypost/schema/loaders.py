@@ -57,6 +57,11 @@ def tasks_sync(conn: sqlite3.Connection, ids: Sequence[str], now: datetime) -> l
     return [found.get(i) for i in ids]
 
 
+def submissions_sync(conn: sqlite3.Connection, ids: Sequence[str]) -> list[Json | None]:
+    found = task_reads.submissions_json_by_ids(conn, ids)
+    return [found.get(i) for i in ids]
+
+
 def decisions_sync(conn: sqlite3.Connection, ids: Sequence[str], now_at: str) -> list[Json | None]:
     found = decision_views.load_decisions(conn, ids, now_at)
     return [found.get(i) for i in ids]
@@ -113,6 +118,7 @@ class Loaders:
         self.policy_revision = self._make(self._policy_revisions)
         self.task = self._make(self._tasks)
         self.activities = self._make(self._activities)
+        self.submission = self._make(self._submissions)
         self.decision = self._make(self._decisions)
         self.generations = self._make(self._generations)
         self.task_decisions = self._make(self._task_decisions)
@@ -215,6 +221,9 @@ class Loaders:
         now = self.rt.now()
         found = await self._read(lambda c: task_reads.activities_json(c, ids, now))
         return [found[i] for i in ids]
+
+    async def _submissions(self, ids: Sequence[str]) -> list[Json | None]:
+        return await self._read(lambda c: submissions_sync(c, ids))
 
     async def _decisions(self, ids: Sequence[str]) -> list[Json | None]:
         now_at = self._now_at()

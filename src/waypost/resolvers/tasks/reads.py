@@ -262,6 +262,14 @@ def tasks_json_by_ids(
     return _present_grouped(conn, list(rows.values()), now)
 
 
+def submissions_json_by_ids(
+    conn: sqlite3.Connection, ids: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """Submission JSON for each id that names one (any project): what a
+    knowledge record's provenance refers to."""
+    return {row["id"]: submission_json(row) for row in store.submission_rows_by_ids(conn, ids)}
+
+
 def activities_json(
     conn: sqlite3.Connection, subject_ids: Sequence[str], now: datetime
 ) -> dict[str, list[dict[str, Any]]]:

@@ -433,6 +433,15 @@ def submission_row(conn: sqlite3.Connection, submission_id: str) -> sqlite3.Row:
     return row
 
 
+def submission_rows_by_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> list[sqlite3.Row]:
+    """Submissions by id, whatever their task's project."""
+    found: list[sqlite3.Row] = conn.execute(
+        "SELECT * FROM submissions WHERE id IN (SELECT value FROM json_each(?))",
+        (ids_param(ids),),
+    ).fetchall()
+    return found
+
+
 def latest_submission_row(conn: sqlite3.Connection, task_id: str) -> sqlite3.Row | None:
     """The one made last: by rowid (the table is insert-only), not by `at`,
     which a wall clock stepped back put first for the wrong submission, and

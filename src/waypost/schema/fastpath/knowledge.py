@@ -30,6 +30,7 @@ from waypost.schema.fastpath.registry import (
     once_per_project,
     read_principals,
     read_projects,
+    read_submissions,
     read_tasks,
     ref,
     refs,
@@ -167,5 +168,6 @@ register("KnowledgeProvenance", {
     "recordedAt": key("recorded_at"),
     "actor": ref("principal", read_principals, "actor_id"),
     "sourceTask": _source_task,
+    "sourceSubmission": ref("submission", read_submissions, "source_submission_id"),
 })  # fmt: skip
 register("FeedbackTotals", {"useful": key("useful"), "notUseful": key("not_useful")})

@@ -62,6 +62,10 @@ def read_projects(r: Reads, ids: list[str]) -> list[Json | None]:
     return loaders.projects_sync(r.conn, ids)
 
 
+def read_submissions(r: Reads, ids: list[str]) -> list[Json | None]:
+    return loaders.submissions_sync(r.conn, ids)
+
+
 def read_tasks(r: Reads, ids: list[str]) -> list[Json | None]:
     # `ready` from the stored gate state; `blocked_by` derived only if selected
     # (`_blocked_by`): the loader's task JSON derives it for every task. Only
