@@ -19,6 +19,8 @@ worker thread, so a slow document never holds up other requests.
 
 from __future__ import annotations
 
+import asyncio
+import weakref
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -497,6 +499,45 @@ def check_limits(
 # graphql-core's validation results by query text (touched only from the
 # event loop; the validation itself runs on a thread)
 _RESULTS: Memo[list[GraphQLError]] = Memo(CACHED_QUERIES)
+# The validations running now, by event loop and query text: the clients
+# that send one new text together (a console page after a restart, a fleet
+# of agents) wait for one validation of it, where each queued its own in
+# the documents lane behind the others' (overloadjourney: 40 such clients
+# beside a REST load waited 20 s for their first answers; 12 got theirs
+# 2 to 11.5 s apart, one validation after another).
+_RUNNING: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[str, asyncio.Future[list[GraphQLError]]]
+] = weakref.WeakKeyDictionary()
+
+
+async def _validated(
+    schema: GraphQLSchema, document: DocumentNode, rules: tuple[Any, ...], key: str | None
+) -> list[GraphQLError]:
+    """graphql-core's own rules on `document` (on a worker thread), in our
+    words; memoized by its text, and run once for every caller waiting on it."""
+
+    async def validate() -> list[GraphQLError]:
+        try:
+            found = _in_our_words(
+                _explain_abort(await off_loop(validate_document, schema, document, rules))
+            )
+            if key is not None:
+                _RESULTS.put(key, found)
+            return found
+        finally:
+            if key is not None:
+                running.pop(key, None)
+
+    if key is None:
+        return await validate()
+    running = _RUNNING.setdefault(asyncio.get_running_loop(), {})
+    task = running.get(key)
+    if task is None:
+        task = running[key] = asyncio.ensure_future(validate())
+        # seen even when every waiter has gone (a client that left)
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+    # a waiter cancelled (its client gone) leaves the validation to the others
+    return await asyncio.shield(task)
 # (query text, variables, operation name) of requests found within the
 # limits: the limits depend on nothing else, so the same dashboard query is
 # measured once
@@ -561,10 +602,7 @@ class QueryLimits(SchemaExtension):
             key = ctx.query
             cached = _RESULTS.get(key) if key is not None else None
             if cached is None:
-                found = await off_loop(validate_document, schema, document, rules)
-                cached = _in_our_words(_explain_abort(found))
-                if key is not None:
-                    _RESULTS.put(key, cached)
+                cached = await _validated(schema, document, rules, key)
             errors = cached
         if not errors:
             # a valid document only (its arguments have their types); not
