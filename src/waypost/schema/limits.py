@@ -538,6 +538,8 @@ async def _validated(
         task.add_done_callback(lambda done: done.cancelled() or done.exception())
     # a waiter cancelled (its client gone) leaves the validation to the others
     return await asyncio.shield(task)
+
+
 # (query text, variables, operation name) of requests found within the
 # limits: the limits depend on nothing else, so the same dashboard query is
 # measured once
