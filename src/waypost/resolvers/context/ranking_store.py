@@ -24,8 +24,9 @@ scope filters, and each is cheap where the other is not:
   window held fewer than `count` passing rows strictly inside its edge.
 
 Either way, a project that holds at most half of a table's rows
-(`_few_owned`, counted by migration 0041's triggers) is searched for its own
-rows alone: the query also asks for its owner word
+(counted by migration 0041's triggers), whose search text matches enough
+rows for it to pay (`_owned_pays`), is searched for its own rows alone: the
+query also asks for its owner word
 (migration 0039), so FTS5 finds and ranks no other project's matches (200
 of another project's rows matching `cache` were each ranked for a project
 of ten). The rows and ranks are the same to the bit; only the work differs.
@@ -113,23 +114,42 @@ _KNOWLEDGE_SHARED = _table(
 )
 
 # A project whose rows (with the shared records, when asked for) are at
-# most half of a table's has its own matches asked for (`owned`), which
-# FTS5 finds by the owner word before ranking any. Walking the owner word's
-# entries costs less than ranking the other half's matches: on a 53,000-row
-# file of 60 common words, 60 queries of 1-3 words, the median of a
-# table's search for a project holding 6% of it was 10-12 ms owned against
-# 96-123 ms over the whole index; an eighth, 20-29 against 102-195; a
-# quarter, 58-83 against 97-168; a half, 102-156 against 130-206; 94%,
-# 130-269 against 118-196, worse (docs/context.md, "Ranking less").
+# most half of a table's may have its own matches asked for (`owned`),
+# which FTS5 finds by the owner word before ranking any. Past half, walking
+# the owner word's entries cost more than ranking the other projects'
+# matches: on a 53,000-row file of 60 common words, 60 queries of 1-3
+# words, the median of a table's search for a project holding 6% of it was
+# 10-12 ms owned against 96-123 ms over the whole index; a half, 102-156
+# against 130-206; 94%, 130-269 against 118-196 (docs/context.md, "Ranking
+# less").
 OWNED_SHARE = 2  # (a half)
+# BM25 counts the rows of every phrase of its query to weigh it, the owner
+# word's too (its weight 0 spares its score, not its count), so asking for a
+# project's rows walks all of its entries on every search: 12.5 ms for
+# 50,000 tasks, where a rare word's dozen matches over the whole index were
+# ranked in 0.13 ms (tenantsjourney). A match over the whole index costs
+# about this many times what walking one entry does (ranking it, and reading
+# its row to filter it: a page of a large file that is rarely cached), so
+# the owner word pays only when the text matches more rows of other projects
+# than the project holds, over it. Where the two searches took as long, on
+# a 200,000-row file of 28 projects: about 25 matches for a project of
+# 2,500 tasks, about 120 for 8,333 (docs/context.md, "Ranking less").
+MATCH_TO_WALK = 100
 
 
-def _few_owned(
-    conn: sqlite3.Connection, table: _Table, project_id: str, include_shared: bool
+def _owned_pays(
+    conn: sqlite3.Connection,
+    table: _Table,
+    project_id: str,
+    include_shared: bool,
+    text_match: str,
 ) -> bool:
-    """Whether the rows the search may keep (the project's, and the shared
-    ones when asked for) are few beside the whole table's: one probe of the
-    counts the triggers of migration 0041 keep."""
+    """Whether asking for the project's rows alone (and the shared ones when
+    asked for) costs less than ranking the text's matches over the whole
+    table: the rows the search may keep are few beside the table's (one
+    probe of the counts the triggers of migration 0041 keep), and the text
+    matches enough rows to rank for the owner word's walk to pay (a count of
+    them, stopped there)."""
     shared = "*shared" if include_shared else project_id  # (IN is a set)
     kept, total = conn.execute(
         "SELECT coalesce(sum(row_count) FILTER (WHERE owner <> '*'), 0),"
@@ -139,7 +159,19 @@ def _few_owned(
     ).fetchone()
     # the project's shared records, counted twice, only make it cautious;
     # a file of one project's rows has nothing to leave out
-    return bool(kept < total and kept * OWNED_SHARE <= total)
+    if not (kept < total and kept * OWNED_SHARE <= total):
+        return False
+    # matches * (others / total) * MATCH_TO_WALK > kept: the others' matches
+    # ranked for nothing cost more than the walk
+    enough = kept * total // ((total - kept) * MATCH_TO_WALK)
+    if enough == 0:
+        return True  # a walk of a few entries
+    fts = f"{table.content}_fts"
+    found = conn.execute(
+        f"SELECT count(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ? LIMIT ?)",
+        (text_match, enough + 1),
+    ).fetchone()[0]
+    return bool(found > enough)
 
 
 def _hits(table: _Table, found: list[tuple[float, str]]) -> list[Hit]:
@@ -209,8 +241,9 @@ def ranked(
     knowledge = _KNOWLEDGE_SHARED if include_shared else _KNOWLEDGE
     hits: list[Hit] = []
     for table, shared in ((_TASKS, False), (knowledge, include_shared)):
-        few = _few_owned(conn, table, project_id, shared)
-        asked = owned(match, project_id, shared) if few else text_only(match)
+        text = text_only(match)
+        pays = _owned_pays(conn, table, project_id, shared, text)
+        asked = owned(match, project_id, shared) if pays else text
         hits += _best(conn, table, {**params, "match": asked}, count)
     hits.sort(key=lambda h: (h.rank, h.id, h.type))
     return hits[:count]
