@@ -34,10 +34,12 @@ class DecisionOpenInput:
     required_actor: RequiredActor
     task_ids: list[str]
     environment: str
-    conditions: list[str] | None = strawberry.UNSET
+    # optional, never null: null was a userError over both transports, and
+    # the schema said it was taken (graphqlnulls); left out, the REST default
+    conditions: list[str] = strawberry.field(default_factory=list)
     expires_at: DateTime | None = strawberry.UNSET
     recommendation: str | None = strawberry.UNSET
-    reversible: bool | None = strawberry.UNSET
+    reversible: bool = False
 
 
 @strawberry.input
@@ -55,7 +57,7 @@ class DecisionAnswerInput:
     disposition: Disposition
     answer: str
     rationale: str
-    conditions_confirmed: bool | None = strawberry.UNSET
+    conditions_confirmed: bool = False
     relay: RelayInput | None = strawberry.UNSET
 
 
