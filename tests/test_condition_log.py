@@ -162,3 +162,25 @@ def test_the_held_line_is_logged_when_the_window_of_the_first_ends(
         conditions.warning("full %s", "b")  # held until start + 2.0, not + 3.2
         assert _wait_for(caplog, 2) == ["full a", "full b"]
         assert time.monotonic() - start < 2.9
+
+
+def test_a_line_that_stands_for_many_counts_them_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A batch of refused writes logs one line that counts its writes: the
+    lines held back are told of as the refusals they stand for, not the
+    lines (a line per shedding pass counted a fifth of them, overloadjourney)."""
+    conditions = ConditionLog(logging.getLogger("waypost.test.conditions"), seconds=WINDOW)
+    with caplog.at_level(logging.WARNING, "waypost.test.conditions"):
+        for n in (3, 5, 7, 2):
+            conditions.warning("%d writes refused", n, count=n)
+        assert _wait_for(caplog, 2) == [
+            "3 writes refused",
+            "2 writes refused (and 12 more like it since the last such line)",
+        ]
+        conditions.warning("%d writes refused", 4, count=4)
+        conditions.warning("%d writes refused", 6, count=6)
+        conditions.flush()
+        assert _messages(caplog)[2:] == [
+            "6 writes refused (and 4 more like it since the last such line)"
+        ]

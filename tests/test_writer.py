@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -482,6 +483,14 @@ async def test_a_lock_held_elsewhere_is_named_in_the_log_once_for_many_refusals(
     lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
     lines = [line for line in lines if "write lock" in line]
     assert len(lines) == 1 and "held the database's write lock" in lines[0], lines
+    # and the lines count the writes refused, not the batches that refused
+    # them (one line a batch of many stood for one: overloadjourney)
+    with caplog.at_level(logging.WARNING, own.log.name):
+        own.flush()
+    lines = [r.getMessage() for r in caplog.records if r.name == own.log.name]
+    told = [re.search(r": (\d+) writes answered 503.*?(?:and (\d+) more like it|$)", line)
+            for line in lines if "write lock" in line]  # fmt: skip
+    assert sum(int(m[1]) + int(m[2] or 0) for m in told if m) == 12, lines
 
 
 async def test_queued_writes_go_on_once_a_short_lock_is_let_go(impatient: Service) -> None:

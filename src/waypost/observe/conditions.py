@@ -28,11 +28,13 @@ CONDITION_LOG_SECONDS = 10.0
 
 @dataclass
 class _Held:
-    """Lines of one kind held back in the current window: how many, and the
-    last, with the context it was logged in (a timer's thread has none: the
-    line it writes names what the held one would have, its listener)."""
+    """Lines of one kind held back in the current window: how many refusals
+    (or whatever the lines count) they stand for, and the last, with the
+    context it was logged in (a timer's thread has none: the line it writes
+    names what the held one would have, its listener) and its own count."""
 
     count: int
+    last: int
     message: str
     args: tuple[object, ...]
     context: contextvars.Context
@@ -48,15 +50,18 @@ class ConditionLog:
         self._timers: dict[str, threading.Timer] = {}
         _EVERY.add(self)
 
-    def warning(self, message: str, *args: object, key: str | None = None) -> None:
+    def warning(self, message: str, *args: object, key: str | None = None, count: int = 1) -> None:
+        """Log `message` (a line that stands for `count` of what it tells of:
+        the writes one refused batch held), or hold it back in its kind's
+        window, to be told of with how many more like it."""
         kind = key if key is not None else message
         now = time.monotonic()
         with self._lock:
             last = self._last.get(kind)
             if last is not None and now - last < self.seconds:
                 held = self._held.get(kind)
-                count = held.count + 1 if held else 1
-                self._held[kind] = _Held(count, message, args, contextvars.copy_context())
+                total = held.count + count if held else count
+                self._held[kind] = _Held(total, count, message, args, contextvars.copy_context())
                 if kind not in self._timers:
                     self._schedule(kind, last + self.seconds - now)
                 return
@@ -87,7 +92,7 @@ class ConditionLog:
             del self._held[kind]
             self._last[kind] = now
         # the last line held stands for itself; the others are "more like it"
-        held.context.run(self._emit, held.message, held.args, held.count - 1)
+        held.context.run(self._emit, held.message, held.args, held.count - held.last)
 
     def flush(self) -> None:
         """Log the lines held back in every kind's window now, each kind's
@@ -101,7 +106,7 @@ class ConditionLog:
         for timer in timers:
             timer.cancel()
         for line in held.values():
-            line.context.run(self._emit, line.message, line.args, line.count - 1)
+            line.context.run(self._emit, line.message, line.args, line.count - line.last)
 
     def _emit(self, message: str, args: tuple[object, ...], held: int) -> None:
         since = f" (and {held} more like it since the last such line)" if held else ""

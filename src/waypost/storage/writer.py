@@ -452,10 +452,13 @@ class Writer:
                 error = Unavailable(BUSY_MESSAGE, retry_after=1)
                 by_loop.setdefault(unit.loop, []).append((unit, None, error))
             if by_loop:
+                refused = sum(map(len, by_loop.values()))
                 _conditions.warning(
                     "another connection held the database's write lock past the busy"
-                    " timeout: writes answered 503 (%s)",
+                    " timeout: %d writes answered 503 (%s)",
+                    refused,
                     exc,
+                    count=refused,
                 )
             for loop, replies in by_loop.items():
                 _answer(loop, replies)
@@ -621,9 +624,13 @@ class Writer:
         )
 
     def _answer_late(self, late: list[_Unit]) -> None:
+        # counted by the write: a line per shedding pass (of up to hundreds)
+        # counted the passes, a fifth of the refusals (overloadjourney)
         _conditions.warning(
             "writes waited past the busy timeout for the writer itself (more than it"
-            " commits): answered 503 unrun"
+            " commits): %d answered 503 unrun",
+            len(late),
+            count=len(late),
         )
         self._reply([(u, Unavailable(OVERLOADED_MESSAGE, retry_after=1)) for u in late], [])
 
