@@ -280,14 +280,6 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
         return msgspec.convert(value, model, strict=strict)
     except msgspec.ValidationError as exc:
         path, message = field_of(exc)
-        # a null where the model takes one of a fixed set: JSON's words are
-        # right for REST (the set is of strings), GraphQL's type is an enum
-        # (schema/errors.py says so with these, graphqlnulls)
-        null_of_set = (
-            tuple(_enum_values(msgspec.inspect.type_info(model), path))
-            if message == "Expected `str`, got `null`"
-            else ()
-        )
         if message.startswith("Invalid enum value"):
             # msgspec quotes the value refused; the caller needs those taken
             # (an agent was told `Invalid enum value 'bogus'` and no more)
@@ -307,9 +299,7 @@ def convert(value: Any, model: type[T], *, strict: bool = True) -> T:
             taken = _field_names(msgspec.inspect.type_info(model), where)
             if taken:
                 message += f" (this object takes {', '.join(taken)})"
-        refusal = InvalidRequest(message, {"field": path})
-        refusal.null_of_set = null_of_set
-        raise refusal from exc
+        raise InvalidRequest(message, {"field": path}) from exc
 
 
 _PATH_PART = re.compile(r"\[\d+\]|[^.\[]+")

@@ -44,10 +44,6 @@ class WaypostError(Exception):
 class InvalidRequest(WaypostError):
     code = "invalid_request"
     status = 400
-    # the values taken, when the refusal is of a null where a request model
-    # takes one of a fixed set (decoding.convert): GraphQL names them as its
-    # enum does instead of JSON's "Expected `str`"
-    null_of_set: tuple[str, ...] = ()
 
     @classmethod
     def field(cls, field: str, message: str) -> InvalidRequest:

@@ -34,12 +34,10 @@ class DecisionOpenInput:
     required_actor: RequiredActor
     task_ids: list[str]
     environment: str
-    # optional, never null: null was a userError over both transports, and
-    # the schema said it was taken (graphqlnulls); left out, the REST default
-    conditions: list[str] = strawberry.field(default_factory=list)
+    conditions: list[str] | None = strawberry.UNSET
     expires_at: DateTime | None = strawberry.UNSET
     recommendation: str | None = strawberry.UNSET
-    reversible: bool = False
+    reversible: bool | None = strawberry.UNSET
 
 
 @strawberry.input
@@ -57,7 +55,7 @@ class DecisionAnswerInput:
     disposition: Disposition
     answer: str
     rationale: str
-    conditions_confirmed: bool = False
+    conditions_confirmed: bool | None = strawberry.UNSET
     relay: RelayInput | None = strawberry.UNSET
 
 

@@ -50,36 +50,18 @@ class UserError:
 
 
 def input_value(value: Any) -> Any:
-    """A Strawberry input as plain JSON values, snake_case keys, unset fields
-    left out, and so are fields holding their schema default: a non-null
-    field with a default (`reversible: Boolean! = false`) is always given
-    once coerced, and left out it was the REST default all along, so the
-    request (and its receipt's fingerprint) is the same as before such
-    fields had a default, when an omitted one was left out (graphqlnulls)."""
+    """A Strawberry input as plain JSON values, snake_case keys, unset fields left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
             f.name: input_value(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if getattr(value, f.name) is not strawberry.UNSET
-            and not _at_default(f, getattr(value, f.name))
         }
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list):
         return [input_value(v) for v in value]
     return value
-
-
-def _at_default(f: dataclasses.Field[Any], value: Any) -> bool:
-    """Whether `value` is the default of input field `f` (one with a default
-    other than UNSET; the type too, so that 0 is never taken for False)."""
-    if f.default_factory is not dataclasses.MISSING:
-        default = f.default_factory()
-    elif f.default is not dataclasses.MISSING and f.default is not strawberry.UNSET:
-        default = f.default
-    else:
-        return False
-    return type(value) is type(default) and bool(value == default)
 
 
 def split_input(name: str, data: Any) -> tuple[Idempotency, dict[str, Any]]:
@@ -121,17 +103,11 @@ async def mutate(run: Callable[[], Awaitable[Outcome]]) -> tuple[Outcome | None,
         details = dict(error.details)
         if isinstance(field, str):
             details["field"] = camel_path(field)
-        message = in_graphql_words(error.message, field)
-        if isinstance(error, InvalidRequest) and error.null_of_set:
-            # an enum in the schema: msgspec's "Expected `str`" named JSON's
-            # type, which GraphQL's client never sent (graphqlnulls)
-            taken = ", ".join(v.upper() for v in error.null_of_set)
-            message = f"Expected one of {taken}, got `null`"
         return None, [
             UserError(
                 code=error.code,
                 field=camel_path(field) if isinstance(field, str) else None,
-                message=message,
+                message=in_graphql_words(error.message, field),
                 reason=reason if isinstance(reason, str) else None,
                 wait_on=[f'decisionChanged(id: "{d}")' for d in blocking] if blocking else None,
                 details=JSON(details) if details else None,

@@ -31,10 +31,10 @@ from waypost.schema.knowledge import (
 
 @strawberry.input
 class KnowledgeScopeInput:
-    task_ids: list[str] = strawberry.field(default_factory=list)
-    components: list[str] = strawberry.field(default_factory=list)
-    environments: list[str] = strawberry.field(default_factory=list)
-    versions: list[str] = strawberry.field(default_factory=list)
+    task_ids: list[str] | None = strawberry.UNSET
+    components: list[str] | None = strawberry.UNSET
+    environments: list[str] | None = strawberry.UNSET
+    versions: list[str] | None = strawberry.UNSET
 
 
 @strawberry.input(description="A correction's complete scope: every dimension, even when empty.")
@@ -64,22 +64,20 @@ class KnowledgeCreateInput:
     kind: KnowledgeKind
     title: str
     body: str
-    status: KnowledgeStatus = KnowledgeStatus.OBSERVED
-    scope: KnowledgeScopeInput = strawberry.field(default_factory=KnowledgeScopeInput)
-    tags: list[str] = strawberry.field(default_factory=list)
-    applicability: str = ""
-    provenance: KnowledgeProvenanceInput = strawberry.field(
-        default_factory=KnowledgeProvenanceInput
-    )
-    collection: KnowledgeCollection = KnowledgeCollection.PROJECT
-    share_across_projects: bool = False
+    status: KnowledgeStatus | None = strawberry.UNSET
+    scope: KnowledgeScopeInput | None = strawberry.UNSET
+    tags: list[str] | None = strawberry.UNSET
+    applicability: str | None = strawberry.UNSET
+    provenance: KnowledgeProvenanceInput | None = strawberry.UNSET
+    collection: KnowledgeCollection | None = strawberry.UNSET
+    share_across_projects: bool | None = strawberry.UNSET
 
 
 @strawberry.input(
     description="A lesson's provenance: the submission pins its source task and submission."
 )
 class LessonProvenanceInput:
-    summary: str = ""
+    summary: str | None = strawberry.UNSET
     source_uri: str | None = strawberry.UNSET
 
 
@@ -92,13 +90,13 @@ class SubmissionLessonInput:
     kind: KnowledgeKind
     title: str
     body: str
-    status: KnowledgeStatus = KnowledgeStatus.OBSERVED
-    scope: KnowledgeScopeInput = strawberry.field(default_factory=KnowledgeScopeInput)
-    tags: list[str] = strawberry.field(default_factory=list)
-    applicability: str = ""
-    provenance: LessonProvenanceInput = strawberry.field(default_factory=LessonProvenanceInput)
-    collection: KnowledgeCollection = KnowledgeCollection.PROJECT
-    share_across_projects: bool = False
+    status: KnowledgeStatus | None = strawberry.UNSET
+    scope: KnowledgeScopeInput | None = strawberry.UNSET
+    tags: list[str] | None = strawberry.UNSET
+    applicability: str | None = strawberry.UNSET
+    provenance: LessonProvenanceInput | None = strawberry.UNSET
+    collection: KnowledgeCollection | None = strawberry.UNSET
+    share_across_projects: bool | None = strawberry.UNSET
 
 
 @strawberry.input(description="The complete new content; kind and collection never change.")

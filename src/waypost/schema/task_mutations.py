@@ -35,11 +35,11 @@ class TaskCreateInput:
     idempotency_key: str
     project_id: str
     title: str
-    description: str = ""
-    acceptance_criteria: list[str] = strawberry.field(default_factory=list)
-    kind: str = "feature"
-    priority: int = 0
-    depends_on: list[str] = strawberry.field(default_factory=list)
+    description: str | None = strawberry.UNSET
+    acceptance_criteria: list[str] | None = strawberry.UNSET
+    kind: str | None = strawberry.UNSET
+    priority: int | None = strawberry.UNSET
+    depends_on: list[str] | None = strawberry.UNSET
     subject_task_id: str | None = strawberry.UNSET
 
 
@@ -86,7 +86,7 @@ class TaskSubmitInput:
     project_id: str
     task_id: str
     summary: str
-    lessons: list[SubmissionLessonInput] = strawberry.field(default_factory=list)
+    lessons: list[SubmissionLessonInput] | None = strawberry.UNSET
     expected_revision: int | None = strawberry.field(
         default=strawberry.UNSET,
         description="The task revision the work answers (optional): a task edited since"
@@ -101,7 +101,7 @@ class TaskPublicationResultInput:
     project_id: str
     task_id: str
     outcome: PublicationOutcome
-    detail: str = ""
+    detail: str | None = strawberry.UNSET
 
 
 @strawberry.type
