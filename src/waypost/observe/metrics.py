@@ -15,8 +15,8 @@ Hooks for parts that report here:
 - the live hub and the MCP endpoint: `set_live(listeners, websockets)` and
   `set_mcp_sessions(fn)`, read at scrape time (what a long-running process
   holds open for its clients).
-- the lifecycle delivery worker: `lifecycle_attempt(delivered)` per POST to
-  the webhook and `lifecycle_failures_in_a_row(n)` after each look (what
+- the lifecycle delivery worker: `lifecycle_attempt(delivered, n)` per POST
+  to the webhook, with the oldest pending delivery's failed attempts (what
   tells a receiver that is down, or refuses one event, from a quiet one).
 """
 
@@ -160,10 +160,10 @@ class Metrics:
         )
         self.lifecycle_failing = Gauge(
             "waypost_lifecycle_delivery_failures_in_a_row",
-            "Failed attempts at the oldest pending lifecycle delivery since the last"
-            " success (a busy store among them): no later event is sent before it, so"
-            " a number that keeps growing is a receiver that is down or refuses that"
-            " event.",
+            "Failed attempts at the oldest pending lifecycle delivery (its own count,"
+            " kept across restarts); 0 after a success: no later event is sent before"
+            " it, so a number that keeps growing is a receiver that is down or refuses"
+            " that event.",
             registry=r,
         )
 
@@ -227,11 +227,11 @@ class Metrics:
     def set_mcp_sessions(self, read: Callable[[], float]) -> None:
         self.mcp_sessions.set_function(read)
 
-    def lifecycle_attempt(self, delivered: bool) -> None:
+    def lifecycle_attempt(self, delivered: bool, failures_in_a_row: int) -> None:
+        """One POST to the webhook, and the failed attempts of the oldest
+        pending delivery after it (0 once delivered)."""
         self.lifecycle_deliveries.labels(outcome="delivered" if delivered else "failed").inc()
-
-    def lifecycle_failures_in_a_row(self, failures: int) -> None:
-        self.lifecycle_failing.set(failures)
+        self.lifecycle_failing.set(failures_in_a_row)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -120,14 +120,17 @@ async def deliver_once(
         return None
     row = rows[0]
     error = await _post(client, url, row, seconds)
-    rt.metrics.lifecycle_attempt(error is None)  # waypost_lifecycle_deliveries_total
     at = format_time(rt.now())
     sequence = int(row["sequence"])
     if error is None:
         await rt.db.write(lambda conn: store.mark_delivered(conn, sequence, at))
+        rt.metrics.lifecycle_attempt(True, 0)
         return True
     log.warning("lifecycle delivery %s failed: %s", sequence, error)
     await rt.db.write(lambda conn: store.mark_failed(conn, sequence, at, error))
+    # the delivery's own count, kept with it: a restart during an outage
+    # must not start the alert's count again from 0 (upgrade87)
+    rt.metrics.lifecycle_attempt(False, int(row["attempts"]) + 1)
     return False
 
 
@@ -151,14 +154,11 @@ async def deliver_forever(
             except Exception:  # the worker outlives any one failure; it retries later
                 log.exception("lifecycle delivery failed")
                 result = False
-            if result is not None:
-                failures = 0 if result else failures + 1
-                # what tells an operator that the queue stands still: no
-                # later event goes out until this one does
-                rt.metrics.lifecycle_failures_in_a_row(failures)
             if result is True:
+                failures = 0
                 continue
             if result is False:
+                failures += 1
                 await asyncio.sleep(backoff.delay(failures))
                 continue
             await wait_at_most(wake, backoff.poll)
