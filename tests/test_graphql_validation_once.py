@@ -83,3 +83,45 @@ async def test_an_invalid_text_sent_together_is_refused_alike_after_one_validati
     assert all(a == answers[0] for a in answers)
     assert "noSuchField" in answers[0]["errors"][0]["message"], answers[0]
     assert len(calls) == 1, calls
+
+
+async def test_a_validation_that_fails_fails_its_waiters_and_is_not_kept(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault inside the one validation is each waiter's (an internal error,
+    as it was for each request's own), and it is forgotten with it: the next
+    request of the text validates it again, and is answered."""
+    calls = _counted(monkeypatch, seconds=0.05)
+    counted = limits.validate_document
+
+    def failing_once(*args: Any) -> Any:
+        found = counted(*args)
+        if len(calls) == 1:
+            raise RuntimeError("a fault inside graphql-core's rules")
+        return found
+
+    monkeypatch.setattr(limits, "validate_document", failing_once)
+    query = _new_text()
+    answers = await asyncio.gather(*(human.gql(query) for _ in range(4)))
+    assert all(a["errors"][0]["extensions"]["code"] == "internal" for a in answers), answers
+    assert len(calls) == 1, calls
+    assert not limits._RUNNING.get(asyncio.get_running_loop())
+    answer = await human.gql(query)
+    assert answer["data"]["project"]["name"] == "Demo", answer
+    assert len(calls) == 2, calls
+
+
+async def test_a_text_validated_once_is_not_validated_again(
+    human: Caller, project: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The result of the one validation is kept by the text. (The fast path
+    answers `_new_text()`'s query again without validating it whatever
+    `_RESULTS` holds; an introspection field keeps this one off it.)"""
+    calls = _counted(monkeypatch)
+    query = (
+        f'# {uuid.uuid4()}\n{{ project(id: "demo") {{ name }} __type(name: "Task") {{ name }} }}'
+    )
+    for _ in range(3):
+        answer = await human.gql(query)
+        assert answer["data"]["project"]["name"] == "Demo", answer
+    assert len(calls) == 1, calls

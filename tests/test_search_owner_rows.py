@@ -261,3 +261,45 @@ def test_a_shared_record_that_goes_leaves_the_shared_count(
         ("knowledge", "other"): 1, ("knowledge", "*"): 1, ("knowledge", "*shared"): 1,
     }  # fmt: skip
     assert verify(db)["checks"]["owner_rows"]["ok"] is True
+
+
+def _asked(conn: sqlite3.Connection, word: str) -> tuple[bool, list[str]]:
+    """(whether demo's search for `word` asked FTS5 for its own rows, the
+    statements that counted the text's matches), the answer the oracle's."""
+    match = escape_fts([word])
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        found = _new(conn, "demo", match, Scope(), False, 4)
+    finally:
+        conn.set_trace_callback(None)
+    assert found == _oracle(conn, "demo", match, Scope(), False, 4)
+    owned = any("knowledge_fts MATCH" in s and 'owner : "x' in s for s in seen)
+    return owned, [s for s in seen if "SELECT count(*)" in s and "knowledge_fts" in s]
+
+
+def test_the_owner_word_is_asked_for_past_the_documented_count_of_matches(
+    tmp_path: Path, migrated_template: Path
+) -> None:
+    """docs/context.md ("Ranking less"): a project is searched for its own
+    rows when its text matches more than `kept * total / (others * 100)`
+    rows, the count stopped one past that. demo's 300 records of 1,000: more
+    than 4 (300,000 / 70,000 = 4.3); 80 of 200: more than 1 (16,000 / 12,000)."""
+    for name, demo, other, enough in (("a", 300, 700, 4), ("b", 80, 120, 1)):
+        rows = [(f"kn_d{i}", "demo", f"plain {i}", "b") for i in range(demo)]
+        rows += [(f"kn_o{i}", "other", f"plain {i}", "b") for i in range(other)]
+        # `atmost`: `enough` matches (half demo's); `past`: one more
+        for word, n in (("atmost", enough), ("past", enough + 1)):
+            for i in range(n):
+                owner, at = ("demo", 2 * i) if i % 2 == 0 else ("other", 2 * i + 1)
+                index = next(k for k, r in enumerate(rows) if r[0] == f"kn_{owner[0]}{at}")
+                rows[index] = (rows[index][0], owner, f"{word} {rows[index][2]}", "b")
+        conn = _plain_db(tmp_path / f"{name}.db", migrated_template, rows)
+        try:
+            owned, probes = _asked(conn, "atmost")
+            assert not owned, (name, "atmost")
+            assert len(probes) == 1 and probes[0].endswith(f"LIMIT {enough + 1})"), probes
+            owned, probes = _asked(conn, "past")
+            assert owned, (name, "past")
+        finally:
+            conn.close()
