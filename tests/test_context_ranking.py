@@ -212,8 +212,16 @@ def _plain_db(
 ) -> sqlite3.Connection:
     """Projects demo and other, and general records (id, project, title, body)."""
     conn = connect_sync(copy_database(template, path))
+    actor = seed_projects(conn)
+    conn.executemany(INSERT_GENERAL, [(*row, actor, AT, AT, AT) for row in rows])
+    return conn
+
+
+def seed_projects(conn: sqlite3.Connection) -> str:
+    """A human and projects demo and other, written as the service writes
+    them; the human's id (the actor of seeded records)."""
     human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
-    actor = human["principal_id"]
+    actor: str = human["principal_id"]
     for p in ("demo", "other"):
         run_write(
             conn,
@@ -221,8 +229,7 @@ def _plain_db(
                 c, ProjectCreate(id=p, name=p), actor, "human", AT
             ),
         )
-    conn.executemany(INSERT_GENERAL, [(*row, actor, AT, AT, AT) for row in rows])
-    return conn
+    return actor
 
 
 def test_a_common_word_reads_only_the_window_of_its_own_project(
@@ -296,14 +303,7 @@ def test_a_small_project_among_many_ranks_its_own_matches_alone(
     project of 100 records read 2,974 sizes at 20,000 records, 293 at 2,000)."""
     conn = _outranked_db(tmp_path / "owned.db", migrated_template, 200)
     try:
-        match = escape_fts(["cache"])
-        expected = _oracle(conn, "demo", match, Scope(), False, 4)
-        seen: list[str] = []
-        conn.set_trace_callback(seen.append)
-        try:
-            assert _new(conn, "demo", match, Scope(), False, 4) == expected
-        finally:
-            conn.set_trace_callback(None)
+        seen = traced(conn, "demo", escape_fts(["cache"]))
         sizes = [s for s in seen if "SELECT sz FROM" in s]
         assert 0 < len(sizes) <= 10, len(sizes)
         # a word of the owner column is no user's term
@@ -311,6 +311,19 @@ def test_a_small_project_among_many_ranks_its_own_matches_alone(
         assert _new(conn, "demo", escape_fts([owner]), Scope(), False, 4) == []
     finally:
         conn.close()
+
+
+def traced(conn: sqlite3.Connection, project: str, match: str, shared: bool = False) -> list[str]:
+    """Every statement the packet's search of `project` for its best four ran
+    (FTS5's nested ones too), its answer checked against the oracle's."""
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        found = _new(conn, project, match, Scope(), shared, 4)
+    finally:
+        conn.set_trace_callback(None)
+    assert found == _oracle(conn, project, match, Scope(), shared, 4)
+    return seen
 
 
 def _asked_for_owned(seen: list[str]) -> bool:
@@ -335,14 +348,8 @@ def test_a_mid_sized_project_among_larger_ones_ranks_its_own_matches_alone(
     try:
         for word, owned, ranked_most in (("cache", True, 2 * 1100), ("zebra", False, 2)):
             match = escape_fts([word])
-            expected = _oracle(conn, "demo", match, Scope(), False, 4)
-            assert expected
-            seen: list[str] = []
-            conn.set_trace_callback(seen.append)
-            try:
-                assert _new(conn, "demo", match, Scope(), False, 4) == expected
-            finally:
-                conn.set_trace_callback(None)
+            assert _oracle(conn, "demo", match, Scope(), False, 4)
+            seen = traced(conn, "demo", match)
             assert _asked_for_owned(seen) is owned, word
             # each of demo's `cache` rows is ranked twice at most: their equal
             # ranks cut across the window's edge, and the exact statement
@@ -363,14 +370,7 @@ def test_a_file_of_one_projects_rows_is_searched_whole_without_counting(
     rows = [(f"kn_d{i:04d}", "demo", f"cache {i}", "a body") for i in range(40)]
     conn = _plain_db(tmp_path / "alone.db", migrated_template, rows)
     try:
-        match = escape_fts(["cache"])
-        seen: list[str] = []
-        conn.set_trace_callback(seen.append)
-        try:
-            found = _new(conn, "demo", match, Scope(), False, 4)
-        finally:
-            conn.set_trace_callback(None)
-        assert found == _oracle(conn, "demo", match, Scope(), False, 4)
+        seen = traced(conn, "demo", escape_fts(["cache"]))
         assert not [s for s in seen if "SELECT count(*)" in s], seen
         assert not _asked_for_owned(seen), seen
     finally:

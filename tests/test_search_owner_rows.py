@@ -13,13 +13,10 @@ from pathlib import Path
 
 from tests.conftest import Caller, Service, earlier_builds_file
 from tests.knowledge_support import create, make_task
-from tests.test_context_ranking import AT, INSERT_GENERAL, _new, _oracle, _plain_db
+from tests.test_context_ranking import AT, INSERT_GENERAL, _plain_db, seed_projects, traced
 from waypost.maintenance import verify
-from waypost.resolvers.access import principals
-from waypost.resolvers.context.search import Scope, escape_fts
-from waypost.resolvers.projects.models import ProjectCreate
-from waypost.resolvers.projects.operations import insert_project
-from waypost.storage.db import connect_sync, run_write
+from waypost.resolvers.context.search import escape_fts
+from waypost.storage.db import connect_sync
 from waypost.storage.migrate import migrate
 
 COUNTED = (
@@ -64,15 +61,7 @@ def test_migration_0041_counts_the_rows_a_file_of_an_earlier_build_holds(tmp_pat
     db = tmp_path / "then.db"
     earlier_builds_file(db, before="0041")
     conn = connect_sync(db)
-    human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
-    actor = human["principal_id"]
-    for p in ("demo", "other"):
-        run_write(
-            conn,
-            lambda c, p=p: insert_project(  # type: ignore[misc]
-                c, ProjectCreate(id=p, name=p), actor, "human", AT
-            ),
-        )
+    actor = seed_projects(conn)
     rows = [(f"kn_d{i}", "demo", "title", "body") for i in range(5)]
     rows += [(f"kn_o{i}", "other", "title", "body") for i in range(2)]
     conn.executemany(INSERT_GENERAL, [(*row, actor, AT, AT, AT) for row in rows])
@@ -192,14 +181,7 @@ def test_the_triggers_follow_a_task_that_moves_or_goes(
 def _searched_owned(conn: sqlite3.Connection, project: str, include_shared: bool) -> bool:
     """Whether the packet's search of `project` asked FTS5 for its own rows
     (the owner word in the MATCH), and found what the oracle finds."""
-    match = escape_fts(["cache"])
-    seen: list[str] = []
-    conn.set_trace_callback(seen.append)
-    try:
-        found = _new(conn, project, match, Scope(), include_shared, 4)
-    finally:
-        conn.set_trace_callback(None)
-    assert found == _oracle(conn, project, match, Scope(), include_shared, 4)
+    seen = traced(conn, project, escape_fts(["cache"]), include_shared)
     return any("knowledge_fts MATCH" in s and 'owner : "x' in s for s in seen)
 
 
@@ -266,14 +248,7 @@ def test_a_shared_record_that_goes_leaves_the_shared_count(
 def _asked(conn: sqlite3.Connection, word: str) -> tuple[bool, list[str]]:
     """(whether demo's search for `word` asked FTS5 for its own rows, the
     statements that counted the text's matches), the answer the oracle's."""
-    match = escape_fts([word])
-    seen: list[str] = []
-    conn.set_trace_callback(seen.append)
-    try:
-        found = _new(conn, "demo", match, Scope(), False, 4)
-    finally:
-        conn.set_trace_callback(None)
-    assert found == _oracle(conn, "demo", match, Scope(), False, 4)
+    seen = traced(conn, "demo", escape_fts([word]))
     owned = any("knowledge_fts MATCH" in s and 'owner : "x' in s for s in seen)
     return owned, [s for s in seen if "SELECT count(*)" in s and "knowledge_fts" in s]
 

@@ -517,16 +517,8 @@ async def _validated(
     words; memoized by its text, and run once for every caller waiting on it."""
 
     async def validate() -> list[GraphQLError]:
-        try:
-            found = _in_our_words(
-                _explain_abort(await off_loop(validate_document, schema, document, rules))
-            )
-            if key is not None:
-                _RESULTS.put(key, found)
-            return found
-        finally:
-            if key is not None:
-                running.pop(key, None)
+        found = await off_loop(validate_document, schema, document, rules)
+        return _in_our_words(_explain_abort(found))
 
     if key is None:
         return await validate()
@@ -534,10 +526,22 @@ async def _validated(
     task = running.get(key)
     if task is None:
         task = running[key] = asyncio.ensure_future(validate())
-        # seen even when every waiter has gone (a client that left)
-        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        task.add_done_callback(lambda done: _settled(running, key, done))
     # a waiter cancelled (its client gone) leaves the validation to the others
     return await asyncio.shield(task)
+
+
+def _settled(
+    running: dict[str, asyncio.Future[list[GraphQLError]]],
+    key: str,
+    done: asyncio.Future[list[GraphQLError]],
+) -> None:
+    """A validation ended: its result kept by text (before its waiters
+    resume: this callback was added first), a failure not, so that the next
+    caller validates afresh; its outcome seen even when every waiter left."""
+    running.pop(key, None)
+    if not done.cancelled() and done.exception() is None:
+        _RESULTS.put(key, done.result())
 
 
 # (query text, variables, operation name) of requests found within the

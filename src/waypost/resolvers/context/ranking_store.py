@@ -240,8 +240,8 @@ def ranked(
     }
     knowledge = _KNOWLEDGE_SHARED if include_shared else _KNOWLEDGE
     hits: list[Hit] = []
+    text = text_only(match)
     for table, shared in ((_TASKS, False), (knowledge, include_shared)):
-        text = text_only(match)
         pays = _owned_pays(conn, table, project_id, shared, text)
         asked = owned(match, project_id, shared) if pays else text
         hits += _best(conn, table, {**params, "match": asked}, count)
