@@ -60,6 +60,7 @@ SHIPPED = {
     "0039_search_owner.sql": "317cc7e1c0ce4ecd0a787b6150ee4742",
     "0040_live_sessions_by_principal.sql": "d4ae10722bcb959e29a5a3a1f9f6ca7a",
     "0041_search_owner_rows.sql": "f2278402c8bb2296b88ccac0d4617abb",
+    "0042_lifecycle_delivery_skipped.sql": "d42e1a878028e9f8782cca42dde1b15d",
 }
 
 _INDEX_LINES = (

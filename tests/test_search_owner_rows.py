@@ -75,7 +75,7 @@ def test_migration_0041_counts_the_rows_a_file_of_an_earlier_build_holds(tmp_pat
         " VALUES (?, 'other', 't', '', '[]', 'feature', 0, 'open', 1, 1, ?, ?, ?)",
         [(f"task_{i}", actor, AT, AT) for i in range(4)],
     )
-    assert migrate(conn) == ["0041_search_owner_rows.sql"]
+    assert migrate(conn)[0] == "0041_search_owner_rows.sql"  # and any after it
     conn.close()
     assert _stored(db) == {
         ("tasks", "other"): 4, ("tasks", "*"): 4,

@@ -406,8 +406,8 @@ def lifecycle_revoke(db_path: Path, principal_id: str) -> None:
 
 @lifecycle_group.command("deliveries")
 @db_option
-@click.option("--state", type=click.Choice(["pending", "delivered", "all"]), default="pending",
-              show_default=True)  # fmt: skip
+@click.option("--state", type=click.Choice(["pending", "delivered", "skipped", "all"]),
+              default="pending", show_default=True)  # fmt: skip
 @click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
 def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
     """List lifecycle event deliveries (oldest first) as a JSON array."""
@@ -416,3 +416,19 @@ def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
     chosen = None if state == "all" else state
     rows = _read(db_path, lambda c: delivery.list_deliveries(c, chosen, limit))
     click.echo(json.dumps(rows))
+
+
+@lifecycle_group.command("skip")
+@db_option
+@click.option("--sequence", required=True, type=click.IntRange(1),
+              help="The event's sequence (`event.sequence` in its listing).")  # fmt: skip
+@click.option("--reason", required=True, type=TEXT,
+              help="Why, for whoever looks next (kept with the delivery).")  # fmt: skip
+def lifecycle_skip(db_path: Path, sequence: int, reason: str) -> None:
+    """Never send a pending delivery (one its receiver refuses for good);
+    the webhook worker goes on with the next event. Prints the delivery."""
+    from waypost.resolvers.lifecycle import delivery
+
+    if not reason.strip() or len(reason) > 500:
+        raise click.UsageError("--reason is 1-500 characters, not blank")
+    _print(_write(db_path, lambda c, at: delivery.skip(c, sequence, reason, at)))

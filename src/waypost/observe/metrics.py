@@ -233,5 +233,9 @@ class Metrics:
         self.lifecycle_deliveries.labels(outcome="delivered" if delivered else "failed").inc()
         self.lifecycle_failing.set(failures_in_a_row)
 
+    def lifecycle_queue_empty(self) -> None:
+        """No delivery is pending: none has failed in a row."""
+        self.lifecycle_failing.set(0)
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

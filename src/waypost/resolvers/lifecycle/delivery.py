@@ -8,7 +8,9 @@ least once: a receiver deduplicates by the `Waypost-Delivery-Id` header
 (the delivery's own random id), not by `Waypost-Delivery` (the event's
 sequence), which a restore from a backup hands out again. Without a
 webhook, deliveries stay pending and `waypost admin lifecycle deliveries`
-lists them.
+lists them. An event the receiver refuses for good is taken out of the way
+by the operator (`waypost admin lifecycle skip`): it is never sent, and the
+worker goes on with the next.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import httpx
 
 from waypost.cancelling import wait_at_most
 from waypost.clock import format_time
-from waypost.errors import WaypostError
+from waypost.errors import NotFound, StateConflict, WaypostError
 from waypost.http.failures import failure_kind
 from waypost.http.urls import endpoint_url_refusal
 from waypost.json_text import compact
@@ -69,6 +71,8 @@ def delivery_json(row: sqlite3.Row) -> dict[str, Any]:
         "last_error": row["last_error"],
         "last_attempt_at": row["last_attempt_at"],
         "delivered_at": row["delivered_at"],
+        "skipped_at": row["skipped_at"],
+        "skip_reason": row["skip_reason"],
     }
 
 
@@ -76,6 +80,20 @@ def list_deliveries(
     conn: sqlite3.Connection, state: str | None, limit: int
 ) -> list[dict[str, Any]]:
     return [delivery_json(r) for r in store.deliveries(conn, state, limit)]
+
+
+def skip(conn: sqlite3.Connection, sequence: int, reason: str, at: str) -> dict[str, Any]:
+    """Mark a pending delivery skipped (`waypost admin lifecycle skip`): the
+    worker never sends it and goes on with the next. A delivery already sent
+    or skipped is refused, so a mistyped number never hides a doubt."""
+    if not store.mark_skipped(conn, sequence, at, reason):
+        row = store.delivery(conn, sequence)
+        if row is None:
+            raise NotFound("no delivery of this event", {"field": "sequence"})
+        raise StateConflict(f"this delivery is {row['state']}, not pending", {"field": "sequence"})
+    found = store.delivery(conn, sequence)
+    assert found is not None  # updated just now, in this transaction
+    return delivery_json(found)
 
 
 async def _post(
@@ -117,6 +135,9 @@ async def deliver_once(
     True delivered, False failed, None nothing to do."""
     rows = await rt.db.read(lambda conn: store.deliveries(conn, "pending", 1))
     if not rows:
+        # none is failing: the last one that failed was skipped (or sent by
+        # a process before this one), and its count must not stay up for ever
+        rt.metrics.lifecycle_queue_empty()
         return None
     row = rows[0]
     error = await _post(client, url, row, seconds)
@@ -159,8 +180,44 @@ async def deliver_forever(
                 continue
             if result is False:
                 failures += 1
-                await asyncio.sleep(backoff.delay(failures))
+                if await _back_off(rt, backoff, failures):
+                    failures = 0  # the next delivery's outage is its own
                 continue
             await wait_at_most(wake, backoff.poll)
     finally:
         rt.db.remove_commit_listener(wake.set)
+
+
+async def _oldest_pending(rt: Runtime) -> int | None:
+    return await rt.db.read(store.oldest_pending)
+
+
+async def _back_off(rt: Runtime, backoff: Backoff, failures: int) -> bool:
+    """Wait out the backoff after a failure, looking every `backoff.poll`
+    seconds whether the delivery that failed is still the next to go: one
+    skipped by `waypost admin lifecycle skip` (another process, whose commit
+    wakes nothing here) must not hold the next event back for the rest of a
+    backoff of up to 5 minutes. True when it is no longer the next."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + backoff.delay(failures)
+    stuck = await _look(rt)
+    while (left := deadline - loop.time()) > 0:
+        await asyncio.sleep(min(left, backoff.poll))
+        if stuck is not _UNKNOWN and (now := await _look(rt)) is not _UNKNOWN and now != stuck:
+            return True
+    return False
+
+
+_UNKNOWN = object()  # a look that failed: no change can be told from it
+
+
+async def _look(rt: Runtime) -> object:
+    """The next delivery's sequence (None: nothing pending), or _UNKNOWN
+    when the store could not be read; the worker outlives any failure."""
+    try:
+        return await rt.db.read(store.oldest_pending)
+    except WaypostError:  # a busy or closing store: looked at again later
+        return _UNKNOWN
+    except Exception:
+        log.exception("lifecycle delivery could not look at its queue")
+        return _UNKNOWN

@@ -294,12 +294,16 @@ def events(
     ).fetchall()
 
 
+# a delivery with the event it sends
+_DELIVERY_ROWS = (
+    "SELECT d.*, e.tenant, e.memo_id, e.version, e.type, e.actor, e.at, e.data,"
+    " e.sequence FROM lifecycle_deliveries d"
+    " JOIN lifecycle_events e ON e.sequence = d.event_sequence"
+)
+
+
 def deliveries(conn: sqlite3.Connection, state: str | None, limit: int) -> list[Row]:
-    sql = (
-        "SELECT d.*, e.tenant, e.memo_id, e.version, e.type, e.actor, e.at, e.data,"
-        " e.sequence FROM lifecycle_deliveries d"
-        " JOIN lifecycle_events e ON e.sequence = d.event_sequence"
-    )
+    sql = _DELIVERY_ROWS
     args: list[Any] = []
     if state is not None:
         sql += " WHERE d.state = ?"
@@ -323,6 +327,32 @@ def mark_failed(conn: sqlite3.Connection, sequence: int, at: str, error: str) ->
         " last_error = ? WHERE event_sequence = ?",
         (at, error[:200], sequence),
     )
+
+
+def oldest_pending(conn: sqlite3.Connection) -> int | None:
+    """The sequence of the delivery the worker sends next, if any."""
+    row = conn.execute(
+        "SELECT event_sequence FROM lifecycle_deliveries WHERE state = 'pending'"
+        " ORDER BY event_sequence LIMIT 1"
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def delivery(conn: sqlite3.Connection, sequence: int) -> Row | None:
+    row: Row | None = conn.execute(
+        _DELIVERY_ROWS + " WHERE d.event_sequence = ?", (sequence,)
+    ).fetchone()
+    return row
+
+
+def mark_skipped(conn: sqlite3.Connection, sequence: int, at: str, reason: str) -> bool:
+    """Whether the delivery was pending (and is skipped now)."""
+    cur = conn.execute(
+        "UPDATE lifecycle_deliveries SET state = 'skipped', skipped_at = ?, skip_reason = ?"
+        " WHERE event_sequence = ? AND state = 'pending'",
+        (at, reason, sequence),
+    )
+    return cur.rowcount == 1
 
 
 # -- receipts ----------------------------------------------------------------
