@@ -200,3 +200,39 @@ def test_the_migration_keeps_every_delivery_as_it_was(tmp_path: Path) -> None:
     except sqlite3.IntegrityError:
         pass
     conn.close()
+
+
+async def test_a_skip_made_during_an_attempt_that_then_fails_lets_the_next_go_at_once(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """The skip lands while the worker waits for the receiver's refusal: the
+    next event is already the next one when the failure is noted, and it
+    goes without waiting out the backoff the skipped one earned."""
+    assert (await author.register(memo())).status_code == 200
+    await author.post(f"{M}/comments", {"version": 1, "body": {"text": "c0"}})
+    first, second = await sequences(lifecycle)
+    attempted, skipped = asyncio.Event(), asyncio.Event()
+    sent: list[int] = []
+
+    async def hook(request: httpx.Request) -> httpx.Response:
+        sequence = int(request.headers["waypost-delivery"])
+        sent.append(sequence)
+        if sequence == first:
+            attempted.set()
+            await skipped.wait()
+            return httpx.Response(400)
+        return httpx.Response(204)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        backoff = Backoff(first=60.0, limit=60.0, poll=0.05)
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
+        try:
+            await asyncio.wait_for(attempted.wait(), 5)
+            await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
+            skipped.set()
+            await until(lambda: delivered(lifecycle, second), "the second event delivered")
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+    assert sent == [first, second]

@@ -167,6 +167,9 @@ async def deliver_forever(
             # the worker looks (or before it resumes) then still wakes the
             # wait below, where clearing after the look lost it until the poll
             wake.clear()
+            # the next delivery as the attempt begins: after a failure, the
+            # backoff ends early once that one is no longer next (skipped)
+            head = await _look(rt)
             try:
                 result = await deliver_once(rt, client, url)
             except WaypostError as error:  # a busy store: try again shortly
@@ -180,7 +183,7 @@ async def deliver_forever(
                 continue
             if result is False:
                 failures += 1
-                if await _back_off(rt, backoff, failures):
+                if await _back_off(rt, backoff, failures, head):
                     failures = 0  # the next delivery's outage is its own
                 continue
             await wait_at_most(wake, backoff.poll)
@@ -188,19 +191,15 @@ async def deliver_forever(
         rt.db.remove_commit_listener(wake.set)
 
 
-async def _oldest_pending(rt: Runtime) -> int | None:
-    return await rt.db.read(store.oldest_pending)
-
-
-async def _back_off(rt: Runtime, backoff: Backoff, failures: int) -> bool:
-    """Wait out the backoff after a failure, looking every `backoff.poll`
-    seconds whether the delivery that failed is still the next to go: one
-    skipped by `waypost admin lifecycle skip` (another process, whose commit
-    wakes nothing here) must not hold the next event back for the rest of a
-    backoff of up to 5 minutes. True when it is no longer the next."""
+async def _back_off(rt: Runtime, backoff: Backoff, failures: int, stuck: object) -> bool:
+    """Wait out the backoff after a failed attempt at `stuck` (the next
+    delivery as the attempt began), looking every `backoff.poll` seconds
+    whether it is still the next to go: one skipped by `waypost admin
+    lifecycle skip` (another process, whose commit wakes nothing here) must
+    not hold the next event back for the rest of a backoff of up to 5
+    minutes. True when it is no longer the next."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + backoff.delay(failures)
-    stuck = await _look(rt)
     while (left := deadline - loop.time()) > 0:
         await asyncio.sleep(min(left, backoff.poll))
         if stuck is not _UNKNOWN and (now := await _look(rt)) is not _UNKNOWN and now != stuck:
