@@ -198,6 +198,9 @@ _upgrade_head_refused = _Refusal(
     b"A WebSocket upgrade's request line and each header line are limited to %d bytes,"
     b" and its headers to %d." % (MAX_LINE_LENGTH, MAX_NUM_HEADERS),
 )
+_upgrade_body_refused = _Refusal(
+    400, "Bad Request", b"A request asking an upgrade other than to a WebSocket carries no body."
+)
 
 
 def _over_websocket_limits(method: bytes, target: bytes, headers: Any) -> bool:
@@ -364,6 +367,15 @@ def with_request_deadline(
                 if size > HEAD_MOST
                 else _framing_refusal(self.parser.get_http_version(), self.headers)
             )
+            # an upgrade uvicorn does not take (`Upgrade: h2c`): httptools ends
+            # its message with its head and hands the rest back as the other
+            # protocol, which uvicorn drops; the next read is parsed as HTTP
+            # again, so a body in a later read ran as a request of its own
+            # (protocoljourney). Refused with a body; without, closed after
+            # its answer (what followed it in the same read was dropped)
+            upgrade_elsewhere = self.parser.should_upgrade() and not self._should_upgrade()
+            if refusal is None and upgrade_elsewhere and _has_body(self.headers):
+                refusal = _upgrade_body_refused
             self._head_refusal = refusal
             previous = self.cycle  # still the one before, if this head makes none (an upgrade)
             if self.parser.get_http_version() == "1.0":
@@ -390,6 +402,8 @@ def with_request_deadline(
                 # sends its next request down the cut connection (fuzzjourney).
                 # Only this request's own cycle: an upgrade makes none, and
                 # closing the answer before it dropped the upgrade's 400 (review80)
+                cycle.keep_alive = False
+            if cycle is not None and cycle is not previous and upgrade_elsewhere:
                 cycle.keep_alive = False
             # (an upgrade request makes no cycle: the WebSocket takes over, and
             # `cycle` is still the previous request's, already counted)
