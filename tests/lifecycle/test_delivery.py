@@ -231,18 +231,18 @@ async def test_a_commit_while_the_worker_looks_still_wakes_it(
     """The worker found nothing pending, and an event was committed before it
     went to wait: it cleared its wake after looking, which erased this
     commit's, and the delivery waited for the next poll (a minute here)."""
-    look = delivery.deliver_once
+    look = delivery.attempt_next
     committed = False
 
-    async def look_then_commit(*args: Any) -> bool | None:
+    async def look_then_commit(*args: Any) -> delivery.Attempt:
         nonlocal committed
         result = await look(*args)
-        if result is None and not committed:  # after the look, before the wait
+        if result.outcome is None and not committed:  # after the look, before the wait
             committed = True
             assert (await author.register(memo())).status_code == 200
         return result
 
-    monkeypatch.setattr(delivery, "deliver_once", look_then_commit)
+    monkeypatch.setattr(delivery, "attempt_next", look_then_commit)
     async with an_idle_worker(lifecycle) as got:
         await asyncio.wait_for(got.wait(), 10)
     assert committed
@@ -327,17 +327,17 @@ async def test_a_failed_look_is_tried_again_after_the_backoff_not_the_idle_wait(
     So does an exception no rule names (a bug), logged with its traceback:
     one fault must not end webhook delivery until a restart (covgapsC)."""
     await make_events(author, 0)
-    look = delivery.deliver_once
+    look = delivery.attempt_next
     looks = 0
 
-    async def failing_once(*args: Any) -> bool | None:
+    async def failing_once(*args: Any) -> delivery.Attempt:
         nonlocal looks
         looks += 1
         if looks == 1:
             raise failure
         return await look(*args)
 
-    monkeypatch.setattr(delivery, "deliver_once", failing_once)
+    monkeypatch.setattr(delivery, "attempt_next", failing_once)
     rt = lifecycle.service.rt
     async with httpx.AsyncClient(transport=httpx.MockTransport(ok)) as client:
         worker = asyncio.create_task(

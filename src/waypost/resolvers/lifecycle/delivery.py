@@ -128,17 +128,22 @@ async def _post(
     return None if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
 
 
-async def deliver_once(
+@dataclass(frozen=True)
+class Attempt:
+    outcome: bool | None  # True delivered, False failed, None nothing pending
+    sequence: int | None = None  # the delivery tried
+
+
+async def attempt_next(
     rt: Runtime, client: httpx.AsyncClient, url: str, seconds: float = ATTEMPT_SECONDS
-) -> bool | None:
-    """Try the oldest pending delivery (one attempt of at most `seconds`):
-    True delivered, False failed, None nothing to do."""
+) -> Attempt:
+    """Try the oldest pending delivery (one attempt of at most `seconds`)."""
     rows = await rt.db.read(lambda conn: store.deliveries(conn, "pending", 1))
     if not rows:
         # none is failing: the last one that failed was skipped (or sent by
         # a process before this one), and its count must not stay up for ever
         rt.metrics.lifecycle_queue_empty()
-        return None
+        return Attempt(None)
     row = rows[0]
     error = await _post(client, url, row, seconds)
     at = format_time(rt.now())
@@ -146,13 +151,21 @@ async def deliver_once(
     if error is None:
         await rt.db.write(lambda conn: store.mark_delivered(conn, sequence, at))
         rt.metrics.lifecycle_attempt(True, 0)
-        return True
+        return Attempt(True, sequence)
     log.warning("lifecycle delivery %s failed: %s", sequence, error)
     await rt.db.write(lambda conn: store.mark_failed(conn, sequence, at, error))
     # the delivery's own count, kept with it: a restart during an outage
     # must not start the alert's count again from 0 (upgrade87)
     rt.metrics.lifecycle_attempt(False, int(row["attempts"]) + 1)
-    return False
+    return Attempt(False, sequence)
+
+
+async def deliver_once(
+    rt: Runtime, client: httpx.AsyncClient, url: str, seconds: float = ATTEMPT_SECONDS
+) -> bool | None:
+    """Try the oldest pending delivery (one attempt of at most `seconds`):
+    True delivered, False failed, None nothing to do."""
+    return (await attempt_next(rt, client, url, seconds)).outcome
 
 
 async def deliver_forever(
@@ -167,23 +180,21 @@ async def deliver_forever(
             # the worker looks (or before it resumes) then still wakes the
             # wait below, where clearing after the look lost it until the poll
             wake.clear()
-            # the next delivery as the attempt begins: after a failure, the
-            # backoff ends early once that one is no longer next (skipped)
-            head = await _look(rt)
             try:
-                result = await deliver_once(rt, client, url)
+                attempt = await attempt_next(rt, client, url)
             except WaypostError as error:  # a busy store: try again shortly
                 log.warning("lifecycle delivery paused: %s", error.message)
-                result = False
+                attempt = Attempt(False)
             except Exception:  # the worker outlives any one failure; it retries later
                 log.exception("lifecycle delivery failed")
-                result = False
+                attempt = Attempt(False)
+            result = attempt.outcome
             if result is True:
                 failures = 0
                 continue
             if result is False:
                 failures += 1
-                if await _back_off(rt, backoff, failures, head):
+                if await _back_off(rt, backoff, failures, attempt.sequence):
                     failures = 0  # the next delivery's outage is its own
                 continue
             await wait_at_most(wake, backoff.poll)
@@ -191,18 +202,18 @@ async def deliver_forever(
         rt.db.remove_commit_listener(wake.set)
 
 
-async def _back_off(rt: Runtime, backoff: Backoff, failures: int, stuck: object) -> bool:
-    """Wait out the backoff after a failed attempt at `stuck` (the next
-    delivery as the attempt began), looking every `backoff.poll` seconds
-    whether it is still the next to go: one skipped by `waypost admin
-    lifecycle skip` (another process, whose commit wakes nothing here) must
-    not hold the next event back for the rest of a backoff of up to 5
-    minutes. True when it is no longer the next."""
+async def _back_off(rt: Runtime, backoff: Backoff, failures: int, stuck: int | None) -> bool:
+    """Wait out the backoff after a failed attempt at delivery `stuck` (None:
+    the attempt failed before it had one), looking every `backoff.poll`
+    seconds whether that one is still the next to go: one skipped by
+    `waypost admin lifecycle skip` (another process, whose commit wakes
+    nothing here) must not hold the next event back for the rest of a
+    backoff of up to 5 minutes. True when it is no longer the next."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + backoff.delay(failures)
     while (left := deadline - loop.time()) > 0:
         await asyncio.sleep(min(left, backoff.poll))
-        if stuck is not _UNKNOWN and (now := await _look(rt)) is not _UNKNOWN and now != stuck:
+        if stuck is not None and (now := await _look(rt)) is not _UNKNOWN and now != stuck:
             return True
     return False
 
