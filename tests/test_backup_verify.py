@@ -825,3 +825,101 @@ def test_a_file_one_migration_behind_is_said_in_the_singular(tmp_path: Path) -> 
     code, report = verify_cli(db)
     assert code == 0 and report["ok"] is True, report
     assert report["checked_a_copy"].startswith(f"1 migration is not applied yet ({newest}):")
+
+
+def test_a_backup_of_a_wal_database_its_disk_cannot_hold_names_that_disk(tmp_path: Path) -> None:
+    """Every live Waypost database is in WAL mode, and so is the first page
+    the copy receives: turning the copy back to rollback-journal mode opens
+    its WAL, whose `-shm` a full disk cannot size (SQLITE_IOERR_SHMSIZE).
+    Onto a tmpfs with room for the copy's pages but not that `-shm`, the
+    backup said `backup_failed: disk I/O error`, the words operations.md
+    says were retired because they leave the operator to wonder whether the
+    live database's disk failed (restorejourney). A file-size limit on the
+    process stands in for the full disk here, as in the test above."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.execute("CREATE TABLE filler (x)")
+    conn.executemany("INSERT INTO filler VALUES (?)", [("x" * 1000,)] * 10)
+    conn.commit()
+    conn.close()
+    assert source.stat().st_size < 30_000  # the copy fits, its 32 KiB -shm does not
+    backups_dir = tmp_path / "backups"
+    backups_dir.mkdir()
+    script = (
+        "import resource, signal, sys\n"
+        "from waypost.cli import main\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["admin", "backup", "--db", str(source), "--to", str(backups_dir / "nightly.db")]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert said.startswith("Error: cannot_write: "), said
+    assert str(backups_dir.resolve()) in said and "the database is untouched" in said
+    assert list(backups_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_a_backup_waiting_on_another_process_write_lock_gives_up_and_hears_signals(
+    tmp_path: Path, signum: str
+) -> None:
+    """A file in rollback-journal mode (a backup, a restored file before
+    `serve` starts) whose write lock another process holds (`sqlite3 FILE
+    VACUUM`, a long import): Python's `Connection.backup` retries SQLITE_BUSY
+    forever in C, so `admin backup` slept for good (ten minutes observed,
+    restorejourney) and neither SIGTERM nor Ctrl-C stopped it, though
+    operations.md says both end a backup (`Aborted!`, exit 1; exit 143); only
+    `kill -9` did, leaving its `.partial-PID` file. It must give up as
+    `verify` does (exit 1, "database is locked") or at least end on a signal."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.commit()
+    conn.close()
+    holder = sqlite3.connect(source, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    args = ["admin", "backup", "--db", str(source), "--to", str(tmp_path / "nightly.db")]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "waypost", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # a shell's background job inherits SIGINT ignored; Ctrl-C's does not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        try:
+            _, err = proc.communicate(timeout=15)
+            gave_up = True
+        except subprocess.TimeoutExpired:
+            gave_up = False
+            os.kill(proc.pid, getattr(signal, signum))
+            started = time.monotonic()
+            try:
+                _, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"admin backup neither gave up within 15 s nor ended on {signum}")
+            assert time.monotonic() - started < 10
+    finally:
+        proc.kill()
+        proc.communicate()
+        holder.execute("ROLLBACK")
+        holder.close()
+    if gave_up:
+        assert proc.returncode == 1 and "database is locked" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]

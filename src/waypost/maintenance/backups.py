@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +153,12 @@ def _refuse_foreign_source(source: Path) -> None:
 # SQLite's codes for a write that failed: the copy is the only file a backup
 # writes, so these are the target's disk, never the database's
 _FULL = sqlite3.SQLITE_FULL
-_WRITE_FAILED = (778, 1034)  # SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC
+# SQLITE_IOERR_WRITE, SQLITE_IOERR_FSYNC, SQLITE_IOERR_SHMSIZE (the copy of a
+# WAL database opens its WAL to leave it, and a full disk cannot size its -shm)
+_WRITE_FAILED = (778, 1034, 4874)
+
+# how long a copy waits for another process's write lock, as verify does
+_LOCK_WAIT = 5.0
 
 
 def _target_refusal(exc: BaseException, target: Path) -> BackupError | None:
@@ -173,13 +180,37 @@ def _target_refusal(exc: BaseException, target: Path) -> BackupError | None:
     )
 
 
+def _waiting(source: Path) -> Callable[[int, int, int], None]:
+    """A progress callback that gives up after `_LOCK_WAIT` seconds of
+    SQLITE_BUSY or SQLITE_LOCKED: Python's backup loop retries them forever
+    in C, where neither SIGTERM nor Ctrl-C is heard (restorejourney); a call
+    into Python code here also lets their handlers run."""
+    locked_since: float | None = None
+
+    def progress(status: int, remaining: int, total: int) -> None:
+        nonlocal locked_since
+        if status not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            locked_since = None
+            return
+        now = time.monotonic()
+        if locked_since is None:
+            locked_since = now
+        elif now - locked_since >= _LOCK_WAIT:
+            raise sqlite3.OperationalError(
+                f"database is locked: another process held {source}'s write lock for"
+                f" {_LOCK_WAIT:g} s; no copy made"
+            )
+
+    return progress
+
+
 def _copy(source: Path, target: Path) -> tuple[str, int]:
     """One snapshot of `source` into `target`; its integrity_check and page count."""
     src = open_read_only(source, locking=True)
     dst = sqlite3.connect(target)
     try:
         # pages=-1: the whole database in one step, so from one snapshot
-        src.backup(dst, pages=-1)
+        src.backup(dst, pages=-1, progress=_waiting(source))
         # the copy stands alone: no -wal file beside it to lose
         dst.execute("PRAGMA journal_mode = DELETE")
         check = dst.execute("PRAGMA integrity_check").fetchone()[0]
