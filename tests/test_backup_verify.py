@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import signal
 import sqlite3
 import stat
 from pathlib import Path
@@ -596,6 +597,40 @@ def test_a_backup_its_disk_has_no_room_for_says_that_disk_is_full(
         f"cannot_write: the disk holding {backups_dir.resolve()} is full (SQLite: "
     ), refused.value
     assert list(backups_dir.iterdir()) == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_the_moment_the_partial_copy_is_created_still_deletes_it(
+    tmp_path: Path, signum: int
+) -> None:
+    """A signal landing between the partial copy's creation and the `try`
+    that deletes it on the way out left `nightly.db.partial-PID` behind (the
+    SIGTERM test below failed so under load). Here it is sent from inside
+    the creation itself: it is heard once the cleanup is in place."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
+    script = (
+        "import os, signal, sys\n"
+        "from waypost.maintenance import backups\n"
+        "from waypost.cli import main\n"
+        "real_open = os.open\n"
+        "def open_then_signal(path, *args):\n"
+        "    fd = real_open(path, *args)\n"
+        "    if '.partial-' in os.fsdecode(path):\n"
+        f"        os.kill(os.getpid(), {int(signum)})\n"
+        "    return fd\n"
+        "backups.os.open = open_then_signal\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["admin", "backup", "--db", str(source), "--to", str(tmp_path / "nightly.db")]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode in (1, 128 + signum), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"], done.stderr
 
 
 def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:

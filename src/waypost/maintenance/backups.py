@@ -9,6 +9,7 @@ still in the WAL are included, which a `cp` of the file would miss.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import time
 from collections.abc import Callable
@@ -18,6 +19,8 @@ from typing import Any
 from waypost.maintenance.files import BackupError, open_read_only, present
 from waypost.storage.connection import NOT_A_DATABASE_FILE
 from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
+
+_STOPPING = {signal.SIGINT, signal.SIGTERM}
 
 
 def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
@@ -44,17 +47,25 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
     _refuse_foreign_source(source)
     _refuse_unnameable(target)
     partial = _partial_name(target)
+    # Ctrl-C and SIGTERM wait while the partial copy is created: one landing
+    # between its creation and the `try` that deletes it left it behind
+    # (a flaky test under load showed the window)
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
     try:
-        # O_EXCL: never overwrite a file by mistake
-        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as exc:
-        raise BackupError("cannot_create", f"{target}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        found = _copy(source, partial)
-        _take_name(partial, target)
+        try:
+            # O_EXCL: never overwrite a file by mistake
+            fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise BackupError("cannot_create", f"{target}: {exc.strerror or exc}") from exc
+        try:
+            os.close(fd)
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # heard from here on
+            found = _copy(source, partial)
+            _take_name(partial, target)
+        finally:
+            partial.unlink(missing_ok=True)
     finally:
-        partial.unlink(missing_ok=True)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     check, pages = found
     if check != "ok":
         raise BackupError(
