@@ -958,3 +958,35 @@ def test_a_backup_waiting_on_another_process_write_lock_gives_up_and_hears_signa
     if gave_up:
         assert proc.returncode == 1 and "database is locked" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+def test_a_backup_of_a_source_another_process_holds_locked_gives_up_after_5_s_not_15(
+    tmp_path: Path,
+) -> None:
+    """operations.md: a source whose write lock another process holds "is
+    waited for 5 seconds once the copy begins, then `Error: backup_failed:
+    database is locked: another process held FILE's write lock for 5 s`".
+    The check that the source is a Waypost file comes first and waits out
+    its own 5 s busy timeout (its `database is locked` swallowed), and the
+    copy's first step waits another 5 s in SQLite's busy handler before the
+    progress callback even starts its clock: 15.5 s in all (upgrade88), and
+    a lock held for 12 s was waited out and the copy made."""
+    import time
+
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.commit()
+    conn.close()
+    holder = sqlite3.connect(source, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    started = time.monotonic()
+    try:
+        with pytest.raises((BackupError, sqlite3.OperationalError), match="locked"):
+            backup(source, tmp_path / "nightly.db")
+        waited = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert waited < 8.0, f"gave up after {waited:.1f} s, where operations.md says 5"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]

@@ -420,7 +420,7 @@ def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
 
 @lifecycle_group.command("skip")
 @db_option
-@click.option("--sequence", required=True, type=click.IntRange(1),
+@click.option("--sequence", required=True, type=click.IntRange(1, 2**63 - 1),  # SQLite's integers
               help="The event's sequence (`event.sequence` in its listing).")  # fmt: skip
 @click.option("--reason", required=True, type=TEXT,
               help="Why, for whoever looks next (kept with the delivery).")  # fmt: skip

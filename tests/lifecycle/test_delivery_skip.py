@@ -236,3 +236,21 @@ async def test_a_skip_made_during_an_attempt_that_then_fails_lets_the_next_go_at
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
     assert sent == [first, second]
+
+
+def test_a_sequence_past_sqlites_integers_is_no_delivery_not_a_traceback(tmp_path: Path) -> None:
+    """`--sequence` is `IntRange(1)` with no top: 2**63 passed click and
+    reached SQLite, whose binding raised `OverflowError: Python int too large
+    to convert to SQLite INTEGER`, a traceback (exit 1), where lifecycle.md
+    says a sequence with no delivery is `not_found` (upgrade88). A usage
+    error naming `--sequence` would do as well."""
+    db = str(tmp_path / "waypost.db")
+    made = CliRunner().invoke(main, ["admin", "migrate", "--db", db])
+    assert made.exit_code == 0, made.output
+    result = run("skip", "--db", db, "--sequence", str(2**63), "--reason", "a typo")
+    assert not isinstance(result.exception, OverflowError), result.exception
+    if result.exit_code == 2:  # a usage error naming the option is fine too
+        assert "--sequence" in result.output, result.output
+    else:
+        assert result.exit_code == 1, result.output
+        assert "not_found: --sequence: no delivery of this event" in result.output

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from waypost.maintenance.files import BackupError, open_read_only, present
-from waypost.storage.connection import NOT_A_DATABASE_FILE
+from waypost.storage.connection import NOT_A_DATABASE_FILE, is_busy
 from waypost.storage.schema_guard import NotWaypostDatabase, refuse_foreign
 
 _STOPPING = {signal.SIGINT, signal.SIGTERM}
@@ -44,7 +44,7 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
         raise BackupError("cannot_create", f"{typed!r}: names no file; give the backup a file name")
     _refuse_companion_name(typed)
     target = Path(target_name)
-    _refuse_foreign_source(source)
+    checked = _refuse_foreign_source(source)
     _refuse_unnameable(target)
     partial = _partial_name(target)
     # Ctrl-C and SIGTERM wait while the partial copy is created: one landing
@@ -61,6 +61,8 @@ def backup(source: Path, target_name: str | Path) -> dict[str, Any]:
             os.close(fd)
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # heard from here on
             found = _copy(source, partial)
+            if not checked:  # the source was locked then: the copy says what it is
+                _refuse_foreign_source(partial, source)
             _take_name(partial, target)
         finally:
             partial.unlink(missing_ok=True)
@@ -146,19 +148,25 @@ def _take_name(partial: Path, target: Path) -> None:
         os.rename(partial, target)
 
 
-def _refuse_foreign_source(source: Path) -> None:
+def _refuse_foreign_source(source: Path, named: Path | None = None) -> bool:
     """Another application's SQLite file is refused, as by every other admin
     command (it was copied and the backup reported `ok`). A file SQLite cannot
-    read is left to the copy, which says what it found."""
-    conn = open_read_only(source)
+    read is left to the copy, which says what it found. False when another
+    process's lock kept it from looking: it does not wait for it (its own 5 s
+    came on top of the copy's, upgrade88), and the copy is looked at instead."""
+    conn = open_read_only(source, timeout=0)
     try:
         refuse_foreign(conn)
     except NotWaypostDatabase as exc:
-        raise BackupError("database_unusable", f"{source}: {exc}") from exc
+        raise BackupError("database_unusable", f"{named or source}: {exc}") from exc
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            return False
     except sqlite3.DatabaseError:
         pass
     finally:
         conn.close()
+    return True
 
 
 # SQLite's codes for a write that failed: the copy is the only file a backup
@@ -217,7 +225,9 @@ def _waiting(source: Path) -> Callable[[int, int, int], None]:
 
 def _copy(source: Path, target: Path) -> tuple[str, int]:
     """One snapshot of `source` into `target`; its integrity_check and page count."""
-    src = open_read_only(source, locking=True)
+    # no busy timeout: SQLite's handler waited 5 s inside each step before
+    # the progress callback below could start its count (upgrade88)
+    src = open_read_only(source, locking=True, timeout=0)
     dst = sqlite3.connect(target)
     try:
         # pages=-1: the whole database in one step, so from one snapshot

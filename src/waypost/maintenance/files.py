@@ -37,7 +37,9 @@ def present(path: Path) -> bool:
     return exists
 
 
-def open_read_only(path: Path, *, locking: bool = False) -> sqlite3.Connection:
+def open_read_only(
+    path: Path, *, locking: bool = False, timeout: float = 5.0
+) -> sqlite3.Connection:
     """`path` opened read-only. Through a URI, whose path is percent-encoded
     here: `prod#1.db` was read as the file `prod` (a new, empty one), and
     `prod%41.db` as `prodA.db`.
@@ -58,7 +60,7 @@ def open_read_only(path: Path, *, locking: bool = False) -> sqlite3.Connection:
     writable = os.access(resolved, os.W_OK)
     if (not locking or not writable) and _wal_at_rest(resolved):
         uri += "&immutable=1"
-    return sqlite3.connect(uri, uri=True, timeout=5)
+    return sqlite3.connect(uri, uri=True, timeout=timeout)
 
 
 def _wal_at_rest(path: Path) -> bool:
