@@ -965,7 +965,7 @@ def test_a_backup_of_a_source_another_process_holds_locked_gives_up_after_5_s_no
 ) -> None:
     """operations.md: a source whose write lock another process holds "is
     waited for 5 seconds once the copy begins, then `Error: backup_failed:
-    database is locked: another process held FILE's write lock for 5 s`".
+    database is locked: another process kept FILE locked for 5 s`".
     The check that the source is a Waypost file comes first and waits out
     its own 5 s busy timeout (its `database is locked` swallowed), and the
     copy's first step waits another 5 s in SQLite's busy handler before the
@@ -990,3 +990,75 @@ def test_a_backup_of_a_source_another_process_holds_locked_gives_up_after_5_s_no
         holder.close()
     assert waited < 8.0, f"gave up after {waited:.1f} s, where operations.md says 5"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+def _locked_for_a_moment(source: Path, seconds: float) -> Any:
+    """Another connection holds `source`'s write lock (BEGIN EXCLUSIVE) for
+    `seconds`, then lets it go; returns the timer, to join."""
+    import threading
+
+    holder = sqlite3.connect(source, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+
+    def release() -> None:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    timer = threading.Timer(seconds, release)
+    timer.start()
+    return timer
+
+
+def test_a_foreign_file_locked_when_it_was_looked_at_is_refused_by_its_copy(
+    tmp_path: Path,
+) -> None:
+    """The look that refuses another application's file does not wait for a
+    lock: a source locked at that moment is looked at in its copy instead.
+    Locked for a second (less than the copy's 5 s), the foreign file was
+    copied and, without that second look, reported `ok` (review89)."""
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE accounts (id INTEGER PRIMARY KEY)")
+    conn.commit()
+    conn.close()
+    timer = _locked_for_a_moment(source, 1.0)
+    try:
+        with pytest.raises(BackupError, match="not a Waypost database") as refused:
+            backup(source, tmp_path / "nightly.db")
+    finally:
+        timer.join()
+    assert refused.value.code == "database_unusable"
+    assert str(refused.value).startswith(f"database_unusable: {source}: "), refused.value
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.db"]
+
+
+def test_a_source_locked_for_a_moment_is_waited_for(tmp_path: Path) -> None:
+    """operations.md: a source whose write lock another process holds "is
+    waited for 5 seconds once the copy begins": one held for a second is
+    copied, not refused at its first SQLITE_BUSY (review89)."""
+    source = tmp_path / "source.db"
+    conn = sqlite3.connect(source)
+    conn.execute("CREATE TABLE schema_migrations (x)")
+    conn.commit()
+    conn.close()
+    timer = _locked_for_a_moment(source, 1.0)
+    try:
+        made = backup(source, tmp_path / "nightly.db")
+    finally:
+        timer.join()
+    assert made["integrity"] == "ok"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nightly.db", "source.db"]
+
+
+def test_a_backup_refused_at_its_partial_copy_leaves_the_signal_mask_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """SIGINT and SIGTERM are blocked while the partial copy is created; a
+    creation that fails (a directory that does not exist) must not leave
+    them blocked for the rest of the caller's process (review89)."""
+    source = tmp_path / "source.db"
+    sqlite3.connect(source).execute("CREATE TABLE schema_migrations (x)").connection.close()
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    with pytest.raises(BackupError, match="cannot_create"):
+        backup(source, tmp_path / "no-such-dir" / "nightly.db")
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before

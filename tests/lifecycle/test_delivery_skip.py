@@ -254,3 +254,52 @@ def test_a_sequence_past_sqlites_integers_is_no_delivery_not_a_traceback(tmp_pat
     else:
         assert result.exit_code == 1, result.output
         assert "not_found: --sequence: no delivery of this event" in result.output
+
+
+async def test_the_delivery_after_a_skipped_one_has_a_backoff_of_its_own(
+    lifecycle: Lifecycle, author: Member
+) -> None:
+    """The failures in a row that set the backoff are the skipped delivery's:
+    the next one, failing once, is retried after the first delay (1 s in
+    `serve`), not after the doubling the skipped one had reached (up to 5
+    minutes) (review89)."""
+    import time
+
+    assert (await author.register(memo())).status_code == 200
+    await author.post(f"{M}/comments", {"version": 1, "body": {"text": "c0"}})
+    first, second = await sequences(lifecycle)
+    tried: dict[int, list[float]] = {}
+
+    def hook(request: httpx.Request) -> httpx.Response:
+        sequence = int(request.headers["waypost-delivery"])
+        tried.setdefault(sequence, []).append(time.monotonic())
+        if sequence == first or len(tried[sequence]) == 1:
+            return httpx.Response(400)  # the first always, the second once
+        return httpx.Response(204)
+
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
+        # three failures of the first: 0.5 s, then 1 s; its next would be 2 s
+        backoff = Backoff(first=0.5, limit=60.0, poll=0.05)
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
+        try:
+            await until(lambda: len(tried.get(first, [])) == 3, "three failures of the first")
+            await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
+            await until(lambda: len(tried.get(second, [])) == 1, "the second's first attempt")
+            await until(lambda: len(tried.get(second, [])) == 2, "the second's retry")
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+    waited = tried[second][1] - tried[second][0]
+    assert waited < 1.5, f"the second was retried after {waited:.1f} s, not the first delay"
+
+
+def test_a_reason_past_500_characters_is_refused(tmp_path: Path) -> None:
+    """lifecycle.md: the reason is "1-500 characters, not blank"."""
+    db = str(tmp_path / "waypost.db")
+    made = CliRunner().invoke(main, ["admin", "migrate", "--db", db])
+    assert made.exit_code == 0, made.output
+    result = run("skip", "--db", db, "--sequence", "1", "--reason", "x" * 501)
+    assert result.exit_code == 2 and "--reason" in result.output, result.output
+    at_most = run("skip", "--db", db, "--sequence", "1", "--reason", "x" * 500)
+    assert at_most.exit_code == 1 and "not_found" in at_most.output, at_most.output
