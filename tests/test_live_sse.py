@@ -176,6 +176,15 @@ async def to_its_end(evs: AsyncIterator[SseEvent]) -> list[SseEvent]:
     return [e async for e in evs]
 
 
+def ended_with(rest: list[SseEvent]) -> Any:
+    """The error a stream ended with: its last event, the only one with data
+    (a stream that ended with nothing left its client unable to tell a
+    revoked token from a stopping server: gqlwsaudit)."""
+    [*_, last] = [e for e in rest if e.data]
+    assert [e for e in rest if e.data] == [last] and last.event == "error", rest
+    return last.json()
+
+
 async def test_stream_ends_when_its_token_is_revoked(
     service: Service, human: Caller, project: str
 ) -> None:
@@ -188,7 +197,7 @@ async def test_stream_ends_when_its_token_is_revoked(
         at = format_time(service.clock.now())
         await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
         rest = await asyncio.wait_for(to_its_end(evs), 5)  # the stream ends by itself
-    assert not any(e.data for e in rest)
+    assert ended_with(rest)["code"] == "unauthenticated"
 
 
 async def test_a_stream_opened_in_a_session_ends_when_the_session_ends(
@@ -209,7 +218,8 @@ async def test_a_stream_opened_in_a_session_ends_when_the_session_ends(
         ended = await agent.post(f"/api/v1/sessions/{session}/end")
         assert ended.status_code == 200, ended.text
         rest = await asyncio.wait_for(to_its_end(in_session), 5)  # the stream ends by itself
-        assert not any(e.data for e in rest)
+        refused = ended_with(rest)
+        assert (refused["code"], refused["details"]["reason"]) == ("forbidden", "session_not_live")
         await new_task(human, "after the session")
         assert (await asyncio.wait_for(next_data_event(sessionless), 5)).event == "task.created"
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from waypost.clock import format_time
-from waypost.errors import Forbidden, NotFound, Unauthenticated, Unavailable
+from waypost.errors import Forbidden, NotFound, Unauthenticated, Unavailable, WaypostError
 from waypost.live import hub_for
 from waypost.resolvers.access import principals, sessions
 from waypost.resolvers.core import events
@@ -38,6 +38,15 @@ async def still_valid(rt: Runtime, token: str, session_id: str | None = None) ->
     and the session it was opened in, if it named one, is still live: an SSE
     stream opened in a session went on after the session ended, where a
     GraphQL socket closes (tokenjourney)."""
+    return await refusal(rt, token, session_id) is None
+
+
+async def refusal(rt: Runtime, token: str, session_id: str | None = None) -> WaypostError | None:
+    """Why a stream must end now (`still_valid`), None while it may go on. A
+    stream ends with it, so that its client can tell a revoked token or an
+    ended session from a server that stops: a subscription ended with a bare
+    `complete`, as at a stop, and its socket closed `4401` only at its own
+    re-check, up to 15 seconds later (gqlwsaudit)."""
 
     def check(conn: Any) -> None:
         actor = principals.authenticate(conn, token, "api")
@@ -50,19 +59,19 @@ async def still_valid(rt: Runtime, token: str, session_id: str | None = None) ->
         # raised out of here it ended every stream and killed MCP's watch
         at = format_time(rt.now())
         await rt.db.read(check)
-    except (Unauthenticated, Forbidden):
-        return False
+    except (Unauthenticated, Forbidden) as refused:
+        return refused
     except Unavailable as refused:
         # a busy store says nothing of the token: ask again later; a store an
         # operator must mend (Retry-After 30) ends the stream, as it cannot
         # tell a token revoked meanwhile
-        return refused.retry_after <= 1
+        return None if refused.retry_after <= 1 else refused
     except Exception:
         # a fault: logged, and the stream ends as it did (rather than trust a
         # token nobody could check)
         log.exception("re-checking a stream's token failed")
-        return False
-    return True
+        return Unavailable("the stream's token could not be checked again", retry_after=5)
+    return None
 
 
 async def project_event_batches(
@@ -78,8 +87,10 @@ async def project_event_batches(
     (a stream writes each list at once: one write, not one per event); first
     `OPENED`, and `KEEPALIVE` after each quiet keep-alive interval.
 
-    Ends when the token no longer authenticates (checked every
-    `recheck_seconds`) or the hub stops. Raises `TooManyStreams` before the
+    Ends when the hub stops, and raises the refusal (`unauthenticated`,
+    `forbidden`) once the token no longer authenticates or the session it
+    was opened in is no longer live (checked every `recheck_seconds`).
+    Raises `TooManyStreams` before the
     first item when the caps are reached, `SlowConsumer` when the consumer
     falls too far behind the live events.
     """
@@ -96,8 +107,8 @@ async def project_event_batches(
                 yield batch
             now = time.monotonic()
             if now - checked >= limits.recheck_seconds:
-                if not await still_valid(rt, token, actor.session_id):
-                    return
+                if (refused := await refusal(rt, token, actor.session_id)) is not None:
+                    raise refused
                 checked = now
             if now - kept >= limits.keepalive_seconds:
                 kept = now
@@ -249,8 +260,8 @@ async def decision_changes(
                 owed = True
             try:
                 if due:
-                    if not await still_valid(rt, token, actor.session_id):
-                        return
+                    if (refused := await refusal(rt, token, actor.session_id)) is not None:
+                        raise refused
                     checked = time.monotonic()
                 elif not owed and _lapsed(rt, decision) == lapsed:
                     continue

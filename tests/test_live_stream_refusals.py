@@ -1,0 +1,65 @@
+"""A stream ends with the reason it ends: a revoked token or an ended
+session raises its refusal out of the stream, which the SSE route writes
+as an `event: error` (tests/test_live_sse.py) and a GraphQL subscription
+sends as an error before its `complete`. Both ended as a stopping server
+ends them, with nothing: a dashboard that subscribes again on `complete`
+could not tell, and its socket closed `4401` only at its own re-check, up
+to 15 seconds later (gqlwsaudit)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from tests.conftest import Caller, Service
+from tests.decisions_support import new_task
+from tests.live_support import QUICK
+from tests.tasks_support import open_decision
+from waypost.clock import format_time
+from waypost.errors import Forbidden, Unauthenticated
+from waypost.live import hub_for
+from waypost.live.streams import OPENED, decision_changes, project_event_batches
+from waypost.resolvers.access import principals
+
+
+async def revoke(service: Service, caller: Caller) -> None:
+    actor = await service.rt.db.read(lambda c: principals.authenticate(c, caller.token, "api"))
+    at = format_time(service.clock.now())
+    await service.rt.db.write(lambda c: principals.revoke_token(c, actor.token_id, at))
+
+
+async def test_project_events_of_a_revoked_token_end_with_unauthenticated(
+    service: Service, human: Caller, project: str
+) -> None:
+    hub_for(service.rt, QUICK)
+    bob = await service.principal("human", "bob")
+    actor = await service.rt.db.read(lambda c: principals.authenticate(c, bob.token, "api"))
+    batches = project_event_batches(service.rt, actor, bob.token, "demo", None)
+    assert await anext(batches) is OPENED
+    await revoke(service, bob)
+    with pytest.raises(Unauthenticated):
+        async with asyncio.timeout(5):  # QUICK re-checks every 0.3 s
+            async for _ in batches:
+                pass
+
+
+async def test_decision_changes_in_an_ended_session_end_with_session_not_live(
+    service: Service, human: Caller, project: str
+) -> None:
+    hub_for(service.rt, QUICK)
+    decision_id = await open_decision(human, await new_task(human, "judged"))
+    agent = await service.principal("agent", "ada")
+    session = await agent.start_session()
+    found = await service.rt.db.read(lambda c: principals.authenticate(c, agent.token, "api"))
+    actor = dataclasses.replace(found, session_id=session)
+    changes = decision_changes(service.rt, actor, agent.token, decision_id)
+    await anext(changes)  # the decision as it is
+    ended = await agent.post(f"/api/v1/sessions/{session}/end")
+    assert ended.status_code == 200, ended.text
+    with pytest.raises(Forbidden) as refused:
+        async with asyncio.timeout(5):
+            async for _ in changes:
+                pass
+    assert refused.value.details == {"reason": "session_not_live"}
