@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ from typing import Any
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http import GET_STREAM_KEY
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import INTERNAL_ERROR, INVALID_REQUEST
 from starlette.types import Message, Receive, Scope, Send
@@ -286,7 +288,17 @@ class McpEndpoint:
             return
         # only in the caller's own sessions (another's id is the SDK's 404)
         running = _running_key(session_id, message) if known else None
-        if running is not None and running in self._running:
+        if running is not None and str(message["id"]) == GET_STREAM_KEY:
+            # the SDK keeps the session's GET stream under this key: a request
+            # with the id took that stream's place, and the stream, unknown to
+            # the session from then on, held even a SIGTERM's stop
+            await json_rpc_error(
+                send, 400, INVALID_REQUEST,
+                f"the id {GET_STREAM_KEY!r} is the transport's own: send another id",
+                message["id"],
+            )  # fmt: skip
+            return
+        if running is not None and self._still_running(running):
             await json_rpc_error(
                 send, 409, INVALID_REQUEST,
                 "a request with this id is still running in this session: wait for its"
@@ -426,6 +438,17 @@ class McpEndpoint:
                     live.pop(session_id or "", None)
             if watch is not None:
                 await finish()
+
+    def _still_running(self, running: tuple[str, str]) -> bool:
+        """Whether a request of the session with this id runs now, as the
+        SDK's transport tells ids apart: it files a request's answer channel
+        under `str(id)`, so `5` and `"5"`, two requests, share one, and the
+        second took the first's (never answered, its POST open for ever)."""
+        if running in self._running:
+            return True
+        session, key = running
+        filed = str(json.loads(key))
+        return any(s == session and str(json.loads(k)) == filed for s, k in self._running)
 
     def _held(self, actor: Actor, live: dict[str, _Session]) -> int:
         """The places the principal holds: its sessions and its openings."""
