@@ -9,13 +9,15 @@ to 15 seconds later (gqlwsaudit)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Caller, Service
 from tests.decisions_support import new_task
-from tests.live_support import QUICK
+from tests.live_support import QUICK, graphql_ws, running
 from tests.tasks_support import open_decision
 from waypost.clock import format_time
 from waypost.errors import Forbidden, Unauthenticated
@@ -63,3 +65,30 @@ async def test_decision_changes_in_an_ended_session_end_with_session_not_live(
             async for _ in changes:
                 pass
     assert refused.value.details == {"reason": "session_not_live"}
+
+
+async def test_a_subscription_of_a_revoked_token_gets_the_refusal_before_its_socket_closes(
+    service: Service, human: Caller, project: str
+) -> None:
+    """docs/graphql.md: once the token is revoked, open subscriptions end
+    "each with a `next` carrying the refusal as its error ... then
+    `complete`". The socket's own watch re-checks on the same period and
+    started first (at connection_init), so it closed the socket 4401 before
+    the subscription's re-check could send anything: the refusal reached
+    the client only when the subscribe came late in the watch's period
+    (review90)."""
+    bob = await service.principal("human", "bob")
+    frames: list[object] = []
+    async with running(service) as base, graphql_ws(base, bob.token) as client:
+        await client.subscribe(
+            "subscription S($p: ID!) { projectEvents(projectId: $p) { sequence } }",
+            {"p": "demo"},
+        )
+        await asyncio.sleep(0.1)  # the subscription is listening (QUICK re-checks every 0.3 s)
+        await revoke(service, bob)
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                frames.append(await client.receive(timeout=5))
+    errors = [f["payload"]["errors"] for f in frames if isinstance(f, dict) and f["type"] == "next"]
+    assert [e[0]["extensions"]["code"] for e in errors] == ["unauthenticated"], frames
+    assert frames[-1] == {"id": "1", "type": "complete"}, frames

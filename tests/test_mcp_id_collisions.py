@@ -74,3 +74,28 @@ async def test_a_request_id_named_as_the_sdks_get_stream_leaves_that_stream_alon
                 # refused as the one stream the session has, whatever the ping got
                 assert second.status_code == 409, (pinged.status_code, pinged.text)
         await client.delete(f"{waypost.url}/mcp", headers=headers)
+
+
+async def test_a_twin_id_in_another_session_is_not_still_running(waypost: Waypost) -> None:
+    """Only the caller's own session's ids are looked at: `"5"` in a second
+    session of the same principal runs while `5` runs in the first (the
+    scan over running ids with the session left out refused it 409;
+    review90)."""
+    project, agent, decision = _an_agent_and_a_decision(waypost, "twin-other", "twin-other")
+    wait = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+        "name": "decision_wait", "arguments": {
+            "project": project, "decision_id": decision["id"], "timeout_seconds": 2}}}  # fmt: skip
+    async with httpx.AsyncClient(timeout=30) as client:
+        first_session = await _open_mcp_session(client, waypost.url, agent)
+        second_session = await _open_mcp_session(client, waypost.url, agent)
+        first = asyncio.create_task(
+            client.post(f"{waypost.url}/mcp", json=wait, headers=first_session)
+        )
+        stream = f"{waypost.url}/api/v1/projects/{project}/events/stream"
+        await _until_streams_admitted(stream, agent, 15)  # the wait is listening
+        twin = {"jsonrpc": "2.0", "id": "5", "method": "ping"}
+        pinged = await client.post(f"{waypost.url}/mcp", json=twin, headers=second_session)
+        assert pinged.status_code == 200, pinged.text
+        assert _wait_outcome(await asyncio.wait_for(first, 15)) == (5, "timeout")
+        for headers in (first_session, second_session):
+            await client.delete(f"{waypost.url}/mcp", headers=headers)

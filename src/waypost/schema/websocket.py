@@ -334,11 +334,23 @@ class TransportWS(BaseGraphQLTransportWSHandler[Context, None]):
                 await authenticate(self.context.rt, self._init_payload)
             except Unavailable:
                 continue  # the store, not the caller: look again next time
-            except WaypostError:
+            except WaypostError as refused:
                 # the client may be leaving at the same moment: nothing to tell it then
                 with contextlib.suppress(*_CLIENT_GONE, RuntimeError):
+                    await self._refuse_operations(refused)
                     await self.websocket.close(code=4401, reason="Unauthorized")
                 return
+
+    async def _refuse_operations(self, refused: WaypostError) -> None:
+        """Each running operation's end, with the refusal as its error, as a
+        stream that re-checks first ends (live/streams.py): this watch began
+        at `connection_init`, so it came first nearly always, and the
+        subscriptions ended with the socket alone (review90)."""
+        error = {"message": refused.message, "extensions": graphql_extensions(refused)}
+        for operation_id in list(self.operations):
+            await self.send_message({"id": operation_id, "type": "next",
+                                     "payload": {"errors": [error]}})  # fmt: skip
+            await self.send_message({"id": operation_id, "type": "complete"})
 
     def on_request_accepted(self) -> None:
         super().on_request_accepted()
