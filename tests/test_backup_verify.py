@@ -636,7 +636,10 @@ def test_a_signal_the_moment_the_partial_copy_is_created_still_deletes_it(
 def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
     """SIGTERM (a cron job stopped, a container shutting down) killed the copy
     outright, leaving `<name>.partial-PID` and its journal; Ctrl-C cleaned up.
-    The copy is slowed down here so that the signal lands in the middle."""
+    The copy is slowed down here so that the signal lands in the middle, in
+    10 ms sleeps: Python runs a handler between bytecodes, so a signal landing
+    just before one 30 s sleep was heard only when it ended (CI, 1 run in 60
+    here). The real copy hears it once SQLite's one backup step returns."""
     import os
     import signal
     import subprocess
@@ -652,7 +655,8 @@ def test_sigterm_during_a_backup_leaves_no_partial_copy(tmp_path: Path) -> None:
         "copy = backups._copy\n"
         "def slow(src, partial):\n"
         "    partial.write_bytes(b'half a copy')\n"
-        "    time.sleep(30)\n"
+        "    for _ in range(3000):\n"
+        "        time.sleep(0.01)\n"
         "    return copy(src, partial)\n"
         "backups._copy = slow\n"
         "main(sys.argv[1:])\n"
