@@ -9,6 +9,8 @@ import shutil
 import signal
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -527,12 +529,34 @@ def test_a_path_that_cannot_be_looked_at_is_one_line_not_a_traceback(
     assert "Traceback" not in result.output
 
 
+def backup_refused_by_a_file_size_limit(source: Path, backups_dir: Path, limit: int) -> str:
+    """`waypost admin backup` into `backups_dir` in a process whose files
+    cannot grow past `limit` bytes, which stands in for a full disk (SIGXFSZ
+    ignored, so the write fails with EFBIG as it would with ENOSPC). It must
+    fail, name the backups' directory, say the database is untouched and
+    leave nothing behind; its last line of stderr is returned."""
+    script = (
+        "import resource, signal, sys\n"
+        "from waypost.cli import main\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        f"resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+        "main(sys.argv[1:])\n"
+    )
+    args = ["admin", "backup", "--db", str(source), "--to", str(backups_dir / "nightly.db")]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, done.stderr
+    said = done.stderr.strip().splitlines()[-1]
+    assert str(backups_dir.resolve()) in said and "the database is untouched" in said, said
+    assert list(backups_dir.iterdir()) == []
+    return said
+
+
 def test_a_backup_its_disk_cannot_hold_names_that_disk_not_the_database(tmp_path: Path) -> None:
     """The copy's own writes failing (here a file-size limit on the process,
     as a full disk would) said "backup_failed: disk I/O error", which left an
     operator to wonder whether the live database's disk had failed."""
-    import subprocess
-    import sys
 
     source = tmp_path / "source.db"
     conn = sqlite3.connect(source)
@@ -543,22 +567,8 @@ def test_a_backup_its_disk_cannot_hold_names_that_disk_not_the_database(tmp_path
     conn.close()
     backups_dir = tmp_path / "backups"
     backups_dir.mkdir()
-    script = (
-        "import resource, signal, sys\n"
-        "from waypost.cli import main\n"
-        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
-        "main(sys.argv[1:])\n"
-    )
-    args = ["admin", "backup", "--db", str(source), "--to", str(backups_dir / "nightly.db")]
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 1, done.stderr
-    said = done.stderr.strip().splitlines()[-1]
+    said = backup_refused_by_a_file_size_limit(source, backups_dir, 100_000)
     assert said.startswith("Error: cannot_write: writing the copy in "), said
-    assert str(backups_dir.resolve()) in said and "the database is untouched" in said
-    assert list(backups_dir.iterdir()) == []
 
 
 def test_a_backup_its_disk_has_no_room_for_says_that_disk_is_full(
@@ -875,8 +885,6 @@ def test_a_backup_of_a_wal_database_its_disk_cannot_hold_names_that_disk(tmp_pat
     says were retired because they leave the operator to wonder whether the
     live database's disk failed (restorejourney). A file-size limit on the
     process stands in for the full disk here, as in the test above."""
-    import subprocess
-    import sys
 
     source = tmp_path / "source.db"
     conn = sqlite3.connect(source)
@@ -889,22 +897,8 @@ def test_a_backup_of_a_wal_database_its_disk_cannot_hold_names_that_disk(tmp_pat
     assert source.stat().st_size < 30_000  # the copy fits, its 32 KiB -shm does not
     backups_dir = tmp_path / "backups"
     backups_dir.mkdir()
-    script = (
-        "import resource, signal, sys\n"
-        "from waypost.cli import main\n"
-        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-        "resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))\n"
-        "main(sys.argv[1:])\n"
-    )
-    args = ["admin", "backup", "--db", str(source), "--to", str(backups_dir / "nightly.db")]
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 1, done.stderr
-    said = done.stderr.strip().splitlines()[-1]
+    said = backup_refused_by_a_file_size_limit(source, backups_dir, 30_000)
     assert said.startswith("Error: cannot_write: "), said
-    assert str(backups_dir.resolve()) in said and "the database is untouched" in said
-    assert list(backups_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])

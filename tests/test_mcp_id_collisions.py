@@ -29,6 +29,12 @@ def waypost(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Waypost]:
         yield running
 
 
+def _a_two_second_wait_with_id_5(project: str, decision_id: str) -> dict[str, object]:
+    arguments = {"project": project, "decision_id": decision_id, "timeout_seconds": 2}
+    params = {"name": "decision_wait", "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
+
+
 async def test_an_integer_id_and_its_string_twin_are_both_answered(waypost: Waypost) -> None:
     """docs/mcp.md: "the ids `5` and `"5"` are two requests, as JSON-RPC
     says". A `ping` with id `"5"` sent while a `decision_wait` with id `5`
@@ -36,9 +42,7 @@ async def test_an_integer_id_and_its_string_twin_are_both_answered(waypost: Wayp
     (its stream sent keep-alive comments for minutes past its 2 s bound),
     and the id stayed "still running" in the session for ever."""
     project, agent, decision = _an_agent_and_a_decision(waypost, "twin-ids", "twin")
-    wait = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": "decision_wait", "arguments": {
-            "project": project, "decision_id": decision["id"], "timeout_seconds": 2}}}  # fmt: skip
+    wait = _a_two_second_wait_with_id_5(project, decision["id"])
     async with httpx.AsyncClient(timeout=30) as client:
         headers = await _open_mcp_session(client, waypost.url, agent)
         first = asyncio.create_task(client.post(f"{waypost.url}/mcp", json=wait, headers=headers))
@@ -82,9 +86,7 @@ async def test_a_twin_id_in_another_session_is_not_still_running(waypost: Waypos
     scan over running ids with the session left out refused it 409;
     review90)."""
     project, agent, decision = _an_agent_and_a_decision(waypost, "twin-other", "twin-other")
-    wait = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-        "name": "decision_wait", "arguments": {
-            "project": project, "decision_id": decision["id"], "timeout_seconds": 2}}}  # fmt: skip
+    wait = _a_two_second_wait_with_id_5(project, decision["id"])
     async with httpx.AsyncClient(timeout=30) as client:
         first_session = await _open_mcp_session(client, waypost.url, agent)
         second_session = await _open_mcp_session(client, waypost.url, agent)

@@ -4,10 +4,13 @@ lifecycle tokens, and memo/document builders."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import itertools
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +19,29 @@ import httpx
 from tests.conftest import Caller, Service
 from waypost.resolvers.access import principals
 from waypost.resolvers.lifecycle import store
+from waypost.resolvers.lifecycle.delivery import Backoff, deliver_forever
+
+HOOK = "https://hooks.example/lifecycle"
 
 _keys = itertools.count()
+
+Receiver = Callable[[httpx.Request], httpx.Response | Awaitable[httpx.Response]]
+
+
+@contextlib.asynccontextmanager
+async def delivering(
+    lifecycle: Lifecycle, receiver: Receiver, backoff: Backoff | None = None
+) -> AsyncIterator[asyncio.Task[None]]:
+    """`deliver_forever` (as `serve` runs it) to `HOOK`, which `receiver`
+    answers in place of the network; the worker is cancelled on leaving."""
+    rt = lifecycle.service.rt
+    async with httpx.AsyncClient(transport=httpx.MockTransport(receiver)) as client:
+        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff or Backoff()))
+        try:
+            yield worker
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
 
 
 def digest(data: bytes) -> str:

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from click.testing import CliRunner
 
-from tests.lifecycle.support import Lifecycle, Member, memo
+from tests.lifecycle.support import HOOK, Lifecycle, Member, delivering, memo
 from tests.provider_support import closed_port, running_provider
 from waypost.cli import main
 from waypost.errors import WaypostError
@@ -35,7 +35,6 @@ from waypost.resolvers.lifecycle.delivery import (
 from waypost.resolvers.lifecycle.store import append_event
 from waypost.settings import LifecycleSettings
 
-HOOK = "https://hooks.example/lifecycle"
 M = "/v1/decisions/adr.payments-retry"
 
 
@@ -208,14 +207,8 @@ async def an_idle_worker(lifecycle: Lifecycle, poll: float = 60) -> AsyncIterato
         got.set()
         return httpx.Response(200)
 
-    rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, Backoff(poll=poll)))
-        try:
-            yield got
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async with delivering(lifecycle, hook, Backoff(poll=poll)):
+        yield got
 
 
 async def test_the_worker_wakes_on_a_new_commit(lifecycle: Lifecycle, author: Member) -> None:

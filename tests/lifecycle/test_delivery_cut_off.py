@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.lifecycle.support import Lifecycle, Member
-from tests.lifecycle.test_delivery import HOOK, CountingBackoff, make_events
+from tests.lifecycle.support import HOOK, Lifecycle, Member, delivering
+from tests.lifecycle.test_delivery import CountingBackoff, make_events
 from waypost.resolvers.lifecycle.delivery import deliver_forever, deliver_once, list_deliveries
 
 
@@ -99,7 +99,6 @@ async def test_a_failing_receiver_is_retried_at_the_backoff_whatever_it_asks(
     a moment), not by a `Retry-After` of an hour; the third succeeds, and the
     event after it goes out only then."""
     await make_events(author, 1)
-    rt = lifecycle.service.rt
     [first, second] = await deliveries(lifecycle)
     sent: list[str] = []
 
@@ -110,18 +109,13 @@ async def test_a_failing_receiver_is_retried_at_the_backoff_whatever_it_asks(
         return httpx.Response(200)
 
     backoff = CountingBackoff(first=0.01, limit=0.02, poll=60)
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
-        try:
-            rows: list[dict[str, Any]] = []
-            for _ in range(1000):  # until both are delivered (bounded: 10 s, not an hour)
-                await asyncio.sleep(0.01)
-                rows = await deliveries(lifecycle)
-                if all(r["state"] == "delivered" for r in rows) or worker.done():
-                    break
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async with delivering(lifecycle, hook, backoff) as worker:
+        rows: list[dict[str, Any]] = []
+        for _ in range(1000):  # until both are delivered (bounded: 10 s, not an hour)
+            await asyncio.sleep(0.01)
+            rows = await deliveries(lifecycle)
+            if all(r["state"] == "delivered" for r in rows) or worker.done():
+                break
     assert sent == [first["delivery_id"]] * 3 + [second["delivery_id"]]
     assert backoff.asked == [1, 2]
     assert [(r["state"], r["attempts"]) for r in rows] == [("delivered", 3), ("delivered", 1)]

@@ -14,13 +14,12 @@ from typing import Any
 import httpx
 from click.testing import CliRunner
 
-from tests.lifecycle.support import Lifecycle, Member, memo
+from tests.lifecycle.support import Lifecycle, Member, delivering, memo
 from tests.migration_support import migration
 from waypost.cli import main
-from waypost.resolvers.lifecycle.delivery import Backoff, deliver_forever
+from waypost.resolvers.lifecycle.delivery import Backoff
 from waypost.storage import migrate
 
-HOOK = "https://hooks.example/lifecycle"
 M = "/v1/decisions/adr.payments-retry"
 
 
@@ -75,18 +74,11 @@ async def test_a_skipped_delivery_is_never_sent_and_the_next_goes_without_waitin
         sent.append(sequence)
         return httpx.Response(400 if sequence == first else 204)  # the first, never
 
-    rt = lifecycle.service.rt
     db = str(lifecycle.service.db_path)
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        backoff = Backoff(first=60.0, limit=60.0, poll=0.05)
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
-        try:
-            await until(lambda: sent == [first], "the first attempt")
-            skipped = await asyncio.to_thread(skip, db, first)
-            await until(lambda: delivered(lifecycle, second), "the second event delivered")
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async with delivering(lifecycle, hook, Backoff(first=60.0, limit=60.0, poll=0.05)):
+        await until(lambda: sent == [first], "the first attempt")
+        skipped = await asyncio.to_thread(skip, db, first)
+        await until(lambda: delivered(lifecycle, second), "the second event delivered")
     assert sent == [first, second]
     assert skipped["state"] == "skipped"
     assert skipped["event"]["sequence"] == first
@@ -114,16 +106,11 @@ async def test_skipping_the_last_failing_delivery_brings_the_alert_gauge_back_to
     def gauge() -> float | None:
         return rt.metrics.registry.get_sample_value("waypost_lifecycle_delivery_failures_in_a_row")
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: httpx.Response(400))) as c:
-        backoff = Backoff(first=0.05, limit=0.05, poll=0.05)
-        worker = asyncio.create_task(deliver_forever(rt, c, HOOK, backoff))
-        try:
-            await until(lambda: (gauge() or 0) >= 2, "two failures in a row")
-            await asyncio.to_thread(skip, str(lifecycle.service.db_path), only)
-            await until(lambda: gauge() == 0, "the gauge back to 0")
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    refusing = Backoff(first=0.05, limit=0.05, poll=0.05)
+    async with delivering(lifecycle, lambda r: httpx.Response(400), refusing):
+        await until(lambda: (gauge() or 0) >= 2, "two failures in a row")
+        await asyncio.to_thread(skip, str(lifecycle.service.db_path), only)
+        await until(lambda: gauge() == 0, "the gauge back to 0")
 
 
 async def test_only_a_pending_delivery_can_be_skipped(lifecycle: Lifecycle, author: Member) -> None:
@@ -223,18 +210,11 @@ async def test_a_skip_made_during_an_attempt_that_then_fails_lets_the_next_go_at
             return httpx.Response(400)
         return httpx.Response(204)
 
-    rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        backoff = Backoff(first=60.0, limit=60.0, poll=0.05)
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
-        try:
-            await asyncio.wait_for(attempted.wait(), 5)
-            await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
-            skipped.set()
-            await until(lambda: delivered(lifecycle, second), "the second event delivered")
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    async with delivering(lifecycle, hook, Backoff(first=60.0, limit=60.0, poll=0.05)):
+        await asyncio.wait_for(attempted.wait(), 5)
+        await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
+        skipped.set()
+        await until(lambda: delivered(lifecycle, second), "the second event delivered")
     assert sent == [first, second]
 
 
@@ -277,19 +257,12 @@ async def test_the_delivery_after_a_skipped_one_has_a_backoff_of_its_own(
             return httpx.Response(400)  # the first always, the second once
         return httpx.Response(204)
 
-    rt = lifecycle.service.rt
-    async with httpx.AsyncClient(transport=httpx.MockTransport(hook)) as client:
-        # three failures of the first: 0.5 s, then 1 s; its next would be 2 s
-        backoff = Backoff(first=0.5, limit=60.0, poll=0.05)
-        worker = asyncio.create_task(deliver_forever(rt, client, HOOK, backoff))
-        try:
-            await until(lambda: len(tried.get(first, [])) == 3, "three failures of the first")
-            await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
-            await until(lambda: len(tried.get(second, [])) == 1, "the second's first attempt")
-            await until(lambda: len(tried.get(second, [])) == 2, "the second's retry")
-        finally:
-            worker.cancel()
-            await asyncio.gather(worker, return_exceptions=True)
+    # three failures of the first: 0.5 s, then 1 s; its next would be 2 s
+    async with delivering(lifecycle, hook, Backoff(first=0.5, limit=60.0, poll=0.05)):
+        await until(lambda: len(tried.get(first, [])) == 3, "three failures of the first")
+        await asyncio.to_thread(skip, str(lifecycle.service.db_path), first)
+        await until(lambda: len(tried.get(second, [])) == 1, "the second's first attempt")
+        await until(lambda: len(tried.get(second, [])) == 2, "the second's retry")
     waited = tried[second][1] - tried[second][0]
     assert waited < 1.5, f"the second was retried after {waited:.1f} s, not the first delay"
 
