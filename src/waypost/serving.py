@@ -22,6 +22,7 @@ from typing import Any
 import uvicorn
 from uvicorn.lifespan.on import LifespanOn
 
+from waypost.http.expect_continue import CloseUnreadContinue
 from waypost.http.slow_clients import ConnectionCap, with_request_deadline
 from waypost.http.starting import StartingAnswers, lifecycle_answer, public_answer
 from waypost.http.websocket_closing import ClosingWebSocket
@@ -226,8 +227,11 @@ def _config(app: Any, host: str, port: int, http: type[asyncio.Protocol]) -> uvi
     # reset_contextvars: each request starts in a context of its own; on
     # asyncio's loop a request could start in the context of the one before
     # it on the connection (CPython issue 140947), with its pinned clock
+    # CloseUnreadContinue: an answer given before an `Expect: 100-continue`
+    # body was asked for closes the connection (http/expect_continue.py)
     return uvicorn.Config(
-        app, host=host, port=port, http=http, log_level="info", access_log=False,
+        CloseUnreadContinue(app), host=host, port=port, http=http, log_level="info",
+        access_log=False,
         log_config=None, ws=ClosingWebSocket, ws_max_size=1024 * 1024,
         ws_per_message_deflate=False,
         reset_contextvars=True,
