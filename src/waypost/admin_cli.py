@@ -427,8 +427,10 @@ def lifecycle_deliveries(db_path: Path, state: str, limit: int) -> None:
 def lifecycle_skip(db_path: Path, sequence: int, reason: str) -> None:
     """Never send a pending delivery (one its receiver refuses for good);
     the webhook worker goes on with the next event. Prints the delivery."""
+    from waypost.resolvers.core.text import blank
     from waypost.resolvers.lifecycle import delivery
 
-    if not reason.strip() or len(reason) > 500:
+    # blank as a title is: U+200B alone, which shows nothing, passed
+    if blank(reason) or len(reason) > 500:
         raise click.UsageError("--reason is 1-500 characters, not blank")
     _print(_write(db_path, lambda c, at: delivery.skip(c, sequence, reason, at)))

@@ -137,7 +137,7 @@ async def test_only_a_pending_delivery_can_be_skipped(lifecycle: Lifecycle, auth
     missing = run("skip", "--db", db, "--sequence", "999", "--reason", "typo")
     assert missing.exit_code == 1
     assert "not_found: --sequence: no delivery of this event" in missing.output
-    for blank in ("", "   "):
+    for blank in ("", "   ", "\u200b", " \u2066\u2069 "):
         refused = run("skip", "--db", db, "--sequence", str(first), "--reason", blank)
         assert refused.exit_code == 2 and "--reason" in refused.output, refused.output
     listed = json.loads(run("deliveries", "--db", db, "--state", "all").stdout)

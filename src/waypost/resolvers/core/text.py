@@ -44,14 +44,19 @@ def _visible(ch: str) -> bool:
     return ch not in _DRAWN_BLANK and category not in _SHOWS_NOTHING
 
 
-def require_text(value: str, field: str) -> None:
-    """Refuse `value` when it shows nothing (empty, whitespace, or only
-    characters that show nothing), naming `field`; the models bound lengths,
-    and `"   "` passes any minimum length."""
+def blank(value: str) -> bool:
+    """Whether `value` shows nothing: empty, whitespace, or only characters
+    that show nothing."""
     text = value.strip()
     if text and _visible(text[0]):
-        return  # the common case, decided by one character
-    if not any(_visible(ch) for ch in text):
+        return False  # the common case, decided by one character
+    return not any(_visible(ch) for ch in text)
+
+
+def require_text(value: str, field: str) -> None:
+    """Refuse `value` when it is `blank`, naming `field`; the models bound
+    lengths, and `"   "` passes any minimum length."""
+    if blank(value):
         raise InvalidRequest.field(field, f"{field} must not be blank")
 
 
