@@ -45,3 +45,20 @@ async def test_the_public_listener_still_names_a_refused_token(service: Service)
     agent = await service.principal("agent", "b")
     async with _client(service.app, agent.token, "http://public.test") as client:
         await check_token(client)  # a good token: no refusal
+
+
+@pytest.mark.parametrize("path", ["/mcp", "/api", "/api/v1"])
+async def test_a_url_with_a_path_the_api_is_not_under_is_refused(
+    service: Service, path: str
+) -> None:
+    """`--url http://host:port/mcp` (the HTTP transport's URL) passed the
+    start check: every tool then answered `not_found`, with advice about
+    ids (mcpconformance)."""
+    agent = await service.principal("agent", "c")
+    async with _client(service.app, agent.token, f"http://public.test{path}") as client:
+        with pytest.raises(TokenRefused) as refused:
+            await check_token(client)
+    said = str(refused.value)
+    assert said.startswith(f"http://public.test{path}"), said
+    assert "has no Waypost API under it (GET /api/v1/me answered 404)" in said, said
+    assert "refused the token" not in said

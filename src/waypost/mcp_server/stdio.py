@@ -119,6 +119,15 @@ async def check_token(client: httpx.AsyncClient) -> None:
         )
     if response.status_code == 401:
         raise TokenRefused(f"{client.base_url} refused the token in WAYPOST_TOKEN (401)")
+    if response.status_code == 404:
+        # a path the API is not under (`/mcp`, copied from the HTTP
+        # transport's URL; `/api`): it started, and every tool answered
+        # `not_found` with advice about ids (mcpconformance)
+        raise TokenRefused(
+            f"{client.base_url} has no Waypost API under it (GET /api/v1/me answered 404):"
+            " give --url the public listener's base URL, the one /api/v1 is under, such"
+            " as http://127.0.0.1:8080"
+        )
 
 
 def _is_lifecycle_listener(response: httpx.Response) -> bool:
