@@ -66,6 +66,16 @@ OVERLOADED_MESSAGE = (
 # The busy timeout is set again only when the batch's budget differs from it
 # by more than this: a PRAGMA per batch would cost more than its inserts.
 _TIMEOUT_SLACK_MS = 50
+# SQLite's busy handler adds up the sleeps it asks for (1 ms, 2 ms, ... 100 ms),
+# not the time that passes: each late wake-up on a loaded machine made a
+# BEGIN's wait longer than its budget (2.8 s of 2 s beside two busy
+# processes, flakehunt), and a process stopped meanwhile (SIGSTOP, a
+# suspended VM) by the whole stop. BEGIN waits in slices of at most this,
+# each sized from the clock, so its wait ends within one slice's lateness.
+# The writer's connection keeps it as its timeout between BEGINs (nothing
+# else it runs waits for a lock but the WAL restart, which sets its own):
+# setting it again around every BEGIN would cost two PRAGMAs a batch.
+_BUSY_SLICE = 0.25
 # A WAL past this many bytes is restarted after the commit that finds it so
 # (see Writer._restart_wal); SQLite's own checkpoint after each commit is
 # passive, and under overlapping reads (two packet searches of 90 ms each,
@@ -425,46 +435,54 @@ class Writer:
             self._current_timeout_ms = ms
 
     def _begin(self, pending: deque[_Unit]) -> bool:
-        """BEGIN IMMEDIATE within the oldest unit's budget; on a lock held
-        elsewhere past it, answer 503 to every unit whose budget is spent.
-        Taken in turn by caller, the oldest is not always the first, nor in
-        `pending` at all (past `max_units` callers, some wait in their lines
-        only): the oldest of both, so none waits past its budget."""
+        """BEGIN IMMEDIATE within the oldest unit's budget (in `_BUSY_SLICE`
+        slices); on a lock held elsewhere past it, answer 503 to every unit
+        whose budget is spent. Taken in turn by caller, the oldest is not
+        always the first, nor in `pending` at all (past `max_units` callers,
+        some wait in their lines only): the oldest of both, so none waits
+        past its budget."""
         oldest = min(u.deadline for u in self._with_line_heads(pending))
-        self._set_busy_timeout(oldest - time.monotonic())
-        try:
-            self._conn.execute(_BEGIN)
-            return True
-        except sqlite3.Error as exc:  # OperationalError, or DatabaseError (a damaged file)
-            if not is_busy(exc):
-                self._fail_all(pending, exc)
-                return False
-            now = time.monotonic() + _GRACE
-            by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-            kept = [u for u in pending if u.deadline > now]
-            for unit in pending:
-                if unit.deadline <= now:
-                    error = Unavailable(BUSY_MESSAGE, retry_after=1)
-                    by_loop.setdefault(unit.loop, []).append((unit, None, error))
-            pending.clear()
-            pending.extend(kept)
-            for unit in self._spent_in_lines(now):
+        while True:
+            left = oldest - time.monotonic()
+            self._set_busy_timeout(min(left, _BUSY_SLICE))
+            try:
+                self._conn.execute(_BEGIN)
+                return True
+            except sqlite3.Error as exc:  # OperationalError, or DatabaseError (a damaged file)
+                if is_busy(exc) and left > _BUSY_SLICE:
+                    continue  # the slice ended, not the budget
+                return self._begin_refused(pending, exc)
+
+    def _begin_refused(self, pending: deque[_Unit], exc: sqlite3.Error) -> bool:
+        """A BEGIN refused: busy past the oldest budget (answer 503 to every
+        unit whose budget is spent), or failed (every unit gets the error)."""
+        if not is_busy(exc):
+            self._fail_all(pending, exc)
+            return False
+        now = time.monotonic() + _GRACE
+        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        kept = [u for u in pending if u.deadline > now]
+        for unit in pending:
+            if unit.deadline <= now:
                 error = Unavailable(BUSY_MESSAGE, retry_after=1)
                 by_loop.setdefault(unit.loop, []).append((unit, None, error))
-            if by_loop:
-                refused = sum(map(len, by_loop.values()))
-                _conditions.warning(
-                    "another connection held the database's write lock past the busy"
-                    " timeout: %d writes answered 503 (%s)",
-                    refused,
-                    exc,
-                    count=refused,
-                )
-            for loop, replies in by_loop.items():
-                _answer(loop, replies)
-            return False
-        finally:
-            self._set_busy_timeout(self._busy_timeout)
+        pending.clear()
+        pending.extend(kept)
+        for unit in self._spent_in_lines(now):
+            error = Unavailable(BUSY_MESSAGE, retry_after=1)
+            by_loop.setdefault(unit.loop, []).append((unit, None, error))
+        if by_loop:
+            refused = sum(map(len, by_loop.values()))
+            _conditions.warning(
+                "another connection held the database's write lock past the busy"
+                " timeout: %d writes answered 503 (%s)",
+                refused,
+                exc,
+                count=refused,
+            )
+        for loop, replies in by_loop.items():
+            _answer(loop, replies)
+        return False
 
     def _migrated_elsewhere(self, pending: deque[_Unit]) -> bool:
         """Inside the batch's transaction: when another build has migrated the
@@ -724,7 +742,7 @@ class Writer:
         else:
             reason = "a read transaction held it"
         finally:
-            self._set_busy_timeout(self._busy_timeout)
+            self._set_busy_timeout(_BUSY_SLICE)
         self._wal_restart_owed = bool(busy)
         if busy:
             # a read that outlived the wait (a cold cache after a start made
