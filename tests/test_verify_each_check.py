@@ -14,7 +14,7 @@ from tests.conftest import Caller, Service
 from tests.decisions_support import new_task, open_decision
 from tests.test_backup_verify import populate
 from tests.test_cli import run
-from waypost.maintenance import backup, verify
+from waypost.maintenance import backup, checks, verify
 from waypost.resolvers.core import sweep
 from waypost.storage.migrate import migrate
 
@@ -43,12 +43,13 @@ async def test_verify_finds_a_history_row_missing_below_the_last(
     assert any(task_id in s for s in history["shown"])
 
 
-@pytest.mark.parametrize("status", [302, 300])
+@pytest.mark.parametrize("status", [302, 300, 199])
 async def test_verify_finds_a_receipt_whose_stored_answer_is_a_redirect(
     service: Service, human: Caller, project: str, tmp_path: Path, status: int
 ) -> None:
     """checks.py: a stored answer must be "a 2xx (refusals store none)";
-    300 is the first status past them (mutantaudit7)."""
+    300 is the first status past them (mutantaudit7), 199 the last before
+    them (mutanttests: a check of `status >= 300` passed every test)."""
     copy, conn = await tampered(service, human, tmp_path)
     (key,) = conn.execute("SELECT key FROM receipts LIMIT 1").fetchone()
     conn.execute("UPDATE receipts SET status = ? WHERE key = ?", (status, key))
@@ -90,7 +91,7 @@ async def test_verify_finds_an_owner_count_that_is_not_the_rows(
 ) -> None:
     """docs/operations.md, `owner_rows`: each project's (and the whole
     table's) count of a searched table's rows is the rows': one count off
-    by one, one missing, one of a project that holds none."""
+    by one, one missing, two of projects that hold none."""
     copy, conn = await tampered(service, human, tmp_path)
     conn.execute(
         "UPDATE search_owner_rows SET row_count = row_count + 1"
@@ -98,6 +99,8 @@ async def test_verify_finds_an_owner_count_that_is_not_the_rows(
     )
     conn.execute("DELETE FROM search_owner_rows WHERE content = 'knowledge' AND owner = '*'")
     conn.execute("INSERT INTO search_owner_rows VALUES ('tasks', 'ghost', 2)")
+    # one row of a project that holds none is a count off too (mutanttests)
+    conn.execute("INSERT INTO search_owner_rows VALUES ('tasks', 'phantom', 1)")
     tasks = conn.execute("SELECT count(*) FROM tasks").fetchone()[0]
     knowledge = conn.execute("SELECT count(*) FROM knowledge").fetchone()[0]
     conn.close()
@@ -106,6 +109,7 @@ async def test_verify_finds_an_owner_count_that_is_not_the_rows(
         f"knowledge of *: 0 counted by the triggers, {knowledge} rows",
         f"tasks of demo: {tasks + 1} counted by the triggers, {tasks} rows",
         "tasks of ghost: 2 counted by the triggers, 0 rows",
+        "tasks of phantom: 1 counted by the triggers, 0 rows",
     ], found
 
 
@@ -271,3 +275,149 @@ def test_verify_of_a_database_that_is_not_there_is_not_found_and_makes_none(
     assert result.exit_code == 1, result.output
     assert result.stderr == f"Error: not_found: no database at {missing}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("batch", [checks.GATE_BATCH, 1])
+async def test_verify_holds_an_activity_to_the_decision_that_blocks_its_subject(
+    service: Service,
+    human: Caller,
+    project: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    batch: int,
+) -> None:
+    """docs/operations.md, `gate_state`: a task is "open exactly when no
+    decision blocks the task or its subject". An activity of a blocked task
+    is blocked, which verify agrees with; one marked open around the
+    triggers is found. Verify's own subject rule went untested: reading only
+    the activity's own decisions passed every test (mutanttests); and so
+    did a look-up of the batch's tasks without their subjects, which fails
+    once a subject is in another batch than its activity (batches of 1)."""
+    monkeypatch.setattr(checks, "GATE_BATCH", batch)
+    subject = await new_task(human, "judged")
+    r = await human.post(
+        "/api/v1/projects/demo/tasks", {"title": "review it", "subject_task_id": subject}
+    )
+    assert r.status_code == 201, r.text
+    activity = r.json()["id"]
+    await open_decision(human, [subject])
+    assert verify(service.db_path)["checks"]["gate_state"]["ok"] is True
+    copy = tmp_path / "copy.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("UPDATE tasks SET gate_held = 0 WHERE id = ?", (activity,))  # around the triggers
+    conn.close()
+    assert verify(copy)["checks"]["gate_state"]["shown"] == [
+        f"task {activity}: the stored gate state says open, the decisions' history says blocked"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("column", "value"), [("project_id", "'elsewhere'"), ("shared", "1 - shared")]
+)
+async def test_verify_finds_a_tag_row_with_another_project_or_sharing(
+    service: Service, human: Caller, project: str, tmp_path: Path, column: str, value: str
+) -> None:
+    """docs/operations.md, `tag_rows`: each row carries its record's "project,
+    status, `updated_at` and sharing"; only a row's status and `updated_at`
+    were ever changed in a test, so the check could stop comparing the
+    project or the sharing unnoticed (mutanttests)."""
+    copy, conn = await tampered(service, human, tmp_path)
+    (tagged_id,) = conn.execute(
+        "SELECT knowledge_id FROM knowledge_tags WHERE tag = 'ops'"
+    ).fetchone()
+    conn.execute(f"UPDATE knowledge_tags SET {column} = {value} WHERE tag = 'ops'")
+    conn.close()
+    tags = verify(copy)["checks"]["tag_rows"]
+    assert tags["shown"] == [f"knowledge {tagged_id}: tag row 'ops' stale"], tags
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("project_id", "'elsewhere'"), ("created_at", "'2026-01-01T00:00:00.000Z'")],
+)
+async def test_verify_finds_a_decisions_stored_project_or_creation_time_alone(
+    service: Service, human: Caller, project: str, tmp_path: Path, column: str, value: str
+) -> None:
+    """docs/operations.md, `gate_state`: a decision's stored "project, creation
+    time" say what its history says. The one test changed both together, so
+    the check could stop comparing either one (mutanttests)."""
+    copy, conn = await tampered(service, human, tmp_path)
+    decision_id, project_id, created_at = conn.execute(
+        "SELECT id, project_id, created_at FROM decisions"
+    ).fetchone()
+    conn.execute(f"UPDATE decision_holds SET {column} = {value}")
+    stored = conn.execute("SELECT project_id, created_at FROM decision_holds").fetchone()
+    conn.close()
+    assert verify(copy)["checks"]["gate_state"]["shown"] == [
+        f"decision {decision_id}: the stored state places it in {stored[0]} at {stored[1]},"
+        f" the decision is {project_id}'s of {created_at}"
+    ]
+
+
+async def test_verify_names_only_the_receipt_without_its_event_at_a_shared_instant(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `receipts`: a receipt has the event its
+    transaction wrote, "same principal, same instant". A receipt of a
+    principal with no event, at an instant when another principal wrote
+    with its receipt and event, is the one problem: the other's receipt is
+    not (matched back by the instant alone, it was counted too)."""
+    copy, conn = await tampered(service, human, tmp_path)
+    at, principal = conn.execute(
+        "SELECT created_at, principal_id FROM receipts ORDER BY created_at DESC LIMIT 1"
+    ).fetchone()
+    others = conn.execute("SELECT count(*) FROM receipts WHERE created_at = ?", (at,)).fetchone()[0]
+    assert others >= 1 and principal != "prn_ghost"
+    conn.execute("INSERT INTO receipts VALUES ('prn_ghost', 'k-ghost', 'f', 200, '{}', ?)", (at,))
+    conn.close()
+    receipts = verify(copy)["checks"]["receipts"]
+    assert receipts["shown"] == [f"receipt 'k-ghost' of prn_ghost at {at} has no event"], receipts
+
+
+async def test_verify_matches_each_timeout_with_its_own_decisions_event_at_its_instant(
+    service: Service, human: Caller, project: str, tmp_path: Path
+) -> None:
+    """docs/operations.md, `events`: every timeout the sweep answered has its
+    `decision.timed_out` event, and every such event is a timed-out answer
+    "of its decision at its time". One sweep times two decisions out at one
+    instant: the event of the other decision is not this one's; and an
+    event of a timed-out decision at another instant is stray."""
+    task = await new_task(human)
+    first, second = [
+        await open_decision(
+            human, [task], required_actor="either", recommendation="Proceed", reversible=True
+        )
+        for _ in range(2)
+    ]
+    service.clock.advance(hours=24)
+    assert (await sweep.run_once(service.rt))["decisions_timed_out"] == 2
+    assert verify(service.db_path)["checks"]["events"]["ok"]
+    copy = tmp_path / "gone.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    conn.execute("DROP TRIGGER events_no_delete")  # written around the service
+    (at,) = conn.execute(
+        "DELETE FROM events WHERE type = 'decision.timed_out' AND subject_id = ? RETURNING at",
+        (first["id"],),
+    ).fetchone()
+    conn.close()
+    assert verify(copy)["checks"]["events"]["shown"] == [
+        f"decision {first['id']}: its timeout at {at} has no decision.timed_out event"
+    ]
+    copy = tmp_path / "stray.db"
+    backup(service.db_path, copy)
+    conn = sqlite3.connect(copy, isolation_level=None)
+    (sequence,) = conn.execute(
+        "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
+        " SELECT project_id, type, subject_type, subject_id, actor_id,"
+        " '2026-12-01T00:00:00.000Z', data FROM events"
+        " WHERE type = 'decision.timed_out' AND subject_id = ? RETURNING sequence",
+        (second["id"],),
+    ).fetchone()
+    conn.close()
+    assert verify(copy)["checks"]["events"]["shown"] == [
+        f"event {sequence}: decision.timed_out of decision {second['id']} at"
+        " 2026-12-01T00:00:00.000Z, which no timed-out answer of that decision in that"
+        " project has"
+    ]
