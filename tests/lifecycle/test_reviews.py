@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import re
+import sqlite3
 from typing import Any
 
 import pytest
@@ -211,6 +212,43 @@ async def test_admin_verify_finds_the_outcomes_receipt_and_its_lifecycle_event(
     assert r.status_code == 201, r.text
     report = await asyncio.to_thread(verify, lifecycle.service.db_path)
     assert report["checks"]["receipts"] == {"ok": True, "problems": 0, "shown": []}, report
+
+
+async def test_admin_verify_holds_the_lifecycle_receipts_to_their_events(
+    registered: Member, reviewer: Member, lifecycle: Lifecycle
+) -> None:
+    """docs/operations.md: "every idempotency receipt has the event its
+    transaction wrote"; the lifecycle listener's own receipts went unchecked
+    (mutanttests): one with no event, or whose stored answer is no JSON
+    object, passed."""
+    await request_review(registered, reviewer.id)
+    path = lifecycle.service.db_path
+    report = await asyncio.to_thread(verify, path)
+    assert report["checks"]["receipts"] == {"ok": True, "problems": 0, "shown": []}, report
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        (caller, count) = conn.execute(
+            "SELECT caller, count(*) FROM lifecycle_receipts GROUP BY caller"
+        ).fetchone()
+        assert count >= 2  # the registration's and the review request's
+        conn.execute(
+            "INSERT INTO lifecycle_receipts SELECT caller, 'no-event', fingerprint, tenant,"
+            " memo_id, action, body, '2020-01-01T00:00:00.000Z' FROM lifecycle_receipts LIMIT 1"
+        )
+        (key,) = conn.execute(
+            "SELECT key FROM lifecycle_receipts WHERE key <> 'no-event' LIMIT 1"
+        ).fetchone()
+        conn.execute("UPDATE lifecycle_receipts SET body = '[1]' WHERE key = ?", (key,))
+    finally:
+        conn.close()
+    receipts = (await asyncio.to_thread(verify, path))["checks"]["receipts"]
+    assert receipts["problems"] == 2, receipts
+    assert sorted(receipts["shown"]) == sorted([
+        f"lifecycle receipt 'no-event' of {caller} at 2020-01-01T00:00:00.000Z has no"
+        " lifecycle event",
+        f"lifecycle receipt {key!r} of {caller}: its stored answer is not a JSON object"
+        " (a replay could not send it)",
+    ])  # fmt: skip
 
 
 async def test_only_named_human_reviewers_record_outcomes(
