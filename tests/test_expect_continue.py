@@ -90,3 +90,28 @@ async def test_a_body_asked_for_gets_its_100_and_the_connection_goes_on(
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         again = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
         assert again.startswith(b"HTTP/1.1 200 "), again
+
+
+def chunked_head(token: str | None, expect: str = "100-continue") -> bytes:
+    authorization = f"Authorization: Bearer {token}\r\n" if token else ""
+    return (
+        "POST /api/v1/projects HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Idempotency-Key: expect-2\r\n{authorization}Transfer-Encoding: chunked\r\n"
+        f"Expect: {expect}\r\n\r\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("http", PARSERS)
+@pytest.mark.parametrize("expect", ["100-continue", "100-Continue"])
+async def test_a_chunked_body_refused_before_it_was_asked_for_closes_too(
+    service: Service, http: str, expect: str
+) -> None:
+    """A chunked body waits for its `100` as a declared length does, and
+    RFC 9110 compares the expectation case-insensitively (as uvicorn does
+    when it decides to send its `100`): the `401` closes the connection."""
+    async with streams(service, http) as (reader, writer):
+        writer.write(chunked_head(None, expect))
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+        assert head.startswith(b"HTTP/1.1 401 "), head
+        assert b"\r\nconnection: close\r\n" in head.lower(), head
+        await asyncio.wait_for(reader.read(), 10)  # the end of the stream

@@ -419,3 +419,33 @@ async def test_a_read_that_fails_after_its_fields_were_cancelled_is_no_error(
         gc.collect()
     unseen = [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage()]
     assert unseen == []
+
+
+async def test_a_begin_that_fails_for_another_reason_than_a_lock_is_not_tried_again(
+    tmp_path: Path,
+) -> None:
+    """BEGIN waits for another process's lock in slices (`_BUSY_SLICE`),
+    trying again while the budget lasts; a damaged file is no lock: its
+    caller is answered at once, after one BEGIN, not after a budget of
+    BEGINs tried back to back."""
+    conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None, check_same_thread=False)
+    failing = _FailingBegin(conn, _not_a_database())
+    begins = 0
+    execute = failing.execute
+
+    def counting(sql: str, *args: Any) -> Any:
+        nonlocal begins
+        begins += sql.startswith("BEGIN")
+        return execute(sql, *args)
+
+    failing.execute = counting  # type: ignore[method-assign]
+    writer = Writer(failing, 5000)  # type: ignore[arg-type]
+    try:
+        began = asyncio.get_running_loop().time()
+        with pytest.raises(sqlite3.DatabaseError):
+            await asyncio.wait_for(writer.submit(lambda c: None, transaction=True), 10)
+        waited = asyncio.get_running_loop().time() - began
+    finally:
+        await asyncio.to_thread(writer.stop)
+    assert begins == 1, begins
+    assert waited < 1.0, f"answered after {waited:.1f} s"

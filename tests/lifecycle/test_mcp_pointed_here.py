@@ -62,3 +62,26 @@ async def test_a_url_with_a_path_the_api_is_not_under_is_refused(
     assert said.startswith(f"http://public.test{path}"), said
     assert "has no Waypost API under it (GET /api/v1/me answered 404)" in said, said
     assert "refused the token" not in said
+
+
+async def test_a_service_still_starting_lets_it_start() -> None:
+    """docs/mcp.md: an unreachable Waypost does not stop `waypost mcp` (a
+    desktop client may start it first); nor does one still opening its
+    store, whose listeners answer every request `503` meanwhile
+    (http/starting.py). Only a `404` says the API is not under --url."""
+    from waypost.http.starting import StartingAnswers, public_answer
+    from waypost.serving import bind
+
+    sockets = bind("127.0.0.1", 0)
+    starting = StartingAnswers()
+    starting.start(sockets, public_answer, 16, 5.0)
+    port = sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers={"Authorization": "Bearer wp_x"}
+        ) as client:
+            await check_token(client)  # no refusal: tools answer unavailable until it is up
+    finally:
+        starting.close()
+        for sock in sockets:
+            sock.close()
