@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import os
 import shutil
+import signal
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -27,6 +28,14 @@ if find_spec("sniffio") is None:
 import httpx
 import hypothesis
 import pytest
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Run as a background job of a script (`make test &`, nohup, some CI
+    # runners), the suite inherits SIGINT ignored, and so does every process
+    # a test starts, whose Ctrl-C then does nothing: the tests that send one
+    # failed there only (mutanttests). Python's own handler here is reset to
+    # the default in each child at exec, as at a terminal.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from waypost.app import create_app
 from waypost.clock import format_time, parse_time
