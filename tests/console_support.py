@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, ClassVar
 import httpx
 import pytest
 
-from tests.serve_support import Server
+from tests.serve_support import Server, admin_command
 from waypost.console import STATIC
 
 _keys = itertools.count()
@@ -102,15 +101,9 @@ def run_console_module(name: str, script: str, argument: Any) -> Any:
 
 
 def admin_json(served: Server, *args: str) -> Any:
-    """What an admin command prints, run on the served database as an operator would."""
-    out = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", *args,
-         "--db", str(served.clock.parent / "waypost.db")],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
-    import json
-
-    return json.loads(out.stdout)
+    """What an admin command prints, run on the served database as an operator
+    would (in this process: serve_support.admin_command)."""
+    return admin_command(served.clock.parent / "waypost.db", *args)
 
 
 def admin_principal(served: Server, kind: str, name: str) -> Rest:

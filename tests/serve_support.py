@@ -170,11 +170,18 @@ class Server:
 
 
 def admin_command(db: Path, *args: str) -> Any:
-    """`waypost admin ... --db db`: its JSON answer."""
-    done = subprocess.run(
-        [sys.executable, "-m", "waypost.cli", "admin", *args, "--db", str(db)],
-        check=True, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    """`waypost admin ... --db db`: its JSON answer. The same click command
+    `python -m waypost.cli` runs, invoked in this process: a test's admin
+    setup (principals, tokens) beside a real `serve` needs the command's
+    writes, not a new interpreter importing the app each time (1-3 s a call
+    on a loaded machine). The admin CLI as its own process is tested in
+    test_admin_lists.py and test_cli.py."""
+    from click.testing import CliRunner
+
+    from waypost.cli import main
+
+    done = CliRunner().invoke(main, ["admin", *args, "--db", str(db)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
     return json.loads(done.stdout)
 
 

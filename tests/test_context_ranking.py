@@ -114,18 +114,31 @@ def _seed(conn: sqlite3.Connection, actor: str, per_project: int, rng: random.Ra
         conn.execute("COMMIT")
 
 
+@pytest.fixture(scope="module")
+def seeded_template(tmp_path_factory: pytest.TempPathFactory, migrated_template: Path) -> Path:
+    """The seeded file, built once per module (1,500 records a project cost
+    seconds on a loaded machine); each test reads and writes a copy of its own."""
+    path = copy_database(migrated_template, tmp_path_factory.mktemp("ranking") / "seeded.db")
+    conn = connect_sync(path)
+    try:
+        human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
+        for project in ("demo", "other"):
+            run_write(
+                conn,
+                lambda c, p=project: insert_project(  # type: ignore[misc]
+                    c, ProjectCreate(id=p, name=p), human["principal_id"], "human", AT
+                ),
+            )
+        _seed(conn, human["principal_id"], 1500, random.Random(14))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file
+    finally:
+        conn.close()
+    return path
+
+
 @pytest.fixture
-def seeded(tmp_path: Path, migrated_template: Path) -> Iterator[sqlite3.Connection]:
-    conn = connect_sync(copy_database(migrated_template, tmp_path / "ranking.db"))
-    human = run_write(conn, lambda c: principals.create_principal(c, "human", "seed", AT))
-    for project in ("demo", "other"):
-        run_write(
-            conn,
-            lambda c, p=project: insert_project(  # type: ignore[misc]
-                c, ProjectCreate(id=p, name=p), human["principal_id"], "human", AT
-            ),
-        )
-    _seed(conn, human["principal_id"], 1500, random.Random(14))
+def seeded(tmp_path: Path, seeded_template: Path) -> Iterator[sqlite3.Connection]:
+    conn = connect_sync(copy_database(seeded_template, tmp_path / "ranking.db"))
     try:
         yield conn
     finally:

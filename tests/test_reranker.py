@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import Caller, MovableClock, Service, serving
+from tests.conftest import Caller, MovableClock, Service, copy_database, serving
 from tests.context_support import CONTEXT, context, ids, knowledge, task
 from tests.provider_support import Provider, ProviderServer, closed_port, provider_server
 from tests.tasks_support import open_decision
@@ -59,10 +59,12 @@ def rerank_settings(provider: Provider) -> RerankSettings:
 
 @pytest.fixture
 async def service(
-    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings
+    tmp_path: Path, clock: MovableClock, rerank_settings: RerankSettings, migrated_template: Path
 ) -> AsyncIterator[Service]:
-    # overrides conftest's `service`: the same runtime, with reranking enabled
-    settings = Settings(db_path=tmp_path / "waypost.db", sweep_interval=3600, readers=1,
+    # overrides conftest's `service`: the same runtime, with reranking enabled,
+    # on a copy of the migrated file as conftest's (not a migration a test)
+    db_path = copy_database(migrated_template, tmp_path / "waypost.db")
+    settings = Settings(db_path=db_path, sweep_interval=3600, readers=1,
                         rerank=rerank_settings)  # fmt: skip
     async with serving(settings, clock) as made:
         yield made
