@@ -99,6 +99,21 @@ async def test_a_subscription_of_a_revoked_token_gets_the_refusal_before_its_soc
     assert frames[-1] == {"id": "1", "type": "complete"}, frames
 
 
+async def opened(service: Service, human: Caller, stream: str) -> Any:
+    """`stream` of the demo project (or of a decision opened in it) as the
+    human's, past what it sends first, re-checking its token every 0.3 s."""
+    hub_for(service.rt, QUICK)
+    actor = await service.rt.db.read(lambda c: principals.authenticate(c, human.token, "api"))
+    if stream == "project_events":
+        items: Any = project_event_batches(service.rt, actor, human.token, "demo", None)
+        assert await anext(items) is OPENED
+    else:
+        decision_id = await open_decision(human, await new_task(human, "judged"))
+        items = decision_changes(service.rt, actor, human.token, decision_id)
+        await anext(items)  # the decision as it is
+    return items
+
+
 @pytest.mark.parametrize("stream", ["project_events", "decision_changes"])
 async def test_a_stream_whose_files_changed_under_the_service_ends_with_that_503(
     service: Service,
@@ -116,15 +131,7 @@ async def test_a_stream_whose_files_changed_under_the_service_ends_with_that_503
     valid": a stream carrying on, or ending with another error, went
     unnoticed (mutanttests)."""
     monkeypatch.setattr(files, "_READ_CHECK_SECONDS", 0.0)  # every read looks at the files
-    hub_for(service.rt, QUICK)
-    actor = await service.rt.db.read(lambda c: principals.authenticate(c, human.token, "api"))
-    if stream == "project_events":
-        items: Any = project_event_batches(service.rt, actor, human.token, "demo", None)
-        assert await anext(items) is OPENED
-    else:
-        decision_id = await open_decision(human, await new_task(human, "judged"))
-        items = decision_changes(service.rt, actor, human.token, decision_id)
-        await anext(items)  # the decision as it is
+    items = await opened(service, human, stream)
     moved = tmp_path / "moved.db"
     service.db_path.rename(moved)
     try:
@@ -153,15 +160,7 @@ async def test_a_stream_whose_token_check_fails_ends_with_a_503_not_a_retry_for_
     the Retry-After 1 answers (a busy store, a clock file being rewritten):
     told Retry-After 1 for the fault, it re-checked for ever and never
     ended (mutanttests: no test made the check fail)."""
-    hub_for(service.rt, QUICK)
-    actor = await service.rt.db.read(lambda c: principals.authenticate(c, human.token, "api"))
-    if stream == "project_events":
-        items: Any = project_event_batches(service.rt, actor, human.token, "demo", None)
-        assert await anext(items) is OPENED
-    else:
-        decision_id = await open_decision(human, await new_task(human, "judged"))
-        items = decision_changes(service.rt, actor, human.token, decision_id)
-        await anext(items)  # the decision as it is
+    items = await opened(service, human, stream)
 
     def fault(*args: Any) -> Any:
         raise RuntimeError("a fault of the token's look-up")

@@ -24,8 +24,13 @@ async def tampered(
 ) -> tuple[Path, sqlite3.Connection]:
     await populate(service, human)
     copy = tmp_path / "copy.db"
+    return copy, copy_to_tamper(service, copy)
+
+
+def copy_to_tamper(service: Service, copy: Path) -> sqlite3.Connection:
+    """A backup of the service's file at `copy`, and a connection to change it by."""
     backup(service.db_path, copy)
-    return copy, sqlite3.connect(copy, isolation_level=None)
+    return sqlite3.connect(copy, isolation_level=None)
 
 
 async def test_verify_finds_a_history_row_missing_below_the_last(
@@ -199,8 +204,7 @@ async def test_verify_finds_a_timed_out_event_filed_under_another_project(
     service.clock.advance(hours=24)
     assert (await sweep.run_once(service.rt))["decisions_timed_out"] == 1
     copy = tmp_path / "copy.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    conn = copy_to_tamper(service, copy)
     (sequence,) = conn.execute(
         "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
         " SELECT 'other', type, subject_type, subject_id, actor_id, at, data FROM events"
@@ -303,8 +307,7 @@ async def test_verify_holds_an_activity_to_the_decision_that_blocks_its_subject(
     await open_decision(human, [subject])
     assert verify(service.db_path)["checks"]["gate_state"]["ok"] is True
     copy = tmp_path / "copy.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    conn = copy_to_tamper(service, copy)
     conn.execute("UPDATE tasks SET gate_held = 0 WHERE id = ?", (activity,))  # around the triggers
     conn.close()
     assert verify(copy)["checks"]["gate_state"]["shown"] == [
@@ -394,8 +397,7 @@ async def test_verify_matches_each_timeout_with_its_own_decisions_event_at_its_i
     assert (await sweep.run_once(service.rt))["decisions_timed_out"] == 2
     assert verify(service.db_path)["checks"]["events"]["ok"]
     copy = tmp_path / "gone.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    conn = copy_to_tamper(service, copy)
     conn.execute("DROP TRIGGER events_no_delete")  # written around the service
     (at,) = conn.execute(
         "DELETE FROM events WHERE type = 'decision.timed_out' AND subject_id = ? RETURNING at",
@@ -406,8 +408,7 @@ async def test_verify_matches_each_timeout_with_its_own_decisions_event_at_its_i
         f"decision {first['id']}: its timeout at {at} has no decision.timed_out event"
     ]
     copy = tmp_path / "stray.db"
-    backup(service.db_path, copy)
-    conn = sqlite3.connect(copy, isolation_level=None)
+    conn = copy_to_tamper(service, copy)
     (sequence,) = conn.execute(
         "INSERT INTO events (project_id, type, subject_type, subject_id, actor_id, at, data)"
         " SELECT project_id, type, subject_type, subject_id, actor_id,"
